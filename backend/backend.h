@@ -1,0 +1,44 @@
+// The interface every backend implements: compile a graph once, run it many times.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/tensor.h"
+
+namespace fusec {
+
+struct MemoryStats {
+  size_t peak_activation_bytes = 0;  // planned (static shapes) or observed (dynamic) peak
+  size_t weight_bytes = 0;           // initializers
+  bool planned = false;              // true when a static plan was made at compile time
+};
+
+/// A compiled graph. Inputs and outputs are host tensors in graph order.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) = 0;
+  virtual MemoryStats memory() const = 0;
+  virtual std::string backend_name() const = 0;
+};
+
+struct UnsupportedNode {
+  std::string node, op_type, domain, reason;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  /// Nodes this backend cannot run, each with the reason (empty: it can run the graph).
+  virtual std::vector<UnsupportedNode> unsupported(const Graph& g) const = 0;
+  /// Throws BadInput listing every unsupported node at once.
+  virtual std::unique_ptr<Executable> compile(const Graph& g) = 0;
+};
+
+/// "fusec: error" text for a list of unsupported nodes: every one named, with its op.
+std::string describe_unsupported(const std::vector<UnsupportedNode>& nodes);
+
+}  // namespace fusec

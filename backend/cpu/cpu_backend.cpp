@@ -1,0 +1,213 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <unordered_map>
+
+#include "backend/cpu/kernel.h"
+#include "backend/memory_planner.h"
+#include "ir/error.h"
+
+namespace fusec::cpu {
+namespace {
+
+struct Step {
+  const Node* node;
+  const OpSchema* schema;
+  const Kernel* kernel;
+  int64_t opset;
+  std::vector<int> in_slots;   // -1: left out
+  std::vector<int> out_slots;  // -1: left out
+  std::vector<int> free_after; // slots whose last reader is this step
+};
+
+class CpuExecutable : public Executable {
+ public:
+  explicit CpuExecutable(const Graph& g) : graph_(g.clone()) { build(); }
+
+  std::string backend_name() const override { return "cpu"; }
+  MemoryStats memory() const override { return stats_; }
+
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
+    const Graph& g = *graph_;
+    if (inputs.size() != g.inputs.size())
+      bad_input("the model has " + std::to_string(g.inputs.size()) + " inputs, got " +
+                std::to_string(inputs.size()));
+    std::vector<Tensor> slots(slot_count_);
+    for (auto& [slot, t] : constants_) slots[slot] = t;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      check_input(*g.inputs[i], inputs[i]);
+      slots[slot_of_.at(g.inputs[i])] = inputs[i];
+    }
+    size_t live = 0, peak = 0;
+    std::vector<const Tensor*> in_ptrs;
+    std::vector<TypeInfo> in_types;
+    std::vector<const TypeInfo*> in_type_ptrs;
+    for (const Step& st : steps_) {
+      in_ptrs.assign(st.in_slots.size(), nullptr);
+      in_types.assign(st.in_slots.size(), TypeInfo{});
+      in_type_ptrs.assign(st.in_slots.size(), nullptr);
+      for (size_t i = 0; i < st.in_slots.size(); ++i) {
+        if (st.in_slots[i] < 0) continue;
+        const Tensor& t = slots[st.in_slots[i]];
+        in_ptrs[i] = &t;
+        in_types[i] = {t.dtype(), shape_of(t.dims())};
+        in_type_ptrs[i] = &in_types[i];
+      }
+      InferContext ictx(*st.node, *st.schema, st.opset, in_type_ptrs, in_ptrs);
+      st.schema->infer(ictx);
+      std::vector<Tensor*> out_ptrs(st.out_slots.size(), nullptr);
+      for (size_t i = 0; i < st.out_slots.size(); ++i) {
+        int s = st.out_slots[i];
+        if (s < 0) continue;
+        const TypeInfo& t = ictx.outputs[i];
+        if (t.dtype == DType::Undefined || !t.shape || !is_static(*t.shape))
+          internal_error("output " + std::to_string(i) + " has no static shape at run time" +
+                         st.node->ref());
+        auto dims = static_dims(*t.shape);
+        auto planned = arena_offset_.find(s);
+        if (planned != arena_offset_.end() && t.dtype == planned_dtype_.at(s) &&
+            checked_numel(dims) * static_cast<int64_t>(dtype_size(t.dtype)) <= planned_bytes_.at(s)) {
+          slots[s] = Tensor::view(t.dtype, dims, static_cast<char*>(arena_.get()) + planned->second, arena_);
+          std::memset(slots[s].raw(), 0, slots[s].nbytes());
+        } else {
+          slots[s] = Tensor(t.dtype, dims);
+          live += slots[s].nbytes();
+        }
+        out_ptrs[i] = &slots[s];
+      }
+      peak = std::max(peak, live);
+      KernelContext kctx(*st.node, *st.schema, st.opset, in_ptrs, out_ptrs);
+      (*st.kernel)(kctx);
+      for (int s : st.free_after) {
+        if (!arena_offset_.count(s)) live -= std::min(live, slots[s].nbytes());
+        slots[s] = Tensor();
+      }
+    }
+    if (!stats_.planned) stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, peak);
+    std::vector<Tensor> outs;
+    for (Value* v : g.outputs) {
+      const Tensor& t = slots[slot_of_.at(v)];
+      outs.push_back(arena_offset_.count(slot_of_.at(v)) ? t.clone() : t);
+    }
+    return outs;
+  }
+
+ private:
+  void build() {
+    Graph& g = *graph_;
+    g.topo_sort();
+    auto slot = [&](Value* v) {
+      auto it = slot_of_.find(v);
+      if (it != slot_of_.end()) return it->second;
+      slot_of_[v] = slot_count_;
+      return slot_count_++;
+    };
+    for (Value* v : g.initializers()) {
+      constants_.push_back({slot(v), *v->initializer});
+      stats_.weight_bytes += v->initializer->nbytes();
+    }
+    for (Value* v : g.inputs) slot(v);
+    std::unordered_map<int, int> first, last;
+    int step_index = 0;
+    for (const auto& np : g.nodes()) {
+      const Node& n = *np;
+      Step st;
+      st.node = &n;
+      st.opset = g.opset(n.domain);
+      st.schema = OpRegistry::global().find(n.domain, n.op_type, st.opset);
+      st.kernel = KernelRegistry::global().find(n.domain, n.op_type);
+      if (!st.schema || !st.kernel) internal_error("compile: unsupported node slipped through" + n.ref());
+      for (Value* v : n.inputs) {
+        int s = v ? slot(v) : -1;
+        st.in_slots.push_back(s);
+        if (s >= 0) last[s] = step_index;
+      }
+      for (Value* v : n.outputs) {
+        int s = v ? slot(v) : -1;
+        st.out_slots.push_back(s);
+        if (s >= 0) { first[s] = step_index; last.emplace(s, step_index); }
+      }
+      steps_.push_back(std::move(st));
+      ++step_index;
+    }
+    // Graph outputs, inputs and constants live for the whole run: never freed, never in the arena.
+    std::unordered_map<int, bool> pinned;
+    for (Value* v : g.outputs) pinned[slot(v)] = true;
+    for (Value* v : g.inputs) pinned[slot(v)] = true;
+    for (auto& [s, t] : constants_) pinned[s] = true;
+    for (auto& [s, l] : last)
+      if (!pinned.count(s)) steps_[l].free_after.push_back(s);
+
+    // Static plan: when every intermediate has a static shape, place them all in one arena.
+    std::vector<BufferRequest> reqs;
+    std::vector<int> req_slot;
+    bool all_static = true;
+    for (auto& [v, s] : slot_of_) {
+      if (pinned.count(s) || !first.count(s)) continue;
+      if (!v->type.shape || !is_static(*v->type.shape) || v->type.dtype == DType::Undefined) {
+        all_static = false;
+        break;
+      }
+      int64_t bytes = checked_numel(static_dims(*v->type.shape)) * dtype_size(v->type.dtype);
+      reqs.push_back({static_cast<size_t>(bytes), first[s], last[s]});
+      req_slot.push_back(s);
+      planned_dtype_[s] = v->type.dtype;
+      planned_bytes_[s] = bytes;
+    }
+    if (all_static) {
+      MemoryPlan plan = plan_memory(reqs, 64);
+      arena_ = aligned_storage(plan.arena_bytes);
+      for (size_t i = 0; i < reqs.size(); ++i) arena_offset_[req_slot[i]] = plan.offsets[i];
+      stats_.planned = true;
+      stats_.peak_activation_bytes = plan.arena_bytes;
+    } else {
+      planned_dtype_.clear();
+      planned_bytes_.clear();
+    }
+  }
+
+  void check_input(const Value& v, const Tensor& t) const {
+    if (t.dtype() != v.type.dtype)
+      bad_input("input '" + v.name + "' must be " + dtype_name(v.type.dtype) + ", got " +
+                dtype_name(t.dtype()));
+    if (!v.type.shape) return;
+    const Shape& s = *v.type.shape;
+    bool ok = s.size() == t.rank();
+    for (size_t i = 0; ok && i < s.size(); ++i)
+      if (s[i].is_static() && s[i].value != t.dim(i)) ok = false;
+    if (!ok)
+      bad_input("input '" + v.name + "' has shape " + dims_str(t.dims()) + " but the model expects " +
+                shape_str(s));
+  }
+
+  std::unique_ptr<Graph> graph_;
+  std::vector<Step> steps_;
+  std::unordered_map<const Value*, int> slot_of_;
+  int slot_count_ = 0;
+  std::vector<std::pair<int, Tensor>> constants_;
+  std::shared_ptr<void> arena_;
+  std::unordered_map<int, size_t> arena_offset_;
+  std::unordered_map<int, DType> planned_dtype_;
+  std::unordered_map<int, int64_t> planned_bytes_;
+  MemoryStats stats_;
+};
+
+}  // namespace
+
+std::vector<UnsupportedNode> CpuBackend::unsupported(const Graph& g) const {
+  std::vector<UnsupportedNode> out;
+  for (const auto& n : g.nodes()) {
+    std::string why = unsupported_reason(g, *n);
+    if (why.empty() && !KernelRegistry::global().find(n->domain, n->op_type))
+      why = "no CPU kernel";
+    if (!why.empty()) out.push_back({n->name, n->op_type, n->domain, why});
+  }
+  return out;
+}
+
+std::unique_ptr<Executable> CpuBackend::compile(const Graph& g) {
+  auto bad = unsupported(g);
+  if (!bad.empty()) bad_input(describe_unsupported(bad));
+  return std::make_unique<CpuExecutable>(g);
+}
+
+}  // namespace fusec::cpu

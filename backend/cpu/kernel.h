@@ -1,0 +1,73 @@
+// CPU kernel interface: a kernel reads its inputs and writes into outputs the executor has
+// already allocated with the shapes the op's schema inferred.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ir/op_schema.h"
+#include "ir/tensor.h"
+
+namespace fusec::cpu {
+
+class KernelContext : public NodeAttrs {
+ public:
+  KernelContext(const Node& node, const OpSchema& schema, int64_t opset,
+                std::vector<const Tensor*> inputs, std::vector<Tensor*> outputs)
+      : NodeAttrs(node, schema), opset_(opset), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {}
+
+  int64_t opset() const { return opset_; }
+  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_outputs() const { return outputs_.size(); }
+  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i]; }
+  bool has_output(size_t i) const { return i < outputs_.size() && outputs_[i]; }
+  const Tensor& input(size_t i) const {
+    if (!has_input(i)) fail("input " + std::to_string(i) + " is required");
+    return *inputs_[i];
+  }
+  Tensor& output(size_t i) const {
+    if (!has_output(i)) fail("output " + std::to_string(i) + " is required");
+    return *outputs_[i];
+  }
+
+ private:
+  int64_t opset_;
+  std::vector<const Tensor*> inputs_;
+  std::vector<Tensor*> outputs_;
+};
+
+using Kernel = std::function<void(KernelContext&)>;
+
+class KernelRegistry {
+ public:
+  /// Every CPU kernel (built once, on first use).
+  static const KernelRegistry& global();
+  void add(const std::string& op_type, Kernel k, const std::string& domain = "");
+  const Kernel* find(const std::string& domain, const std::string& op_type) const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, Kernel> kernels_;
+};
+
+// One function per kernel family file in backend/cpu/kernels/.
+void register_elementwise_kernels(KernelRegistry& r);
+void register_activation_kernels(KernelRegistry& r);
+void register_linalg_kernels(KernelRegistry& r);
+void register_conv_kernels(KernelRegistry& r);
+void register_pool_kernels(KernelRegistry& r);
+void register_normalization_kernels(KernelRegistry& r);
+void register_reduce_kernels(KernelRegistry& r);
+void register_softmax_kernels(KernelRegistry& r);
+void register_shape_kernels(KernelRegistry& r);
+void register_movement_kernels(KernelRegistry& r);
+void register_generator_kernels(KernelRegistry& r);
+void register_resize_kernels(KernelRegistry& r);
+
+/// Runs one node on the CPU: infers output shapes from the actual inputs, allocates the outputs
+/// and calls the kernel. Used by the executor's dynamic path and by shape-value propagation.
+std::vector<Tensor> evaluate_node(const Node& node, int64_t opset,
+                                  const std::vector<const Tensor*>& inputs);
+
+}  // namespace fusec::cpu

@@ -1,0 +1,66 @@
+#include "backend/cpu/kernel.h"
+
+#include "ir/error.h"
+
+namespace fusec::cpu {
+
+void KernelRegistry::add(const std::string& op_type, Kernel k, const std::string& domain) {
+  kernels_[{domain == "ai.onnx" ? "" : domain, op_type}] = std::move(k);
+}
+
+const Kernel* KernelRegistry::find(const std::string& domain, const std::string& op_type) const {
+  auto it = kernels_.find({domain == "ai.onnx" ? "" : domain, op_type});
+  return it == kernels_.end() ? nullptr : &it->second;
+}
+
+const KernelRegistry& KernelRegistry::global() {
+  static const KernelRegistry reg = [] {
+    KernelRegistry r;
+    register_elementwise_kernels(r);
+    register_activation_kernels(r);
+    register_linalg_kernels(r);
+    register_conv_kernels(r);
+    register_pool_kernels(r);
+    register_normalization_kernels(r);
+    register_reduce_kernels(r);
+    register_softmax_kernels(r);
+    register_shape_kernels(r);
+    register_movement_kernels(r);
+    register_generator_kernels(r);
+    register_resize_kernels(r);
+    return r;
+  }();
+  return reg;
+}
+
+std::vector<Tensor> evaluate_node(const Node& node, int64_t opset,
+                                  const std::vector<const Tensor*>& inputs) {
+  const OpSchema* schema = OpRegistry::global().find(node.domain, node.op_type, opset);
+  const Kernel* kernel = KernelRegistry::global().find(node.domain, node.op_type);
+  if (!schema || !kernel) bad_input("no CPU kernel for this op at opset " + std::to_string(opset) + node.ref());
+  std::vector<TypeInfo> types(inputs.size());
+  std::vector<const TypeInfo*> type_ptrs(inputs.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i]) continue;
+    types[i].dtype = inputs[i]->dtype();
+    types[i].shape = shape_of(inputs[i]->dims());
+    type_ptrs[i] = &types[i];
+  }
+  InferContext ictx(node, *schema, opset, type_ptrs, inputs);
+  schema->infer(ictx);
+  std::vector<Tensor> outs(node.outputs.size());
+  std::vector<Tensor*> out_ptrs(node.outputs.size(), nullptr);
+  for (size_t i = 0; i < node.outputs.size(); ++i) {
+    if (!node.outputs[i]) continue;
+    const TypeInfo& t = ictx.outputs[i];
+    if (t.dtype == DType::Undefined || !t.shape || !is_static(*t.shape))
+      internal_error("inference left output " + std::to_string(i) + " unknown at run time" + node.ref());
+    outs[i] = Tensor(t.dtype, static_dims(*t.shape));
+    out_ptrs[i] = &outs[i];
+  }
+  KernelContext kctx(node, *schema, opset, inputs, out_ptrs);
+  (*kernel)(kctx);
+  return outs;
+}
+
+}  // namespace fusec::cpu

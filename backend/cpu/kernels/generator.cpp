@@ -1,0 +1,7 @@
+#include "backend/cpu/kernels/common.h"
+
+namespace fusec::cpu {
+
+void register_generator_kernels(KernelRegistry& r) {}
+
+}  // namespace fusec::cpu

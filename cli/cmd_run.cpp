@@ -1,0 +1,100 @@
+// fusec run: execute a model once on given or seeded random inputs and write its outputs.
+#include <cstdio>
+#include <map>
+#include <filesystem>
+
+#include "backend/cpu/cpu_backend.h"
+#include "cli/common.h"
+#include "importer/npy.h"
+#include "importer/tensor_proto.h"
+#include "ir/error.h"
+
+namespace fusec::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct RunArgs {
+  std::string model, inputs_dir, output_dir, format = "pb";
+  std::vector<std::string> inputs;
+  uint64_t seed = 0;
+  ShapeOptions shapes;
+};
+
+std::string input_names(const Graph& g) {
+  std::string s;
+  for (auto* v : g.inputs) s += (s.empty() ? "" : ", ") + v->name;
+  return s;
+}
+
+int run(RunArgs& a) {
+  if (a.format != "pb" && a.format != "npy") bad_input("--format must be pb or npy, not '" + a.format + "'");
+  // Given input files fix the shapes: bind them before inference unless the user gave --shape.
+  std::map<std::string, Tensor> given;
+  auto g = load_model(a.model, a.shapes);
+  for (const auto& spec : a.inputs) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0) bad_input("--input '" + spec + "' must look like NAME=FILE");
+    std::string name = spec.substr(0, eq);
+    bool known = false;
+    for (auto* v : g->inputs) known |= v->name == name;
+    if (!known) bad_input("--input: the model has no input '" + name + "'; its inputs are: " + input_names(*g));
+    given[name] = read_tensor_file(spec.substr(eq + 1));
+  }
+  if (!a.inputs_dir.empty()) {
+    for (size_t k = 0; k < g->inputs.size(); ++k) {
+      fs::path p = fs::path(a.inputs_dir) / ("input_" + std::to_string(k) + ".pb");
+      if (!fs::exists(p)) p = fs::path(a.inputs_dir) / ("input_" + std::to_string(k) + ".npy");
+      if (!fs::exists(p)) bad_input("--inputs: '" + a.inputs_dir + "' has no input_" + std::to_string(k) + ".pb for input '" + g->inputs[k]->name + "'");
+      if (!given.count(g->inputs[k]->name)) given[g->inputs[k]->name] = read_tensor_file(p);
+    }
+  }
+  if (!given.empty()) {
+    // Re-bind with the files' shapes (where --shape did not already say) so every intermediate
+    // shape is known; a file that contradicts the model is reported by the backend's input check.
+    ShapeOptions bound = a.shapes;
+    for (auto* v : g->inputs) {
+      if (!given.count(v->name) || given[v->name].rank() == 0) continue;
+      bool named = false;
+      for (const auto& s : a.shapes.shapes) named |= parse_shape_flag(s).first == v->name;
+      if (named || (v->type.shape && is_static(*v->type.shape))) continue;
+      std::string dims;
+      for (int64_t d : given[v->name].dims()) dims += (dims.empty() ? "" : "x") + std::to_string(d);
+      bound.shapes.push_back(v->name + ":" + dims);
+    }
+    bound.batch.reset();  // the files fix the batch
+    if (bound.shapes.size() != a.shapes.shapes.size()) g = load_model(a.model, bound);
+  }
+  std::vector<Tensor> inputs;
+  for (auto* v : g->inputs) inputs.push_back(given.count(v->name) ? given[v->name] : random_input(*v, a.seed));
+  cpu::CpuBackend backend;
+  auto exe = backend.compile(*g);
+  auto outputs = exe->run(inputs);
+  fs::create_directories(a.output_dir);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    fs::path p = fs::path(a.output_dir) / ("output_" + std::to_string(k) + "." + a.format);
+    if (a.format == "npy") write_npy(outputs[k], p);
+    else write_tensor_pb(outputs[k], g->outputs[k]->name, p);
+    std::printf("%-30s %-9s %-20s -> %s\n", g->outputs[k]->name.c_str(), dtype_name(outputs[k].dtype()),
+                dims_str(outputs[k].dims()).c_str(), p.string().c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_run(CLI::App& app, std::function<int()>& action) {
+  auto args = std::make_shared<RunArgs>();
+  auto* sub = app.add_subcommand("run", "Execute a model once and write its outputs");
+  sub->add_option("model", args->model, "ONNX model file")->required();
+  sub->add_option("--input", args->inputs, "NAME=FILE (.npy or TensorProto .pb), repeatable");
+  sub->add_option("--inputs", args->inputs_dir, "Folder with input_K.pb files in graph-input order");
+  sub->add_option("--seed", args->seed, "Seed for random inputs (default 0)");
+  sub->add_option("--output-dir", args->output_dir, "Where to write output_K.pb / output_K.npy")->required();
+  sub->add_option("--format", args->format, "pb (TensorProto, default) or npy");
+  args->shapes.add_to(*sub);
+  sub->callback([args, &action] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace fusec::cli

@@ -1,0 +1,43 @@
+// Options and steps shared by the subcommands.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/infer_shapes.h"
+
+namespace fusec::cli {
+
+/// --batch and --shape, as trtexec spells them.
+struct ShapeOptions {
+  std::optional<int64_t> batch;
+  std::vector<std::string> shapes;
+  void add_to(CLI::App& app);
+  ShapeBindings bindings() const;
+};
+
+/// Import, bind shapes, infer: what every subcommand does first.
+std::unique_ptr<Graph> load_model(const std::string& path, const ShapeOptions& shapes);
+
+/// Seeded random data for a graph input (floats uniform in [-1, 1); ints in [0, 64); bools 0/1).
+Tensor random_input(const Value& v, uint64_t seed);
+
+/// Writes JSON text to `path`, or fails with BadInput naming it.
+void write_text_file(const std::string& path, const std::string& text);
+
+bool stdout_is_tty();
+std::string human_bytes(double bytes);
+std::string human_count(double n);
+
+// One registration function per subcommand file.
+void add_inspect(CLI::App& app, std::function<int()>& action);
+void add_run(CLI::App& app, std::function<int()>& action);
+void add_bench(CLI::App& app, std::function<int()>& action);
+void add_not_built(CLI::App& app, std::function<int()>& action);
+
+}  // namespace fusec::cli

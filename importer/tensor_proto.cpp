@@ -1,0 +1,162 @@
+#include "importer/tensor_proto.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <fstream>
+
+#include "ir/error.h"
+
+namespace fusec {
+
+namespace fs = std::filesystem;
+
+std::string read_file_bytes(const fs::path& file) {
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) bad_input("'" + file.string() + "' is a directory, not a file");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) bad_input("cannot open '" + file.string() + "'");
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) bad_input("cannot read '" + file.string() + "'");
+  return data;
+}
+
+fs::path resolve_external_location(const fs::path& model_dir, const std::string& location,
+                                   const std::string& what) {
+  if (location.empty()) bad_input(what + ": external data has no location");
+  fs::path loc(location);
+  if (loc.is_absolute() || location.front() == '/' || location.front() == '\\')
+    bad_input(what + ": external data location '" + location + "' is absolute; it must be relative to the model's folder");
+  for (const auto& part : loc)
+    if (part == "..")
+      bad_input(what + ": external data location '" + location + "' leaves the model's folder");
+  fs::path full = model_dir / loc;
+  std::error_code ec;
+  if (!fs::exists(full, ec))
+    bad_input(what + ": external data file '" + full.string() + "' does not exist");
+  fs::path canon_dir = fs::weakly_canonical(model_dir.empty() ? fs::path(".") : model_dir, ec);
+  fs::path canon = fs::weakly_canonical(full, ec);
+  if (ec) bad_input(what + ": cannot resolve external data file '" + full.string() + "'");
+  auto rel = canon.lexically_relative(canon_dir);
+  if (rel.empty() || *rel.begin() == "..")
+    bad_input(what + ": external data file '" + location + "' resolves outside the model's folder (symlink?)");
+  if (!fs::is_regular_file(canon, ec))
+    bad_input(what + ": external data '" + location + "' is not a regular file");
+  return canon;
+}
+
+namespace {
+
+template <typename Src, typename Dst>
+void copy_field(const Src& field, Dst* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Dst>(field.Get(static_cast<int>(i)));
+}
+
+int64_t typed_field_size(const onnx::TensorProto& p, DType t) {
+  switch (t) {
+    case DType::Float32: return p.float_data_size();
+    case DType::Float64: return p.double_data_size();
+    case DType::Int64: return p.int64_data_size();
+    default: return p.int32_data_size();
+  }
+}
+
+}  // namespace
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const fs::path& model_dir, const std::string& what) {
+  if (p.data_type() == onnx::TensorProto::STRING || p.string_data_size() > 0)
+    bad_input(what + ": string tensors are not supported");
+  DType t = dtype_from_onnx(p.data_type());
+  if (t == DType::Undefined)
+    bad_input(what + ": data type " + onnx_dtype_name(p.data_type()) + " is not supported");
+  std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
+  for (int64_t d : dims)
+    if (d < 0) bad_input(what + ": negative dimension " + std::to_string(d));
+  int64_t n = checked_numel(dims);
+  size_t esize = dtype_size(t);
+  if (n > static_cast<int64_t>((uint64_t(1) << 40) / esize))
+    bad_input(what + ": shape " + dims_str(dims) + " is too large");
+  size_t expected = static_cast<size_t>(n) * esize;
+
+  if (p.data_location() == onnx::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto& kv : p.external_data()) {
+      auto parse = [&](const std::string& s) -> int64_t {
+        if (s.empty() || s.size() > 18 || s.find_first_not_of("0123456789") != std::string::npos)
+          bad_input(what + ": external data " + kv.key() + " '" + s + "' is not a number");
+        return std::stoll(s);
+      };
+      if (kv.key() == "location") location = kv.value();
+      else if (kv.key() == "offset") offset = parse(kv.value());
+      else if (kv.key() == "length") length = parse(kv.value());
+    }
+    fs::path file = resolve_external_location(model_dir, location, what);
+    std::error_code ec;
+    auto fsize = static_cast<int64_t>(fs::file_size(file, ec));
+    if (ec) bad_input(what + ": cannot stat external data file '" + location + "'");
+    if (length < 0) length = static_cast<int64_t>(expected);
+    if (length != static_cast<int64_t>(expected))
+      bad_input(what + ": external data length " + std::to_string(length) + " does not match shape " +
+                dims_str(dims) + " of " + dtype_name(t) + " (" + std::to_string(expected) + " bytes)");
+    if (offset > fsize || length > fsize - offset)
+      bad_input(what + ": external data at offset " + std::to_string(offset) + " + " +
+                std::to_string(length) + " bytes runs past the end of '" + location + "' (" +
+                std::to_string(fsize) + " bytes)");
+    Tensor out(t, dims);
+    std::ifstream in(file, std::ios::binary);
+    in.seekg(offset);
+    in.read(static_cast<char*>(out.raw()), static_cast<std::streamsize>(expected));
+    if (!in) bad_input(what + ": cannot read external data from '" + location + "'");
+    return out;
+  }
+
+  Tensor out(t, dims);
+  if (p.has_raw_data()) {
+    if (p.raw_data().size() != expected)
+      bad_input(what + ": raw data has " + std::to_string(p.raw_data().size()) + " bytes but shape " +
+                dims_str(dims) + " of " + dtype_name(t) + " needs " + std::to_string(expected));
+    if (expected) std::memcpy(out.raw(), p.raw_data().data(), expected);
+    return out;
+  }
+  int64_t have = typed_field_size(p, t);
+  if (have != n)
+    bad_input(what + ": has " + std::to_string(have) + " values but shape " + dims_str(dims) + " needs " +
+              std::to_string(n));
+  switch (t) {
+    case DType::Float32: copy_field(p.float_data(), out.data<float>(), n); break;
+    case DType::Float64: copy_field(p.double_data(), out.data<double>(), n); break;
+    case DType::Int64: copy_field(p.int64_data(), out.data<int64_t>(), n); break;
+    case DType::Int32: copy_field(p.int32_data(), out.data<int32_t>(), n); break;
+    case DType::Int16: copy_field(p.int32_data(), out.data<int16_t>(), n); break;
+    case DType::Int8: copy_field(p.int32_data(), out.data<int8_t>(), n); break;
+    case DType::UInt8: copy_field(p.int32_data(), out.data<uint8_t>(), n); break;
+    case DType::Bool: copy_field(p.int32_data(), out.data<uint8_t>(), n); break;
+    case DType::Float16: case DType::BFloat16: copy_field(p.int32_data(), out.data<uint16_t>(), n); break;
+    case DType::Undefined: break;
+  }
+  return out;
+}
+
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {
+  p->Clear();
+  if (!name.empty()) p->set_name(name);
+  p->set_data_type(static_cast<int32_t>(t.dtype()));
+  for (int64_t d : t.dims()) p->add_dims(d);
+  p->set_raw_data(std::string(static_cast<const char*>(t.raw()), t.nbytes()));
+}
+
+Tensor read_tensor_pb(const fs::path& file) {
+  std::string bytes = read_file_bytes(file);
+  onnx::TensorProto p;
+  if (!p.ParseFromString(bytes)) bad_input("'" + file.string() + "' is not a valid TensorProto file");
+  return tensor_from_proto(p, file.parent_path(), "tensor file '" + file.string() + "'");
+}
+
+void write_tensor_pb(const Tensor& t, const std::string& name, const fs::path& file) {
+  onnx::TensorProto p;
+  tensor_to_proto(t, name, &p);
+  std::ofstream out(file, std::ios::binary);
+  if (!out || !p.SerializeToOstream(&out)) bad_input("cannot write '" + file.string() + "'");
+}
+
+}  // namespace fusec

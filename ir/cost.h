@@ -1,0 +1,19 @@
+#pragma once
+#include <optional>
+
+#include "ir/graph.h"
+#include "ir/op_schema.h"
+
+namespace fusec {
+
+/// The node's cost at its current (static) shapes, or nullopt if some shape is not static or the
+/// op has no schema.
+std::optional<Cost> node_cost(const Graph& g, const Node& n);
+
+struct GraphCost {
+  Cost total;
+  size_t nodes_costed = 0, nodes_unknown = 0;
+};
+GraphCost graph_cost(const Graph& g);
+
+}  // namespace fusec

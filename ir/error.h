@@ -1,0 +1,36 @@
+// Errors carry the exit code a CLI user sees (docs: README "Exit codes"), so the library decides
+// once, where it knows what went wrong, whether it was the user's input or our bug.
+#pragma once
+#include <stdexcept>
+#include <string>
+
+namespace fusec {
+
+enum class ErrorKind {
+  BadInput = 2,     // malformed model/file, bad flag value, unsupported op or dtype
+  Internal = 1,     // a bug in fusec
+  CheckFailed = 3,  // verification or regression gate failed
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+  int exit_code() const { return static_cast<int>(kind_); }
+
+ private:
+  ErrorKind kind_;
+};
+
+/// Throws a BadInput error; the message should name the file/node/op concerned.
+[[noreturn]] inline void bad_input(const std::string& what) { throw Error(ErrorKind::BadInput, what); }
+[[noreturn]] inline void internal_error(const std::string& what) {
+  throw Error(ErrorKind::Internal, what);
+}
+
+/// " (node 'name', op Type)": the suffix every node-related message ends with.
+inline std::string node_ref(const std::string& name, const std::string& op_type) {
+  return " (node '" + name + "', op " + op_type + ")";
+}
+
+}  // namespace fusec

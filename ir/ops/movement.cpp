@@ -1,0 +1,8 @@
+#include "ir/op_schema.h"
+#include "ir/ops/all_ops.h"
+
+namespace fusec {
+
+void register_movement_schemas(OpRegistry& r) {}
+
+}  // namespace fusec

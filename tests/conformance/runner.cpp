@@ -1,0 +1,267 @@
+// Runs Debian's libonnx-testdata (the ONNX backend test suite) on the CPU backend and compares
+// with the expected outputs at ONNX's backend-test tolerances (rtol 1e-3, atol 1e-7).
+//
+//   fusec_conformance --data /usr/share/libonnx-testdata/data [--filter S] [--json F]
+//                     [--floor-file F] [--roundtrip-only] [--quiet] [--verbose]
+//
+// A case is "pass" when every test_data_set matches, "unsupported" when fusec cannot import or
+// run one of its ops or types, and "fail" otherwise (wrong numbers or an error while running).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "importer/onnx_export.h"
+#include "importer/onnx_import.h"
+#include "importer/tensor_proto.h"
+#include "ir/error.h"
+#include "passes/infer_shapes.h"
+
+namespace fs = std::filesystem;
+using namespace fusec;
+
+namespace {
+
+constexpr double kRtol = 1e-3, kAtol = 1e-7;
+const char* kSuites[] = {"node", "pytorch-converted", "pytorch-operator", "simple"};
+
+struct CaseResult {
+  std::string suite, name, status, detail;
+  std::set<std::string> ops;
+  double seconds = 0;
+};
+
+std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path());
+  // input_10 after input_9: sort by the number after the prefix.
+  std::sort(out.begin(), out.end(), [&](const fs::path& a, const fs::path& b) {
+    auto num = [&](const fs::path& p) {
+      std::string s = p.stem().string().substr(prefix.size());
+      return s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])) ? 0 : std::stoi(s);
+    };
+    return num(a) < num(b);
+  });
+  return out;
+}
+
+/// "" if `got` matches `want` within tolerance, else what differs.
+std::string compare(const Tensor& got, const Tensor& want) {
+  if (got.dtype() != want.dtype())
+    return std::string("dtype ") + dtype_name(got.dtype()) + " vs expected " + dtype_name(want.dtype());
+  if (got.dims() != want.dims()) return "shape " + dims_str(got.dims()) + " vs expected " + dims_str(want.dims());
+  bool exact = !is_float(want.dtype());
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double g = got.as_double(i), w = want.as_double(i);
+    if (exact) {
+      if (got.as_int64(i) != want.as_int64(i))
+        return "element " + std::to_string(i) + ": " + std::to_string(got.as_int64(i)) + " vs " + std::to_string(want.as_int64(i));
+      continue;
+    }
+    if (std::isnan(w) && std::isnan(g)) continue;
+    if (std::isinf(w) && g == w) continue;
+    if (!(std::fabs(g - w) <= kAtol + kRtol * std::fabs(w)))
+      return "element " + std::to_string(i) + ": " + std::to_string(g) + " vs " + std::to_string(w);
+  }
+  return "";
+}
+
+bool is_unsupported_message(const std::string& m) {
+  static const char* markers[] = {"not supported", "unsupported", "cannot be run", "fusec does not support"};
+  for (const char* k : markers)
+    if (m.find(k) != std::string::npos) return true;
+  return false;
+}
+
+CaseResult run_case(const fs::path& dir, const std::string& suite) {
+  CaseResult r;
+  r.suite = suite;
+  r.name = dir.filename().string();
+  fs::path model = dir / "model.onnx";
+  std::unique_ptr<Graph> g;
+  try {
+    g = import_onnx_file(model);
+  } catch (const Error& e) {
+    r.status = is_unsupported_message(e.what()) ? "unsupported" : "fail";
+    r.detail = std::string("import: ") + e.what();
+    return r;
+  }
+  for (const auto& n : g->nodes()) r.ops.insert(n->op_type);
+  cpu::CpuBackend backend;
+  auto bad = backend.unsupported(*g);
+  if (!bad.empty()) {
+    r.status = "unsupported";
+    r.detail = describe_unsupported(bad);
+    return r;
+  }
+  auto sets = sorted_files(dir, "test_data_set_");
+  if (sets.empty()) {
+    r.status = "fail";
+    r.detail = "no test_data_set";
+    return r;
+  }
+  try {
+    for (const auto& set : sets) {
+      auto in_files = sorted_files(set, "input_");
+      auto out_files = sorted_files(set, "output_");
+      std::vector<Tensor> inputs;
+      for (const auto& f : in_files) inputs.push_back(read_tensor_pb(f));
+      if (inputs.size() != g->inputs.size())
+        throw Error(ErrorKind::BadInput, "test data has " + std::to_string(inputs.size()) + " inputs, model " +
+                                             std::to_string(g->inputs.size()));
+      // Bind the graph to this data set's shapes, then infer.
+      auto bound = g->clone();
+      ShapeBindings b;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        bound->inputs[i]->type.shape = shape_of(inputs[i].dims());
+        if (bound->inputs[i]->type.dtype == DType::Undefined) bound->inputs[i]->type.dtype = inputs[i].dtype();
+      }
+      infer_shapes(*bound);
+      auto exe = backend.compile(*bound);
+      auto outputs = exe->run(inputs);
+      for (size_t k = 0; k < out_files.size() && k < outputs.size(); ++k) {
+        std::string diff = compare(outputs[k], read_tensor_pb(out_files[k]));
+        if (!diff.empty()) {
+          r.status = "fail";
+          r.detail = set.filename().string() + " output " + std::to_string(k) + " ('" + bound->outputs[k]->name + "'): " + diff;
+          return r;
+        }
+      }
+      if (out_files.size() != outputs.size()) {
+        r.status = "fail";
+        r.detail = "expected " + std::to_string(out_files.size()) + " outputs, got " + std::to_string(outputs.size());
+        return r;
+      }
+    }
+  } catch (const Error& e) {
+    r.status = is_unsupported_message(e.what()) ? "unsupported" : "fail";
+    r.detail = e.what();
+    return r;
+  } catch (const std::exception& e) {
+    r.status = "fail";
+    r.detail = std::string("exception: ") + e.what();
+    return r;
+  }
+  r.status = "pass";
+  return r;
+}
+
+CaseResult roundtrip_case(const fs::path& dir, const std::string& suite) {
+  CaseResult r;
+  r.suite = suite;
+  r.name = dir.filename().string();
+  std::unique_ptr<Graph> a;
+  try {
+    a = import_onnx_file(dir / "model.onnx");
+  } catch (const Error& e) {
+    r.status = "unsupported";
+    r.detail = e.what();
+    return r;
+  }
+  try {
+    auto b = import_onnx_bytes(export_onnx_bytes(*a), dir, "re-exported model");
+    std::string diff = graph_difference(*a, *b);
+    r.status = diff.empty() ? "pass" : "fail";
+    r.detail = diff;
+  } catch (const std::exception& e) {
+    r.status = "fail";
+    r.detail = e.what();
+  }
+  return r;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string data = "/usr/share/libonnx-testdata/data", json_path, floor_file, filter;
+  bool quiet = false, verbose = false, roundtrip = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) { std::fprintf(stderr, "fusec_conformance: %s needs a value\n", a.c_str()); std::exit(2); }
+      return argv[++i];
+    };
+    if (a == "--data") data = next();
+    else if (a == "--json") json_path = next();
+    else if (a == "--floor-file") floor_file = next();
+    else if (a == "--filter") filter = next();
+    else if (a == "--quiet") quiet = true;
+    else if (a == "--verbose") verbose = true;
+    else if (a == "--roundtrip-only") roundtrip = true;
+    else { std::fprintf(stderr, "fusec_conformance: unknown argument %s\n", a.c_str()); return 2; }
+  }
+  if (!fs::is_directory(data)) {
+    std::fprintf(stderr, "fusec_conformance: no test data at %s (apt-get install libonnx-testdata)\n", data.c_str());
+    return 2;
+  }
+  std::vector<CaseResult> results;
+  auto t_all = std::chrono::steady_clock::now();
+  for (const char* suite : kSuites) {
+    fs::path sd = fs::path(data) / suite;
+    if (!fs::is_directory(sd)) continue;
+    std::vector<fs::path> cases;
+    for (const auto& e : fs::directory_iterator(sd))
+      if (e.is_directory() && fs::exists(e.path() / "model.onnx")) cases.push_back(e.path());
+    std::sort(cases.begin(), cases.end());
+    for (const auto& c : cases) {
+      if (!filter.empty() && c.filename().string().find(filter) == std::string::npos) continue;
+      auto t0 = std::chrono::steady_clock::now();
+      CaseResult r = roundtrip ? roundtrip_case(c, suite) : run_case(c, suite);
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (verbose || (!quiet && r.status == "fail"))
+        std::printf("%-11s %s/%s  %s\n", r.status.c_str(), suite, r.name.c_str(), r.detail.c_str());
+      results.push_back(std::move(r));
+    }
+  }
+  double total_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_all).count();
+  std::map<std::string, int> counts;
+  std::map<std::string, std::map<std::string, int>> per_op;
+  for (const auto& r : results) {
+    counts[r.status]++;
+    for (const auto& op : r.ops) per_op[op][r.status]++;
+  }
+  if (!roundtrip && !quiet) {
+    std::printf("\n%-28s %6s %6s %12s\n", "op", "pass", "fail", "unsupported");
+    for (const auto& [op, c] : per_op) {
+      auto get = [&](const char* k) { auto it = c.find(k); return it == c.end() ? 0 : it->second; };
+      std::printf("%-28s %6d %6d %12d\n", op.c_str(), get("pass"), get("fail"), get("unsupported"));
+    }
+  }
+  std::printf("\n%s: %zu cases: %d pass, %d fail, %d unsupported (%.1f s)\n",
+              roundtrip ? "round trip" : "conformance", results.size(), counts["pass"], counts["fail"],
+              counts["unsupported"], total_s);
+  if (!json_path.empty()) {
+    nlohmann::ordered_json j;
+    j["schema"] = roundtrip ? "fusec.roundtrip/1" : "fusec.conformance/1";
+    j["data"] = data;
+    j["tolerance"] = {{"rtol", kRtol}, {"atol", kAtol}};
+    j["counts"] = {{"total", results.size()}, {"pass", counts["pass"]}, {"fail", counts["fail"]},
+                   {"unsupported", counts["unsupported"]}};
+    for (const auto& r : results)
+      j["cases"].push_back({{"suite", r.suite}, {"name", r.name}, {"status", r.status}, {"detail", r.detail},
+                            {"seconds", r.seconds}});
+    for (const auto& [op, c] : per_op) j["per_op"][op] = c;
+    std::ofstream(json_path) << j.dump(1) << "\n";
+  }
+  if (roundtrip) return counts["fail"] == 0 ? 0 : 1;
+  if (!floor_file.empty()) {
+    std::ifstream f(floor_file);
+    int floor = -1;
+    if (!(f >> floor)) { std::fprintf(stderr, "cannot read floor from %s\n", floor_file.c_str()); return 2; }
+    if (counts["pass"] < floor) {
+      std::printf("FAILED: %d passing cases is below the floor of %d in %s\n", counts["pass"], floor, floor_file.c_str());
+      return 1;
+    }
+    std::printf("floor %d: ok%s\n", floor, counts["pass"] > floor ? " (raise it: more cases pass now)" : "");
+  }
+  return 0;
+}
