@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "ir/error.h"
 #include "ir/graph_builder.h"
 #include "passes/infer_shapes.h"
 
