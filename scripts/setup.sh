@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build and test fusec, then builds it.
+# Idempotent: re-running only does what is missing.
+#   bash scripts/setup.sh            install + build (build/)
+#   FUSEC_SKIP_APT=1 ...             skip apt-get (packages already there)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake g++ python3 python3-venv libonnx-dev libprotobuf-dev protobuf-compiler
+          libcli11-dev nlohmann-json3-dev libgtest-dev libonnx-testdata)
+if [ "${FUSEC_SKIP_APT:-0}" != 1 ]; then
+  missing=()
+  for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    sudo_cmd=""
+    [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo_cmd apt-get update -qq
+    $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+fi
+
+# Python venv for model generation and the onnxruntime oracle.
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import numpy, onnx, onnxruntime" 2>/dev/null; then
+  echo "setup: creating .venv"
+  python3 -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -r requirements.txt
+fi
+
+# Build. The CUDA backend builds when the toolkit is present (sm_90 only, to keep builds fast).
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+cmake --build build -j"$jobs"
+echo "setup: built build/fusec"
