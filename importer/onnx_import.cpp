@@ -35,9 +35,7 @@ class Importer {
     }
     if (!m.has_graph()) fail("the model has no graph");
     const auto& gp = m.graph();
-    if (m.ir_version() >= 3 && !g->opsets.count("") && gp.node_size() > 0)
-      fail("the model imports no ai.onnx opset");
-    if (!g->opsets.count("") && gp.node_size() > 0) g->opsets[""] = 1;
+    if (g->opsets.empty() && gp.node_size() > 0) fail("the model imports no opset");
     g->name = gp.name();
     g->doc_string = gp.doc_string();
     if (gp.sparse_initializer_size() > 0) fail("sparse initializers are not supported");
