@@ -10,6 +10,7 @@
 
 #include "ir/graph.h"
 #include "passes/infer_shapes.h"
+#include "passes/verify.h"
 
 namespace fusec::cli {
 
@@ -24,8 +25,6 @@ struct ShapeOptions {
 /// Import, bind shapes, infer: what every subcommand does first.
 std::unique_ptr<Graph> load_model(const std::string& path, const ShapeOptions& shapes);
 
-/// Seeded random data for a graph input (floats uniform in [-1, 1); ints in [0, 64); bools 0/1).
-Tensor random_input(const Value& v, uint64_t seed);
 
 /// Writes JSON text to `path`, or fails with BadInput naming it.
 void write_text_file(const std::string& path, const std::string& text);
@@ -38,6 +37,7 @@ std::string human_count(double n);
 void add_inspect(CLI::App& app, std::function<int()>& action);
 void add_run(CLI::App& app, std::function<int()>& action);
 void add_bench(CLI::App& app, std::function<int()>& action);
+void add_optimize(CLI::App& app, std::function<int()>& action);
 void add_not_built(CLI::App& app, std::function<int()>& action);
 
 }  // namespace fusec::cli

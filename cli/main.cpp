@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   std::function<int()> action;
   fusec::cli::add_inspect(app, action);
   fusec::cli::add_run(app, action);
+  fusec::cli::add_optimize(app, action);
   fusec::cli::add_bench(app, action);
   fusec::cli::add_not_built(app, action);
   try {

@@ -146,14 +146,16 @@ void infer_shapes(Graph& g, const InferOptions& opts) {
     check_node_against_schema(n, *schema);
     std::vector<const TypeInfo*> types;
     std::vector<const Tensor*> values;
-    bool all_known = true;
+    bool all_known = true, types_known = true;
     for (Value* v : n.inputs) {
-      if (v && v->type.dtype == DType::Undefined)
-        bad_input("the type of input '" + v->name + "' is unknown" + n.ref());
+      // An input typed by nothing (it comes from an op fusec cannot run): leave this node's
+      // outputs as declared; the backend reports the unsupported op itself.
+      if (v && v->type.dtype == DType::Undefined) types_known = false;
       types.push_back(v ? &v->type : nullptr);
       values.push_back(value_of(v));
       if (v && !values.back()) all_known = false;
     }
+    if (!types_known) continue;
     InferContext ctx(n, *schema, opset, types, values);
     schema->infer(ctx);
     for (size_t i = 0; i < n.outputs.size(); ++i)

@@ -1,0 +1,227 @@
+// fusec optimize: run the pass pipeline, verify the result numerically on the CPU reference, and
+// write a valid ONNX model; print what changed (onnxsim-style table) and, with --explain, why.
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/common.h"
+#include "importer/onnx_export.h"
+#include "importer/onnx_import.h"
+#include "ir/error.h"
+#include "passes/pipeline.h"
+
+namespace fusec::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct OptimizeArgs {
+  std::string model, output, report;
+  ShapeOptions shapes;
+  std::vector<std::string> passes, skip;
+  bool portable = false, explain = false, no_check = false, check_layers = false, external_data = false;
+  int check = 3;
+  double rtol = 1e-4, atol = 1e-5;
+  uint64_t seed = 0;
+  double fold_cap_mib = 64;
+};
+
+std::vector<std::string> split_list(const std::vector<std::string>& in) {
+  std::vector<std::string> out;
+  for (const auto& s : in) {
+    size_t pos = 0;
+    while (pos <= s.size()) {
+      size_t c = s.find(',', pos);
+      std::string part = s.substr(pos, c == std::string::npos ? std::string::npos : c - pos);
+      if (!part.empty()) out.push_back(part);
+      if (c == std::string::npos) break;
+      pos = c + 1;
+    }
+  }
+  return out;
+}
+
+std::map<std::string, int> histogram(const Graph& g) {
+  std::map<std::string, int> h;
+  for (const auto& n : g.nodes()) h[(n->domain.empty() ? "" : n->domain + ".") + n->op_type]++;
+  return h;
+}
+
+/// A copy with every still-symbolic input dim set to `value`, for verification of unbound models.
+std::unique_ptr<Graph> bound_for_check(const Graph& g, int64_t value, bool* rebound) {
+  auto c = g.clone();
+  *rebound = false;
+  for (Value* v : c->inputs) {
+    if (!v->type.shape) bad_input("input '" + v->name + "' has unknown rank; give --shape to verify, or --no-check");
+    for (Dim& d : *v->type.shape)
+      if (!d.is_static()) { d = Dim(value); *rebound = true; }
+  }
+  if (*rebound) infer_shapes(*c);
+  return c;
+}
+
+int optimize(const OptimizeArgs& a) {
+  if (a.check < 0) bad_input("--check must be >= 0");
+  if (!a.passes.empty() && !a.skip.empty()) bad_input("give --passes or --skip, not both");
+  if (a.fold_cap_mib <= 0) bad_input("--fold-cap-mb must be positive");
+  auto original = load_model(a.model, a.shapes);
+  std::string out_path = a.output;
+  if (out_path.empty()) {
+    fs::path p(a.model);
+    out_path = (p.parent_path() / (p.stem().string() + ".opt.onnx")).string();
+  }
+  if (fs::weakly_canonical(out_path) == fs::weakly_canonical(a.model))
+    bad_input("-o must differ from the input model ('" + out_path + "')");
+
+  auto optimized = original->clone();
+  PipelineOptions po;
+  po.pass.portable = a.portable;
+  po.pass.fold_size_cap = static_cast<int64_t>(a.fold_cap_mib * 1024 * 1024);
+  po.only = split_list(a.passes);
+  po.skip = split_list(a.skip);
+  OptimizeResult res = optimize_graph(*optimized, po);
+  if (a.portable)
+    for (const auto& n : optimized->nodes())
+      if (!n->domain.empty()) internal_error("--portable left a non-standard node" + n->ref());
+  bool uses_fusec = false;
+  for (const auto& n : optimized->nodes()) uses_fusec |= n->domain == "ai.fusec";
+  if (!uses_fusec) optimized->opsets.erase("ai.fusec");
+
+  // Verification on the CPU reference.
+  Tolerance tol{a.rtol, a.atol};
+  VerifyResult ver;
+  bool rebound = false;
+  LayerCheck layers;
+  int check_runs = a.no_check ? 0 : a.check;
+  if (check_runs > 0 || a.check_layers) {
+    auto orig_c = bound_for_check(*original, 2, &rebound);
+    auto opt_c = bound_for_check(*optimized, 2, &rebound);
+    if (check_runs > 0) ver = verify_equivalence(*orig_c, *opt_c, check_runs, a.seed, tol);
+    if (a.check_layers) layers = check_layers(*orig_c, *opt_c, a.seed, tol);
+  }
+
+  // Write the model (only a verified one).
+  bool written = false, external = false;
+  if (ver.ok && layers.ok) {
+    ExportOptions eo;
+    eo.external_data = a.external_data;
+    external = export_onnx_file(*optimized, out_path, eo);
+    import_onnx_file(out_path);  // what we wrote must load back
+    written = true;
+  }
+
+  // Report.
+  auto before = histogram(*original), after = histogram(*optimized);
+  std::map<std::string, std::pair<int, int>> rows;
+  for (auto& [op, n] : before) rows[op].first = n;
+  for (auto& [op, n] : after) rows[op].second = n;
+  double size_before = static_cast<double>(fs::file_size(a.model));
+  double size_after = written ? static_cast<double>(fs::file_size(out_path)) : 0;
+  if (written && external) size_after += static_cast<double>(fs::file_size(out_path + ".data"));
+
+  std::printf("%-34s %8s %8s\n", "op type", "before", "after");
+  std::printf("%s\n", std::string(52, '-').c_str());
+  for (auto& [op, c] : rows)
+    std::printf("%-34s %8d %8d%s\n", op.c_str(), c.first, c.second, c.first != c.second ? "  *" : "");
+  std::printf("%s\n", std::string(52, '-').c_str());
+  std::printf("%-34s %8zu %8zu\n", "nodes", original->nodes().size(), optimized->nodes().size());
+  std::printf("%-34s %8s %8s\n", "model size", human_bytes(size_before).c_str(),
+              written ? human_bytes(size_after).c_str() : "-");
+  std::printf("\npasses (%d sweep%s to a fixed point)\n", res.iterations, res.iterations == 1 ? "" : "s");
+  for (const auto& p : res.per_pass) std::printf("  %-24s %5d rewrites %9.2f ms\n", p.name.c_str(), p.rewrites, p.ms);
+  if (check_runs > 0) {
+    std::printf("\nverification: %d seeded random input set%s on the CPU reference%s (rtol %g, atol %g)\n",
+                ver.runs, ver.runs == 1 ? "" : "s", rebound ? ", symbolic dims set to 2" : "", a.rtol, a.atol);
+    for (const auto& o : ver.outputs)
+      std::printf("  %-30s max abs %.3e  max rel %.3e  %s%s\n", o.name.c_str(), o.max_abs, o.max_rel,
+                  o.ok ? "ok" : "MISMATCH", o.problem.empty() ? "" : (" (" + o.problem + ")").c_str());
+  } else {
+    std::printf("\nverification: skipped (--no-check)\n");
+  }
+  if (a.check_layers)
+    std::printf("layer check: %zu shared values compared, %s\n", layers.compared,
+                layers.ok ? "all within tolerance"
+                          : ("first divergence at node '" + layers.node + "' (" + layers.op_type + "), value '" +
+                             layers.value + "': max abs " + std::to_string(layers.detail.max_abs)).c_str());
+  if (a.explain) {
+    std::printf("\nrewrites (%zu)\n", res.rewrites.size());
+    for (const auto& r : res.rewrites) std::printf("  [%s] %s\n", r.pass.c_str(), r.what.c_str());
+    std::printf("near-misses (%zu)\n", res.near_misses.size());
+    for (const auto& m : res.near_misses)
+      std::printf("  [%s] %s: %s\n", m.pass.c_str(), m.what.c_str(), m.reason.c_str());
+  }
+  if (written) std::printf("\nwrote %s%s\n", out_path.c_str(), external ? " (+ external data)" : "");
+
+  if (!a.report.empty()) {
+    nlohmann::ordered_json j;
+    j["schema"] = "fusec.optimize/1";
+    j["model"] = a.model;
+    j["output"] = written ? nlohmann::ordered_json(out_path) : nlohmann::ordered_json(nullptr);
+    j["portable"] = a.portable;
+    for (auto& [op, c] : rows) j["ops"][op] = {{"before", c.first}, {"after", c.second}};
+    j["nodes"] = {{"before", original->nodes().size()}, {"after", optimized->nodes().size()}};
+    j["model_bytes"] = {{"before", size_before}, {"after", written ? nlohmann::ordered_json(size_after) : nlohmann::ordered_json(nullptr)}};
+    j["iterations"] = res.iterations;
+    j["passes"] = nlohmann::ordered_json::array();
+    for (const auto& p : res.per_pass) j["passes"].push_back({{"name", p.name}, {"rewrites", p.rewrites}, {"ms", p.ms}});
+    j["rewrites"] = nlohmann::ordered_json::array();
+    for (const auto& r : res.rewrites)
+      j["rewrites"].push_back({{"pass", r.pass}, {"what", r.what}, {"replaced", r.replaced}, {"result", r.result}});
+    j["near_misses"] = nlohmann::ordered_json::array();
+    for (const auto& m : res.near_misses) j["near_misses"].push_back({{"pass", m.pass}, {"what", m.what}, {"reason", m.reason}});
+    nlohmann::ordered_json v;
+    v["runs"] = ver.runs;
+    v["rtol"] = a.rtol;
+    v["atol"] = a.atol;
+    v["symbolic_dims_bound_to"] = rebound ? nlohmann::ordered_json(2) : nlohmann::ordered_json(nullptr);
+    v["ok"] = ver.ok;
+    v["outputs"] = nlohmann::ordered_json::array();
+    for (const auto& o : ver.outputs)
+      v["outputs"].push_back({{"name", o.name}, {"max_abs", o.max_abs}, {"max_rel", o.max_rel}, {"ok", o.ok}});
+    j["verification"] = v;
+    if (a.check_layers)
+      j["layer_check"] = {{"ok", layers.ok}, {"compared", layers.compared}, {"first_divergent_node", layers.node},
+                          {"op_type", layers.op_type}, {"value", layers.value}};
+    write_text_file(a.report, j.dump(2) + "\n");
+  }
+
+  if (!ver.ok) {
+    std::string names;
+    for (const auto& o : ver.outputs)
+      if (!o.ok) names += (names.empty() ? "'" : ", '") + o.name + "'";
+    throw Error(ErrorKind::CheckFailed, "the optimized model differs from the original beyond tolerance at output(s) " +
+                                            names + "; nothing was written (see --check-layers)");
+  }
+  if (!layers.ok)
+    throw Error(ErrorKind::CheckFailed, "layer check: node '" + layers.node + "' (" + layers.op_type +
+                                            ") diverges at value '" + layers.value + "'; nothing was written");
+  return 0;
+}
+
+}  // namespace
+
+void add_optimize(CLI::App& app, std::function<int()>& action) {
+  auto a = std::make_shared<OptimizeArgs>();
+  auto* sub = app.add_subcommand("optimize", "Fuse and fold a model, verify it, write a valid ONNX file");
+  sub->add_option("model", a->model, "ONNX model file")->required();
+  sub->add_option("-o,--output", a->output, "Output path (default: MODEL.opt.onnx beside the input)");
+  a->shapes.add_to(*sub);
+  sub->add_option("--passes", a->passes, "Run only these passes (comma-separated)");
+  sub->add_option("--skip", a->skip, "Skip these passes (comma-separated)");
+  sub->add_flag("--portable", a->portable, "Write standard ONNX ops only (no ai.fusec domain)");
+  sub->add_flag("--explain", a->explain, "List every rewrite and every near-miss with its reason");
+  sub->add_option("--report", a->report, "Write the report as JSON (schema fusec.optimize/1)");
+  sub->add_option("--check", a->check, "Verify on N seeded random input sets (default 3)");
+  sub->add_flag("--no-check", a->no_check, "Skip numerical verification");
+  sub->add_flag("--check-layers", a->check_layers, "Compare every shared intermediate; name the first divergent node");
+  sub->add_option("--rtol", a->rtol, "Relative tolerance (default 1e-4)");
+  sub->add_option("--atol", a->atol, "Absolute tolerance (default 1e-5)");
+  sub->add_option("--seed", a->seed, "Seed for verification inputs");
+  sub->add_option("--fold-cap-mb", a->fold_cap_mib, "Largest tensor constant folding may create, MiB (default 64)");
+  sub->add_flag("--external-data", a->external_data, "Write tensors >= 1 KiB to MODEL.data beside the model");
+  sub->callback([a, &action] { action = [a] { return optimize(*a); }; });
+}
+
+}  // namespace fusec::cli

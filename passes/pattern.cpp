@@ -1,0 +1,129 @@
+#include "passes/pattern.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace fusec {
+
+bool is_op(const Node* n, const std::string& op) { return n && n->op_type == op && n->domain.empty(); }
+
+Node* producer_of(const Value* v, const std::string& op) {
+  if (!v || !v->producer) return nullptr;
+  Node* p = v->producer;
+  return p->op_type == op && (p->domain.empty() || p->domain == "ai.fusec") ? p : nullptr;
+}
+
+size_t use_count(const Value* v) { return v->consumers.size() + (v->is_graph_output ? 1 : 0); }
+
+bool has_single_use(const Value* v) { return v && v->consumers.size() == 1 && !v->is_graph_output; }
+
+Node* sole_consumer(const Value* v) { return has_single_use(v) ? v->consumers[0] : nullptr; }
+
+Node* sole_consumer_of(const Value* v, const std::string& op) {
+  Node* c = sole_consumer(v);
+  return c && c->op_type == op && c->domain.empty() ? c : nullptr;
+}
+
+const Tensor* constant_of(const Value* v) { return v && v->initializer ? v->initializer.get() : nullptr; }
+
+std::optional<double> uniform_constant(const Value* v) {
+  const Tensor* t = constant_of(v);
+  if (!t || t->numel() == 0) return std::nullopt;
+  double first = t->as_double(0);
+  for (int64_t i = 1; i < t->numel(); ++i)
+    if (t->as_double(i) != first) return std::nullopt;
+  return first;
+}
+
+bool is_constant_near(const Value* v, double want, double rel_tol) {
+  auto c = uniform_constant(v);
+  return c && std::fabs(*c - want) <= rel_tol * std::max(1.0, std::fabs(want));
+}
+
+Value* other_input(const Node* n, const Value* known) {
+  if (n->inputs.size() != 2) return nullptr;
+  if (n->inputs[0] == known) return n->inputs[1];
+  if (n->inputs[1] == known) return n->inputs[0];
+  return nullptr;
+}
+
+int64_t onnx_opset(const Graph& g) { return g.opset(""); }
+
+void erase_nodes(Graph& g, const std::vector<Node*>& nodes) {
+  for (Node* n : nodes) g.remove_node(n);
+  g.remove_unused_values();
+}
+
+}  // namespace fusec
+
+#include "ir/op_schema.h"
+
+namespace fusec {
+
+bool forward_value(Graph& g, Value* out, Value* in) {
+  if (out == in) return true;
+  if (!out->is_graph_output) {
+    g.replace_all_uses(out, in);
+    return true;
+  }
+  // `out` names a graph output: keep that name by letting in's producer write it.
+  Node* p = in->producer;
+  if (!p || in->is_graph_output || in->is_graph_input) return false;
+  if (out->producer) {
+    // Detach `out` from the node being bypassed.
+    Node* old = out->producer;
+    for (auto*& o : old->outputs)
+      if (o == out) o = nullptr;
+    out->producer = nullptr;
+  }
+  g.replace_all_uses(in, out);  // in's other readers now read out; out stays a graph output
+  p->outputs[in->producer_output] = out;
+  out->producer = p;
+  out->producer_output = in->producer_output;
+  out->type = in->type.shape ? in->type : out->type;
+  in->producer = nullptr;
+  in->producer_output = -1;
+  return true;
+}
+
+bool can_raise_opset(const Graph& g, int64_t to, std::string* blocker) {
+  const auto& reg = OpRegistry::global();
+  int64_t from = g.opset("");
+  for (const auto& n : g.nodes()) {
+    if (!n->domain.empty()) continue;
+    const OpSchema* a = reg.find("", n->op_type, from);
+    const OpSchema* b = reg.find("", n->op_type, to);
+    if (!a || a != b) {
+      if (blocker)
+        *blocker = describe(n.get()) + " changes meaning between opset " + std::to_string(from) + " and " +
+                   std::to_string(to);
+      return false;
+    }
+  }
+  return true;
+}
+
+void use_fusec_domain(Graph& g) {
+  if (!g.opsets.count("ai.fusec")) g.opsets["ai.fusec"] = 1;
+}
+
+std::optional<std::string> domain_for_standard_op(Graph& g, const PassOptions& opts, int64_t needed,
+                                                  std::string* why) {
+  int64_t have = g.opset("");
+  if (have >= needed) return std::string();
+  std::string blocker;
+  if (can_raise_opset(g, needed, &blocker)) {
+    g.opsets[""] = needed;
+    return std::string();
+  }
+  if (!opts.portable) {
+    use_fusec_domain(g);
+    return std::string("ai.fusec");
+  }
+  if (why)
+    *why = "the model's opset " + std::to_string(have) + " predates the standard op (opset " +
+           std::to_string(needed) + ") and cannot be raised: " + blocker;
+  return std::nullopt;
+}
+
+}  // namespace fusec

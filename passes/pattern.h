@@ -1,0 +1,60 @@
+// Small helpers every fusion uses to walk a pattern: who produces a value, whether it has a single
+// reader, whether it is a constant and which one. Each returns "no" rather than failing, so a
+// pass reads as pattern -> guards -> rewrite.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "passes/pass.h"
+
+namespace fusec {
+
+/// The node producing `v` if its op type is `op` (domain ai.onnx or ai.fusec), else nullptr.
+Node* producer_of(const Value* v, const std::string& op);
+/// The only node reading `v`, if exactly one reads it once and `v` is not a graph output.
+Node* sole_consumer(const Value* v);
+/// `v`'s single consumer if its op type is `op`.
+Node* sole_consumer_of(const Value* v, const std::string& op);
+/// True when `v` is read by exactly one node input and is not a graph output.
+bool has_single_use(const Value* v);
+/// Number of reads of `v` (graph output counts as one).
+size_t use_count(const Value* v);
+
+/// The initializer data of `v`, or nullptr (Constant nodes are turned into initializers by cleanup).
+const Tensor* constant_of(const Value* v);
+/// If `v` is a constant whose elements are all equal (any shape), that value.
+std::optional<double> uniform_constant(const Value* v);
+/// True if `v` is a constant equal to `want` everywhere within a relative tolerance.
+bool is_constant_near(const Value* v, double want, double rel_tol = 1e-4);
+/// For a binary node with one input `known`, the other input (nullptr if neither matches).
+Value* other_input(const Node* n, const Value* known);
+/// The ai.onnx opset the graph imports.
+int64_t onnx_opset(const Graph& g);
+/// Is the node's op `op` in the default domain.
+bool is_op(const Node* n, const std::string& op);
+
+/// Removes `nodes` and any values only they used (their outputs must no longer be read).
+void erase_nodes(Graph& g, const std::vector<Node*>& nodes);
+
+}  // namespace fusec
+
+namespace fusec {
+
+/// Makes every reader of `out` read `in` instead, so the node producing `out` can go. If `out` is
+/// a graph output (its name must survive), `in`'s producer is made to write `out` directly
+/// instead. Returns false when neither is possible (e.g. `in` is a graph input and `out` an output).
+bool forward_value(Graph& g, Value* out, Value* in);
+
+/// Where a fused op that standard ONNX has from opset `needed` should be written: "" (ai.onnx,
+/// raising the model's opset if every other node keeps its meaning), "ai.fusec" (not portable),
+/// or nullopt with `why` set when --portable forbids both.
+std::optional<std::string> domain_for_standard_op(Graph& g, const PassOptions& opts, int64_t needed,
+                                                  std::string* why);
+/// True if raising the ai.onnx opset to `to` keeps every default-domain node's schema the same.
+bool can_raise_opset(const Graph& g, int64_t to, std::string* blocker = nullptr);
+/// Declares the ai.fusec domain on the graph (version 1).
+void use_fusec_domain(Graph& g);
+
+}  // namespace fusec

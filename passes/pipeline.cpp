@@ -1,0 +1,75 @@
+#include "passes/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "ir/error.h"
+#include "passes/cleanup.h"
+#include "passes/constant_folding.h"
+#include "passes/infer_shapes.h"
+
+namespace fusec {
+
+std::vector<std::unique_ptr<Pass>> default_pipeline() {
+  std::vector<std::unique_ptr<Pass>> p;
+  // 1. Cleanup first: Constant nodes become initializers and no-ops vanish, so every later
+  //    pattern sees constants one way and adjacent ops really are adjacent.
+  p.push_back(std::make_unique<CleanupPass>());
+  // 2. Fold constants (and, with bound shapes, whole Shape->...->Reshape subgraphs) before
+  //    matching: fusions need their weights, epsilons and axes as constants.
+  p.push_back(std::make_unique<ConstantFoldingPass>());
+  return p;
+}
+
+std::vector<std::string> pipeline_pass_names() {
+  std::vector<std::string> names;
+  for (const auto& p : default_pipeline()) names.push_back(p->name());
+  return names;
+}
+
+OptimizeResult optimize_graph(Graph& g, const PipelineOptions& opts) {
+  auto passes = default_pipeline();
+  auto names = pipeline_pass_names();
+  auto check = [&](const std::vector<std::string>& list, const char* flag) {
+    for (const auto& n : list)
+      if (std::find(names.begin(), names.end(), n) == names.end()) {
+        std::string all;
+        for (const auto& x : names) all += (all.empty() ? "" : ", ") + x;
+        bad_input(std::string(flag) + ": there is no pass '" + n + "'; the passes are: " + all);
+      }
+  };
+  check(opts.only, "--passes");
+  check(opts.skip, "--skip");
+  auto enabled = [&](const std::string& n) {
+    if (!opts.only.empty() && std::find(opts.only.begin(), opts.only.end(), n) == opts.only.end()) return false;
+    return std::find(opts.skip.begin(), opts.skip.end(), n) == opts.skip.end();
+  };
+
+  OptimizeResult r;
+  for (const auto& p : passes) r.per_pass.push_back({p->name(), 0, 0});
+  bool changed = true;
+  while (changed && r.iterations < opts.max_iterations) {
+    changed = false;
+    ++r.iterations;
+    PassContext ctx(opts.pass);
+    for (size_t i = 0; i < passes.size(); ++i) {
+      if (!enabled(passes[i]->name())) continue;
+      auto t0 = std::chrono::steady_clock::now();
+      size_t before = ctx.rewrites.size();
+      bool c = passes[i]->run(g, ctx);
+      if (c) {
+        // New nodes need types before the next pass matches on them.
+        g.topo_sort();
+        infer_shapes(g);
+      }
+      r.per_pass[i].ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      r.per_pass[i].rewrites += static_cast<int>(ctx.rewrites.size() - before);
+      changed |= c;
+    }
+    r.rewrites.insert(r.rewrites.end(), ctx.rewrites.begin(), ctx.rewrites.end());
+    r.near_misses = std::move(ctx.near_misses);
+  }
+  return r;
+}
+
+}  // namespace fusec

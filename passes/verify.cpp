@@ -1,0 +1,137 @@
+#include "passes/verify.h"
+
+#include <cmath>
+#include <random>
+#include <unordered_map>
+
+#include "backend/cpu/cpu_backend.h"
+#include "ir/error.h"
+#include "ir/half.h"
+
+namespace fusec {
+
+Tensor random_input(const Value& v, uint64_t seed) {
+  if (!v.type.shape || !is_static(*v.type.shape))
+    bad_input("input '" + v.name + "' has shape " + (v.type.shape ? shape_str(*v.type.shape) : "unknown") +
+              "; bind it with --batch N or --shape " + v.name + ":AxBxC");
+  Tensor t(v.type.dtype, static_dims(*v.type.shape));
+  std::mt19937_64 rng(seed ^ std::hash<std::string>{}(v.name));
+  std::uniform_real_distribution<double> uni(-1.0, 1.0);
+  std::uniform_int_distribution<int64_t> ints(0, 63);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (t.dtype()) {
+      case DType::Float32: t.data<float>()[i] = static_cast<float>(uni(rng)); break;
+      case DType::Float64: t.data<double>()[i] = uni(rng); break;
+      case DType::Float16: t.data<uint16_t>()[i] = float_to_half(static_cast<float>(uni(rng))); break;
+      case DType::BFloat16: t.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(uni(rng))); break;
+      case DType::Bool: t.data<uint8_t>()[i] = static_cast<uint8_t>(rng() & 1); break;
+      case DType::Int8: t.data<int8_t>()[i] = static_cast<int8_t>(ints(rng)); break;
+      case DType::UInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(ints(rng)); break;
+      case DType::Int16: t.data<int16_t>()[i] = static_cast<int16_t>(ints(rng)); break;
+      case DType::Int32: t.data<int32_t>()[i] = static_cast<int32_t>(ints(rng)); break;
+      case DType::Int64: t.data<int64_t>()[i] = ints(rng); break;
+      case DType::Undefined: bad_input("input '" + v.name + "' has no data type");
+    }
+  }
+  return t;
+}
+
+void compare_outputs(const Tensor& got, const Tensor& want, const Tolerance& tol, OutputCheck& c) {
+  if (got.dtype() != want.dtype() || got.dims() != want.dims()) {
+    c.ok = false;
+    c.problem = std::string("optimized output is ") + dtype_name(got.dtype()) + "[" + dims_str(got.dims()) +
+                "], original " + dtype_name(want.dtype()) + "[" + dims_str(want.dims()) + "]";
+    return;
+  }
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    double a = got.as_double(i), b = want.as_double(i);
+    if (std::isnan(a) || std::isnan(b)) {
+      if (std::isnan(a) != std::isnan(b)) c.ok = false;
+      continue;
+    }
+    if (std::isinf(a) || std::isinf(b)) {
+      if (a != b) c.ok = false;
+      continue;
+    }
+    double d = std::fabs(a - b);
+    c.max_abs = std::max(c.max_abs, d);
+    if (std::fabs(b) > tol.atol) c.max_rel = std::max(c.max_rel, d / std::fabs(b));
+    if (d > tol.atol + tol.rtol * std::fabs(b)) c.ok = false;
+  }
+}
+
+namespace {
+
+std::vector<Tensor> inputs_for(const Graph& g, uint64_t seed) {
+  std::vector<Tensor> in;
+  for (const Value* v : g.inputs) in.push_back(random_input(*v, seed));
+  return in;
+}
+
+}  // namespace
+
+VerifyResult verify_equivalence(const Graph& original, const Graph& optimized, int runs, uint64_t seed,
+                                const Tolerance& tol) {
+  if (original.inputs.size() != optimized.inputs.size() || original.outputs.size() != optimized.outputs.size())
+    internal_error("optimization changed the model's inputs or outputs");
+  cpu::CpuBackend backend;
+  auto a = backend.compile(original);
+  auto b = backend.compile(optimized);
+  VerifyResult r;
+  r.runs = runs;
+  for (const Value* v : original.outputs) r.outputs.push_back({v->name});
+  for (int k = 0; k < runs; ++k) {
+    auto in = inputs_for(original, seed + static_cast<uint64_t>(k));
+    auto want = a->run(in);
+    auto got = b->run(in);
+    for (size_t i = 0; i < want.size(); ++i) compare_outputs(got[i], want[i], tol, r.outputs[i]);
+  }
+  for (const auto& o : r.outputs) r.ok &= o.ok;
+  return r;
+}
+
+LayerCheck check_layers(const Graph& original, const Graph& optimized, uint64_t seed, const Tolerance& tol) {
+  // Expose every node output of both graphs as a graph output.
+  auto expose = [](const Graph& g) {
+    auto c = g.clone();
+    std::vector<Value*> outs;
+    for (const auto& n : c->nodes())
+      for (Value* v : n->outputs)
+        if (v && !v->is_graph_output) {
+          v->is_graph_output = true;
+          c->outputs.push_back(v);
+        }
+    return c;
+  };
+  auto a = expose(original), b = expose(optimized);
+  cpu::CpuBackend backend;
+  auto in = inputs_for(original, seed);
+  auto ra = backend.compile(*a)->run(in);
+  auto rb = backend.compile(*b)->run(in);
+  std::unordered_map<std::string, const Tensor*> orig_values;
+  for (size_t i = 0; i < a->outputs.size(); ++i) orig_values[a->outputs[i]->name] = &ra[i];
+  std::unordered_map<const Value*, size_t> index_b;
+  for (size_t i = 0; i < b->outputs.size(); ++i) index_b[b->outputs[i]] = i;
+  LayerCheck lc;
+  for (const auto& n : b->nodes()) {
+    for (Value* v : n->outputs) {
+      if (!v) continue;
+      auto it = orig_values.find(v->name);
+      if (it == orig_values.end()) continue;
+      OutputCheck c{v->name};
+      compare_outputs(rb[index_b[v]], *it->second, tol, c);
+      ++lc.compared;
+      if (!c.ok) {
+        lc.ok = false;
+        lc.node = n->name;
+        lc.op_type = n->op_type;
+        lc.value = v->name;
+        lc.detail = c;
+        return lc;
+      }
+    }
+  }
+  return lc;
+}
+
+}  // namespace fusec

@@ -1,0 +1,51 @@
+// Numerical verification of an optimization: original and optimized graphs run on the CPU
+// reference with the same seeded random inputs; every output is compared.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace fusec {
+
+/// Seeded random data for a graph input (floats uniform in [-1, 1); ints in [0, 64); bools 0/1).
+/// The input's name is mixed into the seed so inputs of the same shape differ.
+Tensor random_input(const Value& v, uint64_t seed);
+
+struct Tolerance {
+  double rtol = 1e-4, atol = 1e-5;
+};
+
+struct OutputCheck {
+  std::string name;
+  double max_abs = 0;  // max |optimized - original|
+  double max_rel = 0;  // max |optimized - original| / |original| over elements with |original| > atol
+  bool ok = true;      // every element within atol + rtol * |original| (NaN matches NaN)
+  std::string problem; // dtype/shape mismatch, if any
+};
+
+struct VerifyResult {
+  int runs = 0;
+  std::vector<OutputCheck> outputs;  // per graph output, worst over all runs
+  bool ok = true;
+};
+
+/// Compares two tensors under the tolerance, folding the result into `check`.
+void compare_outputs(const Tensor& optimized, const Tensor& original, const Tolerance& tol, OutputCheck& check);
+
+VerifyResult verify_equivalence(const Graph& original, const Graph& optimized, int runs, uint64_t seed,
+                                const Tolerance& tol);
+
+struct LayerCheck {
+  bool ok = true;
+  std::string node, op_type, value;  // the first optimized node whose output diverges
+  OutputCheck detail;
+  size_t compared = 0;               // values compared (present in both graphs)
+};
+
+/// Runs both graphs once exposing every intermediate, and compares the values both graphs share
+/// by name, in the optimized graph's order; names the first node whose output diverges.
+LayerCheck check_layers(const Graph& original, const Graph& optimized, uint64_t seed, const Tolerance& tol);
+
+}  // namespace fusec
