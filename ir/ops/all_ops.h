@@ -17,6 +17,7 @@ void register_shape_schemas(OpRegistry& r);         // ir/ops/shape_ops.cpp (Res
 void register_movement_schemas(OpRegistry& r);      // ir/ops/movement.cpp (Concat, Slice, Gather...)
 void register_generator_schemas(OpRegistry& r);     // ir/ops/generator.cpp (Constant, Range...)
 void register_resize_schemas(OpRegistry& r);        // ir/ops/resize.cpp
+void register_fused_schemas(OpRegistry& r);         // ir/ops/fused.cpp (ai.fusec domain)
 
 inline void register_all_op_schemas(OpRegistry& r) {
   register_elementwise_schemas(r);
@@ -31,6 +32,7 @@ inline void register_all_op_schemas(OpRegistry& r) {
   register_movement_schemas(r);
   register_generator_schemas(r);
   register_resize_schemas(r);
+  register_fused_schemas(r);  // last: the fused ops borrow the standard ones' inference and cost
 }
 
 }  // namespace fusec

@@ -1,0 +1,177 @@
+// CPU kernels of the ai.fusec ops. The CPU backend is the reference, so each fused op runs the
+// standard kernels it replaces (Conv, MatMul, LayerNormalization) and then applies its epilogue
+// exactly as the unfused graph would: same arithmetic, same rounding order.
+#include <cmath>
+
+#include "backend/cpu/kernels/common.h"
+#include "ir/ops/fused.h"
+
+namespace fusec::cpu {
+
+namespace {
+
+const Kernel& standard_kernel(const char* op) {
+  const Kernel* k = KernelRegistry::global().find("", op);
+  if (!k) internal_error(std::string("ai.fusec kernels need the standard ") + op + " kernel");
+  return *k;
+}
+const OpSchema& standard_schema(const char* op) {
+  const OpSchema* s = OpRegistry::global().find("", op, kFusedBaseOpset);
+  if (!s) internal_error(std::string("ai.fusec kernels need the standard ") + op + " schema");
+  return *s;
+}
+
+/// Runs the standard op `op` on the first `n_in` inputs of this node into output 0.
+void run_standard(const char* op, KernelContext& ctx, size_t n_in, Tensor* out) {
+  std::vector<const Tensor*> ins;
+  for (size_t i = 0; i < n_in; ++i) ins.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
+  KernelContext inner(ctx.node(), standard_schema(op), kFusedBaseOpset, ins, {out});
+  standard_kernel(op)(inner);
+}
+
+/// The activation named by the node's `activation` attribute, as a float function.
+std::function<float(float)> activation_of(const KernelContext& ctx) {
+  std::string act = ctx.attr_string("activation");
+  std::vector<float> p = ctx.attr_floats("activation_params");
+  auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
+  if (act.empty()) return nullptr;
+  if (act == "Relu") return [](float x) { return x > 0 ? x : 0.0f; };
+  if (act == "LeakyRelu") { float a = param(0, 0.01f); return [a](float x) { return x >= 0 ? x : a * x; }; }
+  if (act == "Clip") {
+    float lo = param(0, -INFINITY), hi = param(1, INFINITY);
+    return [lo, hi](float x) { return std::min(std::max(x, lo), hi); };
+  }
+  if (act == "Sigmoid") return [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
+  if (act == "Tanh") return [](float x) { return std::tanh(x); };
+  if (act == "HardSigmoid") {
+    float a = param(0, 0.2f), b = param(1, 0.5f);
+    return [a, b](float x) { return std::max(0.0f, std::min(1.0f, a * x + b)); };
+  }
+  if (act == "HardSwish") return [](float x) { return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f)); };
+  if (act == "SiLU") return [](float x) { return x * (1.0f / (1.0f + std::exp(-x))); };
+  if (act == "Gelu") return [](float x) { return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f))); };
+  if (act == "GeluTanh")
+    return [](float x) {
+      return 0.5f * x * (1.0f + std::tanh(std::sqrt(2.0f / static_cast<float>(M_PI)) * (x + 0.044715f * x * x * x)));
+    };
+  ctx.fail("unknown activation '" + act + "'");
+}
+
+float gelu(float x, bool tanh_approx) {
+  if (tanh_approx)
+    return 0.5f * x * (1.0f + std::tanh(std::sqrt(2.0f / static_cast<float>(M_PI)) * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
+}
+
+template <typename F>
+void map_inplace(Tensor& t, F&& f) {
+  float* y = t.data<float>();
+  parallel_for(t.numel(), 16384, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = f(y[i]);
+  });
+}
+
+void require_f32(const KernelContext& ctx, const Tensor& t) {
+  if (t.dtype() != DType::Float32) ctx.fail(std::string("unsupported data type ") + dtype_name(t.dtype()));
+}
+
+void fused_conv(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, fused_conv);
+  Tensor& y = ctx.output(0);
+  require_f32(ctx, y);
+  run_standard("Conv", ctx, 3, &y);
+  if (ctx.has_input(3)) {
+    const Tensor& z = ctx.input(3);
+    if (z.dims() != y.dims()) ctx.fail("residual shape " + dims_str(z.dims()) + " differs from " + dims_str(y.dims()));
+    const float* zp = z.data<float>();
+    float* yp = y.data<float>();
+    parallel_for(y.numel(), 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) yp[i] += zp[i];
+    });
+  }
+  if (auto act = activation_of(ctx)) map_inplace(y, act);
+}
+
+void fused_matmul(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, fused_matmul);
+  Tensor& y = ctx.output(0);
+  require_f32(ctx, y);
+  run_standard("MatMul", ctx, 2, &y);
+  if (ctx.has_input(2)) {
+    const Tensor& bias = ctx.input(2);
+    int64_t n = y.rank() ? y.dims().back() : 1;
+    if (bias.numel() != n) ctx.fail("bias has " + std::to_string(bias.numel()) + " elements, the output's last dim is " + std::to_string(n));
+    const float* bp = bias.data<float>();
+    float* yp = y.data<float>();
+    parallel_for(y.numel() / std::max<int64_t>(n, 1), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r)
+        for (int64_t j = 0; j < n; ++j) yp[r * n + j] += bp[j];
+    });
+  }
+  if (auto act = activation_of(ctx)) map_inplace(y, act);
+}
+
+void layernorm_gelu(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, layernorm_gelu);
+  Tensor& y = ctx.output(0);
+  require_f32(ctx, y);
+  run_standard("LayerNormalization", ctx, 3, &y);
+  std::string approx = ctx.attr_string("approximate");
+  if (approx != "none" && approx != "tanh") ctx.fail("approximate must be 'none' or 'tanh'");
+  bool t = approx == "tanh";
+  map_inplace(y, [t](float x) { return gelu(x, t); });
+}
+
+void skip_layernorm(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, skip_layernorm);
+  const Tensor& x = ctx.input(0);
+  require_f32(ctx, x);
+  Tensor sum_local;
+  Tensor* sum = ctx.has_output(1) ? &ctx.output(1) : nullptr;
+  if (!sum) {
+    sum_local = Tensor(x.dtype(), ctx.output(0).dims());
+    sum = &sum_local;
+  }
+  binary_broadcast<float, float, float>(x, ctx.input(1), *sum, [](float a, float b) { return a + b; });
+  std::vector<const Tensor*> ins = {sum, &ctx.input(2), ctx.has_input(3) ? &ctx.input(3) : nullptr};
+  Tensor* y = &ctx.output(0);
+  KernelContext inner(ctx.node(), standard_schema("LayerNormalization"), kFusedBaseOpset, ins, {y});
+  standard_kernel("LayerNormalization")(inner);
+}
+
+void simplified_layernorm(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, simplified_layernorm);
+  const Tensor& x = ctx.input(0);
+  const Tensor& scale = ctx.input(1);
+  require_f32(ctx, x);
+  int64_t axis = normalize_axis(ctx.attr_int("axis"), static_cast<int64_t>(x.rank()), ctx);
+  int64_t inner = 1;
+  for (size_t i = static_cast<size_t>(axis); i < x.rank(); ++i) inner *= x.dim(i);
+  if (scale.numel() != inner) ctx.fail("scale must have " + std::to_string(inner) + " elements");
+  int64_t rows = inner ? x.numel() / inner : 0;
+  float eps = ctx.attr_float("epsilon");
+  const float* xp = x.data<float>();
+  const float* sp = scale.data<float>();
+  float* yp = ctx.output(0).data<float>();
+  parallel_for(rows, 1, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const float* xr = xp + r * inner;
+      double ss = 0;
+      for (int64_t j = 0; j < inner; ++j) ss += static_cast<double>(xr[j]) * xr[j];
+      float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(inner)) + eps);
+      for (int64_t j = 0; j < inner; ++j) yp[r * inner + j] = xr[j] * inv * sp[j];
+    }
+  });
+}
+
+}  // namespace
+
+void register_fused_kernels(KernelRegistry& r) {
+  r.add("FusedConv", fused_conv, "ai.fusec");
+  r.add("FusedMatMul", fused_matmul, "ai.fusec");
+  r.add("LayerNormGelu", layernorm_gelu, "ai.fusec");
+  r.add("SkipLayerNorm", skip_layernorm, "ai.fusec");
+  r.add("SimplifiedLayerNorm", simplified_layernorm, "ai.fusec");
+}
+
+}  // namespace fusec::cpu

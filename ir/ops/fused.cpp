@@ -1,0 +1,130 @@
+// Fused ops of the ai.fusec domain: what fusec's passes write where standard ONNX has no single
+// op. Semantics are documented in docs/ops.md; each equals the unfused subgraph it replaces.
+#include "ir/ops/fused.h"
+
+#include "ir/error.h"
+#include "ir/op_schema.h"
+#include "ir/ops/all_ops.h"
+
+namespace fusec {
+
+namespace {
+
+// Inference/cost borrowed from the standard op the fused op starts with.
+const OpSchema& standard(const char* op) {
+  const OpSchema* s = OpRegistry::global().find("", op, kFusedBaseOpset);
+  if (!s) internal_error(std::string("ai.fusec ops need the standard ") + op + " schema");
+  return *s;
+}
+
+void infer_like(const char* op, InferContext& c, size_t n_inputs) {
+  std::vector<const TypeInfo*> types;
+  std::vector<const Tensor*> values;
+  for (size_t i = 0; i < n_inputs && i < c.num_inputs(); ++i) {
+    types.push_back(c.has_input(i) ? &c.input_type(i) : nullptr);
+    values.push_back(c.input_value(i));
+  }
+  InferContext inner(c.node(), standard(op), kFusedBaseOpset, types, values);
+  standard(op).infer(inner);
+  c.set_output(0, inner.outputs[0].dtype, inner.outputs[0].shape);
+}
+
+void declare_activation(OpSchema& s) {
+  s.attr("activation", AttrKind::String, AttrValue{std::string()})
+      .attr("activation_params", AttrKind::Floats, AttrValue{std::vector<float>{}});
+}
+
+double activation_flops(const std::string& act) {
+  if (act.empty()) return 0;
+  if (act == "Relu" || act == "Clip" || act == "LeakyRelu") return 1;
+  return 4;  // sigmoid/tanh/erf-based: a handful of ops per element
+}
+
+}  // namespace
+
+void register_fused_schemas(OpRegistry& r) {
+  // Conv attributes are declared exactly as ONNX Conv declares them.
+  auto conv_attrs = [](OpSchema& s) {
+    s.attr("auto_pad", AttrKind::String, AttrValue{std::string("NOTSET")})
+        .attr("dilations", AttrKind::Ints)
+        .attr("group", AttrKind::Int, AttrValue{int64_t{1}})
+        .attr("kernel_shape", AttrKind::Ints)
+        .attr("pads", AttrKind::Ints)
+        .attr("strides", AttrKind::Ints);
+  };
+  OpSchema& conv = r.add("FusedConv", "ai.fusec").since(1).io(2, 4);
+  conv_attrs(conv);
+  declare_activation(conv);
+  conv.set_infer([](InferContext& c) {
+        infer_like("Conv", c, 3);
+        if (c.has_input(3) && c.input_shape(3) && c.outputs[0].shape &&
+            c.input_shape(3)->size() != c.outputs[0].shape->size())
+          c.fail("the residual input must have the conv output's shape");
+      })
+      .set_cost([](const CostContext& c) {
+        Cost k = standard("Conv").cost(c);
+        std::string act = c.node.attr_string("activation", "");
+        k.flops += c.out_numel(0) * (activation_flops(act) + (c.has_input(3) ? 1 : 0));
+        k.bytes_read += c.in_bytes(3);
+        return k;
+      })
+      .set_doc("Y = act(Conv(X, W, B) + Z)");
+
+  OpSchema& mm = r.add("FusedMatMul", "ai.fusec").since(1).io(2, 3);
+  declare_activation(mm);
+  mm.set_infer([](InferContext& c) {
+      infer_like("MatMul", c, 2);
+      if (c.has_input(2) && c.input_shape(2) && c.outputs[0].shape) {
+        const Shape& b = *c.input_shape(2);
+        if (b.size() != 1) c.fail("the bias must be 1-D");
+      }
+    })
+      .set_cost([](const CostContext& c) {
+        std::vector<std::vector<int64_t>> in2(c.in_dims.begin(), c.in_dims.begin() + 2);
+        std::vector<DType> t2(c.in_dtypes.begin(), c.in_dtypes.begin() + 2);
+        CostContext mc{c.node, in2, t2, c.out_dims, c.out_dtypes};
+        Cost k = standard("MatMul").cost(mc);
+        k.flops += c.out_numel(0) * ((c.has_input(2) ? 1 : 0) + activation_flops(c.node.attr_string("activation", "")));
+        k.bytes_read += c.in_bytes(2);
+        return k;
+      })
+      .set_doc("Y = act(MatMul(A, B) + bias)");
+
+  auto ln_like = [&](const char* name, int min_in, int max_in, int max_out, double flops_per_elem) -> OpSchema& {
+    return r.add(name, "ai.fusec")
+        .since(1)
+        .io(min_in, max_in, 1, max_out)
+        .attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
+        .attr("epsilon", AttrKind::Float, AttrValue{1e-5f})
+        .set_cost([flops_per_elem](const CostContext& c) { return cost_elementwise(c, flops_per_elem); });
+  };
+  ln_like("LayerNormGelu", 2, 3, 1, 8 + 8)
+      .attr("approximate", AttrKind::String, AttrValue{std::string("none")})
+      .set_infer([](InferContext& c) {
+        c.require_float(0);
+        normalize_axis(c.attr_int("axis"), static_cast<int64_t>(c.input_rank(0)), c);
+        c.propagate(0);
+      })
+      .set_doc("Y = Gelu(LayerNormalization(X, scale, bias))");
+  ln_like("SkipLayerNorm", 3, 4, 2, 8 + 1)
+      .set_infer([](InferContext& c) {
+        c.require_float(0);
+        if (c.input_dtype(1) != c.input_dtype(0)) c.fail("X and skip must have the same type");
+        std::optional<Shape> s = c.input_shape(0);
+        if (s && c.input_shape(1)) s = broadcast_shapes(*s, *c.input_shape(1), c);
+        if (s && c.input_shape(0) && s->size() != c.input_shape(0)->size())
+          c.fail("skip must broadcast to X's shape");
+        c.set_output(0, c.input_dtype(0), s);
+        c.set_output(1, c.input_dtype(0), s);
+      })
+      .set_doc("S = X + skip; Y = LayerNormalization(S, scale, bias); outputs Y and (optionally) S");
+  ln_like("SimplifiedLayerNorm", 2, 2, 1, 4)
+      .set_infer([](InferContext& c) {
+        c.require_float(0);
+        normalize_axis(c.attr_int("axis"), static_cast<int64_t>(c.input_rank(0)), c);
+        c.propagate(0);
+      })
+      .set_doc("Y = X / sqrt(mean(X^2 over axes >= axis) + epsilon) * scale  (RMSNorm)");
+}
+
+}  // namespace fusec
