@@ -66,6 +66,9 @@ void infer_constant_of_shape(InferContext& c) {
 
 // ---- Range ----
 
+// Longer ranges (2^40 elements, terabytes) are certainly a bad input, not a model to run.
+constexpr double kMaxRange = 1099511627776.0;
+
 void infer_range(InferContext& c) {
   const DType t = c.input_dtype(0);
   c.require_dtype(0, {DType::Float32, DType::Float64, DType::Int16, DType::Int32, DType::Int64});
@@ -92,7 +95,7 @@ void infer_range(InferContext& c) {
     if (d == 0) c.fail("delta is zero");
     double q = std::ceil(diff / d);
     if (std::isnan(q)) c.fail("the range length is not a number");
-    if (q > 1e12) c.fail("the range would have " + std::to_string(q) + " elements");
+    if (q > kMaxRange) c.fail("the range would have " + std::to_string(q) + " elements");
     n = q > 0 ? static_cast<int64_t>(q) : 0;
   } else {
     // Exact integer ceil((limit - start) / delta), in 128 bits so no input overflows.
@@ -101,6 +104,8 @@ void infer_range(InferContext& c) {
     __int128 diff = a - b;
     __int128 q = diff / d;
     if (diff % d != 0 && ((diff < 0) == (d < 0))) ++q;
+    if (q > static_cast<__int128>(kMaxRange))
+      c.fail("the range would have " + std::to_string(static_cast<double>(q)) + " elements");
     n = q > 0 ? static_cast<int64_t>(q) : 0;
   }
   c.set_output(0, t, Shape{Dim(n)});

@@ -99,15 +99,18 @@ void infer_reshape(InferContext& c) {
   // Copied dims appear on both sides and cancel; what is left of the input must be static for the
   // element count (and so -1) to be known.
   int64_t in_static = 1;
-  bool in_known = true;
+  int n_unknown = 0;
+  const Dim* unknown = nullptr;
   for (size_t i = 0; i < in->size(); ++i) {
     if (copied[i]) continue;
     if ((*in)[i].is_static()) in_static *= (*in)[i].value;
-    else in_known = false;
+    else { ++n_unknown; unknown = &(*in)[i]; }
   }
+  const bool in_known = n_unknown == 0;
   if (infer_at >= 0) {
     if (!in_known) {
-      out[infer_at] = Dim();
+      // [N, 3, 4] -> [-1, 12]: the one symbolic dim left over is what -1 stands for.
+      out[infer_at] = n_unknown == 1 && in_static == out_static && out_static != 0 ? *unknown : Dim();
     } else {
       if (out_static == 0 || in_static % out_static != 0)
         c.fail("cannot reshape " + shape_str(*in) + " to " + dims_str(*want));
@@ -255,6 +258,12 @@ void infer_dropout(InferContext& c) {
       }
     }
     if (c.has_input(2)) c.require_dtype(2, {DType::Bool});
+    // Training with ratio > 0 masks at random: say so at import when the inputs are constants.
+    const Tensor* training = c.has_input(2) ? c.input_value(2) : nullptr;
+    const Tensor* ratio = c.has_input(1) ? c.input_value(1) : nullptr;
+    if (training && training->numel() == 1 && training->as_int64(0) != 0 &&
+        (c.has_input(1) ? ratio && ratio->numel() == 1 && ratio->as_double(0) != 0 : true))
+      c.fail("Dropout in training mode (random masking) is not supported");
   }
   // The mask is bool from opset 10, the input's type before.
   c.set_output(1, c.opset() >= 10 ? DType::Bool : c.input_dtype(0), c.input_shape(0));
@@ -287,7 +296,7 @@ void infer_trilu(InferContext& c) {
 
 void infer_cumsum(InferContext& c) {
   c.require_dtype(0, {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32,
-                      DType::Int64, DType::UInt8, DType::Int8, DType::Int16});
+                      DType::Int64});
   c.require_dtype(1, {DType::Int32, DType::Int64});
   const auto& in = c.input_shape(0);
   if (const Tensor* a = c.input_value(1)) {
@@ -307,6 +316,7 @@ void infer_onehot(InferContext& c) {
     if (d->numel() != 1) c.fail("depth must be a scalar");
     double v = d->as_double(0);
     if (!(v >= 1)) c.fail("depth must be positive, got " + std::to_string(v));
+    if (v > 1e15) c.fail("depth " + std::to_string(v) + " is too large");
     depth = Dim(static_cast<int64_t>(v));
   }
   if (!in) { c.set_output(0, c.input_dtype(2), std::nullopt); return; }
@@ -364,8 +374,8 @@ void register_shape_schemas(OpRegistry& r) {
       .attr("reverse", AttrKind::Int, AttrValue{int64_t{0}})
       .set_infer(infer_cumsum).set_cost([](const CostContext& c) { return cost_elementwise(c, 1); });
 
-  // OneHot-9 only allowed indices in [0, depth); opset 11 added negative indices (the kernel
-  // wraps them from 11 on).
+  // Opset 11 documented negative indices (counted from the end); the kernel wraps them for 9 too,
+  // as ONNX Runtime does. Indices outside [-depth, depth) give an all-off row.
   r.add("OneHot").since(9).io(3, 3).attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
       .set_infer(infer_onehot).set_cost(cost_data_movement);
 }

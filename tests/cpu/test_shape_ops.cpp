@@ -1,5 +1,6 @@
 // Shape ops: Reshape, Flatten, Squeeze, Unsqueeze, Shape, Size, Identity, Dropout, EyeLike, Trilu,
 // CumSum, OneHot — values on the CPU reference and what inference knows at import.
+#include "ir/half.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -62,6 +63,18 @@ TEST(CpuReshape, SymbolicBatchCancelsAtImport) {
   infer_shapes(*g);
   ASSERT_TRUE(g->outputs[0]->type.shape);
   EXPECT_EQ(shape_str(*g->outputs[0]->type.shape), shape_str({Dim::sym("N"), 12}));
+}
+
+TEST(CpuReshape, MinusOneTakesTheLeftoverSymbol) {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 3, 4});
+  Value* s = b.initializer("s", int64s({-1, 12}, {2}));
+  b.output(b.node("Reshape", {x, s}));
+  auto g = b.build();
+  infer_shapes(*g);
+  EXPECT_EQ(shape_str(*g->outputs[0]->type.shape), shape_str({Dim::sym("N"), 12}));
+  auto out = run_cpu(*g, {floats(iota_f(24), {2, 3, 4})});
+  expect_close(out[0], floats(iota_f(24), {2, 12}));
 }
 
 TEST(CpuReshape, UnknownShapeValueGivesRankOnly) {
@@ -401,4 +414,38 @@ TEST(CpuOneHot, BadDepthIsAnError) {
   b.output(b.node("OneHot", {ind, depth, vals}));
   auto g = b.build();
   EXPECT_THROW(infer_shapes(*g), Error);
+}
+
+TEST(CpuCumSum, Float16ComputesInFloat) {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float16, {3});
+  Value* a = b.initializer("a", scalar_i64(0));
+  b.output(b.node("CumSum", {x, a}));
+  auto g = b.build();
+  Tensor in(DType::Float16, {3});
+  for (int i = 0; i < 3; ++i) in.data<uint16_t>()[i] = float_to_half(0.5f * (i + 1));
+  auto out = run_cpu(*g, {in});
+  ASSERT_EQ(out[0].dtype(), DType::Float16);
+  EXPECT_EQ(out[0].as_double(0), 0.5);
+  EXPECT_EQ(out[0].as_double(1), 1.5);
+  EXPECT_EQ(out[0].as_double(2), 3.0);
+}
+
+// Sizes past the parallel and blocking thresholds (several MiB, inner lanes > one block).
+TEST(CpuShapeOps, LargeTensorsTakeParallelPaths) {
+  const int64_t rows = 3, cols = 300000;
+  std::vector<float> v(rows * cols);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 7);
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float32, {rows, cols});
+  Value* a = b.initializer("a", scalar_i64(0));
+  b.output(b.node("CumSum", {x, a}));
+  b.output(b.node("Flatten", {x}, {attr("axis", int64_t{0})}));
+  auto g = b.build();
+  auto out = run_cpu(*g, {floats(v, {rows, cols})});
+  std::vector<float> want = v;
+  for (int64_t r = 1; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) want[r * cols + c] += want[(r - 1) * cols + c];
+  expect_close(out[0], floats(want, {rows, cols}));
+  expect_close(out[1], floats(v, {1, rows * cols}));
 }

@@ -167,9 +167,9 @@ void onehot_kernel(KernelContext& ctx) {
   const bool float_idx = is_float(ind.dtype());
   // Indices in [-depth, depth) select a class (negative ones count from the end); any other
   // value (or NaN) leaves its row all off, as the spec says.
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t i = 0; i < inner; ++i) {
-      const int64_t p = o * inner + i;
+  parallel_for(outer * inner, 16384, [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      const int64_t o = p / inner, i = p % inner;
       int64_t idx;
       if (float_idx) {
         double v = ind.as_double(p);
@@ -182,6 +182,7 @@ void onehot_kernel(KernelContext& ctx) {
       if (idx < 0) idx += depth;
       std::memcpy(dst + ((o * depth + idx) * inner + i) * es, on, es);
     }
+  });
 }
 
 }  // namespace
