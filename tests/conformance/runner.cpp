@@ -24,6 +24,7 @@
 #include "importer/tensor_proto.h"
 #include "ir/error.h"
 #include "passes/infer_shapes.h"
+#include "passes/pipeline.h"
 
 namespace fs = std::filesystem;
 using namespace fusec;
@@ -35,7 +36,7 @@ const char* kSuites[] = {"node", "pytorch-converted", "pytorch-operator", "simpl
 
 struct CaseResult {
   std::string suite, name, status, detail;
-  std::set<std::string> ops;
+  std::set<std::string> ops, optimized_ops;
   double seconds = 0;
 };
 
@@ -82,6 +83,8 @@ bool is_unsupported_message(const std::string& m) {
   return false;
 }
 
+bool g_optimize = false;  // --optimize: run each case through the pass pipeline first
+
 CaseResult run_case(const fs::path& dir, const std::string& suite) {
   CaseResult r;
   r.suite = suite;
@@ -126,6 +129,10 @@ CaseResult run_case(const fs::path& dir, const std::string& suite) {
         if (bound->inputs[i]->type.dtype == DType::Undefined) bound->inputs[i]->type.dtype = inputs[i].dtype();
       }
       infer_shapes(*bound);
+      if (g_optimize) {
+        optimize_graph(*bound, PipelineOptions{});
+        for (const auto& n : bound->nodes()) r.optimized_ops.insert(n->op_type);
+      }
       auto exe = backend.compile(*bound);
       auto outputs = exe->run(inputs);
       for (size_t k = 0; k < out_files.size() && k < outputs.size(); ++k) {
@@ -183,7 +190,7 @@ CaseResult roundtrip_case(const fs::path& dir, const std::string& suite) {
 
 int main(int argc, char** argv) {
   std::string data = "/usr/share/libonnx-testdata/data", json_path, floor_file, filter;
-  bool quiet = false, verbose = false, roundtrip = false;
+  bool quiet = false, verbose = false, roundtrip = false, require_ln_collapse = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -197,6 +204,8 @@ int main(int argc, char** argv) {
     else if (a == "--quiet") quiet = true;
     else if (a == "--verbose") verbose = true;
     else if (a == "--roundtrip-only") roundtrip = true;
+    else if (a == "--optimize") g_optimize = true;
+    else if (a == "--require-layernorm-collapse") require_ln_collapse = true;
     else { std::fprintf(stderr, "fusec_conformance: unknown argument %s\n", a.c_str()); return 2; }
   }
   if (!fs::is_directory(data)) {
@@ -204,6 +213,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<CaseResult> results;
+  int regressions = 0;
   auto t_all = std::chrono::steady_clock::now();
   for (const char* suite : kSuites) {
     fs::path sd = fs::path(data) / suite;
@@ -215,7 +225,21 @@ int main(int argc, char** argv) {
     for (const auto& c : cases) {
       if (!filter.empty() && c.filename().string().find(filter) == std::string::npos) continue;
       auto t0 = std::chrono::steady_clock::now();
-      CaseResult r = roundtrip ? roundtrip_case(c, suite) : run_case(c, suite);
+      CaseResult r;
+      if (roundtrip) {
+        r = roundtrip_case(c, suite);
+      } else if (g_optimize) {
+        g_optimize = false;
+        CaseResult plain = run_case(c, suite);
+        g_optimize = true;
+        r = run_case(c, suite);
+        if (plain.status == "pass" && r.status != "pass") {
+          r.detail = "REGRESSION (passes unoptimized): " + r.detail;
+          ++regressions;
+        }
+      } else {
+        r = run_case(c, suite);
+      }
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (verbose || (!quiet && r.status == "fail"))
         std::printf("%-11s %s/%s  %s\n", r.status.c_str(), suite, r.name.c_str(), r.detail.c_str());
@@ -253,6 +277,23 @@ int main(int argc, char** argv) {
     std::ofstream(json_path) << j.dump(1) << "\n";
   }
   if (roundtrip) return counts["fail"] == 0 ? 0 : 1;
+  if (g_optimize) {
+    std::printf("optimized: %d case(s) that pass unoptimized fail after optimization\n", regressions);
+    // The *_expanded LayerNormalization cases must collapse to one LayerNormalization node.
+    int ln_expanded = 0, ln_collapsed = 0;
+    for (const auto& r : results)
+      if (r.name.rfind("test_layer_normalization", 0) == 0 && r.name.find("_expanded") != std::string::npos) {
+        ++ln_expanded;
+        bool only_ln = r.optimized_ops.count("LayerNormalization") && r.status == "pass";
+        for (const auto& op : r.optimized_ops) only_ln &= op == "LayerNormalization";
+        if (only_ln) ++ln_collapsed;
+        else if (verbose) std::printf("  not collapsed: %s\n", r.name.c_str());
+      }
+    std::printf("optimized: %d of %d LayerNormalization *_expanded cases collapse to a single LayerNormalization\n",
+                ln_collapsed, ln_expanded);
+    if (regressions > 0) return 1;
+    if (require_ln_collapse && ln_collapsed != ln_expanded) return 1;
+  }
   if (!floor_file.empty()) {
     std::ifstream f(floor_file);
     int floor = -1;
