@@ -83,6 +83,17 @@ TEST(CpuArithmetic, HalfComputesInFloat) {
   expect_close(out, halves({1.75f, 1.25f}, {2}));
 }
 
+TEST(CpuArithmetic, BFloat16ComputesInFloat) {
+  auto bf = [](std::vector<float> v, std::vector<int64_t> dims) {
+    Tensor t(DType::BFloat16, std::move(dims));
+    for (size_t i = 0; i < v.size(); ++i) t.data<uint16_t>()[i] = float_to_bf16(v[i]);
+    return t;
+  };
+  expect_close(run1("Mul", {bf({1.5f, -2.0f}, {2}), bf({4.0f}, {1})}), bf({6.0f, -8.0f}, {2}));
+  expect_close(run1("Less", {bf({1.5f, -2.0f}, {2}), bf({0.0f}, {1})}), bools({0, 1}, {2}));
+  expect_close(run1("Sqrt", {bf({4.0f, 9.0f}, {2})}), bf({2.0f, 3.0f}, {2}));
+}
+
 TEST(CpuArithmetic, MismatchedShapesOrTypesAreErrors) {
   EXPECT_THROW(run1("Add", {floats({1, 2, 3}, {3}), floats({1, 2}, {2})}), Error);
   EXPECT_THROW(run1("Add", {floats({1}, {1}), int64s({1}, {1})}), Error);
