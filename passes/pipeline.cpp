@@ -6,6 +6,8 @@
 #include "ir/error.h"
 #include "passes/cleanup.h"
 #include "passes/constant_folding.h"
+#include "passes/fold_batchnorm.h"
+#include "passes/fuse_conv_activation.h"
 #include "passes/infer_shapes.h"
 
 namespace fusec {
@@ -18,6 +20,10 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // 2. Fold constants (and, with bound shapes, whole Shape->...->Reshape subgraphs) before
   //    matching: fusions need their weights, epsilons and axes as constants.
   p.push_back(std::make_unique<ConstantFoldingPass>());
+  // BN/per-channel Mul/Add into Conv/Gemm weights, before activation fusion hides the Conv -> BN edge.
+  p.push_back(std::make_unique<FoldBatchNormPass>());
+  // Conv (its BN already folded) + residual Add + activation -> FusedConv, after fold_batchnorm.
+  p.push_back(std::make_unique<FuseConvActivationPass>());
   return p;
 }
 
