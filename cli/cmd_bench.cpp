@@ -8,6 +8,9 @@
 #include "cli/common.h"
 #include "ir/error.h"
 #include "profiler/stats.h"
+#ifdef FUSEC_HAVE_CUDA
+#include "backend/cuda/device_info.h"
+#endif
 
 namespace fusec::cli {
 
@@ -61,6 +64,15 @@ int bench(const BenchArgs& a) {
 
   std::printf("model        %s\n", a.model.c_str());
   std::printf("backend      %s (%d threads)\n", exe->backend_name().c_str(), cpu::num_threads());
+#ifdef FUSEC_HAVE_CUDA
+  {
+    std::string why;
+    auto devices = cuda::list_devices(&why);
+    if (!devices.empty())
+      std::printf("gpu          %s (sm_%d%d) found; this version benchmarks on the CPU backend only\n",
+                  devices[0].name.c_str(), devices[0].sm_major, devices[0].sm_minor);
+  }
+#endif
   std::printf("iterations   %d (after %d warm-up)\n", st.samples, a.warmup);
   std::printf("latency ms   min %.3f  mean %.3f  median %.3f  p90 %.3f  p95 %.3f  p99 %.3f  max %.3f\n",
               st.min_ms, st.mean_ms, st.median_ms, st.p90_ms, st.p95_ms, st.p99_ms, st.max_ms);
