@@ -131,11 +131,48 @@ def test_version(c: Ctx):
         raise Failure(f"--version printed {p.stdout!r}, expected 'fusec X.Y...'")
 
 
+def not_built_subcommands(c: Ctx) -> set[str]:
+    """Subcommands that `fusec --help` marks "[not built yet ...]"."""
+    help_text = c.ok("--help").stdout
+    return {s for s in SUBCOMMANDS if re.search(rf"^\s+{s}\b.*not built", help_text, re.M)}
+
+
 def test_not_built(c: Ctx):
+    """optimize/profile/compare: while not built, exit 2 saying so; once built, a missing model is a
+    usage error (exit 2), never "not built"."""
+    pending = not_built_subcommands(c)
     for sub in NOT_BUILT:
-        line = c.usage_error(sub, c.tiny)
-        if "not built" not in line:
-            raise Failure(f"`fusec {sub}` should say it is not built: {line}")
+        if sub in pending:
+            line = c.usage_error(sub, c.tiny)
+            if "not built" not in line:
+                raise Failure(f"`fusec {sub}` should say it is not built: {line}")
+        else:
+            line = c.usage_error(sub, os.path.join(c.tmp, "no_such_model.onnx"))
+            if "not built" in line:
+                raise Failure(f"`fusec --help` lists {sub} as built, but it says: {line}")
+    for sub in pending - set(NOT_BUILT):
+        raise Failure(f"`fusec --help` marks {sub} as not built")
+
+
+def test_optimize_roundtrip(c: Ctx):
+    """Once `optimize` is built: it writes a valid ONNX model that computes what the original does."""
+    if "optimize" in not_built_subcommands(c):
+        print("     (optimize not built: checked by test_not_built)")
+        return
+    import onnxruntime as ort
+    d = c.fresh("optimize")
+    out = os.path.join(d, "tiny.opt.onnx")
+    c.ok("optimize", c.tiny, "-o", out)
+    m = onnx.load(out)
+    onnx.checker.check_model(m, full_check=True)
+    a, b = tiny_inputs(3, seed=5)
+    for path in (c.tiny, out):
+        if [o.name for o in onnx.load(path).graph.output] != ["c", "d"]:
+            raise Failure(f"{os.path.basename(path)}: graph outputs renamed")
+    want = ort.InferenceSession(c.tiny, providers=["CPUExecutionProvider"]).run(None, {"a": a, "b": b})
+    got = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, {"a": a, "b": b})
+    for k in range(2):
+        expect_array(got[k], want[k], f"optimized model output {k} in onnxruntime")
 
 
 def test_unknown_flag(c: Ctx):
@@ -391,7 +428,7 @@ def test_mlp_run(c: Ctx):
     expect_array(np.load(os.path.join(d, "npy", "output_0.npy")), y, "mlp: npy vs pb output")
 
 
-TESTS = [test_help, test_version, test_not_built, test_unknown_flag, test_no_or_unknown_subcommand,
+TESTS = [test_help, test_version, test_not_built, test_optimize_roundtrip, test_unknown_flag, test_no_or_unknown_subcommand,
          test_inspect_json, test_run_default_pb, test_run_npy, test_run_inputs_dir, test_batch_binding, test_seed,
          test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_mlp_inspect, test_mlp_run]
 
