@@ -30,9 +30,10 @@ class Entry:
     path: str                      # what is passed to fusec as the model
     what: str                      # one-line description
     mention: list[str] = dataclasses.field(default_factory=list)  # the error line must contain each (case-insensitive)
-    # inspect may exit 0 for this entry (the model is valid ONNX; inspect's job is to describe it).
-    # `run` must still fail with exit 2. inspect_must_report: strings its stdout must then contain.
-    inspect_may_succeed: bool = False
+    # The model is valid ONNX that fusec cannot (or need not) run: `inspect` may exit 0 (describing
+    # it is its job; its stdout must then contain each of inspect_must_report) and so may `optimize`
+    # (a valid model in, a valid model out). `run` and `bench` must still fail with exit 2.
+    valid_onnx: bool = False
     inspect_must_report: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -107,11 +108,11 @@ def make_corpus(root: str) -> list[Entry]:
     add("no_graph", m, "a ModelProto with no graph")
 
     # ---- graph structure -----------------------------------------------------------------------
-    # Valid protobuf, graph with no nodes, inputs or outputs. Decision: inspect may describe it
-    # (exit 0: it is well-formed ONNX that computes nothing); run must refuse it (exit 2), since
-    # there is nothing to compute and no output to write.
+    # Valid protobuf, graph with no nodes, inputs or outputs. Decision: inspect (and optimize) may
+    # accept it (exit 0: it is well-formed ONNX that computes nothing); run and bench must refuse it
+    # (exit 2), since there is nothing to compute and no output to write or time.
     add("empty_graph", _model([], [], []), "a graph with no nodes, inputs or outputs",
-        inspect_may_succeed=True)
+        valid_onnx=True)
     add("cycle", _model([helper.make_node("Add", ["X", "B"], ["A"], name="node_a"),
                          helper.make_node("Relu", ["A"], ["B"], name="node_b")], [_vi("X")], [_vi("B")]),
         "node_a reads node_b's output and node_b reads node_a's", mention=["cycle"])
@@ -152,11 +153,11 @@ def make_corpus(root: str) -> list[Entry]:
     add("overflow_dims_input", _model([helper.make_node("Relu", ["X"], ["Y"], name="relu")],
                                       [_vi("X", shape=(2**62, 4))], [_vi("Y", shape=(2**62, 4))]),
         "graph input dims [2^62, 4]: the element count overflows int64", mention=["'X'"])
-    # Fits int64 but not in memory: inspect may describe it; run must fail cleanly (no crash, no
+    # Fits int64 but not in memory: inspect may describe it; run/bench must fail cleanly (no crash, no
     # OOM kill: run_corpus.py caps the address space).
     add("huge_input", _model([helper.make_node("Relu", ["X"], ["Y"], name="relu")],
                              [_vi("X", shape=(2**20, 2**20, 16))], [_vi("Y", shape=(2**20, 2**20, 16))]),
-        "graph input of 2^44 floats (64 TiB)", inspect_may_succeed=True)
+        "graph input of 2^44 floats (64 TiB)", valid_onnx=True)
     add("unknown_dtype_input", _model([helper.make_node("Relu", ["X"], ["Y"], name="relu")],
                                       [_vi("X", elem=99)], [_vi("Y")]),
         "graph input with elem_type 99", mention=["'X'"])
@@ -174,16 +175,16 @@ def make_corpus(root: str) -> list[Entry]:
 
     # ---- ops --------------------------------------------------------------------------------------
     # Valid ONNX with an op fusec does not know: inspect's job is to report what fusec cannot run,
-    # so it may exit 0 if its report names the node and the op; run must fail, naming both.
+    # so it may exit 0 if its report names the node and the op; run/bench must fail, naming both.
     add("unknown_op", _model([helper.make_node("FrobnicateXYZ", ["X"], ["Y"], name="mystery_node")], [_vi("X")],
                              [_vi("Y")]),
         "node 'mystery_node' with op FrobnicateXYZ", mention=["mystery_node", "FrobnicateXYZ"],
-        inspect_may_succeed=True, inspect_must_report=["mystery_node", "FrobnicateXYZ"])
+        valid_onnx=True, inspect_must_report=["mystery_node", "FrobnicateXYZ"])
     m = _model([helper.make_node("Frob", ["X"], ["Y"], name="custom_node", domain="com.example")], [_vi("X")],
                [_vi("Y")])
     m.opset_import.add(domain="com.example", version=1)
     add("unknown_domain_op", m, "node 'custom_node' with op com.example.Frob", mention=["custom_node", "Frob"],
-        inspect_may_succeed=True, inspect_must_report=["custom_node", "Frob"])
+        valid_onnx=True, inspect_must_report=["custom_node", "Frob"])
     # Unknown ops with a known op between them: the message (or inspect's report) must name both
     # unknown ops ("every unsupported op at once"), not a knock-on error from the Add after them.
     add("unknown_op_midgraph", _model([helper.make_node("FrobnicateXYZ", ["X"], ["F"], name="mystery_node"),
@@ -192,7 +193,7 @@ def make_corpus(root: str) -> list[Entry]:
                                       [_vi("X")], [_vi("Y")]),
         "FrobnicateXYZ -> Add -> Blorp: two unknown ops around a known one",
         mention=["mystery_node", "FrobnicateXYZ", "second_unknown", "Blorp"],
-        inspect_may_succeed=True, inspect_must_report=["mystery_node", "FrobnicateXYZ", "second_unknown", "Blorp"])
+        valid_onnx=True, inspect_must_report=["mystery_node", "FrobnicateXYZ", "second_unknown", "Blorp"])
     add("wrong_arity", _model([helper.make_node("Add", ["X"], ["Y"], name="add_one_input")], [_vi("X")], [_vi("Y")]),
         "Add with one input", mention=["add_one_input"])
     add("type_mismatch", _model([helper.make_node("Add", ["X", "I"], ["Y"], name="add_mixed")],

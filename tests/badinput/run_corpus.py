@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
 """Runs fusec on the bad-input corpus (make_corpus.py) and checks it fails cleanly.
 
-For every entry, both
+For every entry,
 
     fusec inspect MODEL
     fusec run MODEL --output-dir OUT
+    fusec optimize MODEL -o OUT/model.opt.onnx     (once `fusec --help` lists optimize as built)
+    fusec bench MODEL --iterations 1 --quiet       (likewise)
 
 must: exit with code exactly 2; write exactly one line to stderr, starting "fusec: error: ";
 not die from a signal; finish within 20 s (under an 8 GiB address-space cap, so a runaway
 allocation fails instead of taking the machine down). Where the entry lists `mention` strings,
 the error line must contain each (case-insensitive): e.g. an unknown op names the node and the op.
 
-Two kinds of entry are valid ONNX that fusec merely cannot run (see make_corpus.py): an empty
-graph, an unknown op, a 64 TiB input. For those `inspect` may also exit 0 (describing the model is
-its job), in which case its stdout must name what it cannot run; `run` must still exit 2.
+Some entries are valid ONNX that fusec merely cannot run (see make_corpus.py): an empty graph,
+unknown ops, a 64 TiB input. For those `inspect` may also exit 0 (describing the model is its job),
+in which case its stdout must name what it cannot run, and `optimize` may exit 0 (valid model in,
+valid model out); `run` and `bench` must still exit 2.
 
 Exit status 0 when every check passes, 1 otherwise; the last line is a one-line summary.
 """
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -58,7 +62,9 @@ def judge(e: Entry, sub: str, rc: int | None, out: str, err: str, secs: float) -
         return [f"did not finish within {TIME_LIMIT_S:.0f} s"]
     if rc < 0:
         return [f"killed by signal {-rc}"]
-    if sub == "inspect" and e.inspect_may_succeed and rc == 0:
+    if sub in ("inspect", "optimize") and e.valid_onnx and rc == 0:
+        if sub == "optimize":
+            return []
         missing = [s for s in e.inspect_must_report if s.lower() not in out.lower()]
         return [f"inspect exit 0 but its report does not mention {missing}"] if missing else []
     problems = []
@@ -87,6 +93,10 @@ def main() -> int:
         print(f"bad_input_corpus: FAIL: {args.fusec} is not an executable")
         return 1
 
+    help_text = subprocess.run([fusec, "--help"], capture_output=True, text=True, timeout=TIME_LIMIT_S).stdout
+    subs = ["inspect", "run"] + [s for s in ("optimize", "bench")
+                                 if re.search(rf"^\s+{s}\b", help_text, re.M)
+                                 and not re.search(rf"^\s+{s}\b.*not built", help_text, re.M)]
     with tempfile.TemporaryDirectory(prefix="fusec_badinput_") as tmp:
         root = os.path.abspath(args.keep or tmp)
         entries = make_corpus(root)
@@ -96,10 +106,16 @@ def main() -> int:
         failed_names = []
         for e in entries:
             entry_failed = False
-            for sub in ("inspect", "run"):
+            for sub in subs:
                 cmd = [fusec, sub, e.path]
+                out_dir = os.path.join(root, "_out", e.name)
                 if sub == "run":
-                    cmd += ["--output-dir", os.path.join(root, "_out", e.name)]
+                    cmd += ["--output-dir", out_dir]
+                elif sub == "optimize":
+                    os.makedirs(out_dir, exist_ok=True)
+                    cmd += ["-o", os.path.join(out_dir, "model.opt.onnx")]
+                elif sub == "bench":
+                    cmd += ["--iterations", "1", "--quiet"]
                 rc, out, err, secs = invoke(cmd)
                 problems = judge(e, sub, rc, out, err, secs)
                 checks += 1
@@ -112,7 +128,7 @@ def main() -> int:
                     shown = err.strip().replace("\n", "\\n")[:400] or "(no stderr)"
                     print(f"     {'':<28} {'':<7} stderr: {shown}")
                 elif args.verbose:
-                    print(f"ok   {e.name:<28} {sub:<7} exit {rc} ({secs:.1f} s): {first if rc else '(inspect accepted it)'}")
+                    print(f"ok   {e.name:<28} {sub:<7} exit {rc} ({secs:.1f} s): {first if rc else '(accepted: valid ONNX)'}")
             if entry_failed:
                 failed_names.append(e.name)
         sys.stdout.flush()
@@ -120,7 +136,8 @@ def main() -> int:
         print(f"bad_input_corpus: FAIL: {failures}/{checks} checks failed on {len(failed_names)}/{len(entries)} entries: "
               f"{', '.join(failed_names)}")
         return 1
-    print(f"bad_input_corpus: ok: {checks} checks on {len(entries)} entries, all exit 2 with one 'fusec: error:' line")
+    print(f"bad_input_corpus: ok: {checks} checks ({', '.join(subs)}) on {len(entries)} entries, "
+          f"all exit 2 with one 'fusec: error:' line")
     return 0
 
 
