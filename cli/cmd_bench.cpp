@@ -32,10 +32,12 @@ int bench(const BenchArgs& a) {
   if (a.duration && *a.duration <= 0) bad_input("--duration must be positive");
   if (a.warmup < 0) bad_input("--warmup must not be negative");
   auto g = load_model(a.model, a.shapes);
+  cpu::CpuBackend backend;
+  auto bad = backend.unsupported(*g);
+  if (!bad.empty()) bad_input(describe_unsupported(bad));
   require_static_shapes(*g);
   std::vector<Tensor> inputs;
   for (auto* v : g->inputs) inputs.push_back(random_input(*v, a.seed));
-  cpu::CpuBackend backend;
   auto exe = backend.compile(*g);
   using clock = std::chrono::steady_clock;
   bool progress = !a.quiet && stdout_is_tty();
