@@ -30,17 +30,10 @@ void infer_batchnorm(InferContext& c) {
   }
   const bool spatial = !c.schema().find_attr("spatial") || c.attr_int("spatial") != 0;
   const char* names[] = {"", "scale", "B", "mean", "var"};
-  for (size_t i = 1; i < 5; ++i) {
-    if (spatial) {
-      require_channel_vector(c, i, channels, names[i]);
-    } else if (x && c.input_shape(i)) {
-      // spatial=0 (opset 6/7): per-activation parameters of shape [C, D1, ...].
-      Shape want(x->begin() + 1, x->end());
-      const auto& s = *c.input_shape(i);
-      bool ok = s.size() == want.size() || (s.size() == 1);
-      if (!ok) c.fail(std::string(names[i]) + " must have shape " + shape_str(want) + " when spatial=0");
-    }
-  }
+  // spatial=0 (opsets 6-8) takes per-activation parameters of shape [C, D1, ...]; the kernel
+  // checks their size.
+  if (spatial)
+    for (size_t i = 1; i < 5; ++i) require_channel_vector(c, i, channels, names[i]);
   c.propagate(0);
   const DType stat = c.input_dtype(3);
   Shape cshape{channels};

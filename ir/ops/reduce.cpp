@@ -25,9 +25,9 @@ std::optional<std::vector<int64_t>> written_axes(const InferContext& c, bool axe
   return t->to_int64_vector();
 }
 
-void infer_reduce(InferContext& c, bool axes_input) {
+void infer_reduce(InferContext& c, bool axes_input, bool allow_bool) {
   const DType t = c.input_dtype(0);
-  if (t == DType::Bool) c.fail("reductions do not accept bool inputs");
+  if (t == DType::Bool && !allow_bool) c.fail("this reduction does not accept bool inputs");
   const bool keepdims = c.attr_int("keepdims") != 0;
   const bool noop = axes_input && c.attr_int("noop_with_empty_axes") != 0;
   const auto& in = c.input_shape(0);
@@ -116,10 +116,12 @@ void register_reduce_schemas(OpRegistry& r) {
       const int hi = i + 1 < op.versions.size() ? op.versions[i + 1] - 1 : 1000;
       const bool axes_input = lo >= op.axes_input_since;
       const double per = op.ops_per_element;
+      // ReduceMax/ReduceMin accept bool from opset 20 (max = any, min = all).
+      const bool allow_bool = lo >= 20;
       auto& s = r.add(op.name).since(lo, hi).attr("keepdims", AttrKind::Int, AttrValue{int64_t{1}});
       if (axes_input) s.io(1, 2).attr("noop_with_empty_axes", AttrKind::Int, AttrValue{int64_t{0}});
       else s.io(1, 1).attr("axes", AttrKind::Ints);
-      s.set_infer([axes_input](InferContext& c) { infer_reduce(c, axes_input); })
+      s.set_infer([axes_input, allow_bool](InferContext& c) { infer_reduce(c, axes_input, allow_bool); })
           .set_cost([per](const CostContext& c) { return cost_reduce(c, per); });
     }
   }

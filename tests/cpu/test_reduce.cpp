@@ -130,3 +130,38 @@ TEST(CpuArgMin, IntegerInput) {
   expect_close(reduce("ArgMin", x, {attr("select_last_index", int64_t{1})}, 13), int64s({3}, {1}));
   EXPECT_THROW(reduce("ArgMin", x, {attr("axis", int64_t{1})}, 13), Error);
 }
+
+TEST(ReduceSchema, KeepsSymbolicDimsAndHandlesUnknownAxes) {
+  GraphBuilder b(18);
+  Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 3, 4});
+  Value* axes = b.initializer("axes", int64s({-2}, {1}));
+  Value* dyn = b.input("dyn_axes", DType::Int64, {1});
+  b.output(b.node("ReduceMean", {x, axes}));
+  b.output(b.node("ReduceMean", {x, dyn}));
+  b.output(b.node("ReduceMean", {x, dyn}, {attr("keepdims", int64_t{0})}));
+  b.output(b.node("ArgMax", {x}, {attr("axis", int64_t{2}), attr("keepdims", int64_t{0})}));
+  auto g = b.build();
+  infer_shapes(*g);
+  EXPECT_EQ(shape_str(*g->outputs[0]->type.shape), "Nx1x4");
+  ASSERT_TRUE(g->outputs[1]->type.shape);  // rank known, dims unknown until the axes are
+  EXPECT_EQ(g->outputs[1]->type.shape->size(), 3u);
+  EXPECT_FALSE(g->outputs[2]->type.shape);  // without keepdims not even the rank is known
+  EXPECT_EQ(shape_str(*g->outputs[3]->type.shape), "Nx3");
+  EXPECT_EQ(g->outputs[3]->type.dtype, DType::Int64);
+}
+
+TEST(CpuReduce, BoolMaxMinFromOpset20) {
+  Tensor x(DType::Bool, {2, 2});
+  const uint8_t v[] = {0, 1, 1, 1};
+  for (int i = 0; i < 4; ++i) x.data<uint8_t>()[i] = v[i];
+  std::vector<int64_t> axes{1};
+  Tensor any = reduce("ReduceMax", x, {attr("keepdims", int64_t{0})}, 20, &axes);
+  Tensor all = reduce("ReduceMin", x, {attr("keepdims", int64_t{0})}, 20, &axes);
+  ASSERT_EQ(any.dtype(), DType::Bool);
+  EXPECT_EQ(any.data<uint8_t>()[0], 1);
+  EXPECT_EQ(any.data<uint8_t>()[1], 1);
+  EXPECT_EQ(all.data<uint8_t>()[0], 0);
+  EXPECT_EQ(all.data<uint8_t>()[1], 1);
+  EXPECT_THROW(reduce("ReduceSum", x, {}, 20, &axes), Error);
+  EXPECT_THROW(reduce("ReduceMax", x, {}, 18, &axes), Error);
+}

@@ -112,6 +112,10 @@ Kernel reduce_kernel(Red kind) {
     Tensor& y = ctx.output(0);
     ReduceLayout L = make_reduce_layout(x.dims(), reduce_mask(ctx, x.rank()));
     if (L.outputs() != y.numel()) ctx.fail("output size does not match the reduction");
+    if (x.dtype() == DType::Bool) {  // ReduceMax/Min from opset 20: any/all over 0/1 bytes
+      if (kind != Red::Max && kind != Red::Min) ctx.fail("this reduction does not accept bool inputs");
+      return run_reduce<uint8_t>(kind, L, x.data<uint8_t>(), y.data<uint8_t>());
+    }
     dispatch_numeric(x.dtype(), ctx, [&](auto tag) {
       using T = decltype(tag);
       run_reduce<T>(kind, L, x.data<T>(), y.data<T>());

@@ -4,8 +4,12 @@
 // Every op here views its input as [outer, n, inner] and normalizes over n. exp runs in the input
 // type (float32 expf is accurate to an ulp); the sums of exponentials and the loss reductions
 // accumulate in double.
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "backend/cpu/kernels/common.h"
 
@@ -14,6 +18,72 @@ namespace fusec::cpu {
 namespace {
 
 enum class Smx { Soft, Log, Hard };
+
+/// exp(x) for x <= 0 (softmax's shifted arguments) in float, written so the compiler vectorizes
+/// it: no libm call, no float->int conversion, and no float compare-and-select (which GCC will not
+/// if-convert under -ftrapping-math). Cephes' range reduction x = n ln2 + r, |r| <= ln2/2, a
+/// degree-6 polynomial for e^r (within 1.4 ulp), and 2^n built in the exponent bits. Arguments are
+/// clamped to |x| <= 87.3 on their bit pattern, so -inf and very negative values give ~1.2e-38
+/// instead of 0 (invisible next to a softmax sum >= 1); NaN stays NaN.
+inline float exp_vec(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  uint32_t mag = u & 0x7fffffffu;
+  const uint32_t clamped = mag > 0x42ae999au ? 0x42ae999au : mag;  // 0x42ae999a = 87.3f
+  mag = mag > 0x7f800000u ? mag : clamped;                            // NaN keeps its payload
+  x = std::bit_cast<float>((u & 0x80000000u) | mag);
+  // n = round(x / ln2) via the 1.5 * 2^23 trick: the sum's low mantissa bits hold n.
+  const float shifted = x * 1.44269504088896341f + 12582912.0f;
+  const float n = shifted - 12582912.0f;
+  const uint32_t n_bits = std::bit_cast<uint32_t>(shifted) - std::bit_cast<uint32_t>(12582912.0f);
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  const float z = r * r;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * z + r + 1.0f;
+  return y * std::bit_cast<float>((n_bits + 127u) << 23);
+}
+
+/// q[j] = exp(p[j] - m) for j < n.
+template <typename T>
+void exp_shifted(const T* p, T m, T* q, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t j = 0; j < n; ++j) q[j] = exp_vec(p[j] - m);
+  } else {
+    for (int64_t j = 0; j < n; ++j) q[j] = std::exp(p[j] - m);
+  }
+}
+
+/// Maximum of n >= 1 values; eight independent chains so the compares overlap.
+template <typename T>
+T row_max(const T* p, int64_t n) {
+  T m[8];
+  for (T& v : m) v = p[0];
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) m[k] = std::max(m[k], p[j + k]);
+  for (; j < n; ++j) m[0] = std::max(m[0], p[j]);
+  for (int k = 1; k < 8; ++k) m[0] = std::max(m[0], m[k]);
+  return m[0];
+}
+
+/// Sum of n values in double, four independent accumulators.
+template <typename T>
+double sum_double(const T* q, int64_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    s0 += q[j];
+    s1 += q[j + 1];
+    s2 += q[j + 2];
+    s3 += q[j + 3];
+  }
+  for (; j < n; ++j) s0 += q[j];
+  return (s0 + s1) + (s2 + s3);
+}
 
 struct Layout3 {
   int64_t outer = 1, n = 1, inner = 1;
@@ -45,28 +115,25 @@ void softmax_into(Smx kind, const Layout3& l, const T* x, T* y) {
       for (int64_t o = o0; o < o1; ++o) {
         const T* p = x + o * n;
         T* q = y + o * n;
-        T m = p[0];
-        int64_t arg = 0;
-        for (int64_t j = 1; j < n; ++j)
-          if (p[j] > m) { m = p[j]; arg = j; }
         if (kind == Smx::Hard) {
+          int64_t arg = 0;
+          for (int64_t j = 1; j < n; ++j)
+            if (p[j] > p[arg]) arg = j;
           for (int64_t j = 0; j < n; ++j) q[j] = j == arg ? T{1} : T{0};
           continue;
         }
-        double s = 0;
+        const T m = row_max(p, n);
+        // The exponentials go to q first (the output, overwritten below for LogSoftmax).
+        exp_shifted(p, m, q, n);
+        const double s = sum_double(q, n);
         if (kind == Smx::Soft) {
-          for (int64_t j = 0; j < n; ++j) {
-            q[j] = std::exp(p[j] - m);
-            s += q[j];
-          }
           const T inv = static_cast<T>(1.0 / s);
           for (int64_t j = 0; j < n; ++j) q[j] *= inv;
         } else {
-          for (int64_t j = 0; j < n; ++j) s += std::exp(p[j] - m);
           // (x - m) - log(s), not x - (m + log(s)): near the maximum the result is tiny and
           // rounding m + log(s) to T first would lose its digits.
-          const double ls = std::log(s);
-          for (int64_t j = 0; j < n; ++j) q[j] = static_cast<T>(static_cast<double>(p[j] - m) - ls);
+          const T ls = static_cast<T>(std::log(s));
+          for (int64_t j = 0; j < n; ++j) q[j] = (p[j] - m) - ls;
         }
       }
     });
@@ -96,7 +163,9 @@ void softmax_into(Smx kind, const Layout3& l, const T* x, T* y) {
       }
       for (int64_t k = 0; k < n; ++k)
         for (int64_t j = 0; j < w; ++j) {
-          T e = std::exp(p[k * inner + j] - m[j]);
+          T e;
+          if constexpr (std::is_same_v<T, float>) e = exp_vec(p[k * inner + j] - m[j]);
+          else e = std::exp(p[k * inner + j] - m[j]);
           if (kind == Smx::Soft) q[k * inner + j] = e;
           s[j] += e;
         }
