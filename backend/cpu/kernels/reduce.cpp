@@ -47,12 +47,31 @@ T cast_out(A v) {
   }
 }
 
+/// a + b, a * b and -a that wrap on integer overflow (two's complement, like onnxruntime's int
+/// loops in practice) instead of being undefined behaviour.
+template <typename A>
+A wrap_add(A a, A b) {
+  if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else return a + b;
+}
+template <typename A>
+A wrap_mul(A a, A b) {
+  if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else return a * b;
+}
+template <typename A>
+A wrap_abs(A a) {
+  if constexpr (std::is_integral_v<A>) return a < 0 ? static_cast<A>(0 - static_cast<uint64_t>(a)) : a;
+  else return std::fabs(a);
+}
+
 template <typename T>
 void run_reduce(Red kind, const ReduceLayout& L, const T* x, T* y) {
   using A = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
   const int64_t n = L.reduced_count();
   auto ident = [](T v, int64_t) { return static_cast<A>(v); };
-  auto add = [](A a, A b) { return a + b; };
+  auto add = [](A a, A b) { return wrap_add(a, b); };
+  auto square = [](T v, int64_t) { A a = static_cast<A>(v); return wrap_mul(a, a); };
   auto as_is = [](A a, int64_t) { return cast_out<T>(a); };
   switch (kind) {
     case Red::Sum:
@@ -76,18 +95,14 @@ void run_reduce(Red kind, const ReduceLayout& L, const T* x, T* y) {
       return reduce_generic<A>(L, x, y, init, ident, pick, as_is);
     }
     case Red::Prod:
-      return reduce_generic<A>(L, x, y, A{1}, ident, [](A a, A b) { return a * b; }, as_is);
+      return reduce_generic<A>(L, x, y, A{1}, ident, [](A a, A b) { return wrap_mul(a, b); }, as_is);
     case Red::L1:
-      return reduce_generic<A>(L, x, y, A{0}, [](T v, int64_t) {
-        A a = static_cast<A>(v);
-        return a < 0 ? -a : a;
-      }, add, as_is);
+      return reduce_generic<A>(L, x, y, A{0}, [](T v, int64_t) { return wrap_abs(static_cast<A>(v)); }, add, as_is);
     case Red::SumSquare:
-      return reduce_generic<A>(L, x, y, A{0}, [](T v, int64_t) { A a = static_cast<A>(v); return a * a; },
-                               add, as_is);
+      return reduce_generic<A>(L, x, y, A{0}, square, add, as_is);
     case Red::L2:
-      return reduce_generic<A>(L, x, y, A{0}, [](T v, int64_t) { A a = static_cast<A>(v); return a * a; },
-                               add, [](A a, int64_t) { return cast_out<T>(std::sqrt(static_cast<double>(a))); });
+      return reduce_generic<A>(L, x, y, A{0}, square, add,
+                               [](A a, int64_t) { return cast_out<T>(std::sqrt(static_cast<double>(a))); });
     case Red::LogSum:
       return reduce_generic<A>(L, x, y, A{0}, ident, add,
                                [](A a, int64_t) { return cast_out<T>(std::log(static_cast<double>(a))); });
