@@ -40,9 +40,6 @@ struct ResizeParams {
   std::vector<int64_t> out_dims;
   std::vector<double> scales;               // per axis; 1 where the axis is not resized
   std::vector<double> roi_start, roi_end;   // per axis, normalized coordinates; 0 and 1 by default
-  /// Scales came from a float32 `scales` operand: the reference then computes the "output width"
-  /// scale * in in float32, which align_corners and tf_crop_and_resize divide by.
-  bool float32_scales = false;
 };
 
 /// The axes Resize-18 acts on (all axes when the attribute is absent or the opset older).
@@ -99,7 +96,6 @@ inline ResizeParams resize_params(const NodeAttrs& w, int64_t opset, const std::
       }
     }
   } else if (!scales.empty()) {
-    p.float32_scales = true;
     if (scales.size() != n)
       w.fail("scales has " + std::to_string(scales.size()) + " entries, expected " + std::to_string(n));
     for (size_t i = 0; i < n; ++i) {

@@ -356,12 +356,14 @@ void gather_nd_kernel(KernelContext& ctx) {
 
 enum class Reduction { None, Add, Mul, Max, Min };
 
+/// The reduction to apply; on bool data add is logical or (max) and mul logical and (min).
 Reduction reduction_of(const KernelContext& ctx) {
   if (!ctx.schema().find_attr("reduction")) return Reduction::None;
   std::string r = ctx.attr_string("reduction");
+  const bool boolean = ctx.input(0).dtype() == DType::Bool;
   if (r == "none") return Reduction::None;
-  if (r == "add") return Reduction::Add;
-  if (r == "mul") return Reduction::Mul;
+  if (r == "add") return boolean ? Reduction::Max : Reduction::Add;
+  if (r == "mul") return boolean ? Reduction::Min : Reduction::Mul;
   if (r == "max") return Reduction::Max;
   if (r == "min") return Reduction::Min;
   ctx.fail("unknown reduction '" + r + "'");
@@ -378,11 +380,11 @@ void apply(T& dst, T v, Reduction red) {
   }
 }
 
-/// Runs `body(T)` with T the element type: raw bytes for plain assignment, the numeric type for a
-/// reduction (half types go through float32).
+/// Runs `body(T)` with T the element type: raw bytes for plain assignment and bool, the numeric
+/// type for a reduction (half types go through float32).
 template <typename Body>
 void dispatch_scatter(KernelContext& ctx, Reduction red, const Kernel& self, Body&& body) {
-  if (red == Reduction::None) {
+  if (red == Reduction::None || ctx.input(0).dtype() == DType::Bool) {
     dispatch_size(dtype_size(ctx.input(0).dtype()), ctx, body);
     return;
   }

@@ -65,9 +65,9 @@ double source_coord(const Config& c, size_t a, int64_t in_len, int64_t x, bool& 
   const double scale = c.p.scales[a];
   const int64_t out_len = c.p.out_dims[a];
   const double in = static_cast<double>(in_len);
-  // The reference's "output width": scale * in, in float32 when the scale came in as float32.
-  const double out_w = c.p.float32_scales ? static_cast<double>(static_cast<float>(scale) * static_cast<float>(in_len))
-                                          : scale * in;
+  // The reference's real-valued "output width" (align_corners, tf_crop_and_resize and
+  // half_pixel_symmetric divide by it), not the integer output length.
+  const double out_w = scale * in;
   const double xd = static_cast<double>(x);
   outside = false;
   const std::string& m = c.ctm;
@@ -257,38 +257,104 @@ Taps make_taps(const Config& c, size_t a, int64_t in_len) {
   return t;
 }
 
-/// One separable pass: [outer, in_len, inner] -> [outer, out_len, inner] along the taps.
-template <typename W>
-void interpolate_axis(const W* src, W* dst, int64_t outer, int64_t in_len, int64_t out_len, int64_t inner,
-                      const Taps& t, W extrapolation) {
+/// One separable pass: [outer, in_len, inner] -> [outer, out_len, inner] along the taps,
+/// accumulating in double (the reference computes in float64 and rounds once at the end).
+template <typename S, typename D>
+void interpolate_axis(const S* src, D* dst, int64_t outer, int64_t in_len, int64_t out_len, int64_t inner,
+                      const Taps& t, double extrapolation) {
   const int64_t n = t.n;
-  parallel_for(outer * out_len, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, inner * n)), [&](int64_t b, int64_t e) {
+  const int64_t total = outer * out_len;
+  const int64_t min_chunk = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, inner * n));
+  if (inner == 1) {
+    // Resampling the innermost axis: a short gather per output element.
+    parallel_for(total, std::max<int64_t>(min_chunk, 256), [&](int64_t b, int64_t e) {
+      int64_t o = b / out_len, j = b % out_len;
+      for (int64_t q = b; q < e; ++q) {
+        const S* base = src + o * in_len;
+        const int64_t* idx = t.idx.data() + j * n;
+        const double* w = t.w.data() + j * n;
+        double a;
+        if (t.outside[j]) a = extrapolation;
+        else if (n == 2) a = w[0] * static_cast<double>(base[idx[0]]) + w[1] * static_cast<double>(base[idx[1]]);
+        else if (n == 4)
+          a = w[0] * static_cast<double>(base[idx[0]]) + w[1] * static_cast<double>(base[idx[1]]) +
+              w[2] * static_cast<double>(base[idx[2]]) + w[3] * static_cast<double>(base[idx[3]]);
+        else {
+          a = 0;
+          for (int64_t k = 0; k < n; ++k) a += w[k] * static_cast<double>(base[idx[k]]);
+        }
+        dst[q] = static_cast<D>(a);
+        if (++j == out_len) { j = 0; ++o; }
+      }
+    });
+    return;
+  }
+  // Resampling an outer axis: whole contiguous rows of `inner` elements blend together.
+  parallel_for(total, min_chunk, [&](int64_t b, int64_t e) {
+    std::vector<double> acc(static_cast<size_t>(inner));
     for (int64_t q = b; q < e; ++q) {
       const int64_t o = q / out_len, j = q % out_len;
-      W* out = dst + q * inner;
-      if (t.outside[j]) { std::fill(out, out + inner, extrapolation); continue; }
-      const W* base = src + o * in_len * inner;
+      D* out = dst + q * inner;
+      if (t.outside[j]) { std::fill(out, out + inner, static_cast<D>(extrapolation)); continue; }
+      const S* base = src + o * in_len * inner;
       const int64_t* idx = t.idx.data() + j * n;
       const double* w = t.w.data() + j * n;
-      if (inner == 1) {
-        double acc = 0;
-        for (int64_t k = 0; k < n; ++k) acc += w[k] * static_cast<double>(base[idx[k]]);
-        out[0] = static_cast<W>(acc);
-        continue;
-      }
+      double* ac = acc.data();
       {
-        const W wk = static_cast<W>(w[0]);
-        const W* in = base + idx[0] * inner;
-        for (int64_t i = 0; i < inner; ++i) out[i] = wk * in[i];
+        const double w0 = w[0];
+        const S* in = base + idx[0] * inner;
+        for (int64_t i = 0; i < inner; ++i) ac[i] = w0 * static_cast<double>(in[i]);
       }
       for (int64_t k = 1; k < n; ++k) {
-        const W wk = static_cast<W>(w[k]);
+        const double wk = w[k];
         if (wk == 0) continue;
-        const W* in = base + idx[k] * inner;
-        for (int64_t i = 0; i < inner; ++i) out[i] += wk * in[i];
+        const S* in = base + idx[k] * inner;
+        for (int64_t i = 0; i < inner; ++i) ac[i] += wk * static_cast<double>(in[i]);
       }
+      for (int64_t i = 0; i < inner; ++i) out[i] = static_cast<D>(ac[i]);
     }
   });
+}
+
+/// Integer outputs round half to even and saturate, as the reference's saturate_cast does.
+void store_result(const Tensor& src, Tensor& dst) {
+  if (!is_integer(dst.dtype())) { convert_tensor(src, dst); return; }
+  Tensor rounded(DType::Float64, src.dims());
+  const double* s = src.data<double>();
+  double* r = rounded.data<double>();
+  for (int64_t i = 0; i < src.numel(); ++i) r[i] = std::nearbyint(s[i]);
+  convert_tensor(rounded, dst);  // clamps to the integer range
+}
+
+/// Resamples one contiguous block of shape `dims` along `order` (last axis first; entries are
+/// axis numbers of the full tensor, `first` the full-tensor number of dims[0]). Intermediates are
+/// float64 in `scratch`.
+template <typename S, typename D>
+void run_passes(const S* src, D* dst, std::vector<int64_t> dims, size_t first, const std::vector<size_t>& order,
+                const std::vector<Taps>& taps, const Config& c, std::vector<double> (&scratch)[2]) {
+  const double* cur = nullptr;
+  for (size_t step = 0; step < order.size(); ++step) {
+    const size_t full = order[step], a = full - first;
+    const int64_t in_len = dims[a], out_len = c.p.out_dims[full];
+    int64_t outer = 1, inner = 1;
+    for (size_t i = 0; i < a; ++i) outer *= dims[i];
+    for (size_t i = a + 1; i < dims.size(); ++i) inner *= dims[i];
+    dims[a] = out_len;
+    const bool last = step + 1 == order.size();
+    double* buf = nullptr;
+    if (!last) {
+      int64_t n = 1;
+      for (int64_t d : dims) n *= d;
+      scratch[step % 2].resize(static_cast<size_t>(n));
+      buf = scratch[step % 2].data();
+    }
+    const Taps& t = taps[full];
+    if (step == 0 && last) interpolate_axis(src, dst, outer, in_len, out_len, inner, t, c.extrapolation);
+    else if (step == 0) interpolate_axis(src, buf, outer, in_len, out_len, inner, t, c.extrapolation);
+    else if (last) interpolate_axis(cur, dst, outer, in_len, out_len, inner, t, c.extrapolation);
+    else interpolate_axis(cur, buf, outer, in_len, out_len, inner, t, c.extrapolation);
+    cur = buf;
+  }
 }
 
 void resize_interpolate(KernelContext& ctx, const Config& c) {
@@ -297,44 +363,54 @@ void resize_interpolate(KernelContext& ctx, const Config& c) {
   if (y.numel() == 0) return;
   const size_t r = x.rank();
   if (x.numel() == 0) ctx.fail("cannot resize an empty input to a non-empty output");
-  // float32 data interpolates in float32; everything else (float64, integers) in float64.
-  const DType wt = x.dtype() == DType::Float32 ? DType::Float32 : DType::Float64;
   std::vector<Taps> taps(r);
-  std::vector<size_t> order;  // axes to resample, last first
+  std::vector<size_t> order;  // axes to resample, last first (as the reference recurses)
   for (size_t a = r; a-- > 0;) {
     taps[a] = make_taps(c, a, x.dim(a));
     if (!taps[a].identity) order.push_back(a);
   }
   if (order.empty()) { convert_tensor(x, y); return; }
-  Tensor converted;
-  const Tensor* cur = &x;
-  if (x.dtype() != wt) { converted = Tensor(wt, x.dims()); convert_tensor(x, converted); cur = &converted; }
-  Tensor bufs[2];
-  std::vector<int64_t> dims = x.dims();
-  for (size_t step = 0; step < order.size(); ++step) {
-    const size_t a = order[step];
-    const int64_t in_len = dims[a], out_len = c.p.out_dims[a];
-    int64_t outer = 1, inner = 1;
-    for (size_t i = 0; i < a; ++i) outer *= dims[i];
-    for (size_t i = a + 1; i < r; ++i) inner *= dims[i];
-    dims[a] = out_len;
-    const bool last = step + 1 == order.size();
-    Tensor* next;
-    if (last && y.dtype() == wt) {
-      next = &y;
-    } else {
-      bufs[step % 2] = Tensor(wt, dims);
-      next = &bufs[step % 2];
-    }
-    if (wt == DType::Float32)
-      interpolate_axis<float>(cur->data<float>(), next->data<float>(), outer, in_len, out_len, inner, taps[a],
-                              static_cast<float>(c.extrapolation));
-    else
-      interpolate_axis<double>(cur->data<double>(), next->data<double>(), outer, in_len, out_len, inner, taps[a],
-                               c.extrapolation);
-    cur = next;
+  // float32/float64 data is read directly, other types through a float64 copy; float outputs are
+  // written directly, others through a float64 buffer that rounds at the end.
+  Tensor src_store, dst_store;
+  const Tensor* src = &x;
+  if (x.dtype() != DType::Float32 && x.dtype() != DType::Float64) {
+    src_store = Tensor(DType::Float64, x.dims());
+    convert_tensor(x, src_store);
+    src = &src_store;
   }
-  if (cur != &y) convert_tensor(*cur, y);
+  Tensor* dst = &y;
+  if (y.dtype() != DType::Float32 && y.dtype() != DType::Float64) {
+    dst_store = Tensor(DType::Float64, y.dims());
+    dst = &dst_store;
+  }
+  // Leading axes that are not resampled split the work into independent blocks (N·C images):
+  // one block per task keeps each block's intermediates in cache.
+  const size_t first = order.back();
+  int64_t blocks = 1, in_block = 1, out_block = 1;
+  for (size_t i = 0; i < first; ++i) blocks *= x.dim(i);
+  for (size_t i = first; i < r; ++i) { in_block *= x.dim(i); out_block *= y.dim(i); }
+  const bool per_block = blocks >= 2 * num_threads();
+  auto run = [&](auto* s, auto* d) {
+    if (per_block) {
+      std::vector<int64_t> sub(x.dims().begin() + first, x.dims().end());
+      parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+        std::vector<double> scratch[2];
+        for (int64_t b = b0; b < b1; ++b)
+          run_passes(s + b * in_block, d + b * out_block, sub, first, order, taps, c, scratch);
+      });
+    } else {
+      std::vector<double> scratch[2];
+      run_passes(s, d, x.dims(), 0, order, taps, c, scratch);
+    }
+  };
+  auto with_dst = [&](auto* s) {
+    if (dst->dtype() == DType::Float32) run(s, dst->data<float>());
+    else run(s, dst->data<double>());
+  };
+  if (src->dtype() == DType::Float32) with_dst(src->data<float>());
+  else with_dst(src->data<double>());
+  if (dst != &y) store_result(*dst, y);
 }
 
 void resize_kernel(KernelContext& ctx) {
