@@ -57,6 +57,8 @@ inline SliceParams compute_slice(const std::vector<int64_t>& dims, const std::ve
       s = std::clamp<int64_t>(s, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
       len = e > s ? (e - s - 1) / step + 1 : 0;
+    } else if (dim == 0) {
+      len = 0;
     } else {
       s = std::clamp<int64_t>(s, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);

@@ -4,6 +4,7 @@
 #include <climits>
 #include <numeric>
 
+#include "ir/cost.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -165,6 +166,12 @@ TEST(CpuSlice, OutOfRangeStartsGiveEmptyAndEndsClamp) {
   auto b = run_op("Slice", {{iota({2, 4})}, {int64s({1}, {1})}, {int64s({1000}, {1})}, {int64s({-1}, {1})},
                             {int64s({2}, {1})}});
   expect_close(b[0], floats({1, 3, 5, 7}, {2, 2}));
+}
+
+TEST(CpuSlice, EmptyDimWithNegativeStep) {
+  auto out = run_op("Slice", {{iota({0, 3})}, {int64s({-1}, {1})}, {int64s({INT64_MIN}, {1})}, {int64s({0}, {1})},
+                              {int64s({-1}, {1})}});
+  EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{0, 3}));
 }
 
 TEST(CpuSlice, Int32OperandsAndTwoAxes) {
@@ -402,4 +409,33 @@ TEST(CpuReverseSequence, TimeAndBatchAxes) {
                   {attr("batch_axis", int64_t{0}), attr("time_axis", int64_t{1})});
   expect_close(b[0], floats({1, 0, 2, 5, 4, 3}, {2, 3}));
   EXPECT_THROW(run_op("ReverseSequence", {{iota({2, 3})}, {int64s({5, 1, 1}, {3})}}), Error);
+}
+
+// ---------------------------------------------------------------- costs
+
+TEST(MovementCost, MovesBytesWithoutFlops) {
+  auto g = one_node("Transpose", {{iota({2, 3})}}, {}, 1, 17, nullptr);
+  infer_shapes(*g);
+  auto c = node_cost(*g, *g->nodes()[0]);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->flops, 0);
+  EXPECT_EQ(c->bytes_read, 24);
+  EXPECT_EQ(c->bytes_written, 24);
+}
+
+TEST(MovementCost, GatherReadsOnlyTheGatheredRows) {
+  // A 1000x16 table, 4 rows gathered: reads the 4 indices and 4 rows, not the table.
+  auto g = one_node("Gather", {constant(iota({1000, 16})), {int64s({1, 2, 3, 4}, {4})}}, {}, 1, 17, nullptr);
+  infer_shapes(*g);
+  auto c = node_cost(*g, *g->nodes()[0]);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->bytes_read, 4 * 8 + 4 * 16 * 4);
+  EXPECT_EQ(c->bytes_written, 4 * 16 * 4);
+}
+
+TEST(MovementCost, ScatterReductionCountsOneOpPerUpdate) {
+  auto g = one_node("ScatterElements", {{iota({5})}, {int64s({1, 1, 2}, {3})}, {floats({1, 2, 3}, {3})}},
+                    {attr("reduction", std::string("add"))}, 1, 17, nullptr);
+  infer_shapes(*g);
+  EXPECT_EQ(node_cost(*g, *g->nodes()[0])->flops, 3);
 }

@@ -3,6 +3,7 @@
 #include <numeric>
 
 #include "backend/cpu/kernels/common.h"
+#include "ir/cost.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -149,4 +150,18 @@ TEST(CpuUpsample, Opset9InputAndOpset7Attribute) {
   // Linear Upsample is asymmetric: x_ori = x / scale.
   expect_close(resize({{floats({1, 3}, {1, 2})}, {scales({1, 2})}}, {mode("linear")}, 9, "Upsample"),
                floats({1, 2, 3, 3}, {1, 4}));
+}
+
+TEST(ResizeCost, LinearCountsTapsPerResampledAxis) {
+  // 2x2 -> 4x4: the last axis pass makes 2x4 outputs, the next 4x4, two taps each (2 flops/tap).
+  auto g = one_node("Resize", {{image2x2()}, absent(), {scales({1, 1, 2, 2}), true}}, {mode("linear")}, 13, nullptr);
+  infer_shapes(*g);
+  auto c = node_cost(*g, *g->nodes()[0]);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->flops, 2 * 2 * (8 + 16));
+  EXPECT_EQ(c->bytes_read, 16 + 16);
+  EXPECT_EQ(c->bytes_written, 64);
+  auto n = one_node("Resize", {{image2x2()}, absent(), {scales({1, 1, 2, 2}), true}}, {}, 13, nullptr);
+  infer_shapes(*n);
+  EXPECT_EQ(node_cost(*n, *n->nodes()[0])->flops, 0);
 }
