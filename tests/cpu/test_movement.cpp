@@ -439,3 +439,21 @@ TEST(MovementCost, ScatterReductionCountsOneOpPerUpdate) {
   infer_shapes(*g);
   EXPECT_EQ(node_cost(*g, *g->nodes()[0])->flops, 3);
 }
+
+TEST(MovementInference, SymbolicDimsPassThrough) {
+  GraphBuilder b(13);
+  Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 6});
+  Value* k = b.input("k", DType::Int64, {1});
+  auto parts = b.node_n("Split", {x}, 2, {attr("axis", int64_t{1})});
+  auto top = b.node_n("TopK", {parts[0], k}, 2);
+  Value* t = b.node("Transpose", {top[0]});
+  b.output(parts[1]);
+  b.output(t);
+  auto g = b.build();
+  infer_shapes(*g);
+  EXPECT_EQ(*g->outputs[0]->type.shape, (Shape{Dim::sym("N"), 3}));
+  const Shape& ts = *g->outputs[1]->type.shape;
+  ASSERT_EQ(ts.size(), 2u);
+  EXPECT_FALSE(ts[0].is_static());  // k unknown at import
+  EXPECT_EQ(ts[1], Dim::sym("N"));
+}

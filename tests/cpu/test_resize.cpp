@@ -165,3 +165,13 @@ TEST(ResizeCost, LinearCountsTapsPerResampledAxis) {
   infer_shapes(*n);
   EXPECT_EQ(node_cost(*n, *n->nodes()[0])->flops, 0);
 }
+
+TEST(CpuResize, SymbolicBatchSurvivesInference) {
+  GraphBuilder b(13);
+  Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 3, 2, 2});
+  Value* s = b.initializer("s", scales({1, 1, 2, 2}));
+  b.output(b.node("Resize", {x, nullptr, s}, {mode("linear")}));
+  auto g = b.build();
+  infer_shapes(*g);
+  EXPECT_EQ(*g->outputs[0]->type.shape, (Shape{Dim::sym("N"), 3, 4, 4}));
+}
