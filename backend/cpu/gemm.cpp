@@ -384,7 +384,7 @@ void gemm_impl(GemmIsa isa, bool allow_small, bool ta, bool tb, int64_t M, int64
     scale_c(M, N, beta, C, ldc);
     return;
   }
-  if (allow_small && M * N * K <= 4096) {
+  if (allow_small && static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) <= 4096) {
     gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }

@@ -19,36 +19,47 @@ namespace fusec::cpu {
 
 namespace {
 
-/// col[(c, k0, k1, k2), (o0, o1, o2)] = x[c, o·s - pb + k·d] (0 in the padding), for Cg channels.
+/// Columns [j0, j1) of im2col: col[(c, k0, k1, k2), j - j0] = x[c, o(j)·s - pb + k·d] (0 in the
+/// padding), where j runs over the flattened output positions; `channels` input channels.
 template <typename T>
-void im2col(const T* x, int64_t channels, const Geo3& g, T* col) {
-  const int64_t kk = g.kernel_size(), s_in = g.in_size(), s_out = g.out_size();
-  parallel_for(channels * kk, std::max<int64_t>(1, 32768 / std::max<int64_t>(s_out, 1)), [&](int64_t r0, int64_t r1) {
+void im2col(const T* x, int64_t channels, const Geo3& g, int64_t j0, int64_t j1, T* col) {
+  const int64_t kk = g.kernel_size(), s_in = g.in_size(), width = j1 - j0;
+  parallel_for(channels * kk, std::max<int64_t>(1, 32768 / std::max<int64_t>(width, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t c = r / kk, q = r % kk;
       const int64_t k2 = q % g.k[2], k1 = (q / g.k[2]) % g.k[1], k0 = q / (g.k[1] * g.k[2]);
       const T* xc = x + c * s_in;
-      T* dst = col + r * s_out;
+      T* dst = col + r * width;
       const int64_t off2 = k2 * g.d[2] - g.pb[2];
       int64_t lo, hi;
       valid_range(g.out[2], g.in[2], g.s[2], off2, lo, hi);
-      for (int64_t o0 = 0; o0 < g.out[0]; ++o0) {
-        const int64_t i0 = o0 * g.s[0] - g.pb[0] + k0 * g.d[0];
-        for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
-          const int64_t i1 = o1 * g.s[1] - g.pb[1] + k1 * g.d[1];
-          T* row = dst + (o0 * g.out[1] + o1) * g.out[2];
-          if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
-            std::fill(row, row + g.out[2], T(0));
-            continue;
-          }
+      // Walk the output rows (o0, o1) that [j0, j1) touches, one run of o2 at a time.
+      int64_t a2 = j0 % g.out[2], a1 = (j0 / g.out[2]) % g.out[1], a0 = j0 / (g.out[2] * g.out[1]);
+      for (int64_t j = j0; j < j1;) {
+        const int64_t end2 = std::min(g.out[2], a2 + (j1 - j));
+        T* seg = dst + (j - j0);  // seg[o2 - a2] is output position o2 of this row
+        const int64_t i0 = a0 * g.s[0] - g.pb[0] + k0 * g.d[0];
+        const int64_t i1 = a1 * g.s[1] - g.pb[1] + k1 * g.d[1];
+        if (i0 < 0 || i0 >= g.in[0] || i1 < 0 || i1 >= g.in[1]) {
+          std::fill(seg, seg + (end2 - a2), T(0));
+        } else {
           const T* src = xc + (i0 * g.in[1] + i1) * g.in[2];
-          std::fill(row, row + lo, T(0));
+          const int64_t vlo = std::clamp(lo, a2, end2), vhi = std::clamp(hi, vlo, end2);
+          std::fill(seg, seg + (vlo - a2), T(0));
+          T* out = seg + (vlo - a2);
           if (g.s[2] == 1) {
-            for (int64_t o2 = lo; o2 < hi; ++o2) row[o2] = src[o2 + off2];
+            const T* in = src + vlo + off2;
+            for (int64_t i = 0; i < vhi - vlo; ++i) out[i] = in[i];
           } else {
-            for (int64_t o2 = lo; o2 < hi; ++o2) row[o2] = src[o2 * g.s[2] + off2];
+            for (int64_t o2 = vlo; o2 < vhi; ++o2) out[o2 - vlo] = src[o2 * g.s[2] + off2];
           }
-          std::fill(row + hi, row + g.out[2], T(0));
+          std::fill(seg + (vhi - a2), seg + (end2 - a2), T(0));
+        }
+        j += end2 - a2;
+        a2 = 0;
+        if (++a1 == g.out[1]) {
+          a1 = 0;
+          ++a0;
         }
       }
     }
@@ -90,52 +101,111 @@ void col2im(const T* col, int64_t channels, const Geo3& g, T* y) {
   });
 }
 
-/// One depthwise plane: y (S_out) = bias + sum_k w[k] · x shifted (one input channel).
+/// One depthwise plane: y (S_out) = bias + sum_k w[k] · x shifted (one input channel). Each
+/// output row is built in blocks of kBlock values held in registers across all taps (stride 1),
+/// with bounds checks only at the row's edges.
 template <typename T>
 void depthwise_plane(const T* x, const T* w, T bias, const Geo3& g, T* y) {
-  std::fill(y, y + g.out_size(), bias);
+  // A block of outputs in kVecs 16-byte vectors (one register each on any x86-64).
+  typedef T V __attribute__((vector_size(16)));
+  constexpr int kLanes = 16 / sizeof(T), kVecs = 4, kBlock = kLanes * kVecs;
+  // Per k2 tap: offset and the output range where it reads inside the row; the interior
+  // [lo_all, hi_all) is where every k2 tap does.
+  std::vector<int64_t> off(static_cast<size_t>(g.k[2])), lo(off.size()), hi(off.size());
+  int64_t lo_all = 0, hi_all = g.out[2];
   for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
-    const int64_t off2 = k2 * g.d[2] - g.pb[2];
-    int64_t lo, hi;
-    valid_range(g.out[2], g.in[2], g.s[2], off2, lo, hi);
-    if (lo >= hi) continue;
-    for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
+    off[k2] = k2 * g.d[2] - g.pb[2];
+    valid_range(g.out[2], g.in[2], g.s[2], off[k2], lo[k2], hi[k2]);
+    lo_all = std::max(lo_all, lo[k2]);
+    hi_all = std::min(hi_all, hi[k2]);
+  }
+  hi_all = std::max(hi_all, lo_all);
+  std::vector<const T*> rows;  // input rows of the (k0, k1) taps inside the input
+  std::vector<const T*> wrow;  // their k2 weights
+  const int64_t s2 = g.s[2];
+  for (int64_t o0 = 0; o0 < g.out[0]; ++o0)
+    for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
+      rows.clear();
+      wrow.clear();
       for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
         const int64_t i0 = o0 * g.s[0] - g.pb[0] + k0 * g.d[0];
         if (i0 < 0 || i0 >= g.in[0]) continue;
-        for (int64_t o1 = 0; o1 < g.out[1]; ++o1) {
-          T* yrow = y + (o0 * g.out[1] + o1) * g.out[2];
-          for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
-            const int64_t i1 = o1 * g.s[1] - g.pb[1] + k1 * g.d[1];
-            if (i1 < 0 || i1 >= g.in[1]) continue;
-            const T wv = w[(k0 * g.k[1] + k1) * g.k[2] + k2];
-            const T* xrow = x + (i0 * g.in[1] + i1) * g.in[2];
-            if (g.s[2] == 1) {
-              for (int64_t o2 = lo; o2 < hi; ++o2) yrow[o2] += wv * xrow[o2 + off2];
-            } else {
-              for (int64_t o2 = lo; o2 < hi; ++o2) yrow[o2] += wv * xrow[o2 * g.s[2] + off2];
-            }
-          }
+        for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+          const int64_t i1 = o1 * g.s[1] - g.pb[1] + k1 * g.d[1];
+          if (i1 < 0 || i1 >= g.in[1]) continue;
+          rows.push_back(x + (i0 * g.in[1] + i1) * g.in[2]);
+          wrow.push_back(w + (k0 * g.k[1] + k1) * g.k[2]);
         }
       }
-  }
+      T* yrow = y + (o0 * g.out[1] + o1) * g.out[2];
+      // Edges, tap by tap with bounds.
+      auto edge = [&](int64_t o2) {
+        T acc = bias;
+        for (size_t t = 0; t < rows.size(); ++t)
+          for (int64_t k2 = 0; k2 < g.k[2]; ++k2)
+            if (o2 >= lo[k2] && o2 < hi[k2]) acc += wrow[t][k2] * rows[t][o2 * s2 + off[k2]];
+        yrow[o2] = acc;
+      };
+      for (int64_t o2 = 0; o2 < lo_all; ++o2) edge(o2);
+      int64_t o2 = lo_all;
+      if (s2 == 1) {
+        for (; o2 + kBlock <= hi_all; o2 += kBlock) {
+          V acc[kVecs];
+          for (int v = 0; v < kVecs; ++v) acc[v] = V{} + bias;
+          for (size_t t = 0; t < rows.size(); ++t)
+            for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+              const T* src = rows[t] + o2 + off[k2];
+              const T wv = wrow[t][k2];
+              for (int v = 0; v < kVecs; ++v) {
+                V xv;
+                __builtin_memcpy(&xv, src + v * kLanes, sizeof(V));
+                acc[v] += wv * xv;
+              }
+            }
+          for (int v = 0; v < kVecs; ++v) __builtin_memcpy(yrow + o2 + v * kLanes, &acc[v], sizeof(V));
+        }
+        for (; o2 + kLanes <= hi_all; o2 += kLanes) {
+          V acc = V{} + bias;
+          for (size_t t = 0; t < rows.size(); ++t)
+            for (int64_t k2 = 0; k2 < g.k[2]; ++k2) {
+              V xv;
+              __builtin_memcpy(&xv, rows[t] + o2 + off[k2], sizeof(V));
+              acc += wrow[t][k2] * xv;
+            }
+          __builtin_memcpy(yrow + o2, &acc, sizeof(V));
+        }
+      }
+      // The rest of the interior: no bounds checks needed.
+      for (; o2 < hi_all; ++o2) {
+        T acc = bias;
+        for (size_t t = 0; t < rows.size(); ++t)
+          for (int64_t k2 = 0; k2 < g.k[2]; ++k2) acc += wrow[t][k2] * rows[t][o2 * s2 + off[k2]];
+        yrow[o2] = acc;
+      }
+      for (; o2 < g.out[2]; ++o2) edge(o2);
+    }
 }
 
-/// Runs task(i, scratch) for i in [0, tasks): one task per thread (each with its own scratch,
-/// inner work serial) when there are enough small tasks, else in order with the inner work
-/// parallel.
-template <typename T, typename Task>
-void run_tasks(int64_t tasks, double flops_per_task, size_t scratch_elems, Task&& task) {
+/// Per-thread grow-only scratch (im2col columns), reused across calls so a network does not
+/// fault in fresh pages for every Conv.
+template <typename T>
+T* thread_scratch(size_t elems) {
+  thread_local std::vector<T> buf;
+  if (buf.size() < elems) buf.resize(elems);
+  return buf.data();
+}
+
+/// Runs task(i) for i in [0, tasks): spread over the threads (inner work then runs serially)
+/// when there are at least two tasks per thread, else in order with the inner work parallel.
+template <typename Task>
+void run_tasks(int64_t tasks, Task&& task) {
   const int threads = num_threads();
-  const bool outer = threads > 1 && tasks >= 2 * threads && (flops_per_task < 2e7 || tasks >= 4 * threads);
-  if (outer) {
+  if (threads > 1 && tasks >= 2 * threads) {
     parallel_for(tasks, 1, [&](int64_t t0, int64_t t1) {
-      std::vector<T> scratch(scratch_elems);
-      for (int64_t t = t0; t < t1; ++t) task(t, scratch.data());
+      for (int64_t t = t0; t < t1; ++t) task(t);
     });
   } else {
-    std::vector<T> scratch(scratch_elems);
-    for (int64_t t = 0; t < tasks; ++t) task(t, scratch.data());
+    for (int64_t t = 0; t < tasks; ++t) task(t);
   }
 }
 
@@ -154,6 +224,7 @@ void conv_kernel(KernelContext& ctx) {
   const WindowGeometry wg = window_geometry(ctx, in, kernel, false);
   Geo3 g;
   if (!to_geo3(wg, g)) ctx.fail("Conv with more than 3 spatial dims is not supported");
+  require_dims(ctx, y, nc_and_out(N, M, wg));
   const Tensor* bias = ctx.has_input(2) ? &ctx.input(2) : nullptr;
   if (bias && bias->numel() != M) ctx.fail("B must have one value per output channel");
   const int64_t s_in = g.in_size(), s_out = g.out_size(), kk = g.kernel_size();
@@ -180,16 +251,34 @@ void conv_kernel(KernelContext& ctx) {
     for (int i = 0; i < 3; ++i)
       pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
     const int64_t kdim = Cg * kk;
-    const double flops = 2.0 * static_cast<double>(Mg) * static_cast<double>(s_out) * static_cast<double>(kdim);
-    run_tasks<T>(N * G, flops, pointwise ? 0 : static_cast<size_t>(kdim * s_out), [&](int64_t t, T* col) {
-      const int64_t n = t / G, grp = t % G;
+    // Output columns per task: im2col of one chunk (kdim × chunk) stays in L2 for the GEMM that
+    // reads it, and chunks give the threads independent work. A single chunk per image and group
+    // when chunking would not give every thread two tasks.
+    int64_t chunk = s_out;
+    if (!pointwise) {
+      const int threads = num_threads();
+      const int64_t fit = std::max<int64_t>(64, (int64_t{1} << 20) / static_cast<int64_t>(kdim * sizeof(T)));
+      const int64_t even = (s_out + 4 * threads - 1) / (4 * threads);  // ~4 tasks per thread
+      const int64_t c = std::max<int64_t>(64, std::min(fit, even));
+      if (threads > 1 && N * G * ((s_out + c - 1) / c) >= 2 * threads) chunk = c;
+      else chunk = std::min(s_out, std::max<int64_t>(64, fit));
+    }
+    const int64_t chunks = (s_out + chunk - 1) / chunk;
+    run_tasks(N * G * chunks, [&](int64_t t) {
+      const int64_t ng = t / chunks, ch = t % chunks, n = ng / G, grp = ng % G;
+      const int64_t j0 = ch * chunk, j1 = std::min(s_out, j0 + chunk), width = j1 - j0;
       const T* xs = px + (n * C + grp * Cg) * s_in;
-      T* ys = py + (n * M + grp * Mg) * s_out;
-      if (!pointwise) im2col(xs, Cg, g, col);
+      T* ys = py + (n * M + grp * Mg) * s_out + j0;
       if (pb)
-        for (int64_t m = 0; m < Mg; ++m) std::fill(ys + m * s_out, ys + (m + 1) * s_out, pb[grp * Mg + m]);
-      gemm(false, false, Mg, s_out, kdim, T(1), pw + grp * Mg * kdim, kdim, pointwise ? xs : col, s_out,
-           pb ? T(1) : T(0), ys, s_out);
+        for (int64_t m = 0; m < Mg; ++m) std::fill(ys + m * s_out, ys + m * s_out + width, pb[grp * Mg + m]);
+      const T* wg_ = pw + grp * Mg * kdim;
+      if (pointwise) {
+        gemm(false, false, Mg, width, kdim, T(1), wg_, kdim, xs + j0, s_in, pb ? T(1) : T(0), ys, s_out);
+        return;
+      }
+      T* col = thread_scratch<T>(static_cast<size_t>(kdim * width));
+      im2col(xs, Cg, g, j0, j1, col);
+      gemm(false, false, Mg, width, kdim, T(1), wg_, kdim, col, width, pb ? T(1) : T(0), ys, s_out);
     });
   });
 }
@@ -209,6 +298,7 @@ void conv_transpose_kernel(KernelContext& ctx) {
   const WindowGeometry wg = conv_transpose_geometry(ctx, in, kernel);
   Geo3 g;
   if (!to_geo3(wg, g)) ctx.fail("ConvTranspose with more than 3 spatial dims is not supported");
+  require_dims(ctx, y, nc_and_out(N, M, wg));
   const Tensor* bias = ctx.has_input(2) ? &ctx.input(2) : nullptr;
   if (bias && bias->numel() != M) ctx.fail("B must have one value per output channel");
   const int64_t s_in = g.in_size(), s_out = g.out_size(), kk = g.kernel_size();
@@ -223,8 +313,7 @@ void conv_transpose_kernel(KernelContext& ctx) {
     bool pointwise = s_in == s_out;
     for (int i = 0; i < 3; ++i) pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0;
     const int64_t rows = Mg * kk;
-    const double flops = 2.0 * static_cast<double>(rows) * static_cast<double>(s_in) * static_cast<double>(Cg);
-    run_tasks<T>(N * G, flops, pointwise ? 0 : static_cast<size_t>(rows * s_in), [&](int64_t t, T* col) {
+    run_tasks(N * G, [&](int64_t t) {
       const int64_t n = t / G, grp = t % G;
       const T* xs = px + (n * C + grp * Cg) * s_in;
       T* ys = py + (n * M + grp * Mg) * s_out;
@@ -234,6 +323,7 @@ void conv_transpose_kernel(KernelContext& ctx) {
         gemm(true, false, Mg, s_in, Cg, T(1), wg_, rows, xs, s_in, T(1), ys, s_out);
         return;
       }
+      T* col = thread_scratch<T>(static_cast<size_t>(rows * s_in));
       gemm(true, false, rows, s_in, Cg, T(1), wg_, rows, xs, s_in, T(0), col, s_in);
       col2im(col, Mg, g, ys);
     });

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cpu/kernel.h"
 #include "ir/ops/conv_geometry.h"
 
 namespace fusec::cpu {
@@ -40,6 +41,19 @@ inline void valid_range(int64_t count, int64_t limit, int64_t s, int64_t off, in
   hi = off >= limit ? 0 : floor_div(limit - 1 - off, s) + 1;
   lo = std::min(lo, count);
   hi = std::clamp(hi, lo, count);
+}
+
+/// Fails unless `t` has the dims the kernel computed (the executor allocates outputs from
+/// inference; a mismatch must be an error, never a write past the end).
+inline void require_dims(const KernelContext& ctx, const Tensor& t, const std::vector<int64_t>& want) {
+  if (t.dims() != want) ctx.fail("output has shape " + dims_str(t.dims()) + ", expected " + dims_str(want));
+}
+
+/// [N, C, spatial out...] for a window geometry.
+inline std::vector<int64_t> nc_and_out(int64_t n, int64_t c, const WindowGeometry& g) {
+  std::vector<int64_t> d{n, c};
+  d.insert(d.end(), g.out.begin(), g.out.end());
+  return d;
 }
 
 }  // namespace fusec::cpu

@@ -95,7 +95,15 @@ void matmul_kernel(KernelContext& ctx) {
     b_batch *= db;
   }
   const int64_t batch = checked_numel(out_batch);
-  if (y.numel() == 0 || K == 0) return;  // outputs were zero-filled
+  std::vector<int64_t> want = out_batch;
+  if (a.rank() > 1) want.push_back(M);
+  if (b.rank() > 1) want.push_back(N);
+  if (y.dims() != want) ctx.fail("output has shape " + dims_str(y.dims()) + ", expected " + dims_str(want));
+  if (y.numel() == 0) return;
+  if (K == 0) {
+    std::memset(y.raw(), 0, y.nbytes());
+    return;
+  }
 
   dispatch_numeric(a.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);
@@ -139,6 +147,7 @@ void gemm_kernel(KernelContext& ctx) {
   const double alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta");
   const int64_t M = a.dim(ta ? 1 : 0), K = a.dim(ta ? 0 : 1), N = b.dim(tb ? 0 : 1);
   if (b.dim(tb ? 1 : 0) != K) ctx.fail("inner dimensions differ: A " + dims_str(a.dims()) + ", B " + dims_str(b.dims()));
+  if (y.dims() != std::vector<int64_t>{M, N}) ctx.fail("output has shape " + dims_str(y.dims()) + ", expected " + dims_str({M, N}));
   if (y.numel() == 0) return;
   const bool use_c = ctx.has_input(2) && beta != 0;
   // C broadcast to (M, N): strides 0 along size-1 (or absent) dims.
