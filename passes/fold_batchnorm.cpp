@@ -20,7 +20,11 @@
 //     BN then normalizes axis 1 of an N-D output, not the axis the weight's columns produce.
 //
 //   Gemm -> Add(c)                   C' = β·C + c, β' = 1        (c broadcasts to [rows, N])
-//   MatMul(A 2-D, B 2-D) -> Add(c)   Gemm(A, B, c)               (N-D A is the FusedMatMul pass's)
+//   MatMul(A 2-D, B 2-D) -> Add(c) -> BatchNormalization
+//                                    Gemm(A, B, c), then Gemm -> BN as above
+//     A MatMul -> Add bias with no BN after it is left to fuse_matmul_bias, which runs after the
+//     GELU/LayerNorm fusions: it writes the same Gemm when nothing follows, but a FusedMatMul with
+//     the activation when one does, which a Gemm written here first would prevent.
 //
 // The folded op keeps its name and now writes the BN/Mul/Add output value; fused_from lists both.
 // New weights are new initializers (`<node>.W_folded`, `.B_folded`, `.C_folded`); the originals are
@@ -390,7 +394,8 @@ class Folder {
 
   bool gemm_add(Node* p, Node* op, Value* x, const Tensor& c) {
     if (is_op(p, "MatMul")) {
-      // Only a 2-D x 2-D MatMul is a Gemm; an N-D one with a bias is FusedMatMul's pattern.
+      // Only a 2-D x 2-D MatMul is a Gemm, and only a BN after the bias makes it ours (see top).
+      if (!sole_consumer_of(op->outputs[0], "BatchNormalization")) return false;
       const Value* a = p->input(0);
       const Value* b = p->input(1);
       if (!a->type.shape || a->type.shape->size() != 2 || !b->type.shape || b->type.shape->size() != 2) return false;

@@ -3,6 +3,8 @@
 // each guard has a near-miss case that leaves the graph unchanged.
 #include <random>
 
+#include "ir/half.h"
+
 #include "passes/fold_batchnorm.h"
 #include "passes/pattern.h"
 #include "passes/pipeline.h"
@@ -19,6 +21,12 @@ Tensor random_tensor(std::vector<int64_t> dims, uint64_t seed, float lo = -1, fl
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(lo, hi);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+Tensor to_f16(const Tensor& f) {
+  Tensor t(DType::Float16, f.dims());
+  for (int64_t i = 0; i < f.numel(); ++i) t.data<uint16_t>()[i] = float_to_half(f.data<float>()[i]);
   return t;
 }
 
@@ -168,6 +176,25 @@ TEST(FoldBatchNorm, Conv1dAnd3d) {
   expect_conv_bn_folded(three);
 }
 
+TEST(FoldBatchNorm, Float16) {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float16, shape_of({2, 4, 5, 5}));
+  Value* y = b.node("Conv", {x, b.initializer("W", to_f16(random_tensor({6, 4, 3, 3}, 1)))},
+                    {attr("kernel_shape", std::vector<int64_t>{3, 3})}, "c1");
+  b.output(b.node("BatchNormalization",
+                  {y, b.initializer("sc", to_f16(random_tensor({6}, 2, 0.5f, 1.5f))),
+                   b.initializer("bb", to_f16(random_tensor({6}, 3))), b.initializer("mu", to_f16(random_tensor({6}, 4))),
+                   b.initializer("var", to_f16(random_tensor({6}, 5, 0.1f, 2)))},
+                  {}, "bn1"));
+  Folded f = fold(b.build());
+  EXPECT_EQ(count(*f.after, "BatchNormalization"), 0);
+  const Node* c = node_named(*f.after, "c1");
+  EXPECT_EQ(c->input(1)->type.dtype, DType::Float16);
+  EXPECT_EQ(c->input(2)->type.dtype, DType::Float16);
+  // Half rounding differs (the folded weights are rounded once more), so a half-sized tolerance.
+  EXPECT_TRUE(verify_equivalence(*f.before, *f.after, 2, 9, {1e-2, 1e-2}).ok);
+}
+
 TEST(FoldBatchNorm, SharedWeightIsNotModified) {
   // Two convs read the same W; folding one BN must leave the other conv's weight untouched.
   ConvSpec s;
@@ -302,17 +329,31 @@ TEST(FoldBatchNorm, MatMulBatchNormBecomesGemm) {
   expect_same_numbers(f);
 }
 
-TEST(FoldBatchNorm, MatMulAddBecomesGemm) {
+TEST(FoldBatchNorm, MatMulAddBatchNormBecomesOneGemm) {
   GraphBuilder b;
   Value* a = b.input("a", DType::Float32, shape_of({3, 5}));
-  Value* w = b.input("W", DType::Float32, shape_of({5, 4}));  // a Gemm takes a dynamic B too
-  Value* y = b.node("MatMul", {a, w}, {}, "m1");
-  b.output(b.node("Add", {b.initializer("bias", random_tensor({4}, 62)), y}, {}, "add1"));
+  Value* y = b.node("MatMul", {a, b.initializer("W", random_tensor({5, 4}, 60))}, {}, "m1");
+  y = b.node("Add", {b.initializer("bias", random_tensor({4}, 62)), y}, {}, "add1");
+  b.output(add_bn(b, y, 4, "bn1", 63));
   Folded f = fold(b.build());
-  EXPECT_EQ(count(*f.after, "Gemm"), 1);
-  EXPECT_EQ(count(*f.after, "Add"), 0);
-  EXPECT_EQ(node_named(*f.after, "m1")->fused_from, (std::vector<std::string>{"m1", "add1"}));
+  ASSERT_EQ(f.after->nodes().size(), 1u);
+  const Node* g = node_named(*f.after, "m1");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->op_type, "Gemm");
+  EXPECT_EQ(g->fused_from, (std::vector<std::string>{"m1", "add1", "bn1"}));
+  EXPECT_EQ(g->outputs[0]->name, f.before->outputs[0]->name);
   expect_same_numbers(f);
+}
+
+TEST(FoldBatchNorm, MatMulAddAloneIsLeftToFuseMatMulBias) {
+  // Without a BN after it, MatMul + bias (maybe + activation) is fuse_matmul_bias's pattern.
+  GraphBuilder b;
+  Value* a = b.input("a", DType::Float32, shape_of({3, 5}));
+  Value* y = b.node("MatMul", {a, b.initializer("W", random_tensor({5, 4}, 60))}, {}, "m1");
+  b.output(b.node("Relu", {b.node("Add", {y, b.initializer("bias", random_tensor({4}, 62))}, {}, "add1")}));
+  Folded f = fold(b.build());
+  EXPECT_FALSE(f.changed);
+  EXPECT_TRUE(f.ctx.near_misses.empty());
 }
 
 TEST(FoldBatchNorm, MatMulNdAddIsNotOurs) {
@@ -380,6 +421,20 @@ TEST(FoldBatchNormNearMiss, TrainingMode) {
   expect_near_miss(fold(b.build()), "training mode");
 }
 
+TEST(FoldBatchNormNearMiss, StatisticsOutputsUsed) {
+  // Opset 9: the running mean/var outputs exist only in training; using them rules folding out.
+  ConvSpec s;
+  GraphBuilder b(9);
+  Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
+  auto outs = b.node_n("BatchNormalization",
+                       {y, b.initializer("sc", random_tensor({6}, 1, 0.5f, 1.5f)), b.initializer("bb", random_tensor({6}, 2)),
+                        b.initializer("mu", random_tensor({6}, 3)), b.initializer("var", random_tensor({6}, 4, 0.1f, 1))},
+                       3, {}, "bn1");
+  b.output(outs[0]);
+  b.output(outs[1]);
+  expect_near_miss(fold(b.build()), "is used (training)");
+}
+
 TEST(FoldBatchNormNearMiss, WeightNotConstant) {
   ConvSpec s;
   GraphBuilder b;
@@ -402,7 +457,7 @@ TEST(FoldBatchNormNearMiss, NotFloat) {
   GraphBuilder b;
   Value* a = b.input("a", DType::Int32, shape_of({3, 5}));
   Tensor w(DType::Int32, {5, 4}), bias(DType::Int32, {4});
-  Value* y = b.node("MatMul", {a, b.initializer("W", w)}, {}, "m1");
+  Value* y = b.node("Gemm", {a, b.initializer("W", w)}, {}, "g1");
   b.output(b.node("Add", {y, b.initializer("bias", bias)}, {}, "add1"));
   expect_near_miss(fold(b.build()), "not a floating-point type");
 }

@@ -4,6 +4,8 @@
 #include <cfloat>
 #include <random>
 
+#include "ir/half.h"
+
 #include "passes/fuse_conv_activation.h"
 #include "passes/pattern.h"
 #include "passes/pipeline.h"
@@ -179,6 +181,24 @@ TEST(FuseConvActivation, PlainActivations) {
   expect_activation(conv_act_graph({}, "HardSwish", {}, 14), "HardSwish", {});
 }
 
+TEST(FuseConvActivation, Gelu) {
+  expect_activation(conv_act_graph({}, "Gelu", {}, 20), "Gelu", {});
+  expect_activation(conv_act_graph({}, "Gelu", {attr("approximate", std::string("tanh"))}, 20), "GeluTanh", {});
+}
+
+TEST(FuseConvActivation, Float16) {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float16, shape_of({2, 4, 5, 5}));
+  Tensor wf = random_tensor({6, 4, 3, 3}, 1), w(DType::Float16, {6, 4, 3, 3});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<uint16_t>()[i] = float_to_half(wf.data<float>()[i]);
+  Value* y = b.node("Conv", {x, b.initializer("W", w)}, {attr("kernel_shape", std::vector<int64_t>{3, 3})}, "c1");
+  y = b.node("Add", {y, b.input("r", DType::Float16, shape_of({2, 6, 3, 3}))}, {}, "add1");
+  b.output(b.node("Relu", {y}, {}, "relu1"));
+  Fused f = fuse(b.build());
+  expect_one_fused(f);
+  EXPECT_TRUE(verify_equivalence(*f.before, *f.after, 2, 9, {1e-2, 1e-2}).ok);
+}
+
 TEST(FuseConvActivation, SiLUBothOperandOrders) {
   for (bool sig_first : {false, true}) {
     SCOPED_TRACE(sig_first);
@@ -260,6 +280,23 @@ TEST(FuseConvActivation, ResidualAddThenSiLU) {
   ASSERT_NE(n, nullptr);
   EXPECT_EQ(n->attr_string("activation", ""), "SiLU");
   EXPECT_EQ(f.after->nodes().size(), 1u);
+  expect_same_numbers(f);
+}
+
+TEST(FuseConvActivation, AddOutputReadTwiceKeepsTheActivationApart) {
+  // The Add's sum is also read elsewhere: Conv + Add fuse, the Relu stays (and says why).
+  ConvSpec s;
+  GraphBuilder b;
+  Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
+  Value* a = b.node("Add", {y, b.input("r", DType::Float32, shape_of(out_dims(s)))}, {}, "add1");
+  b.output(b.node("Relu", {a}, {}, "relu1"));
+  b.output(b.node("Neg", {a}, {}, "neg1"));
+  Fused f = fuse(b.build());
+  EXPECT_EQ(count(*f.after, "FusedConv"), 1);
+  EXPECT_EQ(count(*f.after, "Relu"), 1);
+  EXPECT_EQ(node_named(*f.after, "c1")->attr_string("activation", ""), "");
+  ASSERT_EQ(f.ctx.near_misses.size(), 1u);
+  EXPECT_NE(f.ctx.near_misses[0].reason.find("has 2 consumers"), std::string::npos);
   expect_same_numbers(f);
 }
 
