@@ -86,6 +86,21 @@ Tensor tensor_from(DType dt, std::vector<int64_t> dims, const std::vector<double
   return t;
 }
 
+/// A new tensor like `w` with element i multiplied by factor(i) (in double, rounded once).
+template <typename F>
+Tensor scaled(const Tensor& w, F&& factor) {
+  if (w.dtype() == DType::Float32) {  // the common case, without a per-element type switch
+    Tensor t(DType::Float32, w.dims());
+    const float* src = w.data<float>();
+    float* dst = t.data<float>();
+    for (int64_t i = 0; i < w.numel(); ++i) dst[i] = static_cast<float>(src[i] * factor(i));
+    return t;
+  }
+  std::vector<double> v(static_cast<size_t>(w.numel()));
+  for (int64_t i = 0; i < w.numel(); ++i) v[i] = w.as_double(i) * factor(i);
+  return tensor_from(w.dtype(), w.dims(), v);
+}
+
 bool all_finite(const std::vector<double>& v) {
   return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
 }
@@ -204,10 +219,8 @@ void fold_into_conv(Graph& g, Node* conv, const Affine& a, DType dt) {
   if (!a.scale_is_one()) {
     const Tensor* w = constant_of(conv->input(1));
     int64_t per = w->numel() / m;
-    std::vector<double> nw(static_cast<size_t>(w->numel()));
-    for (int64_t o = 0; o < m; ++o)
-      for (int64_t j = 0; j < per; ++j) nw[o * per + j] = w->as_double(o * per + j) * a.scale[o];
-    g.set_input(conv, 1, g.add_initializer(stem_of(conv) + ".W_folded", tensor_from(w->dtype(), w->dims(), nw)));
+    g.set_input(conv, 1, g.add_initializer(stem_of(conv) + ".W_folded",
+                                           scaled(*w, [&](int64_t i) { return a.scale[i / per]; })));
   }
   const Tensor* b = constant_of(conv->input(2));
   if (!b && a.shift_is_zero()) return;
@@ -224,11 +237,9 @@ void fold_into_gemm(Graph& g, Node* mm, int64_t n, const std::vector<double>* sc
   bool trans_b = !was_matmul && mm->attr_int("transB", 0) != 0;
   if (scale) {
     const Tensor* w = constant_of(mm->input(1));
-    int64_t r = w->dim(0), c = w->dim(1);
-    std::vector<double> nw(static_cast<size_t>(w->numel()));
-    for (int64_t i = 0; i < r; ++i)
-      for (int64_t j = 0; j < c; ++j) nw[i * c + j] = w->as_double(i * c + j) * (*scale)[trans_b ? i : j];
-    g.set_input(mm, 1, g.add_initializer(stem_of(mm) + ".W_folded", tensor_from(w->dtype(), w->dims(), nw)));
+    int64_t c = w->dim(1);
+    auto feature = [&](int64_t i) { return (*scale)[trans_b ? i / c : i % c]; };
+    g.set_input(mm, 1, g.add_initializer(stem_of(mm) + ".W_folded", scaled(*w, feature)));
   }
   const Tensor* c_old = constant_of(mm->input(2));
   Addend2D c = c_old ? Addend2D::of(*c_old) : Addend2D{};
