@@ -4,11 +4,15 @@
 //
 //   X   W  [b]                              X   W'  b'
 //    \  |  /                                 \  |  /
-//     Conv      γ  β  μ  σ²                   Conv         s[m]  = γ[m] / √(σ²[m] + ε)
-//       \       |  |  |  /         =>           |          W'[m] = W[m] · s[m]    (output channel m:
-//      BatchNormalization                       y          b'[m] = (b[m] − μ[m]) · s[m] + β[m]   W's axis 0,
-//              |                                                                  any group count)
+//     Conv      γ  β  μ  σ²                    Conv
+//       \       |  |  |  /         =>            |
+//      BatchNormalization                        y
+//              |
 //              y
+//
+//   s[m]  = γ[m] / √(σ²[m] + ε)            per output channel m (W's axis 0, any group count)
+//   W'[m] = W[m] · s[m]
+//   b'[m] = (b[m] − μ[m]) · s[m] + β[m]    (b = 0 when the Conv has none)
 //
 //   Conv -> Mul(c), c per channel ([C,1,1], [1,C,1,1], scalar):  W'[m] = W[m]·c[m],  b'[m] = b[m]·c[m]
 //   Conv -> Add(c), c per channel:                                b'[m] = b[m] + c[m]  (b made if absent)
@@ -406,7 +410,7 @@ class Folder {
   bool gemm_add(Node* p, Node* op, Value* x, const Tensor& c) {
     if (is_op(p, "MatMul")) {
       // Only a 2-D x 2-D MatMul is a Gemm, and only a BN after the bias makes it ours (see top).
-      if (!sole_consumer_of(op->outputs[0], "BatchNormalization")) return false;
+      if (!sole_consumer_of(op->outputs[0], "BatchNormalization") || !constant_of(p->input(1))) return false;
       const Value* a = p->input(0);
       const Value* b = p->input(1);
       if (!a->type.shape || a->type.shape->size() != 2 || !b->type.shape || b->type.shape->size() != 2) return false;
