@@ -187,6 +187,31 @@ TEST(RecognizeGelu, KeepsTheNeighbours) {
   expect_same_numbers(o);
 }
 
+TEST(RecognizeGelu, HalfPrecisionConstantsRoundedToTheirType) {
+  // float16 stores √2 as 1.4140625 (1e-4 off): still GELU; the numbers agree to half precision.
+  for (DType t : {DType::Float16, DType::BFloat16}) {
+    SCOPED_TRACE(dtype_name(t));
+    GraphBuilder b(20);
+    Value* x = b.input("x", t, {4, 16});
+    auto c = [&](const std::string& name, float v) {
+      Value* f = b.initializer(name + ".f32", Tensor::scalar_float(v));
+      return b.node("Cast", {f}, {attr("to", static_cast<int64_t>(t))}, name);
+    };
+    Value* u = b.node("Div", {x, c("sqrt2", 1.41421356f)}, {}, "div");
+    Value* e = b.node("Add", {b.node("Erf", {u}, {}, "erf"), c("one", 1.0f)}, {}, "add");
+    b.output(b.node("Mul", {b.node("Mul", {x, e}, {}, "mul"), c("half", 0.5f)}, {}, "mul_half"));
+    auto g = b.build();
+    infer_shapes(*g);
+    auto original = g->clone();
+    PipelineOptions po;
+    po.only = {"constant_folding", "recognize_gelu"};
+    optimize_graph(*g, po);
+    EXPECT_EQ(g->nodes().size(), 1u);
+    EXPECT_EQ(count(*g, "Gelu"), 1);
+    EXPECT_TRUE(verify_equivalence(*original, *g, 2, 3, {2e-2, 2e-2}).ok);
+  }
+}
+
 TEST(RecognizeGelu, WrongConstantIsANearMiss) {
   ErfForm f;
   f.half = 0.6f;
