@@ -37,7 +37,9 @@ bool FuseLayerNormGeluPass::run(Graph& g, PassContext& ctx) {
   bool changed = false;
   std::unordered_set<const Node*> gone;
   for (Node* gelu : g.node_list()) {
-    if (gone.count(gelu) || !standard_or_fusec(gelu, "Gelu") || !gelu->input(0)) continue;
+    if (gone.count(gelu) || !standard_or_fusec(gelu, "Gelu") || !gelu->input(0) || gelu->outputs.empty() ||
+        !gelu->outputs[0])
+      continue;
     Value* n = gelu->input(0);
     Node* ln = n->producer;
     if (!standard_or_fusec(ln, "LayerNormalization") || ln->outputs[0] != n) continue;

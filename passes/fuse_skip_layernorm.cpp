@@ -53,7 +53,7 @@ bool FuseSkipLayerNormPass::run(Graph& g, PassContext& ctx) {
   bool changed = false;
   std::unordered_set<const Node*> gone;
   for (Node* ln : g.node_list()) {
-    if (gone.count(ln) || !is_layernorm(ln) || !ln->input(0)) continue;
+    if (gone.count(ln) || !is_layernorm(ln) || !ln->input(0) || ln->outputs.empty() || !ln->outputs[0]) continue;
     Value* s = ln->input(0);
     Node* add = s->producer;
     if (!is_op(add, "Add") || add->inputs.size() != 2 || !add->inputs[0] || !add->inputs[1]) continue;

@@ -88,8 +88,9 @@ bool scales(const Node* n, const Value* v, double mul, double div, GeluMatch& m)
 /// The first node reading `v` that is `op` and satisfies `ok`.
 template <class F>
 Node* reader(const Value* v, const char* op, F ok) {
+  if (!v) return nullptr;
   for (Node* c : v->consumers)
-    if (is_op(c, op) && ok(c)) return c;
+    if (is_op(c, op) && ok(c) && !c->outputs.empty() && c->outputs[0]) return c;
   return nullptr;
 }
 
@@ -183,7 +184,7 @@ bool match_product(Node* f, GeluMatch& m) {
     GeluMatch half;
     Node* m2 = nullptr;
     for (Node* c : p->consumers)
-      if (scales(c, p, 0.5, 2.0, half)) { m2 = c; break; }
+      if (!c->outputs.empty() && c->outputs[0] && scales(c, p, 0.5, 2.0, half)) { m2 = c; break; }
     if (!m2) return false;
     m.constants.push_back(half.constants.back());
     m.nodes.push_back(m2);

@@ -72,7 +72,7 @@ template <class F>
 Node* reader(const Value* v, const char* op, F ok) {
   if (!v) return nullptr;
   for (Node* c : v->consumers)
-    if (is_op(c, op) && ok(c)) return c;
+    if (is_op(c, op) && ok(c) && !c->outputs.empty() && c->outputs[0]) return c;
   return nullptr;
 }
 
@@ -210,6 +210,7 @@ bool match_rms(Node* r, NormMatch& m) {
   Node* sq = sqv ? sqv->producer : nullptr;
   if (!sq || !squares(sq, sq->input(0))) return false;
   Value* x = sq->input(0);
+  if (r->outputs.empty() || !r->outputs[0]) return false;
   if (Node* s = x->producer; is_op(s, "Sub") && s->input(1)) {
     Node* mean = s->input(1)->producer;
     if (is_op(mean, "ReduceMean") && mean->input(0) == s->input(0)) return false;
