@@ -25,11 +25,6 @@
 // order, so the other conv's output (the residual Z) is already computed when it runs.
 //
 // fold_batchnorm runs first, so Conv -> BatchNormalization -> (Add) -> Relu ends as one FusedConv.
-//
-// Once the model uses ai.fusec anyway (something above fused), the convs left with nothing to
-// absorb (a projection shortcut's Z, a linear bottleneck) are written as FusedConv too, without an
-// epilogue: every conv is then one op for the backends and the profiler. A model where nothing
-// fused keeps its standard Convs, so it does not lose portability for no gain.
 // Under --portable (standard ops only) nothing is fused; each candidate is a near-miss.
 #include "passes/fuse_conv_activation.h"
 
@@ -305,18 +300,6 @@ bool FuseConvActivationPass::run(Graph& g, PassContext& ctx) {
   for (Node* n : g.node_list()) {
     if (f.removed(n) || !is_op(n, "Conv")) continue;
     changed |= f.fuse(n);
-  }
-  if (ctx.opts.portable) return changed;
-  bool uses_fusec = false;
-  for (const auto& n : g.nodes()) uses_fusec |= n->domain == "ai.fusec";
-  if (!uses_fusec) return changed;
-  for (Node* n : g.node_list()) {
-    if (!is_op(n, "Conv") || !fusable_dtype(n->outputs[0]->type.dtype)) continue;
-    ctx.rewrite(kPass, describe(n) + " -> FusedConv '" + n->name + "' (no epilogue: the model uses ai.fusec already)",
-                {n->name}, n->name);
-    n->op_type = "FusedConv";
-    n->domain = "ai.fusec";
-    changed = true;
   }
   return changed;
 }
