@@ -338,6 +338,10 @@ void gemm_packed(const Kernel<T>& kn, const GemmArgs& g, T alpha, const T* A, in
     }
   }
   parallel_for(mp * np, 1, [&](int64_t t0, int64_t t1) {
+    if (t1 - t0 == mp * np) {  // running serially (e.g. nested in a parallel Conv): one block, no re-packing
+      gemm_block(kn, g, alpha, A, lda, B, ldb, accumulate_first, C, ldc, 0, g.M, 0, g.N);
+      return;
+    }
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t tm = t / np, tn = t % np;
       const int64_t i0 = mslots * tm / mp * kn.mr, i1 = std::min(g.M, mslots * (tm + 1) / mp * kn.mr);
