@@ -215,6 +215,8 @@ void conv_kernel(KernelContext& ctx) {
   const Tensor& w = ctx.input(1);
   Tensor& y = ctx.output(0);
   if (x.rank() < 3 || w.rank() != x.rank()) ctx.fail("X and W must have the same rank >= 3");
+  if (w.dtype() != x.dtype() || (ctx.has_input(2) && ctx.input(2).dtype() != x.dtype()))
+    ctx.fail("X, W and B must have the same type");
   const int64_t N = x.dim(0), C = x.dim(1), M = w.dim(0), G = ctx.attr_int("group");
   if (G < 1 || C % G != 0 || M % G != 0 || w.dim(1) != C / G)
     ctx.fail("channels do not match: X " + dims_str(x.dims()) + ", W " + dims_str(w.dims()) + ", group " +
@@ -289,6 +291,8 @@ void conv_transpose_kernel(KernelContext& ctx) {
   const Tensor& w = ctx.input(1);
   Tensor& y = ctx.output(0);
   if (x.rank() < 3 || w.rank() != x.rank()) ctx.fail("X and W must have the same rank >= 3");
+  if (w.dtype() != x.dtype() || (ctx.has_input(2) && ctx.input(2).dtype() != x.dtype()))
+    ctx.fail("X, W and B must have the same type");
   const int64_t N = x.dim(0), C = x.dim(1), G = ctx.attr_int("group");
   if (G < 1 || C % G != 0 || w.dim(0) != C)
     ctx.fail("channels do not match: X " + dims_str(x.dims()) + ", W " + dims_str(w.dims()) + ", group " +
