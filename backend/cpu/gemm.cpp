@@ -23,6 +23,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "backend/cpu/parallel.h"
 
@@ -337,6 +338,10 @@ void gemm_packed(const Kernel<T>& kn, const GemmArgs& g, T alpha, const T* A, in
     }
   }
   parallel_for(mp * np, 1, [&](int64_t t0, int64_t t1) {
+    if (t1 - t0 == mp * np) {  // running serially (e.g. nested in a parallel Conv): one block, no re-packing
+      gemm_block(kn, g, alpha, A, lda, B, ldb, accumulate_first, C, ldc, 0, g.M, 0, g.N);
+      return;
+    }
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t tm = t / np, tn = t % np;
       const int64_t i0 = mslots * tm / mp * kn.mr, i1 = std::min(g.M, mslots * (tm + 1) / mp * kn.mr);
@@ -344,6 +349,58 @@ void gemm_packed(const Kernel<T>& kn, const GemmArgs& g, T alpha, const T* A, in
       if (i0 < i1 && j0 < j1) gemm_block(kn, g, alpha, A, lda, B, ldb, accumulate_first, C, ldc, i0, i1, j0, j1);
     }
   });
+}
+
+/// y[i·incy] = alpha·Σ_k X(i, k)·v[k] + beta·y[i·incy] for i < n, where X(i, k) = X[i·xi + k·xk].
+/// A matrix product with one row or one column: every element of X is used once, so packing
+/// would only add a copy. Rows of X that are contiguous in k are dot products (split by i);
+/// columns contiguous in i are axpy sweeps over a block of y kept in L1 (split by i blocks).
+template <typename T>
+void gemv(int64_t n, int64_t K, T alpha, const T* X, int64_t xi, int64_t xk, const T* v, int64_t incv, T beta,
+          T* y, int64_t incy) {
+  std::vector<T> vbuf;
+  if (incv != 1) {
+    vbuf.resize(static_cast<size_t>(K));
+    for (int64_t k = 0; k < K; ++k) vbuf[k] = v[k * incv];
+    v = vbuf.data();
+  }
+  auto finish = [&](int64_t i, T acc) {
+    T& out = y[i * incy];
+    out = beta == T(0) ? alpha * acc : alpha * acc + beta * out;
+  };
+  if (xk == 1 || xi != 1) {
+    parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(K, 1)), [&](int64_t i0, int64_t i1) {
+      constexpr int U = 8;  // independent partial sums, so the loop vectorizes without reassociation
+      for (int64_t i = i0; i < i1; ++i) {
+        const T* x = X + i * xi;
+        T part[U] = {};
+        int64_t k = 0;
+        if (xk == 1)
+          for (; k + U <= K; k += U)
+            for (int u = 0; u < U; ++u) part[u] += x[k + u] * v[k + u];
+        T acc = 0;
+        for (int u = 0; u < U; ++u) acc += part[u];
+        for (; k < K; ++k) acc += x[k * xk] * v[k];
+        finish(i, acc);
+      }
+    });
+    return;
+  }
+  constexpr int64_t kBlock = 1024;
+  parallel_for((n + kBlock - 1) / kBlock, std::max<int64_t>(1, 16384 / std::max<int64_t>(K * kBlock, 1)),
+               [&](int64_t b0, int64_t b1) {
+                 T acc[kBlock];
+                 for (int64_t b = b0; b < b1; ++b) {
+                   const int64_t i0 = b * kBlock, len = std::min(kBlock, n - i0);
+                   std::fill(acc, acc + len, T(0));
+                   for (int64_t k = 0; k < K; ++k) {
+                     const T* x = X + k * xk + i0;
+                     const T vk = v[k];
+                     for (int64_t i = 0; i < len; ++i) acc[i] += vk * x[i];
+                   }
+                   for (int64_t i = 0; i < len; ++i) finish(i0 + i, acc[i]);
+                 }
+               });
 }
 
 /// Straight loops for problems too small to repay packing.
@@ -382,6 +439,14 @@ void gemm_impl(GemmIsa isa, bool allow_small, bool ta, bool tb, int64_t M, int64
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == T(0)) {
     scale_c(M, N, beta, C, ldc);
+    return;
+  }
+  if (allow_small && M == 1) {  // C row = op(A) row · op(B)
+    gemv(N, K, alpha, B, tb ? ldb : 1, tb ? 1 : ldb, A, ta ? lda : 1, beta, C, 1);
+    return;
+  }
+  if (allow_small && N == 1) {  // C column = op(A) · op(B) column
+    gemv(M, K, alpha, A, ta ? 1 : lda, ta ? lda : 1, B, tb ? 1 : ldb, beta, C, ldc);
     return;
   }
   if (allow_small && static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) <= 4096) {

@@ -29,8 +29,8 @@ bool gemm_isa_supported(GemmIsa isa);
 GemmIsa gemm_default_isa();
 const char* gemm_isa_name(GemmIsa isa);
 
-/// `gemm` with a given instruction set (which must be supported) and without the small-problem
-/// shortcut, so tests reach the packed kernels even on tiny sizes.
+/// `gemm` with a given instruction set (which must be supported) and without the shortcuts for
+/// tiny problems and single rows or columns, so tests reach the packed kernels on any size.
 void gemm_with_isa(GemmIsa isa, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm_with_isa(GemmIsa isa, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,

@@ -47,7 +47,7 @@ inline WindowGeometry window_geometry(const NodeAttrs& a, const std::vector<int6
     a.fail("unknown auto_pad '" + auto_pad + "'");
   g.out.assign(n, -1);
   for (size_t i = 0; i < n; ++i) {
-    if (kernel[i] < 1 && kernel[i] != -1) a.fail("kernel dims must be positive");
+    if (kernel[i] < 1 && kernel[i] != -1) a.fail("kernel dims must be positive");  // -1: not known yet
     if (g.stride[i] < 1) a.fail("strides must be positive");
     if (g.dilation[i] < 1) a.fail("dilations must be positive");
     if (g.pad_begin[i] < 0 || g.pad_end[i] < 0) a.fail("pads must not be negative");
@@ -107,6 +107,7 @@ inline WindowGeometry conv_transpose_geometry(const NodeAttrs& a, const std::vec
     if (g.stride[i] < 1) a.fail("strides must be positive");
     if (g.dilation[i] < 1) a.fail("dilations must be positive");
     if (out_pad[i] < 0) a.fail("output_padding must not be negative");
+    if (kernel[i] < 1 && kernel[i] != -1) a.fail("kernel dims must be positive");
     if (in[i] < 0 || kernel[i] < 0) continue;
     const int64_t full = g.stride[i] * (in[i] - 1) + out_pad[i] + g.effective_kernel(i);
     int64_t target = -1;

@@ -22,6 +22,9 @@ void infer_pool(InferContext& c, bool allow_int8) {
   if (xs && xs->size() != kernel.size() + 2)
     c.fail("kernel_shape has " + std::to_string(kernel.size()) + " dims but X has rank " + std::to_string(xs->size()));
   const size_t nd = kernel.size();
+  if (nd == 0) c.fail("kernel_shape is empty");
+  for (int64_t k : kernel)
+    if (k < 1) c.fail("kernel_shape values must be positive");
   std::vector<int64_t> in(nd, -1);
   if (xs)
     for (size_t i = 0; i < nd; ++i) in[i] = (*xs)[i + 2].is_static() ? (*xs)[i + 2].value : -1;

@@ -115,6 +115,8 @@ std::vector<Case> large_cases() {
     out.push_back({9, 1600, 20, ta, tb, 1, 0.25, 0});
     out.push_back({1, 513, 257, ta, tb, 2, 0, 1});
     out.push_back({257, 3, 129, ta, tb, 1, 1, 0});
+    out.push_back({1, 2500, 300, ta, tb, 1, 0.5, 3});  // one row / one column (GEMV shortcut)
+    out.push_back({2100, 1, 70, ta, tb, 0.5, 0, 2});
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <random>
 #include <string>
 
+#include "ir/half.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -246,4 +247,19 @@ TEST(CpuEinsum, BadEquationsAreErrors) {
   EXPECT_THROW(run_one("Einsum", {a}, {attr("equation", std::string("ij->iz"))}), Error);   // unknown output label
   EXPECT_THROW(run_one("Einsum", {a}, {attr("equation", std::string("i1->i"))}), Error);    // bad character
   EXPECT_THROW(run_one("Einsum", {a, floats({1, 2, 3}, {3})}, {attr("equation", std::string("ij,j->i"))}), Error);
+}
+
+TEST(CpuMatMul, HalfTypesComputeInFloat) {
+  Tensor a(DType::Float16, {2, 2}), b(DType::BFloat16, {2, 2});
+  const float av[] = {1, 2, 3, 4}, bv[] = {5, 6, 7, 8};
+  for (int i = 0; i < 4; ++i) a.data<uint16_t>()[i] = float_to_half(av[i]);
+  Tensor b16(DType::Float16, {2, 2});
+  for (int i = 0; i < 4; ++i) b16.data<uint16_t>()[i] = float_to_half(bv[i]);
+  Tensor y = run_one("MatMul", {a, b16});
+  ASSERT_EQ(y.dtype(), DType::Float16);
+  const float want[] = {19, 22, 43, 50};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(half_to_float(y.data<uint16_t>()[i]), want[i]);
+  // Mixed half types are an error.
+  for (int i = 0; i < 4; ++i) b.data<uint16_t>()[i] = float_to_bf16(bv[i]);
+  EXPECT_THROW(run_one("MatMul", {a, b}), Error);
 }

@@ -215,6 +215,8 @@ void conv_kernel(KernelContext& ctx) {
   const Tensor& w = ctx.input(1);
   Tensor& y = ctx.output(0);
   if (x.rank() < 3 || w.rank() != x.rank()) ctx.fail("X and W must have the same rank >= 3");
+  if (w.dtype() != x.dtype() || (ctx.has_input(2) && ctx.input(2).dtype() != x.dtype()))
+    ctx.fail("X, W and B must have the same type");
   const int64_t N = x.dim(0), C = x.dim(1), M = w.dim(0), G = ctx.attr_int("group");
   if (G < 1 || C % G != 0 || M % G != 0 || w.dim(1) != C / G)
     ctx.fail("channels do not match: X " + dims_str(x.dims()) + ", W " + dims_str(w.dims()) + ", group " +
@@ -252,16 +254,17 @@ void conv_kernel(KernelContext& ctx) {
       pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
     const int64_t kdim = Cg * kk;
     // Output columns per task: im2col of one chunk (kdim × chunk) stays in L2 for the GEMM that
-    // reads it, and chunks give the threads independent work. A single chunk per image and group
-    // when chunking would not give every thread two tasks.
+    // reads it, and chunks give the threads independent work. Chunks narrower than ~96 columns
+    // would waste the GEMM's register tiles, so when they cannot give every thread two tasks,
+    // images and groups run in order with the GEMM splitting its rows across the threads.
     int64_t chunk = s_out;
     if (!pointwise) {
       const int threads = num_threads();
-      const int64_t fit = std::max<int64_t>(64, (int64_t{1} << 20) / static_cast<int64_t>(kdim * sizeof(T)));
+      const int64_t fit = std::max<int64_t>(96, (int64_t{1} << 20) / static_cast<int64_t>(kdim * sizeof(T)));
       const int64_t even = (s_out + 4 * threads - 1) / (4 * threads);  // ~4 tasks per thread
-      const int64_t c = std::max<int64_t>(64, std::min(fit, even));
+      const int64_t c = std::max<int64_t>(96, std::min(fit, even));
       if (threads > 1 && N * G * ((s_out + c - 1) / c) >= 2 * threads) chunk = c;
-      else chunk = std::min(s_out, std::max<int64_t>(64, fit));
+      else chunk = std::min(s_out, std::max<int64_t>(256, fit));
     }
     const int64_t chunks = (s_out + chunk - 1) / chunk;
     run_tasks(N * G * chunks, [&](int64_t t) {
@@ -289,6 +292,8 @@ void conv_transpose_kernel(KernelContext& ctx) {
   const Tensor& w = ctx.input(1);
   Tensor& y = ctx.output(0);
   if (x.rank() < 3 || w.rank() != x.rank()) ctx.fail("X and W must have the same rank >= 3");
+  if (w.dtype() != x.dtype() || (ctx.has_input(2) && ctx.input(2).dtype() != x.dtype()))
+    ctx.fail("X, W and B must have the same type");
   const int64_t N = x.dim(0), C = x.dim(1), G = ctx.attr_int("group");
   if (G < 1 || C % G != 0 || w.dim(0) != C)
     ctx.fail("channels do not match: X " + dims_str(x.dims()) + ", W " + dims_str(w.dims()) + ", group " +

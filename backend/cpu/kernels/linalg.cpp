@@ -71,6 +71,7 @@ void matmul_kernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.output(0);
+  if (a.dtype() != b.dtype()) ctx.fail("A and B have different types");
   std::vector<int64_t> ad = a.dims(), bd = b.dims();
   if (ad.empty() || bd.empty()) ctx.fail("MatMul operands must have rank >= 1");
   if (ad.size() == 1) ad.insert(ad.begin(), 1);
@@ -143,6 +144,8 @@ void gemm_kernel(KernelContext& ctx) {
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.output(0);
   if (a.rank() != 2 || b.rank() != 2) ctx.fail("A and B must be 2-D");
+  if (a.dtype() != b.dtype() || (ctx.has_input(2) && ctx.input(2).dtype() != a.dtype()))
+    ctx.fail("A, B and C must have the same type");
   const bool ta = ctx.attr_int("transA") != 0, tb = ctx.attr_int("transB") != 0;
   const double alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta");
   const int64_t M = a.dim(ta ? 1 : 0), K = a.dim(ta ? 0 : 1), N = b.dim(tb ? 0 : 1);
