@@ -6,6 +6,8 @@
 #include "ir/error.h"
 #include "passes/cleanup.h"
 #include "passes/constant_folding.h"
+#include "passes/fuse_elementwise.h"
+#include "passes/fuse_matmul_bias.h"
 #include "passes/infer_shapes.h"
 
 namespace fusec {
@@ -18,6 +20,10 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // 2. Fold constants (and, with bound shapes, whole Shape->...->Reshape subgraphs) before
   //    matching: fusions need their weights, epsilons and axes as constants.
   p.push_back(std::make_unique<ConstantFoldingPass>());
+  // After the LayerNorm/GELU fusions (a GELU is one node to absorb), before fuse_elementwise takes the Add.
+  p.push_back(std::make_unique<FuseMatMulBiasPass>());
+  // Last: mops up the elementwise chains the specific fusions left, one kernel per region.
+  p.push_back(std::make_unique<FuseElementwisePass>());
   return p;
 }
 
