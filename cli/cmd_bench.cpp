@@ -8,6 +8,9 @@
 #include "cli/common.h"
 #include "ir/error.h"
 #include "profiler/stats.h"
+#ifdef FUSEC_HAVE_CUDA
+#include "backend/cuda/device_info.h"
+#endif
 
 namespace fusec::cli {
 
@@ -29,10 +32,12 @@ int bench(const BenchArgs& a) {
   if (a.duration && *a.duration <= 0) bad_input("--duration must be positive");
   if (a.warmup < 0) bad_input("--warmup must not be negative");
   auto g = load_model(a.model, a.shapes);
+  cpu::CpuBackend backend;
+  auto bad = backend.unsupported(*g);
+  if (!bad.empty()) bad_input(describe_unsupported(bad));
   require_static_shapes(*g);
   std::vector<Tensor> inputs;
   for (auto* v : g->inputs) inputs.push_back(random_input(*v, a.seed));
-  cpu::CpuBackend backend;
   auto exe = backend.compile(*g);
   using clock = std::chrono::steady_clock;
   bool progress = !a.quiet && stdout_is_tty();
@@ -61,6 +66,15 @@ int bench(const BenchArgs& a) {
 
   std::printf("model        %s\n", a.model.c_str());
   std::printf("backend      %s (%d threads)\n", exe->backend_name().c_str(), cpu::num_threads());
+#ifdef FUSEC_HAVE_CUDA
+  {
+    std::string why;
+    auto devices = cuda::list_devices(&why);
+    if (!devices.empty())
+      std::printf("gpu          %s (sm_%d%d) found; this version benchmarks on the CPU backend only\n",
+                  devices[0].name.c_str(), devices[0].sm_major, devices[0].sm_minor);
+  }
+#endif
   std::printf("iterations   %d (after %d warm-up)\n", st.samples, a.warmup);
   std::printf("latency ms   min %.3f  mean %.3f  median %.3f  p90 %.3f  p95 %.3f  p99 %.3f  max %.3f\n",
               st.min_ms, st.mean_ms, st.median_ms, st.p90_ms, st.p95_ms, st.p99_ms, st.max_ms);

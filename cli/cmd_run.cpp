@@ -30,6 +30,12 @@ std::string input_names(const Graph& g) {
 
 int run(RunArgs& a) {
   if (a.format != "pb" && a.format != "npy") bad_input("--format must be pb or npy, not '" + a.format + "'");
+  {
+    std::error_code ec;
+    fs::create_directories(a.output_dir, ec);
+    if (ec || !fs::is_directory(a.output_dir))
+      bad_input("cannot create output folder '" + a.output_dir + "': " + (ec ? ec.message() : "not a directory"));
+  }
   // Given input files fix the shapes: bind them before inference unless the user gave --shape.
   std::map<std::string, Tensor> given;
   auto g = load_model(a.model, a.shapes);
@@ -64,14 +70,19 @@ int run(RunArgs& a) {
       bound.shapes.push_back(v->name + ":" + dims);
     }
     bound.batch.reset();  // the files fix the batch
-    if (bound.shapes.size() != a.shapes.shapes.size()) g = load_model(a.model, bound);
+    if (bound.shapes.size() != a.shapes.shapes.size()) {
+      try {
+        g = load_model(a.model, bound);
+      } catch (const Error& e) {
+        throw Error(e.kind(), std::string("the shapes of the --input/--inputs files do not fit together: ") + e.what());
+      }
+    }
   }
   std::vector<Tensor> inputs;
   for (auto* v : g->inputs) inputs.push_back(given.count(v->name) ? given[v->name] : random_input(*v, a.seed));
   cpu::CpuBackend backend;
   auto exe = backend.compile(*g);
   auto outputs = exe->run(inputs);
-  fs::create_directories(a.output_dir);
   for (size_t k = 0; k < outputs.size(); ++k) {
     fs::path p = fs::path(a.output_dir) / ("output_" + std::to_string(k) + "." + a.format);
     if (a.format == "npy") write_npy(outputs[k], p);

@@ -17,6 +17,14 @@ int main(int argc, char** argv) {
   fusec::cli::add_optimize(app, action);
   fusec::cli::add_bench(app, action);
   fusec::cli::add_not_built(app, action);
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const auto* sub : app.get_subcommands({})) known |= sub->get_name() == argv[1];
+    if (!known) {
+      std::fprintf(stderr, "fusec: error: '%s' is not a fusec subcommand (see fusec --help)\n", argv[1]);
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -235,7 +235,14 @@ std::unique_ptr<Graph> import_onnx_file(const fs::path& file) {
   std::error_code ec;
   if (!fs::exists(file, ec)) bad_input("'" + file.string() + "' does not exist");
   std::string bytes = read_file_bytes(file);
-  return import_onnx_bytes(bytes, file.parent_path(), file.string());
+  try {
+    return import_onnx_bytes(bytes, file.parent_path(), file.string());
+  } catch (const Error& e) {
+    // Every import error names the model file once.
+    std::string msg = e.what();
+    if (msg.rfind(file.string(), 0) == 0) throw;
+    throw Error(e.kind(), file.string() + ": " + msg);
+  }
 }
 
 }  // namespace fusec

@@ -71,7 +71,12 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const fs::path& model_dir, 
   std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
   for (int64_t d : dims)
     if (d < 0) bad_input(what + ": negative dimension " + std::to_string(d));
-  int64_t n = checked_numel(dims);
+  int64_t n = 0;
+  try {
+    n = checked_numel(dims);
+  } catch (const Error& e) {
+    bad_input(what + ": " + e.what());
+  }
   size_t esize = dtype_size(t);
   if (n > static_cast<int64_t>((uint64_t(1) << 40) / esize))
     bad_input(what + ": shape " + dims_str(dims) + " is too large");

@@ -45,7 +45,7 @@ std::string onnx_dtype_name(int32_t code) {
                                 "complex128", "bfloat16", "float8e4m3fn", "float8e4m3fnuz",
                                 "float8e5m2", "float8e5m2fnuz", "uint4", "int4"};
   if (code >= 0 && code < static_cast<int32_t>(sizeof(names) / sizeof(names[0]))) return names[code];
-  return "data type " + std::to_string(code);
+  return "code " + std::to_string(code);
 }
 
 bool is_float(DType t) {

@@ -1,0 +1,473 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the fusec command line.
+
+    test_cli.py --fusec build/fusec --models models
+
+Most tests use a tiny model built here (c = a + b, d = c * k, inputs a, b float [N,3]), which
+needs only Add and Mul; the tests marked [mlp] use models/mlp_small.onnx and need its ops
+(MatMul, LayerNormalization, Erf, Dropout, Relu) in the CPU backend.
+
+Exit status 0 when every test passes, 1 otherwise; the last line is a one-line summary.
+Runs in a few seconds (every fusec call is capped at 30 s).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+SUBCOMMANDS = ["inspect", "run", "optimize", "bench", "profile", "compare"]
+NOT_BUILT = ["optimize", "profile", "compare"]
+K = np.array([2.0, 3.0, 4.0], np.float32)
+
+
+class Failure(Exception):
+    pass
+
+
+class Ctx:
+    def __init__(self, fusec: str, models: str, tmp: str):
+        self.fusec, self.models, self.tmp = fusec, models, tmp
+        self.tiny = os.path.join(tmp, "tiny.onnx")
+        self.mlp = os.path.join(models, "mlp_small.onnx")
+        self._n = 0
+
+    def fresh(self, name: str) -> str:
+        self._n += 1
+        d = os.path.join(self.tmp, f"{self._n:02d}_{name}")
+        os.makedirs(d)
+        return d
+
+    def fusec_run(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        try:
+            return subprocess.run([self.fusec, *args], capture_output=True, text=True, timeout=timeout,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise Failure(f"`fusec {' '.join(args)}` did not finish within {timeout:.0f} s")
+
+    def ok(self, *args: str) -> subprocess.CompletedProcess:
+        p = self.fusec_run(*args)
+        if p.returncode != 0:
+            raise Failure(f"`fusec {' '.join(args)}` exit {p.returncode}: {p.stderr.strip()[:300]}")
+        return p
+
+    def usage_error(self, *args: str, mention: tuple[str, ...] = ()) -> str:
+        """Expects exit 2 and one 'fusec: error:' line on stderr; returns the line."""
+        p = self.fusec_run(*args)
+        cmd = f"`fusec {' '.join(args)}`"
+        if p.returncode != 2:
+            raise Failure(f"{cmd}: exit {p.returncode}, expected 2 (stderr: {p.stderr.strip()[:200]!r})")
+        lines = p.stderr.splitlines()
+        if len(lines) != 1 or not lines[0].startswith("fusec: error: "):
+            raise Failure(f"{cmd}: stderr should be one 'fusec: error: ' line, got {p.stderr!r}")
+        for m in mention:
+            if m not in lines[0]:
+                raise Failure(f"{cmd}: message does not mention {m!r}: {lines[0]}")
+        return lines[0]
+
+
+def build_tiny(path: str) -> None:
+    g = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["c"], name="add"), helper.make_node("Mul", ["c", "k"], ["d"], name="mul")],
+        "tiny",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 3]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 3])],
+        [helper.make_tensor_value_info("c", TensorProto.FLOAT, ["N", 3]),
+         helper.make_tensor_value_info("d", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(K, "k")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="fusec test_cli")
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, path)
+
+
+def read_pb(path: str) -> tuple[str, np.ndarray]:
+    t = TensorProto()
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        t.ParseFromString(data)
+    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError
+        raise Failure(f"{path} does not parse as an onnx TensorProto: {e}")
+    if t.data_type == TensorProto.UNDEFINED:
+        raise Failure(f"{path}: the TensorProto has no data_type")
+    return t.name, numpy_helper.to_array(t)
+
+
+def expect_array(got: np.ndarray, want: np.ndarray, what: str) -> None:
+    if got.shape != want.shape or got.dtype != want.dtype:
+        raise Failure(f"{what}: got {got.dtype}{list(got.shape)}, expected {want.dtype}{list(want.shape)}")
+    if not np.allclose(got, want, rtol=1e-6, atol=1e-6):
+        raise Failure(f"{what}: values differ, max abs err {np.abs(got - want).max():.3g}")
+
+
+def tiny_inputs(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return (rng.uniform(-1, 1, (n, 3)).astype(np.float32), rng.uniform(-1, 1, (n, 3)).astype(np.float32))
+
+
+# ---- tests ------------------------------------------------------------------------------------
+
+def test_help(c: Ctx):
+    p = c.ok("--help")
+    missing = [s for s in SUBCOMMANDS if not re.search(rf"^\s+{s}\b", p.stdout, re.M)]
+    if missing:
+        raise Failure(f"--help does not list {missing}")
+
+
+def test_version(c: Ctx):
+    p = c.ok("--version")
+    if not re.match(r"^fusec \d+\.\d+", p.stdout):
+        raise Failure(f"--version printed {p.stdout!r}, expected 'fusec X.Y...'")
+
+
+def not_built_subcommands(c: Ctx) -> set[str]:
+    """Subcommands that `fusec --help` marks "[not built yet ...]"."""
+    help_text = c.ok("--help").stdout
+    return {s for s in SUBCOMMANDS if re.search(rf"^\s+{s}\b.*not built", help_text, re.M)}
+
+
+def test_not_built(c: Ctx):
+    """optimize/profile/compare: while not built, exit 2 saying so; once built, a missing model is a
+    usage error (exit 2), never "not built"."""
+    pending = not_built_subcommands(c)
+    for sub in NOT_BUILT:
+        if sub in pending:
+            line = c.usage_error(sub, c.tiny)
+            if "not built" not in line:
+                raise Failure(f"`fusec {sub}` should say it is not built: {line}")
+        else:
+            line = c.usage_error(sub, os.path.join(c.tmp, "no_such_model.onnx"))
+            if "not built" in line:
+                raise Failure(f"`fusec --help` lists {sub} as built, but it says: {line}")
+    for sub in pending - set(NOT_BUILT):
+        raise Failure(f"`fusec --help` marks {sub} as not built")
+
+
+def test_optimize_roundtrip(c: Ctx):
+    """Once `optimize` is built: it writes a valid ONNX model that computes what the original does."""
+    if "optimize" in not_built_subcommands(c):
+        print("     (optimize not built: checked by test_not_built)")
+        return
+    import onnxruntime as ort
+    d = c.fresh("optimize")
+    out = os.path.join(d, "tiny.opt.onnx")
+    c.ok("optimize", c.tiny, "-o", out)
+    m = onnx.load(out)
+    onnx.checker.check_model(m, full_check=True)
+    a, b = tiny_inputs(3, seed=5)
+    for path in (c.tiny, out):
+        if [o.name for o in onnx.load(path).graph.output] != ["c", "d"]:
+            raise Failure(f"{os.path.basename(path)}: graph outputs renamed")
+    want = ort.InferenceSession(c.tiny, providers=["CPUExecutionProvider"]).run(None, {"a": a, "b": b})
+    got = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, {"a": a, "b": b})
+    for k in range(2):
+        expect_array(got[k], want[k], f"optimized model output {k} in onnxruntime")
+
+
+def test_unknown_flag(c: Ctx):
+    c.usage_error("inspect", c.tiny, "--no-such-flag", mention=("--no-such-flag",))
+    c.usage_error("run", c.tiny, "--output-dir", c.fresh("flag"), "--bogus")
+    c.usage_error("--bogus")
+
+
+def test_no_or_unknown_subcommand(c: Ctx):
+    c.usage_error()
+    c.usage_error("frobnicate", mention=("frobnicate",))
+
+
+def test_inspect_json(c: Ctx):
+    j = os.path.join(c.fresh("inspect"), "i.json")
+    c.ok("inspect", c.tiny, "--batch", "2", "--json", j)
+    with open(j) as f:
+        r = json.load(f)
+    if r.get("schema") != "fusec.inspect/1":
+        raise Failure(f"inspect --json schema is {r.get('schema')!r}, expected 'fusec.inspect/1'")
+    for key in ["inputs", "outputs", "op_histogram", "parameters", "flops"]:
+        if key not in r:
+            raise Failure(f"inspect --json lacks '{key}'")
+    if [i["name"] for i in r["inputs"]] != ["a", "b"] or [o["name"] for o in r["outputs"]] != ["c", "d"]:
+        raise Failure(f"inspect --json I/O: {r['inputs']} -> {r['outputs']}")
+    if r["op_histogram"] != {"Add": 1, "Mul": 1}:
+        raise Failure(f"op_histogram {r['op_histogram']}")
+    if r["parameters"] != 3:
+        raise Failure(f"parameters {r['parameters']}, expected 3")
+    if r["flops"] is None or r["flops"] <= 0:
+        raise Failure(f"flops {r['flops']} at --batch 2 (every shape is static)")
+
+
+def test_run_default_pb(c: Ctx):
+    d = c.fresh("run_pb")
+    a, b = tiny_inputs(2)
+    np.save(os.path.join(d, "a.npy"), a)
+    np.save(os.path.join(d, "b.npy"), b)
+    out = os.path.join(d, "out")
+    c.ok("run", c.tiny, "--input", f"a={d}/a.npy", "--input", f"b={d}/b.npy", "--output-dir", out)
+    files = sorted(os.listdir(out))
+    if files != ["output_0.pb", "output_1.pb"]:
+        raise Failure(f"run wrote {files}, expected output_0.pb, output_1.pb")
+    name0, c0 = read_pb(os.path.join(out, "output_0.pb"))
+    name1, d1 = read_pb(os.path.join(out, "output_1.pb"))
+    if (name0, name1) != ("c", "d"):
+        raise Failure(f"TensorProto names {name0!r}, {name1!r}; expected the graph output names 'c', 'd'")
+    expect_array(c0, a + b, "output_0.pb")
+    expect_array(d1, (a + b) * K, "output_1.pb")
+
+
+def test_run_npy(c: Ctx):
+    d = c.fresh("run_npy")
+    a, b = tiny_inputs(5, seed=1)
+    np.save(os.path.join(d, "a.npy"), a)
+    np.save(os.path.join(d, "b.npy"), b)
+    out = os.path.join(d, "out")
+    c.ok("run", c.tiny, "--input", f"a={d}/a.npy", "--input", f"b={d}/b.npy", "--output-dir", out, "--format", "npy")
+    if sorted(os.listdir(out)) != ["output_0.npy", "output_1.npy"]:
+        raise Failure(f"run --format npy wrote {sorted(os.listdir(out))}")
+    expect_array(np.load(os.path.join(out, "output_0.npy")), a + b, "output_0.npy")
+    expect_array(np.load(os.path.join(out, "output_1.npy")), (a + b) * K, "output_1.npy")
+
+
+def test_run_inputs_dir(c: Ctx):
+    """The ONNX test_data_set_N layout: input_K.pb in graph-input order (with output_K.pb alongside)."""
+    d = c.fresh("inputs_dir")
+    ds = os.path.join(d, "test_data_set_0")
+    os.makedirs(ds)
+    a, b = tiny_inputs(4, seed=2)
+    for k, (name, arr) in enumerate([("a", a), ("b", b), ]):
+        with open(os.path.join(ds, f"input_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(arr, name).SerializeToString())
+    for k, (name, arr) in enumerate([("c", a + b), ("d", (a + b) * K)]):
+        with open(os.path.join(ds, f"output_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(arr, name).SerializeToString())
+    out = os.path.join(d, "out")
+    c.ok("run", c.tiny, "--inputs", ds, "--output-dir", out)
+    for k in range(2):
+        _, want = read_pb(os.path.join(ds, f"output_{k}.pb"))
+        _, got = read_pb(os.path.join(out, f"output_{k}.pb"))
+        expect_array(got, want, f"--inputs: output_{k}.pb")
+    # A folder missing input_1.pb is a usage error naming what is missing.
+    bad = os.path.join(d, "incomplete")
+    os.makedirs(bad)
+    with open(os.path.join(bad, "input_0.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(a, "a").SerializeToString())
+    c.usage_error("run", c.tiny, "--inputs", bad, "--output-dir", out, mention=("input_1",))
+
+
+def test_batch_binding(c: Ctx):
+    out = os.path.join(c.fresh("batch"), "out")
+    c.ok("run", c.tiny, "--batch", "3", "--output-dir", out, "--format", "npy")
+    for k in range(2):
+        got = np.load(os.path.join(out, f"output_{k}.npy"))
+        if got.shape != (3, 3) or got.dtype != np.float32:
+            raise Failure(f"--batch 3: output_{k} is {got.dtype}{list(got.shape)}, expected float32[3, 3]")
+    c0, d1 = (np.load(os.path.join(out, f"output_{k}.npy")) for k in range(2))
+    expect_array(d1, c0 * K, "--batch 3: d = c * k")
+    if not np.all((np.abs(c0) < 2) & (c0 != 0)):
+        raise Failure("--batch 3: random inputs should be uniform in [-1, 1): a + b outside (-2, 2) or zero")
+    # A symbolic batch with no binding is an error that says how to bind it.
+    c.usage_error("run", c.tiny, "--output-dir", out, mention=("--batch",))
+    c.usage_error("run", c.tiny, "--output-dir", out, "--batch", "0")
+    c.usage_error("run", c.tiny, "--output-dir", out, "--batch", "-2")
+
+
+def test_seed(c: Ctx):
+    d = c.fresh("seed")
+    outs = {}
+    for tag, seed in [("s1", "7"), ("s1_again", "7"), ("s2", "8")]:
+        out = os.path.join(d, tag)
+        c.ok("run", c.tiny, "--batch", "2", "--seed", seed, "--output-dir", out, "--format", "npy")
+        outs[tag] = np.load(os.path.join(out, "output_0.npy"))
+    if not np.array_equal(outs["s1"], outs["s1_again"]):
+        raise Failure("the same --seed gave different random inputs")
+    if np.array_equal(outs["s1"], outs["s2"]):
+        raise Failure("different --seed values gave the same random inputs")
+
+
+def test_shape_flag(c: Ctx):
+    out = os.path.join(c.fresh("shape"), "out")
+    c.ok("run", c.tiny, "--shape", "a:4x3", "--shape", "b:4x3", "--output-dir", out, "--format", "npy")
+    got = np.load(os.path.join(out, "output_1.npy"))
+    if got.shape != (4, 3):
+        raise Failure(f"--shape a:4x3 b:4x3: output is {list(got.shape)}, expected [4, 3]")
+    line = c.usage_error("run", c.tiny, "--shape", "nosuch:4x3", "--output-dir", out, mention=("nosuch",))
+    if not re.search(r"\ba\b.*\bb\b", line):
+        raise Failure(f"unknown --shape name: the message should list the real inputs a, b: {line}")
+    c.usage_error("inspect", c.tiny, "--shape", "nosuch:4x3", mention=("nosuch", "a", "b"))
+    c.usage_error("run", c.tiny, "--shape", "a:4xq", "--output-dir", out)
+    c.usage_error("run", c.tiny, "--shape", "a:4x3x2", "--output-dir", out, mention=("rank",))
+    c.usage_error("run", c.tiny, "--shape", "a:4x5", "--output-dir", out)  # dim 1 is fixed at 3
+    c.usage_error("run", c.tiny, "--shape", "a:4x3", "--shape", "b:5x3", "--output-dir", out)  # N is 4 and 5
+
+
+def test_input_errors(c: Ctx):
+    d = c.fresh("input_errors")
+    out = os.path.join(d, "out")
+    a, _ = tiny_inputs(2)
+    np.save(os.path.join(d, "a.npy"), a)
+    line = c.usage_error("run", c.tiny, "--input", f"zzz={d}/a.npy", "--batch", "2", "--output-dir", out,
+                         mention=("zzz",))
+    if not re.search(r"\ba\b.*\bb\b", line):
+        raise Failure(f"unknown --input name: the message should list the real inputs a, b: {line}")
+    c.usage_error("run", c.tiny, "--input", f"a={d}/missing.npy", "--batch", "2", "--output-dir", out,
+                  mention=("missing.npy",))
+    c.usage_error("run", c.tiny, "--input", "no-equals-sign", "--batch", "2", "--output-dir", out)
+    c.usage_error("run", c.tiny, "--batch", "2", "--output-dir", out, "--format", "csv", mention=("csv",))
+    c.usage_error("run", c.tiny, "--batch", "2")  # --output-dir is required
+    # Inputs whose batch sizes disagree (N would be 2 and 5).
+    np.save(os.path.join(d, "b5.npy"), np.zeros((5, 3), np.float32))
+    c.usage_error("run", c.tiny, "--input", f"a={d}/a.npy", "--input", f"b={d}/b5.npy", "--output-dir", out)
+    # An input of the wrong dtype.
+    np.save(os.path.join(d, "a64.npy"), np.zeros((2, 3), np.float64))
+    np.save(os.path.join(d, "b.npy"), np.zeros((2, 3), np.float32))
+    c.usage_error("run", c.tiny, "--input", f"a={d}/a64.npy", "--input", f"b={d}/b.npy", "--output-dir", out)
+    # A file that is not .npy, and a .pb that is not a TensorProto.
+    with open(os.path.join(d, "junk.npy"), "wb") as f:
+        f.write(b"not numpy")
+    c.usage_error("run", c.tiny, "--input", f"a={d}/junk.npy", "--batch", "2", "--output-dir", out)
+
+
+def test_output_dir_error(c: Ctx):
+    """An --output-dir that cannot be created is bad input (exit 2), not an internal error."""
+    d = c.fresh("output_dir")
+    with open(os.path.join(d, "a_file"), "w") as f:
+        f.write("x")
+    c.usage_error("run", c.tiny, "--batch", "2", "--output-dir", os.path.join(d, "a_file", "sub"),
+                  mention=("a_file",))
+
+
+def test_external_data(c: Ctx):
+    """A model whose initializer lives in a side file next to it loads and runs."""
+    d = c.fresh("external")
+    k = np.array([0.5, -1.0, 2.0], np.float32)
+    t = TensorProto(name="k", data_type=TensorProto.FLOAT, dims=[3], data_location=TensorProto.EXTERNAL)
+    with open(os.path.join(d, "weights.bin"), "wb") as f:
+        f.write(b"\xff" * 8 + k.tobytes())
+    for key, val in [("location", "weights.bin"), ("offset", "8"), ("length", "12")]:
+        e = t.external_data.add()
+        e.key, e.value = key, val
+    g = helper.make_graph([helper.make_node("Mul", ["x", "k"], ["y"], name="mul")], "ext",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [t])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    path = os.path.join(d, "ext.onnx")
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString())
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.save(os.path.join(d, "x.npy"), x)
+    c.ok("run", path, "--input", f"x={d}/x.npy", "--output-dir", os.path.join(d, "out"), "--format", "npy")
+    expect_array(np.load(os.path.join(d, "out", "output_0.npy")), x * k, "external data: y = x * k")
+
+
+def test_bench_json(c: Ctx):
+    j = os.path.join(c.fresh("bench"), "b.json")
+    p = c.ok("bench", c.tiny, "--batch", "2", "--iterations", "5", "--json", j, "--quiet")
+    with open(j) as f:
+        r = json.load(f)
+    if r.get("schema") != "fusec.bench/1":
+        raise Failure(f"bench --json schema is {r.get('schema')!r}, expected 'fusec.bench/1'")
+    lat = r.get("latency_ms")
+    need = ["min", "mean", "median", "p90", "p95", "p99", "max"]
+    if not isinstance(lat, dict) or any(not isinstance(lat.get(k), (int, float)) for k in need):
+        raise Failure(f"bench --json latency_ms should have numeric {need}: {lat}")
+    if not (0 <= lat["min"] <= lat["median"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["max"]):
+        raise Failure(f"bench latencies are not ordered min <= median <= p90 <= p95 <= p99 <= max: {lat}")
+    if r.get("iterations") != 5:
+        raise Failure(f"bench --iterations 5 reports iterations {r.get('iterations')}")
+    if r.get("batch") != 2:
+        raise Failure(f"bench --batch 2 reports batch {r.get('batch')}")
+    if "latency" not in p.stdout:
+        raise Failure("bench prints no latency table on stdout")
+    c.usage_error("bench", c.tiny, "--batch", "2", "--iterations", "0")
+    c.usage_error("bench", c.tiny, "--batch", "2", "--iterations", "5", "--duration", "1")
+
+
+def test_mlp_inspect(c: Ctx):
+    """[mlp] inspect of the committed MLP: I/O, parameter count, op histogram, FLOPs."""
+    model = onnx.load(c.mlp)
+    j = os.path.join(c.fresh("mlp_inspect"), "i.json")
+    c.ok("inspect", c.mlp, "--batch", "2", "--json", j)
+    with open(j) as f:
+        r = json.load(f)
+    params = sum(int(np.prod(t.dims)) for t in model.graph.initializer)
+    if r["parameters"] != params:
+        raise Failure(f"parameters {r['parameters']}, the file holds {params}")
+    hist: dict[str, int] = {}
+    for n in model.graph.node:
+        hist[n.op_type] = hist.get(n.op_type, 0) + 1
+    if r["op_histogram"] != hist:
+        raise Failure(f"op_histogram {r['op_histogram']} != {hist}")
+    if r["inputs"][0]["name"] != "x" or r["inputs"][0]["shape"] != "2x64":
+        raise Failure(f"inputs {r['inputs']}, expected x of shape 2x64 at --batch 2")
+    # 24 x (64x64 MatMul) + 64x32 + 32x10, 2 FLOPs per multiply-add, batch 2: a lower bound.
+    matmul_flops = 2 * 2 * (24 * 64 * 64 + 64 * 32 + 32 * 10)
+    if r["flops"] is None or r["flops"] < matmul_flops:
+        raise Failure(f"flops {r['flops']} < the MatMuls' {matmul_flops}")
+    if r.get("unsupported"):
+        raise Failure(f"inspect says fusec cannot run {r['unsupported']}")
+
+
+def test_mlp_run(c: Ctx):
+    """[mlp] run the committed MLP at --batch 2 with pb and npy output; both agree."""
+    d = c.fresh("mlp_run")
+    c.ok("run", c.mlp, "--batch", "2", "--output-dir", os.path.join(d, "pb"))
+    c.ok("run", c.mlp, "--batch", "2", "--output-dir", os.path.join(d, "npy"), "--format", "npy")
+    name, y = read_pb(os.path.join(d, "pb", "output_0.pb"))
+    if name != "y" or y.shape != (2, 10) or y.dtype != np.float32 or not np.all(np.isfinite(y)):
+        raise Failure(f"mlp output {name!r} {y.dtype}{list(y.shape)}; expected finite float32 'y' [2, 10]")
+    expect_array(np.load(os.path.join(d, "npy", "output_0.npy")), y, "mlp: npy vs pb output")
+
+
+TESTS = [test_help, test_version, test_not_built, test_optimize_roundtrip, test_unknown_flag, test_no_or_unknown_subcommand,
+         test_inspect_json, test_run_default_pb, test_run_npy, test_run_inputs_dir, test_batch_binding, test_seed,
+         test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_mlp_inspect, test_mlp_run]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--fusec", required=True)
+    ap.add_argument("--models", required=True, help="folder with mlp_small.onnx")
+    ap.add_argument("-k", dest="only", help="run only tests whose name contains this")
+    args = ap.parse_args()
+    fusec = os.path.abspath(args.fusec)
+    if not os.access(fusec, os.X_OK):
+        print(f"cli: FAIL: {args.fusec} is not an executable")
+        return 1
+    t0 = time.monotonic()
+    failed = []
+    tests = [t for t in TESTS if not args.only or args.only in t.__name__]
+    with tempfile.TemporaryDirectory(prefix="fusec_cli_") as tmp:
+        c = Ctx(fusec, os.path.abspath(args.models), tmp)
+        build_tiny(c.tiny)
+        for t in tests:
+            t1 = time.monotonic()
+            try:
+                t(c)
+                print(f"ok   {t.__name__:<32} ({time.monotonic() - t1:.2f} s)")
+            except Failure as e:
+                failed.append(t.__name__)
+                print(f"FAIL {t.__name__:<32} {e}")
+            except Exception:  # noqa: BLE001 - a crash in a test is a failure, not an abort
+                failed.append(t.__name__)
+                print(f"FAIL {t.__name__:<32} raised:\n{traceback.format_exc()}")
+            sys.stdout.flush()
+    secs = time.monotonic() - t0
+    if failed:
+        print(f"cli: FAIL: {len(failed)}/{len(tests)} tests failed ({secs:.1f} s): {', '.join(failed)}")
+        return 1
+    print(f"cli: ok: {len(tests)}/{len(tests)} tests passed ({secs:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
