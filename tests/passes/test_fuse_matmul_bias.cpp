@@ -355,7 +355,9 @@ TEST(FuseMatMulBias, SharedBiasSumKeepsTheActivationApart) {
   }));
   EXPECT_EQ(count(*r.optimized, "FusedMatMul"), 1);
   EXPECT_EQ(count(*r.optimized, "Relu"), 1);
-  EXPECT_FALSE(find_node(*r.optimized, "FusedMatMul")->has_attr("activation"));
+  const Node* f = find_node(*r.optimized, "FusedMatMul");
+  ASSERT_TRUE(f);
+  EXPECT_FALSE(f->has_attr("activation"));
   const NearMiss* m = near_miss(r, "Relu 'act'");
   ASSERT_TRUE(m);
   EXPECT_NE(m->reason.find("2 consumers"), std::string::npos) << m->reason;
