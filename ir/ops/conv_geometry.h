@@ -1,0 +1,133 @@
+// Window geometry for Conv, ConvTranspose and the pools: strides, dilations, pads and auto_pad
+// turned into per-dim begin/end padding and output sizes. Shared by the schemas (inference) and
+// the CPU kernels, so both compute the same shapes.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/op_schema.h"
+
+namespace fusec {
+
+/// Per spatial dim. Sizes of -1 are unknown (inference with symbolic dims); the kernels always
+/// see known sizes.
+struct WindowGeometry {
+  std::vector<int64_t> in, kernel, stride, dilation, pad_begin, pad_end, out;
+  size_t rank() const { return in.size(); }
+  int64_t effective_kernel(size_t i) const { return (kernel[i] - 1) * dilation[i] + 1; }
+};
+
+/// An ints attribute of `n` values, or `def` repeated if the node does not set it (or the
+/// schema, at this opset, does not have it).
+inline std::vector<int64_t> window_ints(const NodeAttrs& a, const std::string& name, size_t n, int64_t def) {
+  if (!a.schema().find_attr(name) || !a.has_attr(name)) return std::vector<int64_t>(n, def);
+  std::vector<int64_t> v = a.attr_ints(name);
+  if (v.size() != n)
+    a.fail("attribute '" + name + "' has " + std::to_string(v.size()) + " values, expected " + std::to_string(n));
+  return v;
+}
+
+inline int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+inline int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+/// Geometry of a sliding window (Conv, pools) over spatial dims `in` with `kernel`.
+inline WindowGeometry window_geometry(const NodeAttrs& a, const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& kernel, bool ceil_mode) {
+  const size_t n = in.size();
+  WindowGeometry g;
+  g.in = in;
+  g.kernel = kernel;
+  g.stride = window_ints(a, "strides", n, 1);
+  g.dilation = window_ints(a, "dilations", n, 1);
+  std::vector<int64_t> pads = window_ints(a, "pads", 2 * n, 0);
+  g.pad_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n));
+  g.pad_end.assign(pads.begin() + static_cast<std::ptrdiff_t>(n), pads.end());
+  const std::string auto_pad = a.schema().find_attr("auto_pad") ? a.attr_string("auto_pad") : "NOTSET";
+  if (auto_pad != "NOTSET" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" && auto_pad != "VALID")
+    a.fail("unknown auto_pad '" + auto_pad + "'");
+  g.out.assign(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (kernel[i] < 1 && kernel[i] != -1) a.fail("kernel dims must be positive");
+    if (g.stride[i] < 1) a.fail("strides must be positive");
+    if (g.dilation[i] < 1) a.fail("dilations must be positive");
+    if (g.pad_begin[i] < 0 || g.pad_end[i] < 0) a.fail("pads must not be negative");
+    if (in[i] < 0 || kernel[i] < 0) continue;
+    const int64_t dk = g.effective_kernel(i), s = g.stride[i];
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      g.out[i] = ceil_div(in[i], s);
+      const int64_t total = std::max<int64_t>(0, (g.out[i] - 1) * s + dk - in[i]);
+      const int64_t small = total / 2, big = total - small;
+      g.pad_begin[i] = auto_pad == "SAME_UPPER" ? small : big;
+      g.pad_end[i] = auto_pad == "SAME_UPPER" ? big : small;
+      continue;
+    }
+    if (auto_pad == "VALID") g.pad_begin[i] = g.pad_end[i] = 0;
+    const int64_t span = in[i] + g.pad_begin[i] + g.pad_end[i] - dk;
+    if (span < 0)
+      a.fail("the window (" + std::to_string(dk) + ") is larger than the padded input (" +
+             std::to_string(in[i] + g.pad_begin[i] + g.pad_end[i]) + ") in spatial dim " + std::to_string(i));
+    if (ceil_mode && auto_pad == "NOTSET") {
+      g.out[i] = ceil_div(span, s) + 1;
+      // The last window must start inside the input or its begin padding.
+      if ((g.out[i] - 1) * s >= in[i] + g.pad_begin[i]) --g.out[i];
+    } else {
+      g.out[i] = span / s + 1;
+    }
+  }
+  return g;
+}
+
+/// Geometry of ConvTranspose over input spatial dims `in` with `kernel`; `out` and the pads
+/// follow output_shape when given, else the pads (or auto_pad, giving in·stride).
+inline WindowGeometry conv_transpose_geometry(const NodeAttrs& a, const std::vector<int64_t>& in,
+                                              const std::vector<int64_t>& kernel) {
+  const size_t n = in.size();
+  WindowGeometry g;
+  g.in = in;
+  g.kernel = kernel;
+  g.stride = window_ints(a, "strides", n, 1);
+  g.dilation = window_ints(a, "dilations", n, 1);
+  std::vector<int64_t> pads = window_ints(a, "pads", 2 * n, 0);
+  g.pad_begin.assign(pads.begin(), pads.begin() + static_cast<std::ptrdiff_t>(n));
+  g.pad_end.assign(pads.begin() + static_cast<std::ptrdiff_t>(n), pads.end());
+  const std::vector<int64_t> out_pad = window_ints(a, "output_padding", n, 0);
+  std::vector<int64_t> out_shape;
+  if (a.has_attr("output_shape")) {
+    out_shape = a.attr_ints("output_shape");
+    // Accept the spatial dims alone or a full N, C, spatial... shape.
+    if (out_shape.size() == n + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+    if (out_shape.size() != n)
+      a.fail("output_shape has " + std::to_string(out_shape.size()) + " values, expected " + std::to_string(n));
+  }
+  const std::string auto_pad = a.attr_string("auto_pad");
+  if (auto_pad != "NOTSET" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" && auto_pad != "VALID")
+    a.fail("unknown auto_pad '" + auto_pad + "'");
+  g.out.assign(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (g.stride[i] < 1) a.fail("strides must be positive");
+    if (g.dilation[i] < 1) a.fail("dilations must be positive");
+    if (out_pad[i] < 0) a.fail("output_padding must not be negative");
+    if (in[i] < 0 || kernel[i] < 0) continue;
+    const int64_t full = g.stride[i] * (in[i] - 1) + out_pad[i] + g.effective_kernel(i);
+    int64_t target = -1;
+    if (!out_shape.empty())
+      target = out_shape[i];
+    else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
+      target = in[i] * g.stride[i];
+    if (target >= 0) {
+      // total_padding = full - output_shape; SAME_UPPER puts the smaller half first (ONNX spec).
+      const int64_t total = full - target;
+      const int64_t small = floor_div(total, 2), big = total - small;
+      g.pad_begin[i] = auto_pad == "SAME_UPPER" ? small : big;
+      g.pad_end[i] = auto_pad == "SAME_UPPER" ? big : small;
+      g.out[i] = target;
+    } else {
+      if (auto_pad == "VALID") g.pad_begin[i] = g.pad_end[i] = 0;
+      g.out[i] = full - g.pad_begin[i] - g.pad_end[i];
+    }
+    if (g.out[i] < 0) a.fail("ConvTranspose output size would be negative");
+  }
+  return g;
+}
+
+}  // namespace fusec
