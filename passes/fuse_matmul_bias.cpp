@@ -219,15 +219,63 @@ bool fuse_at(Graph& g, PassContext& ctx, Node* mm) {
   return true;
 }
 
+/// A product fused in an earlier sweep (FusedMatMul without activation, or a Gemm this pass
+/// wrote) followed by an activation: FusedMatMul takes it in when it became the only reader;
+/// otherwise the near-miss is recorded again, so the fixed-point sweep --explain shows keeps it.
+bool fuse_activation_into(Graph& g, PassContext& ctx, Node* fused) {
+  Value* out = fused->outputs.empty() ? nullptr : fused->outputs[0];
+  if (!out || out->consumers.empty()) return false;
+  std::string why;
+  std::optional<Activation> act = activation_of(out->consumers[0], &why);
+  if (!act && why.empty()) return false;
+  const std::string what = describe(out->consumers[0]) + " not fused into " + describe(fused);
+  if (why.empty() && !has_single_use(out))
+    why = out->is_graph_output ? "the output of " + describe(fused) + " is a graph output"
+                               : "the output of " + describe(fused) + " has " + std::to_string(use_count(out)) + " consumers";
+  if (why.empty() && fused->op_type == "Gemm") {
+    if (ctx.opts.portable) why = "--portable writes standard ops only (the activation needs ai.fusec FusedMatMul)";
+    else return false;  // not one this pass would have left: FusedMatMul is written when the activation joins
+  }
+  if (!why.empty()) {
+    ctx.near_miss(kPass, what, why);
+    return false;
+  }
+  if (!act->node->outputs[0] || act->node->outputs[0]->type.dtype != out->type.dtype) return false;
+  Node* a = act->node;
+  Value* result = a->outputs[0];
+  std::vector<Value*> inputs = fused->inputs;
+  std::vector<NamedAttribute> attrs = fused->attrs;
+  std::vector<std::string> fused_from = fused->fused_from.empty() ? std::vector<std::string>{fused->name} : fused->fused_from;
+  if (a->fused_from.empty()) fused_from.push_back(a->name);
+  else fused_from.insert(fused_from.end(), a->fused_from.begin(), a->fused_from.end());
+  const std::string name = fused->name, summary = describe(fused) + " + " + describe(a);
+  std::vector<std::string> replaced = {fused->name, a->name};
+  g.remove_node(a);
+  g.remove_node(fused);
+  Node* n = g.add_node("FusedMatMul", inputs, {result}, name, "ai.fusec");
+  n->attrs = std::move(attrs);
+  n->set_attr("activation", act->name);
+  if (!act->params.empty()) n->set_attr("activation_params", act->params);
+  n->fused_from = std::move(fused_from);
+  ctx.rewrite(kPass, summary + " -> " + describe(n) + " (activation " + act->name + ")", std::move(replaced), name);
+  return true;
+}
+
 }  // namespace
 
 bool FuseMatMulBiasPass::run(Graph& g, PassContext& ctx) {
-  // Collected first: a rewrite removes the Add/activation nodes after its MatMul.
-  std::vector<Node*> matmuls;
-  for (Node* n : g.node_list())
+  // Collected first: a rewrite removes the Add/activation nodes after its MatMul. Products fused
+  // in earlier sweeps are collected too: their activation may join now (or say again why not).
+  std::vector<Node*> matmuls, earlier;
+  for (Node* n : g.node_list()) {
     if (is_op(n, "MatMul")) matmuls.push_back(n);
+    const bool bare_fused = n->op_type == "FusedMatMul" && n->domain == "ai.fusec" && n->attr_string("activation", "").empty();
+    const bool our_gemm = is_op(n, "Gemm") && !n->fused_from.empty();
+    if (bare_fused || our_gemm) earlier.push_back(n);
+  }
   bool changed = false;
   for (Node* n : matmuls) changed |= fuse_at(g, ctx, n);
+  for (Node* n : earlier) changed |= fuse_activation_into(g, ctx, n);
   if (changed) g.remove_unused_values();
   return changed;
 }

@@ -386,3 +386,23 @@ TEST(FuseMatMulBias, Idempotent) {
   EXPECT_FALSE(pass.run(*r.optimized, ctx));
   EXPECT_EQ(graph_difference(*before, *r.optimized), "");
 }
+
+// A FusedMatMul without activation (an earlier sweep's, say) takes in an activation that is now
+// its only reader.
+TEST(FuseMatMulBias, BareFusedMatMulTakesItsActivation) {
+  GraphBuilder b(17);
+  Value* a = b.input("A", DType::Float32, {2, 4, 8});
+  Value* y = b.node_n("FusedMatMul", {a, b.initializer("W", random_floats({8, 3}, 1)), b.initializer("bias", random_floats({3}, 2))},
+                      1, {}, "mm", "ai.fusec")[0];
+  b.output(b.node("LeakyRelu", {y}, {attr("alpha", 0.3f)}, "act"));
+  Result r = fuse(b.build());
+  EXPECT_EQ(r.optimized->nodes().size(), 1u);
+  const Node* f = find_node(*r.optimized, "FusedMatMul");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->name, "mm");
+  EXPECT_EQ(f->attr_string("activation", ""), "LeakyRelu");
+  EXPECT_EQ(f->attr_floats("activation_params"), (std::vector<float>{0.3f}));
+  EXPECT_EQ(f->fused_from, (std::vector<std::string>{"mm", "act"}));
+  EXPECT_EQ(f->outputs[0]->name, "act_out");
+  expect_equivalent(r);
+}
