@@ -190,6 +190,7 @@ std::vector<Region> find_regions(Graph& g, PassContext& ctx, const char* pass) {
     if (it != fits.end()) return it->second;
     return fits[n] = fit(g, n);
   };
+  std::unordered_set<const Node*> reported;  // one split near-miss per op and sweep
   std::vector<Node*> nodes = g.node_list();
   for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
     Node* root = *it;
@@ -216,7 +217,6 @@ std::vector<Region> find_regions(Graph& g, PassContext& ctx, const char* pass) {
     for (Node* m : r.nodes) assigned.insert(m);
     // Near-misses: a producer that would have joined but for a reader outside the region.
     if (!ctx.opts.portable) {
-      std::unordered_set<Node*> reported;
       for (Node* m : r.nodes)
         for (Value* v : m->inputs) {
           Node* p = v ? v->producer : nullptr;
@@ -235,7 +235,7 @@ std::vector<Region> find_regions(Graph& g, PassContext& ctx, const char* pass) {
         if (c->op_type == "FusedElementwise" && c->domain == "ai.fusec" && c->outputs[0] &&
             c->outputs[0]->type.shape == out->type.shape && c->outputs[0]->type.dtype == out->type.dtype) {
           std::string why = outside_reader(out, {c});
-          if (!why.empty())
+          if (!why.empty() && reported.insert(root).second)
             ctx.near_miss(pass, describe(root) + " not fused into FusedElementwise '" + c->name + "'",
                           why + " (a fused region has one output)");
           break;

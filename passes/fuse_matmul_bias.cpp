@@ -167,17 +167,17 @@ bool fuse_at(Graph& g, PassContext& ctx, Node* mm) {
     if (bias && gemm_shaped) {
       // The bias still folds into a standard Gemm; the activation stays a node of its own.
       ctx.near_miss(kPass, describe(act->node) + " not fused into " + describe(mm),
-                    "--portable writes standard ops only (the activation needs ai.fusec FusedMatMul)");
+                    "--portable writes standard ops only: the activation needs ai.fusec FusedMatMul");
       act.reset();
       result = out;
       write_gemm = true;
     } else {
-      ctx.near_miss(kPass, what,
-                    std::string("--portable writes standard ops only (") +
-                        (gemm_shaped ? "an activation with no bias" : "A is " + std::to_string(rank_of(a_in)) + "-D and W " +
-                                                                          std::to_string(rank_of(w_in)) +
-                                                                          "-D; the standard Gemm takes 2-D operands") +
-                        " needs ai.fusec FusedMatMul)");
+      std::string why = "--portable writes standard ops only: ";
+      if (gemm_shaped) why += "an activation without a bias needs ai.fusec FusedMatMul";
+      else
+        why += "A is " + std::to_string(rank_of(a_in)) + "-D and W " + std::to_string(rank_of(w_in)) +
+               "-D, the standard Gemm takes 2-D operands, so this needs ai.fusec FusedMatMul";
+      ctx.near_miss(kPass, what, why);
       return false;
     }
   }
@@ -233,7 +233,7 @@ bool fuse_activation_into(Graph& g, PassContext& ctx, Node* fused) {
     why = out->is_graph_output ? "the output of " + describe(fused) + " is a graph output"
                                : "the output of " + describe(fused) + " has " + std::to_string(use_count(out)) + " consumers";
   if (why.empty() && fused->op_type == "Gemm") {
-    if (ctx.opts.portable) why = "--portable writes standard ops only (the activation needs ai.fusec FusedMatMul)";
+    if (ctx.opts.portable) why = "--portable writes standard ops only: the activation needs ai.fusec FusedMatMul";
     else return false;  // not one this pass would have left: FusedMatMul is written when the activation joins
   }
   if (!why.empty()) {
