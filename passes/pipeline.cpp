@@ -6,9 +6,15 @@
 #include "ir/error.h"
 #include "passes/cleanup.h"
 #include "passes/constant_folding.h"
+#include "passes/fold_batchnorm.h"
+#include "passes/fuse_conv_activation.h"
 #include "passes/fuse_elementwise.h"
+#include "passes/fuse_layernorm_gelu.h"
 #include "passes/fuse_matmul_bias.h"
+#include "passes/fuse_skip_layernorm.h"
 #include "passes/infer_shapes.h"
+#include "passes/recognize_gelu.h"
+#include "passes/recognize_layernorm.h"
 
 namespace fusec {
 
@@ -20,6 +26,21 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // 2. Fold constants (and, with bound shapes, whole Shape->...->Reshape subgraphs) before
   //    matching: fusions need their weights, epsilons and axes as constants.
   p.push_back(std::make_unique<ConstantFoldingPass>());
+  // BN/per-channel Mul/Add into Conv/Gemm weights, before activation fusion hides the Conv -> BN edge.
+  p.push_back(std::make_unique<FoldBatchNormPass>());
+  // Recognizers run after folding (and fold_batchnorm): their epsilons, 0.5/√2 constants, axes and
+  // the function body's Shape->Reshape targets must already be constants. Gelu first, so that
+  // fusions keyed on an activation (MatMul+Gelu, LayerNorm+Gelu) see one Gelu node.
+  p.push_back(std::make_unique<RecognizeGeluPass>());
+  // LayerNormalization / SimplifiedLayerNorm from ReduceMean..Sqrt..Div; before the fusions that read them.
+  p.push_back(std::make_unique<RecognizeLayerNormPass>());
+  // Residual Add + LayerNorm before LayerNorm + Gelu: a post-LN block's LayerNorm reads a residual sum;
+  // a MatMul-bias Add is left alone, so a Linear -> LayerNorm -> Gelu still gets LayerNormGelu.
+  p.push_back(std::make_unique<FuseSkipLayerNormPass>());
+  // LayerNorm + Gelu last: it needs both recognized, and a LayerNorm already fused with its skip is not one.
+  p.push_back(std::make_unique<FuseLayerNormGeluPass>());
+  // Conv (BN folded) + residual Add + activation -> FusedConv; after recognize_gelu, so Conv -> Gelu is one node.
+  p.push_back(std::make_unique<FuseConvActivationPass>());
   // After the LayerNorm/GELU fusions (a GELU is one node to absorb), before fuse_elementwise takes the Add.
   p.push_back(std::make_unique<FuseMatMulBiasPass>());
   // Last: mops up the elementwise chains the specific fusions left, one kernel per region.

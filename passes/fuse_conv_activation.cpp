@@ -1,0 +1,307 @@
+// fuse_conv_activation: Conv [-> Add(residual)] [-> activation] becomes one ai.fusec FusedConv,
+// Y = act(Conv(X, W, B) + Z), so the conv output is written once, not written, read and rewritten.
+//
+//   X  W  [B]                                 X  W  [B]  Z
+//    \ |  /                                    \ |   |  /
+//     Conv    Z (residual: any producer,        FusedConv(activation = "Relu")
+//       \    /   the conv output's exact shape)      |
+//        Add                               =>        y
+//         |
+//        Relu         (the Add and the activation are each optional; at least one is there)
+//         |
+//         y
+//
+//   activation                       -> activation, activation_params
+//   Relu                             -> Relu
+//   Clip(lo, hi), ReLU6 = Clip(0, 6) -> Clip [lo, hi]   (a missing bound is ∓FLT_MAX; bounds constant)
+//   LeakyRelu(α)                     -> LeakyRelu [α]   PRelu with one slope value α -> LeakyRelu [α]
+//   HardSigmoid(α, β)                -> HardSigmoid [α, β]
+//   Sigmoid, Tanh, HardSwish         -> same name
+//   Gelu(approximate none | tanh)    -> Gelu | GeluTanh
+//   SiLU as x·Sigmoid(x):   t ──> Sigmoid ──> Mul ──> y     t has two readers, both inside the
+//                           └─────────────────^             pattern -> SiLU
+//
+// Projection shortcut, Add(Conv a, Conv b): fused into the conv that comes later in topological
+// order, so the other conv's output (the residual Z) is already computed when it runs.
+//
+// fold_batchnorm runs first, so Conv -> BatchNormalization -> (Add) -> Relu ends as one FusedConv.
+// Under --portable (standard ops only) nothing is fused; each candidate is a near-miss.
+#include "passes/fuse_conv_activation.h"
+
+#include <cfloat>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "passes/pattern.h"
+
+namespace fusec {
+
+namespace {
+
+const char* kPass = "fuse_conv_activation";
+
+/// The activation found after a value: FusedConv's attribute, its params, the nodes it replaces
+/// and the value it writes.
+struct Activation {
+  std::string name;
+  std::vector<float> params;
+  std::vector<Node*> nodes;
+  Value* out = nullptr;
+  std::string text;  // "Relu 'r1'" / "Sigmoid 's' + Mul 'm' (SiLU)"
+};
+
+/// An activation op in the default domain (Gelu also in ai.fusec, same semantics).
+bool is_activation(const Node* n) {
+  static const char* kOps[] = {"Relu", "Clip", "LeakyRelu", "PRelu", "HardSigmoid", "Sigmoid", "Tanh", "HardSwish", "Gelu"};
+  if (!n->domain.empty() && !(n->domain == "ai.fusec" && n->op_type == "Gelu")) return false;
+  for (const char* op : kOps)
+    if (n->op_type == op) return true;
+  return false;
+}
+
+bool fusable_dtype(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
+
+std::vector<std::string> origins(const Node* n) {
+  return n->fused_from.empty() ? std::vector<std::string>{n->name} : n->fused_from;
+}
+
+std::string shape_text(const Value* v) { return v->type.shape ? shape_str(*v->type.shape) : "unknown"; }
+
+/// Why `r` cannot be FusedConv's Z for the conv output `y`, or "". Z adds without broadcasting.
+std::string residual_problem(const Value* y, const Value* r) {
+  if (r->type.dtype != y->type.dtype)
+    return std::string("the residual is ") + dtype_name(r->type.dtype) + ", the conv output " + dtype_name(y->type.dtype);
+  if (!y->type.shape || !r->type.shape) return "the residual's or the conv output's shape is unknown";
+  for (const Dim& d : *r->type.shape)
+    if (!d.is_static() && d.symbol.empty()) return "the residual's shape " + shape_text(r) + " is not fully known";
+  if (*r->type.shape != *y->type.shape)
+    return "the residual '" + r->name + "' has shape " + shape_text(r) + ", the conv output " + shape_text(y) +
+           ": Z must match exactly (no broadcasting)";
+  return "";
+}
+
+class ConvFuser {
+ public:
+  ConvFuser(Graph& g, PassContext& ctx) : g_(g), ctx_(ctx) {
+    auto nodes = g.node_list();
+    for (size_t i = 0; i < nodes.size(); ++i) pos_[nodes[i]] = i;
+  }
+
+  bool removed(const Node* n) const { return gone_.count(n) > 0; }
+
+  bool fuse(Node* conv) {
+    Value* y = conv->outputs[0];
+    std::string chain = describe(conv);
+    std::vector<Node*> nodes;  // replaced, after the conv
+    Value* end = y;
+    Value* z = nullptr;
+
+    // 1. A residual Add right after the conv.
+    if (Node* add = y->consumers.size() == 1 ? y->consumers[0] : nullptr; add && is_op(add, "Add")) {
+      std::string what = chain + " -> " + describe(add) + " not fused";
+      if (y->is_graph_output) return miss(what, "the conv output '" + y->name + "' is a graph output");
+      Value* r = other_input(add, y);
+      if (!r) return false;
+      std::string why = residual_problem(y, r);
+      if (!why.empty()) return miss(what, why);
+      if (later_conv_takes(conv, r)) return false;
+      nodes.push_back(add);
+      end = add->outputs[0];
+      z = r;
+      chain += " + " + describe(add);
+    } else if (extra_readers(y)) {
+      return false;
+    }
+
+    // 2. An activation on what we have so far.
+    std::string act_why, act_what;
+    std::optional<Activation> act = match_activation(end, &act_why, &act_what);
+    if (act) {
+      for (Node* n : act->nodes) nodes.push_back(n);
+      end = act->out;
+      chain += " + " + act->text;
+    } else if (!act_why.empty()) {
+      ctx_.near_miss(kPass, chain + " -> " + act_what + " not fused", act_why);
+    }
+    if (nodes.empty()) return false;
+
+    // 3. Guards that hold for the whole chain.
+    DType dt = y->type.dtype;
+    std::string what = chain + " not fused";
+    if (!fusable_dtype(dt))
+      return miss(what, std::string("FusedConv takes float32/float16/bfloat16, not ") + dtype_name(dt));
+    if (ctx_.opts.portable) return miss(what, "--portable writes standard ops only (FusedConv is ai.fusec)");
+
+    // 4. Rewrite: the conv node becomes the FusedConv and writes the chain's last value.
+    std::string desc = act ? "activation " + act->name : std::string("no activation");
+    if (z) desc += ", residual '" + z->name + "'";
+    std::vector<std::string> replaced = {conv->name};
+    std::vector<std::string> from = origins(conv);
+    for (Node* n : nodes) {
+      replaced.push_back(n->name);
+      for (auto& s : origins(n)) from.push_back(s);
+    }
+    ctx_.rewrite(kPass, chain + " -> FusedConv '" + conv->name + "' (" + desc + ")", replaced, conv->name);
+    for (Node* n : nodes) {
+      gone_.insert(n);
+      g_.remove_node(n);
+    }
+    y->producer = nullptr;
+    y->producer_output = -1;
+    conv->outputs[0] = end;
+    end->producer = conv;
+    end->producer_output = 0;
+    conv->op_type = "FusedConv";
+    conv->domain = "ai.fusec";
+    conv->fused_from = std::move(from);
+    if (z) g_.set_input(conv, 3, z);
+    if (act) {
+      conv->set_attr("activation", act->name);
+      if (!act->params.empty()) conv->set_attr("activation_params", act->params);
+    }
+    use_fusec_domain(g_);
+    g_.remove_unused_values();
+    return true;
+  }
+
+ private:
+  bool miss(const std::string& what, const std::string& why) {
+    ctx_.near_miss(kPass, what, why);
+    return false;
+  }
+
+  /// When `r` (the other Add operand) is the output of a conv later in topological order that
+  /// would itself fuse with this Add, that conv takes the Add: its Z, our output, is ready first.
+  bool later_conv_takes(const Node* conv, const Value* r) const {
+    const Node* other = r->producer;
+    if (!other || !is_op(other, "Conv") || removed(other)) return false;
+    auto a = pos_.find(conv), b = pos_.find(other);
+    if (a == pos_.end() || b == pos_.end() || b->second < a->second) return false;
+    return has_single_use(r) && fusable_dtype(r->type.dtype);
+  }
+
+  /// Records a near-miss when the conv output `v` has readers besides an Add/activation that
+  /// would otherwise fuse, or is a graph output. x·Sigmoid(x) is left to match_silu.
+  bool extra_readers(const Value* v) {
+    if (has_single_use(v) || v->consumers.empty()) return false;
+    if (v->consumers.size() == 2 && !v->is_graph_output &&
+        (is_op(v->consumers[0], "Sigmoid") || is_op(v->consumers[1], "Sigmoid")))
+      return false;
+    for (Node* c : v->consumers) {
+      if (!is_op(c, "Add") && !is_activation(c)) continue;
+      std::string why = v->is_graph_output ? "the conv output '" + v->name + "' is a graph output"
+                                           : "the conv output '" + v->name + "' has " +
+                                                 std::to_string(v->consumers.size()) + " consumers";
+      miss(describe(v->producer) + " -> " + describe(c) + " not fused", why);
+      return true;
+    }
+    return false;
+  }
+
+  /// The activation reading `t`, if any. When the op types line up but a guard fails, sets `why`
+  /// (and `what`, the activation's description) and returns nullopt.
+  std::optional<Activation> match_activation(Value* t, std::string* why, std::string* what) {
+    if (t->consumers.empty()) return std::nullopt;
+    if (auto silu = match_silu(t, why, what)) return silu;
+    if (!why->empty()) return std::nullopt;
+    if (!has_single_use(t)) {
+      for (Node* c : t->consumers)
+        if (is_activation(c)) {
+          *what = describe(c);
+          *why = t->is_graph_output ? "'" + t->name + "' is a graph output"
+                                    : "'" + t->name + "' has " + std::to_string(t->consumers.size()) + " consumers";
+          break;
+        }
+      return std::nullopt;
+    }
+    Node* a = t->consumers[0];
+    if (!is_activation(a) || a->input(0) != t) return std::nullopt;
+    *what = describe(a);
+    Activation act{a->op_type, {}, {a}, a->outputs[0], describe(a)};
+    const std::string& op = a->op_type;
+    if (op == "LeakyRelu") {
+      act.params = {a->attr_float("alpha", 0.01f)};
+    } else if (op == "HardSigmoid") {
+      act.params = {a->attr_float("alpha", 0.2f), a->attr_float("beta", 0.5f)};
+    } else if (op == "PRelu") {
+      auto slope = uniform_constant(a->input(1));
+      if (!slope) {
+        *why = constant_of(a->input(1)) ? "the PRelu slope varies (per channel); FusedConv's LeakyRelu takes one value"
+                                        : "the PRelu slope '" + a->input(1)->name + "' is not a constant";
+        return std::nullopt;
+      }
+      act.name = "LeakyRelu";
+      act.params = {static_cast<float>(*slope)};
+    } else if (op == "Clip") {
+      float lo = -FLT_MAX, hi = FLT_MAX;
+      if (g_.opset("") < 11) {
+        lo = a->attr_float("min", -FLT_MAX);
+        hi = a->attr_float("max", FLT_MAX);
+      } else {
+        for (size_t i = 1; i <= 2; ++i) {
+          Value* b = a->input(i);
+          if (!b) continue;
+          const Tensor* c = constant_of(b);
+          if (!c || c->numel() != 1) {
+            *why = std::string("Clip's ") + (i == 1 ? "min" : "max") + " '" + b->name + "' is not a constant";
+            return std::nullopt;
+          }
+          (i == 1 ? lo : hi) = static_cast<float>(c->as_double(0));
+        }
+      }
+      act.params = {lo, hi};
+    } else if (op == "Gelu") {
+      std::string approx = a->attr_string("approximate", "none");
+      if (approx != "none" && approx != "tanh") {
+        *why = "Gelu approximate='" + approx + "'";
+        return std::nullopt;
+      }
+      act.name = approx == "tanh" ? "GeluTanh" : "Gelu";
+    }
+    return act;
+  }
+
+  /// t -> Sigmoid -> Mul(t, sigmoid): SiLU. Sets `why` when the shape is there but a reader escapes.
+  std::optional<Activation> match_silu(Value* t, std::string* why, std::string* what) {
+    if (t->consumers.size() != 2) return std::nullopt;
+    Node* sig = nullptr;
+    Node* mul = nullptr;
+    for (Node* c : t->consumers) {
+      if (is_op(c, "Sigmoid")) sig = c;
+      else if (is_op(c, "Mul")) mul = c;
+    }
+    if (!sig || !mul || !sig->outputs[0] || other_input(mul, t) != sig->outputs[0]) return std::nullopt;
+    *what = describe(sig) + " + " + describe(mul) + " (SiLU)";
+    if (t->is_graph_output) {
+      *why = "'" + t->name + "' is a graph output";
+      return std::nullopt;
+    }
+    if (!has_single_use(sig->outputs[0])) {
+      *why = "the Sigmoid output '" + sig->outputs[0]->name + "' has other readers";
+      return std::nullopt;
+    }
+    return Activation{"SiLU", {}, {sig, mul}, mul->outputs[0], *what};
+  }
+
+  Graph& g_;
+  PassContext& ctx_;
+  std::unordered_map<const Node*, size_t> pos_;
+  std::unordered_set<const Node*> gone_;
+};
+
+}  // namespace
+
+bool FuseConvActivationPass::run(Graph& g, PassContext& ctx) {
+  bool changed = false;
+  ConvFuser f(g, ctx);
+  // A rewrite removes only nodes after the conv (Add, activation), never allocates one, and turns
+  // the conv itself into FusedConv in place; removed nodes are skipped by identity.
+  for (Node* n : g.node_list()) {
+    if (f.removed(n) || !is_op(n, "Conv")) continue;
+    changed |= f.fuse(n);
+  }
+  return changed;
+}
+
+}  // namespace fusec

@@ -1,0 +1,503 @@
+// fold_batchnorm: BN / per-channel Mul and Add folded into Conv, BN and bias Add folded into
+// Gemm/MatMul. Each positive case checks op counts, names and numbers against the unfolded graph;
+// each guard has a near-miss case that leaves the graph unchanged.
+#include <random>
+
+#include "ir/half.h"
+
+#include "passes/fold_batchnorm.h"
+#include "passes/pattern.h"
+#include "passes/pipeline.h"
+#include "passes/verify.h"
+#include "test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+Tensor random_tensor(std::vector<int64_t> dims, uint64_t seed, float lo = -1, float hi = 1) {
+  Tensor t(DType::Float32, std::move(dims));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+Tensor to_f16(const Tensor& f) {
+  Tensor t(DType::Float16, f.dims());
+  for (int64_t i = 0; i < f.numel(); ++i) t.data<uint16_t>()[i] = float_to_half(f.data<float>()[i]);
+  return t;
+}
+
+struct ConvSpec {
+  int64_t n = 2, c = 4, m = 6, group = 1;
+  std::vector<int64_t> spatial = {5, 5}, kernel = {3, 3};
+  bool bias = true;
+};
+
+Value* add_input(GraphBuilder& b, const std::string& name, const ConvSpec& s) {
+  std::vector<int64_t> dims = {s.n, s.c};
+  for (auto d : s.spatial) dims.push_back(d);
+  return b.input(name, DType::Float32, shape_of(dims));
+}
+
+/// Conv with 'same' padding and random weights (and bias, per spec).
+Value* add_conv(GraphBuilder& b, Value* x, const ConvSpec& s, const std::string& name, uint64_t seed) {
+  std::vector<int64_t> wd = {s.m, s.c / s.group};
+  for (auto k : s.kernel) wd.push_back(k);
+  std::vector<Value*> ins = {x, b.initializer(name + ".W", random_tensor(wd, seed))};
+  if (s.bias) ins.push_back(b.initializer(name + ".B", random_tensor({s.m}, seed + 1)));
+  std::vector<int64_t> pads;
+  for (auto k : s.kernel) pads.push_back(k / 2);
+  for (auto k : s.kernel) pads.push_back(k / 2);
+  return b.node("Conv", ins, {attr("group", s.group), attr("kernel_shape", s.kernel), attr("pads", pads)}, name);
+}
+
+/// BatchNormalization with random inference statistics (var > 0).
+Value* add_bn(GraphBuilder& b, Value* x, int64_t ch, const std::string& name, uint64_t seed, float eps = 1e-5f,
+              std::vector<NamedAttribute> extra = {}) {
+  std::vector<NamedAttribute> attrs = {attr("epsilon", eps)};
+  for (auto& a : extra) attrs.push_back(a);
+  return b.node("BatchNormalization",
+                {x, b.initializer(name + ".scale", random_tensor({ch}, seed, 0.5f, 1.5f)),
+                 b.initializer(name + ".bias", random_tensor({ch}, seed + 1)),
+                 b.initializer(name + ".mean", random_tensor({ch}, seed + 2)),
+                 b.initializer(name + ".var", random_tensor({ch}, seed + 3, 0.1f, 2.0f))},
+                attrs, name);
+}
+
+int count(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op_type == op;
+  return n;
+}
+
+const Node* node_named(const Graph& g, const std::string& name) {
+  for (const auto& n : g.nodes())
+    if (n->name == name) return n.get();
+  return nullptr;
+}
+
+struct Folded {
+  std::unique_ptr<Graph> before, after;
+  PassContext ctx;
+  bool changed = false;
+};
+
+/// Runs one sweep of the pass on a copy of `g` (types inferred), then re-sorts and re-infers.
+Folded fold(std::unique_ptr<Graph> g) {
+  Folded f;
+  infer_shapes(*g);
+  f.before = g->clone();
+  f.after = std::move(g);
+  FoldBatchNormPass pass;
+  f.changed = pass.run(*f.after, f.ctx);
+  f.after->topo_sort();
+  infer_shapes(*f.after);
+  validate_graph(*f.after);
+  return f;
+}
+
+void expect_same_numbers(const Folded& f, uint64_t seed = 7) {
+  VerifyResult r = verify_equivalence(*f.before, *f.after, 2, seed, {1e-4, 1e-5});
+  for (const auto& o : r.outputs) EXPECT_TRUE(o.ok) << o.name << ": max abs " << o.max_abs << " " << o.problem;
+  EXPECT_TRUE(r.ok);
+}
+
+/// Not folded: the graph is bit-for-bit the same and a near-miss gives `reason`.
+void expect_near_miss(const Folded& f, const std::string& reason) {
+  EXPECT_FALSE(f.changed);
+  EXPECT_EQ(graph_difference(*f.before, *f.after), "");
+  bool found = false;
+  std::string all;
+  for (const auto& m : f.ctx.near_misses) {
+    all += "\n  " + m.what + ": " + m.reason;
+    found |= m.pass == "fold_batchnorm" && m.reason.find(reason) != std::string::npos;
+  }
+  EXPECT_TRUE(found) << "no near-miss mentioning '" << reason << "'; got:" << all;
+}
+
+std::unique_ptr<Graph> conv_bn_graph(const ConvSpec& s, float eps = 1e-5f) {
+  GraphBuilder b;
+  Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
+  b.output(add_bn(b, y, s.m, "bn1", 10, eps));
+  return b.build();
+}
+
+void expect_conv_bn_folded(const ConvSpec& s, float eps = 1e-5f) {
+  Folded f = fold(conv_bn_graph(s, eps));
+  EXPECT_TRUE(f.changed);
+  EXPECT_EQ(count(*f.after, "BatchNormalization"), 0);
+  ASSERT_EQ(count(*f.after, "Conv"), 1);
+  const Node* c = node_named(*f.after, "c1");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->outputs[0]->name, f.before->outputs[0]->name);  // the BN's output value survives
+  EXPECT_EQ(c->fused_from, (std::vector<std::string>{"c1", "bn1"}));
+  ASSERT_NE(c->input(2), nullptr);  // a bias exists afterwards, with or without one before
+  ASSERT_EQ(f.ctx.rewrites.size(), 1u);
+  EXPECT_EQ(f.ctx.rewrites[0].replaced, (std::vector<std::string>{"c1", "bn1"}));
+  expect_same_numbers(f);
+}
+
+}  // namespace
+
+// ---- Conv -> BatchNormalization ---------------------------------------------------------------
+
+TEST(FoldBatchNorm, Conv2dWithBias) { expect_conv_bn_folded({}); }
+
+TEST(FoldBatchNorm, ConvWithoutBiasAndOtherEpsilon) {
+  ConvSpec s;
+  s.bias = false;
+  expect_conv_bn_folded(s, 1e-3f);
+  expect_conv_bn_folded(s, 0.1f);
+}
+
+TEST(FoldBatchNorm, DepthwiseConv) {
+  ConvSpec s;
+  s.c = s.m = s.group = 6;
+  expect_conv_bn_folded(s);
+}
+
+TEST(FoldBatchNorm, GroupedConv) {
+  ConvSpec s;
+  s.c = 4, s.m = 6, s.group = 2;
+  expect_conv_bn_folded(s);
+  s.bias = false;
+  expect_conv_bn_folded(s);
+}
+
+TEST(FoldBatchNorm, Conv1dAnd3d) {
+  ConvSpec one;
+  one.spatial = {9}, one.kernel = {3};
+  expect_conv_bn_folded(one);
+  ConvSpec three;
+  three.spatial = {4, 5, 3}, three.kernel = {3, 1, 3};
+  expect_conv_bn_folded(three);
+}
+
+TEST(FoldBatchNorm, Float16) {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float16, shape_of({2, 4, 5, 5}));
+  Value* y = b.node("Conv", {x, b.initializer("W", to_f16(random_tensor({6, 4, 3, 3}, 1)))},
+                    {attr("kernel_shape", std::vector<int64_t>{3, 3})}, "c1");
+  b.output(b.node("BatchNormalization",
+                  {y, b.initializer("sc", to_f16(random_tensor({6}, 2, 0.5f, 1.5f))),
+                   b.initializer("bb", to_f16(random_tensor({6}, 3))), b.initializer("mu", to_f16(random_tensor({6}, 4))),
+                   b.initializer("var", to_f16(random_tensor({6}, 5, 0.1f, 2)))},
+                  {}, "bn1"));
+  Folded f = fold(b.build());
+  EXPECT_EQ(count(*f.after, "BatchNormalization"), 0);
+  const Node* c = node_named(*f.after, "c1");
+  EXPECT_EQ(c->input(1)->type.dtype, DType::Float16);
+  EXPECT_EQ(c->input(2)->type.dtype, DType::Float16);
+  // Half rounding differs (the folded weights are rounded once more), so a half-sized tolerance.
+  EXPECT_TRUE(verify_equivalence(*f.before, *f.after, 2, 9, {1e-2, 1e-2}).ok);
+}
+
+TEST(FoldBatchNorm, SharedWeightIsNotModified) {
+  // Two convs read the same W; folding one BN must leave the other conv's weight untouched.
+  ConvSpec s;
+  GraphBuilder b;
+  Value* x = add_input(b, "x", s);
+  Value* w = b.initializer("W", random_tensor({6, 4, 3, 3}, 3));
+  auto conv = [&](const std::string& name) {
+    return b.node("Conv", {x, w}, {attr("kernel_shape", std::vector<int64_t>{3, 3})}, name);
+  };
+  b.output(add_bn(b, conv("c1"), 6, "bn1", 20));
+  b.output(conv("c2"));
+  Folded f = fold(b.build());
+  EXPECT_EQ(count(*f.after, "BatchNormalization"), 0);
+  EXPECT_EQ(node_named(*f.after, "c2")->input(1)->name, "W");
+  EXPECT_NE(node_named(*f.after, "c1")->input(1)->name, "W");
+  expect_same_numbers(f);
+}
+
+TEST(FoldBatchNorm, ChainFoldsInOneSweepAndIsIdempotent) {
+  // Conv -> BN -> Mul(per channel) -> Add(per channel): all three folded into c1.
+  ConvSpec s;
+  GraphBuilder b;
+  Value* y = add_bn(b, add_conv(b, add_input(b, "x", s), s, "c1", 1), 6, "bn1", 30);
+  y = b.node("Mul", {y, b.initializer("scale", random_tensor({6, 1, 1}, 31))}, {}, "mul1");
+  y = b.node("Add", {b.initializer("shift", random_tensor({1, 6, 1, 1}, 32)), y}, {}, "add1");
+  b.output(y);
+  Folded f = fold(b.build());
+  EXPECT_EQ(f.after->nodes().size(), 1u);
+  const Node* c = node_named(*f.after, "c1");
+  EXPECT_EQ(c->fused_from, (std::vector<std::string>{"c1", "bn1", "mul1", "add1"}));
+  EXPECT_EQ(c->outputs[0]->name, f.before->outputs[0]->name);
+  expect_same_numbers(f);
+  FoldBatchNormPass pass;
+  PassContext ctx;
+  EXPECT_FALSE(pass.run(*f.after, ctx));
+}
+
+// ---- Conv -> Mul / Add of a per-channel constant ---------------------------------------------
+
+TEST(FoldBatchNorm, ConvMulPerChannelShapes) {
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{6, 1, 1}, {1, 6, 1, 1}, {}, {1}, {1, 1, 1}}) {
+    SCOPED_TRACE(dims_str(dims));
+    ConvSpec s;
+    GraphBuilder b;
+    Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
+    b.output(b.node("Mul", {y, b.initializer("k", random_tensor(dims, 40))}, {}, "mul1"));
+    Folded f = fold(b.build());
+    EXPECT_TRUE(f.changed);
+    EXPECT_EQ(count(*f.after, "Mul"), 0);
+    expect_same_numbers(f);
+  }
+}
+
+TEST(FoldBatchNorm, ConvAddCreatesBias) {
+  ConvSpec s;
+  s.bias = false;
+  s.spatial = {7}, s.kernel = {3};
+  GraphBuilder b;
+  Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
+  b.output(b.node("Add", {y, b.initializer("k", random_tensor({6, 1}, 41))}, {}, "add1"));
+  Folded f = fold(b.build());
+  EXPECT_EQ(count(*f.after, "Add"), 0);
+  const Node* c = node_named(*f.after, "c1");
+  ASSERT_NE(c->input(2), nullptr);
+  EXPECT_EQ(c->input(1)->name, "c1.W");  // an Add leaves the weight alone
+  expect_same_numbers(f);
+}
+
+TEST(FoldBatchNorm, ConvAddWithNonConstantWeight) {
+  // Only the bias changes for an Add, so the weight need not be constant.
+  ConvSpec s;
+  GraphBuilder b;
+  Value* x = add_input(b, "x", s);
+  Value* w = b.input("W", DType::Float32, shape_of({6, 4, 3, 3}));
+  Value* y = b.node("Conv", {x, w, b.initializer("B", random_tensor({6}, 2))},
+                    {attr("kernel_shape", std::vector<int64_t>{3, 3})}, "c1");
+  b.output(b.node("Add", {y, b.initializer("k", random_tensor({1, 6, 1, 1}, 42))}, {}, "add1"));
+  Folded f = fold(b.build());
+  EXPECT_EQ(count(*f.after, "Add"), 0);
+  expect_same_numbers(f);
+}
+
+// ---- Gemm / MatMul -> BatchNormalization, -> Add --------------------------------------------
+
+std::unique_ptr<Graph> gemm_graph(bool trans_b, bool with_c, float alpha, float beta, const std::string& tail) {
+  GraphBuilder b;
+  Value* a = b.input("a", DType::Float32, shape_of({3, 5}));
+  Value* w = b.initializer("W", random_tensor(trans_b ? std::vector<int64_t>{4, 5} : std::vector<int64_t>{5, 4}, 50));
+  std::vector<Value*> ins = {a, w};
+  if (with_c) ins.push_back(b.initializer("C", random_tensor({4}, 51)));
+  Value* y = b.node("Gemm", ins,
+                    {attr("transB", int64_t{trans_b}), attr("alpha", alpha), attr("beta", beta)}, "g1");
+  if (tail == "bn") y = add_bn(b, y, 4, "bn1", 52, 1e-4f);
+  else y = b.node("Add", {y, b.initializer("bias", random_tensor({1, 4}, 53))}, {}, "add1");
+  b.output(y);
+  return b.build();
+}
+
+TEST(FoldBatchNorm, GemmBatchNorm) {
+  for (bool trans_b : {false, true})
+    for (bool with_c : {false, true}) {
+      SCOPED_TRACE(std::to_string(trans_b) + std::to_string(with_c));
+      Folded f = fold(gemm_graph(trans_b, with_c, 0.5f, 2.0f, "bn"));
+      EXPECT_EQ(count(*f.after, "BatchNormalization"), 0);
+      EXPECT_EQ(count(*f.after, "Gemm"), 1);
+      EXPECT_EQ(node_named(*f.after, "g1")->fused_from, (std::vector<std::string>{"g1", "bn1"}));
+      expect_same_numbers(f);
+    }
+}
+
+TEST(FoldBatchNorm, GemmAddIntoC) {
+  for (bool with_c : {false, true}) {
+    SCOPED_TRACE(with_c);
+    Folded f = fold(gemm_graph(true, with_c, 1.5f, 0.25f, "add"));
+    EXPECT_EQ(count(*f.after, "Add"), 0);
+    EXPECT_EQ(node_named(*f.after, "g1")->attr_float("beta", 1.0f), 1.0f);
+    expect_same_numbers(f);
+  }
+}
+
+TEST(FoldBatchNorm, MatMulBatchNormBecomesGemm) {
+  GraphBuilder b;
+  Value* a = b.input("a", DType::Float32, shape_of({3, 5}));
+  Value* y = b.node("MatMul", {a, b.initializer("W", random_tensor({5, 4}, 60))}, {}, "m1");
+  b.output(add_bn(b, y, 4, "bn1", 61, 1e-3f));
+  Folded f = fold(b.build());
+  EXPECT_EQ(count(*f.after, "MatMul"), 0);
+  EXPECT_EQ(count(*f.after, "BatchNormalization"), 0);
+  const Node* g = node_named(*f.after, "m1");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->op_type, "Gemm");
+  expect_same_numbers(f);
+}
+
+TEST(FoldBatchNorm, MatMulAddBatchNormBecomesOneGemm) {
+  GraphBuilder b;
+  Value* a = b.input("a", DType::Float32, shape_of({3, 5}));
+  Value* y = b.node("MatMul", {a, b.initializer("W", random_tensor({5, 4}, 60))}, {}, "m1");
+  y = b.node("Add", {b.initializer("bias", random_tensor({4}, 62)), y}, {}, "add1");
+  b.output(add_bn(b, y, 4, "bn1", 63));
+  Folded f = fold(b.build());
+  ASSERT_EQ(f.after->nodes().size(), 1u);
+  const Node* g = node_named(*f.after, "m1");
+  ASSERT_NE(g, nullptr);
+  EXPECT_EQ(g->op_type, "Gemm");
+  EXPECT_EQ(g->fused_from, (std::vector<std::string>{"m1", "add1", "bn1"}));
+  EXPECT_EQ(g->outputs[0]->name, f.before->outputs[0]->name);
+  expect_same_numbers(f);
+}
+
+TEST(FoldBatchNorm, MatMulAddAloneIsLeftToFuseMatMulBias) {
+  // Without a BN after it, MatMul + bias (maybe + activation) is fuse_matmul_bias's pattern.
+  GraphBuilder b;
+  Value* a = b.input("a", DType::Float32, shape_of({3, 5}));
+  Value* y = b.node("MatMul", {a, b.initializer("W", random_tensor({5, 4}, 60))}, {}, "m1");
+  b.output(b.node("Relu", {b.node("Add", {y, b.initializer("bias", random_tensor({4}, 62))}, {}, "add1")}));
+  Folded f = fold(b.build());
+  EXPECT_FALSE(f.changed);
+  EXPECT_TRUE(f.ctx.near_misses.empty());
+}
+
+TEST(FoldBatchNorm, MatMulNdAddIsNotOurs) {
+  // MatMul with 3-D A + bias is FusedMatMul's pattern: no rewrite and no near-miss here.
+  GraphBuilder b;
+  Value* a = b.input("a", DType::Float32, shape_of({2, 3, 5}));
+  Value* y = b.node("MatMul", {a, b.initializer("W", random_tensor({5, 4}, 63))}, {}, "m1");
+  b.output(b.node("Add", {y, b.initializer("bias", random_tensor({4}, 64))}, {}, "add1"));
+  Folded f = fold(b.build());
+  EXPECT_FALSE(f.changed);
+  EXPECT_TRUE(f.ctx.near_misses.empty());
+}
+
+TEST(FoldBatchNorm, InThePipeline) {
+  ConvSpec s;
+  auto g = conv_bn_graph(s);
+  infer_shapes(*g);
+  auto before = g->clone();
+  PipelineOptions po;
+  po.only = {"fold_batchnorm"};
+  po.pass.portable = true;  // standard ONNX out, so it runs under --portable too
+  OptimizeResult r = optimize_graph(*g, po);
+  EXPECT_EQ(count(*g, "BatchNormalization"), 0);
+  EXPECT_EQ(r.rewrites.size(), 1u);
+  EXPECT_TRUE(verify_equivalence(*before, *g, 2, 3, {1e-4, 1e-5}).ok);
+}
+
+// ---- Near-misses -----------------------------------------------------------------------------
+
+TEST(FoldBatchNormNearMiss, ConvOutputHasSecondConsumer) {
+  ConvSpec s;
+  GraphBuilder b;
+  Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
+  b.output(add_bn(b, y, 6, "bn1", 10));
+  b.output(b.node("Relu", {y}, {}, "r1"));
+  expect_near_miss(fold(b.build()), "has 2 consumers");
+}
+
+TEST(FoldBatchNormNearMiss, ConvOutputIsGraphOutput) {
+  ConvSpec s;
+  GraphBuilder b;
+  Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
+  b.output(add_bn(b, y, 6, "bn1", 10));
+  b.output(y);
+  expect_near_miss(fold(b.build()), "is a graph output");
+}
+
+TEST(FoldBatchNormNearMiss, BatchNormParamsNotConstant) {
+  ConvSpec s;
+  GraphBuilder b;
+  Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
+  Value* mean = b.input("mean", DType::Float32, shape_of({6}));
+  b.output(b.node("BatchNormalization",
+                  {y, b.initializer("sc", random_tensor({6}, 1)), b.initializer("bb", random_tensor({6}, 2)), mean,
+                   b.initializer("var", random_tensor({6}, 3, 0.1f, 1))},
+                  {}, "bn1"));
+  expect_near_miss(fold(b.build()), "its mean is not constant");
+}
+
+TEST(FoldBatchNormNearMiss, TrainingMode) {
+  ConvSpec s;
+  GraphBuilder b(15);
+  Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
+  b.output(add_bn(b, y, 6, "bn1", 10, 1e-5f, {attr("training_mode", int64_t{1})}));
+  expect_near_miss(fold(b.build()), "training mode");
+}
+
+TEST(FoldBatchNormNearMiss, StatisticsOutputsUsed) {
+  // Opset 9: the running mean/var outputs exist only in training; using them rules folding out.
+  ConvSpec s;
+  GraphBuilder b(9);
+  Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
+  auto outs = b.node_n("BatchNormalization",
+                       {y, b.initializer("sc", random_tensor({6}, 1, 0.5f, 1.5f)), b.initializer("bb", random_tensor({6}, 2)),
+                        b.initializer("mu", random_tensor({6}, 3)), b.initializer("var", random_tensor({6}, 4, 0.1f, 1))},
+                       3, {}, "bn1");
+  b.output(outs[0]);
+  b.output(outs[1]);
+  expect_near_miss(fold(b.build()), "is used (training)");
+}
+
+TEST(FoldBatchNormNearMiss, WeightNotConstant) {
+  ConvSpec s;
+  GraphBuilder b;
+  Value* x = add_input(b, "x", s);
+  Value* w = b.input("W", DType::Float32, shape_of({6, 4, 3, 3}));
+  Value* y = b.node("Conv", {x, w}, {attr("kernel_shape", std::vector<int64_t>{3, 3})}, "c1");
+  b.output(add_bn(b, y, 6, "bn1", 10));
+  expect_near_miss(fold(b.build()), "conv weight 'W' is not a constant");
+}
+
+TEST(FoldBatchNormNearMiss, GemmWeightNotConstant) {
+  GraphBuilder b;
+  Value* a = b.input("a", DType::Float32, shape_of({3, 5}));
+  Value* w = b.input("W", DType::Float32, shape_of({5, 4}));
+  b.output(add_bn(b, b.node("Gemm", {a, w}, {}, "g1"), 4, "bn1", 10));
+  expect_near_miss(fold(b.build()), "weight 'W' is not a constant");
+}
+
+TEST(FoldBatchNormNearMiss, NotFloat) {
+  GraphBuilder b;
+  Value* a = b.input("a", DType::Int32, shape_of({3, 5}));
+  Tensor w(DType::Int32, {5, 4}), bias(DType::Int32, {4});
+  Value* y = b.node("Gemm", {a, b.initializer("W", w)}, {}, "g1");
+  b.output(b.node("Add", {y, b.initializer("bias", bias)}, {}, "add1"));
+  expect_near_miss(fold(b.build()), "not a floating-point type");
+}
+
+TEST(FoldBatchNormNearMiss, MulConstantNotPerChannel) {
+  // [6] right-aligns with the width axis, [1,6,6,6] varies over space, [1,1,6,1] along height,
+  // [2,6,1,1] along the batch.
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{6}, {1, 6, 6, 6}, {1, 1, 6, 1}, {2, 6, 1, 1}}) {
+    SCOPED_TRACE(dims_str(dims));
+    ConvSpec s;
+    s.m = 6, s.spatial = {6, 6};
+    GraphBuilder b;
+    Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
+    b.output(b.node("Mul", {y, b.initializer("k", random_tensor(dims, 70))}, {}, "mul1"));
+    expect_near_miss(fold(b.build()), "is not per-channel");
+  }
+}
+
+TEST(FoldBatchNormNearMiss, AddConstantGrowsOutput) {
+  ConvSpec s;
+  GraphBuilder b;
+  Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
+  b.output(b.node("Add", {y, b.initializer("k", random_tensor({1, 1, 6, 1, 1}, 71))}, {}, "add1"));
+  expect_near_miss(fold(b.build()), "more dims than the output");
+}
+
+TEST(FoldBatchNormNearMiss, MatMulNdBatchNorm) {
+  // BN normalizes axis 1 (the 3 rows of each batch), not the 4 features the weight produces.
+  GraphBuilder b;
+  Value* a = b.input("a", DType::Float32, shape_of({2, 3, 5}));
+  Value* y = b.node("MatMul", {a, b.initializer("W", random_tensor({5, 4}, 80))}, {}, "m1");
+  b.output(add_bn(b, y, 3, "bn1", 81));
+  expect_near_miss(fold(b.build()), "not the feature axis");
+}
+
+TEST(FoldBatchNormNearMiss, GemmCNotConstant) {
+  GraphBuilder b;
+  Value* a = b.input("a", DType::Float32, shape_of({3, 5}));
+  Value* c = b.input("C", DType::Float32, shape_of({4}));
+  Value* y = b.node("Gemm", {a, b.initializer("W", random_tensor({5, 4}, 90)), c}, {}, "g1");
+  b.output(b.node("Add", {y, b.initializer("bias", random_tensor({4}, 91))}, {}, "add1"));
+  expect_near_miss(fold(b.build()), "C 'C' is not a constant");
+}

@@ -1,0 +1,176 @@
+// fuse_skip_layernorm: residual Add + LayerNormalization -> SkipLayerNorm (with S when the sum is
+// read later); each guard leaves the graph alone and says why.
+#include "passes/fuse_skip_layernorm.h"
+
+#include "passes/pattern.h"
+#include "passes/verify.h"
+#include "test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+int count(const Graph& g, const std::string& op, const std::string& domain = "") {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op_type == op && node->domain == domain;
+  return n;
+}
+
+const Node* find_op(const Graph& g, const std::string& op) {
+  for (const auto& n : g.nodes())
+    if (n->op_type == op) return n.get();
+  return nullptr;
+}
+
+struct Outcome {
+  std::unique_ptr<Graph> original, optimized;
+  PassContext ctx;
+  bool changed = false;
+};
+
+Outcome run_pass(std::unique_ptr<Graph> g, PassOptions opts = {}) {
+  infer_shapes(*g);
+  Outcome o;
+  o.original = g->clone();
+  o.ctx = PassContext(opts);
+  FuseSkipLayerNormPass pass;
+  o.changed = pass.run(*g, o.ctx);
+  g->topo_sort();
+  infer_shapes(*g);
+  validate_graph(*g);
+  PassContext again(opts);
+  EXPECT_FALSE(pass.run(*g, again)) << "not idempotent";
+  o.optimized = std::move(g);
+  return o;
+}
+
+void expect_same_numbers(const Outcome& o) {
+  VerifyResult v = verify_equivalence(*o.original, *o.optimized, 2, 5, {1e-4, 1e-5});
+  EXPECT_TRUE(v.ok);
+  for (const auto& c : v.outputs) EXPECT_TRUE(c.ok) << c.name << ": max abs " << c.max_abs << " " << c.problem;
+}
+
+void expect_unchanged(const Outcome& o, const std::string& reason_part) {
+  EXPECT_FALSE(o.changed);
+  EXPECT_EQ(graph_difference(*o.original, *o.optimized), "");
+  bool found = false;
+  for (const auto& nm : o.ctx.near_misses) found |= nm.reason.find(reason_part) != std::string::npos;
+  EXPECT_TRUE(found) << "no near-miss mentioning '" << reason_part << "' (" << o.ctx.near_misses.size() << " recorded"
+                     << (o.ctx.near_misses.empty() ? "" : ": " + o.ctx.near_misses[0].reason) << ")";
+}
+
+std::vector<float> ramp(size_t n, float from, float step) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = from + step * static_cast<float>(i);
+  return v;
+}
+
+struct Net {
+  GraphBuilder b{17};
+  Value* a = b.input("a", DType::Float32, {2, 4, 8});
+  Value* gamma = b.initializer("gamma", floats(ramp(8, 0.9f, 0.03f), {8}));
+  Value* beta = b.initializer("beta", floats(ramp(8, -0.1f, 0.02f), {8}));
+  /// LayerNormalization(s) with `n_out` outputs.
+  std::vector<Value*> ln(Value* s, size_t n_out = 1, bool bias = true, std::vector<NamedAttribute> attrs = {}) {
+    attrs.push_back(attr("epsilon", 1e-3f));
+    std::vector<Value*> ins = {s, gamma};
+    if (bias) ins.push_back(beta);
+    return b.node_n("LayerNormalization", ins, n_out, attrs, "ln");
+  }
+};
+
+}  // namespace
+
+TEST(FuseSkipLayerNorm, ResidualAddAndLayerNormBecomeOne) {
+  for (int order = 0; order < 2; ++order)
+    for (int bias = 0; bias < 2; ++bias) {
+      SCOPED_TRACE("order " + std::to_string(order) + " bias " + std::to_string(bias));
+      Net n;
+      Value* r = n.b.input("r", DType::Float32, {2, 4, 8});
+      Value* s = order ? n.b.node("Add", {r, n.a}, {}, "residual") : n.b.node("Add", {n.a, r}, {}, "residual");
+      n.b.output(n.ln(s, 1, bias == 1)[0]);
+      Outcome o = run_pass(n.b.build());
+      EXPECT_TRUE(o.changed);
+      ASSERT_EQ(o.optimized->nodes().size(), 1u);
+      const Node* f = find_op(*o.optimized, "SkipLayerNorm");
+      ASSERT_TRUE(f);
+      EXPECT_EQ(f->domain, "ai.fusec");
+      EXPECT_EQ(f->name, "residual");
+      EXPECT_EQ(f->fused_from, (std::vector<std::string>{"residual", "ln"}));
+      EXPECT_EQ(f->num_present_inputs(), bias ? 4u : 3u);
+      EXPECT_FLOAT_EQ(f->attr_float("epsilon", 0), 1e-3f);
+      EXPECT_EQ(f->outputs.size(), 1u);
+      EXPECT_EQ(o.optimized->opset("ai.fusec"), 1);
+      expect_same_numbers(o);
+    }
+}
+
+TEST(FuseSkipLayerNorm, SumReadLaterIsTheSecondOutput) {
+  // Post-LN block: s = a + r; y = LN(s); the next residual reads s too.
+  Net n;
+  Value* r = n.b.input("r", DType::Float32, {2, 4, 8});
+  Value* s = n.b.node("Add", {n.a, r}, {}, "residual");
+  Value* y = n.ln(s)[0];
+  n.b.output(n.b.node("Add", {y, s}, {}, "next_residual"));
+  Outcome o = run_pass(n.b.build());
+  const Node* f = find_op(*o.optimized, "SkipLayerNorm");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->outputs.size(), 2u);
+  EXPECT_EQ(f->outputs[1]->name, "residual_out");
+  EXPECT_EQ(o.optimized->nodes().size(), 2u);
+  expect_same_numbers(o);
+}
+
+TEST(FuseSkipLayerNorm, SkipMayBroadcastToX) {
+  // Embeddings: Gather output + a position table [4, 8] (constant) -> LN.
+  Net n;
+  Value* pos = n.b.initializer("pos", floats(ramp(32, -0.5f, 0.03f), {4, 8}));
+  n.b.output(n.ln(n.b.node("Add", {pos, n.a}, {}, "embed_add"))[0]);
+  Outcome o = run_pass(n.b.build());
+  const Node* f = find_op(*o.optimized, "SkipLayerNorm");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->input(0)->name, "a");  // X is the operand with the sum's shape
+  EXPECT_EQ(f->input(1)->name, "pos");
+  expect_same_numbers(o);
+}
+
+TEST(FuseSkipLayerNorm, GuardsAreNearMisses) {
+  {  // neither operand has the sum's shape
+    GraphBuilder b(17);
+    Value* a = b.input("a", DType::Float32, {2, 1, 8});
+    Value* c = b.input("c", DType::Float32, {1, 4, 8});
+    Value* s = b.node("Add", {a, c}, {}, "add");
+    b.output(b.node("LayerNormalization", {s, b.initializer("g", floats(std::vector<float>(8, 1.0f), {8}))}, {}, "ln"));
+    expect_unchanged(run_pass(b.build()), "neither operand has the sum's shape");
+  }
+  {  // a MatMul's bias: left for the MatMul fusion
+    Net n;
+    Value* w = n.b.initializer("w", floats(ramp(64, -0.3f, 0.01f), {8, 8}));
+    Value* h = n.b.node("MatMul", {n.a, w}, {}, "fc");
+    n.b.output(n.ln(n.b.node("Add", {h, n.b.initializer("fc.bias", floats(ramp(8, 0, 0.1f), {8}))}, {}, "fc_bias"))[0]);
+    expect_unchanged(run_pass(n.b.build()), "that is the MatMul's bias");
+  }
+  {  // the LayerNorm's Mean output is read
+    Net n;
+    Value* r = n.b.input("r", DType::Float32, {2, 4, 8});
+    auto outs = n.ln(n.b.node("Add", {n.a, r}), 3);
+    n.b.output(outs[0]);
+    n.b.output(outs[1]);
+    expect_unchanged(run_pass(n.b.build()), "Mean output is read");
+  }
+  {  // stash_type other than float32
+    Net n;
+    Value* r = n.b.input("r", DType::Float32, {2, 4, 8});
+    n.b.output(n.ln(n.b.node("Add", {n.a, r}), 1, true, {attr("stash_type", int64_t{11})})[0]);
+    expect_unchanged(run_pass(n.b.build()), "stash_type 11");
+  }
+  {  // --portable
+    Net n;
+    Value* r = n.b.input("r", DType::Float32, {2, 4, 8});
+    n.b.output(n.ln(n.b.node("Add", {n.a, r}))[0]);
+    PassOptions p;
+    p.portable = true;
+    expect_unchanged(run_pass(n.b.build(), p), "--portable");
+  }
+}
