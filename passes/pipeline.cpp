@@ -8,7 +8,9 @@
 #include "passes/constant_folding.h"
 #include "passes/fold_batchnorm.h"
 #include "passes/fuse_conv_activation.h"
+#include "passes/fuse_elementwise.h"
 #include "passes/fuse_layernorm_gelu.h"
+#include "passes/fuse_matmul_bias.h"
 #include "passes/fuse_skip_layernorm.h"
 #include "passes/infer_shapes.h"
 #include "passes/recognize_gelu.h"
@@ -39,6 +41,10 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   p.push_back(std::make_unique<FuseLayerNormGeluPass>());
   // Conv (BN folded) + residual Add + activation -> FusedConv; after recognize_gelu, so Conv -> Gelu is one node.
   p.push_back(std::make_unique<FuseConvActivationPass>());
+  // After the LayerNorm/GELU fusions (a GELU is one node to absorb), before fuse_elementwise takes the Add.
+  p.push_back(std::make_unique<FuseMatMulBiasPass>());
+  // Last: mops up the elementwise chains the specific fusions left, one kernel per region.
+  p.push_back(std::make_unique<FuseElementwisePass>());
   return p;
 }
 

@@ -65,6 +65,7 @@ void register_movement_kernels(KernelRegistry& r);
 void register_generator_kernels(KernelRegistry& r);
 void register_resize_kernels(KernelRegistry& r);
 void register_fused_kernels(KernelRegistry& r);  // ai.fusec ops, composed of the standard kernels
+void register_fused_elementwise_kernels(KernelRegistry& r);  // ai.fusec FusedElementwise interpreter
 
 /// Runs one node on the CPU: infers output shapes from the actual inputs, allocates the outputs
 /// and calls the kernel. Used by the executor's dynamic path and by shape-value propagation.

@@ -29,6 +29,7 @@ const KernelRegistry& KernelRegistry::global() {
     register_generator_kernels(r);
     register_resize_kernels(r);
     register_fused_kernels(r);
+    register_fused_elementwise_kernels(r);
     return r;
   }();
   return reg;

@@ -18,6 +18,7 @@ void register_movement_schemas(OpRegistry& r);      // ir/ops/movement.cpp (Conc
 void register_generator_schemas(OpRegistry& r);     // ir/ops/generator.cpp (Constant, Range...)
 void register_resize_schemas(OpRegistry& r);        // ir/ops/resize.cpp
 void register_fused_schemas(OpRegistry& r);         // ir/ops/fused.cpp (ai.fusec domain)
+void register_fused_elementwise_schemas(OpRegistry& r);  // ir/ops/fused_elementwise.cpp (ai.fusec)
 
 inline void register_all_op_schemas(OpRegistry& r) {
   register_elementwise_schemas(r);
@@ -33,6 +34,7 @@ inline void register_all_op_schemas(OpRegistry& r) {
   register_generator_schemas(r);
   register_resize_schemas(r);
   register_fused_schemas(r);  // last: the fused ops borrow the standard ones' inference and cost
+  register_fused_elementwise_schemas(r);
 }
 
 }  // namespace fusec

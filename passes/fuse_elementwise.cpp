@@ -1,0 +1,415 @@
+// fuse_elementwise: a connected region of elementwise float ops -> one ai.fusec FusedElementwise.
+//
+//    x[N,C]  b[C]                                  x[N,C]  b[C]
+//       \    /                                        \    /
+//        Add 'a'    0.5                          FusedElementwise 'e'
+//        |   \      /                     =>             |        r0 = add i0 i1
+//        |    Mul 'b'                                    y        r1 = mul r0 0.5
+//        |     |                                                  r2 = erf r1
+//        |    Erf 'c'   1                                         r3 = add r2 1
+//        |     |       /                                          r4 = mul r0 r3
+//        |    Add 'd'-'
+//         \    /
+//          Mul 'e'
+//           |
+//           y
+//
+//   y[n] = f(x[n], b[n mod C])  with f the region's expression, evaluated per broadcast element in
+//   float32: one read of each input and one write of y instead of a round trip per op.
+//
+// A region is ≥ 2 connected ops from the opcode set (Add Sub Mul Div Pow Max Min Sum Mean Neg Abs
+// Exp Log Sqrt Reciprocal Erf Tanh Sigmoid Relu LeakyRelu Clip HardSigmoid HardSwish Softplus Floor
+// Ceil Gelu), of one float type (float32/16, bfloat16), each producing the region's output shape.
+// Every intermediate is read only inside the region and is not a graph output, so the region has
+// one output: its last node's, whose name and Value the fused node takes. Regions grow backwards
+// from each sink, so they are maximal. Scalar constants become program literals (unless one is
+// needed for the output's rank); other constants stay inputs. Nodes whose inputs are all constant
+// are left to constant folding. The pass runs last: it mops up what the specific fusions left.
+#include "passes/fuse_elementwise.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <functional>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/error.h"
+#include "ir/op_schema.h"
+#include "ir/ops/elementwise_program.h"
+#include "passes/pattern.h"
+
+namespace fusec {
+
+namespace {
+
+const char* kPass = "fuse_elementwise";
+/// Regions stop growing here, so a program stays well below kEwMaxInstructions.
+constexpr size_t kMaxRegionNodes = 256;
+
+bool fusable_dtype(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
+
+const std::map<std::string, EwOp>& binary_ops() {
+  static const std::map<std::string, EwOp> m = {
+      {"Add", EwOp::Add}, {"Sub", EwOp::Sub}, {"Mul", EwOp::Mul}, {"Div", EwOp::Div}, {"Pow", EwOp::Pow}};
+  return m;
+}
+// Variadic ops fold left over their inputs, as their kernels do (Mean then divides by the count).
+const std::map<std::string, EwOp>& variadic_ops() {
+  static const std::map<std::string, EwOp> m = {
+      {"Max", EwOp::Max}, {"Min", EwOp::Min}, {"Sum", EwOp::Add}, {"Mean", EwOp::Add}};
+  return m;
+}
+const std::map<std::string, EwOp>& unary_ops() {
+  static const std::map<std::string, EwOp> m = {
+      {"Neg", EwOp::Neg},         {"Abs", EwOp::Abs},         {"Exp", EwOp::Exp},
+      {"Log", EwOp::Log},         {"Sqrt", EwOp::Sqrt},       {"Reciprocal", EwOp::Reciprocal},
+      {"Erf", EwOp::Erf},         {"Tanh", EwOp::Tanh},       {"Sigmoid", EwOp::Sigmoid},
+      {"Relu", EwOp::Relu},       {"Softplus", EwOp::Softplus}, {"Floor", EwOp::Floor},
+      {"Ceil", EwOp::Ceil},       {"HardSwish", EwOp::HardSwish}};
+  return m;
+}
+
+/// Op type in the opcode set (ai.onnx, or ai.fusec Gelu)?
+bool in_opcode_set(const Node* n) {
+  if (n->domain == "ai.fusec") return n->op_type == "Gelu";
+  if (!n->domain.empty()) return false;
+  const std::string& op = n->op_type;
+  return binary_ops().count(op) || variadic_ops().count(op) || unary_ops().count(op) || op == "LeakyRelu" ||
+         op == "HardSigmoid" || op == "Clip" || op == "Gelu";
+}
+
+/// Inputs that are operands of the elementwise expression (and broadcast); Clip's bounds are
+/// parameters instead.
+bool is_data_input(const Node* n, size_t i) { return !(n->op_type == "Clip" && i > 0); }
+
+bool is_scalar_constant(const Value* v) {
+  const Tensor* t = constant_of(v);
+  return t && t->numel() == 1 && (is_float(t->dtype()) || is_integer(t->dtype()));
+}
+
+/// Every dim static or named: two values of that shape really are the same shape.
+bool well_known_shape(const Value* v) {
+  if (!v->type.shape) return false;
+  for (const Dim& d : *v->type.shape)
+    if (!d.is_static() && d.symbol.empty()) return false;
+  return true;
+}
+
+enum class Fit { No, WrongType, Yes };
+
+/// Can `n` join a region? WrongType (with `why`) for an op of the set on data FusedElementwise
+/// does not compute; No for everything else (another op, a legacy form, a non-constant Clip bound...).
+Fit fit(const Graph& g, const Node* n, std::string* why = nullptr) {
+  if (!in_opcode_set(n)) return Fit::No;
+  if (n->has_attr("broadcast") || n->has_attr("consumed_inputs")) return Fit::No;  // pre-opset-7 forms
+  if (!unsupported_reason(g, *n).empty()) return Fit::No;
+  if (n->outputs.size() != 1 || !n->outputs[0] || !well_known_shape(n->outputs[0])) return Fit::No;
+  const DType t = n->outputs[0]->type.dtype;
+  if (!fusable_dtype(t)) {
+    if (why)
+      *why = std::string("its data type is ") + dtype_name(t) +
+             "; FusedElementwise computes float32, float16 and bfloat16 only";
+    return Fit::WrongType;
+  }
+  if (variadic_ops().count(n->op_type) && n->inputs.size() < 2) return Fit::No;
+  // Half types round every instruction, as one op per node does; the Sum (> 2 inputs) and Mean
+  // kernels round once at the end instead, so those are left unfused to keep results identical.
+  if (t != DType::Float32 && (n->op_type == "Mean" || (n->op_type == "Sum" && n->inputs.size() > 2))) return Fit::No;
+  if (n->op_type == "Gelu") {
+    std::string a = n->attr_string("approximate", "none");
+    if (a != "none" && a != "tanh") return Fit::No;
+  }
+  bool any_variable = false;
+  for (size_t i = 0; i < n->inputs.size(); ++i) {
+    const Value* v = n->inputs[i];
+    if (!v) {
+      if (is_data_input(n, i)) return Fit::No;
+      continue;
+    }
+    if (!v->type.shape) return Fit::No;
+    const bool pow_exponent = n->op_type == "Pow" && i == 1;
+    if (!is_data_input(n, i) || (pow_exponent && v->type.dtype != t)) {
+      if (!is_scalar_constant(v)) return Fit::No;  // parameters and mixed-type exponents: literals only
+    } else if (v->type.dtype != t) {
+      return Fit::No;
+    }
+    any_variable |= !v->is_initializer();
+  }
+  return any_variable ? Fit::Yes : Fit::No;
+}
+
+/// ONNX broadcast of two shapes, or nullopt when it is not decidable statically.
+std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
+  const size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    Dim x = i < r - a.size() ? Dim(1) : a[i - (r - a.size())];
+    Dim y = i < r - b.size() ? Dim(1) : b[i - (r - b.size())];
+    if (x == y) out[i] = x;
+    else if (x.is_static() && x.value == 1) out[i] = y;
+    else if (y.is_static() && y.value == 1) out[i] = x;
+    else return std::nullopt;
+  }
+  return out;
+}
+
+struct Region {
+  Node* root = nullptr;
+  std::vector<Node*> nodes;  // topological order, root last
+};
+
+/// The root plus every producer that joined it, in topological order (producers first).
+std::vector<Node*> topological(Node* root, const std::unordered_set<Node*>& members) {
+  std::vector<Node*> order;
+  std::unordered_set<Node*> seen;
+  std::function<void(Node*)> visit = [&](Node* n) {
+    if (!seen.insert(n).second) return;
+    for (Value* v : n->inputs)
+      if (v && v->producer && members.count(v->producer)) visit(v->producer);
+    order.push_back(n);
+  };
+  visit(root);
+  return order;
+}
+
+/// Where `v` (an input of a region member) is read outside the region, or "" if nowhere.
+std::string outside_reader(const Value* v, const std::unordered_set<Node*>& members) {
+  if (v->is_graph_output) return "its output '" + v->name + "' is a graph output";
+  for (Node* c : v->consumers)
+    if (!members.count(c)) return "its output '" + v->name + "' is also read by " + describe(c) + " outside the region";
+  return "";
+}
+
+std::vector<Region> find_regions(Graph& g, PassContext& ctx, const char* pass) {
+  std::vector<Region> regions;
+  std::unordered_set<Node*> assigned;
+  std::unordered_map<Node*, Fit> fits;
+  auto fit_of = [&](Node* n) {
+    auto it = fits.find(n);
+    if (it != fits.end()) return it->second;
+    return fits[n] = fit(g, n);
+  };
+  std::unordered_set<const Node*> reported;  // one split near-miss per op and sweep
+  std::vector<Node*> nodes = g.node_list();
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    Node* root = *it;
+    if (assigned.count(root) || fit_of(root) != Fit::Yes) continue;
+    const Value* out = root->outputs[0];
+    std::unordered_set<Node*> members = {root};
+    std::vector<Node*> work = {root};
+    // A producer joins once every reader of its output is in the region; re-checked each time a
+    // node joins, so a diamond's shared producer joins when its last reader does.
+    while (!work.empty() && members.size() < kMaxRegionNodes) {
+      Node* m = work.back();
+      work.pop_back();
+      for (Value* v : m->inputs) {
+        Node* p = v ? v->producer : nullptr;
+        if (!p || members.count(p) || assigned.count(p) || fit_of(p) != Fit::Yes) continue;
+        if (!(p->outputs[0]->type.shape == out->type.shape) || p->outputs[0]->type.dtype != out->type.dtype) continue;
+        if (!outside_reader(v, members).empty()) continue;
+        members.insert(p);
+        work.push_back(p);
+        if (members.size() >= kMaxRegionNodes) break;
+      }
+    }
+    Region r{root, topological(root, members)};
+    for (Node* m : r.nodes) assigned.insert(m);
+    // Near-misses: a producer that would have joined but for a reader outside the region.
+    if (!ctx.opts.portable) {
+      for (Node* m : r.nodes)
+        for (Value* v : m->inputs) {
+          Node* p = v ? v->producer : nullptr;
+          if (!p || members.count(p) || assigned.count(p) || fit_of(p) != Fit::Yes) continue;
+          if (!(p->outputs[0]->type.shape == out->type.shape) || p->outputs[0]->type.dtype != out->type.dtype) continue;
+          std::string why = outside_reader(v, members);
+          if (why.empty() || !reported.insert(p).second) continue;
+          ctx.near_miss(pass, describe(p) + " not fused into the elementwise region ending at " + describe(root),
+                        why + " (a fused region has one output)");
+        }
+    }
+    // The same near-miss once the region it missed is a FusedElementwise (later sweeps), so the
+    // fixed-point sweep that --explain reports still says why this op stands alone.
+    if (!ctx.opts.portable)
+      for (Node* c : out->consumers)
+        if (c->op_type == "FusedElementwise" && c->domain == "ai.fusec" && c->outputs[0] &&
+            c->outputs[0]->type.shape == out->type.shape && c->outputs[0]->type.dtype == out->type.dtype) {
+          std::string why = outside_reader(out, {c});
+          if (!why.empty() && reported.insert(root).second)
+            ctx.near_miss(pass, describe(root) + " not fused into FusedElementwise '" + c->name + "'",
+                          why + " (a fused region has one output)");
+          break;
+        }
+    regions.push_back(std::move(r));
+  }
+  // Near-misses: ops of the set on a type FusedElementwise does not compute, next to another one.
+  for (Node* n : nodes) {
+    std::string why;
+    if (fit(g, n, &why) != Fit::WrongType) continue;
+    bool neighbour = false;
+    for (Value* v : n->inputs) neighbour |= v && v->producer && in_opcode_set(v->producer);
+    for (Value* v : n->outputs)
+      if (v)
+        for (Node* c : v->consumers) neighbour |= in_opcode_set(c);
+    if (neighbour) ctx.near_miss(pass, describe(n) + " not fused with its elementwise neighbours", why);
+  }
+  return regions;
+}
+
+/// Appends instructions; returns the register holding the last result.
+class Emitter {
+ public:
+  EwOperand emit(EwOp op, std::initializer_list<EwOperand> args) {
+    EwInstr ins{op, {}};
+    size_t a = 0;
+    for (const EwOperand& o : args) ins.args[a++] = o;
+    code.push_back(ins);
+    return EwOperand::reg(static_cast<int32_t>(code.size() - 1));
+  }
+  std::vector<EwInstr> code;
+};
+
+float scalar_of(const Value* v) { return static_cast<float>(constant_of(v)->as_double(0)); }
+
+/// The instructions computing node `n`, its data operands given by `operand(i)`.
+EwOperand translate(const Node* n, const std::function<EwOperand(size_t)>& operand, Emitter& e) {
+  const std::string& op = n->op_type;
+  auto lit = [](double v) { return EwOperand::literal(static_cast<float>(v)); };
+  if (auto it = binary_ops().find(op); it != binary_ops().end()) return e.emit(it->second, {operand(0), operand(1)});
+  if (auto it = variadic_ops().find(op); it != variadic_ops().end()) {
+    EwOperand acc = operand(0);
+    for (size_t i = 1; i < n->inputs.size(); ++i) acc = e.emit(it->second, {acc, operand(i)});
+    if (op == "Mean") acc = e.emit(EwOp::Div, {acc, lit(static_cast<double>(n->inputs.size()))});
+    return acc;
+  }
+  if (auto it = unary_ops().find(op); it != unary_ops().end()) return e.emit(it->second, {operand(0)});
+  if (op == "LeakyRelu") return e.emit(EwOp::LeakyRelu, {operand(0), lit(n->attr_float("alpha", 0.01f))});
+  if (op == "HardSigmoid")
+    return e.emit(EwOp::HardSigmoid, {operand(0), lit(n->attr_float("alpha", 0.2f)), lit(n->attr_float("beta", 0.5f))});
+  if (op == "Gelu")
+    return e.emit(n->attr_string("approximate", "none") == "tanh" ? EwOp::GeluTanh : EwOp::Gelu, {operand(0)});
+  if (op == "Clip") {
+    // Absent bounds are the float range, as the Clip kernel has them.
+    float lo = n->attr_float("min", -FLT_MAX), hi = n->attr_float("max", FLT_MAX);
+    if (const Value* v = n->input(1)) lo = scalar_of(v);
+    if (const Value* v = n->input(2)) hi = scalar_of(v);
+    return e.emit(EwOp::Clip, {operand(0), lit(lo), lit(hi)});
+  }
+  internal_error("fuse_elementwise: no translation for" + n->ref());
+}
+
+struct Fused {
+  std::vector<Value*> inputs;
+  ElementwiseProgram program;
+};
+
+/// The region's inputs and program, or nullopt with `why` set.
+std::optional<Fused> lower(const Region& r, std::string* why) {
+  std::unordered_set<const Node*> members(r.nodes.begin(), r.nodes.end());
+  const Value* out = r.root->outputs[0];
+  const Shape& out_shape = *out->type.shape;
+  // External data operands in order of first use; scalar constants start as literals.
+  std::vector<Value*> external;
+  std::unordered_map<const Value*, bool> as_literal;
+  for (const Node* n : r.nodes)
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      Value* v = n->inputs[i];
+      if (!v || !is_data_input(n, i) || (v->producer && members.count(v->producer)) || as_literal.count(v)) continue;
+      external.push_back(v);
+      as_literal[v] = is_scalar_constant(v);
+    }
+  // The inputs alone must broadcast to the output's shape: a literal has no rank, so a scalar
+  // constant that gives the output its rank (x[3] * c[1,1] is [1,3]) stays an input.
+  auto input_shape = [&]() -> std::optional<Shape> {
+    std::optional<Shape> s;
+    for (Value* v : external)
+      if (!as_literal[v]) s = s ? broadcast(*s, *v->type.shape) : std::optional<Shape>(*v->type.shape);
+    return s;
+  };
+  std::vector<Value*> promotable;
+  for (Value* v : external)
+    if (as_literal[v] && v->type.dtype == out->type.dtype) promotable.push_back(v);
+  std::stable_sort(promotable.begin(), promotable.end(),
+                   [](Value* a, Value* b) { return a->type.shape->size() > b->type.shape->size(); });
+  for (size_t k = 0;; ++k) {
+    auto s = input_shape();
+    if (s && *s == out_shape) break;
+    if (k == promotable.size()) {
+      *why = "its inputs do not broadcast to its output shape " + shape_str(out_shape) + " without the region";
+      return std::nullopt;
+    }
+    as_literal[promotable[k]] = false;
+  }
+
+  Fused f;
+  std::unordered_map<const Value*, EwOperand> operand_of;
+  for (Value* v : external) {
+    if (as_literal[v]) {
+      operand_of[v] = EwOperand::literal(scalar_of(v));
+    } else {
+      operand_of[v] = EwOperand::input(static_cast<int32_t>(f.inputs.size()));
+      f.inputs.push_back(v);
+    }
+  }
+  Emitter e;
+  for (const Node* n : r.nodes) {
+    EwOperand result = translate(n, [&](size_t i) { return operand_of.at(n->inputs[i]); }, e);
+    if (result.kind != EwOperand::Kind::Register) internal_error("fuse_elementwise: node without instructions" + n->ref());
+    operand_of[n->outputs[0]] = result;
+  }
+  f.program.num_inputs = static_cast<int>(f.inputs.size());
+  f.program.code = std::move(e.code);
+  std::string error;
+  if (!parse_elementwise_program(f.program.to_string(), f.program.num_inputs, &error))
+    internal_error("fuse_elementwise wrote an invalid program for " + describe(r.root) + ": " + error);
+  return f;
+}
+
+std::string region_summary(const Region& r) {
+  std::string s;
+  const size_t shown = 6;
+  for (size_t i = 0; i < r.nodes.size() && i < shown; ++i) s += (i ? " + " : "") + describe(r.nodes[i]);
+  if (r.nodes.size() > shown) s += " + " + std::to_string(r.nodes.size() - shown) + " more";
+  return s;
+}
+
+}  // namespace
+
+bool FuseElementwisePass::run(Graph& g, PassContext& ctx) {
+  std::vector<Region> regions = find_regions(g, ctx, kPass);
+  bool changed = false;
+  for (const Region& r : regions) {
+    if (r.nodes.size() < 2) continue;  // a lone op is already one kernel
+    const std::string what = std::to_string(r.nodes.size()) + " elementwise ops ending at " + describe(r.root);
+    if (ctx.opts.portable) {
+      ctx.near_miss(kPass, what + " not fused", "--portable writes standard ops only");
+      continue;
+    }
+    std::string why;
+    std::optional<Fused> f = lower(r, &why);
+    if (!f) {
+      ctx.near_miss(kPass, what + " not fused", why);
+      continue;
+    }
+    std::vector<std::string> replaced, fused_from;
+    for (const Node* n : r.nodes) {
+      replaced.push_back(n->name);
+      // A member that is itself a fusion passes on the user's original names.
+      if (n->fused_from.empty()) fused_from.push_back(n->name);
+      else fused_from.insert(fused_from.end(), n->fused_from.begin(), n->fused_from.end());
+    }
+    const std::string name = r.root->name, summary = region_summary(r);
+    Value* out = r.root->outputs[0];
+    for (Node* n : r.nodes) g.remove_node(n);
+    Node* fused = g.add_node("FusedElementwise", f->inputs, {out}, name, "ai.fusec");
+    fused->set_attr("program", f->program.to_string());
+    fused->fused_from = std::move(fused_from);
+    use_fusec_domain(g);
+    ctx.rewrite(kPass, summary + " -> FusedElementwise '" + name + "'", std::move(replaced), name);
+    changed = true;
+  }
+  if (changed) g.remove_unused_values();
+  return changed;
+}
+
+}  // namespace fusec

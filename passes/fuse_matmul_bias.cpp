@@ -1,0 +1,283 @@
+// fuse_matmul_bias: a matrix product, its bias and its activation -> one GEMM with an epilogue.
+//
+//    A    W                                    A    W    bias'
+//     \  /                                      \   |   /
+//    MatMul 'm'   bias (constant)              Gemm 'm'            A, W 2-D, no activation
+//      |         /                        =>   (standard ONNX, also under --portable)
+//     Add 'a' --'                                  or
+//      |                                       FusedMatMul 'm'     A N-D or an activation
+//    [Relu | LeakyRelu | Sigmoid | Tanh |      (ai.fusec, activation = "Relu", ...)
+//     HardSigmoid | HardSwish | Clip | Gelu] 'r'
+//      |                                            |
+//      y                                            y
+//
+//   y = act(A·W + bias)
+//
+// The bias must be a constant that broadcasts along the last axis only: shape [N] or
+// [1,..,1,N] with N the product's last dim, so bias' = reshape(bias, [N]) for FusedMatMul (Gemm
+// takes it as it is). W may be computed. MatMul -> activation with no bias becomes FusedMatMul
+// without a bias. The MatMul's (and Add's) output must be read only by the next node of the
+// pattern. Types: float32, float16, bfloat16. Under --portable the bias still folds into Gemm
+// when A and W are 2-D (the activation then stays a separate node); everything else that would
+// need FusedMatMul is left alone with a near-miss.
+#include "passes/fuse_matmul_bias.h"
+
+#include <cfloat>
+
+#include "ir/error.h"
+#include "ir/op_schema.h"
+#include "passes/pattern.h"
+
+namespace fusec {
+
+namespace {
+
+const char* kPass = "fuse_matmul_bias";
+
+bool fusable_dtype(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
+
+struct Activation {
+  Node* node = nullptr;
+  std::string name;  // FusedMatMul's `activation` ("Relu", "GeluTanh", ...)
+  std::vector<float> params;
+};
+
+float scalar_or(const Value* v, float def) {
+  if (!v) return def;
+  return static_cast<float>(constant_of(v)->as_double(0));
+}
+
+/// `n` as a FusedMatMul activation (docs/ops.md), or nullopt with `why` set when it is an
+/// activation op with something FusedMatMul cannot express (a computed Clip bound). Returns a
+/// nullopt with empty `why` for ops that are not activations at all.
+std::optional<Activation> activation_of(Node* n, std::string* why) {
+  const bool gelu = n->op_type == "Gelu" && (n->domain.empty() || n->domain == "ai.fusec");
+  if (!n->domain.empty() && !gelu) return std::nullopt;
+  const std::string& op = n->op_type;
+  Activation a{n, op, {}};
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") return a;
+  if (op == "LeakyRelu") {
+    a.params = {n->attr_float("alpha", 0.01f)};
+    return a;
+  }
+  if (op == "HardSigmoid") {
+    a.params = {n->attr_float("alpha", 0.2f), n->attr_float("beta", 0.5f)};
+    return a;
+  }
+  if (gelu) {
+    std::string approx = n->attr_string("approximate", "none");
+    if (approx != "none" && approx != "tanh") return std::nullopt;
+    a.name = approx == "tanh" ? "GeluTanh" : "Gelu";
+    return a;
+  }
+  if (op == "Clip") {
+    for (size_t i = 1; i < 3; ++i) {
+      const Value* b = n->input(i);
+      if (b && (!constant_of(b) || constant_of(b)->numel() != 1)) {
+        *why = "the Clip bound '" + b->name + "' is not a constant";
+        return std::nullopt;
+      }
+    }
+    // Absent bounds are the float range, as the Clip kernel has them.
+    a.params = {scalar_or(n->input(1), n->attr_float("min", -FLT_MAX)), scalar_or(n->input(2), n->attr_float("max", FLT_MAX))};
+    return a;
+  }
+  return std::nullopt;
+}
+
+/// Why `bias` cannot be the bias of a product with output shape `out`, or "".
+std::string bias_problem(const Value* bias, const Shape& out, DType dtype) {
+  const Tensor* t = constant_of(bias);
+  if (!t) return "the Add's other operand '" + bias->name + "' is not a constant";
+  if (t->dtype() != dtype) return "the bias type differs from the product's";
+  const auto& d = t->dims();
+  const Dim& n = out.back();
+  std::string need = "need [N] or [1,..,1,N] with N = " + n.str();
+  if (d.empty() || d.size() > out.size() || !n.is_static() || d.back() != n.value)
+    return "the bias shape " + dims_str(d) + " does not run along the last axis (" + need + ")";
+  for (size_t i = 0; i + 1 < d.size(); ++i)
+    if (d[i] != 1) return "the bias shape " + dims_str(d) + " broadcasts along more than the last axis (" + need + ")";
+  return "";
+}
+
+size_t rank_of(const Value* v) { return v && v->type.shape ? v->type.shape->size() : 0; }
+
+/// Applies (or declines, with a near-miss) the rewrite starting at MatMul `mm`.
+bool fuse_at(Graph& g, PassContext& ctx, Node* mm) {
+  Value* prod = mm->outputs.empty() ? nullptr : mm->outputs[0];
+  if (!prod || prod->consumers.empty() || !prod->type.shape || prod->type.shape->empty()) return false;
+  Value* a_in = mm->input(0);
+  Value* w_in = mm->input(1);
+  if (!a_in || !w_in || !a_in->type.shape || !w_in->type.shape) return false;
+
+  // The pattern's op types: MatMul -> Add and/or an activation.
+  Node* first = prod->consumers[0];
+  Node* add = is_op(first, "Add") ? first : nullptr;
+  std::string act_why;
+  std::optional<Activation> act = add ? std::nullopt : activation_of(first, &act_why);
+  if (!add && !act && act_why.empty()) return false;
+  std::string what = describe(mm) + " -> " + describe(first) + " not fused";
+  if (!act_why.empty()) {
+    ctx.near_miss(kPass, what, act_why);
+    return false;
+  }
+  if (!has_single_use(prod)) {
+    ctx.near_miss(kPass, what,
+                  prod->is_graph_output ? "the MatMul output is a graph output"
+                                        : "the MatMul output has " + std::to_string(use_count(prod)) + " consumers");
+    return false;
+  }
+  const DType dtype = prod->type.dtype;
+  if (!fusable_dtype(dtype)) {
+    ctx.near_miss(kPass, what, std::string("its data type is ") + dtype_name(dtype) +
+                                   " (fused here: float32, float16, bfloat16)");
+    return false;
+  }
+
+  Value* bias = nullptr;
+  Value* out = prod;
+  if (add) {
+    bias = other_input(add, prod);
+    std::string why = bias ? bias_problem(bias, *prod->type.shape, dtype) : "the Add reads the product twice";
+    if (!why.empty()) {
+      ctx.near_miss(kPass, what, why);
+      return false;
+    }
+    out = add->outputs[0];
+    // An activation after the bias joins when it is the bias sum's only reader.
+    if (!out->consumers.empty()) {
+      std::string why2;
+      std::optional<Activation> next = activation_of(out->consumers[0], &why2);
+      if ((next || !why2.empty()) && !has_single_use(out)) {
+        why2 = out->is_graph_output ? "the Add output is a graph output"
+                                    : "the Add output has " + std::to_string(use_count(out)) + " consumers";
+        next.reset();
+      }
+      if (next && next->node->outputs[0] && next->node->outputs[0]->type.dtype == dtype) act = next;
+      if (!why2.empty())
+        ctx.near_miss(kPass, describe(add) + " -> " + describe(out->consumers[0]) + " not fused into " + describe(mm), why2);
+    }
+  }
+  if (act && (act->node->outputs.empty() || !act->node->outputs[0])) return false;
+  Value* result = act ? act->node->outputs[0] : out;
+
+  const bool gemm_shaped = rank_of(a_in) == 2 && rank_of(w_in) == 2 && onnx_opset(g) >= 7;
+  bool write_gemm = bias && gemm_shaped && !act;
+  if (!write_gemm && ctx.opts.portable) {
+    if (bias && gemm_shaped) {
+      // The bias still folds into a standard Gemm; the activation stays a node of its own.
+      ctx.near_miss(kPass, describe(act->node) + " not fused into " + describe(mm),
+                    "--portable writes standard ops only: the activation needs ai.fusec FusedMatMul");
+      act.reset();
+      result = out;
+      write_gemm = true;
+    } else {
+      std::string why = "--portable writes standard ops only: ";
+      if (gemm_shaped) why += "an activation without a bias needs ai.fusec FusedMatMul";
+      else
+        why += "A is " + std::to_string(rank_of(a_in)) + "-D and W " + std::to_string(rank_of(w_in)) +
+               "-D, the standard Gemm takes 2-D operands, so this needs ai.fusec FusedMatMul";
+      ctx.near_miss(kPass, what, why);
+      return false;
+    }
+  }
+
+  // Rewrite.
+  std::vector<Node*> replaced_nodes = {mm};
+  if (add) replaced_nodes.push_back(add);
+  if (act) replaced_nodes.push_back(act->node);
+  std::vector<std::string> replaced, fused_from;
+  std::string summary;
+  for (Node* n : replaced_nodes) {
+    replaced.push_back(n->name);
+    if (n->fused_from.empty()) fused_from.push_back(n->name);
+    else fused_from.insert(fused_from.end(), n->fused_from.begin(), n->fused_from.end());
+    summary += (summary.empty() ? "" : " + ") + describe(n);
+  }
+  const std::string name = mm->name;
+  std::vector<Value*> inputs = {a_in, w_in};
+  if (bias) {
+    const Tensor* t = constant_of(bias);
+    if (!write_gemm && t->rank() != 1) {
+      // FusedMatMul takes a 1-D bias: the same data as [N].
+      bias = g.add_initializer(name + ".bias", t->reshaped({t->numel()}));
+    }
+    inputs.push_back(bias);
+  }
+  std::string act_name = act ? act->name : "";
+  std::vector<float> act_params = act ? act->params : std::vector<float>{};
+  for (Node* n : replaced_nodes) g.remove_node(n);
+  Node* fused = g.add_node(write_gemm ? "Gemm" : "FusedMatMul", inputs, {result}, name, write_gemm ? "" : "ai.fusec");
+  if (!write_gemm) {
+    use_fusec_domain(g);
+    if (!act_name.empty()) fused->set_attr("activation", act_name);
+    if (!act_params.empty()) fused->set_attr("activation_params", act_params);
+  }
+  fused->fused_from = std::move(fused_from);
+  ctx.rewrite(kPass, summary + " -> " + describe(fused) + (act_name.empty() ? "" : " (activation " + act_name + ")"),
+              std::move(replaced), name);
+  return true;
+}
+
+/// A product fused in an earlier sweep (FusedMatMul without activation, or a Gemm this pass
+/// wrote) followed by an activation: FusedMatMul takes it in when it became the only reader;
+/// otherwise the near-miss is recorded again, so the fixed-point sweep --explain shows keeps it.
+bool fuse_activation_into(Graph& g, PassContext& ctx, Node* fused) {
+  Value* out = fused->outputs.empty() ? nullptr : fused->outputs[0];
+  if (!out || out->consumers.empty()) return false;
+  std::string why;
+  std::optional<Activation> act = activation_of(out->consumers[0], &why);
+  if (!act && why.empty()) return false;
+  const std::string what = describe(out->consumers[0]) + " not fused into " + describe(fused);
+  if (why.empty() && !has_single_use(out))
+    why = out->is_graph_output ? "the output of " + describe(fused) + " is a graph output"
+                               : "the output of " + describe(fused) + " has " + std::to_string(use_count(out)) + " consumers";
+  if (why.empty() && fused->op_type == "Gemm") {
+    if (ctx.opts.portable) why = "--portable writes standard ops only: the activation needs ai.fusec FusedMatMul";
+    else return false;  // not one this pass would have left: FusedMatMul is written when the activation joins
+  }
+  if (!why.empty()) {
+    ctx.near_miss(kPass, what, why);
+    return false;
+  }
+  if (!act->node->outputs[0] || act->node->outputs[0]->type.dtype != out->type.dtype) return false;
+  Node* a = act->node;
+  Value* result = a->outputs[0];
+  std::vector<Value*> inputs = fused->inputs;
+  std::vector<NamedAttribute> attrs = fused->attrs;
+  std::vector<std::string> fused_from = fused->fused_from.empty() ? std::vector<std::string>{fused->name} : fused->fused_from;
+  if (a->fused_from.empty()) fused_from.push_back(a->name);
+  else fused_from.insert(fused_from.end(), a->fused_from.begin(), a->fused_from.end());
+  const std::string name = fused->name, summary = describe(fused) + " + " + describe(a);
+  std::vector<std::string> replaced = {fused->name, a->name};
+  g.remove_node(a);
+  g.remove_node(fused);
+  Node* n = g.add_node("FusedMatMul", inputs, {result}, name, "ai.fusec");
+  n->attrs = std::move(attrs);
+  n->set_attr("activation", act->name);
+  if (!act->params.empty()) n->set_attr("activation_params", act->params);
+  n->fused_from = std::move(fused_from);
+  ctx.rewrite(kPass, summary + " -> " + describe(n) + " (activation " + act->name + ")", std::move(replaced), name);
+  return true;
+}
+
+}  // namespace
+
+bool FuseMatMulBiasPass::run(Graph& g, PassContext& ctx) {
+  // Collected first: a rewrite removes the Add/activation nodes after its MatMul. Products fused
+  // in earlier sweeps are collected too: their activation may join now (or say again why not).
+  std::vector<Node*> matmuls, earlier;
+  for (Node* n : g.node_list()) {
+    if (is_op(n, "MatMul")) matmuls.push_back(n);
+    const bool bare_fused = n->op_type == "FusedMatMul" && n->domain == "ai.fusec" && n->attr_string("activation", "").empty();
+    const bool our_gemm = is_op(n, "Gemm") && !n->fused_from.empty();
+    if (bare_fused || our_gemm) earlier.push_back(n);
+  }
+  bool changed = false;
+  for (Node* n : matmuls) changed |= fuse_at(g, ctx, n);
+  for (Node* n : earlier) changed |= fuse_activation_into(g, ctx, n);
+  if (changed) g.remove_unused_values();
+  return changed;
+}
+
+}  // namespace fusec

@@ -1,0 +1,408 @@
+// fuse_matmul_bias: MatMul -> Add(bias) [-> activation] -> Gemm / FusedMatMul; op counts, names,
+// attributes, each guard's near-miss, and outputs equal to the unfused graph on random inputs.
+#include <algorithm>
+#include <random>
+
+#include "passes/fuse_matmul_bias.h"
+#include "passes/pipeline.h"
+#include "passes/verify.h"
+#include "test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+int count(const Graph& g, const std::string& op) {
+  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(), [&](const auto& n) { return n->op_type == op; }));
+}
+
+const Node* find_node(const Graph& g, const std::string& op) {
+  for (const auto& n : g.nodes())
+    if (n->op_type == op) return n.get();
+  return nullptr;
+}
+
+Tensor random_floats(std::vector<int64_t> dims, uint64_t seed, DType t = DType::Float32) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(static_cast<size_t>(checked_numel(dims)));
+  for (float& x : v) x = u(rng);
+  Tensor f = Tensor::from_float(v, dims);
+  if (t == DType::Float32) return f;
+  Tensor d(t, dims);
+  for (int64_t i = 0; i < d.numel(); ++i) d.data<double>()[i] = v[static_cast<size_t>(i)];
+  return d;
+}
+
+struct Result {
+  std::unique_ptr<Graph> original, optimized;
+  OptimizeResult opt;
+};
+
+Result fuse(std::unique_ptr<Graph> g, bool portable = false) {
+  infer_shapes(*g);
+  Result r;
+  r.original = g->clone();
+  PipelineOptions po;
+  po.only = {"fuse_matmul_bias"};
+  po.pass.portable = portable;
+  r.opt = optimize_graph(*g, po);
+  r.optimized = std::move(g);
+  return r;
+}
+
+void expect_equivalent(const Result& r) {
+  VerifyResult v = verify_equivalence(*r.original, *r.optimized, 2, 11, {1e-4, 1e-5});
+  for (const auto& o : v.outputs) EXPECT_TRUE(o.ok) << o.name << " max abs " << o.max_abs << " " << o.problem;
+}
+
+void expect_unchanged(const Result& r) { EXPECT_EQ(graph_difference(*r.original, *r.optimized), ""); }
+
+const NearMiss* near_miss(const Result& r, const std::string& needle) {
+  for (const auto& m : r.opt.near_misses)
+    if (m.pass == "fuse_matmul_bias" && (m.what + " | " + m.reason).find(needle) != std::string::npos) return &m;
+  return nullptr;
+}
+
+/// A [a_dims] x W[K,N] -> Add(bias) [-> act] graph; returns the builder's graph.
+struct Spec {
+  std::vector<int64_t> a_dims = {2, 5, 8};
+  int64_t n = 6;
+  std::vector<int64_t> bias_dims = {6};  // empty: no Add
+  bool bias_const = true, w_const = true;
+  std::string act;  // "" or an op type
+  std::vector<NamedAttribute> act_attrs;
+  DType dtype = DType::Float32;
+  int64_t opset = 20;
+};
+
+std::unique_ptr<Graph> build(const Spec& s, const std::function<void(GraphBuilder&, Value*)>& extra = nullptr) {
+  GraphBuilder b(s.opset);
+  Value* a = b.input("A", s.dtype, shape_of(s.a_dims));
+  const int64_t k = s.a_dims.back();
+  Value* w = s.w_const ? b.initializer("W", random_floats({k, s.n}, 1, s.dtype)) : b.input("W", s.dtype, {k, s.n});
+  Value* y = b.node("MatMul", {a, w}, {}, "mm");
+  if (!s.bias_dims.empty()) {
+    Value* bias = s.bias_const ? b.initializer("bias", random_floats(s.bias_dims, 2, s.dtype))
+                               : b.input("bias", s.dtype, shape_of(s.bias_dims));
+    y = b.node("Add", {y, bias}, {}, "add");
+  }
+  if (!s.act.empty()) y = b.node(s.act, {y}, s.act_attrs, "act");
+  b.output(y);
+  if (extra) extra(b, y);
+  return b.build();
+}
+
+}  // namespace
+
+// A[2,5,8] x W + bias[6]: A is 3-D, so no Gemm: FusedMatMul named after the MatMul.
+TEST(FuseMatMulBias, NdBiasBecomesFusedMatMul) {
+  Result r = fuse(build({}));
+  EXPECT_EQ(r.optimized->nodes().size(), 1u);
+  const Node* f = find_node(*r.optimized, "FusedMatMul");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->domain, "ai.fusec");
+  EXPECT_EQ(f->name, "mm");
+  EXPECT_EQ(f->fused_from, (std::vector<std::string>{"mm", "add"}));
+  ASSERT_EQ(f->inputs.size(), 3u);
+  EXPECT_EQ(f->inputs[2]->name, "bias");
+  EXPECT_EQ(f->outputs[0]->name, "add_out");
+  EXPECT_FALSE(f->has_attr("activation"));
+  EXPECT_EQ(r.optimized->opsets.count("ai.fusec"), 1u);
+  ASSERT_EQ(r.opt.rewrites.size(), 1u);
+  EXPECT_EQ(r.opt.rewrites[0].result, "mm");
+  expect_equivalent(r);
+}
+
+// A 2-D product with a bias and nothing after it is a standard Gemm, also under --portable.
+TEST(FuseMatMulBias, TwoDBiasBecomesGemm) {
+  for (bool portable : {false, true}) {
+    SCOPED_TRACE(portable);
+    Spec s;
+    s.a_dims = {5, 8};
+    Result r = fuse(build(s), portable);
+    EXPECT_EQ(r.optimized->nodes().size(), 1u);
+    const Node* f = find_node(*r.optimized, "Gemm");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->domain, "");
+    EXPECT_EQ(f->name, "mm");
+    EXPECT_EQ(f->fused_from, (std::vector<std::string>{"mm", "add"}));
+    EXPECT_EQ(r.optimized->opsets.count("ai.fusec"), 0u);
+    expect_equivalent(r);
+  }
+}
+
+// Every activation FusedMatMul knows, with its parameters; 2-D and 3-D A; W constant or computed.
+TEST(FuseMatMulBias, ActivationsJoin) {
+  struct Case {
+    std::string op;
+    std::vector<NamedAttribute> attrs;
+    std::string activation;
+    std::vector<float> params;
+  };
+  const std::vector<Case> cases = {
+      {"Relu", {}, "Relu", {}},
+      {"LeakyRelu", {attr("alpha", 0.2f)}, "LeakyRelu", {0.2f}},
+      {"Sigmoid", {}, "Sigmoid", {}},
+      {"Tanh", {}, "Tanh", {}},
+      {"HardSigmoid", {attr("alpha", 0.3f), attr("beta", 0.4f)}, "HardSigmoid", {0.3f, 0.4f}},
+      {"HardSwish", {}, "HardSwish", {}},
+      {"Gelu", {}, "Gelu", {}},
+      {"Gelu", {attr("approximate", std::string("tanh"))}, "GeluTanh", {}},
+  };
+  for (const Case& c : cases)
+    for (bool two_d : {true, false})
+      for (bool w_const : {true, false}) {
+        SCOPED_TRACE(c.activation + (two_d ? " 2-D" : " 3-D") + (w_const ? " const W" : " computed W"));
+        Spec s;
+        if (two_d) s.a_dims = {5, 8};
+        s.act = c.op;
+        s.act_attrs = c.attrs;
+        s.w_const = w_const;
+        Result r = fuse(build(s));
+        EXPECT_EQ(r.optimized->nodes().size(), 1u);
+        const Node* f = find_node(*r.optimized, "FusedMatMul");
+        ASSERT_TRUE(f);
+        EXPECT_EQ(f->attr_string("activation", ""), c.activation);
+        EXPECT_EQ(f->attr_floats("activation_params"), c.params);
+        EXPECT_EQ(f->fused_from, (std::vector<std::string>{"mm", "add", "act"}));
+        EXPECT_EQ(f->outputs[0]->name, "act_out");
+        expect_equivalent(r);
+      }
+}
+
+// Clip with constant bounds (ReLU6) and without bounds.
+TEST(FuseMatMulBias, ClipActivation) {
+  Spec s;
+  s.act = "Clip";
+  auto g = build(s);
+  // Re-wire the Clip to take constant bounds 0 and 6.
+  Node* clip = nullptr;
+  for (const auto& n : g->nodes())
+    if (n->op_type == "Clip") clip = n.get();
+  ASSERT_TRUE(clip);
+  clip->inputs.push_back(g->add_initializer("lo", floats({0.0f}, {})));
+  clip->inputs.push_back(g->add_initializer("hi", floats({0.5f}, {})));
+  clip->inputs[1]->consumers.push_back(clip);
+  clip->inputs[2]->consumers.push_back(clip);
+  Result r = fuse(std::move(g));
+  const Node* f = find_node(*r.optimized, "FusedMatMul");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->attr_string("activation", ""), "Clip");
+  EXPECT_EQ(f->attr_floats("activation_params"), (std::vector<float>{0.0f, 0.5f}));
+  expect_equivalent(r);
+}
+
+// MatMul -> activation with no bias: FusedMatMul with two inputs.
+TEST(FuseMatMulBias, ActivationWithoutBias) {
+  for (const char* act : {"Relu", "Gelu"}) {
+    SCOPED_TRACE(act);
+    Spec s;
+    s.bias_dims = {};
+    s.act = act;
+    Result r = fuse(build(s));
+    EXPECT_EQ(r.optimized->nodes().size(), 1u);
+    const Node* f = find_node(*r.optimized, "FusedMatMul");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->inputs.size(), 2u);
+    EXPECT_EQ(f->attr_string("activation", ""), act);
+    EXPECT_EQ(f->fused_from, (std::vector<std::string>{"mm", "act"}));
+    expect_equivalent(r);
+  }
+}
+
+// A [1,1,N] bias is the same vector: FusedMatMul gets it as a fresh 1-D initializer.
+TEST(FuseMatMulBias, LeadingOnesBiasIsReshaped) {
+  Spec s;
+  s.bias_dims = {1, 1, 6};
+  Result r = fuse(build(s));
+  const Node* f = find_node(*r.optimized, "FusedMatMul");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->inputs.size(), 3u);
+  EXPECT_EQ(f->inputs[2]->name, "mm.bias");
+  EXPECT_EQ(f->inputs[2]->initializer->dims(), (std::vector<int64_t>{6}));
+  EXPECT_EQ(r.optimized->find_value("bias"), nullptr);  // the original, now unread, is gone
+  expect_equivalent(r);
+}
+
+// The bias may come first: Add(bias, MatMul).
+TEST(FuseMatMulBias, BiasOnTheLeft) {
+  GraphBuilder b(17);
+  Value* a = b.input("A", DType::Float32, {4, 8});
+  Value* y = b.node("MatMul", {a, b.initializer("W", random_floats({8, 3}, 1))}, {}, "mm");
+  y = b.node("Add", {b.initializer("bias", random_floats({3}, 2)), y}, {}, "add");
+  b.output(y);
+  Result r = fuse(b.build());
+  EXPECT_EQ(count(*r.optimized, "Gemm"), 1);
+  EXPECT_EQ(r.optimized->nodes().size(), 1u);
+  expect_equivalent(r);
+}
+
+// Under --portable: a 2-D product still folds its bias into Gemm; the activation stays, with a
+// near-miss. An N-D product (or an activation without bias) is left alone with a near-miss.
+TEST(FuseMatMulBias, PortableKeepsStandardOps) {
+  {
+    Spec s;
+    s.a_dims = {5, 8};
+    s.act = "Relu";
+    Result r = fuse(build(s), true);
+    EXPECT_EQ(count(*r.optimized, "Gemm"), 1);
+    EXPECT_EQ(count(*r.optimized, "Relu"), 1);
+    EXPECT_EQ(r.optimized->nodes().size(), 2u);
+    const NearMiss* m = near_miss(r, "Relu 'act'");
+    ASSERT_TRUE(m);
+    EXPECT_NE(m->reason.find("--portable"), std::string::npos);
+    expect_equivalent(r);
+  }
+  {
+    Spec s;
+    s.act = "Relu";
+    Result r = fuse(build(s), true);
+    expect_unchanged(r);
+    const NearMiss* m = near_miss(r, "--portable");
+    ASSERT_TRUE(m);
+    EXPECT_NE(m->reason.find("A is 3-D"), std::string::npos) << m->reason;
+  }
+  {
+    Spec s;
+    s.a_dims = {5, 8};
+    s.bias_dims = {};
+    s.act = "Relu";
+    Result r = fuse(build(s), true);
+    expect_unchanged(r);
+    ASSERT_TRUE(near_miss(r, "--portable"));
+  }
+}
+
+// ---- guards: graph unchanged, near-miss with the reason ----
+
+TEST(FuseMatMulBias, ProductWithTwoReadersIsANearMiss) {
+  Result r = fuse(build({}, [](GraphBuilder& b, Value*) {
+    Node* mm = nullptr;
+    for (const auto& n : b.graph().nodes())
+      if (n->op_type == "MatMul") mm = n.get();
+    b.output(b.node("Relu", {mm->outputs[0]}, {}, "other"));
+  }));
+  expect_unchanged(r);
+  const NearMiss* m = near_miss(r, "MatMul 'mm'");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->reason.find("2 consumers"), std::string::npos) << m->reason;
+}
+
+TEST(FuseMatMulBias, ProductAsGraphOutputIsANearMiss) {
+  Result r = fuse(build({}, [](GraphBuilder& b, Value*) {
+    for (const auto& n : b.graph().nodes())
+      if (n->op_type == "MatMul") b.output(n->outputs[0]);
+  }));
+  expect_unchanged(r);
+  const NearMiss* m = near_miss(r, "MatMul 'mm'");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->reason.find("graph output"), std::string::npos) << m->reason;
+}
+
+TEST(FuseMatMulBias, NonConstantBiasIsANearMiss) {
+  Spec s;
+  s.bias_const = false;
+  Result r = fuse(build(s));
+  expect_unchanged(r);
+  const NearMiss* m = near_miss(r, "Add 'add'");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->reason.find("not a constant"), std::string::npos) << m->reason;
+}
+
+TEST(FuseMatMulBias, BiasAlongOtherAxesIsANearMiss) {
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{5, 6}, std::vector<int64_t>{5, 1}, std::vector<int64_t>{1, 2, 5, 6}}) {
+    SCOPED_TRACE(dims_str(dims));
+    Spec s;
+    s.bias_dims = dims;
+    Result r = fuse(build(s));
+    expect_unchanged(r);
+    const NearMiss* m = near_miss(r, "bias shape");
+    ASSERT_TRUE(m);
+  }
+}
+
+TEST(FuseMatMulBias, Float64IsANearMiss) {
+  Spec s;
+  s.dtype = DType::Float64;
+  Result r = fuse(build(s));
+  expect_unchanged(r);
+  ASSERT_TRUE(near_miss(r, "float64"));
+}
+
+TEST(FuseMatMulBias, ComputedClipBoundIsANearMiss) {
+  GraphBuilder b(17);
+  Value* a = b.input("A", DType::Float32, {4, 8});
+  Value* hi = b.input("hi", DType::Float32, {});
+  Value* y = b.node("MatMul", {a, b.initializer("W", random_floats({8, 3}, 1))}, {}, "mm");
+  y = b.node("Clip", {y, b.initializer("lo", floats({0}, {})), hi}, {}, "clip");
+  b.output(y);
+  Result r = fuse(b.build());
+  expect_unchanged(r);
+  const NearMiss* m = near_miss(r, "Clip 'clip'");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->reason.find("'hi' is not a constant"), std::string::npos) << m->reason;
+}
+
+// The bias sum read twice: the bias still fuses, the activation does not (near-miss).
+TEST(FuseMatMulBias, SharedBiasSumKeepsTheActivationApart) {
+  Spec s;
+  s.act = "Relu";
+  Result r = fuse(build(s, [](GraphBuilder& b, Value*) {
+    for (const auto& n : b.graph().nodes())
+      if (n->op_type == "Add") b.output(b.node("Neg", {n->outputs[0]}, {}, "neg"));
+  }));
+  EXPECT_EQ(count(*r.optimized, "FusedMatMul"), 1);
+  EXPECT_EQ(count(*r.optimized, "Relu"), 1);
+  const Node* f = find_node(*r.optimized, "FusedMatMul");
+  ASSERT_TRUE(f);
+  EXPECT_FALSE(f->has_attr("activation"));
+  const NearMiss* m = near_miss(r, "Relu 'act'");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->reason.find("2 consumers"), std::string::npos) << m->reason;
+  expect_equivalent(r);
+}
+
+// A MatMul followed by something else is no pattern at all: no near-miss.
+TEST(FuseMatMulBias, OtherReadersAreNoPattern) {
+  Spec s;
+  s.bias_dims = {};
+  s.act = "Softmax";
+  s.opset = 17;
+  Result r = fuse(build(s));
+  expect_unchanged(r);
+  EXPECT_TRUE(r.opt.near_misses.empty());
+}
+
+TEST(FuseMatMulBias, Idempotent) {
+  Spec s;
+  s.act = "Relu";
+  Result r = fuse(build(s));
+  ASSERT_EQ(count(*r.optimized, "FusedMatMul"), 1);
+  auto before = r.optimized->clone();
+  PassContext ctx;
+  FuseMatMulBiasPass pass;
+  EXPECT_FALSE(pass.run(*r.optimized, ctx));
+  EXPECT_EQ(graph_difference(*before, *r.optimized), "");
+}
+
+// A FusedMatMul without activation (an earlier sweep's, say) takes in an activation that is now
+// its only reader.
+TEST(FuseMatMulBias, BareFusedMatMulTakesItsActivation) {
+  GraphBuilder b(17);
+  Value* a = b.input("A", DType::Float32, {2, 4, 8});
+  Value* y = b.node_n("FusedMatMul", {a, b.initializer("W", random_floats({8, 3}, 1)), b.initializer("bias", random_floats({3}, 2))},
+                      1, {}, "mm", "ai.fusec")[0];
+  b.output(b.node("LeakyRelu", {y}, {attr("alpha", 0.3f)}, "act"));
+  Result r = fuse(b.build());
+  EXPECT_EQ(r.optimized->nodes().size(), 1u);
+  const Node* f = find_node(*r.optimized, "FusedMatMul");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->name, "mm");
+  EXPECT_EQ(f->attr_string("activation", ""), "LeakyRelu");
+  EXPECT_EQ(f->attr_floats("activation_params"), (std::vector<float>{0.3f}));
+  EXPECT_EQ(f->fused_from, (std::vector<std::string>{"mm", "act"}));
+  EXPECT_EQ(f->outputs[0]->name, "act_out");
+  expect_equivalent(r);
+}
