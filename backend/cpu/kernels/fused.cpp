@@ -29,31 +29,43 @@ void run_standard(const char* op, KernelContext& ctx, size_t n_in, Tensor* out) 
   standard_kernel(op)(inner);
 }
 
-/// The activation named by the node's `activation` attribute, as a float function.
-std::function<float(float)> activation_of(const KernelContext& ctx) {
+template <typename F>
+void map_inplace(Tensor& t, F&& f) {
+  float* y = t.data<float>();
+  parallel_for(t.numel(), 16384, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = f(y[i]);
+  });
+}
+
+float gelu(float x, bool tanh_approx);
+
+/// Applies the node's `activation` in place. Each case is its own inlined loop: an indirect call
+/// per element would cost more than the activation itself.
+void apply_activation(const KernelContext& ctx, Tensor& y) {
   std::string act = ctx.attr_string("activation");
   std::vector<float> p = ctx.attr_floats("activation_params");
   auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
-  if (act.empty()) return nullptr;
-  if (act == "Relu") return [](float x) { return x > 0 ? x : 0.0f; };
-  if (act == "LeakyRelu") { float a = param(0, 0.01f); return [a](float x) { return x >= 0 ? x : a * x; }; }
+  if (act.empty()) return;
+  if (act == "Relu") return map_inplace(y, [](float x) { return x > 0 ? x : 0.0f; });
+  if (act == "LeakyRelu") {
+    float a = param(0, 0.01f);
+    return map_inplace(y, [a](float x) { return x >= 0 ? x : a * x; });
+  }
   if (act == "Clip") {
     float lo = param(0, -INFINITY), hi = param(1, INFINITY);
-    return [lo, hi](float x) { return std::min(std::max(x, lo), hi); };
+    return map_inplace(y, [lo, hi](float x) { return std::min(std::max(x, lo), hi); });
   }
-  if (act == "Sigmoid") return [](float x) { return 1.0f / (1.0f + std::exp(-x)); };
-  if (act == "Tanh") return [](float x) { return std::tanh(x); };
+  if (act == "Sigmoid") return map_inplace(y, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+  if (act == "Tanh") return map_inplace(y, [](float x) { return std::tanh(x); });
   if (act == "HardSigmoid") {
     float a = param(0, 0.2f), b = param(1, 0.5f);
-    return [a, b](float x) { return std::max(0.0f, std::min(1.0f, a * x + b)); };
+    return map_inplace(y, [a, b](float x) { return std::max(0.0f, std::min(1.0f, a * x + b)); });
   }
-  if (act == "HardSwish") return [](float x) { return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f)); };
-  if (act == "SiLU") return [](float x) { return x * (1.0f / (1.0f + std::exp(-x))); };
-  if (act == "Gelu") return [](float x) { return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f))); };
-  if (act == "GeluTanh")
-    return [](float x) {
-      return 0.5f * x * (1.0f + std::tanh(std::sqrt(2.0f / static_cast<float>(M_PI)) * (x + 0.044715f * x * x * x)));
-    };
+  if (act == "HardSwish")
+    return map_inplace(y, [](float x) { return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f)); });
+  if (act == "SiLU") return map_inplace(y, [](float x) { return x * (1.0f / (1.0f + std::exp(-x))); });
+  if (act == "Gelu") return map_inplace(y, [](float x) { return gelu(x, false); });
+  if (act == "GeluTanh") return map_inplace(y, [](float x) { return gelu(x, true); });
   ctx.fail("unknown activation '" + act + "'");
 }
 
@@ -61,14 +73,6 @@ float gelu(float x, bool tanh_approx) {
   if (tanh_approx)
     return 0.5f * x * (1.0f + std::tanh(std::sqrt(2.0f / static_cast<float>(M_PI)) * (x + 0.044715f * x * x * x)));
   return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
-}
-
-template <typename F>
-void map_inplace(Tensor& t, F&& f) {
-  float* y = t.data<float>();
-  parallel_for(t.numel(), 16384, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) y[i] = f(y[i]);
-  });
 }
 
 void require_f32(const KernelContext& ctx, const Tensor& t) {
@@ -89,7 +93,7 @@ void fused_conv(KernelContext& ctx) {
       for (int64_t i = b; i < e; ++i) yp[i] += zp[i];
     });
   }
-  if (auto act = activation_of(ctx)) map_inplace(y, act);
+  apply_activation(ctx, y);
 }
 
 void fused_matmul(KernelContext& ctx) {
@@ -108,7 +112,7 @@ void fused_matmul(KernelContext& ctx) {
         for (int64_t j = 0; j < n; ++j) yp[r * n + j] += bp[j];
     });
   }
-  if (auto act = activation_of(ctx)) map_inplace(y, act);
+  apply_activation(ctx, y);
 }
 
 void layernorm_gelu(KernelContext& ctx) {
