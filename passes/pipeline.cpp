@@ -94,7 +94,13 @@ OptimizeResult optimize_graph(Graph& g, const PipelineOptions& opts) {
       changed |= c;
     }
     r.rewrites.insert(r.rewrites.end(), ctx.rewrites.begin(), ctx.rewrites.end());
-    r.near_misses = std::move(ctx.near_misses);
+    // Near-misses accumulate over sweeps: a pattern that almost matched in sweep 1 may be consumed
+    // by a later pass (e.g. elementwise fusion) and be invisible in the final sweep.
+    for (auto& m : ctx.near_misses) {
+      bool seen = false;
+      for (const auto& k : r.near_misses) seen |= k.pass == m.pass && k.what == m.what && k.reason == m.reason;
+      if (!seen) r.near_misses.push_back(std::move(m));
+    }
   }
   return r;
 }

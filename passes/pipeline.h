@@ -24,7 +24,7 @@ struct PassStats {
 struct OptimizeResult {
   std::vector<PassStats> per_pass;  // in pipeline order, summed over iterations
   std::vector<Rewrite> rewrites;
-  std::vector<NearMiss> near_misses;  // from the final (fixed-point) sweep
+  std::vector<NearMiss> near_misses;  // from every sweep, each reported once
   int iterations = 0;
 };
 

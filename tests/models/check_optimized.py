@@ -159,6 +159,29 @@ def check_model(fusec: str, path: str, work: str) -> list[str]:
     return problems
 
 
+NEAR_MISSES = [  # (pass, text that must appear in the reason) on models/near_miss_demo.onnx
+    ("fold_batchnorm", "has 2 consumers"),
+    ("recognize_gelu", "constant 0.6 where GELU has 0.5"),
+    ("recognize_layernorm", "wrong axis"),
+]
+
+
+def check_near_misses(fusec: str, models: str, work: str) -> list[str]:
+    path = os.path.join(models, "near_miss_demo.onnx")
+    report = os.path.join(work, "near_miss.json")
+    p = run([fusec, "optimize", path, "--batch", "2", "--explain", "-o", os.path.join(work, "nm.onnx"), "--report", report])
+    if p.returncode != 0:
+        return [f"optimize near_miss_demo exited {p.returncode}: {p.stderr.strip()}"]
+    got = json.load(open(report))["near_misses"]
+    problems = [f"no {ps} near-miss mentioning '{text}' (got {got})" for ps, text in NEAR_MISSES
+                if not any(m["pass"] == ps and text in m["reason"] for m in got)]
+    problems += [f"--explain output lacks '{text}'" for _, text in NEAR_MISSES if text not in p.stdout]
+    print(f"{'near_miss_demo':22s} {len(got)} near-misses reported  {'ok' if not problems else 'FAIL'}")
+    for pr in problems:
+        print(f"    {pr}")
+    return problems
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--fusec", required=True)
@@ -169,7 +192,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as work:
         for f in names:
             failed += bool(check_model(args.fusec, os.path.join(args.models, f), work))
-    print(f"check_optimized: {len(names) - failed}/{len(names)} models pass")
+        failed += bool(check_near_misses(args.fusec, args.models, work))
+    print(f"check_optimized: {len(names) + 1 - failed}/{len(names) + 1} checks pass")
     return 1 if failed or not names else 0
 
 
