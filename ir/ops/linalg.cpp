@@ -140,14 +140,10 @@ void infer_einsum(InferContext& c) {
 Cost cost_einsum(const CostContext& c) {
   std::vector<size_t> ranks;
   for (const auto& d : c.in_dims) ranks.push_back(d.size());
-  // Cost functions have no NodeAttrs; parse errors were caught at inference, so a dummy schema
-  // only serves the interface.
-  static const OpSchema dummy = [] {
-    OpSchema s;
-    s.op_type = "Einsum";
-    return s;
-  }();
-  EinsumSpec spec = parse_einsum(c.node.attr_string("equation", ""), ranks, NodeAttrs(c.node, dummy));
+  // Cost functions get no NodeAttrs; the registered schema serves for error reporting (the equation
+  // was already validated by inference).
+  const OpSchema& schema = *OpRegistry::global().find("", "Einsum", 12);
+  EinsumSpec spec = parse_einsum(c.node.attr_string("equation", ""), ranks, NodeAttrs(c.node, schema));
   std::vector<double> size(52 + spec.ellipsis_rank, 1);
   for (size_t k = 0; k < spec.inputs.size(); ++k)
     for (size_t d = 0; d < c.in_dims[k].size(); ++d)
