@@ -1,5 +1,7 @@
 #include "ir/tensor.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "ir/error.h"
@@ -8,6 +10,12 @@
 namespace fusec {
 
 std::shared_ptr<void> aligned_storage(size_t bytes) {
+  // More than the machine's memory can never succeed; say so instead of asking the allocator
+  // (which may overcommit now and be killed later).
+  static const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (physical > 0 && static_cast<double>(bytes) > physical)
+    bad_input("a tensor needs " + std::to_string(bytes) + " bytes, more than this machine's " +
+              std::to_string(static_cast<long long>(physical)) + " bytes of memory");
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   void* p = std::aligned_alloc(64, rounded);

@@ -20,7 +20,8 @@ struct Tolerance {
 struct OutputCheck {
   std::string name;
   double max_abs = 0;  // max |optimized - original|
-  double max_rel = 0;  // max |optimized - original| / |original| over elements with |original| > atol
+  double max_rel = 0;  // max |optimized - original| / max |original| (relative to the output's scale)
+  double max_ref = 0;  // max |original|, the scale max_rel divides by
   bool ok = true;      // every element within atol + rtol * |original| (NaN matches NaN)
   std::string problem; // dtype/shape mismatch, if any
 };
