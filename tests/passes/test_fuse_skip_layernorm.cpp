@@ -4,6 +4,7 @@
 
 #include "passes/pattern.h"
 #include "passes/verify.h"
+#include "pass_test_util.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -11,38 +12,8 @@ using namespace fusec::test;
 
 namespace {
 
-int count(const Graph& g, const std::string& op, const std::string& domain = "") {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node->op_type == op && node->domain == domain;
-  return n;
-}
-
-const Node* find_op(const Graph& g, const std::string& op) {
-  for (const auto& n : g.nodes())
-    if (n->op_type == op) return n.get();
-  return nullptr;
-}
-
-struct Outcome {
-  std::unique_ptr<Graph> original, optimized;
-  PassContext ctx;
-  bool changed = false;
-};
-
 Outcome run_pass(std::unique_ptr<Graph> g, PassOptions opts = {}) {
-  infer_shapes(*g);
-  Outcome o;
-  o.original = g->clone();
-  o.ctx = PassContext(opts);
-  FuseSkipLayerNormPass pass;
-  o.changed = pass.run(*g, o.ctx);
-  g->topo_sort();
-  infer_shapes(*g);
-  validate_graph(*g);
-  PassContext again(opts);
-  EXPECT_FALSE(pass.run(*g, again)) << "not idempotent";
-  o.optimized = std::move(g);
-  return o;
+  return run_one_pass<FuseSkipLayerNormPass>(std::move(g), opts);
 }
 
 void expect_same_numbers(const Outcome& o) {
@@ -58,12 +29,6 @@ void expect_unchanged(const Outcome& o, const std::string& reason_part) {
   for (const auto& nm : o.ctx.near_misses) found |= nm.reason.find(reason_part) != std::string::npos;
   EXPECT_TRUE(found) << "no near-miss mentioning '" << reason_part << "' (" << o.ctx.near_misses.size() << " recorded"
                      << (o.ctx.near_misses.empty() ? "" : ": " + o.ctx.near_misses[0].reason) << ")";
-}
-
-std::vector<float> ramp(size_t n, float from, float step) {
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = from + step * static_cast<float>(i);
-  return v;
 }
 
 struct Net {

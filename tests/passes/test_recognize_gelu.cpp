@@ -5,6 +5,7 @@
 #include "passes/pattern.h"
 #include "passes/pipeline.h"
 #include "passes/verify.h"
+#include "pass_test_util.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -12,36 +13,11 @@ using namespace fusec::test;
 
 namespace {
 
-constexpr double kSqrt2 = 1.4142135623730951;
-
-int count(const Graph& g, const std::string& op, const std::string& domain = "") {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node->op_type == op && node->domain == domain;
-  return n;
-}
-
-struct Outcome {
-  std::unique_ptr<Graph> original, optimized;
-  PassContext ctx;
-  bool changed = false;
-};
-
-/// Runs recognize_gelu once (and checks a second run changes nothing).
 Outcome run_pass(std::unique_ptr<Graph> g, PassOptions opts = {}) {
-  infer_shapes(*g);
-  Outcome o;
-  o.original = g->clone();
-  o.ctx = PassContext(opts);
-  RecognizeGeluPass pass;
-  o.changed = pass.run(*g, o.ctx);
-  g->topo_sort();
-  infer_shapes(*g);
-  validate_graph(*g);
-  PassContext again(opts);
-  EXPECT_FALSE(pass.run(*g, again)) << "not idempotent";
-  o.optimized = std::move(g);
-  return o;
+  return run_one_pass<RecognizeGeluPass>(std::move(g), opts);
 }
+
+constexpr double kSqrt2 = 1.4142135623730951;
 
 void expect_same_numbers(const Outcome& o, uint64_t seed = 7) {
   VerifyResult v = verify_equivalence(*o.original, *o.optimized, 2, seed, {1e-4, 1e-5});
