@@ -1,0 +1,49 @@
+// Float storage conversion at the precision boundary (graph inputs and outputs, CPU fallback
+// nodes), and the broadcast index map shared by the kernels.
+#include "backend/cuda/common.cuh"
+
+namespace fusec::cuda {
+
+namespace {
+template <typename S, typename D>
+__global__ void convert_kernel(const S* __restrict__ src, D* __restrict__ dst, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    dst[i] = from_compute<D>(to_compute(src[i]));
+}
+}  // namespace
+
+bool launch_convert_float(const void* src, DType src_t, void* dst, DType dst_t, int64_t n, cudaStream_t s) {
+  if (n == 0) return true;
+  bool ok = false;
+  dispatch_float_storage(src_t, [&](auto s_tag) {
+    using S = decltype(s_tag);
+    ok = dispatch_float_storage(dst_t, [&](auto d_tag) {
+      using D = decltype(d_tag);
+      convert_kernel<S, D><<<grid_for(n), kBlock, 0, s>>>(static_cast<const S*>(src), static_cast<D*>(dst), n);
+      check_launch("convert_kernel");
+    });
+  });
+  return ok;
+}
+
+IndexMap broadcast_map(const std::vector<int64_t>& out_dims, const std::vector<int64_t>& in_dims) {
+  IndexMap m;
+  m.rank = static_cast<int>(out_dims.size());
+  if (m.rank > kMaxRank) internal_error("broadcast_map: rank " + std::to_string(m.rank) + " exceeds " + std::to_string(kMaxRank));
+  int64_t stride = 1;
+  const int off = m.rank - static_cast<int>(in_dims.size());
+  for (int d = m.rank - 1; d >= 0; --d) {
+    m.dims[d] = out_dims[d];
+    int k = d - off;
+    if (k >= 0 && in_dims[k] != 1) {
+      m.strides[d] = stride;
+      stride *= in_dims[k];
+    } else {
+      m.strides[d] = 0;
+      if (k >= 0) stride *= in_dims[k];
+    }
+  }
+  return m;
+}
+
+}  // namespace fusec::cuda

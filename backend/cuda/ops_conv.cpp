@@ -1,0 +1,240 @@
+// Conv, ai.fusec FusedConv and ConvTranspose through cuDNN 9's convolution API.
+//
+// Descriptors and the algorithm (cuDNN's heuristics, first algorithm whose math mode honours the
+// precision: strict fp32 must not use TF32 tensor cores) are chosen once at plan time; launch()
+// is one cudnnConvolutionForward / BackwardData plus, when the node has a bias, a residual or an
+// activation, one in-place epilogue pass (epilogue.cu) in the reference's order:
+// y = act(conv(x, w) + b + z).
+// Layout is NCHW (the model's); 1-D convs run as 2-D with H = 1. Asymmetric padding, which the
+// legacy API cannot express, runs on the CPU reference.
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/cuda_op.h"
+#include "backend/cuda/epilogue.cuh"
+#include "ir/ops/conv_geometry.h"
+
+namespace fusec::cuda {
+
+namespace {
+
+constexpr size_t kMaxConvWorkspace = 512u << 20;
+
+#define DNN_CHECK(expr)                                                                          \
+  do {                                                                                           \
+    cudnnStatus_t st_ = (expr);                                                                  \
+    if (st_ != CUDNN_STATUS_SUCCESS)                                                             \
+      throw_library_error("cuDNN", st_, cudnnGetErrorString(st_), #expr, __FILE__, __LINE__);    \
+  } while (0)
+
+bool dnn_type(DType t, cudnnDataType_t* out) {
+  switch (t) {
+    case DType::Float32: *out = CUDNN_DATA_FLOAT; return true;
+    case DType::Float16: *out = CUDNN_DATA_HALF; return true;
+    case DType::BFloat16: *out = CUDNN_DATA_BFLOAT16; return true;
+    case DType::Float64: *out = CUDNN_DATA_DOUBLE; return true;
+    default: return false;
+  }
+}
+
+std::vector<int> packed_strides(const std::vector<int>& dims) {
+  std::vector<int> s(dims.size(), 1);
+  for (size_t i = dims.size() - 1; i-- > 0;) s[i] = s[i + 1] * dims[i + 1];
+  return s;
+}
+
+/// NC + spatial dims as cuDNN wants them: at least 4-D (a 1-D conv gains H = 1).
+std::vector<int> as_dnn_dims(const std::vector<int64_t>& d) {
+  std::vector<int> out(d.begin(), d.end());
+  if (out.size() == 3) out.insert(out.begin() + 2, 1);
+  return out;
+}
+
+class ConvOp : public CudaOp {
+ public:
+  ~ConvOp() override {
+    if (x_) cudnnDestroyTensorDescriptor(x_);
+    if (y_) cudnnDestroyTensorDescriptor(y_);
+    if (w_) cudnnDestroyFilterDescriptor(w_);
+    if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
+  }
+
+  /// Builds descriptors and picks the algorithm; false (with why) when cuDNN offers nothing.
+  bool plan(const PlanContext& c, bool transpose, std::string* why) {
+    transpose_ = transpose;
+    dt_ = c.out_dtype(0);
+    cudnnDataType_t t;
+    if (!dnn_type(dt_, &t) || c.in_dtype(0) != dt_ || c.in_dtype(1) != dt_) {
+      *why = std::string("convolution on ") + dtype_name(c.in_dtype(0)) + " runs on the CPU";
+      return false;
+    }
+    const auto& xd = c.in_dims(0);
+    const auto& wd = c.in_dims(1);
+    if (xd.size() < 3 || xd.size() > 5) { *why = "only 1-D, 2-D and 3-D convolutions run on cuDNN"; return false; }
+    for (int64_t d : xd) if (d > INT32_MAX) { *why = "dims beyond int32"; return false; }
+    const size_t nsp = xd.size() - 2;
+    std::vector<int64_t> in_sp(xd.begin() + 2, xd.end());
+    std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
+    WindowGeometry g = transpose ? conv_transpose_geometry(c, in_sp, kernel) : window_geometry(c, in_sp, kernel, false);
+    for (size_t i = 0; i < nsp; ++i)
+      if (g.pad_begin[i] != g.pad_end[i] || g.pad_begin[i] < 0) {
+        *why = "asymmetric padding runs on the CPU";
+        return false;
+      }
+    if (transpose) {
+      for (size_t i = 0; i < nsp; ++i) {
+        // cuDNN derives the forward-conv size from the output; it must give back the input.
+        int64_t fwd = (g.out[i] + 2 * g.pad_begin[i] - g.effective_kernel(i)) / g.stride[i] + 1;
+        if (fwd != in_sp[i]) { *why = "this output_padding/output_shape runs on the CPU"; return false; }
+      }
+    }
+    std::vector<int> pads, strides, dil;
+    for (size_t i = 0; i < nsp; ++i) {
+      pads.push_back(static_cast<int>(g.pad_begin[i]));
+      strides.push_back(static_cast<int>(g.stride[i]));
+      dil.push_back(static_cast<int>(g.dilation[i]));
+    }
+    if (nsp == 1) {
+      pads.insert(pads.begin(), 0);
+      strides.insert(strides.begin(), 1);
+      dil.insert(dil.begin(), 1);
+    }
+    int group = static_cast<int>(c.attr_int("group"));
+    handle_ = c.ctx().cudnn();
+    DNN_CHECK(cudnnCreateTensorDescriptor(&x_));
+    DNN_CHECK(cudnnCreateTensorDescriptor(&y_));
+    DNN_CHECK(cudnnCreateFilterDescriptor(&w_));
+    DNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_));
+    // For ConvTranspose the forward conv runs from our output (cuDNN's dx) to our input (dy).
+    std::vector<int> xdims = as_dnn_dims(transpose ? c.out_dims(0) : xd);
+    std::vector<int> ydims = as_dnn_dims(transpose ? xd : c.out_dims(0));
+    std::vector<int> wdims = as_dnn_dims(wd);
+    DNN_CHECK(cudnnSetTensorNdDescriptor(x_, t, static_cast<int>(xdims.size()), xdims.data(), packed_strides(xdims).data()));
+    DNN_CHECK(cudnnSetTensorNdDescriptor(y_, t, static_cast<int>(ydims.size()), ydims.data(), packed_strides(ydims).data()));
+    DNN_CHECK(cudnnSetFilterNdDescriptor(w_, t, CUDNN_TENSOR_NCHW, static_cast<int>(wdims.size()), wdims.data()));
+    cudnnDataType_t compute = dt_ == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    DNN_CHECK(cudnnSetConvolutionNdDescriptor(conv_, static_cast<int>(pads.size()), pads.data(), strides.data(), dil.data(),
+                                              CUDNN_CROSS_CORRELATION, compute));
+    DNN_CHECK(cudnnSetConvolutionGroupCount(conv_, group));
+    // Strict fp32 must not use TF32 tensor cores (cuDNN's default math allows them on sm_80+).
+    const bool strict = dt_ == DType::Float32 && !c.allow_tf32();
+    DNN_CHECK(cudnnSetConvolutionMathType(conv_, strict ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+
+    int count = 0;
+    if (!transpose) {
+      cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+      DNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
+      for (int i = 0; i < count; ++i) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxConvWorkspace) continue;
+        if (strict && perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
+        fwd_algo_ = perf[i].algo;
+        math_ = perf[i].mathType;
+        workspace_ = perf[i].memory;
+        found_ = true;
+        break;
+      }
+    } else {
+      cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+      DNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, w_, y_, conv_, x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
+      for (int i = 0; i < count; ++i) {
+        if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxConvWorkspace) continue;
+        if (strict && perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
+        bwd_algo_ = perf[i].algo;
+        math_ = perf[i].mathType;
+        workspace_ = perf[i].memory;
+        found_ = true;
+        break;
+      }
+    }
+    if (!found_) { *why = "cuDNN has no algorithm for this convolution"; return false; }
+    DNN_CHECK(cudnnSetConvolutionMathType(conv_, math_));
+    // The workspace the heuristics report can be an estimate; ask for the exact size.
+    size_t exact = 0;
+    if (!transpose) DNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, fwd_algo_, &exact));
+    else DNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, w_, y_, conv_, x_, bwd_algo_, &exact));
+    workspace_ = std::max(workspace_, exact);
+
+    // Epilogue: bias per output channel, FusedConv's residual and activation.
+    if (c.node().domain == "ai.fusec") {
+      if (!parse_activation(c.attr_string("activation"), c.attr_floats("activation_params"), &act_)) {
+        *why = "unknown activation";
+        return false;
+      }
+      has_z_ = c.has_input(3);
+      if (has_z_ && c.in_dims(3) != c.out_dims(0)) { *why = "residual shape differs from the output"; return false; }
+    }
+    has_bias_ = c.has_input(2);
+    const auto& od = c.out_dims(0);
+    channels_ = od[1];
+    inner_ = 1;
+    for (size_t i = 2; i < od.size(); ++i) inner_ *= od[i];
+    if (has_bias_) {
+      int64_t bn = 1;
+      for (int64_t d : c.in_dims(2)) bn *= d;
+      if (bn != channels_) { *why = "bias length differs from the output channels"; return false; }
+    }
+    name_ = std::string("cuDNN ") + (transpose ? "conv-transpose " : "conv ") +
+            (dt_ == DType::Float32 ? (strict ? "fp32" : "tf32") : dt_ == DType::Float16 ? "fp16" : dt_ == DType::BFloat16 ? "bf16" : "fp64") +
+            " NCHW" + (has_bias_ || has_z_ || act_.act != Act::None ? " + epilogue" : "");
+    return true;
+  }
+
+  size_t workspace_bytes() const override { return workspace_; }
+  std::string kernel_name() const override { return name_; }
+
+  void launch(const LaunchArgs& a) override {
+    const DTensor& X = a.inputs[0];
+    const DTensor& W = a.inputs[1];
+    const DTensor& Y = a.outputs[0];
+    if (Y.numel() == 0) return;
+    double one64 = 1, zero64 = 0;
+    float one32 = 1, zero32 = 0;
+    const void* one = dt_ == DType::Float64 ? static_cast<const void*>(&one64) : &one32;
+    const void* zero = dt_ == DType::Float64 ? static_cast<const void*>(&zero64) : &zero32;
+    if (X.numel() == 0) {
+      FUSEC_CUDA_CHECK(cudaMemsetAsync(Y.data, 0, Y.nbytes(), a.stream));
+    } else if (!transpose_) {
+      DNN_CHECK(cudnnConvolutionForward(handle_, one, x_, X.data, w_, W.data, conv_, fwd_algo_, a.workspace, workspace_, zero, y_, Y.data));
+    } else {
+      DNN_CHECK(cudnnConvolutionBackwardData(handle_, one, w_, W.data, y_, X.data, conv_, bwd_algo_, a.workspace, workspace_, zero, x_, Y.data));
+    }
+    if (has_bias_ || has_z_ || act_.act != Act::None) {
+      const void* bias = has_bias_ ? a.inputs[2].data : nullptr;
+      const void* z = has_z_ ? a.inputs[3].data : nullptr;
+      if (!launch_epilogue(Y.data, z, Y.dtype, Y.numel(), act_, a.stream, bias, channels_, inner_))
+        internal_error("no epilogue kernel for this dtype");
+    }
+  }
+
+ private:
+  bool transpose_ = false, found_ = false, has_bias_ = false, has_z_ = false;
+  DType dt_ = DType::Float32;
+  cudnnHandle_t handle_ = nullptr;
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd_algo_{};
+  cudnnConvolutionBwdDataAlgo_t bwd_algo_{};
+  cudnnMathType_t math_ = CUDNN_DEFAULT_MATH;
+  size_t workspace_ = 0;
+  ActParams act_;
+  int64_t channels_ = 1, inner_ = 1;
+  std::string name_;
+};
+
+std::unique_ptr<CudaOp> make_conv(const PlanContext& c, std::string* why, bool transpose) {
+  auto op = std::make_unique<ConvOp>();
+  if (!op->plan(c, transpose, why)) return nullptr;
+  return op;
+}
+
+}  // namespace
+
+void register_conv_ops(CudaOpRegistry& r) {
+  r.add("Conv", [](const PlanContext& c, std::string* why) { return make_conv(c, why, false); });
+  r.add("FusedConv", [](const PlanContext& c, std::string* why) { return make_conv(c, why, false); }, "ai.fusec");
+  r.add("ConvTranspose", [](const PlanContext& c, std::string* why) { return make_conv(c, why, true); });
+}
+
+}  // namespace fusec::cuda

@@ -1,0 +1,320 @@
+// MatMul, Gemm and ai.fusec FusedMatMul through cuBLASLt.
+//
+// cuBLASLt is column-major; a row-major C[M,N] = A[M,K]·B[K,N] is the column-major product
+// Cᵀ[N,M] = Bᵀ[N,K]·Aᵀ[K,M] over the same memory, so every call passes B as cuBLASLt's "A" and A
+// as its "B" with m = N, n = M. A bias over the output's last dim is then a per-row bias of the
+// column-major result, which is exactly cuBLASLt's BIAS epilogue; ReLU and tanh-GELU fold into
+// the epilogue too, any other activation runs as one extra in-place pass (epilogue.cu).
+//
+// Batching: A's leading dims fold into M when B is a plain matrix (a Linear layer); equal or
+// all-ones batch dims become one strided-batched call (stride 0 broadcasts); anything else loops
+// over the broadcast batch with per-matrix offsets computed at plan time.
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <numeric>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/cuda_op.h"
+#include "backend/cuda/epilogue.cuh"
+
+namespace fusec::cuda {
+
+namespace {
+
+constexpr size_t kGemmWorkspace = 32u << 20;
+constexpr int64_t kMaxLoopedBatches = 4096;
+
+#define LT_CHECK(expr)                                                                                \
+  do {                                                                                                \
+    cublasStatus_t st_ = (expr);                                                                      \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                 \
+      throw_library_error("cuBLASLt", st_, cublasLtGetStatusString(st_), #expr, __FILE__, __LINE__); \
+  } while (0)
+
+cudaDataType_t lt_type(DType t) {
+  switch (t) {
+    case DType::Float32: return CUDA_R_32F;
+    case DType::Float16: return CUDA_R_16F;
+    case DType::BFloat16: return CUDA_R_16BF;
+    case DType::Float64: return CUDA_R_64F;
+    default: return CUDA_R_8I;  // never used: callers check supported() first
+  }
+}
+
+bool supported(DType t) {
+  return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || t == DType::Float64;
+}
+
+/// One row-major problem: out[M,N] (+)= op(A)[M,K] · op(B)[K,N], repeated over `batches`.
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  bool trans_a = false, trans_b = false;  // A stored [K,M] / B stored [N,K]
+  int64_t batch = 1;                      // strided batch count
+  int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements
+  // Looped broadcast batches: element offsets per launch (empty: one call).
+  std::vector<int64_t> loop_a, loop_b, loop_c;
+};
+
+class GemmOp : public CudaOp {
+ public:
+  GemmOp(Context& ctx, GemmShape s, DType dt, bool tf32, float alpha, float beta, bool has_c_matrix,
+         bool has_bias, ActParams act, std::string what)
+      : s_(std::move(s)), dt_(dt), alpha_(alpha), beta_(beta), has_c_(has_c_matrix), has_bias_(has_bias),
+        act_(act), what_(std::move(what)) {
+    handle_ = ctx.cublaslt();
+    cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+    if (dt == DType::Float64) compute = CUBLAS_COMPUTE_64F;
+    else if (dt == DType::Float32 && tf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    cudaDataType_t scale = dt == DType::Float64 ? CUDA_R_64F : CUDA_R_32F;
+    LT_CHECK(cublasLtMatmulDescCreate(&desc_, compute, scale));
+    // Swapped operands (see the file comment): cuBLASLt's A is our B.
+    cublasOperation_t op_a = s_.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_b = s_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    if (has_bias_) {
+      epi = CUBLASLT_EPILOGUE_BIAS;
+      if (act_.act == Act::Relu) { epi = CUBLASLT_EPILOGUE_RELU_BIAS; act_.act = Act::None; }
+      else if (act_.act == Act::GeluTanh) { epi = CUBLASLT_EPILOGUE_GELU_BIAS; act_.act = Act::None; }
+    } else if (act_.act == Act::Relu) {
+      epi = CUBLASLT_EPILOGUE_RELU;
+      act_.act = Act::None;
+    }
+    LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    if (has_bias_) {
+      cudaDataType_t bt = lt_type(dt);
+      LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+      int64_t same_bias_every_batch = 0;
+      LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE, &same_bias_every_batch,
+                                              sizeof(same_bias_every_batch)));
+    }
+    // Column-major layouts of the swapped problem: "A" = B (N x K), "B" = A (K x M), C/D = N x M.
+    cudaDataType_t t = lt_type(dt);
+    int64_t rows_a = s_.trans_b ? s_.k : s_.n, cols_a = s_.trans_b ? s_.n : s_.k;
+    int64_t rows_b = s_.trans_a ? s_.m : s_.k, cols_b = s_.trans_a ? s_.k : s_.m;
+    LT_CHECK(cublasLtMatrixLayoutCreate(&la_, t, rows_a, cols_a, rows_a));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&lb_, t, rows_b, cols_b, rows_b));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&lc_, t, s_.n, s_.m, s_.n));
+    LT_CHECK(cublasLtMatrixLayoutCreate(&ld_, t, s_.n, s_.m, s_.n));
+    if (s_.batch > 1) {
+      int32_t b = static_cast<int32_t>(s_.batch);
+      for (auto [l, stride] : {std::pair{la_, s_.stride_b}, {lb_, s_.stride_a}, {lc_, s_.stride_c}, {ld_, s_.stride_c}}) {
+        LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof(b)));
+        LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+      }
+    }
+    // Alignment: base addresses are 256-byte aligned; strides and loop offsets may not be.
+    size_t es = dtype_size(dt);
+    uint64_t align = 256;
+    auto fold = [&](int64_t elems) { if (elems) align = std::gcd<uint64_t>(align, static_cast<uint64_t>(elems) * es); };
+    fold(s_.stride_a); fold(s_.stride_b); fold(s_.stride_c);
+    for (int64_t o : s_.loop_a) fold(o);
+    for (int64_t o : s_.loop_b) fold(o);
+    for (int64_t o : s_.loop_c) fold(o);
+    fold(rows_a); fold(rows_b); fold(s_.n);  // leading dims
+    uint32_t a32 = static_cast<uint32_t>(std::min<uint64_t>(align, 256));
+    cublasLtMatmulPreference_t pref = nullptr;
+    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = kGemmWorkspace;
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      cublasLtMatmulPreferenceSetAttribute(pref, attr, &a32, sizeof(a32));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, desc_, la_, lb_, lc_, ld_, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+      ok_ = false;
+      return;
+    }
+    algo_ = result.algo;
+    workspace_ = result.workspaceSize;
+  }
+
+  ~GemmOp() override {
+    for (auto l : {la_, lb_, lc_, ld_})
+      if (l) cublasLtMatrixLayoutDestroy(l);
+    if (desc_) cublasLtMatmulDescDestroy(desc_);
+  }
+
+  bool ok() const { return ok_; }
+  size_t workspace_bytes() const override { return workspace_; }
+  std::string kernel_name() const override { return what_; }
+
+  void launch(const LaunchArgs& a) override {
+    const DTensor& A = a.inputs[0];
+    const DTensor& B = a.inputs[1];
+    const DTensor& Y = a.outputs[0];
+    if (Y.numel() == 0) return;
+    const void* bias = has_bias_ ? a.inputs[bias_input_].data : nullptr;
+    if (has_bias_)
+      LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    const void* C = has_c_ ? a.inputs[2].data : Y.data;
+    double alpha64 = alpha_, beta64 = has_c_ ? beta_ : 0.0;
+    float alpha32 = alpha_, beta32 = has_c_ ? beta_ : 0.0f;
+    const void* alpha = dt_ == DType::Float64 ? static_cast<const void*>(&alpha64) : &alpha32;
+    const void* beta = dt_ == DType::Float64 ? static_cast<const void*>(&beta64) : &beta32;
+    size_t es = dtype_size(dt_);
+    auto at = [es](const void* p, int64_t off) { return static_cast<const char*>(p) + off * static_cast<int64_t>(es); };
+    size_t calls = s_.loop_a.empty() ? 1 : s_.loop_a.size();
+    for (size_t i = 0; i < calls; ++i) {
+      int64_t oa = s_.loop_a.empty() ? 0 : s_.loop_a[i], ob = s_.loop_a.empty() ? 0 : s_.loop_b[i],
+              oc = s_.loop_a.empty() ? 0 : s_.loop_c[i];
+      LT_CHECK(cublasLtMatmul(handle_, desc_, alpha, at(B.data, ob), la_, at(A.data, oa), lb_, beta, at(C, oc), lc_,
+                              const_cast<char*>(at(Y.data, oc)), ld_, &algo_, a.workspace, workspace_, a.stream));
+    }
+    if (act_.act != Act::None && !launch_epilogue(Y.data, nullptr, Y.dtype, Y.numel(), act_, a.stream))
+      internal_error("no activation kernel for this dtype");
+  }
+
+  size_t bias_input_ = 2;
+
+ private:
+  GemmShape s_;
+  DType dt_;
+  float alpha_, beta_;
+  bool has_c_, has_bias_;
+  ActParams act_;
+  std::string what_;
+  cublasLtHandle_t handle_ = nullptr;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr, ld_ = nullptr;
+  cublasLtMatmulAlgo_t algo_{};
+  size_t workspace_ = 0;
+  bool ok_ = true;
+};
+
+std::string gemm_name(DType dt, bool tf32, int64_t batch, const char* extra) {
+  std::string s = "cuBLASLt GEMM ";
+  s += dt == DType::Float32 ? (tf32 ? "tf32" : "fp32") : dt == DType::Float16 ? "fp16" : dt == DType::BFloat16 ? "bf16" : "fp64";
+  if (batch > 1) s += " batched x" + std::to_string(batch);
+  s += extra;
+  return s;
+}
+
+/// Shape of MatMul(A, B) with ONNX's broadcasting; false (with why) if it cannot be expressed.
+bool matmul_shape(std::vector<int64_t> ad, std::vector<int64_t> bd, GemmShape* s, std::string* why) {
+  if (ad.empty() || bd.empty()) { *why = "scalar operand"; return false; }
+  if (ad.size() == 1) ad.insert(ad.begin(), 1);
+  if (bd.size() == 1) bd.push_back(1);
+  s->m = ad[ad.size() - 2];
+  s->k = ad.back();
+  s->n = bd.back();
+  if (bd[bd.size() - 2] != s->k) { *why = "inner dims differ"; return false; }
+  std::vector<int64_t> ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2);
+  size_t rank = std::max(ab.size(), bb.size());
+  ab.insert(ab.begin(), rank - ab.size(), 1);
+  bb.insert(bb.begin(), rank - bb.size(), 1);
+  std::vector<int64_t> ob(rank);
+  int64_t a_count = 1, b_count = 1, o_count = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    ob[i] = std::max(ab[i], bb[i]);
+    a_count *= ab[i];
+    b_count *= bb[i];
+    o_count *= ob[i];
+  }
+  if (b_count == 1) {  // a Linear layer: fold A's batch into M
+    s->m *= a_count;
+    return true;
+  }
+  bool a_full = a_count == o_count, b_full = b_count == o_count;
+  if ((a_full || a_count == 1) && (b_full || b_count == 1) && o_count <= INT32_MAX) {
+    s->batch = o_count;
+    s->stride_a = a_count == 1 ? 0 : s->m * s->k;
+    s->stride_b = b_count == 1 ? 0 : s->k * s->n;
+    s->stride_c = s->m * s->n;
+    return true;
+  }
+  if (o_count > kMaxLoopedBatches) { *why = "broadcast batch too large to loop"; return false; }
+  for (int64_t o = 0; o < o_count; ++o) {
+    int64_t rem = o, ia = 0, ib = 0, sa = 1, sb = 1;
+    for (size_t d = rank; d-- > 0;) {
+      int64_t idx = rem % ob[d];
+      rem /= ob[d];
+      ia += (ab[d] == 1 ? 0 : idx) * sa;
+      ib += (bb[d] == 1 ? 0 : idx) * sb;
+      sa *= ab[d];
+      sb *= bb[d];
+    }
+    s->loop_a.push_back(ia * s->m * s->k);
+    s->loop_b.push_back(ib * s->k * s->n);
+    s->loop_c.push_back(o * s->m * s->n);
+  }
+  return true;
+}
+
+std::unique_ptr<CudaOp> finish(std::unique_ptr<GemmOp> op, std::string* why) {
+  if (!op->ok()) {
+    *why = "cuBLASLt has no algorithm for this shape and type";
+    return nullptr;
+  }
+  return op;
+}
+
+std::unique_ptr<CudaOp> make_matmul(const PlanContext& c, std::string* why) {
+  DType dt = c.in_dtype(0);
+  if (!supported(dt) || c.in_dtype(1) != dt) { *why = std::string("MatMul on ") + dtype_name(dt) + " runs on the CPU"; return nullptr; }
+  GemmShape s;
+  if (!matmul_shape(c.in_dims(0), c.in_dims(1), &s, why)) return nullptr;
+  if (s.k == 0) { *why = "empty inner dimension"; return nullptr; }
+  bool fused = c.node().domain == "ai.fusec";
+  ActParams act;
+  bool has_bias = false;
+  if (fused) {
+    if (!parse_activation(c.attr_string("activation"), c.attr_floats("activation_params"), &act)) {
+      *why = "unknown activation";
+      return nullptr;
+    }
+    has_bias = c.has_input(2);
+    if (has_bias && (c.input(2).dims.empty() ? 1 : c.input(2).dims.back()) != s.n) { *why = "bias is not per output column"; return nullptr; }
+  }
+  auto op = std::make_unique<GemmOp>(c.ctx(), s, dt, c.allow_tf32(), 1.0f, 0.0f, false, has_bias, act,
+                                     gemm_name(dt, c.allow_tf32(), s.batch * std::max<int64_t>(1, static_cast<int64_t>(s.loop_a.size())),
+                                               has_bias ? " + bias epilogue" : ""));
+  return finish(std::move(op), why);
+}
+
+std::unique_ptr<CudaOp> make_gemm(const PlanContext& c, std::string* why) {
+  DType dt = c.in_dtype(0);
+  if (!supported(dt) || c.in_dtype(1) != dt) { *why = std::string("Gemm on ") + dtype_name(dt) + " runs on the CPU"; return nullptr; }
+  const auto& ad = c.in_dims(0);
+  const auto& bd = c.in_dims(1);
+  if (ad.size() != 2 || bd.size() != 2) { *why = "Gemm operands must be 2-D"; return nullptr; }
+  GemmShape s;
+  s.trans_a = c.attr_int("transA") != 0;
+  s.trans_b = c.attr_int("transB") != 0;
+  s.m = s.trans_a ? ad[1] : ad[0];
+  s.k = s.trans_a ? ad[0] : ad[1];
+  s.n = s.trans_b ? bd[0] : bd[1];
+  if (s.k == 0) { *why = "empty inner dimension"; return nullptr; }
+  float alpha = c.attr_float("alpha"), beta = c.attr_float("beta");
+  bool has_bias = false, has_c = false;
+  if (c.has_input(2) && beta != 0.0f) {
+    const auto& cd = c.in_dims(2);
+    bool row_vector = (cd.size() == 1 && cd[0] == s.n) || (cd.size() == 2 && cd[0] == 1 && cd[1] == s.n);
+    if (row_vector && beta == 1.0f) {
+      has_bias = true;
+    } else if (cd.size() == 2 && cd[0] == s.m && cd[1] == s.n) {
+      has_c = true;
+    } else {
+      *why = "Gemm's C broadcast " + dims_str(cd) + " with beta " + std::to_string(beta) + " runs on the CPU";
+      return nullptr;
+    }
+  }
+  auto op = std::make_unique<GemmOp>(c.ctx(), s, dt, c.allow_tf32(), alpha, beta, has_c, has_bias, ActParams{},
+                                     gemm_name(dt, c.allow_tf32(), 1, has_bias ? " + bias epilogue" : ""));
+  return finish(std::move(op), why);
+}
+
+}  // namespace
+
+void register_gemm_ops(CudaOpRegistry& r) {
+  r.add("MatMul", make_matmul);
+  r.add("Gemm", make_gemm);
+  r.add("FusedMatMul", make_matmul, "ai.fusec");
+}
+
+}  // namespace fusec::cuda

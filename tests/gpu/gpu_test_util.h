@@ -1,0 +1,50 @@
+// Helpers for the GPU suite: skip without a device, random data, and the differential check every
+// CUDA kernel goes through: one node run on the CPU reference (float32) and on the CUDA backend
+// at a given precision, each output compared relative to its magnitude.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/context.h"
+#include "backend/cuda/cuda_backend.h"
+#include "ir/graph_builder.h"
+
+namespace fusec::test {
+
+#define FUSEC_REQUIRE_GPU()                                                   \
+  do {                                                                        \
+    std::string fusec_why_;                                                   \
+    if (!::fusec::cuda::gpu_available(&fusec_why_)) GTEST_SKIP() << "no GPU: " << fusec_why_; \
+  } while (0)
+
+/// Seeded uniform data in [lo, hi) (floats), or [lo, hi) truncated for integer types.
+Tensor random_tensor(DType dtype, std::vector<int64_t> dims, uint64_t seed, double lo = -1, double hi = 1);
+
+/// One node over the given inputs. Inputs listed in `constant` become initializers (weights, shape
+/// operands); the others are graph inputs.
+struct OpCase {
+  std::string op, domain;
+  int64_t opset = 17;
+  std::vector<Tensor> inputs;   // an undefined Tensor leaves that optional input out
+  std::set<size_t> constant;    // indices of inputs that are initializers
+  std::vector<NamedAttribute> attrs;
+  size_t num_outputs = 1;
+};
+
+/// Tolerance for a precision, relative to the output's largest magnitude (the figures).
+double default_tolerance(Precision p);
+
+/// Runs the case on the CPU reference and on CUDA at `p`; expects every output within `tol`
+/// (negative: default_tolerance(p)) of the reference relative to max|reference| (exact for
+/// integer and bool outputs). With `require_gpu_kernel`, also expects the node to have run on the
+/// GPU rather than through the CPU fallback.
+void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol = -1, bool require_gpu_kernel = true);
+
+/// Same for a whole graph (already built; shapes must be bindable from the inputs).
+void expect_graph_gpu_matches_cpu(const Graph& g, const std::vector<Tensor>& inputs, Precision p,
+                                  double tol = -1, bool cuda_graph = true);
+
+}  // namespace fusec::test
