@@ -1,15 +1,24 @@
-// fusec bench: latency and throughput of repeated runs, with the planner's peak memory.
+// fusec bench: latency and throughput of repeated runs on the CPU or the GPU, of the model as given
+// and after the fusion pipeline, in the same process (the A/B a user needs to trust a speedup).
+//
+// GPU timing: inputs stay on the device; each iteration is one launch of the whole plan (a
+// CUDA-graph replay once captured) between two CUDA events, after warm-up. --include-copies times
+// host→device→host instead, on the host clock. CPU timing: the host clock around each run.
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/parallel.h"
 #include "cli/common.h"
+#include "cli/device_options.h"
 #include "ir/error.h"
+#include "passes/pipeline.h"
 #include "profiler/stats.h"
 #ifdef FUSEC_HAVE_CUDA
-#include "backend/cuda/device_info.h"
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/cuda_backend.h"
 #endif
 
 namespace fusec::cli {
@@ -22,83 +31,258 @@ struct BenchArgs {
   std::optional<int> iterations;
   std::optional<double> duration;
   uint64_t seed = 0;
-  bool quiet = false;
+  bool quiet = false, no_compare = false, include_copies = false;
   ShapeOptions shapes;
+  DeviceOptions device;
 };
+
+struct Variant {
+  std::string name;  // "as_given" / "optimized"
+  std::unique_ptr<Graph> graph;
+  int rewrites = 0;
+  // results
+  std::vector<double> samples;
+  LatencyStats stats;
+  double build_ms = 0;
+  MemoryStats mem;
+  size_t workspace_bytes = 0, io_bytes = 0, device_in_use_bytes = 0;
+  bool device_memory = false;
+  std::string placement, graph_status;
+  std::vector<std::string> cpu_nodes;
+};
+
+/// Repeats `once` (which returns the iteration's time in ms) per the --iterations/--duration rule.
+template <typename F>
+std::vector<double> sample(const BenchArgs& a, const std::string& label, F&& once) {
+  using clock = std::chrono::steady_clock;
+  bool progress = !a.quiet && stdout_is_tty();
+  std::vector<double> samples;
+  int max_iters = a.iterations.value_or(1 << 30);
+  double max_s = a.duration.value_or(a.iterations ? 1e30 : 5.0);
+  int min_iters = a.iterations ? *a.iterations : 10;
+  auto start = clock::now();
+  while (static_cast<int>(samples.size()) < max_iters) {
+    samples.push_back(once());
+    double elapsed = std::chrono::duration<double>(clock::now() - start).count();
+    if (progress && samples.size() % 16 == 0)
+      std::fprintf(stderr, "\r  %s: %zu iterations, %.1f s", label.c_str(), samples.size(), elapsed);
+    if (!a.iterations && elapsed >= max_s && static_cast<int>(samples.size()) >= min_iters) break;
+  }
+  if (progress) std::fprintf(stderr, "\r%60s\r", "");
+  return samples;
+}
+
+double host_ms(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+#ifdef FUSEC_HAVE_CUDA
+size_t device_used_bytes() {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
+  return total_b - free_b;
+}
+#endif
+
+void measure(const BenchArgs& a, const ResolvedDevice& dev, Variant& v, const std::vector<Tensor>& inputs) {
+  auto backend = make_backend(a.device, dev);
+  auto bad = backend->unsupported(*v.graph);
+  if (!bad.empty()) bad_input(describe_unsupported(bad));
+#ifdef FUSEC_HAVE_CUDA
+  size_t used_before = dev.cuda ? device_used_bytes() : 0;
+#endif
+  auto t0 = std::chrono::steady_clock::now();
+  auto exe = backend->compile(*v.graph);
+  exe->run(inputs);  // the first run plans (shapes from the inputs) and warms every library up
+  v.build_ms = host_ms(t0);
+  v.placement = placement_summary(*exe);
+#ifdef FUSEC_HAVE_CUDA
+  if (auto* ce = dynamic_cast<cuda::CudaExecutable*>(exe.get())) {
+    for (const auto& p : ce->placement())
+      if (!p.on_gpu && !p.folded) v.cpu_nodes.push_back(p.node);
+    ce->upload_inputs(inputs);
+    cudaStream_t s = ce->stream();
+    for (int i = 0; i < a.warmup; ++i) ce->launch();
+    FUSEC_CUDA_CHECK(cudaStreamSynchronize(s));
+    v.graph_status = ce->graph_status();
+    if (a.include_copies) {
+      v.samples = sample(a, v.name, [&] {
+        auto t = std::chrono::steady_clock::now();
+        ce->run(inputs);
+        return host_ms(t);
+      });
+    } else {
+      cudaEvent_t e0, e1;
+      FUSEC_CUDA_CHECK(cudaEventCreate(&e0));
+      FUSEC_CUDA_CHECK(cudaEventCreate(&e1));
+      v.samples = sample(a, v.name, [&] {
+        FUSEC_CUDA_CHECK(cudaEventRecord(e0, s));
+        ce->launch();
+        FUSEC_CUDA_CHECK(cudaEventRecord(e1, s));
+        FUSEC_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        FUSEC_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        return static_cast<double>(ms);
+      });
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+    }
+    auto dm = ce->device_memory();
+    v.mem.peak_activation_bytes = dm.arena_bytes;
+    v.mem.weight_bytes = dm.weight_bytes;
+    v.mem.planned = true;
+    v.workspace_bytes = dm.workspace_bytes;
+    v.io_bytes = dm.io_bytes;
+    size_t used_after = device_used_bytes();
+    v.device_in_use_bytes = used_after > used_before ? used_after - used_before : 0;
+    v.device_memory = true;
+    v.stats = compute_latency_stats(v.samples);
+    return;
+  }
+#endif
+  for (int i = 0; i < a.warmup; ++i) exe->run(inputs);
+  v.samples = sample(a, v.name, [&] {
+    auto t = std::chrono::steady_clock::now();
+    exe->run(inputs);
+    return host_ms(t);
+  });
+  v.mem = exe->memory();
+  v.stats = compute_latency_stats(v.samples);
+}
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+void row(const std::string& label, const std::vector<std::string>& cells) {
+  std::printf("%-16s", label.c_str());
+  for (const auto& c : cells) std::printf("  %-24s", c.c_str());
+  std::printf("\n");
+}
+
+nlohmann::ordered_json variant_json(const Variant& v, int64_t batch) {
+  const LatencyStats& st = v.stats;
+  nlohmann::ordered_json j;
+  j["name"] = v.name;
+  j["nodes"] = v.graph->nodes().size();
+  if (v.name == "optimized") j["rewrites"] = v.rewrites;
+  j["build_ms"] = v.build_ms;
+  j["iterations"] = st.samples;
+  j["latency_ms"] = {{"min", st.min_ms}, {"mean", st.mean_ms}, {"median", st.median_ms}, {"p90", st.p90_ms},
+                     {"p95", st.p95_ms}, {"p99", st.p99_ms}, {"max", st.max_ms}, {"stddev", st.stddev_ms}};
+  j["cv"] = st.cv;
+  j["high_variance"] = st.cv > kHighCv;
+  j["throughput_per_s"] = st.mean_ms > 0 ? 1000.0 * static_cast<double>(batch) / st.mean_ms : 0;
+  nlohmann::ordered_json m = {{"peak_activation_bytes", v.mem.peak_activation_bytes},
+                              {"weight_bytes", v.mem.weight_bytes}, {"planned", v.mem.planned}};
+  if (v.device_memory) {
+    m["workspace_bytes"] = v.workspace_bytes;
+    m["io_bytes"] = v.io_bytes;
+    m["device_in_use_bytes"] = v.device_in_use_bytes;
+  }
+  j["memory"] = m;
+  if (!v.graph_status.empty()) j["cuda_graph"] = v.graph_status;
+  j["cpu_nodes"] = v.cpu_nodes;
+  j["samples_ms"] = v.samples;
+  return j;
+}
 
 int bench(const BenchArgs& a) {
   if (a.iterations && a.duration) bad_input("give --iterations or --duration, not both");
   if (a.iterations && *a.iterations <= 0) bad_input("--iterations must be positive");
   if (a.duration && *a.duration <= 0) bad_input("--duration must be positive");
   if (a.warmup < 0) bad_input("--warmup must not be negative");
-  auto g = load_model(a.model, a.shapes);
-  cpu::CpuBackend backend;
-  auto bad = backend.unsupported(*g);
-  if (!bad.empty()) bad_input(describe_unsupported(bad));
-  require_static_shapes(*g);
-  std::vector<Tensor> inputs;
-  for (auto* v : g->inputs) inputs.push_back(random_input(*v, a.seed));
-  auto exe = backend.compile(*g);
-  using clock = std::chrono::steady_clock;
-  bool progress = !a.quiet && stdout_is_tty();
-  for (int i = 0; i < a.warmup; ++i) exe->run(inputs);
-  std::vector<double> samples;
-  int max_iters = a.iterations.value_or(1 << 30);
-  double max_s = a.duration.value_or(a.iterations ? 1e30 : 10.0);
-  int min_iters = a.iterations ? *a.iterations : 10;
-  auto start = clock::now();
-  while (static_cast<int>(samples.size()) < max_iters) {
-    auto t0 = clock::now();
-    exe->run(inputs);
-    auto t1 = clock::now();
-    samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    double elapsed = std::chrono::duration<double>(t1 - start).count();
-    if (progress) std::fprintf(stderr, "\r  %zu iterations, %.1f s", samples.size(), elapsed);
-    if (!a.iterations && elapsed >= max_s && static_cast<int>(samples.size()) >= min_iters) break;
-  }
-  if (progress) std::fprintf(stderr, "\r%40s\r", "");
-  LatencyStats st = compute_latency_stats(samples);
-  int64_t batch = 1;
-  if (!g->inputs.empty() && g->inputs[0]->type.shape && !g->inputs[0]->type.shape->empty())
-    batch = (*g->inputs[0]->type.shape)[0].value;
-  double throughput = st.mean_ms > 0 ? 1000.0 * static_cast<double>(batch) / st.mean_ms : 0;
-  MemoryStats mem = exe->memory();
+  ResolvedDevice dev = resolve_device(a.device);
+  if (a.include_copies && !dev.cuda) bad_input("--include-copies applies to --device cuda only");
 
-  std::printf("model        %s\n", a.model.c_str());
-  std::printf("backend      %s (%d threads)\n", exe->backend_name().c_str(), cpu::num_threads());
-#ifdef FUSEC_HAVE_CUDA
-  {
-    std::string why;
-    auto devices = cuda::list_devices(&why);
-    if (!devices.empty())
-      std::printf("gpu          %s (sm_%d%d) found; this version benchmarks on the CPU backend only\n",
-                  devices[0].name.c_str(), devices[0].sm_major, devices[0].sm_minor);
+  std::vector<Variant> variants;
+  variants.push_back({"as_given", load_model(a.model, a.shapes)});
+  require_static_shapes(*variants[0].graph);
+  if (!a.no_compare) {
+    Variant opt{"optimized", variants[0].graph->clone()};
+    OptimizeResult r = optimize_graph(*opt.graph, PipelineOptions{});
+    for (const auto& p : r.per_pass) opt.rewrites += p.rewrites;
+    variants.push_back(std::move(opt));
   }
-#endif
-  std::printf("iterations   %d (after %d warm-up)\n", st.samples, a.warmup);
-  std::printf("latency ms   min %.3f  mean %.3f  median %.3f  p90 %.3f  p95 %.3f  p99 %.3f  max %.3f\n",
-              st.min_ms, st.mean_ms, st.median_ms, st.p90_ms, st.p95_ms, st.p99_ms, st.max_ms);
-  std::printf("throughput   %.2f samples/s (batch %lld)\n", throughput, static_cast<long long>(batch));
-  std::printf("cv           %.1f%%%s\n", st.cv * 100,
-              st.cv > kHighCv ? "  warning: timings vary a lot; close other work or raise --iterations" : "");
-  std::printf("memory       activations %s (%s), weights %s\n", human_bytes(static_cast<double>(mem.peak_activation_bytes)).c_str(),
-              mem.planned ? "planned" : "observed peak", human_bytes(static_cast<double>(mem.weight_bytes)).c_str());
+  const Graph& g = *variants[0].graph;
+  std::vector<Tensor> inputs;
+  for (auto* v : g.inputs) inputs.push_back(random_input(*v, a.seed));
+  for (Variant& v : variants) measure(a, dev, v, inputs);
+
+  int64_t batch = 1;
+  if (!g.inputs.empty() && g.inputs[0]->type.shape && !g.inputs[0]->type.shape->empty())
+    batch = (*g.inputs[0]->type.shape)[0].value;
+
+  std::printf("model           %s\n", a.model.c_str());
+  std::printf("device          %s%s\n", dev.description.c_str(), dev.why.empty() ? "" : ("  [" + dev.why + "]").c_str());
+  std::printf("precision       %s\n", precision_name(dev.precision));
+  if (dev.cuda)
+    std::printf("timing          %s, %d warm-up\n",
+                a.include_copies ? "host clock, including host<->device copies" : "CUDA events, inputs resident on the GPU", a.warmup);
+  else
+    std::printf("timing          host clock, %d warm-up\n", a.warmup);
+  std::printf("batch           %lld\n\n", static_cast<long long>(batch));
+  std::vector<std::string> c;
+  auto cells = [&](auto f) {
+    c.clear();
+    for (const Variant& v : variants) c.push_back(f(v));
+    return c;
+  };
+  row("", cells([](const Variant& v) { return v.name == "as_given" ? std::string("as given") : std::string("optimized"); }));
+  row("nodes", cells([](const Variant& v) { return std::to_string(v.graph->nodes().size()); }));
+  row("iterations", cells([](const Variant& v) { return std::to_string(v.stats.samples); }));
+  row("median ms", cells([](const Variant& v) { return fmt("%.4f", v.stats.median_ms); }));
+  row("mean ms", cells([](const Variant& v) { return fmt("%.4f", v.stats.mean_ms); }));
+  row("min / max ms", cells([](const Variant& v) { return fmt("%.4f", v.stats.min_ms) + " / " + fmt("%.4f", v.stats.max_ms); }));
+  row("p90/p95/p99 ms", cells([](const Variant& v) {
+        return fmt("%.4f", v.stats.p90_ms) + "/" + fmt("%.4f", v.stats.p95_ms) + "/" + fmt("%.4f", v.stats.p99_ms);
+      }));
+  row("throughput /s", cells([batch](const Variant& v) {
+        return fmt("%.1f", v.stats.mean_ms > 0 ? 1000.0 * static_cast<double>(batch) / v.stats.mean_ms : 0);
+      }));
+  row("cv", cells([](const Variant& v) { return fmt("%.1f%%", v.stats.cv * 100) + (v.stats.cv > kHighCv ? " (high)" : ""); }));
+  row("activations", cells([](const Variant& v) {
+        return human_bytes(static_cast<double>(v.mem.peak_activation_bytes)) + (v.mem.planned ? "" : " (observed)");
+      }));
+  row("weights", cells([](const Variant& v) { return human_bytes(static_cast<double>(v.mem.weight_bytes)); }));
+  if (dev.cuda) {
+    row("workspace", cells([](const Variant& v) { return human_bytes(static_cast<double>(v.workspace_bytes)); }));
+    row("device in use", cells([](const Variant& v) { return human_bytes(static_cast<double>(v.device_in_use_bytes)); }));
+    row("cuda graph", cells([](const Variant& v) { return v.graph_status.substr(0, 24); }));
+    row("nodes on CPU", cells([](const Variant& v) { return std::to_string(v.cpu_nodes.size()); }));
+  }
+  row("build ms", cells([](const Variant& v) { return fmt("%.1f", v.build_ms); }));
+  double speedup = 0;
+  if (variants.size() == 2 && variants[1].stats.median_ms > 0) {
+    speedup = variants[0].stats.median_ms / variants[1].stats.median_ms;
+    std::printf("\nspeedup         %.2fx (median latency, as given / optimized)\n", speedup);
+  }
+  for (const Variant& v : variants) {
+    if (v.stats.cv > kHighCv)
+      std::printf("warning: %s timings vary a lot (cv %.1f%%); close other work or raise --iterations\n",
+                  v.name.c_str(), v.stats.cv * 100);
+    if (!v.cpu_nodes.empty()) std::printf("%s: %s\n", v.name.c_str(), v.placement.c_str());
+    if (dev.cuda && v.graph_status != "on" && v.graph_status.find("--cuda-graph") == std::string::npos)
+      std::printf("%s: CUDA graph %s\n", v.name.c_str(), v.graph_status.c_str());
+  }
+
   if (!a.json_path.empty()) {
     nlohmann::ordered_json j;
-    j["schema"] = "fusec.bench/1";
+    j["schema"] = "fusec.bench/2";
     j["model"] = a.model;
-    j["backend"] = exe->backend_name();
-    j["threads"] = cpu::num_threads();
+    j["device"] = dev.cuda ? "cuda" : "cpu";
+    j["device_name"] = dev.description;
+    if (!dev.cuda) j["threads"] = cpu::num_threads();
+    j["precision"] = precision_name(dev.precision);
     j["batch"] = batch;
     j["warmup"] = a.warmup;
-    j["iterations"] = st.samples;
-    j["latency_ms"] = {{"min", st.min_ms}, {"mean", st.mean_ms}, {"median", st.median_ms}, {"p90", st.p90_ms},
-                       {"p95", st.p95_ms}, {"p99", st.p99_ms}, {"max", st.max_ms}, {"stddev", st.stddev_ms}};
-    j["cv"] = st.cv;
-    j["high_variance"] = st.cv > kHighCv;
-    j["throughput_per_s"] = throughput;
-    j["memory"] = {{"peak_activation_bytes", mem.peak_activation_bytes}, {"weight_bytes", mem.weight_bytes},
-                   {"planned", mem.planned}};
+    j["timing"] = dev.cuda ? (a.include_copies ? "host_clock_with_copies" : "cuda_events") : "host_clock";
+    j["variants"] = nlohmann::ordered_json::array();
+    for (const Variant& v : variants) j["variants"].push_back(variant_json(v, batch));
+    if (speedup > 0) j["speedup_median"] = speedup;
+    else j["speedup_median"] = nullptr;
     write_text_file(a.json_path, j.dump(2) + "\n");
   }
   return 0;
@@ -108,14 +292,17 @@ int bench(const BenchArgs& a) {
 
 void add_bench(CLI::App& app, std::function<int()>& action) {
   auto args = std::make_shared<BenchArgs>();
-  auto* sub = app.add_subcommand("bench", "Latency and throughput (CPU backend; CUDA joins later)");
+  auto* sub = app.add_subcommand("bench", "Latency and throughput, as given vs optimized, on the GPU or the CPU");
   sub->add_option("model", args->model, "ONNX model file")->required();
   args->shapes.add_to(*sub);
+  args->device.add_to(*sub);
   sub->add_option("--warmup", args->warmup, "Warm-up runs, not timed (default 3)");
-  sub->add_option("--iterations", args->iterations, "Timed runs");
-  sub->add_option("--duration", args->duration, "Time budget in seconds (default 10 s, at least 10 runs)");
+  sub->add_option("--iterations", args->iterations, "Timed runs per variant");
+  sub->add_option("--duration", args->duration, "Time budget per variant in seconds (default 5 s, at least 10 runs)");
   sub->add_option("--seed", args->seed, "Seed for the random inputs");
-  sub->add_option("--json", args->json_path, "Write results as JSON (schema fusec.bench/1)");
+  sub->add_flag("--no-compare", args->no_compare, "Benchmark only the model as given (no optimized run)");
+  sub->add_flag("--include-copies", args->include_copies, "GPU: time host->device->host copies too");
+  sub->add_option("--json", args->json_path, "Write results as JSON (schema fusec.bench/2)");
   sub->add_flag("--quiet", args->quiet, "No progress output");
   sub->callback([args, &action] { action = [args] { return bench(*args); }; });
 }

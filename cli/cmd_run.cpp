@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli/common.h"
+#include "cli/device_options.h"
 #include "importer/npy.h"
 #include "importer/tensor_proto.h"
 #include "ir/error.h"
@@ -20,6 +21,7 @@ struct RunArgs {
   std::vector<std::string> inputs;
   uint64_t seed = 0;
   ShapeOptions shapes;
+  DeviceOptions device;
 };
 
 std::string input_names(const Graph& g) {
@@ -29,6 +31,7 @@ std::string input_names(const Graph& g) {
 }
 
 int run(RunArgs& a) {
+  ResolvedDevice dev = resolve_device(a.device);
   if (a.format != "pb" && a.format != "npy") bad_input("--format must be pb or npy, not '" + a.format + "'");
   {
     std::error_code ec;
@@ -80,9 +83,12 @@ int run(RunArgs& a) {
   }
   std::vector<Tensor> inputs;
   for (auto* v : g->inputs) inputs.push_back(given.count(v->name) ? given[v->name] : random_input(*v, a.seed));
-  cpu::CpuBackend backend;
-  auto exe = backend.compile(*g);
+  auto backend = make_backend(a.device, dev);
+  auto exe = backend->compile(*g);
   auto outputs = exe->run(inputs);
+  std::printf("device %s, precision %s%s\n", dev.description.c_str(), precision_name(dev.precision),
+              dev.why.empty() ? "" : (" [" + dev.why + "]").c_str());
+  if (std::string placed = placement_summary(*exe); !placed.empty()) std::printf("placement %s\n", placed.c_str());
   for (size_t k = 0; k < outputs.size(); ++k) {
     fs::path p = fs::path(a.output_dir) / ("output_" + std::to_string(k) + "." + a.format);
     if (a.format == "npy") write_npy(outputs[k], p);
@@ -105,6 +111,7 @@ void add_run(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--output-dir", args->output_dir, "Where to write output_K.pb / output_K.npy")->required();
   sub->add_option("--format", args->format, "pb (TensorProto, default) or npy");
   args->shapes.add_to(*sub);
+  args->device.add_to(*sub);
   sub->callback([args, &action] { action = [args] { return run(*args); }; });
 }
 

@@ -1,0 +1,97 @@
+#include "cli/device_options.h"
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/parallel.h"
+#include "ir/error.h"
+#ifdef FUSEC_HAVE_CUDA
+#include "backend/cuda/context.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/device_info.h"
+#endif
+
+namespace fusec::cli {
+
+void DeviceOptions::add_to(CLI::App& app, bool with_graph, bool with_strict) {
+  app.add_option("--device", device, "cpu, cuda or auto (default: cuda when a usable GPU is present)");
+  app.add_option("--gpu", gpu, "GPU index for --device cuda (default 0)");
+  app.add_option("--precision", precision, "fp32 (default), tf32, fp16 or bf16 (GPU); the CPU runs fp32");
+  if (with_graph) app.add_option("--cuda-graph", cuda_graph, "on (default): replay the run as one CUDA graph; off");
+  if (with_strict) app.add_flag("--strict", strict, "Fail if a node would run on the CPU instead of the GPU");
+}
+
+ResolvedDevice resolve_device(const DeviceOptions& o) {
+  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
+    bad_input("--device must be cpu, cuda or auto, not '" + o.device + "'");
+  if (o.cuda_graph != "on" && o.cuda_graph != "off") bad_input("--cuda-graph must be on or off, not '" + o.cuda_graph + "'");
+  if (o.gpu < 0) bad_input("--gpu must not be negative");
+  ResolvedDevice d;
+  d.precision = parse_precision(o.precision);
+  bool want_cuda = o.device == "cuda";
+#ifdef FUSEC_HAVE_CUDA
+  std::string why;
+  bool have = cuda::gpu_available(&why);
+  if (o.device == "auto") {
+    want_cuda = have;
+    d.why = have ? "auto: a GPU was found" : "auto: no usable GPU (" + why + ")";
+  } else if (want_cuda && !have) {
+    bad_input("--device cuda: no usable GPU (" + why + ")");
+  }
+  if (want_cuda) {
+    auto devices = cuda::list_devices();
+    if (o.gpu >= static_cast<int>(devices.size()))
+      bad_input("--gpu " + std::to_string(o.gpu) + ": this machine has " + std::to_string(devices.size()) + " GPU(s), numbered from 0");
+    const auto& info = devices[o.gpu];
+    d.cuda = true;
+    d.description = "cuda:" + std::to_string(o.gpu) + " " + info.name + " (sm_" + std::to_string(info.sm_major) +
+                    std::to_string(info.sm_minor) + ")";
+    return d;
+  }
+#else
+  if (want_cuda) bad_input("--device cuda: this fusec was built without the CUDA backend (rebuild with the CUDA toolkit)");
+  if (o.device == "auto") d.why = "auto: built without CUDA";
+#endif
+  if (d.precision != Precision::FP32)
+    bad_input(std::string("--precision ") + precision_name(d.precision) + " needs --device cuda; the CPU backend runs fp32");
+  d.description = "cpu (" + std::to_string(cpu::num_threads()) + " threads)";
+  return d;
+}
+
+std::string placement_summary(const Executable& exe) {
+#ifdef FUSEC_HAVE_CUDA
+  if (const auto* ce = dynamic_cast<const cuda::CudaExecutable*>(&exe)) {
+    int gpu = 0, folded = 0;
+    std::string cpu;
+    int cpu_count = 0;
+    for (const auto& p : ce->placement()) {
+      if (p.on_gpu) ++gpu;
+      else if (p.folded) ++folded;
+      else {
+        ++cpu_count;
+        if (cpu_count <= 8) cpu += (cpu.empty() ? "" : ", ") + p.node + " (" + p.op_type + ": " + p.reason + ")";
+      }
+    }
+    std::string s = std::to_string(gpu) + " node(s) on the GPU";
+    if (folded) s += ", " + std::to_string(folded) + " folded at plan time";
+    if (cpu_count) s += ", " + std::to_string(cpu_count) + " on the CPU: " + cpu + (cpu_count > 8 ? ", ..." : "");
+    return s;
+  }
+#endif
+  (void)exe;
+  return "";
+}
+
+std::unique_ptr<Backend> make_backend(const DeviceOptions& o, const ResolvedDevice& d) {
+#ifdef FUSEC_HAVE_CUDA
+  if (d.cuda) {
+    cuda::CudaOptions co;
+    co.device = o.gpu;
+    co.precision = d.precision;
+    co.cuda_graph = o.cuda_graph == "on";
+    co.strict = o.strict;
+    return std::make_unique<cuda::CudaBackend>(co);
+  }
+#endif
+  return std::make_unique<cpu::CpuBackend>();
+}
+
+}  // namespace fusec::cli

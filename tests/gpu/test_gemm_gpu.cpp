@@ -1,0 +1,100 @@
+// MatMul, Gemm and FusedMatMul on cuBLASLt against the CPU reference.
+#include "gpu_test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+const Precision kAll[] = {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16};
+
+OpCase matmul(std::vector<int64_t> a, std::vector<int64_t> b, bool const_b = false, uint64_t seed = 1) {
+  OpCase c;
+  c.op = "MatMul";
+  c.inputs = {random_tensor(DType::Float32, a, seed), random_tensor(DType::Float32, b, seed + 7)};
+  if (const_b) c.constant = {1};
+  return c;
+}
+
+}  // namespace
+
+TEST(GpuMatMul, LinearLayerFoldsBatchIntoRows) {
+  FUSEC_REQUIRE_GPU();
+  for (Precision p : kAll) expect_gpu_matches_cpu(matmul({4, 33, 64}, {64, 48}, true), p);
+}
+
+TEST(GpuMatMul, OddSizes) {
+  FUSEC_REQUIRE_GPU();
+  for (Precision p : kAll) {
+    expect_gpu_matches_cpu(matmul({7, 13}, {13, 5}), p);
+    expect_gpu_matches_cpu(matmul({1, 1}, {1, 1}), p);
+    expect_gpu_matches_cpu(matmul({129, 257}, {257, 31}), p);
+  }
+}
+
+TEST(GpuMatMul, BatchedAndBroadcast) {
+  FUSEC_REQUIRE_GPU();
+  for (Precision p : kAll) {
+    expect_gpu_matches_cpu(matmul({2, 3, 16, 8}, {2, 3, 8, 16}), p);  // attention-like, equal batches
+    expect_gpu_matches_cpu(matmul({16, 8}, {5, 8, 4}), p);            // A broadcast (stride 0)
+    expect_gpu_matches_cpu(matmul({2, 1, 6, 8}, {1, 3, 8, 5}), p);    // mixed broadcast: looped
+  }
+}
+
+TEST(GpuMatMul, VectorOperands) {
+  FUSEC_REQUIRE_GPU();
+  expect_gpu_matches_cpu(matmul({8}, {8, 5}), Precision::FP32);
+  expect_gpu_matches_cpu(matmul({3, 6, 8}, {8}), Precision::FP32);
+  expect_gpu_matches_cpu(matmul({8}, {8}), Precision::FP32);
+}
+
+TEST(GpuGemm, TransposesAlphaBetaAndBias) {
+  FUSEC_REQUIRE_GPU();
+  for (Precision p : kAll) {
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        OpCase c;
+        c.op = "Gemm";
+        std::vector<int64_t> a = ta ? std::vector<int64_t>{24, 10} : std::vector<int64_t>{10, 24};
+        std::vector<int64_t> b = tb ? std::vector<int64_t>{12, 24} : std::vector<int64_t>{24, 12};
+        c.inputs = {random_tensor(DType::Float32, a, 3), random_tensor(DType::Float32, b, 4),
+                    random_tensor(DType::Float32, {12}, 5)};
+        c.constant = {1, 2};
+        c.attrs = {attr("transA", int64_t{ta}), attr("transB", int64_t{tb}), attr("alpha", 0.5f)};
+        expect_gpu_matches_cpu(c, p);
+      }
+    OpCase full;  // C as a full matrix, beta != 1
+    full.op = "Gemm";
+    full.inputs = {random_tensor(DType::Float32, {9, 17}, 6), random_tensor(DType::Float32, {17, 11}, 7),
+                   random_tensor(DType::Float32, {9, 11}, 8)};
+    full.attrs = {attr("beta", 0.25f)};
+    expect_gpu_matches_cpu(full, p);
+  }
+}
+
+TEST(GpuGemm, UnusualBiasBroadcastFallsBackCorrectly) {
+  FUSEC_REQUIRE_GPU();
+  OpCase c;
+  c.op = "Gemm";
+  c.inputs = {random_tensor(DType::Float32, {6, 4}, 1), random_tensor(DType::Float32, {4, 5}, 2),
+              random_tensor(DType::Float32, {6, 1}, 3)};
+  expect_gpu_matches_cpu(c, Precision::FP32, -1, /*require_gpu_kernel=*/false);
+}
+
+TEST(GpuFusedMatMul, EveryActivationWithBias) {
+  FUSEC_REQUIRE_GPU();
+  const char* acts[] = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "SiLU", "Gelu", "GeluTanh"};
+  for (Precision p : kAll)
+    for (const char* act : acts) {
+      OpCase c;
+      c.op = "FusedMatMul";
+      c.domain = "ai.fusec";
+      c.inputs = {random_tensor(DType::Float32, {2, 17, 64}, 11), random_tensor(DType::Float32, {64, 40}, 12),
+                  random_tensor(DType::Float32, {40}, 13)};
+      c.constant = {1, 2};
+      c.attrs = {attr("activation", std::string(act))};
+      if (std::string(act) == "Clip") c.attrs.push_back(attr("activation_params", std::vector<float>{-0.5f, 0.5f}));
+      SCOPED_TRACE(act);
+      expect_gpu_matches_cpu(c, p);
+    }
+}
