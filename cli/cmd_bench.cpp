@@ -198,10 +198,14 @@ int bench(const BenchArgs& a) {
   if (a.include_copies && !dev.cuda) bad_input("--include-copies applies to --device cuda only");
 
   std::vector<Variant> variants;
-  variants.push_back({"as_given", load_model(a.model, a.shapes)});
+  variants.emplace_back();
+  variants[0].name = "as_given";
+  variants[0].graph = load_model(a.model, a.shapes);
   require_static_shapes(*variants[0].graph);
   if (!a.no_compare) {
-    Variant opt{"optimized", variants[0].graph->clone()};
+    Variant opt;
+    opt.name = "optimized";
+    opt.graph = variants[0].graph->clone();
     OptimizeResult r = optimize_graph(*opt.graph, PipelineOptions{});
     for (const auto& p : r.per_pass) opt.rewrites += p.rewrites;
     variants.push_back(std::move(opt));
