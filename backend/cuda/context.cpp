@@ -75,7 +75,6 @@ Context::~Context() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (cublaslt_) cublasLtDestroy(cublaslt_);
   if (cudnn_) cudnnDestroy(cudnn_);
-  workspace_ = DeviceBuffer();
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -100,12 +99,6 @@ cudnnContext* Context::cudnn() {
       throw_library_error("cuDNN", st, cudnnGetErrorString(st), "cudnnSetStream", __FILE__, __LINE__);
   }
   return cudnn_;
-}
-
-void Context::reserve_workspace(size_t bytes) {
-  if (bytes <= workspace_.size()) return;
-  workspace_ = DeviceBuffer();
-  workspace_ = DeviceBuffer(bytes, "the kernel workspace");
 }
 
 }  // namespace fusec::cuda

@@ -1,5 +1,5 @@
-// The CUDA context: one device, one stream, the library handles and a shared workspace. Everything
-// a kernel needs to enqueue work; created once per compiled model.
+// The CUDA context: one device, one stream and the library handles: what a kernel needs to enqueue
+// work. One per compiled model, or shared by many (CudaOptions::context).
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -48,12 +48,6 @@ class Context {
   cublasLtContext* cublaslt();
   cudnnContext* cudnn();
 
-  /// Scratch shared by the nodes (they run one after another on one stream). Grows on request at
-  /// plan time only; launches never allocate.
-  void reserve_workspace(size_t bytes);
-  void* workspace() const { return workspace_.get(); }
-  size_t workspace_size() const { return workspace_.size(); }
-
   /// Makes this context's device current on the calling thread.
   void make_current() const;
 
@@ -64,7 +58,6 @@ class Context {
   Stream stream_ = nullptr;
   cublasLtContext* cublaslt_ = nullptr;
   cudnnContext* cudnn_ = nullptr;
-  DeviceBuffer workspace_;
 };
 
 /// Does the machine have a usable CUDA device? `why` says what is missing when it has not.

@@ -93,7 +93,11 @@ std::string signature(const std::vector<Tensor>& inputs, const std::vector<bool>
 
 class Impl : public CudaExecutable {
  public:
-  Impl(const Graph& g, const CudaOptions& opts) : opts_(opts), ctx_(opts.device), graph_(g.clone()) {
+  Impl(const Graph& g, const CudaOptions& opts)
+      : opts_(opts),
+        ctx_holder_(opts.context ? opts.context : std::make_shared<Context>(opts.device)),
+        ctx_(*ctx_holder_),
+        graph_(g.clone()) {
     graph_->topo_sort();
     // Models whose shapes are all known compile now; others on the first run.
     bool all_static = true;
@@ -131,7 +135,7 @@ class Impl : public CudaExecutable {
   }
   DeviceMemoryStats device_memory() const override {
     DeviceMemoryStats d = dev_;
-    d.workspace_bytes = ctx_.workspace_size();
+    d.workspace_bytes = workspace_.size();
     return d;
   }
 
@@ -218,6 +222,8 @@ class Impl : public CudaExecutable {
     arena_ = DeviceBuffer();
     weights_ = DeviceBuffer();
     io_ = DeviceBuffer();
+    workspace_ = DeviceBuffer();
+    workspace_bytes_ = 0;
     dev_ = {};
     launches_ = 0;
     plan_.reset();
@@ -364,7 +370,7 @@ class Impl : public CudaExecutable {
       }
       if (st.op) {
         st.kind = Step::Kind::Gpu;
-        ctx_.reserve_workspace(st.op->workspace_bytes());
+        workspace_bytes_ = std::max(workspace_bytes_, st.op->workspace_bytes());
         placement_.push_back({n.name, n.op_type, true, false, st.op->kernel_name(), ""});
       } else {
         st.kind = Step::Kind::Cpu;
@@ -479,6 +485,7 @@ class Impl : public CudaExecutable {
     arena_ = DeviceBuffer(mp.arena_bytes, "the activation arena");
     io_ = DeviceBuffer(io_bytes, "the input buffers");
     weights_ = DeviceBuffer(weight_bytes, "the weights");
+    workspace_ = DeviceBuffer(workspace_bytes_, "the kernel workspace");
     dev_.arena_bytes = mp.arena_bytes;
     dev_.io_bytes = io_bytes;
     dev_.weight_bytes = weight_bytes;
@@ -531,7 +538,7 @@ class Impl : public CudaExecutable {
       switch (st.kind) {
         case Step::Kind::Gpu: {
           if (st.op->is_view() && st.outs[0].data == st.ins[0].data) break;
-          LaunchArgs a{st.ins, st.outs, ctx_, stream, ctx_.workspace()};
+          LaunchArgs a{st.ins, st.outs, ctx_, stream, workspace_.get()};
           try {
             st.op->launch(a);
           } catch (const Error& e) {
@@ -633,7 +640,8 @@ class Impl : public CudaExecutable {
   }
 
   CudaOptions opts_;
-  Context ctx_;
+  std::shared_ptr<Context> ctx_holder_;
+  Context& ctx_;
   std::unique_ptr<Graph> graph_;  // as compiled (symbolic dims possible)
   std::unique_ptr<Graph> plan_;   // specialized to the current input signature
   std::string key_;
@@ -643,7 +651,8 @@ class Impl : public CudaExecutable {
   std::vector<std::unique_ptr<Tensor>> folded_;
   std::vector<int> input_slots_, output_slots_;
   std::vector<NodePlacement> placement_;
-  DeviceBuffer arena_, weights_, io_;
+  DeviceBuffer arena_, weights_, io_, workspace_;  // workspace: this plan's, never shared
+  size_t workspace_bytes_ = 0;
   DeviceMemoryStats dev_;
   cudaGraphExec_t graph_exec_ = nullptr;
   bool capture_allowed_ = true;

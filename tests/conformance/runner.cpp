@@ -3,6 +3,11 @@
 //
 //   fusec_conformance --data /usr/share/libonnx-testdata/data [--filter S] [--json F]
 //                     [--floor-file F] [--roundtrip-only] [--quiet] [--verbose]
+//                     [--device cuda [--min-cuda-share 0.97]]
+//
+// With --device cuda every case runs on the CUDA backend (fp32) and, for the comparison, on the
+// CPU reference: the summary gives how many CPU-passing cases also pass on CUDA, and how many ran
+// every node on the GPU (no CPU fallback).
 //
 // A case is "pass" when every test_data_set matches, "unsupported" when fusec cannot import or
 // run one of its ops or types, and "fail" otherwise (wrong numbers or an error while running).
@@ -19,6 +24,10 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#ifdef FUSEC_HAVE_CUDA
+#include "backend/cuda/context.h"
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "importer/onnx_export.h"
 #include "importer/onnx_import.h"
 #include "importer/tensor_proto.h"
@@ -38,6 +47,8 @@ struct CaseResult {
   std::string suite, name, status, detail;
   std::set<std::string> ops, optimized_ops;
   double seconds = 0;
+  bool cpu_fallback = false;  // --device cuda: some node ran on the CPU
+  bool cpu_pass = false;      // --device cuda: the same case passes on the CPU reference
 };
 
 std::vector<fs::path> sorted_files(const fs::path& dir, const std::string& prefix) {
@@ -84,6 +95,30 @@ bool is_unsupported_message(const std::string& m) {
 }
 
 bool g_optimize = false;  // --optimize: run each case through the pass pipeline first
+bool g_cuda = false;      // --device cuda
+
+std::unique_ptr<Backend> make_backend() {
+#ifdef FUSEC_HAVE_CUDA
+  if (g_cuda) {
+    static std::shared_ptr<cuda::Context> ctx = std::make_shared<cuda::Context>(0);
+    cuda::CudaOptions o;
+    o.context = ctx;
+    return std::make_unique<cuda::CudaBackend>(o);
+  }
+#endif
+  return std::make_unique<cpu::CpuBackend>();
+}
+
+/// True when a CUDA executable ran some node on the CPU (fallback), false otherwise.
+bool used_cpu_fallback(const Executable& exe) {
+#ifdef FUSEC_HAVE_CUDA
+  if (const auto* ce = dynamic_cast<const cuda::CudaExecutable*>(&exe))
+    for (const auto& p : ce->placement())
+      if (!p.on_gpu && !p.folded) return true;
+#endif
+  (void)exe;
+  return false;
+}
 
 CaseResult run_case(const fs::path& dir, const std::string& suite) {
   CaseResult r;
@@ -99,7 +134,8 @@ CaseResult run_case(const fs::path& dir, const std::string& suite) {
     return r;
   }
   for (const auto& n : g->nodes()) r.ops.insert(n->op_type);
-  cpu::CpuBackend backend;
+  auto backend_ptr = make_backend();
+  Backend& backend = *backend_ptr;
   auto bad = backend.unsupported(*g);
   if (!bad.empty()) {
     r.status = "unsupported";
@@ -135,6 +171,7 @@ CaseResult run_case(const fs::path& dir, const std::string& suite) {
       }
       auto exe = backend.compile(*bound);
       auto outputs = exe->run(inputs);
+      r.cpu_fallback |= used_cpu_fallback(*exe);
       for (size_t k = 0; k < out_files.size() && k < outputs.size(); ++k) {
         std::string diff = compare(outputs[k], read_tensor_pb(out_files[k]));
         if (!diff.empty()) {
@@ -191,6 +228,7 @@ CaseResult roundtrip_case(const fs::path& dir, const std::string& suite) {
 int main(int argc, char** argv) {
   std::string data = "/usr/share/libonnx-testdata/data", json_path, floor_file, filter;
   bool quiet = false, verbose = false, roundtrip = false, require_ln_collapse = false;
+  double min_cuda_share = 0.97;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -206,8 +244,22 @@ int main(int argc, char** argv) {
     else if (a == "--roundtrip-only") roundtrip = true;
     else if (a == "--optimize") g_optimize = true;
     else if (a == "--require-layernorm-collapse") require_ln_collapse = true;
+    else if (a == "--device") {
+      std::string d = next();
+      if (d == "cuda") g_cuda = true;
+      else if (d != "cpu") { std::fprintf(stderr, "fusec_conformance: --device must be cpu or cuda\n"); return 2; }
+    } else if (a == "--min-cuda-share") min_cuda_share = std::stod(next());
     else { std::fprintf(stderr, "fusec_conformance: unknown argument %s\n", a.c_str()); return 2; }
   }
+#ifndef FUSEC_HAVE_CUDA
+  if (g_cuda) { std::fprintf(stderr, "fusec_conformance: built without CUDA\n"); return 2; }
+#else
+  if (g_cuda) {
+    std::string why;
+    if (!cuda::gpu_available(&why)) { std::printf("conformance --device cuda: skipped, no GPU (%s)\n", why.c_str()); return 0; }
+    if (roundtrip || g_optimize) { std::fprintf(stderr, "fusec_conformance: --device cuda runs plain cases only\n"); return 2; }
+  }
+#endif
   if (!fs::is_directory(data)) {
     std::fprintf(stderr, "fusec_conformance: no test data at %s (apt-get install libonnx-testdata)\n", data.c_str());
     return 2;
@@ -237,6 +289,13 @@ int main(int argc, char** argv) {
           r.detail = "REGRESSION (passes unoptimized): " + r.detail;
           ++regressions;
         }
+      } else if (g_cuda) {
+        g_cuda = false;
+        CaseResult on_cpu = run_case(c, suite);
+        g_cuda = true;
+        r = run_case(c, suite);
+        r.cpu_pass = on_cpu.status == "pass";
+        if (r.cpu_pass && r.status != "pass") r.detail = "CPU passes, CUDA does not: " + r.detail;
       } else {
         r = run_case(c, suite);
       }
@@ -266,17 +325,33 @@ int main(int argc, char** argv) {
   if (!json_path.empty()) {
     nlohmann::ordered_json j;
     j["schema"] = roundtrip ? "fusec.roundtrip/1" : "fusec.conformance/1";
+    j["device"] = g_cuda ? "cuda" : "cpu";
     j["data"] = data;
     j["tolerance"] = {{"rtol", kRtol}, {"atol", kAtol}};
     j["counts"] = {{"total", results.size()}, {"pass", counts["pass"]}, {"fail", counts["fail"]},
                    {"unsupported", counts["unsupported"]}};
     for (const auto& r : results)
       j["cases"].push_back({{"suite", r.suite}, {"name", r.name}, {"status", r.status}, {"detail", r.detail},
-                            {"seconds", r.seconds}});
+                            {"seconds", r.seconds}, {"cpu_fallback", r.cpu_fallback}});
     for (const auto& [op, c] : per_op) j["per_op"][op] = c;
     std::ofstream(json_path) << j.dump(1) << "\n";
   }
   if (roundtrip) return counts["fail"] == 0 ? 0 : 1;
+  if (g_cuda) {
+    int cpu_pass = 0, both = 0, native = 0;
+    for (const auto& r : results) {
+      cpu_pass += r.cpu_pass;
+      both += r.cpu_pass && r.status == "pass";
+      native += r.status == "pass" && !r.cpu_fallback;
+    }
+    double share = cpu_pass ? static_cast<double>(both) / cpu_pass : 1.0;
+    std::printf("cuda: %d of %d cases that pass on the CPU pass on CUDA (%.1f%%); %d passing cases ran every node on the GPU\n",
+                both, cpu_pass, 100 * share, native);
+    if (share < min_cuda_share) {
+      std::printf("FAILED: below the required %.0f%% of CPU-passing cases\n", 100 * min_cuda_share);
+      return 1;
+    }
+  }
   if (g_optimize) {
     std::printf("optimized: %d case(s) that pass unoptimized fail after optimization\n", regressions);
     // The *_expanded LayerNormalization cases must collapse to one LayerNormalization node.

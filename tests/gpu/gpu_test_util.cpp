@@ -37,6 +37,12 @@ double default_tolerance(Precision p) {
 
 namespace {
 
+/// One context for the whole suite: creating cuDNN/cuBLASLt handles per case would dominate.
+std::shared_ptr<cuda::Context> shared_context() {
+  static std::shared_ptr<cuda::Context> ctx = std::make_shared<cuda::Context>(0);
+  return ctx;
+}
+
 std::unique_ptr<Graph> build_case(const OpCase& c, std::vector<Tensor>* feeds) {
   GraphBuilder b(c.opset);
   if (!c.domain.empty()) b.graph().opsets[c.domain] = 1;
@@ -101,6 +107,7 @@ void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol, bool requi
   auto want = cpu::CpuBackend().compile(*g)->run(feeds);
   cuda::CudaOptions o;
   o.precision = p;
+  o.context = shared_context();
   cuda::CudaBackend backend(o);
   auto exe = backend.compile_cuda(*g);
   auto got = exe->run(feeds);
@@ -121,6 +128,7 @@ void expect_graph_gpu_matches_cpu(const Graph& g, const std::vector<Tensor>& inp
   cuda::CudaOptions o;
   o.precision = p;
   o.cuda_graph = cuda_graph;
+  o.context = shared_context();
   auto exe = cuda::CudaBackend(o).compile_cuda(g);
   // Twice: the second run replays the captured CUDA graph when capture is on.
   for (int run = 0; run < 2; ++run) {
