@@ -209,15 +209,14 @@ __global__ void __launch_bounds__(kBlock) parts_kernel(U* __restrict__ whole, co
 }
 
 template <bool kSplit>
-void run_parts(const PartsPlan& p, void* whole, const std::vector<void*>& parts, cudaStream_t s) {
+void run_parts(const PartsPlan& p, void* whole, void* const* parts, size_t n, cudaStream_t s) {
   int vec = p.vec;
   if (!aligned(whole, vec)) vec = p.esize;
-  for (void* q : parts)
-    if (q && !aligned(q, vec)) vec = p.esize;
+  for (size_t i = 0; i < n; ++i)
+    if (parts[i] && !aligned(parts[i], vec)) vec = p.esize;
   const int64_t scale = vec / p.esize;
   const int64_t wide = p.wide / scale;
   const bool narrow = fits32(p.rows * wide);
-  const size_t n = parts.size();
   for (size_t g0 = 0; g0 < n; g0 += kMaxParts) {
     PartsArgs a{};
     a.rows = p.rows;
@@ -538,16 +537,14 @@ PartsPlan plan_parts(int64_t rows, int64_t wide, const std::vector<int64_t>& wid
   return p;
 }
 
-void launch_concat(const PartsPlan& p, const std::vector<const void*>& parts, void* whole, cudaStream_t s) {
+void launch_concat(const PartsPlan& p, const void* const* parts, size_t n, void* whole, cudaStream_t s) {
   if (p.rows == 0 || p.wide == 0) return;
-  std::vector<void*> q;
-  for (const void* x : parts) q.push_back(const_cast<void*>(x));
-  run_parts<false>(p, whole, q, s);
+  run_parts<false>(p, whole, const_cast<void* const*>(parts), n, s);
 }
 
-void launch_split(const PartsPlan& p, const void* whole, const std::vector<void*>& parts, cudaStream_t s) {
+void launch_split(const PartsPlan& p, const void* whole, void* const* parts, size_t n, cudaStream_t s) {
   if (p.rows == 0 || p.wide == 0) return;
-  run_parts<true>(p, const_cast<void*>(whole), parts, s);
+  run_parts<true>(p, const_cast<void*>(whole), parts, n, s);
 }
 
 // ---------------------------------------------------------------- Pad

@@ -83,8 +83,8 @@ struct PartsPlan {
 };
 PartsPlan plan_parts(int64_t rows, int64_t wide, const std::vector<int64_t>& width, size_t esize);
 /// Concat: parts are inputs, `whole` the output. Split: parts are outputs, `whole` the input.
-void launch_concat(const PartsPlan& p, const std::vector<const void*>& parts, void* whole, cudaStream_t s);
-void launch_split(const PartsPlan& p, const void* whole, const std::vector<void*>& parts, cudaStream_t s);
+void launch_concat(const PartsPlan& p, const void* const* parts, size_t n, void* whole, cudaStream_t s);
+void launch_split(const PartsPlan& p, const void* whole, void* const* parts, size_t n, cudaStream_t s);
 
 // ---------------------------------------------------------------- Pad
 
