@@ -1,19 +1,30 @@
 #!/usr/bin/env bash
-# Packs a CUDA-enabled build for a machine that has a GPU but no Debian dev packages (the lent
-# H100): the binaries plus the non-system shared libraries they need, into DEST (default build-gpu/).
-#   bash scripts/gpu_bundle.sh [BUILD_DIR] [DEST]
-# Then, on the GPU machine:  export LD_LIBRARY_PATH=$PWD/build-gpu/lib:$LD_LIBRARY_PATH
-#                            build-gpu/fusec_gpu_tests && build-gpu/fusec bench models/... --batch 16
+# Packs a CUDA-enabled build for the lent GPU machine, which has the CUDA toolkit and cuDNN but no
+# Debian dev packages and no ONNX test data: the stripped binaries, the non-system shared
+# libraries they need, and the conformance data, into one compressed file DEST/bundle.tar.gz
+# (the device tool carries at most 64 MiB).
+#   bash scripts/gpu_bundle.sh [BUILD_DIR] [DEST]          (default build, build-gpu)
+# On the GPU machine:  bash scripts/gpu_check.sh [steps...]   (unpacks and runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=${1:-build}
 dest=${2:-build-gpu}
-[ -x "$src/tests/fusec_gpu_tests" ] || { echo "gpu_bundle: $src has no fusec_gpu_tests (configure with the CUDA toolkit)"; exit 2; }
-rm -rf "$dest"
-mkdir -p "$dest/lib"
-cp "$src/fusec" "$src/tests/fusec_gpu_tests" "$src/tests/fusec_tests" "$dest/"
-# Libraries from Debian's dev packages that the GPU machine lacks.
-for bin in "$dest/fusec" "$dest/fusec_gpu_tests"; do
-  ldd "$bin" | awk '/=>/ {print $3}' | grep -E 'libonnx|libprotobuf' | while read -r lib; do cp -L "$lib" "$dest/lib/"; done
+for bin in fusec tests/fusec_gpu_tests tests/fusec_conformance; do
+  [ -x "$src/$bin" ] || { echo "gpu_bundle: $src/$bin missing (configure with the CUDA toolkit and build)"; exit 2; }
 done
-du -sh "$dest"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/bin" "$stage/lib"
+cp "$src/fusec" "$src/tests/fusec_gpu_tests" "$src/tests/fusec_conformance" "$stage/bin/"
+strip --strip-debug "$stage"/bin/*
+for bin in "$stage"/bin/*; do
+  ldd "$bin" | awk '/=>/ {print $3}' | grep -E 'libonnx|libprotobuf' | while read -r lib; do cp -Ln "$lib" "$stage/lib/"; done
+done
+if [ -d /usr/share/libonnx-testdata/data ]; then
+  mkdir -p "$stage/testdata"
+  cp -r /usr/share/libonnx-testdata/data "$stage/testdata/"
+fi
+rm -rf "$dest"
+mkdir -p "$dest"
+tar -C "$stage" -czf "$dest/bundle.tar.gz" .
+du -sh "$dest/bundle.tar.gz"

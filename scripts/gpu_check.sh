@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine over a bundle made by scripts/gpu_bundle.sh: unpacks it to /tmp/fusec,
+# puts the newer cuDNN (the torch venv's, the version fusec builds against) first on the library
+# path, then runs the steps asked for, logging each under $OUT (or ./gpu-out):
+#   tests       the GPU suite (gtest)
+#   sanitizer   compute-sanitizer memcheck on the GPU suite
+#   conformance the ONNX backend suite on CUDA vs the CPU (floor in tests/conformance/floor_cuda.txt)
+#   models      shipped models: fusec run on the GPU vs the CPU at fp32 and fp16, as given and optimized
+#   bench       fusec bench of the shipped models at batch 16, fp32 and fp16
+#   peers       scripts/bench_peers.py (PyTorch on the same GPU)
+#   bash scripts/gpu_check.sh tests models bench
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-$PWD/gpu-out}
+mkdir -p "$out"
+root=/tmp/fusec
+if [ ! -x $root/bin/fusec ]; then
+  mkdir -p $root && tar -C $root -xzf build-gpu/bundle.tar.gz || { echo "gpu_check: no build-gpu/bundle.tar.gz"; exit 2; }
+fi
+cudnn=$(python3 -c 'import nvidia.cudnn,os;print(os.path.join(nvidia.cudnn.__path__[0],"lib"))' 2>/dev/null || true)
+export LD_LIBRARY_PATH=$root/lib${cudnn:+:$cudnn}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PATH=$root/bin:/usr/local/cuda/bin:$PATH
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+date -u +%F | tee -a "$out/gpu.txt"
+status=0
+step() { echo; echo "=== $1"; }
+for s in "${@:-tests}"; do
+  case $s in
+    tests)
+      step tests
+      fusec_gpu_tests --gtest_brief=1 > "$out/gpu_tests.log" 2>&1; rc=$?
+      grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests ran|FAILED TEST|Failure|error" "$out/gpu_tests.log" | head -60
+      tail -3 "$out/gpu_tests.log"; [ $rc = 0 ] || status=1 ;;
+    sanitizer)
+      step "compute-sanitizer memcheck"
+      compute-sanitizer --tool memcheck --error-exitcode 9 fusec_gpu_tests --gtest_brief=1 \
+        --gtest_filter="${SANITIZER_FILTER:-*}" > "$out/sanitizer.log" 2>&1; rc=$?
+      grep -E "ERROR SUMMARY|Invalid|tests ran|FAILED" "$out/sanitizer.log" | head -20; [ $rc = 0 ] || status=1 ;;
+    conformance)
+      step "conformance on CUDA"
+      floor=""; [ -f tests/conformance/floor_cuda.txt ] && floor="--floor-file tests/conformance/floor_cuda.txt"
+      fusec_conformance --data $root/testdata/data --device cuda --json "$out/conformance_cuda.json" $floor \
+        > "$out/conformance_cuda.log" 2>&1; rc=$?
+      grep -vE "^[A-Za-z]+ +[0-9]+ +[0-9]+ +[0-9]+$" "$out/conformance_cuda.log" | tail -40; [ $rc = 0 ] || status=1 ;;
+    models)
+      step "shipped models: GPU vs CPU"
+      for m in models/*.onnx; do
+        for p in fp32 fp16; do
+          python3 tests/models/gpu_vs_cpu.py --fusec $root/bin/fusec --model "$m" --precision $p --batch 2 || status=1
+        done
+      done ;;
+    bench)
+      step "bench"
+      for m in models/resnet50_small.onnx models/bert_small.onnx models/mlp_small.onnx; do
+        for p in fp32 fp16; do
+          n=$(basename "$m" .onnx)
+          fusec bench "$m" --device cuda --batch 16 --precision $p --duration 2 --quiet --json "$out/bench_${n}_$p.json" \
+            > "$out/bench_${n}_$p.log" 2>&1 || status=1
+          echo "--- $n $p"; grep -E "median|speedup|nodes on CPU|cuda graph" "$out/bench_${n}_$p.log"
+        done
+      done ;;
+    peers)
+      step "bench_peers"
+      python3 scripts/bench_peers.py --fusec $root/bin/fusec --out "$out" ${PEERS_ARGS:-} || status=1 ;;
+    *) echo "gpu_check: unknown step $s"; status=2 ;;
+  esac
+done
+exit $status
