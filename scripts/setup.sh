@@ -22,7 +22,7 @@ if [ "${FUSEC_SKIP_APT:-0}" != 1 ]; then
 fi
 
 # Python venv for model generation and the onnxruntime oracle.
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import numpy, onnx, onnxruntime" 2>/dev/null; then
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import numpy, onnx, onnxruntime, jsonschema" 2>/dev/null; then
   echo "setup: creating .venv"
   python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip

@@ -22,6 +22,7 @@ import tempfile
 import time
 import traceback
 
+import jsonschema
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -371,25 +372,59 @@ def test_external_data(c: Ctx):
 
 def test_bench_json(c: Ctx):
     j = os.path.join(c.fresh("bench"), "b.json")
-    p = c.ok("bench", c.tiny, "--batch", "2", "--iterations", "5", "--json", j, "--quiet")
+    p = c.ok("bench", c.tiny, "--batch", "2", "--iterations", "5", "--json", j, "--quiet", "--device", "cpu")
     with open(j) as f:
         r = json.load(f)
-    if r.get("schema") != "fusec.bench/1":
-        raise Failure(f"bench --json schema is {r.get('schema')!r}, expected 'fusec.bench/1'")
-    lat = r.get("latency_ms")
+    if r.get("schema") != "fusec.bench/2":
+        raise Failure(f"bench --json schema is {r.get('schema')!r}, expected 'fusec.bench/2'")
+    schema_file = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "schemas", "bench.schema.json")
+    with open(schema_file) as f:
+        jsonschema.validate(r, json.load(f))
+    names = [v.get("name") for v in r.get("variants", [])]
+    if names != ["as_given", "optimized"]:
+        raise Failure(f"bench compares the model as given and optimized by default; variants are {names}")
     need = ["min", "mean", "median", "p90", "p95", "p99", "max"]
-    if not isinstance(lat, dict) or any(not isinstance(lat.get(k), (int, float)) for k in need):
-        raise Failure(f"bench --json latency_ms should have numeric {need}: {lat}")
-    if not (0 <= lat["min"] <= lat["median"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["max"]):
-        raise Failure(f"bench latencies are not ordered min <= median <= p90 <= p95 <= p99 <= max: {lat}")
-    if r.get("iterations") != 5:
-        raise Failure(f"bench --iterations 5 reports iterations {r.get('iterations')}")
-    if r.get("batch") != 2:
-        raise Failure(f"bench --batch 2 reports batch {r.get('batch')}")
-    if "latency" not in p.stdout:
-        raise Failure("bench prints no latency table on stdout")
+    for v in r["variants"]:
+        lat = v["latency_ms"]
+        if not (0 <= lat["min"] <= lat["median"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["max"]):
+            raise Failure(f"bench latencies are not ordered min <= median <= p90 <= p95 <= p99 <= max: {lat}")
+        if v["iterations"] != 5 or len(v["samples_ms"]) != 5:
+            raise Failure(f"bench --iterations 5 reports {v['iterations']} iterations, {len(v['samples_ms'])} samples")
+        if abs(sorted(v["samples_ms"])[2] - lat["median"]) > 1e-9:
+            raise Failure("bench's median is not the median of its samples")
+    if r["speedup_median"] is None or abs(r["speedup_median"] - r["variants"][0]["latency_ms"]["median"] / r["variants"][1]["latency_ms"]["median"]) > 1e-6:
+        raise Failure(f"speedup_median {r['speedup_median']} is not as-given median / optimized median")
+    if r.get("batch") != 2 or r.get("device") != "cpu" or r.get("precision") != "fp32":
+        raise Failure(f"bench reports batch {r.get('batch')}, device {r.get('device')}, precision {r.get('precision')}")
+    if "median ms" not in p.stdout or "speedup" not in p.stdout:
+        raise Failure("bench prints no latency table and speedup on stdout")
+    p = c.ok("bench", c.tiny, "--batch", "2", "--iterations", "3", "--no-compare", "--json", j, "--quiet", "--device", "cpu")
+    with open(j) as f:
+        r = json.load(f)
+    if [v["name"] for v in r["variants"]] != ["as_given"] or r["speedup_median"] is not None:
+        raise Failure("bench --no-compare should run the model as given only")
     c.usage_error("bench", c.tiny, "--batch", "2", "--iterations", "0")
     c.usage_error("bench", c.tiny, "--batch", "2", "--iterations", "5", "--duration", "1")
+    c.usage_error("bench", c.tiny, "--batch", "2", "--device", "tpu", mention=("--device",))
+    c.usage_error("bench", c.tiny, "--batch", "2", "--device", "cpu", "--precision", "fp16", mention=("fp16",))
+    c.usage_error("bench", c.tiny, "--batch", "2", "--precision", "fp8", mention=("--precision",))
+
+
+def test_no_gpu_errors(c: Ctx):
+    """Without a usable GPU, asking for one is one clear error (exit 2), never a crash; auto picks the CPU."""
+    probe = subprocess.run([c.fusec, "run", c.tiny, "--batch", "2", "--output-dir", c.fresh("auto")],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise Failure(f"run with the default device failed: {probe.stderr}")
+    if "device cuda" in probe.stdout:
+        return  # this machine has a GPU: nothing to check here
+    if "device cpu" not in probe.stdout:
+        raise Failure(f"run does not say which device it used: {probe.stdout!r}")
+    for sub in (["run", c.tiny, "--batch", "2", "--output-dir", c.fresh("cuda")], ["bench", c.tiny, "--batch", "2"]):
+        p = subprocess.run([c.fusec] + sub + ["--device", "cuda"], capture_output=True, text=True)
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        if p.returncode != 2 or len(lines) != 1 or not lines[0].startswith("fusec: error:") or "GPU" not in lines[0]:
+            raise Failure(f"{sub[0]} --device cuda without a GPU: exit {p.returncode}, stderr {p.stderr!r}")
 
 
 def test_mlp_inspect(c: Ctx):
@@ -430,7 +465,7 @@ def test_mlp_run(c: Ctx):
 
 TESTS = [test_help, test_version, test_not_built, test_optimize_roundtrip, test_unknown_flag, test_no_or_unknown_subcommand,
          test_inspect_json, test_run_default_pb, test_run_npy, test_run_inputs_dir, test_batch_binding, test_seed,
-         test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_mlp_inspect, test_mlp_run]
+         test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_no_gpu_errors, test_mlp_inspect, test_mlp_run]
 
 
 def main() -> int:
