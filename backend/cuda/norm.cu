@@ -6,6 +6,8 @@
 // is reduced, then the squared deviations from that mean are reduced from the registers (an exact
 // two-pass variance that costs no second trip to memory, so long rows with a large mean keep their
 // digits, as the CPU reference's double two-pass does), and the row is written from the registers.
+// The sums run over x - x[0] of the row, so a mean far from zero does not cost the float32
+// accumulator the digits of the spread.
 // Short rows get one warp each (no shared memory, no block barrier); longer rows, or few rows,
 // get a block each. Rows too long for registers (> 8192 vectors) re-read the row from global
 // memory (L2 holds it) in three passes.
@@ -110,8 +112,15 @@ __global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
     }
   }
 
-  float mean = 0.f, sq = 0.f;
+  float mean = 0.f, sq = 0.f, shift = 0.f;
   if (!a.rms) {
+    shift = sk ? to_compute(x[0]) + to_compute(sk[0]) : to_compute(x[0]);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (tid + k * tpr < chunks)
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[k][i] -= shift;
+    }
     float sum = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k)
@@ -137,7 +146,7 @@ __global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
   sq = row_sum(sq, smem);
   const float inv = 1.0f / sqrtf(sq / static_cast<float>(n) + a.eps);
   if (tid == 0) {
-    if (a.mean_out) store_stat(a.mean_out, a.stat_dtype, row, mean);
+    if (a.mean_out) store_stat(a.mean_out, a.stat_dtype, row, shift + mean);
     if (a.inv_std_out) store_stat(a.inv_std_out, a.stat_dtype, row, inv);
   }
 
@@ -188,16 +197,17 @@ __global__ void __launch_bounds__(1024) row_norm_long_kernel(RowNormArgs a) {
   auto val = [&](int64_t j) { return sk ? to_compute(x[j]) + to_compute(sk[j]) : to_compute(x[j]); };
 
   float mean = 0.f, sq = 0.f;
+  const float shift = a.rms ? 0.f : val(0);
   if (!a.rms) {
     float sum = 0.f;
     for (int64_t j = tid; j < n; j += tpr) {
       const float t = val(j);
       if (so) so[j] = from_compute<T>(t);
-      sum += t;
+      sum += t - shift;
     }
     mean = row_sum(sum, smem) / static_cast<float>(n);
     for (int64_t j = tid; j < n; j += tpr) {
-      const float d = val(j) - mean;
+      const float d = (val(j) - shift) - mean;
       sq += d * d;
     }
   } else {
@@ -210,7 +220,7 @@ __global__ void __launch_bounds__(1024) row_norm_long_kernel(RowNormArgs a) {
   sq = row_sum(sq, smem);
   const float inv = 1.0f / sqrtf(sq / static_cast<float>(n) + a.eps);
   if (tid == 0) {
-    if (a.mean_out) store_stat(a.mean_out, a.stat_dtype, row, mean);
+    if (a.mean_out) store_stat(a.mean_out, a.stat_dtype, row, shift + mean);
     if (a.inv_std_out) store_stat(a.inv_std_out, a.stat_dtype, row, inv);
   }
   const T* gamma = static_cast<const T*>(a.gamma);
@@ -221,7 +231,7 @@ __global__ void __launch_bounds__(1024) row_norm_long_kernel(RowNormArgs a) {
     const float g = to_compute(gamma[a.affine_channels ? ch : j]);
     const float b = beta ? to_compute(beta[a.affine_channels ? ch : j]) : 0.f;
     const float t = val(j);
-    y[j] = from_compute<T>(apply_act(a.rms ? t * inv * g : (t - mean) * inv * g + b, a.act));
+    y[j] = from_compute<T>(apply_act(a.rms ? t * inv * g : ((t - shift) - mean) * inv * g + b, a.act));
   }
 }
 

@@ -1,0 +1,228 @@
+// Normalization kernels (norm.cu) against the CPU reference: LayerNormalization (ai.onnx and
+// ai.fusec, axis variants, optional bias, Mean/InvStdDev outputs), SkipLayerNorm (full skip, bias
+// vector, [S, H] table, the optional sum output), LayerNormGelu (erf and tanh), SimplifiedLayerNorm,
+// InstanceNormalization and BatchNormalization (inference), at fp32 (1e-5), fp16 and bf16 (1e-2),
+// over row widths that take every kernel variant (warp rows, block rows, vector and scalar loads,
+// the long-row path), and the cases that must fall back to the CPU.
+#include <cmath>
+
+#include "backend/cuda/cuda_op.h"
+#include "gpu_test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+const Precision kAll[] = {Precision::FP32, Precision::FP16, Precision::BF16};
+
+/// Random values on a 1/64 grid in [lo, hi] (|lo|, |hi| <= 2): exact in float16 and bfloat16, so
+/// the half-precision runs measure the kernel, not the rounding of their inputs.
+Tensor data(std::vector<int64_t> dims, uint64_t seed, double lo = -2, double hi = 2) {
+  Tensor t = random_tensor(DType::Float32, dims, seed, lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::round(t.data<float>()[i] * 64.0f) / 64.0f;
+  return t;
+}
+
+std::vector<int64_t> tail(const std::vector<int64_t>& d, int64_t axis) {
+  if (axis < 0) axis += static_cast<int64_t>(d.size());
+  return std::vector<int64_t>(d.begin() + axis, d.end());
+}
+
+OpCase layernorm(std::vector<int64_t> dims, int64_t axis, bool bias, uint64_t seed, size_t outputs = 1,
+                 const std::string& domain = "") {
+  OpCase c;
+  c.op = "LayerNormalization";
+  c.domain = domain;
+  c.inputs = {data(dims, seed), data(tail(dims, axis), seed + 1, 0.5, 1.5),
+              bias ? data(tail(dims, axis), seed + 2, -0.5, 0.5) : Tensor()};
+  c.constant = {1, 2};
+  c.attrs = {attr("axis", axis), attr("epsilon", 1e-5f)};
+  c.num_outputs = outputs;
+  return c;
+}
+
+void all_precisions(const OpCase& c) {
+  for (Precision p : kAll) {
+    SCOPED_TRACE(precision_name(p));
+    expect_gpu_matches_cpu(c, p);
+  }
+}
+
+/// Builds the node like the harness does and reports where the CUDA backend placed it.
+bool placed_on_gpu(const OpCase& c, Precision p = Precision::FP32) {
+  GraphBuilder b(c.opset);
+  if (!c.domain.empty()) b.graph().opsets[c.domain] = 1;
+  std::vector<Value*> ins;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const Tensor& t = c.inputs[i];
+    if (!t.defined()) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    const std::string name = "in" + std::to_string(i);
+    ins.push_back(c.constant.count(i) ? b.initializer(name, t.clone()) : b.input(name, t.dtype(), shape_of(t.dims())));
+  }
+  for (Value* v : b.node_n(c.op, ins, c.num_outputs, c.attrs, "node_under_test", c.domain)) b.output(v);
+  auto g = b.build();
+  cuda::CudaOptions o;
+  o.precision = p;
+  auto exe = cuda::CudaBackend(o).compile_cuda(*g);
+  for (const auto& pl : exe->placement())
+    if (pl.node == "node_under_test") return pl.on_gpu;
+  ADD_FAILURE() << "node_under_test not placed";
+  return false;
+}
+
+const int64_t kWidths[] = {1, 7, 64, 127, 768, 1024, 1025, 4096, 40000};
+
+}  // namespace
+
+TEST(GpuNorm, LayerNormRowWidths) {
+  FUSEC_REQUIRE_GPU();
+  uint64_t seed = 10;
+  for (int64_t w : kWidths) {
+    // Many rows (warp or block per row) and few rows (a block per row).
+    for (int64_t rows : {int64_t(3), w >= 40000 ? int64_t(40) : int64_t(300)}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " width " + std::to_string(w));
+      all_precisions(layernorm({rows, w}, -1, true, seed += 3));
+    }
+  }
+}
+
+TEST(GpuNorm, LayerNormModelShapes) {
+  FUSEC_REQUIRE_GPU();
+  all_precisions(layernorm({16, 128, 768}, -1, true, 1));  // BERT-base, batch 16, seq 128
+  all_precisions(layernorm({16, 1024}, -1, true, 2));      // the seed MLP
+  all_precisions(layernorm({16, 128, 768}, -1, false, 3, 1, "ai.fusec"));
+}
+
+TEST(GpuNorm, LayerNormAxesAndOutputs) {
+  FUSEC_REQUIRE_GPU();
+  all_precisions(layernorm({4, 6, 33}, -2, true, 20));
+  all_precisions(layernorm({5, 40}, 0, true, 21));
+  all_precisions(layernorm({2, 3, 64}, 1, false, 22));
+  all_precisions(layernorm({2, 3, 1}, -1, true, 23));
+  // Mean and InvStdDev (stash_type float32), short and long rows.
+  all_precisions(layernorm({6, 768}, -1, true, 24, 3));
+  all_precisions(layernorm({3, 5000}, -1, true, 25, 3));
+  all_precisions(layernorm({2, 40000}, -1, true, 26, 3));
+  all_precisions(layernorm({4, 6, 33}, 1, true, 27, 3, "ai.fusec"));
+}
+
+TEST(GpuNorm, LayerNormLargeMeanFp32) {
+  FUSEC_REQUIRE_GPU();
+  // A large mean next to a small spread: the statistics must not lose the spread's digits.
+  for (int64_t w : {int64_t(768), int64_t(40000)}) {
+    OpCase c = layernorm({8, w}, -1, true, 30 + w, 3);
+    c.inputs[0] = random_tensor(DType::Float32, {8, w}, 31 + w, 100, 101);
+    expect_gpu_matches_cpu(c, Precision::FP32);
+  }
+}
+
+TEST(GpuNorm, SkipLayerNorm) {
+  FUSEC_REQUIRE_GPU();
+  auto skip_case = [](std::vector<int64_t> x, std::vector<int64_t> skip, bool bias, size_t outputs, uint64_t seed) {
+    OpCase c;
+    c.op = "SkipLayerNorm";
+    c.domain = "ai.fusec";
+    const int64_t h = x.back();
+    c.inputs = {data(x, seed, -1, 1), data(skip, seed + 1, -1, 1), data({h}, seed + 2, 0.5, 1.5),
+                bias ? data({h}, seed + 3, -0.5, 0.5) : Tensor()};
+    c.constant = {2, 3};
+    c.num_outputs = outputs;
+    return c;
+  };
+  all_precisions(skip_case({16, 128, 768}, {16, 128, 768}, true, 2, 40));  // BERT residual, sum kept
+  all_precisions(skip_case({16, 128, 768}, {16, 128, 768}, true, 1, 41));
+  all_precisions(skip_case({4, 33, 768}, {768}, true, 2, 42));  // skip is a bias vector
+  all_precisions(skip_case({4, 33, 64}, {33, 64}, false, 2, 43));  // a [S, H] table
+  all_precisions(skip_case({3, 1025}, {1, 1025}, true, 2, 44));
+  all_precisions(skip_case({2, 40000}, {2, 40000}, true, 2, 45));
+  all_precisions(skip_case({5, 7}, {7}, true, 1, 46));
+  // A broadcast inside the rows ([B, 1, H] against [B, S, H]) goes to the CPU.
+  OpCase mid = skip_case({2, 5, 64}, {2, 1, 64}, true, 2, 47);
+  EXPECT_FALSE(placed_on_gpu(mid));
+  expect_gpu_matches_cpu(mid, Precision::FP32, -1, false);
+}
+
+TEST(GpuNorm, LayerNormGelu) {
+  FUSEC_REQUIRE_GPU();
+  for (const char* approx : {"none", "tanh"}) {
+    for (std::vector<int64_t> dims : {std::vector<int64_t>{16, 1024}, {300, 768}, {3, 127}, {2, 4096}}) {
+      OpCase c = layernorm(dims, -1, true, 50 + dims[1], 1, "ai.fusec");
+      c.op = "LayerNormGelu";
+      c.attrs.push_back(attr("approximate", std::string(approx)));
+      SCOPED_TRACE(approx);
+      all_precisions(c);
+    }
+  }
+}
+
+TEST(GpuNorm, SimplifiedLayerNorm) {
+  FUSEC_REQUIRE_GPU();
+  uint64_t seed = 60;
+  for (int64_t w : kWidths) {
+    OpCase c;
+    c.op = "SimplifiedLayerNorm";
+    c.domain = "ai.fusec";
+    c.inputs = {data({5, w}, seed), data({w}, seed + 1, 0.5, 1.5)};
+    c.constant = {1};
+    seed += 2;
+    SCOPED_TRACE(w);
+    all_precisions(c);
+  }
+  OpCase c;
+  c.op = "SimplifiedLayerNorm";
+  c.domain = "ai.fusec";
+  c.inputs = {data({3, 4, 16}, 70), data({4, 16}, 71, 0.5, 1.5)};
+  c.constant = {1};
+  c.attrs = {attr("axis", int64_t{1}), attr("epsilon", 1e-3f)};
+  all_precisions(c);
+}
+
+TEST(GpuNorm, InstanceNormalization) {
+  FUSEC_REQUIRE_GPU();
+  uint64_t seed = 80;
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{2, 3, 7}, {2, 4, 16, 16}, {1, 2, 40000}, {3, 5, 1}, {2, 8, 33, 31}}) {
+    OpCase c;
+    c.op = "InstanceNormalization";
+    c.inputs = {data(dims, seed), data({dims[1]}, seed + 1, 0.5, 1.5), data({dims[1]}, seed + 2, -0.5, 0.5)};
+    c.constant = {1, 2};
+    c.attrs = {attr("epsilon", 1e-5f)};
+    seed += 3;
+    all_precisions(c);
+  }
+}
+
+TEST(GpuNorm, BatchNormalizationInference) {
+  FUSEC_REQUIRE_GPU();
+  uint64_t seed = 90;
+  for (int64_t opset : {int64_t(9), int64_t(15)}) {
+    for (std::vector<int64_t> dims : {std::vector<int64_t>{2, 3, 5, 5}, {4, 8}, {2, 16, 7, 7}, {1, 64, 56, 56}, {3, 5, 9}}) {
+      const int64_t C = dims[1];
+      OpCase c;
+      c.op = "BatchNormalization";
+      c.opset = opset;
+      c.inputs = {data(dims, seed), data({C}, seed + 1, 0.5, 1.5), data({C}, seed + 2, -0.5, 0.5),
+                  data({C}, seed + 3, -0.5, 0.5), data({C}, seed + 4, 0.5, 2)};
+      c.constant = {1, 2, 3, 4};
+      seed += 5;
+      SCOPED_TRACE(opset);
+      all_precisions(c);
+    }
+  }
+}
+
+TEST(GpuNorm, BatchNormalizationTrainingFallsBack) {
+  FUSEC_REQUIRE_GPU();
+  OpCase c;
+  c.op = "BatchNormalization";
+  c.opset = 15;
+  c.inputs = {data({4, 3, 5}, 100), data({3}, 101, 0.5, 1.5), data({3}, 102), data({3}, 103), data({3}, 104, 0.5, 2)};
+  c.constant = {1, 2, 3, 4};
+  c.attrs = {attr("training_mode", int64_t{1})};
+  c.num_outputs = 3;
+  EXPECT_FALSE(placed_on_gpu(c));
+  expect_gpu_matches_cpu(c, Precision::FP32, -1, false);
+}
