@@ -83,7 +83,7 @@ GenCase binary(const std::string& op, DType t, DType out, std::vector<int64_t> b
 }
 
 const DType kFloats[] = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64};
-const DType kInts[] = {DType::Int8, DType::UInt8, DType::Int16, DType::Int32, DType::Int64};
+const DType kInts[] = {DType::Int8, DType::UInt8, DType::Int32, DType::Int64};
 
 TEST(ElementwiseCodegen, NvrtcIsAvailable) { EXPECT_FALSE(nvrtc_version().empty()); }
 
@@ -93,8 +93,12 @@ TEST(ElementwiseCodegen, FloatUnaryOpsCompile) {
                        "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
                        "Relu", "Sigmoid", "Tanh", "Softplus", "Softsign", "HardSwish", "Elu", "Selu",
                        "Celu", "ThresholdedRelu", "Shrink", "LeakyRelu", "HardSigmoid"};
-  for (DType t : kFloats)
+  // Every op at float32 and float16; bfloat16/float64 differ only in the load/store and the
+  // math overloads, checked on a few ops (keeps this test to a few seconds on CI's two cores).
+  for (DType t : {DType::Float32, DType::Float16})
     for (const char* op : ops) cc.check(unary(op, t));
+  for (DType t : {DType::BFloat16, DType::Float64})
+    for (const char* op : {"Sigmoid", "Softplus", "Erf", "Round", "Shrink", "Celu"}) cc.check(unary(op, t));
   for (DType t : kFloats) {
     cc.check(unary("Mish", t, {}, 18));
     cc.check(unary("Gelu", t, {attr("approximate", std::string("none"))}, 20));
@@ -207,14 +211,16 @@ TEST(ElementwiseCodegen, FusedProgramsCompile) {
       {{2, 3, 4, 5}, {3, 1, 5}, {1}, {2, 3, 4, 5}},
       {{1000}, {1000}, {1000}, {1000}},  // linear
   };
+  const DType types[] = {DType::Float32, DType::Float16, DType::BFloat16};
   for (const char* prog : kPrograms) {
     const int n = inputs_of(prog);
-    for (DType t : {DType::Float32, DType::Float16, DType::BFloat16})
-      for (const auto& sh : shapes) {
-        GenCase c{"FusedElementwise", "ai.fusec", 1, {attr("program", std::string(prog))}, {}, t, sh[0]};
-        for (int i = 0; i < n; ++i) c.ins.push_back({t, sh[static_cast<size_t>(i)]});
-        cc.check(c);
-      }
+    for (size_t v = 0; v < 3; ++v) {
+      const DType t = types[v];
+      const auto& sh = shapes[v];
+      GenCase c{"FusedElementwise", "ai.fusec", 1, {attr("program", std::string(prog))}, {}, t, sh[0]};
+      for (int i = 0; i < n; ++i) c.ins.push_back({t, sh[static_cast<size_t>(i)]});
+      cc.check(c);
+    }
   }
 }
 
