@@ -1,11 +1,14 @@
 // NVRTC-generated elementwise kernels against the CPU reference: every registered op at fp32
 // (1e-5), fp16 and bf16 (1e-2), integer and bool ops exactly, broadcasting classes (scalar, row,
 // column, middle dim, rank 1..5, both sides), odd sizes, FusedElementwise programs, NaN/inf
-// inputs for the NaN-sensitive ops, and the NVRTC disk cache.
+// inputs for the NaN-sensitive ops, the NVRTC disk cache, and a bandwidth report.
+#include <cuda_runtime_api.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -551,4 +554,92 @@ TEST(GpuElementwise, NvrtcDiskCache) {
   else setenv("FUSEC_NVRTC_CACHE_DIR", saved.c_str(), 1);
   std::error_code ec;
   fs::remove_all(dir, ec);
+}
+
+// Not a check: prints the effective bandwidth (bytes read + written per second) of a few
+// bandwidth-bound kernels, to compare with the device copy rate (~3 TB/s on an H100).
+TEST(GpuElementwise, BandwidthReport) {
+  FUSEC_REQUIRE_GPU();
+  cuda::Context ctx(0);
+  struct Shape {
+    const char* what;
+    std::string op, domain, program;
+    DType t;
+    std::vector<int64_t> a, b;  // b empty: unary
+  };
+  const Shape shapes[] = {
+      {"fp16 Add 64M", "Add", "", "", DType::Float16, {1 << 26}, {1 << 26}},
+      {"fp32 Relu 64M", "Relu", "", "", DType::Float32, {1 << 26}, {}},
+      {"fp16 bias+GELU [16384,4096]+[4096]", "FusedElementwise", "ai.fusec",
+       "r0 = add i0 i1; r1 = gelu r0", DType::Float16, {16384, 4096}, {4096}},
+      {"bf16 Mul [4096,16,1024]*[4096,1,1024]", "Mul", "", "", DType::BFloat16, {4096, 16, 1024}, {4096, 1, 1024}},
+      {"fp32 Mul [8192,1,4096]*[1,4,4096]", "Mul", "", "", DType::Float32, {8192, 1, 4096}, {1, 4, 4096}},
+  };
+  for (const auto& s : shapes) {
+    Node n;
+    n.name = "bench";
+    n.op_type = s.op;
+    n.domain = s.domain;
+    if (!s.program.empty()) n.attrs = {attr("program", s.program)};
+    const int64_t opset = s.domain.empty() ? 17 : 1;
+    const OpSchema* schema = OpRegistry::global().find(s.domain, s.op, opset);
+    ASSERT_NE(schema, nullptr);
+    std::vector<cuda::PlanValue> ins;
+    std::vector<std::vector<int64_t>> in_dims = {s.a};
+    if (!s.b.empty()) in_dims.push_back(s.b);
+    std::vector<int64_t> out_dims = s.a;
+    if (!s.b.empty() && s.b.size() == s.a.size())
+      for (size_t i = 0; i < s.a.size(); ++i) out_dims[i] = std::max(s.a[i], s.b[i]);
+    for (const auto& d : in_dims) {
+      cuda::PlanValue v;
+      v.present = true;
+      v.dtype = v.onnx_dtype = s.t;
+      v.dims = d;
+      ins.push_back(v);
+    }
+    cuda::PlanValue o;
+    o.present = true;
+    o.dtype = o.onnx_dtype = s.t;
+    o.dims = out_dims;
+    cuda::PlanContext pc(n, *schema, opset, Precision::FP32, ctx, ins, {o});
+    std::string why;
+    auto op = (*cuda::CudaOpRegistry::global().find(s.domain, s.op))(pc, &why);
+    ASSERT_NE(op, nullptr) << why;
+    std::vector<cuda::DTensor> din, dout(1);
+    std::vector<cuda::DeviceBuffer> bufs;
+    size_t bytes = 0;
+    for (const auto& d : in_dims) {
+      cuda::DTensor t{nullptr, s.t, d};
+      bufs.emplace_back(t.nbytes(), "bench input");
+      t.data = bufs.back().get();
+      cudaMemset(t.data, 0x3c, t.nbytes());  // 1.0-ish halves, finite floats: never time on zeros
+      bytes += t.nbytes();
+      din.push_back(t);
+    }
+    dout[0] = cuda::DTensor{nullptr, s.t, out_dims};
+    bufs.emplace_back(dout[0].nbytes(), "bench output");
+    dout[0].data = bufs.back().get();
+    bytes += dout[0].nbytes();
+    cuda::LaunchArgs la{din, dout, ctx, ctx.stream(), nullptr};
+    for (int i = 0; i < 5; ++i) op->launch(la);
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    std::vector<float> ms;
+    for (int i = 0; i < 20; ++i) {
+      cudaEventRecord(e0, ctx.stream());
+      op->launch(la);
+      cudaEventRecord(e1, ctx.stream());
+      cudaEventSynchronize(e1);
+      float t = 0;
+      cudaEventElapsedTime(&t, e0, e1);
+      ms.push_back(t);
+    }
+    std::sort(ms.begin(), ms.end());
+    const double med = ms[ms.size() / 2];
+    std::printf("[bandwidth] %-45s %8.3f ms  %7.0f GB/s  (%s)\n", s.what, med, bytes / (med * 1e-3) / 1e9,
+                op->kernel_name().c_str());
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+  }
 }
