@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/movement.cuh"
@@ -254,7 +255,8 @@ struct PadArgs {
 
 /// Source coordinate of x (already shifted by the begin pad) along a dim of n, or -1 for the
 /// constant: numpy's edge / reflect (mirror about the end elements, period 2(n-1)) / wrap.
-__device__ __forceinline__ int64_t pad_coord(int64_t x, int64_t n, int mode) {
+template <typename I>
+__device__ __forceinline__ I pad_coord(I x, I n, int mode) {
   if (x >= 0 && x < n) return x;
   switch (mode) {
     case 0: return -1;
@@ -262,36 +264,33 @@ __device__ __forceinline__ int64_t pad_coord(int64_t x, int64_t n, int mode) {
     case 3: return ((x % n) + n) % n;
     default: {
       if (n == 1) return 0;
-      const int64_t period = 2 * (n - 1);
-      const int64_t m = (x < 0 ? -x : x) % period;
+      const I period = 2 * (n - 1);
+      const I m = (x < 0 ? -x : x) % period;
       return m < n ? m : period - m;
     }
   }
 }
 
+// Narrow: every index and offset fits 32 bits (checked on the host), so no 64-bit arithmetic.
 template <typename U, bool kNarrow>
 __global__ void __launch_bounds__(kBlock) pad_kernel(const U* __restrict__ src, U* __restrict__ dst,
                                                     const U* __restrict__ value, U cval, const __grid_constant__ PadArgs a) {
+  using I = std::conditional_t<kNarrow, int32_t, int64_t>;
   const U c = value ? *value : cval;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rem = i, off = 0;
+    I rem = static_cast<I>(i), off = 0;
     bool constant = false;
 #pragma unroll
     for (int d = kMoveMaxRank - 1; d >= 0; --d) {
       if (d >= a.rank) continue;
-      int64_t o;
-      if constexpr (kNarrow) {
-        const uint32_t q = a.fd[d].div(static_cast<uint32_t>(rem));
-        o = rem - int64_t(q) * a.out_dims[d];
-        rem = q;
-      } else {
-        const int64_t q = rem / a.out_dims[d];
-        o = rem - q * a.out_dims[d];
-        rem = q;
-      }
-      const int64_t x = pad_coord(o - a.pb[d], a.in_dims[d], a.mode);
+      I q;
+      if constexpr (kNarrow) q = static_cast<I>(a.fd[d].div(static_cast<uint32_t>(rem)));
+      else q = rem / a.out_dims[d];
+      const I o = rem - q * static_cast<I>(a.out_dims[d]);
+      rem = q;
+      const I x = pad_coord<I>(o - static_cast<I>(a.pb[d]), static_cast<I>(a.in_dims[d]), a.mode);
       if (x < 0) constant = true;
-      off += x * a.in_strides[d];
+      off += x * static_cast<I>(a.in_strides[d]);
     }
     dst[i] = constant ? c : src[off];
   }
@@ -554,7 +553,13 @@ void launch_pad(const PadPlan& p, const void* src, void* dst, const void* value,
   PadArgs a{};
   a.rank = p.rank;
   a.mode = static_cast<int>(p.mode);
-  const bool narrow = fits32(p.numel);
+  int64_t in_numel = 1;
+  bool narrow = fits32(p.numel);
+  for (int d = 0; d < p.rank; ++d) {
+    in_numel *= p.in_dims[d];
+    narrow = narrow && p.out_dims[d] + (p.pad_begin[d] < 0 ? -p.pad_begin[d] : p.pad_begin[d]) < (int64_t{1} << 30);
+  }
+  narrow = narrow && fits32(in_numel);
   for (int d = 0; d < p.rank; ++d) {
     a.out_dims[d] = p.out_dims[d];
     a.in_dims[d] = p.in_dims[d];

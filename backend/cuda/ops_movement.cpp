@@ -804,6 +804,7 @@ std::unique_ptr<CudaOp> make_resize(const PlanContext& c, std::string* why) {
     p.esize = static_cast<int>(dtype_size(dt));
     p.rank = static_cast<int>(r);
     p.numel = out_numel;
+    p.in_numel = in_numel;
     std::vector<int32_t> maps;
     bool any_outside = false;
     for (size_t a = 0; a < r; ++a) {

@@ -47,10 +47,15 @@ template <typename A> __device__ __forceinline__ A nan_max(A a, A b) {
 }
 
 /// The taps t in [0, count) with 0 <= off + t*step < limit, as [lo, hi) (the CPU's valid_range).
-__device__ __forceinline__ void tap_range(int64_t count, int64_t limit, int64_t step, int64_t off, int64_t& lo,
-                                          int64_t& hi) {
-  lo = off >= 0 ? 0 : (-off + step - 1) / step;
-  hi = off >= limit ? 0 : (limit - 1 - off) / step + 1;
+template <typename I>
+__device__ __forceinline__ void tap_range(I count, I limit, I step, I off, I& lo, I& hi) {
+  if (step == 1) {  // no dilation: skip the 64-bit divisions (dozens of instructions each)
+    lo = off >= 0 ? 0 : -off;
+    hi = limit - off;
+  } else {
+    lo = off >= 0 ? 0 : (-off + step - 1) / step;
+    hi = off >= limit ? 0 : (limit - 1 - off) / step + 1;
+  }
   lo = lo < count ? lo : count;
   hi = hi < lo ? lo : (hi > count ? count : hi);
 }
@@ -67,33 +72,37 @@ template <typename T, int kKind, bool kNarrow>
 __global__ void __launch_bounds__(kBlock) pool_window_kernel(const T* __restrict__ x, T* __restrict__ y,
                                                             int64_t* __restrict__ indices, const __grid_constant__ WinArgs a) {
   using A = typename PoolAcc<T>::type;
+  // Narrow: input and output both index in 32 bits, so window arithmetic avoids 64-bit math.
+  using I = std::conditional_t<kNarrow, int32_t, int64_t>;
+  const I in0 = static_cast<I>(a.in[0]), in1 = static_cast<I>(a.in[1]), in2 = static_cast<I>(a.in[2]);
+  const I d0 = static_cast<I>(a.d[0]), d1 = static_cast<I>(a.d[1]), d2 = static_cast<I>(a.d[2]);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t o[3], rem = i;
+    I o[3], rem = static_cast<I>(i);
 #pragma unroll
     for (int q = 2; q >= 0; --q) {
-      int64_t t;
-      if constexpr (kNarrow) t = a.f_out[q].div(static_cast<uint32_t>(rem));
+      I t;
+      if constexpr (kNarrow) t = static_cast<I>(a.f_out[q].div(static_cast<uint32_t>(rem)));
       else t = rem / a.out[q];
-      o[q] = rem - t * a.out[q];
+      o[q] = rem - t * static_cast<I>(a.out[q]);
       rem = t;
     }
-    const int64_t plane = rem;
-    int64_t st[3], lo[3], hi[3];
+    const I plane = rem;
+    I st[3], lo[3], hi[3];
 #pragma unroll
     for (int q = 0; q < 3; ++q) {
-      st[q] = o[q] * a.s[q] - a.pb[q];
-      tap_range(a.k[q], a.in[q], a.d[q], st[q], lo[q], hi[q]);
+      st[q] = o[q] * static_cast<I>(a.s[q]) - static_cast<I>(a.pb[q]);
+      tap_range<I>(static_cast<I>(a.k[q]), static_cast<I>(a.in[q]), static_cast<I>(a.d[q]), st[q], lo[q], hi[q]);
     }
-    const T* xp = x + plane * a.s_in;
+    const T* xp = x + static_cast<int64_t>(plane) * a.s_in;
     if constexpr (kKind == static_cast<int>(PoolKind::Max)) {
       if (!indices) {
         A best = neg_inf<A>();
         bool nan = false;
-        for (int64_t k0 = lo[0]; k0 < hi[0]; ++k0)
-          for (int64_t k1 = lo[1]; k1 < hi[1]; ++k1) {
-            const T* row = xp + ((st[0] + k0 * a.d[0]) * a.in[1] + st[1] + k1 * a.d[1]) * a.in[2] + st[2];
-            for (int64_t k2 = lo[2]; k2 < hi[2]; ++k2) {
-              const A v = pload(row[k2 * a.d[2]]);
+        for (I k0 = lo[0]; k0 < hi[0]; ++k0)
+          for (I k1 = lo[1]; k1 < hi[1]; ++k1) {
+            const T* row = xp + ((st[0] + k0 * d0) * in1 + st[1] + k1 * d1) * in2 + st[2];
+            for (I k2 = lo[2]; k2 < hi[2]; ++k2) {
+              const A v = pload(row[k2 * d2]);
               nan |= v != v;
               best = v > best ? v : best;
             }
@@ -103,13 +112,13 @@ __global__ void __launch_bounds__(kBlock) pool_window_kernel(const T* __restrict
         A best = neg_inf<A>();
         int64_t at[3] = {-1, -1, -1};
         bool found = false;
-        for (int64_t k0 = lo[0]; k0 < hi[0]; ++k0) {
-          const int64_t i0 = st[0] + k0 * a.d[0];
-          for (int64_t k1 = lo[1]; k1 < hi[1]; ++k1) {
-            const int64_t i1 = st[1] + k1 * a.d[1];
-            const T* row = xp + (i0 * a.in[1] + i1) * a.in[2];
-            for (int64_t k2 = lo[2]; k2 < hi[2]; ++k2) {
-              const int64_t i2 = st[2] + k2 * a.d[2];
+        for (I k0 = lo[0]; k0 < hi[0]; ++k0) {
+          const I i0 = st[0] + k0 * d0;
+          for (I k1 = lo[1]; k1 < hi[1]; ++k1) {
+            const I i1 = st[1] + k1 * d1;
+            const T* row = xp + (i0 * in1 + i1) * in2;
+            for (I k2 = lo[2]; k2 < hi[2]; ++k2) {
+              const I i2 = st[2] + k2 * d2;
               const A v = pload(row[i2]);
               if (!found || v > best || (v != v && best == best)) {  // the first NaN wins
                 best = v;
@@ -134,17 +143,17 @@ __global__ void __launch_bounds__(kBlock) pool_window_kernel(const T* __restrict
               mult *= a.in[q];
             }
           }
-          idx += plane * a.s_in;
+          idx += static_cast<int64_t>(plane) * a.s_in;
         }
         indices[i] = idx;
       }
     } else {
       A sum = A(0);
-      for (int64_t k0 = lo[0]; k0 < hi[0]; ++k0)
-        for (int64_t k1 = lo[1]; k1 < hi[1]; ++k1) {
-          const T* row = xp + ((st[0] + k0 * a.d[0]) * a.in[1] + st[1] + k1 * a.d[1]) * a.in[2] + st[2];
-          for (int64_t k2 = lo[2]; k2 < hi[2]; ++k2) {
-            const A v = pload(row[k2 * a.d[2]]);
+      for (I k0 = lo[0]; k0 < hi[0]; ++k0)
+        for (I k1 = lo[1]; k1 < hi[1]; ++k1) {
+          const T* row = xp + ((st[0] + k0 * d0) * in1 + st[1] + k1 * d1) * in2 + st[2];
+          for (I k2 = lo[2]; k2 < hi[2]; ++k2) {
+            const A v = pload(row[k2 * d2]);
             if constexpr (kKind == static_cast<int>(PoolKind::Lp)) sum += lp_term(v, a.p);
             else sum += v;
           }
@@ -158,8 +167,9 @@ __global__ void __launch_bounds__(kBlock) pool_window_kernel(const T* __restrict
 #pragma unroll
         for (int q = 0; q < 3; ++q) {
           if (a.include_pad) {
-            int64_t plo, phi;
-            tap_range(a.k[q], a.in[q] + a.pb[q] + a.pe[q], a.d[q], st[q] + a.pb[q], plo, phi);
+            I plo, phi;
+            tap_range<I>(static_cast<I>(a.k[q]), static_cast<I>(a.in[q] + a.pb[q] + a.pe[q]), static_cast<I>(a.d[q]),
+                         st[q] + static_cast<I>(a.pb[q]), plo, phi);
             count *= phi - plo;
           } else {
             count *= hi[q] - lo[q];
@@ -262,7 +272,9 @@ bool launch_pool(const PoolPlan& p, const void* x, void* y, int64_t* indices, cu
   a.col_major = p.col_major;
   a.nd = p.nd;
   a.p = p.p;
-  const bool narrow = fits32(a.n);
+  bool narrow = fits32(a.n) && fits32(p.planes * a.s_in);
+  for (int q = 0; q < 3; ++q)
+    narrow = narrow && p.in[q] + p.pb[q] + p.pe[q] + p.k[q] * p.d[q] < (int64_t{1} << 30);
   if (narrow)
     for (int q = 0; q < 3; ++q) a.f_out[q] = FastDiv(static_cast<uint32_t>(p.out[q]));
   return dispatch_pool_type(p.dtype, p.kind == PoolKind::Max, [&](auto tag) {

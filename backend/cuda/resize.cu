@@ -4,6 +4,8 @@
 // for float64 data) where the CPU does separable passes in float64; the results agree to
 // rounding. Any tf_crop_and_resize coordinate outside the input gives the extrapolation value
 // (the separable passes give the same value, weights summing to one).
+#include <type_traits>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/resize.cuh"
 
@@ -30,25 +32,43 @@ struct NearestArgs {
   int64_t n;
 };
 
-template <typename U, bool kNarrow>
+// Narrow: output and input index in 32 bits (checked on the host). kVec consecutive outputs of
+// the innermost dim per thread: one index decomposition and one packed store for all of them.
+template <typename U, int kVec> struct alignas(sizeof(U) * kVec) Pack { U u[kVec]; };
+
+template <typename U, bool kNarrow, int kVec>
 __global__ void __launch_bounds__(kBlock) resize_nearest_kernel(const U* __restrict__ x, U* __restrict__ y, U extrapolation,
                                                                const __grid_constant__ NearestArgs a) {
+  using I = std::conditional_t<kNarrow, int32_t, int64_t>;
+  const int last = a.rank - 1;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t rem = i, off = 0;
+    I rem = static_cast<I>(i), off = 0, c0 = 0;
     bool outside = false;
 #pragma unroll
     for (int d = kMoveMaxRank - 1; d >= 0; --d) {
       if (d >= a.rank) continue;
-      int64_t q;
-      if constexpr (kNarrow) q = a.fd[d].div(static_cast<uint32_t>(rem));
+      // fd/out_dims of the last dim count groups of kVec outputs.
+      I q;
+      if constexpr (kNarrow) q = static_cast<I>(a.fd[d].div(static_cast<uint32_t>(rem)));
       else q = rem / a.out_dims[d];
-      const int64_t c = rem - q * a.out_dims[d];
+      const I c = rem - q * static_cast<I>(a.out_dims[d]);
       rem = q;
-      const int64_t src = a.map_offset[d] < 0 ? c : a.maps[a.map_offset[d] + c];
+      if (d == last) {
+        c0 = c * kVec;
+        continue;
+      }
+      const I src = a.map_offset[d] < 0 ? c : static_cast<I>(a.maps[a.map_offset[d] + c]);
       outside |= src < 0;
-      off += src * a.in_strides[d];
+      off += src * static_cast<I>(a.in_strides[d]);
     }
-    y[i] = outside ? extrapolation : x[off];
+    Pack<U, kVec> pk;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      const I c = c0 + j;
+      const I src = a.map_offset[last] < 0 ? c : static_cast<I>(a.maps[a.map_offset[last] + c]);
+      pk.u[j] = outside || src < 0 ? extrapolation : x[off + src * static_cast<I>(a.in_strides[last])];
+    }
+    *reinterpret_cast<Pack<U, kVec>*>(y + i * kVec) = pk;
   }
 }
 
@@ -121,23 +141,35 @@ void launch_resize_nearest(const ResizeNearestPlan& p, const void* x, void* y, c
   if (p.numel == 0) return;
   NearestArgs a{};
   a.rank = p.rank;
-  const bool narrow = fits32(p.numel);
-  for (int d = 0; d < p.rank; ++d) {
-    a.out_dims[d] = p.out_dims[d];
-    a.in_strides[d] = p.in_strides[d];
-    a.map_offset[d] = p.map_offset[d];
-    if (narrow) a.fd[d] = FastDiv(static_cast<uint32_t>(p.out_dims[d]));
+  // Rank 0 (one element) runs as a rank-1 view of length 1.
+  const int rank = p.rank > 0 ? p.rank : 1;
+  const int64_t last_len = p.rank > 0 ? p.out_dims[p.rank - 1] : 1;
+  const int vec = last_len % 4 == 0 && reinterpret_cast<uintptr_t>(y) % (4 * p.esize) == 0 ? 4 : 1;
+  const bool narrow = fits32(p.numel) && fits32(p.in_numel);
+  a.rank = rank;
+  for (int d = 0; d < rank; ++d) {
+    a.out_dims[d] = p.rank > 0 ? p.out_dims[d] : 1;
+    a.in_strides[d] = p.rank > 0 ? p.in_strides[d] : 1;
+    a.map_offset[d] = p.rank > 0 ? p.map_offset[d] : -1;
   }
+  a.out_dims[rank - 1] /= vec;
+  for (int d = 0; d < rank && narrow; ++d) a.fd[d] = FastDiv(static_cast<uint32_t>(a.out_dims[d]));
   a.maps = p.maps;
-  a.n = p.numel;
+  a.n = p.numel / vec;
   dispatch_bytes(p.esize, [&](auto tag) {
     using U = decltype(tag);
     U e;
     memcpy(&e, &p.extrapolation_bits, sizeof(U));
     auto* xp = static_cast<const U*>(x);
     auto* yp = static_cast<U*>(y);
-    if (narrow) resize_nearest_kernel<U, true><<<grid_for(a.n), kBlock, 0, s>>>(xp, yp, e, a);
-    else resize_nearest_kernel<U, false><<<grid_for(a.n), kBlock, 0, s>>>(xp, yp, e, a);
+    const unsigned g = grid_for(a.n);
+    if (vec == 4) {
+      if (narrow) resize_nearest_kernel<U, true, 4><<<g, kBlock, 0, s>>>(xp, yp, e, a);
+      else resize_nearest_kernel<U, false, 4><<<g, kBlock, 0, s>>>(xp, yp, e, a);
+    } else {
+      if (narrow) resize_nearest_kernel<U, true, 1><<<g, kBlock, 0, s>>>(xp, yp, e, a);
+      else resize_nearest_kernel<U, false, 1><<<g, kBlock, 0, s>>>(xp, yp, e, a);
+    }
     check_launch("resize_nearest_kernel");
   });
 }

@@ -345,6 +345,7 @@ TEST(GpuResize, NearestModes) {
       SCOPED_TRACE(std::string(ctm) + " " + nm);
       expect_resize(resize_scales({2, 3, 5, 7}, {1, 1, 2, 2}, resize_attrs("nearest", ctm, nm)), true);
       expect_resize(resize_sizes({1, 2, 9, 10}, {1, 2, 4, 7}, resize_attrs("nearest", ctm, nm)), true);
+      expect_resize(resize_scales({2, 3, 6, 8}, {1, 1, 1.5f, 2}, resize_attrs("nearest", ctm, nm)), true);  // 4 per thread
     }
   // Pure movement: exact for native integer data too.
   OpCase u8 = resize_scales({1, 3, 4, 5}, {1, 1, 2, 3}, resize_attrs("nearest", "asymmetric", "floor"));
@@ -381,6 +382,8 @@ TEST(GpuResize, CropAndResizeAndOpset18) {
                    {1, 3}, a, 13);
   expect_resize(crop, false);
   crop.attrs[0] = attr("mode", std::string("nearest"));
+  expect_resize(crop, true);
+  crop.inputs[3] = ints({1, 2, 5, 12});  // the 4-per-thread nearest path, extrapolating too
   expect_resize(crop, true);
   // Opset 18: axes, keep_aspect_ratio_policy, half_pixel_symmetric.
   auto b = resize_attrs("linear", "half_pixel_symmetric");
