@@ -643,6 +643,7 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
 
 FastDivider fast_divider(uint32_t d) {
   FastDivider f;
+  if (d == 0) return f;  // an empty dim: nothing is ever divided by it
   uint32_t s = 0;
   while (s < 32 && (uint64_t{1} << s) < d) ++s;
   f.shift = s;
@@ -690,6 +691,10 @@ std::optional<EwLaunchPlan> plan_elementwise_launch(const EwFunction& f, DType o
     }
   }
   const int vec_max = static_cast<int>(std::max<size_t>(1, 16 / max_full));
+  if (p.numel == 0) {  // nothing to launch; any valid plan will do
+    for (auto& k : p.kinds) k = EwArgKind::Scalar;
+    p.linear = true;
+  }
   if (p.linear) {
     p.vec = vec_max;
     return p;

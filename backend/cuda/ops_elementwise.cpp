@@ -97,6 +97,13 @@ class NvrtcElementwiseOp final : public CudaOp {
   std::string name_, what_;
 };
 
+/// An elementwise node with an empty output.
+class EmptyOp final : public CudaOp {
+ public:
+  void launch(const LaunchArgs&) override {}
+  std::string kernel_name() const override { return "nvrtc elementwise (empty)"; }
+};
+
 std::unique_ptr<CudaOp> make_elementwise(const PlanContext& c, std::string* why) {
   if (!c.has_output(0)) {
     if (why) *why = "output 0 is left out";
@@ -114,6 +121,7 @@ std::unique_ptr<CudaOp> make_elementwise(const PlanContext& c, std::string* why)
   if (!f) return nullptr;
   auto plan = plan_elementwise_launch(*f, out.dtype, out.dims, why);
   if (!plan) return nullptr;
+  if (plan->numel == 0) return std::make_unique<EmptyOp>();  // nothing to compute, nothing to compile
   const EwSource src = generate_elementwise_source(*f, *plan, out.dtype);
   auto module = load_nvrtc_module(src.code, src.kernels, c.ctx().sm(), node_ref(c.node().name, c.node().op_type));
   return std::make_unique<NvrtcElementwiseOp>(c, *f, *plan, src, std::move(module));

@@ -96,13 +96,15 @@ struct FloatUnary {
 
 TEST(GpuElementwise, FloatUnaryOpsAllPrecisions) {
   FUSEC_REQUIRE_GPU();
+  // Input ranges keep each op's condition number small: bfloat16 storage rounds the inputs by up
+  // to 2^-9 relative, which tan near pi/2 or acosh near 1 would amplify past the 1e-2 tolerance.
   const std::vector<FloatUnary> ops = {
       {"Abs", -2, 2, {}}, {"Neg", -2, 2, {}}, {"Sign", -2, 2, {}}, {"Reciprocal", 0.5, 2, {}},
       {"Sqrt", 0, 4, {}}, {"Exp", -4, 4, {}}, {"Log", 0.1, 10, {}},
       {"Floor", -4, 4, {}, 17, 0.125}, {"Ceil", -4, 4, {}, 17, 0.125}, {"Round", -4, 4, {}, 17, 0.125},
-      {"Erf", -3, 3, {}}, {"Sin", -3, 3, {}}, {"Cos", -3, 3, {}}, {"Tan", -1.2, 1.2, {}},
-      {"Asin", -0.99, 0.99, {}}, {"Acos", -0.99, 0.99, {}}, {"Atan", -5, 5, {}}, {"Sinh", -3, 3, {}},
-      {"Cosh", -3, 3, {}}, {"Asinh", -5, 5, {}}, {"Acosh", 1, 5, {}}, {"Atanh", -0.9, 0.9, {}},
+      {"Erf", -3, 3, {}}, {"Sin", -3, 3, {}}, {"Cos", -3, 3, {}}, {"Tan", -0.8, 0.8, {}},
+      {"Asin", -0.99, 0.99, {}}, {"Acos", -0.99, 0.99, {}}, {"Atan", -5, 5, {}}, {"Sinh", -2, 2, {}},
+      {"Cosh", -2, 2, {}}, {"Asinh", -5, 5, {}}, {"Acosh", 1.5, 5, {}}, {"Atanh", -0.9, 0.9, {}},
       {"Relu", -2, 2, {}}, {"Sigmoid", -10, 10, {}}, {"Tanh", -4, 4, {}}, {"Softplus", -10, 10, {}},
       {"Softsign", -4, 4, {}}, {"HardSwish", -5, 5, {}}, {"Mish", -5, 5, {}, 18},
       {"Elu", -3, 3, {}}, {"Elu", -3, 3, {attr("alpha", 0.3f)}},
@@ -274,7 +276,7 @@ TEST(GpuElementwise, IntegerOpsExact) {
     for (const char* op : {"Abs", "Sign", "Relu"})
       expect_gpu_matches_cpu(unary(op, ints(t, {5, 41}, seed(), lo, hi)), Precision::FP32);
     if (!u) expect_gpu_matches_cpu(unary("Neg", ints(t, {5, 41}, seed(), lo, hi)), Precision::FP32);
-    for (const char* op : {"Sum", "Mean", "Max", "Min"}) {
+    for (const char* op : {"Sum", "Max", "Min"}) {  // Mean is float-only (schema)
       OpCase c;
       c.op = op;
       c.opset = 13;
