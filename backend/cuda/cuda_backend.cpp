@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <unordered_map>
@@ -40,7 +41,20 @@ Tensor convert_host(const Tensor& t, DType to) {
   return out;
 }
 
+/// A float32 constant in the run precision. Finite values beyond fp16's range saturate to ±65504
+/// instead of becoming infinite: exporters write "minus infinity" attention masks as -3.4e38, and
+/// 0 · -inf would turn a fully visible mask into NaN.
+Tensor convert_constant(const Tensor& t, DType to) {
+  if (to != DType::Float16 || t.dtype() != DType::Float32) return convert_host(t, to);
+  Tensor clamped = t.clone();
+  float* p = clamped.data<float>();
+  for (int64_t i = 0; i < clamped.numel(); ++i)
+    if (std::isfinite(p[i])) p[i] = std::min(65504.0f, std::max(-65504.0f, p[i]));
+  return convert_host(clamped, to);
+}
+
 constexpr int64_t kMaxSpecializedElements = 1024;
+constexpr int64_t kMaxSpecializedFloats = 16;
 
 // Ops whose output depends only on input dims: folded at plan time even when the input is not
 // a constant.
@@ -204,8 +218,14 @@ class Impl : public CudaExecutable {
       if (e.kind() != ErrorKind::BadInput || std::string(e.what()).find("depends on") == std::string::npos) throw;
       // A shape depends on an input's value (a Reshape target fed as an input, ...): specialize
       // the plan on the values of the small integer inputs and plan again.
-      for (size_t i = 0; i < inputs.size(); ++i)
-        by_value[i] = is_integer(inputs[i].dtype()) && inputs[i].numel() <= kMaxSpecializedElements;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        DType t = inputs[i].dtype();
+        int64_t n = inputs[i].numel();
+        // Shape operands are integer or bool tensors (Reshape targets, Compress conditions), or a
+        // few floats (Resize scales, Range bounds, OneHot depth).
+        by_value[i] = ((is_integer(t) || t == DType::Bool) && n <= kMaxSpecializedElements) ||
+                      (is_float(t) && n <= kMaxSpecializedFloats);
+      }
       build_plan(inputs, by_value);
     }
     key_ = signature(inputs, by_value_);
@@ -496,7 +516,7 @@ class Impl : public CudaExecutable {
     for (size_t s = 0; s < slots_.size(); ++s) {
       const Slot& sl = slots_[s];
       if (sl.place != Slot::Place::Weights || !sl.nbytes()) continue;
-      Tensor host = sl.dtype == sl.onnx_dtype ? *sl.host_constant : convert_host(*sl.host_constant, sl.dtype);
+      Tensor host = sl.dtype == sl.onnx_dtype ? *sl.host_constant : convert_constant(*sl.host_constant, sl.dtype);
       FUSEC_CUDA_CHECK(cudaMemcpy(addr(static_cast<int>(s)), host.raw(), host.nbytes(), cudaMemcpyHostToDevice));
     }
   }
