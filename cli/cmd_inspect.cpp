@@ -5,6 +5,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli/common.h"
+#ifdef FUSEC_HAVE_CUDA
+#include "backend/cuda/cuda_op.h"
+#endif
 #include "ir/cost.h"
 
 namespace fusec::cli {
@@ -86,6 +89,24 @@ int inspect(const InspectArgs& a) {
     for (const auto& u : unsupported)
       std::printf("  %-30s %-20s %s\n", u.node.c_str(), u.op_type.c_str(), u.reason.c_str());
   }
+#ifdef FUSEC_HAVE_CUDA
+  {
+    // Which nodes have no CUDA kernel family at all (they would run on the CPU reference with
+    // copies on a GPU). Whether a family takes a given node (its dtype, attributes) is only known
+    // when planning on the GPU: `fusec bench --device cuda` lists those.
+    std::vector<std::string> no_kernel;
+    for (const auto& n : g->nodes())
+      if (!cuda::CudaOpRegistry::global().find(n->domain, n->op_type)) no_kernel.push_back(n->name + " (" + n->op_type + ")");
+    if (no_kernel.empty()) {
+      std::printf("cuda       every op has a CUDA kernel family\n");
+    } else {
+      std::printf("cuda       %zu node%s without a CUDA kernel would run on the CPU:", no_kernel.size(), no_kernel.size() == 1 ? "" : "s");
+      for (size_t i = 0; i < no_kernel.size() && i < 10; ++i) std::printf("%s %s", i ? "," : "", no_kernel[i].c_str());
+      std::printf("%s\n", no_kernel.size() > 10 ? ", ..." : "");
+    }
+    j["cuda_cpu_nodes"] = no_kernel;
+  }
+#endif
   if (!a.json_path.empty()) write_text_file(a.json_path, j.dump(2) + "\n");
   return 0;
 }
