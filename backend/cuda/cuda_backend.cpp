@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -24,6 +25,7 @@
 #include "backend/cpu/kernels/common.h"
 #include "backend/cuda/check.h"
 #include "backend/cuda/cuda_op.h"
+#include "backend/cuda/movement.cuh"
 #include "backend/memory_planner.h"
 #include "ir/error.h"
 #include "passes/infer_shapes.h"
@@ -76,6 +78,7 @@ struct Slot {
   int first = -1, last = -1;
   bool pinned = false;  // lives for the whole run (graph output)
   const Tensor* host_constant = nullptr;  // constant slots: the host value (ONNX dtype)
+  bool nhwc = false;  // 4-D activation stored channels-last
   size_t nbytes() const {
     int64_t n = 1;
     for (int64_t d : dims) n *= d;
@@ -84,12 +87,13 @@ struct Slot {
 };
 
 struct Step {
-  enum class Kind { Gpu, Cpu, Convert, Copy } kind = Kind::Gpu;
+  enum class Kind { Gpu, Cpu, Convert, Copy, Relayout } kind = Kind::Gpu;
   const Node* node = nullptr;
   int64_t opset = 0;
   std::unique_ptr<CudaOp> op;
   std::vector<int> in_slots, out_slots;  // -1: absent
   std::vector<DTensor> ins, outs;        // resolved at the end of planning
+  StridedCopyPlan relayout;              // Kind::Relayout: NCHW <-> NHWC
 };
 
 std::string signature(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value) {
@@ -237,6 +241,7 @@ class Impl : public CudaExecutable {
     slots_.clear();
     placement_.clear();
     folded_.clear();
+    relayouts_.clear();
     input_slots_.clear();
     output_slots_.clear();
     arena_ = DeviceBuffer();
@@ -251,6 +256,8 @@ class Impl : public CudaExecutable {
 
   void build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value) {
     reset_plan();
+    channels_last_ = opts_.channels_last;
+    if (const char* env = std::getenv("FUSEC_CHANNELS_LAST"); env && std::string(env) == "0") channels_last_ = false;
     by_value_ = by_value;
     plan_ = graph_->clone();
     Graph& g = *plan_;
@@ -353,40 +360,68 @@ class Impl : public CudaExecutable {
         continue;
       }
 
+      // Layout: channels-last for conv regions (a channels-last factory exists, every consumer
+      // can take NHWC), and layout-agnostic elementwise nodes follow their input.
+      const OpFactory* cl = channels_last_ ? factories.find_channels_last(n.domain, n.op_type) : nullptr;
+      bool want_nhwc = false;
+      if (cl && n.input(0) && n.outputs.size() >= 1 && n.outputs[0]) {
+        const Slot& x = slots_[slot_of.at(n.input(0))];
+        want_nhwc = x.dims.size() == 4 && nhwc_dtype(x.dtype) && consumers_take_nhwc(*n.outputs[0], g);
+      } else if (layout_agnostic(n) && n.input(0)) {
+        want_nhwc = slots_[slot_of.at(n.input(0))].nhwc;
+        cl = nullptr;
+      }
+      auto plan_values = [&](bool nhwc, std::vector<PlanValue>* pin, std::vector<PlanValue>* pout) {
+        pin->clear();
+        pout->clear();
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+          PlanValue pv;
+          if (Value* v = n.inputs[i]) {
+            const Slot& sl = slots_[slot_of.at(v)];
+            pv = {true, sl.dims, sl.dtype, sl.onnx_dtype, sl.host_constant, nhwc && activation_input(n, i)};
+          }
+          pin->push_back(pv);
+        }
+        for (Value* v : n.outputs) {
+          PlanValue pv;
+          if (v) pv = {true, static_dims(*v->type.shape), storage_dtype(opts_.precision, v->type.dtype), v->type.dtype, nullptr, nhwc};
+          pout->push_back(pv);
+        }
+      };
       Step st;
       st.node = &n;
       st.opset = opset;
       std::vector<PlanValue> pin, pout;
-      for (Value* v : n.inputs) {
-        PlanValue pv;
-        if (v) {
-          int s = slot_of.at(v);
-          pv = {true, slots_[s].dims, slots_[s].dtype, slots_[s].onnx_dtype, slots_[s].host_constant};
-          st.in_slots.push_back(s);
-        } else {
-          st.in_slots.push_back(-1);
-        }
-        pin.push_back(pv);
-      }
-      for (Value* v : n.outputs) {
-        PlanValue pv;
-        if (v) {
-          int s = new_slot(v);
-          slot_of[v] = s;
-          pv = {true, slots_[s].dims, slots_[s].dtype, slots_[s].onnx_dtype, nullptr};
-          st.out_slots.push_back(s);
-        } else {
-          st.out_slots.push_back(-1);
-        }
-        pout.push_back(pv);
-      }
       std::string why;
-      const OpFactory* f = factories.find(n.domain, n.op_type);
-      if (f) {
+      bool nhwc = false;
+      if (want_nhwc) {
+        plan_values(true, &pin, &pout);
         PlanContext pc(n, *schema, opset, opts_.precision, ctx_, pin, pout);
-        st.op = (*f)(pc, &why);
-      } else {
-        why = "no CUDA kernel for " + std::string(n.domain.empty() ? "" : n.domain + ".") + n.op_type;
+        const OpFactory* f = cl ? cl : factories.find(n.domain, n.op_type);
+        if (f) st.op = (*f)(pc, &why);
+        nhwc = st.op != nullptr;
+      }
+      if (!st.op) {
+        plan_values(false, &pin, &pout);
+        const OpFactory* f = factories.find(n.domain, n.op_type);
+        if (f) {
+          PlanContext pc(n, *schema, opset, opts_.precision, ctx_, pin, pout);
+          st.op = (*f)(pc, &why);
+        } else {
+          why = "no CUDA kernel for " + std::string(n.domain.empty() ? "" : n.domain + ".") + n.op_type;
+        }
+      }
+      // Inputs in the layout the op was planned for (inserting a relayout before it if needed).
+      for (size_t i = 0; i < n.inputs.size(); ++i)
+        st.in_slots.push_back(n.inputs[i] ? layout_slot(n.inputs[i], pin[i].nhwc, slot_of) : -1);
+      for (Value* v : n.outputs) {
+        int s = -1;
+        if (v) {
+          s = new_slot(v);
+          slots_[s].nhwc = nhwc && st.op;
+          slot_of[v] = s;
+        }
+        st.out_slots.push_back(s);
       }
       if (st.op) {
         st.kind = Step::Kind::Gpu;
@@ -410,7 +445,7 @@ class Impl : public CudaExecutable {
 
     // Graph outputs: an ONNX-typed slot the host copies from.
     for (Value* v : g.outputs) {
-      int s = slot_of.at(v);
+      int s = layout_slot(v, false, slot_of);
       const Slot& src = slots_[s];
       bool produced_here = src.place == Slot::Place::Arena && src.dtype == src.onnx_dtype;
       bool already_output = std::find(output_slots_.begin(), output_slots_.end(), s) != output_slots_.end();
@@ -446,6 +481,79 @@ class Impl : public CudaExecutable {
         graph_status_ = "off: node '" + st.node->name + "' (" + st.node->op_type + ") runs on the CPU";
       }
     }
+  }
+
+  // ---------------------------------------------------------------- layout
+  static bool layout_free(const Slot& s) {
+    return s.dims.size() != 4 || s.dims[1] == 1 || s.dims[2] * s.dims[3] == 1;
+  }
+  bool nhwc_dtype(DType t) const {
+    return t == DType::Float16 || t == DType::BFloat16 || (t == DType::Float32 && opts_.precision == Precision::TF32);
+  }
+  /// Elementwise nodes whose inputs all have the output's dims: memory order does not matter.
+  static bool layout_agnostic(const Node& n) {
+    static const std::unordered_set<std::string> ops = {
+        "Relu", "Add", "Sub", "Mul", "Div", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid",
+        "Gelu", "Erf", "Sqrt", "Exp", "Neg", "Abs", "Max", "Min", "Sum", "Elu", "Selu", "Softplus", "Mish", "FusedElementwise"};
+    if (!ops.count(n.op_type) || n.outputs.size() != 1 || !n.outputs[0] || !n.outputs[0]->type.shape) return false;
+    const Shape& out = *n.outputs[0]->type.shape;
+    if (out.size() != 4) return false;
+    for (Value* v : n.inputs)
+      if (v && (!v->type.shape || *v->type.shape != out)) return false;
+    return true;
+  }
+  /// Inputs that are activations (laid out like the output); weights and bias stay as they are.
+  static bool activation_input(const Node& n, size_t i) {
+    if (layout_agnostic(n)) return true;
+    return i == 0 || (n.op_type == "FusedConv" && i == 3);
+  }
+  bool consumers_take_nhwc(const Value& v, const Graph& g) const {
+    (void)g;
+    const auto& reg = CudaOpRegistry::global();
+    if (v.type.shape && v.type.shape->size() == 4) {
+      Slot probe;
+      probe.dims = static_dims(*v.type.shape);
+      if (layout_free(probe)) return true;
+    }
+    for (const Node* c : v.consumers)
+      if (!reg.find_channels_last(c->domain, c->op_type) && !layout_agnostic(*c)) return false;
+    return true;
+  }
+  /// The slot holding `v` in the wanted layout; a relayout step (appended now, so it runs before
+  /// the node being planned) makes it on first use.
+  int layout_slot(Value* v, bool nhwc, std::unordered_map<const Value*, int>& slot_of) {
+    int s = slot_of.at(v);
+    if (slots_[s].nhwc == nhwc || layout_free(slots_[s])) return s;
+    auto key = std::make_pair(v, nhwc);
+    if (auto it = relayouts_.find(key); it != relayouts_.end()) return it->second;
+    Slot copy = slots_[s];
+    copy.place = Slot::Place::Arena;
+    copy.host_constant = nullptr;
+    copy.nhwc = nhwc;
+    copy.pinned = false;
+    copy.first = copy.last = -1;
+    slots_.push_back(copy);
+    int t = static_cast<int>(slots_.size()) - 1;
+    const auto& d = copy.dims;  // N, C, H, W
+    int64_t N = d[0], C = d[1], H = d[2], W = d[3];
+    std::vector<int64_t> out_dims, strides;
+    if (nhwc) {  // output N,H,W,C read from NCHW
+      out_dims = {N, H, W, C};
+      strides = {C * H * W, W, 1, H * W};
+    } else {  // output N,C,H,W read from NHWC
+      out_dims = {N, C, H, W};
+      strides = {H * W * C, 1, W * C, C};
+    }
+    Step st;
+    st.kind = Step::Kind::Relayout;
+    st.in_slots = {s};
+    st.out_slots = {t};
+    bool ok = true;
+    st.relayout = plan_strided_copy(out_dims, strides, 0, dtype_size(copy.dtype), N * C * H * W, &ok);
+    if (!ok) internal_error("cannot plan the layout change of '" + v->name + "'");
+    steps_.push_back(std::move(st));
+    relayouts_[key] = t;
+    return t;
   }
 
   std::string placement_reason(const std::string& node) const {
@@ -577,6 +685,9 @@ class Impl : public CudaExecutable {
         case Step::Kind::Cpu:
           run_on_cpu(st);
           break;
+        case Step::Kind::Relayout:
+          launch_strided_copy(st.relayout, st.ins[0].data, st.outs[0].data, stream);
+          break;
       }
     }
   }
@@ -670,6 +781,8 @@ class Impl : public CudaExecutable {
   std::vector<Step> steps_;
   std::vector<std::unique_ptr<Tensor>> folded_;
   std::vector<int> input_slots_, output_slots_;
+  std::map<std::pair<const Value*, bool>, int> relayouts_;  // (value, nhwc) -> slot
+  bool channels_last_ = true;
   std::vector<NodePlacement> placement_;
   DeviceBuffer arena_, weights_, io_, workspace_;  // workspace: this plan's, never shared
   size_t workspace_bytes_ = 0;

@@ -18,6 +18,7 @@ struct CudaOptions {
   Precision precision = Precision::FP32;
   bool cuda_graph = true;  // capture after the first run and replay (--cuda-graph off disables)
   bool strict = false;     // a node without a CUDA kernel is an error instead of a CPU fallback
+  bool channels_last = true;  // NHWC conv regions at fp16/bf16/tf32 (FUSEC_CHANNELS_LAST=0 disables)
   /// Reuse this context (device, stream, library handles) instead of creating one per model:
   /// tests and the conformance runner compile thousands of small models.
   std::shared_ptr<Context> context;

@@ -44,6 +44,7 @@ struct PlanValue {
   DType dtype = DType::Undefined;       // device storage dtype
   DType onnx_dtype = DType::Undefined;  // the model's dtype
   const Tensor* constant = nullptr;     // host value when the input is an initializer
+  bool nhwc = false;  // a 4-D activation stored channels-last (dims stay N, C, H, W)
 };
 
 /// What a factory sees. Attribute getters (with schema defaults) come from NodeAttrs; fail()
@@ -114,8 +115,14 @@ class CudaOpRegistry {
   const OpFactory* find(const std::string& domain, const std::string& op_type) const;
   std::vector<std::pair<std::string, std::string>> ops() const;  // (domain, op_type)
 
+  /// Channels-last variants: a factory that runs the node with its 4-D activations (input 0, a
+  /// FusedConv residual, output 0) stored NHWC. The planner uses them for conv regions at
+  /// fp16/bf16/tf32, where cuDNN's tensor-core kernels want NHWC.
+  void add_channels_last(const std::string& op_type, OpFactory f, const std::string& domain = "");
+  const OpFactory* find_channels_last(const std::string& domain, const std::string& op_type) const;
+
  private:
-  std::map<std::pair<std::string, std::string>, OpFactory> factories_;
+  std::map<std::pair<std::string, std::string>, OpFactory> factories_, channels_last_;
 };
 
 // One function per op family file in backend/cuda/.
@@ -128,5 +135,6 @@ void register_reduce_ops(CudaOpRegistry& r);        // Reduce*, ArgMax/ArgMin
 void register_pool_ops(CudaOpRegistry& r);          // MaxPool, AveragePool, Global*Pool
 void register_movement_ops(CudaOpRegistry& r);      // Transpose, Concat, Split, Slice, Gather, Pad, ...
 void register_view_ops(CudaOpRegistry& r);          // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout
+void register_channels_last_pool_ops(CudaOpRegistry& r);  // NHWC MaxPool/AveragePool/Global*Pool
 
 }  // namespace fusec::cuda

@@ -15,6 +15,15 @@ const OpFactory* CudaOpRegistry::find(const std::string& domain, const std::stri
   return it == factories_.end() ? nullptr : &it->second;
 }
 
+void CudaOpRegistry::add_channels_last(const std::string& op_type, OpFactory f, const std::string& domain) {
+  channels_last_[{canonical(domain), op_type}] = std::move(f);
+}
+
+const OpFactory* CudaOpRegistry::find_channels_last(const std::string& domain, const std::string& op_type) const {
+  auto it = channels_last_.find({canonical(domain), op_type});
+  return it == channels_last_.end() ? nullptr : &it->second;
+}
+
 std::vector<std::pair<std::string, std::string>> CudaOpRegistry::ops() const {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [k, f] : factories_) out.push_back(k);
@@ -33,6 +42,7 @@ const CudaOpRegistry& CudaOpRegistry::global() {
     register_reduce_ops(r);
     register_pool_ops(r);
     register_movement_ops(r);
+    register_channels_last_pool_ops(r);
     return r;
   }();
   return reg;

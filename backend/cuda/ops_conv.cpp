@@ -5,14 +5,21 @@
 // is one cudnnConvolutionForward / BackwardData plus, when the node has a bias, a residual or an
 // activation, one in-place epilogue pass (epilogue.cu) in the reference's order:
 // y = act(conv(x, w) + b + z).
-// Layout is NCHW (the model's); 1-D convs run as 2-D with H = 1. Asymmetric padding, which the
-// legacy API cannot express, runs on the CPU reference.
+// Where cuDNN's fused call can do the epilogue (bias, residual and ReLU or nothing), the conv is
+// cudnnConvolutionBiasActivationForward instead, tried once at plan time on scratch buffers.
+// Layout: NCHW as the model has it, or NHWC for the planner's channels-last conv regions (fp16,
+// bf16, tf32: cuDNN's tensor-core kernels want NHWC); then this op keeps its own copy of the
+// weights in KRSC order. 1-D convs run as 2-D with H = 1. Asymmetric padding, which the legacy API
+// cannot express, runs on the CPU reference.
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
+
+#include <cmath>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/cuda_op.h"
 #include "backend/cuda/epilogue.cuh"
+#include "ir/half.h"
 #include "ir/ops/conv_geometry.h"
 
 namespace fusec::cuda {
@@ -44,6 +51,39 @@ std::vector<int> packed_strides(const std::vector<int>& dims) {
   return s;
 }
 
+/// Strides of N, C, H, W dims stored channels-last.
+std::vector<int> nhwc_strides(const std::vector<int>& d) {
+  return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
+}
+
+/// Host weights [K, C, R, S] (any float dtype) -> [K, R, S, C] in `to`, fp16 saturating at ±65504.
+std::vector<uint16_t> krsc_half(const Tensor& w, DType to) {
+  const auto& d = w.dims();
+  int64_t K = d[0], C = d[1], R = d[2], S = d[3];
+  std::vector<uint16_t> out(static_cast<size_t>(w.numel()));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t q = 0; q < S; ++q) {
+          float v = static_cast<float>(w.as_double(((k * C + c) * R + r) * S + q));
+          if (to == DType::Float16 && std::isfinite(v)) v = std::min(65504.0f, std::max(-65504.0f, v));
+          out[static_cast<size_t>(((k * R + r) * S + q) * C + c)] = to == DType::Float16 ? float_to_half(v) : float_to_bf16(v);
+        }
+  return out;
+}
+
+std::vector<float> krsc_float(const Tensor& w) {
+  const auto& d = w.dims();
+  int64_t K = d[0], C = d[1], R = d[2], S = d[3];
+  std::vector<float> out(static_cast<size_t>(w.numel()));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t q = 0; q < S; ++q)
+          out[static_cast<size_t>(((k * R + r) * S + q) * C + c)] = static_cast<float>(w.as_double(((k * C + c) * R + r) * S + q));
+  return out;
+}
+
 /// NC + spatial dims as cuDNN wants them: at least 4-D (a 1-D conv gains H = 1).
 std::vector<int> as_dnn_dims(const std::vector<int64_t>& d) {
   std::vector<int> out(d.begin(), d.end());
@@ -58,11 +98,14 @@ class ConvOp : public CudaOp {
     if (y_) cudnnDestroyTensorDescriptor(y_);
     if (w_) cudnnDestroyFilterDescriptor(w_);
     if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
+    if (bias_) cudnnDestroyTensorDescriptor(bias_);
+    if (act_desc_) cudnnDestroyActivationDescriptor(act_desc_);
   }
 
   /// Builds descriptors and picks the algorithm; false (with why) when cuDNN offers nothing.
-  bool plan(const PlanContext& c, bool transpose, std::string* why) {
+  bool plan(const PlanContext& c, bool transpose, bool nhwc, std::string* why) {
     transpose_ = transpose;
+    nhwc_ = nhwc;
     dt_ = c.out_dtype(0);
     cudnnDataType_t t;
     if (!dnn_type(dt_, &t) || c.in_dtype(0) != dt_ || c.in_dtype(1) != dt_) {
@@ -72,6 +115,7 @@ class ConvOp : public CudaOp {
     const auto& xd = c.in_dims(0);
     const auto& wd = c.in_dims(1);
     if (xd.size() < 3 || xd.size() > 5) { *why = "only 1-D, 2-D and 3-D convolutions run on cuDNN"; return false; }
+    if (nhwc && (xd.size() != 4 || transpose || !c.constant(1))) { *why = "channels-last needs a 2-D conv with constant weights"; return false; }
     for (int64_t d : xd) if (d > INT32_MAX) { *why = "dims beyond int32"; return false; }
     const size_t nsp = xd.size() - 2;
     std::vector<int64_t> in_sp(xd.begin() + 2, xd.end());
@@ -110,9 +154,25 @@ class ConvOp : public CudaOp {
     std::vector<int> xdims = as_dnn_dims(transpose ? c.out_dims(0) : xd);
     std::vector<int> ydims = as_dnn_dims(transpose ? xd : c.out_dims(0));
     std::vector<int> wdims = as_dnn_dims(wd);
-    DNN_CHECK(cudnnSetTensorNdDescriptor(x_, t, static_cast<int>(xdims.size()), xdims.data(), packed_strides(xdims).data()));
-    DNN_CHECK(cudnnSetTensorNdDescriptor(y_, t, static_cast<int>(ydims.size()), ydims.data(), packed_strides(ydims).data()));
-    DNN_CHECK(cudnnSetFilterNdDescriptor(w_, t, CUDNN_TENSOR_NCHW, static_cast<int>(wdims.size()), wdims.data()));
+    DNN_CHECK(cudnnSetTensorNdDescriptor(x_, t, static_cast<int>(xdims.size()), xdims.data(),
+                                         (nhwc ? nhwc_strides(xdims) : packed_strides(xdims)).data()));
+    DNN_CHECK(cudnnSetTensorNdDescriptor(y_, t, static_cast<int>(ydims.size()), ydims.data(),
+                                         (nhwc ? nhwc_strides(ydims) : packed_strides(ydims)).data()));
+    DNN_CHECK(cudnnSetFilterNdDescriptor(w_, t, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                         static_cast<int>(wdims.size()), wdims.data()));
+    if (nhwc) {
+      // The op's own KRSC copy of the weights (the shared weight buffer holds them as KCRS).
+      const Tensor& w = *c.constant(1);
+      if (dt_ == DType::Float32) {
+        auto host = krsc_float(w);
+        own_weights_ = DeviceBuffer(host.size() * sizeof(float), "channels-last conv weights");
+        FUSEC_CUDA_CHECK(cudaMemcpy(own_weights_.get(), host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+      } else {
+        auto host = krsc_half(w, dt_);
+        own_weights_ = DeviceBuffer(host.size() * sizeof(uint16_t), "channels-last conv weights");
+        FUSEC_CUDA_CHECK(cudaMemcpy(own_weights_.get(), host.data(), host.size() * sizeof(uint16_t), cudaMemcpyHostToDevice));
+      }
+    }
     cudnnDataType_t compute = dt_ == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
     DNN_CHECK(cudnnSetConvolutionNdDescriptor(conv_, static_cast<int>(pads.size()), pads.data(), strides.data(), dil.data(),
                                               CUDNN_CROSS_CORRELATION, compute));
@@ -168,16 +228,58 @@ class ConvOp : public CudaOp {
     const auto& od = c.out_dims(0);
     channels_ = od[1];
     inner_ = 1;
-    for (size_t i = 2; i < od.size(); ++i) inner_ *= od[i];
+    if (!nhwc)  // NHWC: the channel is the innermost dim
+      for (size_t i = 2; i < od.size(); ++i) inner_ *= od[i];
     if (has_bias_) {
       int64_t bn = 1;
       for (int64_t d : c.in_dims(2)) bn *= d;
       if (bn != channels_) { *why = "bias length differs from the output channels"; return false; }
     }
+    if (!transpose && has_bias_ && dt_ != DType::Float64 && (act_.act == Act::Relu || act_.act == Act::None)) try_fused(c);
     name_ = std::string("cuDNN ") + (transpose ? "conv-transpose " : "conv ") +
             (dt_ == DType::Float32 ? (strict ? "fp32" : "tf32") : dt_ == DType::Float16 ? "fp16" : dt_ == DType::BFloat16 ? "bf16" : "fp64") +
-            " NCHW" + (has_bias_ || has_z_ || act_.act != Act::None ? " + epilogue" : "");
+            (nhwc ? " NHWC" : " NCHW") +
+            (fused_ ? " conv+bias+act fused" : has_bias_ || has_z_ || act_.act != Act::None ? " + epilogue" : "");
     return true;
+  }
+
+  /// cudnnConvolutionBiasActivationForward supports some configurations only (ReLU or identity;
+  /// identity only with IMPLICIT_PRECOMP_GEMM); the only reliable test is a call, made once here on
+  /// scratch buffers.
+  void try_fused(const PlanContext& c) {
+    cudnnConvolutionFwdAlgo_t algo = act_.act == Act::None ? CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM : fwd_algo_;
+    size_t ws = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, algo, &ws) != CUDNN_STATUS_SUCCESS) return;
+    cudnnDataType_t t;
+    dnn_type(dt_, &t);
+    if (cudnnCreateTensorDescriptor(&bias_) != CUDNN_STATUS_SUCCESS) return;
+    int bdims[4] = {1, static_cast<int>(channels_), 1, 1}, bstrides[4] = {static_cast<int>(channels_), 1, 1, 1};
+    if (cudnnSetTensorNdDescriptor(bias_, t, 4, bdims, bstrides) != CUDNN_STATUS_SUCCESS) return;
+    if (cudnnCreateActivationDescriptor(&act_desc_) != CUDNN_STATUS_SUCCESS) return;
+    if (cudnnSetActivationDescriptor(act_desc_, act_.act == Act::Relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+                                     CUDNN_NOT_PROPAGATE_NAN, 0.0) != CUDNN_STATUS_SUCCESS)
+      return;
+    if (c.in_dims(0).size() != 4) return;
+    size_t es = dtype_size(dt_);
+    auto numel = [](const std::vector<int64_t>& d) { int64_t n = 1; for (int64_t v : d) n *= v; return n; };
+    try {
+      DeviceBuffer x(numel(c.in_dims(0)) * es, "a conv trial"), w(numel(c.in_dims(1)) * es, "a conv trial"),
+          y(numel(c.out_dims(0)) * es, "a conv trial"), b(channels_ * es, "a conv trial"), wsb(ws, "a conv trial");
+      cudaMemset(x.get(), 0, x.size());
+      cudaMemset(w.get(), 0, w.size());
+      cudaMemset(b.get(), 0, b.size());
+      float one = 1, zero = 0;
+      cudnnStatus_t st = cudnnConvolutionBiasActivationForward(handle_, &one, x_, x.get(), w_, w.get(), conv_, algo, wsb.get(), ws,
+                                                               has_z_ ? &one : &zero, y_, y.get(), bias_, b.get(), act_desc_, y_, y.get());
+      cudaError_t err = cudaStreamSynchronize(c.ctx().stream());
+      cudaGetLastError();
+      if (st != CUDNN_STATUS_SUCCESS || err != cudaSuccess) return;
+    } catch (const Error&) {
+      return;  // not enough memory for the trial: keep the unfused path
+    }
+    fused_ = true;
+    fused_algo_ = algo;
+    workspace_ = std::max(workspace_, ws);
   }
 
   size_t workspace_bytes() const override { return workspace_; }
@@ -188,14 +290,20 @@ class ConvOp : public CudaOp {
     const DTensor& W = a.inputs[1];
     const DTensor& Y = a.outputs[0];
     if (Y.numel() == 0) return;
+    const void* wptr = own_weights_.get() ? own_weights_.get() : W.data;
     double one64 = 1, zero64 = 0;
     float one32 = 1, zero32 = 0;
     const void* one = dt_ == DType::Float64 ? static_cast<const void*>(&one64) : &one32;
     const void* zero = dt_ == DType::Float64 ? static_cast<const void*>(&zero64) : &zero32;
     if (X.numel() == 0) {
       FUSEC_CUDA_CHECK(cudaMemsetAsync(Y.data, 0, Y.nbytes(), a.stream));
+    } else if (fused_) {
+      const void* z = has_z_ ? a.inputs[3].data : Y.data;
+      DNN_CHECK(cudnnConvolutionBiasActivationForward(handle_, one, x_, X.data, w_, wptr, conv_, fused_algo_, a.workspace, workspace_,
+                                                      has_z_ ? one : zero, y_, z, bias_, a.inputs[2].data, act_desc_, y_, Y.data));
+      return;
     } else if (!transpose_) {
-      DNN_CHECK(cudnnConvolutionForward(handle_, one, x_, X.data, w_, W.data, conv_, fwd_algo_, a.workspace, workspace_, zero, y_, Y.data));
+      DNN_CHECK(cudnnConvolutionForward(handle_, one, x_, X.data, w_, wptr, conv_, fwd_algo_, a.workspace, workspace_, zero, y_, Y.data));
     } else {
       DNN_CHECK(cudnnConvolutionBackwardData(handle_, one, w_, W.data, y_, X.data, conv_, bwd_algo_, a.workspace, workspace_, zero, x_, Y.data));
     }
@@ -208,7 +316,11 @@ class ConvOp : public CudaOp {
   }
 
  private:
-  bool transpose_ = false, found_ = false, has_bias_ = false, has_z_ = false;
+  bool transpose_ = false, nhwc_ = false, found_ = false, has_bias_ = false, has_z_ = false, fused_ = false;
+  DeviceBuffer own_weights_;  // NHWC: KRSC weights
+  cudnnTensorDescriptor_t bias_ = nullptr;
+  cudnnActivationDescriptor_t act_desc_ = nullptr;
+  cudnnConvolutionFwdAlgo_t fused_algo_{};
   DType dt_ = DType::Float32;
   cudnnHandle_t handle_ = nullptr;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
@@ -223,9 +335,9 @@ class ConvOp : public CudaOp {
   std::string name_;
 };
 
-std::unique_ptr<CudaOp> make_conv(const PlanContext& c, std::string* why, bool transpose) {
+std::unique_ptr<CudaOp> make_conv(const PlanContext& c, std::string* why, bool transpose, bool nhwc = false) {
   auto op = std::make_unique<ConvOp>();
-  if (!op->plan(c, transpose, why)) return nullptr;
+  if (!op->plan(c, transpose, nhwc, why)) return nullptr;
   return op;
 }
 
@@ -235,6 +347,8 @@ void register_conv_ops(CudaOpRegistry& r) {
   r.add("Conv", [](const PlanContext& c, std::string* why) { return make_conv(c, why, false); });
   r.add("FusedConv", [](const PlanContext& c, std::string* why) { return make_conv(c, why, false); }, "ai.fusec");
   r.add("ConvTranspose", [](const PlanContext& c, std::string* why) { return make_conv(c, why, true); });
+  r.add_channels_last("Conv", [](const PlanContext& c, std::string* why) { return make_conv(c, why, false, true); });
+  r.add_channels_last("FusedConv", [](const PlanContext& c, std::string* why) { return make_conv(c, why, false, true); }, "ai.fusec");
 }
 
 }  // namespace fusec::cuda

@@ -1,5 +1,8 @@
 // Conv, FusedConv and ConvTranspose on cuDNN against the CPU reference.
+#include <cmath>
+
 #include "gpu_test_util.h"
+#include "passes/infer_shapes.h"
 
 using namespace fusec;
 using namespace fusec::test;
@@ -75,5 +78,56 @@ TEST(GpuConvTranspose, StridesAndOutputPadding) {
     c.attrs = {attr("strides", std::vector<int64_t>{2, 2}), attr("pads", std::vector<int64_t>{1, 1, 1, 1}),
                attr("output_padding", std::vector<int64_t>{1, 1})};
     expect_gpu_matches_cpu(c, p);
+  }
+}
+
+namespace {
+
+/// stem conv -> max pool -> FusedConv -> FusedConv with the residual -> global pool -> Flatten ->
+/// Gemm: a ResNet block in miniature, which the planner runs channels-last at fp16/bf16/tf32.
+std::unique_ptr<Graph> mini_resnet() {
+  GraphBuilder b;
+  b.graph().opsets["ai.fusec"] = 1;
+  Value* x = b.input("x", DType::Float32, {Dim(2), Dim(3), Dim(20), Dim(20)});
+  auto w = [&](const char* name, std::vector<int64_t> d, uint64_t seed) { return b.initializer(name, random_tensor(DType::Float32, d, seed, -0.3, 0.3)); };
+  Value* c1 = b.node("Conv", {x, w("w1", {8, 3, 3, 3}, 1), w("b1", {8}, 2)}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})});
+  Value* p = b.node("MaxPool", {c1}, {attr("kernel_shape", std::vector<int64_t>{3, 3}), attr("strides", std::vector<int64_t>{2, 2}),
+                                     attr("pads", std::vector<int64_t>{1, 1, 1, 1})});
+  Value* f1 = b.node_n("FusedConv", {p, w("w2", {8, 8, 3, 3}, 3), w("b2", {8}, 4)}, 1,
+                       {attr("pads", std::vector<int64_t>{1, 1, 1, 1}), attr("activation", std::string("Relu"))}, "", "ai.fusec")[0];
+  Value* f2 = b.node_n("FusedConv", {f1, w("w3", {8, 8, 1, 1}, 5), w("b3", {8}, 6), p}, 1,
+                       {attr("activation", std::string("Relu"))}, "", "ai.fusec")[0];
+  Value* gap = b.node("GlobalAveragePool", {f2});
+  Value* flat = b.node("Flatten", {gap});
+  b.output(b.node("Gemm", {flat, w("wf", {8, 5}, 7), w("bf", {5}, 8)}));
+  b.output(f2);  // an NHWC value that is also a graph output: converted back at the end
+  auto g = b.build();
+  infer_shapes(*g);
+  return g;
+}
+
+}  // namespace
+
+TEST(GpuConvChannelsLast, ResNetBlockMatchesTheReference) {
+  FUSEC_REQUIRE_GPU();
+  auto g = mini_resnet();
+  Tensor x = random_tensor(DType::Float32, {2, 3, 20, 20}, 40);
+  for (Precision p : {Precision::TF32, Precision::FP16, Precision::BF16}) {
+    SCOPED_TRACE(precision_name(p));
+    expect_graph_gpu_matches_cpu(*g, {x}, p);
+    cuda::CudaOptions o;
+    o.precision = p;
+    auto exe = cuda::CudaBackend(o).compile_cuda(*g);
+    exe->run({x});
+    int nhwc = 0;
+    for (const auto& pl : exe->placement()) nhwc += pl.kernel.find("NHWC") != std::string::npos;
+    EXPECT_EQ(nhwc, 5) << "conv, max pool, two fused convs and the global pool run channels-last";
+    // The same plan without channels-last gives the same numbers.
+    o.channels_last = false;
+    auto nchw = cuda::CudaBackend(o).compile_cuda(*g)->run({x});
+    auto cl = exe->run({x});
+    for (size_t i = 0; i < cl.size(); ++i)
+      for (int64_t k = 0; k < cl[i].numel(); ++k)
+        EXPECT_NEAR(cl[i].as_double(k), nchw[i].as_double(k), 2e-2 * (1 + std::fabs(nchw[i].as_double(k))));
   }
 }
