@@ -9,8 +9,8 @@
 // The sums run over x - x[0] of the row, so a mean far from zero does not cost the float32
 // accumulator the digits of the spread.
 // Short rows get one warp each (no shared memory, no block barrier); longer rows, or few rows,
-// get a block each. Rows too long for registers (> 8192 vectors) re-read the row from global
-// memory (L2 holds it) in three passes.
+// get a block each. Rows too long for registers (over 16 values a thread at 1024 threads) re-read
+// the row from global memory (L2 holds it) in three passes.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/norm.cuh"
 
@@ -243,9 +243,9 @@ struct RowCfg {
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 int pick_k(int64_t need) {
-  for (int k : {1, 2, 3, 4, 6, 8})
+  for (int k : {1, 2, 3, 4, 6, 8, 16})
     if (k >= need) return k;
-  return 8;
+  return 16;
 }
 
 // Values a thread keeps in registers: 32 floats stay clear of spills at 1024 threads per block.
@@ -260,7 +260,7 @@ RowCfg choose(const RowNormArgs& a) {
                        (a.affine_channels || (aligned16(a.gamma) && aligned16(a.beta)));
   c.v = a.n % vec == 0 && aligned ? vec : 1;
   const int64_t chunks = a.n / c.v;
-  const int max_k = kRowRegs / c.v < 8 ? kRowRegs / c.v : 8;
+  const int max_k = kRowRegs / c.v < 16 ? kRowRegs / c.v : 16;  // 32 scalars would spill at 1024 threads
   // Few rows cannot fill the GPU one warp each: spread each row over a block instead.
   const bool few_rows = a.rows < 2 * static_cast<int64_t>(a.multiprocessors);
   if (chunks <= 32 * max_k && !(few_rows && chunks > 64)) {
@@ -294,7 +294,11 @@ void launch_vk(const RowCfg& c, const RowNormArgs& a, cudaStream_t s) {
     default:
       if constexpr (V * 8 <= kRowRegs) {
         if (c.k == 6) row_norm_kernel<T, V, 6><<<grid, block, 0, s>>>(a);
-        else row_norm_kernel<T, V, 8><<<grid, block, 0, s>>>(a);
+        else if (c.k == 8) row_norm_kernel<T, V, 8><<<grid, block, 0, s>>>(a);
+      }
+      // Scalar rows (odd widths) keep up to 16 values a thread.
+      if constexpr (V * 16 <= kRowRegs) {
+        if (c.k == 16) row_norm_kernel<T, V, 16><<<grid, block, 0, s>>>(a);
       }
       break;
   }

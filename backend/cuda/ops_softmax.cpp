@@ -53,7 +53,7 @@ OpFactory softmax_factory(SoftmaxKind kind) {
     a.multiprocessors = c.ctx().multiprocessors();
     if (!softmax_supported(a)) {
       if (why) *why = std::string("no CUDA kernel for this softmax (") + dtype_name(t) +
-                      (kind == SoftmaxKind::Hard ? ", or Hardmax rows over 8192 values)" : ")");
+                      (kind == SoftmaxKind::Hard ? ", or Hardmax rows over 16384 values)" : ")");
       return nullptr;
     }
     softmax_plan(a);

@@ -7,7 +7,8 @@
 // (threads on consecutive columns, so each warp reads contiguous memory; a block's thread rows
 // split n and combine in shared memory). Few outputs over a long n split n across blocks: their
 // partial accumulators go to the workspace and a finishing kernel combines them. Any other axis
-// set walks its reduced positions by index decomposition, a warp per output.
+// set walks its reduced positions by index decomposition (once per contiguous run), a warp or a
+// block per output.
 //
 // Each reduction is an op object: init, map(x, index along n), an associative and commutative
 // comb, and fin(acc, count). Float32 (and float64) sums accumulate in double, like the CPU
@@ -270,32 +271,59 @@ __global__ void __launch_bounds__(256) reduce_cols_kernel(ReduceArgs a, Op op, i
   if (threadIdx.y == 0 && i < a.inner) emit(a, op, o * a.inner + i, sm[threadIdx.x]);
 }
 
-// ---- any axis set: a warp per output, reduced positions by index decomposition ----
+// ---- any axis set: a warp or a block per output, grid (output groups, splits) ----
+//
+// The reduced positions are q * run + j: q enumerates the reduced dims other than an innermost
+// reduced run of `run` contiguous values (run = 1 when the innermost dim is kept), decomposed once
+// per q; long runs are walked by consecutive threads.
 
 template <typename T, typename Op>
-__global__ void __launch_bounds__(256) reduce_general_kernel(ReduceArgs a, Op op) {
+__global__ void __launch_bounds__(256) reduce_general_kernel(ReduceArgs a, Op op, int64_t seg) {
   using A = typename Op::A;
+  __shared__ alignas(16) unsigned char raw[32 * sizeof(A)];
   const int64_t out = blockIdx.x * int64_t(blockDim.y) + threadIdx.y;
-  if (out >= a.outputs) return;
+  if (out >= a.outputs) return;  // a whole warp, or the whole block
+  const int tid = threadIdx.x, tpo = blockDim.x;
   int64_t base = 0, r = out;
   for (int d = a.kept_rank - 1; d >= 0; --d) {
     const int64_t q = r / a.kept_dims[d];
     base += (r - q * a.kept_dims[d]) * a.kept_strides[d];
     r = q;
   }
-  const T* x = static_cast<const T*>(a.x) + base;
-  A acc = op.init();
-  for (int64_t k = threadIdx.x; k < a.reduced; k += 32) {
-    int64_t off = 0, rr = k;
+  auto offset_of = [&](int64_t q) {
+    int64_t off = 0;
     for (int d = a.red_rank - 1; d >= 0; --d) {
-      const int64_t q = rr / a.red_dims[d];
-      off += (rr - q * a.red_dims[d]) * a.red_strides[d];
-      rr = q;
+      const int64_t t = q / a.red_dims[d];
+      off += (q - t * a.red_dims[d]) * a.red_strides[d];
+      q = t;
     }
-    acc = op.comb(acc, op.map(x[off], k));
+    return off;
+  };
+  const T* x = static_cast<const T*>(a.x) + base;
+  const int64_t run = a.run, nq = a.reduced / run;
+  const int64_t q0 = blockIdx.y * seg, q1 = q0 + seg < nq ? q0 + seg : nq;
+  A acc = op.init();
+  if (run >= tpo) {
+    for (int64_t q = q0; q < q1; ++q) {
+      const T* p = x + offset_of(q);
+      for (int64_t j = tid; j < run; j += tpo) acc = op.comb(acc, op.map(p[j], q * run + j));
+    }
+  } else {
+    for (int64_t e = q0 * run + tid; e < q1 * run; e += tpo) {
+      const int64_t q = e / run;
+      acc = op.comb(acc, op.map(x[offset_of(q) + (e - q * run)], e));
+    }
   }
   acc = warp_comb(op, acc);
-  if (threadIdx.x == 0) static_cast<typename Op::Out*>(a.y)[out] = op.fin(acc, a.reduced);
+  if (tpo > 32) {
+    A* sm = reinterpret_cast<A*>(raw);
+    const int lane = tid & 31, w = tid >> 5, nw = tpo >> 5;
+    if (lane == 0) sm[w] = acc;
+    __syncthreads();
+    if (w != 0) return;
+    acc = warp_comb(op, lane < nw ? sm[lane] : op.init());
+  }
+  if (tid == 0) emit(a, op, out, acc);
 }
 
 template <typename T, typename Op>
@@ -345,9 +373,13 @@ void run(const ReduceArgs& a, Op op, cudaStream_t s) {
       break;
     }
     case ReducePath::General: {
-      reduce_general_kernel<T, Op><<<static_cast<unsigned>(ceil_div(a.outputs, 8)), dim3(32, 8), 0, s>>>(a, op);
+      const bool warp = a.reduced <= kWarpRowMax;
+      const dim3 block(warp ? 32 : 256, warp ? 8 : 1);
+      const int64_t seg = ceil_div(a.reduced / a.run, a.splits);
+      const dim3 grid(static_cast<unsigned>(ceil_div(a.outputs, block.y)), static_cast<unsigned>(a.splits));
+      reduce_general_kernel<T, Op><<<grid, block, 0, s>>>(a, op, seg < 1 ? 1 : seg);
       check_launch("reduce_general_kernel");
-      return;
+      break;
     }
   }
   if (a.splits > 1) {
@@ -461,7 +493,8 @@ bool reduce_plan(const std::vector<int64_t>& dims, const std::vector<bool>& redu
       st *= md[i];
     }
     a.kept_rank = a.red_rank = 0;
-    for (size_t i = 0; i < r; ++i) {
+    a.run = mr[r - 1] ? md[r - 1] : 1;
+    for (size_t i = 0; i + (mr[r - 1] ? 1 : 0) < r; ++i) {
       if (mr[i]) {
         if (a.red_rank == kReduceMaxRank) return false;
         a.red_dims[a.red_rank] = md[i];
@@ -472,12 +505,15 @@ bool reduce_plan(const std::vector<int64_t>& dims, const std::vector<bool>& redu
         a.kept_strides[a.kept_rank++] = strides[i];
       }
     }
-    return true;
   }
   // Split n across blocks when the output groups alone leave the GPU mostly idle.
   const int64_t target = 4 * static_cast<int64_t>(a.multiprocessors);
   if (a.path == ReducePath::Rows && a.n > kWarpRowMax && a.n >= 16384 && a.outer < target) {
     a.splits = static_cast<int>(std::min<int64_t>({ceil_div(target, a.outer), ceil_div(a.n, 8192), 1024}));
+  } else if (a.path == ReducePath::General) {
+    const int64_t nq = a.reduced / a.run;
+    if (a.reduced > kWarpRowMax && a.outputs < target && nq > 1)
+      a.splits = static_cast<int>(std::min<int64_t>({ceil_div(target, a.outputs), nq, 1024}));
   } else if (a.path == ReducePath::Cols) {
     const int bx = col_block_x(a.inner);
     const int64_t by = 256 / bx, blocks = ceil_div(a.inner, bx) * a.outer;
@@ -512,7 +548,9 @@ const char* reduce_variant(const ReduceArgs& a) {
       if (a.splits > 1) return "rows, split + finish";
       return a.n <= kWarpRowMax ? "rows, warp/row" : "rows, block/row";
     case ReducePath::Cols: return a.splits > 1 ? "columns, split + finish" : "columns";
-    default: return "strided, warp/output";
+    default:
+      if (a.splits > 1) return "strided, split + finish";
+      return a.reduced <= kWarpRowMax ? "strided, warp/output" : "strided, block/output";
   }
 }
 

@@ -31,8 +31,9 @@ struct ReduceArgs {
   // General: kept dims (row-major, in output order) and reduced dims, with their input strides.
   int kept_rank = 0, red_rank = 0;
   int64_t kept_dims[kReduceMaxRank] = {}, kept_strides[kReduceMaxRank] = {};
-  int64_t red_dims[kReduceMaxRank] = {}, red_strides[kReduceMaxRank] = {};
-  int splits = 1;  // Rows/Cols: blocks along n per output group (partials go through the workspace)
+  int64_t red_dims[kReduceMaxRank] = {}, red_strides[kReduceMaxRank] = {};  // without the run
+  int64_t run = 1;  // General: length of an innermost reduced contiguous run (1: innermost kept)
+  int splits = 1;  // blocks along the reduced positions per output group (partials via the workspace)
   int multiprocessors = 132;
   const void* x = nullptr;
   void* y = nullptr;

@@ -5,8 +5,9 @@
 // warp per row for short rows (attention scores: 128 wide), a block per row otherwise. Longer
 // rows, or long rows too few to fill the GPU, are split into segments: one kernel reduces each
 // segment to an online (max, sum of exp) pair, a second combines a row's pairs and writes its
-// segment (two reads, one write). A non-innermost axis (inner > 1) gets one thread per column,
-// consecutive threads on consecutive columns so the strided walk down the axis stays coalesced.
+// segment (two reads, one write). A non-innermost axis (inner > 1) is walked down its columns,
+// consecutive threads on consecutive columns so every load stays coalesced, several threads per
+// column combining online (max, sum) pairs in shared memory.
 // Sums of exponentials are float32 and always max-subtracted.
 #include <climits>
 
@@ -180,20 +181,35 @@ __device__ __forceinline__ MS warp_ms(MS a) {
   return a;
 }
 
+/// Calls f(j, value) for every j in [j0, j1) of row x: scalars up to the first 16-byte boundary,
+/// then 16-byte vectors, then a scalar tail, spread over the block's threads (any row width keeps
+/// vector loads).
+template <typename T, typename F>
+__device__ __forceinline__ void for_segment(const T* x, int64_t j0, int64_t j1, F&& f) {
+  constexpr int V = 16 / sizeof(T);
+  int64_t head = static_cast<int64_t>(((16 - (reinterpret_cast<uintptr_t>(x + j0) & 15)) & 15) / sizeof(T));
+  if (head > j1 - j0) head = j1 - j0;
+  const int64_t b0 = j0 + head, nvec = (j1 - b0) / V;
+  if (threadIdx.x < head) f(j0 + threadIdx.x, to_compute(x[j0 + threadIdx.x]));
+#pragma unroll 2
+  for (int64_t c = threadIdx.x; c < nvec; c += blockDim.x) {
+    float v[V];
+    load_vec<T, V>(x + b0 + c * V, v);
+#pragma unroll
+    for (int i = 0; i < V; ++i) f(b0 + c * V + i, v[i]);
+  }
+  for (int64_t j = b0 + nvec * V + threadIdx.x; j < j1; j += blockDim.x) f(j, to_compute(x[j]));
+}
+
 /// grid (rows, splits): segment `blockIdx.y` of row `blockIdx.x` to one (max, sum) pair.
-template <typename T, int V>
+template <typename T>
 __global__ void __launch_bounds__(512) softmax_long_stats_kernel(SoftmaxArgs a, int64_t seg) {
   __shared__ float sm[32], ss[32];
   const int64_t row = blockIdx.x;
   const int64_t j0 = blockIdx.y * seg, j1 = j0 + seg < a.n ? j0 + seg : a.n;
   const T* x = static_cast<const T*>(a.x) + row * a.n;
   MS acc{-INFINITY, 0.f};
-  for (int64_t j = j0 + int64_t(threadIdx.x) * V; j < j1; j += int64_t(blockDim.x) * V) {
-    float v[V];
-    load_vec<T, V>(x + j, v);
-#pragma unroll
-    for (int i = 0; i < V; ++i) ms_add(acc, v[i]);
-  }
+  for_segment(x, j0, j1, [&](int64_t, float v) { ms_add(acc, v); });
   acc = warp_ms(acc);
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
   if (lane == 0) sm[w] = acc.m, ss[w] = acc.s;
@@ -205,7 +221,7 @@ __global__ void __launch_bounds__(512) softmax_long_stats_kernel(SoftmaxArgs a, 
   }
 }
 
-template <typename T, int V>
+template <typename T>
 __global__ void __launch_bounds__(512) softmax_long_write_kernel(SoftmaxArgs a, int64_t seg) {
   __shared__ MS total;
   const int64_t row = blockIdx.x;
@@ -222,17 +238,69 @@ __global__ void __launch_bounds__(512) softmax_long_write_kernel(SoftmaxArgs a, 
   const int64_t j0 = blockIdx.y * seg, j1 = j0 + seg < a.n ? j0 + seg : a.n;
   const T* x = static_cast<const T*>(a.x) + row * a.n;
   T* y = static_cast<T*>(a.y) + row * a.n;
-  for (int64_t j = j0 + int64_t(threadIdx.x) * V; j < j1; j += int64_t(blockDim.x) * V) {
+  auto g = [&](float v) { return soft ? expf(v - m) * inv : (v - m) - ls; };
+  constexpr int V = 16 / sizeof(T);
+  int64_t head = static_cast<int64_t>(((16 - (reinterpret_cast<uintptr_t>(x + j0) & 15)) & 15) / sizeof(T));
+  if (head > j1 - j0) head = j1 - j0;
+  const int64_t b0 = j0 + head, nvec = (j1 - b0) / V;
+  // y has x's alignment in practice (same row length, aligned tensors): then stores are vectors too.
+  const bool same = (reinterpret_cast<uintptr_t>(y + j0) & 15) == (reinterpret_cast<uintptr_t>(x + j0) & 15);
+  if (threadIdx.x < head) y[j0 + threadIdx.x] = from_compute<T>(g(to_compute(x[j0 + threadIdx.x])));
+#pragma unroll 2
+  for (int64_t c = threadIdx.x; c < nvec; c += blockDim.x) {
     float v[V];
-    load_vec<T, V>(x + j, v);
+    load_vec<T, V>(x + b0 + c * V, v);
 #pragma unroll
-    for (int i = 0; i < V; ++i) v[i] = soft ? expf(v[i] - m) * inv : (v[i] - m) - ls;
-    store_vec<T, V>(y + j, v);
+    for (int i = 0; i < V; ++i) v[i] = g(v[i]);
+    if (same) {
+      store_vec<T, V>(y + b0 + c * V, v);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) y[b0 + c * V + i] = from_compute<T>(v[i]);
+    }
   }
+  for (int64_t j = b0 + nvec * V + threadIdx.x; j < j1; j += blockDim.x) y[j] = from_compute<T>(g(to_compute(x[j])));
 }
 
 // ---- strided axis (inner > 1) ----
 
+/// Softmax/LogSoftmax down the columns of [outer, n, inner]: blockDim (columns, thread rows), 256
+/// threads; each thread row folds every blockDim.y-th value of its column into an online (max,
+/// sum) pair, the pairs combine in shared memory, and the same threads write the column.
+template <typename T>
+__global__ void __launch_bounds__(256) softmax_cols_kernel(SoftmaxArgs a, int64_t tiles) {
+  __shared__ float sm[256], ss[256];
+  const int64_t tile = blockIdx.x % tiles, o = blockIdx.x / tiles;
+  const int64_t i = tile * blockDim.x + threadIdx.x;
+  const bool live = i < a.inner;
+  const int64_t inner = a.inner, n = a.n;
+  const T* p = static_cast<const T*>(a.x) + o * n * inner + i;
+  T* q = static_cast<T*>(a.y) + o * n * inner + i;
+  MS acc{-INFINITY, 0.f};
+  if (live)
+    for (int64_t k = threadIdx.y; k < n; k += blockDim.y) ms_add(acc, to_compute(p[k * inner]));
+  const int slot = threadIdx.y * blockDim.x + threadIdx.x;
+  sm[slot] = acc.m;
+  ss[slot] = acc.s;
+  __syncthreads();
+  for (int h = blockDim.y / 2; h > 0; h >>= 1) {
+    if (threadIdx.y < h) {
+      const MS c = ms_combine(MS{sm[slot], ss[slot]}, MS{sm[slot + h * blockDim.x], ss[slot + h * blockDim.x]});
+      sm[slot] = c.m;
+      ss[slot] = c.s;
+    }
+    __syncthreads();
+  }
+  if (!live) return;
+  const float m = sm[threadIdx.x], inv = 1.0f / ss[threadIdx.x], ls = logf(ss[threadIdx.x]);
+  const bool soft = a.kind == SoftmaxKind::Soft;
+  for (int64_t k = threadIdx.y; k < n; k += blockDim.y) {
+    const float d = to_compute(p[k * inner]) - m;
+    q[k * inner] = from_compute<T>(soft ? expf(d) * inv : d - ls);
+  }
+}
+
+/// Hardmax down the columns: one thread per column, the CPU's sequential scan.
 template <typename T>
 __global__ void softmax_strided_kernel(SoftmaxArgs a) {
   const int64_t inner = a.inner, n = a.n, cols = a.outer * inner;
@@ -264,16 +332,16 @@ __global__ void softmax_strided_kernel(SoftmaxArgs a) {
 // ---- configuration ----
 
 constexpr int kRowRegs = 32;             // values a thread keeps in registers
-constexpr int64_t kScalarRowCap = 1024 * 8;  // longest row the register path takes without vectors
+constexpr int64_t kScalarRowCap = 1024 * 16;  // longest row the register path takes without vectors
 constexpr int64_t kSegment = 4096;       // smallest segment of the long-row path
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 int pick_k(int64_t need) {
-  for (int k : {1, 2, 3, 4, 6, 8})
+  for (int k : {1, 2, 3, 4, 6, 8, 16})
     if (k >= need) return k;
-  return 8;
+  return 16;
 }
 
 enum class Path { Rows, Long, Strided };
@@ -290,7 +358,7 @@ Cfg choose(const SoftmaxArgs& a, bool aligned) {
   }
   const int vec = 16 / static_cast<int>(dtype_size(a.dtype));
   c.v = a.n % vec == 0 && aligned ? vec : 1;
-  const int max_k = kRowRegs / c.v < 8 ? kRowRegs / c.v : 8;
+  const int max_k = kRowRegs / c.v < 16 ? kRowRegs / c.v : 16;  // 32 scalars would spill at 1024 threads
   const int64_t chunks = a.n / c.v;
   const bool few_rows = a.outer < 2 * static_cast<int64_t>(a.multiprocessors);
   const bool fits = chunks <= 1024 * max_k;
@@ -325,20 +393,24 @@ void launch_rows(const Cfg& c, const SoftmaxArgs& a, cudaStream_t s) {
     default:
       if constexpr (V * 8 <= kRowRegs) {
         if (c.k == 6) softmax_rows_kernel<T, V, 6><<<grid, block, 0, s>>>(a);
-        else softmax_rows_kernel<T, V, 8><<<grid, block, 0, s>>>(a);
+        else if (c.k == 8) softmax_rows_kernel<T, V, 8><<<grid, block, 0, s>>>(a);
+      }
+      // Scalar rows (odd widths) keep up to 16 values a thread.
+      if constexpr (V * 16 <= kRowRegs) {
+        if (c.k == 16) softmax_rows_kernel<T, V, 16><<<grid, block, 0, s>>>(a);
       }
       break;
   }
   check_launch("softmax_rows_kernel");
 }
 
-template <typename T, int V>
+template <typename T>
 void launch_long(const SoftmaxArgs& a, cudaStream_t s) {
-  const int64_t seg = ceil_div(ceil_div(a.n, a.splits), V) * V;
+  const int64_t seg = ceil_div(ceil_div(a.n, a.splits), 16) * 16;
   const dim3 grid(static_cast<unsigned>(a.outer), static_cast<unsigned>(a.splits));
-  softmax_long_stats_kernel<T, V><<<grid, 512, 0, s>>>(a, seg);
+  softmax_long_stats_kernel<T><<<grid, 512, 0, s>>>(a, seg);
   check_launch("softmax_long_stats_kernel");
-  softmax_long_write_kernel<T, V><<<grid, 512, 0, s>>>(a, seg);
+  softmax_long_write_kernel<T><<<grid, 512, 0, s>>>(a, seg);
   check_launch("softmax_long_write_kernel");
 }
 
@@ -348,12 +420,19 @@ void launch_t(const SoftmaxArgs& a, cudaStream_t s) {
   constexpr int vec = 16 / sizeof(T);
   switch (c.path) {
     case Path::Strided:
-      softmax_strided_kernel<T><<<grid_for(a.outer * a.inner), kBlock, 0, s>>>(a);
-      check_launch("softmax_strided_kernel");
+      if (a.kind == SoftmaxKind::Hard) {
+        softmax_strided_kernel<T><<<grid_for(a.outer * a.inner), kBlock, 0, s>>>(a);
+        check_launch("softmax_strided_kernel");
+      } else {
+        int bx = 1;  // up to 32 consecutive columns, the rest of the 256 threads along the axis
+        while (bx < 32 && bx < a.inner) bx <<= 1;
+        const int64_t tiles = ceil_div(a.inner, bx);
+        softmax_cols_kernel<T><<<static_cast<unsigned>(tiles * a.outer), dim3(bx, 256 / bx), 0, s>>>(a, tiles);
+        check_launch("softmax_cols_kernel");
+      }
       break;
     case Path::Long:
-      if (c.v == 1) launch_long<T, 1>(a, s);
-      else launch_long<T, vec>(a, s);
+      launch_long<T>(a, s);
       break;
     case Path::Rows:
       if (c.v == 1) launch_rows<T, 1>(c, a, s);
@@ -399,7 +478,7 @@ bool launch_softmax(const SoftmaxArgs& a, cudaStream_t s) {
 const char* softmax_variant(const SoftmaxArgs& a) {
   const Cfg c = choose(a, true);
   switch (c.path) {
-    case Path::Strided: return "strided axis, thread/column";
+    case Path::Strided: return a.kind == SoftmaxKind::Hard ? "strided axis, thread/column" : "strided axis, block/column tile";
     case Path::Long: return "long rows, split + combine";
     default: return c.tpr == 32 ? "warp/row" : "block/row";
   }

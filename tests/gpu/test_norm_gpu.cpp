@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_op.h"
 #include "gpu_test_util.h"
+#include "passes/infer_shapes.h"
 
 using namespace fusec;
 using namespace fusec::test;
@@ -49,11 +50,13 @@ void all_precisions(const OpCase& c) {
   }
 }
 
-/// Builds the node like the harness does and reports where the CUDA backend placed it.
+/// Builds and runs the node like the harness does and reports where the CUDA backend placed it
+/// (planning happens at the first run).
 bool placed_on_gpu(const OpCase& c, Precision p = Precision::FP32) {
   GraphBuilder b(c.opset);
   if (!c.domain.empty()) b.graph().opsets[c.domain] = 1;
   std::vector<Value*> ins;
+  std::vector<Tensor> feeds;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const Tensor& t = c.inputs[i];
     if (!t.defined()) {
@@ -61,13 +64,20 @@ bool placed_on_gpu(const OpCase& c, Precision p = Precision::FP32) {
       continue;
     }
     const std::string name = "in" + std::to_string(i);
-    ins.push_back(c.constant.count(i) ? b.initializer(name, t.clone()) : b.input(name, t.dtype(), shape_of(t.dims())));
+    if (c.constant.count(i)) {
+      ins.push_back(b.initializer(name, t.clone()));
+    } else {
+      ins.push_back(b.input(name, t.dtype(), shape_of(t.dims())));
+      feeds.push_back(t);
+    }
   }
   for (Value* v : b.node_n(c.op, ins, c.num_outputs, c.attrs, "node_under_test", c.domain)) b.output(v);
   auto g = b.build();
+  infer_shapes(*g);
   cuda::CudaOptions o;
   o.precision = p;
   auto exe = cuda::CudaBackend(o).compile_cuda(*g);
+  exe->run(feeds);
   for (const auto& pl : exe->placement())
     if (pl.node == "node_under_test") return pl.on_gpu;
   ADD_FAILURE() << "node_under_test not placed";

@@ -111,6 +111,7 @@ TEST(GpuSoftmax, Hardmax) {
   all_precisions(softmax("Hardmax", ties({5, 6, 7}), 1));
   all_precisions(softmax("Hardmax", ties({5, 6, 7}), 1, 11));
   all_precisions(softmax("Hardmax", data({300, 768}, ++seed), -1));
-  // Rows longer than 8192 values have no Hardmax kernel: the CPU runs them.
-  expect_gpu_matches_cpu(softmax("Hardmax", ties({2, 10000}), -1), Precision::FP32, -1, false);
+  all_precisions(softmax("Hardmax", ties({3, 16001}), -1));
+  // Rows longer than 16384 values have no Hardmax kernel: the CPU runs them.
+  expect_gpu_matches_cpu(softmax("Hardmax", ties({2, 40000}), -1), Precision::FP32, -1, false);
 }
