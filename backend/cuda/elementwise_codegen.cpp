@@ -50,6 +50,12 @@ FX_MATH1(sinh) FX_MATH1(cosh) FX_MATH1(asinh) FX_MATH1(acosh) FX_MATH1(atanh) FX
 FX_MATH1(expm1) FX_MATH1(log1p) FX_MATH1(fabs)
 FX float fx_pow(float x, float y) { return powf(x, y); }
 FX double fx_pow(double x, double y) { return pow(x, y); }
+// Integer base, float exponent: the CPU truncates std::pow's result; a whole-number power must not
+// land one unit low because the device's pow is a few ulp below the exact integer.
+FX double fx_pow_exact(double x, double y) {
+  double d = pow(x, y);
+  return (y == rint(y) && fabs(d) < 9007199254740992.0) ? rint(d) : d;
+}
 FX float fx_fmod(float x, float y) { return fmodf(x, y); }
 FX double fx_fmod(double x, double y) { return fmod(x, y); }
 
@@ -422,7 +428,7 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
     if (bint && eint) return b.result("fx_ipow(" + x + ", " + y + ")");
     if (bint) {
       IntRange r = int_range(t0);
-      return b.result("fx_to_int<" + T + ">(pow((double)" + x + ", (double)" + y + "), " + r.lo + ", " + r.hi + ", " +
+      return b.result("fx_to_int<" + T + ">(fx_pow_exact((double)" + x + ", (double)" + y + "), " + r.lo + ", " + r.hi + ", " +
                       r.omin + ", " + r.omax + ")");
     }
     if (T == "float" && E == "float") return b.result("powf(" + x + ", " + y + ")");
