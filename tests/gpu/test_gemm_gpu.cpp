@@ -95,7 +95,7 @@ TEST(GpuFusedMatMul, EveryActivationWithBias) {
                   random_tensor(DType::Float32, {40}, 13, -0.25, 0.25)};
       c.constant = {1, 2};
       c.attrs = {attr("activation", std::string(act))};
-      if (std::string(act) == "Clip") c.attrs.push_back(attr("activation_params", std::vector<float>{-0.5f, 0.5f}));
+      if (std::string(act) == "Clip") c.attrs.push_back(attr("activation_params", std::vector<float>{-1.5f, 1.5f}));
       SCOPED_TRACE(act);
       expect_gpu_matches_cpu(c, p);
     }
