@@ -201,6 +201,11 @@ int bench(const BenchArgs& a) {
   variants.emplace_back();
   variants[0].name = "as_given";
   variants[0].graph = load_model(a.model, a.shapes);
+  {
+    // Ops fusec cannot run at all are the first thing to report (before unbound shapes they cause).
+    auto bad = make_backend(a.device, dev)->unsupported(*variants[0].graph);
+    if (!bad.empty()) bad_input(describe_unsupported(bad));
+  }
   require_static_shapes(*variants[0].graph);
   if (!a.no_compare) {
     Variant opt;
