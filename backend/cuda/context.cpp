@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
+#include <unistd.h>
 
 #include "backend/cuda/check.h"
 
@@ -42,7 +43,12 @@ bool gpu_available(std::string* why) {
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    if (why) *why = cudaGetErrorString(err);
+    if (why) {
+      *why = cudaGetErrorString(err);
+      // Without any driver the runtime says "driver version is insufficient"; say what is missing.
+      if ((err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice) && access("/dev/nvidiactl", F_OK) != 0)
+        *why = "no NVIDIA driver is loaded on this machine (" + *why + ")";
+    }
     return false;
   }
   if (count == 0) {
