@@ -1,5 +1,7 @@
 #include "backend/backend.h"
 
+#include "ir/error.h"
+
 namespace fusec {
 
 std::string describe_unsupported(const std::vector<UnsupportedNode>& nodes) {
@@ -12,6 +14,18 @@ std::string describe_unsupported(const std::vector<UnsupportedNode>& nodes) {
          n.reason + ")";
   }
   return s;
+}
+
+void check_input_tensor(const Value& v, const Tensor& t) {
+  if (t.dtype() != v.type.dtype)
+    bad_input("input '" + v.name + "' must be " + dtype_name(v.type.dtype) + ", got " + dtype_name(t.dtype()));
+  if (!v.type.shape) return;
+  const Shape& s = *v.type.shape;
+  bool ok = s.size() == t.rank();
+  for (size_t i = 0; ok && i < s.size(); ++i)
+    if (s[i].is_static() && s[i].value != t.dim(i)) ok = false;
+  if (!ok)
+    bad_input("input '" + v.name + "' has shape " + dims_str(t.dims()) + " but the model expects " + shape_str(s));
 }
 
 }  // namespace fusec

@@ -38,6 +38,10 @@ class Backend {
   virtual std::unique_ptr<Executable> compile(const Graph& g) = 0;
 };
 
+/// Checks a host tensor against the graph input it feeds (dtype, rank, static dims); BadInput
+/// naming the input otherwise. Every backend's run() starts with it.
+void check_input_tensor(const Value& v, const Tensor& t);
+
 /// "fusec: error" text for a list of unsupported nodes: every one named, with its op.
 std::string describe_unsupported(const std::vector<UnsupportedNode>& nodes);
 

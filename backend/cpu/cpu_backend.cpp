@@ -34,7 +34,7 @@ class CpuExecutable : public Executable {
     std::vector<Tensor> slots(slot_count_);
     for (auto& [slot, t] : constants_) slots[slot] = t;
     for (size_t i = 0; i < inputs.size(); ++i) {
-      check_input(*g.inputs[i], inputs[i]);
+      check_input_tensor(*g.inputs[i], inputs[i]);
       slots[slot_of_.at(g.inputs[i])] = inputs[i];
     }
     size_t live = 0, peak = 0;
@@ -165,19 +165,6 @@ class CpuExecutable : public Executable {
     }
   }
 
-  void check_input(const Value& v, const Tensor& t) const {
-    if (t.dtype() != v.type.dtype)
-      bad_input("input '" + v.name + "' must be " + dtype_name(v.type.dtype) + ", got " +
-                dtype_name(t.dtype()));
-    if (!v.type.shape) return;
-    const Shape& s = *v.type.shape;
-    bool ok = s.size() == t.rank();
-    for (size_t i = 0; ok && i < s.size(); ++i)
-      if (s[i].is_static() && s[i].value != t.dim(i)) ok = false;
-    if (!ok)
-      bad_input("input '" + v.name + "' has shape " + dims_str(t.dims()) + " but the model expects " +
-                shape_str(s));
-  }
 
   std::unique_ptr<Graph> graph_;
   std::vector<Step> steps_;

@@ -168,7 +168,7 @@ class Impl : public CudaExecutable {
     const Graph& g = *graph_;
     if (inputs.size() != g.inputs.size())
       bad_input("the model has " + std::to_string(g.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
-    for (size_t i = 0; i < inputs.size(); ++i) check_input(*g.inputs[i], inputs[i]);
+    for (size_t i = 0; i < inputs.size(); ++i) check_input_tensor(*g.inputs[i], inputs[i]);
     ensure_plan(inputs);
     for (size_t i = 0; i < inputs.size(); ++i) {
       int s = input_slots_[i];
@@ -758,17 +758,6 @@ class Impl : public CudaExecutable {
     graph_exec_ = nullptr;
   }
 
-  void check_input(const Value& v, const Tensor& t) const {
-    if (t.dtype() != v.type.dtype)
-      bad_input("input '" + v.name + "' must be " + dtype_name(v.type.dtype) + ", got " + dtype_name(t.dtype()));
-    if (!v.type.shape) return;
-    const Shape& s = *v.type.shape;
-    bool ok = s.size() == t.rank();
-    for (size_t i = 0; ok && i < s.size(); ++i)
-      if (s[i].is_static() && s[i].value != t.dim(i)) ok = false;
-    if (!ok)
-      bad_input("input '" + v.name + "' has shape " + dims_str(t.dims()) + " but the model expects " + shape_str(s));
-  }
 
   CudaOptions opts_;
   std::shared_ptr<Context> ctx_holder_;

@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/dnn_check.h"
 #include "backend/cuda/cuda_op.h"
 #include "backend/cuda/epilogue.cuh"
 #include "ir/half.h"
@@ -28,12 +29,6 @@ namespace {
 
 constexpr size_t kMaxConvWorkspace = 512u << 20;
 
-#define DNN_CHECK(expr)                                                                          \
-  do {                                                                                           \
-    cudnnStatus_t st_ = (expr);                                                                  \
-    if (st_ != CUDNN_STATUS_SUCCESS)                                                             \
-      throw_library_error("cuDNN", st_, cudnnGetErrorString(st_), #expr, __FILE__, __LINE__);    \
-  } while (0)
 
 bool dnn_type(DType t, cudnnDataType_t* out) {
   switch (t) {

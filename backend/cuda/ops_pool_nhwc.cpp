@@ -6,6 +6,7 @@
 #include <cudnn.h>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/dnn_check.h"
 #include "backend/cuda/cuda_op.h"
 #include "ir/ops/conv_geometry.h"
 
@@ -13,12 +14,6 @@ namespace fusec::cuda {
 
 namespace {
 
-#define DNN_CHECK(expr)                                                                       \
-  do {                                                                                        \
-    cudnnStatus_t st_ = (expr);                                                               \
-    if (st_ != CUDNN_STATUS_SUCCESS)                                                          \
-      throw_library_error("cuDNN", st_, cudnnGetErrorString(st_), #expr, __FILE__, __LINE__); \
-  } while (0)
 
 bool dnn_float(DType t, cudnnDataType_t* out) {
   switch (t) {
