@@ -108,7 +108,7 @@ int optimize(const OptimizeArgs& a) {
     ExportOptions eo;
     eo.external_data = a.external_data;
     external = export_onnx_file(*optimized, out_path, eo);
-    import_onnx_file(out_path);  // what we wrote must load back
+    import_onnx_file(out_path, a.shapes.import_options());  // what we wrote must load back
     written = true;
   }
 

@@ -8,6 +8,7 @@
 
 #include "importer/tensor_proto.h"
 #include "ir/error.h"
+#include "ir/op_schema.h"
 
 namespace fusec {
 
@@ -17,7 +18,8 @@ namespace {
 
 class Importer {
  public:
-  Importer(const fs::path& dir, std::string file) : dir_(dir), file_(std::move(file)) {}
+  Importer(const fs::path& dir, std::string file, const ImportOptions& opts)
+      : dir_(dir), file_(std::move(file)), opts_(opts) {}
 
   std::unique_ptr<Graph> run(const onnx::ModelProto& m) {
     auto g = std::make_unique<Graph>();
@@ -28,9 +30,14 @@ class Importer {
     g->meta.model_version = m.model_version();
     g->meta.doc_string = m.doc_string();
     for (const auto& p : m.metadata_props()) g->meta.props.emplace_back(p.key(), p.value());
+    check_version("IR version " + std::to_string(m.ir_version()), m.ir_version(), newest_supported_ir_version(),
+                  "the ONNX protobuf classes fusec was built with know");
     for (const auto& o : m.opset_import()) {
       std::string d = o.domain() == "ai.onnx" ? "" : o.domain();
       if (o.version() <= 0) fail("opset import for domain '" + o.domain() + "' has version " + std::to_string(o.version()));
+      if (const int64_t newest = newest_supported_opset(d))
+        check_version("opset " + std::to_string(o.version()) + " of domain " + (d.empty() ? "ai.onnx" : d),
+                      o.version(), newest, "fusec implements");
       g->opsets[d] = o.version();
     }
     if (!m.has_graph()) fail("the model has no graph");
@@ -99,6 +106,15 @@ class Importer {
 
  private:
   [[noreturn]] void fail(const std::string& what) const { bad_input(file_ + ": " + what); }
+
+  /// A version newer than `newest` is refused, or with --allow-newer-opset reported and accepted.
+  void check_version(const std::string& what, int64_t version, int64_t newest, const std::string& who) const {
+    if (version <= newest) return;
+    const std::string msg = "the model uses " + what + ", newer than the newest " + who + " (" +
+                            std::to_string(newest) + ")";
+    if (!opts_.allow_newer_versions) fail(msg + "; --allow-newer-opset loads it anyway");
+    if (opts_.warn) opts_.warn(file_ + ": " + msg + "; loading it anyway (--allow-newer-opset)");
+  }
 
   TypeInfo read_type(const onnx::ValueInfoProto& vi, const std::string& what, bool lenient = false) {
     TypeInfo t;
@@ -213,12 +229,15 @@ class Importer {
 
   fs::path dir_;
   std::string file_;
+  const ImportOptions& opts_;
 };
 
 }  // namespace
 
+int64_t newest_supported_ir_version() { return onnx::Version::IR_VERSION; }
+
 std::unique_ptr<Graph> import_onnx_bytes(const std::string& bytes, const fs::path& model_dir,
-                                         const std::string& display_name) {
+                                         const std::string& display_name, const ImportOptions& opts) {
   if (bytes.empty()) bad_input(display_name + ": the file is empty");
   onnx::ModelProto m;
   google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
@@ -228,15 +247,15 @@ std::unique_ptr<Graph> import_onnx_bytes(const std::string& bytes, const fs::pat
     bad_input(display_name + ": not a valid ONNX model (protobuf parse failed: truncated or not an ONNX file)");
   if (m.ir_version() == 0 && !m.has_graph())
     bad_input(display_name + ": not a valid ONNX model (no ir_version and no graph)");
-  return Importer(model_dir, display_name).run(m);
+  return Importer(model_dir, display_name, opts).run(m);
 }
 
-std::unique_ptr<Graph> import_onnx_file(const fs::path& file) {
+std::unique_ptr<Graph> import_onnx_file(const fs::path& file, const ImportOptions& opts) {
   std::error_code ec;
   if (!fs::exists(file, ec)) bad_input("'" + file.string() + "' does not exist");
   std::string bytes = read_file_bytes(file);
   try {
-    return import_onnx_bytes(bytes, file.parent_path(), file.string());
+    return import_onnx_bytes(bytes, file.parent_path(), file.string(), opts);
   } catch (const Error& e) {
     // Every import error names the model file once.
     std::string msg = e.what();

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "ir/error.h"
+#include "ir/memory_limit.h"
 
 namespace fusec {
 
@@ -107,6 +108,7 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const fs::path& model_dir, 
       bad_input(what + ": external data at offset " + std::to_string(offset) + " + " +
                 std::to_string(length) + " bytes runs past the end of '" + location + "' (" +
                 std::to_string(fsize) + " bytes)");
+    check_allocation(expected, what);
     Tensor out(t, dims);
     std::ifstream in(file, std::ios::binary);
     in.seekg(offset);
@@ -115,11 +117,14 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const fs::path& model_dir, 
     return out;
   }
 
-  Tensor out(t, dims);
+  // Inline data: its size is checked against the declared shape before anything is allocated, so
+  // a file of a few bytes cannot make fusec allocate gigabytes first.
   if (p.has_raw_data()) {
     if (p.raw_data().size() != expected)
       bad_input(what + ": raw data has " + std::to_string(p.raw_data().size()) + " bytes but shape " +
                 dims_str(dims) + " of " + dtype_name(t) + " needs " + std::to_string(expected));
+    check_allocation(expected, what);
+    Tensor out(t, dims);
     if (expected) std::memcpy(out.raw(), p.raw_data().data(), expected);
     return out;
   }
@@ -127,6 +132,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const fs::path& model_dir, 
   if (have != n)
     bad_input(what + ": has " + std::to_string(have) + " values but shape " + dims_str(dims) + " needs " +
               std::to_string(n));
+  check_allocation(expected, what);
+  Tensor out(t, dims);
   switch (t) {
     case DType::Float32: copy_field(p.float_data(), out.data<float>(), n); break;
     case DType::Float64: copy_field(p.double_data(), out.data<double>(), n); break;

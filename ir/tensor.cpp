@@ -1,27 +1,30 @@
 #include "ir/tensor.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
 
 #include "ir/error.h"
 #include "ir/half.h"
+#include "ir/memory_limit.h"
 
 namespace fusec {
 
 std::shared_ptr<void> aligned_storage(size_t bytes) {
-  // More than the machine's memory can never succeed; say so instead of asking the allocator
-  // (which may overcommit now and be killed later).
-  static const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-  if (physical > 0 && static_cast<double>(bytes) > physical)
-    bad_input("a tensor needs " + std::to_string(bytes) + " bytes, more than this machine's " +
-              std::to_string(static_cast<long long>(physical)) + " bytes of memory");
+  // Checked against the host budget before asking the allocator, which may overcommit now and be
+  // killed later; the budget counts the bytes until the storage is freed.
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
+  while (!host_memory().try_reserve(rounded))
+    host_memory().check(rounded, "a tensor of " + format_bytes(static_cast<double>(bytes)));
   void* p = std::aligned_alloc(64, rounded);
-  if (!p) bad_input("out of host memory allocating " + std::to_string(bytes) + " bytes");
+  if (!p) {
+    host_memory().release(rounded);
+    bad_input("out of host memory allocating " + std::to_string(bytes) + " bytes");
+  }
   std::memset(p, 0, rounded);
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  return std::shared_ptr<void>(p, [rounded](void* q) {
+    std::free(q);
+    host_memory().release(rounded);
+  });
 }
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims)

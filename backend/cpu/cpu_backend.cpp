@@ -31,67 +31,80 @@ class CpuExecutable : public Executable {
     if (inputs.size() != g.inputs.size())
       bad_input("the model has " + std::to_string(g.inputs.size()) + " inputs, got " +
                 std::to_string(inputs.size()));
-    std::vector<Tensor> slots(slot_count_);
-    for (auto& [slot, t] : constants_) slots[slot] = t;
+    RunState rs;
+    rs.slots.resize(slot_count_);
+    for (auto& [slot, t] : constants_) rs.slots[slot] = t;
     for (size_t i = 0; i < inputs.size(); ++i) {
       check_input(*g.inputs[i], inputs[i]);
-      slots[slot_of_.at(g.inputs[i])] = inputs[i];
+      rs.slots[slot_of_.at(g.inputs[i])] = inputs[i];
     }
-    size_t live = 0, peak = 0;
-    std::vector<const Tensor*> in_ptrs;
-    std::vector<TypeInfo> in_types;
-    std::vector<const TypeInfo*> in_type_ptrs;
-    for (const Step& st : steps_) {
-      in_ptrs.assign(st.in_slots.size(), nullptr);
-      in_types.assign(st.in_slots.size(), TypeInfo{});
-      in_type_ptrs.assign(st.in_slots.size(), nullptr);
-      for (size_t i = 0; i < st.in_slots.size(); ++i) {
-        if (st.in_slots[i] < 0) continue;
-        const Tensor& t = slots[st.in_slots[i]];
-        in_ptrs[i] = &t;
-        in_types[i] = {t.dtype(), shape_of(t.dims())};
-        in_type_ptrs[i] = &in_types[i];
-      }
-      InferContext ictx(*st.node, *st.schema, st.opset, in_type_ptrs, in_ptrs);
-      st.schema->infer(ictx);
-      std::vector<Tensor*> out_ptrs(st.out_slots.size(), nullptr);
-      for (size_t i = 0; i < st.out_slots.size(); ++i) {
-        int s = st.out_slots[i];
-        if (s < 0) continue;
-        const TypeInfo& t = ictx.outputs[i];
-        if (t.dtype == DType::Undefined || !t.shape || !is_static(*t.shape))
-          internal_error("output " + std::to_string(i) + " has no static shape at run time" +
-                         st.node->ref());
-        auto dims = static_dims(*t.shape);
-        auto planned = arena_offset_.find(s);
-        if (planned != arena_offset_.end() && t.dtype == planned_dtype_.at(s) &&
-            checked_numel(dims) * static_cast<int64_t>(dtype_size(t.dtype)) <= planned_bytes_.at(s)) {
-          slots[s] = Tensor::view(t.dtype, dims, static_cast<char*>(arena_.get()) + planned->second, arena_);
-          std::memset(slots[s].raw(), 0, slots[s].nbytes());
-        } else {
-          slots[s] = Tensor(t.dtype, dims);
-          live += slots[s].nbytes();
-        }
-        out_ptrs[i] = &slots[s];
-      }
-      peak = std::max(peak, live);
-      KernelContext kctx(*st.node, *st.schema, st.opset, in_ptrs, out_ptrs);
-      (*st.kernel)(kctx);
-      for (int s : st.free_after) {
-        if (!arena_offset_.count(s)) live -= std::min(live, slots[s].nbytes());
-        slots[s] = Tensor();
-      }
-    }
-    if (!stats_.planned) stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, peak);
+    for (const Step& st : steps_)
+      with_node_context([&] { return st.node->ref(); }, [&] { run_step(st, rs); });
+    if (!stats_.planned) stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, rs.peak);
     std::vector<Tensor> outs;
     for (Value* v : g.outputs) {
-      const Tensor& t = slots[slot_of_.at(v)];
+      const Tensor& t = rs.slots[slot_of_.at(v)];
       outs.push_back(arena_offset_.count(slot_of_.at(v)) ? t.clone() : t);
     }
     return outs;
   }
 
  private:
+  /// What one run carries from step to step (the scratch vectors are reused to avoid
+  /// allocating per node).
+  struct RunState {
+    std::vector<Tensor> slots;
+    size_t live = 0, peak = 0;  // bytes of outputs allocated outside the arena
+    std::vector<const Tensor*> in_ptrs;
+    std::vector<TypeInfo> in_types;
+    std::vector<const TypeInfo*> in_type_ptrs;
+  };
+
+  /// Infers the step's exact output shapes from its inputs' values, places its outputs (in the
+  /// planned arena, or freshly allocated when the plan does not fit), runs its kernel, and frees
+  /// what it read last.
+  void run_step(const Step& st, RunState& rs) {
+    auto& slots = rs.slots;
+    rs.in_ptrs.assign(st.in_slots.size(), nullptr);
+    rs.in_types.assign(st.in_slots.size(), TypeInfo{});
+    rs.in_type_ptrs.assign(st.in_slots.size(), nullptr);
+    for (size_t i = 0; i < st.in_slots.size(); ++i) {
+      if (st.in_slots[i] < 0) continue;
+      const Tensor& t = slots[st.in_slots[i]];
+      rs.in_ptrs[i] = &t;
+      rs.in_types[i] = {t.dtype(), shape_of(t.dims())};
+      rs.in_type_ptrs[i] = &rs.in_types[i];
+    }
+    InferContext ictx(*st.node, *st.schema, st.opset, rs.in_type_ptrs, rs.in_ptrs);
+    st.schema->infer(ictx);
+    std::vector<Tensor*> out_ptrs(st.out_slots.size(), nullptr);
+    for (size_t i = 0; i < st.out_slots.size(); ++i) {
+      int s = st.out_slots[i];
+      if (s < 0) continue;
+      const TypeInfo& t = ictx.outputs[i];
+      if (t.dtype == DType::Undefined || !t.shape || !is_static(*t.shape))
+        internal_error("output " + std::to_string(i) + " has no static shape at run time" + st.node->ref());
+      auto dims = static_dims(*t.shape);
+      auto planned = arena_offset_.find(s);
+      if (planned != arena_offset_.end() && t.dtype == planned_dtype_.at(s) &&
+          checked_nbytes(dims, t.dtype) <= planned_bytes_.at(s)) {
+        slots[s] = Tensor::view(t.dtype, dims, static_cast<char*>(arena_.get()) + planned->second, arena_);
+        std::memset(slots[s].raw(), 0, slots[s].nbytes());
+      } else {
+        slots[s] = Tensor(t.dtype, dims);  // checks the size against the memory limit first
+        rs.live += slots[s].nbytes();
+      }
+      out_ptrs[i] = &slots[s];
+    }
+    rs.peak = std::max(rs.peak, rs.live);
+    KernelContext kctx(*st.node, *st.schema, st.opset, rs.in_ptrs, out_ptrs);
+    (*st.kernel)(kctx);
+    for (int s : st.free_after) {
+      if (!arena_offset_.count(s)) rs.live -= std::min(rs.live, slots[s].nbytes());
+      slots[s] = Tensor();
+    }
+  }
+
   void build() {
     Graph& g = *graph_;
     g.topo_sort();
@@ -147,7 +160,7 @@ class CpuExecutable : public Executable {
         all_static = false;
         break;
       }
-      int64_t bytes = checked_numel(static_dims(*v->type.shape)) * dtype_size(v->type.dtype);
+      int64_t bytes = checked_nbytes(static_dims(*v->type.shape), v->type.dtype);
       reqs.push_back({static_cast<size_t>(bytes), first[s], last[s]});
       req_slot.push_back(s);
       planned_dtype_[s] = v->type.dtype;
