@@ -106,7 +106,7 @@ int optimize(const OptimizeArgs& a) {
   bool written = false, external = false;
   if (ver.ok && layers.ok) {
     ExportOptions eo;
-    eo.external_data = a.external_data;
+    eo.external_data = a.external_data || original->meta.external_data;
     external = export_onnx_file(*optimized, out_path, eo);
     import_onnx_file(out_path, a.shapes.import_options());  // what we wrote must load back
     written = true;
@@ -220,7 +220,8 @@ void add_optimize(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--atol", a->atol, "Absolute tolerance (default 1e-5)");
   sub->add_option("--seed", a->seed, "Seed for verification inputs");
   sub->add_option("--fold-cap-mb", a->fold_cap_mib, "Largest tensor constant folding may create, MiB (default 64)");
-  sub->add_flag("--external-data", a->external_data, "Write tensors >= 1 KiB to MODEL.data beside the model");
+  sub->add_flag("--external-data", a->external_data,
+                "Write tensors >= 1 KiB to MODEL.data beside the model (the default when the input has external data)");
   sub->callback([a, &action] { action = [a] { return optimize(*a); }; });
 }
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "importer/atomic_file.h"
 #include "importer/onnx_import.h"
 #include "ir/error.h"
 #include "ir/half.h"
@@ -53,12 +54,7 @@ std::unique_ptr<Graph> load_model(const std::string& path, const ModelOptions& o
   return g;
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) bad_input("cannot write '" + path + "'");
-  out << text;
-  if (!out) bad_input("failed writing '" + path + "'");
-}
+void write_text_file(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
 
 bool stdout_is_tty() { return isatty(fileno(stdout)) != 0; }
 

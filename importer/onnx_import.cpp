@@ -6,6 +6,7 @@
 
 #include <unordered_set>
 
+#include "importer/mapped_file.h"
 #include "importer/tensor_proto.h"
 #include "ir/error.h"
 #include "ir/op_schema.h"
@@ -21,7 +22,8 @@ class Importer {
   Importer(const fs::path& dir, std::string file, const ImportOptions& opts)
       : dir_(dir), file_(std::move(file)), opts_(opts) {}
 
-  std::unique_ptr<Graph> run(const onnx::ModelProto& m) {
+  /// Imports `m`, taking inline initializer data out of it (the caller drops it afterwards).
+  std::unique_ptr<Graph> run(onnx::ModelProto& m) {
     auto g = std::make_unique<Graph>();
     g->meta.ir_version = m.ir_version();
     g->meta.producer_name = m.producer_name();
@@ -41,19 +43,21 @@ class Importer {
       g->opsets[d] = o.version();
     }
     if (!m.has_graph()) fail("the model has no graph");
-    const auto& gp = m.graph();
+    auto& gp = *m.mutable_graph();
     if (g->opsets.empty() && gp.node_size() > 0) fail("the model imports no opset");
     g->name = gp.name();
     g->doc_string = gp.doc_string();
     if (gp.sparse_initializer_size() > 0) fail("sparse initializers are not supported");
 
     // Initializers first: graph inputs of the same name are IR<4 style defaults.
-    for (const auto& t : gp.initializer()) {
+    for (auto& t : *gp.mutable_initializer()) {
       if (t.name().empty()) fail("an initializer has no name");
       if (g->find_value(t.name())) fail("initializer '" + t.name() + "' is defined twice");
-      Tensor data = tensor_from_proto(t, dir_, "initializer '" + t.name() + "'");
-      Value* v = g->add_initializer(t.name(), std::move(data));
-      if (v->name != t.name()) internal_error("initializer renamed");
+      const std::string name = t.name();
+      g->meta.external_data |= t.data_location() == onnx::TensorProto::EXTERNAL;
+      Tensor data = tensor_from_proto(std::move(t), dir_, "initializer '" + name + "'", &maps_);
+      Value* v = g->add_initializer(name, std::move(data));
+      if (v->name != name) internal_error("initializer renamed");
     }
     std::unordered_set<std::string> input_names;
     for (const auto& vi : gp.input()) {
@@ -178,14 +182,14 @@ class Importer {
       case A::FLOAT: out.value = a.f(); break;
       case A::INT: out.value = a.i(); break;
       case A::STRING: out.value = a.s(); break;
-      case A::TENSOR: out.value = tensor_from_proto(a.t(), dir_, "attribute '" + a.name() + "' of " + where); break;
+      case A::TENSOR: out.value = tensor_from_proto(a.t(), dir_, "attribute '" + a.name() + "' of " + where, &maps_); break;
       case A::GRAPH: out.value = OpaqueGraph{a.g().SerializeAsString()}; break;
       case A::FLOATS: out.value = std::vector<float>(a.floats().begin(), a.floats().end()); break;
       case A::INTS: out.value = std::vector<int64_t>(a.ints().begin(), a.ints().end()); break;
       case A::STRINGS: out.value = std::vector<std::string>(a.strings().begin(), a.strings().end()); break;
       case A::TENSORS: {
         std::vector<Tensor> ts;
-        for (const auto& t : a.tensors()) ts.push_back(tensor_from_proto(t, dir_, "attribute '" + a.name() + "' of " + where));
+        for (const auto& t : a.tensors()) ts.push_back(tensor_from_proto(t, dir_, "attribute '" + a.name() + "' of " + where, &maps_));
         out.value = std::move(ts);
         break;
       }
@@ -230,32 +234,49 @@ class Importer {
   fs::path dir_;
   std::string file_;
   const ImportOptions& opts_;
+  MappedFiles maps_;  // external-data files, mapped once each
 };
 
 }  // namespace
 
 int64_t newest_supported_ir_version() { return onnx::Version::IR_VERSION; }
 
-std::unique_ptr<Graph> import_onnx_bytes(const std::string& bytes, const fs::path& model_dir,
-                                         const std::string& display_name, const ImportOptions& opts) {
-  if (bytes.empty()) bad_input(display_name + ": the file is empty");
+namespace {
+
+/// Parses and imports `size` bytes of a serialized ModelProto.
+std::unique_ptr<Graph> import_buffer(const char* data, size_t size, const fs::path& model_dir,
+                                     const std::string& display_name, const ImportOptions& opts) {
+  if (size == 0) bad_input(display_name + ": the file is empty");
   onnx::ModelProto m;
-  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                                static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
-  stream.SetTotalBytesLimit(INT32_MAX);
-  if (!m.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
-    bad_input(display_name + ": not a valid ONNX model (protobuf parse failed: truncated or not an ONNX file)");
+  {
+    google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(data),
+                                                  static_cast<int>(std::min<size_t>(size, INT32_MAX)));
+    stream.SetTotalBytesLimit(INT32_MAX);
+    if (!m.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
+      bad_input(display_name + ": not a valid ONNX model (protobuf parse failed: truncated or not an ONNX file)");
+  }
   if (m.ir_version() == 0 && !m.has_graph())
     bad_input(display_name + ": not a valid ONNX model (no ir_version and no graph)");
   return Importer(model_dir, display_name, opts).run(m);
 }
 
+}  // namespace
+
+std::unique_ptr<Graph> import_onnx_bytes(const std::string& bytes, const fs::path& model_dir,
+                                         const std::string& display_name, const ImportOptions& opts) {
+  return import_buffer(bytes.data(), bytes.size(), model_dir, display_name, opts);
+}
+
 std::unique_ptr<Graph> import_onnx_file(const fs::path& file, const ImportOptions& opts) {
   std::error_code ec;
   if (!fs::exists(file, ec)) bad_input("'" + file.string() + "' does not exist");
-  std::string bytes = read_file_bytes(file);
+  if (fs::is_directory(file, ec)) bad_input("'" + file.string() + "' is a directory, not a file");
   try {
-    return import_onnx_bytes(bytes, file.parent_path(), file.string(), opts);
+    // The file is parsed from a read-only map, not a copy in memory; the map goes once parsed.
+    if (auto map = MappedFile::open(file))
+      return import_buffer(map->data(), map->size(), file.parent_path(), file.string(), opts);
+    std::string bytes = read_file_bytes(file);  // empty, or not mappable
+    return import_buffer(bytes.data(), bytes.size(), file.parent_path(), file.string(), opts);
   } catch (const Error& e) {
     // Every import error names the model file once.
     std::string msg = e.what();
