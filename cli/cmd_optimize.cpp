@@ -117,7 +117,7 @@ int optimize(const OptimizeArgs& a) {
   std::map<std::string, std::pair<int, int>> rows;
   for (auto& [op, n] : before) rows[op].first = n;
   for (auto& [op, n] : after) rows[op].second = n;
-  double size_before = static_cast<double>(fs::file_size(a.model));
+  double size_before = static_cast<double>(fs::file_size(a.model) + static_cast<uintmax_t>(original->meta.external_bytes));
   double size_after = written ? static_cast<double>(fs::file_size(out_path)) : 0;
   if (written && external) size_after += static_cast<double>(fs::file_size(out_path + ".data"));
 

@@ -54,8 +54,10 @@ class Importer {
       if (t.name().empty()) fail("an initializer has no name");
       if (g->find_value(t.name())) fail("initializer '" + t.name() + "' is defined twice");
       const std::string name = t.name();
-      g->meta.external_data |= t.data_location() == onnx::TensorProto::EXTERNAL;
+      const bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
       Tensor data = tensor_from_proto(std::move(t), dir_, "initializer '" + name + "'", &maps_);
+      g->meta.external_data |= external;
+      if (external) g->meta.external_bytes += static_cast<int64_t>(data.nbytes());
       Value* v = g->add_initializer(name, std::move(data));
       if (v->name != name) internal_error("initializer renamed");
     }
