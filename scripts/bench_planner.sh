@@ -29,7 +29,7 @@ onnx.save(m, path)
 PY
 done
 
-seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N); echo "$t1 - $t0" | bc -l; }
+seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N); awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}'; }
 printf '%-10s %14s %14s\n' nodes "fusec run s" "onnxruntime s"
 declare -A t
 for n in $sizes; do
@@ -44,5 +44,5 @@ set -- $sizes
 if [ $# -ge 2 ]; then
   first=$1; last=${!#}
   printf 'fusec: %s nodes take %.1fx the time of %s nodes (%.0fx the nodes)\n' "$last" \
-    "$(echo "${t[$last]} / ${t[$first]}" | bc -l)" "$first" "$(echo "$last / $first" | bc -l)"
+    "$(awk -v a="${t[$last]}" -v b="${t[$first]}" 'BEGIN {print a / b}')" "$first" "$(awk -v a="$last" -v b="$first" 'BEGIN {print a / b}')"
 fi
