@@ -108,7 +108,9 @@ int optimize(const OptimizeArgs& a) {
     ExportOptions eo;
     eo.external_data = a.external_data || original->meta.external_data;
     external = export_onnx_file(*optimized, out_path, eo);
-    import_onnx_file(out_path, a.shapes.import_options());  // what we wrote must load back
+    ImportOptions reload = a.shapes.import_options();
+    reload.warn = nullptr;  // the input's versions, already reported
+    import_onnx_file(out_path, reload);  // what we wrote must load back
     written = true;
   }
 

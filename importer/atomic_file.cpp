@@ -17,8 +17,11 @@ namespace fs = std::filesystem;
 AtomicFile::AtomicFile(fs::path dest) : dest_(std::move(dest)) {
   static std::atomic<int> counter{0};
   const fs::path dir = dest_.parent_path().empty() ? fs::path(".") : dest_.parent_path();
-  tmp_ = dir / ("." + dest_.filename().string() + ".tmp-" + std::to_string(::getpid()) + "-" +
-                std::to_string(counter++));
+  // Appended piece by piece: GCC 12 warns (falsely, -Wrestrict) on `"." + std::string`.
+  std::string name = ".";
+  name += dest_.filename().string();
+  name += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  tmp_ = dir / name;
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) bad_input("cannot write '" + dest_.string() + "': " + std::strerror(errno));
 }

@@ -212,12 +212,12 @@ bool export_onnx_file(const Graph& g, const fs::path& file, const ExportOptions&
   // External data first: each large tensor page-aligned (so readers can map it), copied from its
   // source file when it is unchanged mapped data.
   std::vector<std::pair<const Value*, size_t>> offsets;
-  std::unique_ptr<AtomicFile> data;
+  std::unique_ptr<AtomicFile> data;  // created for the first tensor that goes there
   if (external) {
-    data = std::make_unique<AtomicFile>(file.parent_path() / data_name);
     for (const Value* v : inits) {
       const Tensor& t = *v->initializer;
       if (t.nbytes() < opts.external_threshold) continue;
+      if (!data) data = std::make_unique<AtomicFile>(file.parent_path() / data_name);
       data->pad_to(4096);
       offsets.push_back({v, data->size()});
       write_tensor_bytes(*data, t);
@@ -266,7 +266,7 @@ bool export_onnx_file(const Graph& g, const fs::path& file, const ExportOptions&
   // The data file goes into place before the model that refers to it.
   if (data) data->commit();
   out.commit();
-  return external;
+  return data != nullptr;
 }
 
 }  // namespace fusec
