@@ -14,7 +14,7 @@ std::shared_ptr<void> aligned_storage(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
   while (!host_memory().try_reserve(rounded))
-    host_memory().check(rounded, "a tensor of " + format_bytes(static_cast<double>(bytes)));
+    host_memory().check(rounded, "a tensor");
   void* p = std::aligned_alloc(64, rounded);
   if (!p) {
     host_memory().release(rounded);

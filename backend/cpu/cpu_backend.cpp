@@ -5,6 +5,7 @@
 #include "backend/cpu/kernel.h"
 #include "backend/memory_planner.h"
 #include "ir/error.h"
+#include "ir/memory_limit.h"
 
 namespace fusec::cpu {
 namespace {
@@ -171,6 +172,7 @@ class CpuExecutable : public Executable {
       req_slot.push_back(s);
     }
     MemoryPlan plan = plan_memory(reqs, 64);
+    check_allocation(plan.arena_bytes, "the activation arena (" + std::to_string(reqs.size()) + " intermediate tensors)");
     arena_storage_ = aligned_storage(plan.arena_bytes);
     for (size_t i = 0; i < reqs.size(); ++i) {
       const int s = req_slot[i];
