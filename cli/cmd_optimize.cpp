@@ -109,8 +109,9 @@ int optimize(const OptimizeArgs& a) {
     eo.external_data = a.external_data || original->meta.external_data;
     external = export_onnx_file(*optimized, out_path, eo);
     ImportOptions reload = a.shapes.import_options();
-    reload.warn = nullptr;  // the input's versions, already reported
-    import_onnx_file(out_path, reload);  // what we wrote must load back
+    reload.warn = nullptr;                   // the input's versions, already reported
+    reload.external_data_contents = false;   // structure and references; the bytes were just written
+    import_onnx_file(out_path, reload);      // what we wrote must load back
     written = true;
   }
 

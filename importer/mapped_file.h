@@ -52,10 +52,15 @@ std::optional<MappedRange> find_mapped_range(const void* p, size_t bytes);
 /// The maps one import opens, one per external-data file however many tensors it holds.
 class MappedFiles {
  public:
+  /// `contents` false: an import that only checks external-data references (file, offset, length)
+  /// and leaves those tensors without data, mapping nothing.
+  explicit MappedFiles(bool contents = true) : contents_(contents) {}
+  bool contents() const { return contents_; }
   /// The file's map (opened on first use); nullptr if it cannot be mapped.
   std::shared_ptr<MappedFile> get(const std::filesystem::path& file);
 
  private:
+  bool contents_;
   std::map<std::filesystem::path, std::shared_ptr<MappedFile>> open_;
 };
 

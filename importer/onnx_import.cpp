@@ -20,7 +20,7 @@ namespace {
 class Importer {
  public:
   Importer(const fs::path& dir, std::string file, const ImportOptions& opts)
-      : dir_(dir), file_(std::move(file)), opts_(opts) {}
+      : dir_(dir), file_(std::move(file)), opts_(opts), maps_(opts.external_data_contents) {}
 
   /// Imports `m`, taking inline initializer data out of it (the caller drops it afterwards).
   std::unique_ptr<Graph> run(onnx::ModelProto& m) {

@@ -17,6 +17,10 @@ struct ImportOptions {
   /// fusec has, which may not be what the newer opset means.
   bool allow_newer_versions = false;
   std::function<void(const std::string&)> warn;
+  /// false: check every external-data reference (file, offset, length) but leave those tensors
+  /// without data (nothing mapped or read). For checks that need only the model's structure, such
+  /// as optimize re-reading what it wrote; such a graph must not be run or exported.
+  bool external_data_contents = true;
 };
 
 /// Reads and imports a .onnx file. Throws BadInput naming the file (and node) on malformed input.

@@ -123,6 +123,7 @@ Tensor from_proto(const onnx::TensorProto& p, const std::string* raw, std::uniqu
       bad_input(what + ": external data at offset " + std::to_string(offset) + " + " +
                 std::to_string(length) + " bytes runs past the end of '" + location + "' (" +
                 std::to_string(fsize) + " bytes)");
+    if (maps && !maps->contents()) return Tensor::view(t, dims, nullptr, nullptr);  // references checked only
     // A view into the mapped file where the offset suits the element type: no bytes are read
     // until something touches them. Otherwise (or where the file cannot be mapped) one read.
     MappedFiles local;

@@ -1,6 +1,5 @@
 #include "ir/shape.h"
 
-
 #include "ir/error.h"
 
 namespace fusec {

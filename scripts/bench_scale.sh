@@ -12,8 +12,10 @@
 #
 # Models are generated once into $SCALE_DIR (default build/scale) and kept; outputs are deleted
 # after each measurement. Every command runs with the files in the page cache (just written or
-# just read), under an address-space cap (MEM_CAP_GIB, default: the machine's memory less 2 GiB) so
-# a tool that runs out of memory fails instead of taking the machine down.
+# just read). ONNX Runtime runs under an address-space cap (MEM_CAP_GIB, default: the machine's
+# memory less 2 GiB) so that running out of memory fails instead of taking the machine down; fusec
+# needs none (it checks its allocations against its own --max-memory budget, and its address space
+# holds memory-mapped weights that an address-space cap would count but RSS does not).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fusec=$(realpath "${FUSEC:-build/fusec}")
@@ -39,14 +41,21 @@ so.add_session_config_entry("session.optimized_model_external_initializers_min_s
 ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 PY
 
-# measure NAME CMD...: runs CMD under the cap; prints "wall_s rss_kib" or "FAIL <reason>".
+# measure NAME CAP_KIB CMD...: runs CMD twice (under an address-space cap unless CAP_KIB is
+# "unlimited") and prints the faster run's "wall_s rss_kib", or "FAIL <reason>". Two runs, because
+# on a machine whose page cache holds only part of a big model the first tool to read it pays for
+# the disk; the faster run is the one with the files cached, for every tool alike.
 measure() {
-  local name=$1; shift
-  if (ulimit -v "$cap_kib"; /usr/bin/time -f "%e %M" -o "$tmp/$name.time" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"); then
-    tail -1 "$tmp/$name.time"
-  else
-    echo "FAIL $(grep -v '^Command\|^\s*$' "$tmp/$name.err" | tail -1 | cut -c1-80)"
-  fi
+  local name=$1 cap=$2 best="" run; shift 2
+  for run in 1 2; do
+    if ! (ulimit -v "$cap"; /usr/bin/time -f "%e %M" -o "$tmp/$name.time" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"); then
+      echo "FAIL $(grep -v '^Command\|^\s*$' "$tmp/$name.err" | tail -1 | cut -c1-80)"
+      return
+    fi
+    run=$(tail -1 "$tmp/$name.time")
+    if [ -z "$best" ] || awk -v a="${run%% *}" -v b="${best%% *}" 'BEGIN {exit !(a < b)}'; then best=$run; fi
+  done
+  echo "$best"
 }
 cell() {  # "wall_s rss_kib" -> "1.23 s / 456 MiB"
   if [[ $1 == FAIL* ]]; then echo "${1#FAIL }"; return; fi
@@ -73,12 +82,16 @@ for size in "${sizes[@]}"; do
   out="$dir/out"
   mkdir -p "$out"
   echo "bench_scale: $size: fusec inspect" >&2
-  inspect=$(measure inspect "$fusec" inspect "$model")
+  inspect=$(measure inspect unlimited "$fusec" inspect "$model")
   echo "bench_scale: $size: fusec optimize" >&2
-  optimize=$(measure optimize "$fusec" optimize "$model" --no-check -o "$out/fusec.onnx")
+  optimize=$(measure optimize unlimited "$fusec" optimize "$model" --no-check -o "$out/fusec.onnx")
+  fusec_written=$(du -cb "$out"/fusec.onnx* 2>/dev/null | tail -1 | cut -f1)
+  echo "bench_scale: $size: fusec wrote $((fusec_written / 1048576)) MiB" >&2
   rm -f "$out"/fusec.onnx*
   echo "bench_scale: $size: onnxruntime" >&2
-  ortopt=$(measure ort "$py" "$tmp/ort_optimize.py" "$model" "$out/ort.onnx")
+  ortopt=$(measure ort "$cap_kib" "$py" "$tmp/ort_optimize.py" "$model" "$out/ort.onnx")
+  ort_written=$(du -cb "$out"/ort.onnx* 2>/dev/null | tail -1 | cut -f1)
+  echo "bench_scale: $size: ORT wrote $((ort_written / 1048576)) MiB" >&2
   rm -f "$out"/ort.onnx*
   label=$(awk -v p="$params" -v b="$weights" -v s="$size" 'BEGIN {
     n = p >= 1e9 ? sprintf("%.2fB", p / 1e9) : sprintf("%.0fM", p / 1e6)

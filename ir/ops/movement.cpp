@@ -391,6 +391,11 @@ void infer_pad(InferContext& c) {
     const Dim& d = (*s)[i];
     if (p[i] == 0 && p[r + i] == 0) { out[i] = d; continue; }
     if (!d.is_static()) { out[i] = Dim(); continue; }
+    // A negative pad crops; it cannot crop more than the dim holds (the kernel reads input
+    // coordinate o - pad_begin, which must stay a small number).
+    if (p[i] < -d.value || p[r + i] < -d.value)
+      c.fail("pads " + std::to_string(p[i]) + ", " + std::to_string(p[r + i]) + " crop more than dim " +
+             std::to_string(i) + " holds (" + std::to_string(d.value) + ")");
     const std::string what = "output dim " + std::to_string(i);
     const int64_t o = dims::add(dims::add(d.value, p[i], c, what), p[r + i], c, what);
     if (o < 0) c.fail("pads make dim " + std::to_string(i) + " negative");
