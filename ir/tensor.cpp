@@ -1,5 +1,7 @@
 #include "ir/tensor.h"
 
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 #include "ir/error.h"
@@ -85,7 +87,15 @@ int64_t Tensor::as_int64(int64_t i) const {
     case DType::Int16: return data<int16_t>()[i];
     case DType::Int8: return data<int8_t>()[i];
     case DType::UInt8: case DType::Bool: return data<uint8_t>()[i];
-    default: return static_cast<int64_t>(as_double(i));
+    default: {
+      // Saturating: a float outside int64 (or NaN) has no int64 value, and the plain cast is
+      // undefined behaviour.
+      const double d = as_double(i);
+      if (std::isnan(d)) return 0;
+      if (d >= 9223372036854775808.0) return INT64_MAX;
+      if (d < -9223372036854775808.0) return INT64_MIN;
+      return static_cast<int64_t>(d);
+    }
   }
 }
 
