@@ -18,8 +18,10 @@ struct MemoryPlan {
   size_t arena_bytes = 0;       // peak: the arena size that holds every buffer
 };
 
-/// Greedy best-fit by decreasing size (the classic "greedy by size" offset assignment): each
-/// buffer goes at the lowest offset that does not overlap a placed buffer live at the same time.
+/// Offsets such that no two buffers live at the same step overlap in memory: a sweep over the steps
+/// that places each buffer, when it is first written, in the smallest free block that fits (best
+/// fit, freed blocks coalesced), growing the arena only when none does. O(n log n) in the number
+/// of requests.
 MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, size_t alignment = 256);
 
 }  // namespace fusec

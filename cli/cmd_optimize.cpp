@@ -106,9 +106,12 @@ int optimize(const OptimizeArgs& a) {
   bool written = false, external = false;
   if (ver.ok && layers.ok) {
     ExportOptions eo;
-    eo.external_data = a.external_data;
+    eo.external_data = a.external_data || original->meta.external_data;
     external = export_onnx_file(*optimized, out_path, eo);
-    import_onnx_file(out_path);  // what we wrote must load back
+    ImportOptions reload = a.shapes.import_options();
+    reload.warn = nullptr;                   // the input's versions, already reported
+    reload.external_data_contents = false;   // structure and references; the bytes were just written
+    import_onnx_file(out_path, reload);      // what we wrote must load back
     written = true;
   }
 
@@ -117,7 +120,7 @@ int optimize(const OptimizeArgs& a) {
   std::map<std::string, std::pair<int, int>> rows;
   for (auto& [op, n] : before) rows[op].first = n;
   for (auto& [op, n] : after) rows[op].second = n;
-  double size_before = static_cast<double>(fs::file_size(a.model));
+  double size_before = static_cast<double>(fs::file_size(a.model) + static_cast<uintmax_t>(original->meta.external_bytes));
   double size_after = written ? static_cast<double>(fs::file_size(out_path)) : 0;
   if (written && external) size_after += static_cast<double>(fs::file_size(out_path + ".data"));
 
@@ -220,7 +223,8 @@ void add_optimize(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--atol", a->atol, "Absolute tolerance (default 1e-5)");
   sub->add_option("--seed", a->seed, "Seed for verification inputs");
   sub->add_option("--fold-cap-mb", a->fold_cap_mib, "Largest tensor constant folding may create, MiB (default 64)");
-  sub->add_flag("--external-data", a->external_data, "Write tensors >= 1 KiB to MODEL.data beside the model");
+  sub->add_flag("--external-data", a->external_data,
+                "Write tensors >= 1 KiB to MODEL.data beside the model (the default when the input has external data)");
   sub->callback([a, &action] { action = [a] { return optimize(*a); }; });
 }
 

@@ -6,40 +6,55 @@
 #include <cstdio>
 #include <fstream>
 #include <random>
+#include <set>
 
+#include "importer/atomic_file.h"
 #include "importer/onnx_import.h"
 #include "ir/error.h"
 #include "ir/half.h"
+#include "ir/memory_limit.h"
 
 namespace fusec::cli {
 
-void ShapeOptions::add_to(CLI::App& app) {
+void ModelOptions::add_to(CLI::App& app) {
   app.add_option("--batch", batch, "Bind the symbolic leading dim of every input to N");
   app.add_option("--shape", shapes, "Set an input's shape, e.g. input:16x3x224x224 (repeatable)")
       ->take_all()
       ->allow_extra_args(false);
+  app.add_flag("--allow-newer-opset", allow_newer_opset,
+               "Load a model whose opset or IR version is newer than fusec supports (with a warning)");
+  app.add_option("--max-memory", max_memory,
+                 "Largest total of tensor memory fusec may allocate, e.g. 8G (default: available memory)");
 }
 
-ShapeBindings ShapeOptions::bindings() const {
+ShapeBindings ModelOptions::bindings() const {
   ShapeBindings b;
   b.batch = batch;
   for (const auto& s : shapes) b.shapes.push_back(parse_shape_flag(s));
   return b;
 }
 
-std::unique_ptr<Graph> load_model(const std::string& path, const ShapeOptions& shapes) {
-  auto g = import_onnx_file(path);
-  bind_input_shapes(*g, shapes.bindings());
+ImportOptions ModelOptions::import_options() const {
+  ImportOptions o;
+  o.allow_newer_versions = allow_newer_opset;
+  // Once per message: a subcommand may load the model again (run re-binds shapes, optimize
+  // re-reads what it wrote).
+  o.warn = [](const std::string& msg) {
+    static std::set<std::string> printed;
+    if (printed.insert(msg).second) std::fprintf(stderr, "fusec: warning: %s\n", msg.c_str());
+  };
+  return o;
+}
+
+std::unique_ptr<Graph> load_model(const std::string& path, const ModelOptions& opts) {
+  if (!opts.max_memory.empty()) host_memory().set_limit(parse_byte_size(opts.max_memory, "--max-memory"));
+  auto g = import_onnx_file(path, opts.import_options());
+  bind_input_shapes(*g, opts.bindings());
   infer_shapes(*g);
   return g;
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) bad_input("cannot write '" + path + "'");
-  out << text;
-  if (!out) bad_input("failed writing '" + path + "'");
-}
+void write_text_file(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
 
 bool stdout_is_tty() { return isatty(fileno(stdout)) != 0; }
 

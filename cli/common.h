@@ -8,22 +8,29 @@
 #include <string>
 #include <vector>
 
+#include "importer/onnx_import.h"
 #include "ir/graph.h"
 #include "passes/infer_shapes.h"
 #include "passes/verify.h"
 
 namespace fusec::cli {
 
-/// --batch and --shape, as trtexec spells them.
-struct ShapeOptions {
+/// The options of every subcommand that loads a model: --batch and --shape, as trtexec spells
+/// them, and the limits on what a model may ask for (--allow-newer-opset, --max-memory).
+struct ModelOptions {
   std::optional<int64_t> batch;
   std::vector<std::string> shapes;
+  bool allow_newer_opset = false;
+  std::string max_memory;  // empty: the machine's available memory
   void add_to(CLI::App& app);
   ShapeBindings bindings() const;
+  /// How to import: the version guard, and its warning printed as one "fusec: warning:" line.
+  ImportOptions import_options() const;
 };
+using ShapeOptions = ModelOptions;  // the name the subcommands were written with
 
-/// Import, bind shapes, infer: what every subcommand does first.
-std::unique_ptr<Graph> load_model(const std::string& path, const ShapeOptions& shapes);
+/// Sets the memory limit, imports, binds shapes, infers: what every subcommand does first.
+std::unique_ptr<Graph> load_model(const std::string& path, const ModelOptions& opts);
 
 
 /// Writes JSON text to `path`, or fails with BadInput naming it.

@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "importer/atomic_file.h"
 #include "importer/tensor_proto.h"
 #include "ir/error.h"
 
@@ -106,14 +107,13 @@ void write_npy(const Tensor& t, const fs::path& path) {
   size_t total = 10 + h.size() + 1;
   h.append((64 - total % 64) % 64, ' ');
   h += '\n';
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) bad_input("cannot write '" + path.string() + "'");
+  AtomicFile out(path);
   out.write("\x93NUMPY\x01\x00", 8);
   char len[2] = {static_cast<char>(h.size() & 0xff), static_cast<char>(h.size() >> 8)};
   out.write(len, 2);
-  out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  out.write(static_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
-  if (!out) bad_input("failed writing '" + path.string() + "'");
+  out.write(h.data(), h.size());
+  out.write(t.raw(), t.nbytes());
+  out.commit();
 }
 
 Tensor read_tensor_file(const fs::path& file) {

@@ -2,8 +2,9 @@
 
 #include <onnx/onnx_pb.h>
 
-#include <fstream>
 
+#include "importer/atomic_file.h"
+#include "importer/mapped_file.h"
 #include "importer/tensor_proto.h"
 #include "ir/error.h"
 
@@ -66,9 +67,26 @@ void write_attr(const NamedAttribute& na, onnx::AttributeProto* a) {
   }
 }
 
-/// Builds the ModelProto; initializers whose `external` offset is set point at `data_file`.
+/// An initializer whose data lives at `offset` of `data_file` (ONNX external data).
+void external_tensor_proto(const Value& v, const std::string& data_file, size_t offset, onnx::TensorProto* t) {
+  t->set_name(v.name);
+  t->set_data_type(static_cast<int32_t>(v.initializer->dtype()));
+  for (int64_t d : v.initializer->dims()) t->add_dims(d);
+  t->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto add = [&](const std::string& k, const std::string& val) {
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(val);
+  };
+  add("location", data_file);
+  add("offset", std::to_string(offset));
+  add("length", std::to_string(v.initializer->nbytes()));
+}
+
+/// Builds the ModelProto; initializers whose `external` offset is set point at `data_file`. With
+/// `with_initializers` false the graph gets none (the file writer streams them after it).
 void build_model(const Graph& g, onnx::ModelProto* m, const std::string& data_file,
-                 const std::vector<std::pair<const Value*, size_t>>& external_offsets) {
+                 const std::vector<std::pair<const Value*, size_t>>& external_offsets, bool with_initializers = true) {
   m->set_ir_version(g.meta.ir_version);
   if (!g.meta.producer_name.empty()) m->set_producer_name(g.meta.producer_name);
   if (!g.meta.producer_version.empty()) m->set_producer_version(g.meta.producer_version);
@@ -89,25 +107,10 @@ void build_model(const Graph& g, onnx::ModelProto* m, const std::string& data_fi
   gp->set_name(g.name);
   if (!g.doc_string.empty()) gp->set_doc_string(g.doc_string);
   std::unordered_map<const Value*, size_t> ext(external_offsets.begin(), external_offsets.end());
-  for (const Value* v : g.initializers()) {
-    auto* t = gp->add_initializer();
+  for (const Value* v : with_initializers ? g.initializers() : std::vector<Value*>{}) {
     auto it = ext.find(v);
-    if (it == ext.end()) {
-      tensor_to_proto(*v->initializer, v->name, t);
-      continue;
-    }
-    t->set_name(v->name);
-    t->set_data_type(static_cast<int32_t>(v->initializer->dtype()));
-    for (int64_t d : v->initializer->dims()) t->add_dims(d);
-    t->set_data_location(onnx::TensorProto::EXTERNAL);
-    auto add = [&](const std::string& k, const std::string& val) {
-      auto* e = t->add_external_data();
-      e->set_key(k);
-      e->set_value(val);
-    };
-    add("location", data_file);
-    add("offset", std::to_string(it->second));
-    add("length", std::to_string(v->initializer->nbytes()));
+    if (it == ext.end()) tensor_to_proto(*v->initializer, v->name, gp->add_initializer());
+    else external_tensor_proto(*v, data_file, it->second, gp->add_initializer());
   }
   for (const Value* v : g.inputs) write_type(*v, gp->add_input());
   for (const Value* v : g.initializers())
@@ -145,37 +148,125 @@ std::string export_onnx_bytes(const Graph& g) {
   return out;
 }
 
-bool export_onnx_file(const Graph& g, const fs::path& file, const ExportOptions& opts) {
-  bool external = opts.external_data || total_initializer_bytes(g) > kProtobufLimit;
-  std::vector<std::pair<const Value*, size_t>> offsets;
-  std::string data_name = file.filename().string() + ".data";
+namespace {
+
+// Protobuf wire format, for streaming: a length-delimited field is its tag, the varint length and
+// the bytes; fields of a message may come in any order and a parser merges them.
+constexpr uint32_t kModelGraphField = 7, kGraphInitializerField = 5, kTensorRawDataField = 9;
+
+void append_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+/// The tag and length of a length-delimited field holding `length` bytes.
+std::string field_header(uint32_t field, uint64_t length) {
+  std::string h;
+  append_varint(h, (uint64_t{field} << 3) | 2);
+  append_varint(h, length);
+  return h;
+}
+
+/// Writes a tensor's bytes: file to file where they are unchanged bytes of a mapped file (they
+/// never enter this process's memory), else from memory.
+void write_tensor_bytes(AtomicFile& out, const Tensor& t) {
+  if (t.nbytes() == 0) return;
+  if (auto range = find_mapped_range(t.raw(), t.nbytes())) out.copy_from(range->file->fd(), range->offset, t.nbytes());
+  else out.write(t.raw(), t.nbytes());
+}
+
+/// One initializer as a GraphProto field, written without building a second copy of its data:
+/// the TensorProto's small fields, then its raw_data field streamed from the tensor.
+void write_initializer(AtomicFile& out, const Value& v, const onnx::TensorProto* external) {
   if (external) {
-    fs::path data_path = file.parent_path() / data_name;
-    std::ofstream data(data_path, std::ios::binary | std::ios::trunc);
-    if (!data) bad_input("cannot write '" + data_path.string() + "'");
-    size_t offset = 0;
-    for (const Value* v : g.initializers()) {
+    const std::string body = external->SerializeAsString();
+    const std::string h = field_header(kGraphInitializerField, body.size());
+    out.write(h.data(), h.size());
+    out.write(body.data(), body.size());
+    return;
+  }
+  const Tensor& t = *v.initializer;
+  onnx::TensorProto head;
+  head.set_name(v.name);
+  head.set_data_type(static_cast<int32_t>(t.dtype()));
+  for (int64_t d : t.dims()) head.add_dims(d);
+  const std::string head_bytes = head.SerializeAsString();
+  const std::string raw_header = field_header(kTensorRawDataField, t.nbytes());
+  const std::string h = field_header(kGraphInitializerField, head_bytes.size() + raw_header.size() + t.nbytes());
+  out.write(h.data(), h.size());
+  out.write(head_bytes.data(), head_bytes.size());
+  out.write(raw_header.data(), raw_header.size());
+  write_tensor_bytes(out, t);
+}
+
+}  // namespace
+
+bool export_onnx_file(const Graph& g, const fs::path& file, const ExportOptions& opts) {
+  const bool external = opts.external_data || total_initializer_bytes(g) > kProtobufLimit;
+  const std::string data_name = file.filename().string() + ".data";
+  const std::vector<Value*> inits = g.initializers();
+
+  // External data first: each large tensor page-aligned (so readers can map it), copied from its
+  // source file when it is unchanged mapped data.
+  std::vector<std::pair<const Value*, size_t>> offsets;
+  std::unique_ptr<AtomicFile> data;  // created for the first tensor that goes there
+  if (external) {
+    for (const Value* v : inits) {
       const Tensor& t = *v->initializer;
       if (t.nbytes() < opts.external_threshold) continue;
-      size_t aligned = (offset + 4095) / 4096 * 4096;  // page-aligned, so readers can mmap
-      if (aligned > offset) {
-        std::string pad(aligned - offset, '\0');
-        data.write(pad.data(), static_cast<std::streamsize>(pad.size()));
-      }
-      data.write(static_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
-      offsets.push_back({v, aligned});
-      offset = aligned + t.nbytes();
+      if (!data) data = std::make_unique<AtomicFile>(file.parent_path() / data_name);
+      data->pad_to(4096);
+      offsets.push_back({v, data->size()});
+      write_tensor_bytes(*data, t);
     }
-    if (!data) bad_input("failed writing '" + data_path.string() + "'");
   }
+
+  // The model: every field but the initializers serialized as usual, the graph's initializers
+  // streamed after the rest of the graph (in their order), so no tensor is copied into a proto.
   onnx::ModelProto m;
-  build_model(g, &m, data_name, offsets);
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) bad_input("cannot write '" + file.string() + "'");
-  if (m.ByteSizeLong() > kProtobufLimit)
+  build_model(g, &m, data_name, offsets, /*with_initializers=*/false);
+  onnx::GraphProto graph;
+  graph.Swap(m.mutable_graph());
+  m.clear_graph();
+  const std::string model_bytes = m.SerializeAsString();
+  const std::string graph_bytes = graph.SerializeAsString();
+  std::unordered_map<const Value*, size_t> ext(offsets.begin(), offsets.end());
+  std::vector<onnx::TensorProto> external_protos(inits.size());
+  uint64_t inits_size = 0;
+  for (size_t i = 0; i < inits.size(); ++i) {
+    const Value* v = inits[i];
+    uint64_t body;
+    if (auto it = ext.find(v); it != ext.end()) {
+      external_tensor_proto(*v, data_name, it->second, &external_protos[i]);
+      body = external_protos[i].ByteSizeLong();
+    } else {
+      onnx::TensorProto head;
+      head.set_name(v->name);
+      head.set_data_type(static_cast<int32_t>(v->initializer->dtype()));
+      for (int64_t d : v->initializer->dims()) head.add_dims(d);
+      body = head.ByteSizeLong() + field_header(kTensorRawDataField, v->initializer->nbytes()).size() +
+             v->initializer->nbytes();
+    }
+    inits_size += field_header(kGraphInitializerField, body).size() + body;
+  }
+  const uint64_t graph_size = graph_bytes.size() + inits_size;
+  if (model_bytes.size() + graph_size > kProtobufLimit)
     bad_input("the model graph alone exceeds protobuf's 2 GB limit");
-  if (!m.SerializeToOstream(&out)) bad_input("failed writing '" + file.string() + "'");
-  return external;
+  AtomicFile out(file);
+  out.write(model_bytes.data(), model_bytes.size());
+  const std::string gh = field_header(kModelGraphField, graph_size);
+  out.write(gh.data(), gh.size());
+  out.write(graph_bytes.data(), graph_bytes.size());
+  for (size_t i = 0; i < inits.size(); ++i)
+    write_initializer(out, *inits[i], ext.count(inits[i]) ? &external_protos[i] : nullptr);
+  if (out.size() != model_bytes.size() + gh.size() + graph_size) internal_error("streamed model size mismatch");
+  // The data file goes into place before the model that refers to it.
+  if (data) data->commit();
+  out.commit();
+  return data != nullptr;
 }
 
 }  // namespace fusec

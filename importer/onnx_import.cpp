@@ -6,8 +6,10 @@
 
 #include <unordered_set>
 
+#include "importer/mapped_file.h"
 #include "importer/tensor_proto.h"
 #include "ir/error.h"
+#include "ir/op_schema.h"
 
 namespace fusec {
 
@@ -17,9 +19,11 @@ namespace {
 
 class Importer {
  public:
-  Importer(const fs::path& dir, std::string file) : dir_(dir), file_(std::move(file)) {}
+  Importer(const fs::path& dir, std::string file, const ImportOptions& opts)
+      : dir_(dir), file_(std::move(file)), opts_(opts), maps_(opts.external_data_contents) {}
 
-  std::unique_ptr<Graph> run(const onnx::ModelProto& m) {
+  /// Imports `m`, taking inline initializer data out of it (the caller drops it afterwards).
+  std::unique_ptr<Graph> run(onnx::ModelProto& m) {
     auto g = std::make_unique<Graph>();
     g->meta.ir_version = m.ir_version();
     g->meta.producer_name = m.producer_name();
@@ -28,25 +32,34 @@ class Importer {
     g->meta.model_version = m.model_version();
     g->meta.doc_string = m.doc_string();
     for (const auto& p : m.metadata_props()) g->meta.props.emplace_back(p.key(), p.value());
+    check_version("IR version " + std::to_string(m.ir_version()), m.ir_version(), newest_supported_ir_version(),
+                  "the ONNX protobuf classes fusec was built with know");
     for (const auto& o : m.opset_import()) {
       std::string d = o.domain() == "ai.onnx" ? "" : o.domain();
       if (o.version() <= 0) fail("opset import for domain '" + o.domain() + "' has version " + std::to_string(o.version()));
+      if (const int64_t newest = newest_supported_opset(d))
+        check_version("opset " + std::to_string(o.version()) + " of domain " + (d.empty() ? "ai.onnx" : d),
+                      o.version(), newest, "fusec implements");
       g->opsets[d] = o.version();
     }
     if (!m.has_graph()) fail("the model has no graph");
-    const auto& gp = m.graph();
+    auto& gp = *m.mutable_graph();
     if (g->opsets.empty() && gp.node_size() > 0) fail("the model imports no opset");
     g->name = gp.name();
     g->doc_string = gp.doc_string();
     if (gp.sparse_initializer_size() > 0) fail("sparse initializers are not supported");
 
     // Initializers first: graph inputs of the same name are IR<4 style defaults.
-    for (const auto& t : gp.initializer()) {
+    for (auto& t : *gp.mutable_initializer()) {
       if (t.name().empty()) fail("an initializer has no name");
       if (g->find_value(t.name())) fail("initializer '" + t.name() + "' is defined twice");
-      Tensor data = tensor_from_proto(t, dir_, "initializer '" + t.name() + "'");
-      Value* v = g->add_initializer(t.name(), std::move(data));
-      if (v->name != t.name()) internal_error("initializer renamed");
+      const std::string name = t.name();
+      const bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
+      Tensor data = tensor_from_proto(std::move(t), dir_, "initializer '" + name + "'", &maps_);
+      g->meta.external_data |= external;
+      if (external) g->meta.external_bytes += static_cast<int64_t>(data.nbytes());
+      Value* v = g->add_initializer(name, std::move(data));
+      if (v->name != name) internal_error("initializer renamed");
     }
     std::unordered_set<std::string> input_names;
     for (const auto& vi : gp.input()) {
@@ -99,6 +112,15 @@ class Importer {
 
  private:
   [[noreturn]] void fail(const std::string& what) const { bad_input(file_ + ": " + what); }
+
+  /// A version newer than `newest` is refused, or with --allow-newer-opset reported and accepted.
+  void check_version(const std::string& what, int64_t version, int64_t newest, const std::string& who) const {
+    if (version <= newest) return;
+    const std::string msg = "the model uses " + what + ", newer than the newest " + who + " (" +
+                            std::to_string(newest) + ")";
+    if (!opts_.allow_newer_versions) fail(msg + "; --allow-newer-opset loads it anyway");
+    if (opts_.warn) opts_.warn(file_ + ": " + msg + "; loading it anyway (--allow-newer-opset)");
+  }
 
   TypeInfo read_type(const onnx::ValueInfoProto& vi, const std::string& what, bool lenient = false) {
     TypeInfo t;
@@ -162,14 +184,14 @@ class Importer {
       case A::FLOAT: out.value = a.f(); break;
       case A::INT: out.value = a.i(); break;
       case A::STRING: out.value = a.s(); break;
-      case A::TENSOR: out.value = tensor_from_proto(a.t(), dir_, "attribute '" + a.name() + "' of " + where); break;
+      case A::TENSOR: out.value = tensor_from_proto(a.t(), dir_, "attribute '" + a.name() + "' of " + where, &maps_); break;
       case A::GRAPH: out.value = OpaqueGraph{a.g().SerializeAsString()}; break;
       case A::FLOATS: out.value = std::vector<float>(a.floats().begin(), a.floats().end()); break;
       case A::INTS: out.value = std::vector<int64_t>(a.ints().begin(), a.ints().end()); break;
       case A::STRINGS: out.value = std::vector<std::string>(a.strings().begin(), a.strings().end()); break;
       case A::TENSORS: {
         std::vector<Tensor> ts;
-        for (const auto& t : a.tensors()) ts.push_back(tensor_from_proto(t, dir_, "attribute '" + a.name() + "' of " + where));
+        for (const auto& t : a.tensors()) ts.push_back(tensor_from_proto(t, dir_, "attribute '" + a.name() + "' of " + where, &maps_));
         out.value = std::move(ts);
         break;
       }
@@ -213,30 +235,50 @@ class Importer {
 
   fs::path dir_;
   std::string file_;
+  const ImportOptions& opts_;
+  MappedFiles maps_;  // external-data files, mapped once each
 };
 
 }  // namespace
 
-std::unique_ptr<Graph> import_onnx_bytes(const std::string& bytes, const fs::path& model_dir,
-                                         const std::string& display_name) {
-  if (bytes.empty()) bad_input(display_name + ": the file is empty");
+int64_t newest_supported_ir_version() { return onnx::Version::IR_VERSION; }
+
+namespace {
+
+/// Parses and imports `size` bytes of a serialized ModelProto.
+std::unique_ptr<Graph> import_buffer(const char* data, size_t size, const fs::path& model_dir,
+                                     const std::string& display_name, const ImportOptions& opts) {
+  if (size == 0) bad_input(display_name + ": the file is empty");
   onnx::ModelProto m;
-  google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                                static_cast<int>(std::min<size_t>(bytes.size(), INT32_MAX)));
-  stream.SetTotalBytesLimit(INT32_MAX);
-  if (!m.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
-    bad_input(display_name + ": not a valid ONNX model (protobuf parse failed: truncated or not an ONNX file)");
+  {
+    google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(data),
+                                                  static_cast<int>(std::min<size_t>(size, INT32_MAX)));
+    stream.SetTotalBytesLimit(INT32_MAX);
+    if (!m.ParseFromCodedStream(&stream) || !stream.ConsumedEntireMessage())
+      bad_input(display_name + ": not a valid ONNX model (protobuf parse failed: truncated or not an ONNX file)");
+  }
   if (m.ir_version() == 0 && !m.has_graph())
     bad_input(display_name + ": not a valid ONNX model (no ir_version and no graph)");
-  return Importer(model_dir, display_name).run(m);
+  return Importer(model_dir, display_name, opts).run(m);
 }
 
-std::unique_ptr<Graph> import_onnx_file(const fs::path& file) {
+}  // namespace
+
+std::unique_ptr<Graph> import_onnx_bytes(const std::string& bytes, const fs::path& model_dir,
+                                         const std::string& display_name, const ImportOptions& opts) {
+  return import_buffer(bytes.data(), bytes.size(), model_dir, display_name, opts);
+}
+
+std::unique_ptr<Graph> import_onnx_file(const fs::path& file, const ImportOptions& opts) {
   std::error_code ec;
   if (!fs::exists(file, ec)) bad_input("'" + file.string() + "' does not exist");
-  std::string bytes = read_file_bytes(file);
+  if (fs::is_directory(file, ec)) bad_input("'" + file.string() + "' is a directory, not a file");
   try {
-    return import_onnx_bytes(bytes, file.parent_path(), file.string());
+    // The file is parsed from a read-only map, not a copy in memory; the map goes once parsed.
+    if (auto map = MappedFile::open(file))
+      return import_buffer(map->data(), map->size(), file.parent_path(), file.string(), opts);
+    std::string bytes = read_file_bytes(file);  // empty, or not mappable
+    return import_buffer(bytes.data(), bytes.size(), file.parent_path(), file.string(), opts);
   } catch (const Error& e) {
     // Every import error names the model file once.
     std::string msg = e.what();

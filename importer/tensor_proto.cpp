@@ -2,9 +2,12 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cstdint>
 #include <fstream>
+#include <optional>
 
 #include "ir/error.h"
+#include "ir/memory_limit.h"
 
 namespace fusec {
 
@@ -62,7 +65,20 @@ int64_t typed_field_size(const onnx::TensorProto& p, DType t) {
 
 }  // namespace
 
-Tensor tensor_from_proto(const onnx::TensorProto& p, const fs::path& model_dir, const std::string& what) {
+namespace {
+
+/// A view of `bytes` at `data`, kept alive by `holder`, if the address suits the element type
+/// (natural alignment: all the kernels need); otherwise nullopt and the caller copies.
+std::optional<Tensor> view_if_aligned(DType t, const std::vector<int64_t>& dims, const void* data,
+                                      std::shared_ptr<void> holder) {
+  if (reinterpret_cast<uintptr_t>(data) % dtype_size(t) != 0) return std::nullopt;
+  return Tensor::view(t, dims, const_cast<void*>(data), std::move(holder));
+}
+
+/// `raw`: the inline raw data (p.raw_data(), or taken out of p), nullptr if p has none; `owned`:
+/// set when the caller gives up that string, so it can become the tensor's storage.
+Tensor from_proto(const onnx::TensorProto& p, const std::string* raw, std::unique_ptr<std::string> owned,
+                  const fs::path& model_dir, const std::string& what, MappedFiles* maps) {
   if (p.data_type() == onnx::TensorProto::STRING || p.string_data_size() > 0)
     bad_input(what + ": string tensors are not supported");
   DType t = dtype_from_onnx(p.data_type());
@@ -107,6 +123,16 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const fs::path& model_dir, 
       bad_input(what + ": external data at offset " + std::to_string(offset) + " + " +
                 std::to_string(length) + " bytes runs past the end of '" + location + "' (" +
                 std::to_string(fsize) + " bytes)");
+    if (maps && !maps->contents()) return Tensor::view(t, dims, nullptr, nullptr);  // references checked only
+    // A view into the mapped file where the offset suits the element type: no bytes are read
+    // until something touches them. Otherwise (or where the file cannot be mapped) one read.
+    MappedFiles local;
+    if (auto map = (maps ? maps : &local)->get(file); map && expected > 0 && map->size() == static_cast<size_t>(fsize)) {
+      const char* data = map->data() + offset;
+      if (auto v = view_if_aligned(t, dims, data, std::shared_ptr<void>(map, const_cast<char*>(map->data()))))
+        return *v;
+    }
+    check_allocation(expected, what);
     Tensor out(t, dims);
     std::ifstream in(file, std::ios::binary);
     in.seekg(offset);
@@ -115,18 +141,32 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const fs::path& model_dir, 
     return out;
   }
 
-  Tensor out(t, dims);
-  if (p.has_raw_data()) {
-    if (p.raw_data().size() != expected)
-      bad_input(what + ": raw data has " + std::to_string(p.raw_data().size()) + " bytes but shape " +
+  // Inline data: its size is checked against the declared shape before anything is allocated, so
+  // a file of a few bytes cannot make fusec allocate gigabytes first.
+  if (raw) {
+    if (raw->size() != expected)
+      bad_input(what + ": raw data has " + std::to_string(raw->size()) + " bytes but shape " +
                 dims_str(dims) + " of " + dtype_name(t) + " needs " + std::to_string(expected));
-    if (expected) std::memcpy(out.raw(), p.raw_data().data(), expected);
+    if (owned && expected > 0 && reinterpret_cast<uintptr_t>(owned->data()) % dtype_size(t) == 0) {
+      // The parsed bytes become the tensor's storage: no second copy while the proto is dropped.
+      host_memory().reserve(expected, what);
+      std::shared_ptr<std::string> storage(owned.release(), [expected](std::string* str) {
+        delete str;
+        host_memory().release(expected);
+      });
+      return Tensor::view(t, dims, storage->data(), storage);
+    }
+    check_allocation(expected, what);
+    Tensor out(t, dims);
+    if (expected) std::memcpy(out.raw(), raw->data(), expected);
     return out;
   }
   int64_t have = typed_field_size(p, t);
   if (have != n)
     bad_input(what + ": has " + std::to_string(have) + " values but shape " + dims_str(dims) + " needs " +
               std::to_string(n));
+  check_allocation(expected, what);
+  Tensor out(t, dims);
   switch (t) {
     case DType::Float32: copy_field(p.float_data(), out.data<float>(), n); break;
     case DType::Float64: copy_field(p.double_data(), out.data<double>(), n); break;
@@ -140,6 +180,20 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const fs::path& model_dir, 
     case DType::Undefined: break;
   }
   return out;
+}
+
+}  // namespace
+
+Tensor tensor_from_proto(const onnx::TensorProto& p, const fs::path& model_dir, const std::string& what,
+                         MappedFiles* maps) {
+  return from_proto(p, p.has_raw_data() ? &p.raw_data() : nullptr, nullptr, model_dir, what, maps);
+}
+
+Tensor tensor_from_proto(onnx::TensorProto&& p, const fs::path& model_dir, const std::string& what,
+                         MappedFiles* maps) {
+  std::unique_ptr<std::string> owned(p.has_raw_data() ? p.release_raw_data() : nullptr);
+  const std::string* raw = owned.get();  // read before the move below (argument order is unspecified)
+  return from_proto(p, raw, std::move(owned), model_dir, what, maps);
 }
 
 void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p) {

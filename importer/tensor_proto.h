@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <string>
 
+#include "importer/mapped_file.h"
 #include "ir/tensor.h"
 
 namespace onnx { class TensorProto; }
@@ -10,9 +11,15 @@ namespace onnx { class TensorProto; }
 namespace fusec {
 
 /// Converts a TensorProto. `model_dir` resolves external data; `what` names the tensor in errors
-/// (e.g. "initializer 'w'"). Throws BadInput on unsupported dtype, size mismatch, bad location.
+/// (e.g. "initializer 'w'"). Throws BadInput on unsupported dtype, size mismatch, bad location, or
+/// data past the memory limit; every size is checked before anything is allocated. External data
+/// becomes a view into its memory-mapped file (through `maps`, shared by one import) when its
+/// offset suits the element type, else it is read once.
 Tensor tensor_from_proto(const onnx::TensorProto& p, const std::filesystem::path& model_dir,
-                         const std::string& what);
+                         const std::string& what, MappedFiles* maps = nullptr);
+/// Same, but inline raw data is moved out of `p` into the tensor instead of copied.
+Tensor tensor_from_proto(onnx::TensorProto&& p, const std::filesystem::path& model_dir,
+                         const std::string& what, MappedFiles* maps = nullptr);
 
 /// Fills a TensorProto with name, dtype, dims and raw_data.
 void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p);

@@ -1,10 +1,20 @@
 #include "ir/cost.h"
 
+#include "ir/error.h"
+
 namespace fusec {
 
 std::optional<Cost> node_cost(const Graph& g, const Node& n) {
   const OpSchema* s = OpRegistry::global().find(n.domain, n.op_type, g.opset(n.domain));
   if (!s || !s->cost) return std::nullopt;
+  // Cost functions read the inputs and outputs their schema requires; a node inference skipped (a
+  // subgraph attribute, too few inputs) has no cost, not an out-of-range read.
+  if (!unsupported_reason(g, n).empty()) return std::nullopt;
+  try {
+    check_node_against_schema(n, *s);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
   std::vector<std::vector<int64_t>> in_dims, out_dims;
   std::vector<DType> in_types, out_types;
   for (const Value* v : n.inputs) {

@@ -33,4 +33,18 @@ inline std::string node_ref(const std::string& name, const std::string& op_type)
   return " (node '" + name + "', op " + op_type + ")";
 }
 
+/// Runs f(). A BadInput error from it whose message names no node gets `ref()` appended, so
+/// errors raised below the node level (a tensor's element count, an allocation) still say which
+/// node they came from. `ref` is only called on that path.
+template <typename F, typename R>
+decltype(auto) with_node_context(R&& ref, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    if (e.kind() != ErrorKind::BadInput || msg.find(" (node '") != std::string::npos) throw;
+    throw Error(e.kind(), msg + ref());
+  }
+}
+
 }  // namespace fusec

@@ -67,6 +67,8 @@ struct ModelMeta {
   std::string producer_name, producer_version, domain, doc_string;
   int64_t model_version = 0;
   std::vector<std::pair<std::string, std::string>> props;
+  bool external_data = false;  // the file kept some tensors in external data (optimize does too)
+  int64_t external_bytes = 0;  // how many bytes of tensor data those external files held
 };
 
 /// A model's main graph plus what the ONNX file says about it. Owns its Values and Nodes.

@@ -131,6 +131,13 @@ const AttrSpec* OpSchema::find_attr(const std::string& name) const {
 
 static std::string canon_domain(const std::string& d) { return d == "ai.onnx" ? "" : d; }
 
+int64_t newest_supported_opset(const std::string& domain) {
+  const std::string d = canon_domain(domain);
+  if (d.empty()) return kNewestOnnxOpset;
+  if (d == "ai.fusec") return kNewestFusecOpset;
+  return 0;
+}
+
 OpSchema& OpRegistry::add(const std::string& op_type, const std::string& domain) {
   auto& list = schemas_[{canon_domain(domain), op_type}];
   list.emplace_back();

@@ -142,6 +142,17 @@ struct OpSchema {
   OpSchema& set_doc(std::string d) { doc = std::move(d); return *this; }
 };
 
+/// The newest ai.onnx opset fusec implements: the schemas follow the operator definitions of
+/// onnx 1.23 (requirements.txt), whose newest opset is 28. Raise it only after checking every op
+/// that changed in the newer opsets. A model importing a newer opset is refused by default.
+constexpr int64_t kNewestOnnxOpset = 28;
+/// The newest version of fusec's own domain, ai.fusec (docs/ops.md).
+constexpr int64_t kNewestFusecOpset = 1;
+
+/// The newest opset fusec implements for a domain ("" and "ai.onnx" are the same); 0 for a domain
+/// it has no ops in (its nodes are reported as unsupported ops instead).
+int64_t newest_supported_opset(const std::string& domain);
+
 class OpRegistry {
  public:
   /// The registry with every op fusec knows (built once, on first use).

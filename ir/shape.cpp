@@ -1,7 +1,5 @@
 #include "ir/shape.h"
 
-#include <limits>
-
 #include "ir/error.h"
 
 namespace fusec {
@@ -42,14 +40,25 @@ std::vector<int64_t> static_dims(const Shape& s) {
 Shape shape_of(const std::vector<int64_t>& dims) { return Shape(dims.begin(), dims.end()); }
 
 int64_t checked_numel(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) {
+  for (int64_t d : dims)
     if (d < 0) bad_input("negative dimension " + std::to_string(d) + " in shape " + dims_str(dims));
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
+  // The product of the non-zero dims must fit too, even when a 0 makes the tensor empty: kernels
+  // compute strides as partial products, and those must not wrap either.
+  int64_t n = 1;
+  bool empty = false;
+  for (int64_t d : dims) {
+    if (d == 0) { empty = true; continue; }
+    if (__builtin_mul_overflow(n, d, &n))
       bad_input("shape " + dims_str(dims) + " has more elements than fit in int64");
-    n *= d;
   }
-  return n;
+  return empty ? 0 : n;
+}
+
+int64_t checked_nbytes(const std::vector<int64_t>& dims, DType t) {
+  int64_t bytes;
+  if (__builtin_mul_overflow(checked_numel(dims), static_cast<int64_t>(dtype_size(t)), &bytes))
+    bad_input("a tensor of shape " + dims_str(dims) + " has more bytes than fit in int64");
+  return bytes;
 }
 
 }  // namespace fusec

@@ -32,6 +32,8 @@ std::vector<int64_t> static_dims(const Shape& s);
 Shape shape_of(const std::vector<int64_t>& dims);
 /// Element count of static dims; throws BadInput on overflow past int64.
 int64_t checked_numel(const std::vector<int64_t>& dims);
+/// Bytes of a tensor of these dims and type; throws BadInput past int64.
+int64_t checked_nbytes(const std::vector<int64_t>& dims, DType t);
 std::string dims_str(const std::vector<int64_t>& dims);
 
 /// Type of a value as inference knows it: element type and (maybe unknown) shape.

@@ -1,27 +1,32 @@
 #include "ir/tensor.h"
 
-#include <unistd.h>
-
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 
 #include "ir/error.h"
 #include "ir/half.h"
+#include "ir/memory_limit.h"
 
 namespace fusec {
 
 std::shared_ptr<void> aligned_storage(size_t bytes) {
-  // More than the machine's memory can never succeed; say so instead of asking the allocator
-  // (which may overcommit now and be killed later).
-  static const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-  if (physical > 0 && static_cast<double>(bytes) > physical)
-    bad_input("a tensor needs " + std::to_string(bytes) + " bytes, more than this machine's " +
-              std::to_string(static_cast<long long>(physical)) + " bytes of memory");
+  // Checked against the host budget before asking the allocator, which may overcommit now and be
+  // killed later; the budget counts the bytes until the storage is freed.
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
+  while (!host_memory().try_reserve(rounded))
+    host_memory().check(rounded, "a tensor");
   void* p = std::aligned_alloc(64, rounded);
-  if (!p) bad_input("out of host memory allocating " + std::to_string(bytes) + " bytes");
+  if (!p) {
+    host_memory().release(rounded);
+    bad_input("out of host memory allocating " + std::to_string(bytes) + " bytes");
+  }
   std::memset(p, 0, rounded);
-  return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  return std::shared_ptr<void>(p, [rounded](void* q) {
+    std::free(q);
+    host_memory().release(rounded);
+  });
 }
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims)
@@ -82,7 +87,15 @@ int64_t Tensor::as_int64(int64_t i) const {
     case DType::Int16: return data<int16_t>()[i];
     case DType::Int8: return data<int8_t>()[i];
     case DType::UInt8: case DType::Bool: return data<uint8_t>()[i];
-    default: return static_cast<int64_t>(as_double(i));
+    default: {
+      // Saturating: a float outside int64 (or NaN) has no int64 value, and the plain cast is
+      // undefined behaviour.
+      const double d = as_double(i);
+      if (std::isnan(d)) return 0;
+      if (d >= 9223372036854775808.0) return INT64_MAX;
+      if (d < -9223372036854775808.0) return INT64_MIN;
+      return static_cast<int64_t>(d);
+    }
   }
 }
 

@@ -126,65 +126,68 @@ void merge_type(Value& v, const TypeInfo& inferred, const Node& n) {
   v.type.shape = merged;
 }
 
-}  // namespace
-
-void infer_shapes(Graph& g, const InferOptions& opts) {
-  g.topo_sort();
+/// Infers one node's output types (and, for small all-known inputs, its output values).
+void infer_node(Graph& g, Node& n, const InferOptions& opts, std::unordered_map<const Value*, Tensor>& known) {
   const auto& reg = OpRegistry::global();
-  std::unordered_map<const Value*, Tensor> known;  // values computed during inference
   auto value_of = [&](const Value* v) -> const Tensor* {
     if (!v) return nullptr;
     if (v->initializer) return v->initializer.get();
     auto it = known.find(v);
     return it == known.end() ? nullptr : &it->second;
   };
-  for (const auto& np : g.nodes()) {
-    Node& n = *np;
-    int64_t opset = g.opset(n.domain);
-    const OpSchema* schema = reg.find(n.domain, n.op_type, opset);
-    if (!schema || !unsupported_reason(g, n).empty()) continue;
-    check_node_against_schema(n, *schema);
-    std::vector<const TypeInfo*> types;
-    std::vector<const Tensor*> values;
-    bool all_known = true, types_known = true;
-    for (Value* v : n.inputs) {
-      // An input typed by nothing (it comes from an op fusec cannot run): leave this node's
-      // outputs as declared; the backend reports the unsupported op itself.
-      if (v && v->type.dtype == DType::Undefined) types_known = false;
-      types.push_back(v ? &v->type : nullptr);
-      values.push_back(value_of(v));
-      if (v && !values.back()) all_known = false;
-    }
-    if (!types_known) continue;
-    InferContext ctx(n, *schema, opset, types, values);
-    schema->infer(ctx);
-    for (size_t i = 0; i < n.outputs.size(); ++i)
-      if (n.outputs[i]) merge_type(*n.outputs[i], ctx.outputs[i], n);
-
-    // Value propagation: shape arithmetic becomes known, so Reshape & co. get static outputs.
-    if (n.op_type == "Shape" || n.op_type == "Size") {
-      const Value* in = n.inputs[0];
-      if (in->type.shape && is_static(*in->type.shape)) {
-        Tensor fake = Tensor::view(in->type.dtype, static_dims(*in->type.shape), nullptr, nullptr);
-        std::vector<const Tensor*> ins{&fake};
-        known[n.outputs[0]] = cpu::evaluate_node(n, opset, ins)[0];
-      }
-      continue;
-    }
-    bool small = true;
-    for (Value* out : n.outputs) {
-      if (!out) continue;
-      if (!out->type.shape || !is_static(*out->type.shape) ||
-          checked_numel(static_dims(*out->type.shape)) > opts.max_propagated_elements)
-        small = false;
-    }
-    bool random = n.op_type.rfind("Random", 0) == 0 || n.op_type == "Bernoulli";
-    if (all_known && small && !random && !n.outputs.empty()) {
-      auto outs = cpu::evaluate_node(n, opset, values);
-      for (size_t i = 0; i < n.outputs.size(); ++i)
-        if (n.outputs[i]) known[n.outputs[i]] = std::move(outs[i]);
-    }
+  int64_t opset = g.opset(n.domain);
+  const OpSchema* schema = reg.find(n.domain, n.op_type, opset);
+  if (!schema || !unsupported_reason(g, n).empty()) return;
+  check_node_against_schema(n, *schema);
+  std::vector<const TypeInfo*> types;
+  std::vector<const Tensor*> values;
+  bool all_known = true, types_known = true;
+  for (Value* v : n.inputs) {
+    // An input typed by nothing (it comes from an op fusec cannot run): leave this node's
+    // outputs as declared; the backend reports the unsupported op itself.
+    if (v && v->type.dtype == DType::Undefined) types_known = false;
+    types.push_back(v ? &v->type : nullptr);
+    values.push_back(value_of(v));
+    if (v && !values.back()) all_known = false;
   }
+  if (!types_known) return;
+  InferContext ctx(n, *schema, opset, types, values);
+  schema->infer(ctx);
+  for (size_t i = 0; i < n.outputs.size(); ++i)
+    if (n.outputs[i]) merge_type(*n.outputs[i], ctx.outputs[i], n);
+
+  // Value propagation: shape arithmetic becomes known, so Reshape & co. get static outputs.
+  if (n.op_type == "Shape" || n.op_type == "Size") {
+    const Value* in = n.inputs[0];
+    if (in->type.shape && is_static(*in->type.shape)) {
+      Tensor fake = Tensor::view(in->type.dtype, static_dims(*in->type.shape), nullptr, nullptr);
+      std::vector<const Tensor*> ins{&fake};
+      known[n.outputs[0]] = cpu::evaluate_node(n, opset, ins)[0];
+    }
+    return;
+  }
+  bool small = true;
+  for (Value* out : n.outputs) {
+    if (!out) continue;
+    if (!out->type.shape || !is_static(*out->type.shape) ||
+        checked_numel(static_dims(*out->type.shape)) > opts.max_propagated_elements)
+      small = false;
+  }
+  bool random = n.op_type.rfind("Random", 0) == 0 || n.op_type == "Bernoulli";
+  if (all_known && small && !random && !n.outputs.empty()) {
+    auto outs = cpu::evaluate_node(n, opset, values);
+    for (size_t i = 0; i < n.outputs.size(); ++i)
+      if (n.outputs[i]) known[n.outputs[i]] = std::move(outs[i]);
+  }
+}
+
+}  // namespace
+
+void infer_shapes(Graph& g, const InferOptions& opts) {
+  g.topo_sort();
+  std::unordered_map<const Value*, Tensor> known;  // values computed during inference
+  for (const auto& np : g.nodes())
+    with_node_context([&] { return np->ref(); }, [&] { infer_node(g, *np, opts, known); });
 }
 
 std::vector<std::string> non_static_values(const Graph& g) {

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "ir/error.h"
+#include "ir/memory_limit.h"
 #include "ir/half.h"
 
 namespace fusec {
@@ -14,7 +15,10 @@ Tensor random_input(const Value& v, uint64_t seed) {
   if (!v.type.shape || !is_static(*v.type.shape))
     bad_input("input '" + v.name + "' has shape " + (v.type.shape ? shape_str(*v.type.shape) : "unknown") +
               "; bind it with --batch N or --shape " + v.name + ":AxBxC");
-  Tensor t(v.type.dtype, static_dims(*v.type.shape));
+  const auto dims = static_dims(*v.type.shape);
+  check_allocation(static_cast<size_t>(checked_nbytes(dims, v.type.dtype)),
+                   "input '" + v.name + "' (" + shape_str(*v.type.shape) + ")");
+  Tensor t(v.type.dtype, dims);
   std::mt19937_64 rng(seed ^ std::hash<std::string>{}(v.name));
   std::uniform_real_distribution<double> uni(-1.0, 1.0);
   std::uniform_int_distribution<int64_t> ints(0, 63);

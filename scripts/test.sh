@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: build, then every ctest (unit, conformance, round trip,
-# bad-input corpus, model equivalence with onnxruntime, CLI), then the same under ASan + UBSan.
-#   bash scripts/test.sh            both builds
+# bad-input corpus, model equivalence with onnxruntime, CLI), then the same under ASan + UBSan,
+# then three minutes of fuzzing (scripts/fuzz.sh: fails on any finding).
+#   bash scripts/test.sh            all of it
 #   FUSEC_NO_ASAN=1 bash scripts/test.sh   skip the sanitizer pass (quicker local runs)
+#   FUSEC_NO_FUZZ=1 bash scripts/test.sh   skip the fuzzing step
+#   FUSEC_FUZZ_SECONDS=600 ...             fuzz longer
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -17,5 +20,8 @@ if [ "${FUSEC_NO_ASAN:-0}" != 1 ]; then
   # Leak checking stays on; protobuf's static descriptors are freed at exit, so none are reported.
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
      ctest --output-on-failure -j"$jobs")
+fi
+if [ "${FUSEC_NO_FUZZ:-0}" != 1 ]; then
+  bash scripts/fuzz.sh "${FUSEC_FUZZ_SECONDS:-180}"
 fi
 echo "test: all suites passed"

@@ -5,6 +5,7 @@
 #include "backend/cpu/kernel.h"
 #include "backend/memory_planner.h"
 #include "ir/error.h"
+#include "ir/memory_limit.h"
 
 namespace fusec::cpu {
 namespace {
@@ -31,82 +32,101 @@ class CpuExecutable : public Executable {
     if (inputs.size() != g.inputs.size())
       bad_input("the model has " + std::to_string(g.inputs.size()) + " inputs, got " +
                 std::to_string(inputs.size()));
-    std::vector<Tensor> slots(slot_count_);
-    for (auto& [slot, t] : constants_) slots[slot] = t;
+    RunState rs;
+    rs.slots.resize(slot_count_);
+    for (auto& [slot, t] : constants_) rs.slots[slot] = t;
     for (size_t i = 0; i < inputs.size(); ++i) {
       check_input_tensor(*g.inputs[i], inputs[i]);
-      slots[slot_of_.at(g.inputs[i])] = inputs[i];
+      rs.slots[slot_of_.at(g.inputs[i])] = inputs[i];
     }
-    size_t live = 0, peak = 0;
-    std::vector<const Tensor*> in_ptrs;
-    std::vector<TypeInfo> in_types;
-    std::vector<const TypeInfo*> in_type_ptrs;
-    for (const Step& st : steps_) {
-      in_ptrs.assign(st.in_slots.size(), nullptr);
-      in_types.assign(st.in_slots.size(), TypeInfo{});
-      in_type_ptrs.assign(st.in_slots.size(), nullptr);
-      for (size_t i = 0; i < st.in_slots.size(); ++i) {
-        if (st.in_slots[i] < 0) continue;
-        const Tensor& t = slots[st.in_slots[i]];
-        in_ptrs[i] = &t;
-        in_types[i] = {t.dtype(), shape_of(t.dims())};
-        in_type_ptrs[i] = &in_types[i];
-      }
-      InferContext ictx(*st.node, *st.schema, st.opset, in_type_ptrs, in_ptrs);
-      st.schema->infer(ictx);
-      std::vector<Tensor*> out_ptrs(st.out_slots.size(), nullptr);
-      for (size_t i = 0; i < st.out_slots.size(); ++i) {
-        int s = st.out_slots[i];
-        if (s < 0) continue;
-        const TypeInfo& t = ictx.outputs[i];
-        if (t.dtype == DType::Undefined || !t.shape || !is_static(*t.shape))
-          internal_error("output " + std::to_string(i) + " has no static shape at run time" +
-                         st.node->ref());
-        auto dims = static_dims(*t.shape);
-        auto planned = arena_offset_.find(s);
-        if (planned != arena_offset_.end() && t.dtype == planned_dtype_.at(s) &&
-            checked_numel(dims) * static_cast<int64_t>(dtype_size(t.dtype)) <= planned_bytes_.at(s)) {
-          slots[s] = Tensor::view(t.dtype, dims, static_cast<char*>(arena_.get()) + planned->second, arena_);
-          std::memset(slots[s].raw(), 0, slots[s].nbytes());
-        } else {
-          slots[s] = Tensor(t.dtype, dims);
-          live += slots[s].nbytes();
-        }
-        out_ptrs[i] = &slots[s];
-      }
-      peak = std::max(peak, live);
-      KernelContext kctx(*st.node, *st.schema, st.opset, in_ptrs, out_ptrs);
-      (*st.kernel)(kctx);
-      for (int s : st.free_after) {
-        if (!arena_offset_.count(s)) live -= std::min(live, slots[s].nbytes());
-        slots[s] = Tensor();
-      }
-    }
-    if (!stats_.planned) stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, peak);
+    for (const Step& st : steps_)
+      with_node_context([&] { return st.node->ref(); }, [&] { run_step(st, rs); });
+    if (!stats_.planned) stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, rs.peak);
     std::vector<Tensor> outs;
     for (Value* v : g.outputs) {
-      const Tensor& t = slots[slot_of_.at(v)];
-      outs.push_back(arena_offset_.count(slot_of_.at(v)) ? t.clone() : t);
+      const Tensor& t = rs.slots[slot_of_.at(v)];
+      outs.push_back(arena_[slot_of_.at(v)].placed ? t.clone() : t);
     }
     return outs;
   }
 
  private:
+  /// What one run carries from step to step (the scratch vectors are reused to avoid
+  /// allocating per node).
+  struct RunState {
+    std::vector<Tensor> slots;
+    size_t live = 0, peak = 0;  // bytes of outputs allocated outside the arena
+    std::vector<const Tensor*> in_ptrs;
+    std::vector<TypeInfo> in_types;
+    std::vector<const TypeInfo*> in_type_ptrs;
+  };
+
+  /// Infers the step's exact output shapes from its inputs' values, places its outputs (in the
+  /// planned arena, or freshly allocated when the plan does not fit), runs its kernel, and frees
+  /// what it read last.
+  void run_step(const Step& st, RunState& rs) {
+    auto& slots = rs.slots;
+    rs.in_ptrs.assign(st.in_slots.size(), nullptr);
+    rs.in_types.assign(st.in_slots.size(), TypeInfo{});
+    rs.in_type_ptrs.assign(st.in_slots.size(), nullptr);
+    for (size_t i = 0; i < st.in_slots.size(); ++i) {
+      if (st.in_slots[i] < 0) continue;
+      const Tensor& t = slots[st.in_slots[i]];
+      rs.in_ptrs[i] = &t;
+      rs.in_types[i] = {t.dtype(), shape_of(t.dims())};
+      rs.in_type_ptrs[i] = &rs.in_types[i];
+    }
+    InferContext ictx(*st.node, *st.schema, st.opset, rs.in_type_ptrs, rs.in_ptrs);
+    st.schema->infer(ictx);
+    std::vector<Tensor*> out_ptrs(st.out_slots.size(), nullptr);
+    for (size_t i = 0; i < st.out_slots.size(); ++i) {
+      int s = st.out_slots[i];
+      if (s < 0) continue;
+      const TypeInfo& t = ictx.outputs[i];
+      if (t.dtype == DType::Undefined || !t.shape || !is_static(*t.shape))
+        internal_error("output " + std::to_string(i) + " has no static shape at run time" + st.node->ref());
+      auto dims = static_dims(*t.shape);
+      const ArenaSlot& planned = arena_[s];
+      if (planned.placed && t.dtype == planned.dtype && checked_nbytes(dims, t.dtype) <= planned.bytes) {
+        slots[s] = Tensor::view(t.dtype, dims, static_cast<char*>(arena_storage_.get()) + planned.offset, arena_storage_);
+        std::memset(slots[s].raw(), 0, slots[s].nbytes());
+      } else {
+        slots[s] = Tensor(t.dtype, dims);  // checks the size against the memory limit first
+        rs.live += slots[s].nbytes();
+      }
+      out_ptrs[i] = &slots[s];
+    }
+    rs.peak = std::max(rs.peak, rs.live);
+    KernelContext kctx(*st.node, *st.schema, st.opset, rs.in_ptrs, out_ptrs);
+    (*st.kernel)(kctx);
+    for (int s : st.free_after) {
+      if (!arena_[s].placed) rs.live -= std::min(rs.live, slots[s].nbytes());
+      slots[s] = Tensor();
+    }
+  }
+
   void build() {
     Graph& g = *graph_;
     g.topo_sort();
+    std::vector<const Value*> value_of;  // by slot
     auto slot = [&](Value* v) {
-      auto it = slot_of_.find(v);
-      if (it != slot_of_.end()) return it->second;
-      slot_of_[v] = slot_count_;
-      return slot_count_++;
+      auto [it, fresh] = slot_of_.emplace(v, slot_count_);
+      if (fresh) {
+        value_of.push_back(v);
+        ++slot_count_;
+      }
+      return it->second;
     };
     for (Value* v : g.initializers()) {
       constants_.push_back({slot(v), *v->initializer});
       stats_.weight_bytes += v->initializer->nbytes();
     }
     for (Value* v : g.inputs) slot(v);
-    std::unordered_map<int, int> first, last;
+    std::vector<int> first, last;  // by slot: the step that writes it, the last step that reads it
+    auto grow = [&] {
+      first.resize(static_cast<size_t>(slot_count_), -1);
+      last.resize(static_cast<size_t>(slot_count_), -1);
+    };
     int step_index = 0;
     for (const auto& np : g.nodes()) {
       const Node& n = *np;
@@ -116,53 +136,50 @@ class CpuExecutable : public Executable {
       st.schema = OpRegistry::global().find(n.domain, n.op_type, st.opset);
       st.kernel = KernelRegistry::global().find(n.domain, n.op_type);
       if (!st.schema || !st.kernel) internal_error("compile: unsupported node slipped through" + n.ref());
-      for (Value* v : n.inputs) {
-        int s = v ? slot(v) : -1;
-        st.in_slots.push_back(s);
+      for (Value* v : n.inputs) st.in_slots.push_back(v ? slot(v) : -1);
+      for (Value* v : n.outputs) st.out_slots.push_back(v ? slot(v) : -1);
+      grow();
+      for (int s : st.in_slots)
         if (s >= 0) last[s] = step_index;
-      }
-      for (Value* v : n.outputs) {
-        int s = v ? slot(v) : -1;
-        st.out_slots.push_back(s);
-        if (s >= 0) { first[s] = step_index; last.emplace(s, step_index); }
-      }
+      for (int s : st.out_slots)
+        if (s >= 0) {
+          first[s] = step_index;
+          if (last[s] < 0) last[s] = step_index;
+        }
       steps_.push_back(std::move(st));
       ++step_index;
     }
+    for (Value* v : g.outputs) slot(v);
+    grow();
     // Graph outputs, inputs and constants live for the whole run: never freed, never in the arena.
-    std::unordered_map<int, bool> pinned;
+    std::vector<bool> pinned(static_cast<size_t>(slot_count_), false);
     for (Value* v : g.outputs) pinned[slot(v)] = true;
     for (Value* v : g.inputs) pinned[slot(v)] = true;
     for (auto& [s, t] : constants_) pinned[s] = true;
-    for (auto& [s, l] : last)
-      if (!pinned.count(s)) steps_[l].free_after.push_back(s);
+    for (int s = 0; s < slot_count_; ++s)
+      if (last[s] >= 0 && !pinned[s]) steps_[last[s]].free_after.push_back(s);
 
     // Static plan: when every intermediate has a static shape, place them all in one arena.
+    arena_.assign(static_cast<size_t>(slot_count_), ArenaSlot{});
     std::vector<BufferRequest> reqs;
     std::vector<int> req_slot;
-    bool all_static = true;
-    for (auto& [v, s] : slot_of_) {
-      if (pinned.count(s) || !first.count(s)) continue;
-      if (!v->type.shape || !is_static(*v->type.shape) || v->type.dtype == DType::Undefined) {
-        all_static = false;
-        break;
-      }
-      int64_t bytes = checked_numel(static_dims(*v->type.shape)) * dtype_size(v->type.dtype);
+    for (int s = 0; s < slot_count_; ++s) {
+      if (pinned[s] || first[s] < 0) continue;
+      const Value* v = value_of[s];
+      if (!v->type.shape || !is_static(*v->type.shape) || v->type.dtype == DType::Undefined) return;
+      const int64_t bytes = checked_nbytes(static_dims(*v->type.shape), v->type.dtype);
       reqs.push_back({static_cast<size_t>(bytes), first[s], last[s]});
       req_slot.push_back(s);
-      planned_dtype_[s] = v->type.dtype;
-      planned_bytes_[s] = bytes;
     }
-    if (all_static) {
-      MemoryPlan plan = plan_memory(reqs, 64);
-      arena_ = aligned_storage(plan.arena_bytes);
-      for (size_t i = 0; i < reqs.size(); ++i) arena_offset_[req_slot[i]] = plan.offsets[i];
-      stats_.planned = true;
-      stats_.peak_activation_bytes = plan.arena_bytes;
-    } else {
-      planned_dtype_.clear();
-      planned_bytes_.clear();
+    MemoryPlan plan = plan_memory(reqs, 64);
+    check_allocation(plan.arena_bytes, "the activation arena (" + std::to_string(reqs.size()) + " intermediate tensors)");
+    arena_storage_ = aligned_storage(plan.arena_bytes);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const int s = req_slot[i];
+      arena_[s] = {true, plan.offsets[i], value_of[s]->type.dtype, static_cast<int64_t>(reqs[i].bytes)};
     }
+    stats_.planned = true;
+    stats_.peak_activation_bytes = plan.arena_bytes;
   }
 
 
@@ -171,10 +188,15 @@ class CpuExecutable : public Executable {
   std::unordered_map<const Value*, int> slot_of_;
   int slot_count_ = 0;
   std::vector<std::pair<int, Tensor>> constants_;
-  std::shared_ptr<void> arena_;
-  std::unordered_map<int, size_t> arena_offset_;
-  std::unordered_map<int, DType> planned_dtype_;
-  std::unordered_map<int, int64_t> planned_bytes_;
+  /// Where a slot lives in the static plan (placed: only when every intermediate shape is static).
+  struct ArenaSlot {
+    bool placed = false;
+    size_t offset = 0;
+    DType dtype = DType::Undefined;
+    int64_t bytes = 0;
+  };
+  std::vector<ArenaSlot> arena_;  // by slot
+  std::shared_ptr<void> arena_storage_;
   MemoryStats stats_;
 };
 

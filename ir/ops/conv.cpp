@@ -53,7 +53,7 @@ void infer_conv(InferContext& c) {
   const int64_t group = c.attr_int("group");
   const auto& xs = c.input_shape(0);
   const int64_t channels = xs ? static_or((*xs)[1]) : -1;
-  if (channels >= 0 && w[1] >= 0 && channels != w[1] * group)
+  if (channels >= 0 && w[1] >= 0 && channels != dims::mul(w[1], group, c, "W's input channels x group"))
     c.fail("X has " + std::to_string(channels) + " channels but W expects " + std::to_string(w[1]) + " x group " +
            std::to_string(group));
   if (w[0] >= 0 && w[0] % group != 0) c.fail("output channels (" + std::to_string(w[0]) + ") are not divisible by group");
@@ -81,7 +81,7 @@ void infer_conv_transpose(InferContext& c) {
   if (channels >= 0 && w[0] >= 0 && channels != w[0])
     c.fail("X has " + std::to_string(channels) + " channels but W has " + std::to_string(w[0]));
   if (w[0] >= 0 && w[0] % group != 0) c.fail("input channels are not divisible by group");
-  const int64_t out_channels = w[1] >= 0 ? w[1] * group : -1;
+  const int64_t out_channels = w[1] >= 0 ? dims::mul(w[1], group, c, "the output channels") : -1;
   if (c.has_input(2) && c.input_shape(2)) {
     const Shape& bs = *c.input_shape(2);
     if (bs.size() != 1 || (bs[0].is_static() && out_channels >= 0 && bs[0].value != out_channels))

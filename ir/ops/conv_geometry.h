@@ -1,10 +1,13 @@
 // Window geometry for Conv, ConvTranspose and the pools: strides, dilations, pads and auto_pad
 // turned into per-dim begin/end padding and output sizes. Shared by the schemas (inference) and
-// the CPU kernels, so both compute the same shapes.
+// the CPU kernels, so both compute the same shapes. All of it is checked int64 arithmetic
+// (ir/dim_math.h): pads and dilations come straight from the file, and a window whose extent wraps
+// around int64 would otherwise look like a window of 1.
 #pragma once
 #include <string>
 #include <vector>
 
+#include "ir/dim_math.h"
 #include "ir/op_schema.h"
 
 namespace fusec {
@@ -14,7 +17,6 @@ namespace fusec {
 struct WindowGeometry {
   std::vector<int64_t> in, kernel, stride, dilation, pad_begin, pad_end, out;
   size_t rank() const { return in.size(); }
-  int64_t effective_kernel(size_t i) const { return (kernel[i] - 1) * dilation[i] + 1; }
 };
 
 /// An ints attribute of `n` values, or `def` repeated if the node does not set it (or the
@@ -52,24 +54,28 @@ inline WindowGeometry window_geometry(const NodeAttrs& a, const std::vector<int6
     if (g.dilation[i] < 1) a.fail("dilations must be positive");
     if (g.pad_begin[i] < 0 || g.pad_end[i] < 0) a.fail("pads must not be negative");
     if (in[i] < 0 || kernel[i] < 0) continue;
-    const int64_t dk = g.effective_kernel(i), s = g.stride[i];
+    const std::string dim = " in spatial dim " + std::to_string(i);
+    const int64_t dk = dims::window(kernel[i], g.dilation[i], a, "the dilated window" + dim), s = g.stride[i];
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       g.out[i] = ceil_div(in[i], s);
-      const int64_t total = std::max<int64_t>(0, (g.out[i] - 1) * s + dk - in[i]);
+      // (out - 1) * s < in, so only adding the window can overflow.
+      const int64_t total = std::max<int64_t>(0, dims::add((g.out[i] - 1) * s - in[i], dk, a, "the padding" + dim));
       const int64_t small = total / 2, big = total - small;
       g.pad_begin[i] = auto_pad == "SAME_UPPER" ? small : big;
       g.pad_end[i] = auto_pad == "SAME_UPPER" ? big : small;
       continue;
     }
     if (auto_pad == "VALID") g.pad_begin[i] = g.pad_end[i] = 0;
-    const int64_t span = in[i] + g.pad_begin[i] + g.pad_end[i] - dk;
+    const int64_t padded = dims::add(dims::add(in[i], g.pad_begin[i], a, "the padded input" + dim), g.pad_end[i], a,
+                                     "the padded input" + dim);
+    const int64_t span = padded - dk;  // both non-negative: cannot overflow
     if (span < 0)
-      a.fail("the window (" + std::to_string(dk) + ") is larger than the padded input (" +
-             std::to_string(in[i] + g.pad_begin[i] + g.pad_end[i]) + ") in spatial dim " + std::to_string(i));
+      a.fail("the window (" + std::to_string(dk) + ") is larger than the padded input (" + std::to_string(padded) +
+             ")" + dim);
     if (ceil_mode && auto_pad == "NOTSET") {
       g.out[i] = ceil_div(span, s) + 1;
       // The last window must start inside the input or its begin padding.
-      if ((g.out[i] - 1) * s >= in[i] + g.pad_begin[i]) --g.out[i];
+      if (dims::mul(g.out[i] - 1, s, a, "the last window's start" + dim) >= in[i] + g.pad_begin[i]) --g.out[i];
     } else {
       g.out[i] = span / s + 1;
     }
@@ -109,22 +115,25 @@ inline WindowGeometry conv_transpose_geometry(const NodeAttrs& a, const std::vec
     if (out_pad[i] < 0) a.fail("output_padding must not be negative");
     if (kernel[i] < 1 && kernel[i] != -1) a.fail("kernel dims must be positive");
     if (in[i] < 0 || kernel[i] < 0) continue;
-    const int64_t full = g.stride[i] * (in[i] - 1) + out_pad[i] + g.effective_kernel(i);
+    const std::string dim = "the output size in spatial dim " + std::to_string(i);
+    // stride * (in - 1) + output_padding + dilated window, each step checked.
+    const int64_t full = dims::add(dims::add(dims::mul(g.stride[i], in[i] - 1, a, dim), out_pad[i], a, dim),
+                                   dims::window(kernel[i], g.dilation[i], a, dim), a, dim);
     int64_t target = -1;
     if (!out_shape.empty())
       target = out_shape[i];
     else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
-      target = in[i] * g.stride[i];
+      target = dims::mul(in[i], g.stride[i], a, dim);
     if (target >= 0) {
       // total_padding = full - output_shape; SAME_UPPER puts the smaller half first (ONNX spec).
-      const int64_t total = full - target;
+      const int64_t total = dims::sub(full, target, a, dim);
       const int64_t small = floor_div(total, 2), big = total - small;
       g.pad_begin[i] = auto_pad == "SAME_UPPER" ? small : big;
       g.pad_end[i] = auto_pad == "SAME_UPPER" ? big : small;
       g.out[i] = target;
     } else {
       if (auto_pad == "VALID") g.pad_begin[i] = g.pad_end[i] = 0;
-      g.out[i] = full - g.pad_begin[i] - g.pad_end[i];
+      g.out[i] = dims::sub(dims::sub(full, g.pad_begin[i], a, dim), g.pad_end[i], a, dim);
     }
     if (g.out[i] < 0) a.fail("ConvTranspose output size would be negative");
   }

@@ -1,6 +1,7 @@
 // Ops that create tensors from attributes or scalars: Constant, ConstantOfShape, Range.
 #include <cmath>
 
+#include "ir/dim_math.h"
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
 
@@ -58,7 +59,7 @@ void infer_constant_of_shape(InferContext& c) {
     }
     c.set_output(0, t, out);
   } else if (s && (*s)[0].is_static()) {
-    c.set_output(0, t, Shape(static_cast<size_t>((*s)[0].value), Dim()));
+    c.set_output(0, t, Shape(dims::rank((*s)[0].value, c, "the shape input's length"), Dim()));
   } else {
     c.set_output(0, t, std::nullopt);
   }

@@ -28,7 +28,7 @@ inline int64_t legacy_broadcast_axis(size_t rank_a, size_t rank_b, const NodeAtt
     n.fail("legacy broadcast: B has rank " + std::to_string(rb) + ", more than A's " + std::to_string(ra));
   int64_t axis = n.has_attr("axis") ? n.attr_int("axis") : ra - rb;
   if (axis < 0) axis += ra;
-  if (axis < 0 || axis + rb > ra)
+  if (axis < 0 || axis > ra - rb)  // not axis + rb > ra: axis comes from the file and may be huge
     n.fail("legacy broadcast: axis " + std::to_string(n.attr_int("axis")) + " does not fit B's rank " +
            std::to_string(rb) + " into A's rank " + std::to_string(ra));
   return axis;

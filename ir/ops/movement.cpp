@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "ir/dim_math.h"
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
 #include "ir/ops/movement_util.h"
@@ -35,12 +36,6 @@ void require_index(const InferContext& c, size_t i) {
 std::vector<int64_t> ints_of(const InferContext& c, const Tensor& t, const char* what) {
   if (t.rank() > 1) c.fail(std::string(what) + " must be a 1-D tensor, got shape " + dims_str(t.dims()));
   return t.to_int64_vector();
-}
-
-Dim mul_dim(const Dim& d, int64_t k) {
-  if (k == 1) return d;
-  if (d.is_static()) return Dim(d.value * k);
-  return Dim();
 }
 
 /// Reads only what it gathers: indices plus the gathered elements (not the whole table).
@@ -103,7 +98,7 @@ void infer_concat(InferContext& c) {
       if (!a.is_static() && b.is_static()) (*out)[d] = b;
     }
     const Dim& d = (*s)[ax];
-    if (d.is_static()) axis_sum += d.value;
+    if (d.is_static()) axis_sum = dims::add(axis_sum, d.value, c, "the concatenated axis");
     else axis_static = false;
   }
   if (out) (*out)[ax] = axis_static ? Dim(axis_sum) : Dim();
@@ -338,7 +333,7 @@ void infer_expand(InferContext& c) {
   }
   const auto& ss = c.input_shape(1);
   if (!s || !ss || ss->size() != 1 || !(*ss)[0].is_static()) { c.set_output(0, t, std::nullopt); return; }
-  const size_t n = static_cast<size_t>((*ss)[0].value);
+  const size_t n = dims::rank((*ss)[0].value, c, "the shape input's length");
   const size_t r = std::max(n, s->size());
   Shape out(r, Dim());
   // An input dim other than 1 survives broadcasting unchanged (the shape entry must be 1 or it).
@@ -362,7 +357,7 @@ void infer_tile(InferContext& c) {
   Shape out(s->size());
   for (size_t i = 0; i < rep.size(); ++i) {
     if (rep[i] < 0) c.fail("repeats must be non-negative");
-    out[i] = rep[i] == 0 ? Dim(0) : mul_dim((*s)[i], rep[i]);
+    out[i] = rep[i] == 0 ? Dim(0) : dims::mul((*s)[i], rep[i], c, "output dim " + std::to_string(i));
   }
   c.set_output(0, t, out);
 }
@@ -396,7 +391,13 @@ void infer_pad(InferContext& c) {
     const Dim& d = (*s)[i];
     if (p[i] == 0 && p[r + i] == 0) { out[i] = d; continue; }
     if (!d.is_static()) { out[i] = Dim(); continue; }
-    const int64_t o = d.value + p[i] + p[r + i];
+    // A negative pad crops; it cannot crop more than the dim holds (the kernel reads input
+    // coordinate o - pad_begin, which must stay a small number).
+    if (p[i] < -d.value || p[r + i] < -d.value)
+      c.fail("pads " + std::to_string(p[i]) + ", " + std::to_string(p[r + i]) + " crop more than dim " +
+             std::to_string(i) + " holds (" + std::to_string(d.value) + ")");
+    const std::string what = "output dim " + std::to_string(i);
+    const int64_t o = dims::add(dims::add(d.value, p[i], c, what), p[r + i], c, what);
     if (o < 0) c.fail("pads make dim " + std::to_string(i) + " negative");
     if (mode != "constant" && d.value == 0 && (p[i] > 0 || p[r + i] > 0))
       c.fail("cannot pad an empty dim in mode '" + mode + "'");
@@ -418,16 +419,17 @@ void infer_depth_to_space(InferContext& c) {
   const auto& s = c.input_shape(0);
   if (!s) { c.set_output(0, t, unknown_shape(4)); return; }
   if (s->size() != 4) c.fail("input must have rank 4, got " + shape_str(*s));
+  const int64_t bb = dims::mul(b, b, c, "blocksize^2");
   Shape out = *s;
   const Dim& ch = (*s)[1];
   if (ch.is_static()) {
-    if (ch.value % (b * b)) c.fail("channels (" + std::to_string(ch.value) + ") must be divisible by blocksize^2");
-    out[1] = ch.value / (b * b);
+    if (ch.value % bb) c.fail("channels (" + std::to_string(ch.value) + ") must be divisible by blocksize^2");
+    out[1] = ch.value / bb;
   } else {
     out[1] = Dim();
   }
-  out[2] = mul_dim((*s)[2], b);
-  out[3] = mul_dim((*s)[3], b);
+  out[2] = dims::mul((*s)[2], b, c, "output height");
+  out[3] = dims::mul((*s)[3], b, c, "output width");
   c.set_output(0, t, out);
 }
 
@@ -443,7 +445,7 @@ void infer_space_to_depth(InferContext& c) {
   if (!s) { c.set_output(0, t, unknown_shape(4)); return; }
   if (s->size() != 4) c.fail("input must have rank 4, got " + shape_str(*s));
   Shape out = *s;
-  out[1] = mul_dim((*s)[1], b * b);
+  out[1] = dims::mul((*s)[1], dims::mul(b, b, c, "blocksize^2"), c, "output channels");
   for (int i = 2; i < 4; ++i) {
     const Dim& d = (*s)[i];
     if (!d.is_static()) { out[i] = Dim(); continue; }

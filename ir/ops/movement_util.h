@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/dim_math.h"
 #include "ir/op_schema.h"
 
 namespace fusec::movement {
@@ -110,7 +111,7 @@ inline std::vector<int64_t> split_sizes(int64_t dim, const std::vector<int64_t>&
     int64_t sum = 0;
     for (int64_t s : split) {
       if (s < 0) where.fail("split sizes must be non-negative");
-      sum += s;
+      sum = dims::add(sum, s, where, "the sum of the split sizes");
     }
     if (sum != dim)
       where.fail("split sizes sum to " + std::to_string(sum) + " but the axis has length " +
@@ -123,7 +124,7 @@ inline std::vector<int64_t> split_sizes(int64_t dim, const std::vector<int64_t>&
   if (!allow_uneven)
     where.fail("axis of length " + std::to_string(dim) + " cannot be split into " + std::to_string(n) +
                " equal parts");
-  const int64_t chunk = (dim + n - 1) / n;
+  const int64_t chunk = dim / n + (dim % n != 0);  // ceil(dim / n); dim + n - 1 could overflow
   std::vector<int64_t> out(n);
   int64_t left = dim;
   for (int64_t i = 0; i < n; ++i) {

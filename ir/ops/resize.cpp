@@ -5,6 +5,7 @@
 // right rank with unknown dims on the resized axes.
 #include <cmath>
 
+#include "ir/dim_math.h"
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
 #include "ir/ops/resize_util.h"
@@ -93,11 +94,15 @@ void infer_resize(InferContext& c) {
   for (size_t i = 0; i < axes.size(); ++i) {
     const int64_t a = axes[i];
     if (!sizes.empty() && i < sizes.size() && stretch) {
+      if (sizes[i] < 0) c.fail("sizes must be non-negative");
       out[a] = sizes[i];
     } else if (!scales.empty() && i < scales.size()) {
       if (scales[i] == 1.0) continue;
-      out[a] = (*s)[a].is_static() ? Dim(static_cast<int64_t>(std::floor(scales[i] * static_cast<double>((*s)[a].value))))
-                                   : Dim();
+      if (!(scales[i] > 0)) c.fail("scales must be positive, got " + std::to_string(scales[i]));
+      out[a] = (*s)[a].is_static()
+                   ? Dim(dims::from_double(std::floor(scales[i] * static_cast<double>((*s)[a].value)), c,
+                                           "output dim " + std::to_string(a) + " (scale " + dims::short_double(scales[i]) + ")"))
+                   : Dim();
     } else {
       out[a] = Dim();
     }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/dim_math.h"
 #include "ir/op_schema.h"
 
 namespace fusec::resize {
@@ -92,7 +93,8 @@ inline ResizeParams resize_params(const NodeAttrs& w, int64_t opset, const std::
       for (int64_t a : axes) s = policy == "not_larger" ? std::min(s, p.scales[a]) : std::max(s, p.scales[a]);
       for (int64_t a : axes) {
         p.scales[a] = s;
-        p.out_dims[a] = static_cast<int64_t>(s * static_cast<double>(in[a]) + 0.5);
+        p.out_dims[a] = dims::from_double(std::floor(s * static_cast<double>(in[a]) + 0.5), w,
+                                          "output dim " + std::to_string(a));
       }
     }
   } else if (!scales.empty()) {
@@ -102,9 +104,8 @@ inline ResizeParams resize_params(const NodeAttrs& w, int64_t opset, const std::
       if (!(scales[i] > 0)) w.fail("scales must be positive, got " + std::to_string(scales[i]));
       const int64_t a = axes[i];
       p.scales[a] = scales[i];
-      const double o = std::floor(scales[i] * static_cast<double>(in[a]));
-      if (o > 9.0e15) w.fail("scale " + std::to_string(scales[i]) + " gives an absurd output size");
-      p.out_dims[a] = static_cast<int64_t>(o);
+      p.out_dims[a] = dims::from_double(std::floor(scales[i] * static_cast<double>(in[a])), w,
+                                        "output dim " + std::to_string(a) + " (scale " + dims::short_double(scales[i]) + ")");
     }
   } else {
     w.fail("one of 'scales' and 'sizes' must be given");

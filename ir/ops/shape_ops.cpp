@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/dim_math.h"
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
 
@@ -37,14 +38,15 @@ void require_1d(const InferContext& c, size_t i, const char* what) {
 
 /// Product of dims [b, e): static if all are, the one symbolic dim if the rest multiply to 1,
 /// else unknown.
-Dim dim_product(const Shape& s, size_t b, size_t e) {
-  int64_t p = 1;
+Dim dim_product(const Shape& s, size_t b, size_t e, const NodeAttrs& where) {
+  std::vector<int64_t> statics;
   int n_sym = 0;
   const Dim* sym = nullptr;
   for (size_t i = b; i < e; ++i) {
-    if (s[i].is_static()) p *= s[i].value;
+    if (s[i].is_static()) statics.push_back(s[i].value);
     else { ++n_sym; sym = &s[i]; }
   }
+  const int64_t p = dims::product(statics, where, "the flattened dims");
   if (n_sym == 0 || p == 0) return Dim(p);
   if (n_sym == 1 && p == 1) return *sym;
   return Dim();
@@ -60,7 +62,7 @@ void infer_reshape(InferContext& c) {
   auto want = known_ints(c, 1);
   if (!want) {
     auto n = static_length(c, 1);
-    c.set_output(0, t, n ? std::optional<Shape>(Shape(static_cast<size_t>(*n))) : std::nullopt);
+    c.set_output(0, t, n ? std::optional<Shape>(Shape(dims::rank(*n, c, "the shape input's length"))) : std::nullopt);
     return;
   }
   const auto& in = c.input_shape(0);
@@ -68,7 +70,7 @@ void infer_reshape(InferContext& c) {
   int64_t infer_at = -1;
   bool has_zero = false;
   std::vector<bool> copied(in ? in->size() : 0, false);  // input dims carried over by a 0
-  int64_t out_static = 1;
+  std::vector<int64_t> out_statics;
   for (size_t i = 0; i < want->size(); ++i) {
     int64_t v = (*want)[i];
     if (v == -1) {
@@ -86,9 +88,10 @@ void infer_reshape(InferContext& c) {
     } else {
       if (v == 0) has_zero = true;
       out[i] = Dim(v);
-      out_static *= v;
+      out_statics.push_back(v);
     }
   }
+  const int64_t out_static = dims::product(out_statics, c, "the element count of the target shape");
   if (allowzero && has_zero && infer_at >= 0)
     c.fail("with allowzero=1 the shape may not hold both 0 and -1");
   if (!in) {
@@ -98,14 +101,15 @@ void infer_reshape(InferContext& c) {
   }
   // Copied dims appear on both sides and cancel; what is left of the input must be static for the
   // element count (and so -1) to be known.
-  int64_t in_static = 1;
+  std::vector<int64_t> in_statics;
   int n_unknown = 0;
   const Dim* unknown = nullptr;
   for (size_t i = 0; i < in->size(); ++i) {
     if (copied[i]) continue;
-    if ((*in)[i].is_static()) in_static *= (*in)[i].value;
+    if ((*in)[i].is_static()) in_statics.push_back((*in)[i].value);
     else { ++n_unknown; unknown = &(*in)[i]; }
   }
+  const int64_t in_static = dims::product(in_statics, c, "the element count of the input");
   const bool in_known = n_unknown == 0;
   if (infer_at >= 0) {
     if (!in_known) {
@@ -133,7 +137,7 @@ void infer_flatten(InferContext& c) {
   if (axis < -r || axis > r)
     c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
   if (axis < 0) axis += r;
-  c.set_output(0, t, Shape{dim_product(*in, 0, axis), dim_product(*in, axis, in->size())});
+  c.set_output(0, t, Shape{dim_product(*in, 0, axis, c), dim_product(*in, axis, in->size(), c)});
 }
 
 // ---- Squeeze / Unsqueeze ----
@@ -208,7 +212,7 @@ void infer_unsqueeze(InferContext& c, bool from_input) {
   const int64_t r = static_cast<int64_t>(in->size());
   if (!axes.values) {
     if (!axes.count) c.set_output(0, t, std::nullopt);
-    else c.set_output(0, t, Shape(static_cast<size_t>(r + *axes.count), Dim()));
+    else c.set_output(0, t, Shape(dims::rank(r + dims::rank(*axes.count, c, "the axes count"), c, "the output rank"), Dim()));
     return;
   }
   const int64_t out_rank = r + static_cast<int64_t>(axes.values->size());

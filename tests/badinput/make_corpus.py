@@ -209,6 +209,29 @@ def make_corpus(root: str) -> list[Entry]:
     add("opset_zero", _model([helper.make_node("Relu", ["X"], ["Y"], name="relu")], [_vi("X")], [_vi("Y")], opset=0),
         "ai.onnx opset version 0")
 
+    # ---- versions newer than fusec knows (refused unless --allow-newer-opset) ------------------------
+    relu = [helper.make_node("Relu", ["X"], ["Y"], name="relu")]
+    add("opset_newer", _model(relu, [_vi("X")], [_vi("Y")], opset=999), "ai.onnx opset 999",
+        mention=["opset 999", "ai.onnx", "(28)", "--allow-newer-opset"])
+    add("ir_version_newer", _model(relu, [_vi("X")], [_vi("Y")], ir_version=99), "IR version 99",
+        mention=["IR version 99", "(8)", "--allow-newer-opset"])
+    m = _model(relu, [_vi("X")], [_vi("Y")])
+    m.opset_import.add(domain="ai.fusec", version=7)
+    add("fusec_domain_newer", m, "ai.fusec opset 7 (fusec has 1)",
+        mention=["opset 7", "ai.fusec", "(1)", "--allow-newer-opset"])
+
+    # ---- declared sizes checked before anything is allocated --------------------------------------
+    # An 80-byte file declaring an 8 GiB initializer must be refused from the file's own size, not after
+    # allocating (the run's address-space cap would turn that into an out-of-memory error instead).
+    w = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[2**31], raw_data=b"\0" * 4)
+    add("initializer_huge_short_raw", _model([helper.make_node("Add", ["X", "W"], ["Y"], name="add")],
+                                             [_vi("X", shape=(1,))], [_vi("Y", shape=(2**31,))], [w]),
+        "initializer W of 2^31 floats with 4 bytes of raw_data", mention=["'W'", "needs 8589934592"])
+    w = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[2**31], float_data=[1.0, 2.0])
+    add("initializer_huge_short_typed", _model([helper.make_node("Add", ["X", "W"], ["Y"], name="add")],
+                                               [_vi("X", shape=(1,))], [_vi("Y", shape=(2**31,))], [w]),
+        "initializer W of 2^31 floats with 2 float_data values", mention=["'W'", "has 2 values"])
+
     # ---- external data ------------------------------------------------------------------------
     # ../x.bin: the file exists (one level up, i.e. in root), so only the location check stops it.
     _write(os.path.join(root, "x.bin"), W_BYTES)

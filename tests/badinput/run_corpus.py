@@ -18,6 +18,11 @@ unknown ops, a 64 TiB input. For those `inspect` may also exit 0 (describing the
 in which case its stdout must name what it cannot run, and `optimize` may exit 0 (valid model in,
 valid model out); `run` and `bench` must still exit 2.
 
+Then the committed fuzzing reproducers (tests/fuzz_findings/*.onnx, from ../shared/fuzz-findings:
+models that once crashed fusec, made it wrap a shape, or allocate before checking) go through
+inspect, optimize and run: each must exit 0, or exit 2 with exactly one "fusec: error:" line, in
+time and without a signal; under ASan/UBSan (FUSEC_SANITIZED=1) a sanitizer report fails the run.
+
 Exit status 0 when every check passes, 1 otherwise; the last line is a one-line summary.
 """
 from __future__ import annotations
@@ -84,6 +89,56 @@ def judge(e: Entry, sub: str, rc: int | None, out: str, err: str, secs: float) -
     return problems
 
 
+FUZZ_FINDINGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz_findings")
+
+
+def judge_reproducer(rc: int | None, err: str) -> list[str]:
+    """A fuzzing reproducer may be a valid model (exit 0) or a bad one (exit 2, one error line)."""
+    if rc is None:
+        return [f"did not finish within {TIME_LIMIT_S:.0f} s"]
+    if rc < 0:
+        return [f"killed by signal {-rc}"]
+    if rc == 0:
+        return []
+    problems = [] if rc == 2 else [f"exit {rc}, expected 0 or 2"]
+    lines = err.splitlines()
+    if len(lines) != 1 or not lines[0].startswith(PREFIX):
+        problems.append(f"stderr has {len(lines)} lines, expected exactly one '{PREFIX}' line")
+    return problems
+
+
+def run_reproducers(fusec: str, subs: list[str], work: str, verbose: bool) -> tuple[int, int, list[str]]:
+    """Returns (checks, failures, failed file names)."""
+    files = sorted(f for f in os.listdir(FUZZ_FINDINGS) if f.endswith(".onnx"))
+    checks = failures = 0
+    failed: list[str] = []
+    for f in files:
+        path = os.path.join(FUZZ_FINDINGS, f)
+        out_dir = os.path.join(work, "_fuzz_out", f)
+        os.makedirs(out_dir, exist_ok=True)
+        for sub in subs:
+            cmd = [fusec, sub, path]
+            if sub == "run":
+                cmd += ["--output-dir", out_dir]
+            elif sub == "optimize":
+                cmd += ["-o", os.path.join(out_dir, "model.opt.onnx")]
+            elif sub == "bench":
+                cmd += ["--iterations", "1", "--quiet"]
+            rc, out, err, secs = invoke(cmd)
+            problems = judge_reproducer(rc, err)
+            checks += 1
+            if problems:
+                failures += 1
+                if f not in failed:
+                    failed.append(f)
+                shown = err.strip().replace("\n", "\\n")[:400] or "(no stderr)"
+                print(f"FAIL {f:<44} {sub:<8} exit {rc} ({secs:.1f} s): {'; '.join(problems)}")
+                print(f"     {'':<44} {'':<8} stderr: {shown}")
+            elif verbose:
+                print(f"ok   {f:<44} {sub:<8} exit {rc} ({secs:.1f} s): {err.strip() or '(accepted)'}")
+    return checks, failures, failed
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fusec", required=True, help="path to the fusec binary")
@@ -134,13 +189,19 @@ def main() -> int:
                     print(f"ok   {e.name:<28} {sub:<7} exit {rc} ({secs:.1f} s): {first if rc else '(accepted: valid ONNX)'}")
             if entry_failed:
                 failed_names.append(e.name)
+        f_checks, f_failures, f_failed = run_reproducers(fusec, [s for s in subs if s != "bench"], root,
+                                                         args.verbose)
         sys.stdout.flush()
+    if f_failures:
+        print(f"bad_input_corpus: FAIL: {f_failures}/{f_checks} checks failed on fuzzing reproducers: "
+              f"{', '.join(f_failed)}")
     if failures:
         print(f"bad_input_corpus: FAIL: {failures}/{checks} checks failed on {len(failed_names)}/{len(entries)} entries: "
               f"{', '.join(failed_names)}")
+    if failures or f_failures:
         return 1
     print(f"bad_input_corpus: ok: {checks} checks ({', '.join(subs)}) on {len(entries)} entries, "
-          f"all exit 2 with one 'fusec: error:' line")
+          f"all exit 2 with one 'fusec: error:' line; {f_checks} checks on fuzzing reproducers, all exit 0 or 2")
     return 0
 
 

@@ -463,9 +463,77 @@ def test_mlp_run(c: Ctx):
     expect_array(np.load(os.path.join(d, "npy", "output_0.npy")), y, "mlp: npy vs pb output")
 
 
+def _tiny_with(c: Ctx, d: str, edit) -> str:
+    """A copy of the tiny model with `edit(model)` applied, saved in d."""
+    m = onnx.load(c.tiny)
+    edit(m)
+    path = os.path.join(d, "model.onnx")
+    onnx.save(m, path)
+    return path
+
+
+def test_newer_opset(c: Ctx):
+    """A newer opset or IR version is refused by every model-loading subcommand, naming the domain
+    and both versions; --allow-newer-opset loads it with exactly one warning line."""
+    d = c.fresh("newer_opset")
+    newer = _tiny_with(c, d, lambda m: m.opset_import[0].__setattr__("version", 999))
+    out = os.path.join(d, "out")
+    for sub, extra in [("inspect", []), ("run", ["--output-dir", out]), ("optimize", ["-o", os.path.join(d, "o.onnx")]),
+                       ("bench", ["--iterations", "1", "--quiet"])]:
+        c.usage_error(sub, newer, "--batch", "2", *extra, mention=("opset 999", "ai.onnx", "(28)", "--allow-newer-opset"))
+        p = c.ok(sub, newer, "--batch", "2", "--allow-newer-opset", *extra)
+        warnings = [l for l in p.stderr.splitlines() if l.startswith("fusec: warning: ")]
+        if len(warnings) != 1 or "opset 999" not in warnings[0] or len(p.stderr.splitlines()) != 1:
+            raise Failure(f"{sub} --allow-newer-opset: expected one warning line, got {p.stderr!r}")
+    ir = _tiny_with(c, d, lambda m: m.__setattr__("ir_version", 99))
+    c.usage_error("inspect", ir, mention=("IR version 99", "(8)"))
+    c.ok("inspect", ir, "--allow-newer-opset")
+
+
+def test_max_memory(c: Ctx):
+    """--max-memory caps what fusec allocates: past it, one error naming what needed the memory."""
+    d = c.fresh("max_memory")
+    out = os.path.join(d, "out")
+    c.ok("run", c.tiny, "--batch", "4", "--output-dir", out, "--max-memory", "64K")
+    c.usage_error("run", c.tiny, "--batch", "100000", "--output-dir", out, "--max-memory", "64K",
+                  mention=("needs", "memory limit is 64.00 KiB", "--max-memory"))
+    c.usage_error("run", c.tiny, "--batch", "2", "--output-dir", out, "--max-memory", "lots", mention=("--max-memory",))
+    # A model whose declared input alone is larger than the machine: refused by the default limit.
+    big = _tiny_with(c, d, lambda m: [dim.__setattr__("dim_value", 1 << 40) for dim in
+                                      (m.graph.input[0].type.tensor_type.shape.dim[0], m.graph.input[1].type.tensor_type.shape.dim[0])])
+    c.usage_error("run", big, "--output-dir", out, mention=("needs", "memory limit"))
+
+
+def test_outputs_replaced_whole(c: Ctx):
+    """optimize keeps external data when the input has it, writes through temporary files (none
+    left behind) and can overwrite its previous output."""
+    d = c.fresh("atomic")
+    k = np.linspace(-1, 1, 600).astype(np.float32)
+    g = helper.make_graph([helper.make_node("Mul", ["a", "k"], ["y"], name="mul")], "big_k",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 600])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 600])],
+                          [numpy_helper.from_array(k, "k")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    src = os.path.join(d, "src")
+    os.makedirs(src)
+    onnx.save(m, os.path.join(src, "model.onnx"), save_as_external_data=True, location="model.onnx.data",
+              size_threshold=0)
+    for _ in range(2):
+        c.ok("optimize", os.path.join(src, "model.onnx"), "--batch", "2", "-o", os.path.join(d, "opt.onnx"))
+    names = sorted(os.listdir(d))
+    if names != ["opt.onnx", "opt.onnx.data", "src"]:
+        raise Failure(f"expected the model, its external data and nothing else, got {names}")
+    back = onnx.load(os.path.join(d, "opt.onnx"))
+    onnx.checker.check_model(back)
+    if numpy_helper.to_array(next(t for t in back.graph.initializer if t.name == "k")).shape != (600,):
+        raise Failure("the optimized model's k does not load back")
+
+
 TESTS = [test_help, test_version, test_not_built, test_optimize_roundtrip, test_unknown_flag, test_no_or_unknown_subcommand,
          test_inspect_json, test_run_default_pb, test_run_npy, test_run_inputs_dir, test_batch_binding, test_seed,
-         test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_no_gpu_errors, test_mlp_inspect, test_mlp_run]
+         test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_no_gpu_errors,
+         test_mlp_inspect, test_mlp_run, test_newer_opset, test_max_memory, test_outputs_replaced_whole]
 
 
 def main() -> int:

@@ -13,6 +13,8 @@
 #include "importer/tensor_proto.h"
 #include "ir/error.h"
 #include "ir/graph_builder.h"
+#include "ir/memory_limit.h"
+#include "ir/op_schema.h"
 #include "passes/infer_shapes.h"
 
 using namespace fusec;
@@ -188,4 +190,66 @@ TEST(Npy, RoundTrip) {
   write_npy(s, dir / "s.npy");
   EXPECT_TRUE(read_npy(dir / "s.npy").bytes_equal(s));
   fs::remove_all(dir);
+}
+
+TEST(Importer, NewerVersionsAreRefusedUnlessAllowed) {
+  auto g = sample_graph();
+  onnx::ModelProto m;
+  ASSERT_TRUE(m.ParseFromString(export_onnx_bytes(*g)));
+  auto with = [&](auto edit) {
+    onnx::ModelProto c = m;
+    edit(c);
+    return c.SerializeAsString();
+  };
+  const std::string newer_onnx = with([](onnx::ModelProto& c) { c.mutable_opset_import(0)->set_version(kNewestOnnxOpset + 1); });
+  const std::string newer_ir = with([](onnx::ModelProto& c) { c.set_ir_version(newest_supported_ir_version() + 1); });
+  const std::string newer_fusec = with([](onnx::ModelProto& c) {
+    auto* o = c.add_opset_import();
+    o->set_domain("ai.fusec");
+    o->set_version(kNewestFusecOpset + 1);
+  });
+  const std::string other_domain = with([](onnx::ModelProto& c) {
+    auto* o = c.add_opset_import();
+    o->set_domain("com.example");
+    o->set_version(1000);
+  });
+  std::string e = error_of([&] { import_onnx_bytes(newer_onnx, ".", "m.onnx"); });
+  EXPECT_NE(e.find("opset " + std::to_string(kNewestOnnxOpset + 1) + " of domain ai.onnx"), std::string::npos) << e;
+  EXPECT_NE(e.find("(" + std::to_string(kNewestOnnxOpset) + ")"), std::string::npos) << e;
+  EXPECT_NE(e.find("--allow-newer-opset"), std::string::npos) << e;
+  EXPECT_NE(error_of([&] { import_onnx_bytes(newer_ir, ".", "m.onnx"); }).find("IR version"), std::string::npos);
+  EXPECT_NE(error_of([&] { import_onnx_bytes(newer_fusec, ".", "m.onnx"); }).find("domain ai.fusec"), std::string::npos);
+  import_onnx_bytes(other_domain, ".", "m.onnx");  // domains fusec has no ops in: their nodes report themselves
+
+  std::vector<std::string> warnings;
+  ImportOptions allow;
+  allow.allow_newer_versions = true;
+  allow.warn = [&](const std::string& w) { warnings.push_back(w); };
+  for (const auto* bytes : {&newer_onnx, &newer_ir, &newer_fusec}) import_onnx_bytes(*bytes, ".", "m.onnx", allow);
+  ASSERT_EQ(warnings.size(), 3u);
+  EXPECT_NE(warnings[0].find("loading it anyway"), std::string::npos) << warnings[0];
+}
+
+TEST(Importer, DeclaredSizeIsCheckedBeforeAllocating) {
+  // 2^31 floats declared, 4 bytes given: refused from the data's size, with a 1 MiB limit in force
+  // (an allocation first would fail with a memory-limit error instead).
+  MemoryBudget& host = host_memory();
+  const size_t old_limit = host.limit();
+  host.set_limit(host.used() + (1 << 20));
+  onnx::TensorProto p;
+  p.set_data_type(onnx::TensorProto::FLOAT);
+  p.add_dims(int64_t{1} << 31);
+  p.set_raw_data(std::string(4, '\0'));
+  EXPECT_NE(error_of([&] { tensor_from_proto(p, ".", "initializer 'W'"); }).find("raw data has 4 bytes"), std::string::npos);
+  p.clear_raw_data();
+  p.add_float_data(1.0f);
+  EXPECT_NE(error_of([&] { tensor_from_proto(p, ".", "initializer 'W'"); }).find("has 1 values"), std::string::npos);
+  // Consistent but over the limit: a memory-limit error naming the tensor.
+  p.clear_float_data();
+  p.clear_dims();
+  p.add_dims(1 << 20);
+  p.set_raw_data(std::string(4 << 20, '\0'));
+  const std::string e = error_of([&] { tensor_from_proto(p, ".", "initializer 'W'"); });
+  EXPECT_NE(e.find("initializer 'W' needs 4.00 MiB"), std::string::npos) << e;
+  host.set_limit(old_limit);
 }

@@ -114,6 +114,7 @@ void reduce_generic(const ReduceLayout& L, const T* x, O* y, A init, Map map, Co
   const int64_t n_red = static_cast<int64_t>(L.red_offsets.size());
   const int64_t* red = L.red_offsets.data();
   if (rows == 0) return;
+  if (!L.inner_reduced && inner == 0) return;  // an empty kept inner dim: no outputs to fill
   if (L.inner_reduced) {
     // One output per row; fold n_red contiguous runs of `inner`. Four accumulators let the
     // contiguous loop overlap its latency (comb is associative).

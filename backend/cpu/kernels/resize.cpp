@@ -202,7 +202,10 @@ Taps make_taps(const Config& c, size_t a, int64_t in_len) {
   int64_t start;
   double s = 1;
   if (c.antialias) {
-    s = std::min(c.p.scales[a], 1.0);
+    // A downscale's filter widens by 1/scale. With at least one output, scale >= 1/in (the output
+    // is floor(in * scale) or rounds size/in), so the width stays within the input; clamping keeps
+    // a model that claims otherwise from asking for more taps than there are input elements.
+    s = std::clamp(c.p.scales[a], 1.0 / static_cast<double>(std::max<int64_t>(in_len, 1)), 1.0);
     start = static_cast<int64_t>(std::floor((cubic ? -2.0 : -1.0) / s)) + 1;
   } else {
     start = cubic ? -1 : 0;
@@ -216,7 +219,8 @@ Taps make_taps(const Config& c, size_t a, int64_t in_len) {
   for (int64_t x = 0; x < out_len; ++x) {
     bool outside;
     const double xo = source_coord(c, a, in_len, x, outside);
-    if (outside) { t.outside[x] = 1; t.identity = false; continue; }
+    // A NaN or infinite coordinate (a NaN roi) reads nothing: it gets the extrapolation value.
+    if (outside || !std::isfinite(xo)) { t.outside[x] = 1; t.identity = false; continue; }
     if (xo != static_cast<double>(x)) t.identity = false;
     const double f = std::ceil(xo) - 1;
     const double ratio = xo - f;  // in (0, 1]

@@ -3,6 +3,7 @@
 // calls them with a dims-only tensor that has no data.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "backend/cpu/kernels/common.h"
 #include "backend/cpu/kernels/shape_util.h"
@@ -102,6 +103,18 @@ void trilu_kernel(KernelContext& ctx) {
   });
 }
 
+/// a + b, wrapping (two's complement) on integer overflow like the elementwise Add, instead of
+/// signed overflow.
+template <typename T>
+T add_wrapping(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  } else {
+    return static_cast<T>(a + b);
+  }
+}
+
 void cumsum_kernel(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, cumsum_kernel);
   const Tensor& x = ctx.input(0);
@@ -138,7 +151,7 @@ void cumsum_kernel(KernelContext& ctx) {
           const int64_t prev = reverse ? kk + 1 : kk - 1;
           const T* yp = ys + prev * inner;
           const T* xv = xs + (exclusive ? prev : kk) * inner;
-          for (int64_t j = j0; j < j1; ++j) y[j] = static_cast<T>(yp[j] + xv[j]);
+          for (int64_t j = j0; j < j1; ++j) y[j] = add_wrapping(yp[j], xv[j]);
         }
       }
     });

@@ -1,0 +1,82 @@
+#include "importer/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <mutex>
+
+#include "ir/error.h"
+
+namespace fusec {
+
+namespace {
+
+/// Live maps by start address, for find_mapped_range. Weak: a map goes when its last tensor does.
+struct Registry {
+  std::mutex mu;
+  std::map<const char*, std::weak_ptr<MappedFile>> by_start;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+}  // namespace
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) bad_input("cannot open '" + file.string() + "'");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+    ::close(fd);
+    return nullptr;
+  }
+  void* base = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
+  if (base == MAP_FAILED) {
+    ::close(fd);
+    return nullptr;
+  }
+  std::shared_ptr<MappedFile> m(new MappedFile());
+  m->base_ = base;
+  m->size_ = static_cast<size_t>(st.st_size);
+  m->fd_ = fd;
+  m->path_ = file;
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.by_start[m->data()] = m;
+  return m;
+}
+
+MappedFile::~MappedFile() {
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.by_start.find(data());
+    if (it != r.by_start.end() && it->second.expired()) r.by_start.erase(it);
+  }
+  ::munmap(base_, size_);
+  ::close(fd_);
+}
+
+std::optional<MappedRange> find_mapped_range(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.by_start.upper_bound(c);
+  if (it == r.by_start.begin()) return std::nullopt;
+  --it;
+  std::shared_ptr<MappedFile> m = it->second.lock();
+  if (!m || c < m->data() || bytes > m->size() || static_cast<size_t>(c - m->data()) > m->size() - bytes)
+    return std::nullopt;
+  return MappedRange{m, static_cast<uint64_t>(c - m->data())};
+}
+
+std::shared_ptr<MappedFile> MappedFiles::get(const std::filesystem::path& file) {
+  auto it = open_.find(file);
+  if (it != open_.end()) return it->second;
+  return open_[file] = MappedFile::open(file);
+}
+
+}  // namespace fusec

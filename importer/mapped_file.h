@@ -1,0 +1,67 @@
+// Read-only memory maps of model and external-data files. Weights in external data become tensor
+// views into the map: nothing is read until a kernel or a pass touches a page, the kernel reads
+// each page once, straight into the page cache the process maps, and a command that needs no
+// weight bytes (inspect) reads none. The map is PROT_READ, so a view's bytes always equal the
+// file's, which is what lets the exporter copy them file to file (copy_file_range) without
+// bringing them into memory at all.
+//
+// A mapped file that another program truncates while fusec runs would fault (SIGBUS) on access;
+// fusec itself never writes a file it has mapped in place: its outputs go to a temporary file
+// renamed over the destination (importer/atomic_file.h), which leaves the mapped inode intact.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace fusec {
+
+class MappedFile {
+ public:
+  /// Maps the whole file read-only; nullptr if it cannot be mapped (empty file, a filesystem
+  /// without mmap), in which case callers read it instead. BadInput if it cannot be opened.
+  static std::shared_ptr<MappedFile> open(const std::filesystem::path& file);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const char* data() const { return static_cast<const char*>(base_); }
+  size_t size() const { return size_; }
+  int fd() const { return fd_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  MappedFile() = default;
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  int fd_ = -1;
+  std::filesystem::path path_;
+};
+
+/// Where `bytes` bytes at `p` live in a file fusec has mapped, if they do: the map (kept alive)
+/// and the offset. Lets a writer copy unchanged weights from their source file.
+struct MappedRange {
+  std::shared_ptr<MappedFile> file;
+  uint64_t offset = 0;
+};
+std::optional<MappedRange> find_mapped_range(const void* p, size_t bytes);
+
+/// The maps one import opens, one per external-data file however many tensors it holds.
+class MappedFiles {
+ public:
+  /// `contents` false: an import that only checks external-data references (file, offset, length)
+  /// and leaves those tensors without data, mapping nothing.
+  explicit MappedFiles(bool contents = true) : contents_(contents) {}
+  bool contents() const { return contents_; }
+  /// The file's map (opened on first use); nullptr if it cannot be mapped.
+  std::shared_ptr<MappedFile> get(const std::filesystem::path& file);
+
+ private:
+  bool contents_;
+  std::map<std::filesystem::path, std::shared_ptr<MappedFile>> open_;
+};
+
+}  // namespace fusec

@@ -1,0 +1,58 @@
+// A memory budget checked before every large allocation, so a model that declares a 1 TB tensor
+// (or just more than this machine has) gets a clean error naming what needed the memory instead of
+// an allocator that overcommits now and an out-of-memory kill later.
+//
+// The host budget counts the tensor storage fusec allocates (ir/tensor.cpp's aligned_storage: inputs,
+// intermediates, folded constants, initializers read into memory). Memory-mapped weights are not
+// counted: they are file pages the kernel can drop and re-read. Its limit defaults to the machine's
+// available memory when first used; `--max-memory` sets it. A device backend keeps its own budget
+// (a MemoryBudget sized to the device) and calls check()/reserve() the same way.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <string>
+
+namespace fusec {
+
+class MemoryBudget {
+ public:
+  MemoryBudget(std::string name, size_t limit) : name_(std::move(name)), limit_(limit) {}
+  MemoryBudget(const MemoryBudget&) = delete;
+  MemoryBudget& operator=(const MemoryBudget&) = delete;
+
+  size_t limit() const { return limit_.load(); }
+  void set_limit(size_t bytes) { limit_.store(bytes); }
+  size_t used() const { return used_.load(); }
+
+  /// Throws BadInput if `bytes` more would pass the limit: "<what> needs 8.00 GiB, but the host
+  /// memory limit is 4.00 GiB with 1.20 GiB in use (--max-memory)". Counts nothing.
+  void check(size_t bytes, const std::string& what) const;
+  /// check(), then counts the bytes as used until release().
+  void reserve(size_t bytes, const std::string& what);
+  /// Counts the bytes as used if they fit under the limit; false (and nothing counted) otherwise.
+  /// For hot paths that build their error message only when it is needed.
+  bool try_reserve(size_t bytes);
+  void release(size_t bytes);
+
+ private:
+  std::string name_;
+  std::atomic<size_t> limit_;
+  std::atomic<size_t> used_{0};
+};
+
+/// The process-wide host budget (limit: available memory at first use, unless set).
+MemoryBudget& host_memory();
+
+/// host_memory().check(bytes, what): the call to make before allocating host tensor data.
+void check_allocation(size_t bytes, const std::string& what);
+
+/// The machine's available memory (MemAvailable), or its physical memory if that is unknown.
+size_t available_host_memory();
+
+/// Parses a size flag: "512M", "8G", "1.5GiB", "1073741824" (bytes). BadInput on anything else.
+size_t parse_byte_size(const std::string& text, const std::string& flag);
+
+/// "1.50 GiB"
+std::string format_bytes(double bytes);
+
+}  // namespace fusec

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Fuzzes fusec with libFuzzer (fuzz/fuzz_model.cpp: import -> infer -> optimize -> run on the CPU,
+# under ASan + UBSan) for as long as asked, and fails if it finds anything.
+#
+#   bash scripts/fuzz.sh                 # 10 minutes
+#   bash scripts/fuzz.sh 3600            # an hour
+#   FUZZ_JOBS=2 bash scripts/fuzz.sh 600 # two processes (libFuzzer -fork)
+#
+# Builds build-fuzz/ (cmake --preset fuzz: clang, only the fuzz target). The seed corpus is made
+# here, not committed: the shipped models, the committed reproducers and a sample of the ONNX
+# backend test models (/usr/share/libonnx-testdata). The corpus libFuzzer grows is kept in
+# build-fuzz/corpus/ between runs. A finding (crash, sanitizer report, timeout, out-of-memory) is
+# written to build-fuzz/findings/ and the script exits 1; reproduce it with
+#   build-fuzz/fuzz/fusec_fuzz build-fuzz/findings/crash-...
+# and minimize it with -minimize_crash=1 before adding it to tests/fuzz_findings/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-600}
+jobs=${FUZZ_JOBS:-1}
+build_jobs=$(nproc 2>/dev/null || echo 2)
+
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz: clang++ is needed (Debian: apt-get install clang libclang-rt-14-dev)" >&2
+  exit 2
+fi
+cmake --preset fuzz >/dev/null
+cmake --build build-fuzz -j"$build_jobs" --target fusec_fuzz
+
+seeds=build-fuzz/corpus-seed corpus=build-fuzz/corpus findings=build-fuzz/findings
+mkdir -p "$seeds" "$corpus" "$findings"
+if [ -z "$(ls -A "$seeds")" ]; then
+  cp models/*.onnx tests/fuzz_findings/*.onnx "$seeds"/
+  # Every 4th ONNX backend test model under 64 KiB (about 250 files): many ops, opsets and
+  # attribute forms; larger files only slow mutation down.
+  if [ -d /usr/share/libonnx-testdata/data ]; then
+    i=0
+    while IFS= read -r f; do
+      i=$((i + 1))
+      [ $((i % 4)) -eq 0 ] || continue
+      cp "$f" "$seeds/$(echo "${f#/usr/share/libonnx-testdata/data/}" | tr '/' '_')"
+    done < <(find /usr/share/libonnx-testdata/data -name model.onnx -size -64k | sort)
+  fi
+fi
+echo "fuzz: $(ls "$seeds" | wc -l) seeds, $(ls "$corpus" | wc -l) corpus entries, ${seconds}s, $jobs job(s)"
+
+before=$(ls "$findings" | wc -l)
+args=(-max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 -malloc_limit_mb=1024 -max_len=262144
+      -dict=fuzz/onnx.dict -artifact_prefix="$findings/" -print_final_stats=1 -print_pcs=0)
+[ "$jobs" -gt 1 ] && args+=(-fork="$jobs" -ignore_crashes=0)
+set +e
+ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  build-fuzz/fuzz/fusec_fuzz "${args[@]}" "$corpus" "$seeds" 2>&1 | tee build-fuzz/last_run.log | grep -v '^#[0-9]*.*\(NEW\|REDUCE\|pulse\)'
+rc=${PIPESTATUS[0]}
+set -e
+after=$(ls "$findings" | wc -l)
+grep -E '^#[0-9]+.*DONE|^stat::number_of_executed_units|^stat::peak_rss_mb|cov:' build-fuzz/last_run.log | tail -3 || true
+if [ "$rc" -ne 0 ] || [ "$after" -gt "$before" ]; then
+  echo "fuzz: FAIL: libFuzzer exit $rc; findings in $findings/:" >&2
+  ls -t "$findings" | head -n $((after - before + 1)) >&2
+  exit 1
+fi
+echo "fuzz: ok: no finding in ${seconds}s"
