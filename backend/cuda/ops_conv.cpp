@@ -124,7 +124,8 @@ class ConvOp : public CudaOp {
     if (transpose) {
       for (size_t i = 0; i < nsp; ++i) {
         // cuDNN derives the forward-conv size from the output; it must give back the input.
-        int64_t fwd = (g.out[i] + 2 * g.pad_begin[i] - g.effective_kernel(i)) / g.stride[i] + 1;
+        const int64_t window = (g.kernel[i] - 1) * g.dilation[i] + 1;  // checked by the geometry already
+        int64_t fwd = (g.out[i] + 2 * g.pad_begin[i] - window) / g.stride[i] + 1;
         if (fwd != in_sp[i]) { *why = "this output_padding/output_shape runs on the CPU"; return false; }
       }
     }
