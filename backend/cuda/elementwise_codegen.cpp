@@ -260,8 +260,9 @@ bool is_integral_storage(DType t) { return is_integer(t) || t == DType::Bool; }
 std::string fused_body(const ElementwiseProgram& p) {
   auto operand = [](const EwOperand& a) -> std::string {
     switch (a.kind) {
-      case EwOperand::Kind::Input: return "x" + std::to_string(a.index);
-      case EwOperand::Kind::Register: return "r" + std::to_string(a.index);
+      // Appending (not "x" + to_string) avoids a GCC 12 -Wrestrict false positive.
+      case EwOperand::Kind::Input: return std::string("x").append(std::to_string(a.index));
+      case EwOperand::Kind::Register: return std::string("r").append(std::to_string(a.index));
       case EwOperand::Kind::Literal: return flit(a.value);
     }
     return "0";
