@@ -54,9 +54,11 @@ const std::filesystem::path& empty_dir() {
   static const std::filesystem::path dir = [] {
     auto d = std::filesystem::temp_directory_path() / ("fusec_fuzz_empty_" + std::to_string(::getpid()));
     std::filesystem::create_directories(d);
+    // The handler runs after function-local statics are destroyed, so it keeps its own copy.
+    static const std::filesystem::path* to_remove = new std::filesystem::path(d);
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(empty_dir(), ec);
+      std::filesystem::remove_all(*to_remove, ec);
     });
     return d;
   }();
