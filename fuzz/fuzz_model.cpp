@@ -48,11 +48,18 @@ constexpr double kMaxBytes = 32.0 * (1 << 20);
 constexpr int64_t kFoldCap = int64_t{1} << 20;
 constexpr int64_t kSymbolicDim = 2;  // what every symbolic input dim is bound to
 
-/// Where external data is resolved: an empty folder, so a fuzzed location never reads real files.
+/// Where external data is resolved: an empty folder, so a fuzzed location never reads real files
+/// (removed when the process exits).
 const std::filesystem::path& empty_dir() {
   static const std::filesystem::path dir = [] {
     auto d = std::filesystem::temp_directory_path() / ("fusec_fuzz_empty_" + std::to_string(::getpid()));
     std::filesystem::create_directories(d);
+    // The handler runs after function-local statics are destroyed, so it keeps its own copy.
+    static const std::filesystem::path* to_remove = new std::filesystem::path(d);
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(*to_remove, ec);
+    });
     return d;
   }();
   return dir;

@@ -178,6 +178,21 @@ void write_tensor_bytes(AtomicFile& out, const Tensor& t) {
   else out.write(t.raw(), t.nbytes());
 }
 
+/// An inline initializer's TensorProto without its data: name, type, dims (raw_data follows).
+onnx::TensorProto inline_head(const Value& v) {
+  onnx::TensorProto head;
+  head.set_name(v.name);
+  head.set_data_type(static_cast<int32_t>(v.initializer->dtype()));
+  for (int64_t d : v.initializer->dims()) head.add_dims(d);
+  return head;
+}
+
+/// Bytes of an inline initializer's TensorProto, its data included.
+uint64_t inline_size(const Value& v) {
+  const uint64_t n = v.initializer->nbytes();
+  return inline_head(v).ByteSizeLong() + field_header(kTensorRawDataField, n).size() + n;
+}
+
 /// One initializer as a GraphProto field, written without building a second copy of its data:
 /// the TensorProto's small fields, then its raw_data field streamed from the tensor.
 void write_initializer(AtomicFile& out, const Value& v, const onnx::TensorProto* external) {
@@ -189,11 +204,7 @@ void write_initializer(AtomicFile& out, const Value& v, const onnx::TensorProto*
     return;
   }
   const Tensor& t = *v.initializer;
-  onnx::TensorProto head;
-  head.set_name(v.name);
-  head.set_data_type(static_cast<int32_t>(t.dtype()));
-  for (int64_t d : t.dims()) head.add_dims(d);
-  const std::string head_bytes = head.SerializeAsString();
+  const std::string head_bytes = inline_head(v).SerializeAsString();
   const std::string raw_header = field_header(kTensorRawDataField, t.nbytes());
   const std::string h = field_header(kGraphInitializerField, head_bytes.size() + raw_header.size() + t.nbytes());
   out.write(h.data(), h.size());
@@ -243,18 +254,14 @@ bool export_onnx_file(const Graph& g, const fs::path& file, const ExportOptions&
       external_tensor_proto(*v, data_name, it->second, &external_protos[i]);
       body = external_protos[i].ByteSizeLong();
     } else {
-      onnx::TensorProto head;
-      head.set_name(v->name);
-      head.set_data_type(static_cast<int32_t>(v->initializer->dtype()));
-      for (int64_t d : v->initializer->dims()) head.add_dims(d);
-      body = head.ByteSizeLong() + field_header(kTensorRawDataField, v->initializer->nbytes()).size() +
-             v->initializer->nbytes();
+      body = inline_size(*v);
     }
     inits_size += field_header(kGraphInitializerField, body).size() + body;
   }
   const uint64_t graph_size = graph_bytes.size() + inits_size;
   if (model_bytes.size() + graph_size > kProtobufLimit)
-    bad_input("the model graph alone exceeds protobuf's 2 GB limit");
+    bad_input(external ? "the model's graph alone exceeds protobuf's 2 GB limit"
+                       : "the model exceeds protobuf's 2 GB limit; write its tensors to external data (--external-data)");
   AtomicFile out(file);
   out.write(model_bytes.data(), model_bytes.size());
   const std::string gh = field_header(kModelGraphField, graph_size);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Memory planning at scale: times `fusec run` on chains of 25,000 and 100,000 elementwise nodes
-# (Relu, Neg, Sigmoid, Abs, repeating; one [1, 256] float input), and ONNX Runtime on the same files.
+# (Relu, Neg, Sigmoid, Abs, repeating; one [1, 256] float input), and ONNX Runtime on the same files
+# (session creation and one run), each the median of RUNS=5 runs.
 # With an O(n log n) planner the 100,000-node chain takes about 4x the 25,000-node one; the old
 # planner (a scan of every placed buffer per buffer) took 10.8x.
 #   bash scripts/bench_planner.sh              # needs build/fusec and .venv
@@ -29,7 +30,16 @@ onnx.save(m, path)
 PY
 done
 
-seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N); awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}'; }
+runs=${RUNS:-5}
+# seconds CMD...: the median wall time of $runs runs (single runs of a fraction of a second vary a lot).
+seconds() {
+  local i t0 t1 all=()
+  for ((i = 0; i < runs; i++)); do
+    t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N)
+    all+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')")
+  done
+  printf '%s\n' "${all[@]}" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'
+}
 printf '%-10s %14s %14s\n' nodes "fusec run s" "onnxruntime s"
 declare -A t
 for n in $sizes; do

@@ -41,13 +41,17 @@ so.add_session_config_entry("session.optimized_model_external_initializers_min_s
 ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
 PY
 
-# measure NAME CAP_KIB CMD...: runs CMD twice (under an address-space cap unless CAP_KIB is
+# measure NAME CAP_KIB OUT CMD...: runs CMD twice (under an address-space cap unless CAP_KIB is
 # "unlimited") and prints the faster run's "wall_s rss_kib", or "FAIL <reason>". Two runs, because
 # on a machine whose page cache holds only part of a big model the first tool to read it pays for
-# the disk; the faster run is the one with the files cached, for every tool alike.
+# the disk; the faster run is the one with the files cached, for every tool alike. Before each run
+# the previous output files (OUT*) are deleted and `sync` writes back what earlier runs left
+# dirty, so no run is slowed down by another's writeback (neither tool syncs its own output).
 measure() {
-  local name=$1 cap=$2 best="" run; shift 2
+  local name=$1 cap=$2 outputs=$3 best="" run; shift 3
   for run in 1 2; do
+    rm -f "$outputs"*
+    sync
     if ! (ulimit -v "$cap"; /usr/bin/time -f "%e %M" -o "$tmp/$name.time" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"); then
       echo "FAIL $(grep -v '^Command\|^\s*$' "$tmp/$name.err" | tail -1 | cut -c1-80)"
       return
@@ -82,14 +86,14 @@ for size in "${sizes[@]}"; do
   out="$dir/out"
   mkdir -p "$out"
   echo "bench_scale: $size: fusec inspect" >&2
-  inspect=$(measure inspect unlimited "$fusec" inspect "$model")
+  inspect=$(measure inspect unlimited "$out/none" "$fusec" inspect "$model")
   echo "bench_scale: $size: fusec optimize" >&2
-  optimize=$(measure optimize unlimited "$fusec" optimize "$model" --no-check -o "$out/fusec.onnx")
+  optimize=$(measure optimize unlimited "$out/fusec.onnx" "$fusec" optimize "$model" --no-check -o "$out/fusec.onnx")
   fusec_written=$(du -cb "$out"/fusec.onnx* 2>/dev/null | tail -1 | cut -f1)
   echo "bench_scale: $size: fusec wrote $((fusec_written / 1048576)) MiB" >&2
   rm -f "$out"/fusec.onnx*
   echo "bench_scale: $size: onnxruntime" >&2
-  ortopt=$(measure ort "$cap_kib" "$py" "$tmp/ort_optimize.py" "$model" "$out/ort.onnx")
+  ortopt=$(measure ort "$cap_kib" "$out/ort.onnx" "$py" "$tmp/ort_optimize.py" "$model" "$out/ort.onnx")
   ort_written=$(du -cb "$out"/ort.onnx* 2>/dev/null | tail -1 | cut -f1)
   echo "bench_scale: $size: ORT wrote $((ort_written / 1048576)) MiB" >&2
   rm -f "$out"/ort.onnx*

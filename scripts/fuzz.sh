@@ -45,7 +45,7 @@ echo "fuzz: $(ls "$seeds" | wc -l) seeds, $(ls "$corpus" | wc -l) corpus entries
 
 before=$(ls "$findings" | wc -l)
 args=(-max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 -malloc_limit_mb=1024 -max_len=262144
-      -dict=fuzz/onnx.dict -artifact_prefix="$findings/" -print_final_stats=1 -print_pcs=0)
+      -dict=fuzz/onnx.dict -artifact_prefix="$findings/" -print_final_stats=1 -print_pcs=0 -print_funcs=0)
 [ "$jobs" -gt 1 ] && args+=(-fork="$jobs" -ignore_crashes=0)
 set +e
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

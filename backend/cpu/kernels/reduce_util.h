@@ -84,7 +84,10 @@ inline ReduceLayout make_reduce_layout(const std::vector<int64_t>& dims, const s
       L.kept_strides.push_back(strides[i]);
     }
   }
-  // Enumerate the reduced positions in row-major order.
+  // No outputs (a kept dim is 0): nothing will be read, so the reduced positions are not listed;
+  // over an empty input there can be billions of them.
+  if (L.outputs() == 0) return L;
+  // Enumerate the reduced positions in row-major order (at most the input's element count).
   int64_t n_red = 1;
   for (int64_t d : red_dims) n_red *= d;
   L.red_offsets.resize(static_cast<size_t>(n_red));
