@@ -87,6 +87,9 @@ inline ReduceLayout make_reduce_layout(const std::vector<int64_t>& dims, const s
   // No outputs (a kept dim is 0): nothing will be read, so the reduced positions are not listed;
   // over an empty input there can be billions of them.
   if (L.outputs() == 0) return L;
+  // A reduced innermost run of length 0 empties every output's reduction whatever the other
+  // reduced dims hold (their product can pass 2^31): reduced_count() is 0 with or without them.
+  if (L.inner_reduced && L.inner == 0) return L;
   // Enumerate the reduced positions in row-major order (at most the input's element count).
   int64_t n_red = 1;
   for (int64_t d : red_dims) n_red *= d;
