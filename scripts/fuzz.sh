@@ -5,6 +5,7 @@
 #   bash scripts/fuzz.sh                 # 10 minutes
 #   bash scripts/fuzz.sh 3600            # an hour
 #   FUZZ_JOBS=2 bash scripts/fuzz.sh 600 # two processes (libFuzzer -fork)
+#   FUZZ_SEED=1 bash scripts/fuzz.sh 180  # the fixed-seed run CI makes
 #
 # Builds build-fuzz/ (cmake --preset fuzz: clang, only the fuzz target). The seed corpus is made
 # here, not committed: the shipped models, the committed reproducers and a sample of the ONNX
@@ -47,6 +48,8 @@ before=$(ls "$findings" | wc -l)
 args=(-max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 -malloc_limit_mb=1024 -max_len=262144
       -dict=fuzz/onnx.dict -artifact_prefix="$findings/" -print_final_stats=1 -print_pcs=0 -print_funcs=0)
 [ "$jobs" -gt 1 ] && args+=(-fork="$jobs" -ignore_crashes=0)
+# FUZZ_SEED=N replays the same mutation sequence (CI sets it); unset, libFuzzer picks a seed.
+[ -n "${FUZZ_SEED:-}" ] && args+=(-seed="$FUZZ_SEED")
 set +e
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   build-fuzz/fuzz/fusec_fuzz "${args[@]}" "$corpus" "$seeds" 2>&1 | tee build-fuzz/last_run.log | grep -v '^#[0-9]*.*\(NEW\|REDUCE\|pulse\)'
