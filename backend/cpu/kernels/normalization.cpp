@@ -244,6 +244,9 @@ void layernorm(KernelContext& ctx) {
   for (int64_t d : norm_dims) inner *= d;
   const int64_t outer = inner == 0 ? 0 : x.numel() / inner;
   const double eps = ctx.attr_float("epsilon");
+  // No rows (an empty dim before the axis): every output is empty. Return before broadcasting
+  // Scale/B to the normalized dims, whose product an empty X does not bound.
+  if (outer == 0 && inner != 0) return;
   dispatch_float(x.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);
     if (ctx.input(1).dtype() != x.dtype() || (ctx.has_input(2) && ctx.input(2).dtype() != x.dtype()))
