@@ -97,8 +97,10 @@ class CpuExecutable : public Executable {
       out_ptrs[i] = &slots[s];
     }
     rs.peak = std::max(rs.peak, rs.live);
-    KernelContext kctx(*st.node, *st.schema, st.opset, rs.in_ptrs, out_ptrs);
-    (*st.kernel)(kctx);
+    if (!nothing_to_compute(out_ptrs)) {
+      KernelContext kctx(*st.node, *st.schema, st.opset, rs.in_ptrs, out_ptrs);
+      (*st.kernel)(kctx);
+    }
     for (int s : st.free_after) {
       if (!arena_[s].placed) rs.live -= std::min(rs.live, slots[s].nbytes());
       slots[s] = Tensor();

@@ -67,6 +67,19 @@ void register_resize_kernels(KernelRegistry& r);
 void register_fused_kernels(KernelRegistry& r);  // ai.fusec ops, composed of the standard kernels
 void register_fused_elementwise_kernels(KernelRegistry& r);  // ai.fusec FusedElementwise interpreter
 
+/// True when every output the node writes has zero elements: a kernel then has nothing to do, and
+/// is not called (its scratch, sized by the inputs' other dims, could be enormous: LayerNorm over
+/// [0, 3, 2^32] would broadcast its scale to 2^32 elements for no output at all).
+inline bool nothing_to_compute(const std::vector<Tensor*>& outputs) {
+  bool any = false;
+  for (const Tensor* t : outputs) {
+    if (!t) continue;
+    if (t->numel() != 0) return false;
+    any = true;
+  }
+  return any;
+}
+
 /// Runs one node on the CPU: infers output shapes from the actual inputs, allocates the outputs
 /// and calls the kernel. Used by the executor's dynamic path and by shape-value propagation.
 std::vector<Tensor> evaluate_node(const Node& node, int64_t opset,
