@@ -8,7 +8,6 @@ namespace fusec::cli {
 void add_not_built(CLI::App& app, std::function<int()>& action) {
   struct Pending { const char* name; const char* what; };
   static const Pending pending[] = {
-      {"profile", "per-kernel time, bytes, FLOPs and utilization"},
       {"compare", "CI gate: compare two bench/profile reports"},
   };
   for (const auto& p : pending) {
