@@ -8,6 +8,8 @@
 #   models      shipped models: fusec run on the GPU vs the CPU at fp32 and fp16, as given and optimized
 #   bench       fusec bench of the shipped models at batch 16, fp32 and fp16
 #   peers       scripts/bench_peers.py (PyTorch on the same GPU)
+#   profile     fusec profile of the full ResNet-50 and BERT-base (exported by bench_peers.py) at batch
+#               16 fp16, with --counters and --compare-unfused; summaries and reports under $OUT
 #   bash scripts/gpu_check.sh tests models bench
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +64,21 @@ for s in "${@:-tests}"; do
     peers)
       step "bench_peers"
       python3 scripts/bench_peers.py --fusec $root/bin/fusec --out "$out" ${PEERS_ARGS:-} || status=1 ;;
+    profile)
+      step "profile"
+      work=/tmp/fusec-profile
+      mkdir -p $work
+      if [ ! -f $work/resnet50.onnx ] || [ ! -f $work/bert.onnx ]; then
+        python3 scripts/bench_peers.py --fusec $root/bin/fusec --out $work/peers --work $work --models resnet50,bert \
+          --only-fusec --precisions fp16 --fusec-duration 0.5 > "$work/export.log" 2>&1 || { tail -20 "$work/export.log"; status=1; }
+      fi
+      for n in ${PROFILE_MODELS:-resnet50 bert}; do
+        fusec profile $work/$n.onnx --device cuda --batch 16 --precision fp16 ${PROFILE_ARGS:---counters --compare-unfused} \
+          --report "$work/profile_$n.json" --trace "$work/trace_$n.json" > "$out/profile_$n.txt" 2>&1 || status=1
+        cat "$out/profile_$n.txt"
+        gzip -c "$work/profile_$n.json" > "$out/profile_$n.json.gz"
+      done
+      gzip -c $work/trace_resnet50.json > "$out/trace_resnet50.json.gz" 2>/dev/null ;;
     *) echo "gpu_check: unknown step $s"; status=2 ;;
   esac
 done

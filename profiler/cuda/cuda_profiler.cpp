@@ -54,7 +54,7 @@ const char* copy_kind_name(uint8_t k) {
   }
 }
 
-// External correlation ids: (mode, iteration, step) packed so one 64-bit id names all three.
+// Tags: (mode, iteration, step) packed so one 64-bit value names all three.
 constexpr uint64_t kNoStep = 0xFFFFFFull;
 uint64_t pack(int mode, int iteration, int step) {
   return (static_cast<uint64_t>(mode + 1) << 56) | (static_cast<uint64_t>(iteration) << 24) |
@@ -79,7 +79,8 @@ struct Raw {
 struct Cupti {
   std::mutex mu;
   std::vector<Raw> raw;
-  std::unordered_map<uint32_t, uint64_t> external;  // correlation id -> packed (mode, iteration, step)
+  std::unordered_map<uint32_t, uint64_t> external;  // API correlation id -> packed (mode, iteration, step)
+  uint64_t tag = 0;        // packed (mode, iteration, step) of the API calls being made now; 0: none
   std::unordered_map<uint64_t, int> node_step;      // graph node id -> step
   size_t dropped = 0;
   int current_step = -1;  // the step being launched (read by the graph-node callbacks)
@@ -154,11 +155,6 @@ struct Cupti {
         r.graph_node = m->graphNodeId;
         break;
       }
-      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-        auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(a);
-        if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) external[e->correlationId] = e->externalId;
-        return;
-      }
       default:
         return;
     }
@@ -166,6 +162,16 @@ struct Cupti {
   }
 
   static void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+      // Every API call made while a step is launched: its correlation id is the one its kernels,
+      // copies and memsets will carry (a graph launch's, for the records of a replay).
+      auto* cb = static_cast<const CUpti_CallbackData*>(data);
+      if (cb->callbackSite != CUPTI_API_ENTER) return;
+      Cupti& c = get();
+      std::lock_guard<std::mutex> lock(c.mu);
+      if (c.tag) c.external[cb->correlationId] = c.tag;
+      return;
+    }
     if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
     auto* rd = static_cast<const CUpti_ResourceData*>(data);
     auto* gd = static_cast<const CUpti_GraphData*>(rd->resourceDescriptor);
@@ -192,6 +198,7 @@ struct Cupti {
       node_step.clear();
       dropped = 0;
       current_step = -1;
+      tag = 0;
     }
     if (!registered) {
       CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
@@ -201,11 +208,12 @@ struct Cupti {
       CUPTI_CALL(cuptiSubscribe(&subscriber, reinterpret_cast<CUpti_CallbackFunc>(callback), nullptr));
       CUPTI_CALL(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
       CUPTI_CALL(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
+      CUPTI_CALL(cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API));
+      CUPTI_CALL(cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API));
     }
     CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
     CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
     CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
-    CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
   }
 
   void flush() { CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)); }
@@ -223,7 +231,6 @@ struct Cupti {
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET);
-    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
     if (subscriber) {
       cuptiUnsubscribe(subscriber);
       subscriber = nullptr;
@@ -237,25 +244,21 @@ class CuptiSteps : public StepRecorder {
  public:
   void step_begin(const StepInfo& s) override {
     StepRecorder::step_begin(s);
-    {
-      std::lock_guard<std::mutex> lock(Cupti::get().mu);
-      Cupti::get().current_step = static_cast<int>(s.index);
-    }
-    if (iteration >= 0) {
-      cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, pack(mode, iteration, static_cast<int>(s.index)));
-      cuptiGetTimestamp(&host_start_);
-    }
+    if (iteration >= 0) cuptiGetTimestamp(&host_start_);
+    std::lock_guard<std::mutex> lock(Cupti::get().mu);
+    Cupti::get().current_step = static_cast<int>(s.index);
+    Cupti::get().tag = iteration >= 0 ? pack(mode, iteration, static_cast<int>(s.index)) : 0;
   }
   void step_end(const StepInfo& s) override {
-    if (iteration >= 0) {
-      uint64_t end = 0, last = 0;
-      cuptiGetTimestamp(&end);
-      cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
-      host.push_back({mode, iteration, static_cast<int>(s.index), host_start_, end});
-    }
     {
       std::lock_guard<std::mutex> lock(Cupti::get().mu);
       Cupti::get().current_step = -1;
+      Cupti::get().tag = 0;
+    }
+    if (iteration >= 0) {
+      uint64_t end = 0;
+      cuptiGetTimestamp(&end);
+      host.push_back({mode, iteration, static_cast<int>(s.index), host_start_, end});
     }
     StepRecorder::step_end(s);
   }
@@ -265,6 +268,11 @@ class CuptiSteps : public StepRecorder {
  private:
   uint64_t host_start_ = 0;
 };
+
+void set_tag(uint64_t tag) {
+  std::lock_guard<std::mutex> lock(Cupti::get().mu);
+  Cupti::get().tag = tag;
+}
 
 struct Events {
   cudaEvent_t a = nullptr, b = nullptr;
@@ -347,10 +355,9 @@ Collected profile_cuda(cuda::CudaExecutable& exe, const std::vector<Tensor>& inp
     c.modes.push_back({"cuda_graph", {}});
     for (int i = 0; i < s.iterations; ++i) {
       c.modes[mode].wall_ms.push_back(ev.time_ms(stream, [&] {
-        cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, pack(mode, i, -1));
+        set_tag(pack(mode, i, -1));
         exe.launch();
-        uint64_t last = 0;
-        cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+        set_tag(0);
       }));
     }
   }
@@ -424,7 +431,7 @@ Collected profile_cuda(cuda::CudaExecutable& exe, const std::vector<Tensor>& inp
         }
     }
   }
-  c.attribution = "external correlation ids per launched step (" + std::to_string(by_id) + " records)";
+  c.attribution = "API correlation ids of each launched step (" + std::to_string(by_id) + " records)";
   if (graph)
     c.attribution += "; CUDA-graph replay by captured graph node (" + std::to_string(by_node) + " records)" +
                      (by_order ? ", by launch order where the node was unknown (" + std::to_string(by_order) + ")" : "");
