@@ -322,10 +322,124 @@ void with_observer(cuda::CudaExecutable& exe, StepObserver* obs, const std::func
   work();
 }
 
+namespace {
+
+/// Without CUPTI: CUDA events recorded on the stream around each step of separate launches give
+/// each node's GPU time (no per-kernel detail); graph replay is timed as a whole.
+class EventSteps : public StepRecorder {
+ public:
+  explicit EventSteps(cudaStream_t s) : stream_(s) {}
+  ~EventSteps() override {
+    for (auto& [b, e] : events_) {
+      cudaEventDestroy(b);
+      cudaEventDestroy(e);
+    }
+  }
+  void step_begin(const StepInfo& s) override {
+    StepRecorder::step_begin(s);
+    if (iteration < 0) return;
+    while (events_.size() <= s.index) {
+      cudaEvent_t b = nullptr, e = nullptr;
+      FUSEC_CUDA_CHECK(cudaEventCreate(&b));
+      FUSEC_CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back({b, e});
+    }
+    FUSEC_CUDA_CHECK(cudaEventRecord(events_[s.index].first, stream_));
+    used_.push_back(s.index);
+  }
+  void step_end(const StepInfo& s) override {
+    if (iteration >= 0) FUSEC_CUDA_CHECK(cudaEventRecord(events_[s.index].second, stream_));
+    StepRecorder::step_end(s);
+  }
+  /// After the iteration's last event completed: one Step record per step, on the clock of
+  /// `origin` (an event recorded before the iteration).
+  void collect(cudaEvent_t origin, int mode, uint64_t base_ns, std::vector<Record>& out) {
+    for (size_t i : used_) {
+      float b = 0, e = 0;
+      FUSEC_CUDA_CHECK(cudaEventElapsedTime(&b, origin, events_[i].first));
+      FUSEC_CUDA_CHECK(cudaEventElapsedTime(&e, origin, events_[i].second));
+      Record r;
+      r.kind = RecordKind::Step;
+      r.name = steps[i].label;
+      r.mode = mode;
+      r.iteration = iteration;
+      r.step = static_cast<int>(i);
+      r.start_ns = base_ns + static_cast<uint64_t>(std::max(0.f, b) * 1e6);
+      r.end_ns = base_ns + static_cast<uint64_t>(std::max(b, e) * 1e6);
+      out.push_back(std::move(r));
+    }
+    used_.clear();
+  }
+  int iteration = -1;
+
+ private:
+  cudaStream_t stream_;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events_;
+  std::vector<size_t> used_;
+};
+
+Collected profile_with_events(cuda::CudaExecutable& exe, const std::vector<Tensor>& inputs, const CudaRunSettings& s,
+                              const std::string& why) {
+  cudaStream_t stream = exe.stream();
+  EventSteps steps(stream);
+  exe.set_step_observer(&steps);
+  struct Detach {
+    cuda::CudaExecutable& e;
+    ~Detach() { e.set_step_observer(nullptr); }
+  } detach{exe};
+  {
+    exe.upload_inputs(inputs);
+    bool graph = false;
+    if (s.graph) {
+      exe.launch();
+      exe.launch();
+      graph = exe.graph_status() == "on";
+    }
+    for (int i = 0; i < s.warmup; ++i) {
+      if (graph) exe.launch();
+      exe.launch_uncaptured();
+    }
+    FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    Collected c;
+    c.device_kind = "cuda";
+    c.modes.push_back({"stream", {}});
+    Events ev;
+    uint64_t base = 0;
+    for (int i = 0; i < s.iterations; ++i) {
+      steps.iteration = i;
+      c.modes[0].wall_ms.push_back(ev.time_ms(stream, [&] { exe.launch_uncaptured(); }));
+      steps.collect(ev.a, 0, base, c.records);
+      base += static_cast<uint64_t>(c.modes[0].wall_ms.back() * 1e6) + 1000;
+    }
+    steps.iteration = -1;
+    if (graph) {
+      c.modes.push_back({"cuda_graph", {}});
+      for (int i = 0; i < s.iterations; ++i) c.modes[1].wall_ms.push_back(ev.time_ms(stream, [&] { exe.launch(); }));
+    }
+    c.graph = exe.executed_graph();
+    c.steps = steps.steps;
+    c.attribution = "CUDA events around each step of separate launches, no per-kernel records (" + why + ")";
+    return c;
+  }
+}
+
+}  // namespace
+
 Collected profile_cuda(cuda::CudaExecutable& exe, const std::vector<Tensor>& inputs, const CudaRunSettings& s) {
   Cupti& cupti = Cupti::get();
   exe.context().make_current();
-  cupti.start();
+  std::string no_cupti;
+  if (const char* e = std::getenv("FUSEC_PROFILE_NO_CUPTI"); e && std::string(e) == "1") {
+    no_cupti = "FUSEC_PROFILE_NO_CUPTI=1";
+  } else {
+    try {
+      cupti.start();
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::BadInput) throw;
+      no_cupti = e.what();
+    }
+  }
+  if (!no_cupti.empty()) return profile_with_events(exe, inputs, s, no_cupti);
   CuptiSteps steps;
   exe.set_step_observer(&steps);
   Session session{exe};

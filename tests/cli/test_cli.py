@@ -420,7 +420,8 @@ def test_no_gpu_errors(c: Ctx):
         return  # this machine has a GPU: nothing to check here
     if "device cpu" not in probe.stdout:
         raise Failure(f"run does not say which device it used: {probe.stdout!r}")
-    for sub in (["run", c.tiny, "--batch", "2", "--output-dir", c.fresh("cuda")], ["bench", c.tiny, "--batch", "2"]):
+    for sub in (["run", c.tiny, "--batch", "2", "--output-dir", c.fresh("cuda")], ["bench", c.tiny, "--batch", "2"],
+                ["profile", c.tiny, "--batch", "2"], ["profile", c.tiny, "--batch", "2", "--counters"]):
         p = subprocess.run([c.fusec] + sub + ["--device", "cuda"], capture_output=True, text=True)
         lines = [l for l in p.stderr.splitlines() if l.strip()]
         # Either no usable GPU, or (a build without the CUDA backend, as the ASan build) no CUDA.

@@ -158,3 +158,39 @@ TEST(GpuProfiler, StreamOnlyWhenGraphsAreOff) {
   auto c2 = profiler::profile_cuda(*exe2, {random_tensor(DType::Float32, {256, 256}, 5)}, s);
   EXPECT_EQ(c2.records.size(), c.records.size());
 }
+
+TEST(GpuProfiler, WithoutCuptiEventsTimeEachStep) {
+  FUSEC_REQUIRE_GPU();
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float32, {Dim(1024), Dim(1024)});
+  b.output(b.node("Relu", {b.node("Neg", {x}, {}, "neg")}, {}, "relu"));
+  auto g = b.build();
+  infer_shapes(*g);
+  auto exe = cuda::CudaBackend(cuda::CudaOptions{}).compile_cuda(*g);
+  ::setenv("FUSEC_PROFILE_NO_CUPTI", "1", 1);
+  profiler::CudaRunSettings s;
+  s.iterations = 4;
+  profiler::Collected c;
+  try {
+    c = profiler::profile_cuda(*exe, {random_tensor(DType::Float32, {1024, 1024}, 6)}, s);
+  } catch (...) {
+    ::unsetenv("FUSEC_PROFILE_NO_CUPTI");
+    throw;
+  }
+  ::unsetenv("FUSEC_PROFILE_NO_CUPTI");
+  ASSERT_EQ(c.modes.size(), 2u);
+  EXPECT_EQ(c.modes[0].name, "stream");
+  EXPECT_EQ(c.modes[1].name, "cuda_graph");
+  EXPECT_NE(c.attribution.find("CUDA events"), std::string::npos) << c.attribution;
+  auto a = profiler::analyze(c, peaks(), Precision::FP32, DType::Undefined);
+  for (const char* n : {"neg", "relu"}) {
+    EXPECT_GT(node(a, n).median_ms, 0.0) << n;
+    EXPECT_EQ(node(a, n).records_per_iteration, 1) << n;
+  }
+  for (int it = 0; it < 4; ++it) {
+    double sum = 0;
+    for (const auto& r : c.records)
+      if (r.iteration == it) sum += r.ms();
+    EXPECT_LE(sum, c.modes[0].wall_ms[it] * 1.001 + 1e-3);
+  }
+}
