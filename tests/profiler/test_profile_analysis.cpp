@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ir/graph_builder.h"
+#include "ir/cost.h"
 #include "passes/infer_shapes.h"
 #include "profiler/peaks.h"
 #include "profiler/report.h"
@@ -216,4 +217,24 @@ TEST(ProfilePeaks, CacheRoundTripAndDamage) {
   EXPECT_TRUE(load_cached_peaks("dev"));
   ::unsetenv("FUSEC_PEAKS_CACHE");
   std::filesystem::remove_all(dir);
+}
+
+TEST(ProfileCost, FusedConvCountsEachInputOnce) {
+  // Y = Relu(Conv(X, W, B) + Z): the profiler's bytes are X + W + B + Z read and Y written.
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float32, {Dim(2), Dim(8), Dim(16), Dim(16)});
+  Value* w = b.initializer("w", Tensor(DType::Float32, {32, 8, 1, 1}));
+  Value* bias = b.initializer("b", Tensor(DType::Float32, {32}));
+  Value* z = b.input("z", DType::Float32, {Dim(2), Dim(32), Dim(16), Dim(16)});
+  auto outs = b.node_n("FusedConv", {x, w, bias, z}, 1, {attr("activation", std::string("Relu"))}, "fc", "ai.fusec");
+  b.output(outs[0]);
+  auto g = b.build();
+  infer_shapes(*g);
+  auto cost = node_cost(*g, *g->nodes()[0]);
+  ASSERT_TRUE(cost);
+  const double X = 2 * 8 * 16 * 16 * 4, W = 32 * 8 * 4, B = 32 * 4, Z = 2 * 32 * 16 * 16 * 4;
+  EXPECT_DOUBLE_EQ(cost->bytes_read, X + W + B + Z);
+  EXPECT_DOUBLE_EQ(cost->bytes_written, Z);
+  auto half = node_cost(*g, *g->nodes()[0], DType::Float16);
+  EXPECT_DOUBLE_EQ(half->bytes_read, (X + W + B + Z) / 2);
 }
