@@ -68,17 +68,23 @@ for s in "${@:-tests}"; do
       step "profile"
       work=/tmp/fusec-profile
       mkdir -p $work
-      if [ ! -f $work/resnet50.onnx ] || [ ! -f $work/bert.onnx ]; then
-        python3 scripts/bench_peers.py --fusec $root/bin/fusec --out $work/peers --work $work --models resnet50,bert \
+      models=${PROFILE_MODELS:-resnet50 bert}
+      prec=${PROFILE_PRECISION:-fp16}
+      missing=""
+      for n in $models; do [ -f $work/$n.onnx ] || missing="$missing,$n"; done
+      if [ -n "$missing" ]; then
+        python3 scripts/bench_peers.py --fusec $root/bin/fusec --out $work/peers --work $work --models "${missing#,}" \
           --only-fusec --precisions fp16 --fusec-duration 0.5 > "$work/export.log" 2>&1 || { tail -20 "$work/export.log"; status=1; }
       fi
-      for n in ${PROFILE_MODELS:-resnet50 bert}; do
-        fusec profile $work/$n.onnx --device cuda --batch 16 --precision fp16 ${PROFILE_ARGS:---counters --compare-unfused} \
-          --report "$work/profile_$n.json" --trace "$work/trace_$n.json" > "$out/profile_$n.txt" 2>&1 || status=1
-        cat "$out/profile_$n.txt"
-        gzip -c "$work/profile_$n.json" > "$out/profile_$n.json.gz"
+      for n in $models; do
+        fusec profile $work/$n.onnx --device cuda --batch 16 --precision $prec ${PROFILE_ARGS:---counters --compare-unfused} \
+          --report "$work/profile_$n.json" --trace "$work/trace_$n.json" > "$out/profile_${n}_$prec.txt" 2>&1 || status=1
+        cat "$out/profile_${n}_$prec.txt"
       done
-      gzip -c $work/trace_resnet50.json > "$out/trace_resnet50.json.gz" 2>/dev/null ;;
+      # Reports and traces in one archive: the device tool brings back only a few files.
+      if [ -z "${PROFILE_NO_JSON:-}" ]; then
+        (cd $work && tar czf "$out/profile_reports_$prec.tgz" $(for n in $models; do echo profile_$n.json trace_$n.json; done))
+      fi ;;
     *) echo "gpu_check: unknown step $s"; status=2 ;;
   esac
 done

@@ -100,3 +100,20 @@ TEST(GpuFusedMatMul, EveryActivationWithBias) {
       expect_gpu_matches_cpu(c, p);
     }
 }
+
+TEST(GpuFusedMatMul, GeluEpilogueOnOddAndPackedShapes) {
+  FUSEC_REQUIRE_GPU();
+  // 135 outputs take the scalar epilogue, 1536 the 16-byte one, at every storage width.
+  const std::vector<std::vector<int64_t>> shapes[] = {{{3, 5, 64}, {64, 9}}, {{4, 16, 64}, {64, 24}}};
+  for (Precision p : kAll)
+    for (const auto& s : shapes) {
+      OpCase c;
+      c.op = "FusedMatMul";
+      c.domain = "ai.fusec";
+      c.inputs = {random_tensor(DType::Float32, s[0], 21, -0.25, 0.25), random_tensor(DType::Float32, s[1], 22)};
+      c.constant = {1};
+      c.attrs = {attr("activation", std::string("Gelu"))};
+      SCOPED_TRACE(s[1][1]);
+      expect_gpu_matches_cpu(c, p);
+    }
+}
