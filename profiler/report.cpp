@@ -387,10 +387,13 @@ void print_summary(std::FILE* out, const ReportMeta& m, const Peaks& p, const Co
     std::fprintf(out, "  * above the measured peak: the cost model counts every input and output as memory traffic, and\n"
                       "    the cache served part of it (--counters measures the DRAM bytes)\n");
   std::fprintf(out, "\ntop %d op types by time\n", top);
-  std::fprintf(out, "  %9s %6s %6s  %s\n", "ms", "share", "nodes", "op");
+  std::fprintf(out, "  %9s %6s %6s %10s %12s  %s\n", "ms", "share", "nodes", "GB/s", tera ? "TFLOP/s" : "GFLOP/s", "op");
   for (int i = 0; i < top && i < static_cast<int>(a.op_types.size()); ++i) {
     const OpTypeProfile& o = a.op_types[i];
-    std::fprintf(out, "  %9.4f %5.1f%% %6d  %s\n", o.ms, 100 * o.share, o.nodes, o.op_type.c_str());
+    const double sec = o.ms * 1e-3;
+    std::fprintf(out, "  %9.4f %5.1f%% %6d %10s %12s  %s\n", o.ms, 100 * o.share, o.nodes,
+                 sec > 0 && o.bytes > 0 ? fmt("%.1f", o.bytes / sec / 1e9).c_str() : "-",
+                 sec > 0 && o.flops > 0 ? fmt("%.2f", o.flops / sec / (tera ? 1e12 : 1e9)).c_str() : "-", o.op_type.c_str());
   }
   if (c.device_kind == "cuda") {
     std::vector<const KernelProfile*> ks;
