@@ -1,4 +1,10 @@
 // MatMul, Gemm and FusedMatMul on cuBLASLt against the CPU reference.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "backend/cuda/tuning_cache.h"
 #include "gpu_test_util.h"
 
 using namespace fusec;
@@ -116,4 +122,24 @@ TEST(GpuFusedMatMul, GeluEpilogueOnOddAndPackedShapes) {
       SCOPED_TRACE(s[1][1]);
       expect_gpu_matches_cpu(c, p);
     }
+}
+
+TEST(TuningCache, RemembersAcrossProcessesAndCanBeTurnedOff) {
+  // No GPU needed: the cache is a file.
+  auto dir = std::filesystem::temp_directory_path() / ("fusec_tuning_" + std::to_string(::getpid()));
+  const std::string path = (dir / "t.json").string();
+  ::setenv("FUSEC_TUNING_CACHE", path.c_str(), 1);
+  auto& cache = cuda::TuningCache::global();
+  cache.put("k1", "v1");
+  EXPECT_EQ(cache.get("k1").value_or(""), "v1");
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << path;
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"k1\": \"v1\""), std::string::npos) << text;
+  ::setenv("FUSEC_TUNE", "0", 1);
+  EXPECT_FALSE(cache.enabled());
+  EXPECT_FALSE(cache.get("k1"));
+  ::unsetenv("FUSEC_TUNE");
+  ::unsetenv("FUSEC_TUNING_CACHE");
+  std::filesystem::remove_all(dir);
 }
