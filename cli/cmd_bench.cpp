@@ -13,6 +13,7 @@
 #include "cli/device_options.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"
+#include "profiler/host_info.h"
 #include "profiler/stats.h"
 #ifdef FUSEC_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -32,6 +33,7 @@ struct BenchArgs {
   std::optional<double> duration;
   uint64_t seed = 0;
   bool quiet = false, no_compare = false, include_copies = false;
+  std::vector<std::string> passes, skip;  // the optimized variant's pipeline (optimize's --passes/--skip)
   ShapeOptions shapes;
   DeviceOptions device;
 };
@@ -194,6 +196,9 @@ int bench(const BenchArgs& a) {
   if (a.iterations && *a.iterations <= 0) bad_input("--iterations must be positive");
   if (a.duration && *a.duration <= 0) bad_input("--duration must be positive");
   if (a.warmup < 0) bad_input("--warmup must not be negative");
+  if (!a.passes.empty() && !a.skip.empty()) bad_input("give --passes or --skip, not both");
+  if (a.no_compare && (!a.passes.empty() || !a.skip.empty()))
+    bad_input("--passes/--skip choose the optimized variant's passes; --no-compare runs none");
   ResolvedDevice dev = resolve_device(a.device);
   if (a.include_copies && !dev.cuda) bad_input("--include-copies applies to --device cuda only");
 
@@ -211,7 +216,10 @@ int bench(const BenchArgs& a) {
     Variant opt;
     opt.name = "optimized";
     opt.graph = variants[0].graph->clone();
-    OptimizeResult r = optimize_graph(*opt.graph, PipelineOptions{});
+    PipelineOptions po;
+    po.only = a.passes;
+    po.skip = a.skip;
+    OptimizeResult r = optimize_graph(*opt.graph, po);
     for (const auto& p : r.per_pass) opt.rewrites += p.rewrites;
     variants.push_back(std::move(opt));
   }
@@ -284,10 +292,12 @@ int bench(const BenchArgs& a) {
     j["device"] = dev.cuda ? "cuda" : "cpu";
     j["device_name"] = dev.description;
     if (!dev.cuda) j["threads"] = cpu::num_threads();
+    j["cpu_model"] = host_cpu_model();
     j["precision"] = precision_name(dev.precision);
     j["batch"] = batch;
     j["warmup"] = a.warmup;
     j["timing"] = dev.cuda ? (a.include_copies ? "host_clock_with_copies" : "cuda_events") : "host_clock";
+    if (!a.no_compare) j["pipeline"] = {{"passes", a.passes}, {"skip", a.skip}};
     j["variants"] = nlohmann::ordered_json::array();
     for (const Variant& v : variants) j["variants"].push_back(variant_json(v, batch));
     if (speedup > 0) j["speedup_median"] = speedup;
@@ -310,6 +320,9 @@ void add_bench(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--duration", args->duration, "Time budget per variant in seconds (default 5 s, at least 10 runs)");
   sub->add_option("--seed", args->seed, "Seed for the random inputs");
   sub->add_flag("--no-compare", args->no_compare, "Benchmark only the model as given (no optimized run)");
+  sub->add_option("--passes", args->passes, "Optimized variant: run only these passes (comma-separated)")->delimiter(',');
+  sub->add_option("--skip", args->skip, "Optimized variant: skip these passes (comma-separated)")
+      ->delimiter(',');
   sub->add_flag("--include-copies", args->include_copies, "GPU: time host->device->host copies too");
   sub->add_option("--json", args->json_path, "Write results as JSON (schema fusec.bench/2)");
   sub->add_flag("--quiet", args->quiet, "No progress output");

@@ -9,7 +9,6 @@ void add_not_built(CLI::App& app, std::function<int()>& action) {
   struct Pending { const char* name; const char* what; };
   static const Pending pending[] = {
       {"profile", "per-kernel time, bytes, FLOPs and utilization"},
-      {"compare", "CI gate: compare two bench/profile reports"},
   };
   for (const auto& p : pending) {
     auto* sub = app.add_subcommand(p.name, std::string(p.what) + " [not built yet: exits 2]");
