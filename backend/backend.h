@@ -15,6 +15,25 @@ struct MemoryStats {
   bool planned = false;              // true when a static plan was made at compile time
 };
 
+/// One step of a run as the profiler sees it: a node's kernel(s), or a step the backend added
+/// (a dtype conversion of a graph input, a layout change, a copy), which has no node.
+struct StepInfo {
+  size_t index = 0;            // position in execution order, stable for one plan
+  const Node* node = nullptr;  // in executed_graph(); null for steps the backend added
+  const char* kind = "";       // "node" (CPU backend); CUDA: "kernel", "cpu" (fallback), "convert", "copy", "relayout"
+  std::string label;           // node name, or what an added step does ("convert input 'x'")
+};
+
+/// Told, on the launching thread, around each step of a run (profiler attribution). The CUDA
+/// backend calls it while it enqueues work (also while capturing a CUDA graph), not when the GPU
+/// executes it.
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  virtual void step_begin(const StepInfo& step) = 0;
+  virtual void step_end(const StepInfo& step) = 0;
+};
+
 /// A compiled graph. Inputs and outputs are host tensors in graph order.
 class Executable {
  public:
@@ -22,6 +41,11 @@ class Executable {
   virtual std::vector<Tensor> run(const std::vector<Tensor>& inputs) = 0;
   virtual MemoryStats memory() const = 0;
   virtual std::string backend_name() const = 0;
+  /// Null detaches. The observer must outlive the runs it watches.
+  virtual void set_step_observer(StepObserver* observer) = 0;
+  /// The graph the steps' nodes belong to (shapes as planned), or null before the first run of a
+  /// model whose plan waits for the inputs.
+  virtual const Graph* executed_graph() const = 0;
 };
 
 struct UnsupportedNode {

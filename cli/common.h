@@ -46,6 +46,6 @@ void add_run(CLI::App& app, std::function<int()>& action);
 void add_bench(CLI::App& app, std::function<int()>& action);
 void add_optimize(CLI::App& app, std::function<int()>& action);
 void add_compare(CLI::App& app, std::function<int()>& action);
-void add_not_built(CLI::App& app, std::function<int()>& action);
+void add_profile(CLI::App& app, std::function<int()>& action);
 
 }  // namespace fusec::cli

@@ -4,7 +4,7 @@
 
 namespace fusec {
 
-std::optional<Cost> node_cost(const Graph& g, const Node& n) {
+std::optional<Cost> node_cost(const Graph& g, const Node& n, DType float32_storage) {
   const OpSchema* s = OpRegistry::global().find(n.domain, n.op_type, g.opset(n.domain));
   if (!s || !s->cost) return std::nullopt;
   // Cost functions read the inputs and outputs their schema requires; a node inference skipped (a
@@ -15,19 +15,22 @@ std::optional<Cost> node_cost(const Graph& g, const Node& n) {
   } catch (const Error&) {
     return std::nullopt;
   }
+  auto stored = [&](DType t) {
+    return t == DType::Float32 && float32_storage != DType::Undefined ? float32_storage : t;
+  };
   std::vector<std::vector<int64_t>> in_dims, out_dims;
   std::vector<DType> in_types, out_types;
   for (const Value* v : n.inputs) {
     if (!v) { in_dims.emplace_back(); in_types.push_back(DType::Undefined); continue; }
     if (!v->type.shape || !is_static(*v->type.shape)) return std::nullopt;
     in_dims.push_back(static_dims(*v->type.shape));
-    in_types.push_back(v->type.dtype);
+    in_types.push_back(stored(v->type.dtype));
   }
   for (const Value* v : n.outputs) {
     if (!v) { out_dims.emplace_back(); out_types.push_back(DType::Undefined); continue; }
     if (!v->type.shape || !is_static(*v->type.shape)) return std::nullopt;
     out_dims.push_back(static_dims(*v->type.shape));
-    out_types.push_back(v->type.dtype);
+    out_types.push_back(stored(v->type.dtype));
   }
   CostContext c{n, in_dims, in_types, out_dims, out_types};
   return s->cost(c);

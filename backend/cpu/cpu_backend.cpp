@@ -26,6 +26,8 @@ class CpuExecutable : public Executable {
 
   std::string backend_name() const override { return "cpu"; }
   MemoryStats memory() const override { return stats_; }
+  void set_step_observer(StepObserver* observer) override { observer_ = observer; }
+  const Graph* executed_graph() const override { return graph_.get(); }
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
     const Graph& g = *graph_;
@@ -39,8 +41,17 @@ class CpuExecutable : public Executable {
       check_input_tensor(*g.inputs[i], inputs[i]);
       rs.slots[slot_of_.at(g.inputs[i])] = inputs[i];
     }
-    for (const Step& st : steps_)
-      with_node_context([&] { return st.node->ref(); }, [&] { run_step(st, rs); });
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const Step& st = steps_[i];
+      if (observer_) {
+        StepInfo info{i, st.node, "node", st.node->name};
+        observer_->step_begin(info);
+        with_node_context([&] { return st.node->ref(); }, [&] { run_step(st, rs); });
+        observer_->step_end(info);
+      } else {
+        with_node_context([&] { return st.node->ref(); }, [&] { run_step(st, rs); });
+      }
+    }
     if (!stats_.planned) stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, rs.peak);
     std::vector<Tensor> outs;
     for (Value* v : g.outputs) {
@@ -200,6 +211,7 @@ class CpuExecutable : public Executable {
   std::vector<ArenaSlot> arena_;  // by slot
   std::shared_ptr<void> arena_storage_;
   MemoryStats stats_;
+  StepObserver* observer_ = nullptr;
 };
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -94,7 +95,19 @@ struct Step {
   std::vector<int> in_slots, out_slots;  // -1: absent
   std::vector<DTensor> ins, outs;        // resolved at the end of planning
   StridedCopyPlan relayout;              // Kind::Relayout: NCHW <-> NHWC
+  std::string label;                     // what the profiler calls it: the node's name, or what an added step does
 };
+
+const char* step_kind_name(Step::Kind k) {
+  switch (k) {
+    case Step::Kind::Gpu: return "kernel";
+    case Step::Kind::Cpu: return "cpu";
+    case Step::Kind::Convert: return "convert";
+    case Step::Kind::Copy: return "copy";
+    case Step::Kind::Relayout: return "relayout";
+  }
+  return "";
+}
 
 std::string signature(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value) {
   std::string key;
@@ -143,6 +156,8 @@ class Impl : public CudaExecutable {
   Context& context() override { return ctx_; }
   const std::vector<NodePlacement>& placement() const override { return placement_; }
   std::string graph_status() const override { return graph_status_; }
+  void set_step_observer(StepObserver* observer) override { observer_ = observer; }
+  const Graph* executed_graph() const override { return plan_.get(); }
 
   MemoryStats memory() const override {
     MemoryStats m;
@@ -195,6 +210,12 @@ class Impl : public CudaExecutable {
     }
     run_steps();
     ++launches_;
+  }
+
+  void launch_uncaptured() override {
+    if (!plan_) internal_error("launch before the inputs were uploaded");
+    ctx_.make_current();
+    run_steps();
   }
 
   std::vector<Tensor> download_outputs() override {
@@ -302,7 +323,7 @@ class Impl : public CudaExecutable {
 
     // Graph inputs: an ONNX-typed buffer the host copies into, plus a converted internal slot
     // when the run precision stores it differently.
-    std::vector<std::pair<int, int>> input_converts;  // (io slot, internal slot)
+    std::vector<std::tuple<int, int, std::string>> input_converts;  // (io slot, internal slot, name)
     for (size_t i = 0; i < g.inputs.size(); ++i) {
       Value* v = g.inputs[i];
       if (v->is_initializer()) { input_slots_.push_back(-1); continue; }
@@ -312,15 +333,16 @@ class Impl : public CudaExecutable {
       input_slots_.push_back(io);
       if (slots_[io].dtype != storage_dtype(opts_.precision, v->type.dtype)) {
         int internal = new_slot(v);
-        input_converts.push_back({io, internal});
+        input_converts.push_back({io, internal, v->name});
         slot_of[v] = internal;
       } else {
         slot_of[v] = io;
       }
     }
-    for (auto [io, internal] : input_converts) {
+    for (auto& [io, internal, name] : input_converts) {
       Step st;
       st.kind = Step::Kind::Convert;
+      st.label = "convert input '" + name + "'";
       st.in_slots = {io};
       st.out_slots = {internal};
       steps_.push_back(std::move(st));
@@ -390,6 +412,7 @@ class Impl : public CudaExecutable {
       };
       Step st;
       st.node = &n;
+      st.label = n.name;
       st.opset = opset;
       std::vector<PlanValue> pin, pout;
       std::string why;
@@ -459,6 +482,7 @@ class Impl : public CudaExecutable {
       slots_[out].pinned = true;
       Step st;
       st.kind = src.dtype == slots_[out].dtype ? Step::Kind::Copy : Step::Kind::Convert;
+      st.label = std::string(st.kind == Step::Kind::Copy ? "copy" : "convert") + " output '" + v->name + "'";
       st.in_slots = {s};
       st.out_slots = {out};
       steps_.push_back(std::move(st));
@@ -546,6 +570,7 @@ class Impl : public CudaExecutable {
     }
     Step st;
     st.kind = Step::Kind::Relayout;
+    st.label = std::string(nhwc ? "to NHWC" : "to NCHW") + " '" + v->name + "'";
     st.in_slots = {s};
     st.out_slots = {t};
     bool ok = true;
@@ -662,33 +687,45 @@ class Impl : public CudaExecutable {
   // ---------------------------------------------------------------- execution
   void run_steps() {
     Stream stream = ctx_.stream();
-    for (Step& st : steps_) {
-      switch (st.kind) {
-        case Step::Kind::Gpu: {
-          if (st.op->is_view() && st.outs[0].data == st.ins[0].data) break;
-          LaunchArgs a{st.ins, st.outs, ctx_, stream, workspace_.get()};
-          try {
-            st.op->launch(a);
-          } catch (const Error& e) {
-            throw Error(e.kind(), std::string(e.what()) + st.node->ref());
-          }
-          break;
-        }
-        case Step::Kind::Copy:
-          if (st.outs[0].nbytes())
-            FUSEC_CUDA_CHECK(cudaMemcpyAsync(st.outs[0].data, st.ins[0].data, st.outs[0].nbytes(), cudaMemcpyDeviceToDevice, stream));
-          break;
-        case Step::Kind::Convert:
-          if (!launch_convert_float(st.ins[0].data, st.ins[0].dtype, st.outs[0].data, st.outs[0].dtype, st.outs[0].numel(), stream))
-            internal_error(std::string("no device conversion from ") + dtype_name(st.ins[0].dtype) + " to " + dtype_name(st.outs[0].dtype));
-          break;
-        case Step::Kind::Cpu:
-          run_on_cpu(st);
-          break;
-        case Step::Kind::Relayout:
-          launch_strided_copy(st.relayout, st.ins[0].data, st.outs[0].data, stream);
-          break;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      Step& st = steps_[i];
+      if (!observer_) {
+        run_step(st, stream);
+        continue;
       }
+      StepInfo info{i, st.node, step_kind_name(st.kind), st.label};
+      observer_->step_begin(info);
+      run_step(st, stream);
+      observer_->step_end(info);
+    }
+  }
+
+  void run_step(Step& st, Stream stream) {
+    switch (st.kind) {
+      case Step::Kind::Gpu: {
+        if (st.op->is_view() && st.outs[0].data == st.ins[0].data) break;
+        LaunchArgs a{st.ins, st.outs, ctx_, stream, workspace_.get()};
+        try {
+          st.op->launch(a);
+        } catch (const Error& e) {
+          throw Error(e.kind(), std::string(e.what()) + st.node->ref());
+        }
+        break;
+      }
+      case Step::Kind::Copy:
+        if (st.outs[0].nbytes())
+          FUSEC_CUDA_CHECK(cudaMemcpyAsync(st.outs[0].data, st.ins[0].data, st.outs[0].nbytes(), cudaMemcpyDeviceToDevice, stream));
+        break;
+      case Step::Kind::Convert:
+        if (!launch_convert_float(st.ins[0].data, st.ins[0].dtype, st.outs[0].data, st.outs[0].dtype, st.outs[0].numel(), stream))
+          internal_error(std::string("no device conversion from ") + dtype_name(st.ins[0].dtype) + " to " + dtype_name(st.outs[0].dtype));
+        break;
+      case Step::Kind::Cpu:
+        run_on_cpu(st);
+        break;
+      case Step::Kind::Relayout:
+        launch_strided_copy(st.relayout, st.ins[0].data, st.outs[0].data, stream);
+        break;
     }
   }
 
@@ -780,6 +817,7 @@ class Impl : public CudaExecutable {
   bool capture_allowed_ = true;
   std::string graph_status_ = "on";
   int launches_ = 0;
+  StepObserver* observer_ = nullptr;
 };
 
 }  // namespace

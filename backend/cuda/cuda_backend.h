@@ -50,6 +50,9 @@ class CudaExecutable : public Executable {
   virtual void upload_inputs(const std::vector<Tensor>& inputs) = 0;
   /// Enqueues one whole run on stream() (a CUDA-graph replay once captured). Does not wait.
   virtual void launch() = 0;
+  /// Enqueues one whole run as separate launches, neither replaying nor capturing a CUDA graph
+  /// (the profiler's stream mode). Does not wait.
+  virtual void launch_uncaptured() = 0;
   virtual std::vector<Tensor> download_outputs() = 0;
   virtual Stream stream() const = 0;
   virtual Context& context() = 0;

@@ -1,0 +1,253 @@
+// fusec profile: where the time goes, node by node and kernel by kernel, against the device's
+// measured peaks. GPU: CUPTI activity records in CUDA-graph replay and in separate launches
+// (profiler/cuda/); CPU: the host clock around each node. Same report either way.
+//
+// The model is profiled as fusec runs it, after the fusion pipeline (--as-given: unchanged);
+// --compare-unfused profiles both in one process and says what each fusion saved.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "backend/cpu/parallel.h"
+#include "cli/common.h"
+#include "cli/device_options.h"
+#include "ir/error.h"
+#include "passes/pipeline.h"
+#include "profiler/collect.h"
+#include "profiler/peaks.h"
+#include "profiler/report.h"
+#ifdef FUSEC_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/cuda_backend.h"
+#include "profiler/cuda/counters.h"
+#include "profiler/cuda/cuda_profiler.h"
+#endif
+
+namespace fusec::cli {
+
+namespace {
+
+struct ProfileArgs {
+  std::string model, report_path, trace_path;
+  int iterations = 20, warmup = 3, top = 10;
+  uint64_t seed = 0;
+  bool counters = false, compare_unfused = false, as_given = false, remeasure_peaks = false, no_stream = false;
+  ShapeOptions shapes;
+  DeviceOptions device;
+};
+
+/// One profiled graph; the executable stays alive because the collected steps point into it.
+struct Variant {
+  std::string name;
+  std::unique_ptr<Graph> graph;
+  std::unique_ptr<Executable> exe;
+  profiler::Collected collected;
+  profiler::Analysis analysis;
+  std::string cuda_graph;
+};
+
+void profile_variant(const ProfileArgs& a, const ResolvedDevice& dev, Variant& v, const std::vector<Tensor>& inputs,
+                     const profiler::Peaks& peaks) {
+  auto backend = make_backend(a.device, dev);
+  auto bad = backend->unsupported(*v.graph);
+  if (!bad.empty()) bad_input(describe_unsupported(bad));
+  v.exe = backend->compile(*v.graph);
+  DType storage = DType::Undefined;
+#ifdef FUSEC_HAVE_CUDA
+  if (auto* ce = dynamic_cast<cuda::CudaExecutable*>(v.exe.get())) {
+    profiler::CudaRunSettings s;
+    s.warmup = a.warmup;
+    s.iterations = a.iterations;
+    s.graph = a.device.cuda_graph != "off";
+    s.stream = !a.no_stream || !s.graph;
+    v.collected = profiler::profile_cuda(*ce, inputs, s);
+    v.cuda_graph = ce->graph_status();
+    storage = storage_dtype(dev.precision, DType::Float32);
+  }
+#endif
+  if (!dev.cuda) v.collected = profiler::profile_cpu(*v.exe, inputs, {a.warmup, a.iterations});
+  v.analysis = profiler::analyze(v.collected, peaks, dev.precision, storage);
+}
+
+#ifdef FUSEC_HAVE_CUDA
+/// Counters from one more stream-mode run, matched to the analysis' kernels by launch order.
+profiler::CountersSection collect_counters(Variant& v, int gpu) {
+  profiler::CountersSection cs;
+  cs.metrics = profiler::counter_metric_names();
+  auto* ce = dynamic_cast<cuda::CudaExecutable*>(v.exe.get());
+  std::vector<profiler::KernelCounters> kc;
+  try {
+    kc = profiler::collect_counters(
+        [&] {
+          ce->launch_uncaptured();
+          FUSEC_CUDA_CHECK(cudaStreamSynchronize(ce->stream()));
+        },
+        profiler::CounterOptions{gpu});
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Internal) throw;
+    cs.error = e.what();
+    return cs;
+  }
+  // The kernels of the first stream-mode iteration, in launch order, with their (step, ordinal).
+  const profiler::Collected& c = v.collected;
+  const profiler::Analysis& an = v.analysis;
+  int stream_mode = -1;
+  for (size_t m = 0; m < c.modes.size(); ++m)
+    if (c.modes[m].name == "stream") stream_mode = static_cast<int>(m);
+  std::vector<const profiler::Record*> recs;
+  for (const auto& r : c.records)
+    if (r.mode == stream_mode && r.iteration == 0) recs.push_back(&r);
+  std::stable_sort(recs.begin(), recs.end(), [](auto* x, auto* y) { return x->start_ns < y->start_ns; });
+  std::map<int, int> ordinal;
+  std::vector<int> kernel_of;  // per launched kernel: index into an.kernels, -1 unknown
+  for (const auto* r : recs) {
+    int ord = ordinal[r->step]++;
+    if (r->kind != profiler::RecordKind::Kernel) continue;
+    int idx = -1;
+    for (size_t k = 0; k < an.kernels.size(); ++k)
+      if (an.kernels[k].step == r->step && an.kernels[k].ordinal == ord) idx = static_cast<int>(k);
+    kernel_of.push_back(idx);
+  }
+  const bool aligned = stream_mode >= 0 && kernel_of.size() == kc.size();
+  if (!aligned)
+    cs.error = "the counter run launched " + std::to_string(kc.size()) + " kernels where the profiled run launched " +
+               std::to_string(kernel_of.size()) + "; counters are listed without attribution";
+  for (size_t i = 0; i < kc.size(); ++i) {
+    profiler::CounterRow r;
+    r.kernel = aligned ? kernel_of[i] : -1;
+    r.name = kc[i].kernel;
+    r.dram_read_bytes = kc[i].dram_read_bytes;
+    r.dram_write_bytes = kc[i].dram_write_bytes;
+    r.duration_ns = kc[i].duration_ns;
+    r.sm_throughput_pct = kc[i].sm_throughput_pct;
+    r.dram_throughput_pct = kc[i].dram_throughput_pct;
+    r.tensor_pipe_pct = kc[i].tensor_pipe_pct;
+    cs.rows.push_back(std::move(r));
+  }
+  if (aligned) cs.error.clear();
+  return cs;
+}
+#endif
+
+int profile(const ProfileArgs& a) {
+  if (a.iterations <= 0) bad_input("--iterations must be positive");
+  if (a.warmup < 0) bad_input("--warmup must not be negative");
+  if (a.top <= 0) bad_input("--top must be positive");
+  ResolvedDevice dev = resolve_device(a.device);
+  if (a.counters && !dev.cuda) bad_input("--counters needs --device cuda (hardware counters are read through CUPTI)");
+
+  std::vector<Variant> variants;
+  auto given = load_model(a.model, a.shapes);
+  {
+    auto bad = make_backend(a.device, dev)->unsupported(*given);
+    if (!bad.empty()) bad_input(describe_unsupported(bad));
+  }
+  require_static_shapes(*given);
+  std::vector<Tensor> inputs;
+  for (auto* v : given->inputs) inputs.push_back(random_input(*v, a.seed));
+  if (a.compare_unfused || a.as_given) {
+    Variant v;
+    v.name = "as_given";
+    v.graph = given->clone();
+    variants.push_back(std::move(v));
+  }
+  if (!a.as_given) {
+    Variant v;
+    v.name = "optimized";
+    v.graph = given->clone();
+    optimize_graph(*v.graph, PipelineOptions{});
+    variants.push_back(std::move(v));
+  }
+
+  std::string warning;
+  profiler::Peaks peaks;
+  profiler::ReportMeta meta;
+  meta.model = a.model;
+  meta.device_kind = dev.cuda ? "cuda" : "cpu";
+  meta.device_name = dev.description;
+  meta.precision = dev.precision;
+  meta.warmup = a.warmup;
+  meta.created = profiler::iso_now();
+  meta.build["fusec"] = FUSEC_VERSION;
+  meta.build["compiler"] = __VERSION__;
+  if (!given->inputs.empty() && given->inputs[0]->type.shape && !given->inputs[0]->type.shape->empty())
+    meta.batch = (*given->inputs[0]->type.shape)[0].value;
+#ifdef FUSEC_HAVE_CUDA
+  std::shared_ptr<cuda::Context> ctx;
+  if (dev.cuda) {
+    ctx = std::make_shared<cuda::Context>(a.device.gpu);
+    peaks = profiler::cached_or_measured(profiler::cuda_device_key(a.device.gpu), a.remeasure_peaks,
+                                         [&] { return profiler::measure_cuda_peaks(*ctx); }, &warning);
+    cudaDeviceProp p{};
+    FUSEC_CUDA_CHECK(cudaGetDeviceProperties(&p, a.device.gpu));
+    meta.device_index = a.device.gpu;
+    meta.sm = p.major * 10 + p.minor;
+    meta.multiprocessors = p.multiProcessorCount;
+    meta.device_memory_bytes = p.totalGlobalMem;
+    for (const auto& [k, val] : profiler::cuda_versions()) meta.build[k] = val;
+  }
+#endif
+  if (!dev.cuda) {
+    meta.threads = cpu::num_threads();
+    peaks = profiler::cached_or_measured(profiler::cpu_device_key(), a.remeasure_peaks, profiler::measure_cpu_peaks, &warning);
+  }
+  if (!warning.empty()) std::fprintf(stderr, "fusec: warning: %s\n", warning.c_str());
+
+  for (Variant& v : variants) profile_variant(a, dev, v, inputs, peaks);
+  Variant& main = variants.back();
+  meta.variant = main.name;
+  meta.cuda_graph = main.cuda_graph;
+
+  std::optional<profiler::CountersSection> counters;
+#ifdef FUSEC_HAVE_CUDA
+  if (a.counters) counters = collect_counters(main, a.device.gpu);
+#endif
+  std::optional<profiler::UnfusedComparison> unfused;
+  if (a.compare_unfused) unfused = profiler::compare_unfused(variants.front().analysis, main.analysis);
+
+  profiler::print_summary(stdout, meta, peaks, main.collected, main.analysis, counters ? &*counters : nullptr,
+                          unfused ? &*unfused : nullptr, a.top);
+  if (dev.cuda && main.cuda_graph != "on" && a.device.cuda_graph != "off")
+    std::printf("note: CUDA graph %s; only separate launches were profiled\n", main.cuda_graph.c_str());
+  if (!a.report_path.empty()) {
+    auto j = profiler::report_json(meta, peaks, main.collected, main.analysis, counters ? &*counters : nullptr,
+                                   unfused ? &*unfused : nullptr);
+    write_text_file(a.report_path, j.dump(2) + "\n");
+    std::printf("\nreport: %s\n", a.report_path.c_str());
+  }
+  if (!a.trace_path.empty()) {
+    write_text_file(a.trace_path, profiler::chrome_trace(meta, main.collected, main.analysis));
+    std::printf("trace:  %s (open in https://ui.perfetto.dev or chrome://tracing)\n", a.trace_path.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_profile(CLI::App& app, std::function<int()>& action) {
+  auto args = std::make_shared<ProfileArgs>();
+  auto* sub = app.add_subcommand("profile", "Per-node and per-kernel time, bytes, FLOPs and % of the device's measured peaks");
+  sub->add_option("model", args->model, "ONNX model file")->required();
+  args->shapes.add_to(*sub);
+  args->device.add_to(*sub);
+  sub->add_option("--iterations", args->iterations, "Profiled runs per mode (default 20)");
+  sub->add_option("--warmup", args->warmup, "Untimed runs first (default 3)");
+  sub->add_option("--report", args->report_path, "Write the report as JSON (schema fusec.profile/1)");
+  sub->add_option("--trace", args->trace_path, "Write a Chrome trace (ui.perfetto.dev, chrome://tracing)");
+  sub->add_flag("--counters", args->counters, "GPU: hardware counters per kernel (DRAM bytes, SM and tensor-pipe %) by kernel replay");
+  sub->add_flag("--compare-unfused", args->compare_unfused, "Profile the model as given too and report what each fusion saved");
+  sub->add_flag("--as-given", args->as_given, "Profile the model without the fusion pipeline");
+  sub->add_flag("--no-stream", args->no_stream, "GPU: profile only CUDA-graph replay, not separate launches too");
+  sub->add_flag("--remeasure-peaks", args->remeasure_peaks, "Measure the device's peaks again instead of using the cached ones");
+  sub->add_option("--top", args->top, "Rows in each summary table (default 10)");
+  sub->add_option("--seed", args->seed, "Seed for the random inputs");
+  sub->callback([args, &action] {
+    action = [args] {
+      if (args->as_given && args->compare_unfused) bad_input("--as-given and --compare-unfused exclude each other");
+      return profile(*args);
+    };
+  });
+}
+
+}  // namespace fusec::cli
