@@ -1,4 +1,4 @@
-// fusec compare BASE NEW: the CI gate over two reports of one kind (bench, optimize). Prints a
+// fusec compare BASE NEW: the CI gate over two reports of one kind (bench, profile, optimize). Prints a
 // benchstat-like table; exit 0 when nothing regressed, 3 when something did, 2 on bad input.
 #include <cstdio>
 
@@ -36,6 +36,8 @@ void ThresholdOptions::add_to(CLI::App& app) {
   app.add_option("--memory-threshold", memory, "Memory growth that counts as a regression (default 1%)");
   app.add_option("--count-threshold", count, "Growth of node, kernel and op counts that counts (default 0%: any)");
   app.add_option("--error-threshold", error, "Growth of the verification's max error that counts (default 100%: doubling)");
+  app.add_option("--node-threshold", share,
+                 "Profiles: a node's or kernel's slowdown must also be this share of the run's latency (default 1%)");
 }
 
 compare::Thresholds ThresholdOptions::resolve(compare::Thresholds t) const {
@@ -43,6 +45,7 @@ compare::Thresholds ThresholdOptions::resolve(compare::Thresholds t) const {
   if (memory) t.memory = compare::parse_percent(*memory, "--memory-threshold");
   if (count) t.count = compare::parse_percent(*count, "--count-threshold");
   if (error) t.error = compare::parse_percent(*error, "--error-threshold");
+  if (share) t.share = compare::parse_percent(*share, "--node-threshold");
   if (alpha) {
     if (!(*alpha > 0 && *alpha < 1)) bad_input("--alpha must be between 0 and 1, e.g. 0.01");
     t.alpha = *alpha;
@@ -67,8 +70,8 @@ std::string regression_summary(const compare::Comparison& c) {
 
 void add_compare(CLI::App& app, std::function<int()>& action) {
   auto a = std::make_shared<CompareArgs>();
-  auto* sub = app.add_subcommand("compare", "CI gate: compare two bench or optimize reports; exit 3 on a regression");
-  sub->add_option("base", a->base, "Baseline report (JSON from fusec bench --json or optimize --report)")->required();
+  auto* sub = app.add_subcommand("compare", "CI gate: compare two bench, profile or optimize reports; exit 3 on a regression");
+  sub->add_option("base", a->base, "Baseline report (JSON from fusec bench --json, profile --report or optimize --report)")->required();
   sub->add_option("new", a->next, "New report of the same kind")->required();
   a->thresholds.add_to(*sub);
   sub->add_flag("--allow-different", a->allow_different,

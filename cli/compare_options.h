@@ -12,7 +12,7 @@ namespace fusec::cli {
 /// --threshold 5% --alpha 0.01 --memory-threshold 1% --count-threshold 0% --error-threshold 100%;
 /// unset flags keep the defaults given to resolve() (the project file's, for check).
 struct ThresholdOptions {
-  std::optional<std::string> timing, memory, count, error;
+  std::optional<std::string> timing, memory, count, error, share;
   std::optional<double> alpha;
   void add_to(CLI::App& app);
   compare::Thresholds resolve(compare::Thresholds defaults = {}) const;

@@ -29,6 +29,7 @@ struct KindEntry {
 const KindEntry kKinds[] = {
     {"fusec.bench", 2, 2, detail::match_bench},
     {"fusec.optimize", 1, 1, detail::match_optimize},
+    {"fusec.profile", 1, 1, detail::match_profile},
 };
 
 nlohmann::json read_report(const std::string& path) {
@@ -121,7 +122,7 @@ std::string delta_text(const Row& r, const Thresholds& t) {
   if (!r.base || !r.next) return "";
   if (r.kind == Kind::Timing) {
     if (!r.p_value) return "";
-    return *r.p_value >= t.alpha ? "~" : percent(r.delta);
+    return *r.p_value >= t.alpha / r.multiplicity ? "~" : percent(r.delta);
   }
   if (*r.base == *r.next) return "~";
   if (r.kind == Kind::Flag) return "";
@@ -182,7 +183,8 @@ void evaluate_row(Row& r, const Thresholds& t) {
         r.note = "too few samples to test";
         return;
       }
-      TimingComparison tc = compare_timings(r.base_samples, r.next_samples, t.alpha, t.timing);
+      double alpha = t.alpha / std::max(1, r.multiplicity);
+      TimingComparison tc = compare_timings(r.base_samples, r.next_samples, alpha, t.timing);
       r.base = tc.base.median;
       r.next = tc.next.median;
       r.delta = tc.ratio - 1;
@@ -190,10 +192,15 @@ void evaluate_row(Row& r, const Thresholds& t) {
       if (tc.base.median > 0) r.base_spread = std::max(tc.base.hi - tc.base.median, tc.base.median - tc.base.lo) / tc.base.median;
       if (tc.next.median > 0) r.next_spread = std::max(tc.next.hi - tc.next.median, tc.next.median - tc.next.lo) / tc.next.median;
       r.verdict = tc.verdict;
-      if (tc.test.p_value < t.alpha && tc.verdict == Verdict::Same)
+      if (r.verdict != Verdict::Same && std::fabs(tc.next.median - tc.base.median) < t.share * r.run_ms) {
+        r.verdict = Verdict::Same;
+        r.note = "below " + fmt("%g", t.share * 100) + "% of the run";
+        return;
+      }
+      if (tc.test.p_value < alpha && tc.verdict == Verdict::Same)
         r.note = "significant, below the " + fmt("%g", t.timing * 100) + "% threshold";
-      else if (mann_whitney_min_p(r.base_samples.size(), r.next_samples.size()) >= t.alpha)
-        r.note = "too few samples to reach p < " + fmt("%g", t.alpha);
+      else if (mann_whitney_min_p(r.base_samples.size(), r.next_samples.size()) >= alpha)
+        r.note = "too few samples to reach p < " + fmt("%g", alpha);
       return;
     }
     case Kind::Count: r.verdict = exact_verdict(b, n, t.count); return;
@@ -211,6 +218,7 @@ std::string threshold_summary(const Thresholds& t) {
   return "timing: p < " + fmt("%g", t.alpha) + " and > " + fmt("%g", t.timing * 100) + "%; counts: " +
          (t.count == 0 ? std::string("any increase") : "> " + fmt("%g", t.count * 100) + "%") + "; memory: > " +
          fmt("%g", t.memory * 100) + "%; error: > " + fmt("%g", 1 + t.error) + "x";
+  // (node and kernel timings: also Bonferroni-corrected and at least t.share of the run; see Row)
 }
 
 std::string summary_line(const Comparison& c) {
@@ -388,7 +396,7 @@ nlohmann::ordered_json to_json(const Comparison& c) {
   j["new"] = {{"path", c.next_path}, {"schema", c.next_schema}};
   j["label"] = c.label;
   j["thresholds"] = {{"timing", c.thresholds.timing}, {"alpha", c.thresholds.alpha}, {"memory", c.thresholds.memory},
-                     {"count", c.thresholds.count}, {"error", c.thresholds.error}};
+                     {"count", c.thresholds.count}, {"error", c.thresholds.error}, {"share", c.thresholds.share}};
   j["differences"] = nlohmann::ordered_json::array();
   for (const auto& d : c.differences) j["differences"].push_back({{"field", d.field}, {"base", d.base}, {"new", d.next}});
   j["notes"] = c.notes;

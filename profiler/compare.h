@@ -24,6 +24,7 @@ struct Thresholds {
   double memory = 0.01;  // bytes (activation arena, weights, workspace, model file)
   double count = 0.0;    // nodes, kernels, launches, op counts: any increase
   double error = 1.0;    // verification max error may grow by this fraction (1.0: may double)
+  double share = 0.01;   // a node's or kernel's change must also be this share of the run's latency
 };
 
 enum class Kind {
@@ -44,6 +45,9 @@ struct Row {
   std::vector<double> base_samples, next_samples;  // Timing
   double floor = 0;       // Error: values at or below this are equivalent
   bool headline = true;   // shown by `fusec check` even when unchanged
+  double run_ms = 0;      // Timing of a node/kernel: the run's median; a change must be Thresholds::share of it
+  int multiplicity = 1;   // Timing: tests of its kind (every node of a profile); the row is
+                          // tested at alpha / multiplicity (Bonferroni), so 100 nodes do not cry wolf once each
   // Filled by evaluate():
   Verdict verdict = Verdict::Same;
   double delta = 0;                // next / base - 1 (0 when not computable)

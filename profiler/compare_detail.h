@@ -45,5 +45,6 @@ Row& add_row(Comparison& c, std::string group, std::string metric, Kind kind, st
 // One matcher per report kind: identity fields into c.differences, the label, the rows.
 void match_bench(const Report& base, const Report& next, Comparison& c);
 void match_optimize(const Report& base, const Report& next, Comparison& c);
+void match_profile(const Report& base, const Report& next, Comparison& c);
 
 }  // namespace fusec::compare::detail

@@ -213,6 +213,34 @@ def test_optimize_reports(c: Ctx):
         raise Failure(f"the table should show which passes stopped rewriting:\n{p.stdout}")
 
 
+def test_profile_reports(c: Ctx):
+    """profile --report: a profile against itself is "~"; the model as given (no fusion) against the
+    optimized one regresses in latency, nodes, kernels and launches, and the table notes the variants."""
+    d = c.fresh("profile")
+    prof = ["--batch", "4", "--iterations", "100", "--warmup", "3", "--device", "cpu"]
+    opt = os.path.join(d, "opt.json")
+    c.expect(0, "profile", c.model("mlp_small"), *prof, "--report", opt)
+    t = rows(c.expect(0, "compare", opt, opt))
+    if set(t.values()) - {"~", ""}:
+        raise Failure(f"a profile against itself should be all '~': {t}")
+    # Latency is measured again (up to three times) if a busy machine hid a 1.5x slowdown; the
+    # counts are exact every time.
+    for attempt in range(3):
+        given = os.path.join(d, f"given{attempt}.json")
+        c.expect(0, "profile", c.model("mlp_small"), *prof, "--as-given", "--report", given)
+        p = c.expect(3, "compare", opt, given)
+        t = rows(p)
+        for key in [("graph", "nodes"), ("graph", "kernels"), ("cpu", "launches")]:
+            if t.get(key) != "REGRESSION":
+                raise Failure(f"as given vs optimized: {key} should be a REGRESSION, got {t.get(key)}\n{p.stdout}")
+        if t.get(("cpu", "latency")) == "REGRESSION":
+            break
+    else:
+        raise Failure(f"as given vs optimized: the latency regression was not flagged in three tries\n{p.stdout}")
+    if "note: variant: base optimized, new as_given" not in p.stdout:
+        raise Failure(f"the table should note that the variants differ:\n{p.stdout}")
+
+
 def test_bad_inputs(c: Ctx):
     """Every bad input: one error line naming the file, exit 2."""
     d = c.fresh("bad")
@@ -228,7 +256,8 @@ def test_bad_inputs(c: Ctx):
     c.error("compare", noschema, a, mention=(noschema, "schema", "fusec.bench/2"))
     inspect = os.path.join(d, "inspect.json")
     c.expect(0, "inspect", c.model("mlp_small"), "--json", inspect)
-    c.error("compare", inspect, inspect, mention=(inspect, "fusec.inspect/1", "fusec.bench/2", "fusec.optimize/1"))
+    c.error("compare", inspect, inspect, mention=(inspect, "fusec.inspect/1", "fusec.bench/2", "fusec.optimize/1",
+                                                  "fusec.profile/1"))
     newer = os.path.join(d, "newer.json")
     r = load(a)
     r["schema"] = "fusec.bench/3"
@@ -271,7 +300,7 @@ def test_bad_inputs(c: Ctx):
 
 
 TESTS = [test_self_is_unchanged, test_two_runs_are_unchanged, test_fusion_off_is_a_regression, test_optimize_reports,
-         test_bad_inputs]
+         test_profile_reports, test_bad_inputs]
 
 
 def main() -> int:

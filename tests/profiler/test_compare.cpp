@@ -210,6 +210,69 @@ TEST(Compare, Formats) {
   EXPECT_EQ(j["rows"][4]["verdict"], "worse");
 }
 
+json profile_node(const std::string& name, const std::string& op, double median, uint64_t seed) {
+  return {{"name", name}, {"op_type", op}, {"median_ms", median}, {"samples_ms", samples(median, 40, seed)}};
+}
+
+/// A CPU profile: a run of 1 ms made of node "big" (0.5 ms), `small` (0.004 ms) and "other".
+json profile_report(double big_ms, double small_ms, const std::string& small_op = "Relu", uint64_t seed = 1) {
+  json nodes = {profile_node("big", "Conv", big_ms, seed), profile_node("small", small_op, small_ms, seed + 1),
+                profile_node("other", "Add", 0.3, seed + 2)};
+  json kernels = json::array();
+  for (const auto& n : nodes)
+    kernels.push_back({{"name", n["name"]}, {"kind", "host"}, {"node", n["name"]}, {"ordinal", 0}, {"median_ms", n["median_ms"]},
+                       {"samples_ms", n["samples_ms"]}});
+  double run = big_ms + small_ms + 0.3;
+  return {{"schema", "fusec.profile/1"},
+          {"model", "m.onnx"},
+          {"variant", "optimized"},
+          {"device", {{"kind", "cpu"}, {"name", "cpu (2 threads)"}, {"threads", 2}}},
+          {"precision", "fp32"},
+          {"batch", 1},
+          {"totals", {{"flops", 100}, {"bytes_read", 1000}, {"bytes_written", 200}, {"node_ms", run}}},
+          {"modes", {{{"name", "cpu"}, {"wall_ms", {{"median", run}}}, {"launches", 3}, {"copies", 0},
+                      {"samples_ms", samples(run, 40, seed + 3)}}}},
+          {"nodes", nodes},
+          {"kernels", kernels},
+          {"op_types", {{{"op_type", "Conv"}, {"nodes", 1}}, {{"op_type", small_op}, {"nodes", 1}}, {{"op_type", "Add"}, {"nodes", 1}}}}};
+}
+
+TEST(Compare, ProfileNodesCountWhenTheyMatterToTheRun) {
+  auto same = cmp(profile_report(0.5, 0.004), profile_report(0.5, 0.004, "Relu", 11));
+  EXPECT_EQ(same.regressions, 0) << format_text(same);
+  EXPECT_EQ(row(same, "node big", "time").multiplicity, 3);
+  // "small" 50% slower is 0.2% of the run: significant, but not a regression of the run.
+  auto tiny = cmp(profile_report(0.5, 0.004), profile_report(0.5, 0.006));
+  EXPECT_EQ(row(tiny, "node small", "time").verdict, Verdict::Same);
+  EXPECT_NE(row(tiny, "node small", "time").note.find("of the run"), std::string::npos);
+  // "big" 20% slower is 10% of the run: a node regression, and the run's latency too.
+  auto big = cmp(profile_report(0.5, 0.004), profile_report(0.6, 0.004));
+  EXPECT_EQ(row(big, "node big", "time").verdict, Verdict::Worse);
+  EXPECT_EQ(row(big, "cpu", "latency").verdict, Verdict::Worse);
+  // A node that now runs another op is another node: not compared, noted.
+  auto changed = cmp(profile_report(0.5, 0.004), profile_report(0.5, 0.004, "Gelu"));
+  EXPECT_THROW(row(changed, "node small", "time"), std::runtime_error);
+  ASSERT_FALSE(changed.notes.empty());
+  EXPECT_NE(changed.notes.back().find("small (Relu -> Gelu)"), std::string::npos);
+  // More kernels, launches and modelled bytes are regressions.
+  json more = profile_report(0.5, 0.004);
+  more["kernels"].push_back(more["kernels"][0]);
+  more["kernels"].back()["ordinal"] = 1;
+  more["modes"][0]["launches"] = 4;
+  more["totals"]["bytes_written"] = 400;
+  auto c = cmp(profile_report(0.5, 0.004), more);
+  EXPECT_EQ(row(c, "graph", "kernels").verdict, Verdict::Worse);
+  EXPECT_EQ(row(c, "cpu", "launches").verdict, Verdict::Worse);
+  EXPECT_EQ(row(c, "graph", "bytes moved").verdict, Verdict::Worse);
+  // The as-given variant against the optimized one is compared, with a note; another device is not.
+  json given = profile_report(0.5, 0.004);
+  given["variant"] = "as_given";
+  EXPECT_NE(cmp(profile_report(0.5, 0.004), given).notes.front().find("variant"), std::string::npos);
+  json gpu = profile_report(0.5, 0.004);
+  gpu["device"] = {{"kind", "cuda"}, {"name", "cuda:0 NVIDIA H100"}};
+  EXPECT_NE(bad_input_message(profile_report(0.5, 0.004), gpu).find("device 'cpu' vs 'cuda'"), std::string::npos);
+}
+
 TEST(Compare, ParsePercent) {
   EXPECT_DOUBLE_EQ(parse_percent("5%", "--threshold"), 0.05);
   EXPECT_DOUBLE_EQ(parse_percent("0", "--threshold"), 0);
