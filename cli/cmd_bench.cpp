@@ -6,6 +6,7 @@
 // host→device→host instead, on the host clock. CPU timing: the host clock around each run.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/parallel.h"
@@ -15,6 +16,7 @@
 #include "passes/pipeline.h"
 #include "profiler/host_info.h"
 #include "profiler/stats.h"
+#include "project/project_file.h"
 #ifdef FUSEC_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -23,6 +25,8 @@
 #endif
 
 namespace fusec::cli {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -307,12 +311,49 @@ int bench(const BenchArgs& a) {
   return 0;
 }
 
+/// `fusec bench` without a model: every model of ./fusec.toml, run as the project says (its batch,
+/// shapes, device, precision, iterations and passes) except where a flag says otherwise.
+int bench_project(const BenchArgs& a, const CLI::App& sub) {
+  auto file = project::find_project();
+  if (!file) bad_input(project::no_model_message("bench"));
+  project::Project p = project::load_project(*file);
+  auto given = [&](const char* flag) { return sub.count(flag) > 0; };
+  for (size_t i = 0; i < p.models.size(); ++i) {
+    const project::ModelConfig& m = p.models[i];
+    BenchArgs b = a;
+    b.model = m.path;
+    if (!given("--batch") && !given("--shape")) {
+      b.shapes.batch = m.batch;
+      b.shapes.shapes = m.shapes;
+    }
+    if (!given("--device")) b.device.device = m.device;
+    if (!given("--gpu")) b.device.gpu = m.gpu;
+    if (!given("--precision")) b.device.precision = m.precision;
+    if (!given("--iterations") && !given("--duration")) b.iterations = m.iterations;
+    if (!given("--warmup")) b.warmup = m.warmup;
+    if (!given("--passes") && !given("--skip") && !a.no_compare) {
+      b.passes = m.passes;
+      b.skip = m.skip;
+    }
+    // One report per model: out.json -> out.<name>.json when the project has several.
+    if (!a.json_path.empty() && p.models.size() > 1) {
+      fs::path j(a.json_path);
+      b.json_path = (j.parent_path() / (j.stem().string() + "." + m.name + j.extension().string())).string();
+    }
+    std::printf("%s== %s (%s)\n", i ? "\n" : "", m.name.c_str(), m.path.c_str());
+    std::fflush(stdout);
+    bench(b);
+    if (!b.json_path.empty() && p.models.size() > 1) std::printf("report: %s\n", b.json_path.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_bench(CLI::App& app, std::function<int()>& action) {
   auto args = std::make_shared<BenchArgs>();
   auto* sub = app.add_subcommand("bench", "Latency and throughput, as given vs optimized, on the GPU or the CPU");
-  sub->add_option("model", args->model, "ONNX model file")->required();
+  sub->add_option("model", args->model, "ONNX model file (default: every model of ./fusec.toml)");
   args->shapes.add_to(*sub);
   args->device.add_to(*sub);
   sub->add_option("--warmup", args->warmup, "Warm-up runs, not timed (default 3)");
@@ -326,7 +367,9 @@ void add_bench(CLI::App& app, std::function<int()>& action) {
   sub->add_flag("--include-copies", args->include_copies, "GPU: time host->device->host copies too");
   sub->add_option("--json", args->json_path, "Write results as JSON (schema fusec.bench/2)");
   sub->add_flag("--quiet", args->quiet, "No progress output");
-  sub->callback([args, &action] { action = [args] { return bench(*args); }; });
+  sub->callback([args, sub, &action] {
+    action = [args, sub] { return args->model.empty() ? bench_project(*args, *sub) : bench(*args); };
+  });
 }
 
 }  // namespace fusec::cli

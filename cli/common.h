@@ -46,6 +46,7 @@ void add_run(CLI::App& app, std::function<int()>& action);
 void add_bench(CLI::App& app, std::function<int()>& action);
 void add_optimize(CLI::App& app, std::function<int()>& action);
 void add_compare(CLI::App& app, std::function<int()>& action);
+void add_check(CLI::App& app, std::function<int()>& action);
 void add_profile(CLI::App& app, std::function<int()>& action);
 
 }  // namespace fusec::cli

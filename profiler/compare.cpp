@@ -166,7 +166,7 @@ Verdict exact_verdict(double base, double next, double t) {
   return Verdict::Same;
 }
 
-void evaluate_row(Row& r, const Thresholds& t) {
+void evaluate_row(Row& r, const Thresholds& t, bool timings_comparable) {
   r.verdict = Verdict::Same;
   r.delta = 0;
   r.p_value.reset();
@@ -179,6 +179,10 @@ void evaluate_row(Row& r, const Thresholds& t) {
   else if (n != 0) r.delta = n > 0 ? INFINITY : -INFINITY;
   switch (r.kind) {
     case Kind::Timing: {
+      if (!timings_comparable) {
+        r.note = "not compared: another machine";
+        return;
+      }
       if (r.base_samples.size() < 2 || r.next_samples.size() < 2) {
         r.note = "too few samples to test";
         return;
@@ -311,11 +315,111 @@ Comparison compare_files(const std::string& base_path, const std::string& next_p
 void evaluate(Comparison& c) {
   c.regressions = c.improvements = 0;
   for (Row& r : c.rows) {
-    evaluate_row(r, c.thresholds);
+    evaluate_row(r, c.thresholds, c.timings_comparable);
     c.regressions += r.verdict == Verdict::Worse;
     c.improvements += r.verdict == Verdict::Better;
   }
 }
+
+namespace {
+
+/// A table's rows as cells: the leading label columns, then metric, base, new, delta, p, verdict, note.
+using Cells = std::vector<std::vector<std::string>>;
+
+/// The rows of one comparison, each prefixed with `lead` (labels printed once, then blank).
+void append_rows(Cells& cells, std::vector<std::string> lead, const Comparison& c, bool changed_only, bool markdown) {
+  // A short table keeps the detail rows (nodes, kernels) whose median moved most.
+  std::vector<const Row*> details;
+  for (const Row& r : c.rows)
+    if (r.detail && shown(r, changed_only)) details.push_back(&r);
+  size_t hidden = 0;
+  if (changed_only && details.size() > kDetailRows) {
+    std::stable_sort(details.begin(), details.end(), [](const Row* a, const Row* b) {
+      return std::fabs(a->delta) > std::fabs(b->delta);
+    });
+    hidden = details.size() - kDetailRows;
+    details.resize(kDetailRows);
+  }
+  std::string last_group;
+  bool first = true;
+  for (const Row& r : c.rows) {
+    if (!shown(r, changed_only)) continue;
+    if (r.detail && std::find(details.begin(), details.end(), &r) == details.end()) continue;
+    std::vector<std::string> row = lead;
+    if (first) first = false;
+    else for (auto& l : row) l.clear();
+    row.push_back(r.group == last_group ? "" : r.group);
+    last_group = r.group;
+    std::string verdict = r.kind == Kind::Info ? "" : verdict_text(r.verdict);
+    if (markdown) {
+      verdict = r.verdict == Verdict::Worse    ? "**regression**"
+                : r.verdict == Verdict::Better ? "improved"
+                : r.kind == Kind::Info         ? ""
+                                               : "~";
+      if (!r.note.empty()) verdict += verdict.empty() ? r.note : " (" + r.note + ")";
+    }
+    for (auto& cell : std::vector<std::string>{r.metric, value_text(r, r.base, r.base_spread),
+                                               value_text(r, r.next, r.next_spread), delta_text(r, c.thresholds), p_text(r),
+                                               verdict})
+      row.push_back(std::move(cell));
+    if (!markdown) row.push_back(r.note);
+    cells.push_back(std::move(row));
+  }
+  if (hidden) {
+    std::vector<std::string> row(lead.size(), "");
+    if (first) row = lead;
+    row.push_back("(" + std::to_string(hidden) + " more nodes/kernels changed: fusec compare BASE NEW lists all)");
+    cells.push_back(std::move(row));
+  }
+}
+
+std::string render_text(const Cells& cells) {
+  std::vector<size_t> w;
+  for (const auto& row : cells) {
+    w.resize(std::max(w.size(), row.size()), 0);
+    for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], display_width(row[i]));
+  }
+  std::string out;
+  for (const auto& row : cells) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(w[i] - display_width(row[i]) + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string md_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
+  return out;
+}
+
+std::string render_markdown(const Cells& cells, size_t right_from, size_t right_to) {
+  std::string out;
+  for (size_t r = 0; r < cells.size(); ++r) {
+    out += "|";
+    for (const auto& cell : cells[r]) {
+      out += ' ';
+      out += md_escape(cell);
+      out += " |";
+    }
+    out += "\n";
+    if (r == 0) {
+      out += "|";
+      for (size_t i = 0; i < cells[0].size(); ++i) out += i >= right_from && i < right_to ? " ---: |" : " --- |";
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+const std::vector<std::string> kValueHeader = {"metric", "base", "new", "delta", "p", "verdict"};
+
+}  // namespace
 
 std::string format_text(const Comparison& c, bool changed_only) {
   std::ostringstream o;
@@ -326,66 +430,53 @@ std::string format_text(const Comparison& c, bool changed_only) {
     o << "note: " << d.field << " differs (--allow-different): '" << d.base << "' vs '" << d.next << "'\n";
   for (const auto& n : c.notes) o << "note: " << n << "\n";
   o << "\n";
-  std::vector<std::array<std::string, 8>> cells;
-  cells.push_back({"", "metric", "base", "new", "delta", "p", "verdict", ""});
-  std::string last_group;
-  for (const Row& r : c.rows) {
-    if (!shown(r, changed_only)) continue;
-    std::string group = r.group == last_group ? "" : r.group;
-    last_group = r.group;
-    cells.push_back({group, r.metric, value_text(r, r.base, r.base_spread), value_text(r, r.next, r.next_spread),
-                     delta_text(r, c.thresholds), p_text(r), r.kind == Kind::Info ? "" : verdict_text(r.verdict), r.note});
-  }
-  std::array<size_t, 8> w{};
-  for (const auto& row : cells)
-    for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], display_width(row[i]));
-  for (const auto& row : cells) {
-    std::string line;
-    for (size_t i = 0; i < row.size(); ++i) {
-      std::string cell = row[i];
-      if (i + 1 < row.size()) cell += std::string(w[i] - display_width(cell), ' ');
-      line += cell + (i + 1 < row.size() ? "  " : "");
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    o << line << "\n";
-  }
+  Cells cells{{""}};
+  cells[0].insert(cells[0].end(), kValueHeader.begin(), kValueHeader.end());
+  append_rows(cells, {}, c, changed_only, false);
+  o << render_text(cells);
   o << "\n" << summary_line(c) << " (" << threshold_summary(c.thresholds) << ")\n";
   return o.str();
 }
 
 std::string format_markdown(const Comparison& c, bool changed_only) {
-  auto esc = [](std::string s) {
-    std::string out;
-    for (char ch : s) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
-    return out;
-  };
   std::ostringstream o;
-  o << "**fusec compare: " << (c.regressions ? summary_line(c) : "no regression" +
-                                                  (c.improvements ? ", " + std::to_string(c.improvements) + " improved" : std::string()))
+  o << "**fusec compare: "
+    << (c.regressions ? summary_line(c)
+                      : "no regression" + (c.improvements ? ", " + std::to_string(c.improvements) + " improved" : std::string()))
     << "**";
-  if (!c.label.empty()) o << " (" << esc(c.label) << ")";
+  if (!c.label.empty()) o << " (" << md_escape(c.label) << ")";
   o << "\n\nbase `" << c.base_path << "`, new `" << c.next_path << "`\n\n";
   for (const auto& d : c.differences)
-    o << "> " << esc(d.field) << " differs: `" << esc(d.base) << "` vs `" << esc(d.next) << "`\n";
-  for (const auto& n : c.notes) o << "> " << esc(n) << "\n";
+    o << "> " << md_escape(d.field) << " differs: `" << md_escape(d.base) << "` vs `" << md_escape(d.next) << "`\n";
+  for (const auto& n : c.notes) o << "> " << md_escape(n) << "\n";
   if (!c.differences.empty() || !c.notes.empty()) o << "\n";
-  o << "| | metric | base | new | delta | p | verdict |\n| --- | --- | ---: | ---: | ---: | ---: | --- |\n";
-  std::string last_group;
-  for (const Row& r : c.rows) {
-    if (!shown(r, changed_only)) continue;
-    std::string group = r.group == last_group ? "" : r.group;
-    last_group = r.group;
-    std::string verdict = r.verdict == Verdict::Worse    ? "**regression**"
-                          : r.verdict == Verdict::Better ? "improved"
-                          : r.kind == Kind::Info         ? ""
-                                                         : "~";
-    if (!r.note.empty()) verdict += verdict.empty() ? r.note : " (" + r.note + ")";
-    o << "| " << esc(group) << " | " << esc(r.metric) << " | " << esc(value_text(r, r.base, r.base_spread)) << " | "
-      << esc(value_text(r, r.next, r.next_spread)) << " | " << esc(delta_text(r, c.thresholds)) << " | " << p_text(r) << " | "
-      << esc(verdict) << " |\n";
-  }
-  o << "\n" << threshold_summary(c.thresholds) << "\n";
+  Cells cells{{""}};
+  cells[0].insert(cells[0].end(), kValueHeader.begin(), kValueHeader.end());
+  append_rows(cells, {}, c, changed_only, true);
+  o << render_markdown(cells, 2, 6) << "\n" << threshold_summary(c.thresholds) << "\n";
   return o.str();
+}
+
+std::string format_sections_text(const std::vector<Section>& sections, bool changed_only) {
+  Cells cells{{"model", "report", ""}};
+  cells[0].insert(cells[0].end(), kValueHeader.begin(), kValueHeader.end());
+  std::string last_model;
+  for (const auto& s : sections) {
+    append_rows(cells, {s.model == last_model ? "" : s.model, s.report}, *s.comparison, changed_only, false);
+    last_model = s.model;
+  }
+  return render_text(cells);
+}
+
+std::string format_sections_markdown(const std::vector<Section>& sections, bool changed_only) {
+  Cells cells{{"model", "report", ""}};
+  cells[0].insert(cells[0].end(), kValueHeader.begin(), kValueHeader.end());
+  std::string last_model;
+  for (const auto& s : sections) {
+    append_rows(cells, {s.model == last_model ? "" : s.model, s.report}, *s.comparison, changed_only, true);
+    last_model = s.model;
+  }
+  return render_markdown(cells, 4, 8);
 }
 
 nlohmann::ordered_json to_json(const Comparison& c) {

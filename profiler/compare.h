@@ -45,6 +45,7 @@ struct Row {
   std::vector<double> base_samples, next_samples;  // Timing
   double floor = 0;       // Error: values at or below this are equivalent
   bool headline = true;   // shown by `fusec check` even when unchanged
+  bool detail = false;    // one of many (a profile's nodes and kernels): a short table shows the largest few
   double run_ms = 0;      // Timing of a node/kernel: the run's median; a change must be Thresholds::share of it
   int multiplicity = 1;   // Timing: tests of its kind (every node of a profile); the row is
                           // tested at alpha / multiplicity (Bonferroni), so 100 nodes do not cry wolf once each
@@ -70,6 +71,9 @@ struct Comparison {
   std::vector<std::string> notes;       // what else differs and explains the rows (a skipped pass)
   std::vector<Row> rows;
   Thresholds thresholds;
+  /// False when the reports come from different machines (fusec check against another CPU's
+  /// baselines): timing rows are shown without a verdict, the exact rows still count.
+  bool timings_comparable = true;
   int regressions = 0, improvements = 0;
 };
 
@@ -93,11 +97,22 @@ Comparison compare_reports(const nlohmann::json& base, const std::string& base_p
 /// Sets each row's verdict, delta, p-value and note; counts regressions and improvements.
 void evaluate(Comparison& c);
 
+/// One comparison of a multi-model table (fusec check): its model and report kind.
+struct Section {
+  std::string model, report;
+  const Comparison* comparison = nullptr;
+};
+
 /// Human table (benchstat-like): group, metric, base, new, delta, p, verdict. `changed_only`
-/// keeps headline rows and rows that are not "~".
+/// keeps headline rows and rows that are not "~", and of the detail rows the kDetailRows with the
+/// largest change (one more line counts the rest).
 std::string format_text(const Comparison& c, bool changed_only = false);
+constexpr int kDetailRows = 5;
 /// The same as a GitHub/GitLab markdown table with a one-line summary, for a pull request.
 std::string format_markdown(const Comparison& c, bool changed_only = false);
+/// Several comparisons as one table with model and report columns (fusec check).
+std::string format_sections_text(const std::vector<Section>& sections, bool changed_only);
+std::string format_sections_markdown(const std::vector<Section>& sections, bool changed_only);
 /// Verdicts as JSON (schema fusec.compare/1, docs/schemas/compare.schema.json).
 nlohmann::ordered_json to_json(const Comparison& c);
 

@@ -77,6 +77,7 @@ void timed_rows(Comparison& c, const std::string& what, const std::map<std::stri
     r.base_samples = bt.samples;
     r.next_samples = it->second.samples;
     r.multiplicity = both;
+    r.detail = true;
     r.run_ms = run_ms;
   }
   if (!only_base.empty()) c.notes.push_back(what + "s only in base: " + list_some(only_base));

@@ -299,8 +299,167 @@ def test_bad_inputs(c: Ctx):
     c.error("bench", c.model("mlp_small"), *BENCH, "--skip", "fuse_elementwise", "--no-compare", mention=("--no-compare",))
 
 
+def project_copy(c: Ctx, name: str) -> str:
+    """examples/ci copied into a fresh folder (models/ linked beside it, as in the repository); returns
+    the copy's examples/ci folder."""
+    root = c.fresh(name)
+    shutil.copytree(os.path.join(c.examples, "ci"), os.path.join(root, "examples", "ci"))
+    os.symlink(c.models, os.path.join(root, "models"))
+    return os.path.join(root, "examples", "ci")
+
+
+def check_until_steady(c: Ctx, cwd: str, *extra: str) -> subprocess.CompletedProcess:
+    """`fusec check` expecting exit 0. A timing regression alone is measured again (at most three
+    runs): the baselines were recorded on a quieter or busier moment of a shared machine. Anything
+    else that regresses fails at once."""
+    for attempt in range(3):
+        js = os.path.join(cwd, "verdicts.json")
+        p = c.run("check", "--json", js, *extra, cwd=cwd, timeout=300)
+        if p.returncode == 0:
+            return p
+        if p.returncode != 3:
+            raise Failure(f"fusec check: exit {p.returncode}\n{p.stdout[-2000:]}\n{p.stderr}")
+        v = validate(js, "check.schema.json")
+        compare_schema = load(os.path.join(SCHEMAS, "compare.schema.json"))
+        for m in v["models"]:
+            for rep in m["reports"].values():
+                jsonschema.validate(rep, compare_schema)
+        worse = [(m["name"], k, r["group"], r["metric"], r["kind"]) for m in v["models"] for k, rep in m["reports"].items()
+                 for r in rep["rows"] if r["verdict"] == "worse"]
+        if any(w[4] != "timing" for w in worse):
+            raise Failure(f"fusec check on the sample project: regressions {worse}\n{p.stdout[-3000:]}")
+        print(f"     (attempt {attempt + 1}: only timings moved: {worse}; again)")
+    raise Failure(f"fusec check: timings regressed in three runs in a row\n{p.stdout[-3000:]}")
+
+
+def test_check_example_project(c: Ctx):
+    """examples/ci: `fusec check` passes against the committed baselines; after planted regressions
+    (a pass turned off in fusec.toml, a baseline with half the memory) it exits 3 with a table that
+    names them; a baseline from another CPU gates everything but timings, and says so."""
+    d = project_copy(c, "check_example")
+    p = check_until_steady(c, d)
+    if "fusec check: 4 models" not in p.stdout or "no regression" not in p.stdout:
+        raise Failure(f"fusec check should report 4 models and no regression:\n{p.stdout[-1500:]}")
+    for m in ["mlp_small", "bert_small", "mobilenetv2_small", "resnet50_small"]:
+        if not re.search(rf"^{m}\s+optimize\s+graph\s+nodes", p.stdout, re.M):
+            raise Failure(f"the table has no optimize row for {m}:\n{p.stdout[-3000:]}")
+    # Planted: mlp_small loses its LayerNorm+GELU fusion; mobilenetv2's baseline needed half the memory.
+    toml = os.path.join(d, "fusec.toml")
+    text = open(toml).read()
+    text = text.replace('path = "../../models/mlp_small.onnx"\n',
+                        'path = "../../models/mlp_small.onnx"\nskip = ["fuse_layernorm_gelu", "recognize_gelu"]\n')
+    open(toml, "w").write(text)
+    base = os.path.join(d, "baselines", "cpu", "mobilenetv2_small.bench.json")
+    r = load(base)
+    r["variants"][1]["memory"]["peak_activation_bytes"] //= 2
+    json.dump(r, open(base, "w"))
+    md = os.path.join(d, "check.md")
+    p = c.expect(3, "check", "--markdown", md, cwd=d)
+    for pattern in [r"^mlp_small\s+optimize\s+graph\s+nodes\s+50\s+74\s+\+24 \(\+48\.0%\)\s+REGRESSION",
+                    r"^\s+activations\s+120\.00 KiB\s+240\.00 KiB\s+\+100%\s+REGRESSION"]:
+        if not re.search(pattern, p.stdout, re.M):
+            raise Failure(f"the table does not show the planted regression ({pattern}):\n{p.stdout}")
+    if "mlp_small: optimize graph nodes" not in p.stderr or "mobilenetv2_small: bench optimized activations" not in p.stderr:
+        raise Failure(f"the error line should name the planted regressions: {p.stderr}")
+    if "**regression**" not in open(md).read():
+        raise Failure("--markdown does not mark the regressions")
+    # A baseline from another CPU: timings shown without a verdict, with a note; the rest still gates.
+    d2 = project_copy(c, "check_other_cpu")
+    for m in ["mlp_small", "bert_small", "mobilenetv2_small", "resnet50_small"]:
+        for kind in ["bench"]:
+            f = os.path.join(d2, "baselines", "cpu", f"{m}.{kind}.json")
+            r = load(f)
+            r["cpu_model"] = "Some Other CPU @ 1.0GHz"
+            r["variants"][1]["samples_ms"] = [x * 3 for x in r["variants"][1]["samples_ms"]]
+            json.dump(r, open(f, "w"))
+    p = c.expect(0, "check", "--model", "mlp_small", cwd=d2)
+    if "timings not compared: the baseline comes from another machine" not in p.stdout or \
+            "not compared: another machine" not in p.stdout:
+        raise Failure(f"a baseline from another CPU should be noted and its timings not judged:\n{p.stdout}")
+
+
+def write_project(c: Ctx, d: str, body: str) -> str:
+    os.symlink(c.models, os.path.join(d, "models"))
+    f = os.path.join(d, "fusec.toml")
+    open(f, "w").write(body)
+    return f
+
+
+SMALL_PROJECT = """baselines = "baselines/{device}"
+[defaults]
+device = "cpu"
+batch = 2
+iterations = 30
+warmup = 1
+profile_iterations = 10
+[[model]]
+path = "models/mlp_small.onnx"
+[[model]]
+path = "models/bert_small.onnx"
+name = "bert"
+"""
+
+
+def test_check_records_and_gates(c: Ctx):
+    """A new project: check says to record baselines; --update-baselines records them; check passes;
+    a baseline for another batch is stale (an error saying what to do), not a regression."""
+    d = c.fresh("check_new")
+    write_project(c, d, SMALL_PROJECT)
+    c.error("check", cwd=d, mention=("no baseline", "--update-baselines"))
+    p = c.expect(0, "check", "--update-baselines", cwd=d)
+    if "recorded 6 baselines in" not in p.stdout:
+        raise Failure(f"--update-baselines should record 6 reports:\n{p.stdout}")
+    for f in ["mlp_small.optimize.json", "mlp_small.bench.json", "mlp_small.profile.json", "bert.bench.json"]:
+        if not os.path.exists(os.path.join(d, "baselines", "cpu", f)):
+            raise Failure(f"--update-baselines did not write baselines/cpu/{f}")
+    validate(os.path.join(d, "baselines", "cpu", "bert.bench.json"), "bench.schema.json")
+    check_until_steady(c, d)
+    open(os.path.join(d, "fusec.toml"), "w").write(SMALL_PROJECT.replace("batch = 2", "batch = 3"))
+    c.error("check", cwd=d, mention=("batch '2'", "'3'", "--update-baselines"))
+    c.error("check", "--model", "nope", cwd=d, mention=("nope", "mlp_small, bert"))
+
+
+def test_project_file_errors(c: Ctx):
+    """fusec.toml mistakes are one error line with the file and line; no project and no model says what to do."""
+    d = c.fresh("no_project")
+    c.error("check", cwd=d, mention=("fusec.toml", "--project"))
+    c.error("bench", cwd=d, mention=("no model given", "fusec bench MODEL.onnx", "fusec.toml"))
+    cases = [
+        (SMALL_PROJECT.replace("iterations = 30", "iteratons = 30"), ("fusec.toml:5", "unknown key 'iteratons'", "iterations")),
+        (SMALL_PROJECT.replace("batch = 2", "batch = two"), ("fusec.toml:4", "not valid TOML")),
+        (SMALL_PROJECT.replace("models/bert_small.onnx", "models/bert_large.onnx"), ("fusec.toml:11", "bert_large.onnx", "does not exist")),
+        (SMALL_PROJECT.replace('name = "bert"', 'name = "mlp_small"'), ("two models are named 'mlp_small'",)),
+        (SMALL_PROJECT.replace('baselines = "baselines/{device}"', ""), ("no 'baselines' folder",)),
+        (SMALL_PROJECT + '[model.thresholds]\nlatency = 5\n', ("latency must be a percentage in quotes",)),
+        (SMALL_PROJECT + '[model.thresholds]\nlatency = "5"\n', ("write a percentage",)),
+        (SMALL_PROJECT.replace('device = "cpu"', 'device = "tpu"'), ("device must be auto, cpu or cuda",)),
+    ]
+    for i, (body, mention) in enumerate(cases):
+        di = c.fresh(f"bad_project_{i}")
+        write_project(c, di, body)
+        c.error("check", cwd=di, mention=mention)
+    c.error("check", "--project", os.path.join(d, "missing.toml"), mention=("missing.toml", "does not exist"))
+
+
+def test_bench_without_model(c: Ctx):
+    """In a project folder `fusec bench` benches every model of fusec.toml, one report per model."""
+    d = c.fresh("bench_project")
+    write_project(c, d, SMALL_PROJECT)
+    p = c.expect(0, "bench", "--iterations", "5", "--warmup", "0", "--json", "out.json", "--quiet", cwd=d)
+    if "== mlp_small" not in p.stdout or "== bert" not in p.stdout:
+        raise Failure(f"bench should bench each project model:\n{p.stdout}")
+    for name in ["mlp_small", "bert"]:
+        r = validate(os.path.join(d, f"out.{name}.json"), "bench.schema.json")
+        if r["batch"] != 2 or r["variants"][0]["iterations"] != 5:
+            raise Failure(f"bench {name}: batch {r['batch']} (project: 2), {r['variants'][0]['iterations']} iterations (flag: 5)")
+    c.expect(0, "bench", "--batch", "3", "--iterations", "3", "--warmup", "0", "--json", "b3.json", "--quiet", cwd=d)
+    if load(os.path.join(d, "b3.mlp_small.json"))["batch"] != 3:
+        raise Failure("a --batch flag should override the project's batch")
+
+
 TESTS = [test_self_is_unchanged, test_two_runs_are_unchanged, test_fusion_off_is_a_regression, test_optimize_reports,
-         test_profile_reports, test_bad_inputs]
+         test_profile_reports, test_bad_inputs, test_check_example_project, test_check_records_and_gates,
+         test_project_file_errors, test_bench_without_model]
 
 
 def main() -> int:
