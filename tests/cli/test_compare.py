@@ -460,9 +460,55 @@ def test_bench_without_model(c: Ctx):
         raise Failure("a --batch flag should override the project's batch")
 
 
+def test_optimize_pictures(c: Ctx):
+    """optimize --dot before.dot,after.dot: every node drawn; each fused node coloured and labelled
+    with the nodes it absorbed, which share its colour in the before picture. --svg renders them with
+    Graphviz when it is installed; without it, or with one path, a clear error."""
+    d = c.fresh("dot")
+    before, after = os.path.join(d, "before.dot"), os.path.join(d, "after.dot")
+    report = os.path.join(d, "r.json")
+    c.expect(0, "optimize", c.model("resnet50_small"), "-o", os.path.join(d, "m.onnx"), "--report", report,
+             "--dot", f"{before},{after}")
+    r = load(report)
+    b, a = open(before).read(), open(after).read()
+    boxes = lambda text: re.findall(r'^  n\d+ \[label="([^"]*)"(.*)\];$', text, re.M)
+    if len(boxes(b)) != r["nodes"]["before"] or len(boxes(a)) != r["nodes"]["after"]:
+        raise Failure(f"the pictures should have {r['nodes']['before']} and {r['nodes']['after']} nodes, "
+                      f"have {len(boxes(b))} and {len(boxes(a))}")
+    # layer1.0.downsample absorbed its BN, the residual Add and the Relu: one colour in both pictures.
+    fused = [(label, attrs) for label, attrs in boxes(a) if "layer1.0.downsample\\n" in label]
+    if not fused or "absorbed 4:" not in fused[0][0] or "layer1.0.add (Add)" not in fused[0][0]:
+        raise Failure(f"the fused downsample conv should list what it absorbed: {fused}")
+    color = re.search(r'fillcolor="(#[0-9a-f]{6})"', fused[0][1]).group(1)
+    for name in ["layer1.0.downsample", "layer1.0.downsample.bn", "layer1.0.add", "layer1.0.relu3"]:
+        node = [attrs for label, attrs in boxes(b) if f"\\n{name}\\n" in label]
+        if not node or color not in node[0]:
+            raise Failure(f"before: {name} should have its fused node's colour {color}: {node}")
+    if not shutil.which("dot"):
+        c.error("optimize", c.model("mlp_small"), "-o", os.path.join(d, "m2.onnx"), "--svg", "a.svg,b.svg",
+                mention=("Graphviz",))
+    else:
+        svgs = [os.path.join(d, "before.svg"), os.path.join(d, "after.svg")]
+        c.expect(0, "optimize", c.model("resnet50_small"), "-o", os.path.join(d, "m3.onnx"), "--svg", ",".join(svgs))
+        for svg, n in zip(svgs, [r["nodes"]["before"], r["nodes"]["after"]]):
+            text = open(svg).read()
+            drawn = text.count('class="node"')
+            if "<svg" not in text or drawn != n + 2:  # + the input and the output
+                raise Failure(f"{svg}: {drawn} nodes drawn, expected {n} + input + output")
+        env_path = os.environ.get("PATH", "")
+        try:
+            os.environ["PATH"] = "/nonexistent"
+            c.error("optimize", c.model("mlp_small"), "-o", os.path.join(d, "m4.onnx"), "--svg", "a.svg,b.svg",
+                    mention=("Graphviz", "apt install graphviz"))
+        finally:
+            os.environ["PATH"] = env_path
+    c.error("optimize", c.model("mlp_small"), "-o", os.path.join(d, "m5.onnx"), "--dot", "only_one.dot",
+            mention=("--dot needs two paths",))
+
+
 TESTS = [test_self_is_unchanged, test_two_runs_are_unchanged, test_fusion_off_is_a_regression, test_optimize_reports,
          test_profile_reports, test_bad_inputs, test_check_example_project, test_check_records_and_gates,
-         test_project_file_errors, test_bench_without_model]
+         test_project_file_errors, test_bench_without_model, test_optimize_pictures]
 
 
 def main() -> int:
