@@ -220,15 +220,139 @@ void run_model(const project::Project& p, ModelRun& run, const fs::path& dir, bo
     }
     run.reports[kind] = file(kind + ".json");
     char t[32];
-    std::snprintf(t, sizeof t, " (%.1f s)", r.seconds);
+    std::snprintf(t, sizeof t, " (%.2f s)", r.seconds);
     progress += " " + kind + (check_failed ? " FAILED VERIFICATION" : "") + t;
   }
   if (!quiet) std::printf("%s\n", progress.c_str());
   std::fflush(stdout);
 }
 
+fs::path baseline_file(const ModelRun& r, const std::string& kind) {
+  return r.baseline_dir / (r.m->name + "." + kind + ".json");
+}
+
+/// The project's models (or those --model names), each with its device and baseline folder.
+std::vector<ModelRun> select_models(const project::Project& p, const std::vector<std::string>& only) {
+  for (const auto& name : only) {
+    bool found = false;
+    for (const auto& m : p.models) found |= m.name == name;
+    if (!found) {
+      std::string names;
+      for (const auto& m : p.models) names += (names.empty() ? "" : ", ") + m.name;
+      bad_input("--model " + name + ": " + p.file + " has no such model (it has " + names + ")");
+    }
+  }
+  std::vector<ModelRun> runs;
+  for (const auto& m : p.models) {
+    if (!only.empty() && std::find(only.begin(), only.end(), m.name) == only.end()) continue;
+    DeviceOptions d;
+    d.device = m.device;
+    d.gpu = m.gpu;
+    d.precision = m.precision;
+    std::string device = resolve_device(d).description;
+    runs.push_back(ModelRun{&m, device, project::baseline_dir(p, device), {}, {}});
+  }
+  return runs;
+}
+
+/// Every baseline must be there before anything runs (a typo in the folder is not a half hour of benches).
+void require_baselines(const project::Project& p, const std::vector<ModelRun>& runs) {
+  std::vector<std::string> missing;
+  for (const auto& r : runs)
+    for (const auto& k : kKinds) {
+      if (std::string(k.name) == "profile" && !r.m->profile) continue;
+      if (!fs::exists(baseline_file(r, k.name))) missing.push_back(baseline_file(r, k.name).string());
+    }
+  if (!missing.empty())
+    bad_input("no baseline " + missing.front() + (missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more)" : "") +
+              ": record them on this machine with `fusec check --update-baselines` (baselines are kept per device: " +
+              p.baselines + ")");
+}
+
+void record_baselines(const project::Project& p, const std::vector<ModelRun>& runs) {
+  int written = 0;
+  for (const auto& r : runs) {
+    std::error_code ec;
+    fs::create_directories(r.baseline_dir, ec);
+    if (ec) bad_input("cannot create the baseline folder '" + r.baseline_dir.string() + "': " + ec.message());
+    for (const auto& [kind, report] : r.reports) {
+      if (kind == "optimize") {
+        auto j = nlohmann::json::parse(read_text(report), nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.contains("verification") && j["verification"].value("ok", true) == false)
+          throw Error(ErrorKind::CheckFailed, r.m->name + ": the optimized model fails verification; no baseline recorded for it");
+      }
+      write_text_file(baseline_file(r, kind).string(), read_text(report));
+      ++written;
+    }
+  }
+  std::printf("recorded %d baseline%s in %s\n", written, written == 1 ? "" : "s",
+              runs.empty() ? p.baselines.c_str() : runs[0].baseline_dir.c_str());
+}
+
 /// Fields whose difference means the baseline was recorded for another configuration (stale).
 bool config_field(const std::string& f) { return f != "device_name" && f != "cpu_model"; }
+
+struct Outcome {
+  std::vector<std::unique_ptr<compare::Comparison>> comparisons;
+  std::vector<compare::Section> sections;  // point into `comparisons`
+  std::vector<std::string> notes;
+  int regressions = 0;
+  std::vector<std::pair<std::string, std::vector<std::string>>> regressed;  // model -> "kind group metric"
+};
+
+/// Each new report against its baseline. A baseline of another configuration is stale (BadInput);
+/// one from another machine gates everything but timings, with a note.
+Outcome compare_with_baselines(const std::vector<ModelRun>& runs, const ThresholdOptions& flags) {
+  Outcome o;
+  for (const auto& r : runs) {
+    compare::Thresholds t = flags.resolve(r.m->thresholds);
+    for (const auto& k : kKinds) {
+      auto it = r.reports.find(k.name);
+      if (it == r.reports.end()) continue;
+      std::string base = baseline_file(r, k.name).string();
+      auto c = std::make_unique<compare::Comparison>(compare::compare_files(base, it->second.string(), t, /*allow_different=*/true));
+      for (const auto& d : c->differences) {
+        if (config_field(d.field))
+          bad_input("baseline " + base + " was recorded with " + d.field + " '" + d.base + "', the project now runs '" + d.next +
+                    "': record new baselines with `fusec check --update-baselines`");
+        if (c->timings_comparable)
+          o.notes.push_back(r.m->name + " " + k.name + ": timings not compared: the baseline comes from another machine (" +
+                            d.field + " '" + d.base + "', this one '" + d.next + "'); keep one baseline folder per machine");
+        c->timings_comparable = false;
+      }
+      if (!c->timings_comparable) compare::evaluate(*c);
+      for (const auto& n : c->notes) o.notes.push_back(r.m->name + " " + k.name + ": " + n);
+      for (const auto& row : c->rows) {
+        if (row.verdict != Verdict::Worse) continue;
+        if (o.regressed.empty() || o.regressed.back().first != r.m->name) o.regressed.push_back({r.m->name, {}});
+        o.regressed.back().second.push_back(std::string(k.name) + " " + row.group + " " + row.metric);
+      }
+      o.regressions += c->regressions;
+      o.sections.push_back({r.m->name, k.name, c.get()});
+      o.comparisons.push_back(std::move(c));
+    }
+    for (const auto& s : r.skipped) o.notes.push_back(r.m->name + ": not run: " + s);
+  }
+  return o;
+}
+
+void write_check_json(const std::string& path, const project::Project& p, const std::vector<ModelRun>& runs,
+                      const Outcome& o) {
+  nlohmann::ordered_json j;
+  j["schema"] = "fusec.check/1";
+  j["project"] = p.file;
+  j["regressions"] = o.regressions;
+  j["notes"] = o.notes;
+  j["models"] = nlohmann::ordered_json::array();
+  for (const auto& r : runs) {
+    nlohmann::ordered_json mj = {{"name", r.m->name}, {"device", r.device}, {"baselines", r.baseline_dir.string()}};
+    mj["reports"] = nlohmann::ordered_json::object();
+    for (const auto& s : o.sections)
+      if (s.model == r.m->name) mj["reports"][s.report] = compare::to_json(*s.comparison);
+    j["models"].push_back(mj);
+  }
+  write_text_file(path, j.dump(2) + "\n");
+}
 
 int check(const CheckArgs& a) {
   std::string file = a.project;
@@ -240,145 +364,42 @@ int check(const CheckArgs& a) {
     file = *found;
   }
   project::Project p = project::load_project(file);
-  std::vector<ModelRun> runs;
-  for (const auto& name : a.only) {
-    bool found = false;
-    for (const auto& m : p.models) found |= m.name == name;
-    if (!found) {
-      std::string names;
-      for (const auto& m : p.models) names += (names.empty() ? "" : ", ") + m.name;
-      bad_input("--model " + name + ": " + file + " has no such model (it has " + names + ")");
-    }
-  }
-  for (const auto& m : p.models) {
-    if (!a.only.empty() && std::find(a.only.begin(), a.only.end(), m.name) == a.only.end()) continue;
-    DeviceOptions d;
-    d.device = m.device;
-    d.gpu = m.gpu;
-    d.precision = m.precision;
-    std::string device = resolve_device(d).description;
-    ModelRun run{&m, device, project::baseline_dir(p, device), {}, {}};
-    runs.push_back(std::move(run));
-  }
-
-  // Every baseline must be there before anything runs (a typo in the folder is not a half hour of benches).
-  if (!a.update) {
-    std::vector<std::string> missing;
-    for (const auto& r : runs)
-      for (const auto& k : kKinds) {
-        if (std::string(k.name) == "profile" && !r.m->profile) continue;
-        fs::path b = r.baseline_dir / (r.m->name + "." + k.name + ".json");
-        if (!fs::exists(b)) missing.push_back(b.string());
-      }
-    if (!missing.empty())
-      bad_input("no baseline " + missing.front() + (missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more)" : "") +
-                ": record them on this machine with `fusec check --update-baselines` (baselines are kept per device: " +
-                p.baselines + ")");
-  }
+  std::vector<ModelRun> runs = select_models(p, a.only);
+  if (!a.update) require_baselines(p, runs);
 
   ReportsDir dir(a.reports);
   for (auto& r : runs) run_model(p, r, dir.path, a.quiet);
-
   if (a.update) {
-    int written = 0;
-    for (const auto& r : runs) {
-      std::error_code ec;
-      fs::create_directories(r.baseline_dir, ec);
-      if (ec) bad_input("cannot create the baseline folder '" + r.baseline_dir.string() + "': " + ec.message());
-      for (const auto& [kind, report] : r.reports) {
-        if (kind == "optimize") {
-          auto j = nlohmann::json::parse(read_text(report), nullptr, /*allow_exceptions=*/false);
-          if (j.is_object() && j.contains("verification") && j["verification"].value("ok", true) == false)
-            throw Error(ErrorKind::CheckFailed, r.m->name + ": the optimized model fails verification; no baseline recorded for it");
-        }
-        fs::path dst = r.baseline_dir / (r.m->name + "." + kind + ".json");
-        write_text_file(dst.string(), read_text(report));
-        ++written;
-      }
-    }
-    std::printf("recorded %d baseline%s in %s\n", written, written == 1 ? "" : "s",
-                runs.empty() ? p.baselines.c_str() : runs[0].baseline_dir.c_str());
+    record_baselines(p, runs);
     return 0;
   }
 
-  // Compare each report with its baseline.
-  std::vector<std::unique_ptr<compare::Comparison>> comparisons;
-  std::vector<compare::Section> sections;
-  std::vector<std::string> notes;
-  int regressions = 0;
-  std::vector<std::pair<std::string, std::vector<std::string>>> regressed;  // model -> "kind group metric"
-  for (const auto& r : runs) {
-    compare::Thresholds t = a.thresholds.resolve(r.m->thresholds);
-    for (const auto& k : kKinds) {
-      auto it = r.reports.find(k.name);
-      if (it == r.reports.end()) continue;
-      fs::path base = r.baseline_dir / (r.m->name + "." + k.name + ".json");
-      auto c = std::make_unique<compare::Comparison>(
-          compare::compare_files(base.string(), it->second.string(), t, /*allow_different=*/true));
-      for (const auto& d : c->differences) {
-        if (config_field(d.field))
-          bad_input("baseline " + base.string() + " was recorded with " + d.field + " '" + d.base + "', the project now runs '" +
-                    d.next + "': record new baselines with `fusec check --update-baselines`");
-        if (c->timings_comparable)
-          notes.push_back(r.m->name + " " + k.name + ": timings not compared: the baseline comes from another machine (" +
-                          d.field + " '" + d.base + "', this one '" + d.next + "'); keep one baseline folder per machine");
-        c->timings_comparable = false;
-      }
-      if (!c->timings_comparable) compare::evaluate(*c);
-      for (const auto& n : c->notes) notes.push_back(r.m->name + " " + k.name + ": " + n);
-      for (const auto& row : c->rows) {
-        if (row.verdict != Verdict::Worse) continue;
-        if (regressed.empty() || regressed.back().first != r.m->name) regressed.push_back({r.m->name, {}});
-        regressed.back().second.push_back(std::string(k.name) + " " + row.group + " " + row.metric);
-      }
-      regressions += c->regressions;
-      sections.push_back({r.m->name, k.name, c.get()});
-      comparisons.push_back(std::move(c));
-    }
-    for (const auto& s : r.skipped) notes.push_back(r.m->name + ": not run: " + s);
-  }
-
-  std::string table = compare::format_sections_text(sections, !a.all_rows);
-  std::printf("\n%s", table.c_str());
-  for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
-  std::string verdict = regressions == 0 ? "no regression" : std::to_string(regressions) + (regressions == 1 ? " regression" : " regressions");
+  Outcome o = compare_with_baselines(runs, a.thresholds);
+  std::printf("\n%s", compare::format_sections_text(o.sections, !a.all_rows).c_str());
+  for (const auto& n : o.notes) std::printf("note: %s\n", n.c_str());
+  std::string verdict = o.regressions == 0 ? "no regression"
+                                           : std::to_string(o.regressions) + (o.regressions == 1 ? " regression" : " regressions");
   std::printf("\nfusec check: %zu model%s against %s: %s\n", runs.size(), runs.size() == 1 ? "" : "s",
               runs.empty() ? p.baselines.c_str() : runs[0].baseline_dir.c_str(), verdict.c_str());
   std::fflush(stdout);
-
   if (!a.markdown.empty()) {
     std::string md = "**fusec check: " + verdict + "** (" + std::to_string(runs.size()) + " models)\n\n" +
-                     compare::format_sections_markdown(sections, !a.all_rows);
-    if (!notes.empty()) md += "\n";
-    for (const auto& n : notes) md += "> " + n + "\n";
+                     compare::format_sections_markdown(o.sections, !a.all_rows);
+    if (!o.notes.empty()) md += "\n";
+    for (const auto& n : o.notes) md += "> " + n + "\n";
     write_text_file(a.markdown, md);
   }
-  if (!a.json.empty()) {
-    nlohmann::ordered_json j;
-    j["schema"] = "fusec.check/1";
-    j["project"] = p.file;
-    j["regressions"] = regressions;
-    j["notes"] = notes;
-    j["models"] = nlohmann::ordered_json::array();
-    for (const auto& r : runs) {
-      nlohmann::ordered_json mj = {{"name", r.m->name}, {"device", r.device}, {"baselines", r.baseline_dir.string()}};
-      mj["reports"] = nlohmann::ordered_json::object();
-      for (const auto& s : sections)
-        if (s.model == r.m->name) mj["reports"][s.report] = compare::to_json(*s.comparison);
-      j["models"].push_back(mj);
-    }
-    write_text_file(a.json, j.dump(2) + "\n");
-  }
-  if (regressions > 0) {
-    // One line: per model its first three regressions ("mlp_small: optimize graph nodes, ... (+5)").
+  if (!a.json.empty()) write_check_json(a.json, p, runs, o);
+  if (o.regressions > 0) {
+    // One line: per model its first three regressions ("mlp_small: optimize graph nodes, ... (+5 more)").
     std::string what;
-    for (const auto& [model, items] : regressed) {
+    for (const auto& [model, items] : o.regressed) {
       what += (what.empty() ? "" : "; ") + model + ": ";
       for (size_t i = 0; i < items.size() && i < 3; ++i) what += (i ? ", " : "") + items[i];
       if (items.size() > 3) what += " (+" + std::to_string(items.size() - 3) + " more)";
     }
-    throw Error(ErrorKind::CheckFailed, verdict + " in " + std::to_string(regressed.size()) +
-                                            (regressed.size() == 1 ? " model: " : " models: ") + what);
+    throw Error(ErrorKind::CheckFailed, verdict + " in " + std::to_string(o.regressed.size()) +
+                                            (o.regressed.size() == 1 ? " model: " : " models: ") + what);
   }
   return 0;
 }
