@@ -13,6 +13,7 @@ const char* record_kind_name(RecordKind k) {
     case RecordKind::Memcpy: return "memcpy";
     case RecordKind::Memset: return "memset";
     case RecordKind::Host: return "host";
+    case RecordKind::Step: return "step";
   }
   return "";
 }
@@ -197,7 +198,7 @@ Analysis analyze(const Collected& c, const Peaks& peaks, Precision precision, DT
       std::vector<std::pair<uint64_t, uint64_t>> iv;
       for (const Record* r : found->second) {
         sum += r->ms();
-        if (r->kind == RecordKind::Kernel || r->kind == RecordKind::Host) ++nk;
+        if (r->kind != RecordKind::Memcpy && r->kind != RecordKind::Memset) ++nk;
         else ++nc;
         if (r->step < 0) ++nu;
         first = std::min(first, r->start_ns);

@@ -30,7 +30,8 @@ struct Peaks {
   std::string method;                       // how they were measured, in words
 };
 
-enum class RecordKind { Kernel, Memcpy, Memset, Host };
+/// Step: a whole step on the GPU timed by CUDA events (the profile without CUPTI).
+enum class RecordKind { Kernel, Memcpy, Memset, Host, Step };
 const char* record_kind_name(RecordKind k);
 
 /// One execution of one thing: a kernel, copy or memset on the GPU, or one step's run on the host.

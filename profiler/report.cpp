@@ -366,23 +366,34 @@ void print_summary(std::FILE* out, const ReportMeta& m, const Peaks& p, const Co
   for (const NodeProfile& n : a.nodes) nodes.push_back(&n);
   std::stable_sort(nodes.begin(), nodes.end(), [](auto* x, auto* y) { return x->median_ms > y->median_ms; });
   std::fprintf(out, "\ntop %d nodes by time (%s)\n", top, primary.c_str());
-  std::fprintf(out, "  %9s %6s  %-18s %10s %12s %8s %7s %4s  %s\n", "ms", "share", "op", "GB/s", "TFLOP/s", "bound", "%peak",
-               "kern", "node");
+  // GPUs reach TFLOP/s, CPUs GFLOP/s: the unit that keeps the column readable.
+  const bool tera = c.device_kind == "cuda";
+  std::fprintf(out, "  %9s %6s  %-18s %10s %12s %8s %7s %4s  %s\n", "ms", "share", "op", "GB/s", tera ? "TFLOP/s" : "GFLOP/s",
+               "bound", "%peak", "kern", "node");
+  bool above_peak = false;
   for (int i = 0; i < top && i < static_cast<int>(nodes.size()); ++i) {
     const NodeProfile& n = *nodes[i];
     if (n.median_ms <= 0) break;
+    const bool above = !n.bound.empty() && n.pct_of_peak > 100;
+    above_peak |= above;
     std::fprintf(out, "  %9.4f %5.1f%%  %-18s %10s %12s %8s %7s %4d  %s\n", n.median_ms,
                  a.node_ms > 0 ? 100 * n.median_ms / a.node_ms : 0, shorten(n.op_type, 18).c_str(),
                  n.bytes_per_s > 0 ? fmt("%.1f", n.bytes_per_s / 1e9).c_str() : "-",
-                 n.flops_per_s > 0 ? fmt("%.2f", n.flops_per_s / 1e12).c_str() : "-", n.bound.empty() ? "-" : n.bound.c_str(),
-                 n.bound.empty() ? "-" : fmt("%.1f", n.pct_of_peak).c_str(), n.records_per_iteration,
-                 shorten(n.name, 48).c_str());
+                 n.flops_per_s > 0 ? fmt("%.2f", n.flops_per_s / (tera ? 1e12 : 1e9)).c_str() : "-", n.bound.empty() ? "-" : n.bound.c_str(),
+                 n.bound.empty() ? "-" : (fmt("%.1f", n.pct_of_peak) + (above ? "*" : "")).c_str(),
+                 n.records_per_iteration, shorten(n.name, 48).c_str());
   }
+  if (above_peak)
+    std::fprintf(out, "  * above the measured peak: the cost model counts every input and output as memory traffic, and\n"
+                      "    the cache served part of it (--counters measures the DRAM bytes)\n");
   std::fprintf(out, "\ntop %d op types by time\n", top);
-  std::fprintf(out, "  %9s %6s %6s  %s\n", "ms", "share", "nodes", "op");
+  std::fprintf(out, "  %9s %6s %6s %10s %12s  %s\n", "ms", "share", "nodes", "GB/s", tera ? "TFLOP/s" : "GFLOP/s", "op");
   for (int i = 0; i < top && i < static_cast<int>(a.op_types.size()); ++i) {
     const OpTypeProfile& o = a.op_types[i];
-    std::fprintf(out, "  %9.4f %5.1f%% %6d  %s\n", o.ms, 100 * o.share, o.nodes, o.op_type.c_str());
+    const double sec = o.ms * 1e-3;
+    std::fprintf(out, "  %9.4f %5.1f%% %6d %10s %12s  %s\n", o.ms, 100 * o.share, o.nodes,
+                 sec > 0 && o.bytes > 0 ? fmt("%.1f", o.bytes / sec / 1e9).c_str() : "-",
+                 sec > 0 && o.flops > 0 ? fmt("%.2f", o.flops / sec / (tera ? 1e12 : 1e9)).c_str() : "-", o.op_type.c_str());
   }
   if (c.device_kind == "cuda") {
     std::vector<const KernelProfile*> ks;

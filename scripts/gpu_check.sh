@@ -8,6 +8,8 @@
 #   models      shipped models: fusec run on the GPU vs the CPU at fp32 and fp16, as given and optimized
 #   bench       fusec bench of the shipped models at batch 16, fp32 and fp16
 #   peers       scripts/bench_peers.py (PyTorch on the same GPU)
+#   profile     fusec profile of the full ResNet-50 and BERT-base (exported by bench_peers.py) at batch
+#               16 fp16, with --counters and --compare-unfused; summaries and reports under $OUT
 #   bash scripts/gpu_check.sh tests models bench
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +64,27 @@ for s in "${@:-tests}"; do
     peers)
       step "bench_peers"
       python3 scripts/bench_peers.py --fusec $root/bin/fusec --out "$out" ${PEERS_ARGS:-} || status=1 ;;
+    profile)
+      step "profile"
+      work=/tmp/fusec-profile
+      mkdir -p $work
+      models=${PROFILE_MODELS:-resnet50 bert}
+      prec=${PROFILE_PRECISION:-fp16}
+      missing=""
+      for n in $models; do [ -f $work/$n.onnx ] || missing="$missing,$n"; done
+      if [ -n "$missing" ]; then
+        python3 scripts/bench_peers.py --fusec $root/bin/fusec --out $work/peers --work $work --models "${missing#,}" \
+          --only-fusec --precisions fp16 --fusec-duration 0.5 > "$work/export.log" 2>&1 || { tail -20 "$work/export.log"; status=1; }
+      fi
+      for n in $models; do
+        fusec profile $work/$n.onnx --device cuda --batch 16 --precision $prec ${PROFILE_ARGS:---counters --compare-unfused} \
+          --report "$work/profile_$n.json" --trace "$work/trace_$n.json" > "$out/profile_${n}_$prec.txt" 2>&1 || status=1
+        cat "$out/profile_${n}_$prec.txt"
+      done
+      # Reports and traces in one archive: the device tool brings back only a few files.
+      if [ -z "${PROFILE_NO_JSON:-}" ]; then
+        (cd $work && tar czf "$out/profile_reports_$prec.tgz" $(for n in $models; do echo profile_$n.json trace_$n.json; done))
+      fi ;;
     *) echo "gpu_check: unknown step $s"; status=2 ;;
   esac
 done

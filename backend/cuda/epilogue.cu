@@ -34,6 +34,38 @@ __global__ void epilogue_kernel(T* __restrict__ y, const T* __restrict__ z, cons
   }
 }
 
+/// 16 bytes of T: one vector load or store.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// The same epilogue, 16 bytes per access and 32-bit indices: the scalar kernel's 2-byte fp16
+// loads and 64-bit index division made BERT's erf-GELU pass run at a third of the copy peak
+// (fusec profile: 24.5 us for 25 MB). Used when whole packs share their bias layout: bias along
+// the innermost dim (inner == 1) with channels a multiple of V, or one channel per pack.
+template <typename T, int V>
+__global__ void epilogue_pack_kernel(T* __restrict__ y, const T* __restrict__ z, const T* __restrict__ bias,
+                                     uint32_t channels, uint32_t inner, uint32_t packs, ActParams a) {
+  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
+    const uint32_t i = p * V;
+    Pack<T, V> yv = reinterpret_cast<const Pack<T, V>*>(y)[p];
+    Pack<T, V> zv;
+    if (z) zv = reinterpret_cast<const Pack<T, V>*>(z)[p];
+    const uint32_t c0 = bias ? (inner == 1 ? i % channels : (i / inner) % channels) : 0;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float v = to_compute(yv.v[k]);
+      if (bias) v += to_compute(bias[inner == 1 ? c0 + k : c0]);
+      if (z) v += to_compute(zv.v[k]);
+      yv.v[k] = from_compute<T>(apply(v, a));
+    }
+    reinterpret_cast<Pack<T, V>*>(y)[p] = yv;
+  }
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
 }  // namespace
 
 bool parse_activation(const std::string& name, const std::vector<float>& p, ActParams* out) {
@@ -60,6 +92,18 @@ bool launch_epilogue(void* y, const void* z, DType t, int64_t n, ActParams act, 
   if (n == 0) return true;
   return dispatch_float_storage(t, [&](auto tag) {
     using T = decltype(tag);
+    constexpr int V = 16 / sizeof(T);
+    const bool packs_fit = n % V == 0 && n / V <= INT32_MAX && aligned16(y) && (!z || aligned16(z)) &&
+                           (!bias || (channels <= INT32_MAX && inner <= INT32_MAX &&
+                                      ((inner == 1 && channels % V == 0) || inner % V == 0)));
+    if (packs_fit) {
+      const int64_t packs = n / V;
+      epilogue_pack_kernel<T, V><<<grid_for(packs), kBlock, 0, s>>>(
+          static_cast<T*>(y), static_cast<const T*>(z), static_cast<const T*>(bias), static_cast<uint32_t>(channels),
+          static_cast<uint32_t>(inner), static_cast<uint32_t>(packs), act);
+      check_launch("epilogue_pack_kernel");
+      return;
+    }
     epilogue_kernel<T><<<grid_for(n), kBlock, 0, s>>>(static_cast<T*>(y), static_cast<const T*>(z),
                                                       static_cast<const T*>(bias), channels, inner, n, act);
     check_launch("epilogue_kernel");

@@ -39,10 +39,10 @@ namespace fusec::profiler {
 namespace {
 
 // One table ties each metric to its field; names chosen for Hopper (sm_90).
-// sm__pipe_tensor_cycles_active counts every tensor-pipe op: the warpgroup HGMMA/QGMMA that
-// cuBLASLt and cuDNN issue on sm_90 (which the Ampere-era ..._op_hmma_... names were made for
-// before GMMA existed) as well as HMMA/IMMA/DMMA; .pct_of_peak_sustained_active is relative to
-// the cycles the SMs were active, as ncu's pipe utilization, so idle SMs do not dilute it.
+// sm__pipe_tensor_cycles_active counts cycles of every tensor-pipe op: the warpgroup HGMMA/QGMMA
+// that cuBLASLt and cuDNN issue on sm_90 as well as HMMA/IMMA/DMMA (..._op_hmma_... would leave
+// out int8 and fp64); .pct_of_peak_sustained_active is relative to the cycles the SMs were
+// active, as ncu's pipe utilization, so idle SMs do not dilute it.
 // gpu__dram_throughput is the DRAM share of the memory subsystem's peak, as ncu's Speed Of Light.
 struct Metric {
   const char* name;
@@ -228,7 +228,8 @@ const std::vector<std::string>& counter_metric_names() {
 }
 
 std::vector<KernelCounters> collect_counters(const std::function<void()>& work, const CounterOptions& opts) {
-  // CUPTI's profiler is one per process; a second caller would get INVALID_OPERATION mid-run.
+  // One range-profiling session per context and one CUPTI subscriber per process: callers queue
+  // here rather than fail half-way through CUPTI's setup.
   static std::mutex one_at_a_time;
   std::lock_guard serial(one_at_a_time);
 
@@ -316,17 +317,19 @@ std::vector<KernelCounters> collect_counters(const std::function<void()>& work, 
   // ---- kernel names: subscribe before the profiling session, as CUPTI asks of its clients ----
   Launches launches;
   CUpti_SubscriberHandle subscriber = nullptr;
+  Defer unsubscribe{[&subscriber] {
+    if (subscriber) cuptiUnsubscribe(subscriber);
+  }};
   auto sub = FUSEC_CUPTI_PARAMS(CUpti_SubscriberParams);
   sub.subscriberName = "fusec counters";
   if (CUptiResult r = cuptiSubscribe_v2(&subscriber, on_launch, &launches, &sub); r == CUPTI_SUCCESS) {
     for (CUpti_CallbackId id : kLaunchCallbacks)
       check(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API, id), "cuptiEnableCallback");
-  } else if (r != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+  } else if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    subscriber = nullptr;  // another CUPTI client (fusec's tracer, a tool) holds it: counters, no names
+  } else {
     check(r, "cuptiSubscribe_v2");
-  }  // else another CUPTI client (fusec's tracer, a tool) holds the subscription: counters, no names
-  Defer unsubscribe{[subscriber] {
-    if (subscriber) cuptiUnsubscribe(subscriber);
-  }};
+  }
 
   // ---- target: attach to the context and say how to collect ----
   auto enable = FUSEC_CUPTI_PARAMS(CUpti_RangeProfiler_Enable_Params);
@@ -384,6 +387,12 @@ std::vector<KernelCounters> collect_counters(const std::function<void()>& work, 
   start.pRangeProfilerObject = profiler;
   FUSEC_CUPTI(cuptiRangeProfilerStart, &start);
   started = true;
+  {
+    // Only launches from here on are ranges. Dropping names after Start (not before) means a
+    // stray launch from another thread in between can only blank the names, never shift them.
+    std::lock_guard lock(launches.mu);
+    launches.names.clear();
+  }
   work();
   FUSEC_CUDA_CHECK(cudaDeviceSynchronize());
   auto stop = FUSEC_CUPTI_PARAMS(CUpti_RangeProfiler_Stop_Params);

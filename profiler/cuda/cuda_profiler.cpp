@@ -54,7 +54,7 @@ const char* copy_kind_name(uint8_t k) {
   }
 }
 
-// External correlation ids: (mode, iteration, step) packed so one 64-bit id names all three.
+// Tags: (mode, iteration, step) packed so one 64-bit value names all three.
 constexpr uint64_t kNoStep = 0xFFFFFFull;
 uint64_t pack(int mode, int iteration, int step) {
   return (static_cast<uint64_t>(mode + 1) << 56) | (static_cast<uint64_t>(iteration) << 24) |
@@ -79,7 +79,8 @@ struct Raw {
 struct Cupti {
   std::mutex mu;
   std::vector<Raw> raw;
-  std::unordered_map<uint32_t, uint64_t> external;  // correlation id -> packed (mode, iteration, step)
+  std::unordered_map<uint32_t, uint64_t> external;  // API correlation id -> packed (mode, iteration, step)
+  uint64_t tag = 0;        // packed (mode, iteration, step) of the API calls being made now; 0: none
   std::unordered_map<uint64_t, int> node_step;      // graph node id -> step
   size_t dropped = 0;
   int current_step = -1;  // the step being launched (read by the graph-node callbacks)
@@ -154,11 +155,6 @@ struct Cupti {
         r.graph_node = m->graphNodeId;
         break;
       }
-      case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
-        auto* e = reinterpret_cast<const CUpti_ActivityExternalCorrelation*>(a);
-        if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) external[e->correlationId] = e->externalId;
-        return;
-      }
       default:
         return;
     }
@@ -166,6 +162,16 @@ struct Cupti {
   }
 
   static void CUPTIAPI callback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API || domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+      // Every API call made while a step is launched: its correlation id is the one its kernels,
+      // copies and memsets will carry (a graph launch's, for the records of a replay).
+      auto* cb = static_cast<const CUpti_CallbackData*>(data);
+      if (cb->callbackSite != CUPTI_API_ENTER) return;
+      Cupti& c = get();
+      std::lock_guard<std::mutex> lock(c.mu);
+      if (c.tag) c.external[cb->correlationId] = c.tag;
+      return;
+    }
     if (domain != CUPTI_CB_DOMAIN_RESOURCE) return;
     auto* rd = static_cast<const CUpti_ResourceData*>(data);
     auto* gd = static_cast<const CUpti_GraphData*>(rd->resourceDescriptor);
@@ -192,6 +198,7 @@ struct Cupti {
       node_step.clear();
       dropped = 0;
       current_step = -1;
+      tag = 0;
     }
     if (!registered) {
       CUPTI_CALL(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
@@ -201,11 +208,12 @@ struct Cupti {
       CUPTI_CALL(cuptiSubscribe(&subscriber, reinterpret_cast<CUpti_CallbackFunc>(callback), nullptr));
       CUPTI_CALL(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED));
       CUPTI_CALL(cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED));
+      CUPTI_CALL(cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API));
+      CUPTI_CALL(cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API));
     }
     CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
     CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY));
     CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET));
-    CUPTI_CALL(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION));
   }
 
   void flush() { CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED)); }
@@ -223,7 +231,6 @@ struct Cupti {
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMCPY);
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_MEMSET);
-    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
     if (subscriber) {
       cuptiUnsubscribe(subscriber);
       subscriber = nullptr;
@@ -237,25 +244,21 @@ class CuptiSteps : public StepRecorder {
  public:
   void step_begin(const StepInfo& s) override {
     StepRecorder::step_begin(s);
-    {
-      std::lock_guard<std::mutex> lock(Cupti::get().mu);
-      Cupti::get().current_step = static_cast<int>(s.index);
-    }
-    if (iteration >= 0) {
-      cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, pack(mode, iteration, static_cast<int>(s.index)));
-      cuptiGetTimestamp(&host_start_);
-    }
+    if (iteration >= 0) cuptiGetTimestamp(&host_start_);
+    std::lock_guard<std::mutex> lock(Cupti::get().mu);
+    Cupti::get().current_step = static_cast<int>(s.index);
+    Cupti::get().tag = iteration >= 0 ? pack(mode, iteration, static_cast<int>(s.index)) : 0;
   }
   void step_end(const StepInfo& s) override {
-    if (iteration >= 0) {
-      uint64_t end = 0, last = 0;
-      cuptiGetTimestamp(&end);
-      cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
-      host.push_back({mode, iteration, static_cast<int>(s.index), host_start_, end});
-    }
     {
       std::lock_guard<std::mutex> lock(Cupti::get().mu);
       Cupti::get().current_step = -1;
+      Cupti::get().tag = 0;
+    }
+    if (iteration >= 0) {
+      uint64_t end = 0;
+      cuptiGetTimestamp(&end);
+      host.push_back({mode, iteration, static_cast<int>(s.index), host_start_, end});
     }
     StepRecorder::step_end(s);
   }
@@ -265,6 +268,11 @@ class CuptiSteps : public StepRecorder {
  private:
   uint64_t host_start_ = 0;
 };
+
+void set_tag(uint64_t tag) {
+  std::lock_guard<std::mutex> lock(Cupti::get().mu);
+  Cupti::get().tag = tag;
+}
 
 struct Events {
   cudaEvent_t a = nullptr, b = nullptr;
@@ -314,10 +322,124 @@ void with_observer(cuda::CudaExecutable& exe, StepObserver* obs, const std::func
   work();
 }
 
+namespace {
+
+/// Without CUPTI: CUDA events recorded on the stream around each step of separate launches give
+/// each node's GPU time (no per-kernel detail); graph replay is timed as a whole.
+class EventSteps : public StepRecorder {
+ public:
+  explicit EventSteps(cudaStream_t s) : stream_(s) {}
+  ~EventSteps() override {
+    for (auto& [b, e] : events_) {
+      cudaEventDestroy(b);
+      cudaEventDestroy(e);
+    }
+  }
+  void step_begin(const StepInfo& s) override {
+    StepRecorder::step_begin(s);
+    if (iteration < 0) return;
+    while (events_.size() <= s.index) {
+      cudaEvent_t b = nullptr, e = nullptr;
+      FUSEC_CUDA_CHECK(cudaEventCreate(&b));
+      FUSEC_CUDA_CHECK(cudaEventCreate(&e));
+      events_.push_back({b, e});
+    }
+    FUSEC_CUDA_CHECK(cudaEventRecord(events_[s.index].first, stream_));
+    used_.push_back(s.index);
+  }
+  void step_end(const StepInfo& s) override {
+    if (iteration >= 0) FUSEC_CUDA_CHECK(cudaEventRecord(events_[s.index].second, stream_));
+    StepRecorder::step_end(s);
+  }
+  /// After the iteration's last event completed: one Step record per step, on the clock of
+  /// `origin` (an event recorded before the iteration).
+  void collect(cudaEvent_t origin, int mode, uint64_t base_ns, std::vector<Record>& out) {
+    for (size_t i : used_) {
+      float b = 0, e = 0;
+      FUSEC_CUDA_CHECK(cudaEventElapsedTime(&b, origin, events_[i].first));
+      FUSEC_CUDA_CHECK(cudaEventElapsedTime(&e, origin, events_[i].second));
+      Record r;
+      r.kind = RecordKind::Step;
+      r.name = steps[i].label;
+      r.mode = mode;
+      r.iteration = iteration;
+      r.step = static_cast<int>(i);
+      r.start_ns = base_ns + static_cast<uint64_t>(std::max(0.f, b) * 1e6);
+      r.end_ns = base_ns + static_cast<uint64_t>(std::max(b, e) * 1e6);
+      out.push_back(std::move(r));
+    }
+    used_.clear();
+  }
+  int iteration = -1;
+
+ private:
+  cudaStream_t stream_;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events_;
+  std::vector<size_t> used_;
+};
+
+Collected profile_with_events(cuda::CudaExecutable& exe, const std::vector<Tensor>& inputs, const CudaRunSettings& s,
+                              const std::string& why) {
+  cudaStream_t stream = exe.stream();
+  EventSteps steps(stream);
+  exe.set_step_observer(&steps);
+  struct Detach {
+    cuda::CudaExecutable& e;
+    ~Detach() { e.set_step_observer(nullptr); }
+  } detach{exe};
+  {
+    exe.upload_inputs(inputs);
+    bool graph = false;
+    if (s.graph) {
+      exe.launch();
+      exe.launch();
+      graph = exe.graph_status() == "on";
+    }
+    for (int i = 0; i < s.warmup; ++i) {
+      if (graph) exe.launch();
+      exe.launch_uncaptured();
+    }
+    FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    Collected c;
+    c.device_kind = "cuda";
+    c.modes.push_back({"stream", {}});
+    Events ev;
+    uint64_t base = 0;
+    for (int i = 0; i < s.iterations; ++i) {
+      steps.iteration = i;
+      c.modes[0].wall_ms.push_back(ev.time_ms(stream, [&] { exe.launch_uncaptured(); }));
+      steps.collect(ev.a, 0, base, c.records);
+      base += static_cast<uint64_t>(c.modes[0].wall_ms.back() * 1e6) + 1000;
+    }
+    steps.iteration = -1;
+    if (graph) {
+      c.modes.push_back({"cuda_graph", {}});
+      for (int i = 0; i < s.iterations; ++i) c.modes[1].wall_ms.push_back(ev.time_ms(stream, [&] { exe.launch(); }));
+    }
+    c.graph = exe.executed_graph();
+    c.steps = steps.steps;
+    c.attribution = "CUDA events around each step of separate launches, no per-kernel records (" + why + ")";
+    return c;
+  }
+}
+
+}  // namespace
+
 Collected profile_cuda(cuda::CudaExecutable& exe, const std::vector<Tensor>& inputs, const CudaRunSettings& s) {
   Cupti& cupti = Cupti::get();
   exe.context().make_current();
-  cupti.start();
+  std::string no_cupti;
+  if (const char* e = std::getenv("FUSEC_PROFILE_NO_CUPTI"); e && std::string(e) == "1") {
+    no_cupti = "FUSEC_PROFILE_NO_CUPTI=1";
+  } else {
+    try {
+      cupti.start();
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::BadInput) throw;
+      no_cupti = e.what();
+    }
+  }
+  if (!no_cupti.empty()) return profile_with_events(exe, inputs, s, no_cupti);
   CuptiSteps steps;
   exe.set_step_observer(&steps);
   Session session{exe};
@@ -347,10 +469,9 @@ Collected profile_cuda(cuda::CudaExecutable& exe, const std::vector<Tensor>& inp
     c.modes.push_back({"cuda_graph", {}});
     for (int i = 0; i < s.iterations; ++i) {
       c.modes[mode].wall_ms.push_back(ev.time_ms(stream, [&] {
-        cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, pack(mode, i, -1));
+        set_tag(pack(mode, i, -1));
         exe.launch();
-        uint64_t last = 0;
-        cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+        set_tag(0);
       }));
     }
   }
@@ -424,7 +545,7 @@ Collected profile_cuda(cuda::CudaExecutable& exe, const std::vector<Tensor>& inp
         }
     }
   }
-  c.attribution = "external correlation ids per launched step (" + std::to_string(by_id) + " records)";
+  c.attribution = "API correlation ids of each launched step (" + std::to_string(by_id) + " records)";
   if (graph)
     c.attribution += "; CUDA-graph replay by captured graph node (" + std::to_string(by_node) + " records)" +
                      (by_order ? ", by launch order where the node was unknown (" + std::to_string(by_order) + ")" : "");

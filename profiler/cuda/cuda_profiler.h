@@ -2,10 +2,11 @@
 // enqueues (the ones inside cuDNN and cuBLASLt included), attributed to the plan's steps, in two
 // modes: CUDA-graph replay (what `run` and `bench` time) and separate launches on the stream.
 //
-// Attribution: while a step is launched, the profiler pushes an external correlation id naming
-// (mode, iteration, step), which CUPTI ties to every API call inside it, so every kernel a library
-// launches for the step carries it. A graph replay is a single API call, so its kernels carry the
-// graph node that launched them instead: the profiler watches the graph being captured (CUPTI
+// Attribution: while a step is launched, a CUPTI API callback notes the correlation id of every
+// runtime and driver call made (cuDNN's and cuBLASLt's own launches included) under the tag
+// (mode, iteration, step); each kernel, copy and memset record carries the correlation id of the
+// call that launched it. A graph replay is a single API call, so its records carry the graph node
+// that launched them too: the profiler watches the graph being captured (CUPTI
 // resource callbacks name each node created while a step is launched) and instantiated (each node
 // cloned into the executable graph keeps its original's step).
 #pragma once

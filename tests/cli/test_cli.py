@@ -420,7 +420,8 @@ def test_no_gpu_errors(c: Ctx):
         return  # this machine has a GPU: nothing to check here
     if "device cpu" not in probe.stdout:
         raise Failure(f"run does not say which device it used: {probe.stdout!r}")
-    for sub in (["run", c.tiny, "--batch", "2", "--output-dir", c.fresh("cuda")], ["bench", c.tiny, "--batch", "2"]):
+    for sub in (["run", c.tiny, "--batch", "2", "--output-dir", c.fresh("cuda")], ["bench", c.tiny, "--batch", "2"],
+                ["profile", c.tiny, "--batch", "2"], ["profile", c.tiny, "--batch", "2", "--counters"]):
         p = subprocess.run([c.fusec] + sub + ["--device", "cuda"], capture_output=True, text=True)
         lines = [l for l in p.stderr.splitlines() if l.strip()]
         # Either no usable GPU, or (a build without the CUDA backend, as the ASan build) no CUDA.
@@ -532,10 +533,90 @@ def test_outputs_replaced_whole(c: Ctx):
         raise Failure("the optimized model's k does not load back")
 
 
+def profile_json(c: Ctx, model: str, *extra: str) -> tuple[dict, subprocess.CompletedProcess]:
+    d = c.fresh("profile")
+    j = os.path.join(d, "p.json")
+    t = os.path.join(d, "t.json")
+    p = c.ok("profile", model, "--device", "cpu", "--iterations", "4", "--warmup", "1", "--report", j, "--trace", t, *extra)
+    with open(j) as f:
+        r = json.load(f)
+    schema_file = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "schemas", "profile.schema.json")
+    with open(schema_file) as f:
+        jsonschema.validate(r, json.load(f))
+    with open(t) as f:
+        trace = json.load(f)
+    slices = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
+    if not slices or any(e["dur"] < 0 or e["ts"] < 0 for e in slices):
+        raise Failure(f"profile --trace: {len(slices)} slices, or negative times")
+    return r, p
+
+
+def test_profile_cpu(c: Ctx):
+    """The CPU profile of every shipped model: schema, every node present, per-iteration node times
+    within the wall time, FLOPs and bytes equal to the cost model's (inspect's totals)."""
+    os.environ["FUSEC_PEAKS_CACHE"] = os.path.join(c.tmp, "peaks.json")
+    for name in sorted(os.listdir(c.models)):
+        if not name.endswith(".onnx") or name.startswith("near_miss"):
+            continue
+        model = os.path.join(c.models, name)
+        ij = os.path.join(c.fresh("inspect"), "i.json")
+        c.ok("inspect", model, "--batch", "2", "--json", ij)
+        with open(ij) as f:
+            ins = json.load(f)
+        r, p = profile_json(c, model, "--batch", "2", "--as-given")
+        if r["variant"] != "as_given" or r["device"]["kind"] != "cpu" or r["iterations"] != 4:
+            raise Failure(f"{name}: variant {r['variant']}, device {r['device']}, iterations {r['iterations']}")
+        names = [n["name"] for n in r["nodes"]]
+        want = [n.name for n in onnx.load(model).graph.node]
+        if len(names) != ins["nodes"] or sorted(names) != sorted(want):
+            raise Failure(f"{name}: profile nodes differ from the model's: missing {set(want) - set(names)}, extra {set(names) - set(want)}")
+        wall = r["modes"][0]["samples_ms"]
+        for i, w in enumerate(wall):
+            s = sum(n["samples_ms"][i] for n in r["nodes"])
+            if not 0 < s <= w:
+                raise Failure(f"{name}: iteration {i}: the nodes' times sum to {s} ms, the wall time is {w} ms")
+        for k in ("flops", "bytes_read", "bytes_written"):
+            if abs(r["totals"][k] - ins[k]) > 1e-6 * max(1.0, ins[k]):
+                raise Failure(f"{name}: profile {k} {r['totals'][k]} != the cost model's {ins[k]} (inspect)")
+        for n in r["nodes"]:
+            if n["flops"] is not None and n["median_ms"] > 0 and n["flops"] + n["bytes_read"] + n["bytes_written"] > 0:
+                if abs(n["bytes_per_s"] - (n["bytes_read"] + n["bytes_written"]) / (n["median_ms"] * 1e-3)) > 1e-6 * n["bytes_per_s"]:
+                    raise Failure(f"{name}: node {n['name']}: bytes_per_s is not bytes / median time")
+                if n["bound"] not in ("memory", "compute") or not n["pct_of_peak"] > 0:
+                    raise Failure(f"{name}: node {n['name']}: no roofline verdict: {n['bound']}, {n['pct_of_peak']}")
+        if "top 10 nodes by time" not in p.stdout or "peaks" not in p.stdout:
+            raise Failure(f"{name}: profile prints no summary: {p.stdout[:300]}")
+    # The peaks are cached after the first profile, and a second profile says so.
+    r, _ = profile_json(c, c.mlp, "--batch", "2")
+    if r["peaks"]["source"] != "cache" or r["peaks"]["cache_path"] != os.environ["FUSEC_PEAKS_CACHE"]:
+        raise Failure(f"the second profile did not use the cached peaks: {r['peaks']}")
+    if r["variant"] != "optimized":
+        raise Failure("profile runs the optimized model by default")
+    # --compare-unfused: the MLP's fusions are listed, and the node count drops.
+    r, p = profile_json(c, c.mlp, "--batch", "2", "--compare-unfused")
+    u = r["compare_unfused"]
+    if not u["fusions"] or u["nodes_after"] >= u["nodes_before"] or "fusion (as given -> optimized" not in p.stdout:
+        raise Failure(f"--compare-unfused lists no fusion: {u['nodes_before']} -> {u['nodes_after']}, {len(u['fusions'])} rows")
+    for f in u["fusions"]:
+        if len(f["originals"]) < 1 or f["ms_saved"] != f["ms_saved"]:
+            raise Failure(f"--compare-unfused row without originals: {f}")
+
+
+def test_profile_errors(c: Ctx):
+    c.usage_error("profile", c.tiny, "--batch", "2", "--device", "cpu", "--iterations", "0", mention=("--iterations",))
+    c.usage_error("profile", c.tiny, "--batch", "2", "--device", "cpu", "--counters", mention=("--counters",))
+    c.usage_error("profile", c.tiny, "--batch", "2", "--device", "cpu", "--as-given", "--compare-unfused")
+    c.usage_error("profile", c.tiny, "--device", "cpu", mention=("--batch",))
+    c.usage_error("profile", os.path.join(c.tmp, "missing.onnx"), "--device", "cpu", mention=("missing.onnx",))
+    d = c.fresh("profile_err")
+    c.usage_error("profile", c.tiny, "--batch", "2", "--device", "cpu", "--report", os.path.join(d, "no", "such", "dir", "r.json"))
+
+
 TESTS = [test_help, test_version, test_not_built, test_optimize_roundtrip, test_unknown_flag, test_no_or_unknown_subcommand,
          test_inspect_json, test_run_default_pb, test_run_npy, test_run_inputs_dir, test_batch_binding, test_seed,
          test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_no_gpu_errors,
-         test_mlp_inspect, test_mlp_run, test_newer_opset, test_max_memory, test_outputs_replaced_whole]
+         test_mlp_inspect, test_mlp_run, test_newer_opset, test_max_memory, test_outputs_replaced_whole, test_profile_cpu,
+         test_profile_errors]
 
 
 def main() -> int:

@@ -1,4 +1,10 @@
 // MatMul, Gemm and FusedMatMul on cuBLASLt against the CPU reference.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "backend/cuda/tuning_cache.h"
 #include "gpu_test_util.h"
 
 using namespace fusec;
@@ -99,4 +105,41 @@ TEST(GpuFusedMatMul, EveryActivationWithBias) {
       SCOPED_TRACE(act);
       expect_gpu_matches_cpu(c, p);
     }
+}
+
+TEST(GpuFusedMatMul, GeluEpilogueOnOddAndPackedShapes) {
+  FUSEC_REQUIRE_GPU();
+  // 135 outputs take the scalar epilogue, 1536 the 16-byte one, at every storage width.
+  const std::vector<std::vector<int64_t>> shapes[] = {{{3, 5, 64}, {64, 9}}, {{4, 16, 64}, {64, 24}}};
+  for (Precision p : kAll)
+    for (const auto& s : shapes) {
+      OpCase c;
+      c.op = "FusedMatMul";
+      c.domain = "ai.fusec";
+      c.inputs = {random_tensor(DType::Float32, s[0], 21, -0.25, 0.25), random_tensor(DType::Float32, s[1], 22)};
+      c.constant = {1};
+      c.attrs = {attr("activation", std::string("Gelu"))};
+      SCOPED_TRACE(s[1][1]);
+      expect_gpu_matches_cpu(c, p);
+    }
+}
+
+TEST(TuningCache, RemembersAcrossProcessesAndCanBeTurnedOff) {
+  // No GPU needed: the cache is a file.
+  auto dir = std::filesystem::temp_directory_path() / ("fusec_tuning_" + std::to_string(::getpid()));
+  const std::string path = (dir / "t.json").string();
+  ::setenv("FUSEC_TUNING_CACHE", path.c_str(), 1);
+  auto& cache = cuda::TuningCache::global();
+  cache.put("k1", "v1");
+  EXPECT_EQ(cache.get("k1").value_or(""), "v1");
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << path;
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\"k1\": \"v1\""), std::string::npos) << text;
+  ::setenv("FUSEC_TUNE", "0", 1);
+  EXPECT_FALSE(cache.enabled());
+  EXPECT_FALSE(cache.get("k1"));
+  ::unsetenv("FUSEC_TUNE");
+  ::unsetenv("FUSEC_TUNING_CACHE");
+  std::filesystem::remove_all(dir);
 }
