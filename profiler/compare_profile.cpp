@@ -94,9 +94,15 @@ void match_profile(const Report& base, const Report& next, Comparison& c) {
   same(c, "model", model_name(text(base, "model")), model_name(text(next, "model")));
   same(c, "device", dev(base, "kind"), dev(next, "kind"));
   same(c, "device_name", dev(base, "name"), dev(next, "name"));
-  const auto& bd = object_at(base, base.j, "device");
-  const auto& nd = object_at(next, next.j, "device");
-  if (bd.contains("cpu_model") && nd.contains("cpu_model")) same(c, "cpu_model", dev(base, "cpu_model"), dev(next, "cpu_model"));
+  // On the CPU the peaks' device names the CPU model ("cpu: <model> x2 threads"): two CPUs with one
+  // thread count are not one machine. (On a GPU it holds the UUID: any H100 may compare with another.)
+  auto cpu_of = [](const Report& r) -> std::optional<std::string> {
+    auto p = r.j.find("peaks");
+    if (p == r.j.end() || !p->is_object() || !p->contains("device") || !(*p)["device"].is_string()) return std::nullopt;
+    return (*p)["device"].get<std::string>();
+  };
+  if (dev(base, "kind") == "cpu" && dev(next, "kind") == "cpu" && cpu_of(base) && cpu_of(next))
+    same(c, "cpu_model", *cpu_of(base), *cpu_of(next));
   same(c, "precision", text(base, "precision"), text(next, "precision"));
   same(c, "batch", batch(base), batch(next));
   // A profile of the model as given against one of the optimized model is what a fusion buys (or
