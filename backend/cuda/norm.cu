@@ -11,6 +11,7 @@
 // Short rows get one warp each (no shared memory, no block barrier); longer rows, or few rows,
 // get a block each. Rows too long for registers (over 16 values a thread at 1024 threads) re-read
 // the row from global memory (L2 holds it) in three passes.
+#include <algorithm>
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/norm.cuh"
 
@@ -270,7 +271,10 @@ RowCfg choose(const RowNormArgs& a) {
     return c;
   }
   if (chunks <= 1024 * max_k) {
-    const int64_t per_thread = few_rows || max_k < 4 ? 2 : 4;
+    // Few rows leave most SMs idle, so a row's latency is the run's: about 128 threads a row, each
+    // with the shortest chain of loads (the MLP's 16 rows of 1024 fp16: 64 threads x 2 vectors took
+    // 4.0 us, 128 x 1 take 2.9 us; at fp32, 256 x 1 was slower than 128 x 2).
+    const int64_t per_thread = few_rows ? std::max<int64_t>(1, ceil_div(chunks, 128)) : max_k < 4 ? 2 : 4;
     int64_t t = ceil_div(ceil_div(chunks, per_thread), 32) * 32;
     t = t < 64 ? 64 : t > 1024 ? 1024 : t;
     c.tpr = static_cast<int>(t);
