@@ -6,6 +6,7 @@
 // host→device→host instead, on the host clock. CPU timing: the host clock around each run.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/parallel.h"
@@ -13,7 +14,9 @@
 #include "cli/device_options.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"
+#include "profiler/host_info.h"
 #include "profiler/stats.h"
+#include "project/project_file.h"
 #ifdef FUSEC_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -22,6 +25,8 @@
 #endif
 
 namespace fusec::cli {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -32,6 +37,7 @@ struct BenchArgs {
   std::optional<double> duration;
   uint64_t seed = 0;
   bool quiet = false, no_compare = false, include_copies = false;
+  std::vector<std::string> passes, skip;  // the optimized variant's pipeline (optimize's --passes/--skip)
   ShapeOptions shapes;
   DeviceOptions device;
 };
@@ -194,6 +200,9 @@ int bench(const BenchArgs& a) {
   if (a.iterations && *a.iterations <= 0) bad_input("--iterations must be positive");
   if (a.duration && *a.duration <= 0) bad_input("--duration must be positive");
   if (a.warmup < 0) bad_input("--warmup must not be negative");
+  if (!a.passes.empty() && !a.skip.empty()) bad_input("give --passes or --skip, not both");
+  if (a.no_compare && (!a.passes.empty() || !a.skip.empty()))
+    bad_input("--passes/--skip choose the optimized variant's passes; --no-compare runs none");
   ResolvedDevice dev = resolve_device(a.device);
   if (a.include_copies && !dev.cuda) bad_input("--include-copies applies to --device cuda only");
 
@@ -211,7 +220,10 @@ int bench(const BenchArgs& a) {
     Variant opt;
     opt.name = "optimized";
     opt.graph = variants[0].graph->clone();
-    OptimizeResult r = optimize_graph(*opt.graph, PipelineOptions{});
+    PipelineOptions po;
+    po.only = a.passes;
+    po.skip = a.skip;
+    OptimizeResult r = optimize_graph(*opt.graph, po);
     for (const auto& p : r.per_pass) opt.rewrites += p.rewrites;
     variants.push_back(std::move(opt));
   }
@@ -284,10 +296,12 @@ int bench(const BenchArgs& a) {
     j["device"] = dev.cuda ? "cuda" : "cpu";
     j["device_name"] = dev.description;
     if (!dev.cuda) j["threads"] = cpu::num_threads();
+    j["cpu_model"] = host_cpu_model();
     j["precision"] = precision_name(dev.precision);
     j["batch"] = batch;
     j["warmup"] = a.warmup;
     j["timing"] = dev.cuda ? (a.include_copies ? "host_clock_with_copies" : "cuda_events") : "host_clock";
+    if (!a.no_compare) j["pipeline"] = {{"passes", a.passes}, {"skip", a.skip}};
     j["variants"] = nlohmann::ordered_json::array();
     for (const Variant& v : variants) j["variants"].push_back(variant_json(v, batch));
     if (speedup > 0) j["speedup_median"] = speedup;
@@ -297,12 +311,49 @@ int bench(const BenchArgs& a) {
   return 0;
 }
 
+/// `fusec bench` without a model: every model of ./fusec.toml, run as the project says (its batch,
+/// shapes, device, precision, iterations and passes) except where a flag says otherwise.
+int bench_project(const BenchArgs& a, const CLI::App& sub) {
+  auto file = project::find_project();
+  if (!file) bad_input(project::no_model_message("bench"));
+  project::Project p = project::load_project(*file);
+  auto given = [&](const char* flag) { return sub.count(flag) > 0; };
+  for (size_t i = 0; i < p.models.size(); ++i) {
+    const project::ModelConfig& m = p.models[i];
+    BenchArgs b = a;
+    b.model = m.path;
+    if (!given("--batch") && !given("--shape")) {
+      b.shapes.batch = m.batch;
+      b.shapes.shapes = m.shapes;
+    }
+    if (!given("--device")) b.device.device = m.device;
+    if (!given("--gpu")) b.device.gpu = m.gpu;
+    if (!given("--precision")) b.device.precision = m.precision;
+    if (!given("--iterations") && !given("--duration")) b.iterations = m.iterations;
+    if (!given("--warmup")) b.warmup = m.warmup;
+    if (!given("--passes") && !given("--skip") && !a.no_compare) {
+      b.passes = m.passes;
+      b.skip = m.skip;
+    }
+    // One report per model: out.json -> out.<name>.json when the project has several.
+    if (!a.json_path.empty() && p.models.size() > 1) {
+      fs::path j(a.json_path);
+      b.json_path = (j.parent_path() / (j.stem().string() + "." + m.name + j.extension().string())).string();
+    }
+    std::printf("%s== %s (%s)\n", i ? "\n" : "", m.name.c_str(), m.path.c_str());
+    std::fflush(stdout);
+    bench(b);
+    if (!b.json_path.empty() && p.models.size() > 1) std::printf("report: %s\n", b.json_path.c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_bench(CLI::App& app, std::function<int()>& action) {
   auto args = std::make_shared<BenchArgs>();
   auto* sub = app.add_subcommand("bench", "Latency and throughput, as given vs optimized, on the GPU or the CPU");
-  sub->add_option("model", args->model, "ONNX model file")->required();
+  sub->add_option("model", args->model, "ONNX model file (default: every model of ./fusec.toml)");
   args->shapes.add_to(*sub);
   args->device.add_to(*sub);
   sub->add_option("--warmup", args->warmup, "Warm-up runs, not timed (default 3)");
@@ -310,10 +361,15 @@ void add_bench(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--duration", args->duration, "Time budget per variant in seconds (default 5 s, at least 10 runs)");
   sub->add_option("--seed", args->seed, "Seed for the random inputs");
   sub->add_flag("--no-compare", args->no_compare, "Benchmark only the model as given (no optimized run)");
+  sub->add_option("--passes", args->passes, "Optimized variant: run only these passes (comma-separated)")->delimiter(',');
+  sub->add_option("--skip", args->skip, "Optimized variant: skip these passes (comma-separated)")
+      ->delimiter(',');
   sub->add_flag("--include-copies", args->include_copies, "GPU: time host->device->host copies too");
   sub->add_option("--json", args->json_path, "Write results as JSON (schema fusec.bench/2)");
   sub->add_flag("--quiet", args->quiet, "No progress output");
-  sub->callback([args, &action] { action = [args] { return bench(*args); }; });
+  sub->callback([args, sub, &action] {
+    action = [args, sub] { return args->model.empty() ? bench_project(*args, *sub) : bench(*args); };
+  });
 }
 
 }  // namespace fusec::cli

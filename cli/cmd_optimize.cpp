@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/graph_pictures.h"
 #include "importer/onnx_export.h"
 #include "importer/onnx_import.h"
 #include "ir/error.h"
@@ -18,7 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct OptimizeArgs {
-  std::string model, output, report;
+  std::string model, output, report, dot, svg;
   ShapeOptions shapes;
   std::vector<std::string> passes, skip;
   bool portable = false, explain = false, no_check = false, check_layers = false, external_data = false;
@@ -66,6 +67,7 @@ int optimize(const OptimizeArgs& a) {
   if (a.check < 0) bad_input("--check must be >= 0");
   if (!a.passes.empty() && !a.skip.empty()) bad_input("give --passes or --skip, not both");
   if (a.fold_cap_mib <= 0) bad_input("--fold-cap-mb must be positive");
+  check_picture_flags(a.dot, a.svg);
   auto original = load_model(a.model, a.shapes);
   std::string out_path = a.output;
   if (out_path.empty()) {
@@ -85,6 +87,8 @@ int optimize(const OptimizeArgs& a) {
   if (a.portable)
     for (const auto& n : optimized->nodes())
       if (!n->domain.empty()) internal_error("--portable left a non-standard node" + n->ref());
+  // Pictures first: they help most when verification fails below.
+  write_graph_pictures(*original, *optimized, a.dot, a.svg);
   bool uses_fusec = false;
   for (const auto& n : optimized->nodes()) uses_fusec |= n->domain == "ai.fusec";
   if (!uses_fusec) optimized->opsets.erase("ai.fusec");
@@ -216,6 +220,8 @@ void add_optimize(CLI::App& app, std::function<int()>& action) {
   sub->add_flag("--portable", a->portable, "Write standard ONNX ops only (no ai.fusec domain)");
   sub->add_flag("--explain", a->explain, "List every rewrite and every near-miss with its reason");
   sub->add_option("--report", a->report, "Write the report as JSON (schema fusec.optimize/1)");
+  sub->add_option("--dot", a->dot, "Write the graph before and after as Graphviz DOT: before.dot,after.dot");
+  sub->add_option("--svg", a->svg, "Render them with Graphviz's dot (when installed): before.svg,after.svg");
   sub->add_option("--check", a->check, "Verify on N seeded random input sets (default 3)");
   sub->add_flag("--no-check", a->no_check, "Skip numerical verification");
   sub->add_flag("--check-layers", a->check_layers, "Compare every shared intermediate; name the first divergent node");

@@ -45,7 +45,8 @@ void add_inspect(CLI::App& app, std::function<int()>& action);
 void add_run(CLI::App& app, std::function<int()>& action);
 void add_bench(CLI::App& app, std::function<int()>& action);
 void add_optimize(CLI::App& app, std::function<int()>& action);
+void add_compare(CLI::App& app, std::function<int()>& action);
+void add_check(CLI::App& app, std::function<int()>& action);
 void add_profile(CLI::App& app, std::function<int()>& action);
-void add_not_built(CLI::App& app, std::function<int()>& action);
 
 }  // namespace fusec::cli

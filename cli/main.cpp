@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   fusec::cli::add_optimize(app, action);
   fusec::cli::add_bench(app, action);
   fusec::cli::add_profile(app, action);
-  fusec::cli::add_not_built(app, action);
+  fusec::cli::add_compare(app, action);
+  fusec::cli::add_check(app, action);
   if (argc > 1 && argv[1][0] != '-') {
     bool known = false;
     for (const auto* sub : app.get_subcommands({})) known |= sub->get_name() == argv[1];

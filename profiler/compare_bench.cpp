@@ -1,0 +1,109 @@
+// fusec.bench/2 (docs/schemas/bench.schema.json): variants matched by name (as_given, optimized);
+// per variant the latency samples, the node count, and the memory the run planned.
+#include <algorithm>
+
+#include "profiler/compare_detail.h"
+
+namespace fusec::compare::detail {
+
+namespace {
+
+/// The variant named `name`, or nullptr.
+const nlohmann::json* variant(const Report& r, const std::string& name) {
+  const auto& vs = array_at(r, r.j, "variants");
+  for (size_t i = 0; i < vs.size(); ++i)
+    if (string_at(r, vs[i], "name", "variants[" + std::to_string(i) + "]") == name) return &vs[i];
+  return nullptr;
+}
+
+std::vector<std::string> variant_names(const Report& r) {
+  std::vector<std::string> names;
+  const auto& vs = array_at(r, r.j, "variants");
+  for (size_t i = 0; i < vs.size(); ++i) names.push_back(string_at(r, vs[i], "name", "variants[" + std::to_string(i) + "]"));
+  return names;
+}
+
+}  // namespace
+
+void match_bench(const Report& base, const Report& next, Comparison& c) {
+  auto text = [](const Report& r, const char* key) { return string_at(r, r.j, key); };
+  auto integer = [](const Report& r, const char* key) {
+    return std::to_string(static_cast<long long>(number_at(r, r.j, key)));
+  };
+  same(c, "model", model_name(text(base, "model")), model_name(text(next, "model")));
+  same(c, "device", text(base, "device"), text(next, "device"));
+  same(c, "device_name", text(base, "device_name"), text(next, "device_name"));
+  // Written by fusec since compare exists; two CPUs with the same thread count are told apart by it.
+  if (base.j.contains("cpu_model") && next.j.contains("cpu_model"))
+    same(c, "cpu_model", text(base, "cpu_model"), text(next, "cpu_model"));
+  same(c, "precision", text(base, "precision"), text(next, "precision"));
+  same(c, "batch", integer(base, "batch"), integer(next, "batch"));
+  same(c, "timing", text(base, "timing"), text(next, "timing"));
+  c.label = model_name(text(next, "model")) + ", " + text(next, "device_name") + ", " + text(next, "precision") +
+            ", batch " + integer(next, "batch");
+
+  // Which passes the optimized variant ran (bench --passes/--skip): context for its rows.
+  auto pipeline = [](const Report& r) -> std::string {
+    auto it = r.j.find("pipeline");
+    if (it == r.j.end() || !it->is_object()) return "all passes";
+    std::string s;
+    for (const char* key : {"passes", "skip"}) {
+      auto l = it->find(key);
+      if (l == it->end() || !l->is_array() || l->empty()) continue;
+      s += std::string(key == std::string("passes") ? "only " : "skip ");
+      for (size_t i = 0; i < l->size(); ++i) {
+        if (i) s += ',';
+        s += (*l)[i].is_string() ? (*l)[i].get<std::string>() : (*l)[i].dump();
+      }
+    }
+    return s.empty() ? "all passes" : s;
+  };
+  if (pipeline(base) != pipeline(next))
+    c.notes.push_back("optimized variant's pipeline: base " + pipeline(base) + ", new " + pipeline(next));
+
+  std::vector<std::string> names = variant_names(base);
+  for (const auto& n : variant_names(next))
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  for (const auto& name : names) {
+    const nlohmann::json* b = variant(base, name);
+    const nlohmann::json* n = variant(next, name);
+    std::string where = "variants[" + name + "]";
+    auto num = [&](const Report& r, const nlohmann::json* v, const char* key) -> std::optional<double> {
+      if (!v) return std::nullopt;
+      return number_at(r, *v, key, where);
+    };
+    auto mem = [&](const Report& r, const nlohmann::json* v, const char* key, bool required) -> std::optional<double> {
+      if (!v) return std::nullopt;
+      const auto& m = object_at(r, *v, "memory", where);
+      return required ? std::optional<double>(number_at(r, m, key, where + ".memory")) : optional_number(r, m, key, where + ".memory");
+    };
+
+    Row& lat = add_row(c, name, "latency", Kind::Timing, std::nullopt, std::nullopt);
+    if (b) {
+      lat.base_samples = numbers_at(base, *b, "samples_ms", where);
+      lat.base = number_at(base, object_at(base, *b, "latency_ms", where), "median", where + ".latency_ms");
+    }
+    if (n) {
+      lat.next_samples = numbers_at(next, *n, "samples_ms", where);
+      lat.next = number_at(next, object_at(next, *n, "latency_ms", where), "median", where + ".latency_ms");
+    }
+    add_row(c, name, "nodes", Kind::Count, num(base, b, "nodes"), num(next, n, "nodes"));
+    add_row(c, name, "activations", Kind::Bytes, mem(base, b, "peak_activation_bytes", true),
+            mem(next, n, "peak_activation_bytes", true));
+    add_row(c, name, "weights", Kind::Bytes, mem(base, b, "weight_bytes", true), mem(next, n, "weight_bytes", true),
+            false);
+    // GPU runs: library scratch and what the device lost to the run.
+    for (auto [key, label] : {std::pair{"workspace_bytes", "workspace"}, std::pair{"device_in_use_bytes", "device memory"}}) {
+      auto bv = mem(base, b, key, false), nv = mem(next, n, key, false);
+      if (bv || nv) add_row(c, name, label, Kind::Bytes, bv, nv, false);
+    }
+    auto cpu_nodes = [&](const Report& r, const nlohmann::json* v) -> std::optional<double> {
+      if (!v) return std::nullopt;
+      return static_cast<double>(array_at(r, *v, "cpu_nodes", where).size());
+    };
+    auto bc = cpu_nodes(base, b), nc = cpu_nodes(next, n);
+    if ((bc && *bc > 0) || (nc && *nc > 0)) add_row(c, name, "nodes on CPU", Kind::Count, bc, nc);
+  }
+}
+
+}  // namespace fusec::compare::detail
