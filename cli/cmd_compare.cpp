@@ -6,13 +6,14 @@
 #include "cli/compare_options.h"
 #include "ir/error.h"
 #include "profiler/compare.h"
+#include "profiler/html_report.h"
 
 namespace fusec::cli {
 
 namespace {
 
 struct CompareArgs {
-  std::string base, next, markdown, json;
+  std::string base, next, markdown, json, html;
   ThresholdOptions thresholds;
   bool allow_different = false, changed_only = false;
 };
@@ -23,6 +24,11 @@ int compare(const CompareArgs& a) {
   std::fputs(compare::format_text(c, a.changed_only).c_str(), stdout);
   if (!a.markdown.empty()) write_text_file(a.markdown, compare::format_markdown(c, a.changed_only));
   if (!a.json.empty()) write_text_file(a.json, compare::to_json(c).dump(2) + "\n");
+  if (!a.html.empty()) {
+    // compare_files has read and checked both files; read them again for the pictures.
+    nlohmann::json base = compare::read_report(a.base), next = compare::read_report(a.next);
+    write_text_file(a.html, profiler::compare_html(c, &base, &next));
+  }
   std::fflush(stdout);
   if (c.regressions > 0) throw Error(ErrorKind::CheckFailed, regression_summary(c));
   return 0;
@@ -78,6 +84,7 @@ void add_compare(CLI::App& app, std::function<int()>& action) {
                 "Compare reports of different models, devices, precisions or batch sizes (noted in the output)");
   sub->add_flag("--changed-only", a->changed_only, "Show only the headline rows and what changed");
   sub->add_option("--markdown", a->markdown, "Write the table as markdown (for a pull request)");
+  sub->add_option("--html", a->html, "Write a self-contained HTML page: the verdicts, and for profiles both rooflines in one chart");
   sub->add_option("--json", a->json, "Write the verdicts as JSON (schema fusec.compare/1)");
   sub->callback([a, &action] { action = [a] { return compare(*a); }; });
 }

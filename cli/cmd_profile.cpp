@@ -13,6 +13,7 @@
 #include "ir/error.h"
 #include "passes/pipeline.h"
 #include "profiler/collect.h"
+#include "profiler/html_report.h"
 #include "profiler/peaks.h"
 #include "profiler/report.h"
 #ifdef FUSEC_HAVE_CUDA
@@ -29,7 +30,7 @@ namespace fusec::cli {
 namespace {
 
 struct ProfileArgs {
-  std::string model, report_path, trace_path;
+  std::string model, report_path, trace_path, html_path;
   int iterations = 20, warmup = 3, top = 10;
   uint64_t seed = 0;
   bool counters = false, compare_unfused = false, as_given = false, remeasure_peaks = false, no_stream = false;
@@ -210,11 +211,17 @@ int profile(const ProfileArgs& a) {
                           unfused ? &*unfused : nullptr, a.top);
   if (dev.cuda && main.cuda_graph != "on" && a.device.cuda_graph != "off")
     std::printf("note: CUDA graph %s; only separate launches were profiled\n", main.cuda_graph.c_str());
-  if (!a.report_path.empty()) {
+  if (!a.report_path.empty() || !a.html_path.empty()) {
     auto j = profiler::report_json(meta, peaks, main.collected, main.analysis, counters ? &*counters : nullptr,
                                    unfused ? &*unfused : nullptr);
-    write_text_file(a.report_path, j.dump(2) + "\n");
-    std::printf("\nreport: %s\n", a.report_path.c_str());
+    if (!a.report_path.empty()) {
+      write_text_file(a.report_path, j.dump(2) + "\n");
+      std::printf("\nreport: %s\n", a.report_path.c_str());
+    }
+    if (!a.html_path.empty()) {  // drawn from the JSON report, as `fusec compare --html` draws two
+      write_text_file(a.html_path, profiler::profile_html(nlohmann::json::parse(j.dump())));
+      std::printf("%shtml:   %s\n", a.report_path.empty() ? "\n" : "", a.html_path.c_str());
+    }
   }
   if (!a.trace_path.empty()) {
     write_text_file(a.trace_path, profiler::chrome_trace(meta, main.collected, main.analysis));
@@ -234,6 +241,7 @@ void add_profile(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--iterations", args->iterations, "Profiled runs per mode (default 20)");
   sub->add_option("--warmup", args->warmup, "Untimed runs first (default 3)");
   sub->add_option("--report", args->report_path, "Write the report as JSON (schema fusec.profile/1)");
+  sub->add_option("--html", args->html_path, "Write a self-contained HTML page: roofline, timeline, sortable tables");
   sub->add_option("--trace", args->trace_path, "Write a Chrome trace (ui.perfetto.dev, chrome://tracing)");
   sub->add_flag("--counters", args->counters, "GPU: hardware counters per kernel (DRAM bytes, SM and tensor-pipe %) by kernel replay");
   sub->add_flag("--compare-unfused", args->compare_unfused, "Profile the model as given too and report what each fusion saved");

@@ -16,6 +16,21 @@ namespace fusec::compare {
 namespace fs = std::filesystem;
 using detail::Report;
 
+nlohmann::json read_report(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) bad_input("report '" + path + "' does not exist");
+  if (fs::is_directory(path, ec)) bad_input("report '" + path + "' is a directory, not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) bad_input("cannot open report '" + path + "'");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) bad_input("cannot read report '" + path + "'");
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    bad_input("report '" + path + "' is not JSON (byte " + std::to_string(e.byte) + ")");
+  }
+}
+
 namespace {
 
 using MatchFn = void (*)(const Report&, const Report&, Comparison&);
@@ -31,21 +46,6 @@ const KindEntry kKinds[] = {
     {"fusec.optimize", 1, 1, detail::match_optimize},
     {"fusec.profile", 1, 1, detail::match_profile},
 };
-
-nlohmann::json read_report(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) bad_input("report '" + path + "' does not exist");
-  if (fs::is_directory(path, ec)) bad_input("report '" + path + "' is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) bad_input("cannot open report '" + path + "'");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) bad_input("cannot read report '" + path + "'");
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    bad_input("report '" + path + "' is not JSON (byte " + std::to_string(e.byte) + ")");
-  }
-}
 
 struct SchemaId {
   std::string family;
@@ -437,6 +437,16 @@ std::string format_text(const Comparison& c, bool changed_only) {
   o << "\n" << summary_line(c) << " (" << threshold_summary(c.thresholds) << ")\n";
   return o.str();
 }
+
+std::vector<std::vector<std::string>> table_cells(const Comparison& c, bool changed_only) {
+  Cells cells{{"group"}};
+  cells[0].insert(cells[0].end(), kValueHeader.begin(), kValueHeader.end());
+  cells[0].push_back("note");
+  append_rows(cells, {}, c, changed_only, false);
+  return cells;
+}
+
+std::string summary_text(const Comparison& c) { return summary_line(c) + " (" + threshold_summary(c.thresholds) + ")"; }
 
 std::string format_markdown(const Comparison& c, bool changed_only) {
   std::ostringstream o;

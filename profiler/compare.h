@@ -83,6 +83,9 @@ double parse_percent(const std::string& text, const std::string& what);
 /// Report families compare knows, newest versions: "fusec.bench/2, fusec.optimize/1, ...".
 std::string known_schemas();
 
+/// A report file as JSON; BadInput naming the file when it is missing, unreadable or not JSON.
+nlohmann::json read_report(const std::string& path);
+
 /// Reads both files, checks their schemas (same family, a version this fusec reads), matches them
 /// and applies the thresholds. Throws BadInput naming the file for a missing/unreadable/non-JSON
 /// file, an unknown or newer schema, a missing field, reports of different kinds, and, unless
@@ -113,6 +116,10 @@ std::string format_markdown(const Comparison& c, bool changed_only = false);
 /// Several comparisons as one table with model and report columns (fusec check).
 std::string format_sections_text(const std::vector<Section>& sections, bool changed_only);
 std::string format_sections_markdown(const std::vector<Section>& sections, bool changed_only);
+/// The text table as cells, header first (group, metric, base, new, delta, p, verdict, note), with the
+/// summary line ("1 regression, 0 improvements (timing: ...)") last: for other renderers (HTML).
+std::vector<std::vector<std::string>> table_cells(const Comparison& c, bool changed_only = false);
+std::string summary_text(const Comparison& c);
 /// Verdicts as JSON (schema fusec.compare/1, docs/schemas/compare.schema.json).
 nlohmann::ordered_json to_json(const Comparison& c);
 
