@@ -83,6 +83,7 @@ th[data-dir=asc]::after{content:" \25B2"}th[data-dir=desc]::after{content:" \25B
 .legend span{display:inline-block;margin:0 14px 4px 0;font-size:12px}.legend i{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:4px;vertical-align:-1px}
 svg text{font-size:11px;fill:#445}svg .axis{stroke:#99a}svg .grid{stroke:#e6e9ef}svg .roof{fill:none;stroke:#c33;stroke-width:2}
 svg .point{stroke:#223;stroke-width:.6;fill-opacity:.8}svg .span{stroke:#fff;stroke-width:.3}
+#reports td{white-space:normal;max-width:600px}
 .summary{font-size:16px;margin:10px 0}.bad{color:#b00020}.good{color:#0a7a32}
 )";
 
@@ -217,8 +218,9 @@ std::vector<Point> node_points(const json& report, const std::string& cls, const
 
 std::string decade_label(int e, const std::string& unit) {
   if (unit.empty()) return e >= 0 && e <= 4 ? fmt("%.0f", std::pow(10.0, e)) : "1e" + std::to_string(e);
+  if (e < 0) return fmt("%g", std::pow(10.0, e)) + " " + unit;
   const char* p[] = {"", " k", " M", " G", " T", " P", " E"};
-  int i = std::clamp(e / 3, 0, 6);
+  int i = std::min(e / 3, 6);
   return fmt("%.0f", std::pow(10.0, e - 3 * i)) + (i ? p[i] : " ") + unit;
 }
 

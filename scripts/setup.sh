@@ -8,10 +8,11 @@ cd "$(dirname "$0")/.."
 
 # clang and libclang-rt-14-dev (libFuzzer, sanitizer runtimes) build the fuzz target (scripts/fuzz.sh).
 # libtomlplusplus-dev reads fusec.toml (fusec check); graphviz renders optimize --svg (optional for
-# users, installed here so the tests cover it).
+# users, installed here so the tests cover it). chromium (headless) and fonts-liberation render the
+# HTML reports (profile --html, compare --html) to PNG in tests/cli/test_html.py.
 packages=(build-essential cmake g++ python3 python3-venv libonnx-dev libprotobuf-dev protobuf-compiler
           libcli11-dev nlohmann-json3-dev libgtest-dev libonnx-testdata clang libclang-rt-14-dev
-          libtomlplusplus-dev graphviz)
+          libtomlplusplus-dev graphviz chromium fonts-liberation)
 if [ "${FUSEC_SKIP_APT:-0}" != 1 ]; then
   missing=()
   for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
