@@ -219,7 +219,8 @@ int profile(const ProfileArgs& a) {
       std::printf("\nreport: %s\n", a.report_path.c_str());
     }
     if (!a.html_path.empty()) {  // drawn from the JSON report, as `fusec compare --html` draws two
-      write_text_file(a.html_path, profiler::profile_html(nlohmann::json::parse(j.dump())));
+      auto timeline = profiler::measured_timeline(main.collected, main.analysis);
+      write_text_file(a.html_path, profiler::profile_html(nlohmann::json::parse(j.dump()), &timeline));
       std::printf("%shtml:   %s\n", a.report_path.empty() ? "\n" : "", a.html_path.c_str());
     }
   }

@@ -83,7 +83,7 @@ th[data-dir=asc]::after{content:" \25B2"}th[data-dir=desc]::after{content:" \25B
 .legend span{display:inline-block;margin:0 14px 4px 0;font-size:12px}.legend i{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:4px;vertical-align:-1px}
 svg text{font-size:11px;fill:#445}svg .axis{stroke:#99a}svg .grid{stroke:#e6e9ef}svg .roof{fill:none;stroke:#c33;stroke-width:2}
 svg .point{stroke:#223;stroke-width:.6;fill-opacity:.8}svg .span{stroke:#fff;stroke-width:.3}
-#reports td{white-space:normal;max-width:600px}
+#reports td{white-space:normal;max-width:600px}#nodes td:last-child{white-space:normal;min-width:200px;max-width:420px}
 .summary{font-size:16px;margin:10px 0}.bad{color:#b00020}.good{color:#0a7a32}
 )";
 
@@ -347,7 +347,7 @@ const char* kPointNote =
 
 // ---- timeline ----
 
-std::string timeline_svg(const json& r) {
+std::string timeline_svg(const json& r, const Timeline* measured) {
   auto colours = op_colours(r);
   std::map<int64_t, const json*> node_at;
   for (const auto& n : arr(r, "nodes")) node_at[static_cast<int64_t>(num(n, "step", -1))] = &n;
@@ -357,18 +357,29 @@ std::string timeline_svg(const json& r) {
   };
   std::vector<Span> spans;
   std::vector<std::string> lanes;
-  double t = 0;
-  for (const auto& k : arr(r, "kernels")) {
-    double ms = num(k, "median_ms");
+  const json& kernels = arr(r, "kernels");
+  auto add = [&](const json& k, double start, double ms) {
     auto it = node_at.find(static_cast<int64_t>(num(k, "step", -1)));
     std::string op = it != node_at.end() ? str(*it->second, "op_type") : "(" + str(k, "kind") + ")";
     if (std::find(lanes.begin(), lanes.end(), op) == lanes.end()) lanes.push_back(op);
-    spans.push_back({t, ms, op,
+    spans.push_back({start, ms, op,
                      "#" + str(k, "index") + " " + str(k, "name") + " (node " + str(k, "node") + ", " + op + ")\nat " +
-                         ms_text(t) + " ms, " + ms_text(ms) + " ms"});
-    t += ms;
+                         ms_text(start) + " ms, " + ms_text(ms) + " ms"});
+  };
+  double t = 0;
+  if (measured && !measured->spans.empty()) {
+    for (const TimelineSpan& s : measured->spans) {
+      if (s.kernel < 0 || static_cast<size_t>(s.kernel) >= kernels.size()) continue;
+      add(kernels[s.kernel], s.start_ms, s.ms);
+      t = std::max(t, s.start_ms + s.ms);
+    }
+  } else {
+    for (const auto& k : kernels) {
+      add(k, t, num(k, "median_ms"));
+      t += num(k, "median_ms");
+    }
   }
-  const double W = 1200, L = 150, R = 20, lane_h = 20, T = 8, B = 36;
+  const double W = 1200, L = 150, R = 40, lane_h = 20, T = 8, B = 36;
   const double H = T + B + lane_h * std::max<size_t>(lanes.size(), 1), pw = W - L - R;
   double total = t > 0 ? t : 1;
   auto X = [&](double ms) { return L + ms / total * pw; };
@@ -382,8 +393,12 @@ std::string timeline_svg(const json& r) {
       << "\"/>\n";
   }
   double axis_y = T + lane_h * std::max<size_t>(lanes.size(), 1);
-  for (int i = 0; i <= 5; ++i) {
-    double ms = total * i / 5;
+  // Round ticks: 1, 2 or 5 × 10^k ms apart, about five of them.
+  double step = std::pow(10.0, std::floor(std::log10(total / 5)));
+  for (double m : {2.0, 5.0, 10.0})
+    if (total / step > 7) step = std::pow(10.0, std::floor(std::log10(total / 5))) * m;
+  for (int i = 0; i * step <= total * 1.0001; ++i) {
+    double ms = i * step;
     o << "<line class=\"axis\" x1=\"" << X(ms) << "\" y1=\"" << axis_y << "\" x2=\"" << X(ms) << "\" y2=\"" << axis_y + 5
       << "\"/><text x=\"" << X(ms) << "\" y=\"" << axis_y + 18 << "\" text-anchor=\"middle\">" << ms_text(ms)
       << " ms</text>\n";
@@ -459,6 +474,33 @@ std::vector<std::pair<std::string, std::string>> op_legend(const json& r) {
 
 }  // namespace
 
+Timeline measured_timeline(const Collected& c, const Analysis& a) {
+  Timeline t;
+  if (c.modes.empty() || c.modes[0].wall_ms.empty()) return t;
+  // The iteration of median wall time.
+  const auto& wall = c.modes[0].wall_ms;
+  std::vector<int> order(wall.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return wall[x] < wall[y]; });
+  t.iteration = order[order.size() / 2];
+  std::vector<const Record*> recs;
+  for (const Record& r : c.records)
+    if (r.mode == 0 && r.iteration == t.iteration) recs.push_back(&r);
+  if (recs.empty()) return t;
+  std::stable_sort(recs.begin(), recs.end(), [](const Record* x, const Record* y) { return x->start_ns < y->start_ns; });
+  std::map<std::pair<int, int>, int> kernel_at;  // (step, ordinal) -> a.kernels, as the analysis numbers them
+  for (size_t k = 0; k < a.kernels.size(); ++k) kernel_at[{a.kernels[k].step, a.kernels[k].ordinal}] = static_cast<int>(k);
+  const uint64_t t0 = recs.front()->start_ns;
+  std::map<int, int> ordinal;
+  for (const Record* r : recs) {
+    int ord = ordinal[r->step]++;
+    auto it = kernel_at.find({r->step, ord});
+    if (it == kernel_at.end()) continue;
+    t.spans.push_back({it->second, static_cast<double>(r->start_ns - t0) * 1e-6, r->ms()});
+  }
+  return t;
+}
+
 bool on_roofline(const json& n) {
   double flops = num(n, "flops"), bytes = num(n, "bytes_read") + num(n, "bytes_written"), ms = num(n, "median_ms");
   return flops > 0 && bytes > 0 && ms > 0 && std::isfinite(flops / bytes);
@@ -470,7 +512,7 @@ int roofline_points(const json& report) {
   return n;
 }
 
-std::string profile_html(const json& r) {
+std::string profile_html(const json& r, const Timeline* timeline) {
   std::ostringstream o;
   const int points = roofline_points(r);
   o << "<h1>fusec profile: " << esc(str(r, "model")) << "</h1>\n";
@@ -480,10 +522,16 @@ std::string profile_html(const json& r) {
   o << roofline_svg(r.contains("peaks") ? r["peaks"] : json::object(), node_points(r, "point", "", ""));
   o << legend(op_legend(r));
   const json& mode = primary_mode(r);
-  o << "<h2>Timeline</h2>\n<p class=\"note\">One iteration of mode '" << esc(str(mode, "name"))
-    << "': each kernel's median time, laid end to end in launch order, one lane per op type (medians, not "
-       "measured start times: gaps between kernels are not shown; the Chrome trace from --trace has those).</p>\n";
-  o << timeline_svg(r);
+  if (timeline && !timeline->spans.empty())
+    o << "<h2>Timeline</h2>\n<p class=\"note\">Iteration " << timeline->iteration << " of mode '"
+      << esc(str(mode, "name"))
+      << "' (the one of median wall time) as measured: each kernel at its start offset, one lane per op type; "
+         "gaps are time without a kernel (launch overhead, the host).</p>\n";
+  else
+    o << "<h2>Timeline</h2>\n<p class=\"note\">One iteration of mode '" << esc(str(mode, "name"))
+      << "': each kernel's median time, laid end to end in launch order, one lane per op type (medians, not "
+         "measured start times: gaps between kernels are not shown; the Chrome trace from --trace has those).</p>\n";
+  o << timeline_svg(r, timeline);
   o << legend(op_legend(r));
   o << "<h2>Nodes</h2>\n<p class=\"note\">Click a header to sort.</p>\n" << node_table(r);
   o << "<h2>Op types</h2>\n" << op_table(r);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "profiler/compare.h"
+#include "profiler/profile.h"
 
 namespace fusec::profiler {
 
@@ -21,8 +22,22 @@ bool on_roofline(const nlohmann::json& node);
 /// The number of roofline points the profile page draws (each an SVG element of class "point").
 int roofline_points(const nlohmann::json& report);
 
-/// The page for one profile report (fusec.profile/1).
-std::string profile_html(const nlohmann::json& report);
+/// One iteration of the primary mode as measured: where each kernel started, relative to the
+/// iteration's first record. The iteration is the one whose wall time is the median.
+struct TimelineSpan {
+  int kernel = -1;  // index into the report's kernels (Analysis::kernels)
+  double start_ms = 0, ms = 0;
+};
+struct Timeline {
+  int iteration = -1;
+  std::vector<TimelineSpan> spans;  // in start order
+};
+Timeline measured_timeline(const Collected& c, const Analysis& a);
+
+/// The page for one profile report (fusec.profile/1). With a measured timeline the timeline shows
+/// real start offsets (gaps are idle time); without one (a report read from a file), each kernel's
+/// median laid end to end in launch order.
+std::string profile_html(const nlohmann::json& report, const Timeline* timeline = nullptr);
 
 /// The page for `fusec compare`: the verdict table, and for profile reports one roofline with the
 /// base's and the new report's points in two colours (against the base's peaks), plus both headers.
