@@ -68,8 +68,11 @@ class Ctx:
     def browser(self, *args: str) -> subprocess.CompletedProcess:
         profile_dir = tempfile.mkdtemp(dir=self.tmp, prefix="chromium_")
         cmd = [self.chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-               "--disable-extensions", f"--user-data-dir={profile_dir}", *args]
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+               "--disable-extensions", "--disable-dev-shm-usage",
+               f"--user-data-dir={profile_dir}", *args]
+        # The sanitizer pass exports ASAN_OPTIONS for fusec; the browser is not instrumented.
+        env = {k: v for k, v in os.environ.items() if not k.endswith("SAN_OPTIONS") and k != "LD_PRELOAD"}
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=env)
         if p.returncode != 0:
             raise Failure(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr[-2000:]}")
         return p
@@ -155,6 +158,7 @@ def test_profile_html(ctx: Ctx) -> None:
     for part in ('id="roofline"', 'id="timeline"', 'id="nodes"', 'id="kernels"', 'id="op-types"', "stem.conv"):
         check(part in dom, f"the page lacks {part}")
     check(dom.count('class="span"') == len(r["kernels"]), "the timeline should have one bar per kernel")
+    check("as measured" in dom, "the timeline should show measured start offsets")
     check(len(re.findall(r"<tr>", dom)) >= len(r["nodes"]) + len(r["kernels"]), "tables miss rows")
     ctx.screenshot(html)
 
