@@ -81,7 +81,7 @@ table.sortable th{cursor:pointer;background:#f3f5f9;user-select:none}table.sorta
 th[data-dir=asc]::after{content:" \25B2"}th[data-dir=desc]::after{content:" \25BC"}
 .worse{color:#b00020;font-weight:600}.better{color:#0a7a32;font-weight:600}
 .legend span{display:inline-block;margin:0 14px 4px 0;font-size:12px}.legend i{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:4px;vertical-align:-1px}
-svg text{font-size:11px;fill:#445}svg .axis{stroke:#99a}svg .grid{stroke:#e6e9ef}svg .roof{fill:none;stroke:#c33;stroke-width:2}
+svg text{font-size:11px;fill:#445}svg .axis{stroke:#99a}svg .grid{stroke:#e6e9ef}svg .roof{fill:none;stroke:#c33;stroke-width:2}svg .roof.other{stroke-dasharray:6 4;stroke-opacity:.55;stroke-width:1.5}
 svg .point{stroke:#223;stroke-width:.6;fill-opacity:.8}svg .span{stroke:#fff;stroke-width:.3}
 #reports td{white-space:normal;max-width:600px}#nodes td:last-child{white-space:normal;min-width:200px;max-width:420px}
 .summary{font-size:16px;margin:10px 0}.bad{color:#b00020}.good{color:#0a7a32}
@@ -224,7 +224,8 @@ std::string decade_label(int e, const std::string& unit) {
   return fmt("%.0f", std::pow(10.0, e - 3 * i)) + (i ? p[i] : " ") + unit;
 }
 
-std::string roofline_svg(const json& peaks, const std::vector<Point>& pts) {
+/// `precision`: the run's; its roof and fp32's (the CUDA-core ops') are solid, the others dashed.
+std::string roofline_svg(const json& peaks, const std::string& precision, const std::vector<Point>& pts) {
   const double W = 960, H = 540, L = 110, R = 150, T = 16, B = 52, pw = W - L - R, ph = H - T - B;
   double bw = num(peaks, "bandwidth_bytes_per_s");
   std::vector<std::pair<std::string, double>> roofs;
@@ -267,8 +268,7 @@ std::string roofline_svg(const json& peaks, const std::vector<Point>& pts) {
   o << "<text transform=\"translate(14," << T + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">achieved FLOP/s (cost model FLOPs / median time)</text>\n";
   // Roofs: min(peak FLOP/s, bandwidth × intensity), one per measured precision.
   const double x0 = std::pow(10.0, xlo), x1 = std::pow(10.0, xhi);
-  for (size_t i = 0; i < roofs.size(); ++i) {
-    const auto& [name, f] = roofs[i];
+  for (const auto& [name, f] : roofs) {
     std::ostringstream pl;
     if (bw > 0) {
       double ridge = f / bw;
@@ -276,10 +276,18 @@ std::string roofline_svg(const json& peaks, const std::vector<Point>& pts) {
     } else {
       pl << X(x0) << "," << Y(f) << " " << X(x1) << "," << Y(f);
     }
-    o << "<polyline class=\"roof\" clip-path=\"url(#plot)\" points=\"" << pl.str() << "\"><title>" << esc(name)
+    const bool used = name == precision || name == "fp32" || precision.empty();
+    o << "<polyline class=\"roof" << (used ? "" : " other") << "\" clip-path=\"url(#plot)\" points=\"" << pl.str() << "\"><title>" << esc(name)
       << " peak " << esc(si(f, "FLOP/s")) << "</title></polyline>\n";
-    o << "<text x=\"" << L + pw + 6 << "\" y=\"" << Y(f) + 4 + 12 * static_cast<double>(i % 2) << "\">" << esc(name) << " "
-      << esc(si(f, "FLOP/s")) << "</text>\n";
+  }
+  // The roofs' labels at the right, highest first, kept 13 px apart (fp16 and bf16 peaks are close).
+  std::vector<std::pair<std::string, double>> by_height = roofs;
+  std::stable_sort(by_height.begin(), by_height.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  double last_y = -1e9;
+  for (const auto& [name, f] : by_height) {
+    last_y = std::max(Y(f) + 4, last_y + 13);
+    o << "<text x=\"" << L + pw + 6 << "\" y=\"" << last_y << "\">" << esc(name) << " " << esc(si(f, "FLOP/s"))
+      << "</text>\n";
   }
   if (bw > 0) {
     // The bandwidth roof's label where it enters the chart.
@@ -343,7 +351,8 @@ const char* kPointNote =
     "One point per node that has a cost (FLOPs and bytes from fusec's cost model) and a time; a node that ran "
     "as a single kernel is that kernel's point (its tooltip names the kernel). Nodes without FLOPs (reshapes, "
     "copies) cannot sit on log axes and are in the tables only. Intensity = FLOPs / (bytes read + written); "
-    "height = FLOPs / median time. The roofs are the peaks measured on this device, not datasheet numbers.";
+    "height = FLOPs / median time. The roofs are the peaks measured on this device, not datasheet numbers "
+    "(solid: the run's precision and fp32, which ops off the tensor cores are measured against; dashed: the others).";
 
 // ---- timeline ----
 
@@ -519,7 +528,7 @@ std::string profile_html(const json& r, const Timeline* timeline) {
   o << meta_list(header_fields(r));
   o << "<h2>Roofline</h2>\n<p class=\"note\" id=\"points\" data-points=\"" << points << "\">" << points
     << " points. " << esc(kPointNote) << " Colour: op type.</p>\n";
-  o << roofline_svg(r.contains("peaks") ? r["peaks"] : json::object(), node_points(r, "point", "", ""));
+  o << roofline_svg(r.contains("peaks") ? r["peaks"] : json::object(), str(r, "precision"), node_points(r, "point", "", ""));
   o << legend(op_legend(r));
   const json& mode = primary_mode(r);
   if (timeline && !timeline->spans.empty())
@@ -584,7 +593,7 @@ std::string compare_html(const compare::Comparison& c, const json* base, const j
     pts.insert(pts.end(), pn.begin(), pn.end());
     o << "<h2>Roofline: base and new</h2>\n<p class=\"note\" id=\"points\" data-points=\"" << nb + nn << "\">" << nb
       << " base points, " << nn << " new points, against the base's peaks. " << esc(kPointNote) << "</p>\n";
-    o << roofline_svg(base->contains("peaks") ? (*base)["peaks"] : json::object(), pts);
+    o << roofline_svg(base->contains("peaks") ? (*base)["peaks"] : json::object(), str(*base, "precision"), pts);
     o << legend({{"base", "#4e79a7"}, {"new", "#f28e2b"}});
     auto fb = header_fields(*base), fn = header_fields(*next);
     std::vector<std::vector<Cell>> side;

@@ -235,6 +235,17 @@ def test_compare_html(ctx: Ctx) -> None:
     dom = ctx.dom(html2)
     check('class="worse">REGRESSION' in dom and 'data-regressions="0"' not in dom, "the regression is not shown")
 
+    # Bench and optimize reports (the sample project's baselines): the verdict table alone.
+    baselines = os.path.join(ctx.models, "..", "examples", "ci", "baselines", "cpu")
+    for kind in ("bench", "optimize"):
+        rep = os.path.join(baselines, f"mlp_small.{kind}.json")
+        page = os.path.join(d, f"{kind}.html")
+        ctx.run("compare", rep, rep, "--html", page)
+        self_contained(page)
+        dom = ctx.dom(page)
+        check('id="verdicts"' in dom and count_points(dom) == 0 and 'data-regressions="0"' in dom,
+              f"compare --html of two {kind} reports: no verdict table, or points, or a regression")
+
     # A bad input writes no page and fails as usual.
     bad = os.path.join(d, "bad.html")
     ctx.run("compare", base, os.path.join(d, "missing.json"), "--html", bad, expect=(2,))
