@@ -5,6 +5,7 @@
 // The model is profiled as fusec runs it, after the fusion pipeline (--as-given: unchanged);
 // --compare-unfused profiles both in one process and says what each fusion saved.
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "backend/cpu/parallel.h"
@@ -16,6 +17,7 @@
 #include "profiler/html_report.h"
 #include "profiler/peaks.h"
 #include "profiler/report.h"
+#include "project/project_file.h"
 #ifdef FUSEC_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -34,6 +36,7 @@ struct ProfileArgs {
   int iterations = 20, warmup = 3, top = 10;
   uint64_t seed = 0;
   bool counters = false, compare_unfused = false, as_given = false, remeasure_peaks = false, no_stream = false;
+  std::vector<std::string> passes, skip;  // the optimized variant's pipeline
   ShapeOptions shapes;
   DeviceOptions device;
 };
@@ -137,6 +140,9 @@ int profile(const ProfileArgs& a) {
   if (a.top <= 0) bad_input("--top must be positive");
   ResolvedDevice dev = resolve_device(a.device);
   if (a.counters && !dev.cuda) bad_input("--counters needs --device cuda (hardware counters are read through CUPTI)");
+  if (!a.passes.empty() && !a.skip.empty()) bad_input("give --passes or --skip, not both");
+  if (a.as_given && (!a.passes.empty() || !a.skip.empty()))
+    bad_input("--passes/--skip choose the optimized model's passes; --as-given runs none");
 
   std::vector<Variant> variants;
   auto given = load_model(a.model, a.shapes);
@@ -157,7 +163,10 @@ int profile(const ProfileArgs& a) {
     Variant v;
     v.name = "optimized";
     v.graph = given->clone();
-    optimize_graph(*v.graph, PipelineOptions{});
+    PipelineOptions po;
+    po.only = a.passes;
+    po.skip = a.skip;
+    optimize_graph(*v.graph, po);
     variants.push_back(std::move(v));
   }
 
@@ -231,12 +240,51 @@ int profile(const ProfileArgs& a) {
   return 0;
 }
 
+/// `fusec profile` without a model: every model of ./fusec.toml, as the project says (batch,
+/// shapes, device, precision, passes), except where a flag says otherwise; --report/--trace FILE
+/// become FILE.<name>.json per model when the project has several.
+int profile_project(const ProfileArgs& a, const CLI::App& sub) {
+  auto file = project::find_project();
+  if (!file) bad_input(project::no_model_message("profile"));
+  project::Project p = project::load_project(*file);
+  auto given = [&](const char* flag) { return sub.count(flag) > 0; };
+  auto per_model = [&](const std::string& path, const std::string& name) {
+    if (path.empty() || p.models.size() == 1) return path;
+    std::filesystem::path f(path);
+    return (f.parent_path() / (f.stem().string() + "." + name + f.extension().string())).string();
+  };
+  for (size_t i = 0; i < p.models.size(); ++i) {
+    const project::ModelConfig& m = p.models[i];
+    ProfileArgs b = a;
+    b.model = m.path;
+    if (!given("--batch") && !given("--shape")) {
+      b.shapes.batch = m.batch;
+      b.shapes.shapes = m.shapes;
+    }
+    if (!given("--device")) b.device.device = m.device;
+    if (!given("--gpu")) b.device.gpu = m.gpu;
+    if (!given("--precision")) b.device.precision = m.precision;
+    if (!given("--iterations")) b.iterations = m.profile_iterations;
+    if (!given("--warmup")) b.warmup = m.warmup;
+    if (!given("--passes") && !given("--skip") && !a.as_given) {
+      b.passes = m.passes;
+      b.skip = m.skip;
+    }
+    b.report_path = per_model(a.report_path, m.name);
+    b.trace_path = per_model(a.trace_path, m.name);
+    std::printf("%s== %s (%s)\n", i ? "\n" : "", m.name.c_str(), m.path.c_str());
+    std::fflush(stdout);
+    profile(b);
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_profile(CLI::App& app, std::function<int()>& action) {
   auto args = std::make_shared<ProfileArgs>();
   auto* sub = app.add_subcommand("profile", "Per-node and per-kernel time, bytes, FLOPs and % of the device's measured peaks");
-  sub->add_option("model", args->model, "ONNX model file")->required();
+  sub->add_option("model", args->model, "ONNX model file (default: every model of ./fusec.toml)");
   args->shapes.add_to(*sub);
   args->device.add_to(*sub);
   sub->add_option("--iterations", args->iterations, "Profiled runs per mode (default 20)");
@@ -247,14 +295,16 @@ void add_profile(CLI::App& app, std::function<int()>& action) {
   sub->add_flag("--counters", args->counters, "GPU: hardware counters per kernel (DRAM bytes, SM and tensor-pipe %) by kernel replay");
   sub->add_flag("--compare-unfused", args->compare_unfused, "Profile the model as given too and report what each fusion saved");
   sub->add_flag("--as-given", args->as_given, "Profile the model without the fusion pipeline");
+  sub->add_option("--passes", args->passes, "Run only these passes (comma-separated)")->delimiter(',');
+  sub->add_option("--skip", args->skip, "Skip these passes (comma-separated)")->delimiter(',');
   sub->add_flag("--no-stream", args->no_stream, "GPU: profile only CUDA-graph replay, not separate launches too");
   sub->add_flag("--remeasure-peaks", args->remeasure_peaks, "Measure the device's peaks again instead of using the cached ones");
   sub->add_option("--top", args->top, "Rows in each summary table (default 10)");
   sub->add_option("--seed", args->seed, "Seed for the random inputs");
-  sub->callback([args, &action] {
-    action = [args] {
+  sub->callback([args, sub, &action] {
+    action = [args, sub] {
       if (args->as_given && args->compare_unfused) bad_input("--as-given and --compare-unfused exclude each other");
-      return profile(*args);
+      return args->model.empty() ? profile_project(*args, *sub) : profile(*args);
     };
   });
 }

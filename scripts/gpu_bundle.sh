@@ -18,7 +18,7 @@ mkdir -p "$stage/bin" "$stage/lib"
 cp "$src/fusec" "$src/tests/fusec_gpu_tests" "$src/tests/fusec_conformance" "$stage/bin/"
 strip --strip-debug "$stage"/bin/*
 for bin in "$stage"/bin/*; do
-  ldd "$bin" | awk '/=>/ {print $3}' | grep -E 'libonnx|libprotobuf' | while read -r lib; do cp -Ln "$lib" "$stage/lib/"; done
+  ldd "$bin" | awk '/=>/ {print $3}' | grep -E 'libonnx|libprotobuf|libtomlplusplus' | while read -r lib; do cp -Ln "$lib" "$stage/lib/"; done
 done
 if [ -d /usr/share/libonnx-testdata/data ]; then
   mkdir -p "$stage/testdata"

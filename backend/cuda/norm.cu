@@ -271,10 +271,10 @@ RowCfg choose(const RowNormArgs& a) {
     return c;
   }
   if (chunks <= 1024 * max_k) {
-    // Few rows leave most SMs idle, so a row's latency is the run's: about 128 threads a row, each
-    // with the shortest chain of loads (the MLP's 16 rows of 1024 fp16: 64 threads x 2 vectors took
-    // 4.0 us, 128 x 1 take 2.9 us; at fp32, 256 x 1 was slower than 128 x 2).
-    const int64_t per_thread = few_rows ? std::max<int64_t>(1, ceil_div(chunks, 128)) : max_k < 4 ? 2 : 4;
+    // Few rows leave most SMs idle, so a row's latency is the run's: rows of up to 128 vectors get
+    // one vector a thread (the MLP's 16 rows of 1024 fp16: 64 threads x 2 vectors took 4.0 us,
+    // 128 x 1 take 2.9 us; at fp32, 256 x 1 was slower than 128 x 2).
+    const int64_t per_thread = few_rows ? (chunks <= 128 ? 1 : 2) : max_k < 4 ? 2 : 4;
     int64_t t = ceil_div(ceil_div(chunks, per_thread), 32) * 32;
     t = t < 64 ? 64 : t > 1024 ? 1024 : t;
     c.tpr = static_cast<int>(t);
@@ -290,6 +290,9 @@ template <typename T, int V>
 void launch_vk(const RowCfg& c, const RowNormArgs& a, cudaStream_t s) {
   const dim3 block(c.tpr, c.rows_per_block);
   const unsigned grid = static_cast<unsigned>(ceil_div(a.rows, c.rows_per_block));
+  // Every k choose() makes has a kernel; one without would leave the output unwritten.
+  const bool have = c.k <= 4 || (V * 8 <= kRowRegs && (c.k == 6 || c.k == 8)) || (V * 16 <= kRowRegs && c.k == 16);
+  if (!have) internal_error("row norm: no kernel for " + std::to_string(c.k) + " vectors of " + std::to_string(V) + " per thread");
   switch (c.k) {
     case 1: row_norm_kernel<T, V, 1><<<grid, block, 0, s>>>(a); break;
     case 2: row_norm_kernel<T, V, 2><<<grid, block, 0, s>>>(a); break;

@@ -602,6 +602,24 @@ def test_profile_cpu(c: Ctx):
             raise Failure(f"--compare-unfused row without originals: {f}")
 
 
+def test_profile_project(c: Ctx):
+    """Without a model, profile runs every model of ./fusec.toml (examples/ci), one report each;
+    without a project file either, one error saying what to do."""
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "ci")
+    d = c.fresh("profile_project")
+    p = subprocess.run([c.fusec, "profile", "--device", "cpu", "--iterations", "2", "--warmup", "0",
+                        "--report", os.path.join(d, "p.json")], cwd=example, capture_output=True, text=True,
+                       timeout=120, stdin=subprocess.DEVNULL)
+    if p.returncode != 0:
+        raise Failure(f"profile in examples/ci: exit {p.returncode}: {p.stderr.strip()[:300]}")
+    reports = sorted(f for f in os.listdir(d) if f.startswith("p.") and f.endswith(".json"))
+    if len(reports) < 2 or p.stdout.count("\n== ") + p.stdout.startswith("== ") != len(reports):
+        raise Failure(f"profile in examples/ci wrote {reports}; stdout: {p.stdout[:300]}")
+    p = subprocess.run([c.fusec, "profile"], cwd=d, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+    if p.returncode != 2 or "fusec.toml" not in p.stderr or not p.stderr.startswith("fusec: error:"):
+        raise Failure(f"profile with no model and no fusec.toml: exit {p.returncode}, {p.stderr!r}")
+
+
 def test_profile_errors(c: Ctx):
     c.usage_error("profile", c.tiny, "--batch", "2", "--device", "cpu", "--iterations", "0", mention=("--iterations",))
     c.usage_error("profile", c.tiny, "--batch", "2", "--device", "cpu", "--counters", mention=("--counters",))
@@ -616,7 +634,7 @@ TESTS = [test_help, test_version, test_not_built, test_optimize_roundtrip, test_
          test_inspect_json, test_run_default_pb, test_run_npy, test_run_inputs_dir, test_batch_binding, test_seed,
          test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_no_gpu_errors,
          test_mlp_inspect, test_mlp_run, test_newer_opset, test_max_memory, test_outputs_replaced_whole, test_profile_cpu,
-         test_profile_errors]
+         test_profile_project, test_profile_errors]
 
 
 def main() -> int:
