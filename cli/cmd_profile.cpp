@@ -241,8 +241,8 @@ int profile(const ProfileArgs& a) {
 }
 
 /// `fusec profile` without a model: every model of ./fusec.toml, as the project says (batch,
-/// shapes, device, precision, passes), except where a flag says otherwise; --report/--trace FILE
-/// become FILE.<name>.json per model when the project has several.
+/// shapes, device, precision, passes), except where a flag says otherwise; --report/--trace/--html
+/// FILE become FILE.<name>.json (.html) per model when the project has several.
 int profile_project(const ProfileArgs& a, const CLI::App& sub) {
   auto file = project::find_project();
   if (!file) bad_input(project::no_model_message("profile"));
@@ -272,6 +272,7 @@ int profile_project(const ProfileArgs& a, const CLI::App& sub) {
     }
     b.report_path = per_model(a.report_path, m.name);
     b.trace_path = per_model(a.trace_path, m.name);
+    b.html_path = per_model(a.html_path, m.name);
     std::printf("%s== %s (%s)\n", i ? "\n" : "", m.name.c_str(), m.path.c_str());
     std::fflush(stdout);
     profile(b);
