@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "backend/cache_file.h"
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/parallel.h"
 
@@ -54,21 +55,14 @@ std::string iso_now() {
   return buf;
 }
 
-std::string peaks_cache_path() {
-  if (const char* p = std::getenv("FUSEC_PEAKS_CACHE"); p && *p) return p;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/fusec/peaks.json";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/fusec/peaks.json";
-  return "";
-}
+std::string peaks_cache_path() { return fusec_cache_path("FUSEC_PEAKS_CACHE", "peaks.json"); }
 
 std::optional<Peaks> load_cached_peaks(const std::string& key) {
   const std::string path = peaks_cache_path();
   if (path.empty()) return std::nullopt;
-  std::ifstream f(path);
-  if (!f) return std::nullopt;
   try {
-    nlohmann::json j = nlohmann::json::parse(f);
-    if (!j.is_object() || !j.contains(key)) return std::nullopt;
+    nlohmann::json j = read_json_object(path);
+    if (!j.contains(key)) return std::nullopt;
     const auto& e = j.at(key);
     Peaks p;
     p.device = e.at("device").get<std::string>();
@@ -93,38 +87,9 @@ bool store_peaks(const std::string& key, const Peaks& peaks, std::string* why) {
     if (why) *why = "no cache folder (set HOME, XDG_CACHE_HOME or FUSEC_PEAKS_CACHE)";
     return false;
   }
-  nlohmann::json j = nlohmann::json::object();
-  {
-    std::ifstream f(path);
-    if (f) {
-      try {
-        j = nlohmann::json::parse(f);
-        if (!j.is_object()) j = nlohmann::json::object();
-      } catch (const std::exception&) {
-        j = nlohmann::json::object();
-      }
-    }
-  }
+  nlohmann::json j = read_json_object(path);
   j[key] = to_json(peaks);
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  // Written to a temporary file and renamed, so two profiles at once never leave half a file.
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp);
-    if (!(f << j.dump(2) << "\n")) {
-      if (why) *why = "cannot write " + path;
-      std::filesystem::remove(tmp, ec);
-      return false;
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    if (why) *why = "cannot write " + path + ": " + ec.message();
-    std::filesystem::remove(tmp, ec);
-    return false;
-  }
-  return true;
+  return write_json_atomically(path, j, why);
 }
 
 Peaks cached_or_measured(const std::string& key, bool remeasure, const std::function<Peaks()>& measure,

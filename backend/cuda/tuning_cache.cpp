@@ -1,14 +1,11 @@
 #include "backend/cuda/tuning_cache.h"
 
-#include <cuda_runtime_api.h>
-#include <unistd.h>
+#include "backend/cache_file.h"
 
+#include <cuda_runtime_api.h>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <nlohmann/json.hpp>
 
 namespace fusec::cuda {
 
@@ -29,27 +26,16 @@ bool TuningCache::enabled() const {
   return !(e && std::string(e) == "0");
 }
 
-std::string TuningCache::path() const {
-  if (const char* p = std::getenv("FUSEC_TUNING_CACHE"); p && *p) return p;
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/fusec/tuning.json";
-  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/fusec/tuning.json";
-  return "";
-}
+std::string TuningCache::path() const { return fusec_cache_path("FUSEC_TUNING_CACHE", "tuning.json"); }
 
 void TuningCache::load() {
   loaded_ = true;
   const std::string p = path();
   if (p.empty()) return;
-  std::ifstream f(p);
-  if (!f) return;
-  try {
-    auto j = nlohmann::json::parse(f);
-    if (!j.is_object()) return;
-    for (auto& [k, v] : j.items())
-      if (v.is_string()) state_->entries[k] = v.get<std::string>();
-  } catch (const std::exception&) {
-    state_->entries.clear();  // a damaged cache is tuned over, not an error
-  }
+  // A damaged cache reads as empty and is tuned over, not an error.
+  const nlohmann::json j = read_json_object(p);  // a named object: items() only refers to it
+  for (const auto& [k, v] : j.items())
+    if (v.is_string()) state_->entries[k] = v.get<std::string>();
 }
 
 std::optional<std::string> TuningCache::get(const std::string& key) {
@@ -67,32 +53,11 @@ void TuningCache::put(const std::string& key, const std::string& value) {
   state_->entries[key] = value;
   const std::string p = path();
   if (p.empty()) return;
-  // Merge with what other processes wrote since this one loaded, then replace the file whole.
-  nlohmann::json j = nlohmann::json::object();
-  {
-    std::ifstream f(p);
-    if (f) {
-      try {
-        j = nlohmann::json::parse(f);
-        if (!j.is_object()) j = nlohmann::json::object();
-      } catch (const std::exception&) {
-        j = nlohmann::json::object();
-      }
-    }
-  }
+  // Merge with what other processes wrote since this one loaded, then replace the file whole; a
+  // cache that cannot be written only costs the next process its tuning time.
+  nlohmann::json j = read_json_object(p);
   for (const auto& [k, v] : state_->entries) j[k] = v;
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(p).parent_path(), ec);
-  const std::string tmp = p + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp);
-    if (!(f << j.dump(1) << "\n")) {
-      std::filesystem::remove(tmp, ec);
-      return;
-    }
-  }
-  std::filesystem::rename(tmp, p, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
+  write_json_atomically(p, j, nullptr);
 }
 
 std::string tuning_device_key(int device) {

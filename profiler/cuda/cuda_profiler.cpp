@@ -324,6 +324,25 @@ void with_observer(cuda::CudaExecutable& exe, StepObserver* obs, const std::func
 
 namespace {
 
+/// Uploads the inputs (planning first if the shapes waited for them) and warms up both modes; the
+/// second launch() captures the CUDA graph while the observer is attached, so its nodes are known
+/// by step. True when the graph was captured.
+bool upload_and_warm_up(cuda::CudaExecutable& exe, const std::vector<Tensor>& inputs, const CudaRunSettings& s) {
+  exe.upload_inputs(inputs);
+  bool graph = false;
+  if (s.graph) {
+    exe.launch();
+    exe.launch();
+    graph = exe.graph_status() == "on";
+  }
+  for (int i = 0; i < s.warmup; ++i) {
+    if (graph) exe.launch();
+    exe.launch_uncaptured();
+  }
+  FUSEC_CUDA_CHECK(cudaStreamSynchronize(exe.stream()));
+  return graph;
+}
+
 /// Without CUPTI: CUDA events recorded on the stream around each step of separate launches give
 /// each node's GPU time (no per-kernel detail); graph replay is timed as a whole.
 class EventSteps : public StepRecorder {
@@ -388,18 +407,7 @@ Collected profile_with_events(cuda::CudaExecutable& exe, const std::vector<Tenso
     ~Detach() { e.set_step_observer(nullptr); }
   } detach{exe};
   {
-    exe.upload_inputs(inputs);
-    bool graph = false;
-    if (s.graph) {
-      exe.launch();
-      exe.launch();
-      graph = exe.graph_status() == "on";
-    }
-    for (int i = 0; i < s.warmup; ++i) {
-      if (graph) exe.launch();
-      exe.launch_uncaptured();
-    }
-    FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const bool graph = upload_and_warm_up(exe, inputs, s);
     Collected c;
     c.device_kind = "cuda";
     c.modes.push_back({"stream", {}});
@@ -445,22 +453,9 @@ Collected profile_cuda(cuda::CudaExecutable& exe, const std::vector<Tensor>& inp
   Session session{exe};
   cudaStream_t stream = exe.stream();
 
-  exe.upload_inputs(inputs);  // plans (if the shapes wait for the inputs) and uploads
   Collected c;
   c.device_kind = "cuda";
-  // Warm-up in both modes; the second launch() captures the CUDA graph, under the profiler's
-  // callbacks, so its nodes are known by step.
-  bool graph = false;
-  if (s.graph) {
-    exe.launch();
-    exe.launch();
-    graph = exe.graph_status() == "on";
-  }
-  for (int i = 0; i < s.warmup; ++i) {
-    if (graph) exe.launch();
-    exe.launch_uncaptured();
-  }
-  FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const bool graph = upload_and_warm_up(exe, inputs, s);
   cupti.discard();
 
   Events ev;
