@@ -342,8 +342,8 @@ class ConvOp : public CudaOp {
   void try_fused(const PlanContext& c, cudnnConvolutionFwdAlgo_t algo) {
     size_t ws = 0;
     if (cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, algo, &ws) != CUDNN_STATUS_SUCCESS) return;
-    cudnnDataType_t t;
-    dnn_type(dt_, &t);
+    cudnnDataType_t t = CUDNN_DATA_FLOAT;
+    if (!dnn_type(dt_, &t)) return;
     if (!bias_ && cudnnCreateTensorDescriptor(&bias_) != CUDNN_STATUS_SUCCESS) return;
     int bdims[4] = {1, static_cast<int>(channels_), 1, 1}, bstrides[4] = {static_cast<int>(channels_), 1, 1, 1};
     if (cudnnSetTensorNdDescriptor(bias_, t, 4, bdims, bstrides) != CUDNN_STATUS_SUCCESS) return;

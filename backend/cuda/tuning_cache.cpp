@@ -38,6 +38,12 @@ void TuningCache::load() {
     if (v.is_string()) state_->entries[k] = v.get<std::string>();
 }
 
+void TuningCache::reload() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->entries.clear();
+  loaded_ = false;
+}
+
 std::optional<std::string> TuningCache::get(const std::string& key) {
   if (!enabled()) return std::nullopt;
   std::lock_guard<std::mutex> lock(state_->mu);

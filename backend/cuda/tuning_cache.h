@@ -21,6 +21,9 @@ class TuningCache {
   /// costs the next process its tuning time.
   void put(const std::string& key, const std::string& value);
   std::string path() const;
+  /// Forgets what this process has read: the next get() reads the file again (what other
+  /// processes have tuned since, or a cache moved with FUSEC_TUNING_CACHE).
+  void reload();
 
  private:
   TuningCache();

@@ -129,17 +129,30 @@ TEST(TuningCache, RemembersAcrossProcessesAndCanBeTurnedOff) {
   auto dir = std::filesystem::temp_directory_path() / ("fusec_tuning_" + std::to_string(::getpid()));
   const std::string path = (dir / "t.json").string();
   ::setenv("FUSEC_TUNING_CACHE", path.c_str(), 1);
+  std::filesystem::create_directories(dir);
+  { std::ofstream(path) << R"({"earlier": "e", "not a string": 3})"; }  // what another process wrote
   auto& cache = cuda::TuningCache::global();
+  cache.reload();
+  EXPECT_EQ(cache.get("earlier").value_or(""), "e");
+  EXPECT_FALSE(cache.get("not a string"));
   cache.put("k1", "v1");
   EXPECT_EQ(cache.get("k1").value_or(""), "v1");
   std::ifstream f(path);
   ASSERT_TRUE(f.good()) << path;
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("\"k1\": \"v1\""), std::string::npos) << text;
+  EXPECT_NE(text.find("\"earlier\": \"e\""), std::string::npos) << text;  // merged, not overwritten
+  { std::ofstream(path) << "{ damaged"; }
+  cache.reload();
+  EXPECT_FALSE(cache.get("k1"));  // a damaged cache reads as empty
+  cache.put("k2", "v2");          // and is written over whole
+  cache.reload();
+  EXPECT_EQ(cache.get("k2").value_or(""), "v2");
   ::setenv("FUSEC_TUNE", "0", 1);
   EXPECT_FALSE(cache.enabled());
   EXPECT_FALSE(cache.get("k1"));
   ::unsetenv("FUSEC_TUNE");
   ::unsetenv("FUSEC_TUNING_CACHE");
+  cache.reload();
   std::filesystem::remove_all(dir);
 }
