@@ -338,9 +338,11 @@ def test_check_example_project(c: Ctx):
     (a pass turned off in fusec.toml, a baseline with half the memory) it exits 3 with a table that
     names them; a baseline from another CPU gates everything but timings, and says so."""
     d = project_copy(c, "check_example")
-    # An ASan build runs several times slower than the release build that recorded the baselines:
-    # there the gate is on everything but timings (a threshold no timing reaches).
-    timing = ["--threshold", "100000%"] if os.environ.get("FUSEC_SANITIZED") else []
+    # Timings against baselines recorded on another day depend on the machine's load (CI failed once
+    # at +21% while a fuzzer shared its two cores), and an ASan build runs several times slower:
+    # this test gates everything but timings (a threshold no timing reaches). Timing regressions
+    # are tested where both sides are measured in the same run (test_fusion_off_is_a_regression, the statistics).
+    timing = ["--threshold", "100000%"]
     p = check_until_steady(c, d, *timing)
     if "fusec check: 4 models" not in p.stdout or "no regression" not in p.stdout:
         raise Failure(f"fusec check should report 4 models and no regression:\n{p.stdout[-1500:]}")
