@@ -12,6 +12,7 @@
 #include "backend/cpu/parallel.h"
 #include "cli/common.h"
 #include "cli/device_options.h"
+#include "cli/project_args.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"
 #include "profiler/host_info.h"
@@ -322,13 +323,7 @@ int bench_project(const BenchArgs& a, const CLI::App& sub) {
     const project::ModelConfig& m = p.models[i];
     BenchArgs b = a;
     b.model = m.path;
-    if (!given("--batch") && !given("--shape")) {
-      b.shapes.batch = m.batch;
-      b.shapes.shapes = m.shapes;
-    }
-    if (!given("--device")) b.device.device = m.device;
-    if (!given("--gpu")) b.device.gpu = m.gpu;
-    if (!given("--precision")) b.device.precision = m.precision;
+    apply_project_model(m, sub, b.shapes, b.device);
     if (!given("--iterations") && !given("--duration")) b.iterations = m.iterations;
     if (!given("--warmup")) b.warmup = m.warmup;
     if (!given("--passes") && !given("--skip") && !a.no_compare) {
@@ -336,10 +331,7 @@ int bench_project(const BenchArgs& a, const CLI::App& sub) {
       b.skip = m.skip;
     }
     // One report per model: out.json -> out.<name>.json when the project has several.
-    if (!a.json_path.empty() && p.models.size() > 1) {
-      fs::path j(a.json_path);
-      b.json_path = (j.parent_path() / (j.stem().string() + "." + m.name + j.extension().string())).string();
-    }
+    b.json_path = per_model_path(a.json_path, m.name, p.models.size());
     std::printf("%s== %s (%s)\n", i ? "\n" : "", m.name.c_str(), m.path.c_str());
     std::fflush(stdout);
     bench(b);

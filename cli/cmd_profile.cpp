@@ -11,6 +11,7 @@
 #include "backend/cpu/parallel.h"
 #include "cli/common.h"
 #include "cli/device_options.h"
+#include "cli/project_args.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"
 #include "profiler/collect.h"
@@ -248,31 +249,20 @@ int profile_project(const ProfileArgs& a, const CLI::App& sub) {
   if (!file) bad_input(project::no_model_message("profile"));
   project::Project p = project::load_project(*file);
   auto given = [&](const char* flag) { return sub.count(flag) > 0; };
-  auto per_model = [&](const std::string& path, const std::string& name) {
-    if (path.empty() || p.models.size() == 1) return path;
-    std::filesystem::path f(path);
-    return (f.parent_path() / (f.stem().string() + "." + name + f.extension().string())).string();
-  };
   for (size_t i = 0; i < p.models.size(); ++i) {
     const project::ModelConfig& m = p.models[i];
     ProfileArgs b = a;
     b.model = m.path;
-    if (!given("--batch") && !given("--shape")) {
-      b.shapes.batch = m.batch;
-      b.shapes.shapes = m.shapes;
-    }
-    if (!given("--device")) b.device.device = m.device;
-    if (!given("--gpu")) b.device.gpu = m.gpu;
-    if (!given("--precision")) b.device.precision = m.precision;
+    apply_project_model(m, sub, b.shapes, b.device);
     if (!given("--iterations")) b.iterations = m.profile_iterations;
     if (!given("--warmup")) b.warmup = m.warmup;
     if (!given("--passes") && !given("--skip") && !a.as_given) {
       b.passes = m.passes;
       b.skip = m.skip;
     }
-    b.report_path = per_model(a.report_path, m.name);
-    b.trace_path = per_model(a.trace_path, m.name);
-    b.html_path = per_model(a.html_path, m.name);
+    b.report_path = per_model_path(a.report_path, m.name, p.models.size());
+    b.trace_path = per_model_path(a.trace_path, m.name, p.models.size());
+    b.html_path = per_model_path(a.html_path, m.name, p.models.size());
     std::printf("%s== %s (%s)\n", i ? "\n" : "", m.name.c_str(), m.path.c_str());
     std::fflush(stdout);
     profile(b);
