@@ -131,6 +131,7 @@ void register_gemm_ops(CudaOpRegistry& r);          // cuBLASLt: MatMul, Gemm, F
 void register_conv_ops(CudaOpRegistry& r);          // cuDNN: Conv, FusedConv, ConvTranspose
 void register_normalization_ops(CudaOpRegistry& r); // LayerNorm family, BatchNorm, InstanceNorm
 void register_softmax_ops(CudaOpRegistry& r);       // Softmax, LogSoftmax
+void register_attention_ops(CudaOpRegistry& r);     // Attention (ONNX 23+ and ai.fusec), fused
 void register_reduce_ops(CudaOpRegistry& r);        // Reduce*, ArgMax/ArgMin
 void register_pool_ops(CudaOpRegistry& r);          // MaxPool, AveragePool, Global*Pool
 void register_movement_ops(CudaOpRegistry& r);      // Transpose, Concat, Split, Slice, Gather, Pad, ...

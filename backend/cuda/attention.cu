@@ -1,0 +1,232 @@
+// Flash-style attention on CUDA cores: one block per (64 query rows, head, batch); keys and values
+// stream through shared memory 64 at a time and each row keeps a running max, sum and output
+// (online softmax), so memory traffic is Q, K, V, the mask and Y, never the scores. Accumulation
+// is float32 for every storage type, which is also what strict fp32 (no TF32) requires.
+//
+// Thread layout (128 threads, 4 warps): lane = 8·rg + cg. Warp w owns rows 16w + 4i + rg (i < 4);
+// for scores, lane cg owns keys cg + 8j (j < 8) of the tile, so a row's 64 scores live in the 8
+// lanes of its row group and its max and sum are three xor-shuffles. For P·V the same lanes own
+// output columns 32t + 4cg + e, so each float4 read of a V row is one conflict-free wavefront.
+// Rows are padded by 4 floats in shared memory: Q and K reads of the 8 lanes hit distinct banks.
+#include <algorithm>
+#include <type_traits>
+
+#include "backend/cuda/attention.cuh"
+#include "backend/cuda/common.cuh"
+
+namespace fusec::cuda {
+
+namespace {
+
+constexpr int kRows = 64;      // query rows per block
+constexpr int kKeys = 64;      // keys per tile
+constexpr int kThreads = 128;  // 4 warps of 16 rows
+
+__host__ __device__ constexpr int padded(int hd) { return hd + 4; }
+
+template <typename T>
+__device__ __forceinline__ void load_tile(float* dst, const T* src, int64_t seq_stride, int rows_valid,
+                                          int dim, float mul, int rows, int hd) {
+  const int p = padded(hd);
+  for (int idx = threadIdx.x; idx < rows * hd; idx += kThreads) {
+    const int r = idx / hd, d = idx - r * hd;
+    float v = 0.0f;
+    if (r < rows_valid && d < dim) v = to_compute(src[static_cast<int64_t>(r) * seq_stride + d]) * mul;
+    dst[r * p + d] = v;
+  }
+}
+
+template <typename T, int HD>
+__global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
+  constexpr int P = padded(HD);
+  constexpr int T4 = HD / 32;  // float4 output groups per lane
+  extern __shared__ float4 smem4[];
+  float* qs = reinterpret_cast<float*>(smem4);
+  float* ks = qs + kRows * P;
+  float* vs = ks + kKeys * P;
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int rg = lane >> 3, cg = lane & 7;
+  const int q0 = blockIdx.x * kRows, h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (a.q_heads / a.kv_heads);
+  const T* Q = static_cast<const T*>(a.q) + b * a.qs.batch + h * a.qs.head + static_cast<int64_t>(q0) * a.qs.seq;
+  const T* K = static_cast<const T*>(a.k) + b * a.ks.batch + hk * a.ks.head;
+  const T* V = static_cast<const T*>(a.v) + b * a.vs.batch + hk * a.vs.head;
+
+  // The scale is applied to Q once (mathematically (Q·K)·scale) instead of to every score.
+  load_tile(qs, Q, a.qs.seq, a.q_len - q0, a.head_dim, a.scale, kRows, HD);
+
+  float o[4][4 * T4];
+  float m[4], l[4];
+  int row[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+    row[i] = q0 + warp * 16 + 4 * i + rg;
+#pragma unroll
+    for (int t = 0; t < 4 * T4; ++t) o[i][t] = 0.0f;
+  }
+  // Under the causal rule no row of this block sees a key past its last row.
+  const int kv_end = a.causal ? min(a.kv_len, q0 + kRows) : a.kv_len;
+  const unsigned char* mask_b = static_cast<const unsigned char*>(a.mask);
+  const T* mask_f = static_cast<const T*>(a.mask);
+  const bool bool_mask = a.mask_dtype == DType::Bool;
+  const int64_t mask_base = b * a.mask_stride[0] + h * a.mask_stride[1];
+
+  for (int k0 = 0; k0 < kv_end; k0 += kKeys) {
+    __syncthreads();  // the previous tile is consumed (and Q is written, for the first)
+    const int valid = min(kKeys, a.kv_len - k0);
+    load_tile(ks, K + static_cast<int64_t>(k0) * a.ks.seq, a.ks.seq, valid, a.head_dim, 1.0f, kKeys, HD);
+    load_tile(vs, V + static_cast<int64_t>(k0) * a.vs.seq, a.vs.seq, valid, a.v_head_dim, 1.0f, kKeys, HD);
+    __syncthreads();
+
+    float s[4][8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < 8; ++j) s[i][j] = 0.0f;
+#pragma unroll 4
+    for (int d = 0; d < HD; d += 4) {
+      float4 qv[4], kv[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) qv[i] = *reinterpret_cast<const float4*>(&qs[(warp * 16 + 4 * i + rg) * P + d]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) kv[j] = *reinterpret_cast<const float4*>(&ks[(cg + 8 * j) * P + d]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+          s[i][j] += qv[i].x * kv[j].x + qv[i].y * kv[j].y + qv[i].z * kv[j].z + qv[i].w * kv[j].w;
+    }
+
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const bool row_ok = row[i] < a.q_len;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int col = k0 + cg + 8 * j;
+        float x = s[i][j];
+        if (col >= a.kv_len || (a.causal && col > row[i])) {
+          x = -INFINITY;
+        } else if (a.mask && row_ok) {
+          const int64_t off = mask_base + row[i] * a.mask_stride[2] + col * a.mask_stride[3];
+          if (bool_mask) x = mask_b[off] ? x : -INFINITY;
+          else x += to_compute(mask_f[off]);
+        }
+        s[i][j] = x;
+        mx = fmaxf(mx, x);
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+      const float m_new = fmaxf(m[i], mx);
+      // A row that has seen only excluded keys keeps exp(-inf) = 0 everywhere instead of NaN.
+      const float base = m_new == -INFINITY ? 0.0f : m_new;
+      const float alpha = __expf(m[i] - base);
+      float sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        s[i][j] = __expf(s[i][j] - base);
+        sum += s[i][j];
+      }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+      l[i] = l[i] * alpha + sum;
+      m[i] = m_new;
+#pragma unroll
+      for (int t = 0; t < 4 * T4; ++t) o[i][t] *= alpha;
+    }
+
+    // P·V: key c's probability for row i sits in lane (row group, c % 8), register j = c / 8.
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int src = 0; src < 8; ++src) {
+        const int c = src + 8 * j;
+        float p[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) p[i] = __shfl_sync(0xffffffffu, s[i][j], (lane & ~7) | src);
+#pragma unroll
+        for (int t = 0; t < T4; ++t) {
+          const float4 vv = *reinterpret_cast<const float4*>(&vs[c * P + 32 * t + 4 * cg]);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            o[i][4 * t + 0] += p[i] * vv.x;
+            o[i][4 * t + 1] += p[i] * vv.y;
+            o[i][4 * t + 2] += p[i] * vv.z;
+            o[i][4 * t + 3] += p[i] * vv.w;
+          }
+        }
+      }
+    }
+  }
+
+  T* Y = static_cast<T*>(a.y) + b * a.ys.batch + h * a.ys.head;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (row[i] >= a.q_len) continue;
+    // A row with every key excluded has l = 0 and gives NaN, as softmax over all -inf does.
+    const float inv = 1.0f / l[i];
+#pragma unroll
+    for (int t = 0; t < T4; ++t)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = 32 * t + 4 * cg + e;
+        if (col < a.v_head_dim) Y[row[i] * a.ys.seq + col] = from_compute<T>(o[i][4 * t + e] * inv);
+      }
+  }
+}
+
+int head_tile(const AttentionArgs& a) { return std::max(a.head_dim, a.v_head_dim) <= 64 ? 64 : 128; }
+
+template <typename T, int HD>
+void launch_typed(const AttentionArgs& a, cudaStream_t stream) {
+  constexpr size_t smem = static_cast<size_t>(kRows + 2 * kKeys) * padded(HD) * sizeof(float);
+  // Over 48 KiB of dynamic shared memory needs the per-function opt-in, once per instantiation.
+  static const cudaError_t opted_in = cudaFuncSetAttribute(
+      attention_kernel<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (opted_in != cudaSuccess)
+    throw_cuda_error(static_cast<int>(opted_in), "cudaFuncSetAttribute(attention)", __FILE__, __LINE__);
+  dim3 grid((a.q_len + kRows - 1) / kRows, a.q_heads, a.batch);
+  attention_kernel<T, HD><<<grid, kThreads, smem, stream>>>(a);
+  check_launch("attention");
+}
+
+}  // namespace
+
+size_t attention_smem_bytes(const AttentionArgs& a) {
+  return static_cast<size_t>(kRows + 2 * kKeys) * padded(head_tile(a)) * sizeof(float);
+}
+
+std::string attention_unsupported(const AttentionArgs& a) {
+  if (a.dtype != DType::Float32 && a.dtype != DType::Float16 && a.dtype != DType::BFloat16)
+    return std::string("no CUDA attention kernel for ") + dtype_name(a.dtype);
+  if (a.head_dim < 1 || a.v_head_dim < 1 || std::max(a.head_dim, a.v_head_dim) > 128)
+    return "the CUDA attention kernel takes head sizes 1..128 (here " + std::to_string(a.head_dim) + " and " +
+           std::to_string(a.v_head_dim) + ")";
+  if (a.kv_heads < 1 || a.q_heads % a.kv_heads != 0) return "the query heads are not a multiple of the key/value heads";
+  if (a.batch > 65535 || a.q_heads > 65535) return "more than 65535 batches or heads";
+  if (a.mask && a.mask_dtype != DType::Bool && a.mask_dtype != a.dtype)
+    return std::string("the mask is ") + dtype_name(a.mask_dtype) + ", not bool or the inputs' type";
+  return "";
+}
+
+void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.batch == 0 || a.q_heads == 0 || a.q_len == 0) return;
+  const int hd = head_tile(a);
+  const bool ok = dispatch_float_storage(a.dtype, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_same_v<T, double>) {
+      throw_cuda_error(0, "attention: float64", __FILE__, __LINE__);
+    } else {
+      if (hd == 64) launch_typed<T, 64>(a, stream);
+      else launch_typed<T, 128>(a, stream);
+    }
+  });
+  if (!ok) throw_cuda_error(0, "attention: unsupported dtype", __FILE__, __LINE__);
+}
+
+}  // namespace fusec::cuda

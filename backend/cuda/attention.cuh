@@ -1,0 +1,43 @@
+// Fused scaled-dot-product attention (ONNX Attention / ai.fusec.Attention): Y = softmax(Q·Kᵀ·scale
+// + mask) · V, flash-style, so the [Sq, Skv] score matrix never reaches memory. Layouts are given
+// by strides, which covers both the 4-D [B, H, S, D] form and the 3-D [B, S, H·D] form the fusion
+// pass writes (no head split or merge transposes).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "ir/dtype.h"
+
+namespace fusec::cuda {
+
+/// Element strides of one of Q, K, V, Y: batch, head, sequence position (the head dim is dense).
+struct HeadStrides {
+  int64_t batch = 0, head = 0, seq = 0;
+};
+
+struct AttentionArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* mask = nullptr;  // optional
+  void* y = nullptr;
+  DType dtype = DType::Undefined;       // storage of Q, K, V and Y
+  DType mask_dtype = DType::Undefined;  // Bool (false = excluded) or the float storage type (added)
+  int batch = 0, q_heads = 0, kv_heads = 0, q_len = 0, kv_len = 0, head_dim = 0, v_head_dim = 0;
+  HeadStrides qs, ks, vs, ys;
+  int64_t mask_stride[4] = {0, 0, 0, 0};  // over [B, Hq, Sq, Skv]; 0 where the mask broadcasts
+  float scale = 1.0f;
+  bool causal = false;  // key j excluded for query i when j > i (upper-left, as ONNX)
+};
+
+/// Why the kernel cannot run these arguments ("" when it can).
+std::string attention_unsupported(const AttentionArgs& a);
+
+/// Shared memory the kernel asks for (bytes), for the profiler-facing description.
+size_t attention_smem_bytes(const AttentionArgs& a);
+
+void launch_attention(const AttentionArgs& a, cudaStream_t stream);
+
+}  // namespace fusec::cuda

@@ -1,0 +1,145 @@
+// The fused attention kernel (attention.cu) against the CPU reference at fp32 (1e-5), fp16 and
+// bf16 (1e-2): the 3-D form the fusion pass writes (BERT-base heads, an additive [B,1,1,S] mask),
+// the 4-D form, lengths that are not multiples of the 64-row/64-key tiles, causal masking with
+// Sq != Skv, grouped-query heads, bool masks broadcast from [Sq, Skv], head sizes that pad to the
+// 64 and 128 tiles, the standard opset-23 op, and the head size the kernel refuses (CPU fallback).
+#include <cmath>
+
+#include "gpu_test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+const Precision kAll[] = {Precision::FP32, Precision::FP16, Precision::BF16};
+
+struct Case {
+  std::vector<int64_t> q, k, v;
+  std::vector<int64_t> mask;  // empty: none
+  DType mask_type = DType::Float32;
+  int64_t q_heads = 0, kv_heads = 0;  // for 3-D inputs
+  bool causal = false;
+  float scale = 0.0f;  // 0: the default 1/sqrt(head size)
+  bool standard = false;
+};
+
+OpCase attention(const Case& k, uint64_t seed) {
+  OpCase c;
+  c.op = "Attention";
+  c.domain = k.standard ? "" : "ai.fusec";
+  c.opset = k.standard ? 23 : 17;
+  // Q spread wider than K and V so the softmax is far from uniform.
+  c.inputs = {random_tensor(DType::Float32, k.q, seed, -3, 3), random_tensor(DType::Float32, k.k, seed + 1),
+              random_tensor(DType::Float32, k.v, seed + 2)};
+  if (!k.mask.empty()) {
+    Tensor m = random_tensor(k.mask_type, k.mask, seed + 3, k.mask_type == DType::Bool ? 0 : -4, k.mask_type == DType::Bool ? 1.6 : 1);
+    if (k.mask_type == DType::Float32)  // some keys padded out, as BERT's extended mask does
+      for (int64_t i = 0; i < m.numel(); ++i)
+        if (m.data<float>()[i] < -3.5f) m.data<float>()[i] = -10000.0f;
+    c.inputs.push_back(std::move(m));
+  }
+  if (k.q_heads) c.attrs.push_back(attr("q_num_heads", k.q_heads));
+  if (k.kv_heads) c.attrs.push_back(attr("kv_num_heads", k.kv_heads));
+  if (k.causal) c.attrs.push_back(attr("is_causal", int64_t{1}));
+  if (k.scale != 0.0f) c.attrs.push_back(attr("scale", k.scale));
+  return c;
+}
+
+void all_precisions(const Case& k, uint64_t seed, bool on_gpu = true) {
+  OpCase c = attention(k, seed);
+  for (Precision p : kAll) {
+    SCOPED_TRACE(precision_name(p));
+    expect_gpu_matches_cpu(c, p, -1, on_gpu);
+  }
+}
+
+}  // namespace
+
+TEST(GpuAttention, BertHeads3dWithPaddingMask) {
+  FUSEC_REQUIRE_GPU();
+  Case k;
+  k.q = k.k = k.v = {2, 128, 768};
+  k.q_heads = k.kv_heads = 12;
+  k.mask = {2, 1, 1, 128};
+  all_precisions(k, 11);
+}
+
+TEST(GpuAttention, FourDimensionalOddLengths) {
+  FUSEC_REQUIRE_GPU();
+  for (int64_t s : {1, 63, 65, 100, 200}) {
+    SCOPED_TRACE("seq " + std::to_string(s));
+    Case k;
+    k.q = k.k = k.v = {1, 3, s, 64};
+    all_precisions(k, 20 + s);
+  }
+}
+
+TEST(GpuAttention, CausalUnequalLengths) {
+  FUSEC_REQUIRE_GPU();
+  for (auto [sq, sk] : std::vector<std::pair<int64_t, int64_t>>{{70, 130}, {130, 70}, {128, 128}, {1, 33}}) {
+    SCOPED_TRACE("Sq " + std::to_string(sq) + " Skv " + std::to_string(sk));
+    Case k;
+    k.q = {2, 2, sq, 32};
+    k.k = k.v = {2, 2, sk, 32};
+    k.causal = true;
+    all_precisions(k, 40 + sq);
+  }
+}
+
+TEST(GpuAttention, GroupedQueryHeads3d) {
+  FUSEC_REQUIRE_GPU();
+  Case k;
+  k.q = {2, 77, 8 * 128};
+  k.k = k.v = {2, 77, 2 * 128};
+  k.q_heads = 8;
+  k.kv_heads = 2;
+  k.causal = true;
+  all_precisions(k, 60);
+}
+
+TEST(GpuAttention, BoolAndFloatMasksBroadcast) {
+  FUSEC_REQUIRE_GPU();
+  for (DType mt : {DType::Bool, DType::Float32})
+    for (std::vector<int64_t> md : {std::vector<int64_t>{50, 90}, {2, 1, 50, 90}, {1, 4, 1, 90}, {2, 4, 50, 90}}) {
+      SCOPED_TRACE(std::string(dtype_name(mt)) + " mask " + dims_str(md));
+      Case k;
+      k.q = {2, 4, 50, 48};
+      k.k = k.v = {2, 4, 90, 48};
+      k.mask = md;
+      k.mask_type = mt;
+      k.scale = 0.3f;
+      all_precisions(k, 80);
+    }
+}
+
+TEST(GpuAttention, HeadSizesPadToTiles) {
+  FUSEC_REQUIRE_GPU();
+  for (auto [d, dv] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {40, 24}, {96, 128}, {128, 72}}) {
+    SCOPED_TRACE("D " + std::to_string(d) + " Dv " + std::to_string(dv));
+    Case k;
+    k.q = {1, 2, 70, d};
+    k.k = {1, 2, 90, d};
+    k.v = {1, 2, 90, dv};
+    all_precisions(k, 100 + d);
+  }
+}
+
+TEST(GpuAttention, StandardOpset23) {
+  FUSEC_REQUIRE_GPU();
+  Case k;
+  k.standard = true;
+  k.q = {2, 40, 4 * 64};
+  k.k = k.v = {2, 60, 2 * 64};
+  k.q_heads = 4;
+  k.kv_heads = 2;
+  k.mask = {40, 60};
+  all_precisions(k, 120);
+}
+
+TEST(GpuAttention, LargeHeadSizeFallsBackToCpu) {
+  FUSEC_REQUIRE_GPU();
+  Case k;
+  k.q = k.k = k.v = {1, 2, 16, 160};
+  all_precisions(k, 140, /*on_gpu=*/false);
+}
