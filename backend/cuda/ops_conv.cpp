@@ -15,6 +15,8 @@
 #include <cudnn.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/dnn_check.h"
@@ -205,13 +207,6 @@ class ConvOp : public CudaOp {
       }
     }
     if (!found_) { *why = "cuDNN has no algorithm for this convolution"; return false; }
-    if (!transpose) tuned_forward(c, nhwc, strict);
-    DNN_CHECK(cudnnSetConvolutionMathType(conv_, math_));
-    // The workspace the heuristics report can be an estimate; ask for the exact size.
-    size_t exact = 0;
-    if (!transpose) DNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, fwd_algo_, &exact));
-    else DNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, w_, y_, conv_, x_, bwd_algo_, &exact));
-    workspace_ = std::max(workspace_, exact);
 
     // Epilogue: bias per output channel, FusedConv's residual and activation.
     if (c.node().domain == "ai.fusec") {
@@ -233,7 +228,21 @@ class ConvOp : public CudaOp {
       for (int64_t d : c.in_dims(2)) bn *= d;
       if (bn != channels_) { *why = "bias length differs from the output channels"; return false; }
     }
-    if (!transpose && has_bias_ && dt_ != DType::Float64 && (act_.act == Act::Relu || act_.act == Act::None)) try_fused(c);
+    const char* no_fused = std::getenv("FUSEC_CONV_FUSED");
+    const bool may_fuse = !transpose && has_bias_ && dt_ != DType::Float64 && (act_.act == Act::Relu || act_.act == Act::None) &&
+                          !(no_fused && std::string(no_fused) == "0");
+    // Strict fp32 only: there the heuristics' choice ran ResNet-50's convolutions at 35-57% of the
+    // fp32 peak and Winograd beats it on 3x3 stride-1 convs; at fp16/bf16/tf32 the heuristics'
+    // tensor-core kernels were already near the copy or GEMM peak, and a choice by cuDNN's own
+    // trial timings picked kernels 10-100x slower in the real (fused, NHWC) launch.
+    if (!transpose && strict) tuned_forward(c, nhwc, may_fuse);
+    DNN_CHECK(cudnnSetConvolutionMathType(conv_, math_));
+    // The workspace the heuristics report can be an estimate; ask for the exact size.
+    size_t exact = 0;
+    if (!transpose) DNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, fwd_algo_, &exact));
+    else DNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, w_, y_, conv_, x_, bwd_algo_, &exact));
+    workspace_ = std::max(workspace_, exact);
+    if (may_fuse) try_fused(c);
     name_ = std::string("cuDNN ") + (transpose ? "conv-transpose " : "conv ") +
             (dt_ == DType::Float32 ? (strict ? "fp32" : "tf32") : dt_ == DType::Float16 ? "fp16" : dt_ == DType::BFloat16 ? "bf16" : "fp64") +
             (nhwc ? " NHWC" : " NCHW") +
@@ -245,16 +254,24 @@ class ConvOp : public CudaOp {
   /// on scratch buffers), remembered in the tuning cache: for strict fp32 the heuristics' first
   /// choice ran ResNet-50's convolutions at 35-50% of the fp32 peak. Replaces the heuristics'
   /// choice (already made) only with one that times at least 5% faster; false: kept.
-  bool tuned_forward(const PlanContext& c, bool nhwc, bool strict) {
+  bool tuned_forward(const PlanContext& c, bool nhwc, bool may_fuse) {
+    const bool strict = true;
     TuningCache& cache = TuningCache::global();
     if (!cache.enabled()) return false;
     std::string key = "cudnn " + std::to_string(cudnnGetVersion()) + "|" + tuning_device_key(c.ctx().device()) + "|conv " +
                       dtype_name(dt_) + (strict ? " strict" : "") + (nhwc ? " nhwc" : " nchw") + " x" + dims_str(c.in_dims(0)) +
                       " w" + dims_str(c.in_dims(1)) + " y" + dims_str(c.out_dims(0));
-    int pads[8], strides[8], dil[8], nd = 0;
+    // cuDNN answers NOT_SUPPORTED when asked for more than CUDNN_DIM_MAX - 2 spatial dims (asking
+    // for 8 here silently turned tuning off for every convolution until this was found).
+    constexpr int kSpatialMax = CUDNN_DIM_MAX - 2;
+    int pads[kSpatialMax], strides[kSpatialMax], dil[kSpatialMax], nd = 0;
     cudnnConvolutionMode_t mode;
     cudnnDataType_t ct;
-    if (cudnnGetConvolutionNdDescriptor(conv_, 8, &nd, pads, strides, dil, &mode, &ct) != CUDNN_STATUS_SUCCESS) return false;
+    const cudnnStatus_t got = cudnnGetConvolutionNdDescriptor(conv_, kSpatialMax, &nd, pads, strides, dil, &mode, &ct);
+    if (got != CUDNN_STATUS_SUCCESS) {
+      if (std::getenv("FUSEC_CONV_TRACE")) std::fprintf(stderr, "conv tune: descriptor query failed (%d)\n", static_cast<int>(got));
+      return false;
+    }
     for (int i = 0; i < nd; ++i)
       key += " p" + std::to_string(pads[i]) + "s" + std::to_string(strides[i]) + "d" + std::to_string(dil[i]);
     int groups = 1;
@@ -281,11 +298,16 @@ class ConvOp : public CudaOp {
       cudnnSetConvolutionMathType(conv_, math_);
       return false;
     };
+    if (std::getenv("FUSEC_CONV_TRACE"))
+      std::fprintf(stderr, "conv tune %s: cached %s\n", key.c_str(), cache.get(key) ? cache.get(key)->c_str() : "-");
+    key += may_fuse ? " fusable" : "";
     if (auto v = cache.get(key)) {
-      int algo = -1, math = -1;
-      if (std::sscanf(v->c_str(), "%d:%d", &algo, &math) == 2) {
+      int algo = -1, math = -1, fuse = 1;
+      if (std::sscanf(v->c_str(), "%d:%d:%d", &algo, &math, &fuse) == 3) {
+        fused_precomp_first_ = fuse != 0;
         if (algo == static_cast<int>(heuristic_algo) && math == static_cast<int>(heuristic_math)) return false;
         if (use(algo, math)) return true;
+        fused_precomp_first_ = true;
         return keep_heuristic();
       }
     }
@@ -301,27 +323,50 @@ class ConvOp : public CudaOp {
       // Not zeros: the timing of tensor-core and FFT kernels depends on the data.
       FUSEC_CUDA_CHECK(cudaMemset(x.get(), 0x3C, xb));
       FUSEC_CUDA_CHECK(cudaMemset(w.get(), 0x3C, wb));
-      if (cudnnFindConvolutionForwardAlgorithmEx(handle_, x_, x.get(), w_, w.get(), conv_, y_, y.get(),
-                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, wsb.get(), ws) != CUDNN_STATUS_SUCCESS)
-        return false;
+      const cudnnStatus_t st = cudnnFindConvolutionForwardAlgorithmEx(handle_, x_, x.get(), w_, w.get(), conv_, y_, y.get(),
+                                                                      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf, wsb.get(), ws);
+      if (std::getenv("FUSEC_CONV_TRACE"))
+        std::fprintf(stderr, "conv find %s: status %d, %d results\n", key.c_str(), static_cast<int>(st), count);
+      if (st != CUDNN_STATUS_SUCCESS) return false;
     } catch (const Error&) {
       cudaGetLastError();
       return false;  // no memory for the trial: the heuristics choose
     }
+    if (std::getenv("FUSEC_CONV_TRACE"))  // what cuDNN offered, for tuning work
+      for (int i = 0; i < count; ++i)
+        std::fprintf(stderr, "conv trial %s: algo %d math %d status %d time %.4f ms ws %zu det %d\n", key.c_str(),
+                     static_cast<int>(perf[i].algo), static_cast<int>(perf[i].mathType), static_cast<int>(perf[i].status),
+                     perf[i].time, perf[i].memory, static_cast<int>(perf[i].determinism));
     float heuristic_ms = -1;
     for (int i = 0; i < count; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].algo == heuristic_algo && perf[i].mathType == heuristic_math)
         heuristic_ms = perf[i].time;
     auto remember = [&](cudnnConvolutionFwdAlgo_t a, cudnnMathType_t m) {
-      cache.put(key, std::to_string(static_cast<int>(a)) + ":" + std::to_string(static_cast<int>(m)));
+      cache.put(key, std::to_string(static_cast<int>(a)) + ":" + std::to_string(static_cast<int>(m)) + ":" +
+                         (fused_precomp_first_ ? "1" : "0"));
     };
+    // A fusable conv normally runs as cudnnConvolutionBiasActivationForward with implicit
+    // precomputed GEMM (bias, residual and ReLU in the conv's own kernel). Another algorithm that
+    // the fused call does not take costs a separate epilogue pass over the output: count it, at
+    // the copy rate, before preferring that algorithm.
+    float precomp_ms = -1;
+    for (int i = 0; i < count; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM &&
+          perf[i].mathType != CUDNN_TENSOR_OP_MATH)
+        precomp_ms = perf[i].time;
+    const float epilogue_ms =
+        static_cast<float>(yb * (2 + (has_z_ ? 1 : 0)) + (has_bias_ ? channels_ * es : 0)) / 2.5e12f * 1e3f + 0.003f;
+    const float baseline_ms = may_fuse && precomp_ms > 0 ? precomp_ms : heuristic_ms;
     for (int i = 0; i < count; ++i) {  // fastest first
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > ws) continue;
       if (strict && perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
       if (perf[i].determinism != CUDNN_DETERMINISTIC) continue;  // a replay must equal the run before it
-      if (perf[i].algo == heuristic_algo && perf[i].mathType == heuristic_math) break;
-      if (heuristic_ms > 0 && perf[i].time > 0.95f * heuristic_ms) break;  // not clearly faster
+      if (may_fuse && perf[i].algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) break;
+      if (!may_fuse && perf[i].algo == heuristic_algo && perf[i].mathType == heuristic_math) break;
+      const float cost = perf[i].time + (may_fuse ? epilogue_ms : 0.0f);
+      if (baseline_ms > 0 && cost > 0.95f * baseline_ms) break;  // not clearly faster
       if (!use(perf[i].algo, perf[i].mathType)) continue;
+      fused_precomp_first_ = false;
       remember(perf[i].algo, perf[i].mathType);
       return true;
     }
@@ -333,6 +378,11 @@ class ConvOp : public CudaOp {
   /// identity only with IMPLICIT_PRECOMP_GEMM); the only reliable test is a call, made once here on
   /// scratch buffers.
   void try_fused(const PlanContext& c) {
+    if (!fused_precomp_first_) {
+      // Timing chose an algorithm worth its separate epilogue; fused only if cuDNN takes it so.
+      if (act_.act != Act::None) try_fused(c, fwd_algo_);
+      return;
+    }
     try_fused(c, act_.act == Act::None ? CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM : fwd_algo_);
     // The tuned algorithm may be one the fused call does not take; implicit GEMM it always takes.
     if (!fused_ && fwd_algo_ != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
@@ -422,6 +472,7 @@ class ConvOp : public CudaOp {
   cudnnConvolutionBwdDataAlgo_t bwd_algo_{};
   cudnnMathType_t math_ = CUDNN_DEFAULT_MATH;
   size_t workspace_ = 0;
+  bool fused_precomp_first_ = true;  // false: the tuned algorithm beat the fused precomp GEMM
   ActParams act_;
   int64_t channels_ = 1, inner_ = 1;
   std::string name_;
