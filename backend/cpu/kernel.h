@@ -64,6 +64,7 @@ void register_shape_kernels(KernelRegistry& r);
 void register_movement_kernels(KernelRegistry& r);
 void register_generator_kernels(KernelRegistry& r);
 void register_resize_kernels(KernelRegistry& r);
+void register_attention_kernels(KernelRegistry& r);  // Attention (ai.onnx and ai.fusec)
 void register_fused_kernels(KernelRegistry& r);  // ai.fusec ops, composed of the standard kernels
 void register_fused_elementwise_kernels(KernelRegistry& r);  // ai.fusec FusedElementwise interpreter
 

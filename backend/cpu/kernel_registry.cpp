@@ -28,6 +28,7 @@ const KernelRegistry& KernelRegistry::global() {
     register_movement_kernels(r);
     register_generator_kernels(r);
     register_resize_kernels(r);
+    register_attention_kernels(r);
     register_fused_kernels(r);
     register_fused_elementwise_kernels(r);
     return r;

@@ -17,6 +17,7 @@ void register_shape_schemas(OpRegistry& r);         // ir/ops/shape_ops.cpp (Res
 void register_movement_schemas(OpRegistry& r);      // ir/ops/movement.cpp (Concat, Slice, Gather...)
 void register_generator_schemas(OpRegistry& r);     // ir/ops/generator.cpp (Constant, Range...)
 void register_resize_schemas(OpRegistry& r);        // ir/ops/resize.cpp
+void register_attention_schemas(OpRegistry& r);     // ir/ops/attention.cpp (Attention, ai.onnx and ai.fusec)
 void register_fused_schemas(OpRegistry& r);         // ir/ops/fused.cpp (ai.fusec domain)
 void register_fused_elementwise_schemas(OpRegistry& r);  // ir/ops/fused_elementwise.cpp (ai.fusec)
 
@@ -33,6 +34,7 @@ inline void register_all_op_schemas(OpRegistry& r) {
   register_movement_schemas(r);
   register_generator_schemas(r);
   register_resize_schemas(r);
+  register_attention_schemas(r);
   register_fused_schemas(r);  // last: the fused ops borrow the standard ones' inference and cost
   register_fused_elementwise_schemas(r);
 }

@@ -1,0 +1,237 @@
+// CPU reference kernel of Attention (ONNX opsets 23-25 and ai.fusec; semantics in
+// ir/ops/attention.cpp and docs/ops.md).
+//
+// One task per (batch, query head): S = scale·Q·K'ᵀ through the blocked GEMM, then per query row
+// the softcap, the additive bias (mask, causal frontier, padding, window), a softmax, and
+// Y = P·V' through the GEMM again. Q, K, V and Y are read and written in place in either layout
+// (3-D [B, S, H·D] or 4-D [B, H, S, D]) through row strides, so no transpose is materialized;
+// K' and V' (the cache concatenated with the new keys) are built once, into the present outputs
+// when those are requested. float16/bfloat16 run in float32 (via_float32), float64 in double.
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/gemm.h"
+#include "backend/cpu/kernels/common.h"
+#include "ir/ops/attention.h"
+
+namespace fusec::cpu {
+
+namespace {
+
+enum Input : size_t { kQ = 0, kK, kV, kMask, kPastKey, kPastValue, kNonpad };
+enum Output : size_t { kY = 0, kPresentKey, kPresentValue, kQk };
+
+/// attn_mask viewed as [B, Hq, Sq, len] through element strides (0 on broadcast dims). Keys at
+/// j >= len are masked: the standard op's padding of a short mask (ONNX's reference pads it
+/// with −inf / false).
+struct MaskView {
+  const Tensor* t = nullptr;
+  int64_t len = 0;
+  int64_t sb = 0, sh = 0, sq = 0, sj = 0;
+};
+
+MaskView mask_view(const KernelContext& ctx, const Tensor& m, const AttentionDims& a, bool standard) {
+  const int64_t total = a.total_kv();
+  const std::vector<int64_t> target = {a.batch, a.q_heads, a.q_seq, total};
+  const size_t r = m.rank();
+  if (r < 1 || r > 4) ctx.fail("attn_mask must have rank 1 to 4, not " + dims_str(m.dims()));
+  MaskView v;
+  v.t = &m;
+  int64_t stride = 1;
+  int64_t* strides[] = {&v.sb, &v.sh, &v.sq, &v.sj};
+  for (size_t i = 0; i < r; ++i) {
+    const size_t axis = 3 - i;  // target axis of mask dim r-1-i
+    const int64_t d = m.dim(r - 1 - i);
+    if (axis == 3) {
+      v.len = d;
+      if (standard ? d > total : (d != 1 && d != total))
+        ctx.fail("attn_mask " + dims_str(m.dims()) + " does not broadcast to the scores' " + dims_str(target));
+      if (d == 1 && !standard) v.len = total;  // ai.fusec: numpy broadcasting of a width-1 mask
+      *strides[axis] = d == 1 ? 0 : stride;
+    } else {
+      if (d != 1 && d != target[axis])
+        ctx.fail("attn_mask " + dims_str(m.dims()) + " does not broadcast to the scores' " + dims_str(target));
+      *strides[axis] = d == 1 ? 0 : stride;
+    }
+    stride *= d;
+  }
+  return v;
+}
+
+/// dst [B, Hkv, T, size] = concat(past [B, Hkv, Sp, size], src in its layout) along the sequence.
+template <typename T>
+void concat_cache(const AttentionDims& a, const Tensor* past, const Tensor& src, int64_t size, T* dst) {
+  const int64_t total = a.total_kv();
+  const auto st = a.strides(a.kv_heads, a.kv_seq, size);
+  const T* s = src.data<T>();
+  const T* p = past ? past->data<T>() : nullptr;
+  parallel_for(a.batch * a.kv_heads, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t bh = lo; bh < hi; ++bh) {
+      const int64_t b = bh / a.kv_heads, h = bh % a.kv_heads;
+      T* out = dst + bh * total * size;
+      if (p) std::copy(p + bh * a.past_seq * size, p + (bh + 1) * a.past_seq * size, out);
+      for (int64_t j = 0; j < a.kv_seq; ++j) {
+        const T* row = s + b * st.b + h * st.h + j * st.s;
+        std::copy(row, row + size, out + (a.past_seq + j) * size);
+      }
+    }
+  });
+}
+
+/// Everything about one node that is the same for every (batch, head) task.
+struct Plan {
+  AttentionDims a;
+  float scale = 1, softcap = 0;
+  bool causal = false;
+  int64_t left = -1, right = -1;  // sliding window (opset 25); -1: unbounded
+  QkOutputMode mode = QkOutputMode::Raw;
+  MaskView mask;
+  const int64_t* nonpad = nullptr;
+};
+
+/// Additive bias of query row i of (b, h) over the T keys; returns false when every key is masked.
+template <typename T>
+bool bias_row(const Plan& p, int64_t b, int64_t h, int64_t i, T* bias) {
+  const AttentionDims& a = p.a;
+  const int64_t total = a.total_kv();
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  // Keys before the query block: the cache (past_key), or an external cache's valid keys minus
+  // the queries (nonpad_kv_seqlen); causal masking and windows are aligned to it.
+  const int64_t offset = a.past_seq > 0 ? a.past_seq : p.nonpad ? p.nonpad[b] - a.q_seq : 0;
+  const int64_t valid = p.nonpad ? p.nonpad[b] : total;
+  const Tensor* m = p.mask.t;
+  const int64_t mrow = b * p.mask.sb + h * p.mask.sh + i * p.mask.sq;
+  bool any = false;
+  for (int64_t j = 0; j < total; ++j) {
+    T v = 0;
+    if (m) {
+      if (j >= p.mask.len) v = kNegInf;
+      else if (m->dtype() == DType::Bool) v = m->data<uint8_t>()[mrow + j * p.mask.sj] ? T(0) : kNegInf;
+      else v = m->data<T>()[mrow + j * p.mask.sj];
+    }
+    const int64_t ahead = j - (i + offset);  // > 0: the key is after the query
+    if ((p.causal && ahead > 0) || j >= valid || (p.left >= 0 && -ahead > p.left) || (p.right >= 0 && ahead > p.right))
+      v = kNegInf;
+    bias[j] = v;
+    any |= v != kNegInf;
+  }
+  return any;
+}
+
+/// Softmax in place over n scores; a row whose maximum is −inf becomes zeros (as ONNX's reference).
+template <typename T>
+void softmax_row(T* s, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
+  if (m == -std::numeric_limits<T>::infinity()) {
+    std::fill(s, s + n, T(0));
+    return;
+  }
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = std::exp(s[j] - m);
+    sum += s[j];
+  }
+  const T inv = static_cast<T>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j) s[j] *= inv;
+}
+
+template <typename T>
+void run_attention(KernelContext& ctx, const Plan& p) {
+  const AttentionDims& a = p.a;
+  const int64_t total = a.total_kv(), d = a.head_size, dv = a.v_head_size;
+  const Tensor* past_k = ctx.has_input(kPastKey) ? &ctx.input(kPastKey) : nullptr;
+  const Tensor* past_v = ctx.has_input(kPastValue) ? &ctx.input(kPastValue) : nullptr;
+  std::vector<T> k_scratch, v_scratch;
+  auto cache = [&](size_t out, std::vector<T>& scratch, int64_t size) -> T* {
+    if (ctx.has_output(out)) return ctx.output(out).template data<T>();
+    scratch.resize(static_cast<size_t>(a.batch * a.kv_heads * total * size));
+    return scratch.data();
+  };
+  T* keys = cache(kPresentKey, k_scratch, d);
+  T* values = cache(kPresentValue, v_scratch, dv);
+  concat_cache<T>(a, past_k, ctx.input(kK), d, keys);
+  concat_cache<T>(a, past_v, ctx.input(kV), dv, values);
+
+  const auto qs = a.strides(a.q_heads, a.q_seq, d);
+  const auto ys = a.strides(a.q_heads, a.q_seq, dv);
+  const T* q = ctx.input(kQ).data<T>();
+  T* y = ctx.output(kY).data<T>();
+  T* qk = ctx.has_output(kQk) ? ctx.output(kQk).data<T>() : nullptr;
+  const T scale = static_cast<T>(p.scale), cap = static_cast<T>(p.softcap);
+  parallel_for(a.batch * a.q_heads, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<T> scores(static_cast<size_t>(a.q_seq * total)), bias(static_cast<size_t>(total));
+    for (int64_t bh = lo; bh < hi; ++bh) {
+      const int64_t b = bh / a.q_heads, h = bh % a.q_heads, g = b * a.kv_heads + h / a.group();
+      gemm(false, true, a.q_seq, total, d, scale, q + b * qs.b + h * qs.h, qs.s, keys + g * total * d, d, T(0),
+           scores.data(), total);
+      T* qk_bh = qk ? qk + bh * a.q_seq * total : nullptr;
+      for (int64_t i = 0; i < a.q_seq; ++i) {
+        T* s = scores.data() + i * total;
+        T* out = qk_bh ? qk_bh + i * total : nullptr;
+        if (out && p.mode == QkOutputMode::Raw) std::copy(s, s + total, out);
+        if (cap > 0)
+          for (int64_t j = 0; j < total; ++j) s[j] = cap * std::tanh(s[j] / cap);
+        if (out && p.mode == QkOutputMode::AfterSoftcap) std::copy(s, s + total, out);
+        const bool attends = bias_row<T>(p, b, h, i, bias.data());
+        for (int64_t j = 0; j < total; ++j) s[j] += bias[j];
+        if (out && p.mode == QkOutputMode::WithBias) std::copy(s, s + total, out);
+        // Decided on the bias, not the scores: a query with no key to attend gives a zero row.
+        if (attends) softmax_row(s, total);
+        else std::fill(s, s + total, T(0));
+        if (out && p.mode == QkOutputMode::AfterSoftmax) std::copy(s, s + total, out);
+      }
+      gemm(false, false, a.q_seq, dv, total, T(1), scores.data(), total, values + g * total * dv, dv, T(0),
+           y + b * ys.b + h * ys.h, ys.s);
+    }
+  });
+}
+
+void attention_kernel(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, attention_kernel);
+  const bool standard = is_standard_attention(ctx);
+  const Tensor &q = ctx.input(kQ), &k = ctx.input(kK), &v = ctx.input(kV);
+  const Tensor* past_k = ctx.has_input(kPastKey) ? &ctx.input(kPastKey) : nullptr;
+  if (ctx.has_input(kPastKey) != ctx.has_input(kPastValue)) ctx.fail("past_key and past_value must be given together");
+  Plan p;
+  p.a = attention_dims(ctx, q.dims(), k.dims(), v.dims(), past_k ? &past_k->dims() : nullptr);
+  const AttentionDims& a = p.a;
+  if (past_k) {
+    const std::vector<int64_t> want = {a.batch, a.kv_heads, a.past_seq, a.v_head_size};
+    if (ctx.input(kPastValue).dims() != want)
+      ctx.fail("past_value " + dims_str(ctx.input(kPastValue).dims()) + " should be " + dims_str(want));
+  }
+  p.scale = attention_scale(ctx, a.head_size);
+  p.causal = ctx.attr_int("is_causal") != 0;
+  if (standard) {
+    p.softcap = ctx.attr_float("softcap");
+    p.mode = static_cast<QkOutputMode>(ctx.attr_int("qk_matmul_output_mode"));
+    if (ctx.schema().find_attr("left_window_size")) {
+      p.left = ctx.attr_int("left_window_size");
+      p.right = ctx.attr_int("right_window_size");
+    }
+  }
+  if (ctx.has_input(kMask)) p.mask = mask_view(ctx, ctx.input(kMask), a, standard);
+  if (ctx.has_input(kNonpad)) {
+    const Tensor& n = ctx.input(kNonpad);
+    if (n.dtype() != DType::Int64 || n.dims() != std::vector<int64_t>{a.batch})
+      ctx.fail("nonpad_kv_seqlen must be int64 of shape [" + std::to_string(a.batch) + "]");
+    if (past_k) ctx.fail("nonpad_kv_seqlen cannot be combined with past_key/past_value");
+    p.nonpad = n.data<int64_t>();
+  }
+  dispatch_float(q.dtype(), ctx, [&](auto tag) {
+    using T = decltype(tag);
+    if (p.mask.t && p.mask.t->dtype() != DType::Bool && p.mask.t->dtype() != q.dtype())
+      ctx.fail(std::string("attn_mask has type ") + dtype_name(p.mask.t->dtype()) + "; it must be bool or Q's type");
+    run_attention<T>(ctx, p);
+  });
+}
+
+}  // namespace
+
+void register_attention_kernels(KernelRegistry& r) {
+  r.add("Attention", attention_kernel);
+  r.add("Attention", attention_kernel, "ai.fusec");
+}
+
+}  // namespace fusec::cpu

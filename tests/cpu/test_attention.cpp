@@ -1,0 +1,291 @@
+// Attention (ai.onnx opsets 23-25 and ai.fusec) on the CPU reference: against a naive
+// recomputation written out loop by loop here (double precision, one score at a time), in both
+// layouts, with GQA, causal masking with Sq != Skv, bool and float masks that broadcast, fp16/bf16,
+// the KV cache; plus shape inference errors and the cost. ONNX's own node tests (expected values
+// from onnx.reference) run in the conformance_attention ctest.
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+
+#include "ir/cost.h"
+#include "ir/half.h"
+#include "test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+Tensor random_floats(std::vector<int64_t> dims, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  Tensor t(DType::Float32, std::move(dims));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+/// [B, S, H·D] -> [B, H, S, D] (the head split the 3-D form stands for).
+Tensor split_heads(const Tensor& x, int64_t heads) {
+  const int64_t b = x.dim(0), s = x.dim(1), d = x.dim(2) / heads;
+  Tensor out(DType::Float32, {b, heads, s, d});
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < s; ++j)
+        for (int64_t k = 0; k < d; ++k)
+          out.data<float>()[((i * heads + h) * s + j) * d + k] = x.data<float>()[(i * s + j) * heads * d + h * d + k];
+  return out;
+}
+
+/// [B, H, S, D] -> [B, S, H·D].
+Tensor merge_heads(const Tensor& x) {
+  const int64_t b = x.dim(0), heads = x.dim(1), s = x.dim(2), d = x.dim(3);
+  Tensor out(DType::Float32, {b, s, heads * d});
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t j = 0; j < s; ++j)
+        for (int64_t k = 0; k < d; ++k)
+          out.data<float>()[(i * s + j) * heads * d + h * d + k] = x.data<float>()[((i * heads + h) * s + j) * d + k];
+  return out;
+}
+
+using BiasFn = std::function<double(int64_t b, int64_t h, int64_t i, int64_t j)>;
+
+/// Y = softmax(scale·Q·Kᵀ + bias)·V on 4-D float32 tensors, query head h on kv head h/(Hq/Hkv),
+/// in double; a row with no finite bias is zero.
+Tensor naive(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const BiasFn& bias) {
+  const int64_t B = q.dim(0), Hq = q.dim(1), Sq = q.dim(2), D = q.dim(3);
+  const int64_t Hkv = k.dim(1), Skv = k.dim(2), Dv = v.dim(3);
+  Tensor y(DType::Float32, {B, Hq, Sq, Dv});
+  auto at = [](const Tensor& t, int64_t a, int64_t b, int64_t c, int64_t d) {
+    return static_cast<double>(t.data<float>()[((a * t.dim(1) + b) * t.dim(2) + c) * t.dim(3) + d]);
+  };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t g = h / (Hq / Hkv);
+      for (int64_t i = 0; i < Sq; ++i) {
+        std::vector<double> s(Skv);
+        double m = kNegInf;
+        bool any = false;
+        for (int64_t j = 0; j < Skv; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += at(q, b, h, i, d) * at(k, b, g, j, d);
+          const double bj = bias ? bias(b, h, i, j) : 0.0;
+          any |= bj != kNegInf;
+          s[j] = dot * scale + bj;
+          m = std::max(m, s[j]);
+        }
+        double sum = 0;
+        for (double& x : s) sum += (x = any ? std::exp(x - m) : 0.0);
+        for (int64_t e = 0; e < Dv; ++e) {
+          double acc = 0;
+          for (int64_t j = 0; j < Skv; ++j) acc += any ? s[j] / sum * at(v, b, g, j, e) : 0.0;
+          y.data<float>()[((b * Hq + h) * Sq + i) * Dv + e] = static_cast<float>(acc);
+        }
+      }
+    }
+  return y;
+}
+
+/// One Attention node over `inputs` (nullptr-free, in schema order), returning output 0.
+Tensor run_attention(const std::vector<Tensor>& inputs, std::vector<NamedAttribute> attrs,
+                     const std::string& domain = "ai.fusec", int64_t opset = 23) {
+  GraphBuilder b(opset);
+  const char* names[] = {"Q", "K", "V", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen"};
+  std::vector<Value*> ins;
+  for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(b.input(names[i], inputs[i].dtype(), shape_of(inputs[i].dims())));
+  b.output(b.node_n("Attention", ins, 1, std::move(attrs), "attn", domain)[0]);
+  auto g = b.build();
+  return run_cpu(*g, inputs)[0];
+}
+
+Tensor bools(std::vector<int> v, std::vector<int64_t> dims) {
+  Tensor t(DType::Bool, std::move(dims));
+  for (size_t i = 0; i < v.size(); ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(v[i]);
+  return t;
+}
+
+Tensor to_half(const Tensor& x, DType t) {
+  Tensor out(t, x.dims());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float f = x.data<float>()[i];
+    out.data<uint16_t>()[i] = t == DType::Float16 ? float_to_half(f) : float_to_bf16(f);
+  }
+  return out;
+}
+
+Tensor to_float(const Tensor& x) {
+  Tensor out(DType::Float32, x.dims());
+  for (int64_t i = 0; i < x.numel(); ++i) out.data<float>()[i] = static_cast<float>(x.as_double(i));
+  return out;
+}
+
+NamedAttribute heads(const char* name, int64_t n) { return attr(name, n); }
+
+}  // namespace
+
+TEST(CpuAttention, OneQueryByHand) {
+  // q·k = (0, ln 3) with scale 1: probabilities (1/4, 3/4), so y = v0/4 + 3·v1/4.
+  const float l3 = std::log(3.0f);
+  const Tensor q = floats({1, 0}, {1, 1, 1, 2});
+  const Tensor k = floats({0, 0, l3, 0}, {1, 1, 2, 2});
+  const Tensor v = floats({4, 8, 0, 4}, {1, 1, 2, 2});
+  expect_close(run_attention({q, k, v}, {attr("scale", 1.0f)}), floats({1, 5}, {1, 1, 1, 2}));
+}
+
+TEST(CpuAttention, FourDMatchesNaiveWithDefaultScale) {
+  const Tensor q = random_floats({2, 3, 4, 8}, 1), k = random_floats({2, 3, 5, 8}, 2), v = random_floats({2, 3, 5, 6}, 3);
+  const Tensor want = naive(q, k, v, 1 / std::sqrt(8.0), nullptr);
+  expect_close(run_attention({q, k, v}, {}), want);
+  // scale 0 on ai.fusec means the default; on the standard op it is taken literally (uniform weights).
+  expect_close(run_attention({q, k, v}, {attr("scale", 0.0f)}), want);
+  expect_close(run_attention({q, k, v}, {attr("scale", 0.0f)}, ""), naive(q, k, v, 0, nullptr));
+  expect_close(run_attention({q, k, v}, {attr("scale", 0.3f)}, ""), naive(q, k, v, 0.3f, nullptr));
+}
+
+TEST(CpuAttention, ThreeDSplitsHeadsLikeFourD) {
+  // Q [2, 4, 3·8], K [2, 5, 3·8], V [2, 5, 3·6]: Y [2, 4, 3·6] equals the 4-D result merged.
+  const Tensor q = random_floats({2, 4, 24}, 4), k = random_floats({2, 5, 24}, 5), v = random_floats({2, 5, 18}, 6);
+  const Tensor want = merge_heads(naive(split_heads(q, 3), split_heads(k, 3), split_heads(v, 3), 1 / std::sqrt(8.0), nullptr));
+  const auto h = {heads("q_num_heads", 3), heads("kv_num_heads", 3)};
+  expect_close(run_attention({q, k, v}, h), want);
+  expect_close(run_attention({q, k, v}, h, ""), want);
+}
+
+TEST(CpuAttention, GroupedQueryHeadsShareKvHeads) {
+  // 6 query heads over 2 kv heads: heads 0-2 read kv head 0, heads 3-5 kv head 1.
+  const Tensor q = random_floats({1, 6, 3, 4}, 7), k = random_floats({1, 2, 5, 4}, 8), v = random_floats({1, 2, 5, 4}, 9);
+  const Tensor want = naive(q, k, v, 0.5, nullptr);
+  expect_close(run_attention({q, k, v}, {attr("scale", 0.5f)}), want);
+  // The same in 3-D.
+  const auto h = {heads("q_num_heads", 6), heads("kv_num_heads", 2), attr("scale", 0.5f)};
+  expect_close(run_attention({merge_heads(q), merge_heads(k), merge_heads(v)}, h), merge_heads(want));
+}
+
+TEST(CpuAttention, CausalIsUpperLeftAlignedWithoutCache) {
+  // Query i sees keys j <= i, whichever of Sq and Skv is longer.
+  const BiasFn causal = [](int64_t, int64_t, int64_t i, int64_t j) { return j > i ? kNegInf : 0.0; };
+  for (auto [sq, skv] : {std::pair<int64_t, int64_t>{3, 5}, {5, 3}, {4, 4}}) {
+    const Tensor q = random_floats({2, 2, sq, 4}, 10), k = random_floats({2, 2, skv, 4}, 11), v = random_floats({2, 2, skv, 3}, 12);
+    expect_close(run_attention({q, k, v}, {attr("is_causal", int64_t{1})}), naive(q, k, v, 0.5, causal));
+    expect_close(run_attention({q, k, v}, {attr("is_causal", int64_t{1})}, ""), naive(q, k, v, 0.5, causal));
+  }
+}
+
+TEST(CpuAttention, BoolMaskBroadcastsOverHeadsAndQueries) {
+  // Padding mask [B, 1, 1, Skv]: batch 0 attends keys 0-2, batch 1 keys 0-3.
+  const Tensor q = random_floats({2, 2, 3, 4}, 13), k = random_floats({2, 2, 4, 4}, 14), v = random_floats({2, 2, 4, 4}, 15);
+  const Tensor mask = bools({1, 1, 1, 0, 1, 1, 1, 1}, {2, 1, 1, 4});
+  const BiasFn bias = [&](int64_t b, int64_t, int64_t, int64_t j) { return mask.data<uint8_t>()[b * 4 + j] ? 0.0 : kNegInf; };
+  expect_close(run_attention({q, k, v, mask}, {}), naive(q, k, v, 0.5, bias));
+}
+
+TEST(CpuAttention, FloatMaskAddsAndCombinesWithCausal) {
+  // A 2-D float mask [Sq, Skv] (shared by batches and heads) plus is_causal.
+  const Tensor q = random_floats({2, 2, 3, 4}, 16), k = random_floats({2, 2, 5, 4}, 17), v = random_floats({2, 2, 5, 2}, 18);
+  const Tensor mask = random_floats({3, 5}, 19);
+  const BiasFn add = [&](int64_t, int64_t, int64_t i, int64_t j) { return static_cast<double>(mask.data<float>()[i * 5 + j]); };
+  const BiasFn both = [&](int64_t b, int64_t h, int64_t i, int64_t j) { return j > i ? kNegInf : add(b, h, i, j); };
+  expect_close(run_attention({q, k, v, mask}, {}), naive(q, k, v, 0.5, add));
+  expect_close(run_attention({q, k, v, mask}, {attr("is_causal", int64_t{1})}), naive(q, k, v, 0.5, both));
+  // [B, 1, Sq, Skv] in 3-D with GQA: per-batch masks.
+  const Tensor mb = random_floats({2, 1, 3, 5}, 20);
+  const BiasFn per_batch = [&](int64_t b, int64_t, int64_t i, int64_t j) {
+    return static_cast<double>(mb.data<float>()[(b * 3 + i) * 5 + j]);
+  };
+  const Tensor q4 = random_floats({2, 4, 3, 4}, 21);
+  const auto h = {heads("q_num_heads", 4), heads("kv_num_heads", 2)};
+  expect_close(run_attention({merge_heads(q4), merge_heads(k), merge_heads(v), mb}, h),
+               merge_heads(naive(q4, k, v, 0.5, per_batch)));
+}
+
+TEST(CpuAttention, FullyMaskedRowIsZero) {
+  const Tensor q = random_floats({1, 1, 2, 4}, 22), k = random_floats({1, 1, 3, 4}, 23), v = random_floats({1, 1, 3, 4}, 24);
+  const Tensor y = run_attention({q, k, v, bools({0, 0, 0, 1, 0, 1}, {2, 3})}, {});
+  for (int64_t e = 0; e < 4; ++e) EXPECT_EQ(y.data<float>()[e], 0.0f);
+  const BiasFn bias = [](int64_t, int64_t, int64_t i, int64_t j) { return i == 0 || j == 1 ? kNegInf : 0.0; };
+  expect_close(y, naive(q, k, v, 0.5, bias));
+}
+
+TEST(CpuAttention, HalfTypesComputeInFloat32) {
+  const Tensor q = random_floats({1, 2, 3, 8}, 25), k = random_floats({1, 2, 4, 8}, 26), v = random_floats({1, 2, 4, 8}, 27);
+  const Tensor mask = random_floats({1, 1, 3, 4}, 28);
+  for (DType t : {DType::Float16, DType::BFloat16}) {
+    // Reference on the inputs as rounded to t; the result is rounded to t once.
+    const Tensor qh = to_half(q, t), kh = to_half(k, t), vh = to_half(v, t), mh = to_half(mask, t);
+    const Tensor mf = to_float(mh);
+    const BiasFn bias = [&](int64_t, int64_t, int64_t i, int64_t j) { return static_cast<double>(mf.data<float>()[i * 4 + j]); };
+    const Tensor want = naive(to_float(qh), to_float(kh), to_float(vh), 1 / std::sqrt(8.0), bias);
+    const Tensor got = run_attention({qh, kh, vh, mh}, {attr("is_causal", int64_t{0})});
+    ASSERT_EQ(got.dtype(), t);
+    expect_close(to_float(got), want, t == DType::Float16 ? 2e-3 : 1e-2, 1e-3);
+  }
+}
+
+TEST(CpuAttention, PastKeyValueExtendTheKeysAndShiftTheCausalFrontier) {
+  // Standard op: K' = concat(past_key, K); with is_causal, query i sees keys j <= i + Sp.
+  const Tensor q = random_floats({1, 2, 2, 4}, 29), k = random_floats({1, 2, 2, 4}, 30), v = random_floats({1, 2, 2, 4}, 31);
+  const Tensor pk = random_floats({1, 2, 3, 4}, 32), pv = random_floats({1, 2, 3, 4}, 33);
+  GraphBuilder b(23);
+  std::vector<Value*> ins = {b.input("Q", DType::Float32, shape_of(q.dims())), b.input("K", DType::Float32, shape_of(k.dims())),
+                             b.input("V", DType::Float32, shape_of(v.dims())), nullptr,
+                             b.input("pk", DType::Float32, shape_of(pk.dims())), b.input("pv", DType::Float32, shape_of(pv.dims()))};
+  for (Value* o : b.node_n("Attention", ins, 3, {attr("is_causal", int64_t{1})}, "attn")) b.output(o);
+  auto g = b.build();
+  const auto outs = run_cpu(*g, {q, k, v, pk, pv});
+  // present_key / present_value: the concatenations.
+  Tensor kk(DType::Float32, {1, 2, 5, 4}), vv(DType::Float32, {1, 2, 5, 4});
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t j = 0; j < 5; ++j)
+      for (int64_t d = 0; d < 4; ++d) {
+        const Tensor &ks = j < 3 ? pk : k, &vs = j < 3 ? pv : v;
+        const int64_t s = j < 3 ? 3 : 2, jj = j < 3 ? j : j - 3;
+        kk.data<float>()[(h * 5 + j) * 4 + d] = ks.data<float>()[(h * s + jj) * 4 + d];
+        vv.data<float>()[(h * 5 + j) * 4 + d] = vs.data<float>()[(h * s + jj) * 4 + d];
+      }
+  expect_close(outs[1], kk);
+  expect_close(outs[2], vv);
+  const BiasFn causal = [](int64_t, int64_t, int64_t i, int64_t j) { return j > i + 3 ? kNegInf : 0.0; };
+  expect_close(outs[0], naive(q, kk, vv, 0.5, causal));
+}
+
+TEST(CpuAttention, ShapeErrorsNameTheProblem) {
+  const Tensor q = random_floats({1, 2, 3, 4}, 34), k = random_floats({1, 2, 3, 4}, 35);
+  auto fails_with = [](const std::vector<Tensor>& in, std::vector<NamedAttribute> a, const std::string& what) {
+    try {
+      run_attention(in, std::move(a));
+      ADD_FAILURE() << "no error, expected: " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("node 'attn'"), std::string::npos) << e.what();
+    }
+  };
+  fails_with({q, k, random_floats({1, 2, 3}, 1)}, {}, "same rank");
+  fails_with({q, random_floats({1, 2, 3, 5}, 1), k}, {}, "head size");
+  fails_with({random_floats({1, 3, 3, 4}, 1), k, k}, {}, "not a multiple");
+  fails_with({q, k, k, random_floats({3, 2}, 1)}, {}, "does not broadcast");
+  fails_with({q, k, k, random_floats({1, 3, 3, 3}, 1)}, {}, "does not broadcast");
+  fails_with({q, k, k, int64s({1}, {1})}, {}, "attn_mask has type int64");
+  const Tensor q3 = random_floats({1, 3, 8}, 36);
+  fails_with({q3, q3, q3}, {heads("q_num_heads", 2)}, "kv_num_heads");
+  fails_with({q3, q3, q3}, {heads("q_num_heads", 3), heads("kv_num_heads", 1)}, "not a multiple of its 3 heads");
+  fails_with({q, k, k}, {heads("q_num_heads", 4)}, "contradicts");
+}
+
+TEST(CpuAttention, CostCountsBothProductsAndNotTheScores) {
+  // B 2, Hq 4, Sq 8, Skv 16, D 8, Dv 4 (3-D, Hkv 2): FLOPs = 2·2·4·8·16·(8+4) + 5·2·4·8·16.
+  GraphBuilder b(17);
+  Value* q = b.input("Q", DType::Float32, {2, 8, 32});
+  Value* k = b.input("K", DType::Float32, {2, 16, 16});
+  Value* v = b.input("V", DType::Float32, {2, 16, 8});
+  b.output(b.node_n("Attention", {q, k, v}, 1, {heads("q_num_heads", 4), heads("kv_num_heads", 2)}, "attn", "ai.fusec")[0]);
+  auto g = b.build();
+  infer_shapes(*g);
+  const auto c = node_cost(*g, *g->nodes()[0]);
+  ASSERT_TRUE(c);
+  EXPECT_DOUBLE_EQ(c->flops, 2.0 * 2 * 4 * 8 * 16 * (8 + 4) + 5.0 * 2 * 4 * 8 * 16);
+  EXPECT_DOUBLE_EQ(c->bytes_read, 4.0 * (2 * 8 * 32 + 2 * 16 * 16 + 2 * 16 * 8));
+  EXPECT_DOUBLE_EQ(c->bytes_written, 4.0 * 2 * 8 * 16);  // Y [2, 8, 4·4]
+}
