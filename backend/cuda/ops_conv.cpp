@@ -231,11 +231,14 @@ class ConvOp : public CudaOp {
     const char* no_fused = std::getenv("FUSEC_CONV_FUSED");
     const bool may_fuse = !transpose && has_bias_ && dt_ != DType::Float64 && (act_.act == Act::Relu || act_.act == Act::None) &&
                           !(no_fused && std::string(no_fused) == "0");
-    // Strict fp32 only: there the heuristics' choice ran ResNet-50's convolutions at 35-57% of the
-    // fp32 peak and Winograd beats it on 3x3 stride-1 convs; at fp16/bf16/tf32 the heuristics'
-    // tensor-core kernels were already near the copy or GEMM peak, and a choice by cuDNN's own
-    // trial timings picked kernels 10-100x slower in the real (fused, NHWC) launch.
-    if (!transpose && strict) tuned_forward(c, nhwc, may_fuse);
+    // Off unless FUSEC_CONV_TUNE=1, and then strict fp32 only. Measured on the H100 (2026-11-23,
+    // ResNet-50 b16): cuDNN's trial timings (one cold run each) mislead. At fp16 they picked
+    // kernels 10-100x slower in the real fused NHWC launch (0.67 -> 5.5 ms); at strict fp32 they
+    // picked FFT/Winograd for convs that then ran 40% slower than the fused precomp GEMM, for no
+    // gain overall (busy 5.52 ms either way). Choosing well needs warm, repeated timings of the
+    // launch as it will run (fused or with its epilogue); until then the heuristics choose.
+    const char* tune = std::getenv("FUSEC_CONV_TUNE");
+    if (!transpose && strict && tune && std::string(tune) == "1") tuned_forward(c, nhwc, may_fuse);
     DNN_CHECK(cudnnSetConvolutionMathType(conv_, math_));
     // The workspace the heuristics report can be an estimate; ask for the exact size.
     size_t exact = 0;
