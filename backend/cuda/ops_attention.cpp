@@ -4,9 +4,11 @@
 // outputs, softcap, nonpad_kv_seqlen, head sizes over 128) runs on the CPU reference, which the
 // planner reports with the reason.
 #include <cmath>
+#include <cstdlib>
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/cuda_op.h"
+#include "backend/cuda/sdpa_cudnn.h"
 
 namespace fusec::cuda {
 
@@ -14,7 +16,7 @@ namespace {
 
 class AttentionOp : public CudaOp {
  public:
-  explicit AttentionOp(AttentionArgs a) : a_(a) {}
+  AttentionOp(AttentionArgs a, std::unique_ptr<CudnnSdpa> sdpa) : a_(a), sdpa_(std::move(sdpa)) {}
   void launch(const LaunchArgs& l) override {
     AttentionArgs a = a_;
     a.q = l.inputs[0].data;
@@ -22,15 +24,18 @@ class AttentionOp : public CudaOp {
     a.v = l.inputs[2].data;
     a.mask = l.inputs.size() > 3 && l.inputs[3].defined() ? l.inputs[3].data : nullptr;
     a.y = l.outputs[0].data;
-    launch_attention(a, l.stream);
+    if (sdpa_) sdpa_->launch(a, l.workspace, l.stream);
+    else launch_attention(a, l.stream);
   }
+  size_t workspace_bytes() const override { return sdpa_ ? sdpa_->workspace_bytes() : 0; }
   std::string kernel_name() const override {
-    return std::string("fused attention ") + dtype_name(a_.dtype) + (a_.causal ? " causal" : "") +
+    return std::string(sdpa_ ? "cuDNN SDPA " : "fused attention ") + dtype_name(a_.dtype) + (a_.causal ? " causal" : "") +
            (a_.mask_dtype != DType::Undefined ? " masked" : "");
   }
 
  private:
   AttentionArgs a_;
+  std::unique_ptr<CudnnSdpa> sdpa_;
 };
 
 std::unique_ptr<CudaOp> refuse(std::string* why, std::string reason) {
@@ -113,7 +118,12 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   }
   const std::string unsupported = attention_unsupported(a);
   if (!unsupported.empty()) return refuse(why, unsupported);
-  return std::make_unique<AttentionOp>(a);
+  // Tensor cores through cuDNN where it takes the case (fp16/bf16, additive or no mask);
+  // FUSEC_CUDNN_SDPA=0 keeps the own kernel (to compare the two, and for the tests).
+  std::unique_ptr<CudnnSdpa> sdpa;
+  const char* env = std::getenv("FUSEC_CUDNN_SDPA");
+  if (!(env && std::string(env) == "0")) sdpa = CudnnSdpa::create(a, c.ctx(), nullptr);
+  return std::make_unique<AttentionOp>(a, std::move(sdpa));
 }
 
 }  // namespace

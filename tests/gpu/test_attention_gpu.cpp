@@ -3,9 +3,13 @@
 // the 4-D form, lengths that are not multiples of the 64-row/64-key tiles, causal masking with
 // Sq != Skv, grouped-query heads, bool masks broadcast from [Sq, Skv], head sizes that pad to the
 // 64 and 128 tiles, the standard opset-23 op, and the head size the kernel refuses (CPU fallback).
+// At fp16/bf16 each case runs twice: through cuDNN's SDPA where it takes the case, and with
+// FUSEC_CUDNN_SDPA=0 through the own kernel.
 #include <cmath>
+#include <cstdlib>
 
 #include "gpu_test_util.h"
+#include "passes/infer_shapes.h"
 
 using namespace fusec;
 using namespace fusec::test;
@@ -51,7 +55,33 @@ void all_precisions(const Case& k, uint64_t seed, bool on_gpu = true) {
   for (Precision p : kAll) {
     SCOPED_TRACE(precision_name(p));
     expect_gpu_matches_cpu(c, p, -1, on_gpu);
+    if (p != Precision::FP32) {
+      SCOPED_TRACE("own kernel (FUSEC_CUDNN_SDPA=0)");
+      ::setenv("FUSEC_CUDNN_SDPA", "0", 1);
+      expect_gpu_matches_cpu(c, p, -1, on_gpu);
+      ::unsetenv("FUSEC_CUDNN_SDPA");
+    }
   }
+}
+
+/// What runs the single Attention node of a graph built from `k` at precision `p`.
+std::string kernel_of(const Case& k, Precision p) {
+  OpCase c = attention(k, 1);
+  GraphBuilder b(c.opset);
+  if (!c.domain.empty()) b.graph().opsets[c.domain] = 1;
+  std::vector<Value*> ins;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    ins.push_back(b.input("in" + std::to_string(i), c.inputs[i].dtype(), shape_of(c.inputs[i].dims())));
+  b.output(b.node_n(c.op, ins, 1, c.attrs, "attention", c.domain)[0]);
+  auto g = b.build();
+  infer_shapes(*g);
+  cuda::CudaOptions o;
+  o.precision = p;
+  auto exe = cuda::CudaBackend(o).compile_cuda(*g);
+  exe->run(c.inputs);
+  for (const auto& pl : exe->placement())
+    if (pl.op_type == "Attention") return pl.on_gpu ? pl.kernel : "cpu: " + pl.reason;
+  return "none";
 }
 
 }  // namespace
@@ -142,4 +172,21 @@ TEST(GpuAttention, LargeHeadSizeFallsBackToCpu) {
   Case k;
   k.q = k.k = k.v = {1, 2, 16, 160};
   all_precisions(k, 140, /*on_gpu=*/false);
+}
+
+TEST(GpuAttention, KernelChoice) {
+  FUSEC_REQUIRE_GPU();
+  Case bert;
+  bert.q = bert.k = bert.v = {2, 128, 768};
+  bert.q_heads = bert.kv_heads = 12;
+  bert.mask = {2, 1, 1, 128};
+  EXPECT_EQ(kernel_of(bert, Precision::FP32).rfind("fused attention float32", 0), 0u) << kernel_of(bert, Precision::FP32);
+  // cuDNN's SDPA at half precision (the build has the cuDNN frontend: scripts/setup.sh installs it).
+  EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("cuDNN SDPA float16", 0), 0u) << kernel_of(bert, Precision::FP16);
+  ::setenv("FUSEC_CUDNN_SDPA", "0", 1);
+  EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("fused attention float16", 0), 0u);
+  ::unsetenv("FUSEC_CUDNN_SDPA");
+  Case boolmask = bert;
+  boolmask.mask_type = DType::Bool;
+  EXPECT_EQ(kernel_of(boolmask, Precision::BF16).rfind("fused attention bfloat16", 0), 0u) << kernel_of(boolmask, Precision::BF16);
 }
