@@ -7,6 +7,7 @@
 #include "passes/cleanup.h"
 #include "passes/constant_folding.h"
 #include "passes/fold_batchnorm.h"
+#include "passes/fuse_attention.h"
 #include "passes/fuse_conv_activation.h"
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_layernorm_gelu.h"
@@ -34,6 +35,12 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   p.push_back(std::make_unique<RecognizeGeluPass>());
   // LayerNormalization / SimplifiedLayerNorm from ReduceMean..Sqrt..Div; before the fusions that read them.
   p.push_back(std::make_unique<RecognizeLayerNormPass>());
+  // Attention after folding (its scale, causal slice and head-split Reshape targets must be
+  // constants, so the heads are known) and before the passes that would take its pieces: the
+  // MatMul bias fusion would absorb a 1-D constant mask Add into Q·Kᵀ, and the elementwise fusion
+  // would merge the scale, the mask and RoPE into one kernel. The Q/K/V projections' bias Adds are
+  // not part of the pattern, so their FusedMatMul feeding the 3-D Attention comes after.
+  p.push_back(std::make_unique<FuseAttentionPass>());
   // Residual Add + LayerNorm before LayerNorm + Gelu: a post-LN block's LayerNorm reads a residual sum;
   // a MatMul-bias Add is left alone, so a Linear -> LayerNorm -> Gelu still gets LayerNormGelu.
   p.push_back(std::make_unique<FuseSkipLayerNormPass>());

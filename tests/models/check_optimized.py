@@ -76,6 +76,8 @@ EXPECT = {
          lambda o, m: count(m, "SkipLayerNorm", "ai.fusec") + count(m, "LayerNormalization")
          + count(m, "LayerNormalization", "ai.fusec") + count(m, "LayerNormGelu", "ai.fusec") == 5),
         ("adjacent Add+LayerNorm fused (5 SkipLayerNorm)", lambda o, m: count(m, "SkipLayerNorm", "ai.fusec") == 5),
+        ("each layer's attention is one Attention (2), no Softmax or head-split Transpose left",
+         lambda o, m: count(m, "Attention", "ai.fusec") == 2 and count(m, "Softmax") == 0 and count(m, "Transpose") == 0),
     ],
     "mlp_small": [
         ("24 LayerNormGelu", lambda o, m: count(m, "LayerNormGelu", "ai.fusec") == 24),

@@ -1,0 +1,244 @@
+#include "passes/attention_pattern.h"
+
+#include "passes/pattern.h"
+
+namespace fusec::attention {
+
+namespace {
+
+/// Two dims known to be equal: the same static size, or the same symbol.
+bool same_dim(const Dim& a, const Dim& b) {
+  if (a.is_static() || b.is_static()) return a.is_static() && b.is_static() && a.value == b.value;
+  return !a.symbol.empty() && a.symbol == b.symbol;
+}
+
+const Shape* shape_of_rank(const Value* v, size_t rank) {
+  return v && v->type.shape && v->type.shape->size() == rank ? &*v->type.shape : nullptr;
+}
+
+int64_t static_dim(const Value* v, size_t rank, size_t i) {
+  const Shape* s = shape_of_rank(v, rank);
+  return s && (*s)[i].is_static() ? (*s)[i].value : 0;
+}
+
+/// The Transpose producing `v` if its perm is `perm`.
+Node* transpose_with(const Value* v, std::initializer_list<int64_t> perm) {
+  Node* t = v ? v->producer : nullptr;
+  if (!is_op(t, "Transpose") || t->attr_ints("perm") != std::vector<int64_t>(perm)) return nullptr;
+  return t;
+}
+
+/// A Reshape [B, S, E] -> [B, S, H, D] with H·D = E: the head split of a projection.
+Node* head_split(const Value* bshd) {
+  Node* r = bshd ? bshd->producer : nullptr;
+  if (!is_op(r, "Reshape")) return nullptr;
+  const Shape* in = shape_of_rank(r->input(0), 3);
+  const Shape* out = shape_of_rank(bshd, 4);
+  if (!in || !out || !same_dim((*in)[0], (*out)[0]) || !same_dim((*in)[1], (*out)[1])) return nullptr;
+  const Dim &e = (*in)[2], &h = (*out)[2], &d = (*out)[3];
+  if (!e.is_static() || !h.is_static() || !d.is_static() || h.value * d.value != e.value) return nullptr;
+  return r;
+}
+
+/// Scores can be Q·Kᵀ: 4-D, or of unknown rank (then the pass explains why it cannot prove the heads).
+bool maybe_scores(const Value* v) { return !v->type.shape || v->type.shape->size() == 4; }
+
+/// The MatMul whose (4-D) output reaches `v` through at most `depth` ops, or null.
+Node* find_matmul(const Value* v, int depth) {
+  Node* p = v ? v->producer : nullptr;
+  if (!p || depth < 0) return nullptr;
+  if (is_op(p, "MatMul")) return maybe_scores(p->outputs[0]) ? p : nullptr;
+  for (const Value* in : p->inputs)
+    if (Node* m = find_matmul(in, depth - 1)) return m;
+  return nullptr;
+}
+
+/// The input of the binary/ternary `n` that carries the scores (reaches a MatMul), or null.
+Value* score_input(const Node* n, std::initializer_list<size_t> candidates) {
+  for (size_t i : candidates)
+    if (find_matmul(n->input(i), 6)) return n->input(i);
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<double> scalar_factor(const Node* n, const Value* x) {
+  if (!n || n->inputs.size() != 2 || !(is_op(n, "Mul") || is_op(n, "Div"))) return std::nullopt;
+  const bool x_first = n->input(0) == x;
+  if (!x_first && n->input(1) != x) return std::nullopt;
+  if (is_op(n, "Div") && !x_first) return std::nullopt;  // c / x is not a scale
+  const Tensor* c = constant_of(n->input(x_first ? 1 : 0));
+  if (!c || c->numel() != 1 || !is_float(c->dtype())) return std::nullopt;
+  const auto& xs = x->type.shape;
+  const auto& ys = n->outputs[0]->type.shape;
+  if (!xs || !ys || xs->size() != ys->size()) return std::nullopt;  // the constant must not add dims
+  const double f = c->as_double(0);
+  if (is_op(n, "Div")) return f == 0 ? std::nullopt : std::optional<double>(1.0 / f);
+  return f;
+}
+
+Value* peel_scale(Value* v, double& scale, std::vector<Node*>& nodes) {
+  for (Node* p = v ? v->producer : nullptr; p && (is_op(p, "Mul") || is_op(p, "Div")); p = v->producer) {
+    Value* x = constant_of(p->input(0)) ? p->input(1) : p->input(0);
+    auto f = scalar_factor(p, x);
+    if (!f) break;
+    scale *= *f;
+    nodes.push_back(p);
+    v = x;
+  }
+  return v;
+}
+
+ScoreChain walk_scores(Node* softmax) {
+  ScoreChain c;
+  std::vector<ChainStep> inward;  // from the Softmax back
+  Value* v = softmax->input(0);
+  for (int depth = 0; depth < 8 && v && v->producer; ++depth) {
+    Node* p = v->producer;
+    if (is_op(p, "MatMul")) {
+      if (maybe_scores(p->outputs[0])) c.qk = p;
+      break;
+    }
+    if (!find_matmul(v, 6)) break;  // no Q·Kᵀ behind this: not attention
+    ChainStep s{ChainStep::Scale, p};
+    Value* next = nullptr;
+    if (is_op(p, "Mul") || is_op(p, "Div")) {
+      next = score_input(p, {0, 1});
+      auto f = next ? scalar_factor(p, next) : std::nullopt;
+      if (!f) {
+        c.why = describe(p) + " scales the scores by '" + p->input(next == p->input(0) ? 1 : 0)->name +
+                "', which is not a constant scalar";
+        return c;
+      }
+      s.factor = *f;
+    } else if (is_op(p, "Add") && p->inputs.size() == 2) {
+      next = score_input(p, {0, 1});
+      s.kind = ChainStep::AddMask;
+      s.mask = p->input(next == p->input(0) ? 1 : 0);
+    } else if (is_op(p, "Where") && p->inputs.size() == 3) {
+      next = score_input(p, {1, 2});
+      s.kind = ChainStep::WhereMask;
+      s.mask = p->input(0);
+      s.keep_where_true = next == p->input(1);
+      const Value* fill = p->input(s.keep_where_true ? 2 : 1);
+      auto f = uniform_constant(fill);
+      if (!f) {
+        c.why = describe(p) + " fills the masked scores with '" + fill->name + "', which is not a constant";
+        return c;
+      }
+      s.fill = *f;
+    } else {
+      c.why = "an unrecognized " + describe(p) + " sits between Q·Kᵀ and the Softmax";
+      return c;
+    }
+    inward.push_back(s);
+    v = next;
+  }
+  c.steps.assign(inward.rbegin(), inward.rend());
+  return c;
+}
+
+Operand match_query(Value* q) {
+  Operand op;
+  op.v4 = q;
+  op.heads = static_dim(q, 4, 1);
+  if (Node* t = transpose_with(q, {0, 2, 1, 3})) {
+    op.nodes.push_back(t);
+    op.bshd = t->input(0);
+    if (Node* r = head_split(op.bshd)) {
+      op.nodes.push_back(r);
+      op.v3 = r->input(0);
+    }
+  }
+  return op;
+}
+
+Operand match_kv(Value* kv, bool absorb_repeat) {
+  // repeat_kv (transformers' Llama): x [B, Hkv, S, D] ── Unsqueeze(2) ── Expand [B, Hkv, r, S, D]
+  // ── Reshape [B, Hkv·r, S, D]; kv head g then serves query heads g·r .. g·r + r − 1.
+  Node* r = kv ? kv->producer : nullptr;
+  Node* e = is_op(r, "Reshape") ? r->input(0)->producer : nullptr;
+  Node* u = is_op(e, "Expand") ? e->input(0)->producer : nullptr;
+  if (absorb_repeat && is_op(u, "Unsqueeze")) {
+    Value* x = u->input(0);
+    const Shape *xs = shape_of_rank(x, 4), *us = shape_of_rank(u->outputs[0], 5),
+                *es = shape_of_rank(e->outputs[0], 5), *rs = shape_of_rank(kv, 4);
+    bool ok = xs && us && es && rs && (*us)[2].is_static() && (*us)[2].value == 1 && (*es)[2].is_static();
+    for (size_t i = 0; ok && i < 4; ++i)  // x's dims around the new axis 2 are kept
+      ok = same_dim((*xs)[i], (*us)[i < 2 ? i : i + 1]) && same_dim((*xs)[i], (*es)[i < 2 ? i : i + 1]);
+    if (ok) ok = (*xs)[1].is_static() && (*rs)[1].is_static() && (*rs)[1].value == (*xs)[1].value * (*es)[2].value &&
+                 same_dim((*rs)[0], (*xs)[0]) && same_dim((*rs)[2], (*xs)[2]) && same_dim((*rs)[3], (*xs)[3]);
+    if (ok) {
+      Operand op = match_query(x);
+      op.repeat = (*es)[2].value;
+      op.nodes.insert(op.nodes.end(), {r, e, u});
+      return op;
+    }
+  }
+  return match_query(kv);
+}
+
+std::optional<Operand> match_key_transposed(Value* kt, bool absorb_repeat, double& scale) {
+  if (Node* t = transpose_with(kt, {0, 1, 3, 2})) {
+    std::vector<Node*> peeled;
+    Value* k = peel_scale(t->input(0), scale, peeled);
+    Operand op = match_kv(k, absorb_repeat);
+    op.nodes.push_back(t);
+    op.nodes.insert(op.nodes.end(), peeled.begin(), peeled.end());
+    return op;
+  }
+  if (Node* t = transpose_with(kt, {0, 2, 3, 1})) {
+    Operand op;
+    op.bshd = t->input(0);
+    op.heads = static_dim(op.bshd, 4, 2);
+    op.nodes.push_back(t);
+    if (Node* r = head_split(op.bshd)) {
+      op.nodes.push_back(r);
+      op.v3 = r->input(0);
+    }
+    return op;
+  }
+  return std::nullopt;
+}
+
+Node* match_head_merge(Node* pv) {
+  Node* t = sole_consumer_of(pv->outputs[0], "Transpose");
+  if (!t || t->attr_ints("perm") != std::vector<int64_t>{0, 2, 1, 3}) return nullptr;
+  Node* r = sole_consumer_of(t->outputs[0], "Reshape");
+  if (!r || r->input(0) != t->outputs[0]) return nullptr;
+  const Shape* in = shape_of_rank(t->outputs[0], 4);
+  const Shape* out = shape_of_rank(r->outputs[0], 3);
+  if (!in || !out || !same_dim((*in)[0], (*out)[0]) || !same_dim((*in)[1], (*out)[1])) return nullptr;
+  const Dim &h = (*in)[2], &d = (*in)[3], &e = (*out)[2];
+  if (!h.is_static() || !d.is_static() || !e.is_static() || h.value * d.value != e.value) return nullptr;
+  return r;
+}
+
+bool is_causal_constant(const Tensor& t, int64_t sq, int64_t skv, bool additive) {
+  const auto& d = t.dims();
+  if (d.size() < 2 || d[d.size() - 2] != sq || d.back() != skv) return false;
+  for (size_t i = 0; i + 2 < d.size(); ++i)
+    if (d[i] != 1) return false;
+  for (int64_t i = 0; i < sq; ++i)
+    for (int64_t j = 0; j < skv; ++j) {
+      const double v = t.as_double(i * skv + j);
+      const bool allowed = j <= i;
+      if (additive ? (allowed ? v != 0 : !masks_like_neg_inf(v)) : ((v != 0) != allowed)) return false;
+    }
+  return true;
+}
+
+bool has_empty_row(const Tensor& t, int64_t sq, int64_t skv) {
+  if (t.numel() == 0) return sq > 0 && skv > 0;
+  const int64_t cols = t.rank() >= 1 ? t.dims().back() : 1;
+  const int64_t rows = t.numel() / cols;  // every (leading index, query row) the mask stores
+  if (skv == 0) return false;
+  for (int64_t r = 0; r < rows; ++r) {
+    bool any = false;
+    for (int64_t j = 0; j < cols && !any; ++j) any = t.as_double(r * cols + j) != 0;
+    if (!any) return true;
+  }
+  return false;
+}
+
+}  // namespace fusec::attention

@@ -1,0 +1,353 @@
+// fuse_attention: scaled dot-product attention, as the PyTorch exporters write it, becomes one node.
+//
+//   x_q ─ Reshape [B,S,H,D] ─ Transpose(0,2,1,3) ─ [Mul(c_q)] ─────────────────────── Q ─┐
+//   x_k ─ Reshape [B,S,Hkv,D] ─ Transpose(0,2,3,1) ──────────────────────────────── Kᵀ ─┴─ MatMul ─┐
+//                             └ Transpose(0,2,1,3) [─ repeat_kv] ─ Transpose(0,1,3,2) [─ Mul(c_k)] ┘
+//   ┌──────────────────────────────────────────────────────────────────────────────────────────┘
+//   └─ [Div(√D) | Mul(1/√D)] ─ [Where(cond, ·, fill)] ─ [Add(mask)] ─ Softmax(last axis) ─┐
+//   x_v ─ Reshape ─ Transpose(0,2,1,3) [─ repeat_kv] ──────────────────────────── V ─────┴─ MatMul ─┐
+//   ┌──────────────────────────────────────────────────────────────────────────────────────────┘
+//   └─ Transpose(0,2,1,3) ─ Reshape [B,S,H·Dv] ──▶ y
+//
+//   y = Attention(x_q, x_k, x_v [, mask]; scale = c_q·c_k/√D, is_causal, q_num_heads = H,
+//                 kv_num_heads = Hkv)                                   (3-D form, no Transpose left)
+//
+// The algebra: (c_q·Q)(c_k·K)ᵀ/√D = scale·QKᵀ, so every constant scalar multiplying Q, Kᵀ or the
+// scores (torch's SDPA decomposition puts D^-¼ on Q and on Kᵀ; HF BERT divides by √D) folds into one
+// `scale`. Where(cond, s, f) = s + (cond ? 0 : −∞) once softmaxed, for f ≤ −10⁴ (exp(f − max)
+// underflows to 0), except in a row with every key masked: there the graph averages V and Attention
+// gives 0, so a constant cond must have no empty row and a computed one needs f = −∞. A constant
+// cond (or an additive constant of 0 / ≤ −10⁴) that is exactly the lower triangle j ≤ i becomes
+// is_causal=1 (GPT-2's sliced `bias` buffer, a Llama mask folded to a constant); any other mask is
+// kept as attn_mask. A mask added before the scale is folded into it when that is exact — a constant
+// mask and a power-of-two scale (m·2ᵏ rounds exactly, so (QKᵀ + m)·2ᵏ = QKᵀ·2ᵏ + m·2ᵏ bit for bit);
+// otherwise it is a near-miss. repeat_kv (Unsqueeze(2) → Expand → Reshape, transformers' GQA) is
+// absorbed: its kv head g serves query heads g·r..g·r+r−1, which is Attention's h / (Hq/Hkv).
+//
+// Forms: the 3-D form when Q, K and V each come from a head split of a 3-D tensor and P·V goes
+// through the head merge; otherwise the 4-D form on [B, H, S, D] tensors (after RoPE, say), keeping
+// the transposes that must stay and adding Transpose(0,2,1,3) where the graph only has Kᵀ.
+// Written as ONNX Attention when the model's ai.onnx opset is >= 23, else as ai.fusec Attention (the
+// same semantics, docs/ops.md); under --portable, below opset 23, a near-miss. Needs cleanup first
+// (Dropout, Identity and no-op Casts between Softmax and P·V are gone) and folded constants (the
+// scale, the causal slice, the Reshape targets, so that shapes are known).
+#include "passes/fuse_attention.h"
+
+#include <cmath>
+#include <unordered_set>
+
+#include "passes/attention_pattern.h"
+#include "passes/pattern.h"
+
+namespace fusec {
+
+namespace {
+
+using attention::ChainStep;
+using attention::Operand;
+
+const char* kPass = "fuse_attention";
+constexpr int64_t kStandardAttentionOpset = 23;
+
+/// What the scores get besides the scale: causal, and at most one explicit mask.
+struct Bias {
+  bool causal = false;
+  Value* mask = nullptr;       // an existing value, or
+  std::optional<Tensor> made;  // a new constant (a negated or scaled one) named after `made_from`
+  std::string made_from;
+};
+
+struct Match {
+  Node *softmax = nullptr, *qk = nullptr, *pv = nullptr, *merge = nullptr;
+  attention::ScoreChain chain;
+  Operand q, k, v;
+  std::vector<Node*> peeled;  // scale Muls on Q and Kᵀ
+  double scale = 1;
+  Bias bias;
+  bool three_d = false;
+  std::string domain;
+};
+
+std::string what_of(const Match& m) {
+  std::string s = describe(m.qk) + " -> " + describe(m.softmax);
+  return m.pv ? s + " -> " + describe(m.pv) : s;
+}
+
+/// "'name' is also read by Add 'x'" / "... is a graph output" for a value that must have one reader.
+std::string extra_readers(const Value* v, const char* role) {
+  if (v->is_graph_output) return std::string(role) + " '" + v->name + "' are a graph output";
+  return std::string(role) + " '" + v->name + "' are read by " + std::to_string(v->consumers.size()) + " nodes";
+}
+
+bool power_of_two(double x) {
+  int e;
+  return x > 0 && std::frexp(x, &e) == 0.5;
+}
+
+/// Resolves the ops between Q·Kᵀ and the Softmax into `scale` and `bias`; returns why not, or "".
+std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
+  const auto& steps = m.chain.steps;
+  // after[i]: the product of the scales applied after step i (what its mask gets multiplied by).
+  std::vector<double> after(steps.size(), 1.0);
+  for (size_t i = steps.size(); i-- > 0;) {
+    if (i + 1 < steps.size()) after[i] = after[i + 1] * (steps[i + 1].kind == ChainStep::Scale ? steps[i + 1].factor : 1.0);
+    if (steps[i].kind == ChainStep::Scale) m.scale *= steps[i].factor;
+  }
+  const bool sizes = sq.is_static() && skv.is_static();
+  int adds = 0, wheres = 0;
+  Value* bool_mask = nullptr;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const ChainStep& s = steps[i];
+    if (s.kind == ChainStep::Scale) continue;
+    const Tensor* c = constant_of(s.mask);
+    if (s.kind == ChainStep::WhereMask) {
+      if (++wheres > 1) return "more than one Where masks the scores";
+      const double fill = s.fill * after[i];
+      if (after[i] <= 0 || !(std::isinf(s.fill) ? s.fill < 0 : attention::masks_like_neg_inf(fill)))
+        return describe(s.node) + " fills masked scores with " + std::to_string(s.fill) +
+               (after[i] != 1 ? " (then scaled)" : "") + ", not a value <= -1e4 that masks like -inf";
+      if (!c) {
+        if (!std::isinf(s.fill)) return describe(s.node) + " has a computed condition and a finite fill: a row with every key masked would differ (the graph averages V there, Attention gives 0)";
+        if (!s.keep_where_true) return describe(s.node) + " has a computed condition that marks the masked positions (Attention's bool mask marks the kept ones)";
+        bool_mask = s.mask;
+        continue;
+      }
+      Tensor keep = c->clone();
+      if (!s.keep_where_true)
+        for (int64_t j = 0; j < keep.numel(); ++j) keep.data<uint8_t>()[j] = !keep.data<uint8_t>()[j];
+      if (sizes && attention::is_causal_constant(keep, sq.value, skv.value, false)) {
+        m.bias.causal = true;
+        continue;
+      }
+      if (!std::isinf(s.fill) && (!sizes || attention::has_empty_row(keep, sq.value, skv.value)))
+        return describe(s.node) + " masks every key of some query row with a finite fill (the graph averages V there, Attention gives 0)";
+      if (s.keep_where_true) {
+        bool_mask = s.mask;
+      } else {
+        m.bias.made = std::move(keep);
+        m.bias.made_from = s.mask->name + "_keep";
+      }
+      continue;
+    }
+    // An added mask.
+    if (++adds > 1) return "more than one mask is added to the scores";
+    if (s.node->outputs[0]->type.shape != m.qk->outputs[0]->type.shape)
+      return describe(s.node) + " broadcasts the scores to a larger shape";
+    if (!s.mask->type.shape || s.mask->type.shape->empty()) return "the mask '" + s.mask->name + "' is a scalar";
+    if (c && sizes && after[i] == 1 && attention::is_causal_constant(*c, sq.value, skv.value, true)) {
+      m.bias.causal = true;
+      continue;
+    }
+    if (after[i] != 1) {
+      if (!c || !power_of_two(after[i]))
+        return "the mask '" + s.mask->name + "' is added before the scale (x" + std::to_string(after[i]) +
+               "); only a constant mask and a power-of-two scale fold exactly";
+      Tensor scaled(DType::Float32, c->dims());
+      if (c->dtype() != DType::Float32) return "the mask '" + s.mask->name + "' is added before the scale and is not float32";
+      for (int64_t j = 0; j < c->numel(); ++j) scaled.data<float>()[j] = c->data<float>()[j] * static_cast<float>(after[i]);
+      if (sizes && attention::is_causal_constant(scaled, sq.value, skv.value, true)) {
+        m.bias.causal = true;
+        continue;
+      }
+      m.bias.made = std::move(scaled);
+      m.bias.made_from = s.mask->name + "_scaled";
+      continue;
+    }
+    m.bias.mask = s.mask;
+  }
+  if (bool_mask && (m.bias.mask || m.bias.made)) return "the scores get two masks (a Where and an Add) besides the causal one";
+  if (bool_mask) m.bias.mask = bool_mask;
+  if (!std::isfinite(m.scale) || m.scale == 0) return "the scale " + std::to_string(m.scale) + " is not a usable factor";
+  return "";
+}
+
+/// [B, H, S, D] of an operand (from its 4-D tensor, or its [B, S, H, D] head split).
+std::optional<Shape> bhsd(const Operand& o) {
+  if (o.v4 && o.v4->type.shape && o.v4->type.shape->size() == 4) return *o.v4->type.shape;
+  if (o.bshd && o.bshd->type.shape && o.bshd->type.shape->size() == 4) {
+    const Shape& s = *o.bshd->type.shape;
+    return Shape{s[0], s[2], s[1], s[3]};
+  }
+  return std::nullopt;
+}
+
+bool same_known(const Dim& a, const Dim& b) {
+  return (a.is_static() && b.is_static() && a.value == b.value) || (!a.symbol.empty() && a.symbol == b.symbol);
+}
+
+/// Finds the operands and checks what the fused node needs; returns why not, or "".
+std::string match_operands(Match& m) {
+  Value* q = attention::peel_scale(m.qk->input(0), m.scale, m.peeled);
+  Value* kt = attention::peel_scale(m.qk->input(1), m.scale, m.peeled);
+  double k_scale = 1;
+  auto k = attention::match_key_transposed(kt, true, k_scale);
+  if (!k) return "Kᵀ '" + kt->name + "' is not a Transpose of K (perm 0,1,3,2 of [B,H,S,D] or 0,2,3,1 of [B,S,H,D])";
+  Operand v = attention::match_kv(m.pv->input(1), true);
+  if (k->repeat != v.repeat) {  // absorb a GQA repeat only when K and V both have it
+    k_scale = 1;
+    k = attention::match_key_transposed(kt, false, k_scale);
+    v = attention::match_kv(m.pv->input(1), false);
+  }
+  m.scale *= k_scale;
+  m.q = attention::match_query(q);
+  m.k = *k;
+  m.v = std::move(v);
+  const auto qs = bhsd(m.q), ks = bhsd(m.k), vs = bhsd(m.v);
+  if (!qs || !ks || !vs || m.q.heads <= 0 || m.k.heads <= 0 || m.v.heads <= 0)
+    return "Q, K and V are not all of known 4-D shape [B, H, S, D], so their heads cannot be proven (bind the shapes, e.g. --batch)";
+  if (!same_known((*qs)[0], (*ks)[0]) || !same_known((*qs)[0], (*vs)[0]))
+    return "Q, K and V do not have one known batch size (" + shape_str(*qs) + ", " + shape_str(*ks) + ", " +
+           shape_str(*vs) + ")";
+  if (m.v.heads != m.k.heads || m.v.repeat != m.k.repeat)
+    return "K and V have different heads (" + std::to_string(m.k.heads) + " and " + std::to_string(m.v.heads) + ")";
+  const int64_t kv_seen = m.k.heads * m.k.repeat;  // K's heads as the MatMul reads them
+  if (kv_seen != m.q.heads && kv_seen != 1)
+    return "Q has " + std::to_string(m.q.heads) + " heads and K " + std::to_string(kv_seen);
+  if (m.q.heads % m.k.heads != 0) return "Q's heads are not a multiple of K's";
+  m.merge = attention::match_head_merge(m.pv);
+  m.three_d = m.merge && m.q.v3 && m.k.v3 && m.v.v3;
+  return "";
+}
+
+std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
+  m.softmax = softmax;
+  m.chain = attention::walk_scores(softmax);
+  m.qk = m.chain.qk;
+  Value* probs = softmax->outputs[0];
+  for (Node* c : probs->consumers)
+    if (is_op(c, "MatMul") && c->input(0) == probs) m.pv = c;
+  if (!m.chain.why.empty()) return m.chain.why;
+  if (!m.qk) return "";
+  const auto& scores = m.qk->outputs[0]->type.shape;
+  if (!m.pv) {
+    // Without P·V this is attention only if the scores are known to be [B, H, Sq, Skv].
+    if (!scores) m.qk = nullptr;
+    return m.qk ? "the Softmax's output does not feed a MatMul with V" : "";
+  }
+  if (!scores || !is_static(Shape{(*scores)[1]}))
+    return "the shape of the scores is unknown, so the heads cannot be proven (bind the shapes, e.g. --batch)";
+  const int64_t axis = softmax->attr_int("axis", g.opset("") < 13 ? 1 : -1);
+  if (axis != -1 && axis != 3) return "the Softmax is over axis " + std::to_string(axis) + ", not the last (keys) axis";
+  if (!has_single_use(m.qk->outputs[0])) return extra_readers(m.qk->outputs[0], "the scores");
+  for (const auto& s : m.chain.steps)
+    if (!has_single_use(s.node->outputs[0])) return extra_readers(s.node->outputs[0], "the scaled or masked scores");
+  if (!has_single_use(probs)) return extra_readers(probs, "the attention probabilities");
+  const DType t = m.qk->outputs[0]->type.dtype;
+  if (t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16)
+    return std::string("the scores are ") + dtype_name(t) + ", not float32, float16 or bfloat16";
+  if (std::string why = match_operands(m); !why.empty()) return why;
+  if (std::string why = resolve_steps(m, (*scores)[2], (*scores)[3]); !why.empty()) return why;
+  if (g.opset("") >= kStandardAttentionOpset) {
+    m.domain = "";
+    // ONNX Attention pads a mask shorter than the keys (with −∞) instead of broadcasting it.
+    std::optional<int64_t> mask_keys;
+    if (m.bias.made) mask_keys = m.bias.made->dims().back();
+    else if (m.bias.mask && m.bias.mask->type.shape && m.bias.mask->type.shape->back().is_static())
+      mask_keys = m.bias.mask->type.shape->back().value;
+    if (mask_keys == 1 && !((*scores)[3].is_static() && (*scores)[3].value == 1))
+      return "the mask broadcasts along the keys (last dim 1), which ONNX Attention reads as padding";
+  } else if (opts.portable) {
+    return "Attention is not standard ONNX before opset 23 (the model imports opset " + std::to_string(g.opset("")) +
+           "); --portable writes standard ops only";
+  } else {
+    m.domain = "ai.fusec";
+  }
+  return "";
+}
+
+std::vector<std::string> origins(const std::vector<Node*>& nodes) {
+  std::vector<std::string> out;
+  for (const Node* n : nodes) {
+    if (n->fused_from.empty()) out.push_back(n->name);
+    else out.insert(out.end(), n->fused_from.begin(), n->fused_from.end());
+  }
+  return out;
+}
+
+/// A new Transpose(0,2,1,3) of `bshd`: K in [B, H, S, D] where the graph only has Kᵀ.
+Value* to_bhsd(Graph& g, Value* bshd) {
+  Value* out = g.add_value(bshd->name + "_bhsd");
+  Node* t = g.add_node("Transpose", {bshd}, {out}, g.unique_node_name(bshd->name + "_to_bhsd"));
+  t->set_attr("perm", std::vector<int64_t>{0, 2, 1, 3});
+  return out;
+}
+
+Node* rewrite(Graph& g, Match& m, std::unordered_set<const Node*>& gone) {
+  // Inputs first (they may add a Transpose), while every matched node still exists.
+  std::vector<Value*> ins;
+  if (m.three_d) {
+    ins = {m.q.v3, m.k.v3, m.v.v3};
+  } else {
+    ins = {m.q.v4, m.k.v4 ? m.k.v4 : to_bhsd(g, m.k.bshd), m.v.v4};
+  }
+  if (m.bias.made) ins.push_back(g.add_initializer(m.bias.made_from, std::move(*m.bias.made)));
+  else if (m.bias.mask) ins.push_back(m.bias.mask);
+  Value* y = m.three_d ? m.merge->outputs[0] : m.pv->outputs[0];
+
+  std::vector<Node*> replaced = {m.qk};
+  for (const auto& s : m.chain.steps) replaced.push_back(s.node);
+  replaced.insert(replaced.end(), {m.softmax, m.pv});
+  if (m.three_d) replaced.insert(replaced.end(), {m.merge->input(0)->producer, m.merge});
+  std::vector<std::string> from = origins(replaced);
+  const std::string name = m.qk->name;
+  for (Node* n : replaced) {
+    gone.insert(n);
+    g.remove_node(n);
+  }
+  Node* fused = g.add_node("Attention", ins, {y}, name, m.domain);
+  // The operands' transposes, reshapes, repeats and scales go too where nothing else reads them.
+  std::vector<Node*> candidates = m.peeled;
+  for (const Operand* o : {&m.q, &m.k, &m.v}) candidates.insert(candidates.end(), o->nodes.begin(), o->nodes.end());
+  for (bool again = true; again;) {
+    again = false;
+    for (Node* n : candidates) {
+      if (gone.count(n)) continue;
+      bool used = false;
+      for (const Value* o : n->outputs) used |= o && use_count(o) > 0;
+      if (used) continue;
+      for (const auto& f : origins({n})) from.push_back(f);
+      gone.insert(n);
+      g.remove_node(n);
+      again = true;
+    }
+  }
+
+  fused->set_attr("scale", static_cast<float>(m.scale));
+  if (m.bias.causal) fused->set_attr("is_causal", int64_t{1});
+  if (m.three_d) {
+    fused->set_attr("q_num_heads", m.q.heads);
+    fused->set_attr("kv_num_heads", m.k.heads);
+  }
+  fused->fused_from = std::move(from);
+  if (m.domain == "ai.fusec") use_fusec_domain(g);
+  g.remove_unused_values();
+  return fused;
+}
+
+}  // namespace
+
+bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
+  bool changed = false;
+  std::unordered_set<const Node*> gone;
+  for (Node* sm : g.node_list()) {
+    if (gone.count(sm) || !is_op(sm, "Softmax")) continue;
+    Match m;
+    const std::string why = match(g, ctx.opts, sm, m);
+    if (!m.qk && why.empty()) continue;  // no Q·Kᵀ behind this Softmax: not attention
+    if (!why.empty()) {
+      ctx.near_miss(kPass, (m.qk ? what_of(m) : describe(sm)) + " not fused into Attention", why);
+      continue;
+    }
+    const std::string what = what_of(m);
+    Node* fused = rewrite(g, m, gone);
+    std::string form = m.three_d ? "3-D, heads " + std::to_string(m.q.heads) + "/" + std::to_string(m.k.heads) : "4-D";
+    if (fused->attr_int("is_causal", 0)) form += ", causal";
+    if (fused->inputs.size() > 3) form += ", mask";
+    ctx.rewrite(kPass, what + " -> " + (m.domain.empty() ? "" : m.domain + ".") + describe(fused) + " (" + form + ")",
+                fused->fused_from, fused->name);
+    changed = true;
+  }
+  return changed;
+}
+
+}  // namespace fusec

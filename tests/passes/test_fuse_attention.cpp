@@ -1,0 +1,502 @@
+// fuse_attention: softmax(Q·Kᵀ·scale [+ mask])·V with the head split/merge around it -> one
+// Attention node. Each exporter form (BERT legacy and dynamo, SDPA's split scale, GPT-2's causal
+// Where, Llama's RoPE + repeat_kv + additive causal constant) fuses, to the 3-D form where the head
+// split and merge are visible and to the 4-D form otherwise, with the same numbers on the CPU; each
+// guard leaves the graph alone with its reason.
+#include "passes/fuse_attention.h"
+
+#include <cmath>
+
+#include "ir/half.h"
+#include "passes/pipeline.h"
+#include "passes/verify.h"
+#include "pass_test_util.h"
+#include "test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+/// One attention block on graph inputs xq [B, Sq, Hq·D], xk, xv [B, Skv, Hkv·D], in the op
+/// sequence of the form chosen.
+struct Spec {
+  int64_t batch = 2, sq = 4, skv = 4, hq = 2, hkv = 2, d = 4;
+  int64_t opset = 17;
+  enum class Kt { Direct0231, Via0132 } kt = Kt::Direct0231;    // BERT legacy / dynamo Kᵀ
+  enum class Scale { Div, Mul, QandK, None } scale = Scale::Div;  // QandK: torch SDPA's D^-¼ on each
+  enum class Mask { None, AddInput, WhereCausal, AddCausal, WhereCausalAndAdd, WhereBand } mask = Mask::None;
+  bool mask_before_scale = false;
+  bool merge = true;      // Transpose(0,2,1,3) -> Reshape [B, S, H·D] after P·V
+  bool rope = false;      // an elementwise op on Q and K after the head split (forces the 4-D form)
+  bool repeat = false;    // GQA repeat_kv on K and V
+  bool probs_output = false;
+  int64_t softmax_axis = -1;
+  DType dtype = DType::Float32;
+};
+
+Tensor constant_floats(std::vector<int64_t> dims, float from, float step) {
+  int64_t n = 1;
+  for (int64_t x : dims) n *= x;
+  return floats(ramp(static_cast<size_t>(n), from, step), std::move(dims));
+}
+
+/// A float32 constant in the graph's float type.
+Tensor as_type(const Tensor& f, DType t) {
+  if (t == DType::Float32) return f;
+  Tensor out(t, f.dims());
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    const float v = f.data<float>()[i];
+    if (t == DType::Float16) out.data<uint16_t>()[i] = float_to_half(v);
+    else if (t == DType::BFloat16) out.data<uint16_t>()[i] = float_to_bf16(v);
+    else out.data<double>()[i] = v;
+  }
+  return out;
+}
+
+Tensor causal_bool(int64_t sq, int64_t skv, int64_t offset = 0) {
+  Tensor t(DType::Bool, {1, 1, sq, skv});
+  for (int64_t i = 0; i < sq; ++i)
+    for (int64_t j = 0; j < skv; ++j) t.data<uint8_t>()[i * skv + j] = j <= i + offset;
+  return t;
+}
+
+std::unique_ptr<Graph> build(const Spec& s) {
+  GraphBuilder b(s.opset);
+  const DType t = s.dtype;
+  auto shape = [](std::vector<int64_t> v) { return int64s(v, {static_cast<int64_t>(v.size())}); };
+  Value* xq = b.input("xq", t, {s.batch, s.sq, s.hq * s.d});
+  Value* xk = b.input("xk", t, {s.batch, s.skv, s.hkv * s.d});
+  Value* xv = b.input("xv", t, {s.batch, s.skv, s.hkv * s.d});
+  auto split = [&](Value* x, int64_t heads, const std::string& n) {
+    return b.node("Reshape", {x, b.initializer(n + "_shape", shape({0, 0, heads, s.d}))}, {}, n + "_split");
+  };
+  auto to_bhsd = [&](Value* x, const std::string& n) {
+    return b.node("Transpose", {x}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, n + "_bhsd");
+  };
+  auto repeat = [&](Value* x, const std::string& n) {
+    const int64_t r = s.hq / s.hkv;
+    Value* u = b.node("Unsqueeze", {x, b.initializer(n + "_axes", int64s({2}, {1}))}, {}, n + "_unsqueeze");
+    Value* e = b.node("Expand", {u, b.initializer(n + "_expand", shape({s.batch, s.hkv, r, s.skv, s.d}))}, {}, n + "_expand");
+    return b.node("Reshape", {e, b.initializer(n + "_merged", shape({s.batch, s.hq, s.skv, s.d}))}, {}, n + "_repeat");
+  };
+  auto scalar = [&](const std::string& n, float v) { return b.initializer(n, as_type(floats({v}, {}), t)); };
+  const float root_d = std::sqrt(static_cast<float>(s.d));
+
+  Value* q = to_bhsd(split(xq, s.hq, "q"), "q");
+  Value* k_bshd = split(xk, s.hkv, "k");
+  Value* v = to_bhsd(split(xv, s.hkv, "v"), "v");
+  if (s.rope) q = b.node("Mul", {q, b.initializer("rope_q", as_type(constant_floats({1, 1, s.sq, s.d}, 0.5f, 0.03f), t))}, {}, "q_rope");
+  Value* kt;
+  if (s.kt == Spec::Kt::Direct0231 && !s.rope && !s.repeat) {
+    kt = b.node("Transpose", {k_bshd}, {attr("perm", std::vector<int64_t>{0, 2, 3, 1})}, "k_t");
+  } else {
+    Value* k = to_bhsd(k_bshd, "k");
+    if (s.rope) k = b.node("Mul", {k, b.initializer("rope_k", as_type(constant_floats({1, 1, s.skv, s.d}, 0.5f, 0.02f), t))}, {}, "k_rope");
+    if (s.repeat) k = repeat(k, "k");
+    kt = b.node("Transpose", {k}, {attr("perm", std::vector<int64_t>{0, 1, 3, 2})}, "k_t");
+  }
+  if (s.repeat) v = repeat(v, "v");
+  if (s.scale == Spec::Scale::QandK) {
+    Value* c = scalar("quarter_root", 1 / std::sqrt(root_d));
+    q = b.node("Mul", {q, c}, {}, "q_scale");
+    kt = b.node("Mul", {kt, c}, {}, "k_scale");
+  }
+  Value* x = b.node("MatMul", {q, kt}, {}, "qk");
+  auto add_mask = [&]() -> Value* {
+    switch (s.mask) {
+      case Spec::Mask::AddInput:
+        return b.node("Add", {x, b.input("mask", t, {s.batch, 1, 1, s.skv})}, {}, "mask_add");
+      case Spec::Mask::AddCausal: {
+        Tensor m(DType::Float32, {1, 1, s.sq, s.skv});
+        for (int64_t i = 0; i < s.sq; ++i)
+          for (int64_t j = 0; j < s.skv; ++j) m.data<float>()[i * s.skv + j] = j <= i ? 0.0f : -3.4e38f;
+        return b.node("Add", {x, b.initializer("causal_add", as_type(m, t))}, {}, "mask_add");
+      }
+      case Spec::Mask::WhereCausal:
+      case Spec::Mask::WhereCausalAndAdd:
+      case Spec::Mask::WhereBand: {
+        Tensor cond = causal_bool(s.sq, s.skv, s.mask == Spec::Mask::WhereBand ? s.skv - s.sq : 0);
+        Value* w = b.node("Where", {b.initializer("causal", cond), x, scalar("min_value", -3.4e38f)}, {}, "causal_where");
+        if (s.mask != Spec::Mask::WhereCausalAndAdd) return w;
+        return b.node("Add", {w, b.input("mask", t, {s.batch, 1, 1, s.skv})}, {}, "mask_add");
+      }
+      case Spec::Mask::None: return x;
+    }
+    return x;
+  };
+  if (s.mask_before_scale) x = add_mask();
+  if (s.scale == Spec::Scale::Div) x = b.node("Div", {x, scalar("root_d", root_d)}, {}, "scale");
+  if (s.scale == Spec::Scale::Mul) x = b.node("Mul", {x, scalar("inv_root_d", 1 / root_d)}, {}, "scale");
+  if (!s.mask_before_scale) x = add_mask();
+  Value* p = b.node("Softmax", {x}, {attr("axis", s.softmax_axis)}, "softmax");
+  if (s.probs_output) b.output(p);
+  Value* y = b.node("MatMul", {p, v}, {}, "pv");
+  if (s.merge) {
+    y = b.node("Transpose", {y}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "merge_t");
+    y = b.node("Reshape", {y, b.initializer("merged", shape({0, 0, s.hq * s.d}))}, {}, "merge_r");
+  }
+  b.output(y);
+  return b.build();
+}
+
+Outcome fuse(const Spec& s, PassOptions opts = {}) { return run_one_pass<FuseAttentionPass>(build(s), opts); }
+
+void expect_same_numbers(const Outcome& o) {
+  VerifyResult v = verify_equivalence(*o.original, *o.optimized, 2, 7, {1e-4, 1e-5});
+  EXPECT_TRUE(v.ok);
+  for (const auto& c : v.outputs) EXPECT_TRUE(c.ok) << c.name << ": max abs " << c.max_abs << " " << c.problem;
+}
+
+/// The one fused node, checked for the common facts: named after Q·Kᵀ, fused_from starting there.
+const Node* fused_node(const Outcome& o, const std::string& domain) {
+  EXPECT_TRUE(o.changed);
+  EXPECT_TRUE(o.ctx.near_misses.empty()) << o.ctx.near_misses[0].reason;
+  EXPECT_EQ(count(*o.optimized, "Attention", domain), 1);
+  EXPECT_EQ(count(*o.optimized, "Softmax"), 0);
+  EXPECT_EQ(count(*o.optimized, "MatMul"), 0);
+  const Node* n = find_op(*o.optimized, "Attention");
+  if (!n) return nullptr;
+  EXPECT_EQ(n->name, "qk");
+  EXPECT_FALSE(n->fused_from.empty());
+  if (!n->fused_from.empty()) EXPECT_EQ(n->fused_from[0], "qk");
+  return n;
+}
+
+bool fused_from_has(const Node* n, const std::string& name) {
+  return std::find(n->fused_from.begin(), n->fused_from.end(), name) != n->fused_from.end();
+}
+
+void expect_near_miss(const Spec& s, const std::string& reason, PassOptions opts = {}) {
+  Outcome o = fuse(s, opts);
+  EXPECT_FALSE(o.changed);
+  EXPECT_EQ(graph_difference(*o.original, *o.optimized), "");
+  ASSERT_EQ(o.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(o.ctx.near_misses[0].pass, "fuse_attention");
+  EXPECT_EQ(o.ctx.near_misses[0].what, "MatMul 'qk' -> Softmax 'softmax' -> MatMul 'pv' not fused into Attention");
+  EXPECT_EQ(o.ctx.near_misses[0].reason, reason);
+}
+
+}  // namespace
+
+TEST(FuseAttention, BertLegacyBecomesThreeDWithNoTransposeLeft) {
+  // HF BERT, torch.onnx legacy: Kᵀ = Transpose(0,2,3,1) of the head split, Div by √D, Add of the
+  // extended mask [B, 1, 1, S].
+  Spec s;
+  s.mask = Spec::Mask::AddInput;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(count(*o.optimized, "Transpose"), 0);
+  EXPECT_EQ(count(*o.optimized, "Reshape"), 0);
+  EXPECT_EQ(o.optimized->nodes().size(), 1u);
+  EXPECT_EQ(n->inputs[0]->name, "xq");
+  EXPECT_EQ(n->inputs[1]->name, "xk");
+  EXPECT_EQ(n->inputs[2]->name, "xv");
+  EXPECT_EQ(n->inputs[3]->name, "mask");
+  EXPECT_EQ(n->attr_int("q_num_heads", 0), 2);
+  EXPECT_EQ(n->attr_int("kv_num_heads", 0), 2);
+  EXPECT_EQ(n->attr_int("is_causal", 0), 0);
+  EXPECT_FLOAT_EQ(n->attr_float("scale", 0), 0.5f);
+  for (const char* name : {"qk", "scale", "mask_add", "softmax", "pv", "merge_t", "merge_r", "q_bhsd", "q_split", "k_t",
+                           "k_split", "v_bhsd", "v_split"})
+    EXPECT_TRUE(fused_from_has(n, name)) << name;
+  EXPECT_EQ(o.optimized->opset("ai.fusec"), 1);
+  EXPECT_EQ(o.ctx.rewrites.size(), 1u);
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, DynamoKeyTransposeAndMulScale) {
+  // dynamo: K's head split is Transpose(0,2,1,3), then k.transpose(-1,-2) = Transpose(0,1,3,2);
+  // the scale as Mul by 1/√D.
+  Spec s;
+  s.kt = Spec::Kt::Via0132;
+  s.scale = Spec::Scale::Mul;
+  s.mask = Spec::Mask::AddInput;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(o.optimized->nodes().size(), 1u);
+  EXPECT_FLOAT_EQ(n->attr_float("scale", 0), 0.5f);
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, SdpaScaleOnQAndKMultiplies) {
+  // torch's SDPA decomposition: Mul(Q, D^-¼) and Mul(Kᵀ, D^-¼): scale = D^-½.
+  Spec s;
+  s.kt = Spec::Kt::Via0132;
+  s.scale = Spec::Scale::QandK;
+  s.d = 8;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(o.optimized->nodes().size(), 1u);
+  EXPECT_NEAR(n->attr_float("scale", 0), 1 / std::sqrt(8.0), 1e-7);
+  EXPECT_TRUE(fused_from_has(n, "q_scale") && fused_from_has(n, "k_scale"));
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, NoScaleIsScaleOne) {
+  Spec s;
+  s.scale = Spec::Scale::None;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_FLOAT_EQ(n->attr_float("scale", 0), 1.0f);
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, Opset23WritesTheStandardOp) {
+  Spec s;
+  s.opset = 23;
+  s.mask = Spec::Mask::AddInput;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(o.optimized->opset("ai.fusec"), 0);
+  EXPECT_EQ(n->attr_int("q_num_heads", 0), 2);
+  expect_same_numbers(o);
+  // --portable is fine there: the op is standard.
+  EXPECT_EQ(count(*fuse(s, PassOptions{true}).optimized, "Attention"), 1);
+}
+
+TEST(FuseAttention, Gpt2CausalWhereBecomesIsCausal) {
+  // GPT-2: Where(bias[:, :, :S, :S], scores, finfo.min) with the constant lower triangle, then the
+  // padding mask added; also with Sq != Skv (upper-left triangle, as ONNX Attention without cache).
+  for (auto [sq, skv] : {std::pair<int64_t, int64_t>{4, 4}, {3, 5}}) {
+    for (bool with_add : {false, true}) {
+      SCOPED_TRACE(std::to_string(sq) + "x" + std::to_string(skv) + (with_add ? " + add" : ""));
+      Spec s;
+      s.sq = sq;
+      s.skv = skv;
+      s.kt = Spec::Kt::Via0132;
+      s.mask = with_add ? Spec::Mask::WhereCausalAndAdd : Spec::Mask::WhereCausal;
+      Outcome o = fuse(s);
+      const Node* n = fused_node(o, "ai.fusec");
+      ASSERT_TRUE(n);
+      EXPECT_EQ(n->attr_int("is_causal", 0), 1);
+      EXPECT_EQ(n->inputs.size(), with_add ? 4u : 3u);
+      EXPECT_EQ(o.optimized->find_value("causal"), nullptr);  // the triangle constant is gone
+      expect_same_numbers(o);
+    }
+  }
+}
+
+TEST(FuseAttention, NonTriangleWhereStaysABoolMask) {
+  // A bottom-right aligned band (j <= i + Skv - Sq) is not ONNX's upper-left causal: kept as a mask.
+  Spec s;
+  s.sq = 3;
+  s.skv = 5;
+  s.mask = Spec::Mask::WhereBand;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->attr_int("is_causal", 0), 0);
+  ASSERT_EQ(n->inputs.size(), 4u);
+  EXPECT_EQ(n->inputs[3]->name, "causal");
+  EXPECT_EQ(n->inputs[3]->type.dtype, DType::Bool);
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, LlamaRopeRepeatKvAndAdditiveCausalConstant) {
+  // Llama: RoPE on Q and K after the head split (4-D form), repeat_kv for 4 query heads over 2 kv
+  // heads (absorbed: K and V enter with 2 heads), the causal mask as an additive constant.
+  Spec s;
+  s.hq = 4;
+  s.hkv = 2;
+  s.rope = true;
+  s.repeat = true;
+  s.scale = Spec::Scale::Mul;
+  s.mask = Spec::Mask::AddCausal;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->attr_int("is_causal", 0), 1);
+  EXPECT_EQ(n->inputs.size(), 3u);
+  EXPECT_FALSE(n->has_attr("q_num_heads"));  // 4-D: the heads are the tensors' dim 1
+  EXPECT_EQ(n->inputs[0]->name, "q_rope_out");
+  EXPECT_EQ(n->inputs[1]->name, "k_rope_out");
+  EXPECT_EQ(n->inputs[2]->name, "v_bhsd_out");
+  EXPECT_EQ(count(*o.optimized, "Expand"), 0);
+  EXPECT_EQ(count(*o.optimized, "Unsqueeze"), 0);
+  for (const char* name : {"k_repeat", "k_expand", "k_unsqueeze", "v_repeat", "k_t"}) EXPECT_TRUE(fused_from_has(n, name)) << name;
+  // What must stay stays: Q's and K's head-split transposes feed RoPE, the merge stays after Y.
+  EXPECT_EQ(count(*o.optimized, "Transpose"), 4);
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, RepeatKvAbsorbedInThreeD) {
+  // GQA without RoPE: the 3-D form with kv_num_heads 2 for 6 query heads.
+  Spec s;
+  s.hq = 6;
+  s.hkv = 2;
+  s.repeat = true;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->attr_int("q_num_heads", 0), 6);
+  EXPECT_EQ(n->attr_int("kv_num_heads", 0), 2);
+  EXPECT_EQ(o.optimized->nodes().size(), 1u);
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, FourDWhenTheOutputIsNotMerged) {
+  // No head merge after P·V: the 4-D form on the transposed tensors; BERT-legacy Kᵀ gets a new
+  // Transpose(0,2,1,3) since the graph has no [B, H, S, D] K.
+  Spec s;
+  s.merge = false;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->inputs[0]->name, "q_bhsd_out");
+  EXPECT_EQ(n->inputs[2]->name, "v_bhsd_out");
+  ASSERT_TRUE(n->inputs[1]->producer);
+  EXPECT_EQ(n->inputs[1]->producer->attr_ints("perm"), (std::vector<int64_t>{0, 2, 1, 3}));
+  EXPECT_EQ(n->outputs[0]->name, "pv_out");
+  EXPECT_FALSE(fused_from_has(n, "q_bhsd"));  // still in the graph
+  EXPECT_TRUE(fused_from_has(n, "k_t"));
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, PowerOfTwoScaleFoldsIntoAConstantMaskBeforeIt) {
+  // (QKᵀ + m)/2 = QKᵀ/2 + m/2 exactly: the mask constant is rewritten as m/2.
+  Spec s;
+  s.mask = Spec::Mask::AddCausal;
+  s.mask_before_scale = true;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->attr_int("is_causal", 0), 1);  // -3.4e38/2 still masks like -inf
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, Float16) {
+  Spec s;
+  s.dtype = DType::Float16;
+  s.mask = Spec::Mask::AddInput;
+  Outcome o = fuse(s);
+  ASSERT_TRUE(fused_node(o, "ai.fusec"));
+  VerifyResult v = verify_equivalence(*o.original, *o.optimized, 2, 7, {1e-2, 1e-3});
+  EXPECT_TRUE(v.ok);
+}
+
+TEST(FuseAttention, PipelineSeesThroughDropoutAndFusesOnce) {
+  // In the pipeline cleanup removes an inference Dropout between Softmax and P·V first.
+  auto g = build(Spec{});
+  Node* pv = nullptr;
+  for (const auto& n : g->nodes())
+    if (n->name == "pv") pv = n.get();
+  ASSERT_TRUE(pv);
+  Value* drop = g->add_value("dropped");
+  g->add_node("Dropout", {pv->inputs[0]}, {drop}, "dropout");
+  g->set_input(pv, 0, drop);
+  g->topo_sort();
+  infer_shapes(*g);
+  auto original = g->clone();
+  optimize_graph(*g, PipelineOptions{});
+  EXPECT_EQ(count(*g, "Attention", "ai.fusec"), 1);
+  EXPECT_EQ(count(*g, "Dropout"), 0);
+  VerifyResult v = verify_equivalence(*original, *g, 2, 7, {1e-4, 1e-5});
+  EXPECT_TRUE(v.ok);
+}
+
+TEST(FuseAttention, NearMissSoftmaxNotOverTheKeys) {
+  Spec s;
+  s.softmax_axis = 2;
+  expect_near_miss(s, "the Softmax is over axis 2, not the last (keys) axis");
+}
+
+TEST(FuseAttention, NearMissMaskBeforeANonPowerOfTwoScale) {
+  Spec s;
+  s.d = 3;  // scale 1/√3
+  s.mask = Spec::Mask::AddInput;
+  s.mask_before_scale = true;
+  expect_near_miss(s, "the mask 'mask' is added before the scale (x0.577350); only a constant mask and a power-of-two scale fold exactly");
+  s.d = 4;  // 1/2 is a power of two, but the mask is computed
+  expect_near_miss(s, "the mask 'mask' is added before the scale (x0.500000); only a constant mask and a power-of-two scale fold exactly");
+}
+
+TEST(FuseAttention, NearMissScaleNotAConstant) {
+  auto g = build(Spec{});
+  Node* scale = nullptr;
+  for (const auto& n : g->nodes())
+    if (n->name == "scale") scale = n.get();
+  ASSERT_TRUE(scale);
+  Value* s = g->add_named_value("runtime_scale");
+  s->type = {DType::Float32, Shape{}};
+  s->is_graph_input = true;
+  g->inputs.push_back(s);
+  g->set_input(scale, 1, s);
+  Outcome o = run_one_pass<FuseAttentionPass>(std::move(g));
+  EXPECT_FALSE(o.changed);
+  ASSERT_EQ(o.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(o.ctx.near_misses[0].reason, "Div 'scale' scales the scores by 'runtime_scale', which is not a constant scalar");
+}
+
+TEST(FuseAttention, NearMissProbabilitiesReadElsewhere) {
+  Spec s;
+  s.probs_output = true;
+  expect_near_miss(s, "the attention probabilities 'softmax_out' are a graph output");
+}
+
+TEST(FuseAttention, NearMissUnknownShapes) {
+  // The head split's target is computed at run time: the heads cannot be proven.
+  auto g = build(Spec{});
+  for (const auto& n : g->nodes())
+    if (n->name == "q_split") {
+      Value* target = g->add_named_value("runtime_shape");
+      target->type = {DType::Int64, Shape{4}};
+      target->is_graph_input = true;
+      g->inputs.push_back(target);
+      g->set_input(n.get(), 1, target);
+    }
+  for (Value* v : g->values())
+    if (!v->is_graph_input && !v->is_initializer()) v->type.shape.reset();
+  Outcome o = run_one_pass<FuseAttentionPass>(std::move(g));
+  EXPECT_FALSE(o.changed);
+  ASSERT_EQ(o.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(o.ctx.near_misses[0].reason,
+            "Q, K and V are not all of known 4-D shape [B, H, S, D], so their heads cannot be proven (bind the shapes, e.g. --batch)");
+}
+
+TEST(FuseAttention, NearMissNotFloat) {
+  Spec s;
+  s.dtype = DType::Float64;
+  expect_near_miss(s, "the scores are float64, not float32, float16 or bfloat16");
+}
+
+TEST(FuseAttention, NearMissPortableBeforeOpset23) {
+  expect_near_miss(Spec{}, "Attention is not standard ONNX before opset 23 (the model imports opset 17); --portable writes standard ops only",
+                   PassOptions{true});
+}
+
+TEST(FuseAttention, NearMissFiniteFillThatEmptiesARow) {
+  // A constant Where condition with an all-false row and a finite fill: the graph averages V over
+  // that row where Attention would give zeros.
+  Spec s;
+  s.sq = 3;
+  s.skv = 5;
+  s.mask = Spec::Mask::WhereCausal;
+  auto g = build(s);
+  Value* cond = g->find_value("causal");
+  Tensor c = cond->initializer->clone();
+  for (int64_t j = 0; j < 5; ++j) c.data<uint8_t>()[j] = 0;  // query 0 sees nothing
+  for (int64_t j = 0; j < 5; ++j) c.data<uint8_t>()[5 + j] = 1;  // not a triangle any more
+  cond->initializer = std::make_shared<Tensor>(std::move(c));
+  Outcome o = run_one_pass<FuseAttentionPass>(std::move(g));
+  EXPECT_FALSE(o.changed);
+  ASSERT_EQ(o.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(o.ctx.near_misses[0].reason,
+            "Where 'causal_where' masks every key of some query row with a finite fill (the graph averages V there, Attention gives 0)");
+}
+
+TEST(FuseAttention, NotAttentionIsSilent) {
+  // A classifier's Softmax over a 2-D MatMul: no near-miss.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {2, 8});
+  Value* logits = b.node("MatMul", {x, b.initializer("w", constant_floats({8, 3}, -0.5f, 0.05f))}, {}, "fc");
+  b.output(b.node("Softmax", {logits}, {attr("axis", int64_t{-1})}, "softmax"));
+  Outcome o = run_one_pass<FuseAttentionPass>(b.build());
+  EXPECT_FALSE(o.changed);
+  EXPECT_TRUE(o.ctx.near_misses.empty());
+}
