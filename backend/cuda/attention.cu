@@ -209,7 +209,7 @@ std::string attention_unsupported(const AttentionArgs& a) {
            std::to_string(a.v_head_dim) + ")";
   if (a.kv_heads < 1 || a.q_heads % a.kv_heads != 0) return "the query heads are not a multiple of the key/value heads";
   if (a.batch > 65535 || a.q_heads > 65535) return "more than 65535 batches or heads";
-  if (a.mask && a.mask_dtype != DType::Bool && a.mask_dtype != a.dtype)
+  if (a.mask_dtype != DType::Undefined && a.mask_dtype != DType::Bool && a.mask_dtype != a.dtype)
     return std::string("the mask is ") + dtype_name(a.mask_dtype) + ", not bool or the inputs' type";
   return "";
 }

@@ -55,7 +55,9 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::create(const AttentionArgs& a, Context& ct
   else return refuse("cuDNN SDPA takes fp16 and bf16 only");
   if (a.head_dim != a.v_head_dim || a.head_dim % 8 != 0 || a.head_dim > 128)
     return refuse("cuDNN SDPA here takes equal Q/V head sizes, a multiple of 8 up to 128");
-  if (a.mask && a.mask_dtype == DType::Bool) return refuse("cuDNN SDPA takes an additive mask, not a bool one");
+  // At plan time the pointers are not bound yet: the mask's presence is its dtype.
+  const bool has_mask = a.mask_dtype != DType::Undefined;
+  if (has_mask && a.mask_dtype == DType::Bool) return refuse("cuDNN SDPA takes an additive mask, not a bool one");
   if (ctx.sm() < 80) return refuse("cuDNN SDPA needs sm_80 or newer");
 
   auto g = std::make_shared<fe::graph::Graph>();
@@ -69,7 +71,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::create(const AttentionArgs& a, Context& ct
   auto V = tensor("V", kV, {b, hk, sk, d}, strides_of(a.vs));
   auto opts = fe::graph::SDPA_attributes().set_name("fusec_attention").set_generate_stats(false).set_attn_scale(a.scale);
   if (a.causal) opts.set_causal_mask(true);
-  if (a.mask) {
+  if (has_mask) {
     // The mask's broadcast dims (stride 0) become size-1 dims of the bias tensor.
     const int64_t full[4] = {b, hq, sq, sk};
     std::vector<int64_t> dims(4), strides(4);
@@ -99,7 +101,7 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::create(const AttentionArgs& a, Context& ct
   int64_t ws = 0;
   e = g->get_workspace_size(ws);
   if (e.is_bad()) return refuse("cuDNN SDPA workspace query failed: " + e.get_message());
-  return std::make_unique<Sdpa>(std::move(g), h, ws, a.mask != nullptr);
+  return std::make_unique<Sdpa>(std::move(g), h, ws, has_mask);
 }
 
 #else
