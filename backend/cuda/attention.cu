@@ -36,7 +36,42 @@ __device__ __forceinline__ void load_tile(float* dst, const T* src, int64_t seq_
   }
 }
 
-template <typename T, int HD>
+// fp32 tiles stream in with cp.async (16 bytes, zero-filled past the end), so the next tile's
+// loads overlap this tile's arithmetic instead of stalling every warp at a barrier.
+__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool valid) {
+  const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+/// dim and seq_stride multiples of 4, src 16-byte aligned (checked by the launcher).
+template <int HD>
+__device__ __forceinline__ void load_tile_async(float* dst, const float* src, int64_t seq_stride, int rows_valid, int dim) {
+  constexpr int P = padded(HD), C = HD / 4;
+  for (int idx = threadIdx.x; idx < kKeys * C; idx += kThreads) {
+    const int r = idx / C, c = idx - r * C;
+    const bool ok = r < rows_valid && 4 * c < dim;
+    cp_async16(dst + r * P + 4 * c, ok ? src + static_cast<int64_t>(r) * seq_stride + 4 * c : src, ok);
+  }
+}
+
+/// A mask that is the same for every query row ([B, 1, 1, Skv] as BERT's): the tile's 64 values,
+/// as additive floats, staged once in shared memory instead of 32 global loads per thread.
+template <typename T>
+__device__ __forceinline__ void load_row_mask(float* dst, const AttentionArgs& a, int64_t base, int k0) {
+  if (threadIdx.x >= kKeys) return;
+  const int col = k0 + threadIdx.x;
+  float v = -INFINITY;
+  if (col < a.kv_len) {
+    const int64_t off = base + col * a.mask_stride[3];
+    if (a.mask_dtype == DType::Bool) v = static_cast<const unsigned char*>(a.mask)[off] ? 0.0f : -INFINITY;
+    else v = to_compute(static_cast<const T*>(a.mask)[off]);
+  }
+  dst[threadIdx.x] = v;
+}
+
+template <typename T, int HD, bool ASYNC>
 __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   constexpr int P = padded(HD);
   constexpr int T4 = HD / 32;  // float4 output groups per lane
@@ -44,6 +79,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   float* qs = reinterpret_cast<float*>(smem4);
   float* ks = qs + kRows * P;
   float* vs = ks + kKeys * P;
+  float* mrow = vs + kKeys * P;  // kKeys floats: the staged row-broadcast mask
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int rg = lane >> 3, cg = lane & 7;
@@ -74,11 +110,27 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
   const bool bool_mask = a.mask_dtype == DType::Bool;
   const int64_t mask_base = b * a.mask_stride[0] + h * a.mask_stride[1];
 
+  const bool row_mask = a.mask && a.mask_stride[2] == 0;
+  const float* Kf = reinterpret_cast<const float*>(K);
+  const float* Vf = reinterpret_cast<const float*>(V);
+  if constexpr (ASYNC) {
+    load_tile_async<HD>(ks, Kf, a.ks.seq, min(kKeys, a.kv_len), a.head_dim);
+    cp_async_commit();
+  }
+
   for (int k0 = 0; k0 < kv_end; k0 += kKeys) {
-    __syncthreads();  // the previous tile is consumed (and Q is written, for the first)
     const int valid = min(kKeys, a.kv_len - k0);
-    load_tile(ks, K + static_cast<int64_t>(k0) * a.ks.seq, a.ks.seq, valid, a.head_dim, 1.0f, kKeys, HD);
-    load_tile(vs, V + static_cast<int64_t>(k0) * a.vs.seq, a.vs.seq, valid, a.v_head_dim, 1.0f, kKeys, HD);
+    __syncthreads();  // the previous tile is consumed (and Q is written, for the first)
+    if constexpr (ASYNC) {
+      // V of this tile loads while its scores are computed; K of this tile was issued earlier.
+      load_tile_async<HD>(vs, Vf + static_cast<int64_t>(k0) * a.vs.seq, a.vs.seq, valid, a.v_head_dim);
+      cp_async_commit();
+      cp_async_wait_all_but_one();
+    } else {
+      load_tile(ks, K + static_cast<int64_t>(k0) * a.ks.seq, a.ks.seq, valid, a.head_dim, 1.0f, kKeys, HD);
+      load_tile(vs, V + static_cast<int64_t>(k0) * a.vs.seq, a.vs.seq, valid, a.v_head_dim, 1.0f, kKeys, HD);
+    }
+    if (row_mask) load_row_mask<T>(mrow, a, mask_base, k0);
     __syncthreads();
 
     float s[4][8];
@@ -110,6 +162,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
         float x = s[i][j];
         if (col >= a.kv_len || (a.causal && col > row[i])) {
           x = -INFINITY;
+        } else if (row_mask) {
+          x += mrow[cg + 8 * j];
         } else if (a.mask && row_ok) {
           const int64_t off = mask_base + row[i] * a.mask_stride[2] + col * a.mask_stride[3];
           if (bool_mask) x = mask_b[off] ? x : -INFINITY;
@@ -140,6 +194,16 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
       for (int t = 0; t < 4 * T4; ++t) o[i][t] *= alpha;
     }
 
+    if constexpr (ASYNC) {
+      __syncthreads();  // every warp is done reading this K tile: the next one may land there
+      if (k0 + kKeys < kv_end)
+        load_tile_async<HD>(ks, Kf + static_cast<int64_t>(k0 + kKeys) * a.ks.seq, a.ks.seq,
+                            min(kKeys, a.kv_len - k0 - kKeys), a.head_dim);
+      cp_async_commit();
+      cp_async_wait_all_but_one();  // this tile's V
+      __syncthreads();
+    }
+
     // P·V: key c's probability for row i sits in lane (row group, c % 8), register j = c / 8.
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -164,6 +228,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
     }
   }
 
+  if constexpr (ASYNC) asm volatile("cp.async.wait_all;\n" ::);  // no copy outlives the block
+
   T* Y = static_cast<T*>(a.y) + b * a.ys.batch + h * a.ys.head;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -182,23 +248,31 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
 
 int head_tile(const AttentionArgs& a) { return std::max(a.head_dim, a.v_head_dim) <= 64 ? 64 : 128; }
 
-template <typename T, int HD>
+template <typename T, int HD, bool ASYNC>
 void launch_typed(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr size_t smem = static_cast<size_t>(kRows + 2 * kKeys) * padded(HD) * sizeof(float);
+  constexpr size_t smem = (static_cast<size_t>(kRows + 2 * kKeys) * padded(HD) + kKeys) * sizeof(float);
   // Over 48 KiB of dynamic shared memory needs the per-function opt-in, once per instantiation.
   static const cudaError_t opted_in = cudaFuncSetAttribute(
-      attention_kernel<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      attention_kernel<T, HD, ASYNC>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (opted_in != cudaSuccess)
     throw_cuda_error(static_cast<int>(opted_in), "cudaFuncSetAttribute(attention)", __FILE__, __LINE__);
   dim3 grid((a.q_len + kRows - 1) / kRows, a.q_heads, a.batch);
-  attention_kernel<T, HD><<<grid, kThreads, smem, stream>>>(a);
+  attention_kernel<T, HD, ASYNC><<<grid, kThreads, smem, stream>>>(a);
   check_launch("attention");
+}
+
+/// cp.async needs 16-byte chunks: head sizes and K/V strides in whole float4s, aligned bases.
+bool async_ok(const AttentionArgs& a) {
+  auto al = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  auto m4 = [](int64_t v) { return v % 4 == 0; };
+  return a.dtype == DType::Float32 && a.head_dim % 4 == 0 && a.v_head_dim % 4 == 0 && m4(a.ks.batch) && m4(a.ks.head) &&
+         m4(a.ks.seq) && m4(a.vs.batch) && m4(a.vs.head) && m4(a.vs.seq) && al(a.k) && al(a.v);
 }
 
 }  // namespace
 
 size_t attention_smem_bytes(const AttentionArgs& a) {
-  return static_cast<size_t>(kRows + 2 * kKeys) * padded(head_tile(a)) * sizeof(float);
+  return (static_cast<size_t>(kRows + 2 * kKeys) * padded(head_tile(a)) + kKeys) * sizeof(float);
 }
 
 std::string attention_unsupported(const AttentionArgs& a) {
@@ -221,9 +295,13 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
     using T = decltype(t);
     if constexpr (std::is_same_v<T, double>) {
       throw_cuda_error(0, "attention: float64", __FILE__, __LINE__);
+    } else if constexpr (std::is_same_v<T, float>) {
+      const bool async = async_ok(a);
+      if (hd == 64) async ? launch_typed<T, 64, true>(a, stream) : launch_typed<T, 64, false>(a, stream);
+      else async ? launch_typed<T, 128, true>(a, stream) : launch_typed<T, 128, false>(a, stream);
     } else {
-      if (hd == 64) launch_typed<T, 64>(a, stream);
-      else launch_typed<T, 128>(a, stream);
+      if (hd == 64) launch_typed<T, 64, false>(a, stream);
+      else launch_typed<T, 128, false>(a, stream);
     }
   });
   if (!ok) throw_cuda_error(0, "attention: unsupported dtype", __FILE__, __LINE__);
