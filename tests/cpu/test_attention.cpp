@@ -164,6 +164,20 @@ TEST(CpuAttention, GroupedQueryHeadsShareKvHeads) {
   expect_close(run_attention({merge_heads(q), merge_heads(k), merge_heads(v)}, h), merge_heads(want));
 }
 
+TEST(CpuAttention, LargeHeadsTakeTheGemmPath) {
+  // 64 queries x 80 keys x 16 dims per head is past the kernel's plain-loop size: the blocked GEMM
+  // computes both products, reading 3-D rows in place (row stride H·D) and a GQA kv head.
+  const Tensor q = random_floats({2, 4, 64, 16}, 40), k = random_floats({2, 2, 80, 16}, 41), v = random_floats({2, 2, 80, 8}, 42);
+  const Tensor mask = random_floats({2, 1, 64, 80}, 43);
+  const BiasFn bias = [&](int64_t b, int64_t, int64_t i, int64_t j) {
+    return j > i ? kNegInf : static_cast<double>(mask.data<float>()[(b * 64 + i) * 80 + j]);
+  };
+  const Tensor want = naive(q, k, v, 0.25, bias);
+  expect_close(run_attention({q, k, v, mask}, {attr("is_causal", int64_t{1})}), want, 1e-4, 1e-5);
+  const auto h = {heads("q_num_heads", 4), heads("kv_num_heads", 2), attr("is_causal", int64_t{1})};
+  expect_close(run_attention({merge_heads(q), merge_heads(k), merge_heads(v), mask}, h), merge_heads(want), 1e-4, 1e-5);
+}
+
 TEST(CpuAttention, CausalIsUpperLeftAlignedWithoutCache) {
   // Query i sees keys j <= i, whichever of Sq and Skv is longer.
   const BiasFn causal = [](int64_t, int64_t, int64_t i, int64_t j) { return j > i ? kNegInf : 0.0; };
