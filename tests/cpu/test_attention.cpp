@@ -265,6 +265,22 @@ TEST(CpuAttention, PastKeyValueExtendTheKeysAndShiftTheCausalFrontier) {
   expect_close(outs[0], naive(q, kk, vv, 0.5, causal));
 }
 
+TEST(CpuAttention, NonpadLengthsAtTheInt64LimitsMeanAllOrNoKeys) {
+  // Opset 24's nonpad_kv_seqlen: INT64_MAX keeps every key (even with is_causal, whose frontier
+  // i + nonpad − Sq is then past the last key), INT64_MIN none (a zero row), without overflow.
+  const Tensor q = random_floats({2, 1, 3, 4}, 44), k = random_floats({2, 1, 5, 4}, 45), v = random_floats({2, 1, 5, 4}, 46);
+  const Tensor lengths = int64s({std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}, {2});
+  GraphBuilder b(24);
+  std::vector<Value*> ins = {b.input("Q", DType::Float32, shape_of(q.dims())), b.input("K", DType::Float32, shape_of(k.dims())),
+                             b.input("V", DType::Float32, shape_of(v.dims())), nullptr, nullptr, nullptr,
+                             b.input("n", DType::Int64, {2})};
+  b.output(b.node_n("Attention", ins, 1, {attr("is_causal", int64_t{1})}, "attn")[0]);
+  auto g = b.build();
+  const Tensor y = run_cpu(*g, {q, k, v, lengths})[0];
+  const Tensor want = naive(q, k, v, 0.5, [](int64_t b, int64_t, int64_t, int64_t) { return b == 0 ? 0.0 : kNegInf; });
+  expect_close(y, want);
+}
+
 TEST(CpuAttention, ShapeErrorsNameTheProblem) {
   const Tensor q = random_floats({1, 2, 3, 4}, 34), k = random_floats({1, 2, 3, 4}, 35);
   auto fails_with = [](const std::vector<Tensor>& in, std::vector<NamedAttribute> a, const std::string& what) {

@@ -81,6 +81,9 @@ void concat_cache(const AttentionDims& a, const Tensor* past, const Tensor& src,
   });
 }
 
+/// Farther than any key index can be (tensors hold far fewer than 2^40 elements per dim).
+constexpr int64_t kFar = int64_t{1} << 40;
+
 /// Everything about one node that is the same for every (batch, head) task.
 struct Plan {
   AttentionDims a;
@@ -89,7 +92,8 @@ struct Plan {
   int64_t left = -1, right = -1;  // sliding window (opset 25); -1: unbounded
   QkOutputMode mode = QkOutputMode::Raw;
   MaskView mask;
-  const int64_t* nonpad = nullptr;
+  const int64_t* nonpad = nullptr;  // points into `nonpad_store`
+  std::vector<int64_t> nonpad_store;
 };
 
 /// True when some key may be masked: otherwise the bias is zero everywhere and is skipped.
@@ -267,8 +271,8 @@ void attention_kernel(KernelContext& ctx) {
     p.softcap = ctx.attr_float("softcap");
     p.mode = static_cast<QkOutputMode>(ctx.attr_int("qk_matmul_output_mode"));
     if (ctx.schema().find_attr("left_window_size")) {
-      p.left = ctx.attr_int("left_window_size");
-      p.right = ctx.attr_int("right_window_size");
+      p.left = std::clamp<int64_t>(ctx.attr_int("left_window_size"), -1, kFar);
+      p.right = std::clamp<int64_t>(ctx.attr_int("right_window_size"), -1, kFar);
     }
   }
   if (ctx.has_input(kMask)) p.mask = mask_view(ctx, ctx.input(kMask), a, standard);
@@ -277,7 +281,11 @@ void attention_kernel(KernelContext& ctx) {
     if (n.dtype() != DType::Int64 || n.dims() != std::vector<int64_t>{a.batch})
       ctx.fail("nonpad_kv_seqlen must be int64 of shape [" + std::to_string(a.batch) + "]");
     if (past_k) ctx.fail("nonpad_kv_seqlen cannot be combined with past_key/past_value");
-    p.nonpad = n.data<int64_t>();
+    // Lengths beyond ±kFar act like ±kFar (every key / none), and keep the frontier arithmetic
+    // i + nonpad − Sq + window far from int64 overflow.
+    p.nonpad_store.assign(n.data<int64_t>(), n.data<int64_t>() + a.batch);
+    for (int64_t& v : p.nonpad_store) v = std::clamp<int64_t>(v, -kFar, kFar);
+    p.nonpad = p.nonpad_store.data();
   }
   dispatch_float(q.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);
