@@ -161,6 +161,8 @@ void softmax_row(T* s, const T* bias, int64_t n) {
 /// Below this many multiply-adds per (batch, head) the two products run as plain loops: the
 /// blocked GEMM's packing costs more than it saves on BERT-small's 16×16×16 heads.
 constexpr int64_t kGemmWork = 1 << 15;
+/// Query rows whose scores are held at once.
+constexpr int64_t kRowBlock = 64;
 
 template <typename T>
 void run_attention(KernelContext& ctx, const Plan& p) {
@@ -171,15 +173,15 @@ void run_attention(KernelContext& ctx, const Plan& p) {
   // K' and V' as rows (b, g, j) at base + b·st.b + g·st.h + j·st.s: the inputs themselves when
   // there is no cache to prepend and no present output to write, else [B, Hkv, T, size] copies.
   struct Rows { const T* base; AttentionDims::Strides st; };
-  std::vector<T> k_scratch, v_scratch;
-  auto rows = [&](size_t in, const Tensor* past, size_t out, std::vector<T>& scratch, int64_t size) -> Rows {
+  Tensor k_scratch, v_scratch;  // Tensors, so the host memory budget counts them
+  auto rows = [&](size_t in, const Tensor* past, size_t out, Tensor& scratch, int64_t size) -> Rows {
     if (!past && !ctx.has_output(out)) return {ctx.input(in).template data<T>(), a.strides(a.kv_heads, a.kv_seq, size)};
     T* dst;
     if (ctx.has_output(out)) {
       dst = ctx.output(out).template data<T>();
     } else {
-      scratch.resize(static_cast<size_t>(a.batch * a.kv_heads * total * size));
-      dst = scratch.data();
+      scratch = Tensor(ctx.input(in).dtype(), {a.batch, a.kv_heads, total, size});
+      dst = scratch.template data<T>();
     }
     concat_cache<T>(a, past, ctx.input(in), size, dst);
     return {dst, {a.kv_heads * total * size, total * size, size}};
@@ -195,8 +197,11 @@ void run_attention(KernelContext& ctx, const Plan& p) {
   const T scale = static_cast<T>(p.scale), cap = static_cast<T>(p.softcap);
   const bool use_gemm = a.q_seq * total * std::max(d, dv) >= kGemmWork;
   const bool biased = has_bias(p);
+  // Query rows go in blocks, so the scores held per thread stay kRowBlock × T however long the
+  // sequences are (a model file cannot make this allocate Sq × T).
+  const int64_t block = std::min<int64_t>(a.q_seq, kRowBlock);
   parallel_for(a.batch * a.q_heads, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> scores(static_cast<size_t>(a.q_seq * total)), bias(static_cast<size_t>(total), T(0));
+    std::vector<T> scores(static_cast<size_t>(block * total)), bias(static_cast<size_t>(total), T(0));
     std::vector<T> kt(use_gemm ? 0 : static_cast<size_t>(d * total));
     for (int64_t bh = lo; bh < hi; ++bh) {
       const int64_t b = bh / a.q_heads, h = bh % a.q_heads, g = h / a.group();
@@ -204,49 +209,54 @@ void run_attention(KernelContext& ctx, const Plan& p) {
       const T* kg = keys.base + b * keys.st.b + g * keys.st.h;
       const T* vg = values.base + b * values.st.b + g * values.st.h;
       T* ybh = y + b * ys.b + h * ys.h;
-      if (use_gemm) {
-        gemm(false, true, a.q_seq, total, d, scale, qbh, qs.s, kg, keys.st.s, T(0), scores.data(), total);
-      } else {
-        // s_i = scale · Σ_d q_id · Kᵀ[d, :], along Kᵀ's contiguous rows (no horizontal sums).
+      T* qk_bh = qk ? qk + bh * a.q_seq * total : nullptr;
+      if (!use_gemm)  // Kᵀ [D, T] once per head: s_i = scale · Σ_d q_id · Kᵀ[d, :] needs no horizontal sums
         for (int64_t e = 0; e < d; ++e)
           for (int64_t j = 0; j < total; ++j) kt[e * total + j] = kg[j * keys.st.s + e];
-        for (int64_t i = 0; i < a.q_seq; ++i) {
-          T* si = scores.data() + i * total;
-          const T* qi = qbh + i * qs.s;
-          std::fill(si, si + total, T(0));
-          for (int64_t e = 0; e < d; ++e) {
-            const T qe = qi[e] * scale;
-            const T* row = kt.data() + e * total;
-            for (int64_t j = 0; j < total; ++j) si[j] += qe * row[j];
+      for (int64_t i0 = 0; i0 < a.q_seq; i0 += block) {
+        const int64_t rows = std::min(block, a.q_seq - i0);
+        if (use_gemm) {
+          gemm(false, true, rows, total, d, scale, qbh + i0 * qs.s, qs.s, kg, keys.st.s, T(0), scores.data(), total);
+        } else {
+          for (int64_t r = 0; r < rows; ++r) {
+            T* si = scores.data() + r * total;
+            const T* qi = qbh + (i0 + r) * qs.s;
+            std::fill(si, si + total, T(0));
+            for (int64_t e = 0; e < d; ++e) {
+              const T qe = qi[e] * scale;
+              const T* row = kt.data() + e * total;
+              for (int64_t j = 0; j < total; ++j) si[j] += qe * row[j];
+            }
           }
         }
-      }
-      T* qk_bh = qk ? qk + bh * a.q_seq * total : nullptr;
-      for (int64_t i = 0; i < a.q_seq; ++i) {
-        T* s = scores.data() + i * total;
-        T* out = qk_bh ? qk_bh + i * total : nullptr;
-        if (out && p.mode == QkOutputMode::Raw) std::copy(s, s + total, out);
-        if (cap > 0)
-          for (int64_t j = 0; j < total; ++j) s[j] = cap * std::tanh(s[j] / cap);
-        if (out && p.mode == QkOutputMode::AfterSoftcap) std::copy(s, s + total, out);
-        const bool attends = !biased || bias_row<T>(p, b, h, i, bias.data());
-        if (biased)
-          for (int64_t j = 0; j < total; ++j) s[j] += bias[j];
-        if (out && p.mode == QkOutputMode::WithBias) std::copy(s, s + total, out);
-        // Decided on the bias, not the scores: a query with no key to attend gives a zero row.
-        if (attends) softmax_row(s, bias.data(), total);
-        else std::fill(s, s + total, T(0));
-        if (out && p.mode == QkOutputMode::AfterSoftmax) std::copy(s, s + total, out);
-        if (use_gemm) continue;
-        T* yi = ybh + i * ys.s;  // y_i = Σ_j p_ij v_j, accumulated along V's contiguous rows
-        std::fill(yi, yi + dv, T(0));
-        for (int64_t j = 0; j < total; ++j) {
-          const T pj = s[j];
-          const T* vj = vg + j * values.st.s;
-          for (int64_t e = 0; e < dv; ++e) yi[e] += pj * vj[e];
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t i = i0 + r;
+          T* s = scores.data() + r * total;
+          T* out = qk_bh ? qk_bh + i * total : nullptr;
+          if (out && p.mode == QkOutputMode::Raw) std::copy(s, s + total, out);
+          if (cap > 0)
+            for (int64_t j = 0; j < total; ++j) s[j] = cap * std::tanh(s[j] / cap);
+          if (out && p.mode == QkOutputMode::AfterSoftcap) std::copy(s, s + total, out);
+          const bool attends = !biased || bias_row<T>(p, b, h, i, bias.data());
+          if (biased)
+            for (int64_t j = 0; j < total; ++j) s[j] += bias[j];
+          if (out && p.mode == QkOutputMode::WithBias) std::copy(s, s + total, out);
+          // Decided on the bias, not the scores: a query with no key to attend gives a zero row.
+          if (attends) softmax_row(s, bias.data(), total);
+          else std::fill(s, s + total, T(0));
+          if (out && p.mode == QkOutputMode::AfterSoftmax) std::copy(s, s + total, out);
+          if (use_gemm) continue;
+          T* yi = ybh + i * ys.s;  // y_i = Σ_j p_ij v_j, accumulated along V's contiguous rows
+          std::fill(yi, yi + dv, T(0));
+          for (int64_t j = 0; j < total; ++j) {
+            const T pj = s[j];
+            const T* vj = vg + j * values.st.s;
+            for (int64_t e = 0; e < dv; ++e) yi[e] += pj * vj[e];
+          }
         }
+        if (use_gemm)
+          gemm(false, false, rows, dv, total, T(1), scores.data(), total, vg, values.st.s, T(0), ybh + i0 * ys.s, ys.s);
       }
-      if (use_gemm) gemm(false, false, a.q_seq, dv, total, T(1), scores.data(), total, vg, values.st.s, T(0), ybh, ys.s);
     }
   });
 }
