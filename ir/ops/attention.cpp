@@ -201,6 +201,11 @@ void infer_attention(InferContext& c) {
 /// the score matrix is not counted, as a fused kernel keeps it on chip.
 Cost cost_attention(const CostContext& c) {
   const auto &q = c.in_dims[kQ], &k = c.in_dims[kK], &v = c.in_dims[kV];
+  // Costed at static shapes that inference may not have checked (a node it skipped): only read the
+  // dims a well-formed node has.
+  const size_t rank = q.size();
+  const bool past_ok = !c.has_input(kPastKey) || c.in_dims[kPastKey].size() == 4;
+  if ((rank != 3 && rank != 4) || k.size() != rank || v.size() != rank || !past_ok) return cost_data_movement(c);
   double batch = static_cast<double>(q[0]), hq, sq, d, dv, t;
   if (q.size() == 3) {
     hq = static_cast<double>(std::max<int64_t>(1, c.node.attr_int("q_num_heads", 1)));

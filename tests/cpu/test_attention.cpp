@@ -164,6 +164,28 @@ TEST(CpuAttention, GroupedQueryHeadsShareKvHeads) {
   expect_close(run_attention({merge_heads(q), merge_heads(k), merge_heads(v)}, h), merge_heads(want));
 }
 
+TEST(CpuAttention, LargeHeadsTakeTheGemmPath) {
+  // 100 queries x 80 keys x 16 dims per head is past the kernel's plain-loop size: the blocked GEMM
+  // computes both products, in two blocks of query rows (64 + 36), reading 3-D rows in place (row
+  // stride H·D) and a GQA kv head.
+  const Tensor q = random_floats({2, 4, 100, 16}, 40), k = random_floats({2, 2, 80, 16}, 41), v = random_floats({2, 2, 80, 8}, 42);
+  const Tensor mask = random_floats({2, 1, 100, 80}, 43);
+  const BiasFn bias = [&](int64_t b, int64_t, int64_t i, int64_t j) {
+    return j > i ? kNegInf : static_cast<double>(mask.data<float>()[(b * 100 + i) * 80 + j]);
+  };
+  const Tensor want = naive(q, k, v, 0.25, bias);
+  expect_close(run_attention({q, k, v, mask}, {attr("is_causal", int64_t{1})}), want, 1e-4, 1e-5);
+  const auto h = {heads("q_num_heads", 4), heads("kv_num_heads", 2), attr("is_causal", int64_t{1})};
+  expect_close(run_attention({merge_heads(q), merge_heads(k), merge_heads(v), mask}, h), merge_heads(want), 1e-4, 1e-5);
+}
+
+TEST(CpuAttention, SmallHeadsInSeveralRowBlocks) {
+  // 150 queries over 3 keys: the plain-loop path, three blocks of query rows.
+  const Tensor q = random_floats({1, 2, 150, 4}, 47), k = random_floats({1, 2, 3, 4}, 48), v = random_floats({1, 2, 3, 4}, 49);
+  const BiasFn causal = [](int64_t, int64_t, int64_t i, int64_t j) { return j > i ? kNegInf : 0.0; };
+  expect_close(run_attention({q, k, v}, {attr("is_causal", int64_t{1})}), naive(q, k, v, 0.5, causal));
+}
+
 TEST(CpuAttention, CausalIsUpperLeftAlignedWithoutCache) {
   // Query i sees keys j <= i, whichever of Sq and Skv is longer.
   const BiasFn causal = [](int64_t, int64_t, int64_t i, int64_t j) { return j > i ? kNegInf : 0.0; };
@@ -249,6 +271,30 @@ TEST(CpuAttention, PastKeyValueExtendTheKeysAndShiftTheCausalFrontier) {
   expect_close(outs[2], vv);
   const BiasFn causal = [](int64_t, int64_t, int64_t i, int64_t j) { return j > i + 3 ? kNegInf : 0.0; };
   expect_close(outs[0], naive(q, kk, vv, 0.5, causal));
+  // Without the present outputs the concatenation goes to scratch: the same Y.
+  GraphBuilder b1(23);
+  std::vector<Value*> ins1 = {b1.input("Q", DType::Float32, shape_of(q.dims())), b1.input("K", DType::Float32, shape_of(k.dims())),
+                              b1.input("V", DType::Float32, shape_of(v.dims())), nullptr,
+                              b1.input("pk", DType::Float32, shape_of(pk.dims())), b1.input("pv", DType::Float32, shape_of(pv.dims()))};
+  b1.output(b1.node_n("Attention", ins1, 1, {attr("is_causal", int64_t{1})}, "attn")[0]);
+  auto g1 = b1.build();
+  expect_close(run_cpu(*g1, {q, k, v, pk, pv})[0], outs[0]);
+}
+
+TEST(CpuAttention, NonpadLengthsAtTheInt64LimitsMeanAllOrNoKeys) {
+  // Opset 24's nonpad_kv_seqlen: INT64_MAX keeps every key (even with is_causal, whose frontier
+  // i + nonpad − Sq is then past the last key), INT64_MIN none (a zero row), without overflow.
+  const Tensor q = random_floats({2, 1, 3, 4}, 44), k = random_floats({2, 1, 5, 4}, 45), v = random_floats({2, 1, 5, 4}, 46);
+  const Tensor lengths = int64s({std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}, {2});
+  GraphBuilder b(24);
+  std::vector<Value*> ins = {b.input("Q", DType::Float32, shape_of(q.dims())), b.input("K", DType::Float32, shape_of(k.dims())),
+                             b.input("V", DType::Float32, shape_of(v.dims())), nullptr, nullptr, nullptr,
+                             b.input("n", DType::Int64, {2})};
+  b.output(b.node_n("Attention", ins, 1, {attr("is_causal", int64_t{1})}, "attn")[0]);
+  auto g = b.build();
+  const Tensor y = run_cpu(*g, {q, k, v, lengths})[0];
+  const Tensor want = naive(q, k, v, 0.5, [](int64_t b, int64_t, int64_t, int64_t) { return b == 0 ? 0.0 : kNegInf; });
+  expect_close(y, want);
 }
 
 TEST(CpuAttention, ShapeErrorsNameTheProblem) {

@@ -236,6 +236,15 @@ TEST(FuseAttention, SdpaScaleOnQAndKMultiplies) {
   expect_same_numbers(o);
 }
 
+TEST(FuseAttention, SoftmaxAxisThreeIsTheLastAxis) {
+  // The legacy exporter may write the keys' axis as 3 rather than -1.
+  Spec s;
+  s.softmax_axis = 3;
+  Outcome o = fuse(s);
+  ASSERT_TRUE(fused_node(o, "ai.fusec"));
+  expect_same_numbers(o);
+}
+
 TEST(FuseAttention, NoScaleIsScaleOne) {
   Spec s;
   s.scale = Spec::Scale::None;

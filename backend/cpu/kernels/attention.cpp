@@ -1,17 +1,20 @@
 // CPU reference kernel of Attention (ONNX opsets 23-25 and ai.fusec; semantics in
 // ir/ops/attention.cpp and docs/ops.md).
 //
-// One task per (batch, query head): S = scale·Q·K'ᵀ through the blocked GEMM, then per query row
-// the softcap, the additive bias (mask, causal frontier, padding, window), a softmax, and
-// Y = P·V' through the GEMM again. Q, K, V and Y are read and written in place in either layout
+// One task per (batch, query head): S = scale·Q·K'ᵀ, then per query row the softcap, the additive
+// bias (mask, causal frontier, padding, window), a softmax, and Y = P·V' (both products through
+// the blocked GEMM for large heads, as plain vectorizable loops for small ones). Q, K, V and Y are read and written in place in either layout
 // (3-D [B, S, H·D] or 4-D [B, H, S, D]) through row strides, so no transpose is materialized;
-// K' and V' (the cache concatenated with the new keys) are built once, into the present outputs
-// when those are requested. float16/bfloat16 run in float32 (via_float32), float64 in double.
+// K' and V' (the cache concatenated with the new keys) are built only where there is a cache or a
+// present output, into the present outputs when those are requested. float16/bfloat16 run in float32 (via_float32), float64 in double.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels/common.h"
+#include "backend/cpu/kernels/exp_vec.h"
 #include "ir/ops/attention.h"
 
 namespace fusec::cpu {
@@ -78,6 +81,9 @@ void concat_cache(const AttentionDims& a, const Tensor* past, const Tensor& src,
   });
 }
 
+/// Farther than any key index can be (tensors hold far fewer than 2^40 elements per dim).
+constexpr int64_t kFar = int64_t{1} << 40;
+
 /// Everything about one node that is the same for every (batch, head) task.
 struct Plan {
   AttentionDims a;
@@ -86,8 +92,12 @@ struct Plan {
   int64_t left = -1, right = -1;  // sliding window (opset 25); -1: unbounded
   QkOutputMode mode = QkOutputMode::Raw;
   MaskView mask;
-  const int64_t* nonpad = nullptr;
+  const int64_t* nonpad = nullptr;  // points into `nonpad_store`
+  std::vector<int64_t> nonpad_store;
 };
+
+/// True when some key may be masked: otherwise the bias is zero everywhere and is skipped.
+bool has_bias(const Plan& p) { return p.mask.t || p.causal || p.nonpad || p.left >= 0 || p.right >= 0; }
 
 /// Additive bias of query row i of (b, h) over the T keys; returns false when every key is masked.
 template <typename T>
@@ -95,46 +105,64 @@ bool bias_row(const Plan& p, int64_t b, int64_t h, int64_t i, T* bias) {
   const AttentionDims& a = p.a;
   const int64_t total = a.total_kv();
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
-  // Keys before the query block: the cache (past_key), or an external cache's valid keys minus
-  // the queries (nonpad_kv_seqlen); causal masking and windows are aligned to it.
-  const int64_t offset = a.past_seq > 0 ? a.past_seq : p.nonpad ? p.nonpad[b] - a.q_seq : 0;
-  const int64_t valid = p.nonpad ? p.nonpad[b] : total;
-  const Tensor* m = p.mask.t;
-  const int64_t mrow = b * p.mask.sb + h * p.mask.sh + i * p.mask.sq;
-  bool any = false;
-  for (int64_t j = 0; j < total; ++j) {
-    T v = 0;
-    if (m) {
-      if (j >= p.mask.len) v = kNegInf;
-      else if (m->dtype() == DType::Bool) v = m->data<uint8_t>()[mrow + j * p.mask.sj] ? T(0) : kNegInf;
-      else v = m->data<T>()[mrow + j * p.mask.sj];
+  std::fill(bias, bias + total, T(0));
+  if (const Tensor* m = p.mask.t) {
+    const int64_t row = b * p.mask.sb + h * p.mask.sh + i * p.mask.sq, len = std::min(p.mask.len, total), sj = p.mask.sj;
+    if (m->dtype() == DType::Bool) {
+      const uint8_t* keep = m->data<uint8_t>() + row;
+      for (int64_t j = 0; j < len; ++j) bias[j] = keep[j * sj] ? T(0) : kNegInf;
+    } else {
+      const T* add = m->data<T>() + row;
+      for (int64_t j = 0; j < len; ++j) bias[j] = add[j * sj];
     }
-    const int64_t ahead = j - (i + offset);  // > 0: the key is after the query
-    if ((p.causal && ahead > 0) || j >= valid || (p.left >= 0 && -ahead > p.left) || (p.right >= 0 && ahead > p.right))
-      v = kNegInf;
-    bias[j] = v;
-    any |= v != kNegInf;
+    std::fill(bias + len, bias + total, kNegInf);  // a short standard mask: the keys after it are padding
   }
-  return any;
+  // Keys before the query block: the cache (past_key), or an external cache's valid keys minus
+  // the queries (nonpad_kv_seqlen); causal masking and windows are aligned to it. Query i may see
+  // keys [first, last): causal stops at i + offset, padding at nonpad, the window on both sides.
+  const int64_t offset = a.past_seq > 0 ? a.past_seq : p.nonpad ? p.nonpad[b] - a.q_seq : 0;
+  int64_t first = 0, last = total;
+  if (p.causal) last = std::min(last, i + offset + 1);
+  if (p.nonpad) last = std::min(last, p.nonpad[b]);
+  if (p.right >= 0) last = std::min(last, i + offset + p.right + 1);
+  if (p.left >= 0) first = std::max(first, i + offset - p.left);
+  last = std::clamp<int64_t>(last, 0, total);
+  first = std::clamp<int64_t>(first, 0, last);
+  std::fill(bias, bias + first, kNegInf);
+  std::fill(bias + last, bias + total, kNegInf);
+  for (int64_t j = first; j < last; ++j)
+    if (bias[j] != kNegInf) return true;
+  return false;
 }
 
-/// Softmax in place over n scores; a row whose maximum is −inf becomes zeros (as ONNX's reference).
+/// Softmax in place over n scores; a row whose maximum is −inf becomes zeros (as ONNX's reference),
+/// and a key whose bias is −inf gets exactly 0.
 template <typename T>
-void softmax_row(T* s, int64_t n) {
+void softmax_row(T* s, const T* bias, int64_t n) {
   T m = -std::numeric_limits<T>::infinity();
   for (int64_t j = 0; j < n; ++j) m = std::max(m, s[j]);
   if (m == -std::numeric_limits<T>::infinity()) {
     std::fill(s, s + n, T(0));
     return;
   }
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    s[j] = std::exp(s[j] - m);
-    sum += s[j];
+  if constexpr (std::is_same_v<T, float>) {
+    for (int64_t j = 0; j < n; ++j) s[j] = exp_vec(s[j] - m);
+  } else {
+    for (int64_t j = 0; j < n; ++j) s[j] = std::exp(s[j] - m);
   }
+  for (int64_t j = 0; j < n; ++j)
+    if (bias[j] == -std::numeric_limits<T>::infinity()) s[j] = 0;  // exp_vec(−inf) is 1e-38, not 0
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += s[j];
   const T inv = static_cast<T>(1.0 / sum);
   for (int64_t j = 0; j < n; ++j) s[j] *= inv;
 }
+
+/// Below this many multiply-adds per (batch, head) the two products run as plain loops: the
+/// blocked GEMM's packing costs more than it saves on BERT-small's 16×16×16 heads.
+constexpr int64_t kGemmWork = 1 << 15;
+/// Query rows whose scores are held at once.
+constexpr int64_t kRowBlock = 64;
 
 template <typename T>
 void run_attention(KernelContext& ctx, const Plan& p) {
@@ -142,16 +170,24 @@ void run_attention(KernelContext& ctx, const Plan& p) {
   const int64_t total = a.total_kv(), d = a.head_size, dv = a.v_head_size;
   const Tensor* past_k = ctx.has_input(kPastKey) ? &ctx.input(kPastKey) : nullptr;
   const Tensor* past_v = ctx.has_input(kPastValue) ? &ctx.input(kPastValue) : nullptr;
-  std::vector<T> k_scratch, v_scratch;
-  auto cache = [&](size_t out, std::vector<T>& scratch, int64_t size) -> T* {
-    if (ctx.has_output(out)) return ctx.output(out).template data<T>();
-    scratch.resize(static_cast<size_t>(a.batch * a.kv_heads * total * size));
-    return scratch.data();
+  // K' and V' as rows (b, g, j) at base + b·st.b + g·st.h + j·st.s: the inputs themselves when
+  // there is no cache to prepend and no present output to write, else [B, Hkv, T, size] copies.
+  struct Rows { const T* base; AttentionDims::Strides st; };
+  Tensor k_scratch, v_scratch;  // Tensors, so the host memory budget counts them
+  auto rows = [&](size_t in, const Tensor* past, size_t out, Tensor& scratch, int64_t size) -> Rows {
+    if (!past && !ctx.has_output(out)) return {ctx.input(in).template data<T>(), a.strides(a.kv_heads, a.kv_seq, size)};
+    T* dst;
+    if (ctx.has_output(out)) {
+      dst = ctx.output(out).template data<T>();
+    } else {
+      scratch = Tensor(ctx.input(in).dtype(), {a.batch, a.kv_heads, total, size});
+      dst = scratch.template data<T>();
+    }
+    concat_cache<T>(a, past, ctx.input(in), size, dst);
+    return {dst, {a.kv_heads * total * size, total * size, size}};
   };
-  T* keys = cache(kPresentKey, k_scratch, d);
-  T* values = cache(kPresentValue, v_scratch, dv);
-  concat_cache<T>(a, past_k, ctx.input(kK), d, keys);
-  concat_cache<T>(a, past_v, ctx.input(kV), dv, values);
+  const Rows keys = rows(kK, past_k, kPresentKey, k_scratch, d);
+  const Rows values = rows(kV, past_v, kPresentValue, v_scratch, dv);
 
   const auto qs = a.strides(a.q_heads, a.q_seq, d);
   const auto ys = a.strides(a.q_heads, a.q_seq, dv);
@@ -159,30 +195,68 @@ void run_attention(KernelContext& ctx, const Plan& p) {
   T* y = ctx.output(kY).data<T>();
   T* qk = ctx.has_output(kQk) ? ctx.output(kQk).data<T>() : nullptr;
   const T scale = static_cast<T>(p.scale), cap = static_cast<T>(p.softcap);
+  const bool use_gemm = a.q_seq * total * std::max(d, dv) >= kGemmWork;
+  const bool biased = has_bias(p);
+  // Query rows go in blocks, so the scores held per thread stay kRowBlock × T however long the
+  // sequences are (a model file cannot make this allocate Sq × T).
+  const int64_t block = std::min<int64_t>(a.q_seq, kRowBlock);
   parallel_for(a.batch * a.q_heads, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<T> scores(static_cast<size_t>(a.q_seq * total)), bias(static_cast<size_t>(total));
+    std::vector<T> scores(static_cast<size_t>(block * total)), bias(static_cast<size_t>(total), T(0));
+    std::vector<T> kt(use_gemm ? 0 : static_cast<size_t>(d * total));
     for (int64_t bh = lo; bh < hi; ++bh) {
-      const int64_t b = bh / a.q_heads, h = bh % a.q_heads, g = b * a.kv_heads + h / a.group();
-      gemm(false, true, a.q_seq, total, d, scale, q + b * qs.b + h * qs.h, qs.s, keys + g * total * d, d, T(0),
-           scores.data(), total);
+      const int64_t b = bh / a.q_heads, h = bh % a.q_heads, g = h / a.group();
+      const T* qbh = q + b * qs.b + h * qs.h;
+      const T* kg = keys.base + b * keys.st.b + g * keys.st.h;
+      const T* vg = values.base + b * values.st.b + g * values.st.h;
+      T* ybh = y + b * ys.b + h * ys.h;
       T* qk_bh = qk ? qk + bh * a.q_seq * total : nullptr;
-      for (int64_t i = 0; i < a.q_seq; ++i) {
-        T* s = scores.data() + i * total;
-        T* out = qk_bh ? qk_bh + i * total : nullptr;
-        if (out && p.mode == QkOutputMode::Raw) std::copy(s, s + total, out);
-        if (cap > 0)
-          for (int64_t j = 0; j < total; ++j) s[j] = cap * std::tanh(s[j] / cap);
-        if (out && p.mode == QkOutputMode::AfterSoftcap) std::copy(s, s + total, out);
-        const bool attends = bias_row<T>(p, b, h, i, bias.data());
-        for (int64_t j = 0; j < total; ++j) s[j] += bias[j];
-        if (out && p.mode == QkOutputMode::WithBias) std::copy(s, s + total, out);
-        // Decided on the bias, not the scores: a query with no key to attend gives a zero row.
-        if (attends) softmax_row(s, total);
-        else std::fill(s, s + total, T(0));
-        if (out && p.mode == QkOutputMode::AfterSoftmax) std::copy(s, s + total, out);
+      if (!use_gemm)  // Kᵀ [D, T] once per head: s_i = scale · Σ_d q_id · Kᵀ[d, :] needs no horizontal sums
+        for (int64_t e = 0; e < d; ++e)
+          for (int64_t j = 0; j < total; ++j) kt[e * total + j] = kg[j * keys.st.s + e];
+      for (int64_t i0 = 0; i0 < a.q_seq; i0 += block) {
+        const int64_t rows = std::min(block, a.q_seq - i0);
+        if (use_gemm) {
+          gemm(false, true, rows, total, d, scale, qbh + i0 * qs.s, qs.s, kg, keys.st.s, T(0), scores.data(), total);
+        } else {
+          for (int64_t r = 0; r < rows; ++r) {
+            T* si = scores.data() + r * total;
+            const T* qi = qbh + (i0 + r) * qs.s;
+            std::fill(si, si + total, T(0));
+            for (int64_t e = 0; e < d; ++e) {
+              const T qe = qi[e] * scale;
+              const T* row = kt.data() + e * total;
+              for (int64_t j = 0; j < total; ++j) si[j] += qe * row[j];
+            }
+          }
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t i = i0 + r;
+          T* s = scores.data() + r * total;
+          T* out = qk_bh ? qk_bh + i * total : nullptr;
+          if (out && p.mode == QkOutputMode::Raw) std::copy(s, s + total, out);
+          if (cap > 0)
+            for (int64_t j = 0; j < total; ++j) s[j] = cap * std::tanh(s[j] / cap);
+          if (out && p.mode == QkOutputMode::AfterSoftcap) std::copy(s, s + total, out);
+          const bool attends = !biased || bias_row<T>(p, b, h, i, bias.data());
+          if (biased)
+            for (int64_t j = 0; j < total; ++j) s[j] += bias[j];
+          if (out && p.mode == QkOutputMode::WithBias) std::copy(s, s + total, out);
+          // Decided on the bias, not the scores: a query with no key to attend gives a zero row.
+          if (attends) softmax_row(s, bias.data(), total);
+          else std::fill(s, s + total, T(0));
+          if (out && p.mode == QkOutputMode::AfterSoftmax) std::copy(s, s + total, out);
+          if (use_gemm) continue;
+          T* yi = ybh + i * ys.s;  // y_i = Σ_j p_ij v_j, accumulated along V's contiguous rows
+          std::fill(yi, yi + dv, T(0));
+          for (int64_t j = 0; j < total; ++j) {
+            const T pj = s[j];
+            const T* vj = vg + j * values.st.s;
+            for (int64_t e = 0; e < dv; ++e) yi[e] += pj * vj[e];
+          }
+        }
+        if (use_gemm)
+          gemm(false, false, rows, dv, total, T(1), scores.data(), total, vg, values.st.s, T(0), ybh + i0 * ys.s, ys.s);
       }
-      gemm(false, false, a.q_seq, dv, total, T(1), scores.data(), total, values + g * total * dv, dv, T(0),
-           y + b * ys.b + h * ys.h, ys.s);
     }
   });
 }
@@ -207,8 +281,8 @@ void attention_kernel(KernelContext& ctx) {
     p.softcap = ctx.attr_float("softcap");
     p.mode = static_cast<QkOutputMode>(ctx.attr_int("qk_matmul_output_mode"));
     if (ctx.schema().find_attr("left_window_size")) {
-      p.left = ctx.attr_int("left_window_size");
-      p.right = ctx.attr_int("right_window_size");
+      p.left = std::clamp<int64_t>(ctx.attr_int("left_window_size"), -1, kFar);
+      p.right = std::clamp<int64_t>(ctx.attr_int("right_window_size"), -1, kFar);
     }
   }
   if (ctx.has_input(kMask)) p.mask = mask_view(ctx, ctx.input(kMask), a, standard);
@@ -217,7 +291,11 @@ void attention_kernel(KernelContext& ctx) {
     if (n.dtype() != DType::Int64 || n.dims() != std::vector<int64_t>{a.batch})
       ctx.fail("nonpad_kv_seqlen must be int64 of shape [" + std::to_string(a.batch) + "]");
     if (past_k) ctx.fail("nonpad_kv_seqlen cannot be combined with past_key/past_value");
-    p.nonpad = n.data<int64_t>();
+    // Lengths beyond ±kFar act like ±kFar (every key / none), and keep the frontier arithmetic
+    // i + nonpad − Sq + window far from int64 overflow.
+    p.nonpad_store.assign(n.data<int64_t>(), n.data<int64_t>() + a.batch);
+    for (int64_t& v : p.nonpad_store) v = std::clamp<int64_t>(v, -kFar, kFar);
+    p.nonpad = p.nonpad_store.data();
   }
   dispatch_float(q.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The attention fusion on whole models: BERT, ViT, GPT-2 and Llama-style models in the op
+sequences of both PyTorch exporters (scripts/make_attention_models.py, generated here at test time).
+
+For each model, at batch 2:
+  1. `fusec optimize MODEL --batch 2 -o OPT` must verify (exit 0);
+  2. every layer's attention is one Attention node (ai.fusec below opset 23, ONNX's own from 23),
+     and no Softmax is left;
+  3. on seeded inputs (token ids, a padding mask with zeros, pixels), `fusec run OPT` and `fusec run
+     MODEL` must both match ONNX Runtime on the original MODEL (the outside oracle) within 1e-4 of
+     each output's magnitude;
+  4. at opset 23, `--portable` must keep the standard Attention, and both ONNX Runtime and
+     onnx.reference (ONNX's own Attention implementation) must run that model to the same numbers.
+Exit 0 when every check passes, 1 otherwise; the last line is a summary.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx.reference import ReferenceEvaluator
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GENERATOR = os.path.join(HERE, "..", "..", "scripts", "make_attention_models.py")
+TOL = 1e-4
+BATCH, SEQ, VOCAB, LAYERS = 2, 8, 64, 2
+
+
+def feeds_for(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for vi in model.graph.input:
+        if vi.name == "input_ids":
+            feeds[vi.name] = rng.integers(0, VOCAB, (BATCH, SEQ), dtype=np.int64)
+        elif vi.name == "attention_mask":  # the second sequence is padded: its last 3 keys masked
+            feeds[vi.name] = np.array([[1] * SEQ, [1] * (SEQ - 3) + [0] * 3], np.int64)
+        elif vi.name == "pixel_values":
+            feeds[vi.name] = rng.standard_normal((BATCH, 3, 16, 16)).astype(np.float32)
+        else:
+            raise ValueError(f"no input generator for '{vi.name}'")
+    return feeds
+
+
+def fusec_run(fusec: str, path: str, feeds: dict[str, np.ndarray], work: str, tag: str, n_out: int) -> list[np.ndarray]:
+    out = os.path.join(work, tag)
+    cmd = [fusec, "run", path, "--device", "cpu", "--allow-newer-opset", "--output-dir", out, "--format", "npy"]
+    for name, arr in feeds.items():
+        f = os.path.join(work, f"{tag}.{name}.npy")
+        np.save(f, arr)
+        cmd += ["--input", f"{name}={f}"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"fusec run {os.path.basename(path)} exited {p.returncode}: {p.stderr.strip()}")
+    return [np.load(os.path.join(out, f"output_{k}.npy")) for k in range(n_out)]
+
+
+def compare(got: list[np.ndarray], ref: list[np.ndarray]) -> float:
+    """Worst max|got − ref| / max|ref| over the outputs."""
+    worst = 0.0
+    for g, r in zip(got, ref, strict=True):
+        if g.shape != r.shape or not np.all(np.isfinite(g)):
+            return float("inf")
+        worst = max(worst, float(np.abs(g.astype(np.float64) - r).max()) / max(float(np.abs(r).max()), 1e-6))
+    return worst
+
+
+def ort_session(path: str) -> ort.InferenceSession:
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
+
+
+def check(fusec: str, path: str, work: str) -> list[str]:
+    """Problems with one model ([] when it passes)."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    model = onnx.load(path)
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    domain = "" if opset >= 23 else "ai.fusec"
+    opt = os.path.join(work, f"{name}.opt.onnx")
+    p = subprocess.run([fusec, "optimize", path, "--batch", str(BATCH), "--allow-newer-opset", "-o", opt],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        return [f"optimize exited {p.returncode}: {p.stderr.strip()}"]
+    fused = onnx.load(opt)
+    problems = []
+    n_attn = sum(n.op_type == "Attention" and n.domain == domain for n in fused.graph.node)
+    if n_attn != LAYERS:
+        problems.append(f"{n_attn} {domain or 'ai.onnx'} Attention nodes for {LAYERS} layers")
+    if any(n.op_type == "Softmax" for n in fused.graph.node):
+        problems.append("a Softmax is left")
+
+    feeds = feeds_for(model, seed=5)
+    ref = [np.asarray(r, np.float64) for r in ort_session(path).run(None, feeds)]
+    for tag, m in (("original", path), ("optimized", opt)):
+        err = compare(fusec_run(fusec, m, feeds, work, f"{name}.{tag}", len(ref)), ref)
+        if err > TOL:
+            problems.append(f"fusec on the {tag} model differs from onnxruntime: rel err {err:.3e}")
+    if opset >= 23:
+        port = os.path.join(work, f"{name}.portable.onnx")
+        p = subprocess.run([fusec, "optimize", path, "--batch", str(BATCH), "--allow-newer-opset", "--portable",
+                            "-o", port], capture_output=True, text=True)
+        if p.returncode != 0:
+            problems.append(f"optimize --portable exited {p.returncode}: {p.stderr.strip()}")
+        else:
+            pm = onnx.load(port)
+            if sum(n.op_type == "Attention" for n in pm.graph.node) != LAYERS:
+                problems.append("--portable did not keep the standard Attention")
+            err = compare(ort_session(port).run(None, feeds), ref)
+            if err > TOL:
+                problems.append(f"onnxruntime on the --portable model differs: rel err {err:.3e}")
+            err = compare([np.asarray(x) for x in ReferenceEvaluator(pm).run(None, feeds)], ref)
+            if err > TOL:
+                problems.append(f"onnx.reference on the --portable model differs: rel err {err:.3e}")
+    return problems
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fusec", required=True)
+    args = ap.parse_args()
+    failed = 0
+    with tempfile.TemporaryDirectory() as work:
+        subprocess.run([sys.executable, GENERATOR, "--out", work], check=True, capture_output=True)
+        models = sorted(f for f in os.listdir(work) if f.endswith(".onnx"))
+        for f in models:
+            problems = check(args.fusec, os.path.join(work, f), work)
+            print(f"{f[:-5]:<16} {'ok' if not problems else 'FAIL: ' + '; '.join(problems)}")
+            failed += bool(problems)
+    print(f"check_attention_models: {len(models) - failed}/{len(models)} models fused and equal")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
