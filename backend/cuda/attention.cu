@@ -234,8 +234,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttentionArgs a) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     if (row[i] >= a.q_len) continue;
-    // A row with every key excluded has l = 0 and gives NaN, as softmax over all -inf does.
-    const float inv = 1.0f / l[i];
+    // A row with every key excluded (l = 0) is written as zeros, as the CPU reference does.
+    const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
 #pragma unroll
     for (int t = 0; t < T4; ++t)
 #pragma unroll

@@ -182,7 +182,7 @@ class GemmOp : public CudaOp {
   size_t bias_input_ = 2;
 
  private:
-  static constexpr int kCandidates = 16;
+  static constexpr int kCandidates = 8;
   static constexpr float kMinGain = 0.95f;  // a timed pick must beat the heuristic's by 5%
 
   /// An algorithm's identity: its configuration attributes, which stay the same from one query to

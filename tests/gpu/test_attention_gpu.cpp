@@ -190,3 +190,19 @@ TEST(GpuAttention, KernelChoice) {
   boolmask.mask_type = DType::Bool;
   EXPECT_EQ(kernel_of(boolmask, Precision::BF16).rfind("fused attention bfloat16", 0), 0u) << kernel_of(boolmask, Precision::BF16);
 }
+
+TEST(GpuAttention, FullyMaskedRowIsZero) {
+  FUSEC_REQUIRE_GPU();
+  // Query row 3 sees no key: the CPU reference writes zeros there, and so must the GPU.
+  Case k;
+  k.q = k.k = k.v = {1, 2, 20, 32};
+  OpCase c = attention(k, 160);
+  Tensor m(DType::Bool, {20, 20});
+  for (int64_t i = 0; i < m.numel(); ++i) m.data<uint8_t>()[i] = (i / 20 == 3) ? 0 : ((i * 7) % 5 != 0);
+  for (int64_t i = 0; i < 20; ++i) m.data<uint8_t>()[i * 20 + i] = i == 3 ? 0 : 1;  // every other row sees its own key
+  c.inputs.push_back(std::move(m));
+  for (Precision p : kAll) {
+    SCOPED_TRACE(precision_name(p));
+    expect_gpu_matches_cpu(c, p);
+  }
+}
