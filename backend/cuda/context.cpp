@@ -1,5 +1,6 @@
 #include "backend/cuda/context.h"
 
+#include <atomic>
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -59,6 +60,8 @@ bool gpu_available(std::string* why) {
 }
 
 Context::Context(int index) : device_(index) {
+  static std::atomic<uint64_t> next{1};
+  id_ = next++;
   std::string why;
   if (!gpu_available(&why)) bad_input("no usable GPU: " + why + " (use --device cpu)");
   int count = 0;

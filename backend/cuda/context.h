@@ -41,6 +41,8 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   int device() const { return device_; }
+  /// Unique per Context in this process (a cache keyed by it never outlives a reused address).
+  uint64_t id() const { return id_; }
   const std::string& device_name() const { return name_; }
   int sm() const { return sm_; }  // 90 for sm_90
   int multiprocessors() const { return sms_; }
@@ -53,6 +55,7 @@ class Context {
 
  private:
   int device_ = 0;
+  uint64_t id_ = 0;
   std::string name_;
   int sm_ = 0, sms_ = 0;
   Stream stream_ = nullptr;
