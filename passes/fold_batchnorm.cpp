@@ -120,15 +120,10 @@ std::string single_use_problem(const Value* v, const std::string& op) {
   return "";
 }
 
-std::vector<std::string> origins(const Node* n) {
-  return n->fused_from.empty() ? std::vector<std::string>{n->name} : n->fused_from;
-}
-
 /// `keep` takes in `gone`, which read keep's output 0 (and nobody else did): keep now writes
 /// gone's output value, so downstream names and graph outputs survive.
 void absorb(Graph& g, Node* keep, Node* gone) {
-  std::vector<std::string> from = origins(keep);
-  for (auto& s : origins(gone)) from.push_back(s);
+  std::vector<std::string> from = fused_origins({keep, gone});
   Value* mid = keep->outputs[0];
   Value* out = gone->outputs[0];
   g.remove_node(gone);

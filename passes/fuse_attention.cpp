@@ -255,15 +255,6 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
   return "";
 }
 
-std::vector<std::string> origins(const std::vector<Node*>& nodes) {
-  std::vector<std::string> out;
-  for (const Node* n : nodes) {
-    if (n->fused_from.empty()) out.push_back(n->name);
-    else out.insert(out.end(), n->fused_from.begin(), n->fused_from.end());
-  }
-  return out;
-}
-
 /// A new Transpose(0,2,1,3) of `bshd`: K in [B, H, S, D] where the graph only has Kᵀ.
 Value* to_bhsd(Graph& g, Value* bshd) {
   Value* out = g.add_value(bshd->name + "_bhsd");
@@ -288,7 +279,7 @@ Node* rewrite(Graph& g, Match& m, std::unordered_set<const Node*>& gone) {
   for (const auto& s : m.chain.steps) replaced.push_back(s.node);
   replaced.insert(replaced.end(), {m.softmax, m.pv});
   if (m.three_d) replaced.insert(replaced.end(), {m.merge->input(0)->producer, m.merge});
-  std::vector<std::string> from = origins(replaced);
+  std::vector<std::string> from = fused_origins(replaced);
   const std::string name = m.qk->name;
   for (Node* n : replaced) {
     gone.insert(n);
@@ -305,7 +296,7 @@ Node* rewrite(Graph& g, Match& m, std::unordered_set<const Node*>& gone) {
       bool used = false;
       for (const Value* o : n->outputs) used |= o && use_count(o) > 0;
       if (used) continue;
-      for (const auto& f : origins({n})) from.push_back(f);
+      for (const auto& f : fused_origins({n})) from.push_back(f);
       gone.insert(n);
       g.remove_node(n);
       again = true;

@@ -62,10 +62,6 @@ bool is_activation(const Node* n) {
 
 bool fusable_dtype(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
 
-std::vector<std::string> origins(const Node* n) {
-  return n->fused_from.empty() ? std::vector<std::string>{n->name} : n->fused_from;
-}
-
 std::string shape_text(const Value* v) { return v->type.shape ? shape_str(*v->type.shape) : "unknown"; }
 
 /// Why `r` cannot be FusedConv's Z for the conv output `y`, or "". Z adds without broadcasting.
@@ -137,10 +133,10 @@ class ConvFuser {
     std::string desc = act ? "activation " + act->name : std::string("no activation");
     if (z) desc += ", residual '" + z->name + "'";
     std::vector<std::string> replaced = {conv->name};
-    std::vector<std::string> from = origins(conv);
+    std::vector<std::string> from = fused_origins({conv});
     for (Node* n : nodes) {
       replaced.push_back(n->name);
-      for (auto& s : origins(n)) from.push_back(s);
+      for (auto& s : fused_origins({n})) from.push_back(s);
     }
     ctx_.rewrite(kPass, chain + " -> FusedConv '" + conv->name + "' (" + desc + ")", replaced, conv->name);
     for (Node* n : nodes) {

@@ -18,15 +18,6 @@ namespace fusec {
 
 namespace {
 
-std::vector<std::string> origins(const std::vector<Node*>& nodes) {
-  std::vector<std::string> out;
-  for (const Node* n : nodes) {
-    if (n->fused_from.empty()) out.push_back(n->name);
-    else out.insert(out.end(), n->fused_from.begin(), n->fused_from.end());
-  }
-  return out;
-}
-
 bool standard_or_fusec(const Node* n, const char* op) {
   return n && n->op_type == op && (n->domain.empty() || n->domain == "ai.fusec");
 }
@@ -61,7 +52,7 @@ bool FuseLayerNormGeluPass::run(Graph& g, PassContext& ctx) {
 
     std::vector<Node*> replaced = {ln, gelu};
     std::string node_name = ln->name, listed = describe(ln) + " + " + describe(gelu);
-    std::vector<std::string> names = {ln->name, gelu->name}, from = origins(replaced);
+    std::vector<std::string> names = {ln->name, gelu->name}, from = fused_origins(replaced);
     std::vector<Value*> ins = {ln->input(0), ln->input(1), ln->input(2)};
     if (!ins.back()) ins.pop_back();
     Value* y = gelu->outputs[0];

@@ -22,15 +22,6 @@ namespace fusec {
 
 namespace {
 
-std::vector<std::string> origins(const std::vector<Node*>& nodes) {
-  std::vector<std::string> out;
-  for (const Node* n : nodes) {
-    if (n->fused_from.empty()) out.push_back(n->name);
-    else out.insert(out.end(), n->fused_from.begin(), n->fused_from.end());
-  }
-  return out;
-}
-
 bool is_layernorm(const Node* n) {
   return n && n->op_type == "LayerNormalization" && (n->domain.empty() || n->domain == "ai.fusec");
 }
@@ -90,7 +81,7 @@ bool FuseSkipLayerNormPass::run(Graph& g, PassContext& ctx) {
 
     std::vector<Node*> replaced = {add, ln};
     std::string node_name = add->name, listed = describe(add) + " + " + describe(ln);
-    std::vector<std::string> names = {add->name, ln->name}, from = origins(replaced);
+    std::vector<std::string> names = {add->name, ln->name}, from = fused_origins(replaced);
     std::vector<Value*> ins = {x, skip, ln->input(1), ln->input(2)};
     if (!ins.back()) ins.pop_back();
     Value* y = ln->outputs[0];

@@ -126,4 +126,13 @@ std::optional<std::string> domain_for_standard_op(Graph& g, const PassOptions& o
   return std::nullopt;
 }
 
+std::vector<std::string> fused_origins(const std::vector<Node*>& nodes) {
+  std::vector<std::string> out;
+  for (const Node* n : nodes) {
+    if (n->fused_from.empty()) out.push_back(n->name);
+    else out.insert(out.end(), n->fused_from.begin(), n->fused_from.end());
+  }
+  return out;
+}
+
 }  // namespace fusec

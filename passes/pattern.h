@@ -56,5 +56,8 @@ std::optional<std::string> domain_for_standard_op(Graph& g, const PassOptions& o
 bool can_raise_opset(const Graph& g, int64_t to, std::string* blocker = nullptr);
 /// Declares the ai.fusec domain on the graph (version 1).
 void use_fusec_domain(Graph& g);
+/// The original node names behind `nodes` (a fused node stands for its fused_from list), in order:
+/// what a new fused node records so the profiler can attribute it to the model's own nodes.
+std::vector<std::string> fused_origins(const std::vector<Node*>& nodes);
 
 }  // namespace fusec

@@ -246,15 +246,6 @@ std::string join_described(const std::vector<Node*>& nodes) {
 }
 
 /// The user's node names a fused node stands for (flattening earlier fusions).
-std::vector<std::string> origins(const std::vector<Node*>& nodes) {
-  std::vector<std::string> out;
-  for (const Node* n : nodes) {
-    if (n->fused_from.empty()) out.push_back(n->name);
-    else out.insert(out.end(), n->fused_from.begin(), n->fused_from.end());
-  }
-  return out;
-}
-
 }  // namespace
 
 bool RecognizeGeluPass::run(Graph& g, PassContext& ctx) {
@@ -280,7 +271,7 @@ bool RecognizeGeluPass::run(Graph& g, PassContext& ctx) {
     }
     Node* anchor = m.nodes.front();
     std::string node_name = anchor->name, replaced = join_described(m.nodes);
-    std::vector<std::string> names, from = origins(m.nodes);
+    std::vector<std::string> names, from = fused_origins(m.nodes);
     for (Node* n : m.nodes) {
       names.push_back(n->name);
       gone.insert(n);

@@ -552,15 +552,6 @@ std::optional<Plan> plan_direct(const NormMatch& m, std::string* why) {
   return p;
 }
 
-std::vector<std::string> origins(const std::vector<Node*>& nodes) {
-  std::vector<std::string> out;
-  for (const Node* n : nodes) {
-    if (n->fused_from.empty()) out.push_back(n->name);
-    else out.insert(out.end(), n->fused_from.begin(), n->fused_from.end());
-  }
-  return out;
-}
-
 }  // namespace
 
 bool RecognizeLayerNormPass::run(Graph& g, PassContext& ctx) {
@@ -607,7 +598,7 @@ bool RecognizeLayerNormPass::run(Graph& g, PassContext& ctx) {
     });
     replaced.erase(std::unique(replaced.begin(), replaced.end()), replaced.end());
     std::string node_name = replaced.front()->name;
-    std::vector<std::string> names, from = origins(replaced);
+    std::vector<std::string> names, from = fused_origins(replaced);
     std::string listed;
     for (Node* n : replaced) {
       names.push_back(n->name);
