@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -34,5 +35,13 @@ inline void expect_close(const Tensor& got, const Tensor& want, double rtol = 1e
 
 inline Tensor floats(std::vector<float> v, std::vector<int64_t> dims) { return Tensor::from_float(v, std::move(dims)); }
 inline Tensor int64s(std::vector<int64_t> v, std::vector<int64_t> dims) { return Tensor::from_int64(v, std::move(dims)); }
+/// Seeded uniform float32 data in [-1, 1).
+inline Tensor uniform_floats(std::vector<int64_t> dims, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  Tensor t(DType::Float32, std::move(dims));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
 
 }  // namespace fusec::test

@@ -19,14 +19,6 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-Tensor random_floats(std::vector<int64_t> dims, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  Tensor t(DType::Float32, std::move(dims));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
-
 /// [B, S, H·D] -> [B, H, S, D] (the head split the 3-D form stands for).
 Tensor split_heads(const Tensor& x, int64_t heads) {
   const int64_t b = x.dim(0), s = x.dim(1), d = x.dim(2) / heads;
@@ -136,7 +128,7 @@ TEST(CpuAttention, OneQueryByHand) {
 }
 
 TEST(CpuAttention, FourDMatchesNaiveWithDefaultScale) {
-  const Tensor q = random_floats({2, 3, 4, 8}, 1), k = random_floats({2, 3, 5, 8}, 2), v = random_floats({2, 3, 5, 6}, 3);
+  const Tensor q = uniform_floats({2, 3, 4, 8}, 1), k = uniform_floats({2, 3, 5, 8}, 2), v = uniform_floats({2, 3, 5, 6}, 3);
   const Tensor want = naive(q, k, v, 1 / std::sqrt(8.0), nullptr);
   expect_close(run_attention({q, k, v}, {}), want);
   // scale 0 on ai.fusec means the default; on the standard op it is taken literally (uniform weights).
@@ -147,7 +139,7 @@ TEST(CpuAttention, FourDMatchesNaiveWithDefaultScale) {
 
 TEST(CpuAttention, ThreeDSplitsHeadsLikeFourD) {
   // Q [2, 4, 3·8], K [2, 5, 3·8], V [2, 5, 3·6]: Y [2, 4, 3·6] equals the 4-D result merged.
-  const Tensor q = random_floats({2, 4, 24}, 4), k = random_floats({2, 5, 24}, 5), v = random_floats({2, 5, 18}, 6);
+  const Tensor q = uniform_floats({2, 4, 24}, 4), k = uniform_floats({2, 5, 24}, 5), v = uniform_floats({2, 5, 18}, 6);
   const Tensor want = merge_heads(naive(split_heads(q, 3), split_heads(k, 3), split_heads(v, 3), 1 / std::sqrt(8.0), nullptr));
   const auto h = {heads("q_num_heads", 3), heads("kv_num_heads", 3)};
   expect_close(run_attention({q, k, v}, h), want);
@@ -156,7 +148,7 @@ TEST(CpuAttention, ThreeDSplitsHeadsLikeFourD) {
 
 TEST(CpuAttention, GroupedQueryHeadsShareKvHeads) {
   // 6 query heads over 2 kv heads: heads 0-2 read kv head 0, heads 3-5 kv head 1.
-  const Tensor q = random_floats({1, 6, 3, 4}, 7), k = random_floats({1, 2, 5, 4}, 8), v = random_floats({1, 2, 5, 4}, 9);
+  const Tensor q = uniform_floats({1, 6, 3, 4}, 7), k = uniform_floats({1, 2, 5, 4}, 8), v = uniform_floats({1, 2, 5, 4}, 9);
   const Tensor want = naive(q, k, v, 0.5, nullptr);
   expect_close(run_attention({q, k, v}, {attr("scale", 0.5f)}), want);
   // The same in 3-D.
@@ -168,8 +160,8 @@ TEST(CpuAttention, LargeHeadsTakeTheGemmPath) {
   // 100 queries x 80 keys x 16 dims per head is past the kernel's plain-loop size: the blocked GEMM
   // computes both products, in two blocks of query rows (64 + 36), reading 3-D rows in place (row
   // stride H·D) and a GQA kv head.
-  const Tensor q = random_floats({2, 4, 100, 16}, 40), k = random_floats({2, 2, 80, 16}, 41), v = random_floats({2, 2, 80, 8}, 42);
-  const Tensor mask = random_floats({2, 1, 100, 80}, 43);
+  const Tensor q = uniform_floats({2, 4, 100, 16}, 40), k = uniform_floats({2, 2, 80, 16}, 41), v = uniform_floats({2, 2, 80, 8}, 42);
+  const Tensor mask = uniform_floats({2, 1, 100, 80}, 43);
   const BiasFn bias = [&](int64_t b, int64_t, int64_t i, int64_t j) {
     return j > i ? kNegInf : static_cast<double>(mask.data<float>()[(b * 100 + i) * 80 + j]);
   };
@@ -181,7 +173,7 @@ TEST(CpuAttention, LargeHeadsTakeTheGemmPath) {
 
 TEST(CpuAttention, SmallHeadsInSeveralRowBlocks) {
   // 150 queries over 3 keys: the plain-loop path, three blocks of query rows.
-  const Tensor q = random_floats({1, 2, 150, 4}, 47), k = random_floats({1, 2, 3, 4}, 48), v = random_floats({1, 2, 3, 4}, 49);
+  const Tensor q = uniform_floats({1, 2, 150, 4}, 47), k = uniform_floats({1, 2, 3, 4}, 48), v = uniform_floats({1, 2, 3, 4}, 49);
   const BiasFn causal = [](int64_t, int64_t, int64_t i, int64_t j) { return j > i ? kNegInf : 0.0; };
   expect_close(run_attention({q, k, v}, {attr("is_causal", int64_t{1})}), naive(q, k, v, 0.5, causal));
 }
@@ -190,7 +182,7 @@ TEST(CpuAttention, CausalIsUpperLeftAlignedWithoutCache) {
   // Query i sees keys j <= i, whichever of Sq and Skv is longer.
   const BiasFn causal = [](int64_t, int64_t, int64_t i, int64_t j) { return j > i ? kNegInf : 0.0; };
   for (auto [sq, skv] : {std::pair<int64_t, int64_t>{3, 5}, {5, 3}, {4, 4}}) {
-    const Tensor q = random_floats({2, 2, sq, 4}, 10), k = random_floats({2, 2, skv, 4}, 11), v = random_floats({2, 2, skv, 3}, 12);
+    const Tensor q = uniform_floats({2, 2, sq, 4}, 10), k = uniform_floats({2, 2, skv, 4}, 11), v = uniform_floats({2, 2, skv, 3}, 12);
     expect_close(run_attention({q, k, v}, {attr("is_causal", int64_t{1})}), naive(q, k, v, 0.5, causal));
     expect_close(run_attention({q, k, v}, {attr("is_causal", int64_t{1})}, ""), naive(q, k, v, 0.5, causal));
   }
@@ -198,7 +190,7 @@ TEST(CpuAttention, CausalIsUpperLeftAlignedWithoutCache) {
 
 TEST(CpuAttention, BoolMaskBroadcastsOverHeadsAndQueries) {
   // Padding mask [B, 1, 1, Skv]: batch 0 attends keys 0-2, batch 1 keys 0-3.
-  const Tensor q = random_floats({2, 2, 3, 4}, 13), k = random_floats({2, 2, 4, 4}, 14), v = random_floats({2, 2, 4, 4}, 15);
+  const Tensor q = uniform_floats({2, 2, 3, 4}, 13), k = uniform_floats({2, 2, 4, 4}, 14), v = uniform_floats({2, 2, 4, 4}, 15);
   const Tensor mask = bools({1, 1, 1, 0, 1, 1, 1, 1}, {2, 1, 1, 4});
   const BiasFn bias = [&](int64_t b, int64_t, int64_t, int64_t j) { return mask.data<uint8_t>()[b * 4 + j] ? 0.0 : kNegInf; };
   expect_close(run_attention({q, k, v, mask}, {}), naive(q, k, v, 0.5, bias));
@@ -206,25 +198,25 @@ TEST(CpuAttention, BoolMaskBroadcastsOverHeadsAndQueries) {
 
 TEST(CpuAttention, FloatMaskAddsAndCombinesWithCausal) {
   // A 2-D float mask [Sq, Skv] (shared by batches and heads) plus is_causal.
-  const Tensor q = random_floats({2, 2, 3, 4}, 16), k = random_floats({2, 2, 5, 4}, 17), v = random_floats({2, 2, 5, 2}, 18);
-  const Tensor mask = random_floats({3, 5}, 19);
+  const Tensor q = uniform_floats({2, 2, 3, 4}, 16), k = uniform_floats({2, 2, 5, 4}, 17), v = uniform_floats({2, 2, 5, 2}, 18);
+  const Tensor mask = uniform_floats({3, 5}, 19);
   const BiasFn add = [&](int64_t, int64_t, int64_t i, int64_t j) { return static_cast<double>(mask.data<float>()[i * 5 + j]); };
   const BiasFn both = [&](int64_t b, int64_t h, int64_t i, int64_t j) { return j > i ? kNegInf : add(b, h, i, j); };
   expect_close(run_attention({q, k, v, mask}, {}), naive(q, k, v, 0.5, add));
   expect_close(run_attention({q, k, v, mask}, {attr("is_causal", int64_t{1})}), naive(q, k, v, 0.5, both));
   // [B, 1, Sq, Skv] in 3-D with GQA: per-batch masks.
-  const Tensor mb = random_floats({2, 1, 3, 5}, 20);
+  const Tensor mb = uniform_floats({2, 1, 3, 5}, 20);
   const BiasFn per_batch = [&](int64_t b, int64_t, int64_t i, int64_t j) {
     return static_cast<double>(mb.data<float>()[(b * 3 + i) * 5 + j]);
   };
-  const Tensor q4 = random_floats({2, 4, 3, 4}, 21);
+  const Tensor q4 = uniform_floats({2, 4, 3, 4}, 21);
   const auto h = {heads("q_num_heads", 4), heads("kv_num_heads", 2)};
   expect_close(run_attention({merge_heads(q4), merge_heads(k), merge_heads(v), mb}, h),
                merge_heads(naive(q4, k, v, 0.5, per_batch)));
 }
 
 TEST(CpuAttention, FullyMaskedRowIsZero) {
-  const Tensor q = random_floats({1, 1, 2, 4}, 22), k = random_floats({1, 1, 3, 4}, 23), v = random_floats({1, 1, 3, 4}, 24);
+  const Tensor q = uniform_floats({1, 1, 2, 4}, 22), k = uniform_floats({1, 1, 3, 4}, 23), v = uniform_floats({1, 1, 3, 4}, 24);
   const Tensor y = run_attention({q, k, v, bools({0, 0, 0, 1, 0, 1}, {2, 3})}, {});
   for (int64_t e = 0; e < 4; ++e) EXPECT_EQ(y.data<float>()[e], 0.0f);
   const BiasFn bias = [](int64_t, int64_t, int64_t i, int64_t j) { return i == 0 || j == 1 ? kNegInf : 0.0; };
@@ -232,8 +224,8 @@ TEST(CpuAttention, FullyMaskedRowIsZero) {
 }
 
 TEST(CpuAttention, HalfTypesComputeInFloat32) {
-  const Tensor q = random_floats({1, 2, 3, 8}, 25), k = random_floats({1, 2, 4, 8}, 26), v = random_floats({1, 2, 4, 8}, 27);
-  const Tensor mask = random_floats({1, 1, 3, 4}, 28);
+  const Tensor q = uniform_floats({1, 2, 3, 8}, 25), k = uniform_floats({1, 2, 4, 8}, 26), v = uniform_floats({1, 2, 4, 8}, 27);
+  const Tensor mask = uniform_floats({1, 1, 3, 4}, 28);
   for (DType t : {DType::Float16, DType::BFloat16}) {
     // Reference on the inputs as rounded to t; the result is rounded to t once.
     const Tensor qh = to_half(q, t), kh = to_half(k, t), vh = to_half(v, t), mh = to_half(mask, t);
@@ -248,8 +240,8 @@ TEST(CpuAttention, HalfTypesComputeInFloat32) {
 
 TEST(CpuAttention, PastKeyValueExtendTheKeysAndShiftTheCausalFrontier) {
   // Standard op: K' = concat(past_key, K); with is_causal, query i sees keys j <= i + Sp.
-  const Tensor q = random_floats({1, 2, 2, 4}, 29), k = random_floats({1, 2, 2, 4}, 30), v = random_floats({1, 2, 2, 4}, 31);
-  const Tensor pk = random_floats({1, 2, 3, 4}, 32), pv = random_floats({1, 2, 3, 4}, 33);
+  const Tensor q = uniform_floats({1, 2, 2, 4}, 29), k = uniform_floats({1, 2, 2, 4}, 30), v = uniform_floats({1, 2, 2, 4}, 31);
+  const Tensor pk = uniform_floats({1, 2, 3, 4}, 32), pv = uniform_floats({1, 2, 3, 4}, 33);
   GraphBuilder b(23);
   std::vector<Value*> ins = {b.input("Q", DType::Float32, shape_of(q.dims())), b.input("K", DType::Float32, shape_of(k.dims())),
                              b.input("V", DType::Float32, shape_of(v.dims())), nullptr,
@@ -284,7 +276,7 @@ TEST(CpuAttention, PastKeyValueExtendTheKeysAndShiftTheCausalFrontier) {
 TEST(CpuAttention, NonpadLengthsAtTheInt64LimitsMeanAllOrNoKeys) {
   // Opset 24's nonpad_kv_seqlen: INT64_MAX keeps every key (even with is_causal, whose frontier
   // i + nonpad − Sq is then past the last key), INT64_MIN none (a zero row), without overflow.
-  const Tensor q = random_floats({2, 1, 3, 4}, 44), k = random_floats({2, 1, 5, 4}, 45), v = random_floats({2, 1, 5, 4}, 46);
+  const Tensor q = uniform_floats({2, 1, 3, 4}, 44), k = uniform_floats({2, 1, 5, 4}, 45), v = uniform_floats({2, 1, 5, 4}, 46);
   const Tensor lengths = int64s({std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}, {2});
   GraphBuilder b(24);
   std::vector<Value*> ins = {b.input("Q", DType::Float32, shape_of(q.dims())), b.input("K", DType::Float32, shape_of(k.dims())),
@@ -298,7 +290,7 @@ TEST(CpuAttention, NonpadLengthsAtTheInt64LimitsMeanAllOrNoKeys) {
 }
 
 TEST(CpuAttention, ShapeErrorsNameTheProblem) {
-  const Tensor q = random_floats({1, 2, 3, 4}, 34), k = random_floats({1, 2, 3, 4}, 35);
+  const Tensor q = uniform_floats({1, 2, 3, 4}, 34), k = uniform_floats({1, 2, 3, 4}, 35);
   auto fails_with = [](const std::vector<Tensor>& in, std::vector<NamedAttribute> a, const std::string& what) {
     try {
       run_attention(in, std::move(a));
@@ -308,13 +300,13 @@ TEST(CpuAttention, ShapeErrorsNameTheProblem) {
       EXPECT_NE(std::string(e.what()).find("node 'attn'"), std::string::npos) << e.what();
     }
   };
-  fails_with({q, k, random_floats({1, 2, 3}, 1)}, {}, "same rank");
-  fails_with({q, random_floats({1, 2, 3, 5}, 1), k}, {}, "head size");
-  fails_with({random_floats({1, 3, 3, 4}, 1), k, k}, {}, "not a multiple");
-  fails_with({q, k, k, random_floats({3, 2}, 1)}, {}, "does not broadcast");
-  fails_with({q, k, k, random_floats({1, 3, 3, 3}, 1)}, {}, "does not broadcast");
+  fails_with({q, k, uniform_floats({1, 2, 3}, 1)}, {}, "same rank");
+  fails_with({q, uniform_floats({1, 2, 3, 5}, 1), k}, {}, "head size");
+  fails_with({uniform_floats({1, 3, 3, 4}, 1), k, k}, {}, "not a multiple");
+  fails_with({q, k, k, uniform_floats({3, 2}, 1)}, {}, "does not broadcast");
+  fails_with({q, k, k, uniform_floats({1, 3, 3, 3}, 1)}, {}, "does not broadcast");
   fails_with({q, k, k, int64s({1}, {1})}, {}, "attn_mask has type int64");
-  const Tensor q3 = random_floats({1, 3, 8}, 36);
+  const Tensor q3 = uniform_floats({1, 3, 8}, 36);
   fails_with({q3, q3, q3}, {heads("q_num_heads", 2)}, "kv_num_heads");
   fails_with({q3, q3, q3}, {heads("q_num_heads", 3), heads("kv_num_heads", 1)}, "not a multiple of its 3 heads");
   fails_with({q, k, k}, {heads("q_num_heads", 4)}, "contradicts");

@@ -11,14 +11,6 @@ using namespace fusec::test;
 
 namespace {
 
-Tensor random_floats(std::vector<int64_t> dims, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  Tensor t(DType::Float32, std::move(dims));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
-
 Tensor run_one(const std::string& op, const std::vector<Tensor>& ins, std::vector<NamedAttribute> attrs = {}) {
   GraphBuilder b;
   std::vector<Value*> vs;
@@ -157,7 +149,7 @@ TEST(CpuConv, MatchesDirectLoops) {
   unsigned seed = 100;
   for (const auto& c : cases) {
     SCOPED_TRACE("X " + dims_str(c.x) + " W " + dims_str(c.w) + " group " + std::to_string(c.group));
-    Tensor x = random_floats(c.x, seed++), w = random_floats(c.w, seed++), b = random_floats({c.w[0]}, seed++);
+    Tensor x = uniform_floats(c.x, seed++), w = uniform_floats(c.w, seed++), b = uniform_floats({c.w[0]}, seed++);
     std::vector<Tensor> ins{x, w};
     if (c.bias) ins.push_back(b);
     expect_close(run_one("Conv", ins, conv_attrs(c)), naive_conv(x, w, c.bias ? &b : nullptr, c), 1e-4, 1e-5);
@@ -165,7 +157,7 @@ TEST(CpuConv, MatchesDirectLoops) {
 }
 
 TEST(CpuConv, AutoPad) {
-  Tensor x = random_floats({1, 2, 7, 6}, 1), w = random_floats({3, 2, 3, 2}, 2);
+  Tensor x = uniform_floats({1, 2, 7, 6}, 1), w = uniform_floats({3, 2, 3, 2}, 2);
   // SAME_UPPER with stride 2: out = ceil(in / 2); total pad (H: 2, W: 0 -> begin 1/0, end 1/0).
   auto y = run_one("Conv", {x, w}, {attr("auto_pad", std::string("SAME_UPPER")), attr("strides", std::vector<int64_t>{2, 2})});
   ConvCase c{{1, 2, 7, 6}, {3, 2, 3, 2}, 1, {2, 2}, {1, 1}, {1, 0, 1, 0}, false};
@@ -180,12 +172,12 @@ TEST(CpuConv, AutoPad) {
 }
 
 TEST(CpuConv, BadShapesAreErrors) {
-  Tensor x = random_floats({1, 3, 5, 5}, 1);
-  EXPECT_THROW(run_one("Conv", {x, random_floats({2, 2, 3, 3}, 2)}), Error);                                 // channels
-  EXPECT_THROW(run_one("Conv", {x, random_floats({2, 1, 3, 3}, 2)}, {attr("group", int64_t{2})}), Error);   // group
-  EXPECT_THROW(run_one("Conv", {x, random_floats({2, 3, 7, 7}, 2)}), Error);                                 // window
-  EXPECT_THROW(run_one("Conv", {x, random_floats({2, 3, 3, 3}, 2), random_floats({3}, 3)}), Error);          // bias
-  EXPECT_THROW(run_one("Conv", {x, random_floats({2, 3, 3, 3}, 2)}, {attr("auto_pad", std::string("SAME"))}), Error);
+  Tensor x = uniform_floats({1, 3, 5, 5}, 1);
+  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 2, 3, 3}, 2)}), Error);                                 // channels
+  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 1, 3, 3}, 2)}, {attr("group", int64_t{2})}), Error);   // group
+  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 3, 7, 7}, 2)}), Error);                                 // window
+  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 3, 3, 3}, 2), uniform_floats({3}, 3)}), Error);          // bias
+  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 3, 3, 3}, 2)}, {attr("auto_pad", std::string("SAME"))}), Error);
 }
 
 TEST(CpuConvTranspose, HandComputed) {
@@ -216,7 +208,7 @@ TEST(CpuConvTranspose, MatchesDirectLoops) {
   for (const auto& c : cases) {
     SCOPED_TRACE("X " + dims_str(c.x) + " W " + dims_str(c.w));
     const size_t nd = c.x.size() - 2;
-    Tensor x = random_floats(c.x, seed++), w = random_floats(c.w, seed++), b = random_floats({c.w[1] * c.group}, seed++);
+    Tensor x = uniform_floats(c.x, seed++), w = uniform_floats(c.w, seed++), b = uniform_floats({c.w[1] * c.group}, seed++);
     std::vector<int64_t> out;
     for (size_t i = 0; i < nd; ++i)
       out.push_back(c.strides[i] * (c.x[i + 2] - 1) + c.output_padding[i] + (c.w[i + 2] - 1) * c.dilations[i] + 1 -
@@ -232,7 +224,7 @@ TEST(CpuConvTranspose, MatchesDirectLoops) {
 }
 
 TEST(CpuConvTranspose, OutputShapeAndAutoPad) {
-  Tensor x = random_floats({1, 1, 3, 3}, 1), w = random_floats({1, 2, 3, 3}, 2);
+  Tensor x = uniform_floats({1, 1, 3, 3}, 1), w = uniform_floats({1, 2, 3, 3}, 2);
   // output_shape 7x7 with stride 2: full size 7, no padding.
   auto y = run_one("ConvTranspose", {x, w}, {attr("strides", std::vector<int64_t>{2, 2}), attr("output_shape", std::vector<int64_t>{7, 7})});
   expect_close(y, naive_conv_transpose(x, w, nullptr, 1, {2, 2}, {1, 1}, {0, 0, 0, 0}, {7, 7}), 1e-4, 1e-5);

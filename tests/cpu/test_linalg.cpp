@@ -12,14 +12,6 @@ using namespace fusec::test;
 
 namespace {
 
-Tensor random_floats(std::vector<int64_t> dims, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  Tensor t(DType::Float32, std::move(dims));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
-
 Shape shape(const std::vector<int64_t>& d) { return shape_of(d); }
 
 Tensor run_one(const std::string& op, const std::vector<Tensor>& ins, std::vector<NamedAttribute> attrs = {},
@@ -124,17 +116,17 @@ TEST(CpuMatMul, VectorOperandsFollowNumpy) {
 }
 
 TEST(CpuMatMul, BroadcastsBatchDims) {
-  Tensor a = random_floats({2, 1, 5, 7}, 1), b = random_floats({3, 7, 4}, 2);
+  Tensor a = uniform_floats({2, 1, 5, 7}, 1), b = uniform_floats({3, 7, 4}, 2);
   expect_close(run_one("MatMul", {a, b}), naive_matmul(a, b, {2, 3, 5, 4}), 1e-5, 1e-5);
   // Stacked batches against one matrix (the single-GEMM path), and the reverse.
-  Tensor c = random_floats({4, 33, 17}, 3), d = random_floats({17, 9}, 4);
+  Tensor c = uniform_floats({4, 33, 17}, 3), d = uniform_floats({17, 9}, 4);
   expect_close(run_one("MatMul", {c, d}), naive_matmul(c, d, {4, 33, 9}), 1e-5, 1e-5);
-  Tensor e = random_floats({17, 33}, 5), f = random_floats({4, 33, 9}, 6);
+  Tensor e = uniform_floats({17, 33}, 5), f = uniform_floats({4, 33, 9}, 6);
   expect_close(run_one("MatMul", {e, f}), naive_matmul(e, f, {4, 17, 9}), 1e-5, 1e-5);
   // Many small products (one per thread) and one large.
-  Tensor g = random_floats({64, 8, 8}, 7), h = random_floats({64, 8, 8}, 8);
+  Tensor g = uniform_floats({64, 8, 8}, 7), h = uniform_floats({64, 8, 8}, 8);
   expect_close(run_one("MatMul", {g, h}), naive_matmul(g, h, {64, 8, 8}), 1e-5, 1e-5);
-  Tensor i = random_floats({130, 70}, 9), j = random_floats({70, 150}, 10);
+  Tensor i = uniform_floats({130, 70}, 9), j = uniform_floats({70, 150}, 10);
   expect_close(run_one("MatMul", {i, j}), naive_matmul(i, j, {130, 150}), 1e-5, 1e-5);
 }
 
@@ -174,8 +166,8 @@ TEST(CpuGemm, AttributesAndBiasBroadcast) {
 }
 
 TEST(CpuGemm, LargerAgainstMatMul) {
-  Tensor a = random_floats({65, 40}, 11), b = random_floats({40, 129}, 12);
-  Tensor c = random_floats({129}, 13);
+  Tensor a = uniform_floats({65, 40}, 11), b = uniform_floats({40, 129}, 12);
+  Tensor c = uniform_floats({129}, 13);
   Tensor want = naive_matmul(a, b, {65, 129});
   for (int64_t i = 0; i < want.numel(); ++i) want.data<float>()[i] += c.data<float>()[i % 129];
   expect_close(run_one("Gemm", {a, b, c}), want, 1e-5, 1e-5);
@@ -190,7 +182,7 @@ TEST(CpuGemm, IncompatibleBiasIsAnError) {
 }
 
 TEST(CpuEinsum, MatrixProductsAndTransposes) {
-  Tensor a = random_floats({3, 4}, 20), b = random_floats({4, 5}, 21);
+  Tensor a = uniform_floats({3, 4}, 20), b = uniform_floats({4, 5}, 21);
   expect_close(run_one("Einsum", {a, b}, {attr("equation", std::string("ij,jk->ik"))}), naive_einsum("ij,jk->ik", {a, b}),
                1e-5, 1e-5);
   // Implicit output: labels seen once, in alphabetical order.
@@ -199,7 +191,7 @@ TEST(CpuEinsum, MatrixProductsAndTransposes) {
   expect_close(run_one("Einsum", {a}, {attr("equation", std::string("ij->ji"))}), naive_einsum("ij->ji", {a}));
   expect_close(run_one("Einsum", {a, b}, {attr("equation", std::string("ij,jk->ki"))}), naive_einsum("ij,jk->ki", {a, b}),
                1e-5, 1e-5);
-  Tensor x = random_floats({2, 3, 4}, 22), y = random_floats({2, 5, 4}, 23), z = random_floats({5, 3}, 24);
+  Tensor x = uniform_floats({2, 3, 4}, 22), y = uniform_floats({2, 5, 4}, 23), z = uniform_floats({5, 3}, 24);
   for (const char* eq : {"bij,bkj->bik", "bij,bkj->kib", "bij,bkj->ik", "bij,bkj->b"}) {
     SCOPED_TRACE(eq);
     expect_close(run_one("Einsum", {x, y}, {attr("equation", std::string(eq))}), naive_einsum(eq, {x, y}), 1e-5, 1e-5);
@@ -218,13 +210,13 @@ TEST(CpuEinsum, DiagonalsSumsAndOuterProducts) {
   expect_close(run_one("Einsum", {floats({1, 2, 3}, {3}), floats({4, 5, 6}, {3})}, {attr("equation", std::string("i,i"))}),
                floats({32}, {}));
   // A label summed on one side only, and a diagonal inside a product.
-  Tensor a = random_floats({3, 4}, 30), b = random_floats({3, 3, 2}, 31);
+  Tensor a = uniform_floats({3, 4}, 30), b = uniform_floats({3, 3, 2}, 31);
   expect_close(run_one("Einsum", {a, b}, {attr("equation", std::string("ij,iik->k"))}),
                naive_einsum("ij,iik->k", {a, b}), 1e-5, 1e-5);
 }
 
 TEST(CpuEinsum, EllipsisBroadcasts) {
-  Tensor a = random_floats({2, 1, 3, 4}, 40), b = random_floats({5, 4, 2}, 41);
+  Tensor a = uniform_floats({2, 1, 3, 4}, 40), b = uniform_floats({5, 4, 2}, 41);
   // "...ij,...jk->...ik" with batch dims (2,1) and (5) broadcasting to (2,5).
   Tensor want = naive_einsum("abij,bjk->abik", {a, b});
   auto got = run_one("Einsum", {a, b}, {attr("equation", std::string("...ij,...jk->...ik"))});
