@@ -84,15 +84,20 @@ std::string kernel_of(const Case& k, Precision p) {
   return "none";
 }
 
-}  // namespace
-
-TEST(GpuAttention, BertHeads3dWithPaddingMask) {
-  FUSEC_REQUIRE_GPU();
+/// BERT-base's attention as the fusion pass writes it: 3-D, 12 heads, an additive [B,1,1,S] mask.
+Case bert_case() {
   Case k;
   k.q = k.k = k.v = {2, 128, 768};
   k.q_heads = k.kv_heads = 12;
   k.mask = {2, 1, 1, 128};
-  all_precisions(k, 11);
+  return k;
+}
+
+}  // namespace
+
+TEST(GpuAttention, BertHeads3dWithPaddingMask) {
+  FUSEC_REQUIRE_GPU();
+  all_precisions(bert_case(), 11);
 }
 
 TEST(GpuAttention, FourDimensionalOddLengths) {
@@ -176,10 +181,7 @@ TEST(GpuAttention, LargeHeadSizeFallsBackToCpu) {
 
 TEST(GpuAttention, KernelChoice) {
   FUSEC_REQUIRE_GPU();
-  Case bert;
-  bert.q = bert.k = bert.v = {2, 128, 768};
-  bert.q_heads = bert.kv_heads = 12;
-  bert.mask = {2, 1, 1, 128};
+  const Case bert = bert_case();
   EXPECT_EQ(kernel_of(bert, Precision::FP32).rfind("fused attention float32", 0), 0u) << kernel_of(bert, Precision::FP32);
   // cuDNN's SDPA at half precision (the build has the cuDNN frontend: scripts/setup.sh installs it).
   EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("cuDNN SDPA float16", 0), 0u) << kernel_of(bert, Precision::FP16);
