@@ -3,9 +3,12 @@
 //   ONNX Attention (opset 23; 24 adds nonpad_kv_seqlen; 25 adds left/right_window_size):
 //     inputs  Q, K, V, [attn_mask], [past_key], [past_value], [nonpad_kv_seqlen]
 //     outputs Y, [present_key], [present_value], [qk_matmul_output]
-//   ai.fusec Attention (since 1): inputs Q, K, V, [attn_mask]; output Y; attributes scale,
+//   ai.fusec Attention (since 1): inputs Q, [K], [V], [attn_mask]; output Y; attributes scale,
 //     is_causal, q_num_heads, kv_num_heads — ONNX Attention restricted to those, which is what
-//     fusec's attention fusion writes for models older than opset 23 (docs/ops.md).
+//     fusec's attention fusion writes for models older than opset 23 (docs/ops.md). K and V may
+//     both be omitted: Q then packs all three, [B, S, (Hq + 2·Hkv)·D], each token's row
+//     [Q heads | K heads | V heads] (one merged projection GEMM wrote it, passes/merge_qkv.cpp);
+//     Sq = Skv = S, Dv = D, Y [B, S, Hq·D].
 //
 //   Q [B, Hq, Sq, D] or [B, Sq, Hq·D];  K [B, Hkv, Skv, D] or [B, Skv, Hkv·D];  V likewise with Dv.
 //   K' = concat(past_key, K) and V' = concat(past_value, V) along the sequence (T = Sp + Skv keys).
@@ -106,10 +109,47 @@ void check_mask(const InferContext& c, const Shape& target, bool standard) {
     c.fail("attn_mask shape " + shape_str(*m) + " does not broadcast to the scores' " + shape_str(target));
 }
 
+/// The packed form (ai.fusec, K and V omitted): Q is [B, S, (Hq + 2·Hkv)·D].
+void infer_packed(InferContext& c) {
+  const DType t = c.input_dtype(kQ);
+  const auto& qs = c.input_shape(kQ);
+  for (const char* name : {"q_num_heads", "kv_num_heads"})
+    if (!c.has_attr(name)) c.fail(std::string("packed QKV (K and V omitted) needs the attribute '") + name + "'");
+  const int64_t hq = heads_attr(c, "q_num_heads"), hkv = heads_attr(c, "kv_num_heads");
+  if (hq % hkv != 0)
+    c.fail("Q's " + std::to_string(hq) + " heads are not a multiple of K/V's " + std::to_string(hkv));
+  if (!qs) {
+    c.set_output(kY, t, std::nullopt);
+    return;
+  }
+  if (qs->size() != 3)
+    c.fail("packed QKV (K and V omitted) must be 3-D [B, S, (q_num_heads + 2·kv_num_heads)·head_size], not " +
+           shape_str(*qs));
+  const Dim& w = (*qs)[2];
+  const int64_t parts = hq + 2 * hkv;
+  Dim head;
+  if (w.is_static()) {
+    if (w.value % parts != 0)
+      c.fail("packed QKV's last dim " + std::to_string(w.value) + " is not a multiple of q_num_heads + 2·kv_num_heads = " +
+             std::to_string(parts));
+    head = Dim(w.value / parts);
+  }
+  const Dim batch = (*qs)[0], seq = (*qs)[1];
+  if (c.has_input(kMask)) check_mask(c, Shape{batch, Dim(hq), seq, seq}, false);
+  c.set_output(kY, t, Shape{batch, seq, head.is_static() ? Dim(dims::mul(hq, head.value, c, "Y's hidden size")) : Dim()});
+}
+
 void infer_attention(InferContext& c) {
   const bool standard = is_standard_attention(c);
   check_types(c, standard);
   check_attributes(c, standard);
+  if (!c.has_input(kK) || !c.has_input(kV)) {
+    if (standard) c.fail("K and V are required (only ai.fusec Attention takes Q, K and V packed in Q)");
+    if (c.has_input(kK) || c.has_input(kV))
+      c.fail("K and V must both be given, or both omitted (packed QKV in Q), not only " +
+             std::string(c.has_input(kK) ? "K" : "V"));
+    return infer_packed(c);
+  }
   const DType t = c.input_dtype(kQ);
   const auto &qs = c.input_shape(kQ), &ks = c.input_shape(kK), &vs = c.input_shape(kV);
   if (!qs || !ks || !vs) {
@@ -201,6 +241,16 @@ void infer_attention(InferContext& c) {
 /// the score matrix is not counted, as a fused kernel keeps it on chip.
 Cost cost_attention(const CostContext& c) {
   const auto &q = c.in_dims[kQ], &k = c.in_dims[kK], &v = c.in_dims[kV];
+  const double per_score = 5 + (c.node.attr_float("softcap", 0) > 0 ? 3 : 0);
+  if (!c.has_input(kK) && !c.has_input(kV)) {
+    // Packed QKV [B, S, (Hq + 2·Hkv)·D]: Sq = Skv = S, Dv = D; bytes read = the packed tensor (+ mask).
+    if (q.size() != 3) return cost_data_movement(c);
+    const double hq = static_cast<double>(std::max<int64_t>(1, c.node.attr_int("q_num_heads", 1)));
+    const double hkv = static_cast<double>(std::max<int64_t>(1, c.node.attr_int("kv_num_heads", 1)));
+    const double s = static_cast<double>(q[1]), d = static_cast<double>(q[2]) / (hq + 2 * hkv);
+    const double n_scores = static_cast<double>(q[0]) * hq * s * s;
+    return {n_scores * (2 * (d + d) + per_score), c.all_in_bytes(), c.all_out_bytes()};
+  }
   // Costed at static shapes that inference may not have checked (a node it skipped): only read the
   // dims a well-formed node has.
   const size_t rank = q.size();
@@ -223,7 +273,6 @@ Cost cost_attention(const CostContext& c) {
   }
   if (c.has_input(kPastKey)) t += static_cast<double>(c.in_dims[kPastKey][2]);
   const double n_scores = batch * hq * sq * t;
-  const double per_score = 5 + (c.node.attr_float("softcap", 0) > 0 ? 3 : 0);
   return {n_scores * (2 * (d + dv) + per_score), c.all_in_bytes(), c.all_out_bytes()};
 }
 
@@ -287,6 +336,30 @@ AttentionDims attention_dims(const NodeAttrs& n, const std::vector<int64_t>& q, 
   return a;
 }
 
+AttentionDims packed_attention_dims(const NodeAttrs& n, const std::vector<int64_t>& qkv) {
+  if (is_standard_attention(n)) n.fail("K and V are required (only ai.fusec Attention takes Q, K and V packed in Q)");
+  if (qkv.size() != 3)
+    n.fail("packed QKV (K and V omitted) must be 3-D [B, S, (q_num_heads + 2·kv_num_heads)·head_size], not " +
+           dims_str(qkv));
+  if (!n.has_attr("q_num_heads") || !n.has_attr("kv_num_heads"))
+    n.fail("packed QKV (K and V omitted) needs the attributes 'q_num_heads' and 'kv_num_heads'");
+  AttentionDims a;
+  a.three_d = a.packed = true;
+  a.batch = qkv[0];
+  a.q_heads = n.attr_int("q_num_heads");
+  a.kv_heads = n.attr_int("kv_num_heads");
+  if (a.q_heads <= 0 || a.kv_heads <= 0) n.fail("q_num_heads and kv_num_heads must be positive");
+  if (a.q_heads % a.kv_heads != 0)
+    n.fail("Q's " + std::to_string(a.q_heads) + " heads are not a multiple of K/V's " + std::to_string(a.kv_heads));
+  const int64_t parts = a.q_heads + 2 * a.kv_heads;
+  if (qkv[2] % parts != 0)
+    n.fail("packed QKV's last dim " + std::to_string(qkv[2]) + " is not a multiple of q_num_heads + 2·kv_num_heads = " +
+           std::to_string(parts));
+  a.q_seq = a.kv_seq = qkv[1];
+  a.head_size = a.v_head_size = qkv[2] / parts;
+  return a;
+}
+
 float attention_scale(const NodeAttrs& n, int64_t head_size) {
   const bool given = n.has_attr("scale") && (is_standard_attention(n) || n.attr_float("scale") != 0.0f);
   if (given) return n.attr_float("scale");
@@ -300,8 +373,9 @@ void register_attention_schemas(OpRegistry& r) {
       .attr("left_window_size", AttrKind::Int, AttrValue{int64_t{-1}})
       .attr("right_window_size", AttrKind::Int, AttrValue{int64_t{-1}})
       .set_doc("Attention-24 plus a sliding window (left/right_window_size)");
-  attention_common(r.add("Attention", "ai.fusec").since(1).io(3, 4))
-      .set_doc("Y = softmax(scale·Q·Kᵀ + mask [causal]) · V (ONNX Attention without cache or extra outputs)");
+  attention_common(r.add("Attention", "ai.fusec").since(1).io(1, 4))
+      .set_doc("Y = softmax(scale·Q·Kᵀ + mask [causal]) · V (ONNX Attention without cache or extra outputs); "
+               "K and V omitted: Q packs [Q | K | V] per token");
 }
 
 }  // namespace fusec

@@ -3,7 +3,9 @@
 // layouts, with GQA, causal masking with Sq != Skv, bool and float masks that broadcast, fp16/bf16,
 // the KV cache; plus shape inference errors and the cost. ONNX's own node tests (expected values
 // from onnx.reference) run in the conformance_attention ctest.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
@@ -115,6 +117,39 @@ Tensor to_float(const Tensor& x) {
 }
 
 NamedAttribute heads(const char* name, int64_t n) { return attr(name, n); }
+
+/// Q [B, S, Hq·D], K and V [B, S, Hkv·D] -> packed QKV [B, S, (Hq + 2·Hkv)·D], each row [Q | K | V].
+Tensor pack_qkv(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const int64_t b = q.dim(0), s = q.dim(1), nq = q.dim(2), nk = k.dim(2), nv = v.dim(2), w = nq + nk + nv;
+  Tensor out(DType::Float32, {b, s, w});
+  for (int64_t r = 0; r < b * s; ++r) {
+    float* row = out.data<float>() + r * w;
+    std::copy_n(q.data<float>() + r * nq, nq, row);
+    std::copy_n(k.data<float>() + r * nk, nk, row + nq);
+    std::copy_n(v.data<float>() + r * nv, nv, row + nq + nk);
+  }
+  return out;
+}
+
+/// ai.fusec Attention(qkv, "", "" [, mask]): the packed form.
+Tensor run_packed(const Tensor& qkv, const Tensor* mask, std::vector<NamedAttribute> attrs) {
+  GraphBuilder b(17);
+  std::vector<Value*> ins = {b.input("QKV", qkv.dtype(), shape_of(qkv.dims())), nullptr, nullptr};
+  std::vector<Tensor> feeds = {qkv};
+  if (mask) {
+    ins.push_back(b.input("attn_mask", mask->dtype(), shape_of(mask->dims())));
+    feeds.push_back(*mask);
+  }
+  b.output(b.node_n("Attention", ins, 1, std::move(attrs), "attn", "ai.fusec")[0]);
+  auto g = b.build();
+  return run_cpu(*g, feeds)[0];
+}
+
+void expect_bit_identical(const Tensor& got, const Tensor& want) {
+  ASSERT_EQ(got.dtype(), want.dtype());
+  ASSERT_EQ(got.dims(), want.dims());
+  EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.nbytes()), 0) << "packed and unpacked Y differ";
+}
 
 }  // namespace
 
@@ -326,4 +361,95 @@ TEST(CpuAttention, CostCountsBothProductsAndNotTheScores) {
   EXPECT_DOUBLE_EQ(c->flops, 2.0 * 2 * 4 * 8 * 16 * (8 + 4) + 5.0 * 2 * 4 * 8 * 16);
   EXPECT_DOUBLE_EQ(c->bytes_read, 4.0 * (2 * 8 * 32 + 2 * 16 * 16 + 2 * 16 * 8));
   EXPECT_DOUBLE_EQ(c->bytes_written, 4.0 * 2 * 8 * 16);  // Y [2, 8, 4·4]
+}
+
+TEST(CpuAttention, PackedQkvIsBitIdenticalToSeparateInputs) {
+  // ai.fusec Attention with K and V omitted reads Q, K and V as column blocks of one
+  // [B, S, (Hq + 2·Hkv)·D] tensor: the same Y, bit for bit, as the three tensors given apart; with
+  // and without a mask (bool and float), causal, GQA, and heads large enough for the GEMM path.
+  struct Case { int64_t batch, seq, hq, hkv, d; const char* what; };
+  for (const Case& c : {Case{2, 5, 3, 3, 4, "MHA"}, Case{2, 6, 6, 2, 4, "GQA 6/2"}, Case{1, 7, 4, 1, 8, "MQA 4/1"},
+                        Case{2, 100, 4, 2, 16, "GEMM path, GQA"}}) {
+    SCOPED_TRACE(c.what);
+    const Tensor q = uniform_floats({c.batch, c.seq, c.hq * c.d}, 60);
+    const Tensor k = uniform_floats({c.batch, c.seq, c.hkv * c.d}, 61);
+    const Tensor v = uniform_floats({c.batch, c.seq, c.hkv * c.d}, 62);
+    const Tensor qkv = pack_qkv(q, k, v);
+    const Tensor float_mask = uniform_floats({c.batch, 1, c.seq, c.seq}, 63);
+    Tensor bool_mask(DType::Bool, {c.batch, 1, 1, c.seq});
+    for (int64_t i = 0; i < bool_mask.numel(); ++i) bool_mask.data<uint8_t>()[i] = (i % c.seq) != 1;  // key 1 masked
+    for (int causal : {0, 1})
+      for (const Tensor* mask : std::vector<const Tensor*>{nullptr, &float_mask, &bool_mask}) {
+        SCOPED_TRACE(std::string(causal ? "causal" : "not causal") + (mask ? mask == &bool_mask ? ", bool mask" : ", float mask" : ""));
+        std::vector<NamedAttribute> a = {heads("q_num_heads", c.hq), heads("kv_num_heads", c.hkv),
+                                         attr("is_causal", int64_t{causal})};
+        std::vector<Tensor> separate = {q, k, v};
+        if (mask) separate.push_back(*mask);
+        const Tensor want = run_attention(separate, a);
+        expect_bit_identical(run_packed(qkv, mask, a), want);
+      }
+  }
+  // An explicit scale, and the result against the naive reference too.
+  const Tensor q = uniform_floats({2, 4, 8}, 64), k = uniform_floats({2, 4, 8}, 65), v = uniform_floats({2, 4, 8}, 66);
+  const auto a = {heads("q_num_heads", 2), heads("kv_num_heads", 2), attr("scale", 0.3f)};
+  const Tensor y = run_packed(pack_qkv(q, k, v), nullptr, a);
+  expect_bit_identical(y, run_attention({q, k, v}, a));
+  expect_close(y, merge_heads(naive(split_heads(q, 2), split_heads(k, 2), split_heads(v, 2), 0.3, nullptr)));
+}
+
+TEST(CpuAttention, PackedQkvShapeErrorsNameTheProblem) {
+  auto fails_with = [](const std::function<void()>& f, const std::string& what) {
+    try {
+      f();
+      ADD_FAILURE() << "no error, expected: " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("node 'attn'"), std::string::npos) << e.what();
+    }
+  };
+  const Tensor qkv = uniform_floats({1, 3, 24}, 67);  // 2 + 2·2 = 6 parts of 4
+  const auto h = [](int64_t q, int64_t kv) { return std::vector<NamedAttribute>{heads("q_num_heads", q), heads("kv_num_heads", kv)}; };
+  fails_with([&] { run_packed(uniform_floats({1, 2, 3, 24}, 1), nullptr, h(2, 2)); }, "must be 3-D");
+  fails_with([&] { run_packed(qkv, nullptr, h(5, 1)); }, "not a multiple of q_num_heads + 2·kv_num_heads = 7");
+  fails_with([&] { run_packed(qkv, nullptr, h(3, 2)); }, "not a multiple of K/V's");
+  fails_with([&] { run_packed(qkv, nullptr, {heads("q_num_heads", 2)}); }, "needs the attribute 'kv_num_heads'");
+  const Tensor wide = uniform_floats({1, 1, 3, 4}, 2);
+  fails_with([&] { run_packed(qkv, &wide, h(2, 2)); }, "does not broadcast");
+  // Only one of K and V omitted, and the standard op without K and V.
+  auto run_with = [&](std::vector<Value*> (*ins)(GraphBuilder&), const std::string& domain, int64_t opset) {
+    GraphBuilder b(opset);
+    b.output(b.node_n("Attention", ins(b), 1, h(2, 2), "attn", domain)[0]);
+    auto g = b.build();
+    std::vector<Tensor> feeds;
+    for (Value* v : g->inputs) feeds.push_back(v->name == "QKV" ? qkv : uniform_floats({1, 3, 8}, 3));
+    run_cpu(*g, feeds);
+  };
+  fails_with([&] {
+    run_with([](GraphBuilder& b) {
+      return std::vector<Value*>{b.input("QKV", DType::Float32, {1, 3, 24}), b.input("K", DType::Float32, {1, 3, 8}), nullptr};
+    }, "ai.fusec", 17);
+  }, "K and V must both be given, or both omitted");
+  fails_with([&] {
+    run_with([](GraphBuilder& b) {
+      return std::vector<Value*>{b.input("QKV", DType::Float32, {1, 3, 24}), nullptr, nullptr,
+                                 b.input("M", DType::Float32, {1, 3, 8})};
+    }, "", 23);
+  }, "required input 1 is empty");
+}
+
+TEST(CpuAttention, PackedQkvCost) {
+  // B 2, S 8, Hq 4, Hkv 2, D 8: packed [2, 8, (4 + 2·2)·8 = 64]; FLOPs as for Q, K, V apart
+  // (2·B·Hq·S·S·(D + D) + 5·B·Hq·S·S), bytes read = the packed tensor, written = Y [2, 8, 32].
+  GraphBuilder b(17);
+  Value* qkv = b.input("QKV", DType::Float32, {2, 8, 64});
+  b.output(b.node_n("Attention", {qkv, nullptr, nullptr}, 1, {heads("q_num_heads", 4), heads("kv_num_heads", 2)}, "attn",
+                    "ai.fusec")[0]);
+  auto g = b.build();
+  infer_shapes(*g);
+  EXPECT_EQ(g->outputs[0]->type.shape, (Shape{2, 8, 32}));
+  const auto c = node_cost(*g, *g->nodes()[0]);
+  ASSERT_TRUE(c);
+  EXPECT_DOUBLE_EQ(c->flops, 2.0 * 2 * 4 * 8 * 8 * (8 + 8) + 5.0 * 2 * 4 * 8 * 8);
+  EXPECT_DOUBLE_EQ(c->bytes_read, 4.0 * 2 * 8 * 64);
+  EXPECT_DOUBLE_EQ(c->bytes_written, 4.0 * 2 * 8 * 32);
 }

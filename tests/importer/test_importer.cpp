@@ -73,6 +73,43 @@ TEST(Importer, RoundTripIsBitExact) {
   EXPECT_EQ(graph_difference(*back, *import_onnx_bytes(export_onnx_bytes(*back), ".", "mem")), "");
 }
 
+TEST(Importer, OmittedOptionalInputsRoundTrip) {
+  // ai.fusec Attention with packed QKV: K and V omitted ("" in the file) before a mask, and
+  // trailing; each comes back as a left-out input, and the models run to the same numbers.
+  for (bool mask : {true, false}) {
+    SCOPED_TRACE(mask ? "K, V omitted before the mask" : "K, V omitted at the end");
+    GraphBuilder b(17);
+    std::vector<Value*> ins = {b.input("qkv", DType::Float32, {2, 3, 24}), nullptr, nullptr};
+    if (mask) ins.push_back(b.input("mask", DType::Bool, {2, 1, 1, 3}));
+    Value* y = b.node_n("Attention", ins, 1, {attr("q_num_heads", int64_t{2}), attr("kv_num_heads", int64_t{2})}, "attn", "ai.fusec")[0];
+    b.output(y);
+    auto g = b.build();
+    onnx::ModelProto proto;
+    ASSERT_TRUE(proto.ParseFromString(export_onnx_bytes(*g)));
+    const auto& np = proto.graph().node(0);
+    ASSERT_EQ(np.input_size(), mask ? 4 : 3);
+    EXPECT_EQ(np.input(1), "");
+    EXPECT_EQ(np.input(2), "");
+    auto back = import_onnx_bytes(export_onnx_bytes(*g), ".", "mem");
+    EXPECT_EQ(graph_difference(*g, *back), "");
+    const Node* n = back->nodes()[0].get();
+    EXPECT_FALSE(n->input(1));
+    EXPECT_FALSE(n->input(2));
+    EXPECT_EQ(n->input(3) != nullptr, mask);
+    std::vector<Tensor> feeds = {Tensor(DType::Float32, {2, 3, 24})};
+    for (int64_t i = 0; i < feeds[0].numel(); ++i) feeds[0].data<float>()[i] = static_cast<float>(i % 7) * 0.25f - 0.5f;
+    if (mask) {
+      feeds.emplace_back(DType::Bool, std::vector<int64_t>{2, 1, 1, 3});
+      for (int64_t i = 0; i < 6; ++i) feeds[1].data<uint8_t>()[i] = i != 4;
+    }
+    infer_shapes(*g);
+    infer_shapes(*back);
+    const Tensor a = cpu::CpuBackend().compile(*g)->run(feeds)[0], c = cpu::CpuBackend().compile(*back)->run(feeds)[0];
+    ASSERT_EQ(a.dims(), (std::vector<int64_t>{2, 3, 8}));
+    EXPECT_TRUE(a.bytes_equal(c));
+  }
+}
+
 TEST(Importer, ExternalDataRoundTrip) {
   fs::path dir = temp_dir("ext");
   auto g = sample_graph();

@@ -7,6 +7,8 @@
 // (3-D [B, S, H·D] or 4-D [B, H, S, D]) through row strides, so no transpose is materialized;
 // K' and V' (the cache concatenated with the new keys) are built only where there is a cache or a
 // present output, into the present outputs when those are requested. float16/bfloat16 run in float32 (via_float32), float64 in double.
+// Packed QKV (ai.fusec, K and V omitted) is read in place too: Q, K and V are views of the one
+// [B, S, (Hq + 2·Hkv)·D] tensor at their column offsets (AttentionDims::q_view/k_view/v_view).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -61,12 +63,13 @@ MaskView mask_view(const KernelContext& ctx, const Tensor& m, const AttentionDim
   return v;
 }
 
-/// dst [B, Hkv, T, size] = concat(past [B, Hkv, Sp, size], src in its layout) along the sequence.
+/// dst [B, Hkv, T, size] = concat(past [B, Hkv, Sp, size], src viewed through `view`) along the sequence.
 template <typename T>
-void concat_cache(const AttentionDims& a, const Tensor* past, const Tensor& src, int64_t size, T* dst) {
+void concat_cache(const AttentionDims& a, const Tensor* past, const Tensor& src, AttentionDims::View view, int64_t size,
+                  T* dst) {
   const int64_t total = a.total_kv();
-  const auto st = a.strides(a.kv_heads, a.kv_seq, size);
-  const T* s = src.data<T>();
+  const auto st = view.st;
+  const T* s = src.data<T>() + view.offset;
   const T* p = past ? past->data<T>() : nullptr;
   parallel_for(a.batch * a.kv_heads, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t bh = lo; bh < hi; ++bh) {
@@ -172,26 +175,30 @@ void run_attention(KernelContext& ctx, const Plan& p) {
   const Tensor* past_v = ctx.has_input(kPastValue) ? &ctx.input(kPastValue) : nullptr;
   // K' and V' as rows (b, g, j) at base + b·st.b + g·st.h + j·st.s: the inputs themselves when
   // there is no cache to prepend and no present output to write, else [B, Hkv, T, size] copies.
+  // Packed, K and V are views of Q's tensor.
   struct Rows { const T* base; AttentionDims::Strides st; };
   Tensor k_scratch, v_scratch;  // Tensors, so the host memory budget counts them
-  auto rows = [&](size_t in, const Tensor* past, size_t out, Tensor& scratch, int64_t size) -> Rows {
-    if (!past && !ctx.has_output(out)) return {ctx.input(in).template data<T>(), a.strides(a.kv_heads, a.kv_seq, size)};
+  auto rows = [&](size_t in, AttentionDims::View view, const Tensor* past, size_t out, Tensor& scratch,
+                  int64_t size) -> Rows {
+    const Tensor& src = ctx.input(a.packed ? kQ : in);
+    if (!past && !ctx.has_output(out)) return {src.template data<T>() + view.offset, view.st};
     T* dst;
     if (ctx.has_output(out)) {
       dst = ctx.output(out).template data<T>();
     } else {
-      scratch = Tensor(ctx.input(in).dtype(), {a.batch, a.kv_heads, total, size});
+      scratch = Tensor(src.dtype(), {a.batch, a.kv_heads, total, size});
       dst = scratch.template data<T>();
     }
-    concat_cache<T>(a, past, ctx.input(in), size, dst);
+    concat_cache<T>(a, past, src, view, size, dst);
     return {dst, {a.kv_heads * total * size, total * size, size}};
   };
-  const Rows keys = rows(kK, past_k, kPresentKey, k_scratch, d);
-  const Rows values = rows(kV, past_v, kPresentValue, v_scratch, dv);
+  const Rows keys = rows(kK, a.k_view(), past_k, kPresentKey, k_scratch, d);
+  const Rows values = rows(kV, a.v_view(), past_v, kPresentValue, v_scratch, dv);
 
-  const auto qs = a.strides(a.q_heads, a.q_seq, d);
-  const auto ys = a.strides(a.q_heads, a.q_seq, dv);
-  const T* q = ctx.input(kQ).data<T>();
+  const auto qv = a.q_view();
+  const auto qs = qv.st;
+  const auto ys = a.y_strides();
+  const T* q = ctx.input(kQ).data<T>() + qv.offset;
   T* y = ctx.output(kY).data<T>();
   T* qk = ctx.has_output(kQk) ? ctx.output(kQk).data<T>() : nullptr;
   const T scale = static_cast<T>(p.scale), cap = static_cast<T>(p.softcap);
@@ -264,11 +271,16 @@ void run_attention(KernelContext& ctx, const Plan& p) {
 void attention_kernel(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, attention_kernel);
   const bool standard = is_standard_attention(ctx);
-  const Tensor &q = ctx.input(kQ), &k = ctx.input(kK), &v = ctx.input(kV);
+  const Tensor& q = ctx.input(kQ);
   const Tensor* past_k = ctx.has_input(kPastKey) ? &ctx.input(kPastKey) : nullptr;
   if (ctx.has_input(kPastKey) != ctx.has_input(kPastValue)) ctx.fail("past_key and past_value must be given together");
   Plan p;
-  p.a = attention_dims(ctx, q.dims(), k.dims(), v.dims(), past_k ? &past_k->dims() : nullptr);
+  if (!standard && !ctx.has_input(kK) && !ctx.has_input(kV)) {
+    p.a = packed_attention_dims(ctx, q.dims());  // ai.fusec has no cache inputs
+  } else {
+    const Tensor &k = ctx.input(kK), &v = ctx.input(kV);  // fails naming the node when one is omitted
+    p.a = attention_dims(ctx, q.dims(), k.dims(), v.dims(), past_k ? &past_k->dims() : nullptr);
+  }
   const AttentionDims& a = p.a;
   if (past_k) {
     const std::vector<int64_t> want = {a.batch, a.kv_heads, a.past_seq, a.v_head_size};
