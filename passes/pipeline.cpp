@@ -14,6 +14,7 @@
 #include "passes/fuse_matmul_bias.h"
 #include "passes/fuse_skip_layernorm.h"
 #include "passes/infer_shapes.h"
+#include "passes/merge_qkv.h"
 #include "passes/recognize_gelu.h"
 #include "passes/recognize_layernorm.h"
 
@@ -50,6 +51,10 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   p.push_back(std::make_unique<FuseConvActivationPass>());
   // After the LayerNorm/GELU fusions (a GELU is one node to absorb), before fuse_elementwise takes the Add.
   p.push_back(std::make_unique<FuseMatMulBiasPass>());
+  // Q/K/V projections -> one GEMM writing packed QKV for the 3-D Attention: after fuse_attention
+  // (the Attention exists) and right after fuse_matmul_bias (each projection is one FusedMatMul
+  // whose bias is a constant operand, so three of them concatenate into one).
+  p.push_back(std::make_unique<MergeQkvPass>());
   // Last: mops up the elementwise chains the specific fusions left, one kernel per region.
   p.push_back(std::make_unique<FuseElementwisePass>());
   return p;

@@ -31,7 +31,7 @@ SMALL_MODELS = ["mlp_small", "bert_small", "mobilenetv2_small", "resnet50_small"
 BENCH = ["--batch", "4", "--iterations", "200", "--warmup", "5", "--device", "cpu", "--quiet"]
 # Every pass that fuses, folds or recognizes: what a user turns off to see what fusion buys.
 FUSION_PASSES = ["fold_batchnorm", "recognize_gelu", "recognize_layernorm", "fuse_skip_layernorm",
-                 "fuse_layernorm_gelu", "fuse_conv_activation", "fuse_matmul_bias", "fuse_elementwise"]
+                 "fuse_layernorm_gelu", "fuse_conv_activation", "fuse_matmul_bias", "merge_qkv", "fuse_elementwise"]
 
 
 class Failure(Exception):

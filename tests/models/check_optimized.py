@@ -78,6 +78,9 @@ EXPECT = {
         ("adjacent Add+LayerNorm fused (5 SkipLayerNorm)", lambda o, m: count(m, "SkipLayerNorm", "ai.fusec") == 5),
         ("each layer's attention is one Attention (2), no Softmax or head-split Transpose left",
          lambda o, m: count(m, "Attention", "ai.fusec") == 2 and count(m, "Softmax") == 0 and count(m, "Transpose") == 0),
+        ("each layer's Q/K/V projections merged into one (packed QKV): 8 FusedMatMul, Attention without K and V",
+         lambda o, m: count(m, "FusedMatMul", "ai.fusec") == 8
+         and all(n.input[1] == "" and n.input[2] == "" for n in m.graph.node if n.op_type == "Attention")),
     ],
     "mlp_small": [
         ("24 LayerNormGelu", lambda o, m: count(m, "LayerNormGelu", "ai.fusec") == 24),

@@ -1,0 +1,391 @@
+// merge_qkv: the Q, K and V projections of one attention -> one GEMM writing packed QKV.
+//
+//                 X [B, S, E]                             X [B, S, E]
+//        ┌─────────┼─────────┐                             │
+//   FusedMatMul FusedMatMul FusedMatMul         FusedMatMul 'q'  W = [Wq | Wk | Wv]  [E, Nq+Nk+Nv]
+//   'q' Wq, bq  'k' Wk, bk  'v' Wv, bv    =>                     b = [bq | bk | bv]
+//        │Q        │K        │V                            │ QKV [B, S, (Hq + 2·Hkv)·D]
+//        └──── Attention 'a' ────┘ [mask]         ai.fusec.Attention 'a' (QKV, "", "" [, mask])
+//                (3-D)
+//
+//   X·[Wq | Wk | Wv] + [bq | bk | bv] = [X·Wq + bq | X·Wk + bk | X·Wv + bv]     (column blocks)
+//
+// Each token's row of the one product is [Q heads | K heads | V heads]: the packed form of ai.fusec
+// Attention (docs/ops.md), whose kernels read Q, K and V as strided views of it, so no Split copy
+// comes back. One GEMM of N = Nq + Nk + Nv instead of three of N/3 runs closer to the device's peak
+// (BERT-base at M = 2048 on an H100, fp32: ~78% for each 768×768 projection, ~88% for 768×2304).
+//
+// A projection is FusedMatMul(X, W [, b]) without activation, MatMul(X, W) (fuse_matmul_bias leaves
+// a bias-free product alone), or MatMul(X, W) -> Add(b) (fuse_matmul_bias skipped or --portable);
+// W a constant 2-D [E, N] of X's type, b a constant [N] or [1,..,1,N]. A projection without a bias
+// gets zeros in its part of the merged bias when another has one (y + 0 = y). Each projection's
+// output must be read by the Attention alone. The Attention: 3-D; inputs Q, K, V [, attn_mask],
+// output Y only; K's head size equal to V's (packed QKV has one D). ai.fusec Attention, or ONNX
+// Attention using nothing outside ai.fusec's subset (no cache or nonpad_kv_seqlen, no extra outputs,
+// softcap 0, no window, softmax_precision absent or float, scale not the literal 0 that ai.fusec
+// reads as "default", a mask exactly as wide as the keys since ONNX pads a narrower one where
+// ai.fusec broadcasts it): it becomes ai.fusec Attention, the only one that takes packed QKV.
+//
+// Second form, GPT-2's c_attn: Q, K and V are outputs 0, 1, 2 of one Split of a 3-D T along its last
+// axis. T is packed QKV already ([Hq·D | Hkv·D | Hkv·D] per token): the Split goes, Attention(T, "", "").
+//
+// Under --portable nothing changes (ONNX Attention has no packed form); a near-miss says so. Runs
+// after fuse_matmul_bias, so that the projections are whole FusedMatMuls by then.
+#include "passes/merge_qkv.h"
+
+#include <array>
+#include <cstring>
+#include <optional>
+#include <set>
+
+#include "ir/dtype.h"
+#include "passes/pattern.h"
+
+namespace fusec {
+
+namespace {
+
+const char* kPass = "merge_qkv";
+enum Input : size_t { kQ = 0, kK, kV, kMask };
+const char* kRole[] = {"Q", "K", "V"};
+
+bool standard_domain(const Node* n) { return n->domain.empty() || n->domain == "ai.onnx"; }
+
+bool attention_type(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
+
+bool same_dim(const Dim& a, const Dim& b) {
+  return (a.is_static() && b.is_static() && a.value == b.value) || (!a.symbol.empty() && a.symbol == b.symbol);
+}
+
+const Shape* shape_of_value(const Value* v) { return v && v->type.shape ? &*v->type.shape : nullptr; }
+
+/// One projection: FusedMatMul(x, w [, bias]), MatMul(x, w), or MatMul(x, w) -> Add(bias).
+struct Projection {
+  std::vector<Node*> nodes;  // the product first, then its Add
+  Value* x = nullptr;
+  Value* w = nullptr;
+  Value* bias = nullptr;
+  Value* out = nullptr;
+  Node* product() const { return nodes.front(); }
+};
+
+/// The projection producing `v`, or nullopt when its producer is no matrix product at all (then the
+/// pattern is not there, and nothing is said).
+std::optional<Projection> projection_of(Value* v) {
+  Node* p = v ? v->producer : nullptr;
+  if (!p) return std::nullopt;
+  Projection pr;
+  pr.out = v;
+  if ((p->op_type == "FusedMatMul" && p->domain == "ai.fusec") || is_op(p, "MatMul")) {
+    pr.nodes = {p};
+    pr.x = p->input(0);
+    pr.w = p->input(1);
+    pr.bias = p->op_type == "FusedMatMul" ? p->input(2) : nullptr;
+    return pr;
+  }
+  if (is_op(p, "Add") && p->inputs.size() == 2) {
+    for (size_t i = 0; i < 2; ++i) {
+      Node* mm = p->input(i) ? p->input(i)->producer : nullptr;
+      if (is_op(mm, "MatMul") && constant_of(p->input(1 - i))) {
+        pr.nodes = {mm, p};
+        pr.x = mm->input(0);
+        pr.w = mm->input(1);
+        pr.bias = p->input(1 - i);
+        return pr;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::string read_elsewhere(const Value* v, const Node* by) {
+  const std::string who = "the output '" + v->name + "' of " + describe(by);
+  if (v->is_graph_output) return who + " is a graph output";
+  return who + " is also read by another node (" + std::to_string(use_count(v)) + " reads)";
+}
+
+/// Why `p` cannot be one column block of the merged product (output type `t`), or "".
+std::string projection_problem(const Projection& p, DType t) {
+  Node* mm = p.product();
+  if (mm->op_type == "FusedMatMul") {
+    const std::string act = mm->attr_string("activation", "");
+    if (!act.empty()) return describe(mm) + " applies the activation " + act + " (only plain products merge)";
+  }
+  if (p.nodes.size() > 1 && !has_single_use(mm->outputs[0])) return read_elsewhere(mm->outputs[0], mm);
+  if (!has_single_use(p.out)) return read_elsewhere(p.out, p.nodes.back());
+  const Tensor* w = constant_of(p.w);
+  if (!w) return "the weight '" + p.w->name + "' of " + describe(mm) + " is not a constant";
+  const std::string weight = "the weight '" + p.w->name + "' of " + describe(mm);
+  if (w->rank() != 2) return weight + " is not 2-D (" + dims_str(w->dims()) + ")";
+  if (w->dtype() != t) return weight + " is " + dtype_name(w->dtype()) + ", not " + dtype_name(t);
+  if (!p.bias) return "";
+  const Tensor* b = constant_of(p.bias);
+  const std::string bias = "the bias '" + p.bias->name + "' of " + describe(mm);
+  if (!b) return bias + " is not a constant";
+  if (b->dtype() != t) return bias + " is " + dtype_name(b->dtype()) + ", not " + dtype_name(t);
+  const auto& d = b->dims();
+  bool along_last = !d.empty() && d.back() == w->dim(1);
+  for (size_t i = 0; i + 1 < d.size(); ++i) along_last &= d[i] == 1;
+  if (!along_last)
+    return bias + " has shape " + dims_str(d) + ", not [" + std::to_string(w->dim(1)) + "] along the last axis";
+  return "";
+}
+
+/// What feeds Q, K and V: three projections, or one Split; neither when `found` is false.
+struct Source {
+  bool found = false;
+  std::array<Projection, 3> proj;
+  Node* split = nullptr;
+};
+
+Source source_of(const Node* attn) {
+  Source s;
+  Value *q = attn->input(kQ), *k = attn->input(kK), *v = attn->input(kV);
+  Node* sp = q ? q->producer : nullptr;
+  if (is_op(sp, "Split") && sp->outputs.size() == 3 && sp->outputs[0] == q && sp->outputs[1] == k &&
+      sp->outputs[2] == v) {
+    s.split = sp;
+    s.found = true;
+    return s;
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    auto p = projection_of(attn->input(i));
+    if (!p) return s;
+    s.proj[i] = std::move(*p);
+  }
+  s.found = true;
+  return s;
+}
+
+/// "FusedMatMul 'q' + FusedMatMul 'k' + FusedMatMul 'v'" (or "Split 's'").
+std::string sources_str(const Source& s) {
+  if (s.split) return describe(s.split);
+  return describe(s.proj[0].product()) + " + " + describe(s.proj[1].product()) + " + " + describe(s.proj[2].product());
+}
+
+/// Where a 4-D attention's operand came from before its head split (and RoPE): walking back along
+/// the data input through layout and elementwise ops to a projection. Only for the near-miss.
+std::optional<Projection> traced_projection(Value* v) {
+  static const std::set<std::string> through = {"Transpose", "Reshape", "Unsqueeze", "Squeeze", "Expand",
+                                                "Mul",       "Add",     "Neg",       "FusedElementwise"};
+  for (int depth = 0; v && v->producer && depth < 8; ++depth) {
+    if (auto p = projection_of(v)) return p;
+    if (!through.count(v->producer->op_type)) return std::nullopt;
+    v = v->producer->input(0);
+  }
+  return std::nullopt;
+}
+
+/// Standard ONNX Attention features ai.fusec Attention lacks, as a reason, or "".
+std::string beyond_fusec_subset(const Node* a) {
+  const char* extra_in[] = {"past_key", "past_value", "nonpad_kv_seqlen"};
+  for (size_t i = 4; i < 7; ++i)
+    if (a->input(i)) return std::string("it reads ") + extra_in[i - 4] + ", which ai.fusec Attention does not have";
+  const char* extra_out[] = {"present_key", "present_value", "qk_matmul_output"};
+  for (size_t i = 1; i < a->outputs.size() && i < 4; ++i)
+    if (a->outputs[i]) return std::string("it writes ") + extra_out[i - 1] + ", which ai.fusec Attention does not have";
+  if (a->attr_float("softcap", 0) != 0) return "it has a softcap, which ai.fusec Attention does not have";
+  for (const char* w : {"left_window_size", "right_window_size"})
+    if (a->attr_int(w, -1) != -1) return std::string("it has a sliding window (") + w + "), which ai.fusec Attention does not have";
+  if (a->has_attr("softmax_precision") && a->attr_int("softmax_precision", 1) != 1)
+    return "its softmax_precision is not float (ai.fusec Attention computes the softmax in float32)";
+  if (a->has_attr("scale") && a->attr_float("scale", 1) == 0)
+    return "its scale is 0, which ai.fusec Attention reads as the default 1/√D";
+  if (const Value* m = a->input(kMask)) {
+    const Shape* ms = shape_of_value(m);
+    const Shape* qs = shape_of_value(a->input(kQ));
+    if (!ms || ms->empty() || !qs || qs->size() != 3 || !same_dim(ms->back(), (*qs)[1]))
+      return "its attn_mask '" + m->name + "' is not known to be exactly as wide as the keys (ONNX Attention pads a " +
+             "narrower mask, ai.fusec Attention broadcasts it)";
+  }
+  return "";
+}
+
+/// Why `attn` (whose Q, K, V come from `src`) cannot take packed QKV, or "".
+std::string attention_problem(const Node* attn, const Source& src) {
+  const Value* q = attn->input(kQ);
+  const DType t = q->type.dtype;
+  if (!attention_type(t)) return std::string("its type is ") + dtype_name(t) + " (ai.fusec Attention: float32, float16, bfloat16)";
+  const Shape *qs = shape_of_value(q), *ks = shape_of_value(attn->input(kK)), *vs = shape_of_value(attn->input(kV));
+  if (!qs || !ks || !vs) return "the shapes of Q, K and V are not known";
+  if (qs->size() == 4) return describe(attn) + " is 4-D: packed QKV is a form of the 3-D attention";
+  if (qs->size() != 3 || ks->size() != 3 || vs->size() != 3) return "Q, K and V are not all 3-D";
+  if (standard_domain(attn))
+    if (std::string why = beyond_fusec_subset(attn); !why.empty()) return describe(attn) + ": " + why;
+  const int64_t hq = attn->attr_int("q_num_heads", 0), hkv = attn->attr_int("kv_num_heads", 0);
+  if (hq <= 0 || hkv <= 0) return "q_num_heads and kv_num_heads are not both given";
+  const Dim &nq = qs->back(), &nk = ks->back(), &nv = vs->back();
+  if (!nq.is_static() || !nk.is_static() || !nv.is_static()) return "the hidden sizes of Q, K and V are not known";
+  if (nq.value % hq || nk.value % hkv || nv.value % hkv) return "the hidden sizes of Q, K and V do not split into the heads";
+  const int64_t dk = nk.value / hkv, dv = nv.value / hkv;
+  if (dk != dv)
+    return "K's head size " + std::to_string(dk) + " differs from V's " + std::to_string(dv) +
+           " (packed QKV has one head size)";
+  if (src.split) {
+    const Node* sp = src.split;
+    const Shape* ts = shape_of_value(sp->input(0));
+    if (!ts || ts->size() != 3) return "the input of " + describe(sp) + " is not known to be 3-D";
+    int64_t axis = sp->attr_int("axis", 0);
+    if (axis < 0) axis += 3;
+    if (axis != 2) return describe(sp) + " splits axis " + std::to_string(sp->attr_int("axis", 0)) + ", not the last";
+    for (size_t i = 0; i < 3; ++i)
+      if (!has_single_use(sp->outputs[i])) return kRole[i] + std::string(": ") + read_elsewhere(sp->outputs[i], sp);
+    return "";
+  }
+  const Value* x = src.proj[0].x;
+  if (src.proj[1].x != x || src.proj[2].x != x)
+    return "the projections read different inputs ('" + src.proj[0].x->name + "', '" + src.proj[1].x->name + "', '" +
+           src.proj[2].x->name + "')";
+  for (const auto& p : src.proj)
+    if (std::string why = projection_problem(p, t); !why.empty()) return why;
+  return "";
+}
+
+/// [E, N0], [E, N1], [E, N2] -> [E, N0 + N1 + N2].
+Tensor concat_columns(const std::array<const Tensor*, 3>& w) {
+  const int64_t rows = w[0]->dim(0);
+  int64_t cols = 0;
+  for (const Tensor* t : w) cols += t->dim(1);
+  Tensor out(w[0]->dtype(), {rows, cols});
+  const size_t es = dtype_size(out.dtype());
+  auto* dst = static_cast<unsigned char*>(out.raw());
+  for (int64_t r = 0; r < rows; ++r)
+    for (const Tensor* t : w) {
+      const size_t n = static_cast<size_t>(t->dim(1)) * es;
+      std::memcpy(dst, static_cast<const unsigned char*>(t->raw()) + static_cast<size_t>(r) * n, n);
+      dst += n;
+    }
+  return out;
+}
+
+/// [bq | bk | bv] (zeros for a projection without a bias), or nullopt when none has one.
+std::optional<Tensor> concat_bias(const std::array<Projection, 3>& proj, DType t) {
+  int64_t cols = 0;
+  bool any = false;
+  for (const auto& p : proj) {
+    cols += constant_of(p.w)->dim(1);
+    any |= p.bias != nullptr;
+  }
+  if (!any) return std::nullopt;
+  Tensor out(t, {cols});  // zero-initialised
+  const size_t es = dtype_size(t);
+  auto* dst = static_cast<unsigned char*>(out.raw());
+  for (const auto& p : proj) {
+    const size_t n = static_cast<size_t>(constant_of(p.w)->dim(1)) * es;
+    if (p.bias) std::memcpy(dst, constant_of(p.bias)->raw(), n);
+    dst += n;
+  }
+  return out;
+}
+
+/// Replaces `attn` by ai.fusec Attention(packed, "", "" [, mask]) with its attributes, name and
+/// origins (plus `absorbed`, the origins of nodes it took in).
+Node* packed_attention(Graph& g, Node* attn, Value* packed, const std::vector<std::string>& absorbed) {
+  std::vector<NamedAttribute> attrs;
+  for (const auto& a : attn->attrs)
+    if (a.name == "scale" || a.name == "is_causal" || a.name == "q_num_heads" || a.name == "kv_num_heads") attrs.push_back(a);
+  std::vector<std::string> origins = fused_origins({attn});
+  origins.insert(origins.end(), absorbed.begin(), absorbed.end());
+  std::vector<Value*> ins = {packed, nullptr, nullptr};
+  if (Value* m = attn->input(kMask)) ins.push_back(m);
+  Value* y = attn->outputs[0];
+  const std::string name = attn->name;
+  g.remove_node(attn);
+  Node* n = g.add_node("Attention", ins, {y}, name, "ai.fusec");
+  n->attrs = std::move(attrs);
+  n->fused_from = std::move(origins);
+  use_fusec_domain(g);
+  return n;
+}
+
+/// The projections -> one product writing packed QKV; returns the Attention reading it.
+Node* merge_projections(Graph& g, Node* attn, const Source& src, std::string* summary) {
+  const auto& proj = src.proj;
+  const DType t = attn->input(kQ)->type.dtype;
+  Node* q_mm = proj[0].product();
+  const std::string name = q_mm->name;
+  Tensor w = concat_columns({constant_of(proj[0].w), constant_of(proj[1].w), constant_of(proj[2].w)});
+  const int64_t e = w.dim(0), n = w.dim(1);
+  std::optional<Tensor> b = concat_bias(proj, t);
+  Value* x = proj[0].x;
+  std::vector<Node*> replaced;
+  for (const auto& p : proj) replaced.insert(replaced.end(), p.nodes.begin(), p.nodes.end());
+  std::vector<std::string> origins = fused_origins(replaced);
+  for (const Node* r : replaced) *summary += (summary->empty() ? "" : " + ") + describe(r);
+  for (Node* r : replaced) g.remove_node(r);
+
+  std::vector<Value*> ins = {x, g.add_initializer(name + ".qkv_weight", std::move(w))};
+  if (b) ins.push_back(g.add_initializer(name + ".qkv_bias", std::move(*b)));
+  Value* packed = g.add_value(attn->name + ".qkv");
+  Node* mm = g.add_node(b ? "FusedMatMul" : "MatMul", ins, {packed}, name, b ? "ai.fusec" : "");
+  mm->fused_from = std::move(origins);
+  *summary += " -> " + describe(mm) + " (W [" + std::to_string(e) + ", " + std::to_string(n) + "])";
+  return packed_attention(g, attn, packed, {});
+}
+
+bool try_attention(Graph& g, PassContext& ctx, Node* attn) {
+  if (!attn->input(kQ) || !attn->input(kK) || !attn->input(kV)) return false;  // packed already
+  const Source src = source_of(attn);
+  if (!src.found) {
+    // A 4-D attention whose operands trace back (head split, RoPE) to three projections of one X.
+    const Shape* qs = shape_of_value(attn->input(kQ));
+    if (!qs || qs->size() != 4) return false;
+    std::array<std::optional<Projection>, 3> traced;
+    for (size_t i = 0; i < 3; ++i)
+      if (!(traced[i] = traced_projection(attn->input(i)))) return false;
+    if (traced[1]->x != traced[0]->x || traced[2]->x != traced[0]->x) return false;
+    ctx.near_miss(kPass,
+                  describe(traced[0]->product()) + " + " + describe(traced[1]->product()) + " + " +
+                      describe(traced[2]->product()) + " -> " + describe(attn) + " not merged",
+                  describe(attn) + " is 4-D (Q, K and V are [B, heads, S, D], e.g. after RoPE): packed QKV is a form of "
+                                   "the 3-D attention, which reads the projections' outputs directly");
+    return false;
+  }
+  const std::string what = sources_str(src) + " -> " + describe(attn) + (src.split ? " not packed" : " not merged");
+  if (std::string why = attention_problem(attn, src); !why.empty()) {
+    ctx.near_miss(kPass, what, why);
+    return false;
+  }
+  if (ctx.opts.portable) {
+    ctx.near_miss(kPass, what, "packing Q, K and V needs ai.fusec Attention (--portable writes standard ops only)");
+    return false;
+  }
+  const bool was_standard = standard_domain(attn);
+  const std::string attn_name = attn->name;
+  std::string summary;
+  std::vector<std::string> replaced;
+  Node* fused;
+  if (src.split) {
+    summary = describe(src.split) + " + " + describe(attn);
+    replaced = {src.split->name};
+    Node* sp = src.split;
+    Value* packed = sp->input(0);
+    const std::vector<std::string> split_origins = fused_origins({sp});
+    g.set_input(attn, kQ, nullptr);  // the Split's outputs lose their reader first
+    g.set_input(attn, kK, nullptr);
+    g.set_input(attn, kV, nullptr);
+    g.remove_node(sp);
+    fused = packed_attention(g, attn, packed, split_origins);
+  } else {
+    for (const auto& p : src.proj)
+      for (Node* n : p.nodes) replaced.push_back(n->name);
+    fused = merge_projections(g, attn, src, &summary);
+  }
+  summary += " -> ai.fusec." + describe(fused) + " (packed QKV" + (was_standard ? ", was ONNX Attention" : "") + ")";
+  ctx.rewrite(kPass, summary, std::move(replaced), src.split ? attn_name : fused->inputs[0]->producer->name);
+  return true;
+}
+
+}  // namespace
+
+bool MergeQkvPass::run(Graph& g, PassContext& ctx) {
+  std::vector<Node*> attns;
+  for (Node* n : g.node_list())
+    if (n->op_type == "Attention" && (n->domain == "ai.fusec" || standard_domain(n))) attns.push_back(n);
+  bool changed = false;
+  for (Node* a : attns) changed |= try_attention(g, ctx, a);
+  if (changed) g.remove_unused_values();
+  return changed;
+}
+
+}  // namespace fusec

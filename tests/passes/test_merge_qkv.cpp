@@ -1,0 +1,366 @@
+// merge_qkv: the Q, K and V projections of a 3-D attention -> one GEMM writing packed QKV that
+// ai.fusec Attention reads with K and V omitted; GPT-2's Split of packed QKV -> gone. Positive
+// cases (BERT-like, GQA, each projection form, ONNX Attention, the Split) check the graph and the
+// numbers on the CPU reference; each guard leaves the graph alone with its reason.
+#include "passes/merge_qkv.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "passes/pattern.h"
+#include "passes/pipeline.h"
+#include "passes/verify.h"
+#include "pass_test_util.h"
+#include "test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+/// x [B, S, E] -> three projections -> Attention (3-D) -> y, in the form chosen.
+struct Spec {
+  int64_t batch = 2, seq = 5, hidden = 16, hq = 4, hkv = 4, d = 4;
+  int64_t dv = 0;  // V's head size; 0: d
+  enum class Proj { Fused, MatMul, MatMulAdd } proj = Proj::Fused;
+  bool k_bias = true;             // K's projection has a bias (when the form has one)
+  bool mask = false, causal = false;
+  int64_t opset = 17;             // >= 23 with `standard`: ONNX's own Attention
+  bool standard = false;
+  std::string k_activation;       // FusedMatMul 'k' applies it
+  bool k_weight_computed = false;  // K's weight is a graph input
+  bool v_reads_other = false;      // V's projection reads another tensor
+  bool k_also_output = false;      // K's projection output is also a graph output
+  float softcap = 0;               // standard only
+};
+
+Tensor constant(std::vector<int64_t> dims, unsigned seed) { return uniform_floats(std::move(dims), seed); }
+
+std::unique_ptr<Graph> build(const Spec& s) {
+  GraphBuilder b(s.opset);
+  const int64_t dv = s.dv ? s.dv : s.d;
+  Value* x = b.input("x", DType::Float32, {s.batch, s.seq, s.hidden});
+  Value* x2 = s.v_reads_other ? b.input("x2", DType::Float32, {s.batch, s.seq, s.hidden}) : x;
+  struct P { const char* name; int64_t n; Value* in; bool bias; };
+  const P ps[] = {{"q", s.hq * s.d, x, true}, {"k", s.hkv * s.d, x, s.k_bias}, {"v", s.hkv * dv, x2, true}};
+  std::vector<Value*> qkv;
+  unsigned seed = 10;
+  for (const P& p : ps) {
+    const std::string n = p.name;
+    Value* w = n == "k" && s.k_weight_computed ? b.input("wk", DType::Float32, {s.hidden, p.n})
+                                               : b.initializer("w" + n, constant({s.hidden, p.n}, seed++));
+    Value* bias = p.bias ? b.initializer("b" + n, constant({p.n}, seed++)) : nullptr;
+    Value* out;
+    if (s.proj == Spec::Proj::Fused) {
+      std::vector<Value*> ins = {p.in, w};
+      if (bias) ins.push_back(bias);
+      std::vector<NamedAttribute> attrs;
+      if (n == "k" && !s.k_activation.empty()) attrs.push_back(attr("activation", s.k_activation));
+      out = b.node_n("FusedMatMul", ins, 1, attrs, n, "ai.fusec")[0];
+    } else {
+      out = b.node("MatMul", {p.in, w}, {}, n);
+      if (s.proj == Spec::Proj::MatMulAdd && bias) out = b.node("Add", {out, bias}, {}, n + "_add");
+    }
+    if (n == "k" && s.k_also_output) b.output(out);
+    qkv.push_back(out);
+  }
+  if (s.mask) qkv.push_back(b.input("mask", DType::Float32, {s.batch, 1, 1, s.seq}));
+  std::vector<NamedAttribute> attrs = {attr("q_num_heads", s.hq), attr("kv_num_heads", s.hkv), attr("scale", 0.4f)};
+  if (s.causal) attrs.push_back(attr("is_causal", int64_t{1}));
+  if (s.softcap != 0) attrs.push_back(attr("softcap", s.softcap));
+  b.output(b.node_n("Attention", qkv, 1, attrs, "attn", s.standard ? "" : "ai.fusec")[0]);
+  return b.build();
+}
+
+Outcome merge(const Spec& s, PassOptions opts = {}) { return run_one_pass<MergeQkvPass>(build(s), opts); }
+
+void expect_same_numbers(const Outcome& o) {
+  VerifyResult v = verify_equivalence(*o.original, *o.optimized, 2, 7, {1e-5, 1e-6});
+  EXPECT_TRUE(v.ok);
+  for (const auto& c : v.outputs) EXPECT_TRUE(c.ok) << c.name << ": max abs " << c.max_abs << " " << c.problem;
+}
+
+const Node* find_named(const Graph& g, const std::string& name) {
+  for (const auto& n : g.nodes())
+    if (n->name == name) return n.get();
+  return nullptr;
+}
+
+bool has_origin(const Node* n, const std::string& name) {
+  return std::find(n->fused_from.begin(), n->fused_from.end(), name) != n->fused_from.end();
+}
+
+/// The packed Attention 'attn' reading the output of the merged product `product_op` 'q'; checks
+/// the common facts and returns the product.
+const Node* merged(const Outcome& o, const std::string& product_op, const std::string& product_domain) {
+  EXPECT_TRUE(o.changed);
+  EXPECT_TRUE(o.ctx.near_misses.empty()) << o.ctx.near_misses[0].reason;
+  EXPECT_EQ(o.ctx.rewrites.size(), 1u);
+  EXPECT_EQ(count(*o.optimized, "Attention", "ai.fusec"), 1);
+  EXPECT_EQ(count(*o.optimized, product_op, product_domain), 1);
+  EXPECT_EQ(o.optimized->nodes().size(), 2u);
+  const Node* a = find_named(*o.optimized, "attn");
+  if (!a) return nullptr;
+  EXPECT_EQ(a->domain, "ai.fusec");
+  EXPECT_FALSE(a->input(1));
+  EXPECT_FALSE(a->input(2));
+  EXPECT_FLOAT_EQ(a->attr_float("scale", 0), 0.4f);
+  const Node* p = a->input(0)->producer;
+  if (!p) return nullptr;
+  EXPECT_EQ(p->name, "q");
+  EXPECT_EQ(p->input(0)->name, "x");
+  for (const char* n : {"q", "k", "v"}) EXPECT_TRUE(has_origin(p, n)) << n;
+  return p;
+}
+
+void expect_near_miss(const Spec& s, const std::string& what, const std::string& reason, PassOptions opts = {}) {
+  Outcome o = merge(s, opts);
+  EXPECT_FALSE(o.changed);
+  EXPECT_EQ(graph_difference(*o.original, *o.optimized), "");
+  ASSERT_EQ(o.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(o.ctx.near_misses[0].pass, "merge_qkv");
+  EXPECT_EQ(o.ctx.near_misses[0].what, what);
+  EXPECT_EQ(o.ctx.near_misses[0].reason, reason);
+}
+
+const std::string kWhat = "FusedMatMul 'q' + FusedMatMul 'k' + FusedMatMul 'v' -> Attention 'attn' not merged";
+
+}  // namespace
+
+TEST(MergeQkv, BertLikeBecomesOneGemmAndPackedAttention) {
+  // BERT: three [E, E] projections with biases, a padding mask; one FusedMatMul with
+  // W = [Wq | Wk | Wv] [16, 48] and b = [bq | bk | bv] [48] feeds Attention(QKV, "", "", mask).
+  Spec s;
+  s.mask = true;
+  Outcome o = merge(s);
+  const Node* p = merged(o, "FusedMatMul", "ai.fusec");
+  ASSERT_TRUE(p);
+  const Tensor* w = constant_of(p->input(1));
+  const Tensor* b = constant_of(p->input(2));
+  ASSERT_TRUE(w && b);
+  EXPECT_EQ(w->dims(), (std::vector<int64_t>{16, 48}));
+  EXPECT_EQ(b->dims(), (std::vector<int64_t>{48}));
+  // Column blocks: row r of W is [Wq[r] | Wk[r] | Wv[r]].
+  const Tensor *wq = constant_of(o.original->find_value("wq")), *wk = constant_of(o.original->find_value("wk")),
+               *wv = constant_of(o.original->find_value("wv"));
+  for (int64_t r = 0; r < 16; ++r)
+    for (int64_t c = 0; c < 16; ++c) {
+      EXPECT_EQ(w->data<float>()[r * 48 + c], wq->data<float>()[r * 16 + c]);
+      EXPECT_EQ(w->data<float>()[r * 48 + 16 + c], wk->data<float>()[r * 16 + c]);
+      EXPECT_EQ(w->data<float>()[r * 48 + 32 + c], wv->data<float>()[r * 16 + c]);
+    }
+  const Node* a = find_named(*o.optimized, "attn");
+  EXPECT_EQ(a->input(3)->name, "mask");
+  EXPECT_EQ(a->attr_int("q_num_heads", 0), 4);
+  EXPECT_EQ(a->attr_int("kv_num_heads", 0), 4);
+  EXPECT_EQ(a->input(0)->type.shape, (Shape{2, 5, 48}));
+  EXPECT_EQ(o.optimized->find_value("wq"), nullptr);  // the separate weights are gone
+  EXPECT_EQ(o.ctx.rewrites[0].replaced, (std::vector<std::string>{"q", "k", "v"}));
+  EXPECT_EQ(o.ctx.rewrites[0].result, "q");
+  expect_same_numbers(o);
+}
+
+TEST(MergeQkv, GroupedQueryHeadsAndCausal) {
+  // 4 query heads over 2 kv heads of 4: W [16, 16 + 8 + 8].
+  Spec s;
+  s.hkv = 2;
+  s.causal = true;
+  Outcome o = merge(s);
+  const Node* p = merged(o, "FusedMatMul", "ai.fusec");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(constant_of(p->input(1))->dims(), (std::vector<int64_t>{16, 32}));
+  const Node* a = find_named(*o.optimized, "attn");
+  EXPECT_EQ(a->attr_int("kv_num_heads", 0), 2);
+  EXPECT_EQ(a->attr_int("is_causal", 0), 1);
+  EXPECT_EQ(a->inputs.size(), 3u);
+  expect_same_numbers(o);
+}
+
+TEST(MergeQkv, ProjectionWithoutABiasGetsZeros) {
+  // Whisper's k_proj has no bias: its block of the merged bias is zeros.
+  Spec s;
+  s.k_bias = false;
+  Outcome o = merge(s);
+  const Node* p = merged(o, "FusedMatMul", "ai.fusec");
+  ASSERT_TRUE(p);
+  const Tensor* b = constant_of(p->input(2));
+  for (int64_t i = 16; i < 32; ++i) EXPECT_EQ(b->data<float>()[i], 0.0f);
+  expect_same_numbers(o);
+}
+
+TEST(MergeQkv, BareMatMulsMergeIntoOneMatMul) {
+  // Bias-free projections (Llama-style) stay MatMul after fuse_matmul_bias: one standard MatMul.
+  Spec s;
+  s.proj = Spec::Proj::MatMul;
+  Outcome o = merge(s);
+  const Node* p = merged(o, "MatMul", "");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->inputs.size(), 2u);
+  expect_same_numbers(o);
+}
+
+TEST(MergeQkv, MatMulAddProjectionsMerge) {
+  // With fuse_matmul_bias skipped the projections are MatMul -> Add: the Adds join the merge.
+  Spec s;
+  s.proj = Spec::Proj::MatMulAdd;
+  Outcome o = merge(s);
+  const Node* p = merged(o, "FusedMatMul", "ai.fusec");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(count(*o.optimized, "Add"), 0);
+  for (const char* n : {"q_add", "k_add", "v_add"}) EXPECT_TRUE(has_origin(p, n)) << n;
+  expect_same_numbers(o);
+}
+
+TEST(MergeQkv, OnnxAttentionBecomesFusecAttention) {
+  // Opset 23's own Attention in ai.fusec's subset: written as ai.fusec Attention (the one with a
+  // packed form), the ai.fusec domain declared.
+  Spec s;
+  s.opset = 23;
+  s.standard = true;
+  s.mask = true;
+  Outcome o = merge(s);
+  ASSERT_TRUE(merged(o, "FusedMatMul", "ai.fusec"));
+  EXPECT_EQ(count(*o.optimized, "Attention"), 0);
+  EXPECT_EQ(o.optimized->opset("ai.fusec"), 1);
+  EXPECT_NE(o.ctx.rewrites[0].what.find("was ONNX Attention"), std::string::npos) << o.ctx.rewrites[0].what;
+  expect_same_numbers(o);
+}
+
+TEST(MergeQkv, Gpt2SplitOfPackedQkvGoes) {
+  // GPT-2: c_attn writes [B, S, 3·E], Split(axis 2) hands Q, K, V to the Attention; the Attention
+  // reads the Split's input packed and the Split goes (its name joins the Attention's origins).
+  GraphBuilder b(17);
+  Value* t = b.input("c_attn", DType::Float32, {2, 5, 48});
+  auto qkv = b.node_n("Split", {t, b.initializer("sizes", int64s({16, 16, 16}, {3}))}, 3, {attr("axis", int64_t{-1})}, "split");
+  b.output(b.node_n("Attention", qkv, 1, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{4}), attr("is_causal", int64_t{1})},
+                    "attn", "ai.fusec")[0]);
+  Outcome o = run_one_pass<MergeQkvPass>(b.build());
+  EXPECT_TRUE(o.changed);
+  EXPECT_TRUE(o.ctx.near_misses.empty());
+  ASSERT_EQ(o.optimized->nodes().size(), 1u);
+  const Node* a = o.optimized->nodes()[0].get();
+  EXPECT_EQ(a->name, "attn");
+  EXPECT_EQ(a->input(0)->name, "c_attn");
+  EXPECT_FALSE(a->input(1));
+  EXPECT_FALSE(a->input(2));
+  EXPECT_TRUE(has_origin(a, "attn") && has_origin(a, "split"));
+  EXPECT_EQ(o.ctx.rewrites[0].replaced, (std::vector<std::string>{"split"}));
+  expect_same_numbers(o);
+}
+
+TEST(MergeQkv, PipelineMergesAfterFusingTheBiases) {
+  // In the pipeline the projections are MatMul -> Add; fuse_matmul_bias makes them FusedMatMul,
+  // then merge_qkv packs them.
+  Spec s;
+  s.proj = Spec::Proj::MatMulAdd;
+  s.mask = true;
+  auto g = build(s);
+  infer_shapes(*g);
+  auto original = g->clone();
+  OptimizeResult r = optimize_graph(*g, PipelineOptions{});
+  EXPECT_EQ(count(*g, "FusedMatMul", "ai.fusec"), 1);
+  EXPECT_EQ(count(*g, "Attention", "ai.fusec"), 1);
+  EXPECT_EQ(g->nodes().size(), 2u);
+  bool seen = false;
+  for (const auto& rw : r.rewrites) seen |= rw.pass == "merge_qkv";
+  EXPECT_TRUE(seen);
+  VerifyResult v = verify_equivalence(*original, *g, 2, 7, {1e-5, 1e-6});
+  EXPECT_TRUE(v.ok);
+}
+
+TEST(MergeQkv, NearMissPortable) {
+  Spec s;
+  s.opset = 23;
+  s.standard = true;
+  s.proj = Spec::Proj::MatMulAdd;  // what --portable leaves of 3-D projections
+  expect_near_miss(s, "MatMul 'q' + MatMul 'k' + MatMul 'v' -> Attention 'attn' not merged",
+                   "packing Q, K and V needs ai.fusec Attention (--portable writes standard ops only)", PassOptions{true});
+}
+
+TEST(MergeQkv, NearMissProjectionsReadDifferentInputs) {
+  Spec s;
+  s.v_reads_other = true;  // cross-attention: K and V from the encoder
+  expect_near_miss(s, kWhat, "the projections read different inputs ('x', 'x', 'x2')");
+}
+
+TEST(MergeQkv, NearMissWeightNotConstant) {
+  Spec s;
+  s.k_weight_computed = true;
+  expect_near_miss(s, kWhat, "the weight 'wk' of FusedMatMul 'k' is not a constant");
+}
+
+TEST(MergeQkv, NearMissActivationOnAProjection) {
+  Spec s;
+  s.k_activation = "Relu";
+  expect_near_miss(s, kWhat, "FusedMatMul 'k' applies the activation Relu (only plain products merge)");
+}
+
+TEST(MergeQkv, NearMissProjectionOutputReadElsewhere) {
+  Spec s;
+  s.k_also_output = true;
+  expect_near_miss(s, kWhat, "the output 'k_out' of FusedMatMul 'k' is a graph output");
+}
+
+TEST(MergeQkv, NearMissHeadSizesDiffer) {
+  Spec s;
+  s.dv = 8;  // V's heads are 8 wide, K's 4
+  expect_near_miss(s, kWhat, "K's head size 4 differs from V's 8 (packed QKV has one head size)");
+}
+
+TEST(MergeQkv, NearMissOnnxAttentionBeyondTheSubset) {
+  Spec s;
+  s.opset = 23;
+  s.standard = true;
+  s.softcap = 30;
+  expect_near_miss(s, kWhat, "Attention 'attn': it has a softcap, which ai.fusec Attention does not have");
+}
+
+TEST(MergeQkv, NearMissFourDAttention) {
+  // Llama: RoPE between the head split and the attention makes it 4-D; the projections are
+  // found behind the head split, and the near-miss says why they stay apart.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {2, 5, 16});
+  std::vector<Value*> ins;
+  unsigned seed = 30;
+  for (const char* n : {"q", "k", "v"}) {
+    const std::string s = n;
+    Value* p = b.node("MatMul", {x, b.initializer("w" + s, constant({16, 16}, seed++))}, {}, s);
+    Value* r = b.node("Reshape", {p, b.initializer(s + "_shape", int64s({2, 5, 4, 4}, {4}))}, {}, s + "_split");
+    Value* t = b.node("Transpose", {r}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, s + "_bhsd");
+    if (s != "v") t = b.node("Mul", {t, b.initializer(s + "_rope", constant({1, 1, 5, 4}, seed++))}, {}, s + "_rope");
+    ins.push_back(t);
+  }
+  b.output(b.node_n("Attention", ins, 1, {}, "attn", "ai.fusec")[0]);
+  Outcome o = run_one_pass<MergeQkvPass>(b.build());
+  EXPECT_FALSE(o.changed);
+  ASSERT_EQ(o.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(o.ctx.near_misses[0].what, "MatMul 'q' + MatMul 'k' + MatMul 'v' -> Attention 'attn' not merged");
+  EXPECT_EQ(o.ctx.near_misses[0].reason,
+            "Attention 'attn' is 4-D (Q, K and V are [B, heads, S, D], e.g. after RoPE): packed QKV is a form of the 3-D "
+            "attention, which reads the projections' outputs directly");
+}
+
+TEST(MergeQkv, NearMissSplitOutputReadElsewhere) {
+  // GPT-2 with use_cache: K and V also become present key/value.
+  GraphBuilder b(17);
+  Value* t = b.input("c_attn", DType::Float32, {2, 5, 48});
+  auto qkv = b.node_n("Split", {t, b.initializer("sizes", int64s({16, 16, 16}, {3}))}, 3, {attr("axis", int64_t{2})}, "split");
+  b.output(qkv[1]);
+  b.output(b.node_n("Attention", qkv, 1, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{4})}, "attn", "ai.fusec")[0]);
+  Outcome o = run_one_pass<MergeQkvPass>(b.build());
+  EXPECT_FALSE(o.changed);
+  ASSERT_EQ(o.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(o.ctx.near_misses[0].what, "Split 'split' -> Attention 'attn' not packed");
+  EXPECT_EQ(o.ctx.near_misses[0].reason, "K: the output 'split_out1' of Split 'split' is a graph output");
+}
+
+TEST(MergeQkv, NotProjectionsIsSilent) {
+  // Q, K, V straight from graph inputs: not this pattern, nothing said.
+  GraphBuilder b(17);
+  std::vector<Value*> ins;
+  for (const char* n : {"q", "k", "v"}) ins.push_back(b.input(n, DType::Float32, {2, 5, 16}));
+  b.output(b.node_n("Attention", ins, 1, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{4})}, "attn", "ai.fusec")[0]);
+  Outcome o = run_one_pass<MergeQkvPass>(b.build());
+  EXPECT_FALSE(o.changed);
+  EXPECT_TRUE(o.ctx.near_misses.empty());
+}
