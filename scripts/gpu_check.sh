@@ -10,6 +10,8 @@
 #   peers       scripts/bench_peers.py (PyTorch on the same GPU)
 #   profile     fusec profile of the full ResNet-50 and BERT-base (exported by bench_peers.py) at batch
 #               16 fp16, with --counters and --compare-unfused; summaries and reports under $OUT
+#   micro       single-kernel timings at BERT-base's shapes (scripts/make_microbench_models.py), fp32,
+#               once per environment setting in MICRO_VARIANTS (e.g. "FUSEC_CUDNN_SDPA=0 X=1")
 #   bash scripts/gpu_check.sh tests models bench
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -85,6 +87,17 @@ for s in "${@:-tests}"; do
       if [ -z "${PROFILE_NO_JSON:-}" ]; then
         (cd $work && tar czf "$out/profile_reports_$prec.tgz" $(for n in $models; do echo profile_$n.json trace_$n.json; done))
       fi ;;
+    micro)
+      step "micro"
+      work=/tmp/fusec-micro
+      python3 scripts/make_microbench_models.py --out $work > /dev/null || status=1
+      for m in ${MICRO_MODELS:-proj3 proj_qkv ffn1 ffn2 attn attn_packed}; do
+        for v in ${MICRO_VARIANTS:-DEFAULT=1}; do
+          env "$v" fusec bench $work/$m.onnx --device cuda --precision ${MICRO_PRECISION:-fp32} --duration 1 --quiet \
+            > $work/bench.log 2>&1 || { status=1; tail -3 $work/bench.log; }
+          printf '%-12s %-22s %s\n' "$m" "$v" "$(grep -E '^median ms' $work/bench.log)" | tee -a "$out/micro.txt"
+        done
+      done ;;
     *) echo "gpu_check: unknown step $s"; status=2 ;;
   esac
 done

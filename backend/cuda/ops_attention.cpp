@@ -16,12 +16,19 @@ namespace {
 
 class AttentionOp : public CudaOp {
  public:
-  AttentionOp(AttentionArgs a, std::unique_ptr<CudnnSdpa> sdpa) : a_(a), sdpa_(std::move(sdpa)) {}
+  /// packed: K and V are views into Q's tensor, `k_off`/`v_off` bytes in (ai.fusec packed QKV).
+  AttentionOp(AttentionArgs a, std::unique_ptr<CudnnSdpa> sdpa, bool packed, size_t k_off, size_t v_off)
+      : a_(a), sdpa_(std::move(sdpa)), packed_(packed), k_off_(k_off), v_off_(v_off) {}
   void launch(const LaunchArgs& l) override {
     AttentionArgs a = a_;
     a.q = l.inputs[0].data;
-    a.k = l.inputs[1].data;
-    a.v = l.inputs[2].data;
+    if (packed_) {
+      a.k = static_cast<const char*>(l.inputs[0].data) + k_off_;
+      a.v = static_cast<const char*>(l.inputs[0].data) + v_off_;
+    } else {
+      a.k = l.inputs[1].data;
+      a.v = l.inputs[2].data;
+    }
     a.mask = l.inputs.size() > 3 && l.inputs[3].defined() ? l.inputs[3].data : nullptr;
     a.y = l.outputs[0].data;
     if (sdpa_) sdpa_->launch(a, l.workspace, l.stream);
@@ -30,12 +37,14 @@ class AttentionOp : public CudaOp {
   size_t workspace_bytes() const override { return sdpa_ ? sdpa_->workspace_bytes() : 0; }
   std::string kernel_name() const override {
     return std::string(sdpa_ ? "cuDNN SDPA " : "fused attention ") + dtype_name(a_.dtype) + (a_.causal ? " causal" : "") +
-           (a_.mask_dtype != DType::Undefined ? " masked" : "");
+           (a_.mask_dtype != DType::Undefined ? " masked" : "") + (packed_ ? " packed-qkv" : "");
   }
 
  private:
   AttentionArgs a_;
   std::unique_ptr<CudnnSdpa> sdpa_;
+  bool packed_ = false;
+  size_t k_off_ = 0, v_off_ = 0;
 };
 
 std::unique_ptr<CudaOp> refuse(std::string* why, std::string reason) {
@@ -70,25 +79,44 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
     if (c.has_output(i)) return refuse(why, "the CUDA attention kernel writes only Y (no present_key/value or qk output)");
   if (c.has_attr("softcap") && c.attr_float("softcap") != 0.0f) return refuse(why, "the CUDA attention kernel has no softcap");
   const auto& qd = c.in_dims(0);
-  if (c.in_dims(1).size() != qd.size() || c.in_dims(2).size() != qd.size())
-    return refuse(why, "Q, K and V differ in rank");
   const int64_t qh_attr = c.has_attr("q_num_heads") ? c.attr_int("q_num_heads") : 0;
   const int64_t kvh_attr = c.has_attr("kv_num_heads") ? c.attr_int("kv_num_heads") : 0;
+  // ai.fusec packed form: K and V omitted, Q is [B, S, (Hq + 2·Hkv)·D], each token's row holding
+  // the Q heads, then the K heads, then the V heads (one merged projection GEMM wrote it).
+  const bool packed = !c.has_input(1) && !c.has_input(2);
+  if (!packed && (!c.has_input(1) || !c.has_input(2))) return refuse(why, "K or V is missing");
 
   AttentionArgs a;
   int64_t hq, sq, d, hk, sk, dk, hv, sv, dv;
-  std::string bad = layout(qd, qh_attr, &hq, &sq, &d, &a.qs);
-  if (bad.empty()) bad = layout(c.in_dims(1), kvh_attr, &hk, &sk, &dk, &a.ks);
-  if (bad.empty()) bad = layout(c.in_dims(2), kvh_attr, &hv, &sv, &dv, &a.vs);
-  if (!bad.empty()) return refuse(why, bad);
-  if (dk != d || hv != hk || sv != sk || c.in_dims(1)[0] != qd[0] || c.in_dims(2)[0] != qd[0])
-    return refuse(why, "K and V do not match Q's batch and head size");
+  size_t k_off = 0, v_off = 0;
+  if (packed) {
+    if (qd.size() != 3 || qh_attr < 1 || kvh_attr < 1 || qd[2] % (qh_attr + 2 * kvh_attr) != 0)
+      return refuse(why, "packed QKV must be [B, S, (q_num_heads + 2·kv_num_heads)·head_size]");
+    hq = qh_attr;
+    hk = hv = kvh_attr;
+    sq = sk = sv = qd[1];
+    d = dk = dv = qd[2] / (qh_attr + 2 * kvh_attr);
+    const HeadStrides st{qd[1] * qd[2], d, qd[2]};
+    a.qs = a.ks = a.vs = st;
+    const size_t es = dtype_size(c.in_dtype(0));
+    k_off = static_cast<size_t>(hq * d) * es;
+    v_off = static_cast<size_t>((hq + hk) * d) * es;
+  } else {
+    if (c.in_dims(1).size() != qd.size() || c.in_dims(2).size() != qd.size())
+      return refuse(why, "Q, K and V differ in rank");
+    std::string bad = layout(qd, qh_attr, &hq, &sq, &d, &a.qs);
+    if (bad.empty()) bad = layout(c.in_dims(1), kvh_attr, &hk, &sk, &dk, &a.ks);
+    if (bad.empty()) bad = layout(c.in_dims(2), kvh_attr, &hv, &sv, &dv, &a.vs);
+    if (!bad.empty()) return refuse(why, bad);
+    if (dk != d || hv != hk || sv != sk || c.in_dims(1)[0] != qd[0] || c.in_dims(2)[0] != qd[0])
+      return refuse(why, "K and V do not match Q's batch and head size");
+  }
   int64_t yh, ys, ydv;
-  bad = layout(c.out_dims(0), hq, &yh, &ys, &ydv, &a.ys);
+  std::string bad = layout(c.out_dims(0), hq, &yh, &ys, &ydv, &a.ys);
   if (!bad.empty() || ydv != dv || ys != sq) return refuse(why, "Y's shape does not follow from Q and V");
 
   a.dtype = c.in_dtype(0);
-  if (c.in_dtype(1) != a.dtype || c.in_dtype(2) != a.dtype || c.out_dtype(0) != a.dtype)
+  if ((!packed && (c.in_dtype(1) != a.dtype || c.in_dtype(2) != a.dtype)) || c.out_dtype(0) != a.dtype)
     return refuse(why, "Q, K, V and Y differ in type");
   a.batch = static_cast<int>(qd[0]);
   a.q_heads = static_cast<int>(hq);
@@ -123,7 +151,7 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   std::unique_ptr<CudnnSdpa> sdpa;
   const char* env = std::getenv("FUSEC_CUDNN_SDPA");
   if (!(env && std::string(env) == "0")) sdpa = CudnnSdpa::create(a, c.ctx(), nullptr);
-  return std::make_unique<AttentionOp>(a, std::move(sdpa));
+  return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, k_off, v_off);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ struct Case {
   bool causal = false;
   float scale = 0.0f;  // 0: the default 1/sqrt(head size)
   bool standard = false;
+  bool packed = false;  // ai.fusec packed QKV: q is [B, S, (Hq + 2·Hkv)·D], K and V left out
 };
 
 OpCase attention(const Case& k, uint64_t seed) {
@@ -34,8 +35,16 @@ OpCase attention(const Case& k, uint64_t seed) {
   c.domain = k.standard ? "" : "ai.fusec";
   c.opset = k.standard ? 23 : 17;
   // Q spread wider than K and V so the softmax is far from uniform.
-  c.inputs = {random_tensor(DType::Float32, k.q, seed, -3, 3), random_tensor(DType::Float32, k.k, seed + 1),
-              random_tensor(DType::Float32, k.v, seed + 2)};
+  if (k.packed) {
+    // Each token's row: Q heads spread wider, as above, then K and V heads.
+    Tensor qkv = random_tensor(DType::Float32, k.q, seed);
+    const int64_t width = k.q.back(), q_width = width / (k.q_heads + 2 * k.kv_heads) * k.q_heads;
+    for (int64_t i = 0; i < qkv.numel(); ++i)
+      if (i % width < q_width) qkv.data<float>()[i] *= 3.0f;
+    c.inputs = {std::move(qkv), Tensor(), Tensor()};
+  } else
+    c.inputs = {random_tensor(DType::Float32, k.q, seed, -3, 3), random_tensor(DType::Float32, k.k, seed + 1),
+                random_tensor(DType::Float32, k.v, seed + 2)};
   if (!k.mask.empty()) {
     Tensor m = random_tensor(k.mask_type, k.mask, seed + 3, k.mask_type == DType::Bool ? 0 : -4, k.mask_type == DType::Bool ? 1.6 : 1);
     if (k.mask_type == DType::Float32)  // some keys padded out, as BERT's extended mask does
@@ -98,6 +107,22 @@ Case bert_case() {
 TEST(GpuAttention, BertHeads3dWithPaddingMask) {
   FUSEC_REQUIRE_GPU();
   all_precisions(bert_case(), 11);
+}
+
+// The merged Q/K/V projection's output read in place: K and V are views into the packed rows.
+TEST(GpuAttention, PackedQkv) {
+  FUSEC_REQUIRE_GPU();
+  Case bert = bert_case();
+  bert.packed = true;
+  bert.q = {2, 128, 3 * 768};
+  all_precisions(bert, 15);
+  Case gqa;  // 8 query heads, 2 kv heads of 64, causal, a length off the tiles
+  gqa.packed = true;
+  gqa.q = {2, 77, (8 + 2 * 2) * 64};
+  gqa.q_heads = 8;
+  gqa.kv_heads = 2;
+  gqa.causal = true;
+  all_precisions(gqa, 16);
 }
 
 TEST(GpuAttention, FourDimensionalOddLengths) {
