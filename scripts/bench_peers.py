@@ -154,6 +154,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="where PyTorch runs; cpu is for trying the export/check path without a GPU")
     p.add_argument("--fusec-device", default="cuda", choices=("cuda", "cpu"),
                    help="fusec's --device; cpu (with --precisions fp32) tries the fusec path without a GPU")
+    p.add_argument("--merge", nargs="+", metavar="JSON", default=None,
+                   help="measure nothing: print one table and the targets from the bench_peers.json files of "
+                        "earlier runs (e.g. ResNet-50 in one device call, BERT and the MLP in the next, when one "
+                        "call cannot hold every max-autotune compilation); they must name the same GPU, fusec, "
+                        "torch and batch")
     p.add_argument("--no-lib-path", action="store_true",
                    help="leave LD_LIBRARY_PATH alone for fusec (default: prepend the torch venv's cuDNN "
                         "lib folder and <fusec dir>/lib, as docs for the lent GPU ask)")
@@ -718,7 +723,7 @@ def report(args) -> str:
         f16 = g(res, "fusec", "torchscript", "fp16", "optimized", "median_ms")
         f32 = g(res, "fusec", "torchscript", "fp32", "optimized", "median_ms")
         peer = g(res, "torch", key, "median_ms")
-        source = "measured now"
+        source = "measured in the same run"
         if peer is None:
             peer, source = issue_ms, "issue's H100 figure"
 
@@ -780,9 +785,48 @@ def details(args) -> None:
 # ---- main ----------------------------------------------------------------------------------------
 
 
+def merge(args) -> int:
+    """--merge: the runs' models side by side, each model's numbers from the run that measured it
+    (the last file wins for a model measured twice); refused when the runs differ in what makes
+    their figures comparable."""
+    runs = []
+    for path in args.merge:
+        try:
+            with open(path) as f:
+                runs.append((path, json.load(f)))
+        except (OSError, ValueError) as e:
+            print(f"bench_peers: cannot read {path}: {e}", file=sys.stderr)
+            return 2
+    same = ("gpu", "fusec_version", "torch_version")
+    first_path, first = runs[0]
+    for path, r in runs[1:]:
+        for key in same:
+            if r.get(key) != first.get(key):
+                print(f"bench_peers: {path} has {key} {r.get(key)!r}, {first_path} has {first.get(key)!r}: not merged",
+                      file=sys.stderr)
+                return 2
+        if g(r, "settings", "batch") != g(first, "settings", "batch"):
+            print(f"bench_peers: {path} ran batch {g(r, 'settings', 'batch')}, {first_path} batch "
+                  f"{g(first, 'settings', 'batch')}: not merged", file=sys.stderr)
+            return 2
+    RESULTS.update({k: first.get(k) for k in ("gpu", "fusec_version", "torch_version", "date")})
+    RESULTS["models"] = {}
+    for _, r in runs:
+        RESULTS["models"].update(r.get("models") or {})
+    args.models = [m for m in MODELS if m in RESULTS["models"]]
+    args.batch = g(first, "settings", "batch") or args.batch
+    args.max_autotune = any(g(r, "settings", "max_autotune") for _, r in runs)
+    print(f"merged from {len(runs)} runs: " + ", ".join(
+        f"{p} ({', '.join(r.get('models', {}))}; {str(r.get('date'))[:19]})" for p, r in runs))
+    print(report(args))
+    return 0
+
+
 def main(argv=None) -> int:
     global LOG_FILE, RESULTS_PATH
     args = parse_args(argv)
+    if args.merge:
+        return merge(args)
     os.makedirs(args.out, exist_ok=True)
     os.makedirs(args.work, exist_ok=True)
     LOG_FILE = open(os.path.join(args.out, "bench_peers.log"), "w")
