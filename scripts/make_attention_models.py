@@ -3,9 +3,13 @@
 write, for the attention fusion's model-level test (tests/models/check_attention_models.py).
 
     make_attention_models.py --out DIR [--only NAME]
+    make_attention_models.py --out DIR --only bert_legacy --layers 12 --hidden 768 --heads 12 \
+                             --seq 128 --vocab 30522       (BERT-base sized, for CPU benchmarks)
 
 Each model has 2 layers, hidden 32, 4 query heads of 8, sequence 8 (ViT: 16 patches + CLS), numpy
-weights from a fixed seed, so the same call writes the same bytes. Per family two forms:
+weights from a fixed seed, so the same call writes the same bytes. The size options change those
+numbers (the FFN is 4 x hidden; Llama keeps half as many kv heads as query heads); without them the
+output is what the tests expect. Per family two forms:
 
   *_legacy   torch.onnx.export(..., dynamo=False), opset 17: the TorchScript exporter. Views become
              Reshape with targets computed from Shape -> Gather -> Unsqueeze -> Concat (dynamic batch),
@@ -247,7 +251,7 @@ def vit(form: str) -> onnx.ModelProto:
 def gpt2(form: str) -> onnx.ModelProto:
     legacy = form == "legacy"
     m = Model(f"gpt2_{form}", seed=13, legacy=legacy, opset=17 if legacy else 18)
-    max_pos = 16
+    max_pos = max(16, SEQ)  # the causal buffer must cover the sequence
 
     def conv1d(x: str, fin: int, fout: int, name: str) -> str:
         """transformers' Conv1D: x.view(-1, fin) -> addmm (Gemm) -> view(B, S, fout)."""
@@ -406,11 +410,26 @@ MODELS = {
 }
 
 
+def set_sizes(layers: int, hidden: int, heads: int, seq: int, vocab: int) -> None:
+    """Rebinds the module's size constants (the builders read them at call time)."""
+    global LAYERS, HIDDEN, HEADS, HEAD_DIM, SEQ, VOCAB, KV_HEADS
+    if hidden % heads or heads % 2:
+        raise SystemExit("--hidden must be a multiple of --heads, and --heads even (Llama's kv heads are half)")
+    LAYERS, HIDDEN, HEADS, HEAD_DIM, SEQ, VOCAB = layers, hidden, heads, hidden // heads, seq, vocab
+    KV_HEADS = heads // 2
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
     ap.add_argument("--only", choices=sorted(MODELS))
+    ap.add_argument("--layers", type=int, default=LAYERS)
+    ap.add_argument("--hidden", type=int, default=HIDDEN)
+    ap.add_argument("--heads", type=int, default=HEADS)
+    ap.add_argument("--seq", type=int, default=SEQ, help="sequence length (BERT, GPT-2, Llama)")
+    ap.add_argument("--vocab", type=int, default=VOCAB)
     args = ap.parse_args()
+    set_sizes(args.layers, args.hidden, args.heads, args.seq, args.vocab)
     os.makedirs(args.out, exist_ok=True)
     for name in [args.only] if args.only else MODELS:
         model = MODELS[name]()

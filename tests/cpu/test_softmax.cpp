@@ -1,6 +1,9 @@
 // Softmax, LogSoftmax, Hardmax and the two losses on the CPU reference.
+#include <cfloat>
 #include <cmath>
+#include <limits>
 
+#include "backend/cpu/kernels/exp_vec.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -60,6 +63,44 @@ TEST(CpuHardmax, FirstMaximumWins) {
   const Tensor x = floats({1, 3, 3, 0, 2, 2}, {2, 3});
   expect_close(run1("Hardmax", x, {}), floats({0, 1, 0, 0, 1, 0}, {2, 3}));
   expect_close(run1("Hardmax", x, {attr("axis", int64_t{0})}), floats({1, 1, 1, 0, 0, 0}, {2, 3}));
+}
+
+TEST(CpuExpVec, AccurateOverTheNormalRange) {
+  // Within 2 ulp of exp (in double, rounded) over the arguments a softmax produces.
+  for (int i = 0; i <= 100000; ++i) {
+    const float x = -87.3f * static_cast<float>(i) / 100000.0f;
+    const float want = static_cast<float>(std::exp(static_cast<double>(x)));
+    const float got = cpu::exp_vec(x);
+    ASSERT_GE(got, FLT_MIN) << x;
+    ASSERT_LE(std::fabs(got - want), 2 * (std::nextafter(want, INFINITY) - want)) << x;
+  }
+  EXPECT_EQ(cpu::exp_vec(0.0f), 1.0f);
+}
+
+TEST(CpuExpVec, UnderflowIsExactlyZeroNeverSubnormal) {
+  // Below -87.3, e^x < FLT_MIN: 0, not a tiny value that 1/sum would turn subnormal (and every
+  // multiply reading it slow); -inf too; NaN stays NaN.
+  for (float x : {-87.4f, -88.0f, -103.9f, -104.0f, -10000.0f, -FLT_MAX, -std::numeric_limits<float>::infinity()})
+    EXPECT_EQ(cpu::exp_vec(x), 0.0f) << x;
+  EXPECT_TRUE(std::isnan(cpu::exp_vec(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_TRUE(std::isnan(cpu::exp_vec(-std::numeric_limits<float>::quiet_NaN())));
+}
+
+TEST(CpuSoftmax, MaskedScoresGiveExactZeros) {
+  // BERT's additive mask: -10000 (or finfo.min) on padded keys. Their probabilities are exactly
+  // 0, and no probability is subnormal, in both layouts.
+  std::vector<float> v;
+  for (int i = 0; i < 64; ++i) v.push_back(i % 3 == 0 ? -10000.0f + 0.01f * static_cast<float>(i) : 0.1f * static_cast<float>(i % 5));
+  v[1] = -FLT_MAX;
+  const Tensor x = floats(v, {1, 64});
+  const Tensor y = run1("Softmax", x, {});
+  const Tensor yt = run1("Softmax", x.reshaped({64, 1}), {attr("axis", int64_t{0})});
+  for (int i = 0; i < 64; ++i) {
+    const float p = y.data<float>()[i], pt = yt.data<float>()[i];
+    EXPECT_NEAR(p, pt, 1e-7f) << i;
+    if (i % 3 == 0 || i == 1) EXPECT_EQ(p, 0.0f) << i;
+    else EXPECT_GE(p, FLT_MIN) << i;
+  }
 }
 
 TEST(CpuSoftmax, ScalarIsAnError) { EXPECT_THROW(run1("Softmax", floats({1}, {}), {}), Error); }

@@ -154,7 +154,7 @@ void softmax_row(T* s, const T* bias, int64_t n) {
     for (int64_t j = 0; j < n; ++j) s[j] = std::exp(s[j] - m);
   }
   for (int64_t j = 0; j < n; ++j)
-    if (bias[j] == -std::numeric_limits<T>::infinity()) s[j] = 0;  // exp_vec(−inf) is 1e-38, not 0
+    if (bias[j] == -std::numeric_limits<T>::infinity()) s[j] = 0;  // also when the score is +inf or NaN
   double sum = 0;
   for (int64_t j = 0; j < n; ++j) sum += s[j];
   const T inv = static_cast<T>(1.0 / sum);

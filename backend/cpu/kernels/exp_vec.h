@@ -9,10 +9,18 @@ namespace fusec::cpu {
 /// it: no libm call, no float->int conversion, and no float compare-and-select (which GCC will not
 /// if-convert under -ftrapping-math). Cephes' range reduction x = n ln2 + r, |r| <= ln2/2, a
 /// degree-6 polynomial for e^r (within 1.4 ulp), and 2^n built in the exponent bits. Arguments are
-/// clamped to |x| <= 87.3 on their bit pattern, so -inf and very negative values give ~1.2e-38
-/// instead of 0 (invisible next to a softmax sum >= 1); NaN stays NaN.
+/// clamped to |x| <= 87.3 on their bit pattern; below -87.3 (e^x < FLT_MIN, down to -inf) the
+/// result is exactly 0; NaN stays NaN.
+///
+/// Why 0 and not the clamped ~1.2e-38: a softmax scales these by 1/sum, which makes them subnormal,
+/// and every multiply that then reads a subnormal (the P·V product over masked keys: BERT's mask
+/// adds -10000 or finfo.min) takes a microcode assist on x86, about 40x slower. e^x is below FLT_MIN
+/// there, so 0 is also the closer answer (and the exact one below -103.97).
 inline float exp_vec(float x) {
   const uint32_t u = std::bit_cast<uint32_t>(x);
+  // 1 for negative x with |x| > 87.3 (-inf included, NaN not), else 0: integer compares, which
+  // vectorize where a float compare-and-select would not.
+  const uint32_t underflows = static_cast<uint32_t>(u > 0xc2ae999au) & static_cast<uint32_t>(u <= 0xff800000u);
   uint32_t mag = u & 0x7fffffffu;
   const uint32_t clamped = mag > 0x42ae999au ? 0x42ae999au : mag;  // 0x42ae999a = 87.3f
   mag = mag > 0x7f800000u ? mag : clamped;                            // NaN keeps its payload
@@ -30,7 +38,8 @@ inline float exp_vec(float x) {
   y = y * r + 1.6666665459e-1f;
   y = y * r + 5.0000001201e-1f;
   y = y * z + r + 1.0f;
-  return y * std::bit_cast<float>((n_bits + 127u) << 23);
+  const float e = y * std::bit_cast<float>((n_bits + 127u) << 23);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(e) & (underflows - 1u));  // underflows: all bits cleared
 }
 
 }  // namespace fusec::cpu
