@@ -18,6 +18,7 @@ struct Step {
   std::vector<int> in_slots;   // -1: left out
   std::vector<int> out_slots;  // -1: left out
   std::vector<int> free_after; // slots whose last reader is this step
+  bool zero_outputs = true;    // the kernel may leave output elements unwritten (Writes::Some)
 };
 
 class CpuExecutable : public Executable {
@@ -100,7 +101,9 @@ class CpuExecutable : public Executable {
       const ArenaSlot& planned = arena_[s];
       if (planned.placed && t.dtype == planned.dtype && checked_nbytes(dims, t.dtype) <= planned.bytes) {
         slots[s] = Tensor::view(t.dtype, dims, static_cast<char*>(arena_storage_.get()) + planned.offset, arena_storage_);
-        std::memset(slots[s].raw(), 0, slots[s].nbytes());
+        // Arena memory holds an earlier tensor's bytes: zero it, as a fresh Tensor is, unless the
+        // kernel overwrites every element anyway.
+        if (st.zero_outputs) std::memset(slots[s].raw(), 0, slots[s].nbytes());
       } else {
         slots[s] = Tensor(t.dtype, dims);  // checks the size against the memory limit first
         rs.live += slots[s].nbytes();
@@ -149,6 +152,7 @@ class CpuExecutable : public Executable {
       st.schema = OpRegistry::global().find(n.domain, n.op_type, st.opset);
       st.kernel = KernelRegistry::global().find(n.domain, n.op_type);
       if (!st.schema || !st.kernel) internal_error("compile: unsupported node slipped through" + n.ref());
+      st.zero_outputs = KernelRegistry::global().writes(n.domain, n.op_type) != Writes::Every;
       for (Value* v : n.inputs) st.in_slots.push_back(v ? slot(v) : -1);
       for (Value* v : n.outputs) st.out_slots.push_back(v ? slot(v) : -1);
       grow();

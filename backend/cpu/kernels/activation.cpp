@@ -108,13 +108,13 @@ void prelu_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_activation_kernels(KernelRegistry& r) {
-  r.add("Relu", relu_kernel);
+  r.add("Relu", relu_kernel, "", Writes::Every);  // unary_map writes each element
   r.add("LeakyRelu", float_activation([](const KernelContext& ctx) {
     const float alpha = ctx.attr_float("alpha");
     return [alpha](auto x) { using T = decltype(x); return x < T{0} ? static_cast<T>(alpha) * x : x; };
   }));
   r.add("PRelu", prelu_kernel);
-  r.add("Sigmoid", float_activation(no_attrs([](auto x) { return sigmoid(x); })));
+  r.add("Sigmoid", float_activation(no_attrs([](auto x) { return sigmoid(x); })), "", Writes::Every);
   r.add("HardSigmoid", float_activation([](const KernelContext& ctx) {
     const float alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta");
     return [alpha, beta](auto x) {
@@ -129,7 +129,7 @@ void register_activation_kernels(KernelRegistry& r) {
     T v = x / T{6} + T{0.5};
     return x * clamp01(v);
   })));
-  r.add("Tanh", float_activation(no_attrs([](auto x) { return std::tanh(x); })));
+  r.add("Tanh", float_activation(no_attrs([](auto x) { return std::tanh(x); })), "", Writes::Every);
   r.add("Elu", float_activation([](const KernelContext& ctx) {
     const float alpha = ctx.attr_float("alpha");
     return [alpha](auto x) { using T = decltype(x); return x < T{0} ? static_cast<T>(alpha) * std::expm1(x) : x; };
@@ -158,8 +158,8 @@ void register_activation_kernels(KernelRegistry& r) {
   }));
   r.add("Shrink", shrink_kernel);
   r.add("Mish", float_activation(no_attrs([](auto x) { return x * std::tanh(softplus(x)); })));
-  r.add("Gelu", gelu_kernel);
-  r.add("Gelu", gelu_kernel, "ai.fusec");
+  r.add("Gelu", gelu_kernel, "", Writes::Every);
+  r.add("Gelu", gelu_kernel, "ai.fusec", Writes::Every);
 }
 
 }  // namespace fusec::cpu

@@ -360,12 +360,13 @@ void clip_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_elementwise_kernels(KernelRegistry& r) {
-  r.add("Add", arithmetic<false>([](auto x, auto y) { return add(x, y); }));
-  r.add("Sub", arithmetic<false>([](auto x, auto y) { return sub(x, y); }));
-  r.add("Mul", arithmetic<false>([](auto x, auto y) { return mul(x, y); }));
-  r.add("Div", arithmetic<true>([](auto x, auto y) { return div(x, y); }));
+  // Writes::Every (kernel.h): binary_broadcast and unary_map write each output element once.
+  r.add("Add", arithmetic<false>([](auto x, auto y) { return add(x, y); }), "", Writes::Every);
+  r.add("Sub", arithmetic<false>([](auto x, auto y) { return sub(x, y); }), "", Writes::Every);
+  r.add("Mul", arithmetic<false>([](auto x, auto y) { return mul(x, y); }), "", Writes::Every);
+  r.add("Div", arithmetic<true>([](auto x, auto y) { return div(x, y); }), "", Writes::Every);
   r.add("Mod", mod_kernel);
-  r.add("Pow", pow_kernel);
+  r.add("Pow", pow_kernel, "", Writes::Every);
 
   r.add("Max", variadic([](auto x, auto y) { return max_nan(x, y); }, false));
   r.add("Min", variadic([](auto x, auto y) { return min_nan(x, y); }, false));
@@ -377,7 +378,7 @@ void register_elementwise_kernels(KernelRegistry& r) {
     if constexpr (std::is_unsigned_v<T>) return x;
     else return x < 0 ? neg(x) : x;
   }));
-  r.add("Neg", unary_numeric([](auto x) { return neg(x); }));
+  r.add("Neg", unary_numeric([](auto x) { return neg(x); }), "", Writes::Every);
   r.add("Sign", unary_numeric([](auto x) {
     using T = decltype(x);
     if constexpr (std::is_unsigned_v<T>) {
@@ -389,10 +390,10 @@ void register_elementwise_kernels(KernelRegistry& r) {
       return static_cast<T>((T{0} < x) - (x < T{0}));
     }
   }));
-  r.add("Reciprocal", unary_float([](auto x) { return decltype(x){1} / x; }));
-  r.add("Sqrt", unary_float([](auto x) { return std::sqrt(x); }));
-  r.add("Exp", unary_float([](auto x) { return std::exp(x); }));
-  r.add("Log", unary_float([](auto x) { return std::log(x); }));
+  r.add("Reciprocal", unary_float([](auto x) { return decltype(x){1} / x; }), "", Writes::Every);
+  r.add("Sqrt", unary_float([](auto x) { return std::sqrt(x); }), "", Writes::Every);
+  r.add("Exp", unary_float([](auto x) { return std::exp(x); }), "", Writes::Every);
+  r.add("Log", unary_float([](auto x) { return std::log(x); }), "", Writes::Every);
   r.add("Floor", unary_float([](auto x) { return std::floor(x); }));
   r.add("Ceil", unary_float([](auto x) { return std::ceil(x); }));
   // nearbyint in the default rounding mode rounds halves to even, as ONNX Round does.
@@ -401,7 +402,7 @@ void register_elementwise_kernels(KernelRegistry& r) {
     using T = decltype(x);
     if constexpr (std::is_floating_point_v<T>) return std::erf(x);
     else return static_cast<T>(std::erf(static_cast<double>(x)));
-  }));
+  }), "", Writes::Every);
   r.add("Sin", unary_float([](auto x) { return std::sin(x); }));
   r.add("Cos", unary_float([](auto x) { return std::cos(x); }));
   r.add("Tan", unary_float([](auto x) { return std::tan(x); }));
@@ -433,7 +434,7 @@ void register_elementwise_kernels(KernelRegistry& r) {
     unary_map<uint8_t, uint8_t>(ctx.input(0), ctx.output(0), [](uint8_t x) { return static_cast<uint8_t>(x == 0); });
   });
   r.add("BitShift", bitshift_kernel);
-  r.add("Where", where_kernel);
+  r.add("Where", where_kernel, "", Writes::Every);
 
   r.add("Cast", cast_kernel);
   r.add("CastLike", cast_kernel);

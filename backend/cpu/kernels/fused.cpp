@@ -172,9 +172,9 @@ void simplified_layernorm(KernelContext& ctx) {
 
 void register_fused_kernels(KernelRegistry& r) {
   r.add("FusedConv", fused_conv, "ai.fusec");
-  r.add("FusedMatMul", fused_matmul, "ai.fusec");
+  r.add("FusedMatMul", fused_matmul, "ai.fusec", Writes::Every);  // MatMul's, then in place
   r.add("LayerNormGelu", layernorm_gelu, "ai.fusec");
-  r.add("SkipLayerNorm", skip_layernorm, "ai.fusec");
+  r.add("SkipLayerNorm", skip_layernorm, "ai.fusec", Writes::Every);  // Add's S, LayerNormalization's Y
   r.add("SimplifiedLayerNorm", simplified_layernorm, "ai.fusec");
 }
 

@@ -455,8 +455,8 @@ void einsum_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_linalg_kernels(KernelRegistry& r) {
-  r.add("MatMul", matmul_kernel);
-  r.add("Gemm", gemm_kernel);
+  r.add("MatMul", matmul_kernel, "", Writes::Every);  // GEMM with beta 0 (or zeros when K is 0)
+  r.add("Gemm", gemm_kernel, "", Writes::Every);      // C copied in first, or beta 0
   r.add("Einsum", einsum_kernel);
 }
 

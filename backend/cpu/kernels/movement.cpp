@@ -713,7 +713,7 @@ void reverse_sequence_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_movement_kernels(KernelRegistry& r) {
-  r.add("Transpose", transpose_kernel);
+  r.add("Transpose", transpose_kernel, "", Writes::Every);  // strided_copy covers the output
   r.add("Concat", concat_kernel);
   r.add("Split", split_kernel);
   r.add("Slice", slice_kernel);

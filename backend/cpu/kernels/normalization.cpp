@@ -347,8 +347,8 @@ void lrn(KernelContext& ctx) {
 void register_normalization_kernels(KernelRegistry& r) {
   r.add("BatchNormalization", batchnorm);
   r.add("InstanceNormalization", instancenorm);
-  r.add("LayerNormalization", layernorm);
-  r.add("LayerNormalization", layernorm, "ai.fusec");
+  r.add("LayerNormalization", layernorm, "", Writes::Every);  // every row; Mean and InvStdDev whole
+  r.add("LayerNormalization", layernorm, "ai.fusec", Writes::Every);
   r.add("MeanVarianceNormalization", mvn);
   r.add("LRN", lrn);
 }

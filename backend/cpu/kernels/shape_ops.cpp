@@ -201,7 +201,8 @@ void onehot_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_shape_kernels(KernelRegistry& r) {
-  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) r.add(op, copy_input);
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+    r.add(op, copy_input, "", Writes::Every);  // a whole copy (or a size error)
   r.add("Shape", shape_kernel);
   r.add("Size", size_kernel);
   r.add("Dropout", dropout_kernel);

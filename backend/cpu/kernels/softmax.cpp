@@ -241,8 +241,8 @@ Kernel loss_kernel(bool softmax_ce) {
 }  // namespace
 
 void register_softmax_kernels(KernelRegistry& r) {
-  r.add("Softmax", softmax_kernel(Smx::Soft));
-  r.add("LogSoftmax", softmax_kernel(Smx::Log));
+  r.add("Softmax", softmax_kernel(Smx::Soft), "", Writes::Every);  // every row, both layouts
+  r.add("LogSoftmax", softmax_kernel(Smx::Log), "", Writes::Every);
   r.add("Hardmax", softmax_kernel(Smx::Hard));
   r.add("NegativeLogLikelihoodLoss", loss_kernel(false));
   r.add("SoftmaxCrossEntropyLoss", loss_kernel(true));

@@ -1,0 +1,218 @@
+// Kernels registered with Writes::Every (backend/cpu/kernel.h) promise to write every element of
+// every output: the executor then hands them arena memory still holding an earlier tensor's bytes,
+// without zeroing it. Each such kernel runs here twice, on outputs filled with 0xFF bytes (NaN,
+// or -1 for integers) and on zeroed outputs; the two results must match byte for byte. Every
+// kernel so registered must have a case below (CpuWritesEvery.EveryFlaggedKernelHasACase).
+#include <cstring>
+#include <set>
+
+#include "backend/cpu/kernel.h"
+#include "ir/half.h"
+#include "test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+struct Case {
+  std::string op;
+  std::vector<Tensor> inputs;  // an empty Tensor (DType::Undefined) leaves that input out
+  std::vector<NamedAttribute> attrs = {};
+  size_t outputs = 1;
+  std::string domain = "";
+  int64_t opset = 17;
+};
+
+/// The node's outputs computed with every output buffer first filled with `fill`.
+std::vector<Tensor> run_filled(const Case& c, unsigned char fill) {
+  GraphBuilder b(c.opset);
+  std::vector<Value*> ins;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    ins.push_back(c.inputs[i].dtype() == DType::Undefined
+                      ? nullptr
+                      : b.initializer("in" + std::to_string(i), c.inputs[i]));
+  for (Value* v : b.node_n(c.op, ins, c.outputs, c.attrs, "node", c.domain)) b.output(v);
+  auto g = b.build();
+  const Node& node = *g->nodes().front();
+  const int64_t opset = g->opset(node.domain);
+  const OpSchema* schema = OpRegistry::global().find(node.domain, node.op_type, opset);
+  const cpu::Kernel* kernel = cpu::KernelRegistry::global().find(node.domain, node.op_type);
+  if (!schema || !kernel) ADD_FAILURE() << "no schema or kernel for " << c.op;
+  if (!schema || !kernel) return {};
+  std::vector<const Tensor*> values;
+  std::vector<TypeInfo> types(c.inputs.size());
+  std::vector<const TypeInfo*> type_ptrs;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const bool given = c.inputs[i].dtype() != DType::Undefined;
+    values.push_back(given ? &c.inputs[i] : nullptr);
+    types[i] = {c.inputs[i].dtype(), shape_of(c.inputs[i].dims())};
+    type_ptrs.push_back(given ? &types[i] : nullptr);
+  }
+  InferContext ictx(node, *schema, opset, type_ptrs, values);
+  schema->infer(ictx);
+  std::vector<Tensor> outs;
+  for (size_t i = 0; i < c.outputs; ++i) {
+    outs.emplace_back(ictx.outputs[i].dtype, static_dims(*ictx.outputs[i].shape));
+    std::memset(outs.back().raw(), fill, outs.back().nbytes());
+  }
+  std::vector<Tensor*> out_ptrs;
+  for (Tensor& t : outs) out_ptrs.push_back(&t);
+  cpu::KernelContext kctx(node, *schema, opset, values, out_ptrs);
+  (*kernel)(kctx);
+  return outs;
+}
+
+std::string label(const Case& c) { return (c.domain.empty() ? "" : c.domain + ".") + c.op; }
+
+void expect_writes_every(const Case& c) {
+  SCOPED_TRACE(label(c));
+  const auto poisoned = run_filled(c, 0xFF), zeroed = run_filled(c, 0x00);
+  ASSERT_EQ(poisoned.size(), zeroed.size());
+  for (size_t i = 0; i < zeroed.size(); ++i) {
+    ASSERT_EQ(poisoned[i].nbytes(), zeroed[i].nbytes());
+    EXPECT_EQ(std::memcmp(poisoned[i].raw(), zeroed[i].raw(), zeroed[i].nbytes()), 0)
+        << "output " << i << " [" << dims_str(zeroed[i].dims()) << "] keeps bytes the kernel did not write";
+  }
+}
+
+Tensor u(std::vector<int64_t> dims, unsigned seed) { return uniform_floats(std::move(dims), seed); }
+Tensor positive(std::vector<int64_t> dims, unsigned seed) {
+  Tensor t = u(std::move(dims), seed);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::fabs(t.data<float>()[i]) + 0.1f;
+  return t;
+}
+Tensor halves(std::vector<int64_t> dims, unsigned seed) {
+  Tensor f = u(dims, seed), h(DType::Float16, std::move(dims));
+  for (int64_t i = 0; i < f.numel(); ++i) h.data<uint16_t>()[i] = float_to_half(f.data<float>()[i]);
+  return h;
+}
+Tensor ints(std::vector<int64_t> v, std::vector<int64_t> dims) { return int64s(std::move(v), std::move(dims)); }
+Tensor int32s(std::vector<int64_t> dims, int32_t start) {
+  Tensor t(DType::Int32, std::move(dims));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<int32_t>()[i] = static_cast<int32_t>(start + i % 7);
+  return t;
+}
+Tensor bools(std::vector<int64_t> dims) {
+  Tensor t(DType::Bool, std::move(dims));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(i % 3 == 0);
+  return t;
+}
+const Tensor kNone;
+
+std::vector<Case> cases() {
+  using V = std::vector<int64_t>;
+  std::vector<Case> cs;
+  // Binary arithmetic: same shape, a trailing-dim broadcast, a middle broadcast, integers, half.
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+    cs.push_back({op, {u({2, 3, 5}, 1), positive({2, 3, 5}, 2)}});
+    cs.push_back({op, {u({2, 3, 5}, 3), positive({5}, 4)}});
+    cs.push_back({op, {positive({2, 1, 5}, 5), u({3, 1}, 6)}});
+    cs.push_back({op, {ints({5, 7, -9, 11, 13, 0}, {2, 3}), ints({2, -3, 4}, {3})}});
+    cs.push_back({op, {halves({4, 3}, 7), halves({3}, 8)}});
+  }
+  cs.push_back({"Pow", {positive({2, 3}, 9), u({3}, 10)}});
+  cs.push_back({"Pow", {ints({1, 2, 3, 4}, {4}), ints({2}, {1})}});
+  for (const char* op : {"Neg", "Reciprocal", "Sqrt", "Exp", "Log", "Erf"}) {
+    cs.push_back({op, {positive({3, 7, 5}, 11)}});
+    cs.push_back({op, {halves({9}, 12)}});
+  }
+  cs.push_back({"Neg", {ints({1, -2, 3}, {3})}});
+  cs.push_back({"Erf", {ints({-1, 0, 2}, {3})}});
+  cs.push_back({"Where", {bools({3, 1}), u({1, 4}, 13), u({3, 4}, 14)}});
+  cs.push_back({"Where", {bools({2, 3, 4}), ints({7}, {1}), ints({1, 2, 3, 4}, {4})}});
+  for (const char* op : {"Relu", "Sigmoid", "Tanh"}) {
+    cs.push_back({op, {u({4, 33}, 15)}});
+    cs.push_back({op, {halves({5}, 16)}});
+  }
+  cs.push_back({"Relu", {ints({-1, 0, 2}, {3})}});
+  cs.push_back({"Gelu", {u({3, 17}, 17)}, {}, 1, "", 20});
+  cs.push_back({"Gelu", {u({3, 17}, 18)}, {attr("approximate", std::string("tanh"))}, 1, "", 20});
+  cs.push_back({"Gelu", {u({3, 17}, 19)}, {}, 1, "ai.fusec", 17});
+  // Softmax family: contiguous rows, a strided (inner > 1) axis, opset 11's 2-D coercion.
+  for (const char* op : {"Softmax", "LogSoftmax"}) {
+    cs.push_back({op, {u({2, 3, 40}, 20)}, {attr("axis", int64_t{-1})}});
+    cs.push_back({op, {u({2, 3, 40}, 21)}, {attr("axis", int64_t{1})}});
+    cs.push_back({op, {u({2, 600, 3}, 22)}, {attr("axis", int64_t{2})}});
+    cs.push_back({op, {u({2, 3, 4}, 23)}, {attr("axis", int64_t{1})}, 1, "", 11});
+    cs.push_back({op, {halves({2, 5}, 24)}});
+  }
+  // LayerNormalization with its optional Mean and InvStdDev outputs; a broadcast Scale.
+  cs.push_back({"LayerNormalization", {u({2, 3, 8}, 25), u({8}, 26), u({8}, 27)}, {}, 3});
+  cs.push_back({"LayerNormalization", {u({2, 3, 8}, 28), u({1, 8}, 29), kNone}, {attr("axis", int64_t{1})}, 3});
+  cs.push_back({"LayerNormalization", {u({4, 6}, 30), u({6}, 31)}, {}, 1, "ai.fusec"});
+  // Transpose: BERT's head split and Kᵀ, the default reversal, a pure reshape-like permutation.
+  cs.push_back({"Transpose", {u({2, 5, 3, 4}, 32)}, {attr("perm", V{0, 2, 1, 3})}});
+  cs.push_back({"Transpose", {u({2, 5, 3, 4}, 33)}, {attr("perm", V{0, 2, 3, 1})}});
+  cs.push_back({"Transpose", {u({37, 41}, 34)}});
+  cs.push_back({"Transpose", {ints({1, 2, 3, 4, 5, 6}, {1, 2, 3})}, {attr("perm", V{1, 0, 2})}});
+  cs.push_back({"Reshape", {u({2, 6}, 35), ints({3, -1}, {2})}});
+  cs.push_back({"Flatten", {u({2, 3, 4}, 36)}, {attr("axis", int64_t{2})}});
+  cs.push_back({"Squeeze", {u({2, 1, 3}, 37), ints({1}, {1})}});
+  cs.push_back({"Unsqueeze", {u({2, 3}, 38), ints({0}, {1})}});
+  cs.push_back({"Identity", {ints({4, 5}, {2})}});
+  // MatMul: batched, stacked (B shared), broadcast batch dims, vectors, K = 0, integers, the
+  // packed GEMM with edge tiles, and batched heads like attention's.
+  cs.push_back({"MatMul", {u({2, 3, 4, 5}, 39), u({2, 3, 5, 6}, 40)}});
+  cs.push_back({"MatMul", {u({2, 4, 5}, 41), u({5, 6}, 42)}});
+  cs.push_back({"MatMul", {u({1, 3, 4, 5}, 43), u({2, 1, 5, 6}, 44)}});
+  cs.push_back({"MatMul", {u({5}, 45), u({5, 6}, 46)}});
+  cs.push_back({"MatMul", {u({4, 5}, 47), u({5}, 48)}});
+  cs.push_back({"MatMul", {u({3, 0}, 49), u({0, 4}, 50)}});
+  cs.push_back({"MatMul", {int32s({3, 4}, -3), int32s({4, 2}, 1)}});
+  cs.push_back({"MatMul", {u({67, 45}, 51), u({45, 53}, 52)}});
+  cs.push_back({"MatMul", {u({2, 3, 33, 16}, 53), u({2, 3, 16, 33}, 54)}});
+  cs.push_back({"MatMul", {halves({3, 4}, 55), halves({4, 2}, 56)}});
+  // Gemm: transposes, alpha/beta, C broadcast from a row, a column or a scalar, or absent.
+  cs.push_back({"Gemm", {u({5, 4}, 57), u({6, 5}, 58), u({6}, 59)},
+                {attr("transA", int64_t{1}), attr("transB", int64_t{1}), attr("alpha", 0.5f), attr("beta", 2.0f)}});
+  cs.push_back({"Gemm", {u({4, 5}, 60), u({5, 6}, 61), u({4, 1}, 62)}});
+  cs.push_back({"Gemm", {u({4, 5}, 63), u({5, 6}, 64), u({1}, 65)}, {attr("beta", 0.0f)}});
+  cs.push_back({"Gemm", {u({40, 50}, 66), u({50, 30}, 67)}});
+  cs.push_back({"Gemm", {int32s({3, 4}, 0), int32s({4, 2}, 2), int32s({2}, 1)}});
+  // ai.fusec: FusedMatMul with bias and activation; SkipLayerNorm with and without its sum output.
+  cs.push_back({"FusedMatMul", {u({2, 4, 8}, 68), u({8, 6}, 69), u({6}, 70)},
+                {attr("activation", std::string("Gelu"))}, 1, "ai.fusec"});
+  cs.push_back({"FusedMatMul", {u({2, 4, 8}, 71), u({8, 6}, 72)}, {}, 1, "ai.fusec"});
+  cs.push_back({"SkipLayerNorm", {u({2, 3, 8}, 73), u({2, 3, 8}, 74), u({8}, 75), u({8}, 76)}, {}, 2, "ai.fusec"});
+  cs.push_back({"SkipLayerNorm", {u({2, 3, 8}, 77), u({8}, 78), u({8}, 79), u({8}, 80)}, {}, 1, "ai.fusec"});
+  return cs;
+}
+
+}  // namespace
+
+TEST(CpuWritesEvery, KernelsOverwritePoisonedOutputs) {
+  for (const Case& c : cases()) expect_writes_every(c);
+}
+
+TEST(CpuWritesEvery, EveryFlaggedKernelHasACase) {
+  std::set<std::pair<std::string, std::string>> covered;
+  for (const Case& c : cases()) covered.insert({c.domain, c.op});
+  for (const auto& key : cpu::KernelRegistry::global().writing_every_element())
+    EXPECT_TRUE(covered.count(key)) << (key.first.empty() ? "" : key.first + ".") << key.second
+                                    << " is registered Writes::Every but has no case here";
+}
+
+TEST(CpuWritesEvery, ExecutorResultsDoNotDependOnArenaReuse) {
+  // x -> Exp -> Softmax -> MatMul -> Add -> Transpose: every intermediate goes through the arena,
+  // later ones into memory earlier ones used. Two runs of one executable (the arena then holds
+  // the first run's values) and a fresh one must agree exactly.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, shape_of({2, 3, 8, 8}));
+  Value* e = b.node("Exp", {x});
+  Value* s = b.node("Softmax", {e}, {attr("axis", int64_t{-1})});
+  Value* m = b.node("MatMul", {s, b.initializer("w", u({8, 8}, 81))});
+  Value* a = b.node("Add", {m, b.initializer("bias", u({8}, 82))});
+  b.output(b.node("Transpose", {a}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}));
+  auto g = b.build();
+  infer_shapes(*g);
+  cpu::CpuBackend backend;
+  auto exe = backend.compile(*g);
+  const Tensor in1 = u({2, 3, 8, 8}, 83), in2 = u({2, 3, 8, 8}, 84);
+  const auto first = exe->run({in1});
+  const auto second = exe->run({in2});
+  const auto fresh = backend.compile(*g)->run({in2});
+  ASSERT_EQ(second[0].nbytes(), fresh[0].nbytes());
+  EXPECT_EQ(std::memcmp(second[0].raw(), fresh[0].raw(), fresh[0].nbytes()), 0);
+  EXPECT_NE(std::memcmp(first[0].raw(), second[0].raw(), fresh[0].nbytes()), 0);
+}
