@@ -143,7 +143,8 @@ int optimize(const OptimizeArgs& a) {
                 ver.runs, ver.runs == 1 ? "" : "s", rebound ? ", symbolic dims set to 2" : "", a.rtol, a.atol);
     for (const auto& o : ver.outputs)
       std::printf("  %-30s max abs %.3e  max rel %.3e  %s%s\n", o.name.c_str(), o.max_abs, o.max_rel,
-                  o.ok ? "ok" : "MISMATCH", o.problem.empty() ? "" : (" (" + o.problem + ")").c_str());
+                  o.ok ? "ok" : o.nothing_compared() ? "NOT VERIFIED" : "MISMATCH",
+                  o.problem.empty() ? "" : (" (" + o.problem + ")").c_str());
   } else {
     std::printf("\nverification: skipped (--no-check)\n");
   }
@@ -186,7 +187,8 @@ int optimize(const OptimizeArgs& a) {
     v["ok"] = ver.ok;
     v["outputs"] = nlohmann::ordered_json::array();
     for (const auto& o : ver.outputs)
-      v["outputs"].push_back({{"name", o.name}, {"max_abs", o.max_abs}, {"max_rel", o.max_rel}, {"ok", o.ok}});
+      v["outputs"].push_back({{"name", o.name}, {"max_abs", o.max_abs}, {"max_rel", o.max_rel}, {"ok", o.ok},
+                              {"finite_elements", o.finite_original}, {"elements", o.elements}});
     j["verification"] = v;
     if (a.check_layers)
       j["layer_check"] = {{"ok", layers.ok}, {"compared", layers.compared}, {"first_divergent_node", layers.node},

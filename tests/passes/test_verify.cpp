@@ -1,0 +1,72 @@
+// verify_equivalence / compare_outputs: what the optimizer's numerical check reports. An output
+// that is NaN or infinite everywhere in the original compared nothing and must not pass; NaN
+// matching NaN where other elements are finite still passes; a real difference is a mismatch.
+#include <cmath>
+#include <limits>
+
+#include "passes/infer_shapes.h"
+#include "passes/verify.h"
+#include "test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+/// softmax((1 - float(m)) * scale) over 8 keys, m an int64 [2, 8] input (random values in [0, 64)).
+/// With scale = float's lowest, as transformers builds its extended mask, every row holds +inf
+/// (m >= 2) and the softmax is NaN everywhere; with -10000 every value is finite.
+std::unique_ptr<Graph> mask_softmax(float scale) {
+  GraphBuilder b(17);
+  Value* m = b.input("attention_mask", DType::Int64, {2, 8});
+  Value* one = b.initializer("one", Tensor::from_float({1.0f}, {}));
+  Value* s = b.initializer("scale", Tensor::from_float({scale}, {}));
+  Value* f = b.node("Cast", {m}, {attr("to", int64_t{1})}, "cast");
+  Value* inv = b.node("Sub", {one, f}, {}, "sub");
+  Value* mask = b.node("Mul", {inv, s}, {}, "mul");
+  b.output(b.node("Softmax", {mask}, {attr("axis", int64_t{-1})}, "softmax"));
+  auto g = b.build();
+  infer_shapes(*g);
+  return g;
+}
+
+}  // namespace
+
+TEST(Verify, AllNanOriginalComparesNothingAndFails) {
+  auto g = mask_softmax(std::numeric_limits<float>::lowest());
+  VerifyResult r = verify_equivalence(*g, *g, 2, 7, {});
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_TRUE(r.outputs[0].nothing_compared());
+  EXPECT_FALSE(r.outputs[0].ok);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.outputs[0].problem.find("nothing compared"), std::string::npos) << r.outputs[0].problem;
+  EXPECT_EQ(r.outputs[0].elements, 2 * 16);
+  EXPECT_EQ(r.outputs[0].finite_original, 0);
+}
+
+TEST(Verify, FiniteOriginalPassesAndCountsWhatItCompared) {
+  auto g = mask_softmax(-10000.0f);
+  VerifyResult r = verify_equivalence(*g, *g, 3, 7, {});
+  EXPECT_TRUE(r.ok) << r.outputs[0].problem;
+  EXPECT_FALSE(r.outputs[0].nothing_compared());
+  EXPECT_EQ(r.outputs[0].finite_original, 3 * 16);
+}
+
+TEST(Verify, NanWhereBothAreNanStillComparesTheRest) {
+  Tensor want = Tensor::from_float({1.0f, std::nanf(""), 3.0f}, {3});
+  Tensor same = Tensor::from_float({1.0f, std::nanf(""), 3.0f}, {3});
+  OutputCheck c{"y"};
+  compare_outputs(same, want, {}, c);
+  EXPECT_TRUE(c.ok);
+  EXPECT_EQ(c.finite_original, 2);
+  EXPECT_FALSE(c.nothing_compared());
+  Tensor off = Tensor::from_float({1.0f, std::nanf(""), 3.5f}, {3});
+  OutputCheck d{"y"};
+  compare_outputs(off, want, {}, d);
+  EXPECT_FALSE(d.ok);
+  EXPECT_DOUBLE_EQ(d.max_abs, 0.5);
+  Tensor nan_where_finite = Tensor::from_float({1.0f, std::nanf(""), std::nanf("")}, {3});
+  OutputCheck e{"y"};
+  compare_outputs(nan_where_finite, want, {}, e);
+  EXPECT_FALSE(e.ok);
+}
