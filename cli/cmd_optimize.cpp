@@ -139,8 +139,9 @@ int optimize(const OptimizeArgs& a) {
   std::printf("\npasses (%d sweep%s to a fixed point)\n", res.iterations, res.iterations == 1 ? "" : "s");
   for (const auto& p : res.per_pass) std::printf("  %-24s %5d rewrites %9.2f ms\n", p.name.c_str(), p.rewrites, p.ms);
   if (check_runs > 0) {
-    std::printf("\nverification: %d seeded random input set%s on the CPU reference%s (rtol %g, atol %g)\n",
-                ver.runs, ver.runs == 1 ? "" : "s", rebound ? ", symbolic dims set to 2" : "", a.rtol, a.atol);
+    std::printf("\nverification: %d seeded random input set%s on the CPU reference%s%s (rtol %g, atol %g)\n",
+                ver.runs, ver.runs == 1 ? "" : "s", rebound ? ", symbolic dims set to 2" : "",
+                ver.binary_ints ? ", integer inputs 0/1 (in [0, 64) the original gave no finite output)" : "", a.rtol, a.atol);
     for (const auto& o : ver.outputs)
       std::printf("  %-30s max abs %.3e  max rel %.3e  %s%s\n", o.name.c_str(), o.max_abs, o.max_rel,
                   o.ok ? "ok" : o.nothing_compared() ? "NOT VERIFIED" : "MISMATCH",
@@ -185,6 +186,7 @@ int optimize(const OptimizeArgs& a) {
     v["atol"] = a.atol;
     v["symbolic_dims_bound_to"] = rebound ? nlohmann::ordered_json(2) : nlohmann::ordered_json(nullptr);
     v["ok"] = ver.ok;
+    v["integer_inputs"] = ver.binary_ints ? "0/1" : "[0, 64)";
     v["outputs"] = nlohmann::ordered_json::array();
     for (const auto& o : ver.outputs)
       v["outputs"].push_back({{"name", o.name}, {"max_abs", o.max_abs}, {"max_rel", o.max_rel}, {"ok", o.ok},

@@ -9,9 +9,10 @@
 
 namespace fusec {
 
-/// Seeded random data for a graph input (floats uniform in [-1, 1); ints in [0, 64); bools 0/1).
-/// The input's name is mixed into the seed so inputs of the same shape differ.
-Tensor random_input(const Value& v, uint64_t seed);
+/// Seeded random data for a graph input (floats uniform in [-1, 1); ints in [0, int_end), 64 by
+/// default, small enough for token ids; bools 0/1). The input's name is mixed into the seed so
+/// inputs of the same shape differ.
+Tensor random_input(const Value& v, uint64_t seed, int64_t int_end = 64);
 
 struct Tolerance {
   double rtol = 1e-4, atol = 1e-5;
@@ -35,6 +36,9 @@ struct VerifyResult {
   int runs = 0;
   std::vector<OutputCheck> outputs;  // per graph output, worst over all runs
   bool ok = true;
+  /// Integer inputs were drawn from {0, 1}: in [0, 64) the original gave no finite value for some
+  /// output (an attention mask computed as (1 - m) * finfo.min overflows), so the check ran again.
+  bool binary_ints = false;
 };
 
 /// Compares two tensors under the tolerance, folding the result into `check`.

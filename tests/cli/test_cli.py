@@ -630,11 +630,50 @@ def test_profile_errors(c: Ctx):
     c.usage_error("profile", c.tiny, "--batch", "2", "--device", "cpu", "--report", os.path.join(d, "no", "such", "dir", "r.json"))
 
 
+def test_optimize_verifies_masks_or_refuses(c: Ctx):
+    """A (1 - m)·finfo.min mask from an int input: random ids in [0, 64) make the original NaN
+    everywhere, so verification retries with 0/1 and says so; an output that is NaN whatever the
+    inputs is NOT VERIFIED (exit 3, nothing written), never "ok"."""
+    d = c.fresh("verify_nan")
+    fmin = numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "fmin")
+    one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
+    g = helper.make_graph(
+        [helper.make_node("Cast", ["attention_mask"], ["f"], to=TensorProto.FLOAT, name="cast"),
+         helper.make_node("Sub", ["one", "f"], ["inv"], name="sub"),
+         helper.make_node("Mul", ["inv", "fmin"], ["mask"], name="mul"),
+         helper.make_node("Add", ["x", "mask"], ["s"], name="add"),
+         helper.make_node("Softmax", ["s"], ["y"], axis=-1, name="softmax")],
+        "mask", [helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [2, 8]),
+                 helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [one, fmin])
+    def save(graph, path):
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        onnx.save(m, path)
+
+    mask_model = os.path.join(d, "mask.onnx")
+    save(g, mask_model)
+    p = c.ok("optimize", mask_model, "-o", os.path.join(d, "mask.opt.onnx"))
+    if "integer inputs 0/1" not in p.stdout or not re.search(r"\by +max abs .* ok", p.stdout):
+        raise Failure(f"mask model: expected a verified output with 0/1 integer inputs, got:\n{p.stdout}")
+    inf = numpy_helper.from_array(np.array(np.inf, np.float32), "inf")
+    g = helper.make_graph([helper.make_node("Mul", ["x", "inf"], ["p"], name="mul"),
+                           helper.make_node("Sub", ["p", "p"], ["y"], name="sub")],
+                          "nan", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])], [inf])
+    nan_model, out = os.path.join(d, "nan.onnx"), os.path.join(d, "nan.opt.onnx")
+    save(g, nan_model)
+    p = c.fusec_run("optimize", nan_model, "-o", out)
+    if p.returncode != 3 or "NOT VERIFIED" not in p.stdout or os.path.exists(out):
+        raise Failure(f"all-NaN model: exit {p.returncode}, wrote {os.path.exists(out)}, stdout:\n{p.stdout}")
+    c.ok("optimize", nan_model, "-o", out, "--no-check")
+
+
 TESTS = [test_help, test_version, test_not_built, test_optimize_roundtrip, test_unknown_flag, test_no_or_unknown_subcommand,
          test_inspect_json, test_run_default_pb, test_run_npy, test_run_inputs_dir, test_batch_binding, test_seed,
          test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_no_gpu_errors,
          test_mlp_inspect, test_mlp_run, test_newer_opset, test_max_memory, test_outputs_replaced_whole, test_profile_cpu,
-         test_profile_project, test_profile_errors]
+         test_profile_project, test_profile_errors, test_optimize_verifies_masks_or_refuses]
 
 
 def main() -> int:

@@ -1,6 +1,7 @@
 // verify_equivalence / compare_outputs: what the optimizer's numerical check reports. An output
-// that is NaN or infinite everywhere in the original compared nothing and must not pass; NaN
-// matching NaN where other elements are finite still passes; a real difference is a mismatch.
+// that is NaN or infinite everywhere in the original compared nothing and must not pass (unless
+// integer inputs as 0/1 make it finite: a mask); NaN matching NaN where other elements are finite
+// still passes; a real difference is a mismatch.
 #include <cmath>
 #include <limits>
 
@@ -32,15 +33,34 @@ std::unique_ptr<Graph> mask_softmax(float scale) {
 
 }  // namespace
 
-TEST(Verify, AllNanOriginalComparesNothingAndFails) {
+// A (1 - m)·finfo.min mask on random ints in [0, 64) makes the original NaN everywhere; the check
+// runs again with the integer inputs as 0/1, which a mask means, and compares real values.
+TEST(Verify, MaskOverflowRetriesWithBinaryIntegers) {
   auto g = mask_softmax(std::numeric_limits<float>::lowest());
   VerifyResult r = verify_equivalence(*g, *g, 2, 7, {});
   ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_TRUE(r.binary_ints);
+  EXPECT_TRUE(r.ok) << r.outputs[0].problem;
+  EXPECT_EQ(r.outputs[0].elements, 2 * 16);
+  EXPECT_GT(r.outputs[0].finite_original, 0);
+}
+
+// x·inf − x·inf is NaN for every x: nothing to compare, whatever the inputs, so not verified.
+TEST(Verify, AllNanOriginalComparesNothingAndFails) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {2, 8});
+  Value* inf = b.initializer("inf", Tensor::from_float({std::numeric_limits<float>::infinity()}, {}));
+  Value* p = b.node("Mul", {x, inf}, {}, "mul");
+  b.output(b.node("Sub", {p, p}, {}, "sub"));
+  auto g = b.build();
+  infer_shapes(*g);
+  VerifyResult r = verify_equivalence(*g, *g, 2, 7, {});
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_FALSE(r.binary_ints);
   EXPECT_TRUE(r.outputs[0].nothing_compared());
   EXPECT_FALSE(r.outputs[0].ok);
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.outputs[0].problem.find("nothing compared"), std::string::npos) << r.outputs[0].problem;
-  EXPECT_EQ(r.outputs[0].elements, 2 * 16);
   EXPECT_EQ(r.outputs[0].finite_original, 0);
 }
 
@@ -48,6 +68,7 @@ TEST(Verify, FiniteOriginalPassesAndCountsWhatItCompared) {
   auto g = mask_softmax(-10000.0f);
   VerifyResult r = verify_equivalence(*g, *g, 3, 7, {});
   EXPECT_TRUE(r.ok) << r.outputs[0].problem;
+  EXPECT_FALSE(r.binary_ints);
   EXPECT_FALSE(r.outputs[0].nothing_compared());
   EXPECT_EQ(r.outputs[0].finite_original, 3 * 16);
 }
