@@ -83,6 +83,12 @@ std::vector<float> krsc_float(const Tensor& w) {
   return out;
 }
 
+int64_t numel(const std::vector<int64_t>& d) {
+  int64_t n = 1;
+  for (int64_t v : d) n *= v;
+  return n;
+}
+
 /// NC + spatial dims as cuDNN wants them: at least 4-D (a 1-D conv gains H = 1).
 std::vector<int> as_dnn_dims(const std::vector<int64_t>& d) {
   std::vector<int> out(d.begin(), d.end());
@@ -237,8 +243,7 @@ class ConvOp : public CudaOp {
     }
     has_bias_ = c.has_input(2);
     const auto& od = c.out_dims(0);
-    yelems_ = 1;
-    for (int64_t d : od) yelems_ *= d;
+    yelems_ = numel(od);
     channels_ = od[1];
     inner_ = 1;
     if (!nhwc)  // NHWC: the channel is the innermost dim
@@ -329,7 +334,6 @@ class ConvOp : public CudaOp {
            std::to_string(static_cast<int>(act_.act)) + (may_fuse ? " fusable" : "");
     const bool trace = std::getenv("FUSEC_CONV_TRACE") != nullptr;
     size_t es = dtype_size(dt_);
-    auto numel = [](const std::vector<int64_t>& d) { int64_t n = 1; for (int64_t v : d) n *= v; return n; };
     const size_t xb = numel(c.in_dims(0)) * es, wb = numel(c.in_dims(1)) * es, yb = numel(c.out_dims(0)) * es;
     size_t ws = 0;
     for (auto& ch : cands) {
@@ -352,7 +356,7 @@ class ConvOp : public CudaOp {
             if (static_cast<int>(ch0.algo) == algo && static_cast<int>(ch0.math) == math) {
               FwdChoice ch = ch0;
               ch.fused = fused != 0;
-              if (apply(ch) && run_forward(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) &&
+              if (apply(ch) && run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
                   cudaStreamSynchronize(stream) == cudaSuccess)
                 return true;
               cudaGetLastError();
@@ -367,7 +371,7 @@ class ConvOp : public CudaOp {
           FwdChoice ch = ch0;
           ch.fused = fused;
           if (!apply(ch)) continue;
-          const bool ok = run_forward(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) &&
+          const bool ok = run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
                           cudaStreamSynchronize(stream) == cudaSuccess;
           cudaGetLastError();
           if (ok) {
@@ -386,9 +390,9 @@ class ConvOp : public CudaOp {
       for (int round = 0; round < kRounds; ++round)
         for (size_t i = 0; i < runs.size(); ++i) {
           apply(runs[i]);
-          run_forward(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);  // warm
+          run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);  // warm
           FUSEC_CUDA_CHECK(cudaEventRecord(e0, stream));
-          for (int k = 0; k < kReps; ++k) run_forward(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);
+          for (int k = 0; k < kReps; ++k) run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);
           FUSEC_CUDA_CHECK(cudaEventRecord(e1, stream));
           FUSEC_CUDA_CHECK(cudaEventSynchronize(e1));
           float ms = 0;
@@ -430,20 +434,28 @@ class ConvOp : public CudaOp {
                                         CUDNN_NOT_PROPAGATE_NAN, 0.0) == CUDNN_STATUS_SUCCESS;
   }
 
-  /// The forward conv as launch() runs it (fused call, or conv then the epilogue pass); false when
-  /// cuDNN refuses the configuration.
-  bool run_forward(const void* x, const void* w, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) {
-    float one = 1, zero = 0;
-    if (fused_) {
-      return cudnnConvolutionBiasActivationForward(handle_, &one, x_, x, w_, w, conv_, fused_algo_, ws, workspace_,
-                                                   has_z_ ? &one : &zero, y_, has_z_ ? z : y, bias_, b, act_desc_, y_,
-                                                   y) == CUDNN_STATUS_SUCCESS;
-    }
-    if (cudnnConvolutionForward(handle_, &one, x_, x, w_, w, conv_, fwd_algo_, ws, workspace_, &zero, y_, y) != CUDNN_STATUS_SUCCESS)
-      return false;
-    if (has_bias_ || has_z_ || act_.act != Act::None)
-      return launch_epilogue(y, has_z_ ? z : nullptr, dt_, yelems_, act_, stream, has_bias_ ? b : nullptr, channels_, inner_);
-    return true;
+  /// The convolution as it launches: the fused call, or the conv (forward, or backward data for
+  /// ConvTranspose) then the epilogue pass. launch() and every plan-time trial run this one.
+  cudnnStatus_t run_conv(const void* x, const void* w, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) {
+    double one64 = 1, zero64 = 0;
+    float one32 = 1, zero32 = 0;
+    const void* one = dt_ == DType::Float64 ? static_cast<const void*>(&one64) : &one32;
+    const void* zero = dt_ == DType::Float64 ? static_cast<const void*>(&zero64) : &zero32;
+    if (fused_)
+      return cudnnConvolutionBiasActivationForward(handle_, one, x_, x, w_, w, conv_, fused_algo_, ws, workspace_,
+                                                   has_z_ ? one : zero, y_, has_z_ ? z : y, bias_, b, act_desc_, y_, y);
+    const cudnnStatus_t st =
+        transpose_ ? cudnnConvolutionBackwardData(handle_, one, w_, w, y_, x, conv_, bwd_algo_, ws, workspace_, zero, x_, y)
+                   : cudnnConvolutionForward(handle_, one, x_, x, w_, w, conv_, fwd_algo_, ws, workspace_, zero, y_, y);
+    if (st == CUDNN_STATUS_SUCCESS) epilogue(y, b, z, stream);
+    return st;
+  }
+
+  /// Bias, residual and activation in place over y, in the reference's order (nothing without them).
+  void epilogue(void* y, const void* b, const void* z, cudaStream_t stream) {
+    if (!has_bias_ && !has_z_ && act_.act == Act::None) return;
+    if (!launch_epilogue(y, has_z_ ? z : nullptr, dt_, yelems_, act_, stream, has_bias_ ? b : nullptr, channels_, inner_))
+      internal_error("no epilogue kernel for this dtype");
   }
 
   /// cudnnConvolutionBiasActivationForward supports some configurations only (ReLU or identity;
@@ -461,25 +473,28 @@ class ConvOp : public CudaOp {
     if (cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, algo, &ws) != CUDNN_STATUS_SUCCESS) return;
     if (!fused_desc_ready(true) || c.in_dims(0).size() != 4) return;
     size_t es = dtype_size(dt_);
-    auto numel = [](const std::vector<int64_t>& d) { int64_t n = 1; for (int64_t v : d) n *= v; return n; };
-    try {
-      DeviceBuffer x(numel(c.in_dims(0)) * es, "a conv trial"), w(numel(c.in_dims(1)) * es, "a conv trial"),
-          y(numel(c.out_dims(0)) * es, "a conv trial"), b(channels_ * es, "a conv trial"), wsb(ws, "a conv trial");
-      cudaMemset(x.get(), 0, x.size());
-      cudaMemset(w.get(), 0, w.size());
-      cudaMemset(b.get(), 0, b.size());
-      float one = 1, zero = 0;
-      cudnnStatus_t st = cudnnConvolutionBiasActivationForward(handle_, &one, x_, x.get(), w_, w.get(), conv_, algo, wsb.get(), ws,
-                                                               has_z_ ? &one : &zero, y_, y.get(), bias_, b.get(), act_desc_, y_, y.get());
-      cudaError_t err = cudaStreamSynchronize(c.ctx().stream());
-      cudaGetLastError();
-      if (st != CUDNN_STATUS_SUCCESS || err != cudaSuccess) return;
-    } catch (const Error&) {
-      return;  // not enough memory for the trial: keep the unfused path
-    }
+    const size_t unfused_ws = workspace_;
     fused_ = true;
     fused_algo_ = algo;
     workspace_ = std::max(workspace_, ws);
+    bool ok = false;
+    try {
+      DeviceBuffer x(numel(c.in_dims(0)) * es, "a conv trial"), w(numel(c.in_dims(1)) * es, "a conv trial"),
+          y(numel(c.out_dims(0)) * es, "a conv trial"), b(channels_ * es, "a conv trial"),
+          wsb(std::max<size_t>(workspace_, 16), "a conv trial");
+      cudaMemset(x.get(), 0, x.size());
+      cudaMemset(w.get(), 0, w.size());
+      cudaMemset(b.get(), 0, b.size());
+      ok = run_conv(x.get(), w.get(), b.get(), y.get(), y.get(), wsb.get(), c.ctx().stream()) == CUDNN_STATUS_SUCCESS &&
+           cudaStreamSynchronize(c.ctx().stream()) == cudaSuccess;
+      cudaGetLastError();
+    } catch (const Error&) {
+      cudaGetLastError();  // not enough memory for the trial: keep the unfused path
+    }
+    if (!ok) {
+      fused_ = false;
+      workspace_ = unfused_ws;
+    }
   }
 
   size_t workspace_bytes() const override { return workspace_; }
@@ -487,32 +502,17 @@ class ConvOp : public CudaOp {
 
   void launch(const LaunchArgs& a) override {
     const DTensor& X = a.inputs[0];
-    const DTensor& W = a.inputs[1];
     const DTensor& Y = a.outputs[0];
     if (Y.numel() == 0) return;
-    const void* wptr = own_weights_.get() ? own_weights_.get() : W.data;
-    double one64 = 1, zero64 = 0;
-    float one32 = 1, zero32 = 0;
-    const void* one = dt_ == DType::Float64 ? static_cast<const void*>(&one64) : &one32;
-    const void* zero = dt_ == DType::Float64 ? static_cast<const void*>(&zero64) : &zero32;
-    if (X.numel() == 0) {
+    const void* b = has_bias_ ? a.inputs[2].data : nullptr;
+    const void* z = has_z_ ? a.inputs[3].data : nullptr;
+    if (X.numel() == 0) {  // no input channels or pixels: the conv is 0, its epilogue still applies
       FUSEC_CUDA_CHECK(cudaMemsetAsync(Y.data, 0, Y.nbytes(), a.stream));
-    } else if (fused_) {
-      const void* z = has_z_ ? a.inputs[3].data : Y.data;
-      DNN_CHECK(cudnnConvolutionBiasActivationForward(handle_, one, x_, X.data, w_, wptr, conv_, fused_algo_, a.workspace, workspace_,
-                                                      has_z_ ? one : zero, y_, z, bias_, a.inputs[2].data, act_desc_, y_, Y.data));
+      epilogue(Y.data, b, z, a.stream);
       return;
-    } else if (!transpose_) {
-      DNN_CHECK(cudnnConvolutionForward(handle_, one, x_, X.data, w_, wptr, conv_, fwd_algo_, a.workspace, workspace_, zero, y_, Y.data));
-    } else {
-      DNN_CHECK(cudnnConvolutionBackwardData(handle_, one, w_, W.data, y_, X.data, conv_, bwd_algo_, a.workspace, workspace_, zero, x_, Y.data));
     }
-    if (has_bias_ || has_z_ || act_.act != Act::None) {
-      const void* bias = has_bias_ ? a.inputs[2].data : nullptr;
-      const void* z = has_z_ ? a.inputs[3].data : nullptr;
-      if (!launch_epilogue(Y.data, z, Y.dtype, Y.numel(), act_, a.stream, bias, channels_, inner_))
-        internal_error("no epilogue kernel for this dtype");
-    }
+    const void* w = own_weights_.get() ? own_weights_.get() : a.inputs[1].data;
+    DNN_CHECK(run_conv(X.data, w, b, z, Y.data, a.workspace, a.stream));
   }
 
  private:
