@@ -1,14 +1,14 @@
 // CUDA entry point of ONNX Attention (opset 23+) and ai.fusec Attention (kernel in attention.cu).
-// The factory turns the 3-D [B, S, H·D] or 4-D [B, H, S, D] layout into strides and the mask's
-// broadcast into per-dimension strides; what the kernel does not cover (a KV cache, the extra
+// The factory turns the node's geometry (ir/ops/attention.h: 3-D [B, S, H·D], 4-D [B, H, S, D] or
+// packed QKV) into strides and the mask's broadcast into per-dimension strides; what the kernel does not cover (a KV cache, the extra
 // outputs, softcap, nonpad_kv_seqlen, head sizes over 128) runs on the CPU reference, which the
 // planner reports with the reason.
-#include <cmath>
 #include <cstdlib>
 
 #include "backend/cuda/attention.cuh"
 #include "backend/cuda/cuda_op.h"
 #include "backend/cuda/sdpa_cudnn.h"
+#include "ir/ops/attention.h"
 
 namespace fusec::cuda {
 
@@ -16,19 +16,15 @@ namespace {
 
 class AttentionOp : public CudaOp {
  public:
-  /// packed: K and V are views into Q's tensor, `k_off`/`v_off` bytes in (ai.fusec packed QKV).
+  /// K and V are read from node inputs 1 and 2, or, packed, from input 0 (views into Q's tensor),
+  /// `k_off`/`v_off` bytes in.
   AttentionOp(AttentionArgs a, std::unique_ptr<CudnnSdpa> sdpa, bool packed, size_t k_off, size_t v_off)
       : a_(a), sdpa_(std::move(sdpa)), packed_(packed), k_off_(k_off), v_off_(v_off) {}
   void launch(const LaunchArgs& l) override {
     AttentionArgs a = a_;
     a.q = l.inputs[0].data;
-    if (packed_) {
-      a.k = static_cast<const char*>(l.inputs[0].data) + k_off_;
-      a.v = static_cast<const char*>(l.inputs[0].data) + v_off_;
-    } else {
-      a.k = l.inputs[1].data;
-      a.v = l.inputs[2].data;
-    }
+    a.k = static_cast<const char*>(l.inputs[packed_ ? 0 : 1].data) + k_off_;
+    a.v = static_cast<const char*>(l.inputs[packed_ ? 0 : 2].data) + v_off_;
     a.mask = l.inputs.size() > 3 && l.inputs[3].defined() ? l.inputs[3].data : nullptr;
     a.y = l.outputs[0].data;
     if (sdpa_) sdpa_->launch(a, l.workspace, l.stream);
@@ -52,25 +48,7 @@ std::unique_ptr<CudaOp> refuse(std::string* why, std::string reason) {
   return nullptr;
 }
 
-/// Sizes and strides of one of Q/K/V from its dims: 4-D [B, H, S, D], or 3-D [B, S, H·D] with
-/// `heads` given by the node. Returns "" or why the dims do not fit.
-std::string layout(const std::vector<int64_t>& d, int64_t heads, int64_t* h, int64_t* s, int64_t* hd,
-                   HeadStrides* st) {
-  if (d.size() == 4) {
-    *h = d[1];
-    *s = d[2];
-    *hd = d[3];
-    *st = {d[1] * d[2] * d[3], d[2] * d[3], d[3]};
-    return "";
-  }
-  if (d.size() != 3) return "Q, K and V must be 3-D or 4-D";
-  if (heads < 1 || d[2] % heads != 0) return "the hidden size is not a multiple of the head count";
-  *h = heads;
-  *s = d[1];
-  *hd = d[2] / heads;
-  *st = {d[1] * d[2], *hd, d[2]};
-  return "";
-}
+HeadStrides head_strides(const AttentionDims::Strides& s) { return {s.b, s.h, s.s}; }
 
 std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   for (size_t i = 4; i < c.num_inputs(); ++i)
@@ -78,62 +56,38 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   for (size_t i = 1; i < c.num_outputs(); ++i)
     if (c.has_output(i)) return refuse(why, "the CUDA attention kernel writes only Y (no present_key/value or qk output)");
   if (c.has_attr("softcap") && c.attr_float("softcap") != 0.0f) return refuse(why, "the CUDA attention kernel has no softcap");
-  const auto& qd = c.in_dims(0);
-  const int64_t qh_attr = c.has_attr("q_num_heads") ? c.attr_int("q_num_heads") : 0;
-  const int64_t kvh_attr = c.has_attr("kv_num_heads") ? c.attr_int("kv_num_heads") : 0;
-  // ai.fusec packed form: K and V omitted, Q is [B, S, (Hq + 2·Hkv)·D], each token's row holding
-  // the Q heads, then the K heads, then the V heads (one merged projection GEMM wrote it).
+  // ai.fusec packed form: K and V omitted, Q holding each token's Q, K and V heads (one merged
+  // projection GEMM wrote it). The geometry, layouts and scale are the CPU reference's own
+  // (ir/ops/attention.h), so the two cannot disagree.
   const bool packed = !c.has_input(1) && !c.has_input(2);
   if (!packed && (!c.has_input(1) || !c.has_input(2))) return refuse(why, "K or V is missing");
-
+  const AttentionDims d = packed ? packed_attention_dims(c, c.in_dims(0))
+                                 : attention_dims(c, c.in_dims(0), c.in_dims(1), c.in_dims(2), nullptr);
   AttentionArgs a;
-  int64_t hq, sq, d, hk, sk, dk, hv, sv, dv;
-  size_t k_off = 0, v_off = 0;
-  if (packed) {
-    if (qd.size() != 3 || qh_attr < 1 || kvh_attr < 1 || qd[2] % (qh_attr + 2 * kvh_attr) != 0)
-      return refuse(why, "packed QKV must be [B, S, (q_num_heads + 2·kv_num_heads)·head_size]");
-    hq = qh_attr;
-    hk = hv = kvh_attr;
-    sq = sk = sv = qd[1];
-    d = dk = dv = qd[2] / (qh_attr + 2 * kvh_attr);
-    const HeadStrides st{qd[1] * qd[2], d, qd[2]};
-    a.qs = a.ks = a.vs = st;
-    const size_t es = dtype_size(c.in_dtype(0));
-    k_off = static_cast<size_t>(hq * d) * es;
-    v_off = static_cast<size_t>((hq + hk) * d) * es;
-  } else {
-    if (c.in_dims(1).size() != qd.size() || c.in_dims(2).size() != qd.size())
-      return refuse(why, "Q, K and V differ in rank");
-    std::string bad = layout(qd, qh_attr, &hq, &sq, &d, &a.qs);
-    if (bad.empty()) bad = layout(c.in_dims(1), kvh_attr, &hk, &sk, &dk, &a.ks);
-    if (bad.empty()) bad = layout(c.in_dims(2), kvh_attr, &hv, &sv, &dv, &a.vs);
-    if (!bad.empty()) return refuse(why, bad);
-    if (dk != d || hv != hk || sv != sk || c.in_dims(1)[0] != qd[0] || c.in_dims(2)[0] != qd[0])
-      return refuse(why, "K and V do not match Q's batch and head size");
-  }
-  int64_t yh, ys, ydv;
-  std::string bad = layout(c.out_dims(0), hq, &yh, &ys, &ydv, &a.ys);
-  if (!bad.empty() || ydv != dv || ys != sq) return refuse(why, "Y's shape does not follow from Q and V");
-
   a.dtype = c.in_dtype(0);
   if ((!packed && (c.in_dtype(1) != a.dtype || c.in_dtype(2) != a.dtype)) || c.out_dtype(0) != a.dtype)
     return refuse(why, "Q, K, V and Y differ in type");
-  a.batch = static_cast<int>(qd[0]);
-  a.q_heads = static_cast<int>(hq);
-  a.kv_heads = static_cast<int>(hk);
-  a.q_len = static_cast<int>(sq);
-  a.kv_len = static_cast<int>(sk);
-  a.head_dim = static_cast<int>(d);
-  a.v_head_dim = static_cast<int>(dv);
-  const float scale = c.has_attr("scale") ? c.attr_float("scale") : 0.0f;
-  a.scale = scale != 0.0f ? scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  const AttentionDims::View q = d.q_view(), k = d.k_view(), v = d.v_view();
+  a.qs = head_strides(q.st);
+  a.ks = head_strides(k.st);
+  a.vs = head_strides(v.st);
+  a.ys = head_strides(d.y_strides());
+  const size_t es = dtype_size(a.dtype);
+  a.batch = static_cast<int>(d.batch);
+  a.q_heads = static_cast<int>(d.q_heads);
+  a.kv_heads = static_cast<int>(d.kv_heads);
+  a.q_len = static_cast<int>(d.q_seq);
+  a.kv_len = static_cast<int>(d.kv_seq);
+  a.head_dim = static_cast<int>(d.head_size);
+  a.v_head_dim = static_cast<int>(d.v_head_size);
+  a.scale = attention_scale(c, d.head_size);
   a.causal = c.has_attr("is_causal") && c.attr_int("is_causal") != 0;
 
   if (c.has_input(3)) {
     // The mask broadcasts (right-aligned) to [B, Hq, Sq, Skv]; size-1 dims get stride 0.
     const auto& md = c.in_dims(3);
     if (md.size() > 4) return refuse(why, "the mask has more than 4 dims");
-    const int64_t full[4] = {qd[0], hq, sq, sk};
+    const int64_t full[4] = {d.batch, d.q_heads, d.q_seq, d.kv_seq};
     int64_t stride = 1;
     for (int i = 3; i >= 0; --i) {
       const int mi = i - (4 - static_cast<int>(md.size()));
@@ -151,7 +105,8 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   std::unique_ptr<CudnnSdpa> sdpa;
   const char* env = std::getenv("FUSEC_CUDNN_SDPA");
   if (!(env && std::string(env) == "0")) sdpa = CudnnSdpa::create(a, c.ctx(), nullptr);
-  return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, k_off, v_off);
+  return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, static_cast<size_t>(k.offset) * es,
+                                       static_cast<size_t>(v.offset) * es);
 }
 
 }  // namespace
