@@ -10,6 +10,8 @@
 #   peers       scripts/bench_peers.py (PyTorch on the same GPU)
 #   profile     fusec profile of the full ResNet-50 and BERT-base (exported by bench_peers.py) at batch
 #               16 fp16, with --counters and --compare-unfused; summaries and reports under $OUT
+#   fp32        fusec bench of the exported ResNet-50 and BERT-base at batch 16, strict fp32, once per
+#               environment setting in FP32_VARIANTS, each with a fresh tuning cache (A/B of a route)
 #   micro       single-kernel timings at BERT-base's shapes (scripts/make_microbench_models.py), fp32,
 #               once per environment setting in MICRO_VARIANTS (e.g. "FUSEC_CUDNN_SDPA=0 X=1")
 #   bash scripts/gpu_check.sh tests models bench
@@ -87,6 +89,25 @@ for s in "${@:-tests}"; do
       if [ -z "${PROFILE_NO_JSON:-}" ]; then
         (cd $work && tar czf "$out/profile_reports_$prec.tgz" $(for n in $models; do echo profile_$n.json trace_$n.json; done))
       fi ;;
+    fp32)
+      # Strict-fp32 A/B: fusec bench of the exported models once per environment setting in
+      # FP32_VARIANTS (e.g. "FUSEC_CONV_GEMM=0 DEFAULT=1"), each with a fresh tuning cache, so
+      # every variant tunes its own choices; FUSEC_CONV_TRACE's lines go to $OUT/fp32_*.trace.
+      step "fp32"
+      work=/tmp/fusec-profile
+      mkdir -p $work
+      models=${FP32_MODELS:-resnet50 bert}
+      for n in $models; do
+        [ -f $work/$n.onnx ] || python3 scripts/bench_peers.py --fusec $root/bin/fusec --out $work/peers --work $work --models $n \
+          --only-fusec --precisions fp32 --fusec-duration 0.5 > "$work/export_$n.log" 2>&1 || { tail -20 "$work/export_$n.log"; status=1; }
+        for v in ${FP32_VARIANTS:-DEFAULT=1}; do
+          cache=$(mktemp -d)
+          env "$v" FUSEC_TUNING_CACHE=$cache/tuning.json FUSEC_CONV_TRACE=1 fusec bench $work/$n.onnx --device cuda --batch 16 \
+            --precision fp32 --duration ${FP32_DURATION:-3} --quiet > $work/bench.log 2> "$out/fp32_${n}_${v%%=*}.trace" || { status=1; tail -5 $work/bench.log; }
+          printf '%-10s %-22s %s | %s\n' "$n" "$v" "$(grep -E '^median ms' $work/bench.log)" "$(grep -E '^engine build ms' $work/bench.log)" | tee -a "$out/fp32.txt"
+          rm -rf "$cache"
+        done
+      done ;;
     micro)
       step "micro"
       work=/tmp/fusec-micro

@@ -20,6 +20,7 @@
 #include <cstdlib>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/conv_gemm.h"
 #include "backend/cuda/dnn_check.h"
 #include "backend/cuda/cuda_op.h"
 #include "backend/cuda/epilogue.cuh"
@@ -103,6 +104,7 @@ struct FwdChoice {
   cudnnMathType_t math;
   bool fused;
   size_t ws;
+  int gemm = -1;  // >= 0: not cuDNN but the 1x1 conv's GEMM route, this cuBLASLt candidate
 };
 
 class ConvOp : public CudaOp {
@@ -253,6 +255,7 @@ class ConvOp : public CudaOp {
       for (int64_t d : c.in_dims(2)) bn *= d;
       if (bn != channels_) { *why = "bias length differs from the output channels"; return false; }
     }
+    if (!transpose && !nhwc && dt_ == DType::Float32) plan_gemm_route(c, g, group);
     const char* no_fused = std::getenv("FUSEC_CONV_FUSED");
     const bool may_fuse = !transpose && has_bias_ && dt_ != DType::Float64 && (act_.act == Act::Relu || act_.act == Act::None) &&
                           !(no_fused && std::string(no_fused) == "0");
@@ -263,7 +266,11 @@ class ConvOp : public CudaOp {
     // picked kernels 10-100x slower in the real fused NHWC launch (H100, 2026-11-23).
     // FUSEC_CONV_TUNE=0 keeps the heuristics' choice; =all times every precision.
     bool tuned = false;
-    if (!transpose && conv_tuning_on(strict)) {
+    if (gemm_route_ && gemm_forced()) {  // tests and A/B runs: the GEMM route without timing
+      FwdChoice ch{fwd_algo_, math_, false, workspace_, 0};
+      tuned = apply(ch);
+    }
+    if (!tuned && !transpose && conv_tuning_on(strict)) {
       const FwdChoice heuristic{fwd_algo_, math_, false, workspace_};
       tuned = tune_forward(c, candidates, may_fuse);
       if (!tuned) {  // trials may have left another choice applied
@@ -271,6 +278,7 @@ class ConvOp : public CudaOp {
         math_ = heuristic.math;
         workspace_ = heuristic.ws;
         fused_ = false;
+        gemm_pick_ = -1;
       }
     }
     if (!tuned) {
@@ -282,11 +290,43 @@ class ConvOp : public CudaOp {
       workspace_ = std::max(workspace_, exact);
       if (may_fuse) try_fused(c);
     }
+    if (gemm_pick_ >= 0) {
+      name_ = std::string("cuBLASLt GEMM ") + (strict ? "fp32" : "tf32") + " NCHW (1x1 conv)" + gemm_route_->describe();
+      return true;
+    }
     name_ = std::string("cuDNN ") + (transpose ? "conv-transpose " : "conv ") +
             (dt_ == DType::Float32 ? (strict ? "fp32" : "tf32") : dt_ == DType::Float16 ? "fp16" : dt_ == DType::BFloat16 ? "bf16" : "fp64") +
             (nhwc ? " NHWC" : " NCHW") +
             (fused_ ? " conv+bias+act fused" : has_bias_ || has_z_ || act_.act != Act::None ? " + epilogue" : "");
     return true;
+  }
+
+  /// A 1x1, stride-1, unpadded, ungrouped conv can also run as one cuBLASLt GEMM over NCHW
+  /// memory (conv_gemm.h); the tuner times that route beside cuDNN's algorithms.
+  /// FUSEC_CONV_GEMM=0 leaves it out, =force takes it untimed wherever it applies.
+  void plan_gemm_route(const PlanContext& c, const WindowGeometry& g, int group) {
+    const char* e = std::getenv("FUSEC_CONV_GEMM");
+    if ((e && std::string(e) == "0") || group != 1) return;
+    for (size_t i = 0; i < g.kernel.size(); ++i)
+      if (g.kernel[i] != 1 || g.stride[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0) return;
+    const auto& xd = c.in_dims(0);
+    Conv1x1Gemm::Problem p;
+    p.batch = xd[0];
+    p.cin = xd[1];
+    p.cout = channels_;
+    p.hw = numel(xd) / std::max<int64_t>(1, xd[0] * xd[1]);
+    p.tf32 = c.allow_tf32();
+    p.bias = has_bias_;
+    p.residual = has_z_;
+    p.act = act_;
+    auto route = std::make_unique<Conv1x1Gemm>();
+    std::string why;
+    if (route->plan(c.ctx(), p, has_bias_ ? c.constant(2) : nullptr, &why)) gemm_route_ = std::move(route);
+  }
+
+  static bool gemm_forced() {
+    const char* e = std::getenv("FUSEC_CONV_GEMM");
+    return e && std::string(e) == "force";
   }
 
   static bool conv_tuning_on(bool strict) {
@@ -298,6 +338,14 @@ class ConvOp : public CudaOp {
 
   /// Sets the op to run `ch`: algorithm, math mode, exact workspace, fused or not.
   bool apply(const FwdChoice& ch) {
+    if (ch.gemm >= 0) {
+      if (!gemm_route_ || ch.gemm >= gemm_route_->candidates()) return false;
+      gemm_pick_ = ch.gemm;
+      fused_ = false;
+      workspace_ = gemm_route_->workspace(ch.gemm);
+      return true;
+    }
+    gemm_pick_ = -1;
     if (cudnnSetConvolutionMathType(conv_, ch.math) != CUDNN_STATUS_SUCCESS) return false;
     size_t ws = 0;
     if (cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, ch.algo, &ws) != CUDNN_STATUS_SUCCESS ||
@@ -342,6 +390,8 @@ class ConvOp : public CudaOp {
         ch.ws = kMaxConvWorkspace + 1;
       if (ch.ws <= kMaxConvWorkspace) ws = std::max(ws, ch.ws);
     }
+    const int gemm_cands = gemm_route_ ? gemm_route_->candidates() : 0;
+    for (int i = 0; i < gemm_cands; ++i) ws = std::max(ws, gemm_route_->workspace(i));
     if (xb + wb + 2 * yb + ws > (size_t{1} << 30)) return false;
     try {
       DeviceBuffer x(xb, "conv tuning"), w(wb, "conv tuning"), y(yb, "conv tuning"), z(has_z_ ? yb : es, "conv tuning"),
@@ -349,7 +399,17 @@ class ConvOp : public CudaOp {
       cudaStream_t stream = c.ctx().stream();
       // Not zeros: FFT and tensor-core timings depend on the data.
       for (auto* buf : {&x, &w, &z, &b}) FUSEC_CUDA_CHECK(cudaMemsetAsync(buf->get(), 0x3C, buf->size(), stream));
-      if (auto v = cache.get(key)) {  // "algo:math:fused", checked again by one call
+      if (auto v = cache.get(key); v && v->rfind("gemm:", 0) == 0) {  // "gemm:index|identity"
+        const auto bar = v->find('|');
+        const int i = std::atoi(v->c_str() + 5);
+        FwdChoice ch = cands[0];
+        ch.gemm = i;
+        if (bar != std::string::npos && i >= 0 && i < gemm_cands && gemm_route_->identity(i) == v->substr(bar + 1) && apply(ch) &&
+            run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
+            cudaStreamSynchronize(stream) == cudaSuccess)
+          return true;
+        cudaGetLastError();
+      } else if (v) {  // "algo:math:fused", checked again by one call
         int algo = -1, math = -1, fused = 0;
         if (std::sscanf(v->c_str(), "%d:%d:%d", &algo, &math, &fused) == 3)
           for (const auto& ch0 : cands)
@@ -380,6 +440,15 @@ class ConvOp : public CudaOp {
           }
         }
       }
+      for (int i = 0; i < gemm_cands; ++i) {
+        FwdChoice ch = cands[0];
+        ch.gemm = i;
+        ch.fused = false;
+        const bool ok = apply(ch) && run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
+                        cudaStreamSynchronize(stream) == cudaSuccess;
+        cudaGetLastError();
+        if (ok) runs.push_back(ch);
+      }
       if (runs.empty()) return false;
       cudaEvent_t e0, e1;
       FUSEC_CUDA_CHECK(cudaEventCreate(&e0));
@@ -407,11 +476,19 @@ class ConvOp : public CudaOp {
         if (best[i] < best[pick]) pick = i;
       // Within 3% of the heuristics' first choice is noise: keep that one.
       if (best[0] <= 1.03f * best[pick]) pick = 0;
-      if (trace)
-        for (size_t i = 0; i < runs.size(); ++i)
+      for (size_t i = 0; trace && i < runs.size(); ++i) {
+        const char* chosen = i == pick ? "  <- chosen" : "";
+        if (runs[i].gemm >= 0)
+          std::fprintf(stderr, "conv tune %s: cuBLASLt GEMM candidate %d %.4f ms%s\n", key.c_str(), runs[i].gemm, best[i], chosen);
+        else
           std::fprintf(stderr, "conv tune %s: algo %d math %d %s %.4f ms%s\n", key.c_str(), static_cast<int>(runs[i].algo),
-                       static_cast<int>(runs[i].math), runs[i].fused ? "fused" : "+epilogue", best[i], i == pick ? "  <- chosen" : "");
+                       static_cast<int>(runs[i].math), runs[i].fused ? "fused" : "+epilogue", best[i], chosen);
+      }
       if (!apply(runs[pick])) return false;
+      if (runs[pick].gemm >= 0) {
+        cache.put(key, "gemm:" + std::to_string(runs[pick].gemm) + "|" + gemm_route_->identity(runs[pick].gemm));
+        return true;
+      }
       cache.put(key, std::to_string(static_cast<int>(runs[pick].algo)) + ":" + std::to_string(static_cast<int>(runs[pick].math)) +
                          ":" + (runs[pick].fused ? "1" : "0"));
       return true;
@@ -437,6 +514,9 @@ class ConvOp : public CudaOp {
   /// The convolution as it launches: the fused call, or the conv (forward, or backward data for
   /// ConvTranspose) then the epilogue pass. launch() and every plan-time trial run this one.
   cudnnStatus_t run_conv(const void* x, const void* w, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) {
+    if (gemm_pick_ >= 0)
+      return gemm_route_->run(gemm_pick_, x, w, b, z, y, ws, stream) == CUBLAS_STATUS_SUCCESS ? CUDNN_STATUS_SUCCESS
+                                                                                             : CUDNN_STATUS_EXECUTION_FAILED;
     double one64 = 1, zero64 = 0;
     float one32 = 1, zero32 = 0;
     const void* one = dt_ == DType::Float64 ? static_cast<const void*>(&one64) : &one32;
@@ -512,12 +592,19 @@ class ConvOp : public CudaOp {
       return;
     }
     const void* w = own_weights_.get() ? own_weights_.get() : a.inputs[1].data;
+    if (gemm_pick_ >= 0) {
+      const cublasStatus_t st = gemm_route_->run(gemm_pick_, X.data, w, b, z, Y.data, a.workspace, a.stream);
+      if (st != CUBLAS_STATUS_SUCCESS) throw_library_error("cuBLASLt", st, cublasLtGetStatusString(st), "1x1 conv GEMM", __FILE__, __LINE__);
+      return;
+    }
     DNN_CHECK(run_conv(X.data, w, b, z, Y.data, a.workspace, a.stream));
   }
 
  private:
   bool transpose_ = false, nhwc_ = false, found_ = false, has_bias_ = false, has_z_ = false, fused_ = false;
   DeviceBuffer own_weights_;  // NHWC: KRSC weights
+  std::unique_ptr<Conv1x1Gemm> gemm_route_;  // 1x1 convs: the GEMM route the tuner may pick
+  int gemm_pick_ = -1;                       // its chosen candidate, or -1: cuDNN runs the conv
   cudnnTensorDescriptor_t bias_ = nullptr;
   cudnnActivationDescriptor_t act_desc_ = nullptr;
   cudnnConvolutionFwdAlgo_t fused_algo_{};

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/cublaslt_util.h"
 #include "backend/cuda/cuda_op.h"
 #include "backend/cuda/epilogue.cuh"
 #include "backend/cuda/tuning_cache.h"
@@ -28,23 +29,6 @@ namespace {
 
 constexpr size_t kGemmWorkspace = 32u << 20;
 constexpr int64_t kMaxLoopedBatches = 4096;
-
-#define LT_CHECK(expr)                                                                                \
-  do {                                                                                                \
-    cublasStatus_t st_ = (expr);                                                                      \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                 \
-      throw_library_error("cuBLASLt", st_, cublasLtGetStatusString(st_), #expr, __FILE__, __LINE__); \
-  } while (0)
-
-cudaDataType_t lt_type(DType t) {
-  switch (t) {
-    case DType::Float32: return CUDA_R_32F;
-    case DType::Float16: return CUDA_R_16F;
-    case DType::BFloat16: return CUDA_R_16BF;
-    case DType::Float64: return CUDA_R_64F;
-    default: return CUDA_R_8I;  // never used: callers check supported() first
-  }
-}
 
 bool supported(DType t) {
   return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16 || t == DType::Float64;
@@ -186,24 +170,6 @@ class GemmOp : public CudaOp {
   static constexpr int kCandidates = 8;
   static constexpr float kMinGain = 0.95f;  // a timed pick must beat the heuristic's by 5%
 
-  /// An algorithm's identity: its configuration attributes, which stay the same from one query to
-  /// the next (the opaque struct's bytes need not).
-  static std::string identity(const cublasLtMatmulAlgo_t& a) {
-    std::string id;
-    for (auto attr : {CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_TILE_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                      CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,
-                      CUBLASLT_ALGO_CONFIG_STAGES_ID, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID}) {
-      // Each attribute is an integer of its own width, and must be read at exactly that width.
-      uint64_t v = 0;
-      size_t need = 0;
-      cublasLtMatmulAlgoConfigGetAttribute(&a, attr, nullptr, 0, &need);
-      if (need == 0 || need > sizeof v || cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, need, &need) != CUBLAS_STATUS_SUCCESS)
-        v = ~uint64_t{0};
-      id += (id.empty() ? "" : ",") + std::to_string(v);
-    }
-    return id;
-  }
-
   /// The fastest of cuBLASLt's top heuristic candidates, timed once on scratch buffers of the
   /// problem's size and remembered in the tuning cache: the heuristic's first choice for small-M
   /// GEMMs (the MLP's 16 x 1024 x 1024) and fp32 is not always its fastest.
@@ -218,7 +184,7 @@ class GemmOp : public CudaOp {
       auto bar = v->find('|');
       if (bar != std::string::npos) {
         int i = std::atoi(v->substr(0, bar).c_str());
-        if (i >= 0 && i < found && identity(r[i].algo) == v->substr(bar + 1)) return i;
+        if (i >= 0 && i < found && lt_algo_identity(r[i].algo) == v->substr(bar + 1)) return i;
       }
     }
     const size_t es = dtype_size(dt_);
@@ -287,7 +253,7 @@ class GemmOp : public CudaOp {
     // MLP's 16-row GEMMs ran 3% slower on such picks): leave the heuristic's choice unless the
     // candidate is clearly faster.
     if (first_ms > 0 && best_ms > kMinGain * first_ms) best = 0;
-    cache.put(key, std::to_string(best) + "|" + identity(r[best].algo));
+    cache.put(key, std::to_string(best) + "|" + lt_algo_identity(r[best].algo));
     return best;
   }
 
