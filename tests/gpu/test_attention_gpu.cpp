@@ -3,11 +3,16 @@
 // the 4-D form, lengths that are not multiples of the 64-row/64-key tiles, causal masking with
 // Sq != Skv, grouped-query heads, bool masks broadcast from [Sq, Skv], head sizes that pad to the
 // 64 and 128 tiles, the standard opset-23 op, and the head size the kernel refuses (CPU fallback).
+// The register-tiled fp32 kernel: which arguments select it (and which fall back to the streaming
+// kernel), and its cases at fp32: no mask, row-broadcast float and bool masks, lengths off its
+// 64-row/64-key tiles (several key chunks), head sizes 32 and 64, grouped heads, packed QKV, and
+// rows that see only excluded keys in a whole chunk or in all of them.
 // At fp16/bf16 each case runs twice: through cuDNN's SDPA where it takes the case, and with
 // FUSEC_CUDNN_SDPA=0 through the own kernel.
 #include <cmath>
 #include <cstdlib>
 
+#include "backend/cuda/attention.cuh"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
 
@@ -232,4 +237,135 @@ TEST(GpuAttention, FullyMaskedRowIsZero) {
     SCOPED_TRACE(precision_name(p));
     expect_gpu_matches_cpu(c, p);
   }
+}
+
+namespace {
+
+/// BERT-base's attention over packed QKV [16, 128, 3·768] with its [16, 1, 1, 128] float mask, as
+/// the factory describes it (addresses only need their alignment here).
+cuda::AttentionArgs bert_packed_args() {
+  cuda::AttentionArgs a;
+  a.dtype = DType::Float32;
+  a.batch = 16;
+  a.q_heads = a.kv_heads = 12;
+  a.q_len = a.kv_len = 128;
+  a.head_dim = a.v_head_dim = 64;
+  a.qs = a.ks = a.vs = {128 * 2304, 64, 2304};
+  a.ys = {128 * 768, 64, 768};
+  const uintptr_t base = 1 << 20;
+  a.q = reinterpret_cast<const void*>(base);
+  a.k = reinterpret_cast<const void*>(base + 768 * 4);
+  a.v = reinterpret_cast<const void*>(base + 1536 * 4);
+  a.y = reinterpret_cast<void*>(base << 4);
+  a.mask = reinterpret_cast<const void*>(base << 5);
+  a.mask_dtype = DType::Float32;
+  a.mask_stride[0] = 128;
+  a.mask_stride[3] = 1;
+  a.scale = 0.125f;
+  return a;
+}
+
+void expect_fp32(const Case& k, uint64_t seed) { expect_gpu_matches_cpu(attention(k, seed), Precision::FP32); }
+
+}  // namespace
+
+TEST(GpuAttention, TiledKernelChoice) {
+  if (const char* e = std::getenv("FUSEC_ATTN_TILED"); e && std::string(e) == "0") GTEST_SKIP() << "FUSEC_ATTN_TILED=0";
+  const cuda::AttentionArgs bert = bert_packed_args();
+  EXPECT_STREQ(cuda::attention_variant(bert), "fp32 tiled");
+  cuda::AttentionArgs a = bert;
+  a.mask = nullptr;
+  a.mask_dtype = DType::Undefined;
+  a.mask_stride[0] = a.mask_stride[3] = 0;
+  EXPECT_STREQ(cuda::attention_variant(a), "fp32 tiled") << "no mask";
+  a = bert;
+  a.head_dim = a.v_head_dim = 32;
+  a.kv_len = 1000;
+  a.kv_heads = 4;
+  EXPECT_STREQ(cuda::attention_variant(a), "fp32 tiled") << "head 32, long keys, grouped heads";
+  // What stays on the streaming kernel.
+  a = bert;
+  a.causal = true;
+  EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "causal";
+  a = bert;
+  a.mask_stride[2] = 128;
+  EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "a mask per query row";
+  a = bert;
+  a.dtype = a.mask_dtype = DType::Float16;
+  EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "fp16";
+  a = bert;
+  a.head_dim = a.v_head_dim = 80;
+  EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "head 80";
+  a = bert;
+  a.head_dim = 62;
+  EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "head size not in float4s";
+  a = bert;
+  a.k = static_cast<const char*>(a.k) + 8;
+  EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "K not 16-byte aligned";
+  a = bert;
+  a.ys.seq = 770;
+  EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "Y rows not 16-byte aligned";
+}
+
+TEST(GpuAttention, TiledFp32Cases) {
+  FUSEC_REQUIRE_GPU();
+  {
+    SCOPED_TRACE("BERT-base heads, no mask");
+    Case k = bert_case();
+    k.mask.clear();
+    expect_fp32(k, 200);
+  }
+  {
+    SCOPED_TRACE("packed QKV, 130 tokens (a partial key chunk and query tile), row mask");
+    Case k = bert_case();
+    k.packed = true;
+    k.q = {2, 130, 3 * 768};
+    k.mask = {2, 1, 1, 130};
+    expect_fp32(k, 201);
+  }
+  {
+    SCOPED_TRACE("packed QKV, 77 tokens, bool row mask");
+    Case k = bert_case();
+    k.packed = true;
+    k.q = {2, 77, 3 * 768};
+    k.mask = {2, 1, 1, 77};
+    k.mask_type = DType::Bool;
+    expect_fp32(k, 202);
+  }
+  for (int64_t d : {32, 64})
+    for (auto [sq, sk] : std::vector<std::pair<int64_t, int64_t>>{{77, 77}, {70, 130}, {130, 300}, {1, 5}}) {
+      SCOPED_TRACE("head " + std::to_string(d) + " Sq " + std::to_string(sq) + " Skv " + std::to_string(sk));
+      Case k;
+      k.q = {2, 3, sq, d};
+      k.k = k.v = {2, 3, sk, d};
+      k.mask = {2, 3, 1, sk};  // one row per batch and head
+      expect_fp32(k, 210 + d + sk);
+    }
+  {
+    SCOPED_TRACE("grouped heads 8/2, head 48/32 for Q·K/V, no mask");
+    Case k;
+    k.q = {2, 77, 8 * 48};
+    k.k = {2, 77, 2 * 48};
+    k.v = {2, 77, 2 * 32};
+    k.q_heads = 8;
+    k.kv_heads = 2;
+    expect_fp32(k, 220);
+  }
+}
+
+TEST(GpuAttention, TiledExcludedKeyChunks) {
+  FUSEC_REQUIRE_GPU();
+  // Batch 0 excludes its first 128 keys (whole key chunks, so the running max starts at -inf),
+  // batch 1 every key (its rows must be zeros, as the CPU reference writes them).
+  Case k;
+  k.q = {2, 2, 70, 64};
+  k.k = k.v = {2, 2, 200, 64};
+  k.mask = {2, 1, 1, 200};
+  OpCase c = attention(k, 230);
+  float* m = c.inputs[3].data<float>();
+  for (int j = 0; j < 200; ++j) {
+    if (j < 128) m[j] = -INFINITY;
+    m[200 + j] = -INFINITY;
+  }
+  expect_gpu_matches_cpu(c, Precision::FP32);
 }
