@@ -36,6 +36,7 @@
 #include <cmath>
 #include <unordered_set>
 
+#include "passes/attention_mask.h"
 #include "passes/attention_pattern.h"
 #include "passes/pattern.h"
 
@@ -338,6 +339,9 @@ bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
                 fused->fused_from, fused->name);
     changed = true;
   }
+  // Constant masks of any Attention (just written or already in the model) that mask nothing or
+  // repeat one row for every query: dropped or stored once (attention_mask.h).
+  changed |= simplify_attention_masks(g, ctx, kPass);
   return changed;
 }
 
