@@ -261,6 +261,62 @@ bool fuse_activation_into(Graph& g, PassContext& ctx, Node* fused) {
   return true;
 }
 
+/// A bare FusedMatMul (no activation) read only by a SkipLayerNorm whose other summand has the
+/// product's shape and type: the sum moves into the GEMM as its residual Z and the SkipLayerNorm
+/// becomes a LayerNormalization of the GEMM's output, which is the sum S for whoever reads S.
+///   t = A·W + b;  S = t + r;  Y = LN(S)   =>   S = FusedMatMul(A, W, b, Z = r);  Y = LN(S)
+/// One read of r by the GEMM (compute-bound: free) instead of one by the normalization.
+bool absorb_residual(Graph& g, PassContext& ctx, Node* sln) {
+  if (sln->op_type != "SkipLayerNorm" || sln->domain != "ai.fusec" || g.opset("") < 17) return false;
+  for (size_t side : {0u, 1u}) {
+    Value* t = sln->input(side);
+    Value* r = sln->input(1 - side);
+    Node* mm = t ? t->producer : nullptr;
+    if (!mm || !r || mm->op_type != "FusedMatMul" || mm->domain != "ai.fusec" || mm->input(3) ||
+        !mm->attr_string("activation", "").empty())
+      continue;
+    const std::string what = describe(mm) + " + " + describe(sln) + " not merged";
+    if (!has_single_use(t) || t->is_graph_output) {
+      ctx.near_miss(kPass, what, "the product '" + t->name + "' is read elsewhere too");
+      return false;
+    }
+    if (!t->type.shape || !r->type.shape || !is_static(*t->type.shape) || *t->type.shape != *r->type.shape ||
+        t->type.dtype != r->type.dtype) {
+      ctx.near_miss(kPass, what, "the residual '" + r->name + "' does not have the product's shape and type");
+      return false;
+    }
+    Value* y = sln->outputs.empty() ? nullptr : sln->outputs[0];
+    Value* sum = sln->outputs.size() > 1 ? sln->outputs[1] : nullptr;
+    if (!y || (sum && sum->is_graph_output)) {
+      ctx.near_miss(kPass, what, "the sum S is a graph output");
+      return false;
+    }
+    std::vector<Value*> mm_in = {mm->input(0), mm->input(1), mm->input(2), r};
+    std::vector<Value*> ln_in = {t, sln->input(2)};
+    if (sln->input(3)) ln_in.push_back(sln->input(3));
+    const int64_t axis = sln->attr_int("axis", -1);
+    const float eps = sln->attr_float("epsilon", 1e-5f);
+    const std::vector<NamedAttribute> mm_attrs = mm->attrs;
+    const std::vector<std::string> mm_from = mm->fused_from.empty() ? std::vector<std::string>{mm->name} : mm->fused_from;
+    std::vector<std::string> ln_from = sln->fused_from.empty() ? std::vector<std::string>{sln->name} : sln->fused_from;
+    const std::string mm_name = mm->name, ln_name = sln->name, summary = describe(mm) + " + " + describe(sln);
+    g.remove_node(sln);
+    g.remove_node(mm);
+    Node* fused = g.add_node("FusedMatMul", mm_in, {t}, mm_name, "ai.fusec");
+    fused->attrs = mm_attrs;
+    fused->fused_from = mm_from;
+    Node* ln = g.add_node("LayerNormalization", ln_in, {y}, ln_name, "");
+    ln->set_attr("axis", axis);
+    ln->set_attr("epsilon", eps);
+    ln->fused_from = std::move(ln_from);
+    if (sum) g.replace_all_uses(sum, t);
+    ctx.rewrite(kPass, summary + " -> " + describe(fused) + " (residual '" + r->name + "') + " + describe(ln), {mm_name, ln_name},
+                mm_name);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool FuseMatMulBiasPass::run(Graph& g, PassContext& ctx) {
@@ -276,6 +332,8 @@ bool FuseMatMulBiasPass::run(Graph& g, PassContext& ctx) {
   bool changed = false;
   for (Node* n : matmuls) changed |= fuse_at(g, ctx, n);
   for (Node* n : earlier) changed |= fuse_activation_into(g, ctx, n);
+  for (Node* n : g.node_list())
+    if (n->op_type == "SkipLayerNorm") changed |= absorb_residual(g, ctx, n);
   if (changed) g.remove_unused_values();
   return changed;
 }

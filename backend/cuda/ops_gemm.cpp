@@ -147,7 +147,7 @@ class GemmOp : public CudaOp {
     const void* bias = has_bias_ ? a.inputs[bias_input_].data : nullptr;
     if (has_bias_)
       LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    const void* C = has_c_ ? a.inputs[2].data : Y.data;
+    const void* C = has_c_ ? a.inputs[c_input_].data : Y.data;
     double alpha64 = alpha_, beta64 = has_c_ ? beta_ : 0.0;
     float alpha32 = alpha_, beta32 = has_c_ ? beta_ : 0.0f;
     const void* alpha = dt_ == DType::Float64 ? static_cast<const void*>(&alpha64) : &alpha32;
@@ -166,6 +166,7 @@ class GemmOp : public CudaOp {
   }
 
   size_t bias_input_ = 2;
+  size_t c_input_ = 2;  // Gemm's C; FusedMatMul's residual Z is input 3
 
  private:
   static constexpr int kCandidates = 8;
@@ -357,7 +358,7 @@ std::unique_ptr<CudaOp> make_matmul(const PlanContext& c, std::string* why) {
   if (s.k == 0) { *why = "empty inner dimension"; return nullptr; }
   bool fused = c.node().domain == "ai.fusec";
   ActParams act;
-  bool has_bias = false;
+  bool has_bias = false, has_z = false;
   if (fused) {
     if (!parse_activation(c.attr_string("activation"), c.attr_floats("activation_params"), &act)) {
       *why = "unknown activation";
@@ -365,10 +366,16 @@ std::unique_ptr<CudaOp> make_matmul(const PlanContext& c, std::string* why) {
     }
     has_bias = c.has_input(2);
     if (has_bias && (c.input(2).dims.empty() ? 1 : c.input(2).dims.back()) != s.n) { *why = "bias is not per output column"; return nullptr; }
+    // The residual Z is cuBLASLt's C (beta 1): D = act(A·B + Z + bias), one pass over memory.
+    has_z = c.has_input(3);
+    if (has_z && (c.in_dims(3) != c.out_dims(0) || c.in_dtype(3) != dt)) { *why = "the residual is not the output's shape and type"; return nullptr; }
+    if (has_z && !s.loop_a.empty()) { *why = "a residual with a looped broadcast batch runs on the CPU"; return nullptr; }
   }
-  auto op = std::make_unique<GemmOp>(c.ctx(), s, dt, c.allow_tf32(), 1.0f, 0.0f, false, has_bias, act,
+  auto op = std::make_unique<GemmOp>(c.ctx(), s, dt, c.allow_tf32(), 1.0f, has_z ? 1.0f : 0.0f, has_z, has_bias, act,
                                      gemm_name(dt, c.allow_tf32(), s.batch * std::max<int64_t>(1, static_cast<int64_t>(s.loop_a.size())),
-                                               has_bias ? " + bias epilogue" : ""));
+                                               has_bias && has_z ? " + bias epilogue, residual as C" : has_bias ? " + bias epilogue"
+                                               : has_z ? " + residual as C" : ""));
+  op->c_input_ = 3;
   return finish(std::move(op), why);
 }
 

@@ -76,7 +76,7 @@ void register_fused_schemas(OpRegistry& r) {
       })
       .set_doc("Y = act(Conv(X, W, B) + Z)");
 
-  OpSchema& mm = r.add("FusedMatMul", "ai.fusec").since(1).io(2, 3);
+  OpSchema& mm = r.add("FusedMatMul", "ai.fusec").since(1).io(2, 4);
   declare_activation(mm);
   mm.set_infer([](InferContext& c) {
       infer_like("MatMul", c, 2);
@@ -84,17 +84,24 @@ void register_fused_schemas(OpRegistry& r) {
         const Shape& b = *c.input_shape(2);
         if (b.size() != 1) c.fail("the bias must be 1-D");
       }
+      // Z, the residual, is added element by element: it has the product's shape and type.
+      if (c.has_input(3)) {
+        if (c.input_dtype(3) != c.input_dtype(0)) c.fail("the residual Z must have A's type");
+        if (c.input_shape(3) && c.outputs[0].shape && *c.input_shape(3) != *c.outputs[0].shape)
+          c.fail("the residual Z must have the output's shape " + shape_str(*c.outputs[0].shape));
+      }
     })
       .set_cost([](const CostContext& c) {
         std::vector<std::vector<int64_t>> in2(c.in_dims.begin(), c.in_dims.begin() + 2);
         std::vector<DType> t2(c.in_dtypes.begin(), c.in_dtypes.begin() + 2);
         CostContext mc{c.node, in2, t2, c.out_dims, c.out_dtypes};
         Cost k = standard("MatMul").cost(mc);
-        k.flops += c.out_numel(0) * ((c.has_input(2) ? 1 : 0) + activation_flops(c.node.attr_string("activation", "")));
-        k.bytes_read += c.in_bytes(2);
+        k.flops += c.out_numel(0) * ((c.has_input(2) ? 1 : 0) + (c.has_input(3) ? 1 : 0) +
+                                     activation_flops(c.node.attr_string("activation", "")));
+        k.bytes_read += c.in_bytes(2) + c.in_bytes(3);
         return k;
       })
-      .set_doc("Y = act(MatMul(A, B) + bias)");
+      .set_doc("Y = act(MatMul(A, B) + bias + Z)");
 
   auto ln_like = [&](const char* name, int min_in, int max_in, int max_out, double flops_per_elem) -> OpSchema& {
     return r.add(name, "ai.fusec")

@@ -156,3 +156,24 @@ TEST(TuningCache, RemembersAcrossProcessesAndCanBeTurnedOff) {
   cache.reload();
   std::filesystem::remove_all(dir);
 }
+
+// FusedMatMul's residual Z is cuBLASLt's C: act(A·B + bias + Z), at every precision, with and
+// without a bias and an activation, for a folded batch (Linear) and a batched product.
+TEST(GpuFusedMatMul, ResidualAsC) {
+  FUSEC_REQUIRE_GPU();
+  for (Precision p : {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16})
+    for (bool batched : {false, true})
+      for (int form = 0; form < 3; ++form) {
+        OpCase c;
+        c.op = "FusedMatMul";
+        c.domain = "ai.fusec";
+        const std::vector<int64_t> a = {2, 9, 24}, w = batched ? std::vector<int64_t>{2, 24, 40} : std::vector<int64_t>{24, 40};
+        c.inputs = {random_tensor(DType::Float32, a, 61), random_tensor(DType::Float32, w, 62),
+                    form == 1 ? Tensor() : random_tensor(DType::Float32, {40}, 63), random_tensor(DType::Float32, {2, 9, 40}, 64)};
+        c.constant = {1};
+        if (form != 1) c.constant.insert(2);
+        if (form == 2) c.attrs = {attr("activation", std::string("Relu"))};
+        SCOPED_TRACE(std::string(precision_name(p)) + (batched ? " batched" : " linear") + " form " + std::to_string(form));
+        expect_gpu_matches_cpu(c, p);
+      }
+}

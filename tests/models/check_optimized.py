@@ -75,7 +75,11 @@ EXPECT = {
         ("LayerNorms: 5 (SkipLayerNorm + LayerNormalization + LayerNormGelu)",
          lambda o, m: count(m, "SkipLayerNorm", "ai.fusec") + count(m, "LayerNormalization")
          + count(m, "LayerNormalization", "ai.fusec") + count(m, "LayerNormGelu", "ai.fusec") == 5),
-        ("adjacent Add+LayerNorm fused (5 SkipLayerNorm)", lambda o, m: count(m, "SkipLayerNorm", "ai.fusec") == 5),
+        # Each residual Add is fused: the embeddings' into a SkipLayerNorm, the 4 after a projection
+        # into that projection's FusedMatMul (its residual Z) ahead of a plain LayerNormalization.
+        ("adjacent Add+LayerNorm fused (1 SkipLayerNorm, 4 FusedMatMul with a residual)",
+         lambda o, m: count(m, "SkipLayerNorm", "ai.fusec") == 1
+         and sum(1 for n in m.graph.node if n.op_type == "FusedMatMul" and len(n.input) > 3 and n.input[3]) == 4),
         ("each layer's attention is one Attention (2), no Softmax or head-split Transpose left",
          lambda o, m: count(m, "Attention", "ai.fusec") == 2 and count(m, "Softmax") == 0 and count(m, "Transpose") == 0),
         ("each layer's Q/K/V projections merged into one (packed QKV): 8 FusedMatMul, Attention without K and V",

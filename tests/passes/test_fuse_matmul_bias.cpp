@@ -406,3 +406,64 @@ TEST(FuseMatMulBias, BareFusedMatMulTakesItsActivation) {
   EXPECT_EQ(f->outputs[0]->name, "act_out");
   expect_equivalent(r);
 }
+
+namespace {
+
+/// A[2,5,8] x W + bias -> SkipLayerNorm with a residual input R (as fuse_skip_layernorm writes a
+/// post-LN block's Add + LayerNorm): `swap` puts the product as skip instead of X, `sum_out` also
+/// returns the sum S as a graph output read by a Relu, `act` puts an activation on the product.
+std::unique_ptr<Graph> residual_block(bool swap = false, bool sum_out = false, const std::string& act = "",
+                                      std::vector<int64_t> r_dims = {2, 5, 6}, int64_t opset = 20) {
+  GraphBuilder b(opset);
+  b.graph().opsets["ai.fusec"] = 1;
+  Value* a = b.input("A", DType::Float32, {2, 5, 8});
+  Value* r = b.input("R", DType::Float32, shape_of(r_dims));
+  Value* y = b.node("MatMul", {a, b.initializer("W", random_floats({8, 6}, 1))}, {}, "mm");
+  y = b.node("Add", {y, b.initializer("bias", random_floats({6}, 2))}, {}, "add");
+  if (!act.empty()) y = b.node(act, {y}, {}, "act");
+  std::vector<Value*> ins = {swap ? r : y, swap ? y : r, b.initializer("gamma", random_floats({6}, 3)),
+                             b.initializer("beta", random_floats({6}, 4))};
+  auto outs = b.node_n("SkipLayerNorm", ins, sum_out ? 2 : 1, {attr("epsilon", 1e-3f)}, "sln", "ai.fusec");
+  b.output(outs[0]);
+  if (sum_out) b.output(b.node("Relu", {outs[1]}, {}, "after_sum"));
+  return b.build();
+}
+
+}  // namespace
+
+// t = A·W + b; S = t + R; Y = LN(S)  ->  S = FusedMatMul(A, W, b, Z = R); Y = LayerNormalization(S).
+TEST(FuseMatMulBias, SkipLayerNormResidualMovesIntoTheProduct) {
+  for (bool swap : {false, true})
+    for (bool sum_out : {false, true}) {
+      SCOPED_TRACE(std::string(swap ? "product as skip" : "product as X") + (sum_out ? ", S read" : ""));
+      Result r = fuse(residual_block(swap, sum_out));
+      EXPECT_EQ(count(*r.optimized, "SkipLayerNorm"), 0);
+      const Node* f = find_node(*r.optimized, "FusedMatMul");
+      ASSERT_TRUE(f);
+      ASSERT_EQ(f->inputs.size(), 4u);
+      EXPECT_EQ(f->inputs[3]->name, "R");
+      const Node* ln = find_node(*r.optimized, "LayerNormalization");
+      ASSERT_TRUE(ln);
+      EXPECT_EQ(ln->domain, "");
+      EXPECT_EQ(ln->name, "sln");
+      EXPECT_EQ(ln->inputs[0], f->outputs[0]);
+      EXPECT_FLOAT_EQ(ln->attr_float("epsilon", 0), 1e-3f);
+      if (sum_out) EXPECT_EQ(find_node(*r.optimized, "Relu")->inputs[0], f->outputs[0]) << "S is the product's output";
+      expect_equivalent(r);
+    }
+}
+
+TEST(FuseMatMulBias, SkipLayerNormResidualGuards) {
+  // A broadcast residual is not C's shape: near-miss, SkipLayerNorm stays.
+  Result bcast = fuse(residual_block(false, false, "", {5, 6}));
+  EXPECT_EQ(count(*bcast.optimized, "SkipLayerNorm"), 1);
+  EXPECT_TRUE(near_miss(bcast, "does not have the product's shape"));
+  expect_equivalent(bcast);
+  // act(A·W + b) + R is not act(A·W + b + R): left alone.
+  Result act = fuse(residual_block(false, false, "Relu"));
+  EXPECT_EQ(count(*act.optimized, "SkipLayerNorm"), 1);
+  EXPECT_EQ(find_node(*act.optimized, "FusedMatMul")->inputs.size(), 3u);
+  // Below opset 17 there is no standard LayerNormalization to write.
+  Result old = fuse(residual_block(false, false, "", {2, 5, 6}, 16));
+  EXPECT_EQ(count(*old.optimized, "SkipLayerNorm"), 1);
+}

@@ -112,6 +112,15 @@ void fused_matmul(KernelContext& ctx) {
         for (int64_t j = 0; j < n; ++j) yp[r * n + j] += bp[j];
     });
   }
+  if (ctx.has_input(3)) {  // the residual, after the bias as FusedConv's: act(A·B + bias + Z)
+    const Tensor& z = ctx.input(3);
+    if (z.dims() != y.dims()) ctx.fail("the residual Z has shape " + dims_str(z.dims()) + ", the output " + dims_str(y.dims()));
+    const float* zp = z.data<float>();
+    float* yp = y.data<float>();
+    parallel_for(y.numel(), 16384, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) yp[i] += zp[i];
+    });
+  }
   apply_activation(ctx, y);
 }
 
