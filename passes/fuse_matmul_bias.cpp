@@ -332,8 +332,12 @@ bool FuseMatMulBiasPass::run(Graph& g, PassContext& ctx) {
   bool changed = false;
   for (Node* n : matmuls) changed |= fuse_at(g, ctx, n);
   for (Node* n : earlier) changed |= fuse_activation_into(g, ctx, n);
+  // SkipLayerNorms collected before any is rewritten: a rewrite frees its own SkipLayerNorm and
+  // the product before it, which a walk over a node list taken earlier would then read.
+  std::vector<Node*> skips;
   for (Node* n : g.node_list())
-    if (n->op_type == "SkipLayerNorm") changed |= absorb_residual(g, ctx, n);
+    if (n->op_type == "SkipLayerNorm" && n->domain == "ai.fusec") skips.push_back(n);
+  for (Node* n : skips) changed |= absorb_residual(g, ctx, n);
   if (changed) g.remove_unused_values();
   return changed;
 }
