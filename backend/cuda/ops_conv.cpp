@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -56,33 +57,37 @@ std::vector<int> nhwc_strides(const std::vector<int>& d) {
   return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
 }
 
-/// Host weights [K, C, R, S] (any float dtype) -> [K, R, S, C] in `to`, fp16 saturating at ±65504.
-std::vector<uint16_t> krsc_half(const Tensor& w, DType to) {
+/// Host weights [K, C, R, S] (any float dtype) -> [K, R, S, C], each value through `f`. Reads
+/// float32 weights (the usual case) through a typed pointer and walks the source in order: with
+/// Tensor::as_double per element ResNet-50's 26 M weights took 0.19 s of every fp16 engine build
+/// on the 2-core development machine, 0.13 s this way (most of the rest is the fp16 rounding).
+template <typename Out, typename F>
+std::vector<Out> to_krsc(const Tensor& w, F f) {
   const auto& d = w.dims();
-  int64_t K = d[0], C = d[1], R = d[2], S = d[3];
-  std::vector<uint16_t> out(static_cast<size_t>(w.numel()));
+  const int64_t K = d[0], C = d[1], RS = d[2] * d[3];
+  std::vector<Out> out(static_cast<size_t>(w.numel()));
+  const float* src = w.dtype() == DType::Float32 ? w.data<float>() : nullptr;
   for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t q = 0; q < S; ++q) {
-          float v = static_cast<float>(w.as_double(((k * C + c) * R + r) * S + q));
-          if (to == DType::Float16 && std::isfinite(v)) v = std::min(65504.0f, std::max(-65504.0f, v));
-          out[static_cast<size_t>(((k * R + r) * S + q) * C + c)] = to == DType::Float16 ? float_to_half(v) : float_to_bf16(v);
-        }
+    for (int64_t c = 0; c < C; ++c) {
+      const int64_t from = (k * C + c) * RS;
+      Out* o = out.data() + k * RS * C + c;
+      for (int64_t rs = 0; rs < RS; ++rs)
+        o[rs * C] = f(src ? src[from + rs] : static_cast<float>(w.as_double(from + rs)));
+    }
   return out;
 }
 
-std::vector<float> krsc_float(const Tensor& w) {
-  const auto& d = w.dims();
-  int64_t K = d[0], C = d[1], R = d[2], S = d[3];
-  std::vector<float> out(static_cast<size_t>(w.numel()));
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t c = 0; c < C; ++c)
-      for (int64_t r = 0; r < R; ++r)
-        for (int64_t q = 0; q < S; ++q)
-          out[static_cast<size_t>(((k * R + r) * S + q) * C + c)] = static_cast<float>(w.as_double(((k * C + c) * R + r) * S + q));
-  return out;
+/// KRSC in `to` (fp16 or bf16), fp16 saturating at ±65504.
+std::vector<uint16_t> krsc_half(const Tensor& w, DType to) {
+  if (to == DType::Float16)
+    return to_krsc<uint16_t>(w, [](float v) {
+      if (std::isfinite(v)) v = std::min(65504.0f, std::max(-65504.0f, v));
+      return float_to_half(v);
+    });
+  return to_krsc<uint16_t>(w, [](float v) { return float_to_bf16(v); });
 }
+
+std::vector<float> krsc_float(const Tensor& w) { return to_krsc<float>(w, [](float v) { return v; }); }
 
 int64_t numel(const std::vector<int64_t>& d) {
   int64_t n = 1;
