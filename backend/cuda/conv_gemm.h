@@ -10,8 +10,9 @@
 // one strided-batched call over n. cuBLASLt's bias epilogue adds along rows (here HW), not
 // columns, so the bias comes in through C instead: a plane of the bias broadcast over HW, built
 // once, with batch stride 0 (it stays in L2 across images). With a residual Z, C is Z and the bias
-// joins the activation in the epilogue pass (epilogue.cu). ReLU goes into the GEMM's epilogue
-// whenever nothing is left to add after it.
+// joins the activation in the epilogue pass (epilogue.cu), so the sum is (conv + z) + b, one
+// rounding away from the reference's (conv + b) + z. ReLU goes into the GEMM's epilogue whenever
+// nothing is left to add after it.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
