@@ -8,7 +8,6 @@
 namespace fusec::cuda {
 
 namespace {
-constexpr size_t kWorkspace = 32u << 20;
 constexpr int kCandidates = 8;
 constexpr size_t kMaxPlane = 64u << 20;  // past this the bias goes into the epilogue pass
 }  // namespace
@@ -56,22 +55,11 @@ bool Conv1x1Gemm::plan(Context& ctx, const Problem& p, const Tensor* bias, std::
   uint64_t align = 256;
   for (int64_t elems : {p.hw, p.cin, sx, sy}) align = std::gcd<uint64_t>(align, static_cast<uint64_t>(elems) * sizeof(float));
   const uint32_t a32 = static_cast<uint32_t>(align);
-  cublasLtMatmulPreference_t pref = nullptr;
-  LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  size_t ws = kWorkspace;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    cublasLtMatmulPreferenceSetAttribute(pref, attr, &a32, sizeof a32);
-  cublasLtMatmulHeuristicResult_t r[kCandidates] = {};
-  int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, desc_, la_, lb_, lc_, ld_, pref, kCandidates, r, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+  algos_ = lt_heuristic(handle_, desc_, la_, lb_, lc_, ld_, kLtWorkspace, a32, kCandidates);
+  if (algos_.empty()) {
     *why = "cuBLASLt has no algorithm for this 1x1 conv";
     return false;
   }
-  algos_.assign(r, r + found);
   return true;
 }
 

@@ -14,6 +14,24 @@ cudaDataType_t lt_type(DType t) {
   }
 }
 
+std::vector<cublasLtMatmulHeuristicResult_t> lt_heuristic(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                                          cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                          cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                                          size_t max_workspace, uint32_t min_alignment, int count) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof max_workspace);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(pref, attr, &min_alignment, sizeof min_alignment);
+  std::vector<cublasLtMatmulHeuristicResult_t> out(static_cast<size_t>(count));
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, c, d, pref, count, out.data(), &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  out.resize(st == CUBLAS_STATUS_SUCCESS ? static_cast<size_t>(found) : 0);
+  return out;
+}
+
 std::string lt_algo_identity(const cublasLtMatmulAlgo_t& a) {
   std::string id;
   for (auto attr : {CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_TILE_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,

@@ -28,7 +28,6 @@ namespace fusec::cuda {
 
 namespace {
 
-constexpr size_t kGemmWorkspace = 32u << 20;
 constexpr int64_t kMaxLoopedBatches = 4096;
 
 bool supported(DType t) {
@@ -104,18 +103,9 @@ class GemmOp : public CudaOp {
     for (int64_t o : s_.loop_c) fold(o);
     fold(rows_a); fold(rows_b); fold(s_.n);  // leading dims
     uint32_t a32 = static_cast<uint32_t>(std::min<uint64_t>(align, 256));
-    cublasLtMatmulPreference_t pref = nullptr;
-    LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = kGemmWorkspace;
-    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      cublasLtMatmulPreferenceSetAttribute(pref, attr, &a32, sizeof(a32));
-    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, desc_, la_, lb_, lc_, ld_, pref, kCandidates, results, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    const auto results = lt_heuristic(handle_, desc_, la_, lb_, lc_, ld_, kLtWorkspace, a32, kCandidates);
+    const int found = static_cast<int>(results.size());
+    if (found == 0) {
       ok_ = false;
       return;
     }
@@ -124,7 +114,7 @@ class GemmOp : public CudaOp {
                std::to_string(s_.stride_b) + " sc" + std::to_string(s_.stride_c) + " t" + std::to_string(s_.trans_a) +
                std::to_string(s_.trans_b) + " epi" + std::to_string(static_cast<int>(epi)) + " c" + std::to_string(has_c_) +
                " al" + std::to_string(a32);
-    int pick = found > 1 && s_.loop_a.empty() ? choose(ctx, results, found) : 0;
+    int pick = found > 1 && s_.loop_a.empty() ? choose(ctx, results.data(), found) : 0;
     algo_ = results[pick].algo;
     workspace_ = results[pick].workspaceSize;
   }
@@ -375,7 +365,7 @@ std::unique_ptr<CudaOp> make_matmul(const PlanContext& c, std::string* why) {
                                      gemm_name(dt, c.allow_tf32(), s.batch * std::max<int64_t>(1, static_cast<int64_t>(s.loop_a.size())),
                                                has_bias && has_z ? " + bias epilogue, residual as C" : has_bias ? " + bias epilogue"
                                                : has_z ? " + residual as C" : ""));
-  op->c_input_ = 3;
+  if (has_z) op->c_input_ = 3;
   return finish(std::move(op), why);
 }
 

@@ -8,19 +8,13 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
+#include "backend/cuda/cublaslt_util.h"
 #include "ir/half.h"
 #include "profiler/cuda/cuda_profiler.h"
 
 namespace fusec::profiler {
 
 namespace {
-
-#define PEAK_LT_CHECK(expr)                                                                         \
-  do {                                                                                              \
-    cublasStatus_t st_ = (expr);                                                                    \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                               \
-      cuda::throw_library_error("cuBLASLt", st_, cublasLtGetStatusString(st_), #expr, __FILE__, __LINE__); \
-  } while (0)
 
 struct Buffer {
   void* p = nullptr;
@@ -91,18 +85,18 @@ double gemm_flops(cuda::Context& ctx, int64_t n, cudaDataType_t type, cublasComp
       if (d) cublasLtMatmulDescDestroy(d);
     }
   } free_all{desc, l, pref};
-  PEAK_LT_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
-  PEAK_LT_CHECK(cublasLtMatrixLayoutCreate(&l, type, n, n, n));
-  PEAK_LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  PEAK_LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
+  LT_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
+  LT_CHECK(cublasLtMatrixLayoutCreate(&l, type, n, n, n));
+  LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
-  PEAK_LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, desc, l, l, l, l, pref, 1, &res, &found));
+  LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, desc, l, l, l, l, pref, 1, &res, &found));
   if (found == 0) internal_error("cuBLASLt offers no algorithm for the peak GEMM");
   const float alpha = 1.f, beta = 0.f;
   cudaStream_t s = ctx.stream();
   double sec = median_seconds(s, 3, 15, [&] {
-    PEAK_LT_CHECK(cublasLtMatmul(h, desc, &alpha, A.p, l, B.p, l, &beta, C.p, l, C.p, l, &res.algo, ws.p, ws_bytes, s));
+    LT_CHECK(cublasLtMatmul(h, desc, &alpha, A.p, l, B.p, l, &beta, C.p, l, C.p, l, &res.algo, ws.p, ws_bytes, s));
   });
   return 2.0 * static_cast<double>(n) * n * n / sec;
 }
