@@ -260,7 +260,9 @@ class ConvOp : public CudaOp {
       for (int64_t d : c.in_dims(2)) bn *= d;
       if (bn != channels_) { *why = "bias length differs from the output channels"; return false; }
     }
-    if (!transpose && !nhwc && dt_ == DType::Float32) plan_gemm_route(c, g, group);
+    // The GEMM route only where it can be chosen: timed by the tuner, or forced.
+    const bool tuning = !transpose && conv_tuning_on(strict) && TuningCache::global().enabled();
+    if (!transpose && !nhwc && dt_ == DType::Float32 && (tuning || gemm_forced())) plan_gemm_route(c, g, group);
     const char* no_fused = std::getenv("FUSEC_CONV_FUSED");
     const bool may_fuse = !transpose && has_bias_ && dt_ != DType::Float64 && (act_.act == Act::Relu || act_.act == Act::None) &&
                           !(no_fused && std::string(no_fused) == "0");
@@ -275,7 +277,7 @@ class ConvOp : public CudaOp {
       FwdChoice ch{fwd_algo_, math_, false, workspace_, 0};
       tuned = apply(ch);
     }
-    if (!tuned && !transpose && conv_tuning_on(strict)) {
+    if (!tuned && tuning) {
       const FwdChoice heuristic{fwd_algo_, math_, false, workspace_};
       tuned = tune_forward(c, candidates, may_fuse);
       if (!tuned) {  // trials may have left another choice applied
@@ -295,6 +297,7 @@ class ConvOp : public CudaOp {
       workspace_ = std::max(workspace_, exact);
       if (may_fuse) try_fused(c);
     }
+    if (gemm_pick_ < 0) gemm_route_.reset();  // cuDNN runs it: no descriptors or bias plane held for nothing
     if (gemm_pick_ >= 0) {
       name_ = std::string("cuBLASLt GEMM ") + (strict ? "fp32" : "tf32") + " NCHW (1x1 conv)" + gemm_route_->describe();
       return true;
