@@ -14,18 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "lab_util.h"
+
 namespace fe = cudnn_frontend;
 
 namespace {
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    auto e_ = (x);                                                                     \
-    if (e_ != 0) {                                                                     \
-      std::fprintf(stderr, "lab: %s failed (%d) at line %d\n", #x, int(e_), __LINE__); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 struct Conv {
   const char* name;
@@ -43,13 +37,9 @@ const Conv kConvs[] = {
 constexpr int64_t kBatch = 16;
 
 void* dev_random(size_t n, unsigned seed) {
-  std::vector<float> h(n);
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (auto& v : h) v = u(g);
   void* p = nullptr;
   CK(cudaMalloc(&p, n * 4));
-  CK(cudaMemcpy(p, h.data(), n * 4, cudaMemcpyHostToDevice));
+  fill_random(p, n, seed);
   return p;
 }
 

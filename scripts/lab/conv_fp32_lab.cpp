@@ -24,16 +24,10 @@
 #include <string>
 #include <vector>
 
+#include "lab_util.h"
+
 namespace {
 
-#define CK(x)                                                                          \
-  do {                                                                                 \
-    auto e_ = (x);                                                                     \
-    if (e_ != 0) {                                                                     \
-      std::fprintf(stderr, "lab: %s failed (%d) at line %d\n", #x, int(e_), __LINE__); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
 
 struct Conv {
   const char* name;
@@ -77,14 +71,6 @@ struct Buf {
   explicit Buf(size_t bytes) { CK(cudaMalloc(&p, std::max<size_t>(bytes, 256))); }
   ~Buf() { cudaFree(p); }
 };
-
-void fill(void* p, size_t n, unsigned seed) {
-  std::vector<float> h(n);
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (auto& v : h) v = u(g);
-  CK(cudaMemcpy(p, h.data(), n * 4, cudaMemcpyHostToDevice));
-}
 
 template <class F>
 float time_ms(F&& f, cudaStream_t s) {
@@ -272,10 +258,10 @@ int main() {
     int out = (c.hw + 2 * (c.k / 2) - c.k) / c.stride + 1;
     size_t xn = size_t(kBatch) * c.cin * c.hw * c.hw, yn = size_t(kBatch) * c.cout * out * out, wn = size_t(c.cout) * c.cin * c.k * c.k;
     Buf x(xn * 4), w(wn * 4), b(c.cout * 4), z(yn * 4), y(yn * 4);
-    fill(x.p, xn, 1);
-    fill(w.p, wn, 2);
-    fill(b.p, c.cout, 3);
-    fill(z.p, yn, 4);
+    fill_random(x.p, xn, 1);
+    fill_random(w.p, wn, 2);
+    fill_random(b.p, c.cout, 3);
+    fill_random(z.p, yn, 4);
     double gflop = 2.0 * yn * c.cin * c.k * c.k / 1e9;
     float ms[5] = {-1, -1, -1, -1, -1};
     int algo[2] = {-1, -1};
