@@ -12,6 +12,7 @@
 #               16 fp16, with --counters and --compare-unfused; summaries and reports under $OUT
 #   fp32        fusec bench of the exported ResNet-50 and BERT-base at batch 16, strict fp32, once per
 #               environment setting in FP32_VARIANTS, each with a fresh tuning cache (A/B of a route)
+#   buildtrace  FUSEC_BUILD_TRACE=1 engine builds (cold, then warm) of TRACE_RUNS ("resnet50:fp16 bert:fp32")
 #   micro       single-kernel timings at BERT-base's shapes (scripts/make_microbench_models.py), fp32,
 #               once per environment setting in MICRO_VARIANTS (e.g. "FUSEC_CUDNN_SDPA=0 X=1")
 #   bash scripts/gpu_check.sh tests models bench
@@ -107,6 +108,26 @@ for s in "${@:-tests}"; do
           printf '%-10s %-22s %s | %s\n' "$n" "$v" "$(grep -E '^median ms' $work/bench.log)" "$(grep -E '^engine build ms' $work/bench.log)" | tee -a "$out/fp32.txt"
           rm -rf "$cache"
         done
+      done ;;
+    buildtrace)
+      # Where an engine build's time goes (FUSEC_BUILD_TRACE=1): the exported models at batch 16,
+      # once with empty tuning/NVRTC caches and once warm, as bench_peers.py times a build.
+      step "buildtrace"
+      work=/tmp/fusec-profile
+      mkdir -p $work
+      for mp in ${TRACE_RUNS:-resnet50:fp16}; do
+        n=${mp%%:*} p=${mp##*:}
+        [ -f $work/$n.onnx ] || python3 scripts/bench_peers.py --fusec $root/bin/fusec --out $work/peers --work $work --models $n \
+          --only-fusec --precisions fp32 --fusec-duration 0.5 > "$work/export_$n.log" 2>&1 || { tail -20 "$work/export_$n.log"; status=1; }
+        cache=$(mktemp -d)
+        for pass in cold warm; do
+          FUSEC_BUILD_TRACE=1 FUSEC_TUNING_CACHE=$cache/tuning.json FUSEC_NVRTC_CACHE_DIR=$cache/nvrtc fusec bench $work/$n.onnx \
+            --device cuda --batch 16 --precision $p --iterations 20 --quiet ${TRACE_ARGS:-} > $work/bench.log 2> "$out/buildtrace_${n}_${p}_$pass.txt" || status=1
+          echo "--- $n $p $pass: $(grep -E '^engine build ms|^build ms' $work/bench.log | tr -s ' ' | tr '\n' ' ')"
+          # The second report is the optimized variant's (the as-given one builds first).
+          awk '/^build trace/{n++} n==2' "$out/buildtrace_${n}_${p}_$pass.txt" | head -${TRACE_LINES:-40}
+        done
+        rm -rf "$cache"
       done ;;
     micro)
       step "micro"

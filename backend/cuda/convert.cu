@@ -1,6 +1,7 @@
 // Float storage conversion at the precision boundary (graph inputs and outputs, CPU fallback
 // nodes), and the broadcast index map shared by the kernels.
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/constant_upload.h"
 
 namespace fusec::cuda {
 
@@ -24,6 +25,37 @@ bool launch_convert_float(const void* src, DType src_t, void* dst, DType dst_t, 
     });
   });
   return ok;
+}
+
+namespace {
+/// Constants arrive as float32 on the host. fp16 saturates finite values at ±65504 instead of
+/// making them infinite: exporters write "minus infinity" attention masks as -3.4e38, and 0 · -inf
+/// would turn a fully visible mask into NaN. With rs > 0
+/// the source is [K, C, RS] and the destination [K, RS, C] (channels-last conv filters).
+template <typename D>
+__global__ void constant_from_f32_kernel(const float* __restrict__ src, D* __restrict__ dst, int64_t n, int64_t c, int64_t rs,
+                                         bool saturate) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t from = i;
+    if (rs > 0) {  // i = (k * RS + r) * C + ch
+      const int64_t ch = i % c, kr = i / c;
+      from = ((kr / rs) * c + ch) * rs + kr % rs;
+    }
+    float v = src[from];
+    if (saturate && isfinite(v)) v = fminf(65504.0f, fmaxf(-65504.0f, v));
+    dst[i] = from_compute<D>(v);
+  }
+}
+}  // namespace
+
+bool launch_constant_from_f32(const float* src, void* dst, DType dst_t, int64_t n, int64_t c, int64_t rs, cudaStream_t s) {
+  if (n == 0) return true;
+  if (rs > 0 && (c <= 0 || n % (c * rs) != 0)) return false;
+  return dispatch_float_storage(dst_t, [&](auto d_tag) {
+    using D = decltype(d_tag);
+    constant_from_f32_kernel<D><<<grid_for(n), kBlock, 0, s>>>(src, static_cast<D*>(dst), n, c, rs, dst_t == DType::Float16);
+    check_launch("constant_from_f32_kernel");
+  });
 }
 
 IndexMap broadcast_map(const std::vector<int64_t>& out_dims, const std::vector<int64_t>& in_dims) {

@@ -28,6 +28,8 @@
 #include "backend/cuda/cuda_op.h"
 #include "backend/cuda/movement.cuh"
 #include "backend/memory_planner.h"
+#include "backend/cuda/build_trace.h"
+#include "backend/cuda/constant_upload.h"
 #include "ir/error.h"
 #include "passes/infer_shapes.h"
 
@@ -42,18 +44,6 @@ Tensor convert_host(const Tensor& t, DType to) {
   Tensor out(to, t.dims());
   cpu::convert_tensor(t, out);
   return out;
-}
-
-/// A float32 constant in the run precision. Finite values beyond fp16's range saturate to ±65504
-/// instead of becoming infinite: exporters write "minus infinity" attention masks as -3.4e38, and
-/// 0 · -inf would turn a fully visible mask into NaN.
-Tensor convert_constant(const Tensor& t, DType to) {
-  if (to != DType::Float16 || t.dtype() != DType::Float32) return convert_host(t, to);
-  Tensor clamped = t.clone();
-  float* p = clamped.data<float>();
-  for (int64_t i = 0; i < clamped.numel(); ++i)
-    if (std::isfinite(p[i])) p[i] = std::min(65504.0f, std::max(-65504.0f, p[i]));
-  return convert_host(clamped, to);
 }
 
 constexpr int64_t kMaxSpecializedElements = 1024;
@@ -80,6 +70,7 @@ struct Slot {
   bool pinned = false;  // lives for the whole run (graph output)
   const Tensor* host_constant = nullptr;  // constant slots: the host value (ONNX dtype)
   bool nhwc = false;  // 4-D activation stored channels-last
+  bool unread = false;  // Place::Weights read by no step on the device: not uploaded
   size_t nbytes() const {
     int64_t n = 1;
     for (int64_t d : dims) n *= d;
@@ -208,7 +199,12 @@ class Impl : public CudaExecutable {
         return;
       }
     }
-    run_steps();
+    if (launches_ == 0 && BuildTrace::on()) {
+      run_steps_traced();
+      BuildTrace::report();
+    } else {
+      run_steps();
+    }
     ++launches_;
   }
 
@@ -414,6 +410,7 @@ class Impl : public CudaExecutable {
       st.node = &n;
       st.label = n.name;
       st.opset = opset;
+      const auto plan_t0 = std::chrono::steady_clock::now();
       std::vector<PlanValue> pin, pout;
       std::string why;
       bool nhwc = false;
@@ -434,6 +431,7 @@ class Impl : public CudaExecutable {
           why = "no CUDA kernel for " + std::string(n.domain.empty() ? "" : n.domain + ".") + n.op_type;
         }
       }
+      BuildTrace::add("plan", n.op_type, n.name, ms_since(plan_t0));
       // Inputs in the layout the op was planned for (inserting a relayout before it if needed).
       for (size_t i = 0; i < n.inputs.size(); ++i)
         st.in_slots.push_back(n.inputs[i] ? layout_slot(n.inputs[i], pin[i].nhwc, slot_of) : -1);
@@ -489,7 +487,9 @@ class Impl : public CudaExecutable {
       output_slots_.push_back(out);
     }
 
+    const auto mem_t0 = std::chrono::steady_clock::now();
     place_memory();
+    BuildTrace::add("memory", "arena+weights", "buffers and weight upload", ms_since(mem_t0));
     resolve_tensors();
     capture_allowed_ = opts_.cuda_graph;
     graph_status_ = opts_.cuda_graph ? "on" : "off (--cuda-graph off)";
@@ -622,11 +622,21 @@ class Impl : public CudaExecutable {
           if (slots_[r].first < 0) slots_[r].first = i;
         }
     }
+    // Constants only the CPU reads (fallback nodes use the host value) or that an op copied for
+    // itself stay on the host.
+    for (Slot& sl : slots_) sl.unread = sl.place == Slot::Place::Weights;
+    for (const Step& st : steps_)
+      for (size_t i = 0; i < st.in_slots.size(); ++i) {
+        const int s = st.in_slots[i];
+        if (s < 0 || st.kind == Step::Kind::Cpu || (st.kind == Step::Kind::Gpu && !st.op->reads_input(i))) continue;
+        slots_[root_of(s)].unread = false;
+      }
     std::vector<BufferRequest> reqs;
     std::vector<int> req_slot;
     size_t weight_bytes = 0, io_bytes = 0;
     for (size_t s = 0; s < slots_.size(); ++s) {
       Slot& sl = slots_[s];
+      if (sl.place == Slot::Place::Weights && sl.unread) continue;
       if (sl.place == Slot::Place::Weights) {
         sl.offset = weight_bytes;
         weight_bytes += (sl.nbytes() + 255) / 256 * 256;
@@ -652,18 +662,19 @@ class Impl : public CudaExecutable {
   }
 
   void upload_constants() {
+    ConstantUploader up(ctx_.stream());
     for (size_t s = 0; s < slots_.size(); ++s) {
       const Slot& sl = slots_[s];
-      if (sl.place != Slot::Place::Weights || !sl.nbytes()) continue;
-      Tensor host = sl.dtype == sl.onnx_dtype ? *sl.host_constant : convert_constant(*sl.host_constant, sl.dtype);
-      FUSEC_CUDA_CHECK(cudaMemcpy(addr(static_cast<int>(s)), host.raw(), host.nbytes(), cudaMemcpyHostToDevice));
+      if (sl.place != Slot::Place::Weights || sl.unread || !sl.nbytes()) continue;
+      up.upload(*sl.host_constant, addr(static_cast<int>(s)), sl.dtype);
     }
+    up.finish();
   }
 
   void* addr(int s) const {
     const Slot& sl = slots_[s];
     switch (sl.place) {
-      case Slot::Place::Weights: return static_cast<char*>(weights_.get()) + sl.offset;
+      case Slot::Place::Weights: return sl.unread ? nullptr : static_cast<char*>(weights_.get()) + sl.offset;
       case Slot::Place::Input: return static_cast<char*>(io_.get()) + sl.offset;
       case Slot::Place::Alias: return addr(sl.alias_of);
       case Slot::Place::Arena:
@@ -703,6 +714,19 @@ class Impl : public CudaExecutable {
       observer_->step_begin(info);
       run_step(st, stream);
       observer_->step_end(info);
+    }
+  }
+
+  /// The first run under FUSEC_BUILD_TRACE: each step synchronized and timed (first calls load
+  /// kernels and build library plans, which is where a build's time can hide).
+  void run_steps_traced() {
+    Stream stream = ctx_.stream();
+    FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    for (Step& st : steps_) {
+      const auto t0 = std::chrono::steady_clock::now();
+      run_step(st, stream);
+      FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
+      BuildTrace::add("first run", st.node ? st.node->op_type : step_kind_name(st.kind), st.label, ms_since(t0));
     }
   }
 

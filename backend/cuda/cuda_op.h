@@ -102,6 +102,9 @@ class CudaOp {
   /// Whether the op's outputs may alias its first input (a view: Reshape and friends). The
   /// executor then skips launch() and points the output at the input's memory.
   virtual bool is_view() const { return false; }
+  /// False for a constant input the op copied for itself at plan time (channels-last conv
+  /// filters): the executor then does not upload the shared copy, and a.inputs[i].data is null.
+  virtual bool reads_input(size_t i) const { return true; }
 };
 
 /// Returns nullptr and sets *why when this node (this dtype, attribute, shape) has no CUDA kernel;

@@ -1,9 +1,17 @@
 // Conv, FusedConv and ConvTranspose on cuDNN against the CPU reference.
+#include <cudnn.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/tuning_cache.h"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
 
@@ -203,4 +211,37 @@ TEST(GpuConvGemmRoute, StridedOrPaddedConvsStayOnCudnn) {
   expect_gpu_matches_cpu(conv({2, 8, 9, 9}, {12, 8, 1, 1}, {attr("strides", std::vector<int64_t>{2, 2})}), Precision::FP32);
   expect_gpu_matches_cpu(conv({2, 8, 9, 9}, {12, 8, 1, 1}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})}), Precision::FP32);
   expect_gpu_matches_cpu(conv({2, 8, 9, 9}, {8, 4, 1, 1}, {attr("group", int64_t{2})}), Precision::FP32);
+}
+
+// Untimed (fp16) choices are remembered in the tuning cache: a warm build reads the algorithm and
+// the fused call's outcome back instead of querying cuDNN's heuristics, and a remembered fused
+// call this cuDNN refuses (identity activation with IMPLICIT_GEMM) falls back to the same
+// algorithm unfused at the first launch.
+TEST(GpuConvChoice, WarmBuildsRecallTheChoiceAndSurviveARefusedFusedCall) {
+  FUSEC_REQUIRE_GPU();
+  auto dir = std::filesystem::temp_directory_path() / ("fusec_conv_choice_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "t.json").string();
+  ::setenv("FUSEC_TUNING_CACHE", path.c_str(), 1);
+  auto& cache = cuda::TuningCache::global();
+  cache.reload();
+  OpCase c = conv({2, 16, 14, 14}, {32, 16, 3, 3}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})});
+  expect_gpu_matches_cpu(c, Precision::FP16);  // cold: heuristics and the fused trial, remembered
+  std::ifstream f(path);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t at = text.find("|conv choice float16");
+  ASSERT_NE(at, std::string::npos) << text;
+  const size_t open = text.rfind('"', at), close = text.find('"', at);
+  const std::string key = text.substr(open + 1, close - open - 1);
+  const std::string value = cache.get(key).value_or("");
+  int algo = -1, math = -1, fused = -1, falgo = -1;
+  ASSERT_EQ(std::sscanf(value.c_str(), "%d:%d:%d:%d", &algo, &math, &fused, &falgo), 4) << value;
+  expect_gpu_matches_cpu(c, Precision::FP16);  // warm: read back
+  cache.put(key, std::to_string(algo) + ":" + std::to_string(math) + ":1:" + std::to_string(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM));
+  expect_gpu_matches_cpu(c, Precision::FP16);
+  cache.put(key, "garbage");  // unreadable: the heuristics again
+  expect_gpu_matches_cpu(c, Precision::FP16);
+  ::unsetenv("FUSEC_TUNING_CACHE");
+  cache.reload();
+  std::filesystem::remove_all(dir);
 }
