@@ -1,0 +1,395 @@
+// Strict-fp32 SGEMM with the FusedMatMul epilogue; see sgemm.cuh for the contract.
+//
+// The tiled kernel, per CTA: a BM x BN tile of C, BK-deep slices of A and B streamed through a
+// STAGES-deep cp.async ring in shared memory.
+//
+//   global A [M,K] row-major --cp.async 4 B, transposed--> As[stage][k][BM + 4]   (k-major)
+//   global B [K,N] row-major --cp.async 16 B-------------> Bs[stage][k][BN]
+//
+// Each thread owns a TM x TN block of C made of 4x4 pieces strided TR*4 rows and TC*4 columns
+// apart (TR x TC threads), so at every k one 128-bit LDS per piece fetches its A column and B row
+// and a warp reads consecutive 16-byte words: no bank conflicts, A words broadcast across the
+// warp's columns. Fragments are double-buffered in registers across k. The transposing 4-byte
+// copies of A cost 2-way bank conflicts on the store side (the +4 padding), a few instructions
+// per BK*TM*TN FFMAs; the alternative, LDG + STS through registers, costs registers the 8x12
+// tiles need for accumulators.
+//
+// Tile shapes are picked for BERT-base at M = 2048 on 132 SMs, where wave quantization decides
+// as much as per-CTA speed. The 8x12 thread tile (96 accumulators, ~180 registers, 1 CTA of 8
+// warps per SM) issues 90% FFMAs in its main loop; to fill the SMs with it, split-K 2 runs the
+// two K halves of a tile as a cluster of 2 CTAs and adds their partial sums through distributed
+// shared memory (no workspace, no atomics: deterministic).
+#include "scripts/lab/sgemm.cuh"
+
+#include <cooperative_groups.h>
+
+#include <algorithm>
+#include <climits>
+
+namespace fusec::cuda {
+
+namespace {
+
+__device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool full) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  // src-size 0 writes zeros and reads nothing: the edge tiles' padding.
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(full ? 4 : 0) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_16(float* dst, const float* src, bool full) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(full ? 16 : 0) : "memory");
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+/// GELU, 0.5·x·(1 + erf(x/√2)), as x - 0.5·x·erfc(z) (x >= 0) or 0.5·x·erfc(z) (x < 0), z = |x|/√2,
+/// with erfc from a Chebyshev fit of relative error below 1.2e-7 (Numerical Recipes' erfcc): no
+/// branch, where erff's two paths both run in a warp with real data. In the model erff made BERT-
+/// base's FFN1 epilogue 5% of the kernel (0.2357 ms against 0.2236 ms on uniform scratch data,
+/// H100, 2026-11-25). Within 1e-7·max(1, |x|) of the exact GELU over [-12, 12], and accurate
+/// relative to the result in the negative tail, where 1 + erff cancels.
+__device__ __forceinline__ float gelu_erf(float x) {
+  const float z = fabsf(x) * 0.70710678118654752f;
+  const float t = __frcp_rn(fmaf(0.5f, z, 1.0f));
+  float p = 0.17087277f;
+  p = fmaf(p, t, -0.82215223f);
+  p = fmaf(p, t, 1.48851587f);
+  p = fmaf(p, t, -1.13520398f);
+  p = fmaf(p, t, 0.27886807f);
+  p = fmaf(p, t, -0.18628806f);
+  p = fmaf(p, t, 0.09678418f);
+  p = fmaf(p, t, 0.37409196f);
+  p = fmaf(p, t, 1.00002368f);
+  p = fmaf(p, t, -1.26551223f);
+  const float erfc = t * expf(fmaf(-z, z, p));
+  const float h = 0.5f * x;
+  return x >= 0.0f ? fmaf(-h, erfc, x) : h * erfc;
+}
+
+__device__ __forceinline__ float activate(float x, SgemmAct act) {
+  switch (act) {
+    case SgemmAct::Relu: return x > 0.0f ? x : 0.0f;
+    case SgemmAct::GeluErf: return gelu_erf(x);
+    default: return x;
+  }
+}
+
+__global__ void fill_random_kernel(float* p, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed;  // a cheap integer hash
+    h ^= h >> 16, h *= 0x7FEB352Du, h ^= h >> 15, h *= 0x846CA68Bu, h ^= h >> 16;
+    p[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+  }
+}
+
+__device__ __forceinline__ float4 activate(float4 v, SgemmAct act) {
+  return make_float4(activate(v.x, act), activate(v.y, act), activate(v.z, act), activate(v.w, act));
+}
+
+// SPLIT = 2: a cluster of two CTAs along grid z shares one tile, each running half of the K
+// tiles; they swap half their accumulators through distributed shared memory and each finishes
+// half the tile's rows. Two partial sums added once: the same bits whichever CTA adds them.
+template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled_kernel(const SgemmArgs p) {
+  constexpr int TR = BM / TM, TC = BN / TN, NT = TR * TC;  // thread grid
+  constexpr int WC = 32 / WR;                              // a warp is WR x WC threads
+  constexpr int AP = BM + 4;                               // padded k-row of the A tile
+  constexpr int A_STAGE = BK * AP, B_STAGE = BK * BN, BV = BN / 4;
+  constexpr int A_LOADS = (BM * BK + NT - 1) / NT, B_LOADS = (BK * BV + NT - 1) / NT;
+  static_assert(TM % 4 == 0 && TN % 4 == 0 && BM % TM == 0 && BN % TN == 0, "4x4 pieces");
+  static_assert(WR * WC == 32 && TR % WR == 0 && TC % WC == 0, "warps tile the thread grid");
+  static_assert(NT % BK == 0, "each thread copies one k column of A");
+  static_assert(BK % 2 == 0 && STAGES >= 2, "pipeline shape");
+  static_assert(SPLIT == 1 || (SPLIT == 2 && TM % 8 == 0 && TM * TN / 2 * NT <= STAGES * (A_STAGE + B_STAGE)),
+                "split-K swaps half the accumulators through the pipeline's shared memory");
+
+  extern __shared__ float4 smem4[];
+  float* const As = reinterpret_cast<float*>(smem4);
+  float* const Bs = As + STAGES * A_STAGE;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tr = (warp / (TC / WC)) * WR + lane / WC;
+  const int tc = (warp % (TC / WC)) * WC + lane % WC;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int M = p.M, N = p.N, K = p.K;
+
+  // Copy assignments, fixed for the whole K loop: 32-bit byte offsets from running pointers to
+  // the next tile to load (two adds per copy). Rows past M and columns past N read clamped, valid
+  // addresses: their products only reach outputs that are never stored. Only the K edge needs
+  // zeros, from cp.async's zero-fill.
+  // A: k column ak, rows am + i*(NT/BK).
+  const int ak = tid % BK, am = tid / BK;
+  unsigned a_off[A_LOADS];
+#pragma unroll
+  for (int i = 0; i < A_LOADS; ++i) a_off[i] = unsigned(min(am + i * (NT / BK), M - 1 - m0)) * unsigned(p.lda) * 4u;
+  // B: 16-byte word i of the tile is row b_k[i], columns col..col+3 (N % 4 == 0: a word is all
+  // in or all out, and n0 <= N - 4).
+  unsigned b_off[B_LOADS];
+  int b_soff[B_LOADS], b_k[B_LOADS];
+#pragma unroll
+  for (int i = 0; i < B_LOADS; ++i) {
+    const int idx = tid + i * NT;
+    b_k[i] = idx / BV;
+    const int col = (idx % BV) * 4;
+    b_off[i] = (unsigned(b_k[i]) * unsigned(p.ldb) + unsigned(min(col, N - 4 - n0))) * 4u;
+    b_soff[i] = b_k[i] * BN + col;
+  }
+  const int64_t b_step = int64_t(BK) * p.ldb * 4;
+
+  // This CTA's K tiles: [kt0, kt0 + KT).
+  int kt0 = 0, KT = (K + BK - 1) / BK;
+  if (SPLIT == 2) {
+    const int first = (KT + 1) / 2;
+    kt0 = blockIdx.z == 0 ? 0 : first;
+    KT = blockIdx.z == 0 ? first : KT - first;
+  }
+  int k_next = kt0 * BK;  // the next tile to load, and its rows of A and B
+  const char* a_next = reinterpret_cast<const char*>(p.A + int64_t(m0) * p.lda + ak + k_next);
+  const char* b_next = reinterpret_cast<const char*>(p.B + n0) + k_next * b_step / BK;
+
+  auto load_tile = [&](int stage) {
+    float* const as = As + stage * A_STAGE + ak * AP + am;
+    const bool k_ok = k_next + ak < K;
+#pragma unroll
+    for (int i = 0; i < A_LOADS; ++i) {
+      if (BM * BK % NT != 0 && am + i * (NT / BK) >= BM) continue;
+      cp_async_4(as + i * (NT / BK), reinterpret_cast<const float*>(a_next + a_off[i]), k_ok);
+    }
+    float* const bs = Bs + stage * B_STAGE;
+#pragma unroll
+    for (int i = 0; i < B_LOADS; ++i) {
+      if (BK * BV % NT != 0 && tid + i * NT >= BK * BV) continue;
+      cp_async_16(bs + b_soff[i], reinterpret_cast<const float*>(b_next + b_off[i]), k_next + b_k[i] < K);
+    }
+    k_next += BK, a_next += BK * 4, b_next += b_step;
+  };
+
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) load_tile(s);
+    cp_async_commit();
+  }
+
+  float af[2][TM], bf[2][TN];  // fragments, double-buffered across k
+  auto load_frag = [&](int buf, int stage, int k) {
+    const float* as = As + stage * A_STAGE + k * AP + tr * 4;
+    const float* bs = Bs + stage * B_STAGE + k * BN + tc * 4;
+#pragma unroll
+    for (int i = 0; i < TM / 4; ++i) {
+      const float4 v = *reinterpret_cast<const float4*>(as + i * TR * 4);
+      af[buf][i * 4 + 0] = v.x, af[buf][i * 4 + 1] = v.y, af[buf][i * 4 + 2] = v.z, af[buf][i * 4 + 3] = v.w;
+    }
+#pragma unroll
+    for (int j = 0; j < TN / 4; ++j) {
+      const float4 v = *reinterpret_cast<const float4*>(bs + j * TC * 4);
+      bf[buf][j * 4 + 0] = v.x, bf[buf][j * 4 + 1] = v.y, bf[buf][j * 4 + 2] = v.z, bf[buf][j * 4 + 3] = v.w;
+    }
+  };
+  for (int kt = 0; kt < KT; ++kt) {
+    const int stage = kt % STAGES;
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // tile kt landed for every thread; stage (kt-1)%STAGES is free to refill
+    if (kt + STAGES - 1 < KT) load_tile((kt + STAGES - 1) % STAGES);
+    cp_async_commit();
+    load_frag(0, stage, 0);
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      if (k + 1 < BK) load_frag((k + 1) & 1, stage, k + 1);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(af[k & 1][i], bf[k & 1][j], acc[i][j]);
+    }
+  }
+  cp_async_wait<0>();  // nothing is pending (the last groups are empty), but leave none behind
+
+  // Split-K: row piece i (rows i*TR*4 + tr*4 + 0..3) is finished by cluster rank i % 2. Each CTA
+  // stores the pieces the other finishes into the other's shared memory, 16-byte word q of
+  // thread t at [q][t] (conflict-free), then adds what it received.
+  const int rank = SPLIT == 2 ? int(blockIdx.z) : 0;
+  if (SPLIT == 2) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // both CTAs are done with their pipelines' shared memory
+    float4* const peer = reinterpret_cast<float4*>(cluster.map_shared_rank(As, rank ^ 1));
+#pragma unroll
+    for (int i = 0; i < TM / 4; ++i)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int j = 0; j < TN / 4; ++j) {
+          const int q = ((i / 2) * 4 + r) * (TN / 4) + j;
+          const float* a = acc[i * 4 + r] + j * 4;
+          if (i % 2 != rank) peer[q * NT + tid] = make_float4(a[0], a[1], a[2], a[3]);
+        }
+    cluster.sync();  // the peer's words have landed here
+    const float4* const mine = reinterpret_cast<const float4*>(As);
+#pragma unroll
+    for (int i = 0; i < TM / 4; ++i)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int j = 0; j < TN / 4; ++j) {
+          const int q = ((i / 2) * 4 + r) * (TN / 4) + j;
+          if (i % 2 != rank) continue;
+          const float4 v = mine[q * NT + tid];
+          float* a = acc[i * 4 + r] + j * 4;
+          a[0] += v.x, a[1] += v.y, a[2] += v.z, a[3] += v.w;
+        }
+  }
+
+  // Epilogue: C = act(acc + bias + R), one 16-byte word per 4x4 piece row.
+#pragma unroll
+  for (int j = 0; j < TN / 4; ++j) {
+    const int n = n0 + j * TC * 4 + tc * 4;
+    if (n >= N) continue;  // N % 4 == 0: a word is all in or all out
+    const float4 b = p.bias ? *reinterpret_cast<const float4*>(p.bias + n) : make_float4(0, 0, 0, 0);
+#pragma unroll
+    for (int i = 0; i < TM / 4; ++i)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int m = m0 + i * TR * 4 + tr * 4 + r;
+        if (m >= M || (SPLIT == 2 && i % 2 != rank)) continue;
+        const float* a = acc[i * 4 + r] + j * 4;
+        float4 v = make_float4(a[0] + b.x, a[1] + b.y, a[2] + b.z, a[3] + b.w);
+        if (p.residual) {
+          const float4 z = *reinterpret_cast<const float4*>(p.residual + int64_t(m) * p.ldr + n);
+          v.x += z.x, v.y += z.y, v.z += z.z, v.w += z.w;
+        }
+        *reinterpret_cast<float4*>(p.C + int64_t(m) * p.ldc + n) = activate(v, p.act);
+      }
+  }
+}
+
+// Any shape, stride and alignment: 64x64 tiles, 4x4 outputs per thread, plain loads. Slow; for
+// what the tiled configurations refuse.
+constexpr int kGenTile = 64, kGenK = 16;
+
+__global__ void __launch_bounds__(256) sgemm_generic_kernel(const SgemmArgs p) {
+  __shared__ float As[kGenK][kGenTile], Bs[kGenK][kGenTile];
+  const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+  const int m0 = blockIdx.y * kGenTile, n0 = blockIdx.x * kGenTile;
+  float acc[4][4] = {};
+  for (int k0 = 0; k0 < p.K; k0 += kGenK) {
+    for (int idx = tid; idx < kGenTile * kGenK; idx += 256) {
+      const int ak = idx % kGenK, am = idx / kGenK;
+      As[ak][am] = m0 + am < p.M && k0 + ak < p.K ? p.A[int64_t(m0 + am) * p.lda + k0 + ak] : 0.0f;
+      const int bk = idx / kGenTile, bn = idx % kGenTile;
+      Bs[bk][bn] = k0 + bk < p.K && n0 + bn < p.N ? p.B[int64_t(k0 + bk) * p.ldb + n0 + bn] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < kGenK; ++k)
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(As[k][ty + 16 * i], Bs[k][tx + 16 * j], acc[i][j]);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
+      if (m >= p.M || n >= p.N) continue;
+      float v = acc[i][j] + (p.bias ? p.bias[n] : 0.0f);
+      if (p.residual) v += p.residual[int64_t(m) * p.ldr + n];
+      p.C[int64_t(m) * p.ldc + n] = activate(v, p.act);
+    }
+}
+
+bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
+
+/// Whether the tiled kernel's 16-byte accesses and 32-bit B offsets are valid for a.
+bool tiled_applies(const SgemmArgs& a) {
+  return a.N % 4 == 0 && a.ldb % 4 == 0 && a.ldc % 4 == 0 && aligned16(a.B) && aligned16(a.C) &&
+         (!a.bias || aligned16(a.bias)) && (!a.residual || (a.ldr % 4 == 0 && aligned16(a.residual))) &&
+         a.lda <= INT_MAX / 256 && a.ldb <= INT_MAX / 256;  // 32-bit offsets within a tile
+}
+
+template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT = 1>
+bool launch_tiled(const SgemmArgs& a, cudaStream_t s) {
+  if (!tiled_applies(a) || (a.M + BM - 1) / BM > 65535) return false;
+  constexpr int threads = (BM / TM) * (BN / TN);
+  constexpr int smem = STAGES * (BK * (BM + 4) + BK * BN) * int(sizeof(float));
+  auto* kernel = sgemm_tiled_kernel<BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>;
+  if (smem > 48 * 1024) {
+    // Once per process (the attribute is per function; fusec uses one device).
+    static const cudaError_t raised = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (raised != cudaSuccess) return false;
+  }
+  const dim3 grid((a.N + BN - 1) / BN, (a.M + BM - 1) / BM, SPLIT);
+  if (SPLIT == 1) {
+    kernel<<<grid, threads, smem, s>>>(a);
+    return true;
+  }
+  cudaLaunchAttribute cluster;
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 1, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = SPLIT;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = dim3(threads), cfg.dynamicSmemBytes = smem, cfg.stream = s;
+  cfg.attrs = &cluster, cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, a) == cudaSuccess;
+}
+
+bool launch_generic(const SgemmArgs& a, cudaStream_t s) {
+  if ((a.M + kGenTile - 1) / kGenTile > 65535) return false;
+  sgemm_generic_kernel<<<dim3((a.N + kGenTile - 1) / kGenTile, (a.M + kGenTile - 1) / kGenTile), 256, 0, s>>>(a);
+  return true;
+}
+
+struct Config {
+  const char* name;
+  bool (*launch)(const SgemmArgs&, cudaStream_t);
+};
+
+// name: CTA tile, per-thread tile, threads, CTAs per SM the registers are capped for. Measured
+// on H100 (scripts/lab/sgemm_lab.cu): 128x192 wins N = 3072 (256 CTAs, two full waves); its
+// split-K form wins N = 2304 (384 CTAs, 2.9 waves instead of 1.45) and N = 768 (128 CTAs
+// instead of 64). The others are for shapes where those leave too few CTAs.
+//                                                     BM   BN  BK TM  TN WR ST MIN SPLIT
+const Config kConfigs[] = {
+    {"128x192 t8x12 256thr", launch_tiled<128, 192, 16, 8, 12, 4, 3, 1>},
+    {"128x192 t8x12 256thr splitK2", launch_tiled<128, 192, 16, 8, 12, 4, 3, 1, 2>},
+    // Deeper rings for weights that stream from memory rather than L2 (as in a model).
+    {"128x192 t8x12 256thr 5st", launch_tiled<128, 192, 16, 8, 12, 4, 5, 1>},
+    {"128x192 t8x12 256thr 5st splitK2", launch_tiled<128, 192, 16, 8, 12, 4, 5, 1, 2>},
+    {"128x144 t8x12 192thr 2/SM", launch_tiled<128, 144, 16, 8, 12, 8, 3, 2>},
+    {"128x128 t8x8 256thr 2/SM", launch_tiled<128, 128, 16, 8, 8, 4, 3, 2>},
+    {"128x96 t4x12 256thr 2/SM", launch_tiled<128, 96, 16, 4, 12, 4, 3, 2>},
+    {"64x96 t4x8 192thr 3/SM", launch_tiled<64, 96, 16, 4, 8, 8, 4, 3>},
+    {"generic 64x64", launch_generic},
+};
+constexpr int kConfigCount = int(sizeof(kConfigs) / sizeof(kConfigs[0]));
+
+}  // namespace
+
+void sgemm_fill_random(float* p, int64_t n, uint32_t seed, cudaStream_t s) {
+  if (n <= 0) return;
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 4096);
+  fill_random_kernel<<<static_cast<unsigned>(blocks), 256, 0, s>>>(p, n, seed);
+}
+
+int sgemm_config_count() { return kConfigCount; }
+
+const char* sgemm_config_name(int config) { return config >= 0 && config < kConfigCount ? kConfigs[config].name : "?"; }
+
+bool launch_sgemm_f32(const SgemmArgs& a, int config, cudaStream_t s) {
+  if (config < 0 || config >= kConfigCount || a.M < 0 || a.N < 0 || a.K < 0) return false;
+  if (a.M == 0 || a.N == 0) return true;
+  return kConfigs[config].launch(a, s);
+}
+
+}  // namespace fusec::cuda
