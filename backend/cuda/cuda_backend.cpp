@@ -467,8 +467,10 @@ class Impl : public CudaExecutable {
     // Graph outputs: an ONNX-typed slot the host copies from.
     for (Value* v : g.outputs) {
       int s = layout_slot(v, false, slot_of);
-      const Slot& src = slots_[s];
-      bool produced_here = src.place == Slot::Place::Arena && src.dtype == src.onnx_dtype;
+      // By value: new_slot() below may grow slots_ (a reference here read freed memory, found by
+      // ASan on the GPU suite).
+      const DType src_dtype = slots_[s].dtype;
+      bool produced_here = slots_[s].place == Slot::Place::Arena && src_dtype == slots_[s].onnx_dtype;
       bool already_output = std::find(output_slots_.begin(), output_slots_.end(), s) != output_slots_.end();
       if (produced_here && !already_output) {
         slots_[s].pinned = true;
@@ -479,7 +481,7 @@ class Impl : public CudaExecutable {
       slots_[out].dtype = v->type.dtype;
       slots_[out].pinned = true;
       Step st;
-      st.kind = src.dtype == slots_[out].dtype ? Step::Kind::Copy : Step::Kind::Convert;
+      st.kind = src_dtype == slots_[out].dtype ? Step::Kind::Copy : Step::Kind::Convert;
       st.label = std::string(st.kind == Step::Kind::Copy ? "copy" : "convert") + " output '" + v->name + "'";
       st.in_slots = {s};
       st.out_slots = {out};
