@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Builds the SGEMM lab (scripts/lab/sgemm_lab.cu with scripts/lab/sgemm.cu; not part of fusec's
-# build) into build-sgemm/, for the H100 (sm_90). Also writes the kernels' register/spill report
+# Builds the SGEMM lab (scripts/lab/sgemm_lab.cu, which is not part of fusec's build, with fusec's
+# backend/cuda/sgemm.cu) into build-sgemm/, for the H100 (sm_90). Also writes the kernels' register/spill report
 # (ptxas.txt) so a config that spills shows before any device time is spent.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 mkdir -p build-sgemm
 nvcc=/usr/local/cuda/bin/nvcc
 flags=(-arch=sm_90 -O3 -std=c++17 -I.)
-$nvcc "${flags[@]}" -Xptxas -v -c scripts/lab/sgemm.cu -o build-sgemm/sgemm.o 2> build-sgemm/ptxas.txt
+$nvcc "${flags[@]}" -Xptxas -v -c backend/cuda/sgemm.cu -o build-sgemm/sgemm.o 2> build-sgemm/ptxas.txt
 $nvcc "${flags[@]}" -c scripts/lab/sgemm_lab.cu -o build-sgemm/sgemm_lab.o
 $nvcc -arch=sm_90 build-sgemm/sgemm.o build-sgemm/sgemm_lab.o -o build-sgemm/sgemm_lab \
   -L/usr/local/cuda/lib64 -Xlinker -rpath,/usr/local/cuda/lib64 -lcublasLt -lcublas

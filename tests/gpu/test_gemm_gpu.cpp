@@ -1,9 +1,12 @@
 // MatMul, Gemm and FusedMatMul on cuBLASLt against the CPU reference.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/tuning_cache.h"
 #include "gpu_test_util.h"
 
@@ -176,4 +179,49 @@ TEST(GpuFusedMatMul, ResidualAsC) {
         SCOPED_TRACE(std::string(precision_name(p)) + (batched ? " batched" : " linear") + " form " + std::to_string(form));
         expect_gpu_matches_cpu(c, p);
       }
+}
+
+// Our SGEMM route (FUSEC_SGEMM=force: taken wherever it applies, its configurations timed) for
+// strict-fp32 FusedMatMul in every epilogue form, at shapes that hit partial tiles, K tails and
+// (N not a multiple of 4) the generic configuration; the plan must say it runs.
+TEST(GpuSgemmRoute, EveryEpilogueAndEdgeShapeMatchesTheReference) {
+  FUSEC_REQUIRE_GPU();
+  ::setenv("FUSEC_SGEMM", "force", 1);
+  struct Shape { int64_t m, k, n; };
+  const Shape shapes[] = {{1, 1, 1}, {7, 13, 5}, {33, 64, 36}, {130, 257, 132}, {256, 768, 96}, {300, 40, 516}};
+  const char* acts[] = {"", "Relu", "Gelu"};
+  for (const Shape& sh : shapes)
+    for (int form = 0; form < 3; ++form)  // 0: no bias, 1: bias, 2: bias + residual
+      for (const char* act : acts) {
+        SCOPED_TRACE("m" + std::to_string(sh.m) + " k" + std::to_string(sh.k) + " n" + std::to_string(sh.n) + " form " +
+                     std::to_string(form) + " act '" + act + "'");
+        GraphBuilder b;
+        b.graph().opsets["ai.fusec"] = 1;
+        Value* x = b.input("x", DType::Float32, {Dim(sh.m), Dim(sh.k)});
+        std::vector<Value*> ins = {x, b.initializer("w", random_tensor(DType::Float32, {sh.k, sh.n}, 71))};
+        ins.push_back(form >= 1 ? b.initializer("bias", random_tensor(DType::Float32, {sh.n}, 72)) : nullptr);
+        Value* z = form == 2 ? b.input("z", DType::Float32, {Dim(sh.m), Dim(sh.n)}) : nullptr;
+        if (z) ins.push_back(z);
+        std::vector<NamedAttribute> attrs;
+        if (*act) attrs.push_back(attr("activation", std::string(act)));
+        b.output(b.node_n("FusedMatMul", ins, 1, attrs, "mm", "ai.fusec")[0]);
+        auto g = b.build();
+        std::vector<Tensor> inputs = {random_tensor(DType::Float32, {sh.m, sh.k}, 73)};
+        if (z) inputs.push_back(random_tensor(DType::Float32, {sh.m, sh.n}, 74));
+        cuda::CudaOptions o;
+        o.precision = Precision::FP32;
+        auto exe = cuda::CudaBackend(o).compile_cuda(*g);
+        auto out = exe->run(inputs);
+        bool own = false;
+        for (const auto& pl : exe->placement()) own = own || pl.kernel.find("fusec SGEMM") != std::string::npos;
+        EXPECT_TRUE(own) << "the SGEMM route was not taken";
+        auto ref = cpu::CpuBackend().compile(*g)->run(inputs);
+        double mx = 0, err = 0;
+        for (int64_t i = 0; i < ref[0].numel(); ++i) {
+          mx = std::max(mx, std::fabs(ref[0].as_double(i)));
+          err = std::max(err, std::fabs(out[0].as_double(i) - ref[0].as_double(i)));
+        }
+        EXPECT_LE(err, 1e-5 * std::max(mx, 1.0));
+      }
+  ::unsetenv("FUSEC_SGEMM");
 }

@@ -19,7 +19,7 @@
 // warps per SM) issues 90% FFMAs in its main loop; to fill the SMs with it, split-K 2 runs the
 // two K halves of a tile as a cluster of 2 CTAs and adds their partial sums through distributed
 // shared memory (no workspace, no atomics: deterministic).
-#include "scripts/lab/sgemm.cuh"
+#include "backend/cuda/sgemm.cuh"
 
 #include <cooperative_groups.h>
 
