@@ -70,14 +70,25 @@ void ConstantUploader::upload(const Tensor& host, void* dst, DType to, bool krsc
     FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return;
   }
-  if (staging_.size() < host.nbytes()) {
+  // A plain conversion goes in pieces of at most kStagingMax (BERT-base's 94 MB embedding table
+  // need not be staged whole); a permutation needs the whole filter (a few MB).
+  constexpr size_t kStagingMax = size_t{64} << 20;
+  const int64_t piece = krsc ? n : std::max<int64_t>(1, static_cast<int64_t>(kStagingMax / sizeof(float)));
+  const size_t staging_bytes = static_cast<size_t>(std::min(n, piece)) * sizeof(float);
+  if (staging_.size() < staging_bytes) {
     finish();  // the old staging buffer may still feed a conversion
-    staging_ = DeviceBuffer(host.nbytes(), "the weight upload staging buffer");
+    staging_ = DeviceBuffer(staging_bytes, "the weight upload staging buffer");
   }
-  FUSEC_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), host.raw(), host.nbytes(), cudaMemcpyHostToDevice, stream_));
   const int64_t C = krsc ? host.dims()[1] : 0, RS = krsc ? host.dims()[2] * host.dims()[3] : 0;
-  if (!launch_constant_from_f32(static_cast<const float*>(staging_.get()), dst, to, n, C, RS, stream_))
-    internal_error(std::string("no device conversion of a float32 constant to ") + dtype_name(to));
+  const size_t out_es = dtype_size(to);
+  for (int64_t at = 0; at < n; at += piece) {
+    const int64_t count = std::min(piece, n - at);
+    FUSEC_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), host.data<float>() + at, static_cast<size_t>(count) * sizeof(float),
+                                     cudaMemcpyHostToDevice, stream_));
+    if (!launch_constant_from_f32(static_cast<const float*>(staging_.get()), static_cast<char*>(dst) + at * out_es, to, count, C, RS,
+                                  stream_))
+      internal_error(std::string("no device conversion of a float32 constant to ") + dtype_name(to));
+  }
 }
 
 }  // namespace fusec::cuda

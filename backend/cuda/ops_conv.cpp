@@ -384,8 +384,6 @@ class ConvOp : public CudaOp {
     return true;
   }
 
-  /// The fastest candidate by timing the real launch, remembered in the tuning cache; false
-  /// (nothing changed) when tuning is off or there is no memory for the trial.
   /// The tuning-cache key of this conv: "launch" for a timed choice, "choice" for the heuristics'
   /// untimed one (remembered so that a warm build skips cuDNN's heuristics query, 7 ms per conv
   /// on the H100 with cuDNN 9). Empty when the descriptor cannot be read back.
@@ -409,6 +407,8 @@ class ConvOp : public CudaOp {
     return key;
   }
 
+  /// The fastest candidate by timing the real launch, remembered in the tuning cache; false
+  /// (nothing changed) when tuning is off or there is no memory for the trial.
   bool tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bool may_fuse) {
     TuningCache& cache = TuningCache::global();
     if (!cache.enabled() || cands.empty() || dt_ == DType::Float64 || !fused_desc_ready(may_fuse)) return false;

@@ -107,3 +107,19 @@ TEST(GpuConstantUpload, NonFloat32SourcesConvertOnTheHost) {
   FUSEC_CUDA_CHECK(cudaMemcpy(back, di.get(), 24, cudaMemcpyDeviceToHost));
   for (int i = 0; i < 3; ++i) EXPECT_EQ(back[i], ints.data<int64_t>()[i]);
 }
+
+TEST(GpuConstantUpload, LargeConstantsGoInPieces) {
+  FUSEC_REQUIRE_GPU();
+  cuda::Context ctx;
+  // Past the 64 MiB staging piece (16 Mi floats): three pieces, the last one short.
+  const int64_t n = (int64_t{1} << 25) + 12345;
+  Tensor t(DType::Float32, {n});
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(i % 4099) * 0.25f - 500.0f;
+  cuda::DeviceBuffer d(n * 2, "test");
+  cuda::ConstantUploader up(ctx.stream());
+  up.upload(t, d.get(), DType::Float16);
+  up.finish();
+  auto got = download16(d, n);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], float_to_half(p[i])) << "element " << i;
+}
