@@ -12,6 +12,7 @@
 #               16 fp16, with --counters and --compare-unfused; summaries and reports under $OUT
 #   fp32        fusec bench of the exported ResNet-50 and BERT-base at batch 16, strict fp32, once per
 #               environment setting in FP32_VARIANTS, each with a fresh tuning cache (A/B of a route)
+#   asan        the GPU suite built with AddressSanitizer (scripts/gpu_asan_bundle.sh), cold and warm tuning cache
 #   buildtrace  FUSEC_BUILD_TRACE=1 engine builds (cold, then warm) of TRACE_RUNS ("resnet50:fp16 bert:fp32")
 #   micro       single-kernel timings at BERT-base's shapes (scripts/make_microbench_models.py), fp32,
 #               once per environment setting in MICRO_VARIANTS (e.g. "FUSEC_CUDNN_SDPA=0 X=1")
@@ -109,6 +110,21 @@ for s in "${@:-tests}"; do
           rm -rf "$cache"
         done
       done ;;
+    asan)
+      # The GPU suite built with AddressSanitizer (scripts/gpu_asan_bundle.sh; carry build-asan-bundle),
+      # run twice with one tuning cache of its own: cold, then warm.
+      step "asan"
+      mkdir -p /tmp/fusec-asan && tar -C /tmp/fusec-asan -xzf build-asan-bundle/asan.tar.gz || { echo "gpu_check: no build-asan-bundle/asan.tar.gz"; exit 2; }
+      cache=$(mktemp -d)
+      for pass in cold warm; do
+        env LD_LIBRARY_PATH=/tmp/fusec-asan/lib:$LD_LIBRARY_PATH ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:halt_on_error=1 \
+          FUSEC_TUNING_CACHE=$cache/tuning.json /tmp/fusec-asan/bin/fusec_gpu_tests --gtest_brief=1 \
+          --gtest_filter="${ASAN_FILTER:-*}" > "$out/asan_$pass.log" 2>&1; rc=$?
+        echo "--- $pass: rc $rc, $(grep -c 'ERROR: AddressSanitizer' "$out/asan_$pass.log") reports; $(grep -E '^\[  (PASSED|FAILED) ' "$out/asan_$pass.log" | tr '\n' ' ')"
+        grep -A12 "ERROR: AddressSanitizer" "$out/asan_$pass.log" | head -30
+        [ $rc = 0 ] || status=1
+      done
+      rm -rf "$cache" ;;
     buildtrace)
       # Where an engine build's time goes (FUSEC_BUILD_TRACE=1): the exported models at batch 16,
       # once with empty tuning/NVRTC caches and once warm, as bench_peers.py times a build.
