@@ -92,9 +92,6 @@ int main() {
     float best = -1;
     std::string best_name;
     int built = 0;
-    cudaEvent_t a0, a1;
-    CK(cudaEventCreate(&a0));
-    CK(cudaEventCreate(&a1));
     for (int64_t i = 0; i < n; ++i) {
       int64_t ws = 0;
       if (g->get_workspace_size_plan_at_index(i, ws).is_bad() || ws > (int64_t(512) << 20)) continue;
@@ -106,17 +103,7 @@ int main() {
         continue;
       }
       ++built;
-      float plan_best = -1;
-      for (int round = 0; round < 3; ++round) {
-        CK(cudaEventRecord(a0, s));
-        for (int r = 0; r < 10; ++r) (void)g->execute_plan_at_index(h, pack, wsp, i);
-        CK(cudaEventRecord(a1, s));
-        CK(cudaEventSynchronize(a1));
-        float ms = 0;
-        CK(cudaEventElapsedTime(&ms, a0, a1));
-        ms /= 10;
-        if (plan_best < 0 || ms < plan_best) plan_best = ms;
-      }
+      const float plan_best = fastest(round_times([&] { (void)g->execute_plan_at_index(h, pack, wsp, i); }, s, 3, 10));
       if (best < 0 || plan_best < best) {
         best = plan_best;
         (void)g->get_plan_name_at_index(i, best_name);

@@ -74,25 +74,9 @@ struct Buf {
 
 template <class F>
 float time_ms(F&& f, cudaStream_t s) {
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
   if (!f() || !f()) return -1;  // warm (and unsupported: -1)
   CK(cudaStreamSynchronize(s));
-  float best = -1;
-  for (int round = 0; round < 3; ++round) {
-    CK(cudaEventRecord(a, s));
-    for (int i = 0; i < 10; ++i) f();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    ms /= 10;
-    if (best < 0 || ms < best) best = ms;
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return best;
+  return fastest(round_times(f, s, 3, 10));
 }
 
 /// Best cuDNN time in one layout: every deterministic FMA algorithm, fused call when it works.

@@ -133,22 +133,8 @@ float time_ms(const std::function<bool()>& f, cudaStream_t s) {
     if (!f()) return -1;
   CK(cudaStreamSynchronize(s));
   CK(cudaGetLastError());
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> rounds;
-  for (int r = 0; r < 7; ++r) {
-    CK(cudaEventRecord(a, s));
-    for (int i = 0; i < 20; ++i) f();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    rounds.push_back(ms / 20);
-  }
+  std::vector<float> rounds = round_times(f, s, 7, 20);
   CK(cudaGetLastError());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
   std::sort(rounds.begin(), rounds.end());
   return rounds[rounds.size() / 2];
 }
