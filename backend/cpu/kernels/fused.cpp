@@ -79,20 +79,22 @@ void require_f32(const KernelContext& ctx, const Tensor& t) {
   if (t.dtype() != DType::Float32) ctx.fail(std::string("unsupported data type ") + dtype_name(t.dtype()));
 }
 
+/// y += Z, FusedConv's and FusedMatMul's residual (the output's shape).
+void add_residual(KernelContext& ctx, const Tensor& z, Tensor& y) {
+  if (z.dims() != y.dims()) ctx.fail("the residual Z has shape " + dims_str(z.dims()) + ", the output " + dims_str(y.dims()));
+  const float* zp = z.data<float>();
+  float* yp = y.data<float>();
+  parallel_for(y.numel(), 16384, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) yp[i] += zp[i];
+  });
+}
+
 void fused_conv(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, fused_conv);
   Tensor& y = ctx.output(0);
   require_f32(ctx, y);
   run_standard("Conv", ctx, 3, &y);
-  if (ctx.has_input(3)) {
-    const Tensor& z = ctx.input(3);
-    if (z.dims() != y.dims()) ctx.fail("residual shape " + dims_str(z.dims()) + " differs from " + dims_str(y.dims()));
-    const float* zp = z.data<float>();
-    float* yp = y.data<float>();
-    parallel_for(y.numel(), 16384, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) yp[i] += zp[i];
-    });
-  }
+  if (ctx.has_input(3)) add_residual(ctx, ctx.input(3), y);
   apply_activation(ctx, y);
 }
 
@@ -112,15 +114,7 @@ void fused_matmul(KernelContext& ctx) {
         for (int64_t j = 0; j < n; ++j) yp[r * n + j] += bp[j];
     });
   }
-  if (ctx.has_input(3)) {  // the residual, after the bias as FusedConv's: act(A·B + bias + Z)
-    const Tensor& z = ctx.input(3);
-    if (z.dims() != y.dims()) ctx.fail("the residual Z has shape " + dims_str(z.dims()) + ", the output " + dims_str(y.dims()));
-    const float* zp = z.data<float>();
-    float* yp = y.data<float>();
-    parallel_for(y.numel(), 16384, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) yp[i] += zp[i];
-    });
-  }
+  if (ctx.has_input(3)) add_residual(ctx, ctx.input(3), y);  // after the bias, as FusedConv: act(A·B + bias + Z)
   apply_activation(ctx, y);
 }
 
