@@ -280,16 +280,15 @@ class GemmOp : public CudaOp {
     for (const auto& b : Bs) have_b = have_b && b->p;
     if (!A.p || !have_b || !C.p || !D.p || !bias.p || (ws && !wsb.p)) return 0;
     cudaStream_t stream = ctx.stream();
-    // Not zeros: the tensor cores' timing depends on the data they see.
-    for (auto [p, n] : {std::pair{A.p, a_bytes}, {C.p, c_bytes}, {bias.p, static_cast<size_t>(s_.n) * es}})
-      FUSEC_CUDA_CHECK(cudaMemsetAsync(p, 0x3C, n, stream));
-    for (const auto& b : Bs) FUSEC_CUDA_CHECK(cudaMemsetAsync(b->p, 0x3C, b_bytes, stream));
-    if (own_ok_) {  // fp32 here: random values, so that the activation inside our SGEMM costs what it will
-      uint32_t seed = 1;
-      for (auto [p, n] : {std::pair{A.p, a_bytes}, {C.p, c_bytes}, {bias.p, static_cast<size_t>(s_.n) * es}})
-        sgemm_fill_random(static_cast<float*>(p), static_cast<int64_t>(n / sizeof(float)), seed++, stream);
-      for (const auto& b : Bs) sgemm_fill_random(static_cast<float*>(b->p), static_cast<int64_t>(b_bytes / sizeof(float)), seed++, stream);
-    }
+    // Not zeros: the tensor cores' timing depends on the data they see. Where our SGEMM competes
+    // (fp32), random values, so that the activation inside it costs what it will in the model.
+    uint32_t seed = 1;
+    auto fill = [&](void* p, size_t n) {
+      if (own_ok_) sgemm_fill_random(static_cast<float*>(p), static_cast<int64_t>(n / sizeof(float)), seed++, stream);
+      else FUSEC_CUDA_CHECK(cudaMemsetAsync(p, 0x3C, n, stream));
+    };
+    for (auto [p, n] : {std::pair{A.p, a_bytes}, {C.p, c_bytes}, {bias.p, static_cast<size_t>(s_.n) * es}}) fill(p, n);
+    for (const auto& b : Bs) fill(b->p, b_bytes);
     int turn = 0;  // the next weight copy
     auto next_b = [&] { return Bs[turn++ % copies]->p; };
     if (has_bias_) LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias.p, sizeof(bias.p)));
