@@ -25,6 +25,7 @@ __device__ __forceinline__ float apply(float x, ActParams a) {
 template <typename T>
 __global__ void epilogue_kernel(T* __restrict__ y, const T* __restrict__ z, const T* __restrict__ bias,
                                 int64_t channels, int64_t inner, int64_t n, ActParams a) {
+  pdl_wait_then_release();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     float v = to_compute(y[i]);
     // Same order as the reference: conv + bias first, then the residual, then the activation.
@@ -47,6 +48,7 @@ struct alignas(sizeof(T) * V) Pack {
 template <typename T, int V>
 __global__ void epilogue_pack_kernel(T* __restrict__ y, const T* __restrict__ z, const T* __restrict__ bias,
                                      uint32_t channels, uint32_t inner, uint32_t packs, ActParams a) {
+  pdl_wait_then_release();
   for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
     const uint32_t i = p * V;
     Pack<T, V> yv = reinterpret_cast<const Pack<T, V>*>(y)[p];
@@ -98,15 +100,13 @@ bool launch_epilogue(void* y, const void* z, DType t, int64_t n, ActParams act, 
                                       ((inner == 1 && channels % V == 0) || inner % V == 0)));
     if (packs_fit) {
       const int64_t packs = n / V;
-      epilogue_pack_kernel<T, V><<<grid_for(packs), kBlock, 0, s>>>(
-          static_cast<T*>(y), static_cast<const T*>(z), static_cast<const T*>(bias), static_cast<uint32_t>(channels),
-          static_cast<uint32_t>(inner), static_cast<uint32_t>(packs), act);
-      check_launch("epilogue_pack_kernel");
+      launch_pdl("epilogue_pack_kernel", epilogue_pack_kernel<T, V>, dim3(grid_for(packs)), dim3(kBlock), 0, s,
+                 static_cast<T*>(y), static_cast<const T*>(z), static_cast<const T*>(bias), static_cast<uint32_t>(channels),
+                 static_cast<uint32_t>(inner), static_cast<uint32_t>(packs), act);
       return;
     }
-    epilogue_kernel<T><<<grid_for(n), kBlock, 0, s>>>(static_cast<T*>(y), static_cast<const T*>(z),
-                                                      static_cast<const T*>(bias), channels, inner, n, act);
-    check_launch("epilogue_kernel");
+    launch_pdl("epilogue_kernel", epilogue_kernel<T>, dim3(grid_for(n)), dim3(kBlock), 0, s, static_cast<T*>(y),
+               static_cast<const T*>(z), static_cast<const T*>(bias), channels, inner, n, act);
   });
 }
 

@@ -78,6 +78,7 @@ __device__ __forceinline__ void store_stat(void* p, DType t, int64_t i, float v)
 /// thread holds K chunks of V values, chunk c = threadIdx.x + k * blockDim.x.
 template <typename T, int V, int K>
 __global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
+  pdl_wait_then_release();
   __shared__ float smem[32];
   const int64_t row = blockIdx.x * int64_t(blockDim.y) + threadIdx.y;
   if (row >= a.rows) return;  // a whole warp (warp rows) or the whole block (block rows)
@@ -293,23 +294,24 @@ void launch_vk(const RowCfg& c, const RowNormArgs& a, cudaStream_t s) {
   // Every k choose() makes has a kernel; one without would leave the output unwritten.
   const bool have = c.k <= 4 || (V * 8 <= kRowRegs && (c.k == 6 || c.k == 8)) || (V * 16 <= kRowRegs && c.k == 16);
   if (!have) internal_error("row norm: no kernel for " + std::to_string(c.k) + " vectors of " + std::to_string(V) + " per thread");
+  void (*kernel)(RowNormArgs) = nullptr;
   switch (c.k) {
-    case 1: row_norm_kernel<T, V, 1><<<grid, block, 0, s>>>(a); break;
-    case 2: row_norm_kernel<T, V, 2><<<grid, block, 0, s>>>(a); break;
-    case 3: row_norm_kernel<T, V, 3><<<grid, block, 0, s>>>(a); break;
-    case 4: row_norm_kernel<T, V, 4><<<grid, block, 0, s>>>(a); break;
+    case 1: kernel = row_norm_kernel<T, V, 1>; break;
+    case 2: kernel = row_norm_kernel<T, V, 2>; break;
+    case 3: kernel = row_norm_kernel<T, V, 3>; break;
+    case 4: kernel = row_norm_kernel<T, V, 4>; break;
     default:
       if constexpr (V * 8 <= kRowRegs) {
-        if (c.k == 6) row_norm_kernel<T, V, 6><<<grid, block, 0, s>>>(a);
-        else if (c.k == 8) row_norm_kernel<T, V, 8><<<grid, block, 0, s>>>(a);
+        if (c.k == 6) kernel = row_norm_kernel<T, V, 6>;
+        else if (c.k == 8) kernel = row_norm_kernel<T, V, 8>;
       }
       // Scalar rows (odd widths) keep up to 16 values a thread.
       if constexpr (V * 16 <= kRowRegs) {
-        if (c.k == 16) row_norm_kernel<T, V, 16><<<grid, block, 0, s>>>(a);
+        if (c.k == 16) kernel = row_norm_kernel<T, V, 16>;
       }
       break;
   }
-  check_launch("row_norm_kernel");
+  launch_pdl("row_norm_kernel", kernel, dim3(grid), block, 0, s, a);
 }
 
 template <typename T>

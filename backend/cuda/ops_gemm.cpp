@@ -54,10 +54,11 @@ class GemmOp : public CudaOp {
         b_is_weight_(b_is_weight), act_(act), what_(std::move(what)) {
     handle_ = ctx.cublaslt();
     // Strict fp32 plain products can also run on our own SGEMM (sgemm.cuh), with the whole
-    // FusedMatMul epilogue inside, erf-GELU included; under FUSEC_SGEMM=1 the tuner times it
-    // beside cuBLASLt. Off by default: alone it beat cuBLASLt by 2-4% on three of BERT-base's four
-    // GEMMs, timed as the model runs them (cold weights, random data) it won none that mattered,
-    // and the model measured the same with it (H100, 2026-11-25; docs/results/lab_sgemm_*).
+    // FusedMatMul epilogue inside, erf-GELU included; the tuner times it beside cuBLASLt
+    // (FUSEC_SGEMM=0 leaves it out). Its 64x128 split-K configuration takes BERT-base's QKV
+    // projection, where cuBLASLt's whole configuration space tops out at 40.5 TFLOP/s: 0.1707 ms
+    // against 0.1774 timed as the model runs it, and the model 8.68-8.73 -> 8.63 ms (H100,
+    // 2026-11-25; docs/results/lab_sgemm_fp32_*, lab_lt_search_*).
     own_ok_ = dt == DType::Float32 && !tf32 && s_.batch == 1 && s_.loop_a.empty() && !s_.trans_a && !s_.trans_b &&
               alpha == 1.0f && (!has_c_ || beta == 1.0f) && s_.m <= INT32_MAX && s_.n <= INT32_MAX && s_.k <= INT32_MAX &&
               (act.act == Act::None || act.act == Act::Relu || act.act == Act::Gelu) && own_mode() != OwnMode::Off;
@@ -192,13 +193,14 @@ class GemmOp : public CudaOp {
   static constexpr int kCandidates = 8;
   static constexpr int kOwnPick = 1000;  // choose(): kOwnPick + i is our SGEMM's configuration i
   enum class OwnMode { Off, Tune, Force };
-  /// FUSEC_SGEMM=1 times our SGEMM beside cuBLASLt, =force takes it untimed against cuBLASLt
-  /// (its own configurations still timed) wherever it applies; unset or anything else leaves it out.
+  /// By default (or FUSEC_SGEMM=1) the tuner times our SGEMM beside cuBLASLt; FUSEC_SGEMM=force
+  /// takes it untimed against cuBLASLt (its own configurations still timed) wherever it applies;
+  /// FUSEC_SGEMM=0 leaves it out.
   static OwnMode own_mode() {
     const char* e = std::getenv("FUSEC_SGEMM");
-    if (e && std::string(e) == "1") return OwnMode::Tune;
+    if (e && std::string(e) == "0") return OwnMode::Off;
     if (e && std::string(e) == "force") return OwnMode::Force;
-    return OwnMode::Off;
+    return OwnMode::Tune;
   }
 
   SgemmArgs own_args(const void* A, const void* B, const void* bias, const void* C, void* Y) const {

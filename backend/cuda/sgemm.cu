@@ -356,9 +356,12 @@ struct Config {
 };
 
 // name: CTA tile, per-thread tile, threads, CTAs per SM the registers are capped for. Measured
-// on H100 (scripts/lab/sgemm_lab.cu): 128x192 wins N = 3072 (256 CTAs, two full waves); its
-// split-K form wins N = 2304 (384 CTAs, 2.9 waves instead of 1.45) and N = 768 (128 CTAs
-// instead of 64). The others are for shapes where those leave too few CTAs.
+// on H100 (scripts/lab/sgemm_lab.cu; docs/results/lab_sgemm_fp32_h100_2026-11-25*.txt):
+// BERT-base's QKV (N = 2304) goes to 64x128 split-K (the tile cuBLASLt picks for FFN1, two CTAs
+// of 4 warps per SM, so that one CTA's barrier wait is the other's issue slot; split over K: 1152
+// CTAs): 0.1692 ms against cuBLASLt's best 0.1798. 128x192 split-K runs N = 768 (128 CTAs instead
+// of 64) level with cuBLASLt. The others are for shapes where those leave too few CTAs; 3 CTAs of
+// 64x128 per SM, a 32-deep K slice, 64x64 tiles at 4 per SM and 128x144 (which spills) won none.
 //                                                     BM   BN  BK TM  TN WR ST MIN SPLIT
 const Config kConfigs[] = {
     {"128x192 t8x12 256thr", launch_tiled<128, 192, 16, 8, 12, 4, 3, 1>},
@@ -366,7 +369,8 @@ const Config kConfigs[] = {
     // Deeper rings for weights that stream from memory rather than L2 (as in a model).
     {"128x192 t8x12 256thr 5st", launch_tiled<128, 192, 16, 8, 12, 4, 5, 1>},
     {"128x192 t8x12 256thr 5st splitK2", launch_tiled<128, 192, 16, 8, 12, 4, 5, 1, 2>},
-    {"128x144 t8x12 192thr 2/SM", launch_tiled<128, 144, 16, 8, 12, 8, 3, 2>},
+    {"64x128 t8x8 128thr 2/SM", launch_tiled<64, 128, 16, 8, 8, 4, 4, 2>},
+    {"64x128 t8x8 128thr 2/SM splitK2", launch_tiled<64, 128, 16, 8, 8, 4, 4, 2, 2>},
     {"128x128 t8x8 256thr 2/SM", launch_tiled<128, 128, 16, 8, 8, 4, 3, 2>},
     {"128x96 t4x12 256thr 2/SM", launch_tiled<128, 96, 16, 4, 12, 4, 3, 2>},
     {"64x96 t4x8 192thr 3/SM", launch_tiled<64, 96, 16, 4, 8, 8, 4, 3>},

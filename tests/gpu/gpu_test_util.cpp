@@ -62,6 +62,9 @@ std::unique_ptr<Graph> build_case(const OpCase& c, std::vector<Tensor>* feeds) {
   return b.build();
 }
 
+
+}  // namespace
+
 void compare(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
   ASSERT_EQ(got.dtype(), want.dtype()) << what;
   ASSERT_EQ(got.dims(), want.dims()) << what;
@@ -96,8 +99,6 @@ void compare(const Tensor& got, const Tensor& want, double tol, const std::strin
         ADD_FAILURE() << what << " element " << i << ": got " << got.as_int64(i) << ", want " << want.as_int64(i);
   }
 }
-
-}  // namespace
 
 void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol, bool require_gpu_kernel) {
   if (tol < 0) tol = default_tolerance(p);

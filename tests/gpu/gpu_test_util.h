@@ -43,6 +43,9 @@ double default_tolerance(Precision p);
 /// GPU rather than through the CPU fallback.
 void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol = -1, bool require_gpu_kernel = true);
 
+/// Expects `got` within `tol` of `want` relative to max|want| (exact for integers and bools).
+void compare(const Tensor& got, const Tensor& want, double tol, const std::string& what);
+
 /// Same for a whole graph (already built; shapes must be bindable from the inputs).
 void expect_graph_gpu_matches_cpu(const Graph& g, const std::vector<Tensor>& inputs, Precision p,
                                   double tol = -1, bool cuda_graph = true);

@@ -87,6 +87,41 @@ TEST(CudaBackend, GraphReplayEqualsStreamExecution) {
   for (size_t i = 0; i < again.size(); ++i) EXPECT_TRUE(again[i].bytes_equal(ref[i]));
 }
 
+// Programmatic dependent launches (common.cuh launch_pdl): in optimized BERT at strict fp32 the
+// LayerNormalizations and the GELU pass after cuBLASLt's FFN1 are kernels that may be scheduled
+// before their predecessor ends and wait for it on the GPU. A missing wait is a race: replays
+// would differ from each other or from the CPU. Batch 8 gives the GEMMs several waves of CTAs.
+// Once with cuBLASLt's GEMMs (the GELU pass runs), once with our SGEMM forced (GELU inside it).
+TEST(CudaBackend, DependentLaunchChainsReplayLikeTheReference) {
+  FUSEC_REQUIRE_GPU();
+  for (const char* sgemm : {"0", "force"}) {
+    SCOPED_TRACE(std::string("FUSEC_SGEMM=") + sgemm);
+    ::setenv("FUSEC_SGEMM", sgemm, 1);
+    auto g = load("bert_small.onnx", 8);
+    optimize_graph(*g, PipelineOptions{});
+    auto ins = random_inputs(*g, 11);
+    cuda::CudaOptions o;
+    o.precision = Precision::FP32;
+    auto exe = cuda::CudaBackend(o).compile_cuda(*g);
+    ::unsetenv("FUSEC_SGEMM");
+    bool own = false;
+    for (const auto& pl : exe->placement()) own = own || pl.kernel.find("fusec SGEMM") != std::string::npos;
+    EXPECT_EQ(own, std::string(sgemm) == "force") << "the SGEMM route";
+    auto want = cpu::CpuBackend().compile(*g)->run(ins);
+    std::vector<Tensor> first;
+    for (int run = 0; run < 12; ++run) {  // run 0 streams, the others replay the graph
+      auto got = exe->run(ins);
+      ASSERT_EQ(got.size(), want.size());
+      if (run == 1) first = got;
+      for (size_t i = 0; i < got.size(); ++i) {
+        compare(got[i], want[i], 1e-4, "output " + std::to_string(i) + " run " + std::to_string(run));
+        if (run > 1) EXPECT_TRUE(got[i].bytes_equal(first[i])) << "replay " << run << " differs from the first";
+      }
+    }
+    EXPECT_EQ(exe->graph_status(), "on");
+  }
+}
+
 TEST(CudaBackend, CpuFallbackNodeInTheMiddle) {
   FUSEC_REQUIRE_GPU();
   // Einsum has no CUDA kernel: it runs on the CPU between two GPU nodes, through the storage
