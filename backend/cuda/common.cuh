@@ -81,7 +81,7 @@ inline void check_launch(const char* kernel) {
 // every kernel launched with launch_pdl calls pdl_wait_then_release before it touches global
 // memory (a no-op in a kernel launched the ordinary way). FUSEC_PDL=0 launches them the ordinary way.
 // Only the short memory-bound kernels use it (row normalizations, the activation epilogue): the
-// seed MLP at strict fp32 went 0.498 -> 0.475 ms with it. Given to our SGEMM and the fp32 attention
+// seed MLP at strict fp32 went 0.497 -> 0.474 ms with it. Given to our SGEMM and the fp32 attention
 // kernel as well, BERT-base went 8.66-8.71 -> 8.75-8.77 ms: those kernels ran 3-10% longer from
 // their predecessor's end (H100, 2026-11-25, profile traces).
 
@@ -102,33 +102,17 @@ inline bool pdl_enabled() {
   return on;
 }
 
-/// kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent launch (see above), with
-/// an optional cluster shape; the launch's error code.
-template <typename... P, typename... A>
-cudaError_t try_launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, dim3 cluster,
-                           A&&... args) {
-  cudaLaunchAttribute attrs[2];
-  unsigned n = 0;
-  if (pdl_enabled()) {
-    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[n].val.programmaticStreamSerializationAllowed = 1;
-    ++n;
-  }
-  if (cluster.x * cluster.y * cluster.z > 1) {
-    attrs[n].id = cudaLaunchAttributeClusterDimension;
-    attrs[n].val.clusterDim.x = cluster.x, attrs[n].val.clusterDim.y = cluster.y, attrs[n].val.clusterDim.z = cluster.z;
-    ++n;
-  }
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
-  cfg.attrs = attrs, cfg.numAttrs = n;
-  return cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
-}
-
-/// try_launch_pdl without a cluster; throws on a refused launch, naming `what`.
+/// kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent launch (see above);
+/// throws on a refused launch, naming `what`.
 template <typename... P, typename... A>
 void launch_pdl(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
-  const cudaError_t err = try_launch_pdl(kernel, grid, block, smem, s, dim3(1, 1, 1), std::forward<A>(args)...);
+  cudaLaunchAttribute pdl;
+  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
+  cfg.attrs = &pdl, cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
   if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), what, __FILE__, __LINE__);
 }
 

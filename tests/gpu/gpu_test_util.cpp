@@ -62,7 +62,6 @@ std::unique_ptr<Graph> build_case(const OpCase& c, std::vector<Tensor>* feeds) {
   return b.build();
 }
 
-
 }  // namespace
 
 void compare(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
