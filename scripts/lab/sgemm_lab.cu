@@ -15,7 +15,9 @@
 //   build-sgemm/sgemm_lab [--edge-only]          (on the GPU machine; --edge-only for
 //                                                 compute-sanitizer runs)
 //   build-sgemm/sgemm_lab --profile SHAPE CAND   (for ncu: runs one candidate 3 times, nothing
-//                                                 else; SHAPE 0-3, CAND a config id or "lt")
+//                                                 else; SHAPE 0-3, CAND a config id, "lt" or
+//                                                 "lt:I", the heuristic's I-th algorithm;
+//                                                 scripts/lab/ncu_sgemm.sh compares two)
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -251,7 +253,9 @@ int main(int argc, char** argv) {
   const bool edge_only = argc > 1 && std::strcmp(argv[1], "--edge-only") == 0;
   const bool profile = argc > 3 && std::strcmp(argv[1], "--profile") == 0;
   const int profile_shape = profile ? std::atoi(argv[2]) : -1;
-  const int profile_cand = profile && std::strcmp(argv[3], "lt") != 0 ? std::atoi(argv[3]) : -1;
+  const bool profile_lt = profile && std::strncmp(argv[3], "lt", 2) == 0;
+  const int profile_cand = profile && !profile_lt ? std::atoi(argv[3]) : -1;
+  const int profile_lt_algo = profile_lt && argv[3][2] == ':' ? std::atoi(argv[3] + 3) : 0;
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("# %s, %d SMs, cuBLASLt %zu, strict fp32 (FFMA, no TF32)\n", prop.name, prop.multiProcessorCount,
@@ -299,10 +303,15 @@ int main(int argc, char** argv) {
       SgemmArgs a;
       a.M = p.M, a.N = p.N, a.K = p.K, a.A = x.p, a.lda = p.lda, a.B = w.p, a.ldb = p.ldb;
       a.bias = b.p, a.residual = res, a.ldr = p.ldr, a.C = y.p, a.ldc = p.ldc, a.act = sh.act;
+      if (profile_cand < 0 && (profile_lt_algo < 0 || profile_lt_algo >= g.found)) {
+        std::fprintf(stderr, "lab: the heuristic lists %d algorithms for %s\n", g.found, sh.name);
+        return 1;
+      }
       for (int i = 0; i < 3; ++i)
-        CK(profile_cand < 0 ? !g.run(lt, 0, x.p, w.p, res, y.p, ws, s) : !fusec::cuda::launch_sgemm_f32(a, profile_cand, s));
+        CK(profile_cand < 0 ? !g.run(lt, profile_lt_algo, x.p, w.p, res, y.p, ws, s) : !fusec::cuda::launch_sgemm_f32(a, profile_cand, s));
       CK(cudaStreamSynchronize(s));
-      std::printf("profiled %s with %s\n", sh.name, profile_cand < 0 ? "lt algo 0" : fusec::cuda::sgemm_config_name(profile_cand));
+      if (profile_cand < 0) std::printf("profiled %s with lt algo %d\n", sh.name, profile_lt_algo);
+      else std::printf("profiled %s with %s\n", sh.name, fusec::cuda::sgemm_config_name(profile_cand));
       return 0;
     }
     // cuBLASLt: time each of the heuristic's algorithms, keep the best.
