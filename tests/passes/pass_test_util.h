@@ -1,5 +1,6 @@
-// Helpers shared by the pass tests: run one pass (checking a second run changes nothing), count
-// ops, find a node, deterministic data.
+// Helpers shared by the pass tests: run one pass (checking a second run changes nothing) or one
+// pass through the pipeline driver, count ops, find a node, deterministic data, and the checks
+// every pass test makes: same numbers, graph unchanged, a near-miss given.
 #pragma once
 #include <memory>
 #include <string>
@@ -8,6 +9,8 @@
 #include "ir/graph.h"
 #include "passes/infer_shapes.h"
 #include "passes/pass.h"
+#include "passes/pipeline.h"
+#include "passes/verify.h"
 #include "test_util.h"
 
 namespace fusec::test {
@@ -17,6 +20,20 @@ inline int count(const Graph& g, const std::string& op, const std::string& domai
   int n = 0;
   for (const auto& node : g.nodes()) n += node->op_type == op && node->domain == domain;
   return n;
+}
+
+/// Nodes of op type `op` in any domain.
+inline int count_any_domain(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op_type == op;
+  return n;
+}
+
+/// The node named `name`, or nullptr.
+inline const Node* node_named(const Graph& g, const std::string& name) {
+  for (const auto& n : g.nodes())
+    if (n->name == name) return n.get();
+  return nullptr;
 }
 
 /// The first node of op type `op` (any domain), or nullptr.
@@ -55,6 +72,55 @@ Outcome run_one_pass(std::unique_ptr<Graph> g, PassOptions opts = {}) {
   EXPECT_FALSE(pass.run(*g, again)) << "not idempotent";
   o.optimized = std::move(g);
   return o;
+}
+
+/// Runs the pass named `pass` alone through the pipeline driver (to a fixed point), as
+/// `fusec optimize` would with only that pass.
+struct PipelineOutcome {
+  std::unique_ptr<Graph> original, optimized;
+  OptimizeResult opt;
+};
+
+inline PipelineOutcome run_through_pipeline(std::unique_ptr<Graph> g, const std::string& pass, bool portable = false) {
+  infer_shapes(*g);
+  PipelineOutcome r;
+  r.original = g->clone();
+  PipelineOptions po;
+  po.only = {pass};
+  po.pass.portable = portable;
+  r.opt = optimize_graph(*g, po);
+  r.optimized = std::move(g);
+  return r;
+}
+
+/// Every output of `optimized` within 1e-4 relative / 1e-5 absolute of `original` on seeded
+/// random inputs (two runs).
+inline void expect_same_numbers(const Graph& original, const Graph& optimized, uint64_t seed) {
+  VerifyResult v = verify_equivalence(original, optimized, 2, seed, {1e-4, 1e-5});
+  for (const auto& o : v.outputs) EXPECT_TRUE(o.ok) << o.name << ": max abs " << o.max_abs << " " << o.problem;
+  EXPECT_TRUE(v.ok);
+}
+
+inline void expect_unchanged(const Graph& original, const Graph& optimized) {
+  EXPECT_EQ(graph_difference(original, optimized), "");
+}
+
+/// The near-miss of `pass` whose what or reason mentions `needle`, or nullptr.
+inline const NearMiss* find_near_miss(const std::vector<NearMiss>& all, const std::string& pass,
+                                      const std::string& needle) {
+  for (const auto& m : all)
+    if (m.pass == pass && (m.what + " | " + m.reason).find(needle) != std::string::npos) return &m;
+  return nullptr;
+}
+
+/// Not rewritten: the graph is bit-for-bit the same and a near-miss of `pass` gives `reason`.
+inline void expect_near_miss(const Outcome& o, const std::string& pass, const std::string& reason) {
+  EXPECT_FALSE(o.changed);
+  expect_unchanged(*o.original, *o.optimized);
+  std::string all;
+  for (const auto& m : o.ctx.near_misses) all += "\n  " + m.what + ": " + m.reason;
+  EXPECT_NE(find_near_miss(o.ctx.near_misses, pass, reason), nullptr)
+      << "no near-miss mentioning '" << reason << "'; got:" << all;
 }
 
 }  // namespace fusec::test

@@ -10,7 +10,7 @@
 #include "passes/pattern.h"
 #include "passes/pipeline.h"
 #include "passes/verify.h"
-#include "test_util.h"
+#include "pass_test_util.h"
 
 using namespace fusec;
 using namespace fusec::test;
@@ -60,68 +60,31 @@ Value* add_conv(GraphBuilder& b, Value* x, const ConvSpec& s, const std::string&
   return b.node("Conv", ins, {attr("group", s.group), attr("kernel_shape", s.kernel), attr("pads", pads)}, name);
 }
 
-int count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node->op_type == op;
-  return n;
+Outcome fuse(std::unique_ptr<Graph> g, bool portable = false) {
+  PassOptions opts;
+  opts.portable = portable;
+  return run_one_pass<FuseConvActivationPass>(std::move(g), opts);
 }
 
-const Node* node_named(const Graph& g, const std::string& name) {
-  for (const auto& n : g.nodes())
-    if (n->name == name) return n.get();
-  return nullptr;
+void expect_same_numbers(const Outcome& f, uint64_t seed = 11) {
+  fusec::test::expect_same_numbers(*f.original, *f.optimized, seed);
 }
 
-struct Fused {
-  std::unique_ptr<Graph> before, after;
-  PassContext ctx;
-  bool changed = false;
-};
-
-Fused fuse(std::unique_ptr<Graph> g, bool portable = false) {
-  Fused f;
-  f.ctx.opts.portable = portable;
-  infer_shapes(*g);
-  f.before = g->clone();
-  f.after = std::move(g);
-  FuseConvActivationPass pass;
-  f.changed = pass.run(*f.after, f.ctx);
-  f.after->topo_sort();
-  infer_shapes(*f.after);
-  validate_graph(*f.after);
-  return f;
+void expect_near_miss(const Outcome& f, const std::string& reason) {
+  fusec::test::expect_near_miss(f, "fuse_conv_activation", reason);
 }
 
-void expect_same_numbers(const Fused& f, uint64_t seed = 11) {
-  VerifyResult r = verify_equivalence(*f.before, *f.after, 2, seed, {1e-4, 1e-5});
-  for (const auto& o : r.outputs) EXPECT_TRUE(o.ok) << o.name << ": max abs " << o.max_abs << " " << o.problem;
-  EXPECT_TRUE(r.ok);
-}
-
-void expect_near_miss(const Fused& f, const std::string& reason) {
-  EXPECT_FALSE(f.changed);
-  EXPECT_EQ(graph_difference(*f.before, *f.after), "");
-  bool found = false;
-  std::string all;
-  for (const auto& m : f.ctx.near_misses) {
-    all += "\n  " + m.what + ": " + m.reason;
-    found |= m.pass == "fuse_conv_activation" && m.reason.find(reason) != std::string::npos;
-  }
-  EXPECT_TRUE(found) << "no near-miss mentioning '" << reason << "'; got:" << all;
-}
-
-/// The single FusedConv named `name`, writing the graph's (only) output.
-const Node* expect_one_fused(const Fused& f, const std::string& name = "c1") {
+const Node* expect_one_fused(const Outcome& f, const std::string& name = "c1") {
   EXPECT_TRUE(f.changed);
-  EXPECT_EQ(count(*f.after, "Conv"), 0);
-  EXPECT_EQ(count(*f.after, "FusedConv"), 1);
-  const Node* n = node_named(*f.after, name);
+  EXPECT_EQ(count_any_domain(*f.optimized, "Conv"), 0);
+  EXPECT_EQ(count_any_domain(*f.optimized, "FusedConv"), 1);
+  const Node* n = node_named(*f.optimized, name);
   EXPECT_NE(n, nullptr);
   if (!n) return nullptr;
   EXPECT_EQ(n->op_type, "FusedConv");
   EXPECT_EQ(n->domain, "ai.fusec");
-  EXPECT_EQ(n->outputs[0]->name, f.before->outputs[0]->name);
-  EXPECT_EQ(f.after->opset("ai.fusec"), 1);
+  EXPECT_EQ(n->outputs[0]->name, f.original->outputs[0]->name);
+  EXPECT_EQ(f.optimized->opset("ai.fusec"), 1);
   return n;
 }
 
@@ -138,7 +101,7 @@ std::unique_ptr<Graph> conv_act_graph(const ConvSpec& s, const std::string& op, 
 }
 
 void expect_activation(std::unique_ptr<Graph> g, const std::string& act, std::vector<float> params) {
-  Fused f = fuse(std::move(g));
+  Outcome f = fuse(std::move(g));
   const Node* n = expect_one_fused(f);
   if (!n) return;
   EXPECT_EQ(n->attr_string("activation", ""), act);
@@ -194,9 +157,9 @@ TEST(FuseConvActivation, Float16) {
   Value* y = b.node("Conv", {x, b.initializer("W", w)}, {attr("kernel_shape", std::vector<int64_t>{3, 3})}, "c1");
   y = b.node("Add", {y, b.input("r", DType::Float16, shape_of({2, 6, 3, 3}))}, {}, "add1");
   b.output(b.node("Relu", {y}, {}, "relu1"));
-  Fused f = fuse(b.build());
+  Outcome f = fuse(b.build());
   expect_one_fused(f);
-  EXPECT_TRUE(verify_equivalence(*f.before, *f.after, 2, 9, {1e-2, 1e-2}).ok);
+  EXPECT_TRUE(verify_equivalence(*f.original, *f.optimized, 2, 9, {1e-2, 1e-2}).ok);
 }
 
 TEST(FuseConvActivation, SiLUBothOperandOrders) {
@@ -207,12 +170,12 @@ TEST(FuseConvActivation, SiLUBothOperandOrders) {
     Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
     Value* sg = b.node("Sigmoid", {y}, {}, "sig1");
     b.output(b.node("Mul", sig_first ? std::vector<Value*>{sg, y} : std::vector<Value*>{y, sg}, {}, "mul1"));
-    Fused f = fuse(b.build());
+    Outcome f = fuse(b.build());
     const Node* n = expect_one_fused(f);
     ASSERT_NE(n, nullptr);
     EXPECT_EQ(n->attr_string("activation", ""), "SiLU");
     EXPECT_EQ(n->fused_from, (std::vector<std::string>{"c1", "sig1", "mul1"}));
-    EXPECT_EQ(f.after->nodes().size(), 1u);
+    EXPECT_EQ(f.optimized->nodes().size(), 1u);
     expect_same_numbers(f);
   }
 }
@@ -241,7 +204,7 @@ TEST(FuseConvActivation, ResidualAddRelu) {
   Value* r = b.input("r", DType::Float32, shape_of(out_dims(s)));
   y = b.node("Add", {r, y}, {}, "add1");  // the residual may be either operand
   b.output(b.node("Relu", {y}, {}, "relu1"));
-  Fused f = fuse(b.build());
+  Outcome f = fuse(b.build());
   const Node* n = expect_one_fused(f);
   ASSERT_NE(n, nullptr);
   ASSERT_EQ(n->inputs.size(), 4u);
@@ -258,14 +221,14 @@ TEST(FuseConvActivation, ResidualAddWithoutActivationOrBias) {
   Value* x = add_input(b, "x", s);
   Value* r = b.node("Relu", {b.input("r", DType::Float32, shape_of(out_dims(s)))}, {}, "pre");
   b.output(b.node("Add", {add_conv(b, x, s, "c1", 1), r}, {}, "add1"));
-  Fused f = fuse(b.build());
-  const Node* n = node_named(*f.after, "c1");
+  Outcome f = fuse(b.build());
+  const Node* n = node_named(*f.optimized, "c1");
   ASSERT_NE(n, nullptr);
   EXPECT_EQ(n->op_type, "FusedConv");
   ASSERT_EQ(n->inputs.size(), 4u);
   EXPECT_EQ(n->inputs[2], nullptr);  // still no bias
   EXPECT_EQ(n->attr_string("activation", ""), "");
-  EXPECT_EQ(n->outputs[0]->name, f.before->outputs[0]->name);
+  EXPECT_EQ(n->outputs[0]->name, f.original->outputs[0]->name);
   expect_same_numbers(f);
 }
 
@@ -275,11 +238,11 @@ TEST(FuseConvActivation, ResidualAddThenSiLU) {
   Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
   Value* a = b.node("Add", {y, b.input("r", DType::Float32, shape_of(out_dims(s)))}, {}, "add1");
   b.output(b.node("Mul", {a, b.node("Sigmoid", {a}, {}, "sig1")}, {}, "mul1"));
-  Fused f = fuse(b.build());
+  Outcome f = fuse(b.build());
   const Node* n = expect_one_fused(f);
   ASSERT_NE(n, nullptr);
   EXPECT_EQ(n->attr_string("activation", ""), "SiLU");
-  EXPECT_EQ(f.after->nodes().size(), 1u);
+  EXPECT_EQ(f.optimized->nodes().size(), 1u);
   expect_same_numbers(f);
 }
 
@@ -291,10 +254,10 @@ TEST(FuseConvActivation, AddOutputReadTwiceKeepsTheActivationApart) {
   Value* a = b.node("Add", {y, b.input("r", DType::Float32, shape_of(out_dims(s)))}, {}, "add1");
   b.output(b.node("Relu", {a}, {}, "relu1"));
   b.output(b.node("Neg", {a}, {}, "neg1"));
-  Fused f = fuse(b.build());
-  EXPECT_EQ(count(*f.after, "FusedConv"), 1);
-  EXPECT_EQ(count(*f.after, "Relu"), 1);
-  EXPECT_EQ(node_named(*f.after, "c1")->attr_string("activation", ""), "");
+  Outcome f = fuse(b.build());
+  EXPECT_EQ(count_any_domain(*f.optimized, "FusedConv"), 1);
+  EXPECT_EQ(count_any_domain(*f.optimized, "Relu"), 1);
+  EXPECT_EQ(node_named(*f.optimized, "c1")->attr_string("activation", ""), "");
   ASSERT_EQ(f.ctx.near_misses.size(), 1u);
   EXPECT_NE(f.ctx.near_misses[0].reason.find("has 2 consumers"), std::string::npos);
   expect_same_numbers(f);
@@ -308,14 +271,14 @@ TEST(FuseConvActivation, ProjectionShortcutFusesIntoLaterConv) {
   Value* main = add_conv(b, x, s, "c_main", 1);
   Value* proj = add_conv(b, x, s, "c_proj", 2);
   b.output(b.node("Relu", {b.node("Add", {main, proj}, {}, "add1")}, {}, "relu1"));
-  Fused f = fuse(b.build());
-  EXPECT_EQ(count(*f.after, "FusedConv"), 1);
-  EXPECT_EQ(count(*f.after, "Conv"), 1);
-  const Node* n = node_named(*f.after, "c_proj");
+  Outcome f = fuse(b.build());
+  EXPECT_EQ(count_any_domain(*f.optimized, "FusedConv"), 1);
+  EXPECT_EQ(count_any_domain(*f.optimized, "Conv"), 1);
+  const Node* n = node_named(*f.optimized, "c_proj");
   ASSERT_NE(n, nullptr);
   EXPECT_EQ(n->op_type, "FusedConv");
-  EXPECT_EQ(n->inputs[3]->producer, node_named(*f.after, "c_main"));
-  EXPECT_EQ(node_named(*f.after, "c_main")->op_type, "Conv");
+  EXPECT_EQ(n->inputs[3]->producer, node_named(*f.optimized, "c_main"));
+  EXPECT_EQ(node_named(*f.optimized, "c_main")->op_type, "Conv");
   expect_same_numbers(f);
 }
 
@@ -345,12 +308,12 @@ TEST(FuseConvActivation, ConvBatchNormAddReluIsOneFusedConvInThePipeline) {
 }
 
 TEST(FuseConvActivation, Idempotent) {
-  Fused f = fuse(conv_act_graph({}, "Relu"));
-  auto again = f.after->clone();
+  Outcome f = fuse(conv_act_graph({}, "Relu"));
+  auto again = f.optimized->clone();
   FuseConvActivationPass pass;
   PassContext ctx;
   EXPECT_FALSE(pass.run(*again, ctx));
-  EXPECT_EQ(graph_difference(*f.after, *again), "");
+  EXPECT_EQ(graph_difference(*f.optimized, *again), "");
 }
 
 // ---- Near-misses -----------------------------------------------------------------------------
@@ -412,7 +375,7 @@ TEST(FuseConvActivationNearMiss, Float64) {
 }
 
 TEST(FuseConvActivationNearMiss, Portable) {
-  Fused f = fuse(conv_act_graph({}, "Relu"), /*portable=*/true);
+  Outcome f = fuse(conv_act_graph({}, "Relu"), /*portable=*/true);
   expect_near_miss(f, "--portable");
-  EXPECT_EQ(f.after->opset("ai.fusec"), 0);
+  EXPECT_EQ(f.optimized->opset("ai.fusec"), 0);
 }

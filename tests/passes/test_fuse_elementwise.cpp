@@ -7,53 +7,28 @@
 #include "passes/fuse_elementwise.h"
 #include "passes/pipeline.h"
 #include "passes/verify.h"
-#include "test_util.h"
+#include "pass_test_util.h"
 
 using namespace fusec;
 using namespace fusec::test;
 
 namespace {
 
-int count(const Graph& g, const std::string& op) {
-  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(), [&](const auto& n) { return n->op_type == op; }));
-}
+using Result = PipelineOutcome;
 
-const Node* find_node(const Graph& g, const std::string& op) {
-  for (const auto& n : g.nodes())
-    if (n->op_type == op) return n.get();
-  return nullptr;
-}
-
-struct Result {
-  std::unique_ptr<Graph> original, optimized;
-  OptimizeResult opt;
-};
-
-/// Runs fuse_elementwise alone through the pipeline driver (to a fixed point).
 Result fuse(std::unique_ptr<Graph> g, bool portable = false) {
-  infer_shapes(*g);
-  Result r;
-  r.original = g->clone();
-  PipelineOptions po;
-  po.only = {"fuse_elementwise"};
-  po.pass.portable = portable;
-  r.opt = optimize_graph(*g, po);
-  r.optimized = std::move(g);
-  return r;
+  return run_through_pipeline(std::move(g), "fuse_elementwise", portable);
 }
 
 void expect_equivalent(const Result& r, uint64_t seed = 7) {
-  VerifyResult v = verify_equivalence(*r.original, *r.optimized, 2, seed, {1e-4, 1e-5});
-  for (const auto& o : v.outputs) EXPECT_TRUE(o.ok) << o.name << " max abs " << o.max_abs << " " << o.problem;
+  fusec::test::expect_same_numbers(*r.original, *r.optimized, seed);
 }
 
-void expect_unchanged(const Result& r) { EXPECT_EQ(graph_difference(*r.original, *r.optimized), ""); }
+void expect_unchanged(const Result& r) { fusec::test::expect_unchanged(*r.original, *r.optimized); }
 
 /// The near-miss whose text mentions `needle` (in what or reason), or nullptr.
 const NearMiss* near_miss(const Result& r, const std::string& needle) {
-  for (const auto& m : r.opt.near_misses)
-    if (m.pass == "fuse_elementwise" && (m.what + " | " + m.reason).find(needle) != std::string::npos) return &m;
-  return nullptr;
+  return find_near_miss(r.opt.near_misses, "fuse_elementwise", needle);
 }
 
 }  // namespace
@@ -73,9 +48,9 @@ TEST(FuseElementwise, ChainWithBroadcastBias) {
   g->inputs[0]->type.shape = Shape{8, 16};
   Result r = fuse(std::move(g));
 
-  EXPECT_EQ(count(*r.optimized, "FusedElementwise"), 1);
+  EXPECT_EQ(count_any_domain(*r.optimized, "FusedElementwise"), 1);
   EXPECT_EQ(r.optimized->nodes().size(), 1u);
-  const Node* f = find_node(*r.optimized, "FusedElementwise");
+  const Node* f = find_op(*r.optimized, "FusedElementwise");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->domain, "ai.fusec");
   EXPECT_EQ(f->name, "relu");
@@ -103,9 +78,9 @@ TEST(FuseElementwise, ChainWithBroadcastInputAndSymbolicBatch) {
   y = b.node("Div", {y, c}, {}, "div");
   b.output(y);
   Result r = fuse(b.build());
-  EXPECT_EQ(count(*r.optimized, "FusedElementwise"), 1);
+  EXPECT_EQ(count_any_domain(*r.optimized, "FusedElementwise"), 1);
   EXPECT_EQ(r.optimized->nodes().size(), 1u);
-  const Node* f = find_node(*r.optimized, "FusedElementwise");
+  const Node* f = find_op(*r.optimized, "FusedElementwise");
   EXPECT_EQ(f->attr_string("program", ""), "r0 = sub i0 i1; r1 = exp r0; r2 = div r1 i1");
   ASSERT_TRUE(r.optimized->outputs[0]->type.shape);
   EXPECT_EQ(shape_str(*r.optimized->outputs[0]->type.shape), "Nx4x6");
@@ -130,7 +105,7 @@ TEST(FuseElementwise, Diamond) {
   b.output(z);
   Result r = fuse(b.build());
   EXPECT_EQ(r.optimized->nodes().size(), 1u);
-  const Node* f = find_node(*r.optimized, "FusedElementwise");
+  const Node* f = find_op(*r.optimized, "FusedElementwise");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->name, "z");
   EXPECT_EQ(f->inputs.size(), 2u);
@@ -147,7 +122,7 @@ TEST(FuseElementwise, SiluReadsItsInputTwice) {
   Value* s = b.node("Sigmoid", {x}, {}, "sig");
   b.output(b.node("Mul", {x, s}, {}, "silu"));
   Result r = fuse(b.build());
-  const Node* f = find_node(*r.optimized, "FusedElementwise");
+  const Node* f = find_op(*r.optimized, "FusedElementwise");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->attr_string("program", ""), "r0 = sigmoid i0; r1 = mul i0 r0");
   expect_equivalent(r);
@@ -165,9 +140,9 @@ TEST(FuseElementwise, IntermediateGraphOutputSplitsTheRegion) {
   b.output(z);
   b.output(a);
   Result r = fuse(b.build());
-  EXPECT_EQ(count(*r.optimized, "FusedElementwise"), 1);
-  EXPECT_EQ(count(*r.optimized, "Add"), 1);
-  const Node* f = find_node(*r.optimized, "FusedElementwise");
+  EXPECT_EQ(count_any_domain(*r.optimized, "FusedElementwise"), 1);
+  EXPECT_EQ(count_any_domain(*r.optimized, "Add"), 1);
+  const Node* f = find_op(*r.optimized, "FusedElementwise");
   EXPECT_EQ(f->fused_from, (std::vector<std::string>{"t", "z"}));
   EXPECT_EQ(f->inputs[0]->name, a->name);
   const NearMiss* m = near_miss(r, "Add 'a'");
@@ -186,8 +161,8 @@ TEST(FuseElementwise, IntermediateWithOutsideReaderSplitsTheRegion) {
   b.output(z);
   b.output(b.node("Flatten", {a}, {}, "flat"));
   Result r = fuse(b.build());
-  EXPECT_EQ(count(*r.optimized, "FusedElementwise"), 1);
-  EXPECT_EQ(count(*r.optimized, "Mul"), 1);
+  EXPECT_EQ(count_any_domain(*r.optimized, "FusedElementwise"), 1);
+  EXPECT_EQ(count_any_domain(*r.optimized, "Mul"), 1);
   const NearMiss* m = near_miss(r, "Mul 'sq'");
   ASSERT_TRUE(m);
   EXPECT_NE(m->reason.find("Flatten 'flat'"), std::string::npos) << m->reason;
@@ -257,7 +232,7 @@ TEST(FuseElementwise, RankGivingScalarStaysAnInput) {
   Value* m = b.node("Mul", {x, c}, {}, "m");
   b.output(b.node("Sigmoid", {m}, {}, "s"));
   Result r = fuse(b.build());
-  const Node* f = find_node(*r.optimized, "FusedElementwise");
+  const Node* f = find_op(*r.optimized, "FusedElementwise");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->inputs.size(), 2u);
   EXPECT_EQ(f->attr_string("program", ""), "r0 = mul i0 i1; r1 = sigmoid r0");
@@ -299,8 +274,8 @@ TEST(FuseElementwise, EveryOpInOneRegionMatchesNumerically) {
   b.output(v);
   Result r = fuse(b.build());
   EXPECT_EQ(r.optimized->nodes().size(), 1u);
-  EXPECT_EQ(count(*r.optimized, "FusedElementwise"), 1);
-  const Node* f = find_node(*r.optimized, "FusedElementwise");
+  EXPECT_EQ(count_any_domain(*r.optimized, "FusedElementwise"), 1);
+  const Node* f = find_op(*r.optimized, "FusedElementwise");
   EXPECT_EQ(f->inputs.size(), 2u);
   EXPECT_EQ(f->fused_from.size(), r.original->nodes().size());
   for (uint64_t seed : {1, 2, 3}) {
@@ -345,7 +320,7 @@ TEST(FuseElementwise, RandomRegionsMatchTheUnfusedGraph) {
         g->outputs.push_back(v);
       }
     Result r = fuse(std::move(g));
-    fused += count(*r.optimized, "FusedElementwise");
+    fused += count_any_domain(*r.optimized, "FusedElementwise");
     VerifyResult ver = verify_equivalence(*r.original, *r.optimized, 2, 9, {1e-5, 1e-6});
     for (const auto& o : ver.outputs) EXPECT_TRUE(o.ok) << o.name << " max abs " << o.max_abs << " " << o.problem;
   }
@@ -366,7 +341,7 @@ TEST(FuseElementwise, Float16MatchesExactly) {
   v = b.node("Mul", {v, x});
   b.output(v);
   Result r = fuse(b.build());
-  EXPECT_EQ(count(*r.optimized, "FusedElementwise"), 1);
+  EXPECT_EQ(count_any_domain(*r.optimized, "FusedElementwise"), 1);
   VerifyResult ver = verify_equivalence(*r.original, *r.optimized, 3, 5, {0, 0});
   EXPECT_TRUE(ver.ok) << "max abs " << ver.outputs[0].max_abs;
 }
@@ -377,7 +352,7 @@ TEST(FuseElementwise, Idempotent) {
   Value* x = b.input("x", DType::Float32, {4});
   b.output(b.node("Relu", {b.node("Neg", {x})}));
   Result r = fuse(b.build());
-  ASSERT_EQ(count(*r.optimized, "FusedElementwise"), 1);
+  ASSERT_EQ(count_any_domain(*r.optimized, "FusedElementwise"), 1);
   auto before = r.optimized->clone();
   PassContext ctx;
   FuseElementwisePass pass;
