@@ -93,10 +93,11 @@ inline PipelineOutcome run_through_pipeline(std::unique_ptr<Graph> g, const std:
   return r;
 }
 
-/// Every output of `optimized` within 1e-4 relative / 1e-5 absolute of `original` on seeded
-/// random inputs (two runs).
-inline void expect_same_numbers(const Graph& original, const Graph& optimized, uint64_t seed) {
-  VerifyResult v = verify_equivalence(original, optimized, 2, seed, {1e-4, 1e-5});
+/// Every output of `optimized` within `tol` (default 1e-4 relative / 1e-5 absolute) of `original`
+/// on seeded random inputs (two runs).
+inline void expect_same_numbers(const Graph& original, const Graph& optimized, uint64_t seed,
+                                const Tolerance& tol = {1e-4, 1e-5}) {
+  VerifyResult v = verify_equivalence(original, optimized, 2, seed, tol);
   for (const auto& o : v.outputs) EXPECT_TRUE(o.ok) << o.name << ": max abs " << o.max_abs << " " << o.problem;
   EXPECT_TRUE(v.ok);
 }
@@ -105,15 +106,16 @@ inline void expect_unchanged(const Graph& original, const Graph& optimized) {
   EXPECT_EQ(graph_difference(original, optimized), "");
 }
 
-/// The near-miss of `pass` whose what or reason mentions `needle`, or nullptr.
+/// The near-miss of `pass` (any pass if empty) whose what or reason mentions `needle`, or nullptr.
 inline const NearMiss* find_near_miss(const std::vector<NearMiss>& all, const std::string& pass,
                                       const std::string& needle) {
   for (const auto& m : all)
-    if (m.pass == pass && (m.what + " | " + m.reason).find(needle) != std::string::npos) return &m;
+    if ((pass.empty() || m.pass == pass) && (m.what + " | " + m.reason).find(needle) != std::string::npos) return &m;
   return nullptr;
 }
 
-/// Not rewritten: the graph is bit-for-bit the same and a near-miss of `pass` gives `reason`.
+/// Not rewritten: the graph is bit-for-bit the same and a near-miss of `pass` (any pass if empty)
+/// mentions `reason`.
 inline void expect_near_miss(const Outcome& o, const std::string& pass, const std::string& reason) {
   EXPECT_FALSE(o.changed);
   expect_unchanged(*o.original, *o.optimized);

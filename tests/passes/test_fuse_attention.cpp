@@ -142,11 +142,7 @@ std::unique_ptr<Graph> build(const Spec& s) {
 
 Outcome fuse(const Spec& s, PassOptions opts = {}) { return run_one_pass<FuseAttentionPass>(build(s), opts); }
 
-void expect_same_numbers(const Outcome& o) {
-  VerifyResult v = verify_equivalence(*o.original, *o.optimized, 2, 7, {1e-4, 1e-5});
-  EXPECT_TRUE(v.ok);
-  for (const auto& c : v.outputs) EXPECT_TRUE(c.ok) << c.name << ": max abs " << c.max_abs << " " << c.problem;
-}
+void expect_same_numbers(const Outcome& o) { fusec::test::expect_same_numbers(*o.original, *o.optimized, 7); }
 
 /// The one fused node, checked for the common facts: named after Q·Kᵀ, fused_from starting there.
 const Node* fused_node(const Outcome& o, const std::string& domain) {

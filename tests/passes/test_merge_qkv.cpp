@@ -75,9 +75,7 @@ std::unique_ptr<Graph> build(const Spec& s) {
 Outcome merge(const Spec& s, PassOptions opts = {}) { return run_one_pass<MergeQkvPass>(build(s), opts); }
 
 void expect_same_numbers(const Outcome& o) {
-  VerifyResult v = verify_equivalence(*o.original, *o.optimized, 2, 7, {1e-5, 1e-6});
-  EXPECT_TRUE(v.ok);
-  for (const auto& c : v.outputs) EXPECT_TRUE(c.ok) << c.name << ": max abs " << c.max_abs << " " << c.problem;
+  fusec::test::expect_same_numbers(*o.original, *o.optimized, 7, {1e-5, 1e-6});
 }
 
 const Node* find_named(const Graph& g, const std::string& name) {
