@@ -49,7 +49,10 @@ template <typename T, int V>
 __global__ void epilogue_pack_kernel(T* __restrict__ y, const T* __restrict__ z, const T* __restrict__ bias,
                                      uint32_t channels, uint32_t inner, uint32_t packs, ActParams a) {
   pdl_wait_then_release();
-  for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < packs; p += gridDim.x * blockDim.x) {
+  // Back to front: the producer (a GEMM, a conv) wrote the end of y last, so that part is the
+  // likeliest to be still in L2 when the pass starts.
+  for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < packs; q += gridDim.x * blockDim.x) {
+    const uint32_t p = packs - 1 - q;
     const uint32_t i = p * V;
     Pack<T, V> yv = reinterpret_cast<const Pack<T, V>*>(y)[p];
     Pack<T, V> zv;

@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 namespace fusec::cuda {
 
@@ -88,9 +89,6 @@ __global__ void fill_random_kernel(float* p, int64_t n, uint32_t seed) {
   }
 }
 
-__device__ __forceinline__ float4 activate(float4 v, SgemmAct act) {
-  return make_float4(activate(v.x, act), activate(v.y, act), activate(v.z, act), activate(v.w, act));
-}
 
 // SPLIT = 2: a cluster of two CTAs along grid z shares one tile, each running half of the K
 // tiles; they swap half their accumulators through distributed shared memory and each finishes
@@ -153,34 +151,35 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   const char* a_next = reinterpret_cast<const char*>(p.A + int64_t(m0) * p.lda + ak + k_next);
   const char* b_next = reinterpret_cast<const char*>(p.B + n0) + k_next * b_step / BK;
 
-  auto load_tile = [&](int stage) {
-    float* const as = As + stage * A_STAGE + ak * AP + am;
-    const bool k_ok = k_next + ak < K;
-#pragma unroll
-    for (int i = 0; i < A_LOADS; ++i) {
-      if (BM * BK % NT != 0 && am + i * (NT / BK) >= BM) continue;
-      cp_async_4(as + i * (NT / BK), reinterpret_cast<const float*>(a_next + a_off[i]), k_ok);
+  // Copy c (A words first, then B words) of the tile at k_next into stage; with live false it
+  // reads nothing and writes zeros (see the main loop).
+  auto load_copy = [&](int c, int stage, bool live) {
+    if (c < A_LOADS) {
+      const int i = c;
+      if (BM * BK % NT != 0 && am + i * (NT / BK) >= BM) return;
+      cp_async_4(As + stage * A_STAGE + ak * AP + am + i * (NT / BK),
+                 reinterpret_cast<const float*>(a_next + a_off[i]), live && k_next + ak < K);
+    } else {
+      const int i = c - A_LOADS;
+      if (BK * BV % NT != 0 && tid + i * NT >= BK * BV) return;
+      cp_async_16(Bs + stage * B_STAGE + b_soff[i], reinterpret_cast<const float*>(b_next + b_off[i]),
+                  live && k_next + b_k[i] < K);
     }
-    float* const bs = Bs + stage * B_STAGE;
-#pragma unroll
-    for (int i = 0; i < B_LOADS; ++i) {
-      if (BK * BV % NT != 0 && tid + i * NT >= BK * BV) continue;
-      cp_async_16(bs + b_soff[i], reinterpret_cast<const float*>(b_next + b_off[i]), k_next + b_k[i] < K);
-    }
-    k_next += BK, a_next += BK * 4, b_next += b_step;
   };
+  auto next_tile = [&] { k_next += BK, a_next += BK * 4, b_next += b_step; };
+  constexpr int COPIES = A_LOADS + B_LOADS;
+  // Copies go out four at a time: each cp.async costs three no-op issue slots the compiler puts
+  // before it when it stands alone (lab, 2026-11-26: one per k step was 2-3% slower on FFN1).
+  constexpr int CPS = 4;
+  constexpr int GROUPS = (COPIES + CPS - 1) / CPS;
+  auto copy_step = [](int c) { return (c / CPS) * BK / GROUPS; };
+  static_assert((GROUPS - 1) * BK / GROUPS < BK - 1, "a tile's copies are committed before the last k step's wait");
 
   float acc[TM][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
-
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < KT) load_tile(s);
-    cp_async_commit();
-  }
 
   float af[2][TM], bf[2][TN];  // fragments, double-buffered across k
   auto load_frag = [&](int buf, int stage, int k) {
@@ -197,23 +196,57 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
       bf[buf][j * 4 + 0] = v.x, bf[buf][j * 4 + 1] = v.y, bf[buf][j * 4 + 2] = v.z, bf[buf][j * 4 + 3] = v.w;
     }
   };
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < KT) {
+#pragma unroll
+      for (int c = 0; c < COPIES; ++c) load_copy(c, s, true);
+      next_tile();
+    }
+    cp_async_commit();
+  }
+  // The next tile's copies are spread over the k steps, between the FFMAs, rather than issued
+  // together after the barrier: ncu showed 28% of all warp samples in that burst of address
+  // arithmetic and in the barrier right before it, with the FMA pipe idle (64x128 tiles on
+  // BERT-base's FFN1, 2026-11-26). Spread and without a branch: FFN1 0.2408 -> 0.2296 ms in the
+  // lab. The barrier sits in the last k step, so the next tile's first fragments can load while
+  // that step's FFMAs issue.
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+  load_frag(0, 0, 0);
   for (int kt = 0; kt < KT; ++kt) {
     const int stage = kt % STAGES;
-    cp_async_wait<STAGES - 2>();
-    __syncthreads();  // tile kt landed for every thread; stage (kt-1)%STAGES is free to refill
-    if (kt + STAGES - 1 < KT) load_tile((kt + STAGES - 1) % STAGES);
-    cp_async_commit();
-    load_frag(0, stage, 0);
+    // Past the last tile the copies still run, reading nothing and zeroing stage (kt-1)%STAGES,
+    // whose tile is spent: a predicate, where a branch around them would keep the FFMAs from
+    // hiding their address arithmetic.
+    const bool refill = kt + STAGES - 1 < KT;  // stage (kt-1)%STAGES, free since the last barrier
+    const int fill = (kt + STAGES - 1) % STAGES;
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-      if (k + 1 < BK) load_frag((k + 1) & 1, stage, k + 1);
+      if (k + 1 < BK) {
+        load_frag((k + 1) & 1, stage, k + 1);
+      } else if (kt + 1 < KT) {
+        cp_async_wait<STAGES - 2>();  // tile kt+1 landed (this thread's copies)
+        __syncthreads();              // ... everyone's, and no one reads stage kt%STAGES again
+        load_frag(0, (kt + 1) % STAGES, 0);
+      }
+#pragma unroll
+      for (int c = 0; c < COPIES; ++c)
+        if (copy_step(c) == k) load_copy(c, fill, refill);
+      if (k == copy_step(COPIES - 1)) {
+        if (refill) next_tile();  // else the addresses stay on the last tile (src-size 0 reads none)
+        cp_async_commit();
+      }
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(af[k & 1][i], bf[k & 1][j], acc[i][j]);
     }
   }
-  cp_async_wait<0>();  // nothing is pending (the last groups are empty), but leave none behind
+  cp_async_wait<0>();  // the tail's zero-fill copies
+  // Split-K hands this CTA's shared memory to its peer next: every thread's copies must have
+  // landed first (racecheck does not see cluster.sync as ordering them).
+  if (SPLIT == 2) __syncthreads();
 
   // Split-K: row piece i (rows i*TR*4 + tr*4 + 0..3) is finished by cluster rank i % 2. Each CTA
   // stores the pieces the other finishes into the other's shared memory, 16-byte word q of
@@ -250,26 +283,59 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
         }
   }
 
-  // Epilogue: C = act(acc + bias + R), one 16-byte word per 4x4 piece row.
+  // Epilogue: C = act(acc + bias + R), one 16-byte word per 4x4 piece row. The activation is
+  // picked once, outside the unrolled loops, and runs over all of the thread's outputs with no
+  // branch between them (rows past M read row M-1's residual, never stored), so the compiler can
+  // interleave the erf-GELUs' dependent chains: with a per-element switch, GELU cost BERT-base's
+  // FFN1 16 us on top of the GEMM, more than the separate pass (13 us; H100, 2026-11-26).
+  auto finish = [&](auto act, auto rank_c) {
+    constexpr int RK = decltype(rank_c)::value;
 #pragma unroll
-  for (int j = 0; j < TN / 4; ++j) {
-    const int n = n0 + j * TC * 4 + tc * 4;
-    if (n >= N) continue;  // N % 4 == 0: a word is all in or all out
-    const float4 b = p.bias ? *reinterpret_cast<const float4*>(p.bias + n) : make_float4(0, 0, 0, 0);
+    for (int j = 0; j < TN / 4; ++j) {
+      const int n = min(n0 + j * TC * 4 + tc * 4, N - 4);
+      const float4 b = p.bias ? *reinterpret_cast<const float4*>(p.bias + n) : make_float4(0, 0, 0, 0);
 #pragma unroll
-    for (int i = 0; i < TM / 4; ++i)
+      for (int i = 0; i < TM / 4; ++i)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int m = m0 + i * TR * 4 + tr * 4 + r;
-        if (m >= M || (SPLIT == 2 && i % 2 != rank)) continue;
-        const float* a = acc[i * 4 + r] + j * 4;
-        float4 v = make_float4(a[0] + b.x, a[1] + b.y, a[2] + b.z, a[3] + b.w);
-        if (p.residual) {
-          const float4 z = *reinterpret_cast<const float4*>(p.residual + int64_t(m) * p.ldr + n);
-          v.x += z.x, v.y += z.y, v.z += z.z, v.w += z.w;
+        for (int r = 0; r < 4; ++r) {
+          if (SPLIT == 2 && i % 2 != RK) continue;
+          float* a = acc[i * 4 + r] + j * 4;
+          a[0] += b.x, a[1] += b.y, a[2] += b.z, a[3] += b.w;
+          if (p.residual) {
+            const int m = min(m0 + i * TR * 4 + tr * 4 + r, M - 1);
+            const float4 z = *reinterpret_cast<const float4*>(p.residual + int64_t(m) * p.ldr + n);
+            a[0] += z.x, a[1] += z.y, a[2] += z.z, a[3] += z.w;
+          }
         }
-        *reinterpret_cast<float4*>(p.C + int64_t(m) * p.ldc + n) = activate(v, p.act);
-      }
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j)
+        if (SPLIT == 1 || (i / 4) % 2 == RK) acc[i][j] = act(acc[i][j]);
+#pragma unroll
+    for (int j = 0; j < TN / 4; ++j) {
+      const int n = n0 + j * TC * 4 + tc * 4;
+      if (n >= N) continue;  // N % 4 == 0: a word is all in or all out
+#pragma unroll
+      for (int i = 0; i < TM / 4; ++i)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int m = m0 + i * TR * 4 + tr * 4 + r;
+          if (m >= M || (SPLIT == 2 && i % 2 != RK)) continue;
+          const float* a = acc[i * 4 + r] + j * 4;
+          *reinterpret_cast<float4*>(p.C + int64_t(m) * p.ldc + n) = make_float4(a[0], a[1], a[2], a[3]);
+        }
+    }
+  };
+  auto finish_rank = [&](auto act) {
+    if (SPLIT == 2 && rank == 1) finish(act, std::integral_constant<int, 1>());
+    else finish(act, std::integral_constant<int, 0>());
+  };
+  switch (p.act) {
+    case SgemmAct::GeluErf: finish_rank([](float x) { return gelu_erf(x); }); break;
+    case SgemmAct::Relu: finish_rank([](float x) { return x > 0.0f ? x : 0.0f; }); break;
+    default: finish_rank([](float x) { return x; }); break;
   }
 }
 
@@ -361,7 +427,9 @@ struct Config {
 // of 4 warps per SM, so that one CTA's barrier wait is the other's issue slot; split over K: 1152
 // CTAs): 0.1692 ms against cuBLASLt's best 0.1798. 128x192 split-K runs N = 768 (128 CTAs instead
 // of 64) level with cuBLASLt. The others are for shapes where those leave too few CTAs; 3 CTAs of
-// 64x128 per SM, a 32-deep K slice, 64x64 tiles at 4 per SM and 128x144 (which spills) won none.
+// 64x128 per SM, a 32-deep K slice, 64x64 tiles at 4 per SM and 128x144 (which spills) won none,
+// nor did 64x192 t8x12 at 2/SM (2026-11-26). "2/SM" is the register cap; 64x128 t8x8 needs ~160
+// registers and so runs three CTAs per SM (ncu).
 //                                                     BM   BN  BK TM  TN WR ST MIN SPLIT
 const Config kConfigs[] = {
     {"128x192 t8x12 256thr", launch_tiled<128, 192, 16, 8, 12, 4, 3, 1>},

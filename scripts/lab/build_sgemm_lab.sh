@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Builds the SGEMM lab (scripts/lab/sgemm_lab.cu, which is not part of fusec's build, with fusec's
-# backend/cuda/sgemm.cu) into build-sgemm/, for the H100 (sm_90). Also writes the kernels' register/spill report
+# backend/cuda/sgemm.cu) into ${BD:-build-sgemm}/, for the H100 (sm_90). Also writes the kernels' register/spill report
 # (ptxas.txt) so a config that spills shows before any device time is spent.
+# BD=dir and EXTRA="-D..." build a variant elsewhere (A/B of compile-time choices).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-mkdir -p build-sgemm
+mkdir -p ${BD:-build-sgemm}
 nvcc=/usr/local/cuda/bin/nvcc
-flags=(-arch=sm_90 -O3 -std=c++17 -I.)
-$nvcc "${flags[@]}" -Xptxas -v -c backend/cuda/sgemm.cu -o build-sgemm/sgemm.o 2> build-sgemm/ptxas.txt
-$nvcc "${flags[@]}" -c scripts/lab/sgemm_lab.cu -o build-sgemm/sgemm_lab.o
-$nvcc -arch=sm_90 build-sgemm/sgemm.o build-sgemm/sgemm_lab.o -o build-sgemm/sgemm_lab \
+flags=(-arch=sm_90 -O3 -std=c++17 -I. ${EXTRA:-})
+$nvcc "${flags[@]}" -Xptxas -v -c backend/cuda/sgemm.cu -o ${BD:-build-sgemm}/sgemm.o 2> ${BD:-build-sgemm}/ptxas.txt
+$nvcc "${flags[@]}" -c scripts/lab/sgemm_lab.cu -o ${BD:-build-sgemm}/sgemm_lab.o
+$nvcc -arch=sm_90 ${BD:-build-sgemm}/sgemm.o ${BD:-build-sgemm}/sgemm_lab.o -o ${BD:-build-sgemm}/sgemm_lab \
   -L/usr/local/cuda/lib64 -Xlinker -rpath,/usr/local/cuda/lib64 -lcublasLt -lcublas
-awk '/Compiling entry/ {n = $(NF-2)} /Used/ {print n ": " $5 " regs"} /spill/ && ($5 + $9 > 0) {print n ": SPILLS"}' build-sgemm/ptxas.txt
-ls -la build-sgemm/sgemm_lab
+awk '/Compiling entry/ {n = $(NF-2)} /Used/ {print n ": " $5 " regs"} /spill/ && ($5 + $9 > 0) {print n ": SPILLS"}' ${BD:-build-sgemm}/ptxas.txt
+ls -la ${BD:-build-sgemm}/sgemm_lab
