@@ -31,15 +31,22 @@ namespace fusec::cuda {
 
 namespace {
 
-__device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool full) {
+// issue false: no copy at all, as a predicated instruction rather than a branch (see the main
+// loop). full false: src-size 0, which writes zeros and reads nothing (the K edge's padding).
+__device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool full, bool issue) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  // src-size 0 writes zeros and reads nothing: the edge tiles' padding.
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(full ? 4 : 0) : "memory");
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p cp.async.ca.shared.global [%0], [%1], 4, %2;\n}\n" ::"r"(d),
+      "l"(src), "r"(full ? 4 : 0), "r"(int(issue))
+      : "memory");
 }
 
-__device__ __forceinline__ void cp_async_16(float* dst, const float* src, bool full) {
+__device__ __forceinline__ void cp_async_16(float* dst, const float* src, bool full, bool issue) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(full ? 16 : 0) : "memory");
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %3, 0;\n @p cp.async.cg.shared.global [%0], [%1], 16, %2;\n}\n" ::"r"(d),
+      "l"(src), "r"(full ? 16 : 0), "r"(int(issue))
+      : "memory");
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -151,19 +158,18 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   const char* a_next = reinterpret_cast<const char*>(p.A + int64_t(m0) * p.lda + ak + k_next);
   const char* b_next = reinterpret_cast<const char*>(p.B + n0) + k_next * b_step / BK;
 
-  // Copy c (A words first, then B words) of the tile at k_next into stage; with live false it
-  // reads nothing and writes zeros (see the main loop).
+  // Copy c (A words first, then B words) of the tile at k_next into stage, if live.
   auto load_copy = [&](int c, int stage, bool live) {
     if (c < A_LOADS) {
       const int i = c;
       if (BM * BK % NT != 0 && am + i * (NT / BK) >= BM) return;
       cp_async_4(As + stage * A_STAGE + ak * AP + am + i * (NT / BK),
-                 reinterpret_cast<const float*>(a_next + a_off[i]), live && k_next + ak < K);
+                 reinterpret_cast<const float*>(a_next + a_off[i]), k_next + ak < K, live);
     } else {
       const int i = c - A_LOADS;
       if (BK * BV % NT != 0 && tid + i * NT >= BK * BV) return;
       cp_async_16(Bs + stage * B_STAGE + b_soff[i], reinterpret_cast<const float*>(b_next + b_off[i]),
-                  live && k_next + b_k[i] < K);
+                  k_next + b_k[i] < K, live);
     }
   };
   auto next_tile = [&] { k_next += BK, a_next += BK * 4, b_next += b_step; };
@@ -216,9 +222,11 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   load_frag(0, 0, 0);
   for (int kt = 0; kt < KT; ++kt) {
     const int stage = kt % STAGES;
-    // Past the last tile the copies still run, reading nothing and zeroing stage (kt-1)%STAGES,
-    // whose tile is spent: a predicate, where a branch around them would keep the FFMAs from
-    // hiding their address arithmetic.
+    // Past the last tile the copies are predicated off: a predicate, where a branch around them
+    // kept the FFMAs from hiding their address arithmetic, and a second copy of the loop for the
+    // tail cost 6% on FFN1 (lab, 2026-11-26). Zero-filling the spent stage instead was as fast,
+    // but left copies in flight that compute-sanitizer's racecheck flags against split-K's
+    // exchange.
     const bool refill = kt + STAGES - 1 < KT;  // stage (kt-1)%STAGES, free since the last barrier
     const int fill = (kt + STAGES - 1) % STAGES;
 #pragma unroll
@@ -234,7 +242,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
       for (int c = 0; c < COPIES; ++c)
         if (copy_step(c) == k) load_copy(c, fill, refill);
       if (k == copy_step(COPIES - 1)) {
-        if (refill) next_tile();  // else the addresses stay on the last tile (src-size 0 reads none)
+        if (refill) next_tile();
         cp_async_commit();
       }
 #pragma unroll
@@ -243,10 +251,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
         for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(af[k & 1][i], bf[k & 1][j], acc[i][j]);
     }
   }
-  cp_async_wait<0>();  // the tail's zero-fill copies
-  // Split-K hands this CTA's shared memory to its peer next: every thread's copies must have
-  // landed first (racecheck does not see cluster.sync as ordering them).
-  if (SPLIT == 2) __syncthreads();
+  cp_async_wait<0>();  // nothing is pending (the last groups are empty), but leave none behind
 
   // Split-K: row piece i (rows i*TR*4 + tr*4 + 0..3) is finished by cluster rank i % 2. Each CTA
   // stores the pieces the other finishes into the other's shared memory, 16-byte word q of
