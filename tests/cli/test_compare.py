@@ -147,10 +147,19 @@ def test_self_is_unchanged(c: Ctx):
 def test_two_runs_are_unchanged(c: Ctx):
     """Two separate benches of one model: exact rows "~" and exit 0. Timings of two runs drift on
     a shared 2-core CI machine, so this uses --threshold 25% (a real fusion loss is bigger, below)."""
+    # Even so, this VM's speed has swung by 85% between two benches seconds apart (2026-11-26):
+    # a pair whose only regressions are latencies is measured again, at most three times.
     for m in ["mlp_small", "resnet50_small"]:
-        a, b = c.bench(m, "a"), c.bench(m, "b")
-        p = c.expect(0, "compare", a, b, "--threshold", "25%")
-        r = rows(p)
+        for attempt in range(3):
+            a, b = c.bench(m, f"a{attempt}"), c.bench(m, f"b{attempt}")
+            p = c.run("compare", a, b, "--threshold", "25%")
+            r = rows(p)
+            worse = [k for k, v in r.items() if v == "REGRESSION"]
+            if p.returncode == 0 or p.returncode != 3 or any(k[1] != "latency" for k in worse):
+                break
+            print(f"     (attempt {attempt + 1}: {m}: only latencies moved: {worse}; again)")
+        if p.returncode != 0:
+            raise Failure(f"{m}: two runs of one model: exit {p.returncode}, expected 0\n{p.stdout}\n{p.stderr}")
         for key in [("optimized", "nodes"), ("optimized", "activations"), ("as_given", "nodes")]:
             if r.get(key) != "~":
                 raise Failure(f"{m}: {key} of two runs of one model should be '~', got {r.get(key)}\n{p.stdout}")
@@ -167,7 +176,7 @@ def test_fusion_off_is_a_regression(c: Ctx):
         off = c.bench("mlp_small", f"off{attempt}", "--skip", ",".join(FUSION_PASSES))
         p = c.expect(3, "compare", base, off)
         t = rows(p)
-        if t.get(("optimized", "latency")) == "REGRESSION" or t.get(("as_given", "latency")) == "~":
+        if t.get(("as_given", "latency")) == "~":
             break
         print(f"     (attempt {attempt + 1}: the unchanged as-given model's latency moved too: the machine was busy; again)")
     r = load(off)
@@ -190,8 +199,16 @@ def test_fusion_off_is_a_regression(c: Ctx):
         raise Failure(f"--json lists as worse only {worse}")
     if "**regression**" not in open(os.path.join(d, "t.md")).read():
         raise Failure("--markdown does not mark the regressions")
-    p = c.expect(0, "compare", off, base)
-    if "improved" not in p.stdout:
+    # The reverse direction: an improvement, exit 0. When the control never held still in three
+    # attempts (a busy CI machine: 12% once), its latency may read as the one regression; then
+    # exit 3 naming only it is accepted.
+    p = c.run("compare", off, base)
+    back = rows(p)
+    worse = sorted(k for k, v in back.items() if v == "REGRESSION")
+    control_only = p.returncode == 3 and worse == [("as_given", "latency")] and t.get(("as_given", "latency")) != "~"
+    if p.returncode != 0 and not control_only:
+        raise Failure(f"fusion back on: exit {p.returncode}, expected 0\n{p.stdout}\n{p.stderr}")
+    if back.get(("optimized", "latency")) != "improved" or back.get(("optimized", "nodes")) != "improved":
         raise Failure(f"fusion back on should be an improvement:\n{p.stdout}")
 
 
