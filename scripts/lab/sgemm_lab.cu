@@ -14,6 +14,7 @@
 //   bash scripts/lab/build_sgemm_lab.sh          (here; the binary goes to build-sgemm/)
 //   build-sgemm/sgemm_lab [--edge-only]          (on the GPU machine; --edge-only for
 //                                                 compute-sanitizer runs)
+//   build-sgemm/sgemm_lab --resnet               (ResNet-50's 1x1 convs as flat GEMMs instead)
 //   build-sgemm/sgemm_lab --profile SHAPE CAND   (for ncu: runs one candidate 3 times, nothing
 //                                                 else; SHAPE 0-3, CAND a config id, "lt" or
 //                                                 "lt:I", the heuristic's I-th algorithm;
@@ -53,6 +54,20 @@ const Shape kBert[] = {
     {"out", 2048, 768, 768, true, SgemmAct::None},
     {"FFN1+gelu", 2048, 3072, 768, false, SgemmAct::GeluErf},
     {"FFN2", 2048, 768, 3072, true, SgemmAct::None},
+};
+
+// ResNet-50's stride-1 1x1 convs at batch 16 as flat GEMMs (--resnet): M = output channels, K =
+// input channels, N = 16·H·W. NCHW keeps each image's [K, HW] block apart, so the model runs them
+// as a strided batch of 16 (M x HW x K each); the flat form has the same FLOPs and bytes and says
+// whether the SGEMM would win there before it learns strided batches. Expands add the residual,
+// and all apply ReLU (the bottleneck's).
+const Shape kResnet1x1[] = {
+    {"l1 64<-64", 64, 50176, 64, false, SgemmAct::Relu},      {"l1 256<-64", 256, 50176, 64, true, SgemmAct::Relu},
+    {"l1 64<-256", 64, 50176, 256, false, SgemmAct::Relu},    {"l2 128<-256", 128, 50176, 256, false, SgemmAct::Relu},
+    {"l2 512<-128", 512, 12544, 128, true, SgemmAct::Relu},   {"l2 128<-512", 128, 12544, 512, false, SgemmAct::Relu},
+    {"l3 256<-512", 256, 12544, 512, false, SgemmAct::Relu},  {"l3 1024<-256", 1024, 3136, 256, true, SgemmAct::Relu},
+    {"l3 256<-1024", 256, 3136, 1024, false, SgemmAct::Relu}, {"l4 512<-1024", 512, 3136, 1024, false, SgemmAct::Relu},
+    {"l4 2048<-512", 2048, 784, 512, true, SgemmAct::Relu},   {"l4 512<-2048", 512, 784, 2048, false, SgemmAct::Relu},
 };
 
 struct Buf {
@@ -159,9 +174,11 @@ struct LtGemm {
   cublasLtMatmulHeuristicResult_t algos[8] = {};
   int found = 0;
 
-  LtGemm(cublasLtHandle_t h, int M, int N, int K, const float* bias, size_t ws_bytes) {
+  LtGemm(cublasLtHandle_t h, int M, int N, int K, const float* bias, size_t ws_bytes, bool relu = false) {
     CK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    // ReLU after bias (+ C): the residual enters as C with beta = 1, so the epilogue applies it
+    // to the sum, as the bottleneck does.
+    const cublasLtEpilogue_t epi = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
     CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
     CK(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     CK(cublasLtMatrixLayoutCreate(&lw, CUDA_R_32F, N, K, N));
@@ -277,8 +294,11 @@ int main(int argc, char** argv) {
 
   std::vector<Row> table;
   double worst_ours = 0, worst_lt = 0;
-  for (const Shape& sh : kBert) {
-    if (profile && &sh != &kBert[profile_shape]) continue;
+  const bool resnet = argc > 1 && std::strcmp(argv[1], "--resnet") == 0;
+  std::vector<Shape> shapes(std::begin(kBert), std::end(kBert));
+  if (resnet) shapes.assign(std::begin(kResnet1x1), std::end(kResnet1x1));
+  for (const Shape& sh : shapes) {
+    if (profile && &sh != &shapes[profile_shape]) continue;
     Problem p;
     p.M = sh.M, p.N = sh.N, p.K = sh.K, p.lda = sh.K, p.ldb = sh.N, p.ldr = sh.N, p.ldc = sh.N;
     p.x = random_host(size_t(p.M) * p.K, 1);
@@ -298,7 +318,7 @@ int main(int argc, char** argv) {
     std::printf("\n%s  M=%d N=%d K=%d  bias%s%s\n", sh.name, p.M, p.N, p.K, sh.residual ? " + residual" : "",
                 sh.act == SgemmAct::GeluErf ? " then erf-GELU" : "");
 
-    LtGemm g(lt, p.M, p.N, p.K, b.p, ws_bytes);
+    LtGemm g(lt, p.M, p.N, p.K, b.p, ws_bytes, sh.act == SgemmAct::Relu);
     if (profile) {
       SgemmArgs a;
       a.M = p.M, a.N = p.N, a.K = p.K, a.A = x.p, a.lda = p.lda, a.B = w.p, a.ldb = p.ldb;
