@@ -292,7 +292,7 @@ class ConvOp : public CudaOp {
 
   void describe() {
     if (gemm_pick_ >= 0) {
-      name_ = std::string("cuBLASLt GEMM ") + (strict_ ? "fp32" : "tf32") + " NCHW (1x1 conv)" + gemm_route_->describe();
+      name_ = gemm_route_->describe(gemm_pick_, strict_);
       return;
     }
     name_ = std::string("cuDNN ") + (transpose_ ? "conv-transpose " : "conv ") +
@@ -513,7 +513,8 @@ class ConvOp : public CudaOp {
       for (size_t i = 0; trace && i < runs.size(); ++i) {
         const char* chosen = i == pick ? "  <- chosen" : "";
         if (runs[i].gemm >= 0)
-          std::fprintf(stderr, "conv tune %s: cuBLASLt GEMM candidate %d %.4f ms%s\n", key.c_str(), runs[i].gemm, best[i], chosen);
+          std::fprintf(stderr, "conv tune %s: GEMM candidate %d [%s] %.4f ms%s\n", key.c_str(), runs[i].gemm,
+                       gemm_route_->identity(runs[i].gemm).c_str(), best[i], chosen);
         else
           std::fprintf(stderr, "conv tune %s: algo %d math %d %s %.4f ms%s\n", key.c_str(), static_cast<int>(runs[i].algo),
                        static_cast<int>(runs[i].math), runs[i].fused ? "fused" : "+epilogue", best[i], chosen);

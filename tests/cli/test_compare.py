@@ -413,6 +413,8 @@ def write_project(c: Ctx, d: str, body: str) -> str:
     return f
 
 
+# The timing margin is 100%: at 50%, a 2-core VM ran the same CPU bench 50% slower in three checks
+# in a row, seconds after recording (2026-11-26).
 SMALL_PROJECT = """baselines = "baselines/{device}"
 [defaults]
 device = "cpu"
@@ -423,8 +425,8 @@ profile_iterations = 10
 # These tests check the gate's plumbing (recording, staleness, exact rows) right after recording,
 # on a machine other tests share: timings get a wide margin here (the timing tests are above).
 [thresholds]
-latency = "50%"
-node = "10%"
+latency = "100%"
+node = "100%"
 [[model]]
 path = "models/mlp_small.onnx"
 [[model]]
@@ -465,7 +467,7 @@ def test_project_file_errors(c: Ctx):
         (SMALL_PROJECT.replace('baselines = "baselines/{device}"', ""), ("no 'baselines' folder",)),
         (SMALL_PROJECT + '[model.thresholds]\nlatency = 5\n', ("latency must be a percentage in quotes",)),
         (SMALL_PROJECT + '[model.thresholds]\nlatency = "5"\n', ("write a percentage",)),
-        (SMALL_PROJECT.replace('latency = "50%"', 'latency = "50%"\nlatncy = "5%"'), ("unknown key 'latncy' in [thresholds]",)),
+        (SMALL_PROJECT.replace('latency = "100%"', 'latency = "100%"\nlatncy = "5%"'), ("unknown key 'latncy' in [thresholds]",)),
         (SMALL_PROJECT.replace('device = "cpu"', 'device = "tpu"'), ("device must be auto, cpu or cuda",)),
     ]
     for i, (body, mention) in enumerate(cases):
