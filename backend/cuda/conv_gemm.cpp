@@ -1,12 +1,9 @@
 #include "backend/cuda/conv_gemm.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <numeric>
 
 #include "backend/cuda/cublaslt_util.h"
-#include "backend/cuda/sgemm.cuh"
 
 namespace fusec::cuda {
 
@@ -59,30 +56,17 @@ bool Conv1x1Gemm::plan(Context& ctx, const Problem& p, const Tensor* bias, std::
   for (int64_t elems : {p.hw, p.cin, sx, sy}) align = std::gcd<uint64_t>(align, static_cast<uint64_t>(elems) * sizeof(float));
   const uint32_t a32 = static_cast<uint32_t>(align);
   algos_ = lt_heuristic(handle_, desc_, la_, lb_, lc_, ld_, kLtWorkspace, a32, kCandidates);
-  const char* e = std::getenv("FUSEC_SGEMM");
-  const bool own = !p.tf32 && (p.act.act == Act::None || p.act.act == Act::Relu) && !(e && std::strcmp(e, "0") == 0) &&
-                   p.cout <= INT32_MAX && p.hw <= INT32_MAX && p.cin <= INT32_MAX && p.batch <= 32767;
-  own_ = own ? sgemm_config_count() - 1 : 0;
-  if (algos_.empty()) {  // (candidate 0, which a forced route takes untimed, is always cuBLASLt's)
+  if (algos_.empty()) {
     *why = "cuBLASLt has no algorithm for this 1x1 conv";
     return false;
   }
   return true;
 }
 
-std::string Conv1x1Gemm::identity(int i) const {
-  const int lt = static_cast<int>(algos_.size());
-  return i < lt ? lt_algo_identity(algos_.at(i).algo) : std::string("sgemm ") + sgemm_config_name(i - lt);
-}
+std::string Conv1x1Gemm::identity(int i) const { return lt_algo_identity(algos_.at(i).algo); }
 
-std::string Conv1x1Gemm::describe(int i, bool strict) const {
-  const int lt = static_cast<int>(algos_.size());
-  if (i >= lt) {
-    return std::string("fusec SGEMM fp32 ") + sgemm_config_name(i - lt) + " NCHW (1x1 conv)" + (p_.bias ? " + bias" : "") +
-           (p_.residual ? " + residual" : "") + (p_.act.act == Act::Relu ? " + relu" : "") + " fused";
-  }
-  std::string s = std::string("cuBLASLt GEMM ") + (strict ? "fp32" : "tf32") + " NCHW (1x1 conv)";
-  s += p_.residual ? " + residual as C" : plane_.get() ? " + bias plane as C" : "";
+std::string Conv1x1Gemm::describe() const {
+  std::string s = p_.residual ? " + residual as C" : plane_.get() ? " + bias plane as C" : "";
   if (pass_act_.act == Act::None && !bias_in_pass_) s += p_.act.act == Act::Relu ? ", ReLU epilogue" : "";
   else s += " + epilogue";
   return s;
@@ -90,22 +74,6 @@ std::string Conv1x1Gemm::describe(int i, bool strict) const {
 
 cublasStatus_t Conv1x1Gemm::run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
                                 cudaStream_t stream) const {
-  const int lt = static_cast<int>(algos_.size());
-  if (i >= lt) {
-    // Y[n] (cout x hw) = W (cout x cin) · X[n] (cin x hw): A is the filter, shared by the batch.
-    SgemmArgs g;
-    g.M = static_cast<int>(p_.cout), g.N = static_cast<int>(p_.hw), g.K = static_cast<int>(p_.cin);
-    g.A = static_cast<const float*>(w), g.lda = p_.cin;
-    g.B = static_cast<const float*>(x), g.ldb = p_.hw;
-    g.bias = p_.bias ? static_cast<const float*>(b) : nullptr, g.bias_per_row = true;
-    g.residual = p_.residual ? static_cast<const float*>(z) : nullptr, g.ldr = p_.hw;
-    g.C = static_cast<float*>(y), g.ldc = p_.hw;
-    g.act = p_.act.act == Act::Relu ? SgemmAct::Relu : SgemmAct::None;
-    g.batch = static_cast<int>(p_.batch);
-    g.batch_b = p_.cin * p_.hw, g.batch_r = g.batch_c = p_.cout * p_.hw;
-    if (!launch_sgemm_f32(g, i - lt, stream) || cudaGetLastError() != cudaSuccess) return CUBLAS_STATUS_NOT_SUPPORTED;
-    return CUBLAS_STATUS_SUCCESS;
-  }
   const auto& a = algos_.at(i);
   const float one = 1.0f, zero = 0.0f;
   const void* c = p_.residual ? z : plane_.get() ? plane_.get() : y;

@@ -13,11 +13,6 @@
 // joins the activation in the epilogue pass (epilogue.cu), so the sum is (conv + z) + b, one
 // rounding away from the reference's (conv + b) + z. ReLU goes into the GEMM's epilogue whenever
 // nothing is left to add after it.
-//
-// At strict fp32 the candidates also include fusec's SGEMM (sgemm.cuh) as a strided batch with
-// the bias along its rows and the residual and ReLU in its epilogue, in the reference's order:
-// as flat GEMMs it beat cuBLASLt on 8 of ResNet-50's 12 1x1 shapes, by up to 21%
-// (sgemm_lab --resnet, H100, 2026-11-26). FUSEC_SGEMM=0 leaves it out.
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -49,12 +44,11 @@ class Conv1x1Gemm {
   /// `bias` is the host bias when the problem has one. False, with why, when there is no route.
   bool plan(Context& ctx, const Problem& p, const Tensor* bias, std::string* why);
 
-  /// cuBLASLt's algorithms, then (strict fp32) the SGEMM's tiled configurations.
-  int candidates() const { return static_cast<int>(algos_.size()) + own_; }
-  size_t workspace(int i) const { return i < static_cast<int>(algos_.size()) ? algos_.at(i).workspaceSize : 0; }
+  int candidates() const { return static_cast<int>(algos_.size()); }
+  size_t workspace(int i) const { return algos_.at(i).workspaceSize; }
   std::string identity(int i) const;
-  /// The kernel name with candidate i: the library, and what goes through C and the epilogue pass.
-  std::string describe(int i, bool strict) const;
+  /// Short description for the kernel name: what goes through C and the epilogue pass.
+  std::string describe() const;
 
   /// y = act(conv(x, w) + b + z) with candidate `i`: the GEMM, then the epilogue pass if needed.
   cublasStatus_t run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
@@ -69,7 +63,6 @@ class Conv1x1Gemm {
   DeviceBuffer plane_;       // the bias broadcast over HW ([cout][hw]), when C carries the bias
   bool bias_in_pass_ = false;
   ActParams pass_act_;       // what the epilogue pass applies (None: no pass unless bias_in_pass_)
-  int own_ = 0;              // SGEMM configurations offered (all but the generic one)
 };
 
 }  // namespace fusec::cuda

@@ -292,7 +292,7 @@ class ConvOp : public CudaOp {
 
   void describe() {
     if (gemm_pick_ >= 0) {
-      name_ = gemm_route_->describe(gemm_pick_, strict_);
+      name_ = std::string("cuBLASLt GEMM ") + (strict_ ? "fp32" : "tf32") + " NCHW (1x1 conv)" + gemm_route_->describe();
       return;
     }
     name_ = std::string("cuDNN ") + (transpose_ ? "conv-transpose " : "conv ") +

@@ -123,12 +123,6 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   const int tc = (warp % (TC / WC)) * WC + lane % WC;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int M = p.M, N = p.N, K = p.K;
-  // grid z: product bz of a batch, and (SPLIT = 2) which half of K.
-  const int bz = int(blockIdx.z) / SPLIT, rank = SPLIT == 2 ? int(blockIdx.z) % 2 : 0;
-  const float* const pA = p.A + bz * p.batch_a;
-  const float* const pB = p.B + bz * p.batch_b;
-  const float* const pR = p.residual ? p.residual + bz * p.batch_r : nullptr;
-  float* const pC = p.C + bz * p.batch_c;
 
   // Copy assignments, fixed for the whole K loop: 32-bit byte offsets from running pointers to
   // the next tile to load (two adds per copy). Rows past M and columns past N read clamped, valid
@@ -157,12 +151,12 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   int kt0 = 0, KT = (K + BK - 1) / BK;
   if (SPLIT == 2) {
     const int first = (KT + 1) / 2;
-    kt0 = rank == 0 ? 0 : first;
-    KT = rank == 0 ? first : KT - first;
+    kt0 = blockIdx.z == 0 ? 0 : first;
+    KT = blockIdx.z == 0 ? first : KT - first;
   }
   int k_next = kt0 * BK;  // the next tile to load, and its rows of A and B
-  const char* a_next = reinterpret_cast<const char*>(pA + int64_t(m0) * p.lda + ak + k_next);
-  const char* b_next = reinterpret_cast<const char*>(pB + n0) + k_next * b_step / BK;
+  const char* a_next = reinterpret_cast<const char*>(p.A + int64_t(m0) * p.lda + ak + k_next);
+  const char* b_next = reinterpret_cast<const char*>(p.B + n0) + k_next * b_step / BK;
 
   // Copy c (A words first, then B words) of the tile at k_next into stage, if live.
   auto load_copy = [&](int c, int stage, bool live) {
@@ -262,6 +256,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   // Split-K: row piece i (rows i*TR*4 + tr*4 + 0..3) is finished by cluster rank i % 2. Each CTA
   // stores the pieces the other finishes into the other's shared memory, 16-byte word q of
   // thread t at [q][t] (conflict-free), then adds what it received.
+  const int rank = SPLIT == 2 ? int(blockIdx.z) : 0;
   if (SPLIT == 2) {
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
@@ -303,22 +298,17 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
 #pragma unroll
     for (int j = 0; j < TN / 4; ++j) {
       const int n = min(n0 + j * TC * 4 + tc * 4, N - 4);
-      const float4 b = p.bias && !p.bias_per_row ? *reinterpret_cast<const float4*>(p.bias + n) : make_float4(0, 0, 0, 0);
+      const float4 b = p.bias ? *reinterpret_cast<const float4*>(p.bias + n) : make_float4(0, 0, 0, 0);
 #pragma unroll
       for (int i = 0; i < TM / 4; ++i)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
           if (SPLIT == 2 && i % 2 != RK) continue;
-          const int m = min(m0 + i * TR * 4 + tr * 4 + r, M - 1);
           float* a = acc[i * 4 + r] + j * 4;
-          if (p.bias_per_row) {
-            const float br = p.bias ? p.bias[m] : 0.0f;
-            a[0] += br, a[1] += br, a[2] += br, a[3] += br;
-          } else {
-            a[0] += b.x, a[1] += b.y, a[2] += b.z, a[3] += b.w;
-          }
-          if (pR) {
-            const float4 z = *reinterpret_cast<const float4*>(pR + int64_t(m) * p.ldr + n);
+          a[0] += b.x, a[1] += b.y, a[2] += b.z, a[3] += b.w;
+          if (p.residual) {
+            const int m = min(m0 + i * TR * 4 + tr * 4 + r, M - 1);
+            const float4 z = *reinterpret_cast<const float4*>(p.residual + int64_t(m) * p.ldr + n);
             a[0] += z.x, a[1] += z.y, a[2] += z.z, a[3] += z.w;
           }
         }
@@ -339,7 +329,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
           const int m = m0 + i * TR * 4 + tr * 4 + r;
           if (m >= M || (SPLIT == 2 && i % 2 != RK)) continue;
           const float* a = acc[i * 4 + r] + j * 4;
-          *reinterpret_cast<float4*>(pC + int64_t(m) * p.ldc + n) = make_float4(a[0], a[1], a[2], a[3]);
+          *reinterpret_cast<float4*>(p.C + int64_t(m) * p.ldc + n) = make_float4(a[0], a[1], a[2], a[3]);
         }
     }
   };
@@ -362,17 +352,13 @@ __global__ void __launch_bounds__(256) sgemm_generic_kernel(const SgemmArgs p) {
   __shared__ float As[kGenK][kGenTile], Bs[kGenK][kGenTile];
   const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
   const int m0 = blockIdx.y * kGenTile, n0 = blockIdx.x * kGenTile;
-  const float* const pA = p.A + blockIdx.z * p.batch_a;
-  const float* const pB = p.B + blockIdx.z * p.batch_b;
-  const float* const pR = p.residual ? p.residual + blockIdx.z * p.batch_r : nullptr;
-  float* const pC = p.C + blockIdx.z * p.batch_c;
   float acc[4][4] = {};
   for (int k0 = 0; k0 < p.K; k0 += kGenK) {
     for (int idx = tid; idx < kGenTile * kGenK; idx += 256) {
       const int ak = idx % kGenK, am = idx / kGenK;
-      As[ak][am] = m0 + am < p.M && k0 + ak < p.K ? pA[int64_t(m0 + am) * p.lda + k0 + ak] : 0.0f;
+      As[ak][am] = m0 + am < p.M && k0 + ak < p.K ? p.A[int64_t(m0 + am) * p.lda + k0 + ak] : 0.0f;
       const int bk = idx / kGenTile, bn = idx % kGenTile;
-      Bs[bk][bn] = k0 + bk < p.K && n0 + bn < p.N ? pB[int64_t(k0 + bk) * p.ldb + n0 + bn] : 0.0f;
+      Bs[bk][bn] = k0 + bk < p.K && n0 + bn < p.N ? p.B[int64_t(k0 + bk) * p.ldb + n0 + bn] : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -389,9 +375,9 @@ __global__ void __launch_bounds__(256) sgemm_generic_kernel(const SgemmArgs p) {
     for (int j = 0; j < 4; ++j) {
       const int m = m0 + ty + 16 * i, n = n0 + tx + 16 * j;
       if (m >= p.M || n >= p.N) continue;
-      float v = acc[i][j] + (p.bias ? p.bias[p.bias_per_row ? m : n] : 0.0f);
-      if (pR) v += pR[int64_t(m) * p.ldr + n];
-      pC[int64_t(m) * p.ldc + n] = activate(v, p.act);
+      float v = acc[i][j] + (p.bias ? p.bias[n] : 0.0f);
+      if (p.residual) v += p.residual[int64_t(m) * p.ldr + n];
+      p.C[int64_t(m) * p.ldc + n] = activate(v, p.act);
     }
 }
 
@@ -400,8 +386,7 @@ bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0;
 /// Whether the tiled kernel's 16-byte accesses and 32-bit B offsets are valid for a.
 bool tiled_applies(const SgemmArgs& a) {
   return a.N % 4 == 0 && a.ldb % 4 == 0 && a.ldc % 4 == 0 && aligned16(a.B) && aligned16(a.C) &&
-         a.batch_b % 4 == 0 && a.batch_c % 4 == 0 && (!a.bias || a.bias_per_row || aligned16(a.bias)) &&
-         (!a.residual || (a.ldr % 4 == 0 && a.batch_r % 4 == 0 && aligned16(a.residual))) &&
+         (!a.bias || aligned16(a.bias)) && (!a.residual || (a.ldr % 4 == 0 && aligned16(a.residual))) &&
          a.lda <= INT_MAX / 256 && a.ldb <= INT_MAX / 256;  // 32-bit offsets within a tile
 }
 
@@ -416,7 +401,7 @@ bool launch_tiled(const SgemmArgs& a, cudaStream_t s) {
     static const cudaError_t raised = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (raised != cudaSuccess) return false;
   }
-  const dim3 grid((a.N + BN - 1) / BN, (a.M + BM - 1) / BM, a.batch * SPLIT);
+  const dim3 grid((a.N + BN - 1) / BN, (a.M + BM - 1) / BM, SPLIT);
   if (SPLIT == 1) {
     kernel<<<grid, threads, smem, s>>>(a);
     return true;
@@ -432,7 +417,7 @@ bool launch_tiled(const SgemmArgs& a, cudaStream_t s) {
 
 bool launch_generic(const SgemmArgs& a, cudaStream_t s) {
   if ((a.M + kGenTile - 1) / kGenTile > 65535) return false;
-  sgemm_generic_kernel<<<dim3((a.N + kGenTile - 1) / kGenTile, (a.M + kGenTile - 1) / kGenTile, a.batch), 256, 0, s>>>(a);
+  sgemm_generic_kernel<<<dim3((a.N + kGenTile - 1) / kGenTile, (a.M + kGenTile - 1) / kGenTile), 256, 0, s>>>(a);
   return true;
 }
 
@@ -479,7 +464,7 @@ int sgemm_config_count() { return kConfigCount; }
 const char* sgemm_config_name(int config) { return config >= 0 && config < kConfigCount ? kConfigs[config].name : "?"; }
 
 bool launch_sgemm_f32(const SgemmArgs& a, int config, cudaStream_t s) {
-  if (config < 0 || config >= kConfigCount || a.M < 0 || a.N < 0 || a.K < 0 || a.batch < 1 || a.batch > 32767) return false;
+  if (config < 0 || config >= kConfigCount || a.M < 0 || a.N < 0 || a.K < 0) return false;
   if (a.M == 0 || a.N == 0) return true;
   return kConfigs[config].launch(a, s);
 }

@@ -3,9 +3,6 @@
 //
 //   C[M,N] = act(A[M,K] · B[K,N] + bias[N] + R[M,N])
 //
-// or, for a 1x1 convolution over NCHW memory, a strided batch of such products with the bias
-// along M (output channels): Y[n] = act(W · X[n] + bias[:, None] + Z[n]).
-//
 // A small fixed set of tile configurations, so a tuner can time each one per shape and keep the
 // fastest; scripts/lab/sgemm_lab.cu times them against cuBLASLt on BERT-base's GEMMs. Every
 // configuration accumulates each output in ascending k with fmaf, so results are deterministic
@@ -31,9 +28,6 @@ struct SgemmArgs {
   float* C = nullptr;               // [M,N], row stride ldc; may alias residual when ldr == ldc
   int64_t ldc = 0;
   SgemmAct act = SgemmAct::None;
-  bool bias_per_row = false;        // bias is [M], one value per row, instead of [N]
-  int batch = 1;                    // independent products (grid z), each offset by:
-  int64_t batch_a = 0, batch_b = 0, batch_r = 0, batch_c = 0;  // element strides between them
 };
 
 /// Uniform values in [-1, 1) from a hash of the index (timing data: real data diverges in the
@@ -47,9 +41,8 @@ int sgemm_config_count();
 const char* sgemm_config_name(int config);
 
 /// Launches configuration `config` on stream s. Returns false, launching nothing, when the
-/// configuration does not apply: the tiled ones need N, ldb, ldc (and ldr) and the batch strides
-/// of B, C (and R) multiples of 4 and 16-byte aligned B, C (and residual); the last one
-/// ("generic") takes any shape and stride. At most 32767 products in a batch.
+/// configuration does not apply: the tiled ones need N, ldb, ldc (and ldr) multiples of 4 and
+/// 16-byte aligned B, C (and residual); the last one ("generic") takes any shape and stride.
 /// Launch errors are left for the caller's cudaGetLastError.
 bool launch_sgemm_f32(const SgemmArgs& a, int config, cudaStream_t s);
 

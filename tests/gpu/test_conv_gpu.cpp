@@ -11,8 +11,6 @@
 #include <iterator>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cuda/context.h"
-#include "backend/cuda/conv_gemm.h"
 #include "backend/cuda/tuning_cache.h"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
@@ -246,78 +244,4 @@ TEST(GpuConvChoice, WarmBuildsRecallTheChoiceAndSurviveARefusedFusedCall) {
   ::unsetenv("FUSEC_TUNING_CACHE");
   cache.reload();
   std::filesystem::remove_all(dir);
-}
-
-// Every candidate of the 1x1-conv GEMM route, cuBLASLt's and (strict fp32) the SGEMM's strided
-// batches with the bias along rows, each against a double-precision reference: with and without
-// bias, residual and ReLU, pixel counts that are and are not multiples of 4 (a tiled SGEMM
-// configuration refuses the latter, and says so by failing the launch).
-TEST(GpuConvGemmRoute, EveryCandidateIncludingTheSgemmMatchesTheReference) {
-  FUSEC_REQUIRE_GPU();
-  cuda::Context ctx;
-  struct Shape { int64_t batch, cin, cout, hw; };
-  const Shape shapes[] = {{2, 24, 40, 36}, {3, 16, 8, 49}, {2, 64, 256, 196}};
-  for (const Shape& sh : shapes)
-    for (int form = 0; form < 4; ++form) {  // bit 0: bias, bit 1: residual
-      for (bool relu : {false, true}) {
-        SCOPED_TRACE("batch " + std::to_string(sh.batch) + " cin " + std::to_string(sh.cin) + " cout " +
-                     std::to_string(sh.cout) + " hw " + std::to_string(sh.hw) + " form " + std::to_string(form) +
-                     (relu ? " relu" : ""));
-        cuda::Conv1x1Gemm::Problem p;
-        p.batch = sh.batch, p.cin = sh.cin, p.cout = sh.cout, p.hw = sh.hw;
-        p.bias = form & 1, p.residual = form & 2;
-        if (relu) p.act.act = cuda::Act::Relu;
-        Tensor x = random_tensor(DType::Float32, {sh.batch, sh.cin, sh.hw}, 81);
-        Tensor w = random_tensor(DType::Float32, {sh.cout, sh.cin}, 82);
-        Tensor bias = random_tensor(DType::Float32, {sh.cout}, 83);
-        Tensor z = random_tensor(DType::Float32, {sh.batch, sh.cout, sh.hw}, 84);
-        cuda::Conv1x1Gemm route;
-        std::string why;
-        ASSERT_TRUE(route.plan(ctx, p, p.bias ? &bias : nullptr, &why)) << why;
-        std::vector<double> ref(static_cast<size_t>(sh.batch * sh.cout * sh.hw));
-        double mx = 0;
-        for (int64_t n = 0; n < sh.batch; ++n)
-          for (int64_t o = 0; o < sh.cout; ++o)
-            for (int64_t q = 0; q < sh.hw; ++q) {
-              double v = 0;
-              for (int64_t c = 0; c < sh.cin; ++c) v += w.as_double(o * sh.cin + c) * x.as_double((n * sh.cin + c) * sh.hw + q);
-              const int64_t i = (n * sh.cout + o) * sh.hw + q;
-              if (p.bias) v += bias.as_double(o);
-              if (p.residual) v += z.as_double(i);
-              if (relu) v = std::max(v, 0.0);
-              ref[i] = v;
-              mx = std::max(mx, std::fabs(v));
-            }
-        auto upload = [](const Tensor& t) {
-          cuda::DeviceBuffer d(t.nbytes(), "test");
-          EXPECT_EQ(cudaMemcpy(d.get(), t.raw(), t.nbytes(), cudaMemcpyHostToDevice), cudaSuccess);
-          return d;
-        };
-        cuda::DeviceBuffer dx = upload(x), dw = upload(w), db = upload(bias), dz = upload(z);
-        size_t ws_bytes = 256;
-        for (int i = 0; i < route.candidates(); ++i) ws_bytes = std::max(ws_bytes, route.workspace(i));
-        cuda::DeviceBuffer dy(ref.size() * sizeof(float), "test"), ws(ws_bytes, "test");
-        int own_ran = 0, own = 0;
-        for (int i = 0; i < route.candidates(); ++i) {
-          SCOPED_TRACE(route.identity(i));
-          const bool is_own = route.identity(i).rfind("sgemm ", 0) == 0;
-          own += is_own;
-          ASSERT_EQ(cudaMemset(dy.get(), 0xFF, ref.size() * sizeof(float)), cudaSuccess);  // NaN: unwritten shows
-          const cublasStatus_t st = route.run(i, dx.get(), dw.get(), db.get(), dz.get(), dy.get(), ws.get(), ctx.stream());
-          if (st != CUBLAS_STATUS_SUCCESS) {
-            EXPECT_TRUE(is_own && sh.hw % 4 != 0) << "only a tiled SGEMM configuration may refuse, and only hw % 4 != 0";
-            continue;
-          }
-          own_ran += is_own;
-          ASSERT_EQ(cudaStreamSynchronize(ctx.stream()), cudaSuccess);
-          std::vector<float> y(ref.size());
-          ASSERT_EQ(cudaMemcpy(y.data(), dy.get(), y.size() * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
-          double err = 0;
-          for (size_t k = 0; k < y.size(); ++k) err = std::max(err, std::isfinite(y[k]) ? std::fabs(y[k] - ref[k]) : 1e30);
-          EXPECT_LE(err, 1e-5 * std::max(mx, 1.0));
-        }
-        EXPECT_GT(own, 0) << "strict fp32 offers the SGEMM";
-        if (sh.hw % 4 == 0) EXPECT_EQ(own_ran, own) << "every tiled configuration takes hw % 4 == 0";
-      }
-    }
 }
