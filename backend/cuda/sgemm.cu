@@ -96,7 +96,6 @@ __global__ void fill_random_kernel(float* p, int64_t n, uint32_t seed) {
   }
 }
 
-
 // SPLIT = 2: a cluster of two CTAs along grid z shares one tile, each running half of the K
 // tiles; they swap half their accumulators through distributed shared memory and each finishes
 // half the tile's rows. Two partial sums added once: the same bits whichever CTA adds them.
