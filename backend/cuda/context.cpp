@@ -16,6 +16,9 @@ DeviceBuffer::DeviceBuffer(size_t bytes, const std::string& what) : bytes_(bytes
   if (err != cudaSuccess) {
     cudaGetLastError();
     ptr_ = nullptr;
+    // A sticky error from an earlier launch fails every later call: say that, not out of memory.
+    if (err != cudaErrorMemoryAllocation)
+      bad_input(std::string("the GPU failed before ") + what + " could be allocated: " + cudaGetErrorString(err));
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
     bad_input("out of GPU memory: " + what + " needs " + std::to_string(bytes >> 20) + " MiB, " +

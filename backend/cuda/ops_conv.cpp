@@ -24,6 +24,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/constant_upload.h"
 #include "backend/cuda/conv_gemm.h"
+#include "backend/cuda/conv_igemm_route.h"
 #include "backend/cuda/dnn_check.h"
 #include "backend/cuda/cuda_op.h"
 #include "backend/cuda/epilogue.cuh"
@@ -78,7 +79,8 @@ struct FwdChoice {
   cudnnMathType_t math;
   bool fused;
   size_t ws;
-  int gemm = -1;  // >= 0: not cuDNN but the 1x1 conv's GEMM route, this cuBLASLt candidate
+  int gemm = -1;   // >= 0: not cuDNN but the 1x1 conv's GEMM route, this cuBLASLt candidate
+  int igemm = -1;  // >= 0: not cuDNN but fusec's implicit-GEMM conv, this configuration
 };
 
 class ConvOp : public CudaOp {
@@ -247,6 +249,7 @@ class ConvOp : public CudaOp {
 
     // The GEMM route only where it can be chosen: timed by the tuner, or forced.
     if (!transpose && !nhwc && dt_ == DType::Float32 && (tuning || gemm_forced())) plan_gemm_route(c, g, group);
+    if (!transpose && !nhwc && strict && (tuning || igemm_forced() >= 0)) plan_igemm_route(c, g, group);
     // The algorithm by timing the launch as it will run (fused, or the conv and its epilogue
     // pass), warm and repeated, on scratch buffers: strict fp32 by default, where the heuristics'
     // first choice ran ResNet-50's convolutions at 35-57% of the fp32 peak. cuDNN's own trial
@@ -256,6 +259,10 @@ class ConvOp : public CudaOp {
     bool tuned = false;
     if (gemm_route_ && gemm_forced()) {  // tests and A/B runs: the GEMM route without timing
       FwdChoice ch{fwd_algo_, math_, false, workspace_, 0};
+      tuned = apply(ch);
+    }
+    if (!tuned && igemm_route_ && igemm_forced() >= 0) {  // tests: one implicit-GEMM configuration, untimed
+      FwdChoice ch{fwd_algo_, math_, false, workspace_, -1, igemm_forced()};
       tuned = apply(ch);
     }
     if (!tuned && tuning) {
@@ -269,6 +276,7 @@ class ConvOp : public CudaOp {
         workspace_ = heuristic.ws;
         fused_ = false;
         gemm_pick_ = -1;
+        igemm_pick_ = -1;
       }
     }
     if (!tuned) {
@@ -286,11 +294,17 @@ class ConvOp : public CudaOp {
                                               ":" + (fused_ ? "1" : "0") + ":" + std::to_string(static_cast<int>(fused_algo_)));
     }
     if (gemm_pick_ < 0) gemm_route_.reset();  // cuDNN runs it: no descriptors or bias plane held for nothing
+    if (igemm_pick_ < 0) igemm_route_.reset();
     describe();
     return true;
   }
 
   void describe() {
+    if (igemm_pick_ >= 0) {
+      name_ = std::string("fusec implicit-GEMM conv fp32 NCHW ") + igemm_route_->identity(igemm_pick_) +
+              (has_bias_ || has_z_ || act_.act != Act::None ? " + fused epilogue" : "");
+      return;
+    }
     if (gemm_pick_ >= 0) {
       name_ = std::string("cuBLASLt GEMM ") + (strict_ ? "fp32" : "tf32") + " NCHW (1x1 conv)" + gemm_route_->describe();
       return;
@@ -349,6 +363,32 @@ class ConvOp : public CudaOp {
     if (route->plan(c.ctx(), p, has_bias_ ? c.constant(2) : nullptr, &why)) gemm_route_ = std::move(route);
   }
 
+  /// fusec's implicit-GEMM conv (conv_igemm.cuh) for a 2-D, ungrouped conv: timed beside cuDNN
+  /// at strict fp32. FUSEC_CONV_IGEMM=0 leaves it out; =N takes configuration N untimed.
+  void plan_igemm_route(const PlanContext& c, const WindowGeometry& g, int group) {
+    const char* e = std::getenv("FUSEC_CONV_IGEMM");
+    if ((e && std::string(e) == "0") || group != 1 || g.kernel.size() != 2) return;
+    const auto& xd = c.in_dims(0);
+    const auto& wd = c.in_dims(1);
+    const auto& od = c.out_dims(0);
+    ConvIgemmShape s;
+    s.batch = xd[0], s.c = xd[1], s.h = xd[2], s.w = xd[3];
+    s.cout = wd[0], s.r = wd[2], s.s = wd[3], s.p = od[2], s.q = od[3];
+    s.stride_h = g.stride[0], s.stride_w = g.stride[1], s.pad_h = g.pad_begin[0], s.pad_w = g.pad_begin[1];
+    s.dil_h = g.dilation[0], s.dil_w = g.dilation[1];
+    if (wd[1] != xd[1]) return;
+    auto route = std::make_unique<ConvIgemmRoute>();
+    std::string why;
+    if (route->plan(s, has_bias_, has_z_, act_, &why)) igemm_route_ = std::move(route);
+  }
+
+  /// The configuration FUSEC_CONV_IGEMM forces, or -1.
+  static int igemm_forced() {
+    const char* e = std::getenv("FUSEC_CONV_IGEMM");
+    if (!e || !*e || std::string(e) == "0" || std::string(e).find_first_not_of("0123456789") != std::string::npos) return -1;
+    return std::atoi(e) - 1;
+  }
+
   static bool gemm_forced() {
     const char* e = std::getenv("FUSEC_CONV_GEMM");
     return e && std::string(e) == "force";
@@ -363,6 +403,15 @@ class ConvOp : public CudaOp {
 
   /// Sets the op to run `ch`: algorithm, math mode, exact workspace, fused or not.
   bool apply(const FwdChoice& ch) {
+    igemm_pick_ = -1;
+    if (ch.igemm >= 0) {
+      if (!igemm_route_ || ch.igemm >= igemm_route_->candidates()) return false;
+      igemm_pick_ = ch.igemm;
+      gemm_pick_ = -1;
+      fused_ = false;
+      workspace_ = 0;
+      return true;
+    }
     if (ch.gemm >= 0) {
       if (!gemm_route_ || ch.gemm >= gemm_route_->candidates()) return false;
       gemm_pick_ = ch.gemm;
@@ -443,6 +492,17 @@ class ConvOp : public CudaOp {
             cudaStreamSynchronize(stream) == cudaSuccess)
           return true;
         cudaGetLastError();
+      } else if (v && v->rfind("igemm:", 0) == 0) {  // "igemm:config|name"
+        const auto bar = v->find('|');
+        const int i = std::atoi(v->c_str() + 6);
+        FwdChoice ch = cands[0];
+        ch.igemm = i;
+        if (bar != std::string::npos && igemm_route_ && i >= 0 && i < igemm_route_->candidates() &&
+            igemm_route_->identity(i) == v->substr(bar + 1) && apply(ch) &&
+            run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
+            cudaStreamSynchronize(stream) == cudaSuccess)
+          return true;
+        cudaGetLastError();
       } else if (v) {  // "algo:math:fused", checked again by one call
         int algo = -1, math = -1, fused = 0;
         if (std::sscanf(v->c_str(), "%d:%d:%d", &algo, &math, &fused) == 3)
@@ -483,6 +543,15 @@ class ConvOp : public CudaOp {
         cudaGetLastError();
         if (ok) runs.push_back(ch);
       }
+      for (int i = 0; igemm_route_ && i < igemm_route_->candidates(); ++i) {
+        FwdChoice ch = cands[0];
+        ch.igemm = i;
+        ch.fused = false;
+        const bool ok = apply(ch) && run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
+                        cudaStreamSynchronize(stream) == cudaSuccess;
+        cudaGetLastError();
+        if (ok) runs.push_back(ch);
+      }
       if (runs.empty()) return false;
       cudaEvent_t e0, e1;
       FUSEC_CUDA_CHECK(cudaEventCreate(&e0));
@@ -512,7 +581,10 @@ class ConvOp : public CudaOp {
       if (best[0] <= 1.03f * best[pick]) pick = 0;
       for (size_t i = 0; trace && i < runs.size(); ++i) {
         const char* chosen = i == pick ? "  <- chosen" : "";
-        if (runs[i].gemm >= 0)
+        if (runs[i].igemm >= 0)
+          std::fprintf(stderr, "conv tune %s: implicit GEMM [%s] %.4f ms%s\n", key.c_str(),
+                       igemm_route_->identity(runs[i].igemm).c_str(), best[i], chosen);
+        else if (runs[i].gemm >= 0)
           std::fprintf(stderr, "conv tune %s: GEMM candidate %d [%s] %.4f ms%s\n", key.c_str(), runs[i].gemm,
                        gemm_route_->identity(runs[i].gemm).c_str(), best[i], chosen);
         else
@@ -520,6 +592,10 @@ class ConvOp : public CudaOp {
                        static_cast<int>(runs[i].math), runs[i].fused ? "fused" : "+epilogue", best[i], chosen);
       }
       if (!apply(runs[pick])) return false;
+      if (runs[pick].igemm >= 0) {
+        cache.put(key, "igemm:" + std::to_string(runs[pick].igemm) + "|" + igemm_route_->identity(runs[pick].igemm));
+        return true;
+      }
       if (runs[pick].gemm >= 0) {
         cache.put(key, "gemm:" + std::to_string(runs[pick].gemm) + "|" + gemm_route_->identity(runs[pick].gemm));
         return true;
@@ -549,6 +625,8 @@ class ConvOp : public CudaOp {
   /// The convolution as it launches: the fused call, or the conv (forward, or backward data for
   /// ConvTranspose) then the epilogue pass. launch() and every plan-time trial run this one.
   cudnnStatus_t run_conv(const void* x, const void* w, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) {
+    if (igemm_pick_ >= 0)
+      return igemm_route_->run(igemm_pick_, x, w, b, z, y, stream) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
     if (gemm_pick_ >= 0)
       return gemm_route_->run(gemm_pick_, x, w, b, z, y, ws, stream) == CUBLAS_STATUS_SUCCESS ? CUDNN_STATUS_SUCCESS
                                                                                              : CUDNN_STATUS_EXECUTION_FAILED;
@@ -628,6 +706,12 @@ class ConvOp : public CudaOp {
       return;
     }
     const void* w = own_weights_.get() ? own_weights_.get() : a.inputs[1].data;
+    if (igemm_pick_ >= 0) {
+      const bool launched = igemm_route_->run(igemm_pick_, X.data, w, b, z, Y.data, a.stream);
+      FUSEC_CUDA_CHECK(cudaGetLastError());
+      if (!launched) internal_error("the implicit-GEMM conv refused the launch it was planned for");
+      return;
+    }
     if (gemm_pick_ >= 0) {
       const cublasStatus_t st = gemm_route_->run(gemm_pick_, X.data, w, b, z, Y.data, a.workspace, a.stream);
       if (st != CUBLAS_STATUS_SUCCESS) throw_library_error("cuBLASLt", st, cublasLtGetStatusString(st), "1x1 conv GEMM", __FILE__, __LINE__);
@@ -650,6 +734,8 @@ class ConvOp : public CudaOp {
   DeviceBuffer own_weights_;  // NHWC: KRSC weights
   std::unique_ptr<Conv1x1Gemm> gemm_route_;  // 1x1 convs: the GEMM route the tuner may pick
   int gemm_pick_ = -1;                       // its chosen candidate, or -1: cuDNN runs the conv
+  std::unique_ptr<ConvIgemmRoute> igemm_route_;  // strict fp32 2-D convs: fusec's own kernel
+  int igemm_pick_ = -1;                          // its chosen configuration, or -1
   cudnnTensorDescriptor_t bias_ = nullptr;
   cudnnActivationDescriptor_t act_desc_ = nullptr;
   cudnnConvolutionFwdAlgo_t fused_algo_{};

@@ -99,7 +99,7 @@ void compare(const Tensor& got, const Tensor& want, double tol, const std::strin
   }
 }
 
-void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol, bool require_gpu_kernel) {
+void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol, bool require_gpu_kernel, const std::string& kernel_has) {
   if (tol < 0) tol = default_tolerance(p);
   std::vector<Tensor> feeds;
   auto g = build_case(c, &feeds);
@@ -114,8 +114,10 @@ void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol, bool requi
   ASSERT_EQ(got.size(), want.size());
   if (require_gpu_kernel) {
     for (const auto& pl : exe->placement())
-      if (pl.node == "node_under_test")
+      if (pl.node == "node_under_test") {
         EXPECT_TRUE(pl.on_gpu) << c.op << " ran on the CPU: " << pl.reason;
+        if (!kernel_has.empty()) EXPECT_NE(pl.kernel.find(kernel_has), std::string::npos) << c.op << " ran as " << pl.kernel;
+      }
   }
   for (size_t i = 0; i < want.size(); ++i)
     compare(got[i], want[i], tol, c.op + " output " + std::to_string(i) + " at " + precision_name(p));

@@ -40,8 +40,9 @@ double default_tolerance(Precision p);
 /// Runs the case on the CPU reference and on CUDA at `p`; expects every output within `tol`
 /// (negative: default_tolerance(p)) of the reference relative to max|reference| (exact for
 /// integer and bool outputs). With `require_gpu_kernel`, also expects the node to have run on the
-/// GPU rather than through the CPU fallback.
-void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol = -1, bool require_gpu_kernel = true);
+/// GPU rather than through the CPU fallback; with `kernel_has`, that its kernel's name contains it.
+void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol = -1, bool require_gpu_kernel = true,
+                            const std::string& kernel_has = "");
 
 /// Expects `got` within `tol` of `want` relative to max|want| (exact for integers and bools).
 void compare(const Tensor& got, const Tensor& want, double tol, const std::string& what);

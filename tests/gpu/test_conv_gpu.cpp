@@ -11,6 +11,7 @@
 #include <iterator>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/conv_igemm.cuh"
 #include "backend/cuda/tuning_cache.h"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
@@ -244,4 +245,63 @@ TEST(GpuConvChoice, WarmBuildsRecallTheChoiceAndSurviveARefusedFusedCall) {
   ::unsetenv("FUSEC_TUNING_CACHE");
   cache.reload();
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+OpCase fused_conv(std::vector<int64_t> x, std::vector<int64_t> w, std::vector<NamedAttribute> attrs, const char* act, bool residual) {
+  OpCase c = conv(x, w, std::move(attrs));
+  c.op = "FusedConv";
+  c.domain = "ai.fusec";
+  c.attrs.push_back(attr("activation", std::string(act)));
+  if (residual) {
+    auto y = x;
+    y[1] = w[0];
+    c.inputs.push_back(random_tensor(DType::Float32, y, 31));
+  }
+  return c;
+}
+
+}  // namespace
+
+// fusec's implicit-GEMM conv (conv_igemm.cuh), each configuration forced, on the shapes its
+// edges live in: K (= C·R·S) not a multiple of the 16-deep slice (the 7x7 stem's 147), outputs
+// per image not a multiple of 4 (scalar stores) and a multiple (16-byte stores), taps in the
+// padding on every side, strides, dilations, a non-square window, Cout not a multiple of the
+// tile, K deep enough for split-K, and each fused epilogue; with 16-byte stores, a last tile of
+// pixels past the batch's end (3 images of 8x8: 192 columns in tiles of 128).
+TEST(GpuConvIgemm, EveryConfigurationMatchesTheReference) {
+  FUSEC_REQUIRE_GPU();
+  using V = std::vector<int64_t>;
+  const std::vector<std::pair<const char*, OpCase>> cases = {
+      {"stem 7x7 s2 p3", conv({2, 3, 30, 30}, {16, 3, 7, 7}, {attr("strides", V{2, 2}), attr("pads", V{3, 3, 3, 3})})},
+      {"3x3 p1, no bias", conv({2, 16, 15, 13}, {24, 16, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, false)},
+      {"3x3 s2 p1 to 7x7", conv({2, 32, 14, 14}, {40, 32, 3, 3}, {attr("strides", V{2, 2}), attr("pads", V{1, 1, 1, 1})})},
+      {"1x1 s2", conv({2, 24, 16, 16}, {36, 24, 1, 1}, {attr("strides", V{2, 2})})},
+      {"3x3 dilation 2", conv({1, 8, 20, 20}, {12, 8, 3, 3}, {attr("dilations", V{2, 2}), attr("pads", V{2, 2, 2, 2})})},
+      {"3x5 s(2,1)", conv({2, 6, 11, 12}, {10, 6, 3, 5}, {attr("strides", V{2, 1}), attr("pads", V{1, 2, 1, 2})})},
+      {"residual + relu, 8x8", fused_conv({3, 64, 8, 8}, {70, 64, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Relu", true)},
+      {"residual + relu, 7x7", fused_conv({2, 16, 7, 7}, {16, 16, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Relu", true)},
+      {"gelu", fused_conv({1, 8, 9, 9}, {8, 8, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Gelu", false)},
+  };
+  ASSERT_GE(cuda::conv_igemm_config_count(), 1);
+  for (int cfg = 0; cfg < cuda::conv_igemm_config_count(); ++cfg) {
+    const std::string forced = std::to_string(cfg + 1);
+    ScopedEnv force("FUSEC_CONV_IGEMM", forced.c_str());
+    for (const auto& [what, c] : cases) {
+      SCOPED_TRACE(std::string(what) + ", " + cuda::conv_igemm_config_name(cfg));
+      expect_gpu_matches_cpu(c, Precision::FP32, -1, true, std::string("implicit-GEMM conv fp32 NCHW ") + cuda::conv_igemm_config_name(cfg));
+    }
+  }
+}
+
+TEST(GpuConvIgemm, WhatItDoesNotFuseStaysOnCudnn) {
+  FUSEC_REQUIRE_GPU();
+  ScopedEnv force("FUSEC_CONV_IGEMM", "1");
+  using V = std::vector<int64_t>;
+  // An activation its epilogue lacks, a grouped conv, and TF32 (where cuDNN's tensor cores win).
+  expect_gpu_matches_cpu(fused_conv({1, 8, 9, 9}, {8, 8, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Sigmoid", false), Precision::FP32, -1,
+                         true, "cuDNN");
+  expect_gpu_matches_cpu(conv({1, 8, 9, 9}, {8, 4, 3, 3}, {attr("group", int64_t{2})}), Precision::FP32, -1, true, "cuDNN");
+  expect_gpu_matches_cpu(conv({1, 8, 9, 9}, {8, 8, 3, 3}, {}), Precision::TF32, -1, true, "cuDNN");
 }

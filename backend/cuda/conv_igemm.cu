@@ -1,0 +1,73 @@
+// The implicit-GEMM convolution's configurations and entry points; see conv_igemm.cuh. The
+// kernel is sgemm_core.cuh's, instantiated here for ConvIgemmArgs.
+#include "backend/cuda/conv_igemm.cuh"
+
+#include <climits>
+
+#include "backend/cuda/sgemm_core.cuh"
+
+namespace fusec::cuda {
+
+namespace {
+
+template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT = 1>
+bool launch_conv(const ConvIgemmArgs& a, cudaStream_t s) {
+  return sgemm_core::launch_tiled_kernel<ConvIgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
+}
+
+struct Config {
+  const char* name;
+  bool (*launch)(const ConvIgemmArgs&, cudaStream_t);
+};
+
+// The GEMM's two fastest tiles on BERT-base (sgemm.cu), each with and without split-K: split-K
+// for the late layers, whose few output pixels leave too few tiles (ResNet-50's layer 4 at batch
+// 16: Cout 512 x 784 pixels, 28 tiles of 128x128). Every thread copies one pixel's column, so
+// the thread count must be a multiple of BN.
+//                                                    BM   BN  BK TM TN WR ST MIN SPLIT
+const Config kConfigs[] = {
+    {"64x128 t8x8 128thr 2/SM", launch_conv<64, 128, 16, 8, 8, 4, 4, 2>},
+    {"64x128 t8x8 128thr 2/SM splitK2", launch_conv<64, 128, 16, 8, 8, 4, 4, 2, 2>},
+    {"128x128 t8x8 256thr 2/SM", launch_conv<128, 128, 16, 8, 8, 4, 3, 2>},
+    {"128x128 t8x8 256thr 2/SM splitK2", launch_conv<128, 128, 16, 8, 8, 4, 3, 2, 2>},
+};
+constexpr int kConfigCount = int(sizeof(kConfigs) / sizeof(kConfigs[0]));
+
+}  // namespace
+
+const char* conv_igemm_refusal(const ConvIgemmShape& s) {
+  for (int64_t v : {s.batch, s.c, s.h, s.w, s.cout, s.r, s.s, s.p, s.q, s.stride_h, s.stride_w, s.dil_h, s.dil_w})
+    if (v < 1) return "an empty or degenerate convolution";
+  if (s.pad_h < 0 || s.pad_w < 0) return "negative padding";
+  // 32-bit element offsets into X and Y, and taps packed as two 16-bit window offsets.
+  if (s.batch * s.c * s.h * s.w > INT_MAX || s.batch * s.cout * s.p * s.q > INT_MAX) return "tensors beyond 2^31 elements";
+  if ((s.r - 1) * s.dil_h >= 32768 || (s.s - 1) * s.dil_w >= 32768) return "a dilated window beyond 32767";
+  if (s.c * s.r * s.s > (INT_MAX / 4) / 128) return "a filter too deep for 32-bit tile offsets";
+  if ((s.cout + 63) / 64 > 65535) return "too many output channels";
+  return nullptr;
+}
+
+std::vector<int2> conv_igemm_taps(const ConvIgemmShape& s) {
+  std::vector<int2> taps;
+  taps.reserve(static_cast<size_t>(s.c * s.r * s.s));
+  for (int64_t c = 0; c < s.c; ++c)
+    for (int64_t r = 0; r < s.r; ++r)
+      for (int64_t q = 0; q < s.s; ++q) {
+        const int64_t dh = r * s.dil_h, dw = q * s.dil_w;
+        taps.push_back(make_int2(static_cast<int>(c * s.h * s.w + dh * s.w + dw), static_cast<int>(dh << 16 | dw)));
+      }
+  return taps;
+}
+
+int conv_igemm_config_count() { return kConfigCount; }
+
+const char* conv_igemm_config_name(int config) {
+  return config >= 0 && config < kConfigCount ? kConfigs[config].name : "?";
+}
+
+bool launch_conv_igemm_f32(const ConvIgemmArgs& a, int config, cudaStream_t s) {
+  if (config < 0 || config >= kConfigCount || a.M < 1 || a.N < 1 || a.K < 1 || !a.taps) return false;
+  return kConfigs[config].launch(a, s);
+}
+
+}  // namespace fusec::cuda

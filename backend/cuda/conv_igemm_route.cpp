@@ -1,0 +1,52 @@
+#include "backend/cuda/conv_igemm_route.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/check.h"
+
+namespace fusec::cuda {
+
+bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, std::string* why) {
+  switch (act.act) {
+    case Act::None: act_ = SgemmAct::None; break;
+    case Act::Relu: act_ = SgemmAct::Relu; break;
+    case Act::Gelu: act_ = SgemmAct::GeluErf; break;
+    default: *why = "an activation the implicit-GEMM conv does not fuse"; return false;
+  }
+  if (const char* no = conv_igemm_refusal(s)) {
+    *why = no;
+    return false;
+  }
+  s_ = s;
+  bias_ = bias;
+  residual_ = residual;
+  const std::vector<int2> taps = conv_igemm_taps(s);
+  taps_ = DeviceBuffer(taps.size() * sizeof(int2), "an implicit-GEMM conv's tap table");
+  FUSEC_CUDA_CHECK(cudaMemcpy(taps_.get(), taps.data(), taps.size() * sizeof(int2), cudaMemcpyHostToDevice));
+  return true;
+}
+
+bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, const void* z, void* y, cudaStream_t stream) const {
+  auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  ConvIgemmArgs a;
+  a.M = static_cast<int>(s_.cout);
+  a.N = static_cast<int>(s_.batch * s_.p * s_.q);
+  a.K = static_cast<int>(s_.c * s_.r * s_.s);
+  a.A = static_cast<const float*>(w);
+  a.lda = a.K;
+  a.X = static_cast<const float*>(x);
+  a.taps = static_cast<const int2*>(taps_.get());
+  a.H = static_cast<int>(s_.h), a.W = static_cast<int>(s_.w), a.P = static_cast<int>(s_.p), a.Q = static_cast<int>(s_.q);
+  a.stride_h = static_cast<int>(s_.stride_h), a.stride_w = static_cast<int>(s_.stride_w);
+  a.pad_h = static_cast<int>(s_.pad_h), a.pad_w = static_cast<int>(s_.pad_w);
+  a.chw = static_cast<int>(s_.c * s_.h * s_.w);
+  a.bias = bias_ ? static_cast<const float*>(b) : nullptr;
+  a.residual = residual_ ? static_cast<const float*>(z) : nullptr;
+  a.C = static_cast<float*>(y);
+  a.vec = (s_.p * s_.q) % 4 == 0 && aligned16(y) && (!a.residual || aligned16(a.residual));
+  a.act = act_;
+  return launch_conv_igemm_f32(a, i, stream);
+}
+
+}  // namespace fusec::cuda

@@ -1,0 +1,34 @@
+// The implicit-GEMM convolution (conv_igemm.cuh) as a route the conv tuner times beside cuDNN's
+// algorithms at strict fp32: NCHW, 2-D, ungrouped, with bias, residual and ReLU (or GELU) fused.
+// It holds the shape's tap table on the device.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "backend/cuda/context.h"
+#include "backend/cuda/conv_igemm.cuh"
+#include "backend/cuda/epilogue.cuh"
+
+namespace fusec::cuda {
+
+class ConvIgemmRoute {
+ public:
+  /// Uploads the tap table; false, with why, when the kernel does not take the shape or the
+  /// activation.
+  bool plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, std::string* why);
+
+  int candidates() const { return conv_igemm_config_count(); }
+  std::string identity(int i) const { return conv_igemm_config_name(i); }
+
+  /// y = act(conv(x, w) + b + z) with configuration i; false when it launched nothing.
+  bool run(int i, const void* x, const void* w, const void* b, const void* z, void* y, cudaStream_t stream) const;
+
+ private:
+  ConvIgemmShape s_;
+  DeviceBuffer taps_;
+  SgemmAct act_ = SgemmAct::None;
+  bool bias_ = false, residual_ = false;
+};
+
+}  // namespace fusec::cuda
