@@ -10,14 +10,33 @@ namespace fusec::cuda {
 
 namespace {
 
+bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
+
 template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT = 1>
 bool launch_conv(const ConvIgemmArgs& a, cudaStream_t s) {
   return sgemm_core::launch_tiled_kernel<ConvIgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
 }
 
+/// Whether a 1x1 conv's B rows can be copied 16 bytes at a time (conv_igemm.cuh).
+bool pointwise_applies(const ConvIgemmArgs& a) {
+  return a.K == a.chw / (a.H * a.W) && a.H == a.P && a.W == a.Q && a.stride_h == 1 && a.stride_w == 1 && a.pad_h == 0 &&
+         a.pad_w == 0 && (a.P * a.Q) % 4 == 0 && aligned16(a.X) && int64_t(a.N) / (a.P * a.Q) * a.chw < (int64_t(1) << 30);
+}
+
+// The pointwise form where it applies, else the im2col form of the same tile (as correct, slower):
+// a plan timed on one buffer stays valid for another.
+template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT = 1>
+bool launch_pointwise(const ConvIgemmArgs& a, cudaStream_t s) {
+  if (!pointwise_applies(a)) return launch_conv<BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
+  ConvPointwiseArgs pw;
+  static_cast<ConvIgemmArgs&>(pw) = a;
+  return sgemm_core::launch_tiled_kernel<ConvPointwiseArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(pw, s);
+}
+
 struct Config {
   const char* name;
   bool (*launch)(const ConvIgemmArgs&, cudaStream_t);
+  bool pointwise;
 };
 
 // The GEMM's two fastest tiles on BERT-base (sgemm.cu), each with and without split-K: split-K
@@ -26,10 +45,15 @@ struct Config {
 // the thread count must be a multiple of BN.
 //                                                    BM   BN  BK TM TN WR ST MIN SPLIT
 const Config kConfigs[] = {
-    {"64x128 t8x8 128thr 2/SM", launch_conv<64, 128, 16, 8, 8, 4, 4, 2>},
-    {"64x128 t8x8 128thr 2/SM splitK2", launch_conv<64, 128, 16, 8, 8, 4, 4, 2, 2>},
-    {"128x128 t8x8 256thr 2/SM", launch_conv<128, 128, 16, 8, 8, 4, 3, 2>},
-    {"128x128 t8x8 256thr 2/SM splitK2", launch_conv<128, 128, 16, 8, 8, 4, 3, 2, 2>},
+    {"64x128 t8x8 128thr 2/SM", launch_conv<64, 128, 16, 8, 8, 4, 4, 2>, false},
+    {"64x128 t8x8 128thr 2/SM splitK2", launch_conv<64, 128, 16, 8, 8, 4, 4, 2, 2>, false},
+    {"128x128 t8x8 256thr 2/SM", launch_conv<128, 128, 16, 8, 8, 4, 3, 2>, false},
+    {"128x128 t8x8 256thr 2/SM splitK2", launch_conv<128, 128, 16, 8, 8, 4, 3, 2, 2>, false},
+    // 1x1 convs: B copied as a GEMM's, 16 bytes at a time, no tap table.
+    {"pointwise 64x128 t8x8 128thr 2/SM", launch_pointwise<64, 128, 16, 8, 8, 4, 4, 2>, true},
+    {"pointwise 64x128 t8x8 128thr 2/SM splitK2", launch_pointwise<64, 128, 16, 8, 8, 4, 4, 2, 2>, true},
+    {"pointwise 128x128 t8x8 256thr 2/SM", launch_pointwise<128, 128, 16, 8, 8, 4, 3, 2>, true},
+    {"pointwise 128x128 t8x8 256thr 2/SM splitK2", launch_pointwise<128, 128, 16, 8, 8, 4, 3, 2, 2>, true},
 };
 constexpr int kConfigCount = int(sizeof(kConfigs) / sizeof(kConfigs[0]));
 
@@ -60,6 +84,8 @@ std::vector<int2> conv_igemm_taps(const ConvIgemmShape& s) {
 }
 
 int conv_igemm_config_count() { return kConfigCount; }
+
+bool conv_igemm_config_pointwise(int config) { return config >= 0 && config < kConfigCount && kConfigs[config].pointwise; }
 
 const char* conv_igemm_config_name(int config) {
   return config >= 0 && config < kConfigCount ? kConfigs[config].name : "?";

@@ -38,6 +38,11 @@ struct ConvIgemmArgs {
   SgemmAct act = SgemmAct::None;
 };
 
+/// The same arguments for a 1x1, stride-1, unpadded conv with P·Q % 4 == 0, X 16-byte aligned
+/// and under 2^30 elements: B's rows are X's channel planes, copied 16 bytes at a time as a GEMM's
+/// (the tap table is not read). A type of its own so that it gets its own kernel instances.
+struct ConvPointwiseArgs : ConvIgemmArgs {};
+
 struct ConvIgemmShape {
   int64_t batch = 0, c = 0, h = 0, w = 0;    // input
   int64_t cout = 0, r = 0, s = 0;            // filter [cout, c, r, s]
@@ -53,6 +58,9 @@ std::vector<int2> conv_igemm_taps(const ConvIgemmShape& s);
 
 int conv_igemm_config_count();
 const char* conv_igemm_config_name(int config);
+/// Whether a configuration is a pointwise one: worth timing only for a 1x1, stride-1, unpadded
+/// conv with P·Q % 4 == 0 (elsewhere it runs as its im2col twin).
+bool conv_igemm_config_pointwise(int config);
 
 /// Launches configuration `config`; false, launching nothing, when it does not apply.
 bool launch_conv_igemm_f32(const ConvIgemmArgs& a, int config, cudaStream_t s);

@@ -21,6 +21,8 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
   s_ = s;
   bias_ = bias;
   residual_ = residual;
+  pointwise_ = s.r == 1 && s.s == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0 && s.p * s.q % 4 == 0 &&
+               s.batch * s.c * s.h * s.w < (int64_t{1} << 30);
   const std::vector<int2> taps = conv_igemm_taps(s);
   taps_ = DeviceBuffer(taps.size() * sizeof(int2), "an implicit-GEMM conv's tap table");
   FUSEC_CUDA_CHECK(cudaMemcpy(taps_.get(), taps.data(), taps.size() * sizeof(int2), cudaMemcpyHostToDevice));

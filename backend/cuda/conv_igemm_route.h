@@ -20,6 +20,9 @@ class ConvIgemmRoute {
 
   int candidates() const { return conv_igemm_config_count(); }
   std::string identity(int i) const { return conv_igemm_config_name(i); }
+  /// Whether configuration i differs from the others here: a pointwise one only for a 1x1 conv
+  /// it takes (elsewhere it would run as its im2col twin).
+  bool worth_timing(int i) const { return !conv_igemm_config_pointwise(i) || pointwise_; }
 
   /// y = act(conv(x, w) + b + z) with configuration i; false when it launched nothing.
   bool run(int i, const void* x, const void* w, const void* b, const void* z, void* y, cudaStream_t stream) const;
@@ -28,7 +31,7 @@ class ConvIgemmRoute {
   ConvIgemmShape s_;
   DeviceBuffer taps_;
   SgemmAct act_ = SgemmAct::None;
-  bool bias_ = false, residual_ = false;
+  bool bias_ = false, residual_ = false, pointwise_ = false;
 };
 
 }  // namespace fusec::cuda

@@ -544,6 +544,7 @@ class ConvOp : public CudaOp {
         if (ok) runs.push_back(ch);
       }
       for (int i = 0; igemm_route_ && i < igemm_route_->candidates(); ++i) {
+        if (!igemm_route_->worth_timing(i)) continue;
         FwdChoice ch = cands[0];
         ch.igemm = i;
         ch.fused = false;

@@ -165,19 +165,21 @@ __device__ __forceinline__ void finish_conv(const ConvIgemmArgs& p, float (&acc)
 // NCHW output, the bias along rows); everything between the copies and the epilogue is shared.
 template <class P, int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled_kernel(const P p) {
-  constexpr bool CONV = std::is_same_v<P, ConvIgemmArgs>;
+  constexpr bool PW = std::is_same_v<P, ConvPointwiseArgs>;  // a 1x1 conv: B rows are X's channel planes
+  constexpr bool CONV = PW || std::is_same_v<P, ConvIgemmArgs>;
+  constexpr bool IM2COL = CONV && !PW;
   constexpr int TR = BM / TM, TC = BN / TN, NT = TR * TC;  // thread grid
   constexpr int WC = 32 / WR;                              // a warp is WR x WC threads
   constexpr int AP = BM + 4;                               // padded k-row of the A tile
   constexpr int A_STAGE = BK * AP, B_STAGE = BK * BN, BV = BN / 4;
-  constexpr int A_LOADS = (BM * BK + NT - 1) / NT, B_LOADS = CONV ? BK * BN / NT : (BK * BV + NT - 1) / NT;
+  constexpr int A_LOADS = (BM * BK + NT - 1) / NT, B_LOADS = IM2COL ? BK * BN / NT : (BK * BV + NT - 1) / NT;
   static_assert(TM % 4 == 0 && TN % 4 == 0 && BM % TM == 0 && BN % TN == 0, "4x4 pieces");
   static_assert(WR * WC == 32 && TR % WR == 0 && TC % WC == 0, "warps tile the thread grid");
   static_assert(NT % BK == 0, "each thread copies one k column of A");
   static_assert(BK % 2 == 0 && STAGES >= 2, "pipeline shape");
   static_assert(SPLIT == 1 || (SPLIT == 2 && TM % 8 == 0 && TM * TN / 2 * NT <= STAGES * (A_STAGE + B_STAGE)),
                 "split-K swaps half the accumulators through the pipeline's shared memory");
-  static_assert(!CONV || (NT % BN == 0 && BK * BN % NT == 0), "conv: each thread copies one pixel's column");
+  static_assert(!IM2COL || (NT % BN == 0 && BK * BN % NT == 0), "conv: each thread copies one pixel's column");
 
   extern __shared__ float4 smem4[];
   float* const As = reinterpret_cast<float*>(smem4);
@@ -200,13 +202,13 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   for (int i = 0; i < A_LOADS; ++i) a_off[i] = unsigned(min(am + i * (NT / BK), M - 1 - m0)) * unsigned(p.lda) * 4u;
   // B: 16-byte word i of the tile is row b_k[i], columns col..col+3 (N % 4 == 0: a word is all
   // in or all out, and n0 <= N - 4).
-  [[maybe_unused]] unsigned b_off[CONV ? 1 : B_LOADS];
-  [[maybe_unused]] int b_soff[CONV ? 1 : B_LOADS], b_k[CONV ? 1 : B_LOADS];
+  [[maybe_unused]] unsigned b_off[IM2COL ? 1 : B_LOADS];
+  [[maybe_unused]] int b_soff[IM2COL ? 1 : B_LOADS], b_k[IM2COL ? 1 : B_LOADS];
   [[maybe_unused]] int64_t b_step = 0;
   // Conv: the thread's column is one output pixel (past N: the last one, never stored), fixed for
   // the whole loop: its image's offset and the top-left input position its window starts at.
   [[maybe_unused]] int x_col = 0, x_base = 0, x_h0 = 0, x_w0 = 0;
-  if constexpr (CONV) {
+  if constexpr (IM2COL) {
     x_col = tid % BN;
     const int j = min(n0 + x_col, N - 1), pq = p.P * p.Q;
     const int img = j / pq, pix = j - img * pq, op = pix / p.Q, oq = pix - op * p.Q;
@@ -218,10 +220,18 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
       const int idx = tid + i * NT;
       b_k[i] = idx / BV;
       const int col = (idx % BV) * 4;
-      b_off[i] = (unsigned(b_k[i]) * unsigned(p.ldb) + unsigned(min(col, N - 4 - n0))) * 4u;
+      if constexpr (PW) {
+        // Row k of B is channel k's plane of the column's image: the word's 4 pixels are
+        // contiguous (P·Q % 4 == 0), at img·C·H·W + pix + k·P·Q.
+        const int pq = p.P * p.Q, j = min(n0 + col, N - 4), img = j / pq;
+        b_off[i] = (unsigned(img * p.chw + j - img * pq) + unsigned(b_k[i]) * unsigned(pq)) * 4u;
+      } else {
+        b_off[i] = (unsigned(b_k[i]) * unsigned(p.ldb) + unsigned(min(col, N - 4 - n0))) * 4u;
+      }
       b_soff[i] = b_k[i] * BN + col;
     }
-    b_step = int64_t(BK) * p.ldb * 4;
+    if constexpr (PW) b_step = int64_t(BK) * p.P * p.Q * 4;
+    else b_step = int64_t(BK) * p.ldb * 4;
   }
 
   // This CTA's K tiles: [kt0, kt0 + KT).
@@ -234,7 +244,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   int k_next = kt0 * BK;  // the next tile to load, and its rows of A and B
   const char* a_next = reinterpret_cast<const char*>(p.A + int64_t(m0) * p.lda + ak + k_next);
   [[maybe_unused]] const char* b_next = nullptr;
-  if constexpr (!CONV) b_next = reinterpret_cast<const char*>(p.B + n0) + k_next * b_step / BK;
+  if constexpr (PW) b_next = reinterpret_cast<const char*>(p.X) + k_next * b_step / BK;
+  else if constexpr (!CONV) b_next = reinterpret_cast<const char*>(p.B + n0) + k_next * b_step / BK;
 
   // Copy c (A words first, then B words) of the tile at k_next into stage, if live.
   auto load_copy = [&](int c, int stage, bool live) {
@@ -243,7 +254,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
       if (BM * BK % NT != 0 && am + i * (NT / BK) >= BM) return;
       cp_async_4(As + stage * A_STAGE + ak * AP + am + i * (NT / BK),
                  reinterpret_cast<const float*>(a_next + a_off[i]), k_next + ak < K, live);
-    } else if constexpr (CONV) {
+    } else if constexpr (IM2COL) {
       // Row `row` of the tile is tap k: its table entry is the same for the whole warp (one
       // transaction, L1-resident); zeros where the tap falls outside the image or past K.
       const int row = tid / BN + (c - A_LOADS) * (NT / BN), k = k_next + row;
@@ -260,7 +271,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   };
   auto next_tile = [&] {
     k_next += BK, a_next += BK * 4;
-    if constexpr (!CONV) b_next += b_step;
+    if constexpr (!IM2COL) b_next += b_step;
   };
   constexpr int COPIES = A_LOADS + B_LOADS;
   // Copies go out four at a time: each cp.async costs three no-op issue slots the compiler puts

@@ -269,7 +269,9 @@ OpCase fused_conv(std::vector<int64_t> x, std::vector<int64_t> w, std::vector<Na
 // per image not a multiple of 4 (scalar stores) and a multiple (16-byte stores), taps in the
 // padding on every side, strides, dilations, a non-square window, Cout not a multiple of the
 // tile, K deep enough for split-K, and each fused epilogue; with 16-byte stores, a last tile of
-// pixels past the batch's end (3 images of 8x8: 192 columns in tiles of 128).
+// pixels past the batch's end (3 images of 8x8: 192 columns in tiles of 128); the pointwise
+// configurations on 1x1 convs they take (K = 24 and 40: a part-filled last slice) and on those
+// they run as their im2col twins.
 TEST(GpuConvIgemm, EveryConfigurationMatchesTheReference) {
   FUSEC_REQUIRE_GPU();
   using V = std::vector<int64_t>;
@@ -282,6 +284,9 @@ TEST(GpuConvIgemm, EveryConfigurationMatchesTheReference) {
       {"3x5 s(2,1)", conv({2, 6, 11, 12}, {10, 6, 3, 5}, {attr("strides", V{2, 1}), attr("pads", V{1, 2, 1, 2})})},
       {"residual + relu, 8x8", fused_conv({3, 64, 8, 8}, {70, 64, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Relu", true)},
       {"residual + relu, 7x7", fused_conv({2, 16, 7, 7}, {16, 16, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Relu", true)},
+      {"1x1 pointwise, residual + relu", fused_conv({3, 24, 8, 8}, {36, 24, 1, 1}, {}, "Relu", true)},
+      {"1x1 pointwise, 14x14", conv({2, 40, 14, 14}, {20, 40, 1, 1}, {})},
+      {"1x1, 7x7: no 16-byte rows", conv({2, 32, 7, 7}, {24, 32, 1, 1}, {})},
       {"gelu", fused_conv({1, 8, 9, 9}, {8, 8, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Gelu", false)},
   };
   ASSERT_GE(cuda::conv_igemm_config_count(), 1);
