@@ -14,7 +14,11 @@ bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0;
 
 template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT = 1>
 bool launch_conv(const ConvIgemmArgs& a, cudaStream_t s) {
-  return sgemm_core::launch_tiled_kernel<ConvIgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
+  if (!a.tap_major) return sgemm_core::launch_tiled_kernel<ConvIgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
+  if (a.K % BK != 0) return false;
+  ConvTapArgs t;
+  static_cast<ConvIgemmArgs&>(t) = a;
+  return sgemm_core::launch_tiled_kernel<ConvTapArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(t, s);
 }
 
 /// Whether a 1x1 conv's B rows can be copied 16 bytes at a time (conv_igemm.cuh).
@@ -71,14 +75,14 @@ const char* conv_igemm_refusal(const ConvIgemmShape& s) {
   return nullptr;
 }
 
-std::vector<int2> conv_igemm_taps(const ConvIgemmShape& s) {
-  std::vector<int2> taps;
-  taps.reserve(static_cast<size_t>(s.c * s.r * s.s));
+std::vector<int2> conv_igemm_taps(const ConvIgemmShape& s, bool tap_major) {
+  std::vector<int2> taps(static_cast<size_t>(s.c * s.r * s.s));
   for (int64_t c = 0; c < s.c; ++c)
     for (int64_t r = 0; r < s.r; ++r)
       for (int64_t q = 0; q < s.s; ++q) {
         const int64_t dh = r * s.dil_h, dw = q * s.dil_w;
-        taps.push_back(make_int2(static_cast<int>(c * s.h * s.w + dh * s.w + dw), static_cast<int>(dh << 16 | dw)));
+        const int64_t k = tap_major ? (r * s.s + q) * s.c + c : (c * s.r + r) * s.s + q;
+        taps[static_cast<size_t>(k)] = make_int2(static_cast<int>(c * s.h * s.w + dh * s.w + dw), static_cast<int>(dh << 16 | dw));
       }
   return taps;
 }

@@ -32,11 +32,17 @@ struct ConvIgemmArgs {
   int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
   int chw = 0;                      // C·H·W: one input image
   bool vec = false;                 // P·Q % 4 == 0 and Y, Z 16-byte aligned: 16-byte stores
+  bool tap_major = false;           // K in (r, s, c) order, C % 16 == 0 (ConvTapArgs)
   const float* bias = nullptr;      // [Cout] or null
   const float* residual = nullptr;  // [batch, Cout, P, Q] or null; may alias C
   float* C = nullptr;               // Y [batch, Cout, P, Q]
   SgemmAct act = SgemmAct::None;
 };
+
+/// The same arguments with K in (r, s, c) order (weights [Cout][R][S][C], the tap table likewise)
+/// and C % 16 == 0: each 16-deep slice of K is one tap over 16 channels, so a copy needs no table
+/// entry or bounds test of its own.
+struct ConvTapArgs : ConvIgemmArgs {};
 
 /// The same arguments for a 1x1, stride-1, unpadded conv with P·Q % 4 == 0, X 16-byte aligned
 /// and under 2^30 elements: B's rows are X's channel planes, copied 16 bytes at a time as a GEMM's
@@ -53,8 +59,9 @@ struct ConvIgemmShape {
 /// Whether the kernel's 32-bit offsets and packed taps hold the shape (empty reason) or why not.
 const char* conv_igemm_refusal(const ConvIgemmShape& s);
 
-/// The tap table of a shape conv_igemm_refusal takes.
-std::vector<int2> conv_igemm_taps(const ConvIgemmShape& s);
+/// The tap table of a shape conv_igemm_refusal takes, K in (c, r, s) order (the weights' own) or,
+/// with tap_major, in (r, s, c) order.
+std::vector<int2> conv_igemm_taps(const ConvIgemmShape& s, bool tap_major = false);
 
 int conv_igemm_config_count();
 const char* conv_igemm_config_name(int config);

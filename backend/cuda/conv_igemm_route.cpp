@@ -1,13 +1,16 @@
 #include "backend/cuda/conv_igemm_route.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include "backend/cuda/check.h"
+#include "backend/cuda/constant_upload.h"
 
 namespace fusec::cuda {
 
-bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, std::string* why) {
+bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, const Tensor* weights,
+                          cudaStream_t stream, std::string* why) {
   switch (act.act) {
     case Act::None: act_ = SgemmAct::None; break;
     case Act::Relu: act_ = SgemmAct::Relu; break;
@@ -23,7 +26,16 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
   residual_ = residual;
   pointwise_ = s.r == 1 && s.s == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0 && s.p * s.q % 4 == 0 &&
                s.batch * s.c * s.h * s.w < (int64_t{1} << 30);
-  const std::vector<int2> taps = conv_igemm_taps(s);
+  const char* no_tap = std::getenv("FUSEC_CONV_TAP");  // =0: the (c, r, s) order everywhere (A/B runs)
+  tap_major_ = weights && weights->dtype() == DType::Float32 && s.c % 16 == 0 &&
+               !(no_tap && std::string(no_tap) == "0");
+  if (tap_major_) {
+    weights_ = DeviceBuffer(static_cast<size_t>(weights->numel()) * sizeof(float), "an implicit-GEMM conv's [K][R][S][C] weights");
+    ConstantUploader up(stream);
+    up.upload(*weights, weights_.get(), DType::Float32, /*krsc=*/true);
+    up.finish();
+  }
+  const std::vector<int2> taps = conv_igemm_taps(s, tap_major_);
   taps_ = DeviceBuffer(taps.size() * sizeof(int2), "an implicit-GEMM conv's tap table");
   FUSEC_CUDA_CHECK(cudaMemcpy(taps_.get(), taps.data(), taps.size() * sizeof(int2), cudaMemcpyHostToDevice));
   return true;
@@ -35,7 +47,8 @@ bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, con
   a.M = static_cast<int>(s_.cout);
   a.N = static_cast<int>(s_.batch * s_.p * s_.q);
   a.K = static_cast<int>(s_.c * s_.r * s_.s);
-  a.A = static_cast<const float*>(w);
+  a.A = static_cast<const float*>(tap_major_ ? weights_.get() : w);
+  a.tap_major = tap_major_;
   a.lda = a.K;
   a.X = static_cast<const float*>(x);
   a.taps = static_cast<const int2*>(taps_.get());

@@ -9,17 +9,25 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/conv_igemm.cuh"
 #include "backend/cuda/epilogue.cuh"
+#include "ir/tensor.h"
 
 namespace fusec::cuda {
 
 class ConvIgemmRoute {
  public:
   /// Uploads the tap table; false, with why, when the kernel does not take the shape or the
-  /// activation.
-  bool plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, std::string* why);
+  /// activation. Given the weights (a constant) and C % 16 == 0, the route runs tap-major on its
+  /// own [Cout][R][S][C] copy of them (ConvTapArgs).
+  bool plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, const Tensor* weights, cudaStream_t stream,
+            std::string* why);
+
+  /// Whether it reads its own copy of the weights rather than the op's input.
+  bool owns_weights() const { return tap_major_; }
 
   int candidates() const { return conv_igemm_config_count(); }
-  std::string identity(int i) const { return conv_igemm_config_name(i); }
+  std::string identity(int i) const {
+    return std::string(tap_major_ && !conv_igemm_config_pointwise(i) ? "tap-major " : "") + conv_igemm_config_name(i);
+  }
   /// Whether configuration i differs from the others here: a pointwise one only for a 1x1 conv
   /// it takes (elsewhere it would run as its im2col twin).
   bool worth_timing(int i) const { return !conv_igemm_config_pointwise(i) || pointwise_; }
@@ -29,9 +37,9 @@ class ConvIgemmRoute {
 
  private:
   ConvIgemmShape s_;
-  DeviceBuffer taps_;
+  DeviceBuffer taps_, weights_;
   SgemmAct act_ = SgemmAct::None;
-  bool bias_ = false, residual_ = false, pointwise_ = false;
+  bool bias_ = false, residual_ = false, pointwise_ = false, tap_major_ = false;
 };
 
 }  // namespace fusec::cuda

@@ -364,7 +364,8 @@ class ConvOp : public CudaOp {
   }
 
   /// fusec's implicit-GEMM conv (conv_igemm.cuh) for a 2-D, ungrouped conv: timed beside cuDNN
-  /// at strict fp32. FUSEC_CONV_IGEMM=0 leaves it out; =N takes configuration N untimed.
+  /// at strict fp32. FUSEC_CONV_IGEMM=0 leaves it out; =N takes configuration N untimed;
+  /// FUSEC_CONV_TAP=0 keeps K in the weights' (c, r, s) order.
   void plan_igemm_route(const PlanContext& c, const WindowGeometry& g, int group) {
     const char* e = std::getenv("FUSEC_CONV_IGEMM");
     if ((e && std::string(e) == "0") || group != 1 || g.kernel.size() != 2) return;
@@ -379,7 +380,7 @@ class ConvOp : public CudaOp {
     if (wd[1] != xd[1]) return;
     auto route = std::make_unique<ConvIgemmRoute>();
     std::string why;
-    if (route->plan(s, has_bias_, has_z_, act_, &why)) igemm_route_ = std::move(route);
+    if (route->plan(s, has_bias_, has_z_, act_, c.constant(1), c.ctx().stream(), &why)) igemm_route_ = std::move(route);
   }
 
   /// The configuration FUSEC_CONV_IGEMM forces, or -1.
@@ -693,7 +694,9 @@ class ConvOp : public CudaOp {
 
   size_t workspace_bytes() const override { return workspace_; }
   std::string kernel_name() const override { return name_; }
-  bool reads_input(size_t i) const override { return !(i == 1 && own_weights_.get()); }
+  bool reads_input(size_t i) const override {
+    return !(i == 1 && (own_weights_.get() || (igemm_pick_ >= 0 && igemm_route_->owns_weights())));
+  }
 
   void launch(const LaunchArgs& a) override {
     const DTensor& X = a.inputs[0];

@@ -166,7 +166,8 @@ __device__ __forceinline__ void finish_conv(const ConvIgemmArgs& p, float (&acc)
 template <class P, int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled_kernel(const P p) {
   constexpr bool PW = std::is_same_v<P, ConvPointwiseArgs>;  // a 1x1 conv: B rows are X's channel planes
-  constexpr bool CONV = PW || std::is_same_v<P, ConvIgemmArgs>;
+  constexpr bool TAP = std::is_same_v<P, ConvTapArgs>;        // K in (r, s, c) order: one tap per slice
+  constexpr bool CONV = PW || TAP || std::is_same_v<P, ConvIgemmArgs>;
   constexpr bool IM2COL = CONV && !PW;
   constexpr int TR = BM / TM, TC = BN / TN, NT = TR * TC;  // thread grid
   constexpr int WC = 32 / WR;                              // a warp is WR x WC threads
@@ -208,6 +209,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   // Conv: the thread's column is one output pixel (past N: the last one, never stored), fixed for
   // the whole loop: its image's offset and the top-left input position its window starts at.
   [[maybe_unused]] int x_col = 0, x_base = 0, x_h0 = 0, x_w0 = 0;
+  // Tap-major: where in X this pixel reads the slice's next channel (0 in the padding), and the
+  // step to the channel after (0 in the padding).
+  [[maybe_unused]] int tap_off = 0, tap_step = 0;
   if constexpr (IM2COL) {
     x_col = tid % BN;
     const int j = min(n0 + x_col, N - 1), pq = p.P * p.Q;
@@ -254,6 +258,19 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
       if (BM * BK % NT != 0 && am + i * (NT / BK) >= BM) return;
       cp_async_4(As + stage * A_STAGE + ak * AP + am + i * (NT / BK),
                  reinterpret_cast<const float*>(a_next + a_off[i]), k_next + ak < K, live);
+    } else if constexpr (TAP) {
+      // The whole slice is one tap (C % BK == 0): its bounds test and address once, at its first
+      // copy; then row r of the slice is channel c0 + r, one plane further on.
+      const int row = tid / BN + (c - A_LOADS) * (NT / BN);
+      if (c == A_LOADS) {
+        const int2 t = __ldg(p.taps + min(k_next, K - 1));
+        const int h = x_h0 + (t.y >> 16), w = x_w0 + (t.y & 0xFFFF);
+        const bool in = unsigned(h) < unsigned(p.H) && unsigned(w) < unsigned(p.W);
+        tap_step = in ? (NT / BN) * p.H * p.W : 0;
+        tap_off = in ? x_base + t.x + (tid / BN) * p.H * p.W : 0;
+      }
+      cp_async_4(Bs + stage * B_STAGE + row * BN + x_col, p.X + tap_off, tap_step != 0, live);
+      tap_off += tap_step;
     } else if constexpr (IM2COL) {
       // Row `row` of the tile is tap k: its table entry is the same for the whole warp (one
       // transaction, L1-resident); zeros where the tap falls outside the image or past K.

@@ -271,7 +271,8 @@ OpCase fused_conv(std::vector<int64_t> x, std::vector<int64_t> w, std::vector<Na
 // tile, K deep enough for split-K, and each fused epilogue; with 16-byte stores, a last tile of
 // pixels past the batch's end (3 images of 8x8: 192 columns in tiles of 128); the pointwise
 // configurations on 1x1 convs they take (K = 24 and 40: a part-filled last slice) and on those
-// they run as their im2col twins.
+// they run as their im2col twins; each with K in the weights' (c, r, s) order and, where C % 16
+// == 0, in (r, s, c) order (ConvTapArgs).
 TEST(GpuConvIgemm, EveryConfigurationMatchesTheReference) {
   FUSEC_REQUIRE_GPU();
   using V = std::vector<int64_t>;
@@ -282,6 +283,8 @@ TEST(GpuConvIgemm, EveryConfigurationMatchesTheReference) {
       {"1x1 s2", conv({2, 24, 16, 16}, {36, 24, 1, 1}, {attr("strides", V{2, 2})})},
       {"3x3 dilation 2", conv({1, 8, 20, 20}, {12, 8, 3, 3}, {attr("dilations", V{2, 2}), attr("pads", V{2, 2, 2, 2})})},
       {"3x5 s(2,1)", conv({2, 6, 11, 12}, {10, 6, 3, 5}, {attr("strides", V{2, 1}), attr("pads", V{1, 2, 1, 2})})},
+      {"3x5 s(2,1) dilation (2,1), 16 channels",
+       conv({2, 16, 11, 12}, {10, 16, 3, 5}, {attr("strides", V{2, 1}), attr("pads", V{2, 2, 2, 2}), attr("dilations", V{2, 1})})},
       {"residual + relu, 8x8", fused_conv({3, 64, 8, 8}, {70, 64, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Relu", true)},
       {"residual + relu, 7x7", fused_conv({2, 16, 7, 7}, {16, 16, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Relu", true)},
       {"1x1 pointwise, residual + relu", fused_conv({3, 24, 8, 8}, {36, 24, 1, 1}, {}, "Relu", true)},
@@ -290,14 +293,16 @@ TEST(GpuConvIgemm, EveryConfigurationMatchesTheReference) {
       {"gelu", fused_conv({1, 8, 9, 9}, {8, 8, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Gelu", false)},
   };
   ASSERT_GE(cuda::conv_igemm_config_count(), 1);
-  for (int cfg = 0; cfg < cuda::conv_igemm_config_count(); ++cfg) {
-    const std::string forced = std::to_string(cfg + 1);
-    ScopedEnv force("FUSEC_CONV_IGEMM", forced.c_str());
-    for (const auto& [what, c] : cases) {
-      SCOPED_TRACE(std::string(what) + ", " + cuda::conv_igemm_config_name(cfg));
-      expect_gpu_matches_cpu(c, Precision::FP32, -1, true, std::string("implicit-GEMM conv fp32 NCHW ") + cuda::conv_igemm_config_name(cfg));
+  for (bool tap_major : {true, false})
+    for (int cfg = 0; cfg < cuda::conv_igemm_config_count(); ++cfg) {
+      const std::string forced = std::to_string(cfg + 1);
+      ScopedEnv force("FUSEC_CONV_IGEMM", forced.c_str());
+      ScopedEnv order("FUSEC_CONV_TAP", tap_major ? "1" : "0");
+      for (const auto& [what, c] : cases) {
+        SCOPED_TRACE(std::string(what) + ", " + cuda::conv_igemm_config_name(cfg) + (tap_major ? ", tap-major where C % 16 == 0" : ""));
+        expect_gpu_matches_cpu(c, Precision::FP32, -1, true, std::string(cuda::conv_igemm_config_name(cfg)));
+      }
     }
-  }
 }
 
 TEST(GpuConvIgemm, WhatItDoesNotFuseStaysOnCudnn) {
