@@ -45,7 +45,7 @@ struct Config {
 
 // The GEMM's two fastest tiles on BERT-base (sgemm.cu), each with and without split-K: split-K
 // for the late layers, whose few output pixels leave too few tiles (ResNet-50's layer 4 at batch
-// 16: Cout 512 x 784 pixels, 28 tiles of 128x128). Every thread copies one pixel's column, so
+// 16: Cout 512 x 784 pixels, 28 tiles of 128x128, 56 of 64x128: split 4 for 224 CTAs). Every thread copies one pixel's column, so
 // the thread count must be a multiple of BN.
 //                                                    BM   BN  BK TM TN WR ST MIN SPLIT
 const Config kConfigs[] = {
@@ -53,6 +53,7 @@ const Config kConfigs[] = {
     {"64x128 t8x8 128thr 2/SM splitK2", launch_conv<64, 128, 16, 8, 8, 4, 4, 2, 2>, false},
     {"128x128 t8x8 256thr 2/SM", launch_conv<128, 128, 16, 8, 8, 4, 3, 2>, false},
     {"128x128 t8x8 256thr 2/SM splitK2", launch_conv<128, 128, 16, 8, 8, 4, 3, 2, 2>, false},
+    {"64x128 t8x8 128thr 2/SM splitK4", launch_conv<64, 128, 16, 8, 8, 4, 4, 2, 4>, false},
     // 1x1 convs: B copied as a GEMM's, 16 bytes at a time, no tap table.
     {"pointwise 64x128 t8x8 128thr 2/SM", launch_pointwise<64, 128, 16, 8, 8, 4, 4, 2>, true},
     {"pointwise 64x128 t8x8 128thr 2/SM splitK2", launch_pointwise<64, 128, 16, 8, 8, 4, 4, 2, 2>, true},

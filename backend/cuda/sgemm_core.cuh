@@ -94,6 +94,13 @@ __device__ __forceinline__ float activate(float x, SgemmAct act) {
   }
 }
 
+// Which cluster rank finishes a thread's accumulator row under split-K: SPLIT 2 by 4-row piece
+// (piece i to rank i % 2), SPLIT 4 by row (row i to rank i % 4).
+template <int SPLIT, int RK>
+__device__ __forceinline__ constexpr bool split_owns(int row) {
+  return SPLIT == 1 || (SPLIT == 2 ? (row / 4) % 2 == RK : row % 4 == RK);
+}
+
 // The conv epilogue: Y = act(acc + b[m] + Z) over NCHW memory, where column j (an output pixel
 // over the batch) lives at img·M·PQ + pix and row m (an output channel) adds m·PQ. mt and nt are
 // the thread's first row and column. Four consecutive columns share an image when PQ % 4 == 0
@@ -113,7 +120,7 @@ __device__ __forceinline__ void finish_conv(const ConvIgemmArgs& p, float (&acc)
   for (int i = 0; i < TM / 4; ++i)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-      if (SPLIT == 2 && i % 2 != RK) continue;
+      if (!split_owns<SPLIT, RK>(i * 4 + r)) continue;
       const int m = min(mt + i * TR * 4 + r, M - 1);
       float* a = acc[i * 4 + r];
       const float b = p.bias ? __ldg(p.bias + m) : 0.0f;
@@ -135,13 +142,13 @@ __device__ __forceinline__ void finish_conv(const ConvIgemmArgs& p, float (&acc)
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j)
-      if (SPLIT == 1 || (i / 4) % 2 == RK) acc[i][j] = act(acc[i][j]);
+      if (split_owns<SPLIT, RK>(i)) acc[i][j] = act(acc[i][j]);
 #pragma unroll
   for (int i = 0; i < TM / 4; ++i)
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
       const int m = mt + i * TR * 4 + r;
-      if (m >= M || (SPLIT == 2 && i % 2 != RK)) continue;
+      if (m >= M || !split_owns<SPLIT, RK>(i * 4 + r)) continue;
       const float* a = acc[i * 4 + r];
 #pragma unroll
       for (int j = 0; j < TN; j += 4) {
@@ -178,8 +185,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   static_assert(WR * WC == 32 && TR % WR == 0 && TC % WC == 0, "warps tile the thread grid");
   static_assert(NT % BK == 0, "each thread copies one k column of A");
   static_assert(BK % 2 == 0 && STAGES >= 2, "pipeline shape");
-  static_assert(SPLIT == 1 || (SPLIT == 2 && TM % 8 == 0 && TM * TN / 2 * NT <= STAGES * (A_STAGE + B_STAGE)),
-                "split-K swaps half the accumulators through the pipeline's shared memory");
+  static_assert(SPLIT == 1 || (SPLIT == 2 && TM % 8 == 0 && TM * TN / 2 * NT <= STAGES * (A_STAGE + B_STAGE)) ||
+                    (SPLIT == 4 && CONV && TM % 4 == 0 && TM * TN / 4 * 3 * NT <= STAGES * (A_STAGE + B_STAGE)),
+                "split-K swaps accumulators through the pipeline's shared memory");
   static_assert(!IM2COL || (NT % BN == 0 && BK * BN % NT == 0), "conv: each thread copies one pixel's column");
 
   extern __shared__ float4 smem4[];
@@ -244,6 +252,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
     const int first = (KT + 1) / 2;
     kt0 = blockIdx.z == 0 ? 0 : first;
     KT = blockIdx.z == 0 ? first : KT - first;
+  } else if (SPLIT == 4) {
+    const int per = (KT + 3) / 4;
+    kt0 = min(KT, int(blockIdx.z) * per);
+    KT = min(KT - kt0, per);
   }
   int k_next = kt0 * BK;  // the next tile to load, and its rows of A and B
   const char* a_next = reinterpret_cast<const char*>(p.A + int64_t(m0) * p.lda + ak + k_next);
@@ -373,7 +385,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   // Split-K: row piece i (rows i*TR*4 + tr*4 + 0..3) is finished by cluster rank i % 2. Each CTA
   // stores the pieces the other finishes into the other's shared memory, 16-byte word q of
   // thread t at [q][t] (conflict-free), then adds what it received.
-  const int rank = SPLIT == 2 ? int(blockIdx.z) : 0;
+  const int rank = SPLIT > 1 ? int(blockIdx.z) : 0;
   if (SPLIT == 2) {
     namespace cg = cooperative_groups;
     cg::cluster_group cluster = cg::this_cluster();
@@ -403,6 +415,39 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
           float* a = acc[i * 4 + r] + j * 4;
           a[0] += v.x, a[1] += v.y, a[2] += v.z, a[3] += v.w;
         }
+  }
+  // Split-K 4: row i of every thread's block is finished by rank i % 4. Sender s (1..3 ranks
+  // after the owner) stores its words for the owner's rows into the owner's slot s - 1; the owner
+  // adds slots 0, 1, 2 in that order: the same bits whatever the timing.
+  if (SPLIT == 4) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    constexpr int WORDS = (TM / 4) * (TN / 4);  // per thread, per owner
+    cluster.sync();
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int owner = i % 4;
+      if (owner == rank) continue;
+      float4* const dst = reinterpret_cast<float4*>(cluster.map_shared_rank(As, owner));
+      const int slot = (rank - owner + 3) % 4;  // 0..2
+#pragma unroll
+      for (int j = 0; j < TN / 4; ++j)
+        dst[((slot * WORDS) + (i / 4) * (TN / 4) + j) * NT + tid] =
+            make_float4(acc[i][j * 4], acc[i][j * 4 + 1], acc[i][j * 4 + 2], acc[i][j * 4 + 3]);
+    }
+    cluster.sync();
+    const float4* const mine = reinterpret_cast<const float4*>(As);
+#pragma unroll
+    for (int slot = 0; slot < 3; ++slot)
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        if (i % 4 != rank) continue;
+#pragma unroll
+        for (int j = 0; j < TN / 4; ++j) {
+          const float4 v = mine[((slot * WORDS) + (i / 4) * (TN / 4) + j) * NT + tid];
+          acc[i][j * 4] += v.x, acc[i][j * 4 + 1] += v.y, acc[i][j * 4 + 2] += v.z, acc[i][j * 4 + 3] += v.w;
+        }
+      }
   }
 
   // Epilogue: C = act(acc + bias + R), one 16-byte word per 4x4 piece row. The activation is
@@ -455,8 +500,18 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
     }
   };
   auto finish_rank = [&](auto act) {
-    if (SPLIT == 2 && rank == 1) finish(act, std::integral_constant<int, 1>());
-    else finish(act, std::integral_constant<int, 0>());
+    if constexpr (SPLIT == 4) {
+      switch (rank) {
+        case 1: finish(act, std::integral_constant<int, 1>()); break;
+        case 2: finish(act, std::integral_constant<int, 2>()); break;
+        case 3: finish(act, std::integral_constant<int, 3>()); break;
+        default: finish(act, std::integral_constant<int, 0>()); break;
+      }
+    } else if (SPLIT == 2 && rank == 1) {
+      finish(act, std::integral_constant<int, 1>());
+    } else {
+      finish(act, std::integral_constant<int, 0>());
+    }
   };
   switch (p.act) {
     case SgemmAct::GeluErf: finish_rank([](float x) { return gelu_erf(x); }); break;
