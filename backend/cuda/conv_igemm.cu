@@ -54,11 +54,14 @@ const Config kConfigs[] = {
     {"128x128 t8x8 256thr 2/SM", launch_conv<128, 128, 16, 8, 8, 4, 3, 2>, false},
     {"128x128 t8x8 256thr 2/SM splitK2", launch_conv<128, 128, 16, 8, 8, 4, 3, 2, 2>, false},
     {"64x128 t8x8 128thr 2/SM splitK4", launch_conv<64, 128, 16, 8, 8, 4, 4, 2, 4>, false},
+    // A third CTA per SM: the stem and layer 2's downsample (a pointwise twin won nothing).
+    {"64x128 t8x8 128thr 3/SM 3st", launch_conv<64, 128, 16, 8, 8, 4, 3, 3>, false},
     // 1x1 convs: B copied as a GEMM's, 16 bytes at a time, no tap table.
     {"pointwise 64x128 t8x8 128thr 2/SM", launch_pointwise<64, 128, 16, 8, 8, 4, 4, 2>, true},
     {"pointwise 64x128 t8x8 128thr 2/SM splitK2", launch_pointwise<64, 128, 16, 8, 8, 4, 4, 2, 2>, true},
     {"pointwise 128x128 t8x8 256thr 2/SM", launch_pointwise<128, 128, 16, 8, 8, 4, 3, 2>, true},
     {"pointwise 128x128 t8x8 256thr 2/SM splitK2", launch_pointwise<128, 128, 16, 8, 8, 4, 3, 2, 2>, true},
+
 };
 constexpr int kConfigCount = int(sizeof(kConfigs) / sizeof(kConfigs[0]));
 
