@@ -484,27 +484,29 @@ class ConvOp : public CudaOp {
       cudaStream_t stream = c.ctx().stream();
       // Not zeros: FFT and tensor-core timings depend on the data.
       for (auto* buf : {&x, &w, &z, &b}) FUSEC_CUDA_CHECK(cudaMemsetAsync(buf->get(), 0x3C, buf->size(), stream));
-      if (auto v = cache.get(key); v && v->rfind("gemm:", 0) == 0) {  // "gemm:index|identity"
-        const auto bar = v->find('|');
-        const int i = std::atoi(v->c_str() + 5);
-        FwdChoice ch = cands[0];
-        ch.gemm = i;
-        if (bar != std::string::npos && i >= 0 && i < gemm_cands && gemm_route_->identity(i) == v->substr(bar + 1) && apply(ch) &&
-            run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
-            cudaStreamSynchronize(stream) == cudaSuccess)
-          return true;
+      // Applies ch and runs it once on the scratch buffers: whether it works here.
+      auto works = [&](const FwdChoice& ch) {
+        const bool ok = apply(ch) && run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
+                        cudaStreamSynchronize(stream) == cudaSuccess;
         cudaGetLastError();
-      } else if (v && v->rfind("igemm:", 0) == 0) {  // "igemm:config|name"
-        const auto bar = v->find('|');
-        const int i = std::atoi(v->c_str() + 6);
+        return ok;
+      };
+      // A remembered route pick, "gemm:index|identity" or "igemm:index|identity", taken when this
+      // build's route has the same candidate at that index and it runs.
+      auto recall_route = [&](const std::string& v, bool own) {
+        const auto bar = v.find('|');
+        const int i = std::atoi(v.c_str() + (own ? 6 : 5));
+        const int count = own ? (igemm_route_ ? igemm_route_->candidates() : 0) : gemm_cands;
+        if (bar == std::string::npos || i < 0 || i >= count) return false;
+        if ((own ? igemm_route_->identity(i) : gemm_route_->identity(i)) != v.substr(bar + 1)) return false;
         FwdChoice ch = cands[0];
-        ch.igemm = i;
-        if (bar != std::string::npos && igemm_route_ && i >= 0 && i < igemm_route_->candidates() &&
-            igemm_route_->identity(i) == v->substr(bar + 1) && apply(ch) &&
-            run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
-            cudaStreamSynchronize(stream) == cudaSuccess)
-          return true;
-        cudaGetLastError();
+        (own ? ch.igemm : ch.gemm) = i;
+        return works(ch);
+      };
+      if (auto v = cache.get(key); v && v->rfind("gemm:", 0) == 0) {
+        if (recall_route(*v, false)) return true;
+      } else if (v && v->rfind("igemm:", 0) == 0) {
+        if (recall_route(*v, true)) return true;
       } else if (v) {  // "algo:math:fused", checked again by one call
         int algo = -1, math = -1, fused = 0;
         if (std::sscanf(v->c_str(), "%d:%d:%d", &algo, &math, &fused) == 3)
@@ -512,10 +514,7 @@ class ConvOp : public CudaOp {
             if (static_cast<int>(ch0.algo) == algo && static_cast<int>(ch0.math) == math) {
               FwdChoice ch = ch0;
               ch.fused = fused != 0;
-              if (apply(ch) && run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
-                  cudaStreamSynchronize(stream) == cudaSuccess)
-                return true;
-              cudaGetLastError();
+              if (works(ch)) return true;
             }
       }
       // Each algorithm fused where cuDNN takes it (ReLU or identity, bias), else with the epilogue pass.
@@ -526,11 +525,7 @@ class ConvOp : public CudaOp {
           if (fused && (!may_fuse || c.in_dims(0).size() != 4)) continue;
           FwdChoice ch = ch0;
           ch.fused = fused;
-          if (!apply(ch)) continue;
-          const bool ok = run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
-                          cudaStreamSynchronize(stream) == cudaSuccess;
-          cudaGetLastError();
-          if (ok) {
+          if (works(ch)) {
             runs.push_back(ch);
             break;  // fused when it works: the epilogue pass only adds
           }
@@ -540,20 +535,13 @@ class ConvOp : public CudaOp {
         FwdChoice ch = cands[0];
         ch.gemm = i;
         ch.fused = false;
-        const bool ok = apply(ch) && run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
-                        cudaStreamSynchronize(stream) == cudaSuccess;
-        cudaGetLastError();
-        if (ok) runs.push_back(ch);
+        if (works(ch)) runs.push_back(ch);
       }
       for (int i = 0; igemm_route_ && i < igemm_route_->candidates(); ++i) {
-        if (!igemm_route_->worth_timing(i)) continue;
         FwdChoice ch = cands[0];
         ch.igemm = i;
         ch.fused = false;
-        const bool ok = apply(ch) && run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
-                        cudaStreamSynchronize(stream) == cudaSuccess;
-        cudaGetLastError();
-        if (ok) runs.push_back(ch);
+        if (igemm_route_->worth_timing(i) && works(ch)) runs.push_back(ch);
       }
       if (runs.empty()) return false;
       cudaEvent_t e0, e1;
