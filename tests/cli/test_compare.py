@@ -146,13 +146,15 @@ def test_self_is_unchanged(c: Ctx):
 
 def test_two_runs_are_unchanged(c: Ctx):
     """Two separate benches of one model: exact rows "~" and exit 0. Timings of two runs drift on
-    a shared 2-core CI machine, so this uses --threshold 25% (a real fusion loss is bigger, below)."""
-    # Even so, this VM's speed has swung by 85% between two benches seconds apart (2026-11-26):
-    # a pair whose only regressions are latencies is measured again, at most three times.
+    a shared 2-core CI machine, so this uses --threshold 100% (the fusion loss below is checked
+    at the default threshold)."""
+    # This VM's speed has swung by 85% between two benches seconds apart (2026-11-26), and by
+    # 53-62% in three pairs in a row in a later CI check, with the test running alone: a pair
+    # whose only regressions are latencies is measured again, at most three times.
     for m in ["mlp_small", "resnet50_small"]:
         for attempt in range(3):
             a, b = c.bench(m, f"a{attempt}"), c.bench(m, f"b{attempt}")
-            p = c.run("compare", a, b, "--threshold", "25%")
+            p = c.run("compare", a, b, "--threshold", "100%")
             r = rows(p)
             worse = [k for k, v in r.items() if v == "REGRESSION"]
             if p.returncode != 3 or any(k[1] != "latency" for k in worse):
