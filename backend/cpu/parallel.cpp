@@ -14,6 +14,22 @@ namespace {
 
 thread_local bool in_worker = false;
 
+// One parallel region's state, on run()'s stack. A worker takes the job only while run() has it
+// posted, and run() returns only when every chunk is done and every worker that took the job has
+// left it. (A shared chunk counter reset for each region let a worker that was late leaving one
+// region claim a chunk of the next before the reset: that chunk ran twice, the count of finished
+// chunks reached the total early, and run() returned while a chunk was still running on the
+// caller's destroyed task: an intermittent crash in depthwise_plane under CI's 2-core load,
+// 2026-11-26.)
+struct Job {
+  const std::function<void(int64_t)>* task = nullptr;
+  int64_t chunks = 0;
+  std::atomic<int64_t> next{0};
+  int64_t done = 0;          // chunks finished (under the pool's mutex)
+  int active = 0;            // workers inside work(*this) (under the pool's mutex)
+  std::exception_ptr error;  // the first chunk's exception (under the pool's mutex)
+};
+
 class Pool {
  public:
   explicit Pool(int n) {
@@ -31,63 +47,63 @@ class Pool {
 
   void run(int64_t chunks, const std::function<void(int64_t)>& task) {
     std::unique_lock<std::mutex> run_lock(run_mu_);  // one parallel region at a time
+    Job job;
+    job.task = &task;
+    job.chunks = chunks;
     {
       std::lock_guard<std::mutex> l(mu_);
-      task_ = &task;
-      chunks_ = chunks;
-      next_.store(0);
-      done_ = 0;
-      error_ = nullptr;
+      job_ = &job;
       ++generation_;
     }
     cv_.notify_all();
-    work();
+    work(job);
     std::unique_lock<std::mutex> l(mu_);
-    done_cv_.wait(l, [&] { return done_ == chunks_; });
-    task_ = nullptr;
-    if (error_) std::rethrow_exception(error_);
+    job_ = nullptr;  // no worker takes it from here on
+    done_cv_.wait(l, [&] { return job.done == job.chunks && job.active == 0; });
+    if (job.error) std::rethrow_exception(job.error);
   }
 
  private:
-  void work() {
+  void work(Job& j) {
     in_worker = true;
     for (;;) {
-      int64_t c = next_.fetch_add(1);
-      if (c >= chunks_) break;
+      const int64_t c = j.next.fetch_add(1);
+      if (c >= j.chunks) break;
       try {
-        (*task_)(c);
+        (*j.task)(c);
       } catch (...) {
         std::lock_guard<std::mutex> l(mu_);
-        if (!error_) error_ = std::current_exception();
+        if (!j.error) j.error = std::current_exception();
       }
       std::lock_guard<std::mutex> l(mu_);
-      if (++done_ == chunks_) done_cv_.notify_all();
+      if (++j.done == j.chunks) done_cv_.notify_all();
     }
     in_worker = false;
   }
   void loop() {
     uint64_t seen = 0;
     for (;;) {
+      Job* j = nullptr;
       {
         std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [&] { return stop_ || (generation_ != seen && task_); });
+        cv_.wait(l, [&] { return stop_ || (generation_ != seen && job_); });
         if (stop_) return;
         seen = generation_;
+        j = job_;
+        ++j->active;
       }
-      work();
+      work(*j);
+      std::lock_guard<std::mutex> l(mu_);
+      if (--j->active == 0) done_cv_.notify_all();
     }
   }
 
   std::vector<std::thread> workers_;
   std::mutex mu_, run_mu_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(int64_t)>* task_ = nullptr;
-  int64_t chunks_ = 0;
-  std::atomic<int64_t> next_{0};
-  int64_t done_ = 0;
+  Job* job_ = nullptr;  // the region run() has posted, or null
   uint64_t generation_ = 0;
   bool stop_ = false;
-  std::exception_ptr error_;
 };
 
 Pool& pool() {

@@ -1,5 +1,6 @@
 // The implicit-GEMM convolution's configurations and entry points; see conv_igemm.cuh. The
-// kernel is sgemm_core.cuh's, instantiated here for ConvIgemmArgs.
+// kernel is sgemm_core.cuh's, instantiated here for ConvIgemmArgs (the tap table), ConvTapArgs
+// (tap-major) and ConvPointwiseArgs (1x1).
 #include "backend/cuda/conv_igemm.cuh"
 
 #include <climits>
@@ -45,8 +46,9 @@ struct Config {
 
 // The GEMM's two fastest tiles on BERT-base (sgemm.cu), each with and without split-K: split-K
 // for the late layers, whose few output pixels leave too few tiles (ResNet-50's layer 4 at batch
-// 16: Cout 512 x 784 pixels, 28 tiles of 128x128, 56 of 64x128: split 4 for 224 CTAs). Every thread copies one pixel's column, so
-// the thread count must be a multiple of BN.
+// 16: Cout 512 x 784 pixels, 28 tiles of 128x128, 56 of 64x128: split 4 for 224 CTAs). Every
+// thread of an im2col configuration copies one pixel's column, so its thread count must be a
+// multiple of BN.
 //                                                    BM   BN  BK TM TN WR ST MIN SPLIT
 const Config kConfigs[] = {
     {"64x128 t8x8 128thr 2/SM", launch_conv<64, 128, 16, 8, 8, 4, 4, 2>, false},
