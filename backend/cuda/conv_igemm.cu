@@ -3,6 +3,7 @@
 // (tap-major) and ConvPointwiseArgs (1x1).
 #include "backend/cuda/conv_igemm.cuh"
 
+#include <algorithm>
 #include <climits>
 
 #include "backend/cuda/sgemm_core.cuh"
@@ -38,11 +39,24 @@ bool launch_pointwise(const ConvIgemmArgs& a, cudaStream_t s) {
   return sgemm_core::launch_tiled_kernel<ConvPointwiseArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(pw, s);
 }
 
+// A stream-K configuration's resident CTAs, the most of its kernels' (the pointwise one falls back
+// to the im2col one, and either order of K may run): its workspace slots and flags.
+template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS>
+int sk_ctas() {
+  using sgemm_core::stream_k_ctas;
+  return std::max({stream_k_ctas<ConvIgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>(),
+                   stream_k_ctas<ConvTapArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>(),
+                   stream_k_ctas<ConvPointwiseArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>()});
+}
+
 struct Config {
   const char* name;
   bool (*launch)(const ConvIgemmArgs&, cudaStream_t);
   bool pointwise;
+  int (*ctas)() = nullptr;  // stream-K: its resident CTAs
+  int tile = 0;             // stream-K: BM x BN, a CTA's slot of partial sums
 };
+constexpr int SK = sgemm_core::kStreamK;
 
 // The GEMM's two fastest tiles on BERT-base (sgemm.cu), each with and without split-K: split-K
 // for the late layers, whose few output pixels leave too few tiles (ResNet-50's layer 4 at batch
@@ -63,6 +77,14 @@ const Config kConfigs[] = {
     {"pointwise 64x128 t8x8 128thr 2/SM splitK2", launch_pointwise<64, 128, 16, 8, 8, 4, 4, 2, 2>, true},
     {"pointwise 128x128 t8x8 256thr 2/SM", launch_pointwise<128, 128, 16, 8, 8, 4, 3, 2>, true},
     {"pointwise 128x128 t8x8 256thr 2/SM splitK2", launch_pointwise<128, 128, 16, 8, 8, 4, 3, 2, 2>, true},
+    // Stream-K: the late layers' few tiles spread over every resident CTA (sgemm_core::stream_k).
+    {"64x128 t8x8 128thr 2/SM streamK", launch_conv<64, 128, 16, 8, 8, 4, 4, 2, SK>, false, sk_ctas<64, 128, 16, 8, 8, 4, 4, 2>, 64 * 128},
+    {"pointwise 64x128 t8x8 128thr 2/SM streamK", launch_pointwise<64, 128, 16, 8, 8, 4, 4, 2, SK>, true, sk_ctas<64, 128, 16, 8, 8, 4, 4, 2>,
+     64 * 128},
+    {"128x128 t8x8 256thr 2/SM streamK", launch_conv<128, 128, 16, 8, 8, 4, 3, 2, SK>, false, sk_ctas<128, 128, 16, 8, 8, 4, 3, 2>,
+     128 * 128},
+    {"pointwise 128x128 t8x8 256thr 2/SM streamK", launch_pointwise<128, 128, 16, 8, 8, 4, 3, 2, SK>, true,
+     sk_ctas<128, 128, 16, 8, 8, 4, 3, 2>, 128 * 128},
 
 };
 constexpr int kConfigCount = int(sizeof(kConfigs) / sizeof(kConfigs[0]));
@@ -99,6 +121,15 @@ bool conv_igemm_config_pointwise(int config) { return config >= 0 && config < kC
 
 const char* conv_igemm_config_name(int config) {
   return config >= 0 && config < kConfigCount ? kConfigs[config].name : "?";
+}
+
+size_t conv_igemm_workspace(int config) {
+  if (config < 0 || config >= kConfigCount || !kConfigs[config].ctas) return 0;
+  return size_t(kConfigs[config].ctas()) * size_t(kConfigs[config].tile) * sizeof(float);
+}
+
+int conv_igemm_flags(int config) {
+  return config >= 0 && config < kConfigCount && kConfigs[config].ctas ? kConfigs[config].ctas() : 0;
 }
 
 bool launch_conv_igemm_f32(const ConvIgemmArgs& a, int config, cudaStream_t s) {

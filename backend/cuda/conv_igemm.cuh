@@ -37,6 +37,10 @@ struct ConvIgemmArgs {
   const float* residual = nullptr;  // [batch, Cout, P, Q] or null; may alias C
   float* C = nullptr;               // Y [batch, Cout, P, Q]
   SgemmAct act = SgemmAct::None;
+  // Stream-K configurations only (conv_igemm_workspace > 0): a slot of partial sums per CTA, and
+  // one flag per CTA, zero before the launch (the launch leaves them zero).
+  float* sk_work = nullptr;
+  unsigned* sk_flags = nullptr;
 };
 
 /// The same arguments with K in (r, s, c) order (weights [Cout][R][S][C], the tap table likewise)
@@ -68,6 +72,11 @@ const char* conv_igemm_config_name(int config);
 /// Whether a configuration is a pointwise one: worth timing only for a 1x1, stride-1, unpadded
 /// conv with P·Q % 4 == 0 (elsewhere it runs as its im2col twin).
 bool conv_igemm_config_pointwise(int config);
+
+/// The workspace configuration `config` needs (0 but for stream-K: its CTAs' partial sums) and
+/// the flags it needs zeroed (count of unsigned).
+size_t conv_igemm_workspace(int config);
+int conv_igemm_flags(int config);
 
 /// Launches configuration `config`; false, launching nothing, when it does not apply.
 bool launch_conv_igemm_f32(const ConvIgemmArgs& a, int config, cudaStream_t s);

@@ -1,5 +1,6 @@
 #include "backend/cuda/conv_igemm_route.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
@@ -38,10 +39,17 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
   const std::vector<int2> taps = conv_igemm_taps(s, tap_major_);
   taps_ = DeviceBuffer(taps.size() * sizeof(int2), "an implicit-GEMM conv's tap table");
   FUSEC_CUDA_CHECK(cudaMemcpy(taps_.get(), taps.data(), taps.size() * sizeof(int2), cudaMemcpyHostToDevice));
+  int flags = 0;
+  for (int i = 0; i < conv_igemm_config_count(); ++i) flags = std::max(flags, conv_igemm_flags(i));
+  if (flags > 0) {
+    flags_ = DeviceBuffer(static_cast<size_t>(flags) * sizeof(unsigned), "an implicit-GEMM conv's stream-K flags");
+    FUSEC_CUDA_CHECK(cudaMemset(flags_.get(), 0, flags_.size()));
+  }
   return true;
 }
 
-bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, const void* z, void* y, cudaStream_t stream) const {
+bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                         cudaStream_t stream) const {
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   ConvIgemmArgs a;
   a.M = static_cast<int>(s_.cout);
@@ -61,6 +69,10 @@ bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, con
   a.C = static_cast<float*>(y);
   a.vec = (s_.p * s_.q) % 4 == 0 && aligned16(y) && (!a.residual || aligned16(a.residual));
   a.act = act_;
+  if (conv_igemm_workspace(i) > 0) {
+    a.sk_work = static_cast<float*>(ws);
+    a.sk_flags = static_cast<unsigned*>(flags_.get());
+  }
   return launch_conv_igemm_f32(a, i, stream);
 }
 

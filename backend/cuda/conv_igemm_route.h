@@ -38,12 +38,17 @@ class ConvIgemmRoute {
   /// it takes (elsewhere it would run as its im2col twin).
   bool worth_timing(int i) const { return !conv_igemm_config_pointwise(i) || pointwise_; }
 
-  /// y = act(conv(x, w) + b + z) with configuration i; false when it launched nothing.
-  bool run(int i, const void* x, const void* w, const void* b, const void* z, void* y, cudaStream_t stream) const;
+  /// The workspace configuration i needs (stream-K's partial sums; 0 for the others).
+  size_t workspace(int i) const { return conv_igemm_workspace(i); }
+
+  /// y = act(conv(x, w) + b + z) with configuration i and its workspace; false when it launched
+  /// nothing.
+  bool run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) const;
 
  private:
   ConvIgemmShape s_;
   DeviceBuffer taps_, weights_;
+  DeviceBuffer flags_;  // stream-K's, zero between launches
   SgemmAct act_ = SgemmAct::None;
   bool bias_ = false, residual_ = false, pointwise_ = false, tap_major_ = false;
 };

@@ -411,7 +411,7 @@ class ConvOp : public CudaOp {
       igemm_pick_ = ch.igemm;
       gemm_pick_ = -1;
       fused_ = false;
-      workspace_ = 0;
+      workspace_ = igemm_route_->workspace(ch.igemm);
       return true;
     }
     if (ch.gemm >= 0) {
@@ -477,6 +477,7 @@ class ConvOp : public CudaOp {
     }
     const int gemm_cands = gemm_route_ ? gemm_route_->candidates() : 0;
     for (int i = 0; i < gemm_cands; ++i) ws = std::max(ws, gemm_route_->workspace(i));
+    for (int i = 0; igemm_route_ && i < igemm_route_->candidates(); ++i) ws = std::max(ws, igemm_route_->workspace(i));
     if (xb + wb + 2 * yb + ws > (size_t{1} << 30)) return false;
     try {
       DeviceBuffer x(xb, "conv tuning"), w(wb, "conv tuning"), y(yb, "conv tuning"), z(has_z_ ? yb : es, "conv tuning"),
@@ -620,7 +621,7 @@ class ConvOp : public CudaOp {
   /// ConvTranspose) then the epilogue pass. launch() and every plan-time trial run this one.
   cudnnStatus_t run_conv(const void* x, const void* w, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) {
     if (igemm_pick_ >= 0)
-      return igemm_route_->run(igemm_pick_, x, w, b, z, y, stream) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
+      return igemm_route_->run(igemm_pick_, x, w, b, z, y, ws, stream) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
     if (gemm_pick_ >= 0)
       return gemm_route_->run(gemm_pick_, x, w, b, z, y, ws, stream) == CUBLAS_STATUS_SUCCESS ? CUDNN_STATUS_SUCCESS
                                                                                              : CUDNN_STATUS_EXECUTION_FAILED;
@@ -703,7 +704,7 @@ class ConvOp : public CudaOp {
     }
     const void* w = own_weights_.get() ? own_weights_.get() : a.inputs[1].data;
     if (igemm_pick_ >= 0) {
-      const bool launched = igemm_route_->run(igemm_pick_, X.data, w, b, z, Y.data, a.stream);
+      const bool launched = igemm_route_->run(igemm_pick_, X.data, w, b, z, Y.data, a.workspace, a.stream);
       FUSEC_CUDA_CHECK(cudaGetLastError());
       if (!launched) internal_error("the implicit-GEMM conv refused the launch it was planned for");
       return;

@@ -37,6 +37,9 @@
 
 namespace fusec::cuda::sgemm_core {
 
+/// SPLIT value of the stream-K form (conv only; see stream_k).
+constexpr int kStreamK = 0;
+
 // issue false: no copy at all, as a predicated instruction rather than a branch (see the main
 // loop). full false: src-size 0, which writes zeros and reads nothing (the K edge's padding).
 __device__ __forceinline__ void cp_async_4(float* dst, const float* src, bool full, bool issue) {
@@ -164,40 +167,20 @@ __device__ __forceinline__ void finish_conv(const ConvIgemmArgs& p, float (&acc)
     }
 }
 
-// SPLIT = 2: a cluster of two CTAs along grid z shares one tile, each running half of the K
-// tiles; they swap half their accumulators through distributed shared memory and each finishes
-// half the tile's rows. Two partial sums added once: the same bits whichever CTA adds them.
-//
-// P is SgemmArgs (B row-major in memory) or ConvIgemmArgs (B = im2col of an NCHW input, C the
-// NCHW output, the bias along rows); everything between the copies and the epilogue is shared.
-template <class P, int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled_kernel(const P p) {
+// The main loop of one tile: acc += A[m0.., kt0·BK..] · B[kt0·BK.., n0..] over KT K tiles, the
+// thread's TM x TN block of it at row tr·4 and column tc·4 of its 4x4 pieces. Returns with no
+// copy in flight; the caller syncs before the pipeline's shared memory is written again.
+template <class P, int BM, int BN, int BK, int TM, int TN, int STAGES>
+__device__ __forceinline__ void tile_mainloop(const P& p, int m0, int n0, int kt0, int KT, float (&acc)[TM][TN], float* const As,
+                                              float* const Bs, int tid, int tr, int tc) {
   constexpr bool PW = std::is_same_v<P, ConvPointwiseArgs>;  // a 1x1 conv: B rows are X's channel planes
   constexpr bool TAP = std::is_same_v<P, ConvTapArgs>;        // K in (r, s, c) order: one tap per slice
   constexpr bool CONV = PW || TAP || std::is_same_v<P, ConvIgemmArgs>;
   constexpr bool IM2COL = CONV && !PW;
   constexpr int TR = BM / TM, TC = BN / TN, NT = TR * TC;  // thread grid
-  constexpr int WC = 32 / WR;                              // a warp is WR x WC threads
   constexpr int AP = BM + 4;                               // padded k-row of the A tile
   constexpr int A_STAGE = BK * AP, B_STAGE = BK * BN, BV = BN / 4;
   constexpr int A_LOADS = (BM * BK + NT - 1) / NT, B_LOADS = IM2COL ? BK * BN / NT : (BK * BV + NT - 1) / NT;
-  static_assert(TM % 4 == 0 && TN % 4 == 0 && BM % TM == 0 && BN % TN == 0, "4x4 pieces");
-  static_assert(WR * WC == 32 && TR % WR == 0 && TC % WC == 0, "warps tile the thread grid");
-  static_assert(NT % BK == 0, "each thread copies one k column of A");
-  static_assert(BK % 2 == 0 && STAGES >= 2, "pipeline shape");
-  static_assert(SPLIT == 1 || (SPLIT == 2 && TM % 8 == 0 && TM * TN / 2 * NT <= STAGES * (A_STAGE + B_STAGE)) ||
-                    (SPLIT == 4 && CONV && TM % 4 == 0 && TM * TN / 4 * 3 * NT <= STAGES * (A_STAGE + B_STAGE)),
-                "split-K swaps accumulators through the pipeline's shared memory");
-  static_assert(!IM2COL || (NT % BN == 0 && BK * BN % NT == 0), "conv: each thread copies one pixel's column");
-
-  extern __shared__ float4 smem4[];
-  float* const As = reinterpret_cast<float*>(smem4);
-  float* const Bs = As + STAGES * A_STAGE;
-
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int tr = (warp / (TC / WC)) * WR + lane / WC;
-  const int tc = (warp % (TC / WC)) * WC + lane % WC;
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int M = p.M, N = p.N, K = p.K;
 
   // Copy assignments, fixed for the whole K loop: 32-bit byte offsets from running pointers to
@@ -246,17 +229,6 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
     else b_step = int64_t(BK) * p.ldb * 4;
   }
 
-  // This CTA's K tiles: [kt0, kt0 + KT).
-  int kt0 = 0, KT = (K + BK - 1) / BK;
-  if (SPLIT == 2) {
-    const int first = (KT + 1) / 2;
-    kt0 = blockIdx.z == 0 ? 0 : first;
-    KT = blockIdx.z == 0 ? first : KT - first;
-  } else if (SPLIT == 4) {
-    const int per = (KT + 3) / 4;
-    kt0 = min(KT, int(blockIdx.z) * per);
-    KT = min(KT - kt0, per);
-  }
   int k_next = kt0 * BK;  // the next tile to load, and its rows of A and B
   const char* a_next = reinterpret_cast<const char*>(p.A + int64_t(m0) * p.lda + ak + k_next);
   [[maybe_unused]] const char* b_next = nullptr;
@@ -309,12 +281,6 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   constexpr int GROUPS = (COPIES + CPS - 1) / CPS;
   auto copy_step = [](int c) { return (c / CPS) * BK / GROUPS; };
   static_assert((GROUPS - 1) * BK / GROUPS < BK - 1, "a tile's copies are committed before the last k step's wait");
-
-  float acc[TM][TN];
-#pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
 
   float af[2][TM], bf[2][TN];  // fragments, double-buffered across k
   auto load_frag = [&](int buf, int stage, int k) {
@@ -381,75 +347,13 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
     }
   }
   cp_async_wait<0>();  // nothing is pending (the last groups are empty), but leave none behind
+}
 
-  // Split-K: row piece i (rows i*TR*4 + tr*4 + 0..3) is finished by cluster rank i % 2. Each CTA
-  // stores the pieces the other finishes into the other's shared memory, 16-byte word q of
-  // thread t at [q][t] (conflict-free), then adds what it received.
-  const int rank = SPLIT > 1 ? int(blockIdx.z) : 0;
-  if (SPLIT == 2) {
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    cluster.sync();  // both CTAs are done with their pipelines' shared memory
-    float4* const peer = reinterpret_cast<float4*>(cluster.map_shared_rank(As, rank ^ 1));
-#pragma unroll
-    for (int i = 0; i < TM / 4; ++i)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int j = 0; j < TN / 4; ++j) {
-          const int q = ((i / 2) * 4 + r) * (TN / 4) + j;
-          const float* a = acc[i * 4 + r] + j * 4;
-          if (i % 2 != rank) peer[q * NT + tid] = make_float4(a[0], a[1], a[2], a[3]);
-        }
-    cluster.sync();  // the peer's words have landed here
-    const float4* const mine = reinterpret_cast<const float4*>(As);
-#pragma unroll
-    for (int i = 0; i < TM / 4; ++i)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int j = 0; j < TN / 4; ++j) {
-          const int q = ((i / 2) * 4 + r) * (TN / 4) + j;
-          if (i % 2 != rank) continue;
-          const float4 v = mine[q * NT + tid];
-          float* a = acc[i * 4 + r] + j * 4;
-          a[0] += v.x, a[1] += v.y, a[2] += v.z, a[3] += v.w;
-        }
-  }
-  // Split-K 4: row i of every thread's block is finished by rank i % 4. Sender s (1..3 ranks
-  // after the owner) stores its words for the owner's rows into the owner's slot s - 1; the owner
-  // adds slots 0, 1, 2 in that order: the same bits whatever the timing.
-  if (SPLIT == 4) {
-    namespace cg = cooperative_groups;
-    cg::cluster_group cluster = cg::this_cluster();
-    constexpr int WORDS = (TM / 4) * (TN / 4);  // per thread, per owner
-    cluster.sync();
-#pragma unroll
-    for (int i = 0; i < TM; ++i) {
-      const int owner = i % 4;
-      if (owner == rank) continue;
-      float4* const dst = reinterpret_cast<float4*>(cluster.map_shared_rank(As, owner));
-      const int slot = (rank - owner + 3) % 4;  // 0..2
-#pragma unroll
-      for (int j = 0; j < TN / 4; ++j)
-        dst[((slot * WORDS) + (i / 4) * (TN / 4) + j) * NT + tid] =
-            make_float4(acc[i][j * 4], acc[i][j * 4 + 1], acc[i][j * 4 + 2], acc[i][j * 4 + 3]);
-    }
-    cluster.sync();
-    const float4* const mine = reinterpret_cast<const float4*>(As);
-#pragma unroll
-    for (int slot = 0; slot < 3; ++slot)
-#pragma unroll
-      for (int i = 0; i < TM; ++i) {
-        if (i % 4 != rank) continue;
-#pragma unroll
-        for (int j = 0; j < TN / 4; ++j) {
-          const float4 v = mine[((slot * WORDS) + (i / 4) * (TN / 4) + j) * NT + tid];
-          acc[i][j * 4] += v.x, acc[i][j * 4 + 1] += v.y, acc[i][j * 4 + 2] += v.z, acc[i][j * 4 + 3] += v.w;
-        }
-      }
-  }
-
+template <class P, int BM, int BN, int TM, int TN, int SPLIT>
+__device__ __forceinline__ void finish_tile(const P& p, float (&acc)[TM][TN], int m0, int n0, int tr, int tc, int rank) {
+  constexpr bool CONV = std::is_same_v<P, ConvPointwiseArgs> || std::is_same_v<P, ConvTapArgs> || std::is_same_v<P, ConvIgemmArgs>;
+  constexpr int TR = BM / TM, TC = BN / TN;
+  const int M = p.M, N = p.N;
   // Epilogue: C = act(acc + bias + R), one 16-byte word per 4x4 piece row. The activation is
   // picked once, outside the unrolled loops, and runs over all of the thread's outputs with no
   // branch between them (rows past M read row M-1's residual, never stored), so the compiler can
@@ -520,6 +424,239 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   }
 }
 
+// Stream-K (SPLIT = kStreamK, conv only): a grid of as many CTAs as fit on the GPU at once
+// splits the whole problem's K tiles (tiles x K tiles, tile-major) into equal contiguous ranges,
+// one per CTA, so the late layers' few tiles still fill every SM: ResNet-50's layer 3 at batch
+// 16 has 100 tiles of 64x128, 1.5 waves of 2 per SM on 132 SMs with split-K 2 (76% of the
+// slots), 24.2 K tiles per CTA here. A range covers the tail of one tile, whole tiles, then the
+// head of another. The CTA holding a tile's last K tile owns it: it adds the partial sums of the
+// CTAs before it that cover the rest (in their order: the same bits whatever the timing) and runs
+// the epilogue. The others store theirs in p.sk_work, one slot per CTA, and raise p.sk_flags[cta].
+//
+// Each CTA walks its range backwards, so its one partial (the head of its last tile) is the first
+// thing it computes, and an owner's wait for it is short; and a CTA waits only for CTAs of lower
+// index, which never wait before their partial is out: no wait can depend on itself. The owner
+// lowers the flags it consumed, so they are zero again for the next launch (cudaMemset once).
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* f) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
+  return v;
+}
+
+// The CTA whose range [total·c/G, total·(c+1)/G) holds K tile x.
+__device__ __forceinline__ int stream_k_cta(int64_t x, int64_t total, int G) {
+  int c = int(x * G / total);
+  while (c + 1 < G && total * (c + 1) / G <= x) ++c;
+  while (c > 0 && total * c / G > x) --c;
+  return c;
+}
+
+template <class P, int BM, int BN, int BK, int TM, int TN, int STAGES>
+__device__ __forceinline__ void stream_k(const P& p, float* const As, float* const Bs, int tid, int tr, int tc) {
+  constexpr int NT = (BM / TM) * (BN / TN), WORDS = TM * TN / 4;
+  const int tiles_n = (p.N + BN - 1) / BN, KTt = (p.K + BK - 1) / BK;
+  const int64_t total = int64_t(tiles_n) * ((p.M + BM - 1) / BM) * KTt;
+  const int G = int(gridDim.x), cta = int(blockIdx.x);
+  const int64_t beg = total * cta / G;
+  float4* const work = reinterpret_cast<float4*>(p.sk_work);
+  for (int64_t end = total * (cta + 1) / G; end > beg;) {
+    const int tile = int((end - 1) / KTt);
+    const int64_t t0 = int64_t(tile) * KTt, s0 = max(beg, t0);
+    const int m0 = (tile / tiles_n) * BM, n0 = (tile % tiles_n) * BN;
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    tile_mainloop<P, BM, BN, BK, TM, TN, STAGES>(p, m0, n0, int(s0 - t0), int(end - s0), acc, As, Bs, tid, tr, tc);
+    if (end < t0 + KTt) {
+      // Not the tile's end: the partial for its owner, word q of thread t at [q][t].
+      float4* const slot = work + int64_t(cta) * WORDS * NT;
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN / 4; ++j)
+          __stcg(slot + (i * (TN / 4) + j) * NT + tid, make_float4(acc[i][j * 4], acc[i][j * 4 + 1], acc[i][j * 4 + 2], acc[i][j * 4 + 3]));
+      __syncthreads();
+      if (tid == 0) {
+        __threadfence();
+        atomicExch(p.sk_flags + cta, 1u);
+      }
+    } else {
+      if (s0 > t0) {
+        const int first = stream_k_cta(t0, total, G);
+        for (int c = first; c < cta; ++c) {
+          if (tid == 0)
+            while (ld_acquire(p.sk_flags + c) == 0) {
+            }
+          __syncthreads();
+          const float4* const slot = work + int64_t(c) * WORDS * NT;
+#pragma unroll
+          for (int i = 0; i < TM; ++i)
+#pragma unroll
+            for (int j = 0; j < TN / 4; ++j) {
+              const float4 v = __ldcg(slot + (i * (TN / 4) + j) * NT + tid);
+              acc[i][j * 4] += v.x, acc[i][j * 4 + 1] += v.y, acc[i][j * 4 + 2] += v.z, acc[i][j * 4 + 3] += v.w;
+            }
+        }
+        __syncthreads();  // every thread has read the slots before their flags drop
+        if (tid == 0)
+          for (int c = first; c < cta; ++c) p.sk_flags[c] = 0;
+      }
+      finish_tile<P, BM, BN, TM, TN, 1>(p, acc, m0, n0, tr, tc, 0);
+    }
+    end = s0;
+    __syncthreads();  // the last fragments are read before the next tile's copies land
+  }
+}
+
+// SPLIT = 2: a cluster of two CTAs along grid z shares one tile, each running half of the K
+// tiles; they swap half their accumulators through distributed shared memory and each finishes
+// half the tile's rows. Two partial sums added once: the same bits whichever CTA adds them.
+//
+// P is SgemmArgs (B row-major in memory) or ConvIgemmArgs (B = im2col of an NCHW input, C the
+// NCHW output, the bias along rows); everything between the copies and the epilogue is shared.
+template <class P, int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled_kernel(const P p) {
+  constexpr bool PW = std::is_same_v<P, ConvPointwiseArgs>;  // a 1x1 conv: B rows are X's channel planes
+  constexpr bool TAP = std::is_same_v<P, ConvTapArgs>;        // K in (r, s, c) order: one tap per slice
+  constexpr bool CONV = PW || TAP || std::is_same_v<P, ConvIgemmArgs>;
+  constexpr bool IM2COL = CONV && !PW;
+  constexpr int TR = BM / TM, TC = BN / TN, NT = TR * TC;  // thread grid
+  constexpr int WC = 32 / WR;                              // a warp is WR x WC threads
+  constexpr int AP = BM + 4;                               // padded k-row of the A tile
+  constexpr int A_STAGE = BK * AP, B_STAGE = BK * BN;
+  static_assert(TM % 4 == 0 && TN % 4 == 0 && BM % TM == 0 && BN % TN == 0, "4x4 pieces");
+  static_assert(WR * WC == 32 && TR % WR == 0 && TC % WC == 0, "warps tile the thread grid");
+  static_assert(NT % BK == 0, "each thread copies one k column of A");
+  static_assert(BK % 2 == 0 && STAGES >= 2, "pipeline shape");
+  static_assert(SPLIT == 1 || (SPLIT == kStreamK && CONV) ||
+                    (SPLIT == 2 && TM % 8 == 0 && TM * TN / 2 * NT <= STAGES * (A_STAGE + B_STAGE)) ||
+                    (SPLIT == 4 && CONV && TM % 4 == 0 && TM * TN / 4 * 3 * NT <= STAGES * (A_STAGE + B_STAGE)),
+                "split-K swaps accumulators through the pipeline's shared memory");
+  static_assert(!IM2COL || (NT % BN == 0 && BK * BN % NT == 0), "conv: each thread copies one pixel's column");
+
+  extern __shared__ float4 smem4[];
+  float* const As = reinterpret_cast<float*>(smem4);
+  float* const Bs = As + STAGES * A_STAGE;
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tr = (warp / (TC / WC)) * WR + lane / WC;
+  const int tc = (warp % (TC / WC)) * WC + lane % WC;
+
+  if constexpr (SPLIT == kStreamK) {
+    stream_k<P, BM, BN, BK, TM, TN, STAGES>(p, As, Bs, tid, tr, tc);
+    return;
+  }
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int K = p.K;
+
+  // This CTA's K tiles: [kt0, kt0 + KT).
+  int kt0 = 0, KT = (K + BK - 1) / BK;
+  if (SPLIT == 2) {
+    const int first = (KT + 1) / 2;
+    kt0 = blockIdx.z == 0 ? 0 : first;
+    KT = blockIdx.z == 0 ? first : KT - first;
+  } else if (SPLIT == 4) {
+    const int per = (KT + 3) / 4;
+    kt0 = min(KT, int(blockIdx.z) * per);
+    KT = min(KT - kt0, per);
+  }
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+  tile_mainloop<P, BM, BN, BK, TM, TN, STAGES>(p, m0, n0, kt0, KT, acc, As, Bs, tid, tr, tc);
+
+  // Split-K: row piece i (rows i*TR*4 + tr*4 + 0..3) is finished by cluster rank i % 2. Each CTA
+  // stores the pieces the other finishes into the other's shared memory, 16-byte word q of
+  // thread t at [q][t] (conflict-free), then adds what it received.
+  [[maybe_unused]] const int rank = SPLIT > 1 ? int(blockIdx.z) : 0;
+  if (SPLIT == 2) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    cluster.sync();  // both CTAs are done with their pipelines' shared memory
+    float4* const peer = reinterpret_cast<float4*>(cluster.map_shared_rank(As, rank ^ 1));
+#pragma unroll
+    for (int i = 0; i < TM / 4; ++i)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int j = 0; j < TN / 4; ++j) {
+          const int q = ((i / 2) * 4 + r) * (TN / 4) + j;
+          const float* a = acc[i * 4 + r] + j * 4;
+          if (i % 2 != rank) peer[q * NT + tid] = make_float4(a[0], a[1], a[2], a[3]);
+        }
+    cluster.sync();  // the peer's words have landed here
+    const float4* const mine = reinterpret_cast<const float4*>(As);
+#pragma unroll
+    for (int i = 0; i < TM / 4; ++i)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int j = 0; j < TN / 4; ++j) {
+          const int q = ((i / 2) * 4 + r) * (TN / 4) + j;
+          if (i % 2 != rank) continue;
+          const float4 v = mine[q * NT + tid];
+          float* a = acc[i * 4 + r] + j * 4;
+          a[0] += v.x, a[1] += v.y, a[2] += v.z, a[3] += v.w;
+        }
+  }
+  // Split-K 4: row i of every thread's block is finished by rank i % 4. Sender s (1..3 ranks
+  // after the owner) stores its words for the owner's rows into the owner's slot s - 1; the owner
+  // adds slots 0, 1, 2 in that order: the same bits whatever the timing.
+  if (SPLIT == 4) {
+    namespace cg = cooperative_groups;
+    cg::cluster_group cluster = cg::this_cluster();
+    constexpr int WORDS = (TM / 4) * (TN / 4);  // per thread, per owner
+    cluster.sync();
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int owner = i % 4;
+      if (owner == rank) continue;
+      float4* const dst = reinterpret_cast<float4*>(cluster.map_shared_rank(As, owner));
+      const int slot = (rank - owner + 3) % 4;  // 0..2
+#pragma unroll
+      for (int j = 0; j < TN / 4; ++j)
+        dst[((slot * WORDS) + (i / 4) * (TN / 4) + j) * NT + tid] =
+            make_float4(acc[i][j * 4], acc[i][j * 4 + 1], acc[i][j * 4 + 2], acc[i][j * 4 + 3]);
+    }
+    cluster.sync();
+    const float4* const mine = reinterpret_cast<const float4*>(As);
+#pragma unroll
+    for (int slot = 0; slot < 3; ++slot)
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        if (i % 4 != rank) continue;
+#pragma unroll
+        for (int j = 0; j < TN / 4; ++j) {
+          const float4 v = mine[((slot * WORDS) + (i / 4) * (TN / 4) + j) * NT + tid];
+          acc[i][j * 4] += v.x, acc[i][j * 4 + 1] += v.y, acc[i][j * 4 + 2] += v.z, acc[i][j * 4 + 3] += v.w;
+        }
+      }
+  }
+
+  finish_tile<P, BM, BN, TM, TN, SPLIT>(p, acc, m0, n0, tr, tc, rank);
+}
+
+/// The grid of a stream-K configuration: as many CTAs as are resident at once on the device
+/// (every owner's wait is then on a running CTA); 0 when that cannot be found.
+template <class P, int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS>
+int stream_k_ctas() {
+  static const int ctas = [] {
+    constexpr int threads = (BM / TM) * (BN / TN);
+    constexpr int smem = STAGES * (BK * (BM + 4) + BK * BN) * int(sizeof(float));
+    auto* kernel = sgemm_tiled_kernel<P, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, kStreamK>;
+    int dev = 0, sms = 0, per_sm = 0;
+    if (smem > 48 * 1024 && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess)
+      return 0;
+    return sms * per_sm;
+  }();
+  return ctas;
+}
 
 /// Launches one tiled configuration on a grid of (N tiles, M tiles, SPLIT); false when the
 /// shared memory cannot be raised or the cluster launch fails.
@@ -533,6 +670,13 @@ bool launch_tiled_kernel(const P& a, cudaStream_t s) {
     // Once per process (the attribute is per function; fusec uses one device).
     static const cudaError_t raised = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (raised != cudaSuccess) return false;
+  }
+  if constexpr (SPLIT == kStreamK) {
+    const int ctas = stream_k_ctas<P, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>();
+    const int64_t total = int64_t((a.N + BN - 1) / BN) * ((a.M + BM - 1) / BM) * ((a.K + BK - 1) / BK);
+    if (ctas < 1 || !a.sk_work || !a.sk_flags) return false;
+    kernel<<<int(std::min<int64_t>(ctas, total)), threads, smem, s>>>(a);
+    return true;
   }
   const dim3 grid((a.N + BN - 1) / BN, (a.M + BM - 1) / BM, SPLIT);
   if (SPLIT == 1) {

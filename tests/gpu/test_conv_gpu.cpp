@@ -291,6 +291,11 @@ TEST(GpuConvIgemm, EveryConfigurationMatchesTheReference) {
       {"1x1 pointwise, 14x14", conv({2, 40, 14, 14}, {20, 40, 1, 1}, {})},
       {"1x1, 7x7: no 16-byte rows", conv({2, 32, 7, 7}, {24, 32, 1, 1}, {})},
       {"gelu", fused_conv({1, 8, 9, 9}, {8, 8, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Gelu", false)},
+      // Stream-K: more K tiles than resident CTAs, so ranges cross tiles (a tail, a head), and
+      // more tiles than CTAs, so a range holds whole tiles.
+      {"3x3 residual + relu, 25 tiles of 18 K tiles",
+       fused_conv({2, 32, 40, 40}, {48, 32, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Relu", true)},
+      {"1x1 pointwise, 288 tiles of one K tile", conv({4, 16, 96, 96}, {24, 16, 1, 1}, {})},
   };
   ASSERT_GE(cuda::conv_igemm_config_count(), 1);
   for (bool tap_major : {true, false})
