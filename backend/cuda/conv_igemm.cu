@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <initializer_list>
 
 #include "backend/cuda/sgemm_core.cuh"
 
@@ -25,36 +26,58 @@ bool launch_conv(const ConvIgemmArgs& a, cudaStream_t s) {
 
 /// Whether a 1x1 conv's B rows can be copied 16 bytes at a time (conv_igemm.cuh).
 bool pointwise_applies(const ConvIgemmArgs& a) {
-  return a.K == a.chw / (a.H * a.W) && a.H == a.P && a.W == a.Q && a.stride_h == 1 && a.stride_w == 1 && a.pad_h == 0 &&
-         a.pad_w == 0 && (a.P * a.Q) % 4 == 0 && aligned16(a.X) && int64_t(a.N) / (a.P * a.Q) * a.chw < (int64_t(1) << 30);
+  return a.b_pq > 0 && a.b_pq % 4 == 0 && a.K == a.chw / a.b_pq && a.N % a.b_pq == 0 && aligned16(a.X) &&
+         int64_t(a.N) / a.b_pq * a.chw < (int64_t(1) << 30);
 }
 
 // The pointwise form where it applies, else the im2col form of the same tile (as correct, slower):
-// a plan timed on one buffer stays valid for another.
+// a plan timed on one buffer stays valid for another. A tile whose threads cannot each copy one
+// pixel's column (NT % BN != 0) falls back to the 128x128 tile instead.
 template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT = 1>
 bool launch_pointwise(const ConvIgemmArgs& a, cudaStream_t s) {
-  if (!pointwise_applies(a)) return launch_conv<BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
+  if (!pointwise_applies(a)) {
+    if constexpr ((BM / TM) * (BN / TN) % BN == 0) return launch_conv<BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
+    else return launch_conv<128, 128, 16, 8, 8, 4, 3, 2, SPLIT>(a, s);
+  }
   ConvPointwiseArgs pw;
   static_cast<ConvIgemmArgs&>(pw) = a;
   return sgemm_core::launch_tiled_kernel<ConvPointwiseArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(pw, s);
 }
 
-// A stream-K configuration's resident CTAs, the most of its kernels' (the pointwise one falls back
-// to the im2col one, and either order of K may run): its workspace slots and flags.
+// A stream-K configuration's resident CTAs and the bytes of their slots of partial sums, the most
+// of its kernels' (the pointwise one falls back to an im2col one, and either order of K may run).
+struct SkNeeds {
+  int ctas = 0;
+  size_t bytes = 0;
+};
+template <class P, int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS>
+SkNeeds sk_kernel_needs() {
+  const int ctas = sgemm_core::stream_k_ctas<P, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>();
+  return {ctas, size_t(ctas) * BM * BN * sizeof(float)};
+}
+SkNeeds sk_max(std::initializer_list<SkNeeds> l) {
+  SkNeeds m;
+  for (const SkNeeds& n : l) m.ctas = std::max(m.ctas, n.ctas), m.bytes = std::max(m.bytes, n.bytes);
+  return m;
+}
 template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS>
-int sk_ctas() {
-  using sgemm_core::stream_k_ctas;
-  return std::max({stream_k_ctas<ConvIgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>(),
-                   stream_k_ctas<ConvTapArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>(),
-                   stream_k_ctas<ConvPointwiseArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>()});
+SkNeeds sk_im2col_needs() {
+  return sk_max({sk_kernel_needs<ConvIgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>(),
+                 sk_kernel_needs<ConvTapArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>()});
+}
+template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS>
+SkNeeds sk_needs() {
+  SkNeeds twin;
+  if constexpr ((BM / TM) * (BN / TN) % BN == 0) twin = sk_im2col_needs<BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>();
+  else twin = sk_im2col_needs<128, 128, 16, 8, 8, 4, 3, 2>();
+  return sk_max({twin, sk_kernel_needs<ConvPointwiseArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>()});
 }
 
 struct Config {
   const char* name;
   bool (*launch)(const ConvIgemmArgs&, cudaStream_t);
   bool pointwise;
-  int (*ctas)() = nullptr;  // stream-K: its resident CTAs
-  int tile = 0;             // stream-K: BM x BN, a CTA's slot of partial sums
+  SkNeeds (*sk)() = nullptr;  // stream-K: its resident CTAs and their partial sums' bytes
 };
 constexpr int SK = sgemm_core::kStreamK;
 
@@ -78,13 +101,15 @@ const Config kConfigs[] = {
     {"pointwise 128x128 t8x8 256thr 2/SM", launch_pointwise<128, 128, 16, 8, 8, 4, 3, 2>, true},
     {"pointwise 128x128 t8x8 256thr 2/SM splitK2", launch_pointwise<128, 128, 16, 8, 8, 4, 3, 2, 2>, true},
     // Stream-K: the late layers' few tiles spread over every resident CTA (sgemm_core::stream_k).
-    {"64x128 t8x8 128thr 2/SM streamK", launch_conv<64, 128, 16, 8, 8, 4, 4, 2, SK>, false, sk_ctas<64, 128, 16, 8, 8, 4, 4, 2>, 64 * 128},
-    {"pointwise 64x128 t8x8 128thr 2/SM streamK", launch_pointwise<64, 128, 16, 8, 8, 4, 4, 2, SK>, true, sk_ctas<64, 128, 16, 8, 8, 4, 4, 2>,
-     64 * 128},
-    {"128x128 t8x8 256thr 2/SM streamK", launch_conv<128, 128, 16, 8, 8, 4, 3, 2, SK>, false, sk_ctas<128, 128, 16, 8, 8, 4, 3, 2>,
-     128 * 128},
-    {"pointwise 128x128 t8x8 256thr 2/SM streamK", launch_pointwise<128, 128, 16, 8, 8, 4, 3, 2, SK>, true,
-     sk_ctas<128, 128, 16, 8, 8, 4, 3, 2>, 128 * 128},
+    {"64x128 t8x8 128thr 2/SM streamK", launch_conv<64, 128, 16, 8, 8, 4, 4, 2, SK>, false, sk_needs<64, 128, 16, 8, 8, 4, 4, 2>},
+    {"pointwise 64x128 t8x8 128thr 2/SM streamK", launch_pointwise<64, 128, 16, 8, 8, 4, 4, 2, SK>, true, sk_needs<64, 128, 16, 8, 8, 4, 4, 2>},
+    {"128x128 t8x8 256thr 2/SM streamK", launch_conv<128, 128, 16, 8, 8, 4, 3, 2, SK>, false, sk_needs<128, 128, 16, 8, 8, 4, 3, 2>},
+    {"pointwise 128x128 t8x8 256thr 2/SM streamK", launch_pointwise<128, 128, 16, 8, 8, 4, 3, 2, SK>, true, sk_needs<128, 128, 16, 8, 8, 4, 3, 2>},
+    // The GEMM's BERT tile (sgemm.cu), 1 CTA per SM, with stream-K for the few tiles it leaves;
+    // and its transpose for the im2col loader, whose threads each copy one pixel's column.
+    {"pointwise 128x192 t8x12 256thr 1/SM streamK", launch_pointwise<128, 192, 16, 8, 12, 4, 3, 1, SK>, true,
+     sk_needs<128, 192, 16, 8, 12, 4, 3, 1>},
+    {"192x128 t12x8 256thr 1/SM streamK", launch_conv<192, 128, 16, 12, 8, 4, 3, 1, SK>, false, sk_needs<192, 128, 16, 12, 8, 4, 3, 1>},
 
 };
 constexpr int kConfigCount = int(sizeof(kConfigs) / sizeof(kConfigs[0]));
@@ -123,14 +148,36 @@ const char* conv_igemm_config_name(int config) {
   return config >= 0 && config < kConfigCount ? kConfigs[config].name : "?";
 }
 
-size_t conv_igemm_workspace(int config) {
-  if (config < 0 || config >= kConfigCount || !kConfigs[config].ctas) return 0;
-  return size_t(kConfigs[config].ctas()) * size_t(kConfigs[config].tile) * sizeof(float);
+namespace {
+
+__global__ void conv_pack_kernel(const float* __restrict__ x, float* __restrict__ t, int64_t total, int batch, int pq, int q_out,
+                                 int hw, int w_in, int sh, int sw) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t cn = i / pq;
+    const int pix = int(i - cn * pq), c = int(cn / batch), n = int(cn - int64_t(c) * batch);
+    const int p = pix / q_out, q = pix - p * q_out;
+    const int64_t channels = total / (int64_t(batch) * pq);
+    t[i] = __ldg(x + (int64_t(n) * channels + c) * hw + int64_t(p) * sh * w_in + int64_t(q) * sw);
+  }
 }
 
-int conv_igemm_flags(int config) {
-  return config >= 0 && config < kConfigCount && kConfigs[config].ctas ? kConfigs[config].ctas() : 0;
+}  // namespace
+
+bool launch_conv_pack_f32(const float* x, float* t, const ConvIgemmShape& s, cudaStream_t stream) {
+  const int64_t total = s.batch * s.c * s.p * s.q;
+  if (total < 1 || s.r != 1 || s.s != 1 || s.pad_h != 0 || s.pad_w != 0) return false;
+  const int block = 256;
+  const int64_t blocks = std::min<int64_t>((total + block - 1) / block, 65535 * 8);
+  conv_pack_kernel<<<int(blocks), block, 0, stream>>>(x, t, total, int(s.batch), int(s.p * s.q), int(s.q), int(s.h * s.w), int(s.w),
+                                                      int(s.stride_h), int(s.stride_w));
+  return true;
 }
+
+size_t conv_igemm_workspace(int config) {
+  return config >= 0 && config < kConfigCount && kConfigs[config].sk ? kConfigs[config].sk().bytes : 0;
+}
+
+int conv_igemm_flags(int config) { return config >= 0 && config < kConfigCount && kConfigs[config].sk ? kConfigs[config].sk().ctas : 0; }
 
 bool launch_conv_igemm_f32(const ConvIgemmArgs& a, int config, cudaStream_t s) {
   if (config < 0 || config >= kConfigCount || a.M < 1 || a.N < 1 || a.K < 1 || !a.taps) return false;

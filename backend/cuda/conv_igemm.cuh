@@ -33,6 +33,10 @@ struct ConvIgemmArgs {
   int chw = 0;                      // C·H·W: one input image
   bool vec = false;                 // P·Q % 4 == 0 and Y, Z 16-byte aligned: 16-byte stores
   bool tap_major = false;           // K in (r, s, c) order, C % 16 == 0 (ConvTapArgs)
+  // Pointwise configurations: the length of a channel's row of B in one image of X (P·Q for a
+  // 1x1 stride-1 conv over X; batch·P·Q over a packed [C][batch·P·Q] copy, chw = C·batch·P·Q);
+  // 0 where X is not so read (they then run as their im2col twin).
+  int b_pq = 0;
   const float* bias = nullptr;      // [Cout] or null
   const float* residual = nullptr;  // [batch, Cout, P, Q] or null; may alias C
   float* C = nullptr;               // Y [batch, Cout, P, Q]
@@ -48,8 +52,8 @@ struct ConvIgemmArgs {
 /// entry or bounds test of its own.
 struct ConvTapArgs : ConvIgemmArgs {};
 
-/// The same arguments for a 1x1, stride-1, unpadded conv with P·Q % 4 == 0, X 16-byte aligned
-/// and under 2^30 elements: B's rows are X's channel planes, copied 16 bytes at a time as a GEMM's
+/// The same arguments for a 1x1 conv whose B rows are channel rows of X, b_pq long, with
+/// b_pq % 4 == 0, X 16-byte aligned and under 2^30 elements: copied 16 bytes at a time as a GEMM's
 /// (the tap table is not read). A type of its own so that it gets its own kernel instances.
 struct ConvPointwiseArgs : ConvIgemmArgs {};
 
@@ -77,6 +81,10 @@ bool conv_igemm_config_pointwise(int config);
 /// the flags it needs zeroed (count of unsigned).
 size_t conv_igemm_workspace(int config);
 int conv_igemm_flags(int config);
+
+/// Packs a 1x1 conv's input for the pointwise configurations where X's own planes have no 16-byte
+/// rows (P·Q % 4 != 0) or are strided: t[c][n·P·Q + p·Q + q] = x[n][c][p·sh][q·sw].
+bool launch_conv_pack_f32(const float* x, float* t, const ConvIgemmShape& s, cudaStream_t stream);
 
 /// Launches configuration `config`; false, launching nothing, when it does not apply.
 bool launch_conv_igemm_f32(const ConvIgemmArgs& a, int config, cudaStream_t s);

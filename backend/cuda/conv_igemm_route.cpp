@@ -25,8 +25,9 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
   s_ = s;
   bias_ = bias;
   residual_ = residual;
-  pointwise_ = s.r == 1 && s.s == 1 && s.stride_h == 1 && s.stride_w == 1 && s.pad_h == 0 && s.pad_w == 0 && s.p * s.q % 4 == 0 &&
-               s.batch * s.c * s.h * s.w < (int64_t{1} << 30);
+  const bool one_by_one = s.r == 1 && s.s == 1 && s.pad_h == 0 && s.pad_w == 0;
+  pointwise_ = one_by_one && s.stride_h == 1 && s.stride_w == 1 && s.p * s.q % 4 == 0 && s.batch * s.c * s.h * s.w < (int64_t{1} << 30);
+  packable_ = one_by_one && !pointwise_ && s.batch * s.p * s.q % 4 == 0 && s.batch * s.c * s.p * s.q < (int64_t{1} << 30);
   const char* no_tap = std::getenv("FUSEC_CONV_TAP");  // =0: the (c, r, s) order everywhere (A/B runs)
   tap_major_ = weights && weights->dtype() == DType::Float32 && s.c % 16 == 0 &&
                !(no_tap && std::string(no_tap) == "0");
@@ -48,8 +49,61 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
   return true;
 }
 
+// Every candidate's configuration and mode: the plain ones, then the pointwise ones packed.
+using Mode = ConvIgemmRoute::Mode;
+static const std::vector<std::pair<int, Mode>>& candidate_list() {
+  static const std::vector<std::pair<int, Mode>> list = [] {
+    std::vector<std::pair<int, Mode>> v;
+    for (int i = 0; i < conv_igemm_config_count(); ++i) v.emplace_back(i, Mode::Plain);
+    for (int i = 0; i < conv_igemm_config_count(); ++i)
+      if (conv_igemm_config_pointwise(i)) v.emplace_back(i, Mode::Packed);
+    return v;
+  }();
+  return list;
+}
+
+int ConvIgemmRoute::candidate_count() { return static_cast<int>(candidate_list().size()); }
+
+int ConvIgemmRoute::config_of(int i, Mode* mode) {
+  const auto& c = candidate_list().at(static_cast<size_t>(i));
+  *mode = c.second;
+  return c.first;
+}
+
+std::string ConvIgemmRoute::identity(int i) const {
+  Mode mode = Mode::Plain;
+  const int cfg = config_of(i, &mode);
+  const std::string order = tap_major_ && !conv_igemm_config_pointwise(cfg) ? "tap-major " : "";
+  if (mode == Mode::Packed && packable_) return std::string("packed ") + conv_igemm_config_name(cfg);
+  return order + conv_igemm_config_name(cfg);
+}
+
+bool ConvIgemmRoute::worth_timing(int i) const {
+  Mode mode = Mode::Plain;
+  const int cfg = config_of(i, &mode);
+  if (mode != Mode::Plain) return applies(mode);
+  return !conv_igemm_config_pointwise(cfg) || pointwise_;
+}
+
+// The packed copy's bytes, rounded up so that the partial sums after it stay 16-byte
+// aligned.
+size_t ConvIgemmRoute::pack_bytes(Mode mode) const {
+  if (mode == Mode::Plain || !applies(mode)) return 0;
+  return (static_cast<size_t>(s_.batch * s_.c * s_.p * s_.q) * sizeof(float) + 255) / 256 * 256;
+}
+
+size_t ConvIgemmRoute::workspace(int i) const {
+  Mode mode = Mode::Plain;
+  const int cfg = config_of(i, &mode);
+  return pack_bytes(mode) + conv_igemm_workspace(cfg);
+}
+
 bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
                          cudaStream_t stream) const {
+  if (i < 0 || i >= candidate_count()) return false;
+  Mode mode = Mode::Plain;
+  const int cfg = config_of(i, &mode);
+  if (!applies(mode)) mode = Mode::Plain;
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   ConvIgemmArgs a;
   a.M = static_cast<int>(s_.cout);
@@ -64,16 +118,27 @@ bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, con
   a.stride_h = static_cast<int>(s_.stride_h), a.stride_w = static_cast<int>(s_.stride_w);
   a.pad_h = static_cast<int>(s_.pad_h), a.pad_w = static_cast<int>(s_.pad_w);
   a.chw = static_cast<int>(s_.c * s_.h * s_.w);
+  a.b_pq = pointwise_ ? static_cast<int>(s_.p * s_.q) : 0;
   a.bias = bias_ ? static_cast<const float*>(b) : nullptr;
   a.residual = residual_ ? static_cast<const float*>(z) : nullptr;
   a.C = static_cast<float*>(y);
   a.vec = (s_.p * s_.q) % 4 == 0 && aligned16(y) && (!a.residual || aligned16(a.residual));
   a.act = act_;
-  if (conv_igemm_workspace(i) > 0) {
-    a.sk_work = static_cast<float*>(ws);
+  char* rest = static_cast<char*>(ws);
+  if (mode == Mode::Packed) {
+    // B from the packed copy: one image of batch·P·Q pixels per channel row.
+    float* t = static_cast<float*>(ws);
+    if (!t || !launch_conv_pack_f32(a.X, t, s_, stream)) return false;
+    a.X = t;
+    a.b_pq = a.N;
+    a.chw = static_cast<int>(s_.c) * a.N;
+    rest += pack_bytes(mode);
+  }
+  if (conv_igemm_workspace(cfg) > 0) {
+    a.sk_work = reinterpret_cast<float*>(rest);
     a.sk_flags = static_cast<unsigned*>(flags_.get());
   }
-  return launch_conv_igemm_f32(a, i, stream);
+  return launch_conv_igemm_f32(a, cfg, stream);
 }
 
 }  // namespace fusec::cuda

@@ -30,16 +30,24 @@ class ConvIgemmRoute {
   /// Whether it reads its own copy of the weights rather than the op's input.
   bool owns_weights() const { return tap_major_; }
 
-  int candidates() const { return conv_igemm_config_count(); }
-  std::string identity(int i) const {
-    return std::string(tap_major_ && !conv_igemm_config_pointwise(i) ? "tap-major " : "") + conv_igemm_config_name(i);
-  }
-  /// Whether configuration i differs from the others here: a pointwise one only for a 1x1 conv
-  /// it takes (elsewhere it would run as its im2col twin).
-  bool worth_timing(int i) const { return !conv_igemm_config_pointwise(i) || pointwise_; }
+  /// How a candidate reads X: as it is, or (pointwise configurations) a 1x1 conv's packed
+  /// [C][batch·P·Q] copy, where X's own planes have no 16-byte rows (P·Q % 4 != 0) or are strided.
+  enum class Mode { Plain, Packed };
+  /// Every kernel configuration, then the pointwise ones packed.
+  static int candidate_count();
+  /// Candidate i's kernel configuration and mode.
+  static int config_of(int i, Mode* mode);
+  int candidates() const { return candidate_count(); }
+  /// Candidate i's name where it applies here (a packed candidate elsewhere runs as its plain
+  /// configuration, an im2col configuration as its tap-major form where the route has one).
+  std::string identity(int i) const;
+  /// Whether candidate i differs from the others here: a pointwise one only for a 1x1 conv it
+  /// takes (elsewhere it would run as its im2col twin), a packed one only for a 1x1 conv whose
+  /// own planes have no 16-byte rows or are strided (ResNet-50's layer-4 7x7 convs, downsamples).
+  bool worth_timing(int i) const;
 
-  /// The workspace configuration i needs (stream-K's partial sums; 0 for the others).
-  size_t workspace(int i) const { return conv_igemm_workspace(i); }
+  /// The workspace candidate i needs: the packed copy of X, stream-K's partial sums.
+  size_t workspace(int i) const;
 
   /// y = act(conv(x, w) + b + z) with configuration i and its workspace; false when it launched
   /// nothing.
@@ -50,7 +58,9 @@ class ConvIgemmRoute {
   DeviceBuffer taps_, weights_;
   DeviceBuffer flags_;  // stream-K's, zero between launches
   SgemmAct act_ = SgemmAct::None;
-  bool bias_ = false, residual_ = false, pointwise_ = false, tap_major_ = false;
+  bool bias_ = false, residual_ = false, pointwise_ = false, packable_ = false, tap_major_ = false;
+  size_t pack_bytes(Mode mode) const;
+  bool applies(Mode mode) const { return mode == Mode::Plain || packable_; }
 };
 
 }  // namespace fusec::cuda

@@ -89,6 +89,9 @@ std::unique_ptr<CudaOp> make_window_pool(const PlanContext& c, std::string* why,
     p.p = static_cast<int>(pw);
     name = "LpPool " + std::to_string(nd) + "-D";
   }
+  if (kind == PoolKind::Max && !c.has_output(1) && max_pool2d_covers(p))
+    return std::make_unique<PoolOp>(p, name + ": " + std::to_string(p.k[1]) + "x" + std::to_string(p.k[1]) + " stride " +
+                                           std::to_string(p.s[1]) + " kernel, 2 output rows per thread");
   return std::make_unique<PoolOp>(p, name + ": thread per output");
 }
 

@@ -1,7 +1,8 @@
 // Pooling kernels. Windowed pools run one thread per output element and walk only the taps that
-// fall inside the input (padding never contributes a value, as on the CPU); the global pools run
-// one warp per plane (small planes, e.g. ResNet's 7×7) or one block per plane (large ones).
-// Accumulation is float32 (float64 for float64 data).
+// fall inside the input (padding never contributes a value, as on the CPU); 2-D max pools with a
+// 2×2 or 3×3 window (ResNet's stem) take a specialized kernel with the window unrolled. The global
+// pools run one warp per plane (small planes, e.g. ResNet's 7×7) or one block per plane (large
+// ones). Accumulation is float32 (float64 for float64 data).
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
@@ -181,6 +182,94 @@ __global__ void __launch_bounds__(kBlock) pool_window_kernel(const T* __restrict
   }
 }
 
+// ---------------------------------------------------------------- 2-D max pool, small window
+
+// ResNet-50's stem MaxPool (3×3, stride 2, pad 1) ran at ~1.16 TB/s in pool_window_kernel: three
+// divisions per output for the 3-D coordinates, and tap loops with runtime bounds, whose loads
+// issue one after another. Here window and stride are template parameters, so every tap's load is
+// in flight at once, and each thread makes kMaxPoolRows vertically adjacent outputs, loading the
+// input rows their windows share once. Vertically rather than horizontally adjacent: lanes stay one
+// output column apart, so one load instruction of a warp touches the same few cache lines as in the
+// generic kernel, where a thread per 2 horizontal outputs would spread it over twice as many lines.
+constexpr int kMaxPoolRows = 2;
+
+/// 32-bit geometry: launch_pool takes this path only where the generic kernel would be narrow.
+struct MaxPool2dArgs {
+  int32_t in_h, in_w, out_h, out_w, pad_h, pad_w, s_in, n;  // n: threads, planes × row groups × out_w
+  int32_t groups;                                           // ceil(out_h / kMaxPoolRows)
+  FastDiv f_out_w, f_groups;
+};
+
+template <typename T, int kK, int kS>
+__global__ void __launch_bounds__(kBlock) max_pool2d_kernel(const T* __restrict__ x, T* __restrict__ y,
+                                                           const __grid_constant__ MaxPool2dArgs a) {
+  using A = typename PoolAcc<T>::type;
+  constexpr int kR = kMaxPoolRows, kInRows = (kR - 1) * kS + kK;
+  // Unsigned: n < 2^31 and the grid's stride < 2^30, so i never wraps before the loop ends.
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < static_cast<uint32_t>(a.n); i += gridDim.x * blockDim.x) {
+    const uint32_t row = a.f_out_w.div(i);
+    const int ow = static_cast<int>(i - row * a.out_w);
+    const int plane = static_cast<int>(a.f_groups.div(row));
+    const int oh = (static_cast<int>(row) - plane * a.groups) * kR;
+    const int ih0 = oh * kS - a.pad_h, iw0 = ow * kS - a.pad_w;
+    const T* xp = x + plane * a.s_in;
+    // A tap outside the input reads as -inf: never NaN and never above the running max, so the
+    // result is the generic kernel's, which skips it (a window all in padding gives -inf in both).
+    A v[kInRows][kK];
+#pragma unroll
+    for (int r = 0; r < kInRows; ++r) {
+      const int ih = ih0 + r;
+      const bool row_in = static_cast<uint32_t>(ih) < static_cast<uint32_t>(a.in_h);
+#pragma unroll
+      for (int c = 0; c < kK; ++c) {
+        const int iw = iw0 + c;
+        v[r][c] = row_in && static_cast<uint32_t>(iw) < static_cast<uint32_t>(a.in_w) ? pload(xp[ih * a.in_w + iw])
+                                                                                       : neg_inf<A>();
+      }
+    }
+#pragma unroll
+    for (int o = 0; o < kR; ++o) {
+      if (oh + o >= a.out_h) continue;  // the last group of an odd out_h
+      // The generic kernel's tap order and comparisons, so ties (±0) resolve the same way.
+      A best = neg_inf<A>();
+      bool nan = false;
+#pragma unroll
+      for (int r = 0; r < kK; ++r)
+#pragma unroll
+        for (int c = 0; c < kK; ++c) {
+          const A t = v[o * kS + r][c];
+          nan |= t != t;
+          best = t > best ? t : best;
+        }
+      y[(plane * a.out_h + oh + o) * a.out_w + ow] = pstore<T>(nan ? qnan<A>() : best);
+    }
+  }
+}
+
+/// Launches max_pool2d_kernel if the plan is a 2-D max pool it covers; false leaves it to the
+/// generic kernel. `narrow`: every index fits the generic kernel's 32-bit path.
+template <typename T>
+bool launch_max_pool2d(const PoolPlan& p, bool narrow, const T* x, T* y, cudaStream_t s) {
+  if (!narrow || !max_pool2d_covers(p)) return false;
+  const int64_t k = p.k[1], st = p.s[1];
+  MaxPool2dArgs a{};
+  a.in_h = static_cast<int32_t>(p.in[1]), a.in_w = static_cast<int32_t>(p.in[2]);
+  a.out_h = static_cast<int32_t>(p.out[1]), a.out_w = static_cast<int32_t>(p.out[2]);
+  a.pad_h = static_cast<int32_t>(p.pb[1]), a.pad_w = static_cast<int32_t>(p.pb[2]);
+  a.s_in = static_cast<int32_t>(p.in[1] * p.in[2]);
+  a.groups = (a.out_h + kMaxPoolRows - 1) / kMaxPoolRows;
+  a.n = static_cast<int32_t>(p.planes * a.groups * a.out_w);  // at most the output's size: fits
+  a.f_out_w = FastDiv(static_cast<uint32_t>(a.out_w));
+  a.f_groups = FastDiv(static_cast<uint32_t>(a.groups));
+  auto go = [&](auto kernel) {
+    kernel<<<grid_for(a.n), kBlock, 0, s>>>(x, y, a);
+    check_launch("max_pool2d_kernel");
+  };
+  if (k == 3) go(st == 1 ? max_pool2d_kernel<T, 3, 1> : max_pool2d_kernel<T, 3, 2>);
+  else go(st == 1 ? max_pool2d_kernel<T, 2, 1> : max_pool2d_kernel<T, 2, 2>);
+  return true;
+}
+
 // ---------------------------------------------------------------- global pools
 
 template <int kKind, typename A> __device__ __forceinline__ A g_init() {
@@ -253,6 +342,12 @@ bool dispatch_pool_type(DType t, bool allow_bytes, F&& f) {
 
 }  // namespace
 
+bool max_pool2d_covers(const PoolPlan& p) {
+  const bool flat = p.in[0] == 1 && p.k[0] == 1 && p.pb[0] == 0 && p.pe[0] == 0;  // 2-D, or 3-D of depth 1
+  const int64_t k = p.k[1], st = p.s[1];
+  return flat && p.k[2] == k && p.s[2] == st && p.d[1] == 1 && p.d[2] == 1 && (k == 2 || k == 3) && (st == 1 || st == 2);
+}
+
 bool launch_pool(const PoolPlan& p, const void* x, void* y, int64_t* indices, cudaStream_t s) {
   WinArgs a{};
   int64_t outs = 1;
@@ -287,6 +382,7 @@ bool launch_pool(const PoolPlan& p, const void* x, void* y, int64_t* indices, cu
       if constexpr (kIsByte<T> && K != static_cast<int>(PoolKind::Max)) {
         return;
       } else {
+        if (K == static_cast<int>(PoolKind::Max) && !indices && launch_max_pool2d(p, narrow, xp, yp, s)) return;
         if (narrow) pool_window_kernel<T, K, true><<<grid_for(a.n), kBlock, 0, s>>>(xp, yp, indices, a);
         else pool_window_kernel<T, K, false><<<grid_for(a.n), kBlock, 0, s>>>(xp, yp, indices, a);
         check_launch("pool_window_kernel");

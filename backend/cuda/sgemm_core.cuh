@@ -217,15 +217,15 @@ __device__ __forceinline__ void tile_mainloop(const P& p, int m0, int n0, int kt
       const int col = (idx % BV) * 4;
       if constexpr (PW) {
         // Row k of B is channel k's plane of the column's image: the word's 4 pixels are
-        // contiguous (P·Q % 4 == 0), at img·C·H·W + pix + k·P·Q.
-        const int pq = p.P * p.Q, j = min(n0 + col, N - 4), img = j / pq;
+        // contiguous (b_pq % 4 == 0), at img·chw + pix + k·b_pq.
+        const int pq = p.b_pq, j = min(n0 + col, N - 4), img = j / pq;
         b_off[i] = (unsigned(img * p.chw + j - img * pq) + unsigned(b_k[i]) * unsigned(pq)) * 4u;
       } else {
         b_off[i] = (unsigned(b_k[i]) * unsigned(p.ldb) + unsigned(min(col, N - 4 - n0))) * 4u;
       }
       b_soff[i] = b_k[i] * BN + col;
     }
-    if constexpr (PW) b_step = int64_t(BK) * p.P * p.Q * 4;
+    if constexpr (PW) b_step = int64_t(BK) * p.b_pq * 4;
     else b_step = int64_t(BK) * p.ldb * 4;
   }
 
@@ -484,12 +484,14 @@ __device__ __forceinline__ void stream_k(const P& p, float* const As, float* con
       }
     } else {
       if (s0 > t0) {
+        // All the flags first, then the slots' loads with no barrier between them.
         const int first = stream_k_cta(t0, total, G);
-        for (int c = first; c < cta; ++c) {
-          if (tid == 0)
+        if (tid == 0)
+          for (int c = first; c < cta; ++c)
             while (ld_acquire(p.sk_flags + c) == 0) {
             }
-          __syncthreads();
+        __syncthreads();
+        for (int c = first; c < cta; ++c) {
           const float4* const slot = work + int64_t(c) * WORDS * NT;
 #pragma unroll
           for (int i = 0; i < TM; ++i)
@@ -671,15 +673,14 @@ bool launch_tiled_kernel(const P& a, cudaStream_t s) {
     static const cudaError_t raised = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (raised != cudaSuccess) return false;
   }
+  dim3 grid((a.N + BN - 1) / BN, (a.M + BM - 1) / BM, SPLIT);
   if constexpr (SPLIT == kStreamK) {
     const int ctas = stream_k_ctas<P, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>();
     const int64_t total = int64_t((a.N + BN - 1) / BN) * ((a.M + BM - 1) / BM) * ((a.K + BK - 1) / BK);
     if (ctas < 1 || !a.sk_work || !a.sk_flags) return false;
-    kernel<<<int(std::min<int64_t>(ctas, total)), threads, smem, s>>>(a);
-    return true;
+    grid = dim3(unsigned(std::min<int64_t>(ctas, total)));
   }
-  const dim3 grid((a.N + BN - 1) / BN, (a.M + BM - 1) / BM, SPLIT);
-  if (SPLIT == 1) {
+  if (SPLIT <= 1) {
     kernel<<<grid, threads, smem, s>>>(a);
     return true;
   }

@@ -9,9 +9,11 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/conv_igemm.cuh"
+#include "backend/cuda/conv_igemm_route.h"
 #include "backend/cuda/tuning_cache.h"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
@@ -296,16 +298,25 @@ TEST(GpuConvIgemm, EveryConfigurationMatchesTheReference) {
       {"3x3 residual + relu, 25 tiles of 18 K tiles",
        fused_conv({2, 32, 40, 40}, {48, 32, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Relu", true)},
       {"1x1 pointwise, 288 tiles of one K tile", conv({4, 16, 96, 96}, {24, 16, 1, 1}, {})},
+      // Packed candidates: 1x1 convs whose planes have no 16-byte rows, or strided.
+      {"1x1, 7x7, batch 4, residual + relu: packed", fused_conv({4, 32, 7, 7}, {40, 32, 1, 1}, {}, "Relu", true)},
   };
-  ASSERT_GE(cuda::conv_igemm_config_count(), 1);
+  // The cases a packed candidate runs packed (a 1x1 conv not read as it is 16 bytes at a time,
+  // batch·P·Q % 4 == 0); elsewhere it runs as its plain configuration.
+  const std::set<std::string> packs = {"1x1 s2", "1x1, 7x7, batch 4, residual + relu: packed"};
+  using Mode = cuda::ConvIgemmRoute::Mode;
+  ASSERT_GT(cuda::ConvIgemmRoute::candidate_count(), cuda::conv_igemm_config_count());
   for (bool tap_major : {true, false})
-    for (int cfg = 0; cfg < cuda::conv_igemm_config_count(); ++cfg) {
-      const std::string forced = std::to_string(cfg + 1);
+    for (int i = 0; i < cuda::ConvIgemmRoute::candidate_count(); ++i) {
+      Mode mode = Mode::Plain;
+      const std::string name = cuda::conv_igemm_config_name(cuda::ConvIgemmRoute::config_of(i, &mode));
+      const std::string forced = std::to_string(i + 1);
       ScopedEnv force("FUSEC_CONV_IGEMM", forced.c_str());
       ScopedEnv order("FUSEC_CONV_TAP", tap_major ? "1" : "0");
       for (const auto& [what, c] : cases) {
-        SCOPED_TRACE(std::string(what) + ", " + cuda::conv_igemm_config_name(cfg) + (tap_major ? ", tap-major where C % 16 == 0" : ""));
-        expect_gpu_matches_cpu(c, Precision::FP32, -1, true, std::string(cuda::conv_igemm_config_name(cfg)));
+        const char* how = mode == Mode::Packed && packs.count(what) ? "packed " : "";
+        SCOPED_TRACE(std::string(what) + ", " + how + name + (tap_major ? ", tap-major where C % 16 == 0" : ""));
+        expect_gpu_matches_cpu(c, Precision::FP32, -1, true, how + name);
       }
     }
 }

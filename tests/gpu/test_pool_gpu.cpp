@@ -89,6 +89,75 @@ TEST(GpuMaxPool, NaNPropagatesAndInt8) {
   }
 }
 
+// 2-D MaxPool with a 2×2 or 3×3 window, stride 1 or 2, dilation 1 and no Indices runs
+// max_pool2d_kernel (two vertically adjacent outputs per thread); these cases reach its edges:
+// odd output heights (a group with one row), partial and all-padding windows, every storage type.
+TEST(GpuMaxPool, SmallWindowShapes) {
+  FUSEC_REQUIRE_GPU();
+  expect_pool(pool("MaxPool", {2, 64, 112, 112}, {ks({3, 3}), st({2, 2}), pads({1, 1, 1, 1})}), true);  // ResNet stem
+  for (int64_t k : {2, 3})
+    for (int64_t s : {1, 2}) {
+      SCOPED_TRACE("k " + std::to_string(k) + " s " + std::to_string(s));
+      const int64_t p = k == 3 ? 1 : 0;
+      expect_pool(pool("MaxPool", {1, 3, 7, 9}, {ks({k, k}), st({s, s}), pads({p, p, p, p})}), true);
+      expect_pool(pool("MaxPool", {2, 3, 10, 11}, {ks({k, k}), st({s, s}), pads({0, 1, 2, 0})}), true);   // asymmetric
+      expect_pool(pool("MaxPool", {1, 2, 8, 10}, {ks({k, k}), st({s, s}), attr("ceil_mode", int64_t{1})}), true);
+      expect_pool(pool("MaxPool", {1, 2, 7, 9}, {ks({k, k}), st({s, s}), pads({1, 0, 1, 1}), attr("ceil_mode", int64_t{1})}), true);
+      expect_pool(pool("MaxPool", {3, 1, 1, 1}, {ks({k, k}), st({s, s}), pads({p, p, k - 1, k - 1})}), true);  // 1×1 planes
+    }
+  // Pads as large as the window: the first row, first and last columns of outputs see only padding (-inf).
+  expect_pool(pool("MaxPool", {1, 2, 5, 6}, {ks({2, 2}), st({2, 2}), pads({2, 2, 2, 2})}), true);
+  expect_pool(pool("MaxPool", {1, 2, 1, 5, 6}, {ks({1, 3, 3}), st({1, 2, 2}), pads({0, 1, 1, 0, 1, 1})}), true);  // 3-D, depth 1
+  expect_pool(pool("MaxPool", {1, 2, 9, 9}, {ks({3, 3}), st({2, 1}), pads({1, 1, 1, 1})}), true);  // mixed strides: generic
+  // Which kernel ran, by the op's kernel name.
+  expect_gpu_matches_cpu(pool("MaxPool", {1, 4, 12, 12}, {ks({3, 3}), st({2, 2}), pads({1, 1, 1, 1})}), Precision::FP32, 0.0, true,
+                         "2 output rows per thread");
+  expect_gpu_matches_cpu(pool("MaxPool", {1, 2, 9, 9}, {ks({3, 3}), st({2, 1}), pads({1, 1, 1, 1})}), Precision::FP32, 0.0, true,
+                         "thread per output");
+}
+
+TEST(GpuMaxPool, SmallWindowTypesAndNaN) {
+  FUSEC_REQUIRE_GPU();
+  const std::vector<NamedAttribute> stem{ks({3, 3}), st({2, 2}), pads({1, 1, 1, 1})};
+  for (DType t : {DType::Float16, DType::BFloat16, DType::Float64}) {
+    SCOPED_TRACE(dtype_name(t));
+    OpCase c = pool("MaxPool", {2, 3, 11, 13}, stem);
+    c.inputs[0] = random_tensor(t, {2, 3, 11, 13}, 7);
+    expect_gpu_matches_cpu(c, Precision::FP32, 0.0);
+  }
+  for (DType t : {DType::Int8, DType::UInt8}) {
+    SCOPED_TRACE(dtype_name(t));
+    for (int64_t k : {2, 3}) {
+      OpCase q = pool("MaxPool", {2, 3, 7, 9}, {ks({k, k}), st({1, 1}), pads({1, 1, 1, 1})}, 12);
+      q.inputs[0] = random_tensor(t, {2, 3, 7, 9}, 5, t == DType::Int8 ? -128 : 0, t == DType::Int8 ? 128 : 256);
+      expect_gpu_matches_cpu(q, Precision::FP32, 0.0);
+    }
+  }
+  // NaN at a corner (in one window or several, by stride), inside, and on the last row and
+  // column: any NaN in a window makes its output NaN, at every precision and storage type.
+  const int64_t nans[] = {0, 31, 62, 63 + 40, 125};
+  for (int64_t k : {2, 3})
+    for (int64_t s : {1, 2}) {
+      SCOPED_TRACE("k " + std::to_string(k) + " s " + std::to_string(s));
+      const std::vector<NamedAttribute> attrs{ks({k, k}), st({s, s}), pads({1, 1, 1, 1})};
+      OpCase c = pool("MaxPool", {1, 2, 7, 9}, attrs);
+      for (int64_t i : nans) c.inputs[0].data<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+      expect_gpu_matches_cpu(c, Precision::FP32, 0.0);
+      expect_gpu_matches_cpu(c, Precision::FP16, 1e-2);
+      expect_gpu_matches_cpu(c, Precision::BF16, 1e-2);
+      for (DType t : {DType::Float16, DType::BFloat16, DType::Float64}) {
+        SCOPED_TRACE(dtype_name(t));
+        OpCase h = c;
+        h.inputs[0] = random_tensor(t, {1, 2, 7, 9}, 11);
+        for (int64_t i : nans) {
+          if (t == DType::Float64) h.inputs[0].data<double>()[i] = std::numeric_limits<double>::quiet_NaN();
+          else h.inputs[0].data<uint16_t>()[i] = t == DType::Float16 ? 0x7e00 : 0x7fc0;  // quiet NaN bits
+        }
+        expect_gpu_matches_cpu(h, Precision::FP32, 0.0);
+      }
+    }
+}
+
 TEST(GpuAveragePool, CountIncludePadAndCeilMode) {
   FUSEC_REQUIRE_GPU();
   for (int64_t inc : {0, 1}) {
