@@ -105,6 +105,9 @@ const Config kConfigs[] = {
     {"pointwise 64x128 t8x8 128thr 2/SM streamK", launch_pointwise<64, 128, 16, 8, 8, 4, 4, 2, SK>, true, sk_needs<64, 128, 16, 8, 8, 4, 4, 2>},
     {"128x128 t8x8 256thr 2/SM streamK", launch_conv<128, 128, 16, 8, 8, 4, 3, 2, SK>, false, sk_needs<128, 128, 16, 8, 8, 4, 3, 2>},
     {"pointwise 128x128 t8x8 256thr 2/SM streamK", launch_pointwise<128, 128, 16, 8, 8, 4, 3, 2, SK>, true, sk_needs<128, 128, 16, 8, 8, 4, 3, 2>},
+    {"64x128 t8x8 128thr 3/SM 3st streamK", launch_conv<64, 128, 16, 8, 8, 4, 3, 3, SK>, false, sk_needs<64, 128, 16, 8, 8, 4, 3, 3>},
+    {"pointwise 64x128 t8x8 128thr 3/SM 3st streamK", launch_pointwise<64, 128, 16, 8, 8, 4, 3, 3, SK>, true,
+     sk_needs<64, 128, 16, 8, 8, 4, 3, 3>},
     // The GEMM's BERT tile (sgemm.cu), 1 CTA per SM, with stream-K for the few tiles it leaves;
     // and its transpose for the im2col loader, whose threads each copy one pixel's column.
     {"pointwise 128x192 t8x12 256thr 1/SM streamK", launch_pointwise<128, 192, 16, 8, 12, 4, 3, 1, SK>, true,
