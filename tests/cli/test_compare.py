@@ -184,12 +184,18 @@ def test_fusion_off_is_a_regression(c: Ctx):
     r = load(off)
     if r.get("pipeline", {}).get("skip") != FUSION_PASSES:
         raise Failure(f"bench --skip is not recorded in the report: {r.get('pipeline')}")
-    for key in [("optimized", "latency"), ("optimized", "nodes")]:
+    # Under AddressSanitizer (scripts/test.sh's second pass sets ASAN_OPTIONS) the instrumentation
+    # changes what each kernel costs: the unfused MLP once ran faster than the fused one there
+    # (CI check, 2026-11-26, with a steady control). The optimized build's pass checks the latency
+    # verdicts; the sanitized one checks the counts and exit codes, which timing cannot move.
+    sanitized = "ASAN_OPTIONS" in os.environ
+    checked = [("optimized", "nodes")] if sanitized else [("optimized", "latency"), ("optimized", "nodes")]
+    for key in checked:
         if t.get(key) != "REGRESSION":
             raise Failure(f"fusion off: {key} should be a REGRESSION, got {t.get(key)}\n{p.stdout}")
     if t.get(("as_given", "nodes")) != "~":
         raise Failure(f"fusion off: the as-given model did not change, got {t.get(('as_given', 'nodes'))}")
-    if "optimized latency" not in p.stderr or "optimized nodes" not in p.stderr:
+    if ("optimized latency" not in p.stderr and not sanitized) or "optimized nodes" not in p.stderr:
         raise Failure(f"the error line should name the regressions: {p.stderr}")
     if "skip fold_batchnorm" not in p.stdout:
         raise Failure(f"the table should note the skipped passes:\n{p.stdout}")
@@ -197,7 +203,7 @@ def test_fusion_off_is_a_regression(c: Ctx):
     c.expect(3, "compare", base, off, "--json", os.path.join(d, "v.json"), "--markdown", os.path.join(d, "t.md"))
     v = validate(os.path.join(d, "v.json"), "compare.schema.json")
     worse = {(x["group"], x["metric"]) for x in v["rows"] if x["verdict"] == "worse"}
-    if not {("optimized", "latency"), ("optimized", "nodes")} <= worse:
+    if not set(checked) <= worse:
         raise Failure(f"--json lists as worse only {worse}")
     if "**regression**" not in open(os.path.join(d, "t.md")).read():
         raise Failure("--markdown does not mark the regressions")
@@ -208,9 +214,10 @@ def test_fusion_off_is_a_regression(c: Ctx):
     back = rows(p)
     worse = sorted(k for k, v in back.items() if v == "REGRESSION")
     control_only = p.returncode == 3 and worse == [("as_given", "latency")] and t.get(("as_given", "latency")) != "~"
-    if p.returncode != 0 and not control_only:
+    timing_only = sanitized and p.returncode == 3 and set(worse) <= {("as_given", "latency"), ("optimized", "latency")}
+    if p.returncode != 0 and not control_only and not timing_only:
         raise Failure(f"fusion back on: exit {p.returncode}, expected 0\n{p.stdout}\n{p.stderr}")
-    if back.get(("optimized", "latency")) != "improved" or back.get(("optimized", "nodes")) != "improved":
+    if (back.get(("optimized", "latency")) != "improved" and not sanitized) or back.get(("optimized", "nodes")) != "improved":
         raise Failure(f"fusion back on should be an improvement:\n{p.stdout}")
 
 
