@@ -37,6 +37,7 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
     up.upload(*weights, weights_.get(), DType::Float32, /*krsc=*/true);
     up.finish();
   }
+  if (weights && weights->dtype() == DType::Float32) plan_winograd(*weights, stream);
   const std::vector<int2> taps = conv_igemm_taps(s, tap_major_);
   taps_ = DeviceBuffer(taps.size() * sizeof(int2), "an implicit-GEMM conv's tap table");
   FUSEC_CUDA_CHECK(cudaMemcpy(taps_.get(), taps.data(), taps.size() * sizeof(int2), cudaMemcpyHostToDevice));
@@ -49,7 +50,30 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
   return true;
 }
 
-// Every candidate's configuration and mode: the plain ones, then the pointwise ones packed.
+// A 3x3, stride-1, pad-1, undilated conv (output size = input size): the Winograd candidates,
+// with the filter transformed for each layout the kernels take (FUSEC_CONV_WINOGRAD=0: none,
+// for A/B runs).
+void ConvIgemmRoute::plan_winograd(const Tensor& weights, cudaStream_t stream) {
+  const ConvIgemmShape& s = s_;
+  const char* off = std::getenv("FUSEC_CONV_WINOGRAD");
+  if ((off && std::string(off) == "0") || s.r != 3 || s.s != 3 || s.stride_h != 1 || s.stride_w != 1 || s.dil_h != 1 ||
+      s.dil_w != 1 || s.pad_h != 1 || s.pad_w != 1 || s.p != s.h || s.q != s.w || s.batch > INT32_MAX || s.c > INT32_MAX ||
+      s.cout > INT32_MAX || s.h > INT32_MAX || s.w > INT32_MAX)
+    return;
+  wino_ = WinogradShape{static_cast<int>(s.batch), static_cast<int>(s.c), static_cast<int>(s.h), static_cast<int>(s.w),
+                        static_cast<int>(s.cout)};
+  for (bool tiles : {false, true}) {
+    if (winograd_refusal(wino_, tiles)) continue;
+    const std::vector<float> u = winograd_filter(weights.data<float>(), wino_.cout, wino_.c, tiles);
+    DeviceBuffer& d = tiles ? wino_tiles_ : wino_channels_;
+    d = DeviceBuffer(u.size() * sizeof(float), "a Winograd conv's transformed filter");
+    FUSEC_CUDA_CHECK(cudaMemcpyAsync(d.get(), u.data(), d.size(), cudaMemcpyHostToDevice, stream));
+    FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));  // u goes out of scope
+  }
+}
+
+// Every candidate's configuration and mode: the plain ones, then the pointwise ones packed, then
+// the Winograd GEMM's configurations in each layout.
 using Mode = ConvIgemmRoute::Mode;
 static const std::vector<std::pair<int, Mode>>& candidate_list() {
   static const std::vector<std::pair<int, Mode>> list = [] {
@@ -57,9 +81,35 @@ static const std::vector<std::pair<int, Mode>>& candidate_list() {
     for (int i = 0; i < conv_igemm_config_count(); ++i) v.emplace_back(i, Mode::Plain);
     for (int i = 0; i < conv_igemm_config_count(); ++i)
       if (conv_igemm_config_pointwise(i)) v.emplace_back(i, Mode::Packed);
+    for (Mode m : {Mode::WinogradChannels, Mode::WinogradTiles})
+      for (int i = 0; i < winograd_gemm_config_count(); ++i) v.emplace_back(i, m);
     return v;
   }();
   return list;
+}
+
+bool ConvIgemmRoute::applies(Mode mode) const {
+  switch (mode) {
+    case Mode::Packed: return packable_;
+    case Mode::WinogradChannels: return wino_channels_.get() != nullptr;
+    case Mode::WinogradTiles: return wino_tiles_.get() != nullptr;
+    default: return true;
+  }
+}
+
+bool ConvIgemmRoute::owns_weights(int i) const {
+  Mode mode = Mode::Plain;
+  config_of(i, &mode);
+  return applies(mode) && mode != Mode::Plain && mode != Mode::Packed ? true : tap_major_;
+}
+
+void ConvIgemmRoute::keep_only(int i) {
+  Mode mode = Mode::Plain;
+  config_of(i, &mode);
+  if (!applies(mode)) mode = Mode::Plain;
+  if (mode != Mode::WinogradChannels) wino_channels_ = DeviceBuffer();
+  if (mode != Mode::WinogradTiles) wino_tiles_ = DeviceBuffer();
+  if (mode == Mode::WinogradChannels || mode == Mode::WinogradTiles) weights_ = DeviceBuffer(), taps_ = DeviceBuffer(), flags_ = DeviceBuffer();
 }
 
 int ConvIgemmRoute::candidate_count() { return static_cast<int>(candidate_list().size()); }
@@ -72,7 +122,10 @@ int ConvIgemmRoute::config_of(int i, Mode* mode) {
 
 std::string ConvIgemmRoute::identity(int i) const {
   Mode mode = Mode::Plain;
-  const int cfg = config_of(i, &mode);
+  int cfg = config_of(i, &mode);
+  if (applies(mode) && (mode == Mode::WinogradChannels || mode == Mode::WinogradTiles))
+    return std::string(mode == Mode::WinogradTiles ? "winograd tile-major " : "winograd channel-major ") + winograd_gemm_config_name(cfg);
+  if (mode != Mode::Plain && mode != Mode::Packed) mode = Mode::Plain, cfg = 0;
   const std::string order = tap_major_ && !conv_igemm_config_pointwise(cfg) ? "tap-major " : "";
   if (mode == Mode::Packed && packable_) return std::string("packed ") + conv_igemm_config_name(cfg);
   return order + conv_igemm_config_name(cfg);
@@ -94,7 +147,11 @@ size_t ConvIgemmRoute::pack_bytes(Mode mode) const {
 
 size_t ConvIgemmRoute::workspace(int i) const {
   Mode mode = Mode::Plain;
-  const int cfg = config_of(i, &mode);
+  int cfg = config_of(i, &mode);
+  if (mode == Mode::WinogradChannels || mode == Mode::WinogradTiles) {
+    if (applies(mode)) return winograd_workspace(wino_);
+    mode = Mode::Plain, cfg = 0;
+  }
   return pack_bytes(mode) + conv_igemm_workspace(cfg);
 }
 
@@ -102,8 +159,24 @@ bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, con
                          cudaStream_t stream) const {
   if (i < 0 || i >= candidate_count()) return false;
   Mode mode = Mode::Plain;
-  const int cfg = config_of(i, &mode);
-  if (!applies(mode)) mode = Mode::Plain;
+  int cfg = config_of(i, &mode);
+  if (!applies(mode)) {
+    if (mode == Mode::WinogradChannels || mode == Mode::WinogradTiles) cfg = 0;
+    mode = Mode::Plain;
+  }
+  if (mode == Mode::WinogradChannels || mode == Mode::WinogradTiles) {
+    WinogradArgs wa;
+    wa.shape = wino_;
+    wa.tile_major = mode == Mode::WinogradTiles;
+    wa.x = static_cast<const float*>(x);
+    wa.u = static_cast<const float*>((wa.tile_major ? wino_tiles_ : wino_channels_).get());
+    wa.bias = bias_ ? static_cast<const float*>(b) : nullptr;
+    wa.residual = residual_ ? static_cast<const float*>(z) : nullptr;
+    wa.y = static_cast<float*>(y);
+    wa.act = act_;
+    wa.workspace = ws;
+    return launch_winograd_f32(wa, cfg, stream);
+  }
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   ConvIgemmArgs a;
   a.M = static_cast<int>(s_.cout);

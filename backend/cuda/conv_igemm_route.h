@@ -15,6 +15,7 @@
 #include "backend/cuda/context.h"
 #include "backend/cuda/conv_igemm.cuh"
 #include "backend/cuda/epilogue.cuh"
+#include "backend/cuda/winograd.cuh"
 #include "ir/tensor.h"
 
 namespace fusec::cuda {
@@ -27,15 +28,17 @@ class ConvIgemmRoute {
   bool plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, const Tensor* weights, cudaStream_t stream,
             std::string* why);
 
-  /// Whether it reads its own copy of the weights rather than the op's input.
-  bool owns_weights() const { return tap_major_; }
+  /// Whether candidate i reads the route's own copy of the weights rather than the op's input.
+  bool owns_weights(int i) const;
 
   /// How a candidate reads X: as it is, or (pointwise configurations) a 1x1 conv's packed
-  /// [C][batch·P·Q] copy, where X's own planes have no 16-byte rows (P·Q % 4 != 0) or are strided.
-  enum class Mode { Plain, Packed };
-  /// Every kernel configuration, then the pointwise ones packed.
+  /// [C][batch·P·Q] copy, where X's own planes have no 16-byte rows (P·Q % 4 != 0) or are strided;
+  /// or as a Winograd F(4x4, 3x3) conv (winograd.cuh) in either layout, for a 3x3 stride-1 pad-1
+  /// conv with constant weights, its configuration then one of the batched GEMM's.
+  enum class Mode { Plain, Packed, WinogradChannels, WinogradTiles };
+  /// Every kernel configuration, then the pointwise ones packed, then the Winograd ones.
   static int candidate_count();
-  /// Candidate i's kernel configuration and mode.
+  /// Candidate i's kernel configuration (of conv_igemm.cuh's, or the Winograd GEMM's) and mode.
   static int config_of(int i, Mode* mode);
   int candidates() const { return candidate_count(); }
   /// Candidate i's name where it applies here (a packed candidate elsewhere runs as its plain
@@ -50,17 +53,24 @@ class ConvIgemmRoute {
   size_t workspace(int i) const;
 
   /// y = act(conv(x, w) + b + z) with configuration i and its workspace; false when it launched
-  /// nothing.
+  /// nothing. A candidate that does not apply here runs as its plain configuration (a Winograd
+  /// one as the first plain configuration).
   bool run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) const;
+
+  /// Frees the device copies of the weights that candidate i does not read (once it is picked).
+  void keep_only(int i);
 
  private:
   ConvIgemmShape s_;
   DeviceBuffer taps_, weights_;
   DeviceBuffer flags_;  // stream-K's, zero between launches
+  DeviceBuffer wino_channels_, wino_tiles_;  // the transformed filters, one per layout
+  WinogradShape wino_;
   SgemmAct act_ = SgemmAct::None;
   bool bias_ = false, residual_ = false, pointwise_ = false, packable_ = false, tap_major_ = false;
   size_t pack_bytes(Mode mode) const;
-  bool applies(Mode mode) const { return mode == Mode::Plain || packable_; }
+  bool applies(Mode mode) const;
+  void plan_winograd(const Tensor& weights, cudaStream_t stream);
 };
 
 }  // namespace fusec::cuda

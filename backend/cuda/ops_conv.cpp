@@ -296,6 +296,7 @@ class ConvOp : public CudaOp {
     }
     if (gemm_pick_ < 0) gemm_route_.reset();  // cuDNN runs it: no descriptors or bias plane held for nothing
     if (igemm_pick_ < 0) igemm_route_.reset();
+    else igemm_route_->keep_only(igemm_pick_);
     describe();
     return true;
   }
@@ -688,7 +689,7 @@ class ConvOp : public CudaOp {
   size_t workspace_bytes() const override { return workspace_; }
   std::string kernel_name() const override { return name_; }
   bool reads_input(size_t i) const override {
-    return !(i == 1 && (own_weights_.get() || (igemm_pick_ >= 0 && igemm_route_->owns_weights())));
+    return !(i == 1 && (own_weights_.get() || (igemm_pick_ >= 0 && igemm_route_->owns_weights(igemm_pick_))));
   }
 
   void launch(const LaunchArgs& a) override {

@@ -39,6 +39,8 @@ namespace fusec::cuda::sgemm_core {
 
 /// SPLIT value of the stream-K form (conv only; see stream_k).
 constexpr int kStreamK = 0;
+/// SPLIT value of the batched form (SgemmBatchedArgs, winograd.cuh): grid z is the batch index.
+constexpr int kBatched = -1;
 
 // issue false: no copy at all, as a predicated instruction rather than a branch (see the main
 // loop). full false: src-size 0, which writes zeros and reads nothing (the K edge's padding).
@@ -532,7 +534,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   static_assert(WR * WC == 32 && TR % WR == 0 && TC % WC == 0, "warps tile the thread grid");
   static_assert(NT % BK == 0, "each thread copies one k column of A");
   static_assert(BK % 2 == 0 && STAGES >= 2, "pipeline shape");
-  static_assert(SPLIT == 1 || (SPLIT == kStreamK && CONV) ||
+  static_assert(SPLIT == 1 || (SPLIT == kStreamK && CONV) || (SPLIT == kBatched && !CONV) ||
                     (SPLIT == 2 && TM % 8 == 0 && TM * TN / 2 * NT <= STAGES * (A_STAGE + B_STAGE)) ||
                     (SPLIT == 4 && CONV && TM % 4 == 0 && TM * TN / 4 * 3 * NT <= STAGES * (A_STAGE + B_STAGE)),
                 "split-K swaps accumulators through the pipeline's shared memory");
@@ -551,6 +553,19 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
     return;
   }
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  if constexpr (SPLIT == kBatched) {
+    P q = p;
+    const int64_t z = blockIdx.z;
+    q.A += z * p.batch_a, q.B += z * p.batch_b, q.C += z * p.batch_c;
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    tile_mainloop<P, BM, BN, BK, TM, TN, STAGES>(q, m0, n0, 0, (q.K + BK - 1) / BK, acc, As, Bs, tid, tr, tc);
+    finish_tile<P, BM, BN, TM, TN, 1>(q, acc, m0, n0, tr, tc, 0);
+    return;
+  }
   const int K = p.K;
 
   // This CTA's K tiles: [kt0, kt0 + KT).
@@ -660,8 +675,8 @@ int stream_k_ctas() {
   return ctas;
 }
 
-/// Launches one tiled configuration on a grid of (N tiles, M tiles, SPLIT); false when the
-/// shared memory cannot be raised or the cluster launch fails.
+/// Launches one tiled configuration on a grid of (N tiles, M tiles, SPLIT or the batch); false
+/// when the shared memory cannot be raised or the cluster launch fails.
 template <class P, int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT>
 bool launch_tiled_kernel(const P& a, cudaStream_t s) {
   if ((a.M + BM - 1) / BM > 65535) return false;
@@ -673,24 +688,29 @@ bool launch_tiled_kernel(const P& a, cudaStream_t s) {
     static const cudaError_t raised = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (raised != cudaSuccess) return false;
   }
-  dim3 grid((a.N + BN - 1) / BN, (a.M + BM - 1) / BM, SPLIT);
+  dim3 grid((a.N + BN - 1) / BN, (a.M + BM - 1) / BM, SPLIT > 1 ? SPLIT : 1);
+  if constexpr (SPLIT == kBatched) {
+    if (a.batch < 1 || a.batch > 65535) return false;
+    grid.z = unsigned(a.batch);
+  }
   if constexpr (SPLIT == kStreamK) {
     const int ctas = stream_k_ctas<P, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>();
     const int64_t total = int64_t((a.N + BN - 1) / BN) * ((a.M + BM - 1) / BM) * ((a.K + BK - 1) / BK);
     if (ctas < 1 || !a.sk_work || !a.sk_flags) return false;
     grid = dim3(unsigned(std::min<int64_t>(ctas, total)));
   }
-  if (SPLIT <= 1) {
+  if constexpr (SPLIT <= 1) {
     kernel<<<grid, threads, smem, s>>>(a);
     return true;
+  } else {
+    cudaLaunchAttribute cluster;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 1, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = SPLIT;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid, cfg.blockDim = dim3(threads), cfg.dynamicSmemBytes = smem, cfg.stream = s;
+    cfg.attrs = &cluster, cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, kernel, a) == cudaSuccess;
   }
-  cudaLaunchAttribute cluster;
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = 1, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = SPLIT;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid, cfg.blockDim = dim3(threads), cfg.dynamicSmemBytes = smem, cfg.stream = s;
-  cfg.attrs = &cluster, cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, kernel, a) == cudaSuccess;
 }
 
 }  // namespace fusec::cuda::sgemm_core
