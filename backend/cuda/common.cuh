@@ -59,6 +59,9 @@ bool dispatch_by_size(DType t, F&& f) {
   }
 }
 
+/// Whether p may be read or written 16 bytes (a float4) at a time.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // ---- launch sizing ----
 constexpr int kBlock = 256;
 inline unsigned grid_for(int64_t n, int block = kBlock, int64_t max_blocks = 65535LL * 32) {

@@ -1,77 +1,19 @@
 // The implicit-GEMM convolution's configurations and entry points; see conv_igemm.cuh. The
-// kernel is sgemm_core.cuh's, instantiated here for ConvIgemmArgs (the tap table), ConvTapArgs
-// (tap-major) and ConvPointwiseArgs (1x1).
+// kernel is sgemm_core.cuh's, instantiated for ConvIgemmArgs (the tap table), ConvTapArgs
+// (tap-major) and ConvPointwiseArgs (1x1): here, but for the stream-K configurations'
+// instances, which conv_igemm_streamk.cu compiles (conv_igemm_launch.cuh).
 #include "backend/cuda/conv_igemm.cuh"
 
 #include <algorithm>
 #include <climits>
-#include <initializer_list>
 
-#include "backend/cuda/sgemm_core.cuh"
+#include "backend/cuda/conv_igemm_launch.cuh"
 
 namespace fusec::cuda {
 
 namespace {
 
-bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
-
-template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT = 1>
-bool launch_conv(const ConvIgemmArgs& a, cudaStream_t s) {
-  if (!a.tap_major) return sgemm_core::launch_tiled_kernel<ConvIgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
-  if (a.K % BK != 0) return false;
-  ConvTapArgs t;
-  static_cast<ConvIgemmArgs&>(t) = a;
-  return sgemm_core::launch_tiled_kernel<ConvTapArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(t, s);
-}
-
-/// Whether a 1x1 conv's B rows can be copied 16 bytes at a time (conv_igemm.cuh).
-bool pointwise_applies(const ConvIgemmArgs& a) {
-  return a.b_pq > 0 && a.b_pq % 4 == 0 && a.K == a.chw / a.b_pq && a.N % a.b_pq == 0 && aligned16(a.X) &&
-         int64_t(a.N) / a.b_pq * a.chw < (int64_t(1) << 30);
-}
-
-// The pointwise form where it applies, else the im2col form of the same tile (as correct, slower):
-// a plan timed on one buffer stays valid for another. A tile whose threads cannot each copy one
-// pixel's column (NT % BN != 0) falls back to the 128x128 tile instead.
-template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT = 1>
-bool launch_pointwise(const ConvIgemmArgs& a, cudaStream_t s) {
-  if (!pointwise_applies(a)) {
-    if constexpr ((BM / TM) * (BN / TN) % BN == 0) return launch_conv<BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
-    else return launch_conv<128, 128, 16, 8, 8, 4, 3, 2, SPLIT>(a, s);
-  }
-  ConvPointwiseArgs pw;
-  static_cast<ConvIgemmArgs&>(pw) = a;
-  return sgemm_core::launch_tiled_kernel<ConvPointwiseArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(pw, s);
-}
-
-// A stream-K configuration's resident CTAs and the bytes of their slots of partial sums, the most
-// of its kernels' (the pointwise one falls back to an im2col one, and either order of K may run).
-struct SkNeeds {
-  int ctas = 0;
-  size_t bytes = 0;
-};
-template <class P, int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS>
-SkNeeds sk_kernel_needs() {
-  const int ctas = sgemm_core::stream_k_ctas<P, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>();
-  return {ctas, size_t(ctas) * BM * BN * sizeof(float)};
-}
-SkNeeds sk_max(std::initializer_list<SkNeeds> l) {
-  SkNeeds m;
-  for (const SkNeeds& n : l) m.ctas = std::max(m.ctas, n.ctas), m.bytes = std::max(m.bytes, n.bytes);
-  return m;
-}
-template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS>
-SkNeeds sk_im2col_needs() {
-  return sk_max({sk_kernel_needs<ConvIgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>(),
-                 sk_kernel_needs<ConvTapArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>()});
-}
-template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS>
-SkNeeds sk_needs() {
-  SkNeeds twin;
-  if constexpr ((BM / TM) * (BN / TN) % BN == 0) twin = sk_im2col_needs<BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>();
-  else twin = sk_im2col_needs<128, 128, 16, 8, 8, 4, 3, 2>();
-  return sk_max({twin, sk_kernel_needs<ConvPointwiseArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>()});
-}
+using namespace conv_igemm_detail;
 
 struct Config {
   const char* name;
@@ -153,13 +95,12 @@ const char* conv_igemm_config_name(int config) {
 
 namespace {
 
-__global__ void conv_pack_kernel(const float* __restrict__ x, float* __restrict__ t, int64_t total, int batch, int pq, int q_out,
-                                 int hw, int w_in, int sh, int sw) {
+__global__ void conv_pack_kernel(const float* __restrict__ x, float* __restrict__ t, int64_t total, int channels, int batch, int pq,
+                                 int q_out, int hw, int w_in, int sh, int sw) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t cn = i / pq;
     const int pix = int(i - cn * pq), c = int(cn / batch), n = int(cn - int64_t(c) * batch);
     const int p = pix / q_out, q = pix - p * q_out;
-    const int64_t channels = total / (int64_t(batch) * pq);
     t[i] = __ldg(x + (int64_t(n) * channels + c) * hw + int64_t(p) * sh * w_in + int64_t(q) * sw);
   }
 }
@@ -171,8 +112,8 @@ bool launch_conv_pack_f32(const float* x, float* t, const ConvIgemmShape& s, cud
   if (total < 1 || s.r != 1 || s.s != 1 || s.pad_h != 0 || s.pad_w != 0) return false;
   const int block = 256;
   const int64_t blocks = std::min<int64_t>((total + block - 1) / block, 65535 * 8);
-  conv_pack_kernel<<<int(blocks), block, 0, stream>>>(x, t, total, int(s.batch), int(s.p * s.q), int(s.q), int(s.h * s.w), int(s.w),
-                                                      int(s.stride_h), int(s.stride_w));
+  conv_pack_kernel<<<int(blocks), block, 0, stream>>>(x, t, total, int(s.c), int(s.batch), int(s.p * s.q), int(s.q), int(s.h * s.w),
+                                                      int(s.w), int(s.stride_h), int(s.stride_w));
   return true;
 }
 

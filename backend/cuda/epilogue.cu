@@ -69,8 +69,6 @@ __global__ void epilogue_pack_kernel(T* __restrict__ y, const T* __restrict__ z,
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
 }  // namespace
 
 bool parse_activation(const std::string& name, const std::vector<float>& p, ActParams* out) {

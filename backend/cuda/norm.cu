@@ -242,8 +242,6 @@ struct RowCfg {
   bool long_row = false;
 };
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
 int pick_k(int64_t need) {
   for (int k : {1, 2, 3, 4, 6, 8, 16})
     if (k >= need) return k;
