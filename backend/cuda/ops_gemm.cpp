@@ -60,8 +60,11 @@ class GemmOp : public CudaOp {
     // against 0.1774 timed as the model runs it, and the model 8.68-8.73 -> 8.63 ms (H100,
     // 2026-11-25; docs/results/lab_sgemm_fp32_*, lab_lt_search_*). Since its main loop was
     // reworked (2026-11-26) it also takes the out-projection and FFN1 with the GELU inside
-    // (0.2229 ms against 0.2247 for cuBLASLt plus the pass): BERT fp32 8.70 -> 8.43 ms.
-    own_ok_ = dt == DType::Float32 && !tf32 && s_.batch == 1 && s_.loop_a.empty() && !s_.trans_a && !s_.trans_b &&
+    // (0.2229 ms against 0.2247 for cuBLASLt plus the pass): BERT fp32 8.70 -> 8.43 ms. A weight
+    // stored [N,K] (Gemm transB=1) goes to its skinny configurations for a few rows (a classifier
+    // or an MLP at a small batch, where cuBLASLt streamed the weights at a tenth of the memory's
+    // speed) and to the generic one; the tiled ones refuse it.
+    own_ok_ = dt == DType::Float32 && !tf32 && s_.batch == 1 && s_.loop_a.empty() && !s_.trans_a &&
               alpha == 1.0f && (!has_c_ || beta == 1.0f) && s_.m <= INT32_MAX && s_.n <= INT32_MAX && s_.k <= INT32_MAX &&
               (act.act == Act::None || act.act == Act::Relu || act.act == Act::Gelu) && own_mode() != OwnMode::Off;
     own_act_ = act.act == Act::Relu ? SgemmAct::Relu : act.act == Act::Gelu ? SgemmAct::GeluErf : SgemmAct::None;
@@ -213,7 +216,8 @@ class GemmOp : public CudaOp {
     g.A = static_cast<const float*>(A);
     g.lda = s_.k;
     g.B = static_cast<const float*>(B);
-    g.ldb = s_.n;
+    g.ldb = s_.trans_b ? s_.k : s_.n;  // B stored [N,K] or [K,N]
+    g.trans_b = s_.trans_b;
     g.bias = static_cast<const float*>(bias);
     g.residual = static_cast<const float*>(C);
     g.ldr = s_.n;

@@ -1,13 +1,15 @@
 // Strict-fp32 SGEMM with the FusedMatMul epilogue; see sgemm.cuh for the contract.
 //
-// The tiled kernel is sgemm_core.cuh's (shared with the implicit-GEMM convolution); this file
-// holds the GEMM's configurations, a generic fallback and the launch entry points.
+// The tiled kernel is sgemm_core.cuh's (shared with the implicit-GEMM convolution) and the skinny
+// one sgemm_skinny.cu's; this file holds the GEMM's configurations, a generic fallback and the
+// launch entry points.
 #include "backend/cuda/sgemm.cuh"
 
 #include <algorithm>
 #include <climits>
 
 #include "backend/cuda/sgemm_core.cuh"
+#include "backend/cuda/sgemm_skinny.cuh"
 
 namespace fusec::cuda {
 
@@ -23,8 +25,8 @@ __global__ void fill_random_kernel(float* p, int64_t n, uint32_t seed) {
   }
 }
 
-// Any shape, stride and alignment: 64x64 tiles, 4x4 outputs per thread, plain loads. Slow; for
-// what the tiled configurations refuse.
+// Any shape, stride, alignment and B layout: 64x64 tiles, 4x4 outputs per thread, plain loads.
+// Slow; for what the other configurations refuse.
 constexpr int kGenTile = 64, kGenK = 16;
 
 __global__ void __launch_bounds__(256) sgemm_generic_kernel(const SgemmArgs p) {
@@ -36,8 +38,11 @@ __global__ void __launch_bounds__(256) sgemm_generic_kernel(const SgemmArgs p) {
     for (int idx = tid; idx < kGenTile * kGenK; idx += 256) {
       const int ak = idx % kGenK, am = idx / kGenK;
       As[ak][am] = m0 + am < p.M && k0 + ak < p.K ? p.A[int64_t(m0 + am) * p.lda + k0 + ak] : 0.0f;
-      const int bk = idx / kGenTile, bn = idx % kGenTile;
-      Bs[bk][bn] = k0 + bk < p.K && n0 + bn < p.N ? p.B[int64_t(k0 + bk) * p.ldb + n0 + bn] : 0.0f;
+      // B stored [N,K] (trans_b) is read along k, as A is, so that neighbouring threads read
+      // neighbouring words either way.
+      const int bk = p.trans_b ? idx % kGenK : idx / kGenTile, bn = p.trans_b ? idx / kGenK : idx % kGenTile;
+      const int64_t b_at = p.trans_b ? int64_t(n0 + bn) * p.ldb + k0 + bk : int64_t(k0 + bk) * p.ldb + n0 + bn;
+      Bs[bk][bn] = k0 + bk < p.K && n0 + bn < p.N ? p.B[b_at] : 0.0f;
     }
     __syncthreads();
 #pragma unroll
@@ -62,9 +67,9 @@ __global__ void __launch_bounds__(256) sgemm_generic_kernel(const SgemmArgs p) {
 
 bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
 
-/// Whether the tiled kernel's 16-byte accesses and 32-bit B offsets are valid for a.
+/// Whether the tiled kernel's 16-byte accesses and 32-bit B offsets are valid for a (B [K,N] only).
 bool tiled_applies(const SgemmArgs& a) {
-  return a.N % 4 == 0 && a.ldb % 4 == 0 && a.ldc % 4 == 0 && aligned16(a.B) && aligned16(a.C) &&
+  return !a.trans_b && a.N % 4 == 0 && a.ldb % 4 == 0 && a.ldc % 4 == 0 && aligned16(a.B) && aligned16(a.C) &&
          (!a.bias || aligned16(a.bias)) && (!a.residual || (a.ldr % 4 == 0 && aligned16(a.residual))) &&
          a.lda <= INT_MAX / 256 && a.ldb <= INT_MAX / 256;  // 32-bit offsets within a tile
 }
@@ -106,6 +111,17 @@ const Config kConfigs[] = {
     {"128x128 t8x8 256thr 2/SM", launch_tiled<128, 128, 16, 8, 8, 4, 3, 2>},
     {"128x96 t4x12 256thr 2/SM", launch_tiled<128, 96, 16, 4, 12, 4, 3, 2>},
     {"64x96 t4x8 192thr 3/SM", launch_tiled<64, 96, 16, 4, 8, 8, 4, 3>},
+    // Skinny (B stored [N,K] only, sgemm_skinny.cu): 16 rows x 8 or 16 columns of C per CTA, K
+    // split over a cluster of 1 or 2, a 2- or 3-stage cp.async ring. Measured against cuBLASLt's
+    // best of its top 8 (scratch lab, graph launches, weights cold; H100, 2026-11-27), M x N x K:
+    // ResNet-50's fc 16x1000x2048 goes to 16x8 (6.96 us against 26.4), the MLP's 16x1024x1024
+    // too (5.29 against 15.8); 16x16 takes 32x1000x2048 (8.89 / 15.4), 64x1024x1024 (9.04 / 13.3)
+    // and 16x4096x1024 (10.5); splitK2 16x1024x4096 (10.9 / 39.9). For M = 1 cuBLASLt's GEMV stays
+    // ahead (5.2 against 8.5). Splits of 4, 16x8 split 2 and deeper rings won none.
+    // Template arguments: <columns per thread (CT), K split, ring stages>.
+    {"skinny 16x8 256thr", launch_sgemm_skinny<2, 1, 2>},
+    {"skinny 16x16 256thr", launch_sgemm_skinny<4, 1, 3>},
+    {"skinny 16x16 256thr splitK2", launch_sgemm_skinny<4, 2, 3>},
     {"generic 64x64", launch_generic},
 };
 constexpr int kConfigCount = int(sizeof(kConfigs) / sizeof(kConfigs[0]));

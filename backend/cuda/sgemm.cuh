@@ -1,12 +1,15 @@
-// Strict-fp32 SGEMM (FFMA only: no TF32, no tensor cores) for row-major ONNX MatMul with the
-// FusedMatMul epilogue fused in:
+// Strict-fp32 SGEMM (FFMA only: no TF32, no tensor cores) for row-major ONNX MatMul and Gemm with
+// the FusedMatMul epilogue fused in:
 //
-//   C[M,N] = act(A[M,K] · B[K,N] + bias[N] + R[M,N])
+//   C[M,N] = act(A[M,K] · op(B)[K,N] + bias[N] + R[M,N]),  op(B) = B, or Bᵀ of B stored [N,K]
 //
 // A small fixed set of tile configurations, so a tuner can time each one per shape and keep the
-// fastest; scripts/lab/sgemm_lab.cu times them against cuBLASLt on BERT-base's GEMMs. Every
-// configuration accumulates each output in ascending k with fmaf, so results are deterministic
-// and do not depend on the launch (the generic configuration rounds identically too).
+// fastest; scripts/lab/sgemm_lab.cu times them against cuBLASLt on BERT-base's GEMMs. Results are
+// deterministic: the same bits for the same inputs and configuration, whatever the timing (no
+// atomics). The tiled and generic configurations accumulate each output in ascending k with fmaf
+// (split-K adds its halves' partial sums in a fixed order); the skinny ones (sgemm_skinny.cu, for
+// a few rows against a weight B stored [N,K]) sum k in interleaved partial sums that a fixed tree
+// adds up, so the configurations may differ from each other in the last bits.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -20,8 +23,9 @@ struct SgemmArgs {
   int M = 0, N = 0, K = 0;
   const float* A = nullptr;         // [M,K], row stride lda
   int64_t lda = 0;
-  const float* B = nullptr;         // [K,N], row stride ldb
+  const float* B = nullptr;         // [K,N], row stride ldb; trans_b: [N,K], row stride ldb
   int64_t ldb = 0;
+  bool trans_b = false;             // B stored [N,K]: element (k,n) at B[n*ldb + k] (Gemm transB=1)
   const float* bias = nullptr;      // [N] or null
   const float* residual = nullptr;  // [M,N], row stride ldr, or null
   int64_t ldr = 0;
@@ -41,8 +45,10 @@ int sgemm_config_count();
 const char* sgemm_config_name(int config);
 
 /// Launches configuration `config` on stream s. Returns false, launching nothing, when the
-/// configuration does not apply: the tiled ones need N, ldb, ldc (and ldr) multiples of 4 and
-/// 16-byte aligned B, C (and residual); the last one ("generic") takes any shape and stride.
+/// configuration does not apply: the tiled ones need !trans_b, N, ldb, ldc (and ldr) multiples of
+/// 4 and 16-byte aligned B, C (and residual); the skinny ones need trans_b, K, lda and ldb
+/// multiples of 4 and 16-byte aligned A and B; the last one ("generic") takes any shape, stride
+/// and either B layout.
 /// Launch errors are left for the caller's cudaGetLastError.
 bool launch_sgemm_f32(const SgemmArgs& a, int config, cudaStream_t s);
 
