@@ -110,8 +110,11 @@ __device__ __forceinline__ constexpr bool split_owns(int row) {
 // over the batch) lives at img·M·PQ + pix and row m (an output channel) adds m·PQ. mt and nt are
 // the thread's first row and column. Four consecutive columns share an image when PQ % 4 == 0
 // (p.vec): one 16-byte word; otherwise each column is addressed on its own.
-template <int TM, int TN, int TR, int TC, int SPLIT, int RK, class Act>
-__device__ __forceinline__ void finish_conv(const ConvIgemmArgs& p, float (&acc)[TM][TN], Act act, int mt, int nt) {
+//
+// rs: where the residual tile was staged in shared memory (residual_to_smem), at the thread's
+// first row and column, rows BN floats apart; null: read from global memory.
+template <int TM, int TN, int TR, int TC, int BN, int SPLIT, int RK, bool RS, class Act>
+__device__ __forceinline__ void finish_conv(const ConvIgemmArgs& p, float (&acc)[TM][TN], Act act, int mt, int nt, const float* rs) {
   const int M = p.M, N = p.N, pq = p.P * p.Q;
   int off[TN];  // each column's offset in Y but for the row (with p.vec only every fourth is used)
 #pragma unroll
@@ -132,7 +135,13 @@ __device__ __forceinline__ void finish_conv(const ConvIgemmArgs& p, float (&acc)
 #pragma unroll
       for (int j = 0; j < TN; ++j) a[j] += b;
       if (!p.residual) continue;
-      if (p.vec) {
+      if (RS && rs) {
+#pragma unroll
+        for (int j = 0; j < TN; j += 4) {
+          const float4 z = *reinterpret_cast<const float4*>(rs + (i * TR * 4 + r) * BN + (j / 4) * TC * 4);
+          a[j] += z.x, a[j + 1] += z.y, a[j + 2] += z.z, a[j + 3] += z.w;
+        }
+      } else if (p.vec) {
 #pragma unroll
         for (int j = 0; j < TN; j += 4) {
           const float4 z = *reinterpret_cast<const float4*>(p.residual + off[j] + m * pq);
@@ -172,9 +181,14 @@ __device__ __forceinline__ void finish_conv(const ConvIgemmArgs& p, float (&acc)
 // The main loop of one tile: acc += A[m0.., kt0·BK..] · B[kt0·BK.., n0..] over KT K tiles, the
 // thread's TM x TN block of it at row tr·4 and column tc·4 of its 4x4 pieces. Returns with no
 // copy in flight; the caller syncs before the pipeline's shared memory is written again.
-template <class P, int BM, int BN, int BK, int TM, int TN, int STAGES>
+struct NoHook {
+  __device__ void operator()() const {}
+};
+
+// after_prologue runs once the ring's first tiles are in flight (residual_to_smem's copies).
+template <class P, int BM, int BN, int BK, int TM, int TN, int STAGES, class Hook = NoHook>
 __device__ __forceinline__ void tile_mainloop(const P& p, int m0, int n0, int kt0, int KT, float (&acc)[TM][TN], float* const As,
-                                              float* const Bs, int tid, int tr, int tc) {
+                                              float* const Bs, int tid, int tr, int tc, const Hook& after_prologue = Hook()) {
   constexpr bool PW = std::is_same_v<P, ConvPointwiseArgs>;  // a 1x1 conv: B rows are X's channel planes
   constexpr bool TAP = std::is_same_v<P, ConvTapArgs>;        // K in (r, s, c) order: one tap per slice
   constexpr bool CONV = PW || TAP || std::is_same_v<P, ConvIgemmArgs>;
@@ -308,6 +322,7 @@ __device__ __forceinline__ void tile_mainloop(const P& p, int m0, int n0, int kt
     }
     cp_async_commit();
   }
+  after_prologue();
   // The next tile's copies are spread over the k steps, between the FFMAs, rather than issued
   // together after the barrier: ncu showed 28% of all warp samples in that burst of address
   // arithmetic and in the barrier right before it, with the FMA pipe idle (64x128 tiles on
@@ -351,8 +366,9 @@ __device__ __forceinline__ void tile_mainloop(const P& p, int m0, int n0, int kt
   cp_async_wait<0>();  // nothing is pending (the last groups are empty), but leave none behind
 }
 
-template <class P, int BM, int BN, int TM, int TN, int SPLIT>
-__device__ __forceinline__ void finish_tile(const P& p, float (&acc)[TM][TN], int m0, int n0, int tr, int tc, int rank) {
+template <class P, int BM, int BN, int TM, int TN, int SPLIT, bool RS = false>
+__device__ __forceinline__ void finish_tile(const P& p, float (&acc)[TM][TN], int m0, int n0, int tr, int tc, int rank,
+                                            const float* rs = nullptr) {
   constexpr bool CONV = std::is_same_v<P, ConvPointwiseArgs> || std::is_same_v<P, ConvTapArgs> || std::is_same_v<P, ConvIgemmArgs>;
   constexpr int TR = BM / TM, TC = BN / TN;
   const int M = p.M, N = p.N;
@@ -364,7 +380,7 @@ __device__ __forceinline__ void finish_tile(const P& p, float (&acc)[TM][TN], in
   auto finish = [&](auto act, auto rank_c) {
     constexpr int RK = decltype(rank_c)::value;
     if constexpr (CONV) {
-      finish_conv<TM, TN, TR, TC, SPLIT, RK>(p, acc, act, m0 + tr * 4, n0 + tc * 4);
+      finish_conv<TM, TN, TR, TC, BN, SPLIT, RK, RS>(p, acc, act, m0 + tr * 4, n0 + tc * 4, rs);
     } else {
   #pragma unroll
       for (int j = 0; j < TN / 4; ++j) {
@@ -514,6 +530,35 @@ __device__ __forceinline__ void stream_k(const P& p, float* const As, float* con
   }
 }
 
+// A conv's residual tile staged in shared memory, after the ring: cp.async copies issued once the
+// ring's first tiles are in flight, so the epilogue's reads of it no longer wait on DRAM after the
+// main loop. ResNet-50's layer-1 residual 1x1 convs (K = 64: four K tiles) spent their time in
+// that wait: 86 us at 38% of DRAM bandwidth with the FMA pipe idle in the epilogue (ncu, H100,
+// 2026-11-27). Staged, the tuner timed the 64x128 pointwise tile on layer 1's 0.0774 -> 0.0708 ms
+// and layer 2's 0.0575 -> 0.0543 (layer 3's 0.0575 -> 0.0600, where it is not picked). Only where
+// the tile fits beside the ring at the configuration's CTAs per SM (not the 128x128 tile at 2),
+// and for the plain form (SPLIT 1), where one CTA finishes the whole tile.
+template <class P, int BM, int BN, int BK, int STAGES, int MIN_BLOCKS, int SPLIT>
+constexpr int residual_smem_bytes() {
+  constexpr bool CONV = std::is_same_v<P, ConvPointwiseArgs> || std::is_same_v<P, ConvTapArgs> || std::is_same_v<P, ConvIgemmArgs>;
+  constexpr int ring = STAGES * (BK * (BM + 4) + BK * BN) * int(sizeof(float)), tile = BM * BN * int(sizeof(float));
+  return CONV && SPLIT == 1 && MIN_BLOCKS * (ring + tile + 1024) <= 228 * 1024 ? tile : 0;
+}
+
+// The copies: row r of the tile is output channel m0 + r (past M: the last), word w its columns
+// n0 + 4w.. (past N: the last whole word; p.vec: four columns share an image and 16 bytes).
+template <int BM, int BN, int NT>
+__device__ __forceinline__ void residual_to_smem(const ConvIgemmArgs& p, float* rs, int m0, int n0, int tid) {
+  const int pq = p.P * p.Q;
+#pragma unroll 4
+  for (int w = tid; w < BM * BN / 4; w += NT) {
+    const int row = w / (BN / 4), cw = (w % (BN / 4)) * 4;
+    const int m = min(m0 + row, p.M - 1), col = min(n0 + cw, p.N - 4), img = col / pq;
+    cp_async_16(rs + row * BN + cw, p.residual + (img * p.M + m) * pq + (col - img * pq), true, true);
+  }
+  cp_async_commit();
+}
+
 // SPLIT = 2: a cluster of two CTAs along grid z shares one tile, each running half of the K
 // tiles; they swap half their accumulators through distributed shared memory and each finishes
 // half the tile's rows. Two partial sums added once: the same bits whichever CTA adds them.
@@ -584,7 +629,20 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
-  tile_mainloop<P, BM, BN, BK, TM, TN, STAGES>(p, m0, n0, kt0, KT, acc, As, Bs, tid, tr, tc);
+  [[maybe_unused]] const float* rs = nullptr;
+  if constexpr (residual_smem_bytes<P, BM, BN, BK, STAGES, MIN_BLOCKS, SPLIT>() > 0) {
+    float* const tile = Bs + STAGES * B_STAGE;
+    const bool staged = p.residual && p.vec;
+    tile_mainloop<P, BM, BN, BK, TM, TN, STAGES>(p, m0, n0, kt0, KT, acc, As, Bs, tid, tr, tc, [&] {
+      if (staged) residual_to_smem<BM, BN, NT>(p, tile, m0, n0, tid);
+    });
+    if (staged) {
+      rs = tile + (tr * 4) * BN + tc * 4;
+      __syncthreads();  // every thread's copies landed (the main loop waited for all its own)
+    }
+  } else {
+    tile_mainloop<P, BM, BN, BK, TM, TN, STAGES>(p, m0, n0, kt0, KT, acc, As, Bs, tid, tr, tc);
+  }
 
   // Split-K: row piece i (rows i*TR*4 + tr*4 + 0..3) is finished by cluster rank i % 2. Each CTA
   // stores the pieces the other finishes into the other's shared memory, 16-byte word q of
@@ -654,7 +712,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
       }
   }
 
-  finish_tile<P, BM, BN, TM, TN, SPLIT>(p, acc, m0, n0, tr, tc, rank);
+  finish_tile<P, BM, BN, TM, TN, SPLIT, (residual_smem_bytes<P, BM, BN, BK, STAGES, MIN_BLOCKS, SPLIT>() > 0)>(p, acc, m0, n0, tr,
+                                                                                                          tc, rank, rs);
 }
 
 /// The grid of a stream-K configuration: as many CTAs as are resident at once on the device
@@ -681,7 +740,8 @@ template <class P, int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, i
 bool launch_tiled_kernel(const P& a, cudaStream_t s) {
   if ((a.M + BM - 1) / BM > 65535) return false;
   constexpr int threads = (BM / TM) * (BN / TN);
-  constexpr int smem = STAGES * (BK * (BM + 4) + BK * BN) * int(sizeof(float));
+  constexpr int res = residual_smem_bytes<P, BM, BN, BK, STAGES, MIN_BLOCKS, SPLIT>();
+  constexpr int smem = STAGES * (BK * (BM + 4) + BK * BN) * int(sizeof(float)) + res;
   auto* kernel = sgemm_tiled_kernel<P, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>;
   if (smem > 48 * 1024) {
     // Once per process (the attribute is per function; fusec uses one device).
@@ -700,7 +760,10 @@ bool launch_tiled_kernel(const P& a, cudaStream_t s) {
     grid = dim3(unsigned(std::min<int64_t>(ctas, total)));
   }
   if constexpr (SPLIT <= 1) {
-    kernel<<<grid, threads, smem, s>>>(a);
+    // The residual's room only where it is staged: elsewhere it would cost occupancy.
+    int bytes = smem;
+    if constexpr (res > 0) bytes -= a.residual && a.vec ? 0 : res;
+    kernel<<<grid, threads, bytes, s>>>(a);
     return true;
   } else {
     cudaLaunchAttribute cluster;
