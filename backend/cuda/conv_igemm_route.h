@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <vector>
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/conv_igemm.cuh"
@@ -57,20 +58,30 @@ class ConvIgemmRoute {
   /// one as the first plain configuration).
   bool run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) const;
 
-  /// Frees the device copies of the weights that candidate i does not read (once it is picked).
+  /// Makes what candidate i reads beyond the op's inputs (a Winograd layout's transformed filter),
+  /// if it has not been made; false when it cannot be (after the plan, whose weights it reads).
+  /// Call before running the candidate, while the op is planned (on the plan's stream).
+  bool prepare(int i);
+
+  /// Once candidate i is picked, at the end of the plan: frees the device copies of the weights
+  /// that it does not read, and forgets the plan's weights.
   void keep_only(int i);
 
  private:
   ConvIgemmShape s_;
   DeviceBuffer taps_, weights_;
   DeviceBuffer flags_;  // stream-K's, zero between launches
-  DeviceBuffer wino_channels_, wino_tiles_;  // the transformed filters, one per layout
+  DeviceBuffer wino_channels_, wino_tiles_;  // the transformed filters, one per layout, once prepared
   WinogradShape wino_;
+  bool wino_channels_ok_ = false, wino_tiles_ok_ = false;  // the layouts the shape takes
+  const Tensor* weights_host_ = nullptr;                   // during the plan only
+  cudaStream_t stream_ = nullptr;                          // the plan's
+  DeviceBuffer wino_w_;                                    // the weights, during the plan
   SgemmAct act_ = SgemmAct::None;
   bool bias_ = false, residual_ = false, pointwise_ = false, packable_ = false, tap_major_ = false;
   size_t pack_bytes(Mode mode) const;
   bool applies(Mode mode) const;
-  void plan_winograd(const Tensor& weights, cudaStream_t stream);
+  void plan_winograd(const Tensor& weights);
 };
 
 }  // namespace fusec::cuda

@@ -408,7 +408,8 @@ class ConvOp : public CudaOp {
   bool apply(const FwdChoice& ch) {
     igemm_pick_ = -1;
     if (ch.igemm >= 0) {
-      if (!igemm_route_ || ch.igemm >= igemm_route_->candidates()) return false;
+      if (!igemm_route_ || ch.igemm >= igemm_route_->candidates() || !igemm_route_->prepare(ch.igemm))
+        return false;
       igemm_pick_ = ch.igemm;
       gemm_pick_ = -1;
       fused_ = false;

@@ -6,8 +6,8 @@
 // in three kernels: the input transform writes V[ξ] (36 planes, one per position of the 6x6
 // transformed tile), 36 GEMMs on the SGEMM core (sgemm_core.cuh, batched) multiply them with the
 // transformed filter U[ξ], and the output transform folds the 36 products back into 4x4 outputs.
-// The filter is constant: it is transformed once, on the host in double precision, when the
-// route is planned.
+// The filter is constant: it is transformed once, in double precision, when the route is
+// planned.
 //
 // Why: cuDNN's non-fused Winograd, which its heuristics and the tuner picked for ResNet-50's 3x3
 // stride-1 convs at strict fp32, transforms the filter again on every call: 13 of its 52 kernels
@@ -47,9 +47,9 @@ struct WinogradShape {
 /// Why the kernels cannot take the shape (32-bit indices, the GEMM's N % 4), or null.
 const char* winograd_refusal(const WinogradShape& s, bool tile_major);
 
-/// U[ξ] of weights w[cout][c][3][3], in double and rounded once: [36][cout][c] channel-major,
-/// [36][c][cout] tile-major.
-std::vector<float> winograd_filter(const float* w, int cout, int c, bool tile_major);
+/// U[ξ] of weights w[cout][c][3][3] (on the device), in double and rounded once, into u: [36][cout][c]
+/// channel-major, [36][c][cout] tile-major. False, launching nothing, past 32-bit indices.
+bool launch_winograd_filter_f32(const float* w, float* u, int cout, int c, bool tile_major, cudaStream_t s);
 
 /// The batched GEMM's tile configurations.
 int winograd_gemm_config_count();
