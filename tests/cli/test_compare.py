@@ -173,10 +173,14 @@ def test_fusion_off_is_a_regression(c: Ctx):
     # The as-given model is the same in both runs: a control. When its latency moved too, the
     # machine's speed changed between the two runs (another job started) and the pair is measured
     # again, up to three times; a missed regression with a steady control fails.
+    # The latency threshold is 2%, not the default 5%: on CI's 2-core machine the unfused small MLP
+    # measured only 4.1% slower than the fused one (0.2574 against 0.2473 ms, p < 0.001, CI check
+    # 2026-11-27), a real slowdown the default threshold calls "~".
+    gate = ("--threshold", "2%")
     for attempt in range(3):
         base = c.bench("mlp_small", f"a{attempt}")
         off = c.bench("mlp_small", f"off{attempt}", "--skip", ",".join(FUSION_PASSES))
-        p = c.expect(3, "compare", base, off)
+        p = c.expect(3, "compare", base, off, *gate)
         t = rows(p)
         if t.get(("as_given", "latency")) == "~":
             break
@@ -200,7 +204,7 @@ def test_fusion_off_is_a_regression(c: Ctx):
     if "skip fold_batchnorm" not in p.stdout:
         raise Failure(f"the table should note the skipped passes:\n{p.stdout}")
     d = c.fresh("off_json")
-    c.expect(3, "compare", base, off, "--json", os.path.join(d, "v.json"), "--markdown", os.path.join(d, "t.md"))
+    c.expect(3, "compare", base, off, *gate, "--json", os.path.join(d, "v.json"), "--markdown", os.path.join(d, "t.md"))
     v = validate(os.path.join(d, "v.json"), "compare.schema.json")
     worse = {(x["group"], x["metric"]) for x in v["rows"] if x["verdict"] == "worse"}
     if not set(checked) <= worse:
@@ -210,7 +214,7 @@ def test_fusion_off_is_a_regression(c: Ctx):
     # The reverse direction: an improvement, exit 0. When the control never held still in three
     # attempts (a busy CI machine: 12% once), its latency may read as the one regression; then
     # exit 3 naming only it is accepted.
-    p = c.run("compare", off, base)
+    p = c.run("compare", off, base, *gate)
     back = rows(p)
     worse = sorted(k for k, v in back.items() if v == "REGRESSION")
     control_only = p.returncode == 3 and worse == [("as_given", "latency")] and t.get(("as_given", "latency")) != "~"
