@@ -10,6 +10,10 @@
 
 namespace fusec::cuda {
 
+static bool winograd(ConvIgemmRoute::Mode m) {
+  return m == ConvIgemmRoute::Mode::WinogradChannels || m == ConvIgemmRoute::Mode::WinogradTiles;
+}
+
 bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, const Tensor* weights,
                           cudaStream_t stream, std::string* why) {
   switch (act.act) {
@@ -72,7 +76,7 @@ void ConvIgemmRoute::plan_winograd(const Tensor& weights) {
 bool ConvIgemmRoute::prepare(int i) {
   Mode mode = Mode::Plain;
   config_of(i, &mode);
-  if ((mode != Mode::WinogradChannels && mode != Mode::WinogradTiles) || !applies(mode)) return true;
+  if (!winograd(mode) || !applies(mode)) return true;
   const bool tiles = mode == Mode::WinogradTiles;
   DeviceBuffer& d = tiles ? wino_tiles_ : wino_channels_;
   if (d.get()) return true;
@@ -120,7 +124,7 @@ bool ConvIgemmRoute::applies(Mode mode) const {
 bool ConvIgemmRoute::owns_weights(int i) const {
   Mode mode = Mode::Plain;
   config_of(i, &mode);
-  return applies(mode) && mode != Mode::Plain && mode != Mode::Packed ? true : tap_major_;
+  return (winograd(mode) && applies(mode)) || tap_major_;
 }
 
 void ConvIgemmRoute::keep_only(int i) {
@@ -131,7 +135,7 @@ void ConvIgemmRoute::keep_only(int i) {
   if (mode != Mode::WinogradTiles) wino_tiles_ = DeviceBuffer();
   weights_host_ = nullptr;
   wino_w_ = DeviceBuffer();
-  if (mode == Mode::WinogradChannels || mode == Mode::WinogradTiles) weights_ = DeviceBuffer(), taps_ = DeviceBuffer(), flags_ = DeviceBuffer();
+  if (winograd(mode)) weights_ = DeviceBuffer(), taps_ = DeviceBuffer(), flags_ = DeviceBuffer();
 }
 
 int ConvIgemmRoute::candidate_count() { return static_cast<int>(candidate_list().size()); }
@@ -145,9 +149,9 @@ int ConvIgemmRoute::config_of(int i, Mode* mode) {
 std::string ConvIgemmRoute::identity(int i) const {
   Mode mode = Mode::Plain;
   int cfg = config_of(i, &mode);
-  if (applies(mode) && (mode == Mode::WinogradChannels || mode == Mode::WinogradTiles))
+  if (applies(mode) && winograd(mode))
     return std::string(mode == Mode::WinogradTiles ? "winograd tile-major " : "winograd channel-major ") + winograd_gemm_config_name(cfg);
-  if (mode != Mode::Plain && mode != Mode::Packed) mode = Mode::Plain, cfg = 0;
+  if (winograd(mode)) mode = Mode::Plain, cfg = 0;
   const std::string order = tap_major_ && !conv_igemm_config_pointwise(cfg) ? "tap-major " : "";
   if (mode == Mode::Packed && packable_) return std::string("packed ") + conv_igemm_config_name(cfg);
   return order + conv_igemm_config_name(cfg);
@@ -170,7 +174,7 @@ size_t ConvIgemmRoute::pack_bytes(Mode mode) const {
 size_t ConvIgemmRoute::workspace(int i) const {
   Mode mode = Mode::Plain;
   int cfg = config_of(i, &mode);
-  if (mode == Mode::WinogradChannels || mode == Mode::WinogradTiles) {
+  if (winograd(mode)) {
     if (applies(mode)) return winograd_workspace(wino_);
     mode = Mode::Plain, cfg = 0;
   }
@@ -183,10 +187,10 @@ bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, con
   Mode mode = Mode::Plain;
   int cfg = config_of(i, &mode);
   if (!applies(mode)) {
-    if (mode == Mode::WinogradChannels || mode == Mode::WinogradTiles) cfg = 0;
+    if (winograd(mode)) cfg = 0;
     mode = Mode::Plain;
   }
-  if (mode == Mode::WinogradChannels || mode == Mode::WinogradTiles) {
+  if (winograd(mode)) {
     WinogradArgs wa;
     wa.shape = wino_;
     wa.tile_major = mode == Mode::WinogradTiles;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "backend/cuda/common.cuh"
 #include "backend/cuda/sgemm_core.cuh"
 #include "backend/cuda/sgemm_skinny.cuh"
 
@@ -64,8 +65,6 @@ __global__ void __launch_bounds__(256) sgemm_generic_kernel(const SgemmArgs p) {
       p.C[int64_t(m) * p.ldc + n] = activate(v, p.act);
     }
 }
-
-bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
 
 /// Whether the tiled kernel's 16-byte accesses and 32-bit B offsets are valid for a (B [K,N] only).
 bool tiled_applies(const SgemmArgs& a) {

@@ -34,6 +34,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/common.cuh"
 #include "backend/cuda/sgemm_core.cuh"
 
 namespace fusec::cuda {
@@ -184,8 +185,6 @@ __global__ void __launch_bounds__(kThreads, CT <= 2 ? 2 : 1) sgemm_skinny_kernel
     cluster.sync();  // no CTA leaves while another still reads its sums
   }
 }
-
-bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
 
 }  // namespace
 

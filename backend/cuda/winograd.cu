@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "backend/cuda/common.cuh"
 #include "backend/cuda/sgemm_core.cuh"
 
 namespace fusec::cuda {
@@ -174,8 +175,6 @@ constexpr int kGemmConfigCount = int(sizeof(kGemmConfigs) / sizeof(kGemmConfigs[
 
 size_t round256(size_t b) { return (b + 255) / 256 * 256; }
 
-int grid_for(int total) { return std::max(1, std::min((total + 255) / 256, 1 << 20)); }
-
 }  // namespace
 
 const char* winograd_refusal(const WinogradShape& s, bool tile_major) {
@@ -231,7 +230,6 @@ bool launch_winograd_f32(const WinogradArgs& a, int config, cudaStream_t s) {
   }
   g.C = m, g.batch_c = int64_t(sh.cout) * T;
   g.ldr = g.ldc;
-  auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   if (!aligned16(a.u) || !aligned16(v)) return false;
 
   if (a.tile_major)
