@@ -17,7 +17,7 @@
 // host budget (kMemoryCap, so a huge declared tensor is a clean BadInput), optimizing and running
 // happen only when the model's cost at its bound shapes is small (kMaxFlops, kMaxBytes), and
 // constant folding may create nothing over kFoldCap.
-#include <onnx/onnx_pb.h>
+#include "onnx/onnx-ml.pb.h"
 #include <unistd.h>
 
 #include <cmath>

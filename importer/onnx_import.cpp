@@ -1,6 +1,6 @@
 #include "importer/onnx_import.h"
 
-#include <onnx/onnx_pb.h>
+#include "onnx/onnx-ml.pb.h"
 
 #include <google/protobuf/io/coded_stream.h>
 
@@ -33,7 +33,7 @@ class Importer {
     g->meta.doc_string = m.doc_string();
     for (const auto& p : m.metadata_props()) g->meta.props.emplace_back(p.key(), p.value());
     check_version("IR version " + std::to_string(m.ir_version()), m.ir_version(), newest_supported_ir_version(),
-                  "the ONNX protobuf classes fusec was built with know");
+                  "fusec reads", ", as onnx " FUSEC_ONNX_VERSION " defines it");
     for (const auto& o : m.opset_import()) {
       std::string d = o.domain() == "ai.onnx" ? "" : o.domain();
       if (o.version() <= 0) fail("opset import for domain '" + o.domain() + "' has version " + std::to_string(o.version()));
@@ -54,6 +54,9 @@ class Importer {
       if (t.name().empty()) fail("an initializer has no name");
       if (g->find_value(t.name())) fail("initializer '" + t.name() + "' is defined twice");
       const std::string name = t.name();
+      if (dtype_from_onnx(t.data_type()) == DType::Undefined)
+        fail("initializer '" + name + "'" + first_consumer(gp, name) + " has data type " +
+             onnx_dtype_name(t.data_type()) + ", which fusec has no kernels for");
       const bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
       Tensor data = tensor_from_proto(std::move(t), dir_, "initializer '" + name + "'", &maps_);
       g->meta.external_data |= external;
@@ -70,7 +73,7 @@ class Importer {
       }
       if (vi.name().empty()) fail("a graph input has no name");
       Value* v = g->add_named_value(vi.name());
-      v->type = read_type(vi, "graph input '" + vi.name() + "'");
+      v->type = read_type(vi, "graph input '" + vi.name() + "'" + first_consumer(gp, vi.name()));
       v->doc_string = vi.doc_string();
       v->is_graph_input = true;
       g->inputs.push_back(v);
@@ -113,11 +116,20 @@ class Importer {
  private:
   [[noreturn]] void fail(const std::string& what) const { bad_input(file_ + ": " + what); }
 
+  /// " (input of node 'n', op T)" for the first node that reads `value`, for errors about the value.
+  static std::string first_consumer(const onnx::GraphProto& gp, const std::string& value) {
+    for (const auto& np : gp.node())
+      for (const auto& in : np.input())
+        if (in == value) return " (input of node '" + np.name() + "', op " + np.op_type() + ")";
+    return "";
+  }
+
   /// A version newer than `newest` is refused, or with --allow-newer-opset reported and accepted.
-  void check_version(const std::string& what, int64_t version, int64_t newest, const std::string& who) const {
+  void check_version(const std::string& what, int64_t version, int64_t newest, const std::string& who,
+                     const std::string& note = "") const {
     if (version <= newest) return;
     const std::string msg = "the model uses " + what + ", newer than the newest " + who + " (" +
-                            std::to_string(newest) + ")";
+                            std::to_string(newest) + note + ")";
     if (!opts_.allow_newer_versions) fail(msg + "; --allow-newer-opset loads it anyway");
     if (opts_.warn) opts_.warn(file_ + ": " + msg + "; loading it anyway (--allow-newer-opset)");
   }
@@ -137,7 +149,7 @@ class Importer {
     const auto& tt = tp.tensor_type();
     t.dtype = dtype_from_onnx(tt.elem_type());
     if (t.dtype == DType::Undefined && !(lenient && tt.elem_type() == 0))
-      fail(what + " has data type " + onnx_dtype_name(tt.elem_type()) + ", which fusec does not support");
+      fail(what + " has data type " + onnx_dtype_name(tt.elem_type()) + ", which fusec has no kernels for");
     if (tt.has_shape()) {
       Shape s;
       for (const auto& d : tt.shape().dim()) {
@@ -242,6 +254,17 @@ class Importer {
 }  // namespace
 
 int64_t newest_supported_ir_version() { return onnx::Version::IR_VERSION; }
+
+int64_t min_ir_version_for_opset(int64_t opset) {
+  // onnx.helper.VERSION_TABLE of the pinned onnx release: the first IR version of each ai.onnx opset
+  // (tests/importer/check_version_table.py checks this against the installed onnx).
+  static constexpr std::pair<int64_t, int64_t> kFirstIr[] = {
+      {9, 4}, {10, 5}, {11, 6}, {12, 7}, {15, 8}, {19, 9}, {21, 10}, {23, 11}, {24, 12}, {25, 13}, {28, 14}};
+  int64_t ir = 3;
+  for (const auto& [first_opset, version] : kFirstIr)
+    if (opset >= first_opset) ir = version;
+  return ir;
+}
 
 namespace {
 

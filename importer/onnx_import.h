@@ -12,7 +12,7 @@ namespace fusec {
 
 struct ImportOptions {
   /// Load a model whose opset (ai.onnx, ai.fusec) is newer than fusec implements, or whose IR
-  /// version is newer than the ONNX protobuf classes it was built with know: each such version is
+  /// version is newer than the onnx release fusec's protobuf classes come from: each such version is
   /// reported through `warn` instead of refused. Ops are then read with the newest definitions
   /// fusec has, which may not be what the newer opset means.
   bool allow_newer_versions = false;
@@ -29,7 +29,10 @@ std::unique_ptr<Graph> import_onnx_file(const std::filesystem::path& file, const
 std::unique_ptr<Graph> import_onnx_bytes(const std::string& bytes, const std::filesystem::path& model_dir,
                                          const std::string& display_name, const ImportOptions& opts = {});
 
-/// The newest IR version the ONNX protobuf classes fusec was built with know.
+/// The newest IR version fusec reads: the one defined by the onnx-ml.proto of the onnx release that
+/// requirements.txt pins (its protobuf classes are generated from that file at build time).
 int64_t newest_supported_ir_version();
+/// The lowest IR version a model importing ai.onnx opset `opset` may declare (onnx's version table).
+int64_t min_ir_version_for_opset(int64_t opset);
 
 }  // namespace fusec

@@ -1,6 +1,6 @@
 #include "importer/tensor_proto.h"
 
-#include <onnx/onnx_pb.h>
+#include "onnx/onnx-ml.pb.h"
 
 #include <cstdint>
 #include <fstream>

@@ -43,7 +43,8 @@ std::string onnx_dtype_name(int32_t code) {
                                 "int16",     "int32",   "int64",   "string",    "bool",
                                 "float16",   "float64", "uint32",  "uint64",    "complex64",
                                 "complex128", "bfloat16", "float8e4m3fn", "float8e4m3fnuz",
-                                "float8e5m2", "float8e5m2fnuz", "uint4", "int4"};
+                                "float8e5m2", "float8e5m2fnuz", "uint4", "int4", "float4e2m1",
+                                "float8e8m0", "uint2", "int2", "float6e2m3", "float6e3m2"};
   if (code >= 0 && code < static_cast<int32_t>(sizeof(names) / sizeof(names[0]))) return names[code];
   return "code " + std::to_string(code);
 }

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # libtomlplusplus-dev reads fusec.toml (fusec check); graphviz renders optimize --svg (optional for
 # users, installed here so the tests cover it). chromium (headless) and fonts-liberation render the
 # HTML reports (profile --html, compare --html) to PNG in tests/cli/test_html.py.
-packages=(build-essential cmake g++ python3 python3-venv libonnx-dev libprotobuf-dev protobuf-compiler
+packages=(build-essential cmake g++ python3 python3-venv libprotobuf-dev protobuf-compiler
           libcli11-dev nlohmann-json3-dev libgtest-dev libonnx-testdata clang libclang-rt-14-dev
           libtomlplusplus-dev graphviz chromium fonts-liberation)
 if [ "${FUSEC_SKIP_APT:-0}" != 1 ]; then
@@ -26,8 +26,11 @@ if [ "${FUSEC_SKIP_APT:-0}" != 1 ]; then
   fi
 fi
 
-# Python venv for model generation and the onnxruntime oracle.
-if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import numpy, onnx, onnxruntime, jsonschema" 2>/dev/null; then
+# Python venv for model generation and the onnxruntime oracle. Its onnx wheel also provides the
+# onnx-ml.proto that fusec's ONNX protobuf classes are generated from, so the pinned version matters.
+onnx_pin=$(sed -n 's/^onnx==\([^ #]*\).*/\1/p' requirements.txt)
+if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import numpy, onnx, onnxruntime, jsonschema" 2>/dev/null ||
+   [ "$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("onnx"))' 2>/dev/null)" != "$onnx_pin" ]; then
   echo "setup: creating .venv"
   python3 -m venv .venv
   .venv/bin/pip install -q --upgrade pip

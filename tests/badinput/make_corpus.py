@@ -214,7 +214,7 @@ def make_corpus(root: str) -> list[Entry]:
     add("opset_newer", _model(relu, [_vi("X")], [_vi("Y")], opset=999), "ai.onnx opset 999",
         mention=["opset 999", "ai.onnx", "(28)", "--allow-newer-opset"])
     add("ir_version_newer", _model(relu, [_vi("X")], [_vi("Y")], ir_version=99), "IR version 99",
-        mention=["IR version 99", "(8)", "--allow-newer-opset"])
+        mention=["IR version 99", f"({onnx.IR_VERSION}, as onnx", "--allow-newer-opset"])
     m = _model(relu, [_vi("X")], [_vi("Y")])
     m.opset_import.add(domain="ai.fusec", version=7)
     add("fusec_domain_newer", m, "ai.fusec opset 7 (fusec has 1)",

@@ -47,10 +47,6 @@ def main() -> int:
     for case in cases:
         case_dir = os.path.join(root, case.name)
         os.makedirs(case_dir)
-        # onnx stamps opset-23+ models with IR 11-13; fusec's protobuf classes (libonnx 1.12) know
-        # IR 8 and refuse newer files without --allow-newer-opset. These one-node models use nothing
-        # IR 8 lacks (float, float16, bfloat16, bool, int64 tensors), so they are written as IR 8.
-        case.model.ir_version = min(case.model.ir_version, 8)
         with open(os.path.join(case_dir, "model.onnx"), "wb") as f:
             f.write(case.model.SerializeToString())
         for i, (inputs, outputs) in enumerate(case.data_sets):

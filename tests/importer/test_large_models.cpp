@@ -2,7 +2,7 @@
 // copied file to file on export, inline tensors streamed instead of copied into a second proto,
 // and every output file replaced whole or not at all.
 #include <gtest/gtest.h>
-#include <onnx/onnx_pb.h>
+#include "onnx/onnx-ml.pb.h"
 #include <unistd.h>
 
 #include <filesystem>
