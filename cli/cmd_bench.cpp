@@ -319,7 +319,7 @@ int bench(const BenchArgs& a) {
     for (const Variant& v : variants) j["variants"].push_back(variant_json(v, batch));
     if (speedup > 0) j["speedup_median"] = speedup;
     else j["speedup_median"] = nullptr;
-    write_text_file(a.json_path, j.dump(2) + "\n");
+    write_text_file(a.json_path, json_text(j, 2) + "\n");
   }
   return 0;
 }

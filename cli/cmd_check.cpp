@@ -351,7 +351,7 @@ void write_check_json(const std::string& path, const project::Project& p, const 
       if (s.model == r.m->name) mj["reports"][s.report] = compare::to_json(*s.comparison);
     j["models"].push_back(mj);
   }
-  write_text_file(path, j.dump(2) + "\n");
+  write_text_file(path, json_text(j, 2) + "\n");
 }
 
 int check(const CheckArgs& a) {

@@ -23,7 +23,7 @@ int compare(const CompareArgs& a) {
   compare::Comparison c = compare::compare_files(a.base, a.next, t, a.allow_different);
   std::fputs(compare::format_text(c, a.changed_only).c_str(), stdout);
   if (!a.markdown.empty()) write_text_file(a.markdown, compare::format_markdown(c, a.changed_only));
-  if (!a.json.empty()) write_text_file(a.json, compare::to_json(c).dump(2) + "\n");
+  if (!a.json.empty()) write_text_file(a.json, json_text(compare::to_json(c), 2) + "\n");
   if (!a.html.empty()) {
     // compare_files has read and checked both files; read them again for the pictures.
     nlohmann::json base = compare::read_report(a.base), next = compare::read_report(a.next);

@@ -195,7 +195,7 @@ int optimize(const OptimizeArgs& a) {
     if (a.check_layers)
       j["layer_check"] = {{"ok", layers.ok}, {"compared", layers.compared}, {"first_divergent_node", layers.node},
                           {"op_type", layers.op_type}, {"value", layers.value}};
-    write_text_file(a.report, j.dump(2) + "\n");
+    write_text_file(a.report, json_text(j, 2) + "\n");
   }
 
   if (!ver.ok) {

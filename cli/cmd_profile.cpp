@@ -225,12 +225,12 @@ int profile(const ProfileArgs& a) {
     auto j = profiler::report_json(meta, peaks, main.collected, main.analysis, counters ? &*counters : nullptr,
                                    unfused ? &*unfused : nullptr);
     if (!a.report_path.empty()) {
-      write_text_file(a.report_path, j.dump(2) + "\n");
+      write_text_file(a.report_path, json_text(j, 2) + "\n");
       std::printf("\nreport: %s\n", a.report_path.c_str());
     }
     if (!a.html_path.empty()) {  // drawn from the JSON report, as `fusec compare --html` draws two
       auto timeline = profiler::measured_timeline(main.collected, main.analysis);
-      write_text_file(a.html_path, profiler::profile_html(nlohmann::json::parse(j.dump()), &timeline));
+      write_text_file(a.html_path, profiler::profile_html(nlohmann::json::parse(json_text(j)), &timeline));
       std::printf("%shtml:   %s\n", a.report_path.empty() ? "\n" : "", a.html_path.c_str());
     }
   }

@@ -10,8 +10,10 @@
 
 #include "importer/onnx_import.h"
 #include "ir/graph.h"
+#include "ir/json_text.h"
 #include "passes/infer_shapes.h"
 #include "passes/verify.h"
+#include "project/numbers.h"
 
 namespace fusec::cli {
 

@@ -7,8 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 #include "ir/error.h"
+#include "ir/escape.h"
+#include "ir/json_text.h"
 #include "profiler/compare_detail.h"
 
 namespace fusec::compare {
@@ -24,11 +27,7 @@ nlohmann::json read_report(const std::string& path) {
   if (!in) bad_input("cannot open report '" + path + "'");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) bad_input("cannot read report '" + path + "'");
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    bad_input("report '" + path + "' is not JSON (byte " + std::to_string(e.byte) + ")");
-  }
+  return parse_json(text, "report '" + path + "'");
 }
 
 namespace {
