@@ -26,7 +26,9 @@
 #include "cli/compare_options.h"
 #include "cli/device_options.h"
 #include "ir/error.h"
+#include "ir/escape.h"
 #include "profiler/compare.h"
+#include "profiler/report_schema.h"
 #include "project/project_file.h"
 
 extern char** environ;
@@ -210,7 +212,7 @@ void run_model(const project::Project& p, ModelRun& run, const fs::path& dir, bo
     StepResult r = run_step(args, p.dir, dir / (m.name + "." + kind));
     std::istringstream warnings(r.stderr_text);
     for (std::string line; std::getline(warnings, line);)
-      if (line.rfind("fusec: warning: ", 0) == 0) std::fprintf(stderr, "fusec: warning: %s %s: %s\n", m.name.c_str(), kind.c_str(), line.c_str() + 16);
+      if (line.rfind("fusec: warning: ", 0) == 0) print_warning(m.name + " " + kind + ": " + line.substr(16));
     // optimize exits 3 when verification fails: its report says so, and the comparison flags it.
     bool check_failed = r.code == 3 && kind == "optimize" && fs::exists(file("optimize.json"));
     if (r.code != 0 && !check_failed) {
@@ -376,7 +378,7 @@ int check(const CheckArgs& a) {
 
   Outcome o = compare_with_baselines(runs, a.thresholds);
   std::printf("\n%s", compare::format_sections_text(o.sections, !a.all_rows).c_str());
-  for (const auto& n : o.notes) std::printf("note: %s\n", n.c_str());
+  for (const auto& n : o.notes) std::printf("note: %s\n", one_line(n).c_str());
   std::string verdict = o.regressions == 0 ? "no regression"
                                            : std::to_string(o.regressions) + (o.regressions == 1 ? " regression" : " regressions");
   std::printf("\nfusec check: %zu model%s against %s: %s\n", runs.size(), runs.size() == 1 ? "" : "s",
@@ -386,7 +388,7 @@ int check(const CheckArgs& a) {
     std::string md = "**fusec check: " + verdict + "** (" + std::to_string(runs.size()) + " models)\n\n" +
                      compare::format_sections_markdown(o.sections, !a.all_rows);
     if (!o.notes.empty()) md += "\n";
-    for (const auto& n : o.notes) md += "> " + n + "\n";
+    for (const auto& n : o.notes) md += "> " + markdown_text(n) + "\n";
     write_text_file(a.markdown, md);
   }
   if (!a.json.empty()) write_check_json(a.json, p, runs, o);

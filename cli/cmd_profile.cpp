@@ -203,7 +203,7 @@ int profile(const ProfileArgs& a) {
     meta.threads = cpu::num_threads();
     peaks = profiler::cached_or_measured(profiler::cpu_device_key(), a.remeasure_peaks, profiler::measure_cpu_peaks, &warning);
   }
-  if (!warning.empty()) std::fprintf(stderr, "fusec: warning: %s\n", warning.c_str());
+  if (!warning.empty()) print_warning(warning);
 
   for (Variant& v : variants) profile_variant(a, dev, v, inputs, peaks);
   Variant& main = variants.back();

@@ -11,6 +11,7 @@
 #include "importer/atomic_file.h"
 #include "importer/onnx_import.h"
 #include "ir/error.h"
+#include "ir/escape.h"
 #include "ir/half.h"
 #include "ir/memory_limit.h"
 
@@ -41,7 +42,7 @@ ImportOptions ModelOptions::import_options() const {
   // re-reads what it wrote).
   o.warn = [](const std::string& msg) {
     static std::set<std::string> printed;
-    if (printed.insert(msg).second) std::fprintf(stderr, "fusec: warning: %s\n", msg.c_str());
+    if (printed.insert(msg).second) print_warning(msg);
   };
   return o;
 }
@@ -55,6 +56,8 @@ std::unique_ptr<Graph> load_model(const std::string& path, const ModelOptions& o
 }
 
 void write_text_file(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
+
+void print_warning(const std::string& what) { std::fprintf(stderr, "fusec: warning: %s\n", one_line(what).c_str()); }
 
 bool stdout_is_tty() { return isatty(fileno(stdout)) != 0; }
 

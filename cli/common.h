@@ -38,6 +38,9 @@ std::unique_ptr<Graph> load_model(const std::string& path, const ModelOptions& o
 /// Writes JSON text to `path`, or fails with BadInput naming it.
 void write_text_file(const std::string& path, const std::string& text);
 
+/// "fusec: warning: <what>" on stderr, as one line (control characters escaped, ir/escape.h).
+void print_warning(const std::string& what);
+
 bool stdout_is_tty();
 std::string human_bytes(double bytes);
 std::string human_count(double n);
