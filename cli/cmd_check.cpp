@@ -173,9 +173,12 @@ std::vector<std::string> device_args(const project::ModelConfig& m) {
   return {"--device", m.device, "--gpu", std::to_string(m.gpu), "--precision", m.precision};
 }
 
-/// The model argument as written in fusec.toml (steps run in the project's folder).
+/// The model argument as written in fusec.toml (steps run in the project's folder), as "./-h"
+/// when it starts with '-': a model file named like a flag must never be read as one.
 std::string model_arg(const project::Project& p, const project::ModelConfig& m) {
-  return fs::relative(m.path, p.dir).string();
+  std::string rel = fs::relative(m.path, p.dir).string();
+  if (rel.empty()) rel = m.path;
+  return rel[0] == '-' ? "./" + rel : rel;
 }
 
 /// Runs optimize, bench and profile for one model into `dir`. BadInput (or the step's own exit
@@ -188,8 +191,9 @@ void run_model(const project::Project& p, ModelRun& run, const fs::path& dir, bo
   std::vector<std::string> opt = {"optimize", model, "-o", file("opt.onnx"), "--report", file("optimize.json")};
   for (auto v : {shape_args(m), pipeline_args(m)}) opt.insert(opt.end(), v.begin(), v.end());
   if (m.portable) opt.push_back("--portable");
-  if (m.rtol) opt.insert(opt.end(), {"--rtol", std::to_string(*m.rtol)});
-  if (m.atol) opt.insert(opt.end(), {"--atol", std::to_string(*m.atol)});
+  // Exactly as fusec.toml says: std::to_string's six decimals turned rtol = 4e-7 into 0.
+  if (m.rtol) opt.insert(opt.end(), {"--rtol", exact_number_text(*m.rtol)});
+  if (m.atol) opt.insert(opt.end(), {"--atol", exact_number_text(*m.atol)});
   steps.push_back({"optimize", opt});
   std::vector<std::string> bench = {"bench", model, "--json", file("bench.json"), "--quiet", "--iterations",
                                     std::to_string(m.iterations), "--warmup", std::to_string(m.warmup)};

@@ -278,8 +278,8 @@ void add_profile(CLI::App& app, std::function<int()>& action) {
   sub->add_option("model", args->model, "ONNX model file (default: every model of ./fusec.toml)");
   args->shapes.add_to(*sub);
   args->device.add_to(*sub);
-  sub->add_option("--iterations", args->iterations, "Profiled runs per mode (default 20)");
-  sub->add_option("--warmup", args->warmup, "Untimed runs first (default 3)");
+  add_number(*sub, "--iterations", args->iterations, rules::kRuns, "Profiled runs per mode (default 20)");
+  add_number(*sub, "--warmup", args->warmup, rules::kWarmup, "Untimed runs first (default 3)");
   sub->add_option("--report", args->report_path, "Write the report as JSON (schema fusec.profile/1)");
   sub->add_option("--html", args->html_path, "Write a self-contained HTML page: roofline, timeline, sortable tables");
   sub->add_option("--trace", args->trace_path, "Write a Chrome trace (ui.perfetto.dev, chrome://tracing)");
@@ -290,8 +290,8 @@ void add_profile(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--skip", args->skip, "Skip these passes (comma-separated)")->delimiter(',');
   sub->add_flag("--no-stream", args->no_stream, "GPU: profile only CUDA-graph replay, not separate launches too");
   sub->add_flag("--remeasure-peaks", args->remeasure_peaks, "Measure the device's peaks again instead of using the cached ones");
-  sub->add_option("--top", args->top, "Rows in each summary table (default 10)");
-  sub->add_option("--seed", args->seed, "Seed for the random inputs");
+  add_number(*sub, "--top", args->top, rules::kRuns, "Rows in each summary table (default 10)");
+  add_number(*sub, "--seed", args->seed, rules::kSeed, "Seed for the random inputs");
   sub->callback([args, sub, &action] {
     action = [args, sub] {
       if (args->as_given && args->compare_unfused) bad_input("--as-given and --compare-unfused exclude each other");
