@@ -339,11 +339,12 @@ void append_rows(Cells& cells, std::vector<std::string> lead, const Comparison& 
     hidden = details.size() - kDetailRows;
     details.resize(kDetailRows);
   }
+  const std::unordered_set<const Row*> kept(details.begin(), details.end());  // a lookup per row, not a search
   std::string last_group;
   bool first = true;
   for (const Row& r : c.rows) {
     if (!shown(r, changed_only)) continue;
-    if (r.detail && std::find(details.begin(), details.end(), &r) == details.end()) continue;
+    if (r.detail && !kept.count(&r)) continue;
     std::vector<std::string> row = lead;
     if (first) first = false;
     else for (auto& l : row) l.clear();
