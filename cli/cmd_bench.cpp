@@ -319,7 +319,7 @@ int bench(const BenchArgs& a) {
     for (const Variant& v : variants) j["variants"].push_back(variant_json(v, batch));
     if (speedup > 0) j["speedup_median"] = speedup;
     else j["speedup_median"] = nullptr;
-    write_text_file(a.json_path, j.dump(2) + "\n");
+    write_text_file(a.json_path, json_text(j, 2) + "\n");
   }
   return 0;
 }
@@ -360,10 +360,10 @@ void add_bench(CLI::App& app, std::function<int()>& action) {
   sub->add_option("model", args->model, "ONNX model file (default: every model of ./fusec.toml)");
   args->shapes.add_to(*sub);
   args->device.add_to(*sub);
-  sub->add_option("--warmup", args->warmup, "Warm-up runs, not timed (default 3)");
-  sub->add_option("--iterations", args->iterations, "Timed runs per variant");
-  sub->add_option("--duration", args->duration, "Time budget per variant in seconds (default 5 s, at least 10 runs)");
-  sub->add_option("--seed", args->seed, "Seed for the random inputs");
+  add_number(*sub, "--warmup", args->warmup, rules::kWarmup, "Warm-up runs, not timed (default 3)");
+  add_number(*sub, "--iterations", args->iterations, rules::kRuns, "Timed runs per variant");
+  add_number(*sub, "--duration", args->duration, rules::kDuration, "Time budget per variant in seconds (default 5 s, at least 10 runs)");
+  add_number(*sub, "--seed", args->seed, rules::kSeed, "Seed for the random inputs");
   sub->add_flag("--no-compare", args->no_compare, "Benchmark only the model as given (no optimized run)");
   sub->add_option("--passes", args->passes, "Optimized variant: run only these passes (comma-separated)")->delimiter(',');
   sub->add_option("--skip", args->skip, "Optimized variant: skip these passes (comma-separated)")

@@ -20,13 +20,16 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "cli/common.h"
 #include "cli/compare_options.h"
 #include "cli/device_options.h"
 #include "ir/error.h"
+#include "ir/escape.h"
 #include "profiler/compare.h"
+#include "profiler/report_schema.h"
 #include "project/project_file.h"
 
 extern char** environ;
@@ -171,9 +174,12 @@ std::vector<std::string> device_args(const project::ModelConfig& m) {
   return {"--device", m.device, "--gpu", std::to_string(m.gpu), "--precision", m.precision};
 }
 
-/// The model argument as written in fusec.toml (steps run in the project's folder).
+/// The model argument as written in fusec.toml (steps run in the project's folder), as "./-h"
+/// when it starts with '-': a model file named like a flag must never be read as one.
 std::string model_arg(const project::Project& p, const project::ModelConfig& m) {
-  return fs::relative(m.path, p.dir).string();
+  std::string rel = fs::relative(m.path, p.dir).string();
+  if (rel.empty()) rel = m.path;
+  return rel[0] == '-' ? "./" + rel : rel;
 }
 
 /// Runs optimize, bench and profile for one model into `dir`. BadInput (or the step's own exit
@@ -186,8 +192,9 @@ void run_model(const project::Project& p, ModelRun& run, const fs::path& dir, bo
   std::vector<std::string> opt = {"optimize", model, "-o", file("opt.onnx"), "--report", file("optimize.json")};
   for (auto v : {shape_args(m), pipeline_args(m)}) opt.insert(opt.end(), v.begin(), v.end());
   if (m.portable) opt.push_back("--portable");
-  if (m.rtol) opt.insert(opt.end(), {"--rtol", std::to_string(*m.rtol)});
-  if (m.atol) opt.insert(opt.end(), {"--atol", std::to_string(*m.atol)});
+  // Exactly as fusec.toml says: std::to_string's six decimals turned rtol = 4e-7 into 0.
+  if (m.rtol) opt.insert(opt.end(), {"--rtol", exact_number_text(*m.rtol)});
+  if (m.atol) opt.insert(opt.end(), {"--atol", exact_number_text(*m.atol)});
   steps.push_back({"optimize", opt});
   std::vector<std::string> bench = {"bench", model, "--json", file("bench.json"), "--quiet", "--iterations",
                                     std::to_string(m.iterations), "--warmup", std::to_string(m.warmup)};
@@ -210,7 +217,7 @@ void run_model(const project::Project& p, ModelRun& run, const fs::path& dir, bo
     StepResult r = run_step(args, p.dir, dir / (m.name + "." + kind));
     std::istringstream warnings(r.stderr_text);
     for (std::string line; std::getline(warnings, line);)
-      if (line.rfind("fusec: warning: ", 0) == 0) std::fprintf(stderr, "fusec: warning: %s %s: %s\n", m.name.c_str(), kind.c_str(), line.c_str() + 16);
+      if (line.rfind("fusec: warning: ", 0) == 0) print_warning(m.name + " " + kind + ": " + line.substr(16));
     // optimize exits 3 when verification fails: its report says so, and the comparison flags it.
     bool check_failed = r.code == 3 && kind == "optimize" && fs::exists(file("optimize.json"));
     if (r.code != 0 && !check_failed) {
@@ -218,6 +225,11 @@ void run_model(const project::Project& p, ModelRun& run, const fs::path& dir, bo
       if (r.code == 2) bad_input(msg);
       internal_error(msg + " (exit " + std::to_string(r.code) + ")");
     }
+    // A step that succeeded but left no report (it printed help, say) is never a report to compare.
+    std::error_code ec;
+    if (!fs::is_regular_file(file(kind + ".json"), ec) || fs::file_size(file(kind + ".json"), ec) == 0)
+      internal_error(m.name + ": `" + quoted(args) + "` (in " + p.dir + ") exited " + std::to_string(r.code) +
+                     " but wrote no report " + file(kind + ".json"));
     run.reports[kind] = file(kind + ".json");
     char t[32];
     std::snprintf(t, sizeof t, " (%.2f s)", r.seconds);
@@ -255,6 +267,36 @@ std::vector<ModelRun> select_models(const project::Project& p, const std::vector
   return runs;
 }
 
+/// `p` absolute, with symlinks resolved as far as it exists and no trailing separator.
+fs::path resolved(const fs::path& p) {
+  std::error_code ec;
+  fs::path a = fs::absolute(p, ec);
+  if (ec) a = p;
+  fs::path c = fs::weakly_canonical(a, ec);
+  if (ec) c = a.lexically_normal();
+  return c.has_filename() ? c : c.parent_path();
+}
+
+/// True when `inner` is `outer` or a folder inside it.
+bool within(const fs::path& inner, const fs::path& outer) {
+  fs::path i = resolved(inner), o = resolved(outer);
+  return std::mismatch(o.begin(), o.end(), i.begin(), i.end()).first == o.end();
+}
+
+/// --reports must be apart from every baseline folder: were it the folder (or hold it, or lie in
+/// it), the new reports would replace the baselines and each be compared with itself.
+void refuse_reports_in_baselines(const std::string& reports, const std::vector<ModelRun>& runs) {
+  if (reports.empty()) return;
+  for (const auto& r : runs) {
+    const char* how = within(reports, r.baseline_dir) ? (within(r.baseline_dir, reports) ? "is" : "is inside")
+                      : within(r.baseline_dir, reports) ? "holds"
+                                                        : nullptr;
+    if (how)
+      bad_input("--reports " + reports + " " + how + " the baseline folder " + r.baseline_dir.string() +
+                ": the new reports would replace the baselines they are compared with; keep them in another folder");
+  }
+}
+
 /// Every baseline must be there before anything runs (a typo in the folder is not a half hour of benches).
 void require_baselines(const project::Project& p, const std::vector<ModelRun>& runs) {
   std::vector<std::string> missing;
@@ -269,21 +311,45 @@ void require_baselines(const project::Project& p, const std::vector<ModelRun>& r
               p.baselines + ")");
 }
 
+/// A new report's text, checked before it becomes a baseline (every later CI run is judged
+/// against it): not empty, JSON, of the kind its step writes, valid against that kind's schema
+/// (docs/schemas/, built in), and for optimize a verified model. A step's report that is not is
+/// a bug in fusec (Internal); a failed verification is CheckFailed.
+std::string checked_report(const ModelRun& r, const std::string& kind, const fs::path& report) {
+  std::string text = read_text(report);
+  std::string what = r.m->name + ": the new " + kind + " report " + report.string();
+  if (text.empty()) internal_error(what + " is empty; no baseline recorded");
+  std::string why;
+  std::optional<nlohmann::json> j = try_parse_json(text, &why);
+  if (!j) internal_error(what + " " + why + "; no baseline recorded");
+  std::string id = j->is_object() && j->contains("schema") && (*j)["schema"].is_string() ? (*j)["schema"].get<std::string>() : "";
+  const nlohmann::json* schema = profiler::builtin_schema(id);
+  if (!schema || id.rfind("fusec." + kind + "/", 0) != 0)
+    internal_error(what + " has schema '" + id + "', not a fusec." + kind + " schema fusec knows; no baseline recorded");
+  std::vector<std::string> errors = profiler::schema_errors(*j, *schema);
+  if (!errors.empty()) {
+    std::string list;
+    for (const auto& e : errors) list += (list.empty() ? "" : "; ") + e;
+    internal_error(what + " does not match its schema " + id + " (docs/schemas/" + kind + ".schema.json): " + list +
+                   "; no baseline recorded");
+  }
+  if (kind == "optimize" && (*j)["verification"].value("ok", true) == false)
+    throw Error(ErrorKind::CheckFailed, r.m->name + ": the optimized model fails verification; no baseline recorded for it");
+  return text;
+}
+
+/// Every report checked first, then written: a bad one leaves every baseline as it was.
 void record_baselines(const project::Project& p, const std::vector<ModelRun>& runs) {
+  std::vector<std::pair<fs::path, std::string>> baselines;
+  for (const auto& r : runs)
+    for (const auto& [kind, report] : r.reports) baselines.push_back({baseline_file(r, kind), checked_report(r, kind, report)});
   int written = 0;
-  for (const auto& r : runs) {
+  for (const auto& [file, text] : baselines) {
     std::error_code ec;
-    fs::create_directories(r.baseline_dir, ec);
-    if (ec) bad_input("cannot create the baseline folder '" + r.baseline_dir.string() + "': " + ec.message());
-    for (const auto& [kind, report] : r.reports) {
-      if (kind == "optimize") {
-        auto j = nlohmann::json::parse(read_text(report), nullptr, /*allow_exceptions=*/false);
-        if (j.is_object() && j.contains("verification") && j["verification"].value("ok", true) == false)
-          throw Error(ErrorKind::CheckFailed, r.m->name + ": the optimized model fails verification; no baseline recorded for it");
-      }
-      write_text_file(baseline_file(r, kind).string(), read_text(report));
-      ++written;
-    }
+    fs::create_directories(file.parent_path(), ec);
+    if (ec) bad_input("cannot create the baseline folder '" + file.parent_path().string() + "': " + ec.message());
+    write_text_file(file.string(), text);
+    ++written;
   }
   std::printf("recorded %d baseline%s in %s\n", written, written == 1 ? "" : "s",
               runs.empty() ? p.baselines.c_str() : runs[0].baseline_dir.c_str());
@@ -351,7 +417,7 @@ void write_check_json(const std::string& path, const project::Project& p, const 
       if (s.model == r.m->name) mj["reports"][s.report] = compare::to_json(*s.comparison);
     j["models"].push_back(mj);
   }
-  write_text_file(path, j.dump(2) + "\n");
+  write_text_file(path, json_text(j, 2) + "\n");
 }
 
 int check(const CheckArgs& a) {
@@ -365,6 +431,7 @@ int check(const CheckArgs& a) {
   }
   project::Project p = project::load_project(file);
   std::vector<ModelRun> runs = select_models(p, a.only);
+  refuse_reports_in_baselines(a.reports, runs);
   if (!a.update) require_baselines(p, runs);
 
   ReportsDir dir(a.reports);
@@ -376,7 +443,7 @@ int check(const CheckArgs& a) {
 
   Outcome o = compare_with_baselines(runs, a.thresholds);
   std::printf("\n%s", compare::format_sections_text(o.sections, !a.all_rows).c_str());
-  for (const auto& n : o.notes) std::printf("note: %s\n", n.c_str());
+  for (const auto& n : o.notes) std::printf("note: %s\n", one_line(n).c_str());
   std::string verdict = o.regressions == 0 ? "no regression"
                                            : std::to_string(o.regressions) + (o.regressions == 1 ? " regression" : " regressions");
   std::printf("\nfusec check: %zu model%s against %s: %s\n", runs.size(), runs.size() == 1 ? "" : "s",
@@ -386,7 +453,7 @@ int check(const CheckArgs& a) {
     std::string md = "**fusec check: " + verdict + "** (" + std::to_string(runs.size()) + " models)\n\n" +
                      compare::format_sections_markdown(o.sections, !a.all_rows);
     if (!o.notes.empty()) md += "\n";
-    for (const auto& n : o.notes) md += "> " + n + "\n";
+    for (const auto& n : o.notes) md += "> " + markdown_text(n) + "\n";
     write_text_file(a.markdown, md);
   }
   if (!a.json.empty()) write_check_json(a.json, p, runs, o);

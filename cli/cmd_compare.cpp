@@ -23,7 +23,7 @@ int compare(const CompareArgs& a) {
   compare::Comparison c = compare::compare_files(a.base, a.next, t, a.allow_different);
   std::fputs(compare::format_text(c, a.changed_only).c_str(), stdout);
   if (!a.markdown.empty()) write_text_file(a.markdown, compare::format_markdown(c, a.changed_only));
-  if (!a.json.empty()) write_text_file(a.json, compare::to_json(c).dump(2) + "\n");
+  if (!a.json.empty()) write_text_file(a.json, json_text(compare::to_json(c), 2) + "\n");
   if (!a.html.empty()) {
     // compare_files has read and checked both files; read them again for the pictures.
     nlohmann::json base = compare::read_report(a.base), next = compare::read_report(a.next);
@@ -38,7 +38,7 @@ int compare(const CompareArgs& a) {
 
 void ThresholdOptions::add_to(CLI::App& app) {
   app.add_option("--threshold", timing, "Smallest latency change that counts, on top of significance (default 5%)");
-  app.add_option("--alpha", alpha, "Significance level of the Mann-Whitney U test on timings (default 0.01)");
+  add_number(app, "--alpha", alpha, rules::kAlpha, "Significance level of the Mann-Whitney U test on timings (default 0.01)");
   app.add_option("--memory-threshold", memory, "Memory growth that counts as a regression (default 1%)");
   app.add_option("--count-threshold", count, "Growth of node, kernel and op counts that counts (default 0%: any)");
   app.add_option("--error-threshold", error, "Growth of the verification's max error that counts (default 100%: doubling)");
@@ -53,7 +53,7 @@ compare::Thresholds ThresholdOptions::resolve(compare::Thresholds t) const {
   if (error) t.error = compare::parse_percent(*error, "--error-threshold");
   if (share) t.share = compare::parse_percent(*share, "--node-threshold");
   if (alpha) {
-    if (!(*alpha > 0 && *alpha < 1)) bad_input("--alpha must be between 0 and 1, e.g. 0.01");
+    check_number(*alpha, "--alpha", rules::kAlpha);
     t.alpha = *alpha;
   }
   return t;

@@ -107,7 +107,7 @@ int inspect(const InspectArgs& a) {
     j["cuda_cpu_nodes"] = no_kernel;
   }
 #endif
-  if (!a.json_path.empty()) write_text_file(a.json_path, j.dump(2) + "\n");
+  if (!a.json_path.empty()) write_text_file(a.json_path, json_text(j, 2) + "\n");
   return 0;
 }
 

@@ -195,7 +195,7 @@ int optimize(const OptimizeArgs& a) {
     if (a.check_layers)
       j["layer_check"] = {{"ok", layers.ok}, {"compared", layers.compared}, {"first_divergent_node", layers.node},
                           {"op_type", layers.op_type}, {"value", layers.value}};
-    write_text_file(a.report, j.dump(2) + "\n");
+    write_text_file(a.report, json_text(j, 2) + "\n");
   }
 
   if (!ver.ok) {
@@ -226,13 +226,13 @@ void add_optimize(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--report", a->report, "Write the report as JSON (schema fusec.optimize/1)");
   sub->add_option("--dot", a->dot, "Write the graph before and after as Graphviz DOT: before.dot,after.dot");
   sub->add_option("--svg", a->svg, "Render them with Graphviz's dot (when installed): before.svg,after.svg");
-  sub->add_option("--check", a->check, "Verify on N seeded random input sets (default 3)");
+  add_number(*sub, "--check", a->check, rules::kWarmup, "Verify on N seeded random input sets (default 3)");
   sub->add_flag("--no-check", a->no_check, "Skip numerical verification");
   sub->add_flag("--check-layers", a->check_layers, "Compare every shared intermediate; name the first divergent node");
-  sub->add_option("--rtol", a->rtol, "Relative tolerance (default 1e-4)");
-  sub->add_option("--atol", a->atol, "Absolute tolerance (default 1e-5)");
-  sub->add_option("--seed", a->seed, "Seed for verification inputs");
-  sub->add_option("--fold-cap-mb", a->fold_cap_mib, "Largest tensor constant folding may create, MiB (default 64)");
+  add_number(*sub, "--rtol", a->rtol, rules::kTolerance, "Relative tolerance (default 1e-4)");
+  add_number(*sub, "--atol", a->atol, rules::kTolerance, "Absolute tolerance (default 1e-5)");
+  add_number(*sub, "--seed", a->seed, rules::kSeed, "Seed for verification inputs");
+  add_number(*sub, "--fold-cap-mb", a->fold_cap_mib, rules::kFoldCapMib, "Largest tensor constant folding may create, MiB (default 64)");
   sub->add_flag("--external-data", a->external_data,
                 "Write tensors >= 1 KiB to MODEL.data beside the model (the default when the input has external data)");
   sub->callback([a, &action] { action = [a] { return optimize(*a); }; });

@@ -203,7 +203,7 @@ int profile(const ProfileArgs& a) {
     meta.threads = cpu::num_threads();
     peaks = profiler::cached_or_measured(profiler::cpu_device_key(), a.remeasure_peaks, profiler::measure_cpu_peaks, &warning);
   }
-  if (!warning.empty()) std::fprintf(stderr, "fusec: warning: %s\n", warning.c_str());
+  if (!warning.empty()) print_warning(warning);
 
   for (Variant& v : variants) profile_variant(a, dev, v, inputs, peaks);
   Variant& main = variants.back();
@@ -225,12 +225,12 @@ int profile(const ProfileArgs& a) {
     auto j = profiler::report_json(meta, peaks, main.collected, main.analysis, counters ? &*counters : nullptr,
                                    unfused ? &*unfused : nullptr);
     if (!a.report_path.empty()) {
-      write_text_file(a.report_path, j.dump(2) + "\n");
+      write_text_file(a.report_path, json_text(j, 2) + "\n");
       std::printf("\nreport: %s\n", a.report_path.c_str());
     }
     if (!a.html_path.empty()) {  // drawn from the JSON report, as `fusec compare --html` draws two
       auto timeline = profiler::measured_timeline(main.collected, main.analysis);
-      write_text_file(a.html_path, profiler::profile_html(nlohmann::json::parse(j.dump()), &timeline));
+      write_text_file(a.html_path, profiler::profile_html(nlohmann::json::parse(json_text(j)), &timeline));
       std::printf("%shtml:   %s\n", a.report_path.empty() ? "\n" : "", a.html_path.c_str());
     }
   }
@@ -278,8 +278,8 @@ void add_profile(CLI::App& app, std::function<int()>& action) {
   sub->add_option("model", args->model, "ONNX model file (default: every model of ./fusec.toml)");
   args->shapes.add_to(*sub);
   args->device.add_to(*sub);
-  sub->add_option("--iterations", args->iterations, "Profiled runs per mode (default 20)");
-  sub->add_option("--warmup", args->warmup, "Untimed runs first (default 3)");
+  add_number(*sub, "--iterations", args->iterations, rules::kRuns, "Profiled runs per mode (default 20)");
+  add_number(*sub, "--warmup", args->warmup, rules::kWarmup, "Untimed runs first (default 3)");
   sub->add_option("--report", args->report_path, "Write the report as JSON (schema fusec.profile/1)");
   sub->add_option("--html", args->html_path, "Write a self-contained HTML page: roofline, timeline, sortable tables");
   sub->add_option("--trace", args->trace_path, "Write a Chrome trace (ui.perfetto.dev, chrome://tracing)");
@@ -290,8 +290,8 @@ void add_profile(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--skip", args->skip, "Skip these passes (comma-separated)")->delimiter(',');
   sub->add_flag("--no-stream", args->no_stream, "GPU: profile only CUDA-graph replay, not separate launches too");
   sub->add_flag("--remeasure-peaks", args->remeasure_peaks, "Measure the device's peaks again instead of using the cached ones");
-  sub->add_option("--top", args->top, "Rows in each summary table (default 10)");
-  sub->add_option("--seed", args->seed, "Seed for the random inputs");
+  add_number(*sub, "--top", args->top, rules::kRuns, "Rows in each summary table (default 10)");
+  add_number(*sub, "--seed", args->seed, rules::kSeed, "Seed for the random inputs");
   sub->callback([args, sub, &action] {
     action = [args, sub] {
       if (args->as_given && args->compare_unfused) bad_input("--as-given and --compare-unfused exclude each other");

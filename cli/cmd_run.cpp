@@ -107,7 +107,7 @@ void add_run(CLI::App& app, std::function<int()>& action) {
   sub->add_option("model", args->model, "ONNX model file")->required();
   sub->add_option("--input", args->inputs, "NAME=FILE (.npy or TensorProto .pb), repeatable");
   sub->add_option("--inputs", args->inputs_dir, "Folder with input_K.pb files in graph-input order");
-  sub->add_option("--seed", args->seed, "Seed for random inputs (default 0)");
+  add_number(*sub, "--seed", args->seed, rules::kSeed, "Seed for random inputs (default 0)");
   sub->add_option("--output-dir", args->output_dir, "Where to write output_K.pb / output_K.npy")->required();
   sub->add_option("--format", args->format, "pb (TensorProto, default) or npy");
   args->shapes.add_to(*sub);

@@ -7,17 +7,60 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <type_traits>
 
 #include "importer/atomic_file.h"
 #include "importer/onnx_import.h"
 #include "ir/error.h"
+#include "ir/escape.h"
 #include "ir/half.h"
 #include "ir/memory_limit.h"
 
 namespace fusec::cli {
 
+namespace {
+
+template <class T>
+T parsed(const std::string& text, const std::string& flag, const NumberRule& rule) {
+  if constexpr (std::is_same_v<T, double>) return parse_number(text, flag, rule);
+  else if constexpr (std::is_same_v<T, uint64_t>) return parse_unsigned(text, flag, rule);
+  else return static_cast<T>(parse_integer(text, flag, rule));  // rules keep ints within int's range
+}
+
+template <class T, class Into>
+CLI::Option* add_checked(CLI::App& app, const std::string& name, Into& into, const NumberRule& rule, const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name, [&into, name, rule](const std::string& text) { into = parsed<T>(text, name, rule); }, help)
+      ->type_name(rule.integer ? "INT" : "NUMBER");
+}
+
+}  // namespace
+
+CLI::Option* add_number(CLI::App& app, const std::string& name, double& into, const NumberRule& rule, const std::string& help) {
+  return add_checked<double>(app, name, into, rule, help);
+}
+CLI::Option* add_number(CLI::App& app, const std::string& name, std::optional<double>& into, const NumberRule& rule,
+                        const std::string& help) {
+  return add_checked<double>(app, name, into, rule, help);
+}
+CLI::Option* add_number(CLI::App& app, const std::string& name, int& into, const NumberRule& rule, const std::string& help) {
+  return add_checked<int>(app, name, into, rule, help);
+}
+CLI::Option* add_number(CLI::App& app, const std::string& name, std::optional<int>& into, const NumberRule& rule,
+                        const std::string& help) {
+  return add_checked<int>(app, name, into, rule, help);
+}
+CLI::Option* add_number(CLI::App& app, const std::string& name, std::optional<int64_t>& into, const NumberRule& rule,
+                        const std::string& help) {
+  return add_checked<int64_t>(app, name, into, rule, help);
+}
+CLI::Option* add_number(CLI::App& app, const std::string& name, uint64_t& into, const NumberRule& rule, const std::string& help) {
+  return add_checked<uint64_t>(app, name, into, rule, help);
+}
+
 void ModelOptions::add_to(CLI::App& app) {
-  app.add_option("--batch", batch, "Bind the symbolic leading dim of every input to N");
+  add_number(app, "--batch", batch, rules::kBatch, "Bind the symbolic leading dim of every input to N");
   app.add_option("--shape", shapes, "Set an input's shape, e.g. input:16x3x224x224 (repeatable)")
       ->take_all()
       ->allow_extra_args(false);
@@ -41,7 +84,7 @@ ImportOptions ModelOptions::import_options() const {
   // re-reads what it wrote).
   o.warn = [](const std::string& msg) {
     static std::set<std::string> printed;
-    if (printed.insert(msg).second) std::fprintf(stderr, "fusec: warning: %s\n", msg.c_str());
+    if (printed.insert(msg).second) print_warning(msg);
   };
   return o;
 }
@@ -55,6 +98,8 @@ std::unique_ptr<Graph> load_model(const std::string& path, const ModelOptions& o
 }
 
 void write_text_file(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
+
+void print_warning(const std::string& what) { std::fprintf(stderr, "fusec: warning: %s\n", one_line(what).c_str()); }
 
 bool stdout_is_tty() { return isatty(fileno(stdout)) != 0; }
 

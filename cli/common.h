@@ -10,10 +10,25 @@
 
 #include "importer/onnx_import.h"
 #include "ir/graph.h"
+#include "ir/json_text.h"
 #include "passes/infer_shapes.h"
 #include "passes/verify.h"
+#include "project/numbers.h"
 
 namespace fusec::cli {
+
+/// Adds the numeric option `name`, parsed and checked against `rule` (project/numbers.h) as it
+/// is read: a value that is not a finite number in range is one line, "fusec: error: --rtol must
+/// be a number greater than 0 (got 'nan')", exit 2. Every numeric flag is added through these.
+CLI::Option* add_number(CLI::App& app, const std::string& name, double& into, const NumberRule& rule, const std::string& help);
+CLI::Option* add_number(CLI::App& app, const std::string& name, std::optional<double>& into, const NumberRule& rule,
+                        const std::string& help);
+CLI::Option* add_number(CLI::App& app, const std::string& name, int& into, const NumberRule& rule, const std::string& help);
+CLI::Option* add_number(CLI::App& app, const std::string& name, std::optional<int>& into, const NumberRule& rule,
+                        const std::string& help);
+CLI::Option* add_number(CLI::App& app, const std::string& name, std::optional<int64_t>& into, const NumberRule& rule,
+                        const std::string& help);
+CLI::Option* add_number(CLI::App& app, const std::string& name, uint64_t& into, const NumberRule& rule, const std::string& help);
 
 /// The options of every subcommand that loads a model: --batch and --shape, as trtexec spells
 /// them, and the limits on what a model may ask for (--allow-newer-opset, --max-memory).
@@ -35,6 +50,9 @@ std::unique_ptr<Graph> load_model(const std::string& path, const ModelOptions& o
 
 /// Writes JSON text to `path`, or fails with BadInput naming it.
 void write_text_file(const std::string& path, const std::string& text);
+
+/// "fusec: warning: <what>" on stderr, as one line (control characters escaped, ir/escape.h).
+void print_warning(const std::string& what);
 
 bool stdout_is_tty();
 std::string human_bytes(double bytes);

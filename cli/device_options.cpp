@@ -2,6 +2,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/parallel.h"
+#include "cli/common.h"
 #include "ir/error.h"
 #ifdef FUSEC_HAVE_CUDA
 #include "backend/cuda/context.h"
@@ -13,7 +14,7 @@ namespace fusec::cli {
 
 void DeviceOptions::add_to(CLI::App& app, bool with_graph, bool with_strict) {
   app.add_option("--device", device, "cpu, cuda or auto (default: cuda when a usable GPU is present)");
-  app.add_option("--gpu", gpu, "GPU index for --device cuda (default 0)");
+  add_number(app, "--gpu", gpu, rules::kGpu, "GPU index for --device cuda (default 0)");
   app.add_option("--precision", precision, "fp32 (default), tf32, fp16 or bf16 (GPU); the CPU runs fp32");
   if (with_graph) app.add_option("--cuda-graph", cuda_graph, "on (default): replay the run as one CUDA graph; off");
   if (with_strict) app.add_flag("--strict", strict, "Fail if a node would run on the CPU instead of the GPU");

@@ -1,11 +1,20 @@
 // fusec: one binary, one subcommand per file in cli/. Errors become one "fusec: error:" line and
-// the documented exit code (0 ok, 1 internal, 2 bad input or usage, 3 check failed).
+// the documented exit code (0 ok, 1 internal, 2 bad input or usage, 3 check failed). Messages echo
+// what the user gave (paths, names, values): print_error escapes its control characters, so a
+// newline in a value can neither split the line nor forge a second "fusec: error:" line.
 #include <cstdio>
 #include <exception>
 #include <functional>
 
 #include "cli/common.h"
 #include "ir/error.h"
+#include "ir/escape.h"
+
+namespace {
+
+void print_error(const std::string& what) { std::fprintf(stderr, "fusec: error: %s\n", fusec::one_line(what).c_str()); }
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"fusec: optimizer, runtime and profiler for ONNX models"};
@@ -23,7 +32,7 @@ int main(int argc, char** argv) {
     bool known = false;
     for (const auto* sub : app.get_subcommands({})) known |= sub->get_name() == argv[1];
     if (!known) {
-      std::fprintf(stderr, "fusec: error: '%s' is not a fusec subcommand (see fusec --help)\n", argv[1]);
+      print_error("'" + std::string(argv[1]) + "' is not a fusec subcommand (see fusec --help)");
       return 2;
     }
   }
@@ -36,19 +45,22 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "fusec: error: %s (see fusec --help)\n", e.what());
+    print_error(std::string(e.what()) + " (see fusec --help)");
     return 2;
+  } catch (const fusec::Error& e) {  // a flag's value, checked as it is parsed (cli/common.h add_number)
+    print_error(e.what());
+    return e.exit_code();
   }
   try {
     return action ? action() : 2;
   } catch (const fusec::Error& e) {
-    std::fprintf(stderr, "fusec: error: %s\n", e.what());
+    print_error(e.what());
     return e.exit_code();
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "fusec: error: out of memory\n");
+    print_error("out of memory");
     return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fusec: error: internal: %s\n", e.what());
+    print_error(std::string("internal: ") + e.what());
     return 1;
   }
 }

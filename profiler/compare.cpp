@@ -7,8 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 #include "ir/error.h"
+#include "ir/escape.h"
+#include "ir/json_text.h"
 #include "profiler/compare_detail.h"
 
 namespace fusec::compare {
@@ -24,11 +27,7 @@ nlohmann::json read_report(const std::string& path) {
   if (!in) bad_input("cannot open report '" + path + "'");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) bad_input("cannot read report '" + path + "'");
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    bad_input("report '" + path + "' is not JSON (byte " + std::to_string(e.byte) + ")");
-  }
+  return parse_json(text, "report '" + path + "'");
 }
 
 namespace {
@@ -340,11 +339,12 @@ void append_rows(Cells& cells, std::vector<std::string> lead, const Comparison& 
     hidden = details.size() - kDetailRows;
     details.resize(kDetailRows);
   }
+  const std::unordered_set<const Row*> kept(details.begin(), details.end());  // a lookup per row, not a search
   std::string last_group;
   bool first = true;
   for (const Row& r : c.rows) {
     if (!shown(r, changed_only)) continue;
-    if (r.detail && std::find(details.begin(), details.end(), &r) == details.end()) continue;
+    if (r.detail && !kept.count(&r)) continue;
     std::vector<std::string> row = lead;
     if (first) first = false;
     else for (auto& l : row) l.clear();
@@ -373,7 +373,11 @@ void append_rows(Cells& cells, std::vector<std::string> lead, const Comparison& 
   }
 }
 
-std::string render_text(const Cells& cells) {
+/// Cells as aligned text; each on one line (names from a model may hold newlines, ir/escape.h).
+std::string render_text(const Cells& raw) {
+  Cells cells = raw;
+  for (auto& row : cells)
+    for (auto& cell : row) cell = one_line(cell);
   std::vector<size_t> w;
   for (const auto& row : cells) {
     w.resize(std::max(w.size(), row.size()), 0);
@@ -392,19 +396,15 @@ std::string render_text(const Cells& cells) {
   return out;
 }
 
-std::string md_escape(const std::string& s) {
-  std::string out;
-  for (char ch : s) out += ch == '|' ? std::string("\\|") : std::string(1, ch);
-  return out;
-}
-
+/// Cells as a Markdown table. Every cell is escaped text (ir/escape.h: names may hold HTML, pipes,
+/// newlines) except the last column, the verdict, which is fusec's own markup ("**regression**").
 std::string render_markdown(const Cells& cells, size_t right_from, size_t right_to) {
   std::string out;
   for (size_t r = 0; r < cells.size(); ++r) {
     out += "|";
-    for (const auto& cell : cells[r]) {
+    for (size_t i = 0; i < cells[r].size(); ++i) {
       out += ' ';
-      out += md_escape(cell);
+      out += i + 1 < cells[r].size() ? markdown_text(cells[r][i]) : cells[r][i];
       out += " |";
     }
     out += "\n";
@@ -423,12 +423,12 @@ const std::vector<std::string> kValueHeader = {"metric", "base", "new", "delta",
 
 std::string format_text(const Comparison& c, bool changed_only) {
   std::ostringstream o;
-  o << "base  " << c.base_path << "  (" << c.base_schema << ")\n";
-  o << "new   " << c.next_path << "  (" << c.next_schema << ")\n";
-  if (!c.label.empty()) o << "      " << c.label << "\n";
+  o << "base  " << one_line(c.base_path) << "  (" << one_line(c.base_schema) << ")\n";
+  o << "new   " << one_line(c.next_path) << "  (" << one_line(c.next_schema) << ")\n";
+  if (!c.label.empty()) o << "      " << one_line(c.label) << "\n";
   for (const auto& d : c.differences)
-    o << "note: " << d.field << " differs (--allow-different): '" << d.base << "' vs '" << d.next << "'\n";
-  for (const auto& n : c.notes) o << "note: " << n << "\n";
+    o << "note: " << d.field << " differs (--allow-different): '" << one_line(d.base) << "' vs '" << one_line(d.next) << "'\n";
+  for (const auto& n : c.notes) o << "note: " << one_line(n) << "\n";
   o << "\n";
   Cells cells{{""}};
   cells[0].insert(cells[0].end(), kValueHeader.begin(), kValueHeader.end());
@@ -454,11 +454,12 @@ std::string format_markdown(const Comparison& c, bool changed_only) {
     << (c.regressions ? summary_line(c)
                       : "no regression" + (c.improvements ? ", " + std::to_string(c.improvements) + " improved" : std::string()))
     << "**";
-  if (!c.label.empty()) o << " (" << md_escape(c.label) << ")";
-  o << "\n\nbase `" << c.base_path << "`, new `" << c.next_path << "`\n\n";
+  // Echoed names and paths as escaped text, never in code spans: a backtick in a name would end one.
+  if (!c.label.empty()) o << " (" << markdown_text(c.label) << ")";
+  o << "\n\nbase " << markdown_text(c.base_path) << ", new " << markdown_text(c.next_path) << "\n\n";
   for (const auto& d : c.differences)
-    o << "> " << md_escape(d.field) << " differs: `" << md_escape(d.base) << "` vs `" << md_escape(d.next) << "`\n";
-  for (const auto& n : c.notes) o << "> " << md_escape(n) << "\n";
+    o << "> " << markdown_text(d.field) << " differs: '" << markdown_text(d.base) << "' vs '" << markdown_text(d.next) << "'\n";
+  for (const auto& n : c.notes) o << "> " << markdown_text(n) << "\n";
   if (!c.differences.empty() || !c.notes.empty()) o << "\n";
   Cells cells{{""}};
   cells[0].insert(cells[0].end(), kValueHeader.begin(), kValueHeader.end());

@@ -1,6 +1,6 @@
 // fusec.bench/2 (docs/schemas/bench.schema.json): variants matched by name (as_given, optimized);
 // per variant the latency samples, the node count, and the memory the run planned.
-#include <algorithm>
+#include <unordered_map>
 
 #include "profiler/compare_detail.h"
 
@@ -8,20 +8,23 @@ namespace fusec::compare::detail {
 
 namespace {
 
-/// The variant named `name`, or nullptr.
-const nlohmann::json* variant(const Report& r, const std::string& name) {
-  const auto& vs = array_at(r, r.j, "variants");
-  for (size_t i = 0; i < vs.size(); ++i)
-    if (string_at(r, vs[i], "name", "variants[" + std::to_string(i) + "]") == name) return &vs[i];
-  return nullptr;
-}
-
-std::vector<std::string> variant_names(const Report& r) {
+/// A report's variants by name, in the report's order (the first of two with one name wins).
+/// One pass and a hash lookup per name: a search per name made 20,000 variants take 30 s.
+struct Variants {
   std::vector<std::string> names;
-  const auto& vs = array_at(r, r.j, "variants");
-  for (size_t i = 0; i < vs.size(); ++i) names.push_back(string_at(r, vs[i], "name", "variants[" + std::to_string(i) + "]"));
-  return names;
-}
+  std::unordered_map<std::string, const nlohmann::json*> by_name;
+  explicit Variants(const Report& r) {
+    const auto& vs = array_at(r, r.j, "variants");
+    for (size_t i = 0; i < vs.size(); ++i) {
+      std::string name = string_at(r, vs[i], "name", "variants[" + std::to_string(i) + "]");
+      if (by_name.emplace(name, &vs[i]).second) names.push_back(std::move(name));
+    }
+  }
+  const nlohmann::json* find(const std::string& name) const {
+    auto it = by_name.find(name);
+    return it == by_name.end() ? nullptr : it->second;
+  }
+};
 
 }  // namespace
 
@@ -61,12 +64,13 @@ void match_bench(const Report& base, const Report& next, Comparison& c) {
   if (pipeline(base) != pipeline(next))
     c.notes.push_back("optimized variant's pipeline: base " + pipeline(base) + ", new " + pipeline(next));
 
-  std::vector<std::string> names = variant_names(base);
-  for (const auto& n : variant_names(next))
-    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  const Variants base_variants(base), next_variants(next);
+  std::vector<std::string> names = base_variants.names;
+  for (const auto& n : next_variants.names)
+    if (!base_variants.find(n)) names.push_back(n);
   for (const auto& name : names) {
-    const nlohmann::json* b = variant(base, name);
-    const nlohmann::json* n = variant(next, name);
+    const nlohmann::json* b = base_variants.find(name);
+    const nlohmann::json* n = next_variants.find(name);
     std::string where = "variants[" + name + "]";
     auto num = [&](const Report& r, const nlohmann::json* v, const char* key) -> std::optional<double> {
       if (!v) return std::nullopt;

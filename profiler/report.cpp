@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include "ir/json_text.h"
+
 namespace fusec::profiler {
 
 namespace {
@@ -336,7 +338,7 @@ std::string chrome_trace(const ReportMeta& m, const Collected& c, const Analysis
   ojson j = {{"traceEvents", ev}, {"displayTimeUnit", "ns"},
              {"otherData", {{"model", m.model}, {"device", m.device_name}, {"precision", precision_name(m.precision)},
                             {"generator", "fusec profile"}}}};
-  return j.dump() + "\n";
+  return json_text(j) + "\n";
 }
 
 void print_summary(std::FILE* out, const ReportMeta& m, const Peaks& p, const Collected& c, const Analysis& a,

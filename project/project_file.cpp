@@ -7,6 +7,7 @@
 #include <set>
 
 #include "ir/error.h"
+#include "project/numbers.h"
 
 namespace fusec::project {
 
@@ -29,17 +30,16 @@ std::string str(const Where& w, const toml::node& v, const std::string& key) {
   return *v.value<std::string>();
 }
 
-int64_t integer(const Where& w, const toml::node& v, const std::string& key, int64_t min) {
-  if (!v.is_integer()) w.fail(v, key + " must be an integer");
-  int64_t x = *v.value<int64_t>();
-  if (x < min) w.fail(v, key + " must be at least " + std::to_string(min));
-  return x;
-}
-
-double positive(const Where& w, const toml::node& v, const std::string& key) {
-  if (!v.is_number()) w.fail(v, key + " must be a number");
-  double x = *v.value<double>();
-  if (!(x > 0)) w.fail(v, key + " must be positive");
+/// A number checked by the rule its flag has (project/numbers.h), so fusec.toml and the command
+/// line accept the same values: "fusec.toml:7: rtol must be a number greater than 0 (got nan)".
+double number(const Where& w, const toml::node& v, const std::string& key, const NumberRule& rule) {
+  if (rule.integer ? !v.is_integer() : !v.is_number()) w.fail(v, key + " must be " + describe(rule));
+  double x = rule.integer ? static_cast<double>(*v.value<int64_t>()) : *v.value<double>();
+  try {
+    check_number(x, key, rule);
+  } catch (const Error& e) {
+    w.fail(v, e.what());
+  }
   return x;
 }
 
@@ -69,10 +69,7 @@ void apply_thresholds(const Where& w, const toml::table& t, compare::Thresholds&
   for (const auto& [k, v] : t) {
     std::string key(k.str());
     if (key == "alpha") {
-      if (!v.is_number()) w.fail(v, "alpha must be a number, e.g. 0.01");
-      double a = *v.value<double>();
-      if (!(a > 0 && a < 1)) w.fail(v, "alpha must be between 0 and 1, e.g. 0.01");
-      th.alpha = a;
+      th.alpha = number(w, v, key, rules::kAlpha);
       continue;
     }
     double* dst = key == "latency" ? &th.timing
@@ -97,21 +94,22 @@ bool apply_model_key(const Where& w, const std::string& key, const toml::node& v
     m.device = str(w, v, key);
     if (m.device != "auto" && m.device != "cpu" && m.device != "cuda") w.fail(v, "device must be auto, cpu or cuda");
   } else if (key == "gpu") {
-    m.gpu = static_cast<int>(integer(w, v, key, 0));
+    m.gpu = static_cast<int>(number(w, v, key, rules::kGpu));
   } else if (key == "precision") {
     m.precision = str(w, v, key);
     static const std::set<std::string> ok = {"fp32", "tf32", "fp16", "bf16"};
     if (!ok.count(m.precision)) w.fail(v, "precision must be fp32, tf32, fp16 or bf16");
   } else if (key == "batch") {
-    m.batch = integer(w, v, key, 1);
+    number(w, v, key, rules::kBatch);
+    m.batch = *v.value<int64_t>();  // exactly: a double rounds past 2^53
   } else if (key == "shapes") {
     m.shapes = strings(w, v, key);
   } else if (key == "iterations") {
-    m.iterations = static_cast<int>(std::min<int64_t>(integer(w, v, key, 1), 1 << 30));
+    m.iterations = static_cast<int>(number(w, v, key, rules::kRuns));
   } else if (key == "warmup") {
-    m.warmup = static_cast<int>(std::min<int64_t>(integer(w, v, key, 0), 1 << 30));
+    m.warmup = static_cast<int>(number(w, v, key, rules::kWarmup));
   } else if (key == "profile_iterations") {
-    m.profile_iterations = static_cast<int>(std::min<int64_t>(integer(w, v, key, 1), 1 << 30));
+    m.profile_iterations = static_cast<int>(number(w, v, key, rules::kRuns));
   } else if (key == "profile") {
     m.profile = boolean(w, v, key);
   } else if (key == "passes") {
@@ -121,9 +119,9 @@ bool apply_model_key(const Where& w, const std::string& key, const toml::node& v
   } else if (key == "portable") {
     m.portable = boolean(w, v, key);
   } else if (key == "rtol") {
-    m.rtol = positive(w, v, key);
+    m.rtol = number(w, v, key, rules::kTolerance);
   } else if (key == "atol") {
-    m.atol = positive(w, v, key);
+    m.atol = number(w, v, key, rules::kTolerance);
   } else {
     return false;
   }

@@ -669,11 +669,96 @@ def test_optimize_verifies_masks_or_refuses(c: Ctx):
     c.ok("optimize", nan_model, "-o", out, "--no-check")
 
 
+def test_numeric_flags_are_checked(c: Ctx):
+    """Every numeric flag is a finite number in its range (project/numbers.h), else one error naming
+    the flag and the value, exit 2, before any work: NaN once made bench run forever and optimize
+    verify nothing."""
+    out = c.fresh("numeric_flags")
+    m = os.path.join(out, "m.onnx")
+    bench = ["bench", c.tiny, "--batch", "2", "--device", "cpu", "--no-compare", "--quiet"]
+    cases = [
+        (bench + ["--duration", "nan"], "--duration must be a number of seconds greater than 0", "'nan'"),
+        (bench + ["--duration", "inf"], "--duration must be", "'inf'"),
+        (bench + ["--duration", "-1"], "--duration must be", "'-1'"),
+        (bench + ["--iterations", "0"], "--iterations must be an integer from 1", "'0'"),
+        (bench + ["--iterations", "1e3"], "--iterations must be an integer", "'1e3'"),
+        (bench + ["--warmup", "-1"], "--warmup must be an integer from 0", "'-1'"),
+        (bench + ["--seed", "-1"], "--seed must be an integer", "'-1'"),
+        (["optimize", c.tiny, "-o", m, "--rtol", "nan"], "--rtol must be a number greater than 0", "'nan'"),
+        (["optimize", c.tiny, "-o", m, "--atol", "nan"], "--atol must be a number greater than 0", "'nan'"),
+        (["optimize", c.tiny, "-o", m, "--rtol", "-1"], "--rtol must be a number greater than 0", "'-1'"),
+        (["optimize", c.tiny, "-o", m, "--atol", "inf"], "--atol must be", "'inf'"),
+        (["optimize", c.tiny, "-o", m, "--check", "-1"], "--check must be an integer from 0", "'-1'"),
+        (["optimize", c.tiny, "-o", m, "--fold-cap-mb", "inf"], "--fold-cap-mb must be a number of MiB", "'inf'"),
+        (["profile", c.tiny, "--batch", "2", "--device", "cpu", "--top", "0"], "--top must be", "'0'"),
+        (["profile", c.tiny, "--batch", "2", "--device", "cpu", "--iterations", "nan"], "--iterations must be", "'nan'"),
+        (["inspect", c.tiny, "--batch", "0"], "--batch must be an integer of at least 1", "'0'"),
+        (["run", c.tiny, "--output-dir", out, "--gpu", "-1"], "--gpu must be an integer from 0", "'-1'"),
+    ]
+    for args, *mention in cases:
+        c.usage_error(*args, mention=tuple(mention))
+    if os.path.exists(m):
+        raise Failure("optimize wrote a model despite a bad flag")
+    # The same flags at good values still work, tolerances exactly as given.
+    report = os.path.join(out, "r.json")
+    c.ok("optimize", c.tiny, "--batch", "2", "-o", m, "--rtol", "4e-7", "--atol", "2.5e-6", "--report", report)
+    v = json.load(open(report))["verification"]
+    if v["rtol"] != 4e-7 or v["atol"] != 2.5e-6:
+        raise Failure(f"tolerances changed on the way: {v['rtol']}, {v['atol']}")
+    c.ok("bench", c.tiny, "--batch", "2", "--device", "cpu", "--no-compare", "--quiet", "--duration", "0.05")
+
+
+def test_errors_are_one_line(c: Ctx):
+    """A value echoed in an error keeps its control characters escaped: one line, never a second,
+    forged `fusec: error:` line."""
+    line = c.usage_error("inspect", c.tiny, "--shape", "x:2x64\nfusec: error: forged", mention=("x:2x64\\nfusec: error: forged",))
+    if line.count("fusec: error:") != 2:  # the real prefix and the escaped, quoted one
+        raise Failure(line)
+    c.usage_error("bogus\x1b[2Jcmd", mention=("bogus\\x1b[2Jcmd",))
+    c.usage_error("optimize", c.tiny, "--rtol", "1\n2", mention=("'1\\n2'",))
+    d = c.fresh("one_line_toml")
+    open(os.path.join(d, "fusec.toml"), "w").write('baselines = "b"\n[[model]]\npath = "x\\nfusec: error: all good"\n')
+    p = subprocess.run([c.fusec, "check"], capture_output=True, text=True, cwd=d, timeout=30)
+    lines = p.stderr.splitlines()
+    if p.returncode != 2 or len(lines) != 1 or "x\\nfusec: error: all good" not in lines[0]:
+        raise Failure(f"fusec.toml path with a newline: exit {p.returncode}, stderr {p.stderr!r}")
+
+
+def test_json_outputs_escape_non_utf8(c: Ctx):
+    """A model file or node name that is not UTF-8 is written to JSON with its bytes as \\xNN, not an
+    internal error: inspect --json, optimize --report, profile --report."""
+    d = c.fresh("non_utf8")
+    model = os.path.join(os.fsencode(d), b"m\xff.onnx")
+    with open(c.tiny, "rb") as src, open(model, "wb") as dst:
+        dst.write(src.read())
+    node = os.path.join(d, "node.onnx")
+    m = onnx.load(c.tiny)
+    m.graph.node[0].name = "add_XX"
+    open(node, "wb").write(m.SerializeToString().replace(b"add_XX", b"add_\xff\xfe"))
+
+    def run(*args) -> None:
+        p = subprocess.run([c.fusec, *args], capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+        if p.returncode != 0:
+            raise Failure(f"{args}: exit {p.returncode}: {p.stderr[-300:]!r}")
+
+    j1, j2, j3 = (os.path.join(d, f) for f in ("i.json", "o.json", "p.json"))
+    run("inspect", model, "--batch", "2", "--json", j1)
+    if json.load(open(j1))["model"] != d + "/m\\xff.onnx":
+        raise Failure(f"inspect --json model: {json.load(open(j1))['model']!r}")
+    run("optimize", node, "--batch", "2", "-o", os.path.join(d, "n.opt.onnx"), "--report", j2)
+    run("profile", node, "--batch", "2", "--device", "cpu", "--iterations", "2", "--warmup", "0", "--as-given", "--report", j3)
+    names = [n["name"] for n in json.load(open(j3))["nodes"]]
+    if "add_\\xff\\xfe" not in names:
+        raise Failure(f"profile --report node names: {names}")
+    json.load(open(j2))
+
+
 TESTS = [test_help, test_version, test_not_built, test_optimize_roundtrip, test_unknown_flag, test_no_or_unknown_subcommand,
          test_inspect_json, test_run_default_pb, test_run_npy, test_run_inputs_dir, test_batch_binding, test_seed,
          test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_no_gpu_errors,
          test_mlp_inspect, test_mlp_run, test_newer_opset, test_max_memory, test_outputs_replaced_whole, test_profile_cpu,
-         test_profile_project, test_profile_errors, test_optimize_verifies_masks_or_refuses]
+         test_profile_project, test_profile_errors, test_optimize_verifies_masks_or_refuses, test_numeric_flags_are_checked,
+         test_errors_are_one_line, test_json_outputs_escape_non_utf8]
 
 
 def main() -> int:

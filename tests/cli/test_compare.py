@@ -322,9 +322,20 @@ def test_bad_inputs(c: Ctx):
     r["precision"] = "fp16"
     json.dump(r, open(other_device, "w"))
     c.error("compare", a, other_device, mention=("device_name", "precision 'fp32' vs 'fp16'"))
+    # JSON every reader parses through ir/json_text.h: nesting past 64 levels (100k levels crashed
+    # dump() with a stack overflow) and numbers no double holds are bad input, named.
+    deep = os.path.join(d, "deep.json")
+    text = json.dumps(load(a))
+    open(deep, "w").write(text.replace('"variants": [', '"variants_x": ' + "[" * 100000 + "]" * 100000 + ', "variants": [', 1))
+    c.error("compare", a, deep, mention=(deep, "deeper than 64 levels"))
+    c.error("compare", deep, a, "--html", os.path.join(d, "deep.html"), mention=(deep, "deeper than 64 levels"))
+    huge = os.path.join(d, "huge.json")
+    open(huge, "w").write(text.replace('"samples_ms": [', '"samples_ms": [1e999, ', 1))
+    c.error("compare", a, huge, mention=(huge, "outside the range of a double", "1e999"))
     # Flags.
     c.error("compare", a, a, "--threshold", "5", mention=("--threshold", "5%"))
     c.error("compare", a, a, "--alpha", "1.5", mention=("--alpha",))
+    c.error("compare", a, a, "--alpha", "nan", mention=("--alpha must be a number greater than 0 and below 1", "'nan'"))
     c.error("compare", a, mention=())
     c.error("bench", c.model("mlp_small"), *BENCH, "--skip", "no_such_pass", mention=("no_such_pass", "fuse_elementwise"))
     c.error("bench", c.model("mlp_small"), *BENCH, "--skip", "fuse_elementwise", "--no-compare", mention=("--no-compare",))
@@ -467,6 +478,43 @@ def test_check_records_and_gates(c: Ctx):
     c.error("check", "--model", "nope", cwd=d, mention=("nope", "mlp_small, bert"))
 
 
+def test_check_reports_apart_from_baselines(c: Ctx):
+    """--reports that is, holds or lies in a baseline folder is refused before anything runs: the new
+    reports would replace the baselines and each be compared with itself."""
+    d = c.fresh("check_reports")
+    write_project(c, d, SMALL_PROJECT)
+    os.makedirs(os.path.join(d, "baselines", "cpu"))
+    os.symlink(os.path.join(d, "baselines", "cpu"), os.path.join(d, "link"))
+    for reports, how in [("baselines/cpu", " is the baseline folder"), ("baselines/cpu/", " is the baseline folder"),
+                         ("link", " is the baseline folder"), ("baselines", " holds the baseline folder"),
+                         (".", " holds the baseline folder"), ("baselines/cpu/new", " is inside the baseline folder")]:
+        for update in ([], ["--update-baselines"]):
+            c.error("check", "--reports", reports, *update, cwd=d, mention=("--reports " + reports + how, "another folder"))
+    if os.listdir(os.path.join(d, "baselines", "cpu")):
+        raise Failure(f"a refused check wrote into the baselines: {os.listdir(os.path.join(d, 'baselines', 'cpu'))}")
+
+
+def test_check_records_valid_baselines(c: Ctx):
+    """A model file named like a flag (-h) is passed as ./-h, fusec.toml's tolerances reach optimize
+    exactly (4e-7 was once passed as 0.000000), and every baseline recorded is non-empty and valid
+    against its schema."""
+    d = c.fresh("check_flag_named_model")
+    shutil.copy(c.model("mlp_small"), os.path.join(d, "-h"))
+    open(os.path.join(d, "fusec.toml"), "w").write(
+        'baselines = "baselines/{device}"\n[defaults]\ndevice = "cpu"\nbatch = 2\niterations = 5\n'
+        'profile_iterations = 3\nwarmup = 0\nrtol = 4e-7\natol = 4e-7\n[[model]]\npath = "-h"\nname = "dash"\n')
+    p = c.expect(0, "check", "--update-baselines", "--reports", "rep", cwd=d)
+    if "recorded 3 baselines" not in p.stdout:
+        raise Failure(f"expected 3 baselines:\n{p.stdout}")
+    for kind in ("optimize", "bench", "profile"):
+        r = validate(os.path.join(d, "baselines", "cpu", f"dash.{kind}.json"), f"{kind}.schema.json")
+        if kind == "optimize" and (r["verification"]["rtol"], r["verification"]["atol"]) != (4e-7, 4e-7):
+            raise Failure(f"tolerances reached optimize as {r['verification']['rtol']}, {r['verification']['atol']}")
+    out = open(os.path.join(d, "rep", "dash.optimize.out")).read()
+    if "(rtol 4e-07, atol 4e-07)" not in out:
+        raise Failure(f"optimize's output does not show the project's tolerances:\n{out}")
+
+
 def test_project_file_errors(c: Ctx):
     """fusec.toml mistakes are one error line with the file and line; no project and no model says what to do."""
     d = c.fresh("no_project")
@@ -554,7 +602,8 @@ def test_optimize_pictures(c: Ctx):
 
 TESTS = [test_self_is_unchanged, test_two_runs_are_unchanged, test_fusion_off_is_a_regression, test_optimize_reports,
          test_profile_reports, test_bad_inputs, test_check_example_project, test_check_records_and_gates,
-         test_project_file_errors, test_bench_without_model, test_optimize_pictures]
+         test_project_file_errors, test_bench_without_model, test_optimize_pictures, test_check_reports_apart_from_baselines,
+         test_check_records_valid_baselines]
 
 
 def main() -> int:

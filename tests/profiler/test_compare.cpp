@@ -2,6 +2,8 @@
 // verdict, and the formats.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <random>
 
 #include "ir/error.h"
@@ -271,6 +273,48 @@ TEST(Compare, ProfileNodesCountWhenTheyMatterToTheRun) {
   json gpu = profile_report(0.5, 0.004);
   gpu["device"] = {{"kind", "cuda"}, {"name", "cuda:0 NVIDIA H100"}};
   EXPECT_NE(bad_input_message(profile_report(0.5, 0.004), gpu).find("device 'cpu' vs 'cuda'"), std::string::npos);
+}
+
+TEST(Compare, FormatsEscapeWhatTheyEcho) {
+  // Node names come from the model: HTML, pipes and newlines must reach neither the PR comment
+  // nor the terminal as markup or extra lines.
+  const std::string evil = "<img src=x onerror=alert(1)>|x\n\n**fusec check: no regression** (forged)\n";
+  json r = profile_report(0.5, 0.004);
+  r["nodes"][1]["name"] = "<script>alert(2)</script>";
+  r["nodes"][0]["name"] = evil;
+  r["kernels"][0]["name"] = evil;
+  r["kernels"][0]["node"] = evil;
+  auto c = cmp(r, r);
+  std::string md = format_markdown(c, /*changed_only=*/false);
+  EXPECT_NE(md.find("&lt;img src=x onerror=alert(1)&gt;\\|x\\\\n"), std::string::npos) << md;
+  EXPECT_NE(md.find("&lt;script&gt;"), std::string::npos) << md;
+  for (const std::string raw : {"<img", "<script", "\n**fusec check", "`"}) EXPECT_EQ(md.find(raw), std::string::npos) << raw << "\n" << md;
+  std::string text = format_text(c, false);
+  EXPECT_EQ(text.find("\n**fusec check"), std::string::npos) << text;
+  EXPECT_NE(text.find("|x\\n\\n**fusec check: no regression** (forged)\\n"), std::string::npos) << text;
+}
+
+TEST(Compare, VariantsAreMatchedByNameInLinearTime) {
+  // 20,000 variants took 19-41 s with a search per name; a lookup per name takes well under one.
+  json base = bench_report(1.0, 10, 2048), next = base;
+  json variants = json::array();
+  for (int i = 0; i < 20000; ++i) {
+    json v = base["variants"][0];
+    v["name"] = "v" + std::to_string(i);
+    v["samples_ms"] = {1.0, 1.1, 0.9};
+    variants.push_back(std::move(v));
+  }
+  base["variants"] = variants;
+  std::reverse(variants.begin(), variants.end());
+  variants.erase(variants.begin());  // "v19999" only in base
+  next["variants"] = variants;
+  auto t0 = std::chrono::steady_clock::now();
+  auto c = cmp(base, next);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 5.0);
+  EXPECT_EQ(row(c, "v123", "nodes").next, 20);
+  EXPECT_EQ(row(c, "v19999", "nodes").note, "only in base");
+  EXPECT_EQ(c.rows.front().group, "v0");  // the base's order
 }
 
 TEST(Compare, ParsePercent) {

@@ -105,7 +105,22 @@ TEST_F(ProjectFile, ErrorsNameFileAndLine) {
   e = error_of("baselines = \"b\"\n[[model]]\npath = \"models/a.onnx\"\nbatch = \"4\"\n");
   EXPECT_NE(e.find(f + ":4: batch must be an integer"), std::string::npos) << e;
   e = error_of("baselines = \"b\"\n[[model]]\npath = \"models/a.onnx\"\nbatch = 0\n");
-  EXPECT_NE(e.find("batch must be at least 1"), std::string::npos) << e;
+  EXPECT_NE(e.find(f + ":4: batch must be an integer of at least 1 (got 0)"), std::string::npos) << e;
+  // Numbers follow their flag's rule (project/numbers.h): finite, in range, the same words.
+  const std::string model = "baselines = \"b\"\n[[model]]\npath = \"models/a.onnx\"\n";
+  e = error_of(model + "rtol = nan\n");
+  EXPECT_NE(e.find(f + ":4: rtol must be a number greater than 0 (got nan)"), std::string::npos) << e;
+  e = error_of(model + "atol = inf\n");
+  EXPECT_NE(e.find(f + ":4: atol must be a number greater than 0 (got inf)"), std::string::npos) << e;
+  e = error_of(model + "rtol = -1e-4\n");
+  EXPECT_NE(e.find("rtol must be a number greater than 0 (got -1e-04)"), std::string::npos) << e;
+  e = error_of(model + "iterations = 2000000000\n");
+  EXPECT_NE(e.find("iterations must be an integer from 1 to 1073741824"), std::string::npos) << e;
+  e = error_of(model + "warmup = 1.5\n");
+  EXPECT_NE(e.find("warmup must be an integer from 0 to 1073741824"), std::string::npos) << e;
+  e = error_of("baselines = \"b\"\n[thresholds]\nalpha = nan\n[[model]]\npath = \"models/a.onnx\"\n");
+  EXPECT_NE(e.find(f + ":3: alpha must be a number greater than 0 and below 1 (got nan)"), std::string::npos) << e;
+  EXPECT_EQ(*load_project(write(model + "rtol = 4e-7\natol = 2.5e-6\n")).models[0].rtol, 4e-7);
   e = error_of("baselines = \"b\"\n[[model]]\npath = \"models/a.onnx\"\npasses = [\"x\"]\nskip = [\"y\"]\n");
   EXPECT_NE(e.find("passes or skip, not both"), std::string::npos) << e;
   e = error_of("baselines = \"b\"\n[thresholds]\nlatency = \"5\"\n[[model]]\npath = \"models/a.onnx\"\n");
