@@ -60,6 +60,10 @@ class Backend {
   virtual std::vector<UnsupportedNode> unsupported(const Graph& g) const = 0;
   /// Throws BadInput listing every unsupported node at once.
   virtual std::unique_ptr<Executable> compile(const Graph& g) = 0;
+  /// Throws BadInput when running `g` (shapes bound) clearly needs more memory than this backend
+  /// may use. Host-side arithmetic, cheap: the CLI calls it before it makes any input, so a batch
+  /// that cannot fit fails in seconds. The CPU backend checks each allocation as it happens instead.
+  virtual void check_memory(const Graph& g) const { (void)g; }
 };
 
 /// Checks a host tensor against the graph input it feeds (dtype, rank, static dims); BadInput

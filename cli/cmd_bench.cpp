@@ -225,6 +225,8 @@ int bench(const BenchArgs& a) {
     if (!bad.empty()) bad_input(describe_unsupported(bad));
   }
   require_static_shapes(*variants[0].graph);
+  // Before the inputs are made: at a batch of millions, making them alone takes minutes.
+  make_backend(a.device, dev)->check_memory(*variants[0].graph);
   if (!a.no_compare) {
     Variant opt;
     opt.name = "optimized";

@@ -152,6 +152,7 @@ int profile(const ProfileArgs& a) {
     if (!bad.empty()) bad_input(describe_unsupported(bad));
   }
   require_static_shapes(*given);
+  make_backend(a.device, dev)->check_memory(*given);  // before the inputs are made
   std::vector<Tensor> inputs;
   for (auto* v : given->inputs) inputs.push_back(random_input(*v, a.seed));
   if (a.compare_unfused || a.as_given) {

@@ -81,9 +81,10 @@ int run(RunArgs& a) {
       }
     }
   }
+  auto backend = make_backend(a.device, dev);
+  backend->check_memory(*g);  // before random inputs are made
   std::vector<Tensor> inputs;
   for (auto* v : g->inputs) inputs.push_back(given.count(v->name) ? given[v->name] : random_input(*v, a.seed));
-  auto backend = make_backend(a.device, dev);
   auto exe = backend->compile(*g);
   auto outputs = exe->run(inputs);
   std::printf("device %s, precision %s%s\n", dev.description.c_str(), precision_name(dev.precision),

@@ -4,6 +4,7 @@
 #include "backend/cpu/parallel.h"
 #include "cli/common.h"
 #include "ir/error.h"
+#include "ir/memory_limit.h"
 #ifdef FUSEC_HAVE_CUDA
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_backend.h"
@@ -18,6 +19,8 @@ void DeviceOptions::add_to(CLI::App& app, bool with_graph, bool with_strict) {
   app.add_option("--precision", precision, "fp32 (default), tf32, fp16 or bf16 (GPU); the CPU runs fp32");
   if (with_graph) app.add_option("--cuda-graph", cuda_graph, "on (default): replay the run as one CUDA graph; off");
   if (with_strict) app.add_flag("--strict", strict, "Fail if a node would run on the CPU instead of the GPU");
+  app.add_option("--max-device-memory", max_device_memory,
+                 "Most GPU memory one model may use, e.g. 8G (default: the GPU's free memory)");
 }
 
 ResolvedDevice resolve_device(const DeviceOptions& o) {
@@ -25,6 +28,7 @@ ResolvedDevice resolve_device(const DeviceOptions& o) {
     bad_input("--device must be cpu, cuda or auto, not '" + o.device + "'");
   if (o.cuda_graph != "on" && o.cuda_graph != "off") bad_input("--cuda-graph must be on or off, not '" + o.cuda_graph + "'");
   if (o.gpu < 0) bad_input("--gpu must not be negative");
+  if (!o.max_device_memory.empty()) parse_byte_size(o.max_device_memory, "--max-device-memory");
   ResolvedDevice d;
   d.precision = parse_precision(o.precision);
   bool want_cuda = o.device == "cuda";
@@ -89,6 +93,7 @@ std::unique_ptr<Backend> make_backend(const DeviceOptions& o, const ResolvedDevi
     co.precision = d.precision;
     co.cuda_graph = o.cuda_graph == "on";
     co.strict = o.strict;
+    if (!o.max_device_memory.empty()) co.max_device_memory = parse_byte_size(o.max_device_memory, "--max-device-memory");
     return std::make_unique<cuda::CudaBackend>(co);
   }
 #endif

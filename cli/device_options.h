@@ -1,4 +1,5 @@
-// --device, --gpu, --precision, --cuda-graph, --strict: how run/bench/optimize pick a backend.
+// --device, --gpu, --precision, --cuda-graph, --strict, --max-device-memory: how run/bench/optimize
+// pick a backend.
 // Default device: cuda when this build has the CUDA backend and a usable GPU is present, else
 // cpu; the choice and why are printed.
 #pragma once
@@ -18,6 +19,7 @@ struct DeviceOptions {
   std::string precision = "fp32";
   std::string cuda_graph = "on";
   bool strict = false;
+  std::string max_device_memory;  // empty: the GPU's free memory is the limit
 
   /// Adds the flags; `with_graph` adds --cuda-graph (run/bench), `with_strict` adds --strict.
   void add_to(CLI::App& app, bool with_graph = true, bool with_strict = true);

@@ -5,8 +5,8 @@
 // The host budget counts the tensor storage fusec allocates (ir/tensor.cpp's aligned_storage: inputs,
 // intermediates, folded constants, initializers read into memory). Memory-mapped weights are not
 // counted: they are file pages the kernel can drop and re-read. Its limit defaults to the machine's
-// available memory when first used; `--max-memory` sets it. A device backend keeps its own budget
-// (a MemoryBudget sized to the device) and calls check()/reserve() the same way.
+// available memory when first used; `--max-memory` sets it. GPU memory is checked separately, per
+// plan, against the GPU's free memory and `--max-device-memory` (backend/device_memory.h).
 #pragma once
 #include <atomic>
 #include <cstddef>

@@ -8,6 +8,13 @@
 //   5. upload the weights once, converted to the run precision.
 // A run is then a fixed list of launches on one stream with fixed addresses, so after the first
 // run it is captured into a CUDA graph and replayed.
+//
+// Two things are never silent. Before step 3 (and again, exactly, before step 4 allocates) the
+// plan's device memory is compared with the GPU's free memory and --max-device-memory
+// (backend/device_memory.h): a model that cannot fit fails in seconds, before any kernel is tuned.
+// And bad data a kernel finds (an index out of range, an integer division by zero) lands in a
+// device error record (device_error.h) read back once per run, in download_outputs(), and becomes
+// the CPU reference's error.
 #include "backend/cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -30,6 +37,7 @@
 #include "backend/memory_planner.h"
 #include "backend/cuda/build_trace.h"
 #include "backend/cuda/constant_upload.h"
+#include "backend/device_memory.h"
 #include "ir/error.h"
 #include "passes/infer_shapes.h"
 
@@ -120,6 +128,11 @@ class Impl : public CudaExecutable {
         ctx_holder_(opts.context ? opts.context : std::make_shared<Context>(opts.device)),
         ctx_(*ctx_holder_),
         graph_(g.clone()) {
+    ctx_.make_current();
+    error_record_ = DeviceBuffer(sizeof(DeviceErrorRecord), "the device error record");
+    FUSEC_CUDA_CHECK(cudaMemset(error_record_.get(), 0, sizeof(DeviceErrorRecord)));
+    FUSEC_CUDA_CHECK(cudaMallocHost(&error_host_, sizeof(DeviceErrorRecord)));
+    *error_host_ = {};
     graph_->topo_sort();
     // Models whose shapes are all known compile now; others on the first run.
     bool all_static = true;
@@ -139,7 +152,10 @@ class Impl : public CudaExecutable {
     }
   }
 
-  ~Impl() override { release_graph(); }
+  ~Impl() override {
+    release_graph();
+    if (error_host_) cudaFreeHost(error_host_);
+  }
 
   std::string backend_name() const override { return "cuda"; }
   Precision precision() const override { return opts_.precision; }
@@ -176,6 +192,9 @@ class Impl : public CudaExecutable {
       bad_input("the model has " + std::to_string(g.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
     for (size_t i = 0; i < inputs.size(); ++i) check_input_tensor(*g.inputs[i], inputs[i]);
     ensure_plan(inputs);
+    // A new run: what earlier launches found is theirs (bench launches many times per upload and
+    // reads the record once, at download).
+    FUSEC_CUDA_CHECK(cudaMemsetAsync(error_record_.get(), 0, sizeof(DeviceErrorRecord), ctx_.stream()));
     for (size_t i = 0; i < inputs.size(); ++i) {
       int s = input_slots_[i];
       if (s < 0) continue;  // specialized on its value: baked into the plan
@@ -224,7 +243,9 @@ class Impl : public CudaExecutable {
         FUSEC_CUDA_CHECK(cudaMemcpyAsync(t.raw(), addr(output_slots_[i]), t.nbytes(), cudaMemcpyDeviceToHost, ctx_.stream()));
       outs.push_back(std::move(t));
     }
+    enqueue_error_fetch();
     FUSEC_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
+    raise_device_error();
     return outs;
   }
 
@@ -295,6 +316,9 @@ class Impl : public CudaExecutable {
         bad_input("the shape of '" + v->name + "' depends on data the CUDA backend does not have at plan time" + where);
       }
     }
+    // Before any kernel is planned or tuned (conv tuning allocates and times candidates): a plan
+    // that cannot fit fails now, from the shapes alone.
+    check_device_memory(estimate_device_memory(g, opts_.precision), device_limit(), "the model");
 
     std::unordered_map<const Value*, int> slot_of;
     auto new_slot = [&](const Value* v) {
@@ -653,6 +677,12 @@ class Impl : public CudaExecutable {
     }
     MemoryPlan mp = plan_memory(reqs, 256);
     for (size_t i = 0; i < reqs.size(); ++i) slots_[req_slot[i]].offset = mp.offsets[i];
+    DeviceMemoryNeed need;
+    need.activations = mp.arena_bytes;
+    need.weights = weight_bytes;
+    need.io = io_bytes;
+    need.workspace = workspace_bytes_;
+    check_device_memory(need, device_limit(), "the plan");
     arena_ = DeviceBuffer(mp.arena_bytes, "the activation arena");
     io_ = DeviceBuffer(io_bytes, "the input buffers");
     weights_ = DeviceBuffer(weight_bytes, "the weights");
@@ -661,6 +691,35 @@ class Impl : public CudaExecutable {
     dev_.io_bytes = io_bytes;
     dev_.weight_bytes = weight_bytes;
     upload_constants();
+  }
+
+  /// What this plan may still allocate: the GPU's free memory, and --max-device-memory.
+  DeviceMemoryLimit device_limit() const {
+    DeviceMemoryLimit lim;
+    FUSEC_CUDA_CHECK(cudaMemGetInfo(&lim.free_bytes, &lim.total_bytes));
+    lim.cap = opts_.max_device_memory;
+    lim.device = "cuda:" + std::to_string(ctx_.device()) + " " + ctx_.device_name();
+    return lim;
+  }
+
+  // ---------------------------------------------------------------- device errors
+  /// Enqueues the copy of the error record into pinned memory and its reset for the next run.
+  void enqueue_error_fetch() {
+    FUSEC_CUDA_CHECK(cudaMemcpyAsync(error_host_, error_record_.get(), sizeof(DeviceErrorRecord), cudaMemcpyDeviceToHost,
+                                     ctx_.stream()));
+    FUSEC_CUDA_CHECK(cudaMemsetAsync(error_record_.get(), 0, sizeof(DeviceErrorRecord), ctx_.stream()));
+  }
+
+  /// After the stream has caught up with enqueue_error_fetch(): the CPU reference's error for
+  /// bad data a kernel found, naming its node.
+  void raise_device_error() {
+    const DeviceErrorRecord r = *error_host_;
+    *error_host_ = {};
+    if (r.code == kNoDeviceError) return;
+    std::string where;
+    if (r.step >= 0 && static_cast<size_t>(r.step) < steps_.size() && steps_[r.step].node)
+      where = steps_[r.step].node->ref();
+    bad_input(device_error_text(r) + where);
   }
 
   void upload_constants() {
@@ -709,12 +768,12 @@ class Impl : public CudaExecutable {
     for (size_t i = 0; i < steps_.size(); ++i) {
       Step& st = steps_[i];
       if (!observer_) {
-        run_step(st, stream);
+        run_step(st, static_cast<int>(i), stream);
         continue;
       }
       StepInfo info{i, st.node, step_kind_name(st.kind), st.label};
       observer_->step_begin(info);
-      run_step(st, stream);
+      run_step(st, static_cast<int>(i), stream);
       observer_->step_end(info);
     }
   }
@@ -724,19 +783,21 @@ class Impl : public CudaExecutable {
   void run_steps_traced() {
     Stream stream = ctx_.stream();
     FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
-    for (Step& st : steps_) {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      Step& st = steps_[i];
       const auto t0 = std::chrono::steady_clock::now();
-      run_step(st, stream);
+      run_step(st, static_cast<int>(i), stream);
       FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
       BuildTrace::add("first run", st.node ? st.node->op_type : step_kind_name(st.kind), st.label, ms_since(t0));
     }
   }
 
-  void run_step(Step& st, Stream stream) {
+  void run_step(Step& st, int index, Stream stream) {
     switch (st.kind) {
       case Step::Kind::Gpu: {
         if (st.op->is_view() && st.outs[0].data == st.ins[0].data) break;
-        LaunchArgs a{st.ins, st.outs, ctx_, stream, workspace_.get()};
+        LaunchArgs a{st.ins, st.outs, ctx_, stream, workspace_.get(),
+                     {static_cast<DeviceErrorRecord*>(error_record_.get()), index}};
         try {
           st.op->launch(a);
         } catch (const Error& e) {
@@ -765,7 +826,11 @@ class Impl : public CudaExecutable {
   // run the reference kernel, copy the outputs back.
   void run_on_cpu(Step& st) {
     Stream stream = ctx_.stream();
+    // The steps before this one have run: bad data one of them found is the error to report (the
+    // CPU reference would have stopped there), before this node reads what it left.
+    enqueue_error_fetch();
     FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
+    raise_device_error();
     std::vector<Tensor> host(st.in_slots.size());
     std::vector<const Tensor*> ins(st.in_slots.size(), nullptr);
     for (size_t i = 0; i < st.in_slots.size(); ++i) {
@@ -843,6 +908,8 @@ class Impl : public CudaExecutable {
   bool channels_last_ = true;
   std::vector<NodePlacement> placement_;
   DeviceBuffer arena_, weights_, io_, workspace_;  // workspace: this plan's, never shared
+  DeviceBuffer error_record_;                // one DeviceErrorRecord, at one address for the executable's life
+  DeviceErrorRecord* error_host_ = nullptr;  // pinned: where each run's record is copied
   size_t workspace_bytes_ = 0;
   DeviceMemoryStats dev_;
   cudaGraphExec_t graph_exec_ = nullptr;
@@ -859,6 +926,19 @@ CudaBackend::CudaBackend(CudaOptions opts) : opts_(opts) {}
 std::vector<UnsupportedNode> CudaBackend::unsupported(const Graph& g) const {
   // Every node the CPU reference runs also runs here (on the GPU, or on the CPU with copies).
   return cpu::CpuBackend().unsupported(g);
+}
+
+void CudaBackend::check_memory(const Graph& g) const {
+  const DeviceMemoryNeed need = estimate_device_memory(g, opts_.precision);
+  std::string why;
+  if (!gpu_available(&why)) bad_input("no usable GPU: " + why + " (use --device cpu)");
+  FUSEC_CUDA_CHECK(cudaSetDevice(opts_.device));
+  DeviceMemoryLimit lim;
+  FUSEC_CUDA_CHECK(cudaMemGetInfo(&lim.free_bytes, &lim.total_bytes));
+  cudaDeviceProp p{};
+  if (cudaGetDeviceProperties(&p, opts_.device) == cudaSuccess) lim.device = "cuda:" + std::to_string(opts_.device) + " " + p.name;
+  lim.cap = opts_.max_device_memory;
+  check_device_memory(need, lim, "the model");
 }
 
 std::unique_ptr<CudaExecutable> CudaBackend::compile_cuda(const Graph& g) {

@@ -19,6 +19,9 @@ struct CudaOptions {
   bool cuda_graph = true;  // capture after the first run and replay (--cuda-graph off disables)
   bool strict = false;     // a node without a CUDA kernel is an error instead of a CPU fallback
   bool channels_last = true;  // NHWC conv regions at fp16/bf16/tf32 (FUSEC_CHANNELS_LAST=0 disables)
+  /// The most device memory one compiled model may hold (--max-device-memory); 0: the GPU's free
+  /// memory is the only limit. Checked before planning and before allocating (device_memory.h).
+  size_t max_device_memory = 0;
   /// Reuse this context (device, stream, library handles) instead of creating one per model:
   /// tests and the conformance runner compile thousands of small models.
   std::shared_ptr<Context> context;
@@ -72,6 +75,9 @@ class CudaBackend : public Backend {
   std::string name() const override { return "cuda"; }
   std::vector<UnsupportedNode> unsupported(const Graph& g) const override;
   std::unique_ptr<Executable> compile(const Graph& g) override { return compile_cuda(g); }
+  /// The model's device memory (estimated from its shapes) against the GPU's free memory and
+  /// max_device_memory; BadInput naming both when it does not fit.
+  void check_memory(const Graph& g) const override;
   std::unique_ptr<CudaExecutable> compile_cuda(const Graph& g);
   const CudaOptions& options() const { return opts_; }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cuda/context.h"
+#include "backend/cuda/device_error.h"
 #include "backend/precision.h"
 #include "ir/op_schema.h"
 #include "ir/tensor.h"
@@ -87,6 +88,9 @@ struct LaunchArgs {
   Context& ctx;
   Stream stream;
   void* workspace;  // at least workspace_bytes() of the op
+  /// Where a kernel reports bad data it finds (an index out of range, an integer division by
+  /// zero) instead of answering silently: device_error.h.
+  DeviceErrorSite error = {};
 };
 
 class CudaOp {

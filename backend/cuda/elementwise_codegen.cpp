@@ -65,8 +65,9 @@ template <> struct FxU<long long> { typedef unsigned long long type; };
 template <typename T> FX T fx_iadd(T a, T b) { typedef typename FxU<T>::type U; return (T)((U)a + (U)b); }
 template <typename T> FX T fx_isub(T a, T b) { typedef typename FxU<T>::type U; return (T)((U)a - (U)b); }
 template <typename T> FX T fx_imul(T a, T b) { typedef typename FxU<T>::type U; return (T)((U)a * (U)b); }
-// Truncating division; x / -1 wraps (INT_MIN / -1 = INT_MIN). The CPU refuses a zero divisor with
-// an error; a kernel cannot, so a zero divisor gives 0 here.
+// Truncating division; x / -1 wraps (INT_MIN / -1 = INT_MIN). A zero divisor gives 0 here; where
+// the divisor is not a constant, the _r forms (kErrorPrelude) also report it, and the run fails
+// with the CPU reference's "integer division by zero".
 template <typename T> FX T fx_idiv(T x, T y) {
   if (y == 0) return 0;
   if ((T)-1 < (T)0 && y == (T)-1) return fx_isub((T)0, x);
@@ -130,6 +131,36 @@ FX float fx_gelu_tanh(float x) {
 }
 FX double fx_gelu_tanh(double x) {
   return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
+)FX";
+
+// Added to the sources of kernels that can find bad data (integer Div and Mod by a divisor that is
+// not a constant): the device error record of backend/cuda/device_error.h, repeated as text (keep
+// FxErr like DeviceErrorRecord, FxErrSite like DeviceErrorSite and fx_report like
+// report_device_error). Other kernels' sources stay as they were, and so do their cache entries.
+const char* kErrorPrelude = R"FX(
+struct FxErr { unsigned long long key; long long value, bound; int code, step, lock, pad; };
+struct FxErrSite { FxErr* record; int step; };
+static __device__ __noinline__ void fx_report(FxErrSite s, int code, long long pos, long long value, long long bound) {
+  FxErr* r = s.record;
+  if (!r) return;
+  const unsigned long long key = ((unsigned long long)s.step << 40) | ((unsigned long long)pos & ((1ull << 40) - 1));
+  volatile FxErr* v = r;
+  if (v->code != 0 && v->key <= key) return;
+  while (atomicCAS(&r->lock, 0, 1) != 0) {}
+  __threadfence();
+  if (v->code == 0 || key < v->key) { v->key = key; v->value = value; v->bound = bound; v->step = s.step; v->code = code; }
+  __threadfence();
+  atomicExch(&r->lock, 0);
+}
+// Code 3: kIntDivByZero.
+template <typename T> FX T fx_idiv_r(T x, T y, FxErrSite s) {
+  if (y == 0) { fx_report(s, 3, 0, 0, 0); return 0; }
+  return fx_idiv(x, y);
+}
+template <typename T> FX T fx_imod_r(T x, T y, bool fmod_sign, FxErrSite s) {
+  if (y == 0) { fx_report(s, 3, 0, 0, 0); return 0; }
+  return fx_imod(x, y, fmod_sign);
 }
 )FX";
 
@@ -406,6 +437,9 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
       if (const Tensor* c = ins[1].constant) {
         for (int64_t i = 0; i < c->numel(); ++i)
           if (c->as_double(i) == 0) return refuse(why, "integer division by zero (constant divisor)");
+      } else {  // a divisor known only at run time: a zero is reported (kErrorPrelude)
+        b.fn().reports_errors = true;
+        return b.result("fx_idiv_r(" + x + ", " + y + ", fx_site)");
       }
     }
     return b.result(std::string(fn) + "(" + x + ", " + y + ")");
@@ -414,10 +448,13 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
     auto [x, y] = binary_args();
     const std::string fm = node.attr_int("fmod") != 0 ? "true" : "false";
     if (!fl) {
-      if (const Tensor* c = ins[1].constant)
+      if (const Tensor* c = ins[1].constant) {
         for (int64_t i = 0; i < c->numel(); ++i)
           if (c->as_double(i) == 0) return refuse(why, "integer modulo by zero (constant divisor)");
-      return b.result("fx_imod(" + x + ", " + y + ", " + fm + ")");
+        return b.result("fx_imod(" + x + ", " + y + ", " + fm + ")");
+      }
+      b.fn().reports_errors = true;
+      return b.result("fx_imod_r(" + x + ", " + y + ", " + fm + ", fx_site)");
     }
     return b.result("fx_mod_float(" + x + ", " + y + ", " + fm + ")");
   }
@@ -778,6 +815,7 @@ std::string kernel_text(const EwFunction& f, const EwLaunchPlan& p, DType out_dt
     s << ", const " << ew_storage_ctype(f.dtypes[k]) << "* __restrict__ in" << k;
   s << ", " << O << "* __restrict__ out";
   if (mapped) s << ", const FxIdx p";
+  if (f.reports_errors) s << ", const FxErrSite fx_site";
   s << ") {\n";
   s << "  const " << I << " n = (" << I << ")n_;\n";
   auto val = [&](size_t k, const std::string& e) {
@@ -845,7 +883,7 @@ std::string kernel_text(const EwFunction& f, const EwLaunchPlan& p, DType out_dt
   auto call = [&](const std::vector<std::string>& args) {
     std::string c = "fx_op(";
     for (size_t k = 0; k < args.size(); ++k) c += (k ? ", " : "") + args[k];
-    c += ")";
+    c += f.reports_errors ? ", fx_site)" : ")";
     return f.y_is_storage ? c : store_expr(out_dtype, c);
   };
   if (vec > 1) {
@@ -875,12 +913,14 @@ EwSource generate_elementwise_source(const EwFunction& f, const EwLaunchPlan& p,
   EwSource src;
   std::ostringstream s;
   s << kPrelude << "\n";
+  if (f.reports_errors) s << kErrorPrelude << "\n";
   if (!p.linear) s << "struct FxIdx { long long v[" << p.params.size() << "]; };\n\n";
   // The node's per-element function.
   s << "// " << f.label << "\n";
   s << "FX " << f.y_type << " fx_op(";
   for (size_t k = 0; k < f.inputs.size(); ++k)
     s << (k ? ", " : "") << (f.raw[k] ? ew_storage_ctype(f.dtypes[k]) : value_ctype(f.dtypes[k])) << " x" << k;
+  if (f.reports_errors) s << ", FxErrSite fx_site";
   s << ") {\n  " << f.y_type << " y;\n  " << f.body << "\n  return y;\n}\n\n";
   const std::string base = p.linear ? "fx_linear" : "fx_mapped";
   if (p.vec > 1) {

@@ -1,5 +1,6 @@
-// Gather family kernels. Out-of-range indices (after wrapping negatives once) write zeros
-// instead of reading outside the data: the device cannot raise the CPU reference's error.
+// Gather family kernels. An index outside [-dim, dim) writes a zero instead of reading outside the
+// data, and is reported through the executable's device error record (device_error.h), which the
+// executor turns into the CPU reference's error after the run.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gather.cuh"
 
@@ -32,6 +33,7 @@ bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) %
 struct GatherAxisArgs {
   int64_t dim, nidx, inner, n;  // inner in vectors
   FastDiv f_inner, f_nidx;
+  DeviceErrorSite err;
 };
 
 // Neighbouring threads copy neighbouring vectors of one gathered row, so an embedding lookup
@@ -53,9 +55,11 @@ __global__ void __launch_bounds__(kBlock) gather_axis_kernel(const U* __restrict
       q = t - o * a.nidx;
     }
     const int64_t j = i - t * a.inner;
-    int64_t v = static_cast<int64_t>(idx[q]);
-    if (v < 0) v += a.dim;
-    dst[i] = (v >= 0 && v < a.dim) ? src[(o * a.dim + v) * a.inner + j] : U{};
+    const int64_t given = static_cast<int64_t>(idx[q]);
+    const int64_t v = given < 0 ? given + a.dim : given;
+    const bool ok = v >= 0 && v < a.dim;
+    dst[i] = ok ? src[(o * a.dim + v) * a.inner + j] : U{};
+    if (!ok) report_device_error(a.err, kIndexOutOfAxis, q, given, a.dim);
   }
 }
 
@@ -66,6 +70,7 @@ struct GatherElementsArgs {
   int64_t out_dims[kMoveMaxRank], strides[kMoveMaxRank];
   FastDiv fd[kMoveMaxRank];
   int64_t axis_stride, axis_dim, n;
+  DeviceErrorSite err;
 };
 
 template <typename U, typename I, bool kNarrow>
@@ -83,9 +88,11 @@ __global__ void __launch_bounds__(kBlock) gather_elements_kernel(const U* __rest
       off += (rem - q * a.out_dims[d]) * a.strides[d];
       rem = q;
     }
-    int64_t v = static_cast<int64_t>(idx[i]);
-    if (v < 0) v += a.axis_dim;
-    dst[i] = (v >= 0 && v < a.axis_dim) ? src[off + v * a.axis_stride] : U{};
+    const int64_t given = static_cast<int64_t>(idx[i]);
+    const int64_t v = given < 0 ? given + a.axis_dim : given;
+    const bool ok = v >= 0 && v < a.axis_dim;
+    dst[i] = ok ? src[off + v * a.axis_stride] : U{};
+    if (!ok) report_device_error(a.err, kIndexOutOfAxis, i, given, a.axis_dim);
   }
 }
 
@@ -96,6 +103,7 @@ struct GatherNDArgs {
   int64_t dims[kMoveMaxRank], strides[kMoveMaxRank];  // strides in vectors
   int64_t per_batch, batch_stride, slice, n;          // batch_stride and slice in vectors
   FastDiv f_slice, f_batch;
+  DeviceErrorSite err;
 };
 
 template <typename U, bool kNarrow>
@@ -115,9 +123,12 @@ __global__ void __launch_bounds__(kBlock) gather_nd_kernel(const U* __restrict__
     int64_t off = b * a.batch_stride;
     bool ok = true;
     for (int j = 0; j < a.k; ++j) {
-      int64_t v = q[j];
-      if (v < 0) v += a.dims[j];
-      ok &= v >= 0 && v < a.dims[j];
+      const int64_t given = q[j];
+      const int64_t v = given < 0 ? given + a.dims[j] : given;
+      if (ok && !(v >= 0 && v < a.dims[j])) {  // the first bad entry of the tuple, as the CPU reads them
+        ok = false;
+        report_device_error(a.err, kIndexOutOfDim, t * a.k + j, given, a.dims[j]);
+      }
       off += v * a.strides[j];
     }
     dst[i] = ok ? src[off + (i - t * a.slice)] : U{};
@@ -145,7 +156,8 @@ GatherPlan plan_gather(int64_t outer, int64_t dim, int64_t nidx, int64_t inner, 
   return p;
 }
 
-void launch_gather(const GatherPlan& p, const void* data, const void* indices, void* out, cudaStream_t s) {
+void launch_gather(const GatherPlan& p, const void* data, const void* indices, void* out, cudaStream_t s,
+                   const DeviceErrorSite& err) {
   const int64_t total = p.outer * p.nidx * p.inner;
   if (total == 0) return;
   const int vec = aligned(data, p.vec) && aligned(out, p.vec) ? p.vec : p.esize;
@@ -154,6 +166,7 @@ void launch_gather(const GatherPlan& p, const void* data, const void* indices, v
   a.nidx = p.nidx;
   a.inner = p.inner * p.esize / vec;
   a.n = total * p.esize / vec;
+  a.err = err;
   const bool narrow = fits32(a.n);
   if (narrow) {
     a.f_inner = FastDiv(static_cast<uint32_t>(a.inner));
@@ -174,7 +187,7 @@ void launch_gather(const GatherPlan& p, const void* data, const void* indices, v
 }
 
 void launch_gather_elements(const GatherElementsPlan& p, const void* data, const void* indices, void* out,
-                            cudaStream_t s) {
+                            cudaStream_t s, const DeviceErrorSite& err) {
   if (p.numel == 0) return;
   GatherElementsArgs a{};
   a.rank = p.rank;
@@ -187,6 +200,7 @@ void launch_gather_elements(const GatherElementsPlan& p, const void* data, const
   a.axis_stride = p.axis_stride;
   a.axis_dim = p.axis_dim;
   a.n = p.numel;
+  a.err = err;
   dispatch_bytes(p.esize, [&](auto utag) {
     using U = decltype(utag);
     dispatch_index(p.index_type, [&](auto itag) {
@@ -201,7 +215,8 @@ void launch_gather_elements(const GatherElementsPlan& p, const void* data, const
   });
 }
 
-void launch_gather_nd(const GatherNDPlan& p, const void* data, const int64_t* indices, void* out, cudaStream_t s) {
+void launch_gather_nd(const GatherNDPlan& p, const void* data, const int64_t* indices, void* out, cudaStream_t s,
+                      const DeviceErrorSite& err) {
   const int64_t total = p.count * p.slice;
   if (total == 0) return;
   // Every offset is a multiple of the slice (the indexed dims' strides are), so whole slices can
@@ -225,6 +240,7 @@ void launch_gather_nd(const GatherNDPlan& p, const void* data, const int64_t* in
   a.batch_stride = p.batch_stride / scale;
   a.slice = p.slice / scale;
   a.n = total / scale;
+  a.err = err;
   const bool narrow = fits32(a.n);
   if (narrow) {
     a.f_slice = FastDiv(static_cast<uint32_t>(a.slice));

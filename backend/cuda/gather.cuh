@@ -1,11 +1,12 @@
 // Gather, GatherElements and GatherND. Indices are device tensors read at run time, so their
-// bounds are checked on the device: an index outside [-dim, dim) produces zeros (the CPU
-// reference raises an error instead; a kernel cannot).
+// bounds are checked on the device: an index outside [-dim, dim) writes zeros and is reported at
+// `err` (device_error.h), which becomes the CPU reference's error once the run has finished.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
+#include "backend/cuda/device_error.h"
 #include "backend/cuda/movement.cuh"
 #include "ir/dtype.h"
 
@@ -19,7 +20,8 @@ struct GatherPlan {
   DType index_type = DType::Int64;
 };
 GatherPlan plan_gather(int64_t outer, int64_t dim, int64_t nidx, int64_t inner, size_t esize, DType index_type);
-void launch_gather(const GatherPlan& p, const void* data, const void* indices, void* out, cudaStream_t s);
+void launch_gather(const GatherPlan& p, const void* data, const void* indices, void* out, cudaStream_t s,
+                   const DeviceErrorSite& err = {});
 
 /// GatherElements: out (of the indices' dims) reads data at its own coordinates with the axis
 /// coordinate replaced by the index.
@@ -30,7 +32,7 @@ struct GatherElementsPlan {
   DType index_type = DType::Int64;
 };
 void launch_gather_elements(const GatherElementsPlan& p, const void* data, const void* indices, void* out,
-                            cudaStream_t s);
+                            cudaStream_t s, const DeviceErrorSite& err = {});
 
 /// GatherND: `count` index tuples of `k` int64 entries each (batch b = tuple / per_batch),
 /// each selecting a contiguous slice of `slice` elements.
@@ -39,6 +41,7 @@ struct GatherNDPlan {
   int64_t dims[kMoveMaxRank] = {}, strides[kMoveMaxRank] = {};  // the k indexed dims of data, element strides
   int64_t count = 0, per_batch = 1, batch_stride = 0, slice = 0;
 };
-void launch_gather_nd(const GatherNDPlan& p, const void* data, const int64_t* indices, void* out, cudaStream_t s);
+void launch_gather_nd(const GatherNDPlan& p, const void* data, const int64_t* indices, void* out, cudaStream_t s,
+                      const DeviceErrorSite& err = {});
 
 }  // namespace fusec::cuda

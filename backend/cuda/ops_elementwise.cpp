@@ -28,7 +28,7 @@ class NvrtcElementwiseOp final : public CudaOp {
   NvrtcElementwiseOp(const PlanContext& c, const EwFunction& f, const EwLaunchPlan& plan, const EwSource& src,
                      std::shared_ptr<const NvrtcModule> module)
       : module_(std::move(module)), inputs_(f.inputs), numel_(plan.numel), vec_(plan.vec),
-        params_(plan.params), params_scalar_(plan.params_scalar) {
+        params_(plan.params), params_scalar_(plan.params_scalar), reports_errors_(f.reports_errors) {
     fast_ = module_->kernel(0);
     slow_ = module_->kernel(1);
     const int sms = c.ctx().multiprocessors();
@@ -55,6 +55,7 @@ class NvrtcElementwiseOp final : public CudaOp {
       args.push_back(&numel_);
       for (auto& p : ptrs_) args.push_back(&p);
       if (!plan.linear) args.push_back(params.data());
+      if (reports_errors_) args.push_back(&site_);
     };
     build_args(args_fast_, params_);
     build_args(args_slow_, params_scalar_);
@@ -71,6 +72,7 @@ class NvrtcElementwiseOp final : public CudaOp {
     const size_t nargs = inputs_.size();
     for (size_t k = 0; k < nargs; ++k) ptrs_[k] = a.inputs[inputs_[k]].data;
     ptrs_[nargs] = a.outputs[0].data;
+    site_ = a.error;
     bool aligned = true;
     for (size_t k = 0; k <= nargs; ++k)
       if (align_[k] && reinterpret_cast<uintptr_t>(ptrs_[k]) % align_[k] != 0) aligned = false;
@@ -88,6 +90,8 @@ class NvrtcElementwiseOp final : public CudaOp {
   int64_t numel_;
   int vec_;
   std::vector<int64_t> params_, params_scalar_;
+  bool reports_errors_ = false;
+  DeviceErrorSite site_;  // integer Div/Mod by a run-time divisor: where a zero is reported
   const void* fast_ = nullptr;
   const void* slow_ = nullptr;
   unsigned grid_fast_ = 1, grid_slow_ = 1;

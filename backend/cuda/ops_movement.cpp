@@ -313,7 +313,9 @@ template <typename Plan, typename Launch>
 class GatherOp : public CudaOp {
  public:
   GatherOp(Plan p, std::string name, Launch f) : p_(p), name_(std::move(name)), f_(f) {}
-  void launch(const LaunchArgs& a) override { f_(p_, a.inputs[0].data, a.inputs[1].data, a.outputs[0].data, a.stream); }
+  void launch(const LaunchArgs& a) override {
+    f_(p_, a.inputs[0].data, a.inputs[1].data, a.outputs[0].data, a.stream, a.error);
+  }
   std::string kernel_name() const override { return name_; }
 
  private:
@@ -348,7 +350,7 @@ std::unique_ptr<CudaOp> make_gather(const PlanContext& c, std::string* why) {
   const int64_t outer = prod(x, 0, ax), inner = prod(x, ax + 1, r);
   if (prod(c.out_dims(0), 0, 99) != outer * nidx * inner) return refuse(why, "unexpected output size");
   GatherPlan p = plan_gather(outer, x[ax], nidx, inner, dtype_size(c.in_dtype(0)), c.in_dtype(1));
-  return gather_op(p, "Gather: row gather, " + std::to_string(p.vec) + "B vectors, out-of-range indices give 0",
+  return gather_op(p, "Gather: row gather, " + std::to_string(p.vec) + "B vectors",
                    launch_gather);
 }
 
@@ -376,11 +378,12 @@ std::unique_ptr<CudaOp> make_gather_elements(const PlanContext& c, std::string* 
   p.axis_dim = x[ax];
   p.numel = prod(q, 0, 99);
   p.index_type = c.in_dtype(1);
-  return gather_op(p, "GatherElements: element gather, out-of-range indices give 0", launch_gather_elements);
+  return gather_op(p, "GatherElements: element gather", launch_gather_elements);
 }
 
-void gather_nd_launch(const GatherNDPlan& p, const void* x, const void* i, void* y, cudaStream_t s) {
-  launch_gather_nd(p, x, static_cast<const int64_t*>(i), y, s);
+void gather_nd_launch(const GatherNDPlan& p, const void* x, const void* i, void* y, cudaStream_t s,
+                      const DeviceErrorSite& err) {
+  launch_gather_nd(p, x, static_cast<const int64_t*>(i), y, s, err);
 }
 
 std::unique_ptr<CudaOp> make_gather_nd(const PlanContext& c, std::string* why) {
@@ -407,7 +410,7 @@ std::unique_ptr<CudaOp> make_gather_nd(const PlanContext& c, std::string* why) {
   p.batch_stride = prod(D, b, r);
   p.slice = prod(D, b + k, r);
   if (prod(c.out_dims(0), 0, 99) != p.count * p.slice) return refuse(why, "unexpected output size");
-  return gather_op(p, "GatherND: slice gather, out-of-range indices give 0", gather_nd_launch);
+  return gather_op(p, "GatherND: slice gather", gather_nd_launch);
 }
 
 // ---------------------------------------------------------------- Pad

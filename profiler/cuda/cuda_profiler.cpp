@@ -339,7 +339,9 @@ bool upload_and_warm_up(cuda::CudaExecutable& exe, const std::vector<Tensor>& in
     if (graph) exe.launch();
     exe.launch_uncaptured();
   }
-  FUSEC_CUDA_CHECK(cudaStreamSynchronize(exe.stream()));
+  // Waits for the warm-up, and reads its outputs and the device error record: bad data a kernel
+  // found (an index out of range, ...) fails the profile as it fails a run.
+  exe.download_outputs();
   return graph;
 }
 
