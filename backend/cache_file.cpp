@@ -1,11 +1,10 @@
 #include "backend/cache_file.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
 
+#include "importer/input_file.h"
+#include "importer/output_file.h"
+#include "ir/error.h"
 #include "ir/json_text.h"
 
 namespace fusec {
@@ -17,40 +16,36 @@ std::string fusec_cache_path(const char* env_override, const std::string& name) 
   return "";
 }
 
-nlohmann::json read_json_object(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return nlohmann::json::object();
-  // A cache holds a few KiB; more than 16 MiB (or an endless device) is damaged, not read on.
-  constexpr size_t kMaxBytes = 16 << 20;
-  std::string text;
-  char buf[1 << 16];
-  while (f.read(buf, sizeof buf) || f.gcount() > 0) {
-    text.append(buf, static_cast<size_t>(f.gcount()));
-    if (text.size() > kMaxBytes) return nlohmann::json::object();
+std::optional<std::string> read_cache_file(const std::string& path, uint64_t max_bytes) {
+  try {
+    InputFile in(path, {"a cache", /*note=*/false});
+    if (!in.sized()) return std::nullopt;  // a cache is a regular file; anything else is no cache
+    return in.read_all(max_bytes, "the cache's size limit");
+  } catch (const Error&) {
+    return std::nullopt;
   }
-  auto j = try_parse_json(text);  // too deep or out of range: damaged like any other bad JSON
+}
+
+bool write_cache_file(const std::string& path, const std::string& bytes, std::string* why) {
+  try {
+    write_output_file(path, bytes, {"the cache", /*user_named=*/true, /*cache=*/true});
+    return true;
+  } catch (const Error& e) {
+    if (why) *why = e.what();
+    return false;
+  }
+}
+
+nlohmann::json read_json_object(const std::string& path) {
+  // A cache holds a few KiB; more than 16 MiB is damaged, not read on.
+  const std::optional<std::string> text = read_cache_file(path, uint64_t{16} << 20);
+  if (!text) return nlohmann::json::object();
+  auto j = try_parse_json(*text);  // too deep or out of range: damaged like any other bad JSON
   return j && j->is_object() ? std::move(*j) : nlohmann::json::object();
 }
 
 bool write_json_atomically(const std::string& path, const nlohmann::json& j, std::string* why) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp);
-    if (!(f << json_text(j, 1) << "\n")) {
-      if (why) *why = "cannot write " + path;
-      std::filesystem::remove(tmp, ec);
-      return false;
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    if (why) *why = "cannot write " + path + ": " + ec.message();
-    std::filesystem::remove(tmp, ec);
-    return false;
-  }
-  return true;
+  return write_cache_file(path, json_text(j, 1) + "\n", why);
 }
 
 }  // namespace fusec

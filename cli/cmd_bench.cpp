@@ -216,6 +216,7 @@ int bench(const BenchArgs& a) {
   std::vector<Variant> variants;
   variants.emplace_back();
   variants[0].name = "as_given";
+  claim_output(a.json_path, "--json");
   const auto t_import = std::chrono::steady_clock::now();
   variants[0].graph = load_model(a.model, a.shapes);
   variants[0].import_ms = host_ms(t_import);

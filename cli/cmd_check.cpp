@@ -18,7 +18,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -26,6 +25,8 @@
 #include "cli/common.h"
 #include "cli/compare_options.h"
 #include "cli/device_options.h"
+#include "importer/input_file.h"
+#include "importer/signal_cleanup.h"
 #include "ir/error.h"
 #include "ir/escape.h"
 #include "profiler/compare.h"
@@ -62,9 +63,9 @@ std::string quoted(const std::vector<std::string>& args) {
   return s;
 }
 
+/// A step's report or log, bounded like every file fusec reads (importer/input_file.h).
 std::string read_text(const fs::path& p) {
-  std::ifstream in(p);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return read_input_file(p, kNoFileLimit, "", {"a step's report", true});
 }
 
 struct StepResult {
@@ -93,9 +94,11 @@ StepResult run_step(const std::vector<std::string>& args, const fs::path& cwd, c
   int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) internal_error("cannot start " + exe + ": " + std::strerror(rc));
+  set_signal_child(pid);  // a signal stops the step (and its temporaries) before the reports folder goes
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) internal_error("waitpid failed: " + std::string(std::strerror(errno)));
+  set_signal_child(0);
   StepResult r;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
@@ -114,10 +117,12 @@ std::string error_line(const std::string& text) {
   return last.empty() ? "(no message)" : last;
 }
 
-/// A temporary folder for the new reports, removed at exit unless the user named one (--reports).
+/// A temporary folder for the new reports, removed at exit (and on SIGINT, SIGTERM, SIGHUP) unless
+/// the user named one (--reports).
 struct ReportsDir {
   fs::path path;
   bool remove = false;
+  std::unique_ptr<TempPathGuard> on_signal;
   explicit ReportsDir(const std::string& given) {
     if (!given.empty()) {
       path = fs::absolute(given);
@@ -126,9 +131,13 @@ struct ReportsDir {
       if (ec || !fs::is_directory(path)) bad_input("--reports: cannot create folder '" + given + "'");
       return;
     }
-    std::string tmpl = (fs::temp_directory_path() / "fusec_check_XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) bad_input("cannot create a temporary folder in " + fs::temp_directory_path().string());
+    std::error_code ec;
+    const fs::path tmp_dir = fs::temp_directory_path(ec);
+    if (ec) bad_input("no folder for temporary files (TMPDIR): " + ec.message());
+    std::string tmpl = (tmp_dir / "fusec_check_XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) bad_input("cannot create a temporary folder in " + tmp_dir.string());
     path = tmpl;
+    on_signal = std::make_unique<TempPathGuard>(tmpl, TempPathGuard::Kind::Folder);
     remove = true;
   }
   ~ReportsDir() {
@@ -429,6 +438,8 @@ int check(const CheckArgs& a) {
                 ": run fusec check in the folder of a project file, or name one with --project (see docs/ci.md)");
     file = *found;
   }
+  claim_output(a.markdown, "--markdown");
+  claim_output(a.json, "--json");
   project::Project p = project::load_project(file);
   std::vector<ModelRun> runs = select_models(p, a.only);
   refuse_reports_in_baselines(a.reports, runs);

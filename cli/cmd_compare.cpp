@@ -20,6 +20,9 @@ struct CompareArgs {
 
 int compare(const CompareArgs& a) {
   compare::Thresholds t = a.thresholds.resolve();
+  claim_output(a.markdown, "--markdown");
+  claim_output(a.json, "--json");
+  claim_output(a.html, "--html");
   compare::Comparison c = compare::compare_files(a.base, a.next, t, a.allow_different);
   std::fputs(compare::format_text(c, a.changed_only).c_str(), stdout);
   if (!a.markdown.empty()) write_text_file(a.markdown, compare::format_markdown(c, a.changed_only));

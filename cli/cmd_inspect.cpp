@@ -24,6 +24,7 @@ std::string type_text(const Value& v) {
 }
 
 int inspect(const InspectArgs& a) {
+  claim_output(a.json_path, "--json");
   auto g = load_model(a.model, a.shapes);
   nlohmann::ordered_json j;
   j["schema"] = "fusec.inspect/1";

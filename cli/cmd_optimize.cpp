@@ -68,14 +68,15 @@ int optimize(const OptimizeArgs& a) {
   if (!a.passes.empty() && !a.skip.empty()) bad_input("give --passes or --skip, not both");
   if (a.fold_cap_mib <= 0) bad_input("--fold-cap-mb must be positive");
   check_picture_flags(a.dot, a.svg);
-  auto original = load_model(a.model, a.shapes);
   std::string out_path = a.output;
   if (out_path.empty()) {
     fs::path p(a.model);
     out_path = (p.parent_path() / (p.stem().string() + ".opt.onnx")).string();
   }
-  if (fs::weakly_canonical(out_path) == fs::weakly_canonical(a.model))
-    bad_input("-o must differ from the input model ('" + out_path + "')");
+  claim_output(out_path, "-o");
+  claim_output(a.report, "--report");
+  auto original = load_model(a.model, a.shapes);
+  if (a.external_data || original->meta.external_data) claim_output(out_path + ".data", "the output model's external data");
 
   auto optimized = original->clone();
   PipelineOptions po;
@@ -115,7 +116,7 @@ int optimize(const OptimizeArgs& a) {
     ImportOptions reload = a.shapes.import_options();
     reload.warn = nullptr;                   // the input's versions, already reported
     reload.external_data_contents = false;   // structure and references; the bytes were just written
-    import_onnx_file(out_path, reload);      // what we wrote must load back
+    if (is_regular_output(out_path)) import_onnx_file(out_path, reload);  // what we wrote must load back
     written = true;
   }
 
@@ -124,9 +125,15 @@ int optimize(const OptimizeArgs& a) {
   std::map<std::string, std::pair<int, int>> rows;
   for (auto& [op, n] : before) rows[op].first = n;
   for (auto& [op, n] : after) rows[op].second = n;
-  double size_before = static_cast<double>(fs::file_size(a.model) + static_cast<uintmax_t>(original->meta.external_bytes));
-  double size_after = written ? static_cast<double>(fs::file_size(out_path)) : 0;
-  if (written && external) size_after += static_cast<double>(fs::file_size(out_path + ".data"));
+  // A pipe, a device or stdout has no size: its bytes are not counted.
+  auto size_of = [](const std::string& f) {
+    std::error_code ec;
+    const uintmax_t n = is_regular_output(f) ? fs::file_size(f, ec) : 0;
+    return ec ? 0.0 : static_cast<double>(n);
+  };
+  double size_before = size_of(a.model) + static_cast<double>(original->meta.external_bytes);
+  double size_after = written ? size_of(out_path) : 0;
+  if (written && external) size_after += size_of(out_path + ".data");
 
   std::printf("%-34s %8s %8s\n", "op type", "before", "after");
   std::printf("%s\n", std::string(52, '-').c_str());

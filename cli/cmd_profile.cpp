@@ -146,6 +146,9 @@ int profile(const ProfileArgs& a) {
     bad_input("--passes/--skip choose the optimized model's passes; --as-given runs none");
 
   std::vector<Variant> variants;
+  claim_output(a.report_path, "--report");
+  claim_output(a.html_path, "--html");
+  claim_output(a.trace_path, "--trace");
   auto given = load_model(a.model, a.shapes);
   {
     auto bad = make_backend(a.device, dev)->unsupported(*given);

@@ -30,6 +30,10 @@ std::string input_names(const Graph& g) {
   return s;
 }
 
+fs::path output_path(const RunArgs& a, size_t k) {
+  return fs::path(a.output_dir) / ("output_" + std::to_string(k) + "." + a.format);
+}
+
 int run(RunArgs& a) {
   ResolvedDevice dev = resolve_device(a.device);
   if (a.format != "pb" && a.format != "npy") bad_input("--format must be pb or npy, not '" + a.format + "'");
@@ -42,6 +46,7 @@ int run(RunArgs& a) {
   // Given input files fix the shapes: bind them before inference unless the user gave --shape.
   std::map<std::string, Tensor> given;
   auto g = load_model(a.model, a.shapes);
+  for (size_t k = 0; k < g->outputs.size(); ++k) claim_output(output_path(a, k).string(), "--output-dir's output_" + std::to_string(k));
   for (const auto& spec : a.inputs) {
     auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0) bad_input("--input '" + spec + "' must look like NAME=FILE");
@@ -91,9 +96,11 @@ int run(RunArgs& a) {
               dev.why.empty() ? "" : (" [" + dev.why + "]").c_str());
   if (std::string placed = placement_summary(*exe); !placed.empty()) std::printf("placement %s\n", placed.c_str());
   for (size_t k = 0; k < outputs.size(); ++k) {
-    fs::path p = fs::path(a.output_dir) / ("output_" + std::to_string(k) + "." + a.format);
-    if (a.format == "npy") write_npy(outputs[k], p);
-    else write_tensor_pb(outputs[k], g->outputs[k]->name, p);
+    fs::path p = output_path(a, k);
+    // Names fusec makes in the user's folder: a symlink there is replaced, never written through.
+    const OutputOptions opts{"output_" + std::to_string(k), /*user_named=*/false, /*cache=*/false};
+    if (a.format == "npy") write_npy(outputs[k], p, opts);
+    else write_tensor_pb(outputs[k], g->outputs[k]->name, p, opts);
     std::printf("%-30s %-9s %-20s -> %s\n", g->outputs[k]->name.c_str(), dtype_name(outputs[k].dtype()),
                 dims_str(outputs[k].dims()).c_str(), p.string().c_str());
   }

@@ -9,7 +9,6 @@
 #include <set>
 #include <type_traits>
 
-#include "importer/atomic_file.h"
 #include "importer/onnx_import.h"
 #include "ir/error.h"
 #include "ir/escape.h"
@@ -97,7 +96,7 @@ std::unique_ptr<Graph> load_model(const std::string& path, const ModelOptions& o
   return g;
 }
 
-void write_text_file(const std::string& path, const std::string& text) { write_file_atomically(path, text); }
+void write_text_file(const std::string& path, const std::string& text) { write_output_file(path, text); }
 
 void print_warning(const std::string& what) { std::fprintf(stderr, "fusec: warning: %s\n", one_line(what).c_str()); }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "importer/onnx_import.h"
+#include "importer/output_file.h"
 #include "ir/graph.h"
 #include "ir/json_text.h"
 #include "passes/infer_shapes.h"
@@ -48,7 +49,9 @@ using ShapeOptions = ModelOptions;  // the name the subcommands were written wit
 std::unique_ptr<Graph> load_model(const std::string& path, const ModelOptions& opts);
 
 
-/// Writes JSON text to `path`, or fails with BadInput naming it.
+/// Writes text to `path` through the one writer (importer/output_file.h: a temporary renamed into
+/// place, a device or `-` written in place), or fails with BadInput naming it. Commands claim their
+/// output paths up front with claim_output(path, "--flag").
 void write_text_file(const std::string& path, const std::string& text);
 
 /// "fusec: warning: <what>" on stderr, as one line (control characters escaped, ir/escape.h).

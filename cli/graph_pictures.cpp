@@ -1,19 +1,18 @@
 #include "cli/graph_pictures.h"
 
 #include <spawn.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fcntl.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "cli/common.h"
+#include "importer/output_file.h"
 #include "ir/error.h"
 #include "ir/graph_dot.h"
 
@@ -45,23 +44,40 @@ std::string find_dot() {
   return "";
 }
 
-/// dot -Tsvg -o svg_path (reading the DOT text from a temporary file beside the output).
-void render_svg(const std::string& dot_exe, const std::string& dot_text, const std::string& svg_path) {
-  std::string tmp = svg_path + ".fusec-tmp.dot";
-  {
-    std::ofstream f(tmp);
-    if (!(f << dot_text)) bad_input("cannot write '" + svg_path + "' (its folder is not writable)");
+/// An anonymous in-memory file (memfd) holding `text`, rewound: Graphviz's stdin, or (empty) its
+/// stderr. Nothing is created on disk, so nothing can be left behind.
+int memory_file(const char* name, const std::string& text) {
+  const int fd = ::memfd_create(name, MFD_CLOEXEC);
+  if (fd < 0) bad_input(std::string("--svg: cannot create an in-memory file: ") + std::strerror(errno));
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      bad_input(std::string("--svg: cannot write an in-memory file: ") + std::strerror(errno));
+    }
+    done += static_cast<size_t>(n);
   }
-  std::string err = svg_path + ".fusec-tmp.err";
-  std::vector<std::string> args = {dot_exe, "-Tsvg", "-o", svg_path, tmp};
+  ::lseek(fd, 0, SEEK_SET);
+  return fd;
+}
+
+/// `dot -Tsvg` with the DOT text on its stdin and its stdout into the one writer's file, so the
+/// SVG lands like every other output (a temporary renamed into place, never through a symlink
+/// fusec did not name).
+void render_svg(const std::string& dot_exe, const std::string& dot_text, const std::string& svg_path,
+                const std::string& what) {
+  OutputFile out(svg_path, {what, true, false});
+  const int in = memory_file("fusec-dot-in", dot_text), err = memory_file("fusec-dot-err", "");
+  std::vector<std::string> args = {dot_exe, "-Tsvg"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, in, 0);
+  posix_spawn_file_actions_adddup2(&fa, out.fd(), 1);
+  posix_spawn_file_actions_adddup2(&fa, err, 2);
   pid_t pid = 0;
   int rc = posix_spawn(&pid, dot_exe.c_str(), &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
@@ -69,25 +85,30 @@ void render_svg(const std::string& dot_exe, const std::string& dot_text, const s
   if (rc == 0)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-  std::string message;
-  {
-    std::ifstream e(err);
-    std::getline(e, message);
-  }
-  std::error_code ec;
-  fs::remove(tmp, ec);
-  fs::remove(err, ec);
+  char buf[512] = {};
+  const ssize_t n = ::pread(err, buf, sizeof buf - 1, 0);
+  std::string message(buf, n > 0 ? static_cast<size_t>(n) : 0);
+  message = message.substr(0, message.find('\n'));
+  ::close(in);
+  ::close(err);
   if (rc != 0) bad_input("--svg: cannot run " + dot_exe + ": " + std::strerror(rc));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     bad_input("--svg: Graphviz could not write '" + svg_path + "'" + (message.empty() ? "" : ": " + message));
+  out.commit();
 }
 
 }  // namespace
 
 void check_picture_flags(const std::string& dot_pair, const std::string& svg_pair) {
-  if (!dot_pair.empty()) split_pair(dot_pair, "--dot", "dot");
+  if (!dot_pair.empty()) {
+    auto [before, after] = split_pair(dot_pair, "--dot", "dot");
+    claim_output(before, "--dot (before)");
+    claim_output(after, "--dot (after)");
+  }
   if (!svg_pair.empty()) {
-    split_pair(svg_pair, "--svg", "svg");
+    auto [before, after] = split_pair(svg_pair, "--svg", "svg");
+    claim_output(before, "--svg (before)");
+    claim_output(after, "--svg (after)");
     if (find_dot().empty())
       bad_input("--svg needs Graphviz's dot on PATH (Debian: apt install graphviz); --dot before.dot,after.dot writes the "
                 "DOT text without it");
@@ -100,15 +121,15 @@ void write_graph_pictures(const Graph& original, const Graph& optimized, const s
   DotPair d = graphs_to_dot(original, optimized);
   if (!dot_pair.empty()) {
     auto [before, after] = split_pair(dot_pair, "--dot", "dot");
-    write_text_file(before, d.before);
-    write_text_file(after, d.after);
+    write_output_file(before, d.before, {"--dot (before)", true, false});
+    write_output_file(after, d.after, {"--dot (after)", true, false});
   }
   if (!svg_pair.empty()) {
     auto [before, after] = split_pair(svg_pair, "--svg", "svg");
     std::string dot = find_dot();
     if (dot.empty()) bad_input("--svg needs Graphviz's dot on PATH (Debian: apt install graphviz)");
-    render_svg(dot, d.before, before);
-    render_svg(dot, d.after, after);
+    render_svg(dot, d.before, before, "--svg (before)");
+    render_svg(dot, d.after, after, "--svg (after)");
   }
 }
 

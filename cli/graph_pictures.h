@@ -12,7 +12,8 @@ namespace fusec::cli {
 void write_graph_pictures(const Graph& original, const Graph& optimized, const std::string& dot_pair,
                           const std::string& svg_pair);
 
-/// Checks the flags' form before any work ("--dot needs two paths: before.dot,after.dot").
+/// Checks the flags' form before any work ("--dot needs two paths: before.dot,after.dot") and
+/// claims the four paths as outputs of the command (importer/file_claims.h).
 void check_picture_flags(const std::string& dot_pair, const std::string& svg_pair);
 
 }  // namespace fusec::cli

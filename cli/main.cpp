@@ -4,9 +4,11 @@
 // newline in a value can neither split the line nor forge a second "fusec: error:" line.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <functional>
 
 #include "cli/common.h"
+#include "importer/file_claims.h"
 #include "ir/error.h"
 #include "ir/escape.h"
 
@@ -51,11 +53,17 @@ int main(int argc, char** argv) {
     print_error(e.what());
     return e.exit_code();
   }
+  // What this command reads and writes: no output may land on an input or on another output.
+  fusec::CommandFiles files;
   try {
     return action ? action() : 2;
   } catch (const fusec::Error& e) {
     print_error(e.what());
     return e.exit_code();
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that the system refuses (a name too long, a symlink loop, no permission).
+    std::fprintf(stderr, "fusec: error: '%s': %s\n", e.path1().c_str(), e.code().message().c_str());
+    return 2;
   } catch (const std::bad_alloc&) {
     print_error("out of memory");
     return 2;

@@ -5,8 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <mutex>
+#include <vector>
 
+#include "importer/signal_cleanup.h"
 #include "ir/error.h"
 
 namespace fusec {
@@ -23,16 +27,29 @@ Registry& registry() {
   return r;
 }
 
+/// 'path', built piece by piece: GCC 12 warns (falsely, -Wrestrict) on `"'" + std::string`.
+std::string quoted(const std::filesystem::path& p) {
+  std::string s = "'";
+  s += p.string();
+  s += "'";
+  return s;
+}
+
 }  // namespace
 
 std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& file) {
   const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) bad_input("cannot open '" + file.string() + "'");
+  if (fd < 0) bad_input("cannot open '" + file.string() + "': " + std::strerror(errno));
+  auto m = map(fd, file);
+  ::close(fd);
+  return m;
+}
+
+std::shared_ptr<MappedFile> MappedFile::map(int fd_in, const std::filesystem::path& file) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
-    ::close(fd);
-    return nullptr;
-  }
+  if (::fstat(fd_in, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) return nullptr;
+  const int fd = ::fcntl(fd_in, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
   void* base = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
   if (base == MAP_FAILED) {
     ::close(fd);
@@ -42,11 +59,31 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& file) 
   m->base_ = base;
   m->size_ = static_cast<size_t>(st.st_size);
   m->fd_ = fd;
+  m->mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   m->path_ = file;
+  m->sigbus_handle_ = register_mapped_range(base, m->size_, file.string());
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.by_start[m->data()] = m;
   return m;
+}
+
+void check_mapped_files_unchanged() {
+  std::vector<std::shared_ptr<MappedFile>> live;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    for (auto& [start, weak] : r.by_start)
+      if (auto m = weak.lock()) live.push_back(std::move(m));
+  }
+  for (const auto& m : live) {
+    struct stat st {};
+    if (::fstat(m->fd_, &st) != 0) continue;
+    const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    if (static_cast<uint64_t>(st.st_size) != m->size_ || mtime != m->mtime_ns_)
+      bad_input(quoted(m->path_) + " changed while fusec was reading it (another program wrote to it); "
+                "results computed from it would mix old and new bytes, so none were written");
+  }
 }
 
 MappedFile::~MappedFile() {
@@ -56,6 +93,7 @@ MappedFile::~MappedFile() {
     auto it = r.by_start.find(data());
     if (it != r.by_start.end() && it->second.expired()) r.by_start.erase(it);
   }
+  unregister_mapped_range(sigbus_handle_);
   ::munmap(base_, size_);
   ::close(fd_);
 }

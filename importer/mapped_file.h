@@ -5,9 +5,13 @@
 // file's, which is what lets the exporter copy them file to file (copy_file_range) without
 // bringing them into memory at all.
 //
-// A mapped file that another program truncates while fusec runs would fault (SIGBUS) on access;
-// fusec itself never writes a file it has mapped in place: its outputs go to a temporary file
-// renamed over the destination (importer/atomic_file.h), which leaves the mapped inode intact.
+// A mapped file that another program truncates while fusec runs faults (SIGBUS) on the next touch
+// of a lost page, wherever that is (a pass, a CPU kernel reading weights in place, the exporter);
+// every map is registered with importer/signal_cleanup.h, whose SIGBUS handler turns that into one
+// `fusec: error:` line naming the file and exit 2. A file changed without shrinking cannot fault:
+// check_mapped_files_unchanged() (called before any output is committed) compares each map's file
+// size and modification time with those it had when mapped. fusec itself never writes a file it
+// has mapped: its own inputs are refused as outputs (importer/file_claims.h).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +28,8 @@ class MappedFile {
   /// Maps the whole file read-only; nullptr if it cannot be mapped (empty file, a filesystem
   /// without mmap), in which case callers read it instead. BadInput if it cannot be opened.
   static std::shared_ptr<MappedFile> open(const std::filesystem::path& file);
+  /// Maps the regular file open as `fd` (the map keeps its own copy of the descriptor).
+  static std::shared_ptr<MappedFile> map(int fd, const std::filesystem::path& file);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -35,11 +41,18 @@ class MappedFile {
 
  private:
   MappedFile() = default;
+  friend void check_mapped_files_unchanged();
   void* base_ = nullptr;
   size_t size_ = 0;
   int fd_ = -1;
+  int64_t mtime_ns_ = 0;
+  void* sigbus_handle_ = nullptr;
   std::filesystem::path path_;
 };
+
+/// BadInput naming the first mapped file whose size or modification time changed since it was
+/// mapped: results computed from it may mix old and new bytes.
+void check_mapped_files_unchanged();
 
 /// Where `bytes` bytes at `p` live in a file fusec has mapped, if they do: the map (kept alive)
 /// and the offset. Lets a writer copy unchanged weights from their source file.
@@ -54,13 +67,16 @@ class MappedFiles {
  public:
   /// `contents` false: an import that only checks external-data references (file, offset, length)
   /// and leaves those tensors without data, mapping nothing.
-  explicit MappedFiles(bool contents = true) : contents_(contents) {}
+  /// `owner`: the model the files belong to, for messages ("the external data of m.onnx").
+  explicit MappedFiles(bool contents = true, std::string owner = "") : contents_(contents), owner_(std::move(owner)) {}
   bool contents() const { return contents_; }
+  const std::string& owner() const { return owner_; }
   /// The file's map (opened on first use); nullptr if it cannot be mapped.
   std::shared_ptr<MappedFile> get(const std::filesystem::path& file);
 
  private:
   bool contents_;
+  std::string owner_;
   std::map<std::filesystem::path, std::shared_ptr<MappedFile>> open_;
 };
 

@@ -4,9 +4,10 @@
 
 #include <algorithm>
 
-#include "importer/atomic_file.h"
+#include "importer/file_claims.h"
 #include "importer/mapped_file.h"
 #include "importer/onnx_import.h"
+#include "importer/output_file.h"
 #include "importer/tensor_proto.h"
 #include "ir/error.h"
 
@@ -175,7 +176,7 @@ std::string field_header(uint32_t field, uint64_t length) {
 
 /// Writes a tensor's bytes: file to file where they are unchanged bytes of a mapped file (they
 /// never enter this process's memory), else from memory.
-void write_tensor_bytes(AtomicFile& out, const Tensor& t) {
+void write_tensor_bytes(OutputFile& out, const Tensor& t) {
   if (t.nbytes() == 0) return;
   if (auto range = find_mapped_range(t.raw(), t.nbytes())) out.copy_from(range->file->fd(), range->offset, t.nbytes());
   else out.write(t.raw(), t.nbytes());
@@ -198,7 +199,7 @@ uint64_t inline_size(const Value& v) {
 
 /// One initializer as a GraphProto field, written without building a second copy of its data:
 /// the TensorProto's small fields, then its raw_data field streamed from the tensor.
-void write_initializer(AtomicFile& out, const Value& v, const onnx::TensorProto* external) {
+void write_initializer(OutputFile& out, const Value& v, const onnx::TensorProto* external) {
   if (external) {
     const std::string body = external->SerializeAsString();
     const std::string h = field_header(kGraphInitializerField, body.size());
@@ -226,12 +227,18 @@ bool export_onnx_file(const Graph& g, const fs::path& file, const ExportOptions&
   // External data first: each large tensor page-aligned (so readers can map it), copied from its
   // source file when it is unchanged mapped data.
   std::vector<std::pair<const Value*, size_t>> offsets;
-  std::unique_ptr<AtomicFile> data;  // created for the first tensor that goes there
+  std::unique_ptr<OutputFile> data;  // created for the first tensor that goes there
   if (external) {
+    std::error_code ec;
+    if (named_descriptor(file.string()) >= 0 || (fs::exists(file, ec) && !is_regular_output(file.string())))
+      bad_input("cannot write a model with external data to '" + file.string() +
+                "': its data file goes beside it, so it needs a file path");
     for (const Value* v : inits) {
       const Tensor& t = *v->initializer;
       if (t.nbytes() < opts.external_threshold) continue;
-      if (!data) data = std::make_unique<AtomicFile>(file.parent_path() / data_name);
+      // A name fusec derives: a symlink there is replaced, not followed.
+      if (!data) data = std::make_unique<OutputFile>(file.parent_path() / data_name,
+                                                     OutputOptions{"the output model's external data", false, false});
       data->pad_to(4096);
       offsets.push_back({v, data->size()});
       write_tensor_bytes(*data, t);
@@ -265,7 +272,7 @@ bool export_onnx_file(const Graph& g, const fs::path& file, const ExportOptions&
   if (model_bytes.size() + graph_size > kProtobufLimit)
     bad_input(external ? "the model's graph alone exceeds protobuf's 2 GB limit"
                        : "the model exceeds protobuf's 2 GB limit; write its tensors to external data (--external-data)");
-  AtomicFile out(file);
+  OutputFile out(file, {"the output model", true, false});
   out.write(model_bytes.data(), model_bytes.size());
   const std::string gh = field_header(kModelGraphField, graph_size);
   out.write(gh.data(), gh.size());

@@ -6,6 +6,7 @@
 
 #include <unordered_set>
 
+#include "importer/input_file.h"
 #include "importer/mapped_file.h"
 #include "importer/tensor_proto.h"
 #include "ir/error.h"
@@ -20,7 +21,7 @@ namespace {
 class Importer {
  public:
   Importer(const fs::path& dir, std::string file, const ImportOptions& opts)
-      : dir_(dir), file_(std::move(file)), opts_(opts), maps_(opts.external_data_contents) {}
+      : dir_(dir), file_(std::move(file)), opts_(opts), maps_(opts.external_data_contents, file_) {}
 
   /// Imports `m`, taking inline initializer data out of it (the caller drops it afterwards).
   std::unique_ptr<Graph> run(onnx::ModelProto& m) {
@@ -293,14 +294,13 @@ std::unique_ptr<Graph> import_onnx_bytes(const std::string& bytes, const fs::pat
 }
 
 std::unique_ptr<Graph> import_onnx_file(const fs::path& file, const ImportOptions& opts) {
-  std::error_code ec;
-  if (!fs::exists(file, ec)) bad_input("'" + file.string() + "' does not exist");
-  if (fs::is_directory(file, ec)) bad_input("'" + file.string() + "' is a directory, not a file");
+  InputFile in(file, {"the input model"});
+  // The file is parsed from a read-only map, not a copy in memory; the map goes once parsed.
+  // Empty, not mappable, or a stream (a pipe, /dev/stdin): read, within protobuf's limit.
+  std::shared_ptr<MappedFile> map = in.sized() ? MappedFile::map(in.fd(), file) : nullptr;
+  const std::string bytes = map ? "" : in.read_all(kProtobufFileLimit, "protobuf's 2 GiB limit on a model");
   try {
-    // The file is parsed from a read-only map, not a copy in memory; the map goes once parsed.
-    if (auto map = MappedFile::open(file))
-      return import_buffer(map->data(), map->size(), file.parent_path(), file.string(), opts);
-    std::string bytes = read_file_bytes(file);  // empty, or not mappable
+    if (map) return import_buffer(map->data(), map->size(), file.parent_path(), file.string(), opts);
     return import_buffer(bytes.data(), bytes.size(), file.parent_path(), file.string(), opts);
   } catch (const Error& e) {
     // Every import error names the model file once.

@@ -3,25 +3,16 @@
 #include "onnx/onnx-ml.pb.h"
 
 #include <cstdint>
-#include <fstream>
 #include <optional>
 
+#include "importer/file_claims.h"
+#include "importer/input_file.h"
 #include "ir/error.h"
 #include "ir/memory_limit.h"
 
 namespace fusec {
 
 namespace fs = std::filesystem;
-
-std::string read_file_bytes(const fs::path& file) {
-  std::error_code ec;
-  if (fs::is_directory(file, ec)) bad_input("'" + file.string() + "' is a directory, not a file");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) bad_input("cannot open '" + file.string() + "'");
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) bad_input("cannot read '" + file.string() + "'");
-  return data;
-}
 
 fs::path resolve_external_location(const fs::path& model_dir, const std::string& location,
                                    const std::string& what) {
@@ -123,6 +114,7 @@ Tensor from_proto(const onnx::TensorProto& p, const std::string* raw, std::uniqu
       bad_input(what + ": external data at offset " + std::to_string(offset) + " + " +
                 std::to_string(length) + " bytes runs past the end of '" + location + "' (" +
                 std::to_string(fsize) + " bytes)");
+    note_input(file, maps && !maps->owner().empty() ? "the external data of " + maps->owner() : "external data of " + what);
     if (maps && !maps->contents()) return Tensor::view(t, dims, nullptr, nullptr);  // references checked only
     // A view into the mapped file where the offset suits the element type: no bytes are read
     // until something touches them. Otherwise (or where the file cannot be mapped) one read.
@@ -134,10 +126,8 @@ Tensor from_proto(const onnx::TensorProto& p, const std::string* raw, std::uniqu
     }
     check_allocation(expected, what);
     Tensor out(t, dims);
-    std::ifstream in(file, std::ios::binary);
-    in.seekg(offset);
-    in.read(static_cast<char*>(out.raw()), static_cast<std::streamsize>(expected));
-    if (!in) bad_input(what + ": cannot read external data from '" + location + "'");
+    InputFile in(file, {"external data of " + what});
+    in.read_at(out.raw(), expected, static_cast<uint64_t>(offset));
     return out;
   }
 
@@ -205,17 +195,32 @@ void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto
 }
 
 Tensor read_tensor_pb(const fs::path& file) {
-  std::string bytes = read_file_bytes(file);
+  std::string bytes = read_input_file(file, kProtobufFileLimit, "protobuf's 2 GiB limit", {"an input tensor file"});
   onnx::TensorProto p;
   if (!p.ParseFromString(bytes)) bad_input("'" + file.string() + "' is not a valid TensorProto file");
   return tensor_from_proto(p, file.parent_path(), "tensor file '" + file.string() + "'");
 }
 
-void write_tensor_pb(const Tensor& t, const std::string& name, const fs::path& file) {
-  onnx::TensorProto p;
-  tensor_to_proto(t, name, &p);
-  std::ofstream out(file, std::ios::binary);
-  if (!out || !p.SerializeToOstream(&out)) bad_input("cannot write '" + file.string() + "'");
+void write_tensor_pb(const Tensor& t, const std::string& name, const fs::path& file, const OutputOptions& opts) {
+  // The TensorProto's small fields, then its raw_data streamed from the tensor: no second copy.
+  onnx::TensorProto head;
+  if (!name.empty()) head.set_name(name);
+  head.set_data_type(static_cast<int32_t>(t.dtype()));
+  for (int64_t d : t.dims()) head.add_dims(d);
+  std::string bytes = head.SerializeAsString();
+  // raw_data (field 9, length-delimited): its tag, then the byte count as a varint.
+  bytes.push_back(static_cast<char>((9 << 3) | 2));
+  for (uint64_t v = t.nbytes(); ; v >>= 7) {
+    if (v < 0x80) {
+      bytes.push_back(static_cast<char>(v));
+      break;
+    }
+    bytes.push_back(static_cast<char>((v & 0x7f) | 0x80));
+  }
+  OutputFile out(file, opts);
+  out.write(bytes);
+  out.write(t.raw(), t.nbytes());
+  out.commit();
 }
 
 }  // namespace fusec

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "importer/mapped_file.h"
+#include "importer/output_file.h"
 #include "ir/tensor.h"
 
 namespace onnx { class TensorProto; }
@@ -26,10 +27,8 @@ void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto
 
 /// Reads/writes a serialized TensorProto file (test_data_set_N/input_K.pb).
 Tensor read_tensor_pb(const std::filesystem::path& file);
-void write_tensor_pb(const Tensor& t, const std::string& name, const std::filesystem::path& file);
-
-/// Reads a whole file; BadInput naming it if it cannot be read.
-std::string read_file_bytes(const std::filesystem::path& file);
+void write_tensor_pb(const Tensor& t, const std::string& name, const std::filesystem::path& file,
+                     const OutputOptions& opts = {});
 
 /// Resolves an external-data location against the model folder, refusing absolute paths, '..'
 /// escapes and symlinks that lead outside it.

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "importer/input_file.h"
 #include "ir/error.h"
 #include "ir/escape.h"
 #include "ir/json_text.h"
@@ -23,10 +24,7 @@ nlohmann::json read_report(const std::string& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) bad_input("report '" + path + "' does not exist");
   if (fs::is_directory(path, ec)) bad_input("report '" + path + "' is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) bad_input("cannot open report '" + path + "'");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) bad_input("cannot read report '" + path + "'");
+  const std::string text = read_input_file(path, kNoFileLimit, "", {"a report this command reads"});
   return parse_json(text, "report '" + path + "'");
 }
 

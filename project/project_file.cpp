@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "importer/input_file.h"
 #include "ir/error.h"
 #include "project/numbers.h"
 
@@ -139,9 +140,12 @@ Project load_project(const std::string& file) {
   std::error_code ec;
   if (!fs::exists(file, ec)) bad_input("project file '" + file + "' does not exist");
   if (fs::is_directory(file, ec)) bad_input("project file '" + file + "' is a directory");
+  // Through the one reader: a FIFO or /dev/zero named as the project cannot make fusec read forever.
+  const std::string text = read_input_file(file, uint64_t{64} << 20, "64 MiB, more than any project file needs",
+                                           {"the project file"});
   toml::table root;
   try {
-    root = toml::parse_file(file);
+    root = toml::parse(text, file);
   } catch (const toml::parse_error& e) {
     bad_input(file + ":" + std::to_string(e.source().begin.line) + ": not valid TOML: " + std::string(e.description()));
   }

@@ -5,16 +5,16 @@
 #include <nvrtc.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
+#include "backend/cache_file.h"
 #include "backend/cuda/check.h"
 #include "ir/error.h"
 
@@ -123,9 +123,10 @@ bool get_u64(const std::string& in, size_t& pos, uint64_t& v) {
 
 /// The CUBIN stored for exactly `src`, or "" when the file is missing, for another source, or damaged.
 std::string read_cache(const std::string& path, const std::string& src) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return "";
-  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  // A CUBIN is a few MiB at most; a larger file is not one of ours.
+  const std::optional<std::string> file = read_cache_file(path, uint64_t{256} << 20);
+  if (!file) return "";
+  const std::string& data = *file;
   if (data.size() < sizeof kMagic || std::memcmp(data.data(), kMagic, sizeof kMagic) != 0) return "";
   size_t pos = sizeof kMagic;
   uint64_t src_len = 0, bin_len = 0, sum = 0;
@@ -139,30 +140,16 @@ std::string read_cache(const std::string& path, const std::string& src) {
   return cubin;
 }
 
-/// Best effort: a folder we cannot write just means no disk cache. Written to a temporary name and
-/// renamed, so a concurrent reader sees either nothing or the whole file.
+/// Best effort: a folder we cannot write just means no disk cache. Written through the one writer
+/// (backend/cache_file.h), so a concurrent reader sees either nothing or the whole file.
 void write_cache(const std::string& path, const std::string& src, const std::string& cubin) {
-  static std::atomic<unsigned> counter{0};
   std::string data(kMagic, sizeof kMagic);
   put_u64(data, src.size());
   data += src;
   put_u64(data, cubin.size());
   data += cubin;
   put_u64(data, fnv1a(cubin, fnv1a(src)));
-  const std::string tmp = path + ".tmp." + std::to_string(getpid()) + "." + std::to_string(counter++);
-  std::error_code ec;
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return;
-    f.write(data.data(), static_cast<std::streamsize>(data.size()));
-    f.close();
-    if (!f) {
-      std::filesystem::remove(tmp, ec);
-      return;
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) std::filesystem::remove(tmp, ec);
+  write_cache_file(path, data, nullptr);
 }
 
 struct MemoryCache {

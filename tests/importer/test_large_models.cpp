@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "importer/atomic_file.h"
+#include "importer/output_file.h"
 #include "importer/mapped_file.h"
 #include "importer/onnx_export.h"
 #include "importer/onnx_import.h"
@@ -120,9 +120,9 @@ TEST(LargeModels, ReExportCopiesMappedWeightsAndStreamsInlineOnes) {
 TEST(LargeModels, OutputsAreReplacedWholeOrNotAtAll) {
   fs::path dir = temp_dir("atomic");
   const fs::path dest = dir / "out.onnx";
-  write_file_atomically(dest, "old contents");
+  write_output_file(dest, "old contents");
   {
-    AtomicFile f(dest);
+    OutputFile f(dest);
     f.write("half of a new fi", 16);
     // destroyed without commit(): an interrupted or failed write
   }
