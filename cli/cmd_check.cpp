@@ -82,12 +82,15 @@ StepResult run_step(const std::vector<std::string>& args, const fs::path& cwd, c
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::string out = log.string() + ".out", err = log.string() + ".err", dir = cwd.string();
+  std::string err = log.string() + ".err", dir = cwd.string();
+  // The logs go through the one writer like every output (never through a link in the folder).
+  OutputFile out_log(log.string() + ".out", {"a step's log", /*user_named=*/false, /*cache=*/false});
+  OutputFile err_log(err, {"a step's log", /*user_named=*/false, /*cache=*/false});
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, out_log.fd(), 1);
+  posix_spawn_file_actions_adddup2(&fa, err_log.fd(), 2);
   posix_spawn_file_actions_addchdir_np(&fa, dir.c_str());
   auto t0 = std::chrono::steady_clock::now();
   pid_t pid = 0;
@@ -99,6 +102,8 @@ StepResult run_step(const std::vector<std::string>& args, const fs::path& cwd, c
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) internal_error("waitpid failed: " + std::string(std::strerror(errno)));
   set_signal_child(0);
+  out_log.commit();
+  err_log.commit();
   StepResult r;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);

@@ -88,7 +88,8 @@ void CommandFiles::claim_output(const FileKey& key, const std::string& shown, co
       e.written = true;  // the write an earlier claim announced
       return;
     }
-    if (e.what == what) bad_input("'" + shown + "' would be written twice (" + what + "); give each output its own file");
+    if (e.what == what || (writing && e.written))
+      bad_input("'" + shown + "' would be written twice (" + e.what + "); give each output its own file");
     bad_input(what + " '" + shown + "' is also " + e.what + (e.shown == shown ? "" : " ('" + e.shown + "')") +
               "; give each output its own file");
   }

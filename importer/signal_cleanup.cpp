@@ -137,7 +137,9 @@ void on_termination_signal(int sig) {
 }
 
 void on_sigbus(int sig, siginfo_t* info, void*) {
-  const char* addr = static_cast<const char*>(info ? info->si_addr : nullptr);
+  // si_addr is the faulting address only for a fault the kernel raised (si_code > 0), not for a
+  // SIGBUS another process sent.
+  const char* addr = static_cast<const char*>(info && info->si_code > 0 ? info->si_addr : nullptr);
   for (Slot* s = g_maps.load(); s && addr; s = s->next.load()) {
     if (s->state.load() != Slot::Map) continue;
     const char* base = s->base.load();
@@ -147,7 +149,9 @@ void on_sigbus(int sig, siginfo_t* info, void*) {
       ::_exit(2);
     }
   }
-  ::signal(sig, SIG_DFL);  // not a map of ours: the fault repeats with the default action
+  // Not a map of ours: the default action, for a fault (which repeats) and a sent signal alike.
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
 }
 
 }  // namespace
