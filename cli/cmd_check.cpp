@@ -94,10 +94,21 @@ StepResult run_step(const std::vector<std::string>& args, const fs::path& cwd, c
   posix_spawn_file_actions_addchdir_np(&fa, dir.c_str());
   auto t0 = std::chrono::steady_clock::now();
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, exe.c_str(), &fa, nullptr, argv.data(), environ);
+  int rc = 0;
+  {
+    // A signal stops the step (and its temporaries) before the reports folder goes: none may come
+    // between the start and the registration.
+    TerminationSignalsHeld held;
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setsigmask(&attr, &held.previous());
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    rc = posix_spawn(&pid, exe.c_str(), &fa, &attr, argv.data(), environ);
+    posix_spawnattr_destroy(&attr);
+    if (rc == 0) set_signal_child(pid);
+  }
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) internal_error("cannot start " + exe + ": " + std::strerror(rc));
-  set_signal_child(pid);  // a signal stops the step (and its temporaries) before the reports folder goes
   int status = 0;
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) internal_error("waitpid failed: " + std::string(std::strerror(errno)));

@@ -188,6 +188,15 @@ TempPathGuard::~TempPathGuard() { static_cast<Slot*>(slot_)->state.store(Slot::F
 
 void set_signal_child(pid_t pid) { g_child.store(pid); }
 
+TerminationSignalsHeld::TerminationSignalsHeld() {
+  sigset_t held;
+  sigemptyset(&held);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&held, sig);
+  ::pthread_sigmask(SIG_BLOCK, &held, &previous_);
+}
+
+TerminationSignalsHeld::~TerminationSignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &previous_, nullptr); }
+
 void* register_mapped_range(const void* base, size_t size, const std::string& path) {
   install_signal_cleanup();
   Slot* s = acquire(g_maps, "fusec: error: '" + path +

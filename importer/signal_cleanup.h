@@ -15,6 +15,7 @@
 // handler), the handlers only walk lists of atomics and make async-signal-safe calls (unlink,
 // rmdir, getdents64, kill, waitpid, write, _exit).
 #pragma once
+#include <signal.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -40,6 +41,21 @@ class TempPathGuard {
 /// The child process a signal must stop (same signal, then waited for) before the temporaries go:
 /// its own outputs may be in a registered folder. 0: none.
 void set_signal_child(pid_t pid);
+
+/// Holds SIGINT, SIGTERM and SIGHUP back (this thread) for its lifetime, so a child can be started
+/// and registered with set_signal_child with no signal in between; a signal that arrives meanwhile
+/// is handled when it ends. Give the child previous() as its mask (posix_spawnattr_setsigmask).
+class TerminationSignalsHeld {
+ public:
+  TerminationSignalsHeld();
+  ~TerminationSignalsHeld();
+  TerminationSignalsHeld(const TerminationSignalsHeld&) = delete;
+  TerminationSignalsHeld& operator=(const TerminationSignalsHeld&) = delete;
+  const sigset_t& previous() const { return previous_; }
+
+ private:
+  sigset_t previous_;
+};
 
 /// Registers a read-only map of `path` at [base, base + size) for the SIGBUS message; returns a
 /// handle for unregister_mapped_range.
