@@ -46,7 +46,8 @@ int run(RunArgs& a) {
   // Given input files fix the shapes: bind them before inference unless the user gave --shape.
   std::map<std::string, Tensor> given;
   auto g = load_model(a.model, a.shapes);
-  for (size_t k = 0; k < g->outputs.size(); ++k) claim_output(output_path(a, k).string(), "--output-dir's output_" + std::to_string(k));
+  for (size_t k = 0; k < g->outputs.size(); ++k)
+    claim_output(output_path(a, k).string(), "output_" + std::to_string(k), /*user_named=*/false);
   for (const auto& spec : a.inputs) {
     auto eq = spec.find('=');
     if (eq == std::string::npos || eq == 0) bad_input("--input '" + spec + "' must look like NAME=FILE");

@@ -114,10 +114,11 @@ bool is_regular_output(const std::string& dest) {
   return named_descriptor(dest) < 0 && ::stat(dest.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-void claim_output(const std::string& dest, const std::string& what) {
+void claim_output(const std::string& dest, const std::string& what, bool user_named) {
   if (dest.empty()) return;
   OutputOptions o;
   o.what = what;
+  o.user_named = user_named;
   const Destination d = resolve(dest, o);
   claim(d, dest, o, /*writing=*/false);
   if (d.kind == Destination::Descriptor && d.descriptor == 1 && g_stdout_fd.load() == 1) {

@@ -89,7 +89,8 @@ void write_output_file(const std::filesystem::path& dest, std::string_view text,
 /// or another output is one error up front, and so is a destination that cannot be written
 /// (no such folder, a folder, a dangling link). Empty paths are skipped. A claim of stdout
 /// (`-`, /dev/stdout) sends the command's human output (printf to stdout) to stderr from now on.
-void claim_output(const std::string& dest, const std::string& what);
+/// `user_named` as in OutputOptions: false for a name fusec makes (run's output_K.pb).
+void claim_output(const std::string& dest, const std::string& what, bool user_named = true);
 
 /// Whether `dest` names a regular file (that exists): not `-`, a descriptor, a device or a FIFO.
 bool is_regular_output(const std::string& dest);
