@@ -100,7 +100,7 @@ void InputFile::expect_end(const std::string& what_ended) {
 std::string InputFile::read_all(uint64_t max_bytes, const std::string& limit_name) {
   const MemoryBudget& mem = host_memory();
   const uint64_t budget_left = mem.limit() > mem.used() ? mem.limit() - mem.used() : 0;
-  const uint64_t bound = std::min(max_bytes, budget_left);
+  const uint64_t bound = std::min({max_bytes, budget_left, kNoFileLimit - 1});  // bound + 1 must not wrap
   const std::string why = bound == max_bytes ? limit_name
                                              : "the " + format_bytes(static_cast<double>(mem.limit())) +
                                                    " host memory limit with " + format_bytes(static_cast<double>(mem.used())) +
