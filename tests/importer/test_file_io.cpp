@@ -4,7 +4,7 @@
 // none of them writes to a real device.
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <onnx/onnx_pb.h>
+#include "onnx/onnx-ml.pb.h"
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
