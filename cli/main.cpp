@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     return e.exit_code();
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the user gave that the system refuses (a name too long, a symlink loop, no permission).
-    std::fprintf(stderr, "fusec: error: '%s': %s\n", e.path1().c_str(), e.code().message().c_str());
+    print_error(e.path1().empty() ? e.code().message() : "'" + e.path1().string() + "': " + e.code().message());
     return 2;
   } catch (const std::bad_alloc&) {
     print_error("out of memory");

@@ -11,6 +11,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "ir/escape.h"
+
 namespace fusec {
 
 namespace {
@@ -199,9 +201,12 @@ TerminationSignalsHeld::~TerminationSignalsHeld() { ::pthread_sigmask(SIG_SETMAS
 
 void* register_mapped_range(const void* base, size_t size, const std::string& path) {
   install_signal_cleanup();
-  Slot* s = acquire(g_maps, "fusec: error: '" + path +
-                                "' was truncated by another program while fusec was reading it through a memory "
-                                "map; outputs not yet complete were not written\n");
+  // The whole line made now: the handler can only copy bytes (one_line: a path stays one line).
+  Slot* s = acquire(g_maps, "fusec: error: " +
+                                one_line("'" + path +
+                                         "' was truncated by another program while fusec was reading it through a "
+                                         "memory map; outputs not yet complete were not written") +
+                                "\n");
   s->base.store(static_cast<const char*>(base));
   s->size.store(size);
   s->state.store(Slot::Map);
