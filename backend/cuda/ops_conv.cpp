@@ -641,7 +641,8 @@ class ConvOp : public CudaOp {
         cudaGetLastError();
         return false;  // no memory for it: the conv runs unfused
       }
-      if (cudaMemset(zero_bias_.get(), 0, zero_bias_.size()) != cudaSuccess) return false;
+      // Done before any launch reads it, whichever stream that is on (plan time, once per conv).
+      if (cudaMemset(zero_bias_.get(), 0, zero_bias_.size()) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) return false;
     }
     if (!act_desc_ && cudnnCreateActivationDescriptor(&act_desc_) != CUDNN_STATUS_SUCCESS) return false;
     return cudnnSetActivationDescriptor(act_desc_, act_.act == Act::Relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
