@@ -463,10 +463,11 @@ TEST(GpuFusedConv, BiasFreeOnEveryRoute) {
         EXPECT_NE(kernel_of(*exe, "bias_free").find("(1x1 conv)"), std::string::npos) << kernel_of(*exe, "bias_free");
         expect_outputs(exe->run(in1), want1, Precision::FP32, "GEMM route");
       }
-      {  // fusec's implicit-GEMM conv, its first configuration
+      {  // fusec's implicit-GEMM conv, its first configuration (it fuses ReLU, not SiLU: cuDNN runs those)
         ScopedEnv force("FUSEC_CONV_IGEMM", "1");
         auto exe = cuda::CudaBackend(cuda::CudaOptions{}).compile_cuda(*g);
-        EXPECT_NE(kernel_of(*exe, "bias_free").find("implicit-GEMM"), std::string::npos) << kernel_of(*exe, "bias_free");
+        if (std::string(act) != "SiLU")
+          EXPECT_NE(kernel_of(*exe, "bias_free").find("implicit-GEMM"), std::string::npos) << kernel_of(*exe, "bias_free");
         expect_outputs(exe->run(in), want, Precision::FP32, "implicit-GEMM");
       }
     }
@@ -492,6 +493,6 @@ TEST(GpuFusedConv, BiasFreeLaunchesWhatTheBiasedFormLaunches) {
           EXPECT_EQ(n.at("bias_free"), n.at("biased"));
           const std::string kb = kernel_of(*exe, "biased"), kf = kernel_of(*exe, "bias_free");
           EXPECT_EQ(kb.find("fused") != std::string::npos, kf.find("fused") != std::string::npos) << kb << " | " << kf;
-          EXPECT_EQ(kf.find("epilogue"), std::string::npos) << kf;
+          if (kb.find("fused") != std::string::npos) EXPECT_EQ(kf.find("epilogue"), std::string::npos) << kf;
         }
 }
