@@ -402,17 +402,27 @@ class Impl : public CudaExecutable {
         continue;
       }
 
-      // Layout: channels-last for conv regions (a channels-last factory exists, every consumer
-      // can take NHWC), and layout-agnostic elementwise nodes follow their input.
+      // Layout (layout_rule.h): channels-last for conv regions (a channels-last factory exists,
+      // every consumer can take NHWC); layout-agnostic elementwise nodes, reductions and nodes
+      // whose outputs are layout-free ([N,C,1,1]) follow their input.
       const OpFactory* cl = channels_last_ ? factories.find_channels_last(n.domain, n.op_type) : nullptr;
-      bool want_nhwc = false;
-      if (cl && n.input(0) && n.outputs.size() >= 1 && n.outputs[0]) {
+      LayoutFacts facts;
+      if (n.input(0)) {
         const Slot& x = slots_[slot_of.at(n.input(0))];
-        want_nhwc = x.dims.size() == 4 && nhwc_dtype(x.dtype) && consumers_take_nhwc(*n.outputs[0], g);
+        facts.in_dims = x.dims;
+        facts.in_nhwc = x.nhwc;
+        facts.nhwc_dtype = nhwc_dtype(x.dtype);
+      }
+      if (cl && n.input(0) && n.outputs.size() >= 1 && n.outputs[0]) {
+        facts.kind = factories.channels_last_kind(n.domain, n.op_type);
+        for (Value* v : n.outputs)
+          if (v) facts.out_dims.push_back(static_dims(*v->type.shape));
+        facts.consumers_take_nhwc = consumers_take_nhwc(*n.outputs[0], g);
       } else if (layout_agnostic(n) && n.input(0)) {
-        want_nhwc = slots_[slot_of.at(n.input(0))].nhwc;
+        facts.kind = ChannelsLast::FollowInput;
         cl = nullptr;
       }
+      const bool want_nhwc = plan_channels_last(facts);
       auto plan_values = [&](bool nhwc, std::vector<PlanValue>* pin, std::vector<PlanValue>* pout) {
         pin->clear();
         pout->clear();
@@ -534,9 +544,7 @@ class Impl : public CudaExecutable {
   }
 
   // ---------------------------------------------------------------- layout
-  static bool layout_free(const Slot& s) {
-    return s.dims.size() != 4 || s.dims[1] == 1 || s.dims[2] * s.dims[3] == 1;
-  }
+  static bool layout_free(const Slot& s) { return cuda::layout_free(s.dims); }
   bool nhwc_dtype(DType t) const {
     if (t == DType::Float32 && opts_.precision == Precision::FP32) {
       // Strict fp32 stays NCHW unless asked (FUSEC_CHANNELS_LAST=all): cuDNN's NHWC fp32 kernels

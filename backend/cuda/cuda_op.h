@@ -15,6 +15,7 @@
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/device_error.h"
+#include "backend/cuda/layout_rule.h"
 #include "backend/precision.h"
 #include "ir/op_schema.h"
 #include "ir/tensor.h"
@@ -124,12 +125,18 @@ class CudaOpRegistry {
 
   /// Channels-last variants: a factory that runs the node with its 4-D activations (input 0, a
   /// FusedConv residual, output 0) stored NHWC. The planner uses them for conv regions at
-  /// fp16/bf16/tf32, where cuDNN's tensor-core kernels want NHWC.
-  void add_channels_last(const std::string& op_type, OpFactory f, const std::string& domain = "");
+  /// fp16/bf16/tf32, where cuDNN's tensor-core kernels want NHWC. `kind` says whether the kernel
+  /// is worth a layout change (Region: convs, window pools) or only runs where the input already
+  /// is channels-last (FollowInput: reductions); layout_rule.h has the planner's rule.
+  void add_channels_last(const std::string& op_type, OpFactory f, const std::string& domain = "",
+                         ChannelsLast kind = ChannelsLast::Region);
   const OpFactory* find_channels_last(const std::string& domain, const std::string& op_type) const;
+  /// None when the op has no channels-last factory.
+  ChannelsLast channels_last_kind(const std::string& domain, const std::string& op_type) const;
 
  private:
   std::map<std::pair<std::string, std::string>, OpFactory> factories_, channels_last_;
+  std::map<std::pair<std::string, std::string>, ChannelsLast> channels_last_kind_;
 };
 
 // One function per op family file in backend/cuda/.
@@ -139,10 +146,10 @@ void register_conv_ops(CudaOpRegistry& r);          // cuDNN: Conv, FusedConv, C
 void register_normalization_ops(CudaOpRegistry& r); // LayerNorm family, BatchNorm, InstanceNorm
 void register_softmax_ops(CudaOpRegistry& r);       // Softmax, LogSoftmax
 void register_attention_ops(CudaOpRegistry& r);     // Attention (ONNX 23+ and ai.fusec), fused
-void register_reduce_ops(CudaOpRegistry& r);        // Reduce*, ArgMax/ArgMin
-void register_pool_ops(CudaOpRegistry& r);          // MaxPool, AveragePool, Global*Pool
+void register_reduce_ops(CudaOpRegistry& r);        // Reduce* (either layout), ArgMax/ArgMin
+void register_pool_ops(CudaOpRegistry& r);          // MaxPool, AveragePool, Global*Pool (global: either layout)
 void register_movement_ops(CudaOpRegistry& r);      // Transpose, Concat, Split, Slice, Gather, Pad, ...
 void register_view_ops(CudaOpRegistry& r);          // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout
-void register_channels_last_pool_ops(CudaOpRegistry& r);  // NHWC MaxPool/AveragePool/Global*Pool
+void register_channels_last_pool_ops(CudaOpRegistry& r);  // NHWC MaxPool/AveragePool (cuDNN)
 
 }  // namespace fusec::cuda

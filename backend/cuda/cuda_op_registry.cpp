@@ -15,8 +15,14 @@ const OpFactory* CudaOpRegistry::find(const std::string& domain, const std::stri
   return it == factories_.end() ? nullptr : &it->second;
 }
 
-void CudaOpRegistry::add_channels_last(const std::string& op_type, OpFactory f, const std::string& domain) {
+void CudaOpRegistry::add_channels_last(const std::string& op_type, OpFactory f, const std::string& domain, ChannelsLast kind) {
   channels_last_[{canonical(domain), op_type}] = std::move(f);
+  channels_last_kind_[{canonical(domain), op_type}] = kind;
+}
+
+ChannelsLast CudaOpRegistry::channels_last_kind(const std::string& domain, const std::string& op_type) const {
+  auto it = channels_last_kind_.find({canonical(domain), op_type});
+  return it == channels_last_kind_.end() ? ChannelsLast::None : it->second;
 }
 
 const OpFactory* CudaOpRegistry::find_channels_last(const std::string& domain, const std::string& op_type) const {

@@ -7,7 +7,10 @@
 // activation, one in-place epilogue pass (epilogue.cu) in the reference's order:
 // y = act(conv(x, w) + b + z).
 // Where cuDNN's fused call can do the epilogue (bias, residual and ReLU or nothing), the conv is
-// cudnnConvolutionBiasActivationForward instead, tried once at plan time on scratch buffers.
+// cudnnConvolutionBiasActivationForward instead, tried once at plan time on scratch buffers. A
+// node without a bias input is a first-class case on every route: fusec's own kernels (the
+// implicit-GEMM conv, Winograd, the epilogue pass) and the 1x1 GEMM route take a null bias; only
+// cuDNN's fused call needs a bias tensor, and gets [C] zeros made once at plan time.
 // Layout: NCHW as the model has it, or NHWC for the planner's channels-last conv regions (fp16,
 // bf16, tf32: cuDNN's tensor-core kernels want NHWC); then this op keeps its own copy of the
 // weights in KRSC order. 1-D convs run as 2-D with H = 1. Asymmetric padding, which the legacy API
@@ -198,7 +201,12 @@ class ConvOp : public CudaOp {
     strict_ = strict;
     const bool tuning = !transpose && conv_tuning_on(strict) && TuningCache::global().enabled();
     const char* no_fused = std::getenv("FUSEC_CONV_FUSED");
-    const bool may_fuse = !transpose && has_bias_ && dt_ != DType::Float64 && (act_.act == Act::Relu || act_.act == Act::None) &&
+    // Whether the bias exists does not matter: a conv without one (dynamo exports drop all-zero
+    // biases; conv -> ReLU without BN has none) runs the same fused call on a zero bias made once
+    // here (zero_bias_), so it launches one kernel as the biased form does. A conv with no
+    // epilogue at all runs as the plain forward call.
+    const bool epilogue_work = has_bias_ || has_z_ || act_.act != Act::None;
+    const bool may_fuse = !transpose && epilogue_work && dt_ != DType::Float64 && (act_.act == Act::Relu || act_.act == Act::None) &&
                           !(no_fused && std::string(no_fused) == "0");
     // Untimed choices (fp16, bf16, tf32 by default) are remembered too: a warm build reads the
     // algorithm and the fused call's outcome back instead of asking cuDNN's heuristics and making
@@ -208,6 +216,7 @@ class ConvOp : public CudaOp {
       choice = choice_key(c, "choice", strict, may_fuse);
     if (!choice.empty() && recall_choice(choice, may_fuse)) {
       BuildTrace::add("conv heuristics", c.node().op_type, c.node().name, ms_since(phase_t0));
+      keep_zero_bias_if_fused();
       describe();
       return true;
     }
@@ -297,9 +306,19 @@ class ConvOp : public CudaOp {
     if (gemm_pick_ < 0) gemm_route_.reset();  // cuDNN runs it: no descriptors or bias plane held for nothing
     if (igemm_pick_ < 0) igemm_route_.reset();
     else igemm_route_->keep_only(igemm_pick_);
+    keep_zero_bias_if_fused();
     describe();
     return true;
   }
+
+  /// cuDNN's fused call takes no null bias: a bias-free conv that runs it reads zero_bias_ (made by
+  /// fused_desc_ready), which no other route needs (their epilogues take a null bias).
+  void keep_zero_bias_if_fused() {
+    if (has_bias_ || !fused_) zero_bias_ = DeviceBuffer();
+  }
+
+  /// The bias a launch passes: the node's, the zero one for a bias-free fused call, else null.
+  const void* bias_or_zero(const LaunchArgs& a) const { return has_bias_ ? a.inputs[2].data : zero_bias_.get(); }
 
   void describe() {
     if (igemm_pick_ >= 0) {
@@ -314,7 +333,8 @@ class ConvOp : public CudaOp {
     name_ = std::string("cuDNN ") + (transpose_ ? "conv-transpose " : "conv ") +
             (dt_ == DType::Float32 ? (strict_ ? "fp32" : "tf32") : dt_ == DType::Float16 ? "fp16" : dt_ == DType::BFloat16 ? "bf16" : "fp64") +
             (nhwc_ ? " NHWC" : " NCHW") +
-            (fused_ ? " conv+bias+act fused" : has_bias_ || has_z_ || act_.act != Act::None ? " + epilogue" : "");
+            (fused_ ? (has_bias_ ? " conv+bias+act fused" : " conv+act fused (zero bias)")
+                    : has_bias_ || has_z_ || act_.act != Act::None ? " + epilogue" : "");
   }
 
   /// A remembered untimed choice ("algo:math:fused:fused_algo"), applied when this cuDNN still
@@ -614,6 +634,16 @@ class ConvOp : public CudaOp {
     if (!bias_ && cudnnCreateTensorDescriptor(&bias_) != CUDNN_STATUS_SUCCESS) return false;
     int bdims[4] = {1, static_cast<int>(channels_), 1, 1}, bstrides[4] = {static_cast<int>(channels_), 1, 1, 1};
     if (cudnnSetTensorNdDescriptor(bias_, t, 4, bdims, bstrides) != CUDNN_STATUS_SUCCESS) return false;
+    if (!has_bias_ && !zero_bias_.get()) {
+      try {
+        zero_bias_ = DeviceBuffer(static_cast<size_t>(channels_) * dtype_size(dt_), "the zero bias of a bias-free fused conv");
+      } catch (const Error&) {
+        cudaGetLastError();
+        return false;  // no memory for it: the conv runs unfused
+      }
+      // Done before any launch reads it, whichever stream that is on (plan time, once per conv).
+      if (cudaMemset(zero_bias_.get(), 0, zero_bias_.size()) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) return false;
+    }
     if (!act_desc_ && cudnnCreateActivationDescriptor(&act_desc_) != CUDNN_STATUS_SUCCESS) return false;
     return cudnnSetActivationDescriptor(act_desc_, act_.act == Act::Relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
                                         CUDNN_NOT_PROPAGATE_NAN, 0.0) == CUDNN_STATUS_SUCCESS;
@@ -697,7 +727,7 @@ class ConvOp : public CudaOp {
     const DTensor& X = a.inputs[0];
     const DTensor& Y = a.outputs[0];
     if (Y.numel() == 0) return;
-    const void* b = has_bias_ ? a.inputs[2].data : nullptr;
+    const void* b = bias_or_zero(a);
     const void* z = has_z_ ? a.inputs[3].data : nullptr;
     if (X.numel() == 0) {  // no input channels or pixels: the conv is 0, its epilogue still applies
       FUSEC_CUDA_CHECK(cudaMemsetAsync(Y.data, 0, Y.nbytes(), a.stream));
@@ -736,6 +766,7 @@ class ConvOp : public CudaOp {
   std::unique_ptr<ConvIgemmRoute> igemm_route_;  // strict fp32 2-D convs: fusec's own kernel
   int igemm_pick_ = -1;                          // its chosen configuration, or -1
   cudnnTensorDescriptor_t bias_ = nullptr;
+  DeviceBuffer zero_bias_;  // [channels] zeros: the fused call's bias when the node has none
   cudnnActivationDescriptor_t act_desc_ = nullptr;
   cudnnConvolutionFwdAlgo_t fused_algo_{};
   DType dt_ = DType::Float32;

@@ -1,11 +1,13 @@
 // Entry points for the pools: MaxPool (with its optional Indices output), AveragePool, LpPool
-// and GlobalAveragePool / GlobalMaxPool / GlobalLpPool. The window geometry comes from the same
+// and GlobalAveragePool / GlobalMaxPool (reductions over the spatial dims, in either layout) /
+// GlobalLpPool. The window geometry comes from the same
 // window_geometry() the schema and the CPU kernels use, so pads, auto_pad and ceil_mode agree
 // exactly.
 #include <string>
 
 #include "backend/cuda/cuda_op.h"
 #include "backend/cuda/pool.cuh"
+#include "backend/cuda/reduce_op.h"
 #include "ir/ops/conv_geometry.h"
 
 namespace fusec::cuda {
@@ -125,17 +127,22 @@ std::unique_ptr<CudaOp> make_global_pool(const PlanContext& c, std::string* why,
   want[0] = x[0];
   want[1] = x[1];
   if (c.out_dims(0) != want) return refuse(why, "unexpected output dims");
+  if (kind != PoolKind::Lp) {
+    // Mean and max over the spatial dims are a reduction: the same kernels as ReduceMean/ReduceMax
+    // over H and W (the dynamo exporter's form of the same op), in the input's layout. NCHW: a warp
+    // or a block per (n, c) plane with 16-byte loads; NHWC: threads on consecutive channels.
+    std::vector<bool> spatial(x.size(), true);
+    spatial[0] = spatial[1] = false;
+    return plan_reduce(c, kind == PoolKind::Max ? ReduceKind::Max : ReduceKind::Mean, spatial,
+                       kind == PoolKind::Max ? "GlobalMaxPool: " : "GlobalAveragePool: ", why);
+  }
   const int64_t planes = x[0] * x[1];
   int64_t numel = 1;
   for (int64_t d : x) numel *= d;
   const int64_t size = planes ? numel / planes : 0;
-  int p = 2;
-  if (kind == PoolKind::Lp) {
-    const int64_t pw = c.attr_int("p");
-    if (pw <= 0 || pw > 1 << 20) return refuse(why, "p must be positive");
-    p = static_cast<int>(pw);
-  }
-  return std::make_unique<GlobalPoolOp>(kind, t, planes, size, p);
+  const int64_t pw = c.attr_int("p");
+  if (pw <= 0 || pw > 1 << 20) return refuse(why, "p must be positive");
+  return std::make_unique<GlobalPoolOp>(kind, t, planes, size, static_cast<int>(pw));
 }
 
 }  // namespace
@@ -144,8 +151,14 @@ void register_pool_ops(CudaOpRegistry& r) {
   r.add("MaxPool", [](const PlanContext& c, std::string* why) { return make_window_pool(c, why, PoolKind::Max); });
   r.add("AveragePool", [](const PlanContext& c, std::string* why) { return make_window_pool(c, why, PoolKind::Average); });
   r.add("LpPool", [](const PlanContext& c, std::string* why) { return make_window_pool(c, why, PoolKind::Lp); });
-  r.add("GlobalAveragePool", [](const PlanContext& c, std::string* why) { return make_global_pool(c, why, PoolKind::Average); });
-  r.add("GlobalMaxPool", [](const PlanContext& c, std::string* why) { return make_global_pool(c, why, PoolKind::Max); });
+  // Global pools run in either layout, following their input's: their [N,C,1,1] output is the
+  // same memory in both, so they never ask for a layout change of the activation they read.
+  for (const PoolKind kind : {PoolKind::Average, PoolKind::Max}) {
+    const char* name = kind == PoolKind::Max ? "GlobalMaxPool" : "GlobalAveragePool";
+    OpFactory f = [kind](const PlanContext& c, std::string* why) { return make_global_pool(c, why, kind); };
+    r.add(name, f);
+    r.add_channels_last(name, f, "", ChannelsLast::FollowInput);
+  }
   r.add("GlobalLpPool", [](const PlanContext& c, std::string* why) { return make_global_pool(c, why, PoolKind::Lp); });
 }
 

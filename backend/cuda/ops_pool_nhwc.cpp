@@ -1,6 +1,6 @@
-// Channels-last MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool through cuDNN's pooling,
-// for the planner's NHWC conv regions (a ResNet's stem pool and head pool sit between convs; going
-// back to NCHW for them would cost two layout passes). Only what cuDNN expresses exactly: symmetric
+// Channels-last MaxPool and AveragePool through cuDNN's pooling, for the planner's NHWC conv regions
+// (a ResNet's stem pool sits between convs; going back to NCHW for it would cost two layout
+// passes). The global pools are reductions in either layout (ops_pool.cpp). Only what cuDNN expresses exactly: symmetric
 // pads, no dilation, floor rounding (or a ceil_mode that rounds the same), no Indices output; the
 // rest is refused, and the planner then runs the node in NCHW.
 #include <cudnn.h>
@@ -32,7 +32,7 @@ class NhwcPool : public CudaOp {
     if (pool_) cudnnDestroyPoolingDescriptor(pool_);
   }
 
-  bool plan(const PlanContext& c, bool max, bool global, std::string* why) {
+  bool plan(const PlanContext& c, bool max, std::string* why) {
     cudnnDataType_t t;
     const auto& xd = c.in_dims(0);
     const auto& yd = c.out_dims(0);
@@ -41,29 +41,24 @@ class NhwcPool : public CudaOp {
       return false;
     }
     int window[2], pads[2] = {0, 0}, strides[2] = {1, 1};
-    if (global) {
-      window[0] = static_cast<int>(xd[2]);
-      window[1] = static_cast<int>(xd[3]);
-    } else {
-      std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
-      if (kernel.size() != 2) { *why = "kernel_shape must have 2 values"; return false; }
-      bool ceil = c.schema().find_attr("ceil_mode") && c.attr_int("ceil_mode") != 0;
-      WindowGeometry g = window_geometry(c, {xd[2], xd[3]}, kernel, ceil);
-      for (int i = 0; i < 2; ++i) {
-        if (g.dilation[i] != 1 || g.pad_begin[i] != g.pad_end[i]) { *why = "dilated or asymmetric pooling"; return false; }
-        // cuDNN rounds down; a ceil_mode that adds a window is not expressible.
-        if ((xd[2 + i] + 2 * g.pad_begin[i] - g.kernel[i]) / g.stride[i] + 1 != yd[2 + i]) { *why = "ceil_mode rounding"; return false; }
-        window[i] = static_cast<int>(g.kernel[i]);
-        pads[i] = static_cast<int>(g.pad_begin[i]);
-        strides[i] = static_cast<int>(g.stride[i]);
-      }
-      // A window reaching entirely into the padding has no input: cuDNN and the reference differ.
-      for (int i = 0; i < 2; ++i)
-        if (pads[i] >= window[i]) { *why = "pads as large as the window"; return false; }
+    std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
+    if (kernel.size() != 2) { *why = "kernel_shape must have 2 values"; return false; }
+    bool ceil = c.schema().find_attr("ceil_mode") && c.attr_int("ceil_mode") != 0;
+    WindowGeometry g = window_geometry(c, {xd[2], xd[3]}, kernel, ceil);
+    for (int i = 0; i < 2; ++i) {
+      if (g.dilation[i] != 1 || g.pad_begin[i] != g.pad_end[i]) { *why = "dilated or asymmetric pooling"; return false; }
+      // cuDNN rounds down; a ceil_mode that adds a window is not expressible.
+      if ((xd[2 + i] + 2 * g.pad_begin[i] - g.kernel[i]) / g.stride[i] + 1 != yd[2 + i]) { *why = "ceil_mode rounding"; return false; }
+      window[i] = static_cast<int>(g.kernel[i]);
+      pads[i] = static_cast<int>(g.pad_begin[i]);
+      strides[i] = static_cast<int>(g.stride[i]);
     }
+    // A window reaching entirely into the padding has no input: cuDNN and the reference differ.
+    for (int i = 0; i < 2; ++i)
+      if (pads[i] >= window[i]) { *why = "pads as large as the window"; return false; }
     cudnnPoolingMode_t mode = CUDNN_POOLING_MAX_DETERMINISTIC;
     if (!max) {
-      bool include = !global && c.schema().find_attr("count_include_pad") && c.attr_int("count_include_pad") != 0;
+      bool include = c.schema().find_attr("count_include_pad") && c.attr_int("count_include_pad") != 0;
       mode = include ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
     }
     handle_ = c.ctx().cudnn();
@@ -98,10 +93,10 @@ class NhwcPool : public CudaOp {
   std::string name_;
 };
 
-OpFactory pool_factory(bool max, bool global) {
-  return [max, global](const PlanContext& c, std::string* why) -> std::unique_ptr<CudaOp> {
+OpFactory pool_factory(bool max) {
+  return [max](const PlanContext& c, std::string* why) -> std::unique_ptr<CudaOp> {
     auto op = std::make_unique<NhwcPool>();
-    if (!op->plan(c, max, global, why)) return nullptr;
+    if (!op->plan(c, max, why)) return nullptr;
     return op;
   };
 }
@@ -109,10 +104,8 @@ OpFactory pool_factory(bool max, bool global) {
 }  // namespace
 
 void register_channels_last_pool_ops(CudaOpRegistry& r) {
-  r.add_channels_last("MaxPool", pool_factory(true, false));
-  r.add_channels_last("AveragePool", pool_factory(false, false));
-  r.add_channels_last("GlobalMaxPool", pool_factory(true, true));
-  r.add_channels_last("GlobalAveragePool", pool_factory(false, true));
+  r.add_channels_last("MaxPool", pool_factory(true));
+  r.add_channels_last("AveragePool", pool_factory(false));
 }
 
 }  // namespace fusec::cuda

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_op.h"
 #include "backend/cuda/reduce.cuh"
+#include "backend/cuda/reduce_op.h"
 
 namespace fusec::cuda {
 
@@ -31,7 +32,7 @@ int64_t numel(const std::vector<int64_t>& d) {
 
 class ReduceOp : public CudaOp {
  public:
-  explicit ReduceOp(ReduceArgs a) : a_(a) {}
+  ReduceOp(ReduceArgs a, std::string label, bool nhwc) : a_(a), label_(std::move(label)), nhwc_(nhwc) {}
   void launch(const LaunchArgs& la) override {
     ReduceArgs a = a_;
     a.x = la.inputs[0].data;
@@ -41,20 +42,46 @@ class ReduceOp : public CudaOp {
   }
   size_t workspace_bytes() const override { return reduce_workspace_bytes(a_); }
   std::string kernel_name() const override {
-    return std::string("reduce ") + kind_name(a_.kind) + " (" + reduce_variant(a_) + ", " + dtype_name(a_.dtype) + ")";
+    return label_ + "reduce " + kind_name(a_.kind) + " (" + reduce_variant(a_) + ", " + dtype_name(a_.dtype) +
+           (nhwc_ ? ", NHWC" : "") + ")";
   }
 
  private:
   ReduceArgs a_;
+  std::string label_;
+  bool nhwc_;
 };
 
-/// Shared tail of both factories: plan the view and check it against the planned output.
-std::unique_ptr<CudaOp> finish(const PlanContext& c, ReduceArgs& a, const std::vector<bool>& mask, std::string* why) {
+}  // namespace
+
+std::unique_ptr<CudaOp> plan_reduce(const PlanContext& c, ReduceKind kind, std::vector<bool> mask, const std::string& label,
+                                    std::string* why) {
+  ReduceArgs a;
+  a.dtype = c.in_dtype(0);
+  a.kind = kind;
   a.multiprocessors = c.ctx().multiprocessors();
-  if (!reduce_plan(c.in_dims(0), mask, a)) return refuse(why, "reduction over more than 8 separate dims");
+  std::vector<int64_t> dims = c.in_dims(0);
+  const bool nhwc = c.input(0).nhwc && dims.size() == 4;
+  if (nhwc) {
+    // Memory order N, H, W, C. The kept dims (size 1 aside) come out in that order; a 4-D output is
+    // stored channels-last too, a lower-rank one row-major in the model's order: they must agree.
+    const size_t order[4] = {0, 2, 3, 1};
+    std::vector<size_t> kept_model, kept_memory;
+    for (size_t i = 0; i < 4; ++i) {
+      if (!mask[i] && dims[i] != 1) kept_model.push_back(i);
+      if (!mask[order[i]] && dims[order[i]] != 1) kept_memory.push_back(order[i]);
+    }
+    if (c.out_dims(0).size() != 4 && kept_model != kept_memory)
+      return refuse(why, "channels-last: the kept dims would come out in another order");
+    dims = {dims[0], dims[2], dims[3], dims[1]};
+    mask = {mask[0], mask[2], mask[3], mask[1]};
+  }
+  if (!reduce_plan(dims, mask, a)) return refuse(why, "reduction over more than 8 separate dims");
   if (numel(c.out_dims(0)) != a.outputs) return refuse(why, "output size does not match the reduction");
-  return std::make_unique<ReduceOp>(a);
+  return std::make_unique<ReduceOp>(a, label, nhwc);
 }
+
+namespace {
 
 OpFactory reduce_factory(ReduceKind kind) {
   return [kind](const PlanContext& c, std::string* why) -> std::unique_ptr<CudaOp> {
@@ -76,10 +103,7 @@ OpFactory reduce_factory(ReduceKind kind) {
     }
     std::vector<bool> mask(rank, axes.empty() && !noop);
     for (int64_t ax : axes) mask[static_cast<size_t>(normalize_axis(ax, static_cast<int64_t>(rank), c))] = true;
-    ReduceArgs a;
-    a.dtype = t;
-    a.kind = kind;
-    return finish(c, a, mask, why);
+    return plan_reduce(c, kind, mask, "", why);
   };
 }
 
@@ -99,7 +123,10 @@ OpFactory arg_factory(bool is_max) {
     a.dtype = t;
     a.kind = kind;
     a.select_last = c.schema().find_attr("select_last_index") && c.attr_int("select_last_index") != 0;
-    return finish(c, a, mask, why);
+    a.multiprocessors = c.ctx().multiprocessors();
+    if (!reduce_plan(d, mask, a)) return refuse(why, "reduction over more than 8 separate dims");
+    if (numel(c.out_dims(0)) != a.outputs) return refuse(why, "output size does not match the reduction");
+    return std::make_unique<ReduceOp>(a, "", false);
   };
 }
 
@@ -114,7 +141,12 @@ void register_reduce_ops(CudaOpRegistry& r) {
              {"ReduceProd", ReduceKind::Prod},       {"ReduceL1", ReduceKind::L1},
              {"ReduceL2", ReduceKind::L2},           {"ReduceLogSum", ReduceKind::LogSum},
              {"ReduceLogSumExp", ReduceKind::LogSumExp}, {"ReduceSumSquare", ReduceKind::SumSquare}};
-  for (const auto& op : ops) r.add(op.name, reduce_factory(op.kind));
+  for (const auto& op : ops) {
+    r.add(op.name, reduce_factory(op.kind));
+    // The same factory on a channels-last input (plan_reduce permutes to the memory order): a
+    // reduction never asks for a layout change of what it reads.
+    r.add_channels_last(op.name, reduce_factory(op.kind), "", ChannelsLast::FollowInput);
+  }
   r.add("ArgMax", arg_factory(true));
   r.add("ArgMin", arg_factory(false));
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <set>
 
 #include "backend/cpu/cpu_backend.h"
@@ -17,6 +18,7 @@
 #include "backend/cuda/tuning_cache.h"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
+#include "profiler/cuda/cuda_profiler.h"
 
 using namespace fusec;
 using namespace fusec::test;
@@ -264,6 +266,12 @@ OpCase fused_conv(std::vector<int64_t> x, std::vector<int64_t> w, std::vector<Na
   return c;
 }
 
+/// The same case without its bias input (the residual, if any, stays input 3).
+OpCase without_bias(OpCase c) {
+  c.inputs[2] = Tensor();
+  return c;
+}
+
 }  // namespace
 
 // fusec's implicit-GEMM conv (conv_igemm.cuh), each configuration forced, on the shapes its
@@ -300,6 +308,9 @@ TEST(GpuConvIgemm, EveryConfigurationMatchesTheReference) {
       {"1x1 pointwise, 288 tiles of one K tile", conv({4, 16, 96, 96}, {24, 16, 1, 1}, {})},
       // Packed candidates: 1x1 convs whose planes have no 16-byte rows, or strided.
       {"1x1, 7x7, batch 4, residual + relu: packed", fused_conv({4, 32, 7, 7}, {40, 32, 1, 1}, {}, "Relu", true)},
+      // No bias input (the dynamo exporter drops all-zero biases): the epilogue takes a null bias.
+      {"no bias, residual + relu, 7x7",
+       without_bias(fused_conv({2, 16, 7, 7}, {16, 16, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Relu", true))},
   };
   // The cases a packed candidate runs packed (a 1x1 conv not read as it is 16 bytes at a time,
   // batch·P·Q % 4 == 0); elsewhere it runs as its plain configuration.
@@ -308,9 +319,9 @@ TEST(GpuConvIgemm, EveryConfigurationMatchesTheReference) {
   // tiles over the batch are a multiple of 4, tile-major where Cout is; elsewhere they run as the
   // first plain configuration.
   const std::set<std::string> wino_channels = {"3x3 p1, no bias", "residual + relu, 8x8", "residual + relu, 7x7",
-                                               "3x3 residual + relu, 25 tiles of 18 K tiles"};
+                                               "3x3 residual + relu, 25 tiles of 18 K tiles", "no bias, residual + relu, 7x7"};
   const std::set<std::string> wino_tiles = {"3x3 p1, no bias", "residual + relu, 7x7", "gelu",
-                                            "3x3 residual + relu, 25 tiles of 18 K tiles"};
+                                            "3x3 residual + relu, 25 tiles of 18 K tiles", "no bias, residual + relu, 7x7"};
   using Mode = cuda::ConvIgemmRoute::Mode;
   ASSERT_GT(cuda::ConvIgemmRoute::candidate_count(), cuda::conv_igemm_config_count());
   for (bool tap_major : {true, false})
@@ -344,4 +355,144 @@ TEST(GpuConvIgemm, WhatItDoesNotFuseStaysOnCudnn) {
                          true, "cuDNN");
   expect_gpu_matches_cpu(conv({1, 8, 9, 9}, {8, 4, 3, 3}, {attr("group", int64_t{2})}), Precision::FP32, -1, true, "cuDNN");
   expect_gpu_matches_cpu(conv({1, 8, 9, 9}, {8, 8, 3, 3}, {}), Precision::TF32, -1, true, "cuDNN");
+}
+
+// ---------------------------------------------------------------- bias-free convs
+//
+// The dynamo exporter writes Conv(x, W) without B where the bias is all zero (BN folded into a
+// conv of zero bias, library-initialized weights), and conv -> ReLU without BN has no bias in any
+// export. Such a conv must run as its biased twin does: same numbers, same kernels.
+
+namespace {
+
+/// x -> FusedConv "biased" (x, w, b[, z]) and FusedConv "bias_free" (x, w2[, z]), the same
+/// geometry and activation, both graph outputs.
+std::unique_ptr<Graph> twin_convs(const std::vector<int64_t>& xd, const std::vector<int64_t>& wd, int64_t pad, const char* act,
+                                  bool residual) {
+  GraphBuilder b;
+  b.graph().opsets["ai.fusec"] = 1;
+  Value* x = b.input("x", DType::Float32, shape_of(xd));
+  std::vector<int64_t> yd = xd;
+  yd[1] = wd[0];
+  Value* z = residual ? b.input("z", DType::Float32, shape_of(yd)) : nullptr;
+  auto w = [&](const char* name, std::vector<int64_t> d, uint64_t seed) {
+    return b.initializer(name, random_tensor(DType::Float32, d, seed, -0.3, 0.3));
+  };
+  std::vector<NamedAttribute> attrs = {attr("pads", std::vector<int64_t>{pad, pad, pad, pad}), attr("activation", std::string(act))};
+  if (std::string(act) == "LeakyRelu") attrs.push_back(attr("activation_params", std::vector<float>{0.1f}));
+  std::vector<Value*> in1 = {x, w("w1", wd, 1), w("b1", {wd[0]}, 2)}, in2 = {x, w("w2", wd, 3), nullptr};
+  if (residual) {
+    in1.push_back(z);
+    in2.push_back(z);
+  } else {
+    in2.pop_back();
+  }
+  b.output(b.node_n("FusedConv", in1, 1, attrs, "biased", "ai.fusec")[0]);
+  b.output(b.node_n("FusedConv", in2, 1, attrs, "bias_free", "ai.fusec")[0]);
+  auto g = b.build();
+  infer_shapes(*g);
+  return g;
+}
+
+std::vector<Tensor> twin_inputs(const Graph& g) {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    in.push_back(random_tensor(DType::Float32, static_dims(*g.inputs[i]->type.shape), 50 + i));
+  return in;
+}
+
+/// Kernels each step launched in one CUDA-graph replay, by step label (the node's name).
+std::map<std::string, int> kernels_per_step(cuda::CudaExecutable& exe, const std::vector<Tensor>& in) {
+  profiler::CudaRunSettings s;
+  s.warmup = 1;
+  s.iterations = 2;
+  s.stream = false;
+  const profiler::Collected c = profiler::profile_cuda(exe, in, s);
+  std::map<std::string, int> n;
+  for (const auto& r : c.records)
+    if (r.mode == 0 && r.iteration == 0 && r.step >= 0 && r.kind == profiler::RecordKind::Kernel) ++n[c.steps[r.step].label];
+  return n;
+}
+
+std::string kernel_of(const cuda::CudaExecutable& exe, const std::string& node) {
+  for (const auto& pl : exe.placement())
+    if (pl.node == node) return pl.kernel;
+  return "";
+}
+
+void expect_outputs(const std::vector<Tensor>& got, const std::vector<Tensor>& want, Precision p, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) compare(got[i], want[i], default_tolerance(p), what + " output " + std::to_string(i));
+}
+
+}  // namespace
+
+TEST(GpuFusedConv, BiasFreeMatchesTheReference) {
+  FUSEC_REQUIRE_GPU();
+  const char* acts[] = {"", "Relu", "LeakyRelu", "SiLU", "HardSwish"};
+  for (Precision p : kAll)
+    for (const char* act : acts)
+      for (bool residual : {false, true}) {
+        SCOPED_TRACE(std::string(precision_name(p)) + " " + act + (residual ? " + residual" : ""));
+        // Odd sizes; at tf32/fp16/bf16 the planner runs these channels-last, at fp32 NCHW.
+        auto g = twin_convs({2, 16, 13, 11}, {24, 16, 3, 3}, 1, act, residual);
+        expect_graph_gpu_matches_cpu(*g, twin_inputs(*g), p);
+        auto g1 = twin_convs({2, 24, 7, 9}, {40, 24, 1, 1}, 0, act, residual);  // 1x1
+        expect_graph_gpu_matches_cpu(*g1, twin_inputs(*g1), p);
+      }
+}
+
+TEST(GpuFusedConv, BiasFreeOnEveryRoute) {
+  FUSEC_REQUIRE_GPU();
+  for (const char* act : {"", "Relu", "SiLU"})
+    for (bool residual : {false, true}) {
+      SCOPED_TRACE(std::string(act) + (residual ? " + residual" : ""));
+      auto g = twin_convs({2, 16, 13, 11}, {24, 16, 3, 3}, 1, act, residual);
+      auto g1 = twin_convs({2, 24, 7, 9}, {40, 24, 1, 1}, 0, act, residual);
+      const auto in = twin_inputs(*g), in1 = twin_inputs(*g1);
+      const auto want = cpu::CpuBackend().compile(*g)->run(in), want1 = cpu::CpuBackend().compile(*g1)->run(in1);
+      {  // fp16 NCHW: cuDNN's fused call (conv + epilogue pass for SiLU) on NCHW memory
+        cuda::CudaOptions o;
+        o.precision = Precision::FP16;
+        o.channels_last = false;
+        expect_outputs(cuda::CudaBackend(o).compile_cuda(*g)->run(in), want, Precision::FP16, "fp16 NCHW");
+      }
+      {  // the 1x1 GEMM route, untimed
+        ScopedEnv force("FUSEC_CONV_GEMM", "force");
+        auto exe = cuda::CudaBackend(cuda::CudaOptions{}).compile_cuda(*g1);
+        EXPECT_NE(kernel_of(*exe, "bias_free").find("(1x1 conv)"), std::string::npos) << kernel_of(*exe, "bias_free");
+        expect_outputs(exe->run(in1), want1, Precision::FP32, "GEMM route");
+      }
+      {  // fusec's implicit-GEMM conv, its first configuration (it fuses ReLU, not SiLU: cuDNN runs those)
+        ScopedEnv force("FUSEC_CONV_IGEMM", "1");
+        auto exe = cuda::CudaBackend(cuda::CudaOptions{}).compile_cuda(*g);
+        if (std::string(act) != "SiLU")
+          EXPECT_NE(kernel_of(*exe, "bias_free").find("implicit-GEMM"), std::string::npos) << kernel_of(*exe, "bias_free");
+        expect_outputs(exe->run(in), want, Precision::FP32, "implicit-GEMM");
+      }
+    }
+}
+
+TEST(GpuFusedConv, BiasFreeLaunchesWhatTheBiasedFormLaunches) {
+  FUSEC_REQUIRE_GPU();
+  // Untimed precisions (the heuristics' choice, the same for both twins), both layouts. ReLU or
+  // no activation: cuDNN's fused call does the whole epilogue in one kernel, bias or not.
+  for (Precision p : {Precision::TF32, Precision::FP16, Precision::BF16})
+    for (bool channels_last : {true, false})
+      for (const char* act : {"Relu", ""})
+        for (bool residual : {false, true}) {
+          if (!*act && !residual) continue;  // nothing to fuse for the bias-free twin: a plain conv
+          SCOPED_TRACE(std::string(precision_name(p)) + (channels_last ? " NHWC " : " NCHW ") + act + (residual ? " + residual" : ""));
+          auto g = twin_convs({4, 32, 14, 14}, {32, 32, 3, 3}, 1, act, residual);
+          cuda::CudaOptions o;
+          o.precision = p;
+          o.channels_last = channels_last;
+          auto exe = cuda::CudaBackend(o).compile_cuda(*g);
+          const auto n = kernels_per_step(*exe, twin_inputs(*g));
+          ASSERT_TRUE(n.count("biased") && n.count("bias_free"));
+          EXPECT_EQ(n.at("bias_free"), n.at("biased"));
+          const std::string kb = kernel_of(*exe, "biased"), kf = kernel_of(*exe, "bias_free");
+          EXPECT_EQ(kb.find("fused") != std::string::npos, kf.find("fused") != std::string::npos) << kb << " | " << kf;
+          if (kb.find("fused") != std::string::npos) EXPECT_EQ(kf.find("epilogue"), std::string::npos) << kf;
+        }
 }

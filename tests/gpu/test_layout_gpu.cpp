@@ -1,0 +1,200 @@
+// The planner's layout choices on the GPU (layout_rule.h): global pools and reductions over H and W
+// follow their input's layout, NCHW or channels-last, and never pull a relayout of the activation
+// they read; both exporters' forms of a squeeze (GlobalAveragePool, ReduceMean over [-1, -2]) plan
+// the same steps; every result equals the CPU reference, at odd sizes.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "gpu_test_util.h"
+#include "passes/infer_shapes.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+const Precision kAll[] = {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16};
+
+/// The steps of one run as the executor enqueues them: (kind, label).
+struct StepLog : StepObserver {
+  std::vector<std::pair<std::string, std::string>> steps;
+  void step_begin(const StepInfo& s) override { steps.emplace_back(s.kind, s.label); }
+  void step_end(const StepInfo&) override {}
+};
+
+struct Planned {
+  std::unique_ptr<cuda::CudaExecutable> exe;
+  std::vector<std::pair<std::string, std::string>> steps;
+};
+
+Planned plan_and_run(const Graph& g, const std::vector<Tensor>& in, Precision p) {
+  cuda::CudaOptions o;
+  o.precision = p;
+  Planned r;
+  r.exe = cuda::CudaBackend(o).compile_cuda(g);
+  StepLog log;
+  r.exe->set_step_observer(&log);
+  r.exe->run(in);
+  r.exe->set_step_observer(nullptr);
+  r.steps = std::move(log.steps);
+  return r;
+}
+
+/// Relayout steps of value `v` (all of them when v is empty).
+int relayouts(const Planned& r, const std::string& v = "") {
+  int n = 0;
+  for (const auto& [kind, label] : r.steps)
+    n += kind == "relayout" && (v.empty() || label.find("'" + v + "'") != std::string::npos);
+  return n;
+}
+
+std::string kernel_of(const Planned& r, const std::string& node) {
+  for (const auto& pl : r.exe->placement())
+    if (pl.node == node) return pl.kernel;
+  return "";
+}
+
+Value* weight(GraphBuilder& b, const std::string& name, std::vector<int64_t> d, uint64_t seed) {
+  return b.initializer(name, random_tensor(DType::Float32, std::move(d), seed, -0.3, 0.3));
+}
+
+Value* fused_conv(GraphBuilder& b, const std::string& name, Value* x, int64_t cin, int64_t cout, int64_t k, const char* act,
+                  uint64_t seed, std::vector<NamedAttribute> extra = {}) {
+  std::vector<NamedAttribute> attrs = {attr("activation", std::string(act))};
+  const int64_t pad = k / 2;
+  if (pad) attrs.push_back(attr("pads", std::vector<int64_t>{pad, pad, pad, pad}));
+  for (auto& a : extra) attrs.push_back(std::move(a));
+  return b.node_n("FusedConv", {x, weight(b, name + ".w", {cout, cin, k, k}, seed), weight(b, name + ".b", {cout}, seed + 1)}, 1,
+                  attrs, name, "ai.fusec")[0];
+}
+
+/// The squeeze over H and W as either exporter writes it (opset 18: ReduceMean's axes are an input).
+Value* squeeze(GraphBuilder& b, Value* a, const std::string& form) {
+  if (form == "legacy") return b.node("GlobalAveragePool", {a}, {}, "squeeze");
+  if (form == "max") return b.node("GlobalMaxPool", {a}, {}, "squeeze");
+  Value* axes = b.initializer("squeeze.axes", Tensor::from_int64({-1, -2}, {2}));
+  return b.node("ReduceMean", {a, axes}, {attr("keepdims", int64_t{1})}, "squeeze");
+}
+
+/// A MobileNetV3 squeeze-and-excite block at odd sizes: the expanded activation `act` feeds the
+/// squeeze and the broadcast Mul (which needs NCHW), so it stays NCHW in every precision.
+std::unique_ptr<Graph> se_block(const std::string& form, std::string* act) {
+  GraphBuilder b(18);
+  b.graph().opsets["ai.fusec"] = 1;
+  Value* x = b.input("x", DType::Float32, {Dim(2), Dim(24), Dim(13), Dim(11)});
+  Value* a = fused_conv(b, "expand", x, 24, 40, 1, "HardSwish", 10);
+  *act = a->name;
+  Value* s = squeeze(b, a, form);
+  Value* r = fused_conv(b, "fc1", s, 40, 16, 1, "Relu", 20);
+  Value* e = fused_conv(b, "fc2", r, 16, 40, 1, "HardSigmoid", 30, {attr("activation_params", std::vector<float>{1.0f / 6, 0.5f})});
+  Value* m = b.node("Mul", {a, e}, {}, "excite");
+  b.output(b.node("Conv", {m, weight(b, "project.w", {24, 40, 1, 1}, 40), weight(b, "project.b", {24}, 41)}, {}, "project"));
+  auto g = b.build();
+  infer_shapes(*g);
+  return g;
+}
+
+/// A ResNet head at odd sizes: two convs (channels-last at tf32/fp16/bf16), a pool over H and W in
+/// one of its forms, then the classifier.
+std::unique_ptr<Graph> head(const std::string& form, std::string* act) {
+  GraphBuilder b(18);
+  b.graph().opsets["ai.fusec"] = 1;
+  Value* x = b.input("x", DType::Float32, {Dim(3), Dim(8), Dim(15), Dim(13)});
+  Value* c1 = fused_conv(b, "c1", x, 8, 32, 3, "Relu", 10);
+  // The last conv of the body has no bias, as the dynamo exporter writes a BN-folded zero bias.
+  Value* a = b.node_n("FusedConv", {c1, weight(b, "c2.w", {32, 32, 3, 3}, 20), nullptr, c1}, 1,
+                      {attr("activation", std::string("Relu")), attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, "c2", "ai.fusec")[0];
+  *act = a->name;
+  Value* flat = nullptr;
+  if (form == "reducemean_keepdims0") {
+    flat = b.node("ReduceMean", {a, b.initializer("pool.axes", Tensor::from_int64({2, 3}, {2}))}, {attr("keepdims", int64_t{0})}, "pool");
+  } else if (form == "reducemax") {
+    Value* p = b.node("ReduceMax", {a, b.initializer("pool.axes", Tensor::from_int64({-2, -1}, {2}))}, {attr("keepdims", int64_t{1})}, "pool");
+    flat = b.node("Flatten", {p});
+  } else {
+    Value* p = form == "reducemean" ? b.node("ReduceMean", {a, b.initializer("pool.axes", Tensor::from_int64({-1, -2}, {2}))},
+                                             {attr("keepdims", int64_t{1})}, "pool")
+                                    : b.node(form, {a}, {}, "pool");
+    flat = b.node("Flatten", {p});
+  }
+  b.output(b.node("Gemm", {flat, weight(b, "fc.w", {5, 32}, 30), weight(b, "fc.b", {5}, 31)}, {attr("transB", int64_t{1})}, "fc"));
+  auto g = b.build();
+  infer_shapes(*g);
+  return g;
+}
+
+}  // namespace
+
+TEST(GpuLayout, SqueezeOfAnNchwActivationRunsNchwWithoutARelayout) {
+  FUSEC_REQUIRE_GPU();
+  const Tensor x = random_tensor(DType::Float32, {2, 24, 13, 11}, 60);
+  for (Precision p : kAll) {
+    int steps_of_legacy = -1;
+    for (const char* form : {"legacy", "dynamo", "max"}) {
+      SCOPED_TRACE(std::string(precision_name(p)) + ", " + form);
+      std::string act;
+      auto g = se_block(form, &act);
+      expect_graph_gpu_matches_cpu(*g, {x}, p);
+      const Planned r = plan_and_run(*g, {x}, p);
+      EXPECT_EQ(relayouts(r, act), 0) << "the squeezed activation is read where it is";
+      EXPECT_EQ(kernel_of(r, "squeeze").find("NHWC"), std::string::npos) << kernel_of(r, "squeeze");
+      if (std::string(form) == "legacy") steps_of_legacy = static_cast<int>(r.steps.size());
+      if (std::string(form) == "dynamo") EXPECT_EQ(static_cast<int>(r.steps.size()), steps_of_legacy) << "both forms plan the same steps";
+    }
+  }
+}
+
+TEST(GpuLayout, PoolOfAChannelsLastActivationRunsChannelsLastWithoutARelayout) {
+  FUSEC_REQUIRE_GPU();
+  const Tensor x = random_tensor(DType::Float32, {3, 8, 15, 13}, 61);
+  for (Precision p : kAll) {
+    const bool nhwc = p != Precision::FP32;
+    for (const char* form : {"GlobalAveragePool", "GlobalMaxPool", "reducemean", "reducemean_keepdims0", "reducemax"}) {
+      SCOPED_TRACE(std::string(precision_name(p)) + ", " + form);
+      std::string act;
+      auto g = head(form, &act);
+      expect_graph_gpu_matches_cpu(*g, {x}, p);
+      const Planned r = plan_and_run(*g, {x}, p);
+      EXPECT_EQ(relayouts(r, act), 0) << "the pooled activation is read where it is";
+      EXPECT_EQ(relayouts(r), nhwc ? 1 : 0) << "only the graph input changes layout, for the first conv";
+      EXPECT_EQ(kernel_of(r, "pool").find("NHWC") != std::string::npos, nhwc) << kernel_of(r, "pool");
+      EXPECT_EQ(kernel_of(r, "c2").find("NHWC") != std::string::npos, nhwc) << kernel_of(r, "c2");
+    }
+  }
+}
+
+TEST(GpuLayout, ReductionsOfAChannelsLastInputMatchTheReference) {
+  FUSEC_REQUIRE_GPU();
+  // conv (channels-last at fp16) -> Reduce* over each axis set; a keepdims=0 result whose kept
+  // dims would come out of NHWC memory in another order is read from an NCHW copy instead.
+  struct Case {
+    const char* op;
+    std::vector<int64_t> axes;
+    int64_t keepdims;
+    bool relayout;
+  };
+  const Case cases[] = {{"ReduceMean", {2, 3}, 1, false}, {"ReduceMean", {1}, 1, false}, {"ReduceSum", {1}, 0, false},
+                        {"ReduceMax", {0}, 1, false},     {"ReduceMean", {2, 3}, 0, false}, {"ReduceMin", {3}, 1, false},
+                        {"ReduceSum", {2}, 0, true},      {"ReduceMean", {0, 1, 2, 3}, 0, false}};
+  const Tensor x = random_tensor(DType::Float32, {3, 8, 7, 5}, 62);
+  for (Precision p : {Precision::FP16, Precision::BF16, Precision::FP32}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(precision_name(p)) + ", " + c.op + " keepdims " + std::to_string(c.keepdims) + " axes " +
+                   std::to_string(c.axes.size()) + " from " + std::to_string(c.axes[0]));
+      GraphBuilder b(18);
+      Value* in = b.input("x", DType::Float32, {Dim(3), Dim(8), Dim(7), Dim(5)});
+      Value* conv = b.node("Conv", {in, weight(b, "w", {16, 8, 3, 3}, 1), weight(b, "b", {16}, 2)},
+                           {attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, "conv");
+      const std::string act = conv->name;
+      Value* axes = b.initializer("axes", Tensor::from_int64(c.axes, {static_cast<int64_t>(c.axes.size())}));
+      b.output(b.node(c.op, {conv, axes}, {attr("keepdims", c.keepdims)}, "reduce"));
+      auto g = b.build();
+      infer_shapes(*g);
+      expect_graph_gpu_matches_cpu(*g, {x}, p);
+      const Planned r = plan_and_run(*g, {x}, p);
+      EXPECT_EQ(relayouts(r, act) > 0, p != Precision::FP32 && c.relayout);
+    }
+  }
+}

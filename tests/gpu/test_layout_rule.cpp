@@ -1,0 +1,88 @@
+// The CUDA planner's layout rule (backend/cuda/layout_rule.h) and how the op families register
+// their channels-last forms: no GPU needed.
+#include <gtest/gtest.h>
+
+#include "backend/cuda/cuda_op.h"
+#include "backend/cuda/layout_rule.h"
+
+using namespace fusec::cuda;
+
+namespace {
+
+LayoutFacts facts(ChannelsLast kind, std::vector<int64_t> in, bool in_nhwc, std::vector<int64_t> out, bool consumers = true) {
+  LayoutFacts f;
+  f.kind = kind;
+  f.in_dims = std::move(in);
+  f.in_nhwc = in_nhwc;
+  f.nhwc_dtype = true;
+  f.out_dims = {std::move(out)};
+  f.consumers_take_nhwc = consumers;
+  return f;
+}
+
+}  // namespace
+
+TEST(LayoutRule, LayoutFreeValues) {
+  EXPECT_TRUE(layout_free({16, 72, 1, 1}));
+  EXPECT_TRUE(layout_free({16, 1, 28, 28}));
+  EXPECT_TRUE(layout_free({16, 72}));
+  EXPECT_TRUE(layout_free({2, 3, 4, 5, 6}));
+  EXPECT_FALSE(layout_free({16, 72, 28, 28}));
+  EXPECT_FALSE(layout_free({16, 72, 1, 28}));
+}
+
+TEST(LayoutRule, ConvRegionsStartWhereEveryConsumerTakesChannelsLast) {
+  const LayoutFacts conv = facts(ChannelsLast::Region, {16, 64, 56, 56}, false, {16, 64, 56, 56});
+  EXPECT_TRUE(plan_channels_last(conv));
+  LayoutFacts f = conv;
+  f.consumers_take_nhwc = false;
+  EXPECT_FALSE(plan_channels_last(f)) << "a consumer that needs NCHW keeps the conv NCHW";
+  f = conv;
+  f.nhwc_dtype = false;
+  EXPECT_FALSE(plan_channels_last(f)) << "strict fp32 stays NCHW";
+  f = conv;
+  f.in_dims = {16, 64, 56};
+  f.out_dims = {{16, 64, 56}};
+  EXPECT_FALSE(plan_channels_last(f)) << "1-D convs stay NCHW";
+  EXPECT_FALSE(plan_channels_last(facts(ChannelsLast::None, {16, 64, 56, 56}, true, {16, 64, 56, 56})));
+}
+
+// MobileNetV3/EfficientNet SE blocks: the activation stays NCHW (it also feeds a broadcast Mul),
+// and the squeeze must read it there rather than change the layout of the whole activation.
+TEST(LayoutRule, ALayoutFreeResultFollowsItsInput) {
+  for (ChannelsLast kind : {ChannelsLast::Region, ChannelsLast::FollowInput}) {
+    EXPECT_FALSE(plan_channels_last(facts(kind, {16, 72, 28, 28}, false, {16, 72, 1, 1})));
+    EXPECT_TRUE(plan_channels_last(facts(kind, {16, 72, 28, 28}, true, {16, 72, 1, 1})));
+    EXPECT_FALSE(plan_channels_last(facts(kind, {16, 72, 28, 28}, false, {16, 72})));  // keepdims=0
+    EXPECT_FALSE(plan_channels_last(facts(kind, {16, 72, 28, 28}, false, {16, 1, 28, 28})));  // mean over C
+  }
+  // Several outputs: only when every one is layout-free.
+  LayoutFacts f = facts(ChannelsLast::Region, {16, 72, 28, 28}, false, {16, 72, 1, 1});
+  f.out_dims.push_back({16, 72, 28, 28});
+  EXPECT_TRUE(plan_channels_last(f));
+}
+
+TEST(LayoutRule, FollowersNeverAskForALayoutChange) {
+  // A reduction over the batch keeps a full-size activation: it still follows its input.
+  EXPECT_FALSE(plan_channels_last(facts(ChannelsLast::FollowInput, {16, 72, 28, 28}, false, {1, 72, 28, 28})));
+  EXPECT_TRUE(plan_channels_last(facts(ChannelsLast::FollowInput, {16, 72, 28, 28}, true, {1, 72, 28, 28}, false)));
+}
+
+TEST(LayoutRule, LayoutFreeInputAndOutputKeepTheRegionRule) {
+  // The SE block's 1x1 convs on [N,C,1,1]: either layout is the same memory; the rule is unchanged.
+  EXPECT_TRUE(plan_channels_last(facts(ChannelsLast::Region, {16, 72, 1, 1}, false, {16, 18, 1, 1})));
+  EXPECT_FALSE(plan_channels_last(facts(ChannelsLast::Region, {16, 72, 1, 1}, false, {16, 18, 1, 1}, false)));
+}
+
+TEST(LayoutRule, GlobalPoolsAndReductionsFollowTheirInputConvsStartRegions) {
+  const CudaOpRegistry& r = CudaOpRegistry::global();
+  for (const char* op : {"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax", "ReduceSum"}) {
+    EXPECT_EQ(r.channels_last_kind("", op), ChannelsLast::FollowInput) << op;
+    EXPECT_NE(r.find_channels_last("", op), nullptr) << op;
+  }
+  EXPECT_EQ(r.channels_last_kind("", "Conv"), ChannelsLast::Region);
+  EXPECT_EQ(r.channels_last_kind("ai.fusec", "FusedConv"), ChannelsLast::Region);
+  EXPECT_EQ(r.channels_last_kind("", "MaxPool"), ChannelsLast::Region);
+  EXPECT_EQ(r.channels_last_kind("", "GlobalLpPool"), ChannelsLast::None);
+  EXPECT_EQ(r.channels_last_kind("", "Softmax"), ChannelsLast::None);
+}
