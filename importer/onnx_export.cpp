@@ -2,11 +2,8 @@
 
 #include "onnx/onnx-ml.pb.h"
 
-#include <algorithm>
-
 #include "importer/file_claims.h"
 #include "importer/mapped_file.h"
-#include "importer/onnx_import.h"
 #include "importer/output_file.h"
 #include "importer/tensor_proto.h"
 #include "ir/error.h"
@@ -90,8 +87,7 @@ void external_tensor_proto(const Value& v, const std::string& data_file, size_t 
 /// `with_initializers` false the graph gets none (the file writer streams them after it).
 void build_model(const Graph& g, onnx::ModelProto* m, const std::string& data_file,
                  const std::vector<std::pair<const Value*, size_t>>& external_offsets, bool with_initializers = true) {
-  // The model's own IR version, unless a rewrite raised the ai.onnx opset past what it allows.
-  m->set_ir_version(std::max(g.meta.ir_version, min_ir_version_for_opset(g.opset(""))));
+  m->set_ir_version(g.meta.ir_version);  // the model's own, or what a pass raised it to with the opset
   if (!g.meta.producer_name.empty()) m->set_producer_name(g.meta.producer_name);
   if (!g.meta.producer_version.empty()) m->set_producer_version(g.meta.producer_version);
   if (!g.meta.domain.empty()) m->set_domain(g.meta.domain);

@@ -256,17 +256,6 @@ class Importer {
 
 int64_t newest_supported_ir_version() { return onnx::Version::IR_VERSION; }
 
-int64_t min_ir_version_for_opset(int64_t opset) {
-  // onnx.helper.VERSION_TABLE of the pinned onnx release: the first IR version of each ai.onnx opset
-  // (tests/importer/check_version_table.py checks this against the installed onnx).
-  static constexpr std::pair<int64_t, int64_t> kFirstIr[] = {
-      {9, 4}, {10, 5}, {11, 6}, {12, 7}, {15, 8}, {19, 9}, {21, 10}, {23, 11}, {24, 12}, {25, 13}, {28, 14}};
-  int64_t ir = 3;
-  for (const auto& [first_opset, version] : kFirstIr)
-    if (opset >= first_opset) ir = version;
-  return ir;
-}
-
 namespace {
 
 /// Parses and imports `size` bytes of a serialized ModelProto.

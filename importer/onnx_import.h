@@ -32,7 +32,5 @@ std::unique_ptr<Graph> import_onnx_bytes(const std::string& bytes, const std::fi
 /// The newest IR version fusec reads: the one defined by the onnx-ml.proto of the onnx release that
 /// requirements.txt pins (its protobuf classes are generated from that file at build time).
 int64_t newest_supported_ir_version();
-/// The lowest IR version a model importing ai.onnx opset `opset` may declare (onnx's version table).
-int64_t min_ir_version_for_opset(int64_t opset);
 
 }  // namespace fusec

@@ -146,6 +146,9 @@ struct OpSchema {
 /// onnx 1.23 (requirements.txt), whose newest opset is 28. Raise it only after checking every op
 /// that changed in the newer opsets. A model importing a newer opset is refused by default.
 constexpr int64_t kNewestOnnxOpset = 28;
+/// The lowest IR version a model importing ai.onnx opset `opset` may declare (onnx's version table).
+/// A pass that raises a model's opset raises its IR version to at least this.
+int64_t min_ir_version_for_opset(int64_t opset);
 /// The newest version of fusec's own domain, ai.fusec (docs/ops.md).
 constexpr int64_t kNewestFusecOpset = 1;
 

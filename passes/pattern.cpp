@@ -114,6 +114,7 @@ std::optional<std::string> domain_for_standard_op(Graph& g, const PassOptions& o
   std::string blocker;
   if (can_raise_opset(g, needed, &blocker)) {
     g.opsets[""] = needed;
+    g.meta.ir_version = std::max(g.meta.ir_version, min_ir_version_for_opset(needed));
     return std::string();
   }
   if (!opts.portable) {

@@ -5,6 +5,7 @@
 
 #include "ir/error.h"
 #include "passes/cleanup.h"
+#include "passes/canonicalize.h"
 #include "passes/constant_folding.h"
 #include "passes/fold_batchnorm.h"
 #include "passes/fuse_attention.h"
@@ -28,6 +29,10 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // 2. Fold constants (and, with bound shapes, whole Shape->...->Reshape subgraphs) before
   //    matching: fusions need their weights, epsilons and axes as constants.
   p.push_back(std::make_unique<ConstantFoldingPass>());
+  // One spelling for what torch's two exporters (and others) write differently, once shapes and
+  // constant targets are folded: every pattern below then has one form to match, whichever
+  // exporter wrote the model (dynamo's Kᵀ through a 3-D view, legacy's Div(1, y) in RMSNorm).
+  p.push_back(std::make_unique<CanonicalizePass>());
   // BN/per-channel Mul/Add into Conv/Gemm weights, before activation fusion hides the Conv -> BN edge.
   p.push_back(std::make_unique<FoldBatchNormPass>());
   // Recognizers run after folding (and fold_batchnorm): their epsilons, 0.5/√2 constants, axes and

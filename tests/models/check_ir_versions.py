@@ -11,8 +11,9 @@ checks, through the fusec binary:
   * an initializer or graph input of an element type fusec has no kernels for (the float8
     variants, int4/uint4, float4, ...) is refused with exit 2 and one line naming the type, the
     value and the node that reads it;
-  * `optimize` writes the model's own IR version, and raises it only to the first version onnx's
-    own table allows for the ai.onnx opset the written model imports.
+  * `optimize` writes the model's own IR version; a rewrite that raises the ai.onnx opset (a
+    standard Gelu, opset 20) raises it to the first version onnx's own table allows for that
+    opset, and fusec's copy of that table equals the pinned onnx's.
 
 Exit status: 0 when every check passes, 1 otherwise; the last line is a one-line summary.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -133,21 +135,60 @@ def first_ir_for_opset() -> dict[int, int]:
     return first
 
 
-def check_written_ir_version(binary: str, tmp: str) -> int:
+def gelu_model(ir: int, opset: int) -> onnx.ModelProto:
+    """Y = GELU(X) written out (x * 0.5 * (1 + erf(x / sqrt 2))): recognize_gelu makes it one Gelu,
+    a standard op from opset 20, so optimize raises the model's opset and with it the IR version."""
+    c = lambda name, v: numpy_helper.from_array(np.array(v, np.float32), name)
+    nodes = [helper.make_node("Div", ["X", "sqrt2"], ["d"], name="div"),
+             helper.make_node("Erf", ["d"], ["e"], name="erf"),
+             helper.make_node("Add", ["e", "one"], ["a"], name="add"),
+             helper.make_node("Mul", ["X", "a"], ["m"], name="mul"),
+             helper.make_node("Mul", ["m", "half"], ["Y"], name="half_mul")]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, [2, 4])],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [2, 4])],
+                          [c("sqrt2", 2 ** 0.5), c("one", 1.0), c("half", 0.5)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=ir)
+
+
+def check_written_ir_version(binary: str, source: str, tmp: str) -> int:
+    first_ir = first_ir_for_opset()
+    # fusec's copy of onnx's table (ir/op_schema.cpp) agrees with the pinned onnx's.
+    text = open(os.path.join(source, "ir", "op_schema.cpp")).read()
+    body = re.search(r"kFirstIr\[\] = \{(.*?)\};", text, re.S)
+    if not body:
+        raise Failure("ir/op_schema.cpp has no kFirstIr table")
+    pairs = [(int(a), int(b)) for a, b in re.findall(r"\{(\d+), (\d+)\}", body.group(1))]
+    ours = lambda opset: max([3] + [ir for first, ir in pairs if opset >= first])
+    wrong = {o: (ours(o), ir) for o, ir in first_ir.items() if o >= 6 and ours(o) != ir}
+    if wrong:
+        raise Failure(f"ir/op_schema.cpp's first IR version per opset differs from onnx's (opset: ours, onnx's): {wrong}")
     checked = 0
-    for opset, first_ir in sorted(first_ir_for_opset().items()):
-        if opset < 14:  # fusec's Relu schemas start at opset 6 and the shipped models are at 17
-            continue
+    # Nothing raised: the model's own IR version, whatever it is.
+    for opset in (14, 17, 18, 20, 21, onnx.defs.onnx_opset_version()):
         for own in (8, onnx.IR_VERSION):
             src = os.path.join(tmp, f"relu_o{opset}_ir{own}.onnx")
             dst = os.path.join(tmp, f"relu_o{opset}_ir{own}.opt.onnx")
             onnx.save(relu_model(own, opset), src)
-            expect_ok(fusec(binary, "optimize", src, "-o", dst, "--allow-newer-opset"), f"optimize {src}")
+            expect_ok(fusec(binary, "optimize", src, "-o", dst), f"optimize {src}")
             written = onnx.load(dst)
-            want = max(own, first_ir)
-            if written.ir_version != want:
-                raise Failure(f"optimize of an IR {own}, opset {opset} model wrote IR {written.ir_version}, expected {want}")
+            if written.ir_version != own:
+                raise Failure(f"optimize of an IR {own}, opset {opset} Relu model wrote IR {written.ir_version}")
             checked += 1
+    # A rewrite that raises the opset raises the IR version to what onnx's table requires of it.
+    for opset, own in ((17, 8), (18, 8), (17, 3)):
+        src = os.path.join(tmp, f"gelu_o{opset}_ir{own}.onnx")
+        dst = os.path.join(tmp, f"gelu_o{opset}_ir{own}.opt.onnx")
+        onnx.save(gelu_model(own, opset), src)
+        expect_ok(fusec(binary, "optimize", src, "-o", dst), f"optimize {src}")
+        written = onnx.load(dst)
+        wrote_opset = {o.domain or "ai.onnx": o.version for o in written.opset_import}.get("ai.onnx")
+        if [n.op_type for n in written.graph.node] != ["Gelu"] or wrote_opset != 20:
+            raise Failure(f"optimize of the GELU chain (opset {opset}) wrote {[n.op_type for n in written.graph.node]} "
+                          f"at opset {wrote_opset}; expected one Gelu at opset 20")
+        if written.ir_version != max(own, first_ir[20]):
+            raise Failure(f"optimize raised opset {opset} to 20 but wrote IR {written.ir_version}, "
+                          f"expected {max(own, first_ir[20])}")
+        checked += 1
     return checked
 
 
@@ -160,7 +201,7 @@ def main() -> int:
         try:
             n_models = check_shipped_models(args.fusec, args.models, tmp)
             n_types = check_element_types(args.fusec, tmp)
-            n_written = check_written_ir_version(args.fusec, tmp)
+            n_written = check_written_ir_version(args.fusec, os.path.dirname(os.path.abspath(args.models)), tmp)
         except Failure as e:
             print(f"FAIL: {e}")
             return 1

@@ -1,0 +1,158 @@
+// canonicalize: one spelling for computations that exporters write in several ways, so every
+// later pass and the CUDA planner match one form. torch's legacy (TorchScript) and dynamo
+// (torch.export + onnxscript) exporters write the same network differently; each rule below is a
+// difference between them that decided whether a fusion happened (scripts/export_zoo.py exports
+// both forms). Every rule is exact: the result computes the same values, bit for bit.
+//
+// Not here: dynamo's ReduceMean over H and W where legacy writes GlobalAveragePool. The CUDA
+// planner runs both on the same reduce kernels in their input's layout (layout_rule.h), so the
+// two forms already cost the same; and a mean over trailing axes is also a normalization's
+// statistic, which recognize_layernorm matches as a ReduceMean.
+//
+//   Reshape(x: S -> S1 merging runs of S's dims) -> Transpose(p) -> Reshape(to exactly those runs
+//   in p's order)                                    -> Transpose(x, p expanded to S's axes)
+//       dynamo writes Kᵀ = Reshape[B,H,D,S](Transpose(0,2,1)(Reshape[B·H,S,D](K))); legacy writes
+//       Transpose(K, 0,1,3,2). A transpose that moves whole groups of dims is that transpose of
+//       the ungrouped tensor: element order is the same, only the view's dims differ.
+//
+//   Div(1, y)                                        -> Reciprocal(y)            1/y by definition
+//       legacy RMSNorm writes 1 / sqrt(mean(x²) + ε) as Div; dynamo as Reciprocal.
+//
+//   Gather(d[n], indices = 0, 1, .., n-1 in row-major order, axis 0) -> Reshape(d, shape(indices))
+//       dynamo writes torch's as_strided view of a contiguous tensor as a Gather of every element.
+#include "passes/canonicalize.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "passes/pattern.h"
+
+namespace fusec {
+
+namespace {
+
+const char* kPass = "canonicalize";
+
+std::optional<std::vector<int64_t>> static_dims(const Value* v) {
+  if (!v || !v->type.shape || !is_static(*v->type.shape)) return std::nullopt;
+  std::vector<int64_t> d;
+  for (const auto& dim : *v->type.shape) d.push_back(dim.value);
+  return d;
+}
+
+/// Replaces `old` (one output) by a node `op` on `inputs` that writes the same value under the same
+/// name, standing for the nodes in `from` (old among them). Returns the new node.
+Node* replace_node(Graph& g, Node* old, const std::string& op, std::vector<Value*> inputs,
+                   const std::vector<Node*>& from) {
+  const std::string name = old->name;
+  std::vector<std::string> origins = fused_origins(from);
+  Value* out = old->outputs[0];
+  g.remove_node(old);
+  Node* n = g.add_node(op, std::move(inputs), {out}, name);
+  n->fused_from = std::move(origins);
+  return n;
+}
+
+/// The runs of `from`'s axes whose products are `to`'s dims, in order (a dim of 1 in `to` may be an
+/// empty run; unit dims of `from` join the run after them, trailing ones the last run), or nullopt
+/// when `to` is not such a merge of `from`.
+std::optional<std::vector<std::vector<int>>> merged_runs(const std::vector<int64_t>& from,
+                                                         const std::vector<int64_t>& to) {
+  std::vector<std::vector<int>> runs(to.size());
+  size_t i = 0;
+  for (size_t j = 0; j < to.size(); ++j) {
+    int64_t prod = 1;
+    const bool last = j + 1 == to.size();
+    while (i < from.size() && (prod < to[j] || (last && prod == to[j] && from[i] == 1))) {
+      prod *= from[i];
+      runs[j].push_back(static_cast<int>(i++));
+    }
+    if (prod != to[j]) return std::nullopt;
+  }
+  if (i != from.size()) return std::nullopt;
+  return runs;
+}
+
+/// Rule 1: Reshape -> Transpose -> Reshape that only moves whole groups of x's dims.
+bool transpose_of_groups(Graph& g, Node* outer, PassContext& ctx) {
+  if (!is_op(outer, "Reshape") || !outer->outputs[0]) return false;
+  Node* t = producer_of(outer->input(0), "Transpose");
+  if (!t || !t->domain.empty()) return false;
+  Node* inner = producer_of(t->input(0), "Reshape");
+  if (!inner || !inner->domain.empty()) return false;
+  Value* x = inner->input(0);
+  auto s = static_dims(x), s1 = static_dims(inner->outputs[0]), s2 = static_dims(outer->outputs[0]);
+  if (!s || !s1 || !s2) return false;
+  for (int64_t d : *s)
+    if (d == 0) return false;
+  auto runs = merged_runs(*s, *s1);
+  if (!runs) return false;
+  std::vector<int64_t> p = t->attr_ints("perm");
+  if (p.empty()) {  // default: reverse the dims
+    p.resize(s1->size());
+    std::iota(p.rbegin(), p.rend(), 0);
+  }
+  if (p.size() != s1->size()) return false;
+  std::vector<int64_t> perm, shape;
+  for (int64_t k : p) {
+    if (k < 0 || k >= static_cast<int64_t>(runs->size())) return false;
+    for (int a : (*runs)[k]) {
+      perm.push_back(a);
+      shape.push_back((*s)[a]);
+    }
+  }
+  if (shape != *s2) return false;
+  const std::string what = describe(inner) + " + " + describe(t) + " + " + describe(outer);
+  std::vector<std::string> replaced = {inner->name, t->name, outer->name};
+  Node* tr = replace_node(g, outer, "Transpose", {x}, {inner, t, outer});
+  tr->set_attr("perm", perm);
+  if (use_count(t->outputs[0]) == 0) erase_nodes(g, {t});  // unless another node reads the views
+  if (use_count(inner->outputs[0]) == 0) erase_nodes(g, {inner});
+  ctx.rewrite(kPass, what + " -> " + describe(tr) + " (a transpose of whole groups of dims)", replaced, tr->name);
+  return true;
+}
+
+/// Rule 2: Div(1, y) -> Reciprocal(y).
+bool reciprocal(Graph& g, Node* n, PassContext& ctx) {
+  if (!is_op(n, "Div") || !n->input(0) || !n->input(1)) return false;
+  Value *one = n->input(0), *y = n->input(1), *out = n->outputs[0];
+  if (!out) return false;
+  if (!is_float(y->type.dtype) || !constant_of(one) || uniform_constant(one) != 1.0) return false;
+  auto ys = static_dims(y), os = static_dims(out);
+  if (!ys || !os || *ys != *os) return false;  // the 1 must not broadcast y to a bigger shape
+  const std::string what = describe(n);
+  Node* r = replace_node(g, n, "Reciprocal", {y}, {n});
+  ctx.rewrite(kPass, what + " (1 / y) -> " + describe(r), {r->name}, r->name);
+  return true;
+}
+
+/// Rule 3: Gather of every element of a 1-D tensor, in order -> Reshape.
+bool gather_of_everything(Graph& g, Node* n, PassContext& ctx) {
+  if (!is_op(n, "Gather") || n->attr_int("axis", 0) != 0) return false;
+  Value *d = n->input(0), *idx = n->input(1);
+  auto ds = static_dims(d);
+  const Tensor* t = constant_of(idx);
+  if (!ds || ds->size() != 1 || !t || t->numel() != (*ds)[0] || t->numel() == 0) return false;
+  for (int64_t i = 0; i < t->numel(); ++i)
+    if (t->as_int64(i) != i) return false;
+  Value* shape = g.add_initializer(n->name + "_shape", Tensor::from_int64(t->dims(), {static_cast<int64_t>(t->dims().size())}));
+  const std::string what = describe(n);
+  Node* r = replace_node(g, n, "Reshape", {d, shape}, {n});
+  ctx.rewrite(kPass, what + " (every element, in order) -> " + describe(r), {r->name}, r->name);
+  return true;
+}
+
+}  // namespace
+
+bool CanonicalizePass::run(Graph& g, PassContext& ctx) {
+  bool changed = false;
+  for (Node* n : g.node_list()) {
+    if (!n->domain.empty()) continue;
+    changed |= transpose_of_groups(g, n, ctx) || reciprocal(g, n, ctx) ||
+               gather_of_everything(g, n, ctx);
+  }
+  if (changed) g.remove_unused_values();
+  return changed;
+}
+
+}  // namespace fusec

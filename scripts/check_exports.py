@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Export-form parity on the GPU: every model scripts/export_zoo.py exported, in both forms, through
+fusec with no flag, checked against PyTorch and timed (issue 24's acceptance).
+
+For each DIR/<model>.<form>.onnx (form legacy or dynamo) with its inputs and torch outputs beside it:
+
+    fusec inspect  M --batch B
+    fusec optimize M --batch B -o M.opt.onnx                 (verified on the CPU reference)
+    fusec run      M        --device cuda --precision fp32    vs torch fp32: max|d|/max|ref| <= 1e-4
+    fusec run      M.opt    --device cuda --precision fp32    the same bound
+    fusec run      M.opt    --device cuda --precision fp16    vs torch fp32: within 2x torch's own fp16
+                                                              error (export_zoo.py measured it)
+    fusec bench    M --device cuda --batch B --precision fp16 as given and optimized, same process
+
+Then, per model, each form's optimized latency against the other form's: within 5%, or better.
+Writes OUT/check_exports.json (every number and command) and OUT/check_exports.md, and prints the
+table last. Exit 0 when every check passes, 1 otherwise.
+
+On the lent GPU (repo root, the bundle from scripts/gpu_bundle.sh unpacked to /tmp/fusec):
+    python3 scripts/export_zoo.py --models resnet50,vit_b_16,mobilenet_v3_large,efficientnet_b0,bert,gpt2 --out /tmp/zoo
+    python3 scripts/check_exports.py --fusec /tmp/fusec/bin/fusec --zoo /tmp/zoo --out $OUT
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+FP32_TOL = 1e-4
+FP16_FACTOR = 2.0
+PARITY = 1.05
+FORMS = ("legacy", "dynamo")
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def run(cmd: list[str], timeout: float) -> tuple[int, str, float]:
+    t = time.perf_counter()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        rc, text = p.returncode, (p.stdout + p.stderr)
+    except subprocess.TimeoutExpired:
+        rc, text = -9, f"timed out after {timeout:.0f} s"
+    return rc, text, time.perf_counter() - t
+
+
+def max_rel(got: np.ndarray, ref: np.ndarray) -> float:
+    if got.shape != ref.shape:
+        return float("inf")
+    scale = float(np.max(np.abs(ref))) if ref.size else 0.0
+    diff = np.abs(got.astype(np.float64) - ref.astype(np.float64))
+    if not np.all(np.isfinite(got)):
+        return float("inf")
+    return float(np.max(diff)) / scale if scale > 0 else float(np.max(diff))
+
+
+def fusec_outputs(args, model: str, inputs: dict[str, str], precision: str, work: str, rec: dict, key: str):
+    out = os.path.join(work, key)
+    cmd = [args.fusec, "run", model, "--device", "cuda", "--precision", precision, "--output-dir", out,
+           "--format", "npy"] + [a for name, f in inputs.items() for a in ("--input", f"{name}={f}")]
+    rc, text, secs = run(cmd, args.timeout)
+    rec[key] = {"cmd": " ".join(cmd), "rc": rc, "s": round(secs, 2)}
+    if rc != 0:
+        rec[key]["error"] = text.strip()[-800:]
+        return None
+    files = sorted(glob.glob(os.path.join(out, "output_*.npy")), key=lambda f: int(f.rsplit("_", 1)[1][:-4]))
+    return [np.load(f) for f in files]
+
+
+def check_form(args, name: str, form: str, meta: dict, work: str) -> dict:
+    src = os.path.join(args.zoo, f"{name}.{form}.onnx")
+    opt = os.path.join(work, f"{name}.{form}.opt.onnx")
+    rec: dict = {"model": name, "export": form, "checks": {}}
+    batch = str(meta["batch"])
+    inputs = {k: os.path.join(args.zoo, f"{name}.input.{k}.npy") for k in meta["inputs"]}
+    refs = [np.load(os.path.join(args.zoo, f"{name}.output.{o}.npy")) for o in meta["outputs"]]
+    fp16_torch = (meta.get("reference") or {}).get("fp16") or {}
+    for step, cmd in (("inspect", [args.fusec, "inspect", src, "--batch", batch]),
+                      ("optimize", [args.fusec, "optimize", src, "--batch", batch, "-o", opt])):
+        rc, text, secs = run(cmd, args.timeout)
+        rec[step] = {"cmd": " ".join(cmd), "rc": rc, "s": round(secs, 2)}
+        if rc != 0:
+            rec[step]["error"] = text.strip()[-800:]
+        rec["checks"][step] = rc == 0
+    for key, model, prec in (("fp32_as_given", src, "fp32"), ("fp32_optimized", opt, "fp32"),
+                             ("fp16_optimized", opt, "fp16")):
+        if model == opt and not rec["checks"]["optimize"]:
+            rec["checks"][key] = False
+            continue
+        got = fusec_outputs(args, model, inputs, prec, work, rec, key)
+        if got is None or len(got) != len(refs):
+            rec["checks"][key] = False
+            continue
+        errs = [max_rel(g, r) for g, r in zip(got, refs)]
+        rec[key]["max_rel"] = errs
+        if prec == "fp32":
+            rec["checks"][key] = all(e <= FP32_TOL for e in errs)
+        else:
+            bounds = [FP16_FACTOR * (fp16_torch.get(o) or {}).get("max_rel", float("nan")) for o in meta["outputs"]]
+            rec[key]["bound"] = bounds
+            rec["checks"][key] = all(e <= b for e, b in zip(errs, bounds))  # NaN bound (no torch fp16): fails
+    bench_json = os.path.join(work, f"{name}.{form}.bench.json")
+    cmd = [args.fusec, "bench", src, "--device", "cuda", "--batch", batch, "--precision", "fp16",
+           "--duration", str(args.duration), "--quiet", "--json", bench_json]
+    rc, text, secs = run(cmd, args.timeout)
+    rec["bench"] = {"cmd": " ".join(cmd), "rc": rc, "s": round(secs, 2)}
+    rec["checks"]["bench"] = rc == 0
+    if rc == 0:
+        with open(bench_json) as f:
+            b = json.load(f)
+        for v in b["variants"]:
+            rec[f"{v['name']}_ms"] = v["latency_ms"]["median"]
+            rec[f"{v['name']}_engine_build_s"] = round(v.get("engine_build_ms", v["build_ms"]) / 1000, 2)
+        rec["device_name"] = b["device_name"]
+    else:
+        rec["bench"]["error"] = text.strip()[-800:]
+    return rec
+
+
+def fmt(x, spec=".3f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| model | export | as given ms | optimized ms | vs other form | fp32 max rel (given / opt) | fp16 max rel (bound) | checks |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        e32 = [max((r.get(k) or {}).get("max_rel") or [float("nan")]) for k in ("fp32_as_given", "fp32_optimized")]
+        f16 = r.get("fp16_optimized") or {}
+        e16 = max(f16.get("max_rel") or [float("nan")])
+        b16 = max(f16.get("bound") or [float("nan")])
+        failed = [k for k, ok in r["checks"].items() if not ok]
+        lines.append(f"| {r['model']} | {r['export']} | {fmt(r.get('as_given_ms'))} | {fmt(r.get('optimized_ms'))} | "
+                     f"{fmt(r.get('parity'), '.3f')} | {e32[0]:.1e} / {e32[1]:.1e} | {e16:.1e} ({b16:.1e}) | "
+                     f"{'ok' if not failed else 'FAILED: ' + ', '.join(failed)} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fusec", required=True)
+    ap.add_argument("--zoo", required=True, help="folder written by scripts/export_zoo.py")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", default="", help="comma-separated (default: every model with a .json in --zoo)")
+    ap.add_argument("--duration", type=float, default=2.0, help="seconds of timed iterations per bench variant")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per fusec command")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    work = os.path.join(args.zoo, "check_exports")  # optimized models and run outputs (large: not in OUT)
+    os.makedirs(work, exist_ok=True)
+    names = [m for m in args.models.split(",") if m] or sorted(
+        os.path.basename(p)[:-5] for p in glob.glob(os.path.join(args.zoo, "*.json")))
+    rows = []
+    for name in names:
+        with open(os.path.join(args.zoo, f"{name}.json")) as f:
+            meta = json.load(f)
+        for form in FORMS:
+            if not os.path.exists(os.path.join(args.zoo, f"{name}.{form}.onnx")):
+                log(f"{name}.{form}: not exported, skipped")
+                continue
+            r = check_form(args, name, form, meta, work)
+            rows.append(r)
+            log(f"{name}.{form}: as given {fmt(r.get('as_given_ms'))} ms, optimized {fmt(r.get('optimized_ms'))} ms, "
+                f"checks {r['checks']}")
+        pair = [r for r in rows if r["model"] == name and r.get("optimized_ms")]
+        if len(pair) == 2:
+            for r, other in ((pair[0], pair[1]), (pair[1], pair[0])):
+                r["parity"] = r["optimized_ms"] / other["optimized_ms"]
+                r["checks"]["parity"] = r["parity"] <= PARITY
+    doc = {"date": datetime.date.today().isoformat(), "device_name": next((r["device_name"] for r in rows if "device_name" in r), None),
+           "fusec": args.fusec, "rules": {"fp32_max_rel": FP32_TOL, "fp16_factor_of_torch": FP16_FACTOR, "parity": PARITY},
+           "rows": rows}
+    with open(os.path.join(args.out, "check_exports.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    md = f"{doc['device_name']}, {doc['date']}; fp16 batch as exported; latency: fusec bench median\n\n" + table(rows)
+    with open(os.path.join(args.out, "check_exports.md"), "w") as f:
+        f.write(md + "\n")
+    print(md)
+    ok = all(all(r["checks"].values()) for r in rows) and bool(rows)
+    print("check_exports: " + ("every check passed" if ok else "some checks FAILED"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
