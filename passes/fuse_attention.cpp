@@ -61,6 +61,7 @@ struct Bias {
 struct Match {
   Node *softmax = nullptr, *qk = nullptr, *pv = nullptr, *merge = nullptr;
   attention::ScoreChain chain;
+  attention::SoftmaxGuard guard;  // Where(IsNaN(P), 0, P) between the Softmax and P·V, if any
   Operand q, k, v;
   std::vector<Node*> peeled;  // scale Muls on Q and Kᵀ
   double scale = 1;
@@ -214,7 +215,10 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
   m.softmax = softmax;
   m.chain = attention::walk_scores(softmax);
   m.qk = m.chain.qk;
-  Value* probs = softmax->outputs[0];
+  // P·V reads the Softmax's output P, or P' = Where(IsNaN(P), 0, P), torch's safe softmax (the
+  // guard goes into the Attention: both give 0 for a row with every key masked).
+  m.guard = attention::match_softmax_guard(softmax->outputs[0]);
+  Value* probs = m.guard.where ? m.guard.where->outputs[0] : softmax->outputs[0];
   for (Node* c : probs->consumers)
     if (is_op(c, "MatMul") && c->input(0) == probs) m.pv = c;
   if (!m.chain.why.empty()) return m.chain.why;
@@ -223,8 +227,10 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
   if (!m.pv) {
     // Without P·V this is attention only if the scores are known to be [B, H, Sq, Skv].
     if (!scores) m.qk = nullptr;
-    return m.qk ? "the Softmax's output does not feed a MatMul with V" : "";
+    if (!m.qk) return "";
+    return m.guard.why.empty() ? "the Softmax's output does not feed a MatMul with V" : m.guard.why;
   }
+  if (!m.guard.why.empty()) return m.guard.why;
   if (!scores || !is_static(Shape{(*scores)[1]}))
     return "the shape of the scores is unknown, so the heads cannot be proven (bind the shapes, e.g. --batch)";
   const int64_t axis = softmax->attr_int("axis", g.opset("") < 13 ? 1 : -1);
@@ -278,7 +284,9 @@ Node* rewrite(Graph& g, Match& m, std::unordered_set<const Node*>& gone) {
 
   std::vector<Node*> replaced = {m.qk};
   for (const auto& s : m.chain.steps) replaced.push_back(s.node);
-  replaced.insert(replaced.end(), {m.softmax, m.pv});
+  replaced.push_back(m.softmax);
+  if (m.guard.where) replaced.insert(replaced.end(), {m.guard.isnan, m.guard.where});
+  replaced.push_back(m.pv);
   if (m.three_d) replaced.insert(replaced.end(), {m.merge->input(0)->producer, m.merge});
   std::vector<std::string> from = fused_origins(replaced);
   const std::string name = m.qk->name;
