@@ -158,9 +158,9 @@ SoftmaxGuard match_softmax_guard(Value* probs) {
                 "', not of the Softmax's output (torch's safe softmax is Where(IsNaN(P), 0, P))");
   Value* nan = isnan->outputs[0];
   if (!has_single_use(nan))
-    return fail(describe(isnan) + " of the attention probabilities is " +
-                (nan->is_graph_output ? std::string("a graph output") : "read by " + std::to_string(nan->consumers.size()) + " nodes") +
-                ", not only by the Where of torch's safe softmax");
+    return fail(describe(isnan) + " of the attention probabilities " +
+                (nan->is_graph_output ? std::string("is a graph output") : "has " + std::to_string(nan->consumers.size()) + " readers") +
+                "; only the Where of torch's safe softmax may read it");
   Node* w = nan->consumers[0];
   if (!is_op(w, "Where") || w->inputs.size() != 3 || w->input(0) != nan || w->input(2) != probs || w->input(1) == probs)
     return fail(describe(isnan) + " of the attention probabilities feeds " + describe(w) +
@@ -172,9 +172,9 @@ SoftmaxGuard match_softmax_guard(Value* probs) {
   const auto &ps = probs->type.shape, &ws = w->outputs[0]->type.shape;
   if (!ps || !ws || *ps != *ws) return fail(describe(w) + " does not keep the probabilities' shape");
   if (probs->is_graph_output || probs->consumers.size() != 2)
-    return fail("the attention probabilities '" + probs->name + "' are read by " +
-                (probs->is_graph_output ? std::string("the graph's outputs") : std::to_string(probs->consumers.size()) + " nodes") +
-                ", not only by torch's safe-softmax guard");
+    return fail("the attention probabilities '" + probs->name + "' " +
+                (probs->is_graph_output ? std::string("are a graph output") : "have " + std::to_string(probs->consumers.size()) + " readers") +
+                "; only torch's safe-softmax guard (IsNaN and Where) may read them");
   SoftmaxGuard g;
   g.isnan = isnan;
   g.where = w;

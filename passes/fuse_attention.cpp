@@ -4,8 +4,10 @@
 //   x_k ─ Reshape [B,S,Hkv,D] ─ Transpose(0,2,3,1) ──────────────────────────────── Kᵀ ─┴─ MatMul ─┐
 //                             └ Transpose(0,2,1,3) [─ repeat_kv] ─ Transpose(0,1,3,2) [─ Mul(c_k)] ┘
 //   ┌──────────────────────────────────────────────────────────────────────────────────────────┘
-//   └─ [Div(√D) | Mul(1/√D)] ─ [Where(cond, ·, fill)] ─ [Add(mask)] ─ Softmax(last axis) ─┐
-//   x_v ─ Reshape ─ Transpose(0,2,1,3) [─ repeat_kv] ──────────────────────────── V ─────┴─ MatMul ─┐
+//   └─ [Div(√D) | Mul(1/√D)] ─ [Where(cond, ·, fill)] ─ [Add(mask)] ─ Softmax(last axis) ─ P ─┐
+//        ┌──────────────────────────────────────────────────────────────────────────────────────┘
+//        └─ [P' = Where(IsNaN(P), 0, P)] ─────────────────────────────────────────────────────┐
+//   x_v ─ Reshape ─ Transpose(0,2,1,3) [─ repeat_kv] ──────────────────────────── V ─────────┴─ MatMul ─┐
 //   ┌──────────────────────────────────────────────────────────────────────────────────────────┘
 //   └─ Transpose(0,2,1,3) ─ Reshape [B,S,H·Dv] ──▶ y
 //
@@ -23,6 +25,21 @@
 // mask and a power-of-two scale (m·2ᵏ rounds exactly, so (QKᵀ + m)·2ᵏ = QKᵀ·2ᵏ + m·2ᵏ bit for bit);
 // otherwise it is a near-miss. repeat_kv (Unsqueeze(2) → Expand → Reshape, transformers' GQA) is
 // absorbed: its kv head g serves query heads g·r..g·r+r−1, which is Attention's h / (Hq/Hkv).
+//
+// torch's safe softmax: both exporters write SDPA with a mask as P' = Where(IsNaN(P), 0, P) after
+// the Softmax. A row whose scores are all −∞ is NaN after the Softmax and 0 after the guard, and 0
+// is what Attention gives for a row with every key excluded (docs/ops.md, on every backend), so the
+// guard is part of the pattern. An added mask goes to Attention as it is: the op adds it to the
+// scores as the graph's Add does, so its fill keeps its meaning in every row. −∞ (the legacy
+// exporter's Where(m, 0, −inf)) empties a fully masked row: 0, as the guard gives. −FLT_MAX (the
+// dynamo exporter's Where(m, 0, −3.4028235e38)) leaves such a row finite: s − FLT_MAX = −FLT_MAX
+// for every key (|s| < 10³¹), so the Softmax is uniform, the guard sees no NaN, and graph and
+// Attention both average V there; in every other row exp(−FLT_MAX − max) is exactly 0, as for −∞.
+// So the fill is never rewritten to −∞ or to a bool mask: that would change the fully masked rows
+// of a −FLT_MAX model (a padding-only sequence), which optimize must not. Not reproduced: a row
+// whose scores are NaN or +∞ (NaN or overflow in Q or K), which the guard zeroes and Attention
+// leaves NaN, as ONNX Attention and torch's fused kernels do; finite Q and K with finite products
+// never give one.
 //
 // Forms: the 3-D form when Q, K and V each come from a head split of a 3-D tensor and P·V goes
 // through the head merge; otherwise the 4-D form on [B, H, S, D] tensors (after RoPE, say), keeping
@@ -72,6 +89,7 @@ struct Match {
 
 std::string what_of(const Match& m) {
   std::string s = describe(m.qk) + " -> " + describe(m.softmax);
+  if (m.guard.where) s += " -> " + describe(m.guard.where) + " (safe softmax)";
   return m.pv ? s + " -> " + describe(m.pv) : s;
 }
 
