@@ -28,18 +28,18 @@
 //
 // torch's safe softmax: both exporters write SDPA with a mask as P' = Where(IsNaN(P), 0, P) after
 // the Softmax. A row whose scores are all −∞ is NaN after the Softmax and 0 after the guard, and 0
-// is what Attention gives for a row with every key excluded (docs/ops.md, on every backend), so the
-// guard is part of the pattern. An added mask goes to Attention as it is: the op adds it to the
-// scores as the graph's Add does, so its fill keeps its meaning in every row. −∞ (the legacy
-// exporter's Where(m, 0, −inf)) empties a fully masked row: 0, as the guard gives. −FLT_MAX (the
-// dynamo exporter's Where(m, 0, −3.4028235e38)) leaves such a row finite: s − FLT_MAX = −FLT_MAX
-// for every key (|s| < 10³¹), so the Softmax is uniform, the guard sees no NaN, and graph and
-// Attention both average V there; in every other row exp(−FLT_MAX − max) is exactly 0, as for −∞.
-// So the fill is never rewritten to −∞ or to a bool mask: that would change the fully masked rows
-// of a −FLT_MAX model (a padding-only sequence), which optimize must not. Not reproduced: a row
-// whose scores are NaN or +∞ (NaN or overflow in Q or K), which the guard zeroes and Attention
-// leaves NaN, as ONNX Attention and torch's fused kernels do; finite Q and K with finite products
-// never give one.
+// is what Attention gives for a row with every key excluded (docs/ops.md; tests/gpu holds the CUDA
+// kernels, cuDNN's SDPA included, to it), so the guard is part of the pattern. An added mask goes
+// to Attention as it is: the op adds it to the scores as the graph's Add does, so its fill keeps
+// its meaning in every row. −∞ (the legacy exporter's Where(m, 0, −inf)) empties a fully masked
+// row: 0, as the guard gives. −FLT_MAX (the dynamo exporter's Where(m, 0, −3.4028235e38)) leaves
+// such a row finite: s − FLT_MAX = −FLT_MAX for every key (|s| < 10³¹), so the Softmax is uniform,
+// the guard sees no NaN, and graph and Attention both average V there; in every other row
+// exp(−FLT_MAX − max) is exactly 0, as for −∞. So the fill is never rewritten to −∞ or to a bool
+// mask: that would change the fully masked rows of a −FLT_MAX model (a padding-only sequence),
+// which optimize must not. Not reproduced: a row whose scores are NaN or +∞ (NaN or overflow in Q
+// or K), which the guard zeroes and Attention leaves NaN, as ONNX Attention and torch's fused
+// kernels do; finite Q and K with finite products never give one.
 //
 // Forms: the 3-D form when Q, K and V each come from a head split of a 3-D tensor and P·V goes
 // through the head merge; otherwise the 4-D form on [B, H, S, D] tensors (after RoPE, say), keeping
