@@ -138,6 +138,49 @@ ScoreChain walk_scores(Node* softmax) {
   return c;
 }
 
+SoftmaxGuard match_softmax_guard(Value* probs) {
+  // What reads P: an IsNaN of it, and a Where whose false branch is P and whose condition is an
+  // IsNaN (of P or, wrongly, of something else). Neither: no guard, and nothing to explain.
+  Node *isnan = nullptr, *where = nullptr;
+  for (Node* c : probs->consumers) {
+    if (is_op(c, "IsNaN") && c->input(0) == probs) isnan = c;
+    if (is_op(c, "Where") && c->inputs.size() == 3 && c->input(2) == probs && is_op(c->input(0)->producer, "IsNaN"))
+      where = c;
+  }
+  if (!isnan && !where) return {};
+  auto fail = [](std::string why) {
+    SoftmaxGuard g;
+    g.why = std::move(why);
+    return g;
+  };
+  if (!isnan)
+    return fail(describe(where) + " tests IsNaN of '" + where->input(0)->producer->input(0)->name +
+                "', not of the Softmax's output (torch's safe softmax is Where(IsNaN(P), 0, P))");
+  Value* nan = isnan->outputs[0];
+  if (!has_single_use(nan))
+    return fail(describe(isnan) + " of the attention probabilities " +
+                (nan->is_graph_output ? std::string("is a graph output") : "has " + std::to_string(nan->consumers.size()) + " readers") +
+                "; only the Where of torch's safe softmax may read it");
+  Node* w = nan->consumers[0];
+  if (!is_op(w, "Where") || w->inputs.size() != 3 || w->input(0) != nan || w->input(2) != probs || w->input(1) == probs)
+    return fail(describe(isnan) + " of the attention probabilities feeds " + describe(w) +
+                ", not Where(IsNaN(P), 0, P) (torch's safe softmax)");
+  const auto zero = uniform_constant(w->input(1));
+  if (!zero || *zero != 0)
+    return fail(describe(w) + " writes '" + w->input(1)->name + "' where the probabilities are NaN, not a constant 0 " +
+                "(torch's safe softmax; Attention gives 0 for a row with every key masked)");
+  const auto &ps = probs->type.shape, &ws = w->outputs[0]->type.shape;
+  if (!ps || !ws || *ps != *ws) return fail(describe(w) + " does not keep the probabilities' shape");
+  if (probs->is_graph_output || probs->consumers.size() != 2)
+    return fail("the attention probabilities '" + probs->name + "' " +
+                (probs->is_graph_output ? std::string("are a graph output") : "have " + std::to_string(probs->consumers.size()) + " readers") +
+                "; only torch's safe-softmax guard (IsNaN and Where) may read them");
+  SoftmaxGuard g;
+  g.isnan = isnan;
+  g.where = w;
+  return g;
+}
+
 Operand match_query(Value* q) {
   Operand op;
   op.v4 = q;

@@ -39,6 +39,20 @@ struct ScoreChain {
 };
 ScoreChain walk_scores(Node* softmax);
 
+/// torch's _safe_softmax guard after the Softmax, which the exporters write for every SDPA with a
+/// mask:  P' = Where(IsNaN(P), 0, P)  (a row with every key masked is NaN after the Softmax; the
+/// guard makes it 0, which is what Attention gives there). Found when the Softmax's output `probs`
+/// is read by exactly that IsNaN and that Where: the IsNaN reads `probs` and only the Where reads
+/// it, the Where's true branch is a constant 0 that does not broadcast P, its false branch is
+/// `probs`. `why` is set when an IsNaN or a Where reading `probs` looks like the guard but is not
+/// exactly it (the near-miss reason); both nodes are null then.
+struct SoftmaxGuard {
+  Node* isnan = nullptr;
+  Node* where = nullptr;
+  std::string why;
+};
+SoftmaxGuard match_softmax_guard(Value* probs);
+
 /// A Q, K or V operand as the attention reads it.
 struct Operand {
   Value* v4 = nullptr;    // [B, H, S, D]; null when the graph has only Kᵀ (Transpose(0,2,3,1) of bshd)

@@ -4,8 +4,10 @@
 //   x_k ─ Reshape [B,S,Hkv,D] ─ Transpose(0,2,3,1) ──────────────────────────────── Kᵀ ─┴─ MatMul ─┐
 //                             └ Transpose(0,2,1,3) [─ repeat_kv] ─ Transpose(0,1,3,2) [─ Mul(c_k)] ┘
 //   ┌──────────────────────────────────────────────────────────────────────────────────────────┘
-//   └─ [Div(√D) | Mul(1/√D)] ─ [Where(cond, ·, fill)] ─ [Add(mask)] ─ Softmax(last axis) ─┐
-//   x_v ─ Reshape ─ Transpose(0,2,1,3) [─ repeat_kv] ──────────────────────────── V ─────┴─ MatMul ─┐
+//   └─ [Div(√D) | Mul(1/√D)] ─ [Where(cond, ·, fill)] ─ [Add(mask)] ─ Softmax(last axis) ─ P ─┐
+//        ┌──────────────────────────────────────────────────────────────────────────────────────┘
+//        └─ [P' = Where(IsNaN(P), 0, P)] ─────────────────────────────────────────────────────┐
+//   x_v ─ Reshape ─ Transpose(0,2,1,3) [─ repeat_kv] ──────────────────────────── V ─────────┴─ MatMul ─┐
 //   ┌──────────────────────────────────────────────────────────────────────────────────────────┘
 //   └─ Transpose(0,2,1,3) ─ Reshape [B,S,H·Dv] ──▶ y
 //
@@ -23,6 +25,21 @@
 // mask and a power-of-two scale (m·2ᵏ rounds exactly, so (QKᵀ + m)·2ᵏ = QKᵀ·2ᵏ + m·2ᵏ bit for bit);
 // otherwise it is a near-miss. repeat_kv (Unsqueeze(2) → Expand → Reshape, transformers' GQA) is
 // absorbed: its kv head g serves query heads g·r..g·r+r−1, which is Attention's h / (Hq/Hkv).
+//
+// torch's safe softmax: both exporters write SDPA with a mask as P' = Where(IsNaN(P), 0, P) after
+// the Softmax. A row whose scores are all −∞ is NaN after the Softmax and 0 after the guard, and 0
+// is what Attention gives for a row with every key excluded (docs/ops.md; tests/gpu holds the CUDA
+// kernels, cuDNN's SDPA included, to it), so the guard is part of the pattern. An added mask goes
+// to Attention as it is: the op adds it to the scores as the graph's Add does, so its fill keeps
+// its meaning in every row. −∞ (the legacy exporter's Where(m, 0, −inf)) empties a fully masked
+// row: 0, as the guard gives. −FLT_MAX (the dynamo exporter's Where(m, 0, −3.4028235e38)) leaves
+// such a row finite: s − FLT_MAX = −FLT_MAX for every key (|s| < 10³¹), so the Softmax is uniform,
+// the guard sees no NaN, and graph and Attention both average V there; in every other row
+// exp(−FLT_MAX − max) is exactly 0, as for −∞. So the fill is never rewritten to −∞ or to a bool
+// mask: that would change the fully masked rows of a −FLT_MAX model (a padding-only sequence),
+// which optimize must not. Not reproduced: a row whose scores are NaN or +∞ (NaN or overflow in Q
+// or K), which the guard zeroes and Attention leaves NaN, as ONNX Attention and torch's fused
+// kernels do; finite Q and K with finite products never give one.
 //
 // Forms: the 3-D form when Q, K and V each come from a head split of a 3-D tensor and P·V goes
 // through the head merge; otherwise the 4-D form on [B, H, S, D] tensors (after RoPE, say), keeping
@@ -61,6 +78,7 @@ struct Bias {
 struct Match {
   Node *softmax = nullptr, *qk = nullptr, *pv = nullptr, *merge = nullptr;
   attention::ScoreChain chain;
+  attention::SoftmaxGuard guard;  // Where(IsNaN(P), 0, P) between the Softmax and P·V, if any
   Operand q, k, v;
   std::vector<Node*> peeled;  // scale Muls on Q and Kᵀ
   double scale = 1;
@@ -71,6 +89,7 @@ struct Match {
 
 std::string what_of(const Match& m) {
   std::string s = describe(m.qk) + " -> " + describe(m.softmax);
+  if (m.guard.where) s += " -> " + describe(m.guard.where) + " (safe softmax)";
   return m.pv ? s + " -> " + describe(m.pv) : s;
 }
 
@@ -214,7 +233,10 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
   m.softmax = softmax;
   m.chain = attention::walk_scores(softmax);
   m.qk = m.chain.qk;
-  Value* probs = softmax->outputs[0];
+  // P·V reads the Softmax's output P, or P' = Where(IsNaN(P), 0, P), torch's safe softmax (the
+  // guard goes into the Attention: both give 0 for a row with every key masked).
+  m.guard = attention::match_softmax_guard(softmax->outputs[0]);
+  Value* probs = m.guard.where ? m.guard.where->outputs[0] : softmax->outputs[0];
   for (Node* c : probs->consumers)
     if (is_op(c, "MatMul") && c->input(0) == probs) m.pv = c;
   if (!m.chain.why.empty()) return m.chain.why;
@@ -223,8 +245,10 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
   if (!m.pv) {
     // Without P·V this is attention only if the scores are known to be [B, H, Sq, Skv].
     if (!scores) m.qk = nullptr;
-    return m.qk ? "the Softmax's output does not feed a MatMul with V" : "";
+    if (!m.qk) return "";
+    return m.guard.why.empty() ? "the Softmax's output does not feed a MatMul with V" : m.guard.why;
   }
+  if (!m.guard.why.empty()) return m.guard.why;
   if (!scores || !is_static(Shape{(*scores)[1]}))
     return "the shape of the scores is unknown, so the heads cannot be proven (bind the shapes, e.g. --batch)";
   const int64_t axis = softmax->attr_int("axis", g.opset("") < 13 ? 1 : -1);
@@ -278,7 +302,9 @@ Node* rewrite(Graph& g, Match& m, std::unordered_set<const Node*>& gone) {
 
   std::vector<Node*> replaced = {m.qk};
   for (const auto& s : m.chain.steps) replaced.push_back(s.node);
-  replaced.insert(replaced.end(), {m.softmax, m.pv});
+  replaced.push_back(m.softmax);
+  if (m.guard.where) replaced.insert(replaced.end(), {m.guard.isnan, m.guard.where});
+  replaced.push_back(m.pv);
   if (m.three_d) replaced.insert(replaced.end(), {m.merge->input(0)->producer, m.merge});
   std::vector<std::string> from = fused_origins(replaced);
   const std::string name = m.qk->name;

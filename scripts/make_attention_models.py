@@ -34,6 +34,14 @@ output is what the tests expect. Per family two forms:
              causal mask (triu of finfo.min), Softmax(dtype float32) + no-op Cast. dynamo (sdpa
              forward): repeat_kv, then SDPA with the causal + padding mask computed from attention_mask.
   bert_opset23  bert_dynamo at opset 23 (IR 11): the fusion writes ONNX's own Attention.
+  *_sdpa_legacy, *_sdpa_dynamo (bert, gpt2, llama)
+             transformers' default sdpa attention with an attention_mask input, as torch 2.11 exports
+             it (Model.sdpa_masked): a bool mask [B, 1, S, S] (padding And causal triangle, BERT:
+             padding And an all-true column), added as Where(keep, 0, FILL) with FILL = -inf
+             (legacy) or -FLT_MAX (dynamo), and torch's safe-softmax guard Where(IsNaN(P), 0, P)
+             between Softmax and P·V. Kᵀ as in the forms above (Transpose(0,2,3,1) of the head split
+             in legacy BERT/GPT-2; Transpose(0,1,3,2) otherwise): the dynamo exporter's Kᵀ through a
+             3-D Reshape/Transpose/Reshape is left to the canonicalization that removes it.
 
 These mimic the exporters' op sequences without needing torch; a model of each family exported
 from torch itself is the GPU machine's job (issue 9).
@@ -143,6 +151,32 @@ class Model(Builder):
         p = self.node("Softmax", [s], f"{name}.softmax", axis=-1)
         return self.node("MatMul", [p, v], f"{name}.context")
 
+    def sdpa_masked(self, q: str, kt: str, v: str, keep: str, name: str) -> str:
+        """torch's scaled_dot_product_attention with a bool mask, as both exporters write it for
+        transformers' sdpa attention with an attention_mask: √scale on Q and on Kᵀ, the mask added as
+        Where(keep, 0, FILL), Softmax, then torch's _safe_softmax guard Where(IsNaN(P), 0, P) (a row
+        with every key masked gives 0, not NaN), P'·V. FILL is -inf in legacy exports and -FLT_MAX
+        (finfo.min) in dynamo ones: there a fully masked row stays finite, its Softmax is uniform,
+        and the guard does nothing, so the row averages V."""
+        sf = self.f32("sdpa_sqrt_scale", math.sqrt(1.0 / math.sqrt(HEAD_DIM)))
+        s = self.node("MatMul", [self.node("Mul", [q, sf], f"{name}.q_scaled"), self.node("Mul", [kt, sf], f"{name}.k_scaled")],
+                      f"{name}.scores")
+        zero = self.f32("zero", 0.0)
+        fill = self.f32("neg_inf", -np.inf) if self.legacy else self.f32("fmin", FMIN)
+        mask = self.node("Where", [keep, zero, fill], f"{name}.mask")
+        p = self.node("Softmax", [self.node("Add", [s, mask], f"{name}.add_mask")], f"{name}.softmax", axis=-1)
+        p = self.node("Where", [self.node("IsNaN", [p], f"{name}.isnan"), zero, p], f"{name}.safe_softmax")
+        return self.node("MatMul", [p, v], f"{name}.context")
+
+    def sdpa_keep(self, causal: bool) -> str:
+        """The bool mask [B, 1, S, S] transformers builds for sdpa from attention_mask (true: attend):
+        the padding mask [B, 1, 1, S] And-ed with the causal triangle, or (BERT) with an all-true query
+        column, as both exporters leave it once --batch folds the index plumbing."""
+        pad = self.node("Cast", [self.node("Unsqueeze", ["attention_mask", self.i64("axes12", [1, 2])], "mask.unsqueeze")],
+                        "mask.to_bool", to=TensorProto.BOOL)
+        rows = np.tril(np.ones((SEQ, SEQ), bool)) if causal else np.ones((SEQ, 1), bool)
+        return self.node("And", [self.init("mask.rows", rows[None, None]), pad], "mask.keep")
+
     def finish_model(self, inputs, outputs, doc: str) -> onnx.ModelProto:
         graph = helper.make_graph(self.nodes, self.name, inputs, outputs, initializer=self.inits)
         ir = 11 if self.opset >= 23 else 8
@@ -157,16 +191,22 @@ def batch_dim(m: Model):
 # ---- BERT -------------------------------------------------------------------------------------
 
 def bert(form: str) -> onnx.ModelProto:
-    legacy = form == "legacy"
-    m = Model(f"bert_{form}", seed=11, legacy=legacy, opset={"legacy": 17, "dynamo": 18, "opset23": 23}[form])
+    legacy = form in ("legacy", "sdpa_legacy")
+    masked_sdpa = form.startswith("sdpa")
+    opset = {"legacy": 17, "dynamo": 18, "opset23": 23, "sdpa_legacy": 17, "sdpa_dynamo": 18}[form]
+    m = Model(f"bert_{form}", seed=11, legacy=legacy, opset=opset)
     tok = m.init("embeddings.word", m.normal((VOCAB, HIDDEN), 1.0))
     pos = m.init("embeddings.position", m.normal((SEQ, HIDDEN), 0.5))
     x = m.node("Gather", [tok, "input_ids"], "embeddings.gather", axis=0)
     x = m.layernorm(m.node("Add", [x, pos], "embeddings.add_position"), "embeddings.ln")
-    # get_extended_attention_mask: mask[:, None, None, :]
-    am = m.node("Unsqueeze", ["attention_mask", m.i64("axes12", [1, 2])], "ext.unsqueeze")
-    am = m.node("Cast", [am], "ext.cast", to=TensorProto.FLOAT)
-    if legacy:  # (1.0 - m) * -10000.0  -> [B, 1, 1, S]
+    if masked_sdpa:  # BertSdpaSelfAttention with transformers' bool sdpa mask (see sdpa_masked)
+        keep = m.sdpa_keep(causal=False)
+    else:  # get_extended_attention_mask: mask[:, None, None, :]
+        am = m.node("Unsqueeze", ["attention_mask", m.i64("axes12", [1, 2])], "ext.unsqueeze")
+        am = m.node("Cast", [am], "ext.cast", to=TensorProto.FLOAT)
+    if masked_sdpa:
+        pass
+    elif legacy:  # (1.0 - m) * -10000.0  -> [B, 1, 1, S]
         ext = m.node("Mul", [m.node("Sub", [m.f32("one", 1.0), am], "ext.sub"), m.f32("minus_1e4", -10000.0)], "ext.mul")
     else:  # _prepare_4d_attention_mask_for_sdpa: expand to [B, 1, S, S], masked_fill(min)
         am = m.node("Expand", [am, m.i64("ext.shape", [BATCH, 1, SEQ, SEQ])], "ext.expand")
@@ -178,7 +218,13 @@ def bert(form: str) -> onnx.ModelProto:
         q = m.split_heads(m.proj(x, HIDDEN, HIDDEN, f"{p}.query"), x, HEADS, SEQ, f"{p}.q")
         v = m.split_heads(m.proj(x, HIDDEN, HIDDEN, f"{p}.value"), x, HEADS, SEQ, f"{p}.v")
         k_in = m.proj(x, HIDDEN, HIDDEN, f"{p}.key")
-        if legacy:  # k.permute(0,2,1,3) then .transpose(-1,-2): the peephole pass merges them
+        if masked_sdpa:  # Kᵀ: legacy merges the two transposes; dynamo's k.transpose(-2, -1)
+            if legacy:
+                kt = m.transpose(m.split_heads(k_in, x, HEADS, SEQ, f"{p}.k", transpose=False), [0, 2, 3, 1], f"{p}.k.transpose")
+            else:
+                kt = m.transpose(m.split_heads(k_in, x, HEADS, SEQ, f"{p}.k"), [0, 1, 3, 2], f"{p}.k_transposed")
+            c = m.sdpa_masked(q, kt, v, keep, p)
+        elif legacy:  # k.permute(0,2,1,3) then .transpose(-1,-2): the peephole pass merges them
             kt = m.transpose(m.split_heads(k_in, x, HEADS, SEQ, f"{p}.k", transpose=False), [0, 2, 3, 1], f"{p}.k.transpose")
             s = m.node("MatMul", [q, kt], f"{p}.scores")
             s = m.node("Div", [s, m.f32("sqrt_head_dim", math.sqrt(HEAD_DIM))], f"{p}.scale")
@@ -249,8 +295,9 @@ def vit(form: str) -> onnx.ModelProto:
 # ---- GPT-2 ------------------------------------------------------------------------------------
 
 def gpt2(form: str) -> onnx.ModelProto:
-    legacy = form == "legacy"
-    m = Model(f"gpt2_{form}", seed=13, legacy=legacy, opset=17 if legacy else 18)
+    legacy = form == "legacy"  # eager attention with the cache outputs
+    masked_sdpa = form.startswith("sdpa")
+    m = Model(f"gpt2_{form}", seed=13, legacy=form in ("legacy", "sdpa_legacy"), opset=17 if form in ("legacy", "sdpa_legacy") else 18)
     max_pos = max(16, SEQ)  # the causal buffer must cover the sequence
 
     def conv1d(x: str, fin: int, fout: int, name: str) -> str:
@@ -264,6 +311,8 @@ def gpt2(form: str) -> onnx.ModelProto:
     x = m.node("Add", [m.node("Gather", [tok, "input_ids"], "wte.gather", axis=0),
                        m.init("wpe", m.normal((SEQ, HIDDEN), 0.5))], "embeddings")
     outputs = []
+    if masked_sdpa:
+        keep = m.sdpa_keep(causal=True)
     if legacy:
         am = m.node("Cast", [m.node("Unsqueeze", ["attention_mask", m.i64("axes12", [1, 2])], "ext.unsqueeze")],
                     "ext.cast", to=TensorProto.FLOAT)
@@ -275,9 +324,16 @@ def gpt2(form: str) -> onnx.ModelProto:
         q, k, v = m.node("Split", [conv1d(h, HIDDEN, 3 * HIDDEN, f"{p}.c_attn"), m.i64("split3", [HIDDEN] * 3)],
                          f"{p}.split", n_out=3, axis=2)
         q = m.split_heads(q, h, HEADS, SEQ, f"{p}.q")
-        k = m.split_heads(k, h, HEADS, SEQ, f"{p}.k")
+        if masked_sdpa and m.legacy:  # Kᵀ: the peephole pass merges permute and transpose(-1, -2)
+            kt = m.transpose(m.split_heads(k, h, HEADS, SEQ, f"{p}.k", transpose=False), [0, 2, 3, 1], f"{p}.k.transpose")
+        else:
+            k = m.split_heads(k, h, HEADS, SEQ, f"{p}.k")
         v = m.split_heads(v, h, HEADS, SEQ, f"{p}.v")
-        if legacy:
+        if masked_sdpa:
+            if not m.legacy:
+                kt = m.transpose(k, [0, 1, 3, 2], f"{p}.k_transposed")
+            c = m.sdpa_masked(q, kt, v, keep, p)
+        elif legacy:
             s = m.node("MatMul", [q, m.transpose(k, [0, 1, 3, 2], f"{p}.k_t")], f"{p}.scores")
             s = m.node("Div", [s, m.f32("sqrt_head_dim", math.sqrt(HEAD_DIM))], f"{p}.scale")
             # causal_mask = self.bias[:, :, key_length - query_length : key_length, :key_length]
@@ -304,7 +360,7 @@ def gpt2(form: str) -> onnx.ModelProto:
     x = m.name_output(m.layernorm(x, "ln_f"), "last_hidden_state")
     b = batch_dim(m)
     ins = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [b, SEQ])]
-    if legacy:
+    if legacy or masked_sdpa:
         ins.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [b, SEQ]))
     outs = [helper.make_tensor_value_info(x, TensorProto.FLOAT, [b, SEQ, HIDDEN])]
     outs += [helper.make_tensor_value_info(o, TensorProto.FLOAT, [b, HEADS, SEQ, HEAD_DIM]) for o in outputs]
@@ -314,7 +370,9 @@ def gpt2(form: str) -> onnx.ModelProto:
 # ---- Llama ------------------------------------------------------------------------------------
 
 def llama(form: str) -> onnx.ModelProto:
-    legacy = form == "legacy"
+    legacy = form in ("legacy", "sdpa_legacy")  # the exporter
+    eager = form == "legacy"  # eager attention with the causal mask folded to a constant
+    masked_sdpa = form.startswith("sdpa")
     m = Model(f"llama_{form}", seed=14, legacy=legacy, opset=17 if legacy else 18)
     kv_hidden, half = KV_HEADS * HEAD_DIM, HEAD_DIM // 2
 
@@ -362,8 +420,10 @@ def llama(form: str) -> onnx.ModelProto:
     cos = m.node("Unsqueeze", [m.node("Cos", [emb], "rope.cos"), m.i64("axes01", [0, 1])], "rope.cos4")
     sin = m.node("Unsqueeze", [m.node("Sin", [emb], "rope.sin"), m.i64("axes01", [0, 1])], "rope.sin4")
     triu = np.triu(np.full((SEQ, SEQ), FMIN, np.float32), 1)[None, None]
-    if legacy:  # _update_causal_mask folded to its constant (no padding input)
+    if eager:  # _update_causal_mask folded to its constant (no padding input)
         mask = m.init("causal_mask", triu)
+    elif masked_sdpa:
+        keep = m.sdpa_keep(causal=True)
     else:  # causal + padding from attention_mask, as the sdpa path builds it
         pad = m.node("Unsqueeze", ["attention_mask", m.i64("axes12", [1, 2])], "mask.unsqueeze")
         pad = m.node("Where", [m.node("Equal", [pad, m.i64("zero_i", 0)], "mask.is_pad"), m.f32("fmin", FMIN),
@@ -377,7 +437,9 @@ def llama(form: str) -> onnx.ModelProto:
         v = m.split_heads(m.proj(h, HIDDEN, kv_hidden, f"{p}.v_proj", bias=False), h, KV_HEADS, SEQ, f"{p}.v")
         q, k = rope(q, cos, sin, f"{p}.q_rope"), rope(k, cos, sin, f"{p}.k_rope")
         k, v = repeat_kv(k, f"{p}.k_repeat"), repeat_kv(v, f"{p}.v_repeat")
-        if legacy:
+        if masked_sdpa:
+            c = m.sdpa_masked(q, m.transpose(k, [0, 1, 3, 2], f"{p}.k_transposed"), v, keep, p)
+        elif eager:
             s = m.node("MatMul", [q, m.transpose(k, [0, 1, 3, 2], f"{p}.k_t")], f"{p}.scores")
             s = m.node("Mul", [s, m.f32("scaling", HEAD_DIM ** -0.5)], f"{p}.scale")
             s = m.node("Add", [s, mask], f"{p}.add_mask")
@@ -396,7 +458,7 @@ def llama(form: str) -> onnx.ModelProto:
     x = m.name_output(rmsnorm(x, "norm"), "last_hidden_state")
     b = batch_dim(m)
     ins = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [b, SEQ])]
-    if not legacy:
+    if not eager:
         ins.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [b, SEQ]))
     return m.finish_model(ins, [helper.make_tensor_value_info(x, TensorProto.FLOAT, [b, SEQ, HIDDEN])],
                           f"Llama-style decoder (GQA {HEADS}/{KV_HEADS}), attention as torch.onnx {form} writes LlamaAttention")
@@ -407,6 +469,9 @@ MODELS = {
     "vit_legacy": lambda: vit("legacy"), "vit_dynamo": lambda: vit("dynamo"),
     "gpt2_legacy": lambda: gpt2("legacy"), "gpt2_dynamo": lambda: gpt2("dynamo"),
     "llama_legacy": lambda: llama("legacy"), "llama_dynamo": lambda: llama("dynamo"),
+    "bert_sdpa_legacy": lambda: bert("sdpa_legacy"), "bert_sdpa_dynamo": lambda: bert("sdpa_dynamo"),
+    "gpt2_sdpa_legacy": lambda: gpt2("sdpa_legacy"), "gpt2_sdpa_dynamo": lambda: gpt2("sdpa_dynamo"),
+    "llama_sdpa_legacy": lambda: llama("sdpa_legacy"), "llama_sdpa_dynamo": lambda: llama("sdpa_dynamo"),
 }
 
 

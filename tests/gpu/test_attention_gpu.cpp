@@ -9,6 +9,7 @@
 // rows that see only excluded keys in a whole chunk or in all of them.
 // At fp16/bf16 each case runs twice: through cuDNN's SDPA where it takes the case, and with
 // FUSEC_CUDNN_SDPA=0 through the own kernel.
+#include <cfloat>
 #include <cmath>
 #include <cstdlib>
 
@@ -236,6 +237,56 @@ TEST(GpuAttention, FullyMaskedRowIsZero) {
   for (Precision p : kAll) {
     SCOPED_TRACE(precision_name(p));
     expect_gpu_matches_cpu(c, p);
+  }
+}
+
+TEST(GpuAttention, FullyMaskedRowsOfAnAdditiveMaskAreZero) {
+  FUSEC_REQUIRE_GPU();
+  // transformers' sdpa mask as fuse_attention hands it over (Where(keep, 0, -inf), added; torch's
+  // safe-softmax guard is part of the pattern and zeroes the rows that see no key): [B, 1, S, S]
+  // floats, batch 0 causal with its first 3 keys padding (query rows 0..2 see no key), batch 1 all
+  // padding (no row sees a key). Those rows are zeros on every kernel, cuDNN's SDPA (fp16/bf16,
+  // which takes additive masks) included, as on the CPU.
+  Case k;
+  k.q = k.k = k.v = {2, 4, 40, 64};
+  k.mask = {2, 1, 40, 40};
+  OpCase c = attention(k, 250);
+  float* m = c.inputs[3].data<float>();
+  for (int i = 0; i < 40; ++i)
+    for (int j = 0; j < 40; ++j) {
+      m[i * 40 + j] = j <= i && j >= 3 ? 0.0f : -INFINITY;
+      m[1600 + i * 40 + j] = -INFINITY;
+    }
+  for (Precision p : kAll) {
+    SCOPED_TRACE(precision_name(p));
+    expect_gpu_matches_cpu(c, p);
+    if (p != Precision::FP32) {
+      SCOPED_TRACE("own kernel (FUSEC_CUDNN_SDPA=0)");
+      ::setenv("FUSEC_CUDNN_SDPA", "0", 1);
+      expect_gpu_matches_cpu(c, p);
+      ::unsetenv("FUSEC_CUDNN_SDPA");
+    }
+  }
+}
+
+TEST(GpuAttention, RowsMaskedWithFltMaxAverageV) {
+  FUSEC_REQUIRE_GPU();
+  // The dynamo exporter's fill is -FLT_MAX: a row with every key at -FLT_MAX is finite, its softmax
+  // uniform, and the row the mean of V (as the graph computes it; fuse_attention keeps that fill).
+  // fp32, where -FLT_MAX is representable: the row-broadcast [B, 1, 1, S] mask (tiled kernel) and
+  // the full [B, 1, S, S] one (streaming kernel).
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{2, 1, 1, 40}, std::vector<int64_t>{2, 1, 40, 40}}) {
+    Case k;
+    k.q = k.k = k.v = {2, 4, 40, 64};
+    k.mask = dims;
+    OpCase c = attention(k, 260);
+    float* m = c.inputs[3].data<float>();
+    const int64_t per_batch = c.inputs[3].numel() / 2;
+    for (int64_t i = 0; i < per_batch; ++i) {
+      m[i] = i % 40 < 5 ? -FLT_MAX : 0.0f;  // batch 0: keys 0..4 masked
+      m[per_batch + i] = -FLT_MAX;          // batch 1: every key
+    }
+    expect_gpu_matches_cpu(c, Precision::FP32);
   }
 }
 

@@ -10,7 +10,11 @@ For each model, at batch 2:
      ai.fusec one with K and V omitted, at any opset;
   3. on seeded inputs (token ids, a padding mask with zeros, pixels), `fusec run OPT` and `fusec run
      MODEL` must both match ONNX Runtime on the original MODEL (the outside oracle) within 1e-4 of
-     each output's magnitude;
+     each output's magnitude, and every output must be finite (ONNX Runtime's too). The *_sdpa_*
+     models (transformers' sdpa attention with torch's safe-softmax guard) get a mask with fully
+     masked query rows: the first sequence left-padded (GPT-2's and Llama's first causal rows see
+     no key), the second all padding (every row of it). There the legacy form (-inf fill) gives 0
+     and the dynamo form (-FLT_MAX fill) the mean of V, and the fused model must give the same;
   4. at opset 23, `--portable` must keep the standard Attention, and both ONNX Runtime and
      onnx.reference (ONNX's own Attention implementation) must run that model to the same numbers.
 Exit 0 when every check passes, 1 otherwise; the last line is a summary.
@@ -34,7 +38,9 @@ TOL = 1e-4
 BATCH, SEQ, VOCAB, LAYERS = 2, 8, 64, 2
 # Models whose every layer gets packed QKV (merge_qkv); the others keep Q, K and V apart (Llama's
 # RoPE makes its attention 4-D; GPT-2 legacy's K and V are also the present outputs).
-PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "vit_dynamo", "vit_legacy", "gpt2_dynamo")
+PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "vit_dynamo", "vit_legacy", "gpt2_dynamo",
+          "bert_sdpa_legacy", "bert_sdpa_dynamo", "gpt2_sdpa_legacy", "gpt2_sdpa_dynamo")
+PAD = 3  # padded positions in the attention masks below
 
 
 def is_packed(n: onnx.NodeProto) -> bool:
@@ -43,12 +49,15 @@ def is_packed(n: onnx.NodeProto) -> bool:
 
 def feeds_for(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
+    empty_rows = "_sdpa_" in model.graph.name
     feeds = {}
     for vi in model.graph.input:
         if vi.name == "input_ids":
             feeds[vi.name] = rng.integers(0, VOCAB, (BATCH, SEQ), dtype=np.int64)
+        elif vi.name == "attention_mask" and empty_rows:  # left padding, then a padding-only sequence
+            feeds[vi.name] = np.array([[0] * PAD + [1] * (SEQ - PAD), [0] * SEQ], np.int64)
         elif vi.name == "attention_mask":  # the second sequence is padded: its last 3 keys masked
-            feeds[vi.name] = np.array([[1] * SEQ, [1] * (SEQ - 3) + [0] * 3], np.int64)
+            feeds[vi.name] = np.array([[1] * SEQ, [1] * (SEQ - PAD) + [0] * PAD], np.int64)
         elif vi.name == "pixel_values":
             feeds[vi.name] = rng.standard_normal((BATCH, 3, 16, 16)).astype(np.float32)
         else:
@@ -70,10 +79,11 @@ def fusec_run(fusec: str, path: str, feeds: dict[str, np.ndarray], work: str, ta
 
 
 def compare(got: list[np.ndarray], ref: list[np.ndarray]) -> float:
-    """Worst max|got − ref| / max|ref| over the outputs."""
+    """Worst max|got − ref| / max|ref| over the outputs; inf where a shape differs or either side has
+    a NaN or infinity (which max|got − ref| would not count)."""
     worst = 0.0
     for g, r in zip(got, ref, strict=True):
-        if g.shape != r.shape or not np.all(np.isfinite(g)):
+        if g.shape != r.shape or not np.all(np.isfinite(g)) or not np.all(np.isfinite(r)):
             return float("inf")
         worst = max(worst, float(np.abs(g.astype(np.float64) - r).max()) / max(float(np.abs(r).max()), 1e-6))
     return worst

@@ -6,6 +6,7 @@
 #include "passes/fuse_attention.h"
 
 #include <cmath>
+#include <limits>
 
 #include "ir/half.h"
 #include "passes/pipeline.h"
@@ -25,7 +26,12 @@ struct Spec {
   int64_t opset = 17;
   enum class Kt { Direct0231, Via0132 } kt = Kt::Direct0231;    // BERT legacy / dynamo Kᵀ
   enum class Scale { Div, Mul, QandK, None } scale = Scale::Div;  // QandK: torch SDPA's D^-¼ on each
-  enum class Mask { None, AddInput, WhereCausal, AddCausal, WhereCausalAndAdd, WhereBand } mask = Mask::None;
+  // AddWhereInput: SDPA with a bool mask input `keep` [B, 1, 1, Skv] as both exporters write it,
+  // Add(scores, Where(keep, 0, fill)); WhereInput: Where(keep, scores, fill).
+  enum class Mask { None, AddInput, WhereCausal, AddCausal, WhereCausalAndAdd, WhereBand, AddWhereInput, WhereInput } mask = Mask::None;
+  float fill = -INFINITY;  // the masked value of AddWhereInput / WhereInput (dynamo: -FLT_MAX)
+  // torch's safe softmax after the Softmax, P' = Where(IsNaN(P), 0, P), or a look-alike that is not it.
+  enum class Guard { None, Safe, NonZeroFill, IsNaNOfScores, IsNaNSecondReader, ProbsInTrueBranch } guard = Guard::None;
   bool mask_before_scale = false;
   bool merge = true;      // Transpose(0,2,1,3) -> Reshape [B, S, H·D] after P·V
   bool rope = false;      // an elementwise op on Q and K after the head split (forces the 4-D form)
@@ -121,6 +127,14 @@ std::unique_ptr<Graph> build(const Spec& s) {
         if (s.mask != Spec::Mask::WhereCausalAndAdd) return w;
         return b.node("Add", {w, b.input("mask", t, {s.batch, 1, 1, s.skv})}, {}, "mask_add");
       }
+      case Spec::Mask::AddWhereInput: {
+        Value* keep = b.input("keep", DType::Bool, {s.batch, 1, 1, s.skv});
+        Value* m = b.node("Where", {keep, scalar("mask_zero", 0.0f), scalar("mask_fill", s.fill)}, {}, "mask_where");
+        return b.node("Add", {x, m}, {}, "mask_add");
+      }
+      case Spec::Mask::WhereInput:
+        return b.node("Where", {b.input("keep", DType::Bool, {s.batch, 1, 1, s.skv}), x, scalar("mask_fill", s.fill)}, {},
+                      "mask_where");
       case Spec::Mask::None: return x;
     }
     return x;
@@ -131,6 +145,13 @@ std::unique_ptr<Graph> build(const Spec& s) {
   if (!s.mask_before_scale) x = add_mask();
   Value* p = b.node("Softmax", {x}, {attr("axis", s.softmax_axis)}, "softmax");
   if (s.probs_output) b.output(p);
+  if (s.guard != Spec::Guard::None) {
+    Value* nan = b.node("IsNaN", {s.guard == Spec::Guard::IsNaNOfScores ? x : p}, {}, "guard_isnan");
+    if (s.guard == Spec::Guard::IsNaNSecondReader) b.output(b.node("Not", {nan}, {}, "other_reader"));
+    Value* zero = scalar("guard_zero", s.guard == Spec::Guard::NonZeroFill ? 0.5f : 0.0f);
+    p = s.guard == Spec::Guard::ProbsInTrueBranch ? b.node("Where", {nan, p, zero}, {}, "guard")
+                                                  : b.node("Where", {nan, zero, p}, {}, "guard");
+  }
   Value* y = b.node("MatMul", {p, v}, {}, "pv");
   if (s.merge) {
     y = b.node("Transpose", {y}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "merge_t");
@@ -504,4 +525,178 @@ TEST(FuseAttention, NotAttentionIsSilent) {
   Outcome o = run_one_pass<FuseAttentionPass>(b.build());
   EXPECT_FALSE(o.changed);
   EXPECT_TRUE(o.ctx.near_misses.empty());
+}
+
+// ---- torch's safe softmax: P' = Where(IsNaN(P), 0, P) between the Softmax and P·V -------------
+
+namespace {
+
+/// Runs the original and the optimized graph of a Spec with a `keep` input on the CPU, with batch 0
+/// keeping every key but the last and batch 1 keeping none (a padding-only sequence: every query
+/// row of it fully masked). Expects the same finite outputs; returns the optimized graph's output.
+Tensor run_with_empty_rows(const Outcome& o, const Spec& s) {
+  Tensor keep(DType::Bool, {s.batch, 1, 1, s.skv});
+  for (int64_t j = 0; j < s.skv; ++j) {
+    keep.data<uint8_t>()[j] = j + 1 < s.skv;
+    keep.data<uint8_t>()[s.skv + j] = 0;
+  }
+  const std::vector<Tensor> in = {uniform_floats({s.batch, s.sq, s.hq * s.d}, 31), uniform_floats({s.batch, s.skv, s.hkv * s.d}, 32),
+                                  uniform_floats({s.batch, s.skv, s.hkv * s.d}, 33), keep};
+  auto original = o.original->clone(), optimized = o.optimized->clone();
+  const Tensor want = run_cpu(*original, in)[0], got = run_cpu(*optimized, in)[0];
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    EXPECT_TRUE(std::isfinite(want.as_double(i))) << "original, element " << i;
+    EXPECT_TRUE(std::isfinite(got.as_double(i))) << "optimized, element " << i;
+  }
+  expect_close(got, want, 1e-5, 1e-6);
+  return got;
+}
+
+/// Element (b, i, c) of a [B, S, H·D] output.
+float at(const Tensor& y, const Spec& s, int64_t b, int64_t i, int64_t c) {
+  return y.data<float>()[(b * s.sq + i) * s.hq * s.d + c];
+}
+
+/// The near-miss of a guard look-alike: P·V is not reached, so the what names Q·Kᵀ and the Softmax.
+void expect_guard_near_miss(const Spec& s, const std::string& reason) {
+  Outcome o = fuse(s);
+  EXPECT_FALSE(o.changed);
+  EXPECT_EQ(graph_difference(*o.original, *o.optimized), "");
+  ASSERT_EQ(o.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(o.ctx.near_misses[0].what, "MatMul 'qk' -> Softmax 'softmax' not fused into Attention");
+  EXPECT_EQ(o.ctx.near_misses[0].reason, reason);
+}
+
+}  // namespace
+
+TEST(FuseAttention, SafeSoftmaxWithMinusInfinityFillGivesZeroRows) {
+  // Legacy SDPA export: Add(S, Where(keep, 0, -inf)), Softmax, Where(IsNaN(P), 0, P). A fully masked
+  // row is NaN after the Softmax and 0 after the guard; Attention gives 0 there too. At opset 17
+  // (ai.fusec) and 23 (ONNX Attention).
+  for (int64_t opset : {17, 23}) {
+    SCOPED_TRACE("opset " + std::to_string(opset));
+    Spec s;
+    s.opset = opset;
+    s.kt = Spec::Kt::Via0132;
+    s.scale = Spec::Scale::QandK;
+    s.mask = Spec::Mask::AddWhereInput;
+    s.guard = Spec::Guard::Safe;
+    Outcome o = fuse(s);
+    const Node* n = fused_node(o, opset >= 23 ? "" : "ai.fusec");
+    ASSERT_TRUE(n);
+    EXPECT_EQ(count(*o.optimized, "IsNaN"), 0);
+    EXPECT_EQ(count(*o.optimized, "Where"), 1);  // the mask's own Where, now Attention's additive mask
+    ASSERT_EQ(n->inputs.size(), 4u);
+    EXPECT_EQ(n->inputs[3]->name, "mask_where_out");
+    EXPECT_TRUE(fused_from_has(n, "guard") && fused_from_has(n, "guard_isnan"));
+    EXPECT_NE(o.ctx.rewrites[0].what.find("Where 'guard' (safe softmax)"), std::string::npos) << o.ctx.rewrites[0].what;
+    expect_same_numbers(o);
+    const Tensor y = run_with_empty_rows(o, s);
+    for (int64_t i = 0; i < s.sq; ++i)
+      for (int64_t c = 0; c < s.hq * s.d; ++c) EXPECT_EQ(at(y, s, 1, i, c), 0.0f) << "row " << i << " col " << c;
+  }
+}
+
+TEST(FuseAttention, SafeSoftmaxWithFltMaxFillAveragesVInFullyMaskedRows) {
+  // Dynamo SDPA export: the fill is -FLT_MAX. A fully masked row stays finite (every score becomes
+  // -FLT_MAX), its Softmax is uniform, the guard sees no NaN: the graph gives mean(V) there. The
+  // additive mask goes to Attention unchanged, which gives the same; turning the fill into -inf or
+  // a bool mask would give 0 and fail here.
+  Spec s;
+  s.kt = Spec::Kt::Via0132;
+  s.scale = Spec::Scale::QandK;
+  s.mask = Spec::Mask::AddWhereInput;
+  s.fill = -std::numeric_limits<float>::max();
+  s.guard = Spec::Guard::Safe;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  ASSERT_EQ(n->inputs.size(), 4u);
+  EXPECT_EQ(n->inputs[3]->type.dtype, DType::Float32);
+  expect_same_numbers(o);
+  const Tensor y = run_with_empty_rows(o, s);
+  const Tensor v = uniform_floats({s.batch, s.skv, s.hkv * s.d}, 33);
+  for (int64_t c = 0; c < s.hq * s.d; ++c) {
+    double mean = 0;
+    for (int64_t j = 0; j < s.skv; ++j) mean += v.data<float>()[(s.skv + j) * s.hkv * s.d + c];
+    mean /= static_cast<double>(s.skv);
+    for (int64_t i = 0; i < s.sq; ++i) EXPECT_NEAR(at(y, s, 1, i, c), mean, 1e-6) << "row " << i << " col " << c;
+  }
+}
+
+TEST(FuseAttention, SafeSoftmaxAfterAMinusInfinityWhereBecomesABoolMask) {
+  // Where(keep, S, -inf) with the guard: Attention's bool mask excludes the same keys, and its zero
+  // rows are the guard's.
+  Spec s;
+  s.mask = Spec::Mask::WhereInput;
+  s.guard = Spec::Guard::Safe;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  ASSERT_EQ(n->inputs.size(), 4u);
+  EXPECT_EQ(n->inputs[3]->name, "keep");
+  EXPECT_EQ(o.optimized->nodes().size(), 1u);
+  expect_same_numbers(o);
+  const Tensor y = run_with_empty_rows(o, s);
+  for (int64_t c = 0; c < s.hq * s.d; ++c) EXPECT_EQ(at(y, s, 1, 0, c), 0.0f);
+}
+
+TEST(FuseAttention, NearMissSafeSoftmaxAfterAFiniteWhereFill) {
+  // Where(keep, S, -FLT_MAX) writes -FLT_MAX over the scores: a fully masked row is uniform (mean of
+  // V) with or without the guard, where a bool mask would give 0. Stays as it is.
+  Spec s;
+  s.mask = Spec::Mask::WhereInput;
+  s.fill = -std::numeric_limits<float>::max();
+  s.guard = Spec::Guard::Safe;
+  Outcome o = fuse(s);
+  EXPECT_FALSE(o.changed);
+  expect_unchanged(*o.original, *o.optimized);
+  ASSERT_EQ(o.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(o.ctx.near_misses[0].what,
+            "MatMul 'qk' -> Softmax 'softmax' -> Where 'guard' (safe softmax) -> MatMul 'pv' not fused into Attention");
+  EXPECT_EQ(o.ctx.near_misses[0].reason,
+            "Where 'mask_where' has a computed condition and a finite fill: a row with every key masked would differ (the graph "
+            "averages V there, Attention gives 0)");
+}
+
+TEST(FuseAttention, NearMissGuardWithANonZeroFill) {
+  Spec s;
+  s.mask = Spec::Mask::AddWhereInput;
+  s.guard = Spec::Guard::NonZeroFill;
+  expect_guard_near_miss(s, "Where 'guard' writes 'guard_zero' where the probabilities are NaN, not a constant 0 (torch's safe "
+                            "softmax; Attention gives 0 for a row with every key masked)");
+}
+
+TEST(FuseAttention, NearMissGuardTestingAnotherTensor) {
+  Spec s;
+  s.mask = Spec::Mask::AddWhereInput;
+  s.guard = Spec::Guard::IsNaNOfScores;
+  expect_guard_near_miss(s, "Where 'guard' tests IsNaN of 'mask_add_out', not of the Softmax's output (torch's safe softmax is "
+                            "Where(IsNaN(P), 0, P))");
+}
+
+TEST(FuseAttention, NearMissGuardIsNaNWithASecondReader) {
+  Spec s;
+  s.mask = Spec::Mask::AddWhereInput;
+  s.guard = Spec::Guard::IsNaNSecondReader;
+  expect_guard_near_miss(s, "IsNaN 'guard_isnan' of the attention probabilities has 2 readers; only the Where of torch's safe "
+                            "softmax may read it");
+}
+
+TEST(FuseAttention, NearMissGuardWithTheProbabilitiesInTheTrueBranch) {
+  // Where(IsNaN(P), P, 0) keeps only the NaNs: not the guard.
+  Spec s;
+  s.mask = Spec::Mask::AddWhereInput;
+  s.guard = Spec::Guard::ProbsInTrueBranch;
+  expect_guard_near_miss(s, "IsNaN 'guard_isnan' of the attention probabilities feeds Where 'guard', not Where(IsNaN(P), 0, P) "
+                            "(torch's safe softmax)");
+}
+
+TEST(FuseAttention, NearMissGuardedProbabilitiesAlsoAGraphOutput) {
+  Spec s;
+  s.mask = Spec::Mask::AddWhereInput;
+  s.guard = Spec::Guard::Safe;
+  s.probs_output = true;
+  expect_guard_near_miss(s, "the attention probabilities 'softmax_out' are a graph output; only torch's safe-softmax guard "
+                            "(IsNaN and Where) may read them");
 }
