@@ -85,7 +85,7 @@ def check_form(args, name: str, form: str, meta: dict, work: str) -> dict:
     refs = [np.load(os.path.join(args.zoo, f"{name}.output.{o}.npy")) for o in meta["outputs"]]
     fp16_torch = (meta.get("reference") or {}).get("fp16") or {}
     for step, cmd in (("inspect", [args.fusec, "inspect", src, "--batch", batch]),
-                      ("optimize", [args.fusec, "optimize", src, "--batch", batch, "-o", opt])):
+                      ("optimize", [args.fusec, "optimize", src, "--batch", batch, "-o", opt, "--check", str(args.check)])):
         rc, text, secs = run(cmd, args.timeout)
         rec[step] = {"cmd": " ".join(cmd), "rc": rc, "s": round(secs, 2)}
         if rc != 0:
@@ -145,6 +145,20 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def save(args, rows: list[dict]) -> str:
+    """Writes OUT/check_exports.json and .md; returns the Markdown."""
+    doc = {"date": datetime.date.today().isoformat(),
+           "device_name": next((r["device_name"] for r in rows if "device_name" in r), None),
+           "fusec": args.fusec, "rules": {"fp32_max_rel": FP32_TOL, "fp16_factor_of_torch": FP16_FACTOR, "parity": PARITY},
+           "rows": rows}
+    with open(os.path.join(args.out, "check_exports.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+    md = f"{doc['device_name']}, {doc['date']}; fp16, the batch exported; latency: fusec bench median\n\n" + table(rows)
+    with open(os.path.join(args.out, "check_exports.md"), "w") as f:
+        f.write(md + "\n")
+    return md
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fusec", required=True)
@@ -153,6 +167,7 @@ def main() -> int:
     ap.add_argument("--models", default="", help="comma-separated (default: every model with a .json in --zoo)")
     ap.add_argument("--duration", type=float, default=2.0, help="seconds of timed iterations per bench variant")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per fusec command")
+    ap.add_argument("--check", type=int, default=3, help="optimize's verification input sets (default 3)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     work = os.path.join(args.zoo, "check_exports")  # optimized models and run outputs (large: not in OUT)
@@ -176,14 +191,8 @@ def main() -> int:
             for r, other in ((pair[0], pair[1]), (pair[1], pair[0])):
                 r["parity"] = r["optimized_ms"] / other["optimized_ms"]
                 r["checks"]["parity"] = r["parity"] <= PARITY
-    doc = {"date": datetime.date.today().isoformat(), "device_name": next((r["device_name"] for r in rows if "device_name" in r), None),
-           "fusec": args.fusec, "rules": {"fp32_max_rel": FP32_TOL, "fp16_factor_of_torch": FP16_FACTOR, "parity": PARITY},
-           "rows": rows}
-    with open(os.path.join(args.out, "check_exports.json"), "w") as f:
-        json.dump(doc, f, indent=1)
-    md = f"{doc['device_name']}, {doc['date']}; fp16 batch as exported; latency: fusec bench median\n\n" + table(rows)
-    with open(os.path.join(args.out, "check_exports.md"), "w") as f:
-        f.write(md + "\n")
+        save(args, rows)  # after every model, so a run cut short keeps what it measured
+    md = save(args, rows)
     print(md)
     ok = all(all(r["checks"].values()) for r in rows) and bool(rows)
     print("check_exports: " + ("every check passed" if ok else "some checks FAILED"))

@@ -4,23 +4,26 @@
 # libraries they need, and the conformance data, into one compressed file DEST/bundle.tar.gz
 # (the device tool carries at most 64 MiB).
 #   bash scripts/gpu_bundle.sh [BUILD_DIR] [DEST]          (default build, build-gpu)
+#   BINS="fusec" bash scripts/gpu_bundle.sh ...             only these binaries, no test data (a
+#                                                           smaller bundle, for timing runs)
 # On the GPU machine:  bash scripts/gpu_check.sh [steps...]   (unpacks and runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=${1:-build}
 dest=${2:-build-gpu}
-for bin in fusec tests/fusec_gpu_tests tests/fusec_conformance; do
+bins=${BINS:-fusec tests/fusec_gpu_tests tests/fusec_conformance}
+for bin in $bins; do
   [ -x "$src/$bin" ] || { echo "gpu_bundle: $src/$bin missing (configure with the CUDA toolkit and build)"; exit 2; }
 done
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
-cp "$src/fusec" "$src/tests/fusec_gpu_tests" "$src/tests/fusec_conformance" "$stage/bin/"
+for bin in $bins; do cp "$src/$bin" "$stage/bin/"; done
 strip --strip-debug "$stage"/bin/*
 for bin in "$stage"/bin/*; do
   ldd "$bin" | awk '/=>/ {print $3}' | grep -E 'libonnx|libprotobuf|libtomlplusplus' | while read -r lib; do cp -Ln "$lib" "$stage/lib/"; done
 done
-if [ -d /usr/share/libonnx-testdata/data ]; then
+if [ -z "${BINS:-}" ] && [ -d /usr/share/libonnx-testdata/data ]; then
   mkdir -p "$stage/testdata"
   cp -r /usr/share/libonnx-testdata/data "$stage/testdata/"
 fi
