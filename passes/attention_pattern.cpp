@@ -250,10 +250,21 @@ Node* match_head_merge(Node* pv) {
   Node* r = sole_consumer_of(t->outputs[0], "Reshape");
   if (!r || r->input(0) != t->outputs[0]) return nullptr;
   const Shape* in = shape_of_rank(t->outputs[0], 4);
-  const Shape* out = shape_of_rank(r->outputs[0], 3);
-  if (!in || !out || !same_dim((*in)[0], (*out)[0]) || !same_dim((*in)[1], (*out)[1])) return nullptr;
-  const Dim &h = (*in)[2], &d = (*in)[3], &e = (*out)[2];
-  if (!h.is_static() || !d.is_static() || !e.is_static() || h.value * d.value != e.value) return nullptr;
+  if (!in) return nullptr;
+  const Dim &h = (*in)[2], &d = (*in)[3];
+  if (!h.is_static() || !d.is_static()) return nullptr;
+  if (const Shape* out = shape_of_rank(r->outputs[0], 3)) {
+    const Dim& e = (*out)[2];
+    if (!same_dim((*in)[0], (*out)[0]) || !same_dim((*in)[1], (*out)[1]) || !e.is_static() || h.value * d.value != e.value)
+      return nullptr;
+    return r;
+  }
+  // [B·S, H·Dv]: the head merge and the flattening for the output projection's Gemm in one view
+  // (torch.export writes it so for GPT-2's Conv1D layers; legacy writes the two Reshapes).
+  const Shape* out = shape_of_rank(r->outputs[0], 2);
+  if (!out || !(*in)[0].is_static() || !(*in)[1].is_static() || !(*out)[0].is_static() || !(*out)[1].is_static() ||
+      (*out)[0].value != (*in)[0].value * (*in)[1].value || (*out)[1].value != h.value * d.value)
+    return nullptr;
   return r;
 }
 

@@ -71,7 +71,8 @@ Operand match_kv(Value* kv, bool absorb_repeat);
 /// before it are peeled into `scale`), or Transpose(0,2,3,1) of the [B, S, H, D] head split.
 std::optional<Operand> match_key_transposed(Value* kt, bool absorb_repeat, double& scale);
 
-/// P·V ──▶ Transpose(0,2,1,3) ──▶ Reshape [B, S, H·Dv]: the merge's Reshape, or null.
+/// P·V ──▶ Transpose(0,2,1,3) ──▶ Reshape [B, S, H·Dv] (or [B·S, H·Dv], static): the merge's
+/// Reshape, or null.
 Node* match_head_merge(Node* pv);
 
 /// True when `t` is, broadcast to [..., sq, skv] with only 1s in front, exactly the upper-left causal

@@ -299,6 +299,16 @@ Node* rewrite(Graph& g, Match& m, std::unordered_set<const Node*>& gone) {
   if (m.bias.made) ins.push_back(g.add_initializer(m.bias.made_from, std::move(*m.bias.made)));
   else if (m.bias.mask) ins.push_back(m.bias.mask);
   Value* y = m.three_d ? m.merge->outputs[0] : m.pv->outputs[0];
+  // A merge straight to [B·S, H·Dv] (one view for the next Gemm): the 3-D Attention writes
+  // [B, S, H·Dv] and a Reshape, free, gives the merge's shape.
+  Value* flat = nullptr;
+  if (m.three_d && y->type.shape && y->type.shape->size() == 2) {
+    flat = y;
+    y = g.add_value(flat->name + "_bse");
+  }
+  std::vector<int64_t> flat_dims;
+  if (flat)
+    for (const Dim& dim : *flat->type.shape) flat_dims.push_back(dim.value);
 
   std::vector<Node*> replaced = {m.qk};
   for (const auto& s : m.chain.steps) replaced.push_back(s.node);
@@ -313,6 +323,10 @@ Node* rewrite(Graph& g, Match& m, std::unordered_set<const Node*>& gone) {
     g.remove_node(n);
   }
   Node* fused = g.add_node("Attention", ins, {y}, name, m.domain);
+  if (flat) {
+    Value* dims = g.add_initializer(flat->name + "_shape", Tensor::from_int64(flat_dims, {2}));
+    g.add_node("Reshape", {y, dims}, {flat}, g.unique_node_name(name + "_flatten"));
+  }
   // The operands' transposes, reshapes, repeats and scales go too where nothing else reads them.
   std::vector<Node*> candidates = m.peeled;
   for (const Operand* o : {&m.q, &m.k, &m.v}) candidates.insert(candidates.end(), o->nodes.begin(), o->nodes.end());

@@ -34,6 +34,7 @@ struct Spec {
   enum class Guard { None, Safe, NonZeroFill, IsNaNOfScores, IsNaNSecondReader, ProbsInTrueBranch } guard = Guard::None;
   bool mask_before_scale = false;
   bool merge = true;      // Transpose(0,2,1,3) -> Reshape [B, S, H·D] after P·V
+  bool merge_flat = false;  // ... -> Reshape [B·S, H·D] instead (GPT-2's dynamo export)
   bool rope = false;      // an elementwise op on Q and K after the head split (forces the 4-D form)
   bool repeat = false;    // GQA repeat_kv on K and V
   bool probs_output = false;
@@ -155,7 +156,8 @@ std::unique_ptr<Graph> build(const Spec& s) {
   Value* y = b.node("MatMul", {p, v}, {}, "pv");
   if (s.merge) {
     y = b.node("Transpose", {y}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "merge_t");
-    y = b.node("Reshape", {y, b.initializer("merged", shape({0, 0, s.hq * s.d}))}, {}, "merge_r");
+    y = b.node("Reshape", {y, b.initializer("merged", s.merge_flat ? shape({s.batch * s.sq, s.hq * s.d}) : shape({0, 0, s.hq * s.d}))},
+               {}, "merge_r");
   }
   b.output(y);
   return b.build();
@@ -220,6 +222,24 @@ TEST(FuseAttention, BertLegacyBecomesThreeDWithNoTransposeLeft) {
     EXPECT_TRUE(fused_from_has(n, name)) << name;
   EXPECT_EQ(o.optimized->opset("ai.fusec"), 1);
   EXPECT_EQ(o.ctx.rewrites.size(), 1u);
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, HeadMergeStraightToTwoDIsThreeDAndAReshape) {
+  // torch.export writes GPT-2's head merge and the flattening for c_proj's Gemm as one view,
+  // [B, H, S, D] -> Transpose(0,2,1,3) -> Reshape [B·S, H·D].
+  Spec s;
+  s.merge_flat = true;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->attr_int("q_num_heads", 0), 2);
+  EXPECT_EQ(count(*o.optimized, "Transpose"), 0);
+  ASSERT_EQ(count(*o.optimized, "Reshape"), 1);
+  const Node* r = find_op(*o.optimized, "Reshape");
+  EXPECT_EQ(r->inputs[0], n->outputs[0]);
+  EXPECT_EQ(r->outputs[0], o.optimized->outputs[0]);
+  EXPECT_EQ(o.optimized->outputs[0]->type.shape, (Shape{s.batch * s.sq, s.hq * s.d}));
   expect_same_numbers(o);
 }
 
