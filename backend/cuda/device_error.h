@@ -61,7 +61,10 @@ inline std::string device_error_text(const DeviceErrorRecord& r) {
 
 #ifdef __CUDACC__
 /// Records bad data found at `position` of step `site.step`, unless an earlier one is recorded.
-/// Called only on the error path.
+/// Called only on the error path. Never waits unboundedly: a spin lock contended by lanes of one
+/// warp can starve the lane holding it (a launch with millions of bad indices hung this way), so
+/// the lanes that arrive together first elect the one with the lowest key (ties: the lowest lane),
+/// and only it competes for the record, a bounded number of times, with the other warps' electees.
 __device__ __forceinline__ void report_device_error(const DeviceErrorSite& site, int code, long long position,
                                                     long long value, long long bound) {
   DeviceErrorRecord* r = site.record;
@@ -70,18 +73,33 @@ __device__ __forceinline__ void report_device_error(const DeviceErrorSite& site,
       (static_cast<unsigned long long>(site.step) << 40) | (static_cast<unsigned long long>(position) & ((1ull << 40) - 1));
   volatile DeviceErrorRecord* v = r;
   if (v->code != 0 && v->key <= key) return;  // most threads of a bad launch stop here
-  while (atomicCAS(&r->lock, 0, 1) != 0) {
+  const unsigned lanes = __activemask();
+  const unsigned hi = static_cast<unsigned>(key >> 32), lo = static_cast<unsigned>(key);
+  const unsigned min_hi = __reduce_min_sync(lanes, hi);
+  const unsigned min_lo = __reduce_min_sync(lanes, hi == min_hi ? lo : 0xffffffffu);
+  const unsigned lowest = __ballot_sync(lanes, hi == min_hi && lo == min_lo);
+  unsigned lane;
+  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+  if (lane != static_cast<unsigned>(__ffs(lowest) - 1)) return;
+  for (int attempt = 0; attempt < 1024; ++attempt) {
+    if (atomicCAS(&r->lock, 0, 1) == 0) {
+      __threadfence();
+      if (v->code == 0 || key < v->key) {
+        v->key = key;
+        v->value = value;
+        v->bound = bound;
+        v->step = site.step;
+        v->code = code;
+      }
+      __threadfence();
+      atomicExch(&r->lock, 0);
+      return;
+    }
+    if (v->code != 0 && v->key <= key) return;
+    __nanosleep(100);
   }
-  __threadfence();
-  if (v->code == 0 || key < v->key) {
-    v->key = key;
-    v->value = value;
-    v->bound = bound;
-    v->step = site.step;
-    v->code = code;
-  }
-  __threadfence();
-  atomicExch(&r->lock, 0);
+  // Still held after ~0.1 ms of tries: another warp's bad element is being recorded; this run
+  // fails either way, naming that one.
 }
 #endif
 

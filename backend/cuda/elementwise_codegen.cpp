@@ -147,11 +147,20 @@ static __device__ __noinline__ void fx_report(FxErrSite s, int code, long long p
   const unsigned long long key = ((unsigned long long)s.step << 40) | ((unsigned long long)pos & ((1ull << 40) - 1));
   volatile FxErr* v = r;
   if (v->code != 0 && v->key <= key) return;
-  while (atomicCAS(&r->lock, 0, 1) != 0) {}
-  __threadfence();
-  if (v->code == 0 || key < v->key) { v->key = key; v->value = value; v->bound = bound; v->step = s.step; v->code = code; }
-  __threadfence();
-  atomicExch(&r->lock, 0);
+  unsigned lane;  // one lane of those arriving together competes (their keys are equal here), boundedly
+  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+  if (lane != (unsigned)(__ffs(__activemask()) - 1)) return;
+  for (int attempt = 0; attempt < 1024; ++attempt) {
+    if (atomicCAS(&r->lock, 0, 1) == 0) {
+      __threadfence();
+      if (v->code == 0 || key < v->key) { v->key = key; v->value = value; v->bound = bound; v->step = s.step; v->code = code; }
+      __threadfence();
+      atomicExch(&r->lock, 0);
+      return;
+    }
+    if (v->code != 0 && v->key <= key) return;
+    __nanosleep(100);
+  }
 }
 // Code 3: kIntDivByZero.
 template <typename T> FX T fx_idiv_r(T x, T y, FxErrSite s) {
