@@ -9,7 +9,9 @@
 #include <atomic>
 #include <csignal>
 #include <cstring>
+#include <algorithm>
 #include <mutex>
+#include <vector>
 
 #include "ir/escape.h"
 
@@ -52,8 +54,15 @@ Slot* acquire(std::atomic<Slot*>& list, const std::string& text) {
     while (!list.compare_exchange_weak(head, s));
   }
   if (s->cap < text.size() + 1) {
-    // The old buffer is left allocated: a handler on another thread may still be reading it.
-    s->cap = text.size() + 1;
+    // The old buffer stays allocated (a handler on another thread may still be reading it), kept
+    // in a list that is never freed, so it is not lost either; paths rarely outgrow the first one.
+    static std::mutex retired_mutex;
+    static auto* retired = new std::vector<char*>;
+    if (s->text) {
+      std::lock_guard<std::mutex> lock(retired_mutex);
+      retired->push_back(s->text);
+    }
+    s->cap = std::max<size_t>(text.size() + 1, 256);
     s->text = new char[s->cap];
   }
   std::memcpy(s->text, text.c_str(), text.size() + 1);
