@@ -16,17 +16,13 @@ namespace fusec {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-/// 'path', built piece by piece: GCC 12 warns (falsely, -Wrestrict) on `"'" + std::string`.
-std::string quoted(const std::filesystem::path& p) {
+std::string quoted_path(const std::filesystem::path& p) {
+  // Built piece by piece: GCC 12 warns (falsely, -Wrestrict) on `"'" + std::string`.
   std::string s = "'";
   s += p.string();
   s += "'";
   return s;
 }
-
-}  // namespace
 
 InputFile::InputFile(fs::path path, const InputOptions& opts) : path_(std::move(path)) {
   const std::string p = path_.string();
@@ -70,7 +66,7 @@ void InputFile::read_at(void* dst, size_t n, uint64_t offset) {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) bad_input("cannot read '" + path_.string() + "': " + std::strerror(errno));
     if (r == 0)
-      bad_input(quoted(path_) + " ends at byte " + std::to_string(offset) + ", before the " +
+      bad_input(quoted_path(path_) + " ends at byte " + std::to_string(offset) + ", before the " +
                 std::to_string(n) + " more bytes fusec expected (was it truncated?)");
     out += r;
     n -= static_cast<size_t>(r);
@@ -94,7 +90,7 @@ size_t InputFile::read_next(void* dst, size_t n) {
 
 void InputFile::expect_end(const std::string& what_ended) {
   char c;
-  if (read_next(&c, 1) != 0) bad_input(quoted(path_) + " has more bytes after " + what_ended);
+  if (read_next(&c, 1) != 0) bad_input(quoted_path(path_) + " has more bytes after " + what_ended);
 }
 
 std::string InputFile::read_all(uint64_t max_bytes, const std::string& limit_name) {
@@ -108,7 +104,7 @@ std::string InputFile::read_all(uint64_t max_bytes, const std::string& limit_nam
   if (sized_) {
     const uint64_t rest = size_ > pos_ ? size_ - pos_ : 0;
     if (rest > bound)
-      bad_input(quoted(path_) + " holds " + format_bytes(static_cast<double>(rest)) + ", more than " + why);
+      bad_input(quoted_path(path_) + " holds " + format_bytes(static_cast<double>(rest)) + ", more than " + why);
     std::string out(static_cast<size_t>(rest), '\0');
     read_at(out.data(), out.size(), pos_);
     pos_ += rest;
@@ -124,7 +120,7 @@ std::string InputFile::read_all(uint64_t max_bytes, const std::string& limit_nam
     const size_t got = read_next(out.data() + old, want);
     out.resize(old + got);
     if (out.size() > bound)
-      bad_input(quoted(path_) + " is not a regular file and gives more than " + why);
+      bad_input(quoted_path(path_) + " is not a regular file and gives more than " + why);
     if (got < want) return out;
     chunk = std::min<size_t>(chunk * 2, size_t{64} << 20);
   }

@@ -70,4 +70,7 @@ constexpr uint64_t kNoFileLimit = ~uint64_t{0};
 /// Protobuf cannot parse a message of 2 GiB or more: the bound for model and .pb files.
 constexpr uint64_t kProtobufFileLimit = (uint64_t{1} << 31) - 1;
 
+/// 'path' in single quotes, as errors name files.
+std::string quoted_path(const std::filesystem::path& p);
+
 }  // namespace fusec

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "importer/input_file.h"
 #include "importer/signal_cleanup.h"
 #include "ir/error.h"
 
@@ -25,14 +26,6 @@ struct Registry {
 Registry& registry() {
   static Registry r;
   return r;
-}
-
-/// 'path', built piece by piece: GCC 12 warns (falsely, -Wrestrict) on `"'" + std::string`.
-std::string quoted(const std::filesystem::path& p) {
-  std::string s = "'";
-  s += p.string();
-  s += "'";
-  return s;
 }
 
 }  // namespace
@@ -81,7 +74,7 @@ void check_mapped_files_unchanged() {
     if (::fstat(m->fd_, &st) != 0) continue;
     const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     if (static_cast<uint64_t>(st.st_size) != m->size_ || mtime != m->mtime_ns_)
-      bad_input(quoted(m->path_) + " changed while fusec was reading it (another program wrote to it); "
+      bad_input(quoted_path(m->path_) + " changed while fusec was reading it (another program wrote to it); "
                 "results computed from it would mix old and new bytes, so none were written");
   }
 }
