@@ -29,6 +29,24 @@ size_t aligned_bytes(const Value& v, DType t) {
   return (static_cast<size_t>(n) * es + kAlign - 1) / kAlign * kAlign;
 }
 
+int64_t elements(const Value& v) {
+  if (!v.type.shape || !is_static(*v.type.shape)) return 0;
+  int64_t n = 1;
+  for (int64_t d : static_dims(*v.type.shape)) {
+    if (d != 0 && n > INT64_MAX / d) return INT64_MAX;
+    n *= d;
+  }
+  return n;
+}
+
+void note_largest(DeviceMemoryNeed& need, const Value& v) {
+  const int64_t n = elements(v);
+  if (n <= need.largest_elements) return;
+  need.largest_elements = n;
+  need.largest_value = v.name;
+  need.largest_where = v.producer ? " (output of" + v.producer->ref().substr(1) : "";
+}
+
 // The ops the CUDA backend runs as views of their first input (backend/cuda/ops_view.cpp).
 bool view_op(const Node& n) {
   static const std::unordered_set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
@@ -70,6 +88,7 @@ DeviceMemoryNeed estimate_device_memory(const Graph& g, Precision p) {
   for (const Value* v : g.inputs) {
     if (v->is_initializer()) continue;
     need.io = add_sat(need.io, aligned_bytes(*v, v->type.dtype));
+    note_largest(need, *v);
     const DType st = storage_dtype(p, v->type.dtype);
     if (st != v->type.dtype) {  // converted into an arena buffer of the storage type by step 0
       buf_of[v] = static_cast<int>(bufs.size());
@@ -102,6 +121,7 @@ DeviceMemoryNeed estimate_device_memory(const Graph& g, Precision p) {
       }
       buf_of[v] = static_cast<int>(bufs.size());
       bufs.push_back({aligned_bytes(*v, storage_dtype(p, v->type.dtype)), step, step});
+      note_largest(need, *v);
     }
   }
   for (const Value* v : g.outputs) {
@@ -111,7 +131,10 @@ DeviceMemoryNeed estimate_device_memory(const Graph& g, Precision p) {
     if (it == buf_of.end() || storage_dtype(p, v->type.dtype) != v->type.dtype)
       bufs.push_back({aligned_bytes(*v, v->type.dtype), end, end});
   }
-  for (const Value* v : weights_read) need.weights = add_sat(need.weights, aligned_bytes(*v, storage_dtype(p, v->type.dtype)));
+  for (const Value* v : weights_read) {
+    need.weights = add_sat(need.weights, aligned_bytes(*v, storage_dtype(p, v->type.dtype)));
+    note_largest(need, *v);
+  }
 
   // Peak of the bytes live at one step: no placement can do with less.
   std::vector<size_t> born(static_cast<size_t>(end) + 2, 0), died(static_cast<size_t>(end) + 2, 0);
@@ -130,7 +153,14 @@ DeviceMemoryNeed estimate_device_memory(const Graph& g, Precision p) {
 
 std::string device_memory_shortfall(const DeviceMemoryNeed& need, const DeviceMemoryLimit& lim, const std::string& what) {
   const size_t total = need.total();
-  if (total <= lim.limit()) return "";
+  if (total <= lim.limit()) {
+    if (need.largest_elements <= kMaxDeviceTensorElements) return "";
+    const std::string dev = lim.device.empty() ? "the GPU" : lim.device;
+    return what + " needs " + bytes_text(total) + " of device memory and " + dev + " has " + bytes_text(lim.free_bytes) +
+           " free, but tensor '" + need.largest_value + "'" + need.largest_where + " has " +
+           std::to_string(need.largest_elements) + " elements, more than the " + std::to_string(kMaxDeviceTensorElements) +
+           " one tensor may have on the GPU (cuDNN and cuBLAS take 32-bit sizes); a smaller --batch needs fewer";
+  }
   std::string parts = "activations " + format_bytes(static_cast<double>(need.activations)) + ", weights " +
                       format_bytes(static_cast<double>(need.weights)) + ", inputs " + format_bytes(static_cast<double>(need.io));
   if (need.workspace) parts += ", workspace " + format_bytes(static_cast<double>(need.workspace));

@@ -5,12 +5,14 @@
 // Host-side arithmetic only (no CUDA here): the CUDA backend feeds it cudaMemGetInfo's numbers,
 // and tests/ir/test_device_memory.cpp runs it on machines without a GPU.
 //
-// Why the check must come first: `fusec bench resnet50_small.onnx --device cuda --batch 2000000`
-// spends its first minutes making a 24.6 GB random input on the host (6.1e9 floats, 8-24 ns each
-// through one mt19937_64) before the GPU is asked for anything. That batch needs 49.2 GB and fits
-// an 80 GB card; ten times it does not, and must be told so before those minutes, not after.
+// Why the check must come first: `fusec bench resnet50_small.onnx --device cuda --batch 20000000`
+// would spend minutes making a 246 GB random input on the host before the GPU is asked for
+// anything. The same check refuses a tensor past 32-bit sizes (batch 2,000,000 of that model: its
+// 49.2 GB fit an 80 GB card, but its input has 6.1e9 elements and cuDNN stops at 2^31 - 1), which
+// otherwise failed in cuDNN after those minutes.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "backend/precision.h"
@@ -25,9 +27,19 @@ struct DeviceMemoryNeed {
   size_t io = 0;           // graph input buffers, in the model's types
   size_t workspace = 0;    // library and kernel scratch (known once the kernels are planned)
 
+  /// The device-held tensor with the most elements: cuDNN's descriptors and cuBLAS's sizes are
+  /// 32-bit, so a tensor past kMaxDeviceTensorElements cannot run even where its bytes fit.
+  int64_t largest_elements = 0;
+  std::string largest_value;  // its name
+  std::string largest_where;  // " (output of node 'x', op Conv)", or "" for a graph input
+
   /// The sum, saturating at SIZE_MAX (a 2^63-byte shape must not wrap to a small number).
   size_t total() const;
 };
+
+/// The most elements one tensor may have on the GPU (INT32_MAX: cuDNN tensor descriptors and
+/// cuBLAS's m/n/k/ld are int).
+constexpr int64_t kMaxDeviceTensorElements = 2147483647;
 
 /// A lower bound of what the CUDA backend will allocate for `g` at `p`, from the shapes alone,
 /// before any kernel is planned: the peak of live intermediates (views such as Reshape share
@@ -46,7 +58,7 @@ struct DeviceMemoryLimit {
   size_t limit() const;    // the smaller of free_bytes and cap (when given)
 };
 
-/// Empty when `need` fits `lim`; otherwise the one-line error, e.g. "the model needs 612.34 GiB
+/// Empty when `need` fits `lim` and no tensor is past kMaxDeviceTensorElements; otherwise the one-line error, e.g. "the model needs 612.34 GiB
 /// (657489231872 bytes) of device memory (activations ..., weights ..., inputs ...), but cuda:0
 /// has 78.91 GiB (84729675776 bytes) free of 79.19 GiB (--max-device-memory SIZE caps it lower)".
 /// `what` names the thing that needs it ("the model", "the plan").

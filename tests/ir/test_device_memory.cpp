@@ -139,8 +139,8 @@ TEST(DeviceMemoryEstimate, ViewsShareBytesAndFoldedValuesCostNothing) {
 TEST(DeviceMemoryEstimate, AHugeBatchIsRefusedFromTheShapesAloneInMilliseconds) {
   // The model: resnet50_small, 12,288 bytes of input and 12,288 bytes of live
   // intermediates per image (the CPU backend's planned arena says the same). At batch 2,000,000
-  // that is 49.2 GB: it fits an 80 GB H100, and is refused under an 8 GiB cap; at 20,000,000 it
-  // fits nowhere.
+  // that is 49.2 GB: its bytes fit an 80 GB H100 (not an 8 GiB cap), but its input has 6.1e9
+  // elements, past what cuDNN can describe; at 20,000,000 it fits nowhere.
   auto path = std::filesystem::path(FUSEC_SOURCE_DIR) / "models" / "resnet50_small.onnx";
   auto at_batch = [&](int64_t batch) {
     auto g = import_onnx_file(path.string());
@@ -158,10 +158,13 @@ TEST(DeviceMemoryEstimate, AHugeBatchIsRefusedFromTheShapesAloneInMilliseconds) 
   EXPECT_LT(ms, 1000.0);
   EXPECT_EQ(n.io, size_t{2000000} * 3 * 32 * 32 * 4);           // 24.6 GB of input
   EXPECT_EQ(n.activations, size_t{2000000} * 12288);            // and as much live at the peak
-  EXPECT_EQ(device_memory_shortfall(n, h100, "the model"), "");  // 49.2 GB: fits
+  std::string m = shortfall_error(n, h100);
+  EXPECT_TRUE(has(m, "the model needs 45.78 GiB (49152479744 bytes) of device memory and cuda:0")) << m;
+  EXPECT_TRUE(has(m, "but tensor 'input' has 6144000000 elements")) << m;
+  EXPECT_EQ(device_memory_shortfall(estimate_device_memory(*at_batch(699050), Precision::FP32), h100, "the model"), "");
   DeviceMemoryLimit capped = h100;
   capped.cap = 8 * kGiB;
-  std::string m = shortfall_error(n, capped);
+  m = shortfall_error(n, capped);
   EXPECT_TRUE(has(m, "the model needs 45.78 GiB (49152")) << m;
   EXPECT_TRUE(has(m, "--max-device-memory is 8.00 GiB (8589934592 bytes)")) << m;
 
@@ -172,4 +175,24 @@ TEST(DeviceMemoryEstimate, AHugeBatchIsRefusedFromTheShapesAloneInMilliseconds) 
   EXPECT_TRUE(has(m, "has 79.00 GiB (84825604096 bytes) free of 80.00 GiB")) << m;
 
   EXPECT_EQ(device_memory_shortfall(estimate_device_memory(*at_batch(16), Precision::FP32), h100, "the model"), "");
+}
+
+TEST(DeviceMemoryEstimate, ATensorPastThirtyTwoBitSizesIsRefusedEvenWhereItsBytesFit) {
+  // cuDNN descriptors and cuBLAS sizes are int: 2^21 + 1 rows of 1024 is 2^31 + 1024 elements.
+  auto g = relu_chain((int64_t{1} << 21) + 1);
+  DeviceMemoryNeed n = estimate_device_memory(*g, Precision::FP32);
+  EXPECT_EQ(n.largest_elements, (int64_t{1} << 31) + 1024);
+  DeviceMemoryLimit lim;
+  lim.free_bytes = 80 * kGiB;
+  lim.total_bytes = 80 * kGiB;
+  lim.device = "cuda:0 Test GPU";
+  ASSERT_LE(n.total(), lim.limit());
+  const std::string m = shortfall_error(n, lim);
+  EXPECT_TRUE(has(m, "the model needs ")) << m;
+  EXPECT_TRUE(has(m, " bytes) of device memory and cuda:0 Test GPU has 80.00 GiB (85899345920 bytes) free")) << m;
+  EXPECT_TRUE(has(m, "has 2147484672 elements, more than the 2147483647 one tensor may have")) << m;
+  EXPECT_TRUE(has(m, "but tensor 'x' has ")) << m;  // the first tensor of the largest size
+  // One row fewer than the limit's worth runs.
+  auto ok = relu_chain((int64_t{1} << 21) - 1);
+  EXPECT_EQ(shortfall_error(estimate_device_memory(*ok, Precision::FP32), lim), "");
 }
