@@ -47,7 +47,7 @@ void note_largest(DeviceMemoryNeed& need, const Value& v) {
   need.largest_where = v.producer ? " (output of" + v.producer->ref().substr(1) : "";
 }
 
-// The ops the CUDA backend runs as views of their first input (backend/cuda/ops_view.cpp).
+// The ops the CUDA backend runs as views of their first input (backend/cuda/ops/movement/view_op.cpp).
 bool view_op(const Node& n) {
   static const std::unordered_set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
   return n.domain.empty() && ops.count(n.op_type);

@@ -6,7 +6,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "cli/common.h"
 #ifdef FUSEC_HAVE_CUDA
-#include "backend/cuda/cuda_op.h"
+#include "backend/cuda/core/cuda_op.h"
 #endif
 #include "ir/cost.h"
 

@@ -22,7 +22,7 @@
 #ifdef FUSEC_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/core/check.h"
 #include "backend/cuda/cuda_backend.h"
 #include "profiler/cuda/counters.h"
 #include "profiler/cuda/cuda_profiler.h"

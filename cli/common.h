@@ -12,6 +12,7 @@
 #include "importer/output_file.h"
 #include "ir/graph.h"
 #include "ir/json_text.h"
+#include "cli/shape_flag.h"
 #include "passes/infer_shapes.h"
 #include "passes/verify.h"
 #include "project/numbers.h"

@@ -6,9 +6,9 @@
 #include "ir/error.h"
 #include "ir/memory_limit.h"
 #ifdef FUSEC_HAVE_CUDA
-#include "backend/cuda/context.h"
+#include "backend/cuda/core/context.h"
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/device_info.h"
+#include "backend/cuda/core/device_info.h"
 #endif
 
 namespace fusec::cli {

@@ -36,7 +36,7 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -c "import numpy, onnx, onnxr
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r requirements.txt
 fi
-# The cuDNN frontend's C++ headers (cuDNN SDPA in backend/cuda/sdpa_cudnn.cpp). Headers only:
+# The cuDNN frontend's C++ headers (cuDNN SDPA in backend/cuda/ops/attention/sdpa_cudnn.cpp). Headers only:
 # --no-deps skips its Python-side dependencies (CUTLASS DSL, TVM FFI), which fusec never uses.
 if ! ls .venv/lib/python3*/site-packages/include/cudnn_frontend.h >/dev/null 2>&1; then
   .venv/bin/pip install -q --no-deps nvidia-cudnn-frontend==1.32.0

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cuda/context.h"
+#include "backend/cuda/core/context.h"
 #include "backend/precision.h"
 
 namespace fusec::cuda {

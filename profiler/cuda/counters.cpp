@@ -32,7 +32,7 @@
 #include <limits>
 #include <mutex>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/core/check.h"
 
 namespace fusec::profiler {
 
@@ -58,7 +58,7 @@ const Metric kMetrics[] = {
 };
 
 // ir/error.h is gaining ErrorKind::Environment (exit code for "this machine cannot do it"); until
-// it has it, such errors are BadInput, as backend/cuda/check.cpp reports a missing GPU.
+// it has it, such errors are BadInput, as backend/cuda/core/check.cpp reports a missing GPU.
 template <typename K = ErrorKind>
 constexpr K environment_kind() {
   if constexpr (requires { K::Environment; })

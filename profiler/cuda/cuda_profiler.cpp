@@ -10,7 +10,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/core/check.h"
 #include "ir/error.h"
 #include "profiler/cuda/occupancy.h"
 

@@ -6,9 +6,9 @@
 #include <random>
 #include <vector>
 
-#include "backend/cuda/check.h"
-#include "backend/cuda/context.h"
-#include "backend/cuda/cublaslt_util.h"
+#include "backend/cuda/core/check.h"
+#include "backend/cuda/core/context.h"
+#include "backend/cuda/core/cublaslt_util.h"
 #include "ir/half.h"
 #include "profiler/cuda/cuda_profiler.h"
 

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "backend/cuda/check.h"
+#include "backend/cuda/core/check.h"
 
 namespace fusec::profiler {
 

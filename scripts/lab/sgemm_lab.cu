@@ -1,4 +1,4 @@
-// A lab, not production: can fusec's own strict-fp32 SGEMM (backend/cuda/sgemm.cu, FFMA only)
+// A lab, not production: can fusec's own strict-fp32 SGEMM (backend/cuda/ops/gemm/sgemm.cu, FFMA only)
 // match or beat cuBLASLt on BERT-base's four GEMMs (batch 16 x seq 128, so M = 2048)? For each
 // shape, with its FusedMatMul epilogue, it times with CUDA events (warm-up, then the median of 7
 // rounds of 20 back-to-back launches, random data):
@@ -32,7 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/sgemm.cuh"
+#include "backend/cuda/ops/gemm/sgemm.cuh"
 #include "scripts/lab/lab_util.h"
 
 using fusec::cuda::SgemmAct;

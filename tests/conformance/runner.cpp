@@ -25,7 +25,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #ifdef FUSEC_HAVE_CUDA
-#include "backend/cuda/context.h"
+#include "backend/cuda/core/context.h"
 #include "backend/cuda/cuda_backend.h"
 #endif
 #include "importer/onnx_export.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/context.h"
+#include "backend/cuda/core/context.h"
 #include "backend/cuda/cuda_backend.h"
 #include "ir/graph_builder.h"
 

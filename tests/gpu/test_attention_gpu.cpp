@@ -13,7 +13,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "backend/cuda/attention.cuh"
+#include "backend/cuda/ops/attention/attention.cuh"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
 

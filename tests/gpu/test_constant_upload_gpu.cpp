@@ -4,8 +4,8 @@
 #include <cstring>
 #include <limits>
 
-#include "backend/cuda/check.h"
-#include "backend/cuda/constant_upload.h"
+#include "backend/cuda/core/check.h"
+#include "backend/cuda/core/constant_upload.h"
 #include "gpu_test_util.h"
 #include "ir/half.h"
 

@@ -13,9 +13,9 @@
 #include <set>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cuda/conv_igemm.cuh"
-#include "backend/cuda/conv_igemm_route.h"
-#include "backend/cuda/tuning_cache.h"
+#include "backend/cuda/ops/conv/conv_igemm.cuh"
+#include "backend/cuda/ops/conv/conv_igemm_route.h"
+#include "backend/cuda/core/tuning_cache.h"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
 #include "profiler/cuda/cuda_profiler.h"

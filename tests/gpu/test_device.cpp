@@ -1,7 +1,7 @@
 // GPU suite: runs on the lent GPU; skips cleanly where there is none (CI, users without CUDA).
 #include <gtest/gtest.h>
 
-#include "backend/cuda/device_info.h"
+#include "backend/cuda/core/device_info.h"
 
 TEST(CudaDevice, DiscoversTheDevice) {
   std::string why;

@@ -6,8 +6,8 @@
 
 #include <set>
 
-#include "backend/cuda/elementwise_codegen.h"
-#include "backend/cuda/nvrtc_module.h"
+#include "backend/cuda/ops/elementwise/elementwise_codegen.h"
+#include "backend/cuda/core/nvrtc_module.h"
 #include "ir/graph.h"
 #include "ir/graph_builder.h"
 #include "ir/op_schema.h"

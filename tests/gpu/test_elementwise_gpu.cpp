@@ -14,9 +14,9 @@
 #include <fstream>
 
 #include "backend/cpu/kernels/common.h"
-#include "backend/cuda/cuda_op.h"
-#include "backend/cuda/elementwise_codegen.h"
-#include "backend/cuda/nvrtc_module.h"
+#include "backend/cuda/core/cuda_op.h"
+#include "backend/cuda/ops/elementwise/elementwise_codegen.h"
+#include "backend/cuda/core/nvrtc_module.h"
 #include "gpu_test_util.h"
 
 using namespace fusec;

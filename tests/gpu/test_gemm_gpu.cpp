@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "backend/cuda/sgemm.cuh"
-#include "backend/cuda/tuning_cache.h"
+#include "backend/cuda/ops/gemm/sgemm.cuh"
+#include "backend/cuda/core/tuning_cache.h"
 #include "gpu_test_util.h"
 
 using namespace fusec;

@@ -1,9 +1,9 @@
-// The CUDA planner's layout rule (backend/cuda/layout_rule.h) and how the op families register
+// The CUDA planner's layout rule (backend/cuda/executor/layout_rule.h) and how the op families register
 // their channels-last forms: no GPU needed.
 #include <gtest/gtest.h>
 
-#include "backend/cuda/cuda_op.h"
-#include "backend/cuda/layout_rule.h"
+#include "backend/cuda/core/cuda_op.h"
+#include "backend/cuda/executor/layout_rule.h"
 
 using namespace fusec::cuda;
 

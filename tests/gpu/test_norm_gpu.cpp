@@ -6,7 +6,7 @@
 // the long-row path), and the cases that must fall back to the CPU.
 #include <cmath>
 
-#include "backend/cuda/cuda_op.h"
+#include "backend/cuda/core/cuda_op.h"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
 

@@ -15,6 +15,7 @@
 #include "ir/graph_builder.h"
 #include "ir/memory_limit.h"
 #include "ir/op_schema.h"
+#include "cli/shape_flag.h"
 #include "passes/infer_shapes.h"
 
 using namespace fusec;

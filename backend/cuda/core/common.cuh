@@ -1,0 +1,152 @@
+// Shared device-side helpers for the op family .cu files: float conversion for the storage types
+// (compute is always float32, or double for float64), dtype dispatch, launch sizing, and the
+// fixed-rank index helper used for broadcasting and strided movement.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/core/check.h"
+#include "ir/dtype.h"
+
+namespace fusec::cuda {
+
+// ---- storage <-> compute conversion ----
+template <typename T> struct Compute { using type = float; };
+template <> struct Compute<double> { using type = double; };
+
+__device__ __forceinline__ float to_compute(float v) { return v; }
+__device__ __forceinline__ double to_compute(double v) { return v; }
+__device__ __forceinline__ float to_compute(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_compute(__nv_bfloat16 v) { return __bfloat162float(v); }
+
+template <typename T> __device__ __forceinline__ T from_compute(float v);
+template <> __device__ __forceinline__ float from_compute<float>(float v) { return v; }
+template <> __device__ __forceinline__ double from_compute<double>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_compute<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_compute<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <typename T> __device__ __forceinline__ T from_compute(double v) { return from_compute<T>(static_cast<float>(v)); }
+template <> __device__ __forceinline__ double from_compute<double>(double v) { return v; }
+
+/// Calls f(T{}) for the floating storage types; returns false (no call) for any other dtype.
+template <typename F>
+bool dispatch_float_storage(DType t, F&& f) {
+  switch (t) {
+    case DType::Float32: f(float{}); return true;
+    case DType::Float16: f(__half{}); return true;
+    case DType::BFloat16: f(__nv_bfloat16{}); return true;
+    case DType::Float64: f(double{}); return true;
+    default: return false;
+  }
+}
+
+/// Calls f(T{}) with an unsigned integer type of the same size as the dtype: for ops that only
+/// move bytes (Transpose, Concat, Gather...). Returns false for sizes it does not handle.
+template <typename F>
+bool dispatch_by_size(DType t, F&& f) {
+  switch (dtype_size(t)) {
+    case 1: f(uint8_t{}); return true;
+    case 2: f(uint16_t{}); return true;
+    case 4: f(uint32_t{}); return true;
+    case 8: f(uint64_t{}); return true;
+    default: return false;
+  }
+}
+
+/// Whether p may be read or written 16 bytes (a float4) at a time.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// ---- launch sizing ----
+constexpr int kBlock = 256;
+inline unsigned grid_for(int64_t n, int block = kBlock, int64_t max_blocks = 65535LL * 32) {
+  int64_t g = (n + block - 1) / block;
+  if (g < 1) g = 1;
+  return static_cast<unsigned>(g > max_blocks ? max_blocks : g);
+}
+
+/// Checks the launch that was just enqueued (configuration errors surface here).
+inline void check_launch(const char* kernel) {
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), kernel, __FILE__, __LINE__);
+}
+
+// ---- programmatic dependent launch (sm_90) ----
+// In a CUDA graph, a kernel that follows another normally starts only after the first has
+// finished and its grid is torn down: about a microsecond of idle GPU per boundary. A kernel
+// launched with launch_pdl may instead be scheduled before its predecessor has ended, and waits
+// in pdl_wait_then_release until the predecessor has completed and its writes are visible. So
+// every kernel launched with launch_pdl calls pdl_wait_then_release before it touches global
+// memory (a no-op in a kernel launched the ordinary way). FUSEC_PDL=0 launches them the ordinary way.
+// Only the short memory-bound kernels use it (row normalizations, the activation epilogue): the
+// seed MLP at strict fp32 went 0.497 -> 0.474 ms with it. Given to our SGEMM and the fp32 attention
+// kernel as well, BERT-base went 8.66-8.71 -> 8.75-8.77 ms: those kernels ran 3-10% longer from
+// their predecessor's end (H100, 2026-11-25, profile traces).
+
+/// Waits until the grids this one depends on have completed (their writes visible), then lets
+/// the next kernel, if launched with launch_pdl, be scheduled.
+__device__ __forceinline__ void pdl_wait_then_release() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("FUSEC_PDL");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+/// kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent launch (see above);
+/// throws on a refused launch, naming `what`.
+template <typename... P, typename... A>
+void launch_pdl(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+  cudaLaunchAttribute pdl;
+  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = s;
+  cfg.attrs = &pdl, cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, std::forward<A>(args)...);
+  if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), what, __FILE__, __LINE__);
+}
+
+// ---- fixed-rank indexing ----
+constexpr int kMaxRank = 8;
+
+/// Dims and per-input strides padded to kMaxRank, passed by value to kernels.
+struct IndexMap {
+  int rank = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t strides[kMaxRank] = {};  // input strides aligned to the output dims (0 = broadcast)
+};
+
+/// Strides of `in_dims` broadcast to `out_dims` (right-aligned, 0 where the input has size 1).
+IndexMap broadcast_map(const std::vector<int64_t>& out_dims, const std::vector<int64_t>& in_dims);
+
+/// Offset into the input for linear output index i.
+__device__ __forceinline__ int64_t map_offset(const IndexMap& m, int64_t i) {
+  int64_t off = 0;
+#pragma unroll
+  for (int d = kMaxRank - 1; d >= 0; --d) {
+    if (d >= m.rank) continue;
+    int64_t q = i / m.dims[d];
+    off += (i - q * m.dims[d]) * m.strides[d];
+    i = q;
+  }
+  return off;
+}
+
+/// Launches the dtype conversion dst[i] = (DstT)src[i] for float32/float16/bfloat16/float64
+/// (the precision boundary at graph inputs and outputs). Returns false for other dtype pairs.
+bool launch_convert_float(const void* src, DType src_t, void* dst, DType dst_t, int64_t n, cudaStream_t s);
+
+}  // namespace fusec::cuda

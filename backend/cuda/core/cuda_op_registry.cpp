@@ -1,0 +1,58 @@
+#include "backend/cuda/core/cuda_op.h"
+
+namespace fusec::cuda {
+
+namespace {
+std::string canonical(const std::string& domain) { return domain == "ai.onnx" ? "" : domain; }
+}  // namespace
+
+void CudaOpRegistry::add(const std::string& op_type, OpFactory f, const std::string& domain) {
+  factories_[{canonical(domain), op_type}] = std::move(f);
+}
+
+const OpFactory* CudaOpRegistry::find(const std::string& domain, const std::string& op_type) const {
+  auto it = factories_.find({canonical(domain), op_type});
+  return it == factories_.end() ? nullptr : &it->second;
+}
+
+void CudaOpRegistry::add_channels_last(const std::string& op_type, OpFactory f, const std::string& domain, ChannelsLast kind) {
+  channels_last_[{canonical(domain), op_type}] = std::move(f);
+  channels_last_kind_[{canonical(domain), op_type}] = kind;
+}
+
+ChannelsLast CudaOpRegistry::channels_last_kind(const std::string& domain, const std::string& op_type) const {
+  auto it = channels_last_kind_.find({canonical(domain), op_type});
+  return it == channels_last_kind_.end() ? ChannelsLast::None : it->second;
+}
+
+const OpFactory* CudaOpRegistry::find_channels_last(const std::string& domain, const std::string& op_type) const {
+  auto it = channels_last_.find({canonical(domain), op_type});
+  return it == channels_last_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::pair<std::string, std::string>> CudaOpRegistry::ops() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [k, f] : factories_) out.push_back(k);
+  return out;
+}
+
+const CudaOpRegistry& CudaOpRegistry::global() {
+  static const CudaOpRegistry reg = [] {
+    CudaOpRegistry r;
+    register_view_ops(r);
+    register_elementwise_ops(r);
+    register_gemm_ops(r);
+    register_conv_ops(r);
+    register_normalization_ops(r);
+    register_softmax_ops(r);
+    register_attention_ops(r);
+    register_reduce_ops(r);
+    register_pool_ops(r);
+    register_movement_ops(r);
+    register_channels_last_pool_ops(r);
+    return r;
+  }();
+  return reg;
+}
+
+}  // namespace fusec::cuda

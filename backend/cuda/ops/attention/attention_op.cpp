@@ -1,0 +1,119 @@
+// CUDA entry point of ONNX Attention (opset 23+) and ai.fusec Attention (kernel in attention.cu).
+// The factory turns the node's geometry (ir/ops/attention.h: 3-D [B, S, H·D], 4-D [B, H, S, D] or
+// packed QKV) into strides and the mask's broadcast into per-dimension strides; what the kernel does not cover (a KV cache, the extra
+// outputs, softcap, nonpad_kv_seqlen, head sizes over 128) runs on the CPU reference, which the
+// planner reports with the reason.
+#include <cstdlib>
+
+#include "backend/cuda/ops/attention/attention.cuh"
+#include "backend/cuda/core/cuda_op.h"
+#include "backend/cuda/ops/attention/sdpa_cudnn.h"
+#include "ir/ops/attention.h"
+
+namespace fusec::cuda {
+
+namespace {
+
+class AttentionOp : public CudaOp {
+ public:
+  /// K and V are read from node inputs 1 and 2, or, packed, from input 0 (views into Q's tensor),
+  /// `k_off`/`v_off` bytes in.
+  AttentionOp(AttentionArgs a, std::unique_ptr<CudnnSdpa> sdpa, bool packed, size_t k_off, size_t v_off)
+      : a_(a), sdpa_(std::move(sdpa)), packed_(packed), k_off_(k_off), v_off_(v_off) {}
+  void launch(const LaunchArgs& l) override {
+    AttentionArgs a = a_;
+    a.q = l.inputs[0].data;
+    a.k = static_cast<const char*>(l.inputs[packed_ ? 0 : 1].data) + k_off_;
+    a.v = static_cast<const char*>(l.inputs[packed_ ? 0 : 2].data) + v_off_;
+    a.mask = l.inputs.size() > 3 && l.inputs[3].defined() ? l.inputs[3].data : nullptr;
+    a.y = l.outputs[0].data;
+    if (sdpa_) sdpa_->launch(a, l.workspace, l.stream);
+    else launch_attention(a, l.stream);
+  }
+  size_t workspace_bytes() const override { return sdpa_ ? sdpa_->workspace_bytes() : 0; }
+  std::string kernel_name() const override {
+    return std::string(sdpa_ ? "cuDNN SDPA " : "fused attention ") + dtype_name(a_.dtype) + (a_.causal ? " causal" : "") +
+           (a_.mask_dtype != DType::Undefined ? " masked" : "") + (packed_ ? " packed-qkv" : "");
+  }
+
+ private:
+  AttentionArgs a_;
+  std::unique_ptr<CudnnSdpa> sdpa_;
+  bool packed_ = false;
+  size_t k_off_ = 0, v_off_ = 0;
+};
+
+std::unique_ptr<CudaOp> refuse(std::string* why, std::string reason) {
+  if (why) *why = std::move(reason);
+  return nullptr;
+}
+
+HeadStrides head_strides(const AttentionDims::Strides& s) { return {s.b, s.h, s.s}; }
+
+std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
+  for (size_t i = 4; i < c.num_inputs(); ++i)
+    if (c.has_input(i)) return refuse(why, "the CUDA attention kernel takes no KV cache or nonpad_kv_seqlen");
+  for (size_t i = 1; i < c.num_outputs(); ++i)
+    if (c.has_output(i)) return refuse(why, "the CUDA attention kernel writes only Y (no present_key/value or qk output)");
+  if (c.has_attr("softcap") && c.attr_float("softcap") != 0.0f) return refuse(why, "the CUDA attention kernel has no softcap");
+  // ai.fusec packed form: K and V omitted, Q holding each token's Q, K and V heads (one merged
+  // projection GEMM wrote it). The geometry, layouts and scale are the CPU reference's own
+  // (ir/ops/attention.h), so the two cannot disagree.
+  const bool packed = !c.has_input(1) && !c.has_input(2);
+  if (!packed && (!c.has_input(1) || !c.has_input(2))) return refuse(why, "K or V is missing");
+  const AttentionDims d = packed ? packed_attention_dims(c, c.in_dims(0))
+                                 : attention_dims(c, c.in_dims(0), c.in_dims(1), c.in_dims(2), nullptr);
+  AttentionArgs a;
+  a.dtype = c.in_dtype(0);
+  if ((!packed && (c.in_dtype(1) != a.dtype || c.in_dtype(2) != a.dtype)) || c.out_dtype(0) != a.dtype)
+    return refuse(why, "Q, K, V and Y differ in type");
+  const AttentionDims::View q = d.q_view(), k = d.k_view(), v = d.v_view();
+  a.qs = head_strides(q.st);
+  a.ks = head_strides(k.st);
+  a.vs = head_strides(v.st);
+  a.ys = head_strides(d.y_strides());
+  const size_t es = dtype_size(a.dtype);
+  a.batch = static_cast<int>(d.batch);
+  a.q_heads = static_cast<int>(d.q_heads);
+  a.kv_heads = static_cast<int>(d.kv_heads);
+  a.q_len = static_cast<int>(d.q_seq);
+  a.kv_len = static_cast<int>(d.kv_seq);
+  a.head_dim = static_cast<int>(d.head_size);
+  a.v_head_dim = static_cast<int>(d.v_head_size);
+  a.scale = attention_scale(c, d.head_size);
+  a.causal = c.has_attr("is_causal") && c.attr_int("is_causal") != 0;
+
+  if (c.has_input(3)) {
+    // The mask broadcasts (right-aligned) to [B, Hq, Sq, Skv]; size-1 dims get stride 0.
+    const auto& md = c.in_dims(3);
+    if (md.size() > 4) return refuse(why, "the mask has more than 4 dims");
+    const int64_t full[4] = {d.batch, d.q_heads, d.q_seq, d.kv_seq};
+    int64_t stride = 1;
+    for (int i = 3; i >= 0; --i) {
+      const int mi = i - (4 - static_cast<int>(md.size()));
+      const int64_t n = mi >= 0 ? md[mi] : 1;
+      if (n != 1 && n != full[i]) return refuse(why, "the mask does not broadcast to [B, heads, Sq, Skv]");
+      a.mask_stride[i] = n == 1 ? 0 : stride;
+      stride *= n;
+    }
+    a.mask_dtype = c.in_dtype(3);
+  }
+  const std::string unsupported = attention_unsupported(a);
+  if (!unsupported.empty()) return refuse(why, unsupported);
+  // Tensor cores through cuDNN where it takes the case (fp16/bf16, additive or no mask);
+  // FUSEC_CUDNN_SDPA=0 keeps the own kernel (to compare the two, and for the tests).
+  std::unique_ptr<CudnnSdpa> sdpa;
+  const char* env = std::getenv("FUSEC_CUDNN_SDPA");
+  if (!(env && std::string(env) == "0")) sdpa = CudnnSdpa::create(a, c.ctx(), nullptr);
+  return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, static_cast<size_t>(k.offset) * es,
+                                       static_cast<size_t>(v.offset) * es);
+}
+
+}  // namespace
+
+void register_attention_ops(CudaOpRegistry& r) {
+  r.add("Attention", make_attention);
+  r.add("Attention", make_attention, "ai.fusec");
+}
+
+}  // namespace fusec::cuda

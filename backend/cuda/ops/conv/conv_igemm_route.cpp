@@ -1,0 +1,243 @@
+#include "backend/cuda/ops/conv/conv_igemm_route.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "backend/cuda/core/check.h"
+#include "backend/cuda/core/constant_upload.h"
+
+namespace fusec::cuda {
+
+static bool winograd(ConvIgemmRoute::Mode m) {
+  return m == ConvIgemmRoute::Mode::WinogradChannels || m == ConvIgemmRoute::Mode::WinogradTiles;
+}
+
+bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, const Tensor* weights,
+                          cudaStream_t stream, std::string* why) {
+  switch (act.act) {
+    case Act::None: act_ = SgemmAct::None; break;
+    case Act::Relu: act_ = SgemmAct::Relu; break;
+    case Act::Gelu: act_ = SgemmAct::GeluErf; break;
+    default: *why = "an activation the implicit-GEMM conv does not fuse"; return false;
+  }
+  if (const char* no = conv_igemm_refusal(s)) {
+    *why = no;
+    return false;
+  }
+  s_ = s;
+  stream_ = stream;
+  bias_ = bias;
+  residual_ = residual;
+  const bool one_by_one = s.r == 1 && s.s == 1 && s.pad_h == 0 && s.pad_w == 0;
+  pointwise_ = one_by_one && s.stride_h == 1 && s.stride_w == 1 && s.p * s.q % 4 == 0 && s.batch * s.c * s.h * s.w < (int64_t{1} << 30);
+  packable_ = one_by_one && !pointwise_ && s.batch * s.p * s.q % 4 == 0 && s.batch * s.c * s.p * s.q < (int64_t{1} << 30);
+  const char* no_tap = std::getenv("FUSEC_CONV_TAP");  // =0: the (c, r, s) order everywhere (A/B runs)
+  tap_major_ = weights && weights->dtype() == DType::Float32 && s.c % 16 == 0 &&
+               !(no_tap && std::string(no_tap) == "0");
+  if (tap_major_) {
+    weights_ = DeviceBuffer(static_cast<size_t>(weights->numel()) * sizeof(float), "an implicit-GEMM conv's [K][R][S][C] weights");
+    ConstantUploader up(stream);
+    up.upload(*weights, weights_.get(), DType::Float32, /*krsc=*/true);
+    up.finish();
+  }
+  if (weights && weights->dtype() == DType::Float32) plan_winograd(*weights);
+  const std::vector<int2> taps = conv_igemm_taps(s, tap_major_);
+  taps_ = DeviceBuffer(taps.size() * sizeof(int2), "an implicit-GEMM conv's tap table");
+  FUSEC_CUDA_CHECK(cudaMemcpy(taps_.get(), taps.data(), taps.size() * sizeof(int2), cudaMemcpyHostToDevice));
+  int flags = 0;
+  for (int i = 0; i < conv_igemm_config_count(); ++i) flags = std::max(flags, conv_igemm_flags(i));
+  if (flags > 0) {
+    flags_ = DeviceBuffer(static_cast<size_t>(flags) * sizeof(unsigned), "an implicit-GEMM conv's stream-K flags");
+    FUSEC_CUDA_CHECK(cudaMemset(flags_.get(), 0, flags_.size()));
+  }
+  return true;
+}
+
+// A 3x3, stride-1, pad-1, undilated conv (output size = input size): the Winograd candidates
+// (FUSEC_CONV_WINOGRAD=0: none, for A/B runs). Their transformed filters are made by prepare(),
+// only for the layouts a plan times or recalls: a warm build of ResNet-50 that made all of them
+// on the host took 0.99 s against 0.42 (H100 machine, 2026-11-27).
+void ConvIgemmRoute::plan_winograd(const Tensor& weights) {
+  const ConvIgemmShape& s = s_;
+  const char* off = std::getenv("FUSEC_CONV_WINOGRAD");
+  if ((off && std::string(off) == "0") || s.r != 3 || s.s != 3 || s.stride_h != 1 || s.stride_w != 1 || s.dil_h != 1 ||
+      s.dil_w != 1 || s.pad_h != 1 || s.pad_w != 1 || s.p != s.h || s.q != s.w || s.batch > INT32_MAX || s.c > INT32_MAX ||
+      s.cout > INT32_MAX || s.h > INT32_MAX || s.w > INT32_MAX)
+    return;
+  wino_ = WinogradShape{static_cast<int>(s.batch), static_cast<int>(s.c), static_cast<int>(s.h), static_cast<int>(s.w),
+                        static_cast<int>(s.cout)};
+  wino_channels_ok_ = !winograd_refusal(wino_, false);
+  wino_tiles_ok_ = !winograd_refusal(wino_, true);
+  if (wino_channels_ok_ || wino_tiles_ok_) weights_host_ = &weights;
+}
+
+bool ConvIgemmRoute::prepare(int i) {
+  Mode mode = Mode::Plain;
+  config_of(i, &mode);
+  if (!winograd(mode) || !applies(mode)) return true;
+  const bool tiles = mode == Mode::WinogradTiles;
+  DeviceBuffer& d = tiles ? wino_tiles_ : wino_channels_;
+  if (d.get()) return true;
+  if (!weights_host_) return false;  // past the plan: the weights are gone
+  if (!wino_w_.get()) {
+    wino_w_ = DeviceBuffer(weights_host_->nbytes(), "a Winograd conv's weights, for their transform");
+    FUSEC_CUDA_CHECK(cudaMemcpyAsync(wino_w_.get(), weights_host_->raw(), wino_w_.size(), cudaMemcpyHostToDevice, stream_));
+  }
+  d = DeviceBuffer(size_t(36) * wino_.cout * wino_.c * sizeof(float), "a Winograd conv's transformed filter");
+  if (!launch_winograd_filter_f32(static_cast<const float*>(wino_w_.get()), static_cast<float*>(d.get()), wino_.cout, wino_.c, tiles,
+                                  stream_)) {
+    d = DeviceBuffer();
+    return false;
+  }
+  FUSEC_CUDA_CHECK(cudaGetLastError());
+  FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return true;
+}
+
+// Every candidate's configuration and mode: the plain ones, then the pointwise ones packed, then
+// the Winograd GEMM's configurations in each layout.
+using Mode = ConvIgemmRoute::Mode;
+static const std::vector<std::pair<int, Mode>>& candidate_list() {
+  static const std::vector<std::pair<int, Mode>> list = [] {
+    std::vector<std::pair<int, Mode>> v;
+    for (int i = 0; i < conv_igemm_config_count(); ++i) v.emplace_back(i, Mode::Plain);
+    for (int i = 0; i < conv_igemm_config_count(); ++i)
+      if (conv_igemm_config_pointwise(i)) v.emplace_back(i, Mode::Packed);
+    for (Mode m : {Mode::WinogradChannels, Mode::WinogradTiles})
+      for (int i = 0; i < winograd_gemm_config_count(); ++i) v.emplace_back(i, m);
+    return v;
+  }();
+  return list;
+}
+
+bool ConvIgemmRoute::applies(Mode mode) const {
+  switch (mode) {
+    case Mode::Packed: return packable_;
+    case Mode::WinogradChannels: return wino_channels_ok_;
+    case Mode::WinogradTiles: return wino_tiles_ok_;
+    default: return true;
+  }
+}
+
+bool ConvIgemmRoute::owns_weights(int i) const {
+  Mode mode = Mode::Plain;
+  config_of(i, &mode);
+  return (winograd(mode) && applies(mode)) || tap_major_;
+}
+
+void ConvIgemmRoute::keep_only(int i) {
+  Mode mode = Mode::Plain;
+  config_of(i, &mode);
+  if (!applies(mode)) mode = Mode::Plain;
+  if (mode != Mode::WinogradChannels) wino_channels_ = DeviceBuffer();
+  if (mode != Mode::WinogradTiles) wino_tiles_ = DeviceBuffer();
+  weights_host_ = nullptr;
+  wino_w_ = DeviceBuffer();
+  if (winograd(mode)) weights_ = DeviceBuffer(), taps_ = DeviceBuffer(), flags_ = DeviceBuffer();
+}
+
+int ConvIgemmRoute::candidate_count() { return static_cast<int>(candidate_list().size()); }
+
+int ConvIgemmRoute::config_of(int i, Mode* mode) {
+  const auto& c = candidate_list().at(static_cast<size_t>(i));
+  *mode = c.second;
+  return c.first;
+}
+
+std::string ConvIgemmRoute::identity(int i) const {
+  Mode mode = Mode::Plain;
+  int cfg = config_of(i, &mode);
+  if (applies(mode) && winograd(mode))
+    return std::string(mode == Mode::WinogradTiles ? "winograd tile-major " : "winograd channel-major ") + winograd_gemm_config_name(cfg);
+  if (winograd(mode)) mode = Mode::Plain, cfg = 0;
+  const std::string order = tap_major_ && !conv_igemm_config_pointwise(cfg) ? "tap-major " : "";
+  if (mode == Mode::Packed && packable_) return std::string("packed ") + conv_igemm_config_name(cfg);
+  return order + conv_igemm_config_name(cfg);
+}
+
+bool ConvIgemmRoute::worth_timing(int i) const {
+  Mode mode = Mode::Plain;
+  const int cfg = config_of(i, &mode);
+  if (mode != Mode::Plain) return applies(mode);
+  return !conv_igemm_config_pointwise(cfg) || pointwise_;
+}
+
+// The packed copy's bytes, rounded up so that the partial sums after it stay 16-byte
+// aligned.
+size_t ConvIgemmRoute::pack_bytes(Mode mode) const {
+  if (mode == Mode::Plain || !applies(mode)) return 0;
+  return (static_cast<size_t>(s_.batch * s_.c * s_.p * s_.q) * sizeof(float) + 255) / 256 * 256;
+}
+
+size_t ConvIgemmRoute::workspace(int i) const {
+  Mode mode = Mode::Plain;
+  int cfg = config_of(i, &mode);
+  if (winograd(mode)) {
+    if (applies(mode)) return winograd_workspace(wino_);
+    mode = Mode::Plain, cfg = 0;
+  }
+  return pack_bytes(mode) + conv_igemm_workspace(cfg);
+}
+
+bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                         cudaStream_t stream) const {
+  if (i < 0 || i >= candidate_count()) return false;
+  Mode mode = Mode::Plain;
+  int cfg = config_of(i, &mode);
+  if (!applies(mode)) {
+    if (winograd(mode)) cfg = 0;
+    mode = Mode::Plain;
+  }
+  if (winograd(mode)) {
+    WinogradArgs wa;
+    wa.shape = wino_;
+    wa.tile_major = mode == Mode::WinogradTiles;
+    wa.x = static_cast<const float*>(x);
+    wa.u = static_cast<const float*>((wa.tile_major ? wino_tiles_ : wino_channels_).get());  // null: not prepared
+    wa.bias = bias_ ? static_cast<const float*>(b) : nullptr;
+    wa.residual = residual_ ? static_cast<const float*>(z) : nullptr;
+    wa.y = static_cast<float*>(y);
+    wa.act = act_;
+    wa.workspace = ws;
+    return launch_winograd_f32(wa, cfg, stream);
+  }
+  auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  ConvIgemmArgs a;
+  a.M = static_cast<int>(s_.cout);
+  a.N = static_cast<int>(s_.batch * s_.p * s_.q);
+  a.K = static_cast<int>(s_.c * s_.r * s_.s);
+  a.A = static_cast<const float*>(tap_major_ ? weights_.get() : w);
+  a.tap_major = tap_major_;
+  a.lda = a.K;
+  a.X = static_cast<const float*>(x);
+  a.taps = static_cast<const int2*>(taps_.get());
+  a.H = static_cast<int>(s_.h), a.W = static_cast<int>(s_.w), a.P = static_cast<int>(s_.p), a.Q = static_cast<int>(s_.q);
+  a.stride_h = static_cast<int>(s_.stride_h), a.stride_w = static_cast<int>(s_.stride_w);
+  a.pad_h = static_cast<int>(s_.pad_h), a.pad_w = static_cast<int>(s_.pad_w);
+  a.chw = static_cast<int>(s_.c * s_.h * s_.w);
+  a.b_pq = pointwise_ ? static_cast<int>(s_.p * s_.q) : 0;
+  a.bias = bias_ ? static_cast<const float*>(b) : nullptr;
+  a.residual = residual_ ? static_cast<const float*>(z) : nullptr;
+  a.C = static_cast<float*>(y);
+  a.vec = (s_.p * s_.q) % 4 == 0 && aligned16(y) && (!a.residual || aligned16(a.residual));
+  a.act = act_;
+  char* rest = static_cast<char*>(ws);
+  if (mode == Mode::Packed) {
+    // B from the packed copy: one image of batch·P·Q pixels per channel row.
+    float* t = static_cast<float*>(ws);
+    if (!t || !launch_conv_pack_f32(a.X, t, s_, stream)) return false;
+    a.X = t;
+    a.b_pq = a.N;
+    a.chw = static_cast<int>(s_.c) * a.N;
+    rest += pack_bytes(mode);
+  }
+  if (conv_igemm_workspace(cfg) > 0) {
+    a.sk_work = reinterpret_cast<float*>(rest);
+    a.sk_flags = static_cast<unsigned*>(flags_.get());
+  }
+  return launch_conv_igemm_f32(a, cfg, stream);
+}
+
+}  // namespace fusec::cuda

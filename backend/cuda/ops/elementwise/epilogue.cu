@@ -1,0 +1,114 @@
+#include "backend/cuda/core/common.cuh"
+#include "backend/cuda/ops/elementwise/epilogue.cuh"
+
+namespace fusec::cuda {
+
+namespace {
+
+__device__ __forceinline__ float apply(float x, ActParams a) {
+  switch (a.act) {
+    case Act::None: return x;
+    case Act::Relu: return x > 0.0f ? x : 0.0f;  // as the CPU reference: NaN -> 0
+    case Act::LeakyRelu: return x >= 0.0f ? x : a.p0 * x;
+    case Act::Clip: { float v = x < a.p0 ? a.p0 : x; return a.p1 < v ? a.p1 : v; }  // std::min(std::max()): NaN stays
+    case Act::Sigmoid: return 1.0f / (1.0f + expf(-x));
+    case Act::Tanh: return tanhf(x);
+    case Act::HardSigmoid: return fmaxf(0.0f, fminf(1.0f, a.p0 * x + a.p1));
+    case Act::HardSwish: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
+    case Act::SiLU: return x * (1.0f / (1.0f + expf(-x)));
+    case Act::Gelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case Act::GeluTanh: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+  }
+  return x;
+}
+
+template <typename T>
+__global__ void epilogue_kernel(T* __restrict__ y, const T* __restrict__ z, const T* __restrict__ bias,
+                                int64_t channels, int64_t inner, int64_t n, ActParams a) {
+  pdl_wait_then_release();
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    float v = to_compute(y[i]);
+    // Same order as the reference: conv + bias first, then the residual, then the activation.
+    if (bias) v += to_compute(bias[(i / inner) % channels]);
+    if (z) v += to_compute(z[i]);
+    y[i] = from_compute<T>(apply(v, a));
+  }
+}
+
+/// 16 bytes of T: one vector load or store.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+// The same epilogue, 16 bytes per access and 32-bit indices: the scalar kernel's 2-byte fp16
+// loads and 64-bit index division made BERT's erf-GELU pass run at a third of the copy peak
+// (fusec profile: 24.5 us for 25 MB). Used when whole packs share their bias layout: bias along
+// the innermost dim (inner == 1) with channels a multiple of V, or one channel per pack.
+template <typename T, int V>
+__global__ void epilogue_pack_kernel(T* __restrict__ y, const T* __restrict__ z, const T* __restrict__ bias,
+                                     uint32_t channels, uint32_t inner, uint32_t packs, ActParams a) {
+  pdl_wait_then_release();
+  // Back to front: the producer (a GEMM, a conv) wrote the end of y last, so that part is the
+  // likeliest to be still in L2 when the pass starts.
+  for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < packs; q += gridDim.x * blockDim.x) {
+    const uint32_t p = packs - 1 - q;
+    const uint32_t i = p * V;
+    Pack<T, V> yv = reinterpret_cast<const Pack<T, V>*>(y)[p];
+    Pack<T, V> zv;
+    if (z) zv = reinterpret_cast<const Pack<T, V>*>(z)[p];
+    const uint32_t c0 = bias ? (inner == 1 ? i % channels : (i / inner) % channels) : 0;
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      float v = to_compute(yv.v[k]);
+      if (bias) v += to_compute(bias[inner == 1 ? c0 + k : c0]);
+      if (z) v += to_compute(zv.v[k]);
+      yv.v[k] = from_compute<T>(apply(v, a));
+    }
+    reinterpret_cast<Pack<T, V>*>(y)[p] = yv;
+  }
+}
+
+}  // namespace
+
+bool parse_activation(const std::string& name, const std::vector<float>& p, ActParams* out) {
+  auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
+  ActParams a;
+  if (name.empty()) a.act = Act::None;
+  else if (name == "Relu") a.act = Act::Relu;
+  else if (name == "LeakyRelu") a = {Act::LeakyRelu, param(0, 0.01f), 0};
+  else if (name == "Clip") a = {Act::Clip, param(0, -INFINITY), param(1, INFINITY)};
+  else if (name == "Sigmoid") a.act = Act::Sigmoid;
+  else if (name == "Tanh") a.act = Act::Tanh;
+  else if (name == "HardSigmoid") a = {Act::HardSigmoid, param(0, 0.2f), param(1, 0.5f)};
+  else if (name == "HardSwish") a.act = Act::HardSwish;
+  else if (name == "SiLU") a.act = Act::SiLU;
+  else if (name == "Gelu") a.act = Act::Gelu;
+  else if (name == "GeluTanh") a.act = Act::GeluTanh;
+  else return false;
+  *out = a;
+  return true;
+}
+
+bool launch_epilogue(void* y, const void* z, DType t, int64_t n, ActParams act, cudaStream_t s,
+                     const void* bias, int64_t channels, int64_t inner) {
+  if (n == 0) return true;
+  return dispatch_float_storage(t, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr int V = 16 / sizeof(T);
+    const bool packs_fit = n % V == 0 && n / V <= INT32_MAX && aligned16(y) && (!z || aligned16(z)) &&
+                           (!bias || (channels <= INT32_MAX && inner <= INT32_MAX &&
+                                      ((inner == 1 && channels % V == 0) || inner % V == 0)));
+    if (packs_fit) {
+      const int64_t packs = n / V;
+      launch_pdl("epilogue_pack_kernel", epilogue_pack_kernel<T, V>, dim3(grid_for(packs)), dim3(kBlock), 0, s,
+                 static_cast<T*>(y), static_cast<const T*>(z), static_cast<const T*>(bias), static_cast<uint32_t>(channels),
+                 static_cast<uint32_t>(inner), static_cast<uint32_t>(packs), act);
+      return;
+    }
+    launch_pdl("epilogue_kernel", epilogue_kernel<T>, dim3(grid_for(n)), dim3(kBlock), 0, s, static_cast<T*>(y),
+               static_cast<const T*>(z), static_cast<const T*>(bias), channels, inner, n, act);
+  });
+}
+
+}  // namespace fusec::cuda

@@ -1,0 +1,902 @@
+// Entry points for the data movement family: Transpose, Slice, Expand, Tile, DepthToSpace,
+// SpaceToDepth (one planned strided copy each), Concat, Split, Gather, GatherElements, GatherND,
+// Pad, Trilu, CumSum, Resize and Upsample. Every shape operand (starts, pads, axes, scales, ...) is
+// read here from the node's constant inputs at plan time; a runtime shape operand leaves the node
+// to the CPU reference. Most ops only move bytes, so any dtype of 1, 2, 4 or 8 bytes runs.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+
+#include "backend/cuda/core/check.h"
+#include "backend/cuda/core/cuda_op.h"
+#include "backend/cuda/ops/movement/gather.cuh"
+#include "backend/cuda/ops/movement/movement.cuh"
+#include "backend/cuda/ops/movement/resize.cuh"
+#include "ir/ops/movement_util.h"
+#include "ir/ops/resize_util.h"
+
+namespace fusec::cuda {
+
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+std::unique_ptr<CudaOp> refuse(std::string* why, const std::string& msg) {
+  if (why) *why = msg;
+  return nullptr;
+}
+
+int64_t prod(const Dims& d, size_t b, size_t e) {
+  int64_t p = 1;
+  for (size_t i = b; i < e && i < d.size(); ++i) p *= d[i];
+  return p;
+}
+
+Dims contiguous(const Dims& d) {
+  Dims s(d.size());
+  int64_t st = 1;
+  for (size_t i = d.size(); i-- > 0;) {
+    s[i] = st;
+    st *= d[i];
+  }
+  return s;
+}
+
+/// Input 0 and output 0 present with the same storage dtype of 1, 2, 4 or 8 bytes.
+bool byte_movable(const PlanContext& c, std::string* why) {
+  if (!c.has_input(0) || !c.has_output(0)) {
+    *why = "missing input or output";
+    return false;
+  }
+  const DType t = c.in_dtype(0);
+  if (t != c.out_dtype(0)) {
+    *why = std::string("input ") + dtype_name(t) + " and output " + dtype_name(c.out_dtype(0)) + " storage types differ";
+    return false;
+  }
+  const size_t es = dtype_size(t);
+  if (es != 1 && es != 2 && es != 4 && es != 8) {
+    *why = std::string("unsupported element type ") + dtype_name(t);
+    return false;
+  }
+  return true;
+}
+
+/// Values of a constant shape-like input, or false (with *why) when it is computed at run time.
+bool const_ints(const PlanContext& c, size_t i, const char* what, Dims* out, std::string* why) {
+  const Tensor* t = c.constant(i);
+  if (!t) {
+    *why = std::string(what) + " is computed at run time (not a constant)";
+    return false;
+  }
+  *out = t->to_int64_vector();
+  return true;
+}
+
+/// Runs f, turning a schema/validation error into a refusal: the CPU reference then reports it.
+template <typename F>
+bool checked(std::string* why, F&& f) {
+  try {
+    f();
+    return true;
+  } catch (const std::exception& e) {
+    *why = e.what();
+    return false;
+  }
+}
+
+/// A scalar constant in the storage type of the data.
+bool storage_bits(const Tensor& t, DType storage, uint64_t* bits) {
+  const bool is_int = !is_float(t.dtype());
+  return scalar_bits(is_int ? 0.0 : t.as_double(0), is_int ? t.as_int64(0) : 0, is_int, storage, bits);
+}
+
+// ---------------------------------------------------------------- strided copy ops
+
+class StridedCopyOp : public CudaOp {
+ public:
+  StridedCopyOp(StridedCopyPlan p, std::string op) : p_(p), op_(std::move(op)) {}
+  void launch(const LaunchArgs& a) override { launch_strided_copy(p_, a.inputs[0].data, a.outputs[0].data, a.stream); }
+  std::string kernel_name() const override { return op_ + ": " + p_.describe(); }
+
+ private:
+  StridedCopyPlan p_;
+  std::string op_;
+};
+
+std::unique_ptr<CudaOp> make_copy(const PlanContext& c, std::string* why, const Dims& dims, const Dims& strides,
+                                  int64_t base, const char* op) {
+  bool ok = true;
+  StridedCopyPlan p = plan_strided_copy(dims, strides, base, dtype_size(c.in_dtype(0)), prod(c.in_dims(0), 0, 99), &ok);
+  if (!ok) return refuse(why, "more than 8 dims remain after merging");
+  return std::make_unique<StridedCopyOp>(p, op);
+}
+
+std::unique_ptr<CudaOp> make_transpose(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why)) return nullptr;
+  const Dims& in = c.in_dims(0);
+  const int64_t r = static_cast<int64_t>(in.size());
+  Dims perm = c.has_attr("perm") ? c.attr_ints("perm") : Dims{};
+  if (perm.empty())
+    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
+  if (static_cast<int64_t>(perm.size()) != r) return refuse(why, "perm does not match the input rank");
+  const Dims xs = contiguous(in);
+  Dims st(r), dims(r);
+  for (int64_t i = 0; i < r; ++i) {
+    if (perm[i] < 0 || perm[i] >= r) return refuse(why, "perm is not a permutation");
+    st[i] = xs[perm[i]];
+    dims[i] = in[perm[i]];
+  }
+  if (dims != c.out_dims(0)) return refuse(why, "output dims disagree with perm");
+  return make_copy(c, why, dims, st, 0, "Transpose");
+}
+
+std::unique_ptr<CudaOp> make_slice(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why)) return nullptr;
+  Dims starts, ends, axes, steps;
+  if (c.opset() < 10) {
+    starts = c.attr_ints("starts");
+    ends = c.attr_ints("ends");
+    if (c.has_attr("axes")) axes = c.attr_ints("axes");
+  } else {
+    if (!const_ints(c, 1, "starts", &starts, why) || !const_ints(c, 2, "ends", &ends, why)) return nullptr;
+    if (c.has_input(3) && !const_ints(c, 3, "axes", &axes, why)) return nullptr;
+    if (c.has_input(4) && !const_ints(c, 4, "steps", &steps, why)) return nullptr;
+  }
+  const Dims& in = c.in_dims(0);
+  movement::SliceParams p;
+  if (!checked(why, [&] { p = movement::compute_slice(in, starts, ends, axes, steps, c); })) return nullptr;
+  if (p.out_dims != c.out_dims(0)) return refuse(why, "output dims disagree with the slice");
+  const Dims xs = contiguous(in);
+  Dims st(in.size());
+  int64_t base = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    st[i] = xs[i] * p.step[i];
+    base += p.start[i] * xs[i];
+  }
+  return make_copy(c, why, p.out_dims, st, base, "Slice");
+}
+
+std::unique_ptr<CudaOp> make_expand(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why)) return nullptr;
+  // The output dims are static at plan time, so the shape operand's value is never needed.
+  const Dims& in = c.in_dims(0);
+  const Dims& out = c.out_dims(0);
+  if (out.size() < in.size()) return refuse(why, "output rank below input rank");
+  const Dims xs = contiguous(in);
+  Dims st(out.size(), 0);
+  for (size_t i = 0; i < in.size(); ++i) {
+    const size_t o = out.size() - in.size() + i;
+    if (in[i] == out[o]) st[o] = xs[i];
+    else if (in[i] != 1) return refuse(why, "input dims do not broadcast to the output");
+  }
+  return make_copy(c, why, out, st, 0, "Expand");
+}
+
+std::unique_ptr<CudaOp> make_tile(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why)) return nullptr;
+  const Dims& in = c.in_dims(0);
+  const Dims& out = c.out_dims(0);
+  if (in.size() != out.size()) return refuse(why, "output rank differs from input rank");
+  const Dims xs = contiguous(in);
+  // Output dim i (= repeats_i · d_i) viewed as [repeats_i, d_i] reads [0, stride_i].
+  Dims dims, st;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const int64_t rep = in[i] == 0 ? 0 : out[i] / in[i];
+    if (in[i] != 0 && rep * in[i] != out[i]) return refuse(why, "output dims are not multiples of the input's");
+    dims.push_back(rep);
+    st.push_back(0);
+    dims.push_back(in[i]);
+    st.push_back(xs[i]);
+  }
+  return make_copy(c, why, dims, st, 0, "Tile");
+}
+
+std::unique_ptr<CudaOp> make_depth_to_space(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why)) return nullptr;
+  const Dims& x = c.in_dims(0);
+  if (x.size() != 4) return refuse(why, "input must have rank 4");
+  const int64_t b = c.attr_int("blocksize");
+  if (b <= 0 || x[1] % (b * b)) return refuse(why, "channels not divisible by blocksize^2");
+  const bool crd = c.opset() >= 11 && c.attr_string("mode") == "CRD";
+  const int64_t N = x[0], C = x[1], H = x[2], W = x[3], Co = C / (b * b);
+  if (c.out_dims(0) != Dims{N, Co, H * b, W * b}) return refuse(why, "unexpected output dims");
+  // Output viewed as [N, Co, H, b1, W, b2]; strides of those into the input.
+  int64_t sC, s1, s2;
+  if (crd) {  // input [N, Co, b1, b2, H, W]
+    sC = b * b * H * W; s1 = b * H * W; s2 = H * W;
+  } else {    // DCR: input [N, b1, b2, Co, H, W]
+    s1 = b * Co * H * W; s2 = Co * H * W; sC = H * W;
+  }
+  return make_copy(c, why, {N, Co, H, b, W, b}, {C * H * W, sC, W, s1, 1, s2}, 0, crd ? "DepthToSpace CRD" : "DepthToSpace DCR");
+}
+
+std::unique_ptr<CudaOp> make_space_to_depth(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why)) return nullptr;
+  const Dims& x = c.in_dims(0);
+  if (x.size() != 4) return refuse(why, "input must have rank 4");
+  const int64_t b = c.attr_int("blocksize");
+  if (b <= 0 || x[2] % b || x[3] % b) return refuse(why, "spatial dims not divisible by blocksize");
+  const bool crd = c.opset() >= 28 && c.attr_string("mode") == "CRD";
+  const int64_t N = x[0], C = x[1], H = x[2], W = x[3], Ho = H / b, Wo = W / b;
+  if (c.out_dims(0) != Dims{N, C * b * b, Ho, Wo}) return refuse(why, "unexpected output dims");
+  // Input viewed as [N, C, Ho, b1, Wo, b2]; output [N, b1, b2, C, Ho, Wo] (DCR) or [N, C, b1, b2, Ho, Wo] (CRD).
+  if (crd) return make_copy(c, why, {N, C, b, b, Ho, Wo}, {C * H * W, H * W, W, 1, b * W, b}, 0, "SpaceToDepth CRD");
+  return make_copy(c, why, {N, b, b, C, Ho, Wo}, {C * H * W, W, 1, H * W, b * W, b}, 0, "SpaceToDepth DCR");
+}
+
+// ---------------------------------------------------------------- Concat, Split
+
+class ConcatOp : public CudaOp {
+ public:
+  explicit ConcatOp(PartsPlan p) : p_(std::move(p)), parts_(p_.width.size(), nullptr) {}
+  void launch(const LaunchArgs& a) override {
+    for (size_t i = 0; i < parts_.size(); ++i) parts_[i] = a.inputs[i].data;
+    launch_concat(p_, parts_.data(), parts_.size(), a.outputs[0].data, a.stream);
+  }
+  std::string kernel_name() const override { return "Concat: one launch per 32 inputs, " + std::to_string(p_.vec) + "B vectors"; }
+
+ private:
+  PartsPlan p_;
+  std::vector<const void*> parts_;  // sized at plan time; launch only refills it (no allocation)
+};
+
+class SplitOp : public CudaOp {
+ public:
+  explicit SplitOp(PartsPlan p) : p_(std::move(p)), parts_(p_.width.size(), nullptr) {}
+  void launch(const LaunchArgs& a) override {
+    for (size_t i = 0; i < parts_.size(); ++i) parts_[i] = a.outputs[i].data;
+    launch_split(p_, a.inputs[0].data, parts_.data(), parts_.size(), a.stream);
+  }
+  std::string kernel_name() const override { return "Split: one launch per 32 outputs, " + std::to_string(p_.vec) + "B vectors"; }
+
+ private:
+  PartsPlan p_;
+  std::vector<void*> parts_;
+};
+
+std::unique_ptr<CudaOp> make_concat(const PlanContext& c, std::string* why) {
+  if (!c.has_output(0) || c.num_inputs() == 0) return refuse(why, "missing input or output");
+  const DType t = c.out_dtype(0);
+  const size_t es = dtype_size(t);
+  if (es != 1 && es != 2 && es != 4 && es != 8) return refuse(why, std::string("unsupported element type ") + dtype_name(t));
+  const Dims& out = c.out_dims(0);
+  const int64_t r = static_cast<int64_t>(out.size());
+  int64_t ax = 0;
+  if (!checked(why, [&] { ax = normalize_axis(c.attr_int("axis"), r, c); })) return nullptr;
+  const int64_t rows = prod(out, 0, ax), inner = prod(out, ax + 1, r);
+  Dims width;
+  int64_t total = 0;
+  for (size_t i = 0; i < c.num_inputs(); ++i) {
+    if (!c.has_input(i)) return refuse(why, "an input is left out");
+    if (c.in_dtype(i) != t) return refuse(why, "inputs have different storage types");
+    const Dims& d = c.in_dims(i);
+    if (static_cast<int64_t>(d.size()) != r) return refuse(why, "inputs have different ranks");
+    width.push_back(d[ax] * inner);
+    total += d[ax];
+  }
+  if (total != out[ax]) return refuse(why, "input dims do not add up to the output");
+  auto op = std::make_unique<ConcatOp>(plan_parts(rows, out[ax] * inner, width, es));
+  return op;
+}
+
+std::unique_ptr<CudaOp> make_split(const PlanContext& c, std::string* why) {
+  if (!c.has_input(0) || c.num_outputs() == 0) return refuse(why, "missing input or output");
+  const DType t = c.in_dtype(0);
+  const size_t es = dtype_size(t);
+  if (es != 1 && es != 2 && es != 4 && es != 8) return refuse(why, std::string("unsupported element type ") + dtype_name(t));
+  const Dims& in = c.in_dims(0);
+  const int64_t r = static_cast<int64_t>(in.size());
+  int64_t ax = 0;
+  if (!checked(why, [&] { ax = normalize_axis(c.attr_int("axis"), r, c); })) return nullptr;
+  const int64_t rows = prod(in, 0, ax), inner = prod(in, ax + 1, r);
+  // The sizes come from the static output dims, so a runtime `split` operand is fine.
+  Dims width;
+  int64_t total = 0;
+  for (size_t i = 0; i < c.num_outputs(); ++i) {
+    if (!c.has_output(i)) return refuse(why, "an output is left out");
+    if (c.out_dtype(i) != t) return refuse(why, "outputs have different storage types");
+    const Dims& d = c.out_dims(i);
+    if (static_cast<int64_t>(d.size()) != r) return refuse(why, "outputs have different ranks");
+    width.push_back(d[ax] * inner);
+    total += d[ax];
+  }
+  if (total != in[ax]) return refuse(why, "output dims do not add up to the input");
+  return std::make_unique<SplitOp>(plan_parts(rows, in[ax] * inner, width, es));
+}
+
+// ---------------------------------------------------------------- Gather family
+
+template <typename Plan, typename Launch>
+class GatherOp : public CudaOp {
+ public:
+  GatherOp(Plan p, std::string name, Launch f) : p_(p), name_(std::move(name)), f_(f) {}
+  void launch(const LaunchArgs& a) override {
+    f_(p_, a.inputs[0].data, a.inputs[1].data, a.outputs[0].data, a.stream, a.error);
+  }
+  std::string kernel_name() const override { return name_; }
+
+ private:
+  Plan p_;
+  std::string name_;
+  Launch f_;
+};
+
+template <typename Plan, typename Launch>
+std::unique_ptr<CudaOp> gather_op(Plan p, std::string name, Launch f) {
+  return std::make_unique<GatherOp<Plan, Launch>>(p, std::move(name), f);
+}
+
+bool index_input(const PlanContext& c, std::string* why, bool int32_ok) {
+  if (!c.has_input(1)) {
+    *why = "missing indices";
+    return false;
+  }
+  const DType t = c.in_dtype(1);
+  if (t == DType::Int64 || (int32_ok && t == DType::Int32)) return true;
+  *why = std::string("indices of type ") + dtype_name(t);
+  return false;
+}
+
+std::unique_ptr<CudaOp> make_gather(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why) || !index_input(c, why, true)) return nullptr;
+  const Dims& x = c.in_dims(0);
+  const int64_t r = static_cast<int64_t>(x.size());
+  int64_t ax = 0;
+  if (!checked(why, [&] { ax = normalize_axis(c.attr_int("axis"), r, c); })) return nullptr;
+  const int64_t nidx = prod(c.in_dims(1), 0, 99);
+  const int64_t outer = prod(x, 0, ax), inner = prod(x, ax + 1, r);
+  if (prod(c.out_dims(0), 0, 99) != outer * nidx * inner) return refuse(why, "unexpected output size");
+  GatherPlan p = plan_gather(outer, x[ax], nidx, inner, dtype_size(c.in_dtype(0)), c.in_dtype(1));
+  return gather_op(p, "Gather: row gather, " + std::to_string(p.vec) + "B vectors",
+                   launch_gather);
+}
+
+std::unique_ptr<CudaOp> make_gather_elements(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why) || !index_input(c, why, true)) return nullptr;
+  const Dims& x = c.in_dims(0);
+  const Dims& q = c.in_dims(1);
+  const int64_t r = static_cast<int64_t>(x.size());
+  if (static_cast<int64_t>(q.size()) != r) return refuse(why, "indices rank differs from data rank");
+  if (r > kMoveMaxRank) return refuse(why, "rank above 8");
+  int64_t ax = 0;
+  if (!checked(why, [&] { ax = normalize_axis(c.attr_int("axis"), r, c); })) return nullptr;
+  for (int64_t d = 0; d < r; ++d)
+    if (d != ax && q[d] > x[d]) return refuse(why, "indices shape exceeds data shape off the axis");
+  if (c.out_dims(0) != q) return refuse(why, "unexpected output dims");
+  GatherElementsPlan p;
+  p.esize = static_cast<int>(dtype_size(c.in_dtype(0)));
+  p.rank = static_cast<int>(r);
+  const Dims xs = contiguous(x);
+  for (int64_t d = 0; d < r; ++d) {
+    p.out_dims[d] = q[d];
+    p.data_strides[d] = d == ax ? 0 : xs[d];
+  }
+  p.axis_stride = xs[ax];
+  p.axis_dim = x[ax];
+  p.numel = prod(q, 0, 99);
+  p.index_type = c.in_dtype(1);
+  return gather_op(p, "GatherElements: element gather", launch_gather_elements);
+}
+
+void gather_nd_launch(const GatherNDPlan& p, const void* x, const void* i, void* y, cudaStream_t s,
+                      const DeviceErrorSite& err) {
+  launch_gather_nd(p, x, static_cast<const int64_t*>(i), y, s, err);
+}
+
+std::unique_ptr<CudaOp> make_gather_nd(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why) || !index_input(c, why, false)) return nullptr;
+  const int64_t b = c.opset() >= 12 ? c.attr_int("batch_dims") : 0;
+  const Dims& D = c.in_dims(0);
+  const Dims& Q = c.in_dims(1);
+  const int64_t r = static_cast<int64_t>(D.size()), qr = static_cast<int64_t>(Q.size());
+  if (r < 1 || qr < 1 || b < 0 || b >= std::min(r, qr)) return refuse(why, "bad batch_dims or ranks");
+  const int64_t k = Q.back();
+  if (k < 1 || k > r - b || k > kMoveMaxRank) return refuse(why, "last indices dim out of range");
+  for (int64_t i = 0; i < b; ++i)
+    if (D[i] != Q[i]) return refuse(why, "batch dims of data and indices differ");
+  GatherNDPlan p;
+  p.esize = static_cast<int>(dtype_size(c.in_dtype(0)));
+  p.k = static_cast<int>(k);
+  const Dims xs = contiguous(D);
+  for (int64_t j = 0; j < k; ++j) {
+    p.dims[j] = D[b + j];
+    p.strides[j] = xs[b + j];
+  }
+  p.count = prod(Q, 0, qr - 1);
+  p.per_batch = prod(Q, b, qr - 1);
+  p.batch_stride = prod(D, b, r);
+  p.slice = prod(D, b + k, r);
+  if (prod(c.out_dims(0), 0, 99) != p.count * p.slice) return refuse(why, "unexpected output size");
+  return gather_op(p, "GatherND: slice gather", gather_nd_launch);
+}
+
+// ---------------------------------------------------------------- Pad
+
+class PadOp : public CudaOp {
+ public:
+  PadOp(PadPlan p, int value_input) : p_(p), value_input_(value_input) {}
+  void launch(const LaunchArgs& a) override {
+    const void* v = value_input_ >= 0 ? a.inputs[value_input_].data : nullptr;
+    launch_pad(p_, a.inputs[0].data, a.outputs[0].data, v, a.stream);
+  }
+  std::string kernel_name() const override {
+    static const char* modes[] = {"constant", "edge", "reflect", "wrap"};
+    return std::string("Pad ") + modes[static_cast<int>(p_.mode)];
+  }
+
+ private:
+  PadPlan p_;
+  int value_input_;  // a runtime constant_value input, else -1
+};
+
+std::unique_ptr<CudaOp> make_pad(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why)) return nullptr;
+  const DType t = c.in_dtype(0);
+  const Dims& in = c.in_dims(0);
+  const Dims& out = c.out_dims(0);
+  const int64_t r = static_cast<int64_t>(in.size());
+  if (r > kMoveMaxRank) return refuse(why, "rank above 8");
+  const std::string mode = c.attr_string("mode");
+  PadPlan p;
+  if (mode == "constant") p.mode = PadMode::Constant;
+  else if (mode == "edge") p.mode = PadMode::Edge;
+  else if (mode == "reflect") p.mode = PadMode::Reflect;
+  else if (mode == "wrap") p.mode = PadMode::Wrap;
+  else return refuse(why, "unknown mode '" + mode + "'");
+  Dims pads, axes;
+  int value_input = -1;
+  if (c.opset() < 11) {
+    pads = c.attr_ints("pads");
+    if (!scalar_bits(c.attr_float("value"), 0, false, t, &p.value_bits)) return refuse(why, "constant not representable");
+  } else {
+    if (!const_ints(c, 1, "pads", &pads, why)) return nullptr;
+    if (c.has_input(2)) {
+      if (const Tensor* v = c.constant(2)) {
+        if (v->numel() != 1) return refuse(why, "constant_value must have one element");
+        if (!storage_bits(*v, t, &p.value_bits)) return refuse(why, "constant not representable");
+      } else {
+        if (c.in_dtype(2) != t || prod(c.in_dims(2), 0, 99) != 1)
+          return refuse(why, "runtime constant_value of another type or size");
+        value_input = 2;
+      }
+    }
+    if (c.has_input(3) && !const_ints(c, 3, "axes", &axes, why)) return nullptr;
+  }
+  Dims full;
+  if (!checked(why, [&] { full = movement::full_pads(r, pads, axes, c); })) return nullptr;
+  if (static_cast<int64_t>(out.size()) != r) return refuse(why, "unexpected output rank");
+  for (int64_t d = 0; d < r; ++d) {
+    if (in[d] + full[d] + full[r + d] != out[d]) return refuse(why, "output dims disagree with pads");
+    if (in[d] == 0 && out[d] > 0 && p.mode != PadMode::Constant) return refuse(why, "cannot pad an empty dim in mode " + mode);
+  }
+  p.esize = static_cast<int>(dtype_size(t));
+  p.rank = static_cast<int>(r);
+  const Dims xs = contiguous(in);
+  for (int64_t d = 0; d < r; ++d) {
+    p.out_dims[d] = out[d];
+    p.in_dims[d] = in[d];
+    p.in_strides[d] = xs[d];
+    p.pad_begin[d] = full[d];
+  }
+  p.numel = prod(out, 0, 99);
+  return std::make_unique<PadOp>(p, value_input);
+}
+
+// ---------------------------------------------------------------- Trilu, CumSum
+
+class TriluOp : public CudaOp {
+ public:
+  TriluOp(size_t es, int64_t batches, int64_t m, int64_t n, bool upper, int64_t k, bool k_runtime)
+      : es_(es), batches_(batches), m_(m), n_(n), upper_(upper), k_(k), k_runtime_(k_runtime) {}
+  void launch(const LaunchArgs& a) override {
+    const int64_t* kd = k_runtime_ ? static_cast<const int64_t*>(a.inputs[1].data) : nullptr;
+    launch_trilu(a.inputs[0].data, a.outputs[0].data, es_, batches_, m_, n_, upper_, k_, kd, a.stream);
+  }
+  std::string kernel_name() const override { return upper_ ? "Trilu upper" : "Trilu lower"; }
+
+ private:
+  size_t es_;
+  int64_t batches_, m_, n_;
+  bool upper_;
+  int64_t k_;
+  bool k_runtime_;
+};
+
+std::unique_ptr<CudaOp> make_trilu(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why)) return nullptr;
+  const Dims& x = c.in_dims(0);
+  if (x.size() < 2 || c.out_dims(0) != x) return refuse(why, "input must have rank >= 2");
+  int64_t k = 0;
+  bool k_runtime = false;
+  if (c.has_input(1)) {
+    if (const Tensor* kt = c.constant(1)) {
+      if (kt->numel() != 1) return refuse(why, "k must be a scalar");
+      k = kt->as_int64(0);
+    } else {
+      if (c.in_dtype(1) != DType::Int64 || prod(c.in_dims(1), 0, 99) != 1) return refuse(why, "runtime k must be one int64");
+      k_runtime = true;  // read on the device at run time
+    }
+  }
+  const int64_t m = x[x.size() - 2], n = x.back();
+  const int64_t batches = prod(x, 0, x.size() - 2);
+  return std::make_unique<TriluOp>(dtype_size(c.in_dtype(0)), batches, m, n, c.attr_int("upper") != 0, k, k_runtime);
+}
+
+class CumSumOp : public CudaOp {
+ public:
+  CumSumOp(DType t, int64_t outer, int64_t len, int64_t inner, bool exclusive, bool reverse)
+      : t_(t), outer_(outer), len_(len), inner_(inner), exclusive_(exclusive), reverse_(reverse) {}
+  void launch(const LaunchArgs& a) override {
+    launch_cumsum(a.inputs[0].data, a.outputs[0].data, t_, outer_, len_, inner_, exclusive_, reverse_, a.stream);
+  }
+  std::string kernel_name() const override { return inner_ == 1 ? "CumSum: warp scan per row" : "CumSum: thread per lane"; }
+
+ private:
+  DType t_;
+  int64_t outer_, len_, inner_;
+  bool exclusive_, reverse_;
+};
+
+std::unique_ptr<CudaOp> make_cumsum(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why)) return nullptr;
+  const DType t = c.in_dtype(0);
+  if (!is_float(t) && t != DType::Int32 && t != DType::Int64) return refuse(why, std::string("CumSum on ") + dtype_name(t));
+  Dims axis;
+  if (!const_ints(c, 1, "axis", &axis, why)) return nullptr;
+  if (axis.size() != 1) return refuse(why, "axis must be a scalar");
+  const Dims& x = c.in_dims(0);
+  const int64_t r = static_cast<int64_t>(x.size());
+  int64_t ax = 0;
+  if (!checked(why, [&] { ax = normalize_axis(axis[0], r, c); })) return nullptr;
+  return std::make_unique<CumSumOp>(t, prod(x, 0, ax), x[ax], prod(x, ax + 1, r), c.attr_int("exclusive") != 0,
+                                    c.attr_int("reverse") != 0);
+}
+
+// ---------------------------------------------------------------- Resize, Upsample
+
+/// The node's resize configuration, as the CPU reference's configure() builds it.
+struct ResizeConfig {
+  resize::ResizeParams p;
+  std::string mode, ctm, nearest_mode;
+  bool legacy = false, exclude_outside = false;
+  double cubic_a = -0.75, extrapolation = 0.0;
+};
+
+/// An optional float/int operand: absent or empty → empty; present but not constant → false.
+bool optional_operand(const PlanContext& c, int i, const char* what, const Tensor** out, std::string* why) {
+  *out = nullptr;
+  if (i < 0 || !c.has_input(static_cast<size_t>(i))) return true;
+  if (prod(c.in_dims(i), 0, 99) == 0) return true;
+  const Tensor* t = c.constant(static_cast<size_t>(i));
+  if (!t) {
+    *why = std::string(what) + " is computed at run time (not a constant)";
+    return false;
+  }
+  if (t->numel() > 0) *out = t;
+  return true;
+}
+
+/// Source coordinate of output coordinate x along axis a (the CPU reference's source_coord).
+double source_coord(const ResizeConfig& c, size_t a, int64_t in_len, int64_t x, bool& outside) {
+  const double scale = c.p.scales[a];
+  const int64_t out_len = c.p.out_dims[a];
+  const double in = static_cast<double>(in_len);
+  const double out_w = scale * in;  // the reference's real-valued output width
+  const double xd = static_cast<double>(x);
+  outside = false;
+  const std::string& m = c.ctm;
+  if (m == "half_pixel") return (xd + 0.5) / scale - 0.5;
+  if (m == "asymmetric") return xd / scale;
+  if (m == "align_corners") return out_w == 1 ? 0.0 : xd * (in - 1) / (out_w - 1);
+  if (m == "pytorch_half_pixel") return out_w == 1 ? -0.5 : (xd + 0.5) / scale - 0.5;
+  if (m == "tf_half_pixel_for_nn") return (xd + 0.5) / scale;
+  if (m == "half_pixel_symmetric") {
+    const double adjustment = static_cast<double>(out_len) / out_w;
+    const double offset = in / 2 * (1 - adjustment);
+    return offset + (xd + 0.5) / scale - 0.5;
+  }
+  // tf_crop_and_resize
+  const double rs = c.p.roi_start[a], re = c.p.roi_end[a];
+  double xo = out_w == 1 ? (re - rs) * (in - 1) / 2 : xd * (re - rs) * (in - 1) / (out_w - 1);
+  xo += rs * (in - 1);
+  outside = xo < 0 || xo > in - 1;
+  return xo;
+}
+
+int64_t clamp_index(double v, int64_t n) {
+  if (!(v > 0)) return 0;  // also NaN
+  if (v >= static_cast<double>(n - 1)) return n - 1;
+  return static_cast<int64_t>(v);
+}
+
+/// Input index per output coordinate along axis a, -1 for the extrapolation value.
+std::vector<int32_t> nearest_map(const ResizeConfig& c, size_t a, int64_t in_len) {
+  std::vector<int32_t> map(c.p.out_dims[a]);
+  for (int64_t x = 0; x < c.p.out_dims[a]; ++x) {
+    bool outside;
+    const double xo = source_coord(c, a, in_len, x, outside);
+    if (outside || in_len == 0) {
+      map[x] = -1;
+      continue;
+    }
+    double v;
+    if (c.legacy) {
+      v = c.p.scales[a] < 1 ? std::ceil(xo) : std::floor(xo);
+    } else if (xo == std::floor(xo)) {
+      v = xo;
+    } else {
+      const double fl = std::floor(xo), ratio = xo - fl;
+      const std::string& nm = c.nearest_mode;
+      if (nm == "round_prefer_floor") v = ratio <= 0.5 ? fl : fl + 1;
+      else if (nm == "round_prefer_ceil") v = ratio < 0.5 ? fl : fl + 1;
+      else if (nm == "floor") v = fl;
+      else v = fl + 1;
+    }
+    map[x] = static_cast<int32_t>(clamp_index(v, in_len));
+  }
+  return map;
+}
+
+double cubic_coeff(double x, double A) {
+  x = std::fabs(x);
+  if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
+  if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+  return 0;
+}
+
+struct AxisTaps {
+  int n = 0;
+  std::vector<int32_t> idx;
+  std::vector<float> w;
+  std::vector<uint8_t> outside;
+  bool identity = true;
+};
+
+/// The CPU reference's make_taps without antialias (refused earlier).
+AxisTaps make_taps(const ResizeConfig& c, size_t a, int64_t in_len) {
+  const int64_t out_len = c.p.out_dims[a];
+  const bool cubic = c.mode == "cubic";
+  AxisTaps t;
+  const int64_t start = cubic ? -1 : 0;
+  t.n = static_cast<int>(2 - 2 * start);
+  t.idx.assign(out_len * t.n, 0);
+  t.w.assign(out_len * t.n, 0.0f);
+  t.outside.assign(out_len, 0);
+  t.identity = out_len == in_len;
+  std::vector<double> w(t.n);
+  for (int64_t x = 0; x < out_len; ++x) {
+    bool outside;
+    const double xo = source_coord(c, a, in_len, x, outside);
+    if (outside) {
+      t.outside[x] = 1;
+      t.identity = false;
+      continue;
+    }
+    if (xo != static_cast<double>(x)) t.identity = false;
+    const double f = std::ceil(xo) - 1;
+    const double ratio = xo - f;
+    if (cubic) {
+      w[0] = cubic_coeff(1 + ratio, c.cubic_a);
+      w[1] = cubic_coeff(ratio, c.cubic_a);
+      w[2] = cubic_coeff(1 - ratio, c.cubic_a);
+      w[3] = cubic_coeff(2 - ratio, c.cubic_a);
+    } else {
+      w[0] = 1 - ratio;
+      w[1] = ratio;
+    }
+    const int64_t base = static_cast<int64_t>(f) + start;
+    if (c.exclude_outside) {
+      double sum = 0;
+      for (int k = 0; k < t.n; ++k) {
+        const int64_t pos = base + k;
+        if (pos < 0 || pos >= in_len) w[k] = 0;
+        sum += w[k];
+      }
+      if (sum != 0)
+        for (auto& v : w) v /= sum;
+    }
+    for (int k = 0; k < t.n; ++k) {
+      t.idx[x * t.n + k] = static_cast<int32_t>(std::clamp<int64_t>(base + k, 0, std::max<int64_t>(in_len - 1, 0)));
+      t.w[x * t.n + k] = static_cast<float>(w[k]);
+    }
+  }
+  return t;
+}
+
+template <typename T>
+void append(std::vector<char>& blob, const std::vector<T>& v, size_t align = 16) {
+  blob.resize((blob.size() + align - 1) / align * align);
+  const size_t at = blob.size();
+  blob.resize(at + v.size() * sizeof(T));
+  if (!v.empty()) std::memcpy(blob.data() + at, v.data(), v.size() * sizeof(T));
+}
+
+DeviceBuffer upload(const std::vector<char>& blob) {
+  DeviceBuffer buf(std::max<size_t>(blob.size(), 16), "resize tables");
+  if (!blob.empty()) FUSEC_CUDA_CHECK(cudaMemcpy(buf.get(), blob.data(), blob.size(), cudaMemcpyHostToDevice));
+  return buf;
+}
+
+class ResizeNearestOp : public CudaOp {
+ public:
+  ResizeNearestOp(ResizeNearestPlan p, DeviceBuffer tables) : p_(p), tables_(std::move(tables)) {
+    p_.maps = static_cast<const int32_t*>(tables_.get());
+  }
+  void launch(const LaunchArgs& a) override { launch_resize_nearest(p_, a.inputs[0].data, a.outputs[0].data, a.stream); }
+  std::string kernel_name() const override { return "Resize nearest: index tables"; }
+
+ private:
+  ResizeNearestPlan p_;
+  DeviceBuffer tables_;
+};
+
+class ResizeInterpOp : public CudaOp {
+ public:
+  ResizeInterpOp(ResizeInterpPlan p, DeviceBuffer tables, size_t w_at, size_t out_at, std::string name)
+      : p_(p), tables_(std::move(tables)), name_(std::move(name)) {
+    const char* base = static_cast<const char*>(tables_.get());
+    p_.idx = reinterpret_cast<const int32_t*>(base);
+    p_.w = reinterpret_cast<const float*>(base + w_at);
+    p_.outside = reinterpret_cast<const uint8_t*>(base + out_at);
+  }
+  void launch(const LaunchArgs& a) override { launch_resize_interp(p_, a.inputs[0].data, a.outputs[0].data, a.stream); }
+  std::string kernel_name() const override { return name_; }
+
+ private:
+  ResizeInterpPlan p_;
+  DeviceBuffer tables_;
+  std::string name_;
+};
+
+std::unique_ptr<CudaOp> make_resize(const PlanContext& c, std::string* why) {
+  if (!byte_movable(c, why)) return nullptr;
+  const std::string& op = c.node().op_type;
+  const int64_t opset = c.opset();
+  const auto ins = resize::resize_inputs(op, opset);
+  std::vector<double> roi, scales;
+  Dims sizes;
+  const Tensor* t = nullptr;
+  if (ins.scales_attr) {
+    for (float f : c.attr_floats("scales")) scales.push_back(f);
+  } else {
+    if (!optional_operand(c, ins.scales, "scales", &t, why)) return nullptr;
+    if (t) scales = resize::doubles_of(*t);
+  }
+  if (!optional_operand(c, ins.sizes, "sizes", &t, why)) return nullptr;
+  if (t) sizes = t->to_int64_vector();
+  if (!optional_operand(c, ins.roi, "roi", &t, why)) return nullptr;
+  if (t) roi = resize::doubles_of(*t);
+
+  ResizeConfig cfg;
+  const Dims& in = c.in_dims(0);
+  if (!checked(why, [&] { cfg.p = resize::resize_params(c, opset, in, roi, scales, sizes); })) return nullptr;
+  if (cfg.p.out_dims != c.out_dims(0)) return refuse(why, "output dims disagree with scales/sizes");
+  cfg.mode = c.attr_string("mode");
+  if (cfg.mode == "bilinear") cfg.mode = "linear";
+  cfg.legacy = resize::legacy_resize(op, opset);
+  if (cfg.legacy) {
+    cfg.ctm = "asymmetric";
+  } else {
+    cfg.ctm = c.attr_string("coordinate_transformation_mode");
+    cfg.nearest_mode = c.attr_string("nearest_mode");
+    cfg.cubic_a = c.attr_float("cubic_coeff_a");
+    cfg.exclude_outside = c.attr_int("exclude_outside") != 0;
+    cfg.extrapolation = c.attr_float("extrapolation_value");
+    if (opset >= 18 && c.attr_int("antialias") != 0) return refuse(why, "antialias runs on the CPU");
+  }
+  static const char* known[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                                "tf_half_pixel_for_nn", "half_pixel_symmetric", "tf_crop_and_resize"};
+  if (std::find(std::begin(known), std::end(known), cfg.ctm) == std::end(known))
+    return refuse(why, "unknown coordinate_transformation_mode '" + cfg.ctm + "'");
+  if (cfg.mode != "nearest" && cfg.mode != "linear" && cfg.mode != "cubic") return refuse(why, "unknown mode '" + cfg.mode + "'");
+
+  const DType dt = c.in_dtype(0);
+  const Dims& out = cfg.p.out_dims;
+  const size_t r = in.size();
+  if (r > static_cast<size_t>(kMoveMaxRank)) return refuse(why, "rank above 8");
+  const int64_t in_numel = prod(in, 0, 99), out_numel = prod(out, 0, 99);
+  const Dims xs = contiguous(in);
+
+  if (cfg.mode == "nearest") {
+    if (in_numel == 0 && out_numel > 0 && cfg.ctm != "tf_crop_and_resize")
+      return refuse(why, "cannot resize an empty input to a non-empty output");
+    ResizeNearestPlan p;
+    p.esize = static_cast<int>(dtype_size(dt));
+    p.rank = static_cast<int>(r);
+    p.numel = out_numel;
+    p.in_numel = in_numel;
+    std::vector<int32_t> maps;
+    bool any_outside = false;
+    for (size_t a = 0; a < r; ++a) {
+      p.out_dims[a] = out[a];
+      p.in_strides[a] = xs[a];
+      std::vector<int32_t> m = nearest_map(cfg, a, in[a]);
+      bool identity = out[a] == in[a];
+      for (int64_t x = 0; x < out[a] && identity; ++x) identity = m[x] == x;
+      for (int32_t v : m) any_outside |= v < 0;
+      if (identity) {
+        p.map_offset[a] = -1;
+      } else {
+        p.map_offset[a] = static_cast<int64_t>(maps.size());
+        maps.insert(maps.end(), m.begin(), m.end());
+      }
+    }
+    if (any_outside) {
+      if (!is_float(dt)) return refuse(why, "extrapolation into integer data runs on the CPU");
+      scalar_bits(cfg.extrapolation, 0, false, dt, &p.extrapolation_bits);
+    }
+    std::vector<char> blob;
+    append(blob, maps);
+    return std::make_unique<ResizeNearestOp>(p, upload(blob));
+  }
+
+  // linear / cubic
+  if (!is_float(dt)) return refuse(why, cfg.mode + " resize of " + dtype_name(dt) + " data runs on the CPU");
+  if (out_numel > 0 && in_numel == 0) return refuse(why, "cannot resize an empty input to a non-empty output");
+  ResizeInterpPlan p;
+  p.dtype = dt;
+  p.rank = static_cast<int>(r);
+  p.numel = out_numel;
+  p.extrapolation = static_cast<float>(cfg.extrapolation);
+  std::vector<int32_t> idx;
+  std::vector<float> w;
+  std::vector<uint8_t> outside;
+  for (size_t a = 0; a < r; ++a) {
+    p.out_dims[a] = out[a];
+    p.in_strides[a] = xs[a];
+    p.slot[a] = -1;
+    if (out_numel == 0) continue;
+    AxisTaps taps = make_taps(cfg, a, in[a]);
+    if (taps.identity) continue;
+    if (p.naxes == kResizeMaxAxes) return refuse(why, "more than 3 resampled axes");
+    const int k = p.naxes++;
+    p.slot[a] = k;
+    p.taps[k] = taps.n;
+    p.stride[k] = xs[a];
+    p.tap_offset[k] = static_cast<int64_t>(idx.size());
+    p.out_offset[k] = static_cast<int64_t>(outside.size());
+    idx.insert(idx.end(), taps.idx.begin(), taps.idx.end());
+    w.insert(w.end(), taps.w.begin(), taps.w.end());
+    outside.insert(outside.end(), taps.outside.begin(), taps.outside.end());
+  }
+  if (p.naxes == 0) {
+    // Nothing resamples: a plain copy, as the CPU's convert_tensor.
+    bool ok = true;
+    StridedCopyPlan cp = plan_strided_copy(in, contiguous(in), 0, dtype_size(dt), in_numel, &ok);
+    return std::make_unique<StridedCopyOp>(cp, "Resize (identity)");
+  }
+  std::vector<char> blob;
+  append(blob, idx);
+  const size_t w_at = (blob.size() + 15) / 16 * 16;
+  append(blob, w);
+  const size_t out_at = (blob.size() + 15) / 16 * 16;
+  append(blob, outside);
+  const std::string name = "Resize " + cfg.mode + " (" + cfg.ctm + "), " + std::to_string(p.naxes) + " resampled axes";
+  return std::make_unique<ResizeInterpOp>(p, upload(blob), w_at, out_at, name);
+}
+
+}  // namespace
+
+void register_movement_ops(CudaOpRegistry& r) {
+  r.add("Transpose", make_transpose);
+  r.add("Slice", make_slice);
+  r.add("Expand", make_expand);
+  r.add("Tile", make_tile);
+  r.add("DepthToSpace", make_depth_to_space);
+  r.add("SpaceToDepth", make_space_to_depth);
+  r.add("Concat", make_concat);
+  r.add("Split", make_split);
+  r.add("Gather", make_gather);
+  r.add("GatherElements", make_gather_elements);
+  r.add("GatherND", make_gather_nd);
+  r.add("Pad", make_pad);
+  r.add("Trilu", make_trilu);
+  r.add("CumSum", make_cumsum);
+  r.add("Resize", make_resize);
+  r.add("Upsample", make_resize);
+}
+
+}  // namespace fusec::cuda

@@ -1,0 +1,403 @@
+// Normalization kernels.
+//
+// Row normalizations (LayerNormalization, SkipLayerNorm, LayerNormGelu, RMSNorm, and
+// InstanceNormalization, whose rows are the [N*C] spatial planes) share one kernel: a row is read
+// once into registers (16-byte vector loads when the row length and the pointers allow), the mean
+// is reduced, then the squared deviations from that mean are reduced from the registers (an exact
+// two-pass variance that costs no second trip to memory, so long rows with a large mean keep their
+// digits, as the CPU reference's double two-pass does), and the row is written from the registers.
+// The sums run over x - x[0] of the row, so a mean far from zero does not cost the float32
+// accumulator the digits of the spread.
+// Short rows get one warp each (no shared memory, no block barrier); longer rows, or few rows,
+// get a block each. Rows too long for registers (over 16 values a thread at 1024 threads) re-read
+// the row from global memory (L2 holds it) in three passes.
+#include <algorithm>
+#include "backend/cuda/core/common.cuh"
+#include "backend/cuda/ops/norm/norm.cuh"
+
+namespace fusec::cuda {
+
+namespace {
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/// Sum over the threads of one row: the warp alone (blockDim.x == 32) or the whole block
+/// (blockDim.y == 1 then, so the barriers are block-uniform). Every thread gets the total.
+__device__ __forceinline__ float row_sum(float v, float* smem) {
+  v = warp_sum(v);
+  if (blockDim.x == 32) return v;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  __syncthreads();  // the previous call's readers are done with smem
+  if (lane == 0) smem[w] = v;
+  __syncthreads();
+  return warp_sum(lane < nw ? smem[lane] : 0.f);
+}
+
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+template <typename T, int V>
+__device__ __forceinline__ void load_vec(const T* p, float (&o)[V]) {
+  const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p);
+#pragma unroll
+  for (int i = 0; i < V; ++i) o[i] = to_compute(pk.v[i]);
+}
+
+template <typename T, int V>
+__device__ __forceinline__ void store_vec(T* p, const float (&o)[V]) {
+  Pack<T, V> pk;
+#pragma unroll
+  for (int i = 0; i < V; ++i) pk.v[i] = from_compute<T>(o[i]);
+  *reinterpret_cast<Pack<T, V>*>(p) = pk;
+}
+
+// The CPU reference's Gelu formulas, in float.
+__device__ __forceinline__ float apply_act(float x, NormAct act) {
+  if (act == NormAct::GeluErf) return 0.5f * x * (1.0f + erff(x / 1.41421356237f));
+  if (act == NormAct::GeluTanh)
+    return 0.5f * x * (1.0f + tanhf(0.797884560802865f * (x + 0.044715f * x * x * x)));
+  return x;
+}
+
+__device__ __forceinline__ void store_stat(void* p, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::Float16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case DType::BFloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    case DType::Float64: static_cast<double*>(p)[i] = v; break;
+    default: static_cast<float*>(p)[i] = v; break;
+  }
+}
+
+/// One row per (blockDim.x)-thread group: blockDim = (32, rows per block) or (threads, 1). Each
+/// thread holds K chunks of V values, chunk c = threadIdx.x + k * blockDim.x.
+template <typename T, int V, int K>
+__global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
+  pdl_wait_then_release();
+  __shared__ float smem[32];
+  const int64_t row = blockIdx.x * int64_t(blockDim.y) + threadIdx.y;
+  if (row >= a.rows) return;  // a whole warp (warp rows) or the whole block (block rows)
+  const int tid = threadIdx.x, tpr = blockDim.x;
+  const int64_t n = a.n;
+  const int chunks = static_cast<int>(n / V);
+  const T* x = static_cast<const T*>(a.x) + row * n;
+  const T* sk = a.skip ? static_cast<const T*>(a.skip) + (row % a.skip_rows) * n : nullptr;
+
+  float v[K][V];
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = tid + k * tpr;
+    if (c < chunks) {
+      load_vec<T, V>(x + int64_t(c) * V, v[k]);
+      if (sk) {
+        float s[V];
+        load_vec<T, V>(sk + int64_t(c) * V, s);
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[k][i] += s[i];
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[k][i] = 0.f;
+    }
+  }
+  if (a.sum_out) {
+    T* so = static_cast<T*>(a.sum_out) + row * n;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int c = tid + k * tpr;
+      if (c < chunks) store_vec<T, V>(so + int64_t(c) * V, v[k]);
+    }
+  }
+
+  float mean = 0.f, sq = 0.f, shift = 0.f;
+  if (!a.rms) {
+    shift = sk ? to_compute(x[0]) + to_compute(sk[0]) : to_compute(x[0]);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (tid + k * tpr < chunks)
+#pragma unroll
+        for (int i = 0; i < V; ++i) v[k][i] -= shift;
+    }
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int i = 0; i < V; ++i) sum += v[k][i];
+    mean = row_sum(sum, smem) / static_cast<float>(n);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (tid + k * tpr < chunks) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          const float d = v[k][i] - mean;
+          sq += d * d;
+        }
+      }
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < K; ++k)
+#pragma unroll
+      for (int i = 0; i < V; ++i) sq += v[k][i] * v[k][i];  // padding is 0
+  }
+  sq = row_sum(sq, smem);
+  const float inv = 1.0f / sqrtf(sq / static_cast<float>(n) + a.eps);
+  if (tid == 0) {
+    if (a.mean_out) store_stat(a.mean_out, a.stat_dtype, row, shift + mean);
+    if (a.inv_std_out) store_stat(a.inv_std_out, a.stat_dtype, row, inv);
+  }
+
+  const T* gamma = static_cast<const T*>(a.gamma);
+  const T* beta = static_cast<const T*>(a.beta);
+  float g_row = 0.f, b_row = 0.f;
+  if (a.affine_channels) {
+    const int64_t ch = row % a.affine_channels;
+    g_row = to_compute(gamma[ch]);
+    b_row = beta ? to_compute(beta[ch]) : 0.f;
+  }
+  T* y = static_cast<T*>(a.y) + row * n;
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int c = tid + k * tpr;
+    if (c >= chunks) continue;
+    float g[V], b[V];
+    if (a.affine_channels) {
+#pragma unroll
+      for (int i = 0; i < V; ++i) g[i] = g_row, b[i] = b_row;
+    } else {
+      load_vec<T, V>(gamma + int64_t(c) * V, g);
+      if (beta) load_vec<T, V>(beta + int64_t(c) * V, b);
+      else
+#pragma unroll
+        for (int i = 0; i < V; ++i) b[i] = 0.f;
+    }
+    float o[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) {
+      const float t = a.rms ? v[k][i] * inv * g[i] : (v[k][i] - mean) * inv * g[i] + b[i];
+      o[i] = apply_act(t, a.act);
+    }
+    store_vec<T, V>(y + int64_t(c) * V, o);
+  }
+}
+
+/// Rows longer than the registers hold: one block per row, three passes over global memory.
+template <typename T>
+__global__ void __launch_bounds__(1024) row_norm_long_kernel(RowNormArgs a) {
+  __shared__ float smem[32];
+  const int64_t row = blockIdx.x;
+  const int tid = threadIdx.x, tpr = blockDim.x;
+  const int64_t n = a.n;
+  const T* x = static_cast<const T*>(a.x) + row * n;
+  const T* sk = a.skip ? static_cast<const T*>(a.skip) + (row % a.skip_rows) * n : nullptr;
+  T* so = a.sum_out ? static_cast<T*>(a.sum_out) + row * n : nullptr;
+  auto val = [&](int64_t j) { return sk ? to_compute(x[j]) + to_compute(sk[j]) : to_compute(x[j]); };
+
+  float mean = 0.f, sq = 0.f;
+  const float shift = a.rms ? 0.f : val(0);
+  if (!a.rms) {
+    float sum = 0.f;
+    for (int64_t j = tid; j < n; j += tpr) {
+      const float t = val(j);
+      if (so) so[j] = from_compute<T>(t);
+      sum += t - shift;
+    }
+    mean = row_sum(sum, smem) / static_cast<float>(n);
+    for (int64_t j = tid; j < n; j += tpr) {
+      const float d = (val(j) - shift) - mean;
+      sq += d * d;
+    }
+  } else {
+    for (int64_t j = tid; j < n; j += tpr) {
+      const float t = val(j);
+      if (so) so[j] = from_compute<T>(t);
+      sq += t * t;
+    }
+  }
+  sq = row_sum(sq, smem);
+  const float inv = 1.0f / sqrtf(sq / static_cast<float>(n) + a.eps);
+  if (tid == 0) {
+    if (a.mean_out) store_stat(a.mean_out, a.stat_dtype, row, shift + mean);
+    if (a.inv_std_out) store_stat(a.inv_std_out, a.stat_dtype, row, inv);
+  }
+  const T* gamma = static_cast<const T*>(a.gamma);
+  const T* beta = static_cast<const T*>(a.beta);
+  const int64_t ch = a.affine_channels ? row % a.affine_channels : 0;
+  T* y = static_cast<T*>(a.y) + row * n;
+  for (int64_t j = tid; j < n; j += tpr) {
+    const float g = to_compute(gamma[a.affine_channels ? ch : j]);
+    const float b = beta ? to_compute(beta[a.affine_channels ? ch : j]) : 0.f;
+    const float t = val(j);
+    y[j] = from_compute<T>(apply_act(a.rms ? t * inv * g : ((t - shift) - mean) * inv * g + b, a.act));
+  }
+}
+
+struct RowCfg {
+  int v = 1, k = 1, tpr = 32, rows_per_block = 1;
+  bool long_row = false;
+};
+
+int pick_k(int64_t need) {
+  for (int k : {1, 2, 3, 4, 6, 8, 16})
+    if (k >= need) return k;
+  return 16;
+}
+
+// Values a thread keeps in registers: 32 floats stay clear of spills at 1024 threads per block.
+constexpr int kRowRegs = 32;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+RowCfg choose(const RowNormArgs& a) {
+  RowCfg c;
+  const int vec = 16 / static_cast<int>(dtype_size(a.dtype));
+  const bool aligned = aligned16(a.x) && aligned16(a.y) && aligned16(a.skip) && aligned16(a.sum_out) &&
+                       (a.affine_channels || (aligned16(a.gamma) && aligned16(a.beta)));
+  c.v = a.n % vec == 0 && aligned ? vec : 1;
+  const int64_t chunks = a.n / c.v;
+  const int max_k = kRowRegs / c.v < 16 ? kRowRegs / c.v : 16;  // 32 scalars would spill at 1024 threads
+  // Few rows cannot fill the GPU one warp each: spread each row over a block instead.
+  const bool few_rows = a.rows < 2 * static_cast<int64_t>(a.multiprocessors);
+  if (chunks <= 32 * max_k && !(few_rows && chunks > 64)) {
+    c.tpr = 32;
+    c.rows_per_block = 4;
+    c.k = pick_k(ceil_div(chunks, 32));
+    return c;
+  }
+  if (chunks <= 1024 * max_k) {
+    // Few rows leave most SMs idle, so a row's latency is the run's: rows of up to 128 vectors get
+    // one vector a thread (the MLP's 16 rows of 1024 fp16: 64 threads x 2 vectors took 4.0 us,
+    // 128 x 1 take 2.9 us; at fp32, 256 x 1 was slower than 128 x 2).
+    const int64_t per_thread = few_rows ? (chunks <= 128 ? 1 : 2) : max_k < 4 ? 2 : 4;
+    int64_t t = ceil_div(ceil_div(chunks, per_thread), 32) * 32;
+    t = t < 64 ? 64 : t > 1024 ? 1024 : t;
+    c.tpr = static_cast<int>(t);
+    c.k = pick_k(ceil_div(chunks, t));
+    return c;
+  }
+  c.long_row = true;
+  c.tpr = 1024;
+  return c;
+}
+
+template <typename T, int V>
+void launch_vk(const RowCfg& c, const RowNormArgs& a, cudaStream_t s) {
+  const dim3 block(c.tpr, c.rows_per_block);
+  const unsigned grid = static_cast<unsigned>(ceil_div(a.rows, c.rows_per_block));
+  // Every k choose() makes has a kernel; one without would leave the output unwritten.
+  const bool have = c.k <= 4 || (V * 8 <= kRowRegs && (c.k == 6 || c.k == 8)) || (V * 16 <= kRowRegs && c.k == 16);
+  if (!have) internal_error("row norm: no kernel for " + std::to_string(c.k) + " vectors of " + std::to_string(V) + " per thread");
+  void (*kernel)(RowNormArgs) = nullptr;
+  switch (c.k) {
+    case 1: kernel = row_norm_kernel<T, V, 1>; break;
+    case 2: kernel = row_norm_kernel<T, V, 2>; break;
+    case 3: kernel = row_norm_kernel<T, V, 3>; break;
+    case 4: kernel = row_norm_kernel<T, V, 4>; break;
+    default:
+      if constexpr (V * 8 <= kRowRegs) {
+        if (c.k == 6) kernel = row_norm_kernel<T, V, 6>;
+        else if (c.k == 8) kernel = row_norm_kernel<T, V, 8>;
+      }
+      // Scalar rows (odd widths) keep up to 16 values a thread.
+      if constexpr (V * 16 <= kRowRegs) {
+        if (c.k == 16) kernel = row_norm_kernel<T, V, 16>;
+      }
+      break;
+  }
+  launch_pdl("row_norm_kernel", kernel, dim3(grid), block, 0, s, a);
+}
+
+template <typename T>
+void launch_row_norm_t(const RowNormArgs& a, cudaStream_t s) {
+  const RowCfg c = choose(a);
+  if (c.long_row) {
+    row_norm_long_kernel<T><<<static_cast<unsigned>(a.rows), c.tpr, 0, s>>>(a);
+    check_launch("row_norm_long_kernel");
+  } else if (c.v == 1) {
+    launch_vk<T, 1>(c, a, s);
+  } else {
+    launch_vk<T, 16 / sizeof(T)>(c, a, s);
+  }
+}
+
+// ---- BatchNormalization (inference) ----
+
+template <typename T, int V, typename I>
+__global__ void batchnorm_kernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
+                                 const T* __restrict__ mean, const T* __restrict__ var, T* __restrict__ y,
+                                 I chunks, I plane_chunks, I C, float eps) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < chunks; i += I(gridDim.x) * blockDim.x) {
+    const I c = (i / plane_chunks) % C;
+    const float m = to_compute(mean[c]);
+    const float sc = to_compute(scale[c]) / sqrtf(to_compute(var[c]) + eps);
+    const float b = to_compute(bias[c]);
+    float v[V];
+    load_vec<T, V>(x + int64_t(i) * V, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) v[k] = (v[k] - m) * sc + b;
+    store_vec<T, V>(y + int64_t(i) * V, v);
+  }
+}
+
+template <typename T, int V>
+void launch_bn_v(const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y, int64_t N, int64_t C,
+                 int64_t S, float eps, cudaStream_t s) {
+  const int64_t chunks = N * C * S / V;
+  const unsigned grid = grid_for(chunks);
+  if (chunks < (int64_t(1) << 31)) {
+    batchnorm_kernel<T, V, uint32_t><<<grid, kBlock, 0, s>>>(x, scale, bias, mean, var, y, uint32_t(chunks),
+                                                            uint32_t(S / V), uint32_t(C), eps);
+  } else {
+    batchnorm_kernel<T, V, int64_t><<<grid, kBlock, 0, s>>>(x, scale, bias, mean, var, y, chunks, S / V, C, eps);
+  }
+  check_launch("batchnorm_kernel");
+}
+
+}  // namespace
+
+bool launch_row_norm(const RowNormArgs& a, cudaStream_t s) {
+  if (a.rows == 0 || a.n == 0) return true;
+  switch (a.dtype) {
+    case DType::Float32: launch_row_norm_t<float>(a, s); return true;
+    case DType::Float16: launch_row_norm_t<__half>(a, s); return true;
+    case DType::BFloat16: launch_row_norm_t<__nv_bfloat16>(a, s); return true;
+    default: return false;
+  }
+}
+
+const char* row_norm_variant(const RowNormArgs& a) {
+  const RowCfg c = choose(a);
+  if (c.long_row) return "block/row, 3 passes";
+  if (c.tpr == 32) return c.v > 1 ? "warp/row, 16B vectors" : "warp/row";
+  return c.v > 1 ? "block/row, 16B vectors" : "block/row";
+}
+
+bool launch_batchnorm_inference(DType dtype, const void* x, const void* scale, const void* bias, const void* mean,
+                                const void* var, void* y, int64_t N, int64_t C, int64_t S, float eps,
+                                cudaStream_t s) {
+  if (N * C * S == 0) return true;
+  bool ok = false;
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, double>) {
+      constexpr int vec = 16 / sizeof(T);
+      const T *px = static_cast<const T*>(x), *ps = static_cast<const T*>(scale), *pb = static_cast<const T*>(bias),
+              *pm = static_cast<const T*>(mean), *pv = static_cast<const T*>(var);
+      T* py = static_cast<T*>(y);
+      if (S % vec == 0 && aligned16(x) && aligned16(y))
+        launch_bn_v<T, vec>(px, ps, pb, pm, pv, py, N, C, S, eps, s);
+      else
+        launch_bn_v<T, 1>(px, ps, pb, pm, pv, py, N, C, S, eps, s);
+      ok = true;
+    }
+  };
+  dispatch_float_storage(dtype, go);
+  return ok;
+}
+
+}  // namespace fusec::cuda

@@ -1,0 +1,230 @@
+// CUDA entry points of the normalization family: LayerNormalization (ai.onnx 17 and ai.fusec),
+// SkipLayerNorm, LayerNormGelu, SimplifiedLayerNorm, InstanceNormalization (all on the row kernel
+// of norm.cu) and BatchNormalization in inference mode. Factories validate shapes and attributes
+// at plan time and refuse (CPU fallback) what the kernels do not cover.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/core/cuda_op.h"
+#include "backend/cuda/ops/norm/norm.cuh"
+
+namespace fusec::cuda {
+
+namespace {
+
+bool half_or_float(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
+
+int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= d[i];
+  return n;
+}
+
+int64_t numel(const std::vector<int64_t>& d) { return product(d, 0, d.size()); }
+
+std::unique_ptr<CudaOp> refuse(std::string* why, const std::string& reason) {
+  if (why) *why = reason;
+  return nullptr;
+}
+
+/// Which inputs/outputs of the node feed which field of RowNormArgs.
+struct RowNormSlots {
+  int x = 0, skip = -1, gamma = 1, beta = -1, y = 0, sum = -1, mean = -1, inv = -1;
+};
+
+class RowNormOp : public CudaOp {
+ public:
+  RowNormOp(RowNormArgs a, RowNormSlots s, std::string name) : a_(a), s_(s), name_(std::move(name)) {}
+
+  void launch(const LaunchArgs& la) override {
+    RowNormArgs a = a_;
+    auto in = [&](int i) -> const void* {
+      return i >= 0 && i < static_cast<int>(la.inputs.size()) && la.inputs[i].defined() ? la.inputs[i].data : nullptr;
+    };
+    auto out = [&](int i) -> void* {
+      return i >= 0 && i < static_cast<int>(la.outputs.size()) && la.outputs[i].defined() ? la.outputs[i].data : nullptr;
+    };
+    a.x = in(s_.x);
+    a.skip = in(s_.skip);
+    a.gamma = in(s_.gamma);
+    a.beta = in(s_.beta);
+    a.y = out(s_.y);
+    a.sum_out = out(s_.sum);
+    a.mean_out = out(s_.mean);
+    a.inv_std_out = out(s_.inv);
+    launch_row_norm(a, la.stream);
+  }
+  std::string kernel_name() const override {
+    return name_ + " (" + row_norm_variant(a_) + ", " + dtype_name(a_.dtype) + ")";
+  }
+
+ private:
+  RowNormArgs a_;
+  RowNormSlots s_;
+  std::string name_;
+};
+
+/// Common checks of the LayerNorm-like ops: X's storage type, axis, row split, and the per-column
+/// parameter inputs (which must hold exactly the normalized dims' worth of values: broadcasting
+/// Scale/B smaller than that falls back to the CPU).
+bool setup_rows(const PlanContext& c, size_t x_in, const std::vector<size_t>& param_ins, RowNormArgs& a,
+                std::string* why) {
+  const DType t = c.in_dtype(x_in);
+  if (!half_or_float(t)) {
+    if (why) *why = std::string("no CUDA row normalization for ") + dtype_name(t);
+    return false;
+  }
+  const auto& d = c.in_dims(x_in);
+  if (d.empty()) {
+    if (why) *why = "X must have rank >= 1";
+    return false;
+  }
+  const int64_t axis = normalize_axis(c.attr_int("axis"), static_cast<int64_t>(d.size()), c);
+  a.dtype = t;
+  a.n = product(d, static_cast<size_t>(axis), d.size());
+  a.rows = a.n == 0 ? 0 : product(d, 0, static_cast<size_t>(axis));
+  for (size_t i : param_ins) {
+    if (!c.has_input(i)) continue;
+    if (c.in_dtype(i) != t) {
+      if (why) *why = "Scale/B stored as " + std::string(dtype_name(c.in_dtype(i))) + " with X as " + dtype_name(t);
+      return false;
+    }
+    if (numel(c.in_dims(i)) != a.n) {
+      if (why) *why = "Scale/B broadcast within the normalized dims is not handled on CUDA";
+      return false;
+    }
+  }
+  a.eps = c.attr_float("epsilon");
+  a.multiprocessors = c.ctx().multiprocessors();
+  return true;
+}
+
+std::unique_ptr<CudaOp> make_layernorm(const PlanContext& c, std::string* why) {
+  RowNormArgs a;
+  if (!setup_rows(c, 0, {1, 2}, a, why)) return nullptr;
+  RowNormSlots s;
+  s.beta = 2;
+  for (size_t o : {size_t(1), size_t(2)}) {
+    if (!c.has_output(o)) continue;
+    const DType st = c.out_dtype(o);
+    if (!half_or_float(st) && st != DType::Float64) return refuse(why, "Mean/InvStdDev of type " + std::string(dtype_name(st)));
+    a.stat_dtype = st;
+    if (a.n == 0 && numel(c.out_dims(o)) > 0) return refuse(why, "empty normalized dims with Mean/InvStdDev outputs");
+  }
+  if (c.has_output(1)) s.mean = 1;
+  if (c.has_output(2)) s.inv = 2;
+  return std::make_unique<RowNormOp>(a, s, "layernorm");
+}
+
+std::unique_ptr<CudaOp> make_layernorm_gelu(const PlanContext& c, std::string* why) {
+  RowNormArgs a;
+  if (!setup_rows(c, 0, {1, 2}, a, why)) return nullptr;
+  const std::string approx = c.attr_string("approximate");
+  if (approx == "none") a.act = NormAct::GeluErf;
+  else if (approx == "tanh") a.act = NormAct::GeluTanh;
+  else return refuse(why, "approximate must be 'none' or 'tanh'");
+  RowNormSlots s;
+  s.beta = 2;
+  return std::make_unique<RowNormOp>(a, s, "layernorm+gelu");
+}
+
+std::unique_ptr<CudaOp> make_skip_layernorm(const PlanContext& c, std::string* why) {
+  RowNormArgs a;
+  if (!setup_rows(c, 0, {2, 3}, a, why)) return nullptr;
+  if (c.out_dims(0) != c.in_dims(0)) return refuse(why, "skip broadcasts X to a larger shape");
+  if (c.in_dtype(1) != a.dtype) return refuse(why, "X and skip are stored in different types");
+  // skip must be a suffix of X's dims (leading 1s aside) holding whole rows: the same shape, a
+  // [S, H] table or an [H] bias vector; row r then adds skip row r % skip_rows.
+  std::vector<int64_t> sk = c.in_dims(1);
+  while (!sk.empty() && sk.front() == 1) sk.erase(sk.begin());
+  const auto& xd = c.in_dims(0);
+  bool suffix = sk.size() <= xd.size();
+  for (size_t k = 0; suffix && k < sk.size(); ++k) suffix = sk[sk.size() - 1 - k] == xd[xd.size() - 1 - k];
+  const int64_t sn = numel(sk);
+  if (a.n > 0 && a.rows > 0) {
+    if (!suffix || sn % a.n != 0 || sn == 0) return refuse(why, "skip broadcast other than whole rows of X");
+    a.skip_rows = sn / a.n;
+  }
+  RowNormSlots s;
+  s.skip = 1;
+  s.gamma = 2;
+  s.beta = 3;
+  if (c.has_output(1)) s.sum = 1;
+  return std::make_unique<RowNormOp>(a, s, "skip+layernorm");
+}
+
+std::unique_ptr<CudaOp> make_rmsnorm(const PlanContext& c, std::string* why) {
+  RowNormArgs a;
+  if (!setup_rows(c, 0, {1}, a, why)) return nullptr;
+  a.rms = true;
+  return std::make_unique<RowNormOp>(a, RowNormSlots{}, "rmsnorm");
+}
+
+std::unique_ptr<CudaOp> make_instancenorm(const PlanContext& c, std::string* why) {
+  const DType t = c.in_dtype(0);
+  if (!half_or_float(t)) return refuse(why, std::string("no CUDA InstanceNormalization for ") + dtype_name(t));
+  const auto& d = c.in_dims(0);
+  if (d.size() < 2) return refuse(why, "input must have shape [N, C, ...]");
+  const int64_t C = d[1];
+  for (size_t i : {size_t(1), size_t(2)}) {
+    if (c.in_dtype(i) != t) return refuse(why, "scale/B stored in a different type than the input");
+    if (numel(c.in_dims(i)) != C) return refuse(why, "scale and B must have C entries");
+  }
+  RowNormArgs a;
+  a.dtype = t;
+  a.n = product(d, 2, d.size());
+  a.rows = a.n == 0 ? 0 : d[0] * C;
+  a.affine_channels = C;
+  a.eps = c.attr_float("epsilon");
+  a.multiprocessors = c.ctx().multiprocessors();
+  RowNormSlots s;
+  s.beta = 2;
+  return std::make_unique<RowNormOp>(a, s, "instancenorm");
+}
+
+class BatchNormOp : public CudaOp {
+ public:
+  BatchNormOp(DType t, int64_t N, int64_t C, int64_t S, float eps) : t_(t), N_(N), C_(C), S_(S), eps_(eps) {}
+  void launch(const LaunchArgs& a) override {
+    launch_batchnorm_inference(t_, a.inputs[0].data, a.inputs[1].data, a.inputs[2].data, a.inputs[3].data,
+                               a.inputs[4].data, a.outputs[0].data, N_, C_, S_, eps_, a.stream);
+  }
+  std::string kernel_name() const override { return std::string("batchnorm inference (") + dtype_name(t_) + ")"; }
+
+ private:
+  DType t_;
+  int64_t N_, C_, S_;
+  float eps_;
+};
+
+std::unique_ptr<CudaOp> make_batchnorm(const PlanContext& c, std::string* why) {
+  const DType t = c.in_dtype(0);
+  if (!half_or_float(t)) return refuse(why, std::string("no CUDA BatchNormalization for ") + dtype_name(t));
+  if (c.schema().find_attr("training_mode") && c.attr_int("training_mode") != 0)
+    return refuse(why, "training mode runs on the CPU reference");
+  for (size_t o = 1; o < c.num_outputs(); ++o)
+    if (c.has_output(o)) return refuse(why, "statistics outputs (training mode) run on the CPU reference");
+  const auto& d = c.in_dims(0);
+  if (d.size() < 2) return refuse(why, "X must have shape [N, C, ...]");
+  const int64_t C = d[1];
+  for (size_t i = 1; i < 5; ++i) {
+    if (c.in_dtype(i) != t) return refuse(why, "scale/B/mean/var stored in a different type than X");
+    if (numel(c.in_dims(i)) != C) return refuse(why, "per-activation (spatial=0) parameters");
+  }
+  return std::make_unique<BatchNormOp>(t, d[0], C, product(d, 2, d.size()), c.attr_float("epsilon"));
+}
+
+}  // namespace
+
+void register_normalization_ops(CudaOpRegistry& r) {
+  r.add("LayerNormalization", make_layernorm);
+  r.add("LayerNormalization", make_layernorm, "ai.fusec");
+  r.add("LayerNormGelu", make_layernorm_gelu, "ai.fusec");
+  r.add("SkipLayerNorm", make_skip_layernorm, "ai.fusec");
+  r.add("SimplifiedLayerNorm", make_rmsnorm, "ai.fusec");
+  r.add("InstanceNormalization", make_instancenorm);
+  r.add("BatchNormalization", make_batchnorm);
+}
+
+}  // namespace fusec::cuda
