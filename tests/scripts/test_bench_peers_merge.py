@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""scripts/bench_peers.py --merge on the committed results of two H100 runs (docs/results): one table
+"""scripts/bench_peers.py --merge on the results of two real H100 runs (bench_peers.py's JSON, kept
+as fixtures beside this file: ResNet-50 in one run, BERT-base and the MLP in the other): one table
 and one set of issue-9 verdicts for the three models, and a refusal (exit 2, naming the field) when
 the runs differ in GPU, fusec, torch or batch. Needs no GPU and no torch.
 
@@ -23,9 +24,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
     root = os.path.abspath(ap.parse_args().root)
-    res = os.path.join(root, "docs", "results")
-    a = os.path.join(res, "bench_peers_h100_2026-11-23_session3_resnet50.json")
-    b = os.path.join(res, "bench_peers_h100_2026-11-23_session3_bert_mlp_final.json")
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+    a = os.path.join(fixtures, "bench_peers_resnet50.json")
+    b = os.path.join(fixtures, "bench_peers_bert_mlp.json")
     failures = []
 
     def expect(cond, what):
