@@ -18,12 +18,7 @@
 #include "profiler/host_info.h"
 #include "profiler/stats.h"
 #include "project/project_file.h"
-#ifdef FUSEC_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#include "backend/cuda/core/check.h"
-#include "backend/cuda/cuda_backend.h"
-#endif
+#include "backend/gpu_plugin.h"
 
 namespace fusec::cli {
 
@@ -85,70 +80,44 @@ double host_ms(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-#ifdef FUSEC_HAVE_CUDA
-size_t device_used_bytes() {
-  size_t free_b = 0, total_b = 0;
-  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) return 0;
-  return total_b - free_b;
-}
-#endif
-
 void measure(const BenchArgs& a, const ResolvedDevice& dev, Variant& v, const std::vector<Tensor>& inputs) {
   auto backend = make_backend(a.device, dev);
   auto bad = backend->unsupported(*v.graph);
   if (!bad.empty()) bad_input(describe_unsupported(bad));
-#ifdef FUSEC_HAVE_CUDA
-  size_t used_before = dev.cuda ? device_used_bytes() : 0;
-#endif
+  size_t used_before = dev.cuda ? gpu_plugin()->device_used_bytes() : 0;
   auto t0 = std::chrono::steady_clock::now();
   auto exe = backend->compile(*v.graph);
   exe->run(inputs);  // the first run plans (shapes from the inputs) and warms every library up
   v.build_ms = host_ms(t0);
   v.placement = placement_summary(*exe);
-#ifdef FUSEC_HAVE_CUDA
-  if (auto* ce = dynamic_cast<cuda::CudaExecutable*>(exe.get())) {
-    for (const auto& p : ce->placement())
+  if (auto* ge = dynamic_cast<GpuExecutable*>(exe.get())) {
+    for (const auto& p : ge->placement())
       if (!p.on_gpu && !p.folded) v.cpu_nodes.push_back(p.node);
-    ce->upload_inputs(inputs);
-    cudaStream_t s = ce->stream();
-    for (int i = 0; i < a.warmup; ++i) ce->launch();
-    FUSEC_CUDA_CHECK(cudaStreamSynchronize(s));
-    v.graph_status = ce->graph_status();
+    ge->upload_inputs(inputs);
+    for (int i = 0; i < a.warmup; ++i) ge->launch();
+    ge->synchronize();
+    v.graph_status = ge->graph_status();
     if (a.include_copies) {
       v.samples = sample(a, v.name, [&] {
         auto t = std::chrono::steady_clock::now();
-        ce->run(inputs);
+        ge->run(inputs);
         return host_ms(t);
       });
     } else {
-      cudaEvent_t e0, e1;
-      FUSEC_CUDA_CHECK(cudaEventCreate(&e0));
-      FUSEC_CUDA_CHECK(cudaEventCreate(&e1));
-      v.samples = sample(a, v.name, [&] {
-        FUSEC_CUDA_CHECK(cudaEventRecord(e0, s));
-        ce->launch();
-        FUSEC_CUDA_CHECK(cudaEventRecord(e1, s));
-        FUSEC_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        FUSEC_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        return static_cast<double>(ms);
-      });
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
+      v.samples = sample(a, v.name, [&] { return ge->timed_launch_ms(); });
     }
-    auto dm = ce->device_memory();
+    auto dm = ge->device_memory();
     v.mem.peak_activation_bytes = dm.arena_bytes;
     v.mem.weight_bytes = dm.weight_bytes;
     v.mem.planned = true;
     v.workspace_bytes = dm.workspace_bytes;
     v.io_bytes = dm.io_bytes;
-    size_t used_after = device_used_bytes();
+    size_t used_after = gpu_plugin()->device_used_bytes();
     v.device_in_use_bytes = used_after > used_before ? used_after - used_before : 0;
     v.device_memory = true;
     v.stats = compute_latency_stats(v.samples);
     return;
   }
-#endif
   for (int i = 0; i < a.warmup; ++i) exe->run(inputs);
   v.samples = sample(a, v.name, [&] {
     auto t = std::chrono::steady_clock::now();

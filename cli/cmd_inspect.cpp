@@ -5,9 +5,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli/common.h"
-#ifdef FUSEC_HAVE_CUDA
-#include "backend/cuda/core/cuda_op.h"
-#endif
+#include "backend/gpu_plugin.h"
 #include "ir/cost.h"
 
 namespace fusec::cli {
@@ -90,14 +88,13 @@ int inspect(const InspectArgs& a) {
     for (const auto& u : unsupported)
       std::printf("  %-30s %-20s %s\n", u.node.c_str(), u.op_type.c_str(), u.reason.c_str());
   }
-#ifdef FUSEC_HAVE_CUDA
-  {
+  if (gpu_backend_built()) {
     // Which nodes have no CUDA kernel family at all (they would run on the CPU reference with
     // copies on a GPU). Whether a family takes a given node (its dtype, attributes) is only known
     // when planning on the GPU: `fusec bench --device cuda` lists those.
     std::vector<std::string> no_kernel;
     for (const auto& n : g->nodes())
-      if (!cuda::CudaOpRegistry::global().find(n->domain, n->op_type)) no_kernel.push_back(n->name + " (" + n->op_type + ")");
+      if (!gpu_has_kernel_family(n->domain, n->op_type)) no_kernel.push_back(n->name + " (" + n->op_type + ")");
     if (no_kernel.empty()) {
       std::printf("cuda       every op has a CUDA kernel family\n");
     } else {
@@ -107,7 +104,6 @@ int inspect(const InspectArgs& a) {
     }
     j["cuda_cpu_nodes"] = no_kernel;
   }
-#endif
   if (!a.json_path.empty()) write_text_file(a.json_path, json_text(j, 2) + "\n");
   return 0;
 }

@@ -19,14 +19,8 @@
 #include "profiler/peaks.h"
 #include "profiler/report.h"
 #include "project/project_file.h"
-#ifdef FUSEC_HAVE_CUDA
-#include <cuda_runtime_api.h>
-
-#include "backend/cuda/core/check.h"
-#include "backend/cuda/cuda_backend.h"
-#include "profiler/cuda/counters.h"
-#include "profiler/cuda/cuda_profiler.h"
-#endif
+#include "backend/gpu_plugin.h"
+#include "profiler/counters.h"
 
 namespace fusec::cli {
 
@@ -59,81 +53,35 @@ void profile_variant(const ProfileArgs& a, const ResolvedDevice& dev, Variant& v
   if (!bad.empty()) bad_input(describe_unsupported(bad));
   v.exe = backend->compile(*v.graph);
   DType storage = DType::Undefined;
-#ifdef FUSEC_HAVE_CUDA
-  if (auto* ce = dynamic_cast<cuda::CudaExecutable*>(v.exe.get())) {
-    profiler::CudaRunSettings s;
+  if (auto* ge = dynamic_cast<GpuExecutable*>(v.exe.get())) {
+    GpuRunSettings s;
     s.warmup = a.warmup;
     s.iterations = a.iterations;
     s.graph = a.device.cuda_graph != "off";
     s.stream = !a.no_stream || !s.graph;
-    v.collected = profiler::profile_cuda(*ce, inputs, s);
-    v.cuda_graph = ce->graph_status();
+    v.collected = gpu_plugin()->profile(*ge, inputs, s);
+    v.cuda_graph = ge->graph_status();
     storage = storage_dtype(dev.precision, DType::Float32);
   }
-#endif
   if (!dev.cuda) v.collected = profiler::profile_cpu(*v.exe, inputs, {a.warmup, a.iterations});
   v.analysis = profiler::analyze(v.collected, peaks, dev.precision, storage);
 }
 
-#ifdef FUSEC_HAVE_CUDA
 /// Counters from one more stream-mode run, matched to the analysis' kernels by launch order.
 profiler::CountersSection collect_counters(Variant& v, int gpu) {
-  profiler::CountersSection cs;
-  cs.metrics = profiler::counter_metric_names();
-  auto* ce = dynamic_cast<cuda::CudaExecutable*>(v.exe.get());
+  GpuPlugin* plugin = gpu_plugin();
   std::vector<profiler::KernelCounters> kc;
   try {
-    kc = profiler::collect_counters(
-        [&] {
-          ce->launch_uncaptured();
-          FUSEC_CUDA_CHECK(cudaStreamSynchronize(ce->stream()));
-        },
-        profiler::CounterOptions{gpu});
+    kc = plugin->collect_counters(dynamic_cast<GpuExecutable&>(*v.exe), gpu);
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Internal) throw;
+    profiler::CountersSection cs;
+    cs.metrics = plugin->counter_metric_names();
     cs.error = e.what();
     return cs;
   }
-  // The kernels of the first stream-mode iteration, in launch order, with their (step, ordinal).
-  const profiler::Collected& c = v.collected;
-  const profiler::Analysis& an = v.analysis;
-  int stream_mode = -1;
-  for (size_t m = 0; m < c.modes.size(); ++m)
-    if (c.modes[m].name == "stream") stream_mode = static_cast<int>(m);
-  std::vector<const profiler::Record*> recs;
-  for (const auto& r : c.records)
-    if (r.mode == stream_mode && r.iteration == 0) recs.push_back(&r);
-  std::stable_sort(recs.begin(), recs.end(), [](auto* x, auto* y) { return x->start_ns < y->start_ns; });
-  std::map<int, int> ordinal;
-  std::vector<int> kernel_of;  // per launched kernel: index into an.kernels, -1 unknown
-  for (const auto* r : recs) {
-    int ord = ordinal[r->step]++;
-    if (r->kind != profiler::RecordKind::Kernel) continue;
-    int idx = -1;
-    for (size_t k = 0; k < an.kernels.size(); ++k)
-      if (an.kernels[k].step == r->step && an.kernels[k].ordinal == ord) idx = static_cast<int>(k);
-    kernel_of.push_back(idx);
-  }
-  const bool aligned = stream_mode >= 0 && kernel_of.size() == kc.size();
-  if (!aligned)
-    cs.error = "the counter run launched " + std::to_string(kc.size()) + " kernels where the profiled run launched " +
-               std::to_string(kernel_of.size()) + "; counters are listed without attribution";
-  for (size_t i = 0; i < kc.size(); ++i) {
-    profiler::CounterRow r;
-    r.kernel = aligned ? kernel_of[i] : -1;
-    r.name = kc[i].kernel;
-    r.dram_read_bytes = kc[i].dram_read_bytes;
-    r.dram_write_bytes = kc[i].dram_write_bytes;
-    r.duration_ns = kc[i].duration_ns;
-    r.sm_throughput_pct = kc[i].sm_throughput_pct;
-    r.dram_throughput_pct = kc[i].dram_throughput_pct;
-    r.tensor_pipe_pct = kc[i].tensor_pipe_pct;
-    cs.rows.push_back(std::move(r));
-  }
-  if (aligned) cs.error.clear();
-  return cs;
+  return profiler::attribute_counters(v.collected, v.analysis, plugin->counter_metric_names(), kc);
 }
-#endif
 
 int profile(const ProfileArgs& a) {
   if (a.iterations <= 0) bad_input("--iterations must be positive");
@@ -188,21 +136,18 @@ int profile(const ProfileArgs& a) {
   meta.build["compiler"] = __VERSION__;
   if (!given->inputs.empty() && given->inputs[0]->type.shape && !given->inputs[0]->type.shape->empty())
     meta.batch = (*given->inputs[0]->type.shape)[0].value;
-#ifdef FUSEC_HAVE_CUDA
-  std::shared_ptr<cuda::Context> ctx;
   if (dev.cuda) {
-    ctx = std::make_shared<cuda::Context>(a.device.gpu);
-    peaks = profiler::cached_or_measured(profiler::cuda_device_key(a.device.gpu), a.remeasure_peaks,
-                                         [&] { return profiler::measure_cuda_peaks(*ctx); }, &warning);
-    cudaDeviceProp p{};
-    FUSEC_CUDA_CHECK(cudaGetDeviceProperties(&p, a.device.gpu));
-    meta.device_index = a.device.gpu;
-    meta.sm = p.major * 10 + p.minor;
-    meta.multiprocessors = p.multiProcessorCount;
-    meta.device_memory_bytes = p.totalGlobalMem;
-    for (const auto& [k, val] : profiler::cuda_versions()) meta.build[k] = val;
+    GpuPlugin* plugin = gpu_plugin();
+    const int gpu = a.device.gpu;
+    peaks = profiler::cached_or_measured(plugin->peaks_key(gpu), a.remeasure_peaks,
+                                         [&] { return plugin->measure_peaks(gpu); }, &warning);
+    const GpuDevice d = plugin->devices().at(static_cast<size_t>(gpu));
+    meta.device_index = gpu;
+    meta.sm = d.sm_major * 10 + d.sm_minor;
+    meta.multiprocessors = d.multiprocessors;
+    meta.device_memory_bytes = d.memory_bytes;
+    for (const auto& [k, val] : plugin->versions()) meta.build[k] = val;
   }
-#endif
   if (!dev.cuda) {
     meta.threads = cpu::num_threads();
     peaks = profiler::cached_or_measured(profiler::cpu_device_key(), a.remeasure_peaks, profiler::measure_cpu_peaks, &warning);
@@ -215,9 +160,7 @@ int profile(const ProfileArgs& a) {
   meta.cuda_graph = main.cuda_graph;
 
   std::optional<profiler::CountersSection> counters;
-#ifdef FUSEC_HAVE_CUDA
   if (a.counters) counters = collect_counters(main, a.device.gpu);
-#endif
   std::optional<profiler::UnfusedComparison> unfused;
   if (a.compare_unfused) unfused = profiler::compare_unfused(variants.front().analysis, main.analysis);
 

@@ -5,11 +5,7 @@
 #include "cli/common.h"
 #include "ir/error.h"
 #include "ir/memory_limit.h"
-#ifdef FUSEC_HAVE_CUDA
-#include "backend/cuda/core/context.h"
-#include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/core/device_info.h"
-#endif
+#include "backend/gpu_plugin.h"
 
 namespace fusec::cli {
 
@@ -32,17 +28,21 @@ ResolvedDevice resolve_device(const DeviceOptions& o) {
   ResolvedDevice d;
   d.precision = parse_precision(o.precision);
   bool want_cuda = o.device == "cuda";
-#ifdef FUSEC_HAVE_CUDA
+  // The CUDA backend is loaded only here, when a command may run on the GPU: --device cpu never
+  // loads it.
   std::string why;
-  bool have = cuda::gpu_available(&why);
+  GpuPlugin* plugin = o.device == "cpu" ? nullptr : gpu_plugin(&why);
+  bool have = plugin && plugin->gpu_available(&why);
   if (o.device == "auto") {
     want_cuda = have;
     d.why = have ? "auto: a GPU was found" : "auto: no usable GPU (" + why + ")";
+  } else if (want_cuda && !plugin) {
+    bad_input("--device cuda: " + why);
   } else if (want_cuda && !have) {
     bad_input("--device cuda: no usable GPU (" + why + ")");
   }
   if (want_cuda) {
-    auto devices = cuda::list_devices();
+    auto devices = plugin->devices();
     if (o.gpu >= static_cast<int>(devices.size()))
       bad_input("--gpu " + std::to_string(o.gpu) + ": this machine has " + std::to_string(devices.size()) + " GPU(s), numbered from 0");
     const auto& info = devices[o.gpu];
@@ -51,10 +51,6 @@ ResolvedDevice resolve_device(const DeviceOptions& o) {
                     std::to_string(info.sm_minor) + ")";
     return d;
   }
-#else
-  if (want_cuda) bad_input("--device cuda: this fusec was built without the CUDA backend (rebuild with the CUDA toolkit)");
-  if (o.device == "auto") d.why = "auto: built without CUDA";
-#endif
   if (d.precision != Precision::FP32)
     bad_input(std::string("--precision ") + precision_name(d.precision) + " needs --device cuda; the CPU backend runs fp32");
   d.description = "cpu (" + std::to_string(cpu::num_threads()) + " threads)";
@@ -62,8 +58,7 @@ ResolvedDevice resolve_device(const DeviceOptions& o) {
 }
 
 std::string placement_summary(const Executable& exe) {
-#ifdef FUSEC_HAVE_CUDA
-  if (const auto* ce = dynamic_cast<const cuda::CudaExecutable*>(&exe)) {
+  if (const auto* ce = dynamic_cast<const GpuExecutable*>(&exe)) {
     int gpu = 0, folded = 0;
     std::string cpu;
     int cpu_count = 0;
@@ -80,23 +75,22 @@ std::string placement_summary(const Executable& exe) {
     if (cpu_count) s += ", " + std::to_string(cpu_count) + " on the CPU: " + cpu + (cpu_count > 8 ? ", ..." : "");
     return s;
   }
-#endif
-  (void)exe;
   return "";
 }
 
 std::unique_ptr<Backend> make_backend(const DeviceOptions& o, const ResolvedDevice& d) {
-#ifdef FUSEC_HAVE_CUDA
   if (d.cuda) {
-    cuda::CudaOptions co;
+    GpuOptions co;
     co.device = o.gpu;
     co.precision = d.precision;
     co.cuda_graph = o.cuda_graph == "on";
     co.strict = o.strict;
     if (!o.max_device_memory.empty()) co.max_device_memory = parse_byte_size(o.max_device_memory, "--max-device-memory");
-    return std::make_unique<cuda::CudaBackend>(co);
+    std::string why;
+    GpuPlugin* plugin = gpu_plugin(&why);
+    if (!plugin) bad_input("--device cuda: " + why);
+    return plugin->make_backend(co);
   }
-#endif
   return std::make_unique<cpu::CpuBackend>();
 }
 

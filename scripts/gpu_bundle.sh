@@ -19,6 +19,8 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib"
 for bin in $bins; do cp "$src/$bin" "$stage/bin/"; done
+# fusec loads the CUDA backend from beside itself (backend/gpu_plugin.h)
+[ -f "$src/libfusec_cuda.so" ] && cp "$src/libfusec_cuda.so" "$stage/bin/"
 strip --strip-debug "$stage"/bin/*
 for bin in "$stage"/bin/*; do
   ldd "$bin" | awk '/=>/ {print $3}' | grep -E 'libonnx|libprotobuf|libtomlplusplus' | while read -r lib; do cp -Ln "$lib" "$stage/lib/"; done

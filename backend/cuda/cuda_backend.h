@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/gpu_plugin.h"
 #include "backend/cuda/core/context.h"
 #include "backend/precision.h"
 
@@ -27,46 +28,13 @@ struct CudaOptions {
   std::shared_ptr<Context> context;
 };
 
-/// Where one node runs and why.
-struct NodePlacement {
-  std::string node, op_type;
-  bool on_gpu = true;
-  bool folded = false;  // computed once at plan time (every input constant, or only dims read)
-  std::string kernel;  // what runs it ("cuBLASLt GEMM", "NVRTC elementwise", "view", ...)
-  std::string reason;  // for CPU nodes: why no CUDA kernel took it
-};
-
-struct DeviceMemoryStats {
-  size_t arena_bytes = 0;      // activations (memory planner)
-  size_t weight_bytes = 0;     // initializers in run precision
-  size_t workspace_bytes = 0;  // shared library/kernel scratch
-  size_t io_bytes = 0;         // graph input and output buffers
-};
-
-class CudaExecutable : public Executable {
+/// A GpuExecutable with its CUDA stream and context, for code inside the CUDA backend (the
+/// profiler's CUPTI side, tests).
+class CudaExecutable : public GpuExecutable {
  public:
   ~CudaExecutable() override = default;
-  /// Host inputs in, host outputs out (ONNX dtypes; precision casts happen on the device).
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override = 0;
-
-  // Device-resident path for bench/profile: upload once, launch many times, fetch once.
-  virtual void upload_inputs(const std::vector<Tensor>& inputs) = 0;
-  /// Enqueues one whole run on stream() (a CUDA-graph replay once captured). Does not wait.
-  virtual void launch() = 0;
-  /// Enqueues one whole run as separate launches, neither replaying nor capturing a CUDA graph
-  /// (the profiler's stream mode). Does not wait.
-  virtual void launch_uncaptured() = 0;
-  virtual std::vector<Tensor> download_outputs() = 0;
   virtual Stream stream() const = 0;
   virtual Context& context() = 0;
-
-  /// Per node, in execution order (valid after the first upload/run for models whose shapes are
-  /// only known from the inputs).
-  virtual const std::vector<NodePlacement>& placement() const = 0;
-  /// "on", "off (--cuda-graph off)" or "off: <why capture failed>".
-  virtual std::string graph_status() const = 0;
-  virtual DeviceMemoryStats device_memory() const = 0;
-  virtual Precision precision() const = 0;
 };
 
 class CudaBackend : public Backend {

@@ -10,18 +10,10 @@
 #include <vector>
 
 #include "ir/error.h"
+#include "profiler/counters.h"
 
 namespace fusec::profiler {
 
-struct KernelCounters {
-  std::string kernel;              // function name from the launch, demangled; empty if unknown
-  double dram_read_bytes = 0;      // dram__bytes_read.sum
-  double dram_write_bytes = 0;     // dram__bytes_write.sum
-  double duration_ns = 0;          // gpu__time_duration.sum, measured in a replay pass
-  double sm_throughput_pct = 0;    // sm__throughput.avg.pct_of_peak_sustained_elapsed
-  double dram_throughput_pct = 0;  // gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed
-  double tensor_pipe_pct = 0;      // sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active
-};
 
 struct CounterOptions {
   int device = 0;

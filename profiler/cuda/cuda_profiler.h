@@ -14,15 +14,13 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/gpu_plugin.h"
 #include "profiler/collect.h"
 #include "profiler/profile.h"
 
 namespace fusec::profiler {
 
-struct CudaRunSettings : RunSettings {
-  bool graph = true;   // profile CUDA-graph replay (when the executable can capture) as the primary mode
-  bool stream = true;  // profile separate launches too
-};
+using CudaRunSettings = GpuRunSettings;
 
 /// `exe` must not have been launched yet (its graph is captured under the profiler). Uploads
 /// `inputs`, warms up, and runs each mode's iterations with CUDA events around each.
