@@ -26,6 +26,7 @@
 #include <numeric>
 
 #include "passes/pattern.h"
+#include "passes/rewrite.h"
 
 namespace fusec {
 
@@ -42,15 +43,13 @@ std::optional<std::vector<int64_t>> static_dims(const Value* v) {
 
 /// Replaces `old` (one output) by a node `op` on `inputs` that writes the same value under the same
 /// name, standing for the nodes in `from` (old among them). Returns the new node.
-Node* replace_node(Graph& g, Node* old, const std::string& op, std::vector<Value*> inputs,
+Node* replace_node(Rewriter& r, Node* old, const std::string& op, std::vector<Value*> inputs,
                    const std::vector<Node*>& from) {
   const std::string name = old->name;
   std::vector<std::string> origins = fused_origins(from);
   Value* out = old->outputs[0];
-  g.remove_node(old);
-  Node* n = g.add_node(op, std::move(inputs), {out}, name);
-  n->fused_from = std::move(origins);
-  return n;
+  r.remove({old});
+  return r.add(op, std::move(inputs), {out}, name, "", std::move(origins));
 }
 
 /// The runs of `from`'s axes whose products are `to`'s dims, in order (a dim of 1 in `to` may be an
@@ -74,7 +73,7 @@ std::optional<std::vector<std::vector<int>>> merged_runs(const std::vector<int64
 }
 
 /// Rule 1: Reshape -> Transpose -> Reshape that only moves whole groups of x's dims.
-bool transpose_of_groups(Graph& g, Node* outer, PassContext& ctx) {
+bool transpose_of_groups(Rewriter& r, Node* outer) {
   if (!is_op(outer, "Reshape") || !outer->outputs[0]) return false;
   Node* t = producer_of(outer->input(0), "Transpose");
   if (!t || !t->domain.empty()) return false;
@@ -104,16 +103,16 @@ bool transpose_of_groups(Graph& g, Node* outer, PassContext& ctx) {
   if (shape != *s2) return false;
   const std::string what = describe(inner) + " + " + describe(t) + " + " + describe(outer);
   std::vector<std::string> replaced = {inner->name, t->name, outer->name};
-  Node* tr = replace_node(g, outer, "Transpose", {x}, {inner, t, outer});
+  Node* tr = replace_node(r, outer, "Transpose", {x}, {inner, t, outer});
   tr->set_attr("perm", perm);
-  if (use_count(t->outputs[0]) == 0) erase_nodes(g, {t});  // unless another node reads the views
-  if (use_count(inner->outputs[0]) == 0) erase_nodes(g, {inner});
-  ctx.rewrite(kPass, what + " -> " + describe(tr) + " (a transpose of whole groups of dims)", replaced, tr->name);
+  if (use_count(t->outputs[0]) == 0) erase_nodes(r.graph(), {t});  // unless another node reads the views
+  if (use_count(inner->outputs[0]) == 0) erase_nodes(r.graph(), {inner});
+  r.rewrote(what + " -> " + describe(tr) + " (a transpose of whole groups of dims)", replaced, tr->name);
   return true;
 }
 
 /// Rule 2: Div(1, y) -> Reciprocal(y).
-bool reciprocal(Graph& g, Node* n, PassContext& ctx) {
+bool reciprocal(Rewriter& r, Node* n) {
   if (!is_op(n, "Div") || !n->input(0) || !n->input(1)) return false;
   Value *one = n->input(0), *y = n->input(1), *out = n->outputs[0];
   if (!out) return false;
@@ -121,13 +120,13 @@ bool reciprocal(Graph& g, Node* n, PassContext& ctx) {
   auto ys = static_dims(y), os = static_dims(out);
   if (!ys || !os || *ys != *os) return false;  // the 1 must not broadcast y to a bigger shape
   const std::string what = describe(n);
-  Node* r = replace_node(g, n, "Reciprocal", {y}, {n});
-  ctx.rewrite(kPass, what + " (1 / y) -> " + describe(r), {r->name}, r->name);
+  Node* rec = replace_node(r, n, "Reciprocal", {y}, {n});
+  r.rewrote(what + " (1 / y) -> " + describe(rec), {rec->name}, rec->name);
   return true;
 }
 
 /// Rule 3: Gather of every element of a 1-D tensor, in order -> Reshape.
-bool gather_of_everything(Graph& g, Node* n, PassContext& ctx) {
+bool gather_of_everything(Rewriter& r, Node* n) {
   if (!is_op(n, "Gather") || n->attr_int("axis", 0) != 0) return false;
   Value *d = n->input(0), *idx = n->input(1);
   auto ds = static_dims(d);
@@ -135,24 +134,24 @@ bool gather_of_everything(Graph& g, Node* n, PassContext& ctx) {
   if (!ds || ds->size() != 1 || !t || t->numel() != (*ds)[0] || t->numel() == 0) return false;
   for (int64_t i = 0; i < t->numel(); ++i)
     if (t->as_int64(i) != i) return false;
-  Value* shape = g.add_initializer(n->name + "_shape", Tensor::from_int64(t->dims(), {static_cast<int64_t>(t->dims().size())}));
+  Value* shape = r.graph().add_initializer(n->name + "_shape",
+                                          Tensor::from_int64(t->dims(), {static_cast<int64_t>(t->dims().size())}));
   const std::string what = describe(n);
-  Node* r = replace_node(g, n, "Reshape", {d, shape}, {n});
-  ctx.rewrite(kPass, what + " (every element, in order) -> " + describe(r), {r->name}, r->name);
+  Node* reshape = replace_node(r, n, "Reshape", {d, shape}, {n});
+  r.rewrote(what + " (every element, in order) -> " + describe(reshape), {reshape->name}, reshape->name);
   return true;
 }
 
 }  // namespace
 
 bool CanonicalizePass::run(Graph& g, PassContext& ctx) {
-  bool changed = false;
+  Rewriter r(g, ctx, kPass);
   for (Node* n : g.node_list()) {
     if (!n->domain.empty()) continue;
-    changed |= transpose_of_groups(g, n, ctx) || reciprocal(g, n, ctx) ||
-               gather_of_everything(g, n, ctx);
+    (void)(transpose_of_groups(r, n) || reciprocal(r, n) || gather_of_everything(r, n));  // the first rule that applies
   }
-  if (changed) g.remove_unused_values();
-  return changed;
+  if (r.changed()) g.remove_unused_values();
+  return r.changed();
 }
 
 }  // namespace fusec

@@ -42,6 +42,7 @@
 #include "ir/error.h"
 #include "ir/half.h"
 #include "passes/pattern.h"
+#include "passes/rewrite.h"
 
 namespace fusec {
 
@@ -118,22 +119,6 @@ std::string single_use_problem(const Value* v, const std::string& op) {
   if (v->consumers.size() != 1)
     return "the " + op + " output '" + v->name + "' has " + std::to_string(v->consumers.size()) + " consumers";
   return "";
-}
-
-/// `keep` takes in `gone`, which read keep's output 0 (and nobody else did): keep now writes
-/// gone's output value, so downstream names and graph outputs survive.
-void absorb(Graph& g, Node* keep, Node* gone) {
-  std::vector<std::string> from = fused_origins({keep, gone});
-  Value* mid = keep->outputs[0];
-  Value* out = gone->outputs[0];
-  g.remove_node(gone);
-  mid->producer = nullptr;
-  mid->producer_output = -1;
-  keep->outputs[0] = out;
-  out->producer = keep;
-  out->producer_output = 0;
-  keep->fused_from = std::move(from);
-  g.remove_unused_values();
 }
 
 /// The values of constant `c` per index of axis `axis` of a rank-`rank` output whose axis has `n`
@@ -284,7 +269,7 @@ std::optional<Addend2D> gemm_addend(const Value* y, const Tensor& c, std::string
 
 class Folder {
  public:
-  Folder(Graph& g, PassContext& ctx) : g_(g), ctx_(ctx) {}
+  explicit Folder(Rewriter& r) : r_(r), g_(r.graph()) {}
 
   /// Conv/Gemm/MatMul -> BatchNormalization.
   bool batchnorm(Node* bn) {
@@ -313,8 +298,8 @@ class Folder {
       fold_into_gemm(g_, p, n, &a->scale, shift, x->type.dtype);
       done += "Gemm '" + p->name + "' (BatchNormalization folded into its weight and C)";
     }
-    ctx_.rewrite(kPass, done, replaced, p->name);
-    absorb(g_, p, bn);
+    r_.rewrote(done, replaced, p->name);
+    absorb(p, bn);
     return true;
   }
 
@@ -335,9 +320,13 @@ class Folder {
   }
 
  private:
-  bool miss(const std::string& why) {
-    ctx_.near_miss(kPass, what_, why);
-    return false;
+  bool miss(const std::string& why) { return r_.near_miss(what_, why); }
+
+  /// `keep` takes in `gone`, which read keep's output 0 (and nobody else did): keep now writes
+  /// gone's output value, so downstream names and graph outputs survive.
+  void absorb(Node* keep, Node* gone) {
+    r_.absorb(keep, {gone});
+    g_.remove_unused_values();
   }
 
   bool common_guards(const Node* p, const Value* x) {
@@ -393,12 +382,11 @@ class Folder {
     a.scale.assign(v->size(), 1.0);
     a.shift.assign(v->size(), 0.0);
     (is_mul ? a.scale : a.shift) = *v;
-    ctx_.rewrite(kPass,
-                 describe(conv) + " + " + describe(op) + " -> " + describe(conv) + " (per-channel " +
-                     (is_mul ? "scale folded into its weight and bias)" : "shift folded into its bias)"),
-                 {conv->name, op->name}, conv->name);
+    r_.rewrote(describe(conv) + " + " + describe(op) + " -> " + describe(conv) + " (per-channel " +
+                   (is_mul ? "scale folded into its weight and bias)" : "shift folded into its bias)"),
+               {conv->name, op->name}, conv->name);
     fold_into_conv(g_, conv, a, x->type.dtype);
-    absorb(g_, conv, op);
+    absorb(conv, op);
     return true;
   }
 
@@ -418,30 +406,30 @@ class Folder {
     std::string why;
     auto shift = gemm_addend(x, c, &why);
     if (!shift) return miss(why);
-    ctx_.rewrite(kPass, describe(p) + " + " + describe(op) + " -> Gemm '" + p->name + "' (bias folded into C)",
-                 {p->name, op->name}, p->name);
+    r_.rewrote(describe(p) + " + " + describe(op) + " -> Gemm '" + p->name + "' (bias folded into C)",
+               {p->name, op->name}, p->name);
     fold_into_gemm(g_, p, (*x->type.shape)[1].value, nullptr, *shift, x->type.dtype);
-    absorb(g_, p, op);
+    absorb(p, op);
     return true;
   }
 
+  Rewriter& r_;
   Graph& g_;
-  PassContext& ctx_;
   std::string what_;
 };
 
 }  // namespace
 
 bool FoldBatchNormPass::run(Graph& g, PassContext& ctx) {
-  bool changed = false;
-  Folder f(g, ctx);
+  Rewriter r(g, ctx, kPass);
+  Folder f(r);
   // Each rewrite removes only the node being visited (the BN/Mul/Add) and edits its producer in
   // place, so the snapshot stays valid; a chain Conv -> BN -> Mul -> Add folds in one sweep.
   for (Node* n : g.node_list()) {
-    if (is_op(n, "BatchNormalization")) changed |= f.batchnorm(n);
-    else if (is_op(n, "Mul") || is_op(n, "Add")) changed |= f.mul_or_add(n);
+    if (is_op(n, "BatchNormalization")) f.batchnorm(n);
+    else if (is_op(n, "Mul") || is_op(n, "Add")) f.mul_or_add(n);
   }
-  return changed;
+  return r.changed();
 }
 
 }  // namespace fusec

@@ -51,11 +51,11 @@
 #include "passes/fuse_attention.h"
 
 #include <cmath>
-#include <unordered_set>
 
 #include "passes/attention_mask.h"
 #include "passes/attention_pattern.h"
 #include "passes/pattern.h"
+#include "passes/rewrite.h"
 
 namespace fusec {
 
@@ -288,7 +288,8 @@ Value* to_bhsd(Graph& g, Value* bshd) {
   return out;
 }
 
-Node* rewrite(Graph& g, Match& m, std::unordered_set<const Node*>& gone) {
+Node* rewrite(Rewriter& r, Match& m) {
+  Graph& g = r.graph();
   // Inputs first (they may add a Transpose), while every matched node still exists.
   std::vector<Value*> ins;
   if (m.three_d) {
@@ -316,13 +317,9 @@ Node* rewrite(Graph& g, Match& m, std::unordered_set<const Node*>& gone) {
   if (m.guard.where) replaced.insert(replaced.end(), {m.guard.isnan, m.guard.where});
   replaced.push_back(m.pv);
   if (m.three_d) replaced.insert(replaced.end(), {m.merge->input(0)->producer, m.merge});
-  std::vector<std::string> from = fused_origins(replaced);
   const std::string name = m.qk->name;
-  for (Node* n : replaced) {
-    gone.insert(n);
-    g.remove_node(n);
-  }
-  Node* fused = g.add_node("Attention", ins, {y}, name, m.domain);
+  Replaced gone = r.remove(replaced);
+  Node* fused = r.add("Attention", ins, {y}, name, m.domain, gone.origins);
   if (flat) {
     Value* dims = g.add_initializer(flat->name + "_shape", Tensor::from_int64(flat_dims, {2}));
     g.add_node("Reshape", {y, dims}, {flat}, g.unique_node_name(name + "_flatten"));
@@ -333,13 +330,11 @@ Node* rewrite(Graph& g, Match& m, std::unordered_set<const Node*>& gone) {
   for (bool again = true; again;) {
     again = false;
     for (Node* n : candidates) {
-      if (gone.count(n)) continue;
+      if (r.removed(n)) continue;
       bool used = false;
       for (const Value* o : n->outputs) used |= o && use_count(o) > 0;
       if (used) continue;
-      for (const auto& f : fused_origins({n})) from.push_back(f);
-      gone.insert(n);
-      g.remove_node(n);
+      for (const auto& f : r.remove({n}).origins) fused->fused_from.push_back(f);
       again = true;
     }
   }
@@ -350,8 +345,6 @@ Node* rewrite(Graph& g, Match& m, std::unordered_set<const Node*>& gone) {
     fused->set_attr("q_num_heads", m.q.heads);
     fused->set_attr("kv_num_heads", m.k.heads);
   }
-  fused->fused_from = std::move(from);
-  if (m.domain == "ai.fusec") use_fusec_domain(g);
   g.remove_unused_values();
   return fused;
 }
@@ -359,30 +352,28 @@ Node* rewrite(Graph& g, Match& m, std::unordered_set<const Node*>& gone) {
 }  // namespace
 
 bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
-  bool changed = false;
-  std::unordered_set<const Node*> gone;
+  Rewriter r(g, ctx, kPass);
   for (Node* sm : g.node_list()) {
-    if (gone.count(sm) || !is_op(sm, "Softmax")) continue;
+    if (r.removed(sm) || !is_op(sm, "Softmax")) continue;
     Match m;
     const std::string why = match(g, ctx.opts, sm, m);
     if (!m.qk && why.empty()) continue;  // no Q·Kᵀ behind this Softmax: not attention
     if (!why.empty()) {
-      ctx.near_miss(kPass, (m.qk ? what_of(m) : describe(sm)) + " not fused into Attention", why);
+      r.near_miss((m.qk ? what_of(m) : describe(sm)) + " not fused into Attention", why);
       continue;
     }
     const std::string what = what_of(m);
-    Node* fused = rewrite(g, m, gone);
+    Node* fused = rewrite(r, m);
     std::string form = m.three_d ? "3-D, heads " + std::to_string(m.q.heads) + "/" + std::to_string(m.k.heads) : "4-D";
     if (fused->attr_int("is_causal", 0)) form += ", causal";
     if (fused->inputs.size() > 3) form += ", mask";
-    ctx.rewrite(kPass, what + " -> " + (m.domain.empty() ? "" : m.domain + ".") + describe(fused) + " (" + form + ")",
-                fused->fused_from, fused->name);
-    changed = true;
+    r.rewrote(what + " -> " + (m.domain.empty() ? "" : m.domain + ".") + describe(fused) + " (" + form + ")",
+              fused->fused_from, fused->name);
   }
   // Constant masks of any Attention (just written or already in the model) that mask nothing or
   // repeat one row for every query: dropped or stored once (attention_mask.h).
-  changed |= simplify_attention_masks(g, ctx, kPass);
-  return changed;
+  const bool masks_changed = simplify_attention_masks(g, ctx, kPass);
+  return r.changed() || masks_changed;
 }
 
 }  // namespace fusec

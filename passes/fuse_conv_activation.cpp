@@ -31,9 +31,9 @@
 #include <cfloat>
 #include <optional>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "passes/pattern.h"
+#include "passes/rewrite.h"
 
 namespace fusec {
 
@@ -79,12 +79,10 @@ std::string residual_problem(const Value* y, const Value* r) {
 
 class ConvFuser {
  public:
-  ConvFuser(Graph& g, PassContext& ctx) : g_(g), ctx_(ctx) {
-    auto nodes = g.node_list();
+  explicit ConvFuser(Rewriter& r) : r_(r), g_(r.graph()) {
+    auto nodes = g_.node_list();
     for (size_t i = 0; i < nodes.size(); ++i) pos_[nodes[i]] = i;
   }
-
-  bool removed(const Node* n) const { return gone_.count(n) > 0; }
 
   bool fuse(Node* conv) {
     Value* y = conv->outputs[0];
@@ -118,7 +116,7 @@ class ConvFuser {
       end = act->out;
       chain += " + " + act->text;
     } else if (!act_why.empty()) {
-      ctx_.near_miss(kPass, chain + " -> " + act_what + " not fused", act_why);
+      r_.near_miss(chain + " -> " + act_what + " not fused", act_why);
     }
     if (nodes.empty()) return false;
 
@@ -127,30 +125,17 @@ class ConvFuser {
     std::string what = chain + " not fused";
     if (!fusable_dtype(dt))
       return miss(what, std::string("FusedConv takes float32/float16/bfloat16, not ") + dtype_name(dt));
-    if (ctx_.opts.portable) return miss(what, "--portable writes standard ops only (FusedConv is ai.fusec)");
+    if (r_.opts().portable) return miss(what, "--portable writes standard ops only (FusedConv is ai.fusec)");
 
     // 4. Rewrite: the conv node becomes the FusedConv and writes the chain's last value.
     std::string desc = act ? "activation " + act->name : std::string("no activation");
     if (z) desc += ", residual '" + z->name + "'";
+    Replaced gone = r_.absorb(conv, nodes);
     std::vector<std::string> replaced = {conv->name};
-    std::vector<std::string> from = fused_origins({conv});
-    for (Node* n : nodes) {
-      replaced.push_back(n->name);
-      for (auto& s : fused_origins({n})) from.push_back(s);
-    }
-    ctx_.rewrite(kPass, chain + " -> FusedConv '" + conv->name + "' (" + desc + ")", replaced, conv->name);
-    for (Node* n : nodes) {
-      gone_.insert(n);
-      g_.remove_node(n);
-    }
-    y->producer = nullptr;
-    y->producer_output = -1;
-    conv->outputs[0] = end;
-    end->producer = conv;
-    end->producer_output = 0;
+    replaced.insert(replaced.end(), gone.names.begin(), gone.names.end());
+    r_.rewrote(chain + " -> FusedConv '" + conv->name + "' (" + desc + ")", replaced, conv->name);
     conv->op_type = "FusedConv";
     conv->domain = "ai.fusec";
-    conv->fused_from = std::move(from);
     if (z) g_.set_input(conv, 3, z);
     if (act) {
       conv->set_attr("activation", act->name);
@@ -162,16 +147,13 @@ class ConvFuser {
   }
 
  private:
-  bool miss(const std::string& what, const std::string& why) {
-    ctx_.near_miss(kPass, what, why);
-    return false;
-  }
+  bool miss(const std::string& what, const std::string& why) { return r_.near_miss(what, why); }
 
   /// When `r` (the other Add operand) is the output of a conv later in topological order that
   /// would itself fuse with this Add, that conv takes the Add: its Z, our output, is ready first.
   bool later_conv_takes(const Node* conv, const Value* r) const {
     const Node* other = r->producer;
-    if (!other || !is_op(other, "Conv") || removed(other)) return false;
+    if (!other || !is_op(other, "Conv") || r_.removed(other)) return false;
     auto a = pos_.find(conv), b = pos_.find(other);
     if (a == pos_.end() || b == pos_.end() || b->second < a->second) return false;
     return has_single_use(r) && fusable_dtype(r->type.dtype);
@@ -280,24 +262,23 @@ class ConvFuser {
     return Activation{"SiLU", {}, {sig, mul}, mul->outputs[0], *what};
   }
 
+  Rewriter& r_;
   Graph& g_;
-  PassContext& ctx_;
   std::unordered_map<const Node*, size_t> pos_;
-  std::unordered_set<const Node*> gone_;
 };
 
 }  // namespace
 
 bool FuseConvActivationPass::run(Graph& g, PassContext& ctx) {
-  bool changed = false;
-  ConvFuser f(g, ctx);
+  Rewriter r(g, ctx, kPass);
+  ConvFuser f(r);
   // A rewrite removes only nodes after the conv (Add, activation), never allocates one, and turns
   // the conv itself into FusedConv in place; removed nodes are skipped by identity.
   for (Node* n : g.node_list()) {
-    if (f.removed(n) || !is_op(n, "Conv")) continue;
-    changed |= f.fuse(n);
+    if (r.removed(n) || !is_op(n, "Conv")) continue;
+    f.fuse(n);
   }
-  return changed;
+  return r.changed();
 }
 
 }  // namespace fusec

@@ -38,6 +38,7 @@
 #include "ir/op_schema.h"
 #include "ir/ops/elementwise_program.h"
 #include "passes/pattern.h"
+#include "passes/rewrite.h"
 
 namespace fusec {
 
@@ -181,7 +182,8 @@ std::string outside_reader(const Value* v, const std::unordered_set<Node*>& memb
   return "";
 }
 
-std::vector<Region> find_regions(Graph& g, PassContext& ctx, const char* pass) {
+std::vector<Region> find_regions(Rewriter& r) {
+  const Graph& g = r.graph();
   std::vector<Region> regions;
   std::unordered_set<Node*> assigned;
   std::unordered_map<Node*, Fit> fits;
@@ -213,34 +215,34 @@ std::vector<Region> find_regions(Graph& g, PassContext& ctx, const char* pass) {
         if (members.size() >= kMaxRegionNodes) break;
       }
     }
-    Region r{root, topological(root, members)};
-    for (Node* m : r.nodes) assigned.insert(m);
+    Region region{root, topological(root, members)};
+    for (Node* m : region.nodes) assigned.insert(m);
     // Near-misses: a producer that would have joined but for a reader outside the region.
-    if (!ctx.opts.portable) {
-      for (Node* m : r.nodes)
+    if (!r.opts().portable) {
+      for (Node* m : region.nodes)
         for (Value* v : m->inputs) {
           Node* p = v ? v->producer : nullptr;
           if (!p || members.count(p) || assigned.count(p) || fit_of(p) != Fit::Yes) continue;
           if (!(p->outputs[0]->type.shape == out->type.shape) || p->outputs[0]->type.dtype != out->type.dtype) continue;
           std::string why = outside_reader(v, members);
           if (why.empty() || !reported.insert(p).second) continue;
-          ctx.near_miss(pass, describe(p) + " not fused into the elementwise region ending at " + describe(root),
-                        why + " (a fused region has one output)");
+          r.near_miss(describe(p) + " not fused into the elementwise region ending at " + describe(root),
+                      why + " (a fused region has one output)");
         }
     }
     // The same near-miss once the region it missed is a FusedElementwise (later sweeps), so the
     // fixed-point sweep that --explain reports still says why this op stands alone.
-    if (!ctx.opts.portable)
+    if (!r.opts().portable)
       for (Node* c : out->consumers)
         if (c->op_type == "FusedElementwise" && c->domain == "ai.fusec" && c->outputs[0] &&
             c->outputs[0]->type.shape == out->type.shape && c->outputs[0]->type.dtype == out->type.dtype) {
           std::string why = outside_reader(out, {c});
           if (!why.empty() && reported.insert(root).second)
-            ctx.near_miss(pass, describe(root) + " not fused into FusedElementwise '" + c->name + "'",
-                          why + " (a fused region has one output)");
+            r.near_miss(describe(root) + " not fused into FusedElementwise '" + c->name + "'",
+                        why + " (a fused region has one output)");
           break;
         }
-    regions.push_back(std::move(r));
+    regions.push_back(std::move(region));
   }
   // Near-misses: ops of the set on a type FusedElementwise does not compute, next to another one.
   for (Node* n : nodes) {
@@ -251,7 +253,7 @@ std::vector<Region> find_regions(Graph& g, PassContext& ctx, const char* pass) {
     for (Value* v : n->outputs)
       if (v)
         for (Node* c : v->consumers) neighbour |= in_opcode_set(c);
-    if (neighbour) ctx.near_miss(pass, describe(n) + " not fused with its elementwise neighbours", why);
+    if (neighbour) r.near_miss(describe(n) + " not fused with its elementwise neighbours", why);
   }
   return regions;
 }
@@ -376,40 +378,31 @@ std::string region_summary(const Region& r) {
 }  // namespace
 
 bool FuseElementwisePass::run(Graph& g, PassContext& ctx) {
-  std::vector<Region> regions = find_regions(g, ctx, kPass);
-  bool changed = false;
-  for (const Region& r : regions) {
-    if (r.nodes.size() < 2) continue;  // a lone op is already one kernel
-    const std::string what = std::to_string(r.nodes.size()) + " elementwise ops ending at " + describe(r.root);
+  Rewriter r(g, ctx, kPass);
+  std::vector<Region> regions = find_regions(r);
+  for (const Region& region : regions) {
+    if (region.nodes.size() < 2) continue;  // a lone op is already one kernel
+    const std::string what = std::to_string(region.nodes.size()) + " elementwise ops ending at " + describe(region.root);
     if (ctx.opts.portable) {
-      ctx.near_miss(kPass, what + " not fused", "--portable writes standard ops only");
+      r.near_miss(what + " not fused", "--portable writes standard ops only");
       continue;
     }
     std::string why;
-    std::optional<Fused> f = lower(r, &why);
+    std::optional<Fused> f = lower(region, &why);
     if (!f) {
-      ctx.near_miss(kPass, what + " not fused", why);
+      r.near_miss(what + " not fused", why);
       continue;
     }
-    std::vector<std::string> replaced, fused_from;
-    for (const Node* n : r.nodes) {
-      replaced.push_back(n->name);
-      // A member that is itself a fusion passes on the user's original names.
-      if (n->fused_from.empty()) fused_from.push_back(n->name);
-      else fused_from.insert(fused_from.end(), n->fused_from.begin(), n->fused_from.end());
-    }
-    const std::string name = r.root->name, summary = region_summary(r);
-    Value* out = r.root->outputs[0];
-    for (Node* n : r.nodes) g.remove_node(n);
-    Node* fused = g.add_node("FusedElementwise", f->inputs, {out}, name, "ai.fusec");
+    // Members that are themselves fusions pass on the user's original names (Replaced::origins).
+    const std::string name = region.root->name, summary = region_summary(region);
+    Value* out = region.root->outputs[0];
+    Replaced gone = r.remove(region.nodes);
+    Node* fused = r.add("FusedElementwise", f->inputs, {out}, name, "ai.fusec", gone.origins);
     fused->set_attr("program", f->program.to_string());
-    fused->fused_from = std::move(fused_from);
-    use_fusec_domain(g);
-    ctx.rewrite(kPass, summary + " -> FusedElementwise '" + name + "'", std::move(replaced), name);
-    changed = true;
+    r.rewrote(summary + " -> FusedElementwise '" + name + "'", gone.names, name);
   }
-  if (changed) g.remove_unused_values();
-  return changed;
+  if (r.changed()) g.remove_unused_values();
+  return r.changed();
 }
 
 }  // namespace fusec

@@ -10,9 +10,8 @@
 // LayerNormGelu computes. ai.fusec only: under --portable, a near-miss.
 #include "passes/fuse_layernorm_gelu.h"
 
-#include <unordered_set>
-
 #include "passes/pattern.h"
+#include "passes/rewrite.h"
 
 namespace fusec {
 
@@ -25,10 +24,9 @@ bool standard_or_fusec(const Node* n, const char* op) {
 }  // namespace
 
 bool FuseLayerNormGeluPass::run(Graph& g, PassContext& ctx) {
-  bool changed = false;
-  std::unordered_set<const Node*> gone;
+  Rewriter r(g, ctx, name());
   for (Node* gelu : g.node_list()) {
-    if (gone.count(gelu) || !standard_or_fusec(gelu, "Gelu") || !gelu->input(0) || gelu->outputs.empty() ||
+    if (r.removed(gelu) || !standard_or_fusec(gelu, "Gelu") || !gelu->input(0) || gelu->outputs.empty() ||
         !gelu->outputs[0])
       continue;
     Value* n = gelu->input(0);
@@ -46,34 +44,26 @@ bool FuseLayerNormGeluPass::run(Graph& g, PassContext& ctx) {
       why = "the LayerNormalization has stash_type " + std::to_string(ln->attr_int("stash_type", 1)) + ", not 1";
     if (why.empty() && ctx.opts.portable) why = "LayerNormGelu is not standard ONNX; --portable writes standard ops only";
     if (!why.empty()) {
-      ctx.near_miss(name(), what, why);
+      r.near_miss(what, why);
       continue;
     }
 
-    std::vector<Node*> replaced = {ln, gelu};
-    std::string node_name = ln->name, listed = describe(ln) + " + " + describe(gelu);
-    std::vector<std::string> names = {ln->name, gelu->name}, from = fused_origins(replaced);
+    std::string node_name = ln->name;
     std::vector<Value*> ins = {ln->input(0), ln->input(1), ln->input(2)};
     if (!ins.back()) ins.pop_back();
     Value* y = gelu->outputs[0];
     int64_t axis = ln->attr_int("axis", -1);
     float eps = ln->attr_float("epsilon", 1e-5f);
     std::string approximate = gelu->attr_string("approximate", "none");
-    for (Node* r : replaced) {
-      gone.insert(r);
-      g.remove_node(r);
-    }
-    Node* fused = g.add_node("LayerNormGelu", ins, {y}, node_name, "ai.fusec");
+    Replaced gone = r.remove({ln, gelu});
+    Node* fused = r.add("LayerNormGelu", ins, {y}, node_name, "ai.fusec", gone.origins);
     fused->set_attr("axis", axis);
     fused->set_attr("epsilon", eps);
     fused->set_attr("approximate", approximate);
-    fused->fused_from = std::move(from);
-    use_fusec_domain(g);
     g.remove_unused_values();
-    ctx.rewrite(name(), listed + " -> ai.fusec." + describe(fused), names, node_name);
-    changed = true;
+    r.rewrote(gone.listed + " -> ai.fusec." + describe(fused), gone.names, node_name);
   }
-  return changed;
+  return r.changed();
 }
 
 }  // namespace fusec

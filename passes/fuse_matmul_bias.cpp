@@ -27,6 +27,7 @@
 #include "ir/error.h"
 #include "ir/op_schema.h"
 #include "passes/pattern.h"
+#include "passes/rewrite.h"
 
 namespace fusec {
 
@@ -103,7 +104,8 @@ std::string bias_problem(const Value* bias, const Shape& out, DType dtype) {
 size_t rank_of(const Value* v) { return v && v->type.shape ? v->type.shape->size() : 0; }
 
 /// Applies (or declines, with a near-miss) the rewrite starting at MatMul `mm`.
-bool fuse_at(Graph& g, PassContext& ctx, Node* mm) {
+bool fuse_at(Rewriter& r, Node* mm) {
+  Graph& g = r.graph();
   Value* prod = mm->outputs.empty() ? nullptr : mm->outputs[0];
   if (!prod || prod->consumers.empty() || !prod->type.shape || prod->type.shape->empty()) return false;
   Value* a_in = mm->input(0);
@@ -117,32 +119,22 @@ bool fuse_at(Graph& g, PassContext& ctx, Node* mm) {
   std::optional<Activation> act = add ? std::nullopt : activation_of(first, &act_why);
   if (!add && !act && act_why.empty()) return false;
   std::string what = describe(mm) + " -> " + describe(first) + " not fused";
-  if (!act_why.empty()) {
-    ctx.near_miss(kPass, what, act_why);
-    return false;
-  }
-  if (!has_single_use(prod)) {
-    ctx.near_miss(kPass, what,
-                  prod->is_graph_output ? "the MatMul output is a graph output"
-                                        : "the MatMul output has " + std::to_string(use_count(prod)) + " consumers");
-    return false;
-  }
+  if (!act_why.empty()) return r.near_miss(what, act_why);
+  if (!has_single_use(prod))
+    return r.near_miss(what, prod->is_graph_output
+                                 ? "the MatMul output is a graph output"
+                                 : "the MatMul output has " + std::to_string(use_count(prod)) + " consumers");
   const DType dtype = prod->type.dtype;
-  if (!fusable_dtype(dtype)) {
-    ctx.near_miss(kPass, what, std::string("its data type is ") + dtype_name(dtype) +
-                                   " (fused here: float32, float16, bfloat16)");
-    return false;
-  }
+  if (!fusable_dtype(dtype))
+    return r.near_miss(what, std::string("its data type is ") + dtype_name(dtype) +
+                                 " (fused here: float32, float16, bfloat16)");
 
   Value* bias = nullptr;
   Value* out = prod;
   if (add) {
     bias = other_input(add, prod);
     std::string why = bias ? bias_problem(bias, *prod->type.shape, dtype) : "the Add reads the product twice";
-    if (!why.empty()) {
-      ctx.near_miss(kPass, what, why);
-      return false;
-    }
+    if (!why.empty()) return r.near_miss(what, why);
     out = add->outputs[0];
     // An activation after the bias joins when it is the bias sum's only reader.
     if (!out->consumers.empty()) {
@@ -155,7 +147,7 @@ bool fuse_at(Graph& g, PassContext& ctx, Node* mm) {
       }
       if (next && next->node->outputs[0] && next->node->outputs[0]->type.dtype == dtype) act = next;
       if (!why2.empty())
-        ctx.near_miss(kPass, describe(add) + " -> " + describe(out->consumers[0]) + " not fused into " + describe(mm), why2);
+        r.near_miss(describe(add) + " -> " + describe(out->consumers[0]) + " not fused into " + describe(mm), why2);
     }
   }
   if (act && (act->node->outputs.empty() || !act->node->outputs[0])) return false;
@@ -163,11 +155,11 @@ bool fuse_at(Graph& g, PassContext& ctx, Node* mm) {
 
   const bool gemm_shaped = rank_of(a_in) == 2 && rank_of(w_in) == 2 && onnx_opset(g) >= 7;
   bool write_gemm = bias && gemm_shaped && !act;
-  if (!write_gemm && ctx.opts.portable) {
+  if (!write_gemm && r.opts().portable) {
     if (bias && gemm_shaped) {
       // The bias still folds into a standard Gemm; the activation stays a node of its own.
-      ctx.near_miss(kPass, describe(act->node) + " not fused into " + describe(mm),
-                    "--portable writes standard ops only: the activation needs ai.fusec FusedMatMul");
+      r.near_miss(describe(act->node) + " not fused into " + describe(mm),
+                  "--portable writes standard ops only: the activation needs ai.fusec FusedMatMul");
       act.reset();
       result = out;
       write_gemm = true;
@@ -177,23 +169,14 @@ bool fuse_at(Graph& g, PassContext& ctx, Node* mm) {
       else
         why += "A is " + std::to_string(rank_of(a_in)) + "-D and W " + std::to_string(rank_of(w_in)) +
                "-D, the standard Gemm takes 2-D operands, so this needs ai.fusec FusedMatMul";
-      ctx.near_miss(kPass, what, why);
-      return false;
+      return r.near_miss(what, why);
     }
   }
 
   // Rewrite.
-  std::vector<Node*> replaced_nodes = {mm};
-  if (add) replaced_nodes.push_back(add);
-  if (act) replaced_nodes.push_back(act->node);
-  std::vector<std::string> replaced, fused_from;
-  std::string summary;
-  for (Node* n : replaced_nodes) {
-    replaced.push_back(n->name);
-    if (n->fused_from.empty()) fused_from.push_back(n->name);
-    else fused_from.insert(fused_from.end(), n->fused_from.begin(), n->fused_from.end());
-    summary += (summary.empty() ? "" : " + ") + describe(n);
-  }
+  std::vector<Node*> replaced = {mm};
+  if (add) replaced.push_back(add);
+  if (act) replaced.push_back(act->node);
   const std::string name = mm->name;
   std::vector<Value*> inputs = {a_in, w_in};
   if (bias) {
@@ -206,23 +189,22 @@ bool fuse_at(Graph& g, PassContext& ctx, Node* mm) {
   }
   std::string act_name = act ? act->name : "";
   std::vector<float> act_params = act ? act->params : std::vector<float>{};
-  for (Node* n : replaced_nodes) g.remove_node(n);
-  Node* fused = g.add_node(write_gemm ? "Gemm" : "FusedMatMul", inputs, {result}, name, write_gemm ? "" : "ai.fusec");
+  Replaced gone = r.remove(replaced);
+  Node* fused = r.add(write_gemm ? "Gemm" : "FusedMatMul", inputs, {result}, name, write_gemm ? "" : "ai.fusec",
+                      gone.origins);
   if (!write_gemm) {
-    use_fusec_domain(g);
     if (!act_name.empty()) fused->set_attr("activation", act_name);
     if (!act_params.empty()) fused->set_attr("activation_params", act_params);
   }
-  fused->fused_from = std::move(fused_from);
-  ctx.rewrite(kPass, summary + " -> " + describe(fused) + (act_name.empty() ? "" : " (activation " + act_name + ")"),
-              std::move(replaced), name);
+  r.rewrote(gone.listed + " -> " + describe(fused) + (act_name.empty() ? "" : " (activation " + act_name + ")"),
+            gone.names, name);
   return true;
 }
 
 /// A product fused in an earlier sweep (FusedMatMul without activation, or a Gemm this pass
 /// wrote) followed by an activation: FusedMatMul takes it in when it became the only reader;
 /// otherwise the near-miss is recorded again, so the fixed-point sweep --explain shows keeps it.
-bool fuse_activation_into(Graph& g, PassContext& ctx, Node* fused) {
+bool fuse_activation_into(Rewriter& r, Node* fused) {
   Value* out = fused->outputs.empty() ? nullptr : fused->outputs[0];
   if (!out || out->consumers.empty()) return false;
   std::string why;
@@ -233,31 +215,21 @@ bool fuse_activation_into(Graph& g, PassContext& ctx, Node* fused) {
     why = out->is_graph_output ? "the output of " + describe(fused) + " is a graph output"
                                : "the output of " + describe(fused) + " has " + std::to_string(use_count(out)) + " consumers";
   if (why.empty() && fused->op_type == "Gemm") {
-    if (ctx.opts.portable) why = "--portable writes standard ops only: the activation needs ai.fusec FusedMatMul";
+    if (r.opts().portable) why = "--portable writes standard ops only: the activation needs ai.fusec FusedMatMul";
     else return false;  // not one this pass would have left: FusedMatMul is written when the activation joins
   }
-  if (!why.empty()) {
-    ctx.near_miss(kPass, what, why);
-    return false;
-  }
+  if (!why.empty()) return r.near_miss(what, why);
   if (!act->node->outputs[0] || act->node->outputs[0]->type.dtype != out->type.dtype) return false;
-  Node* a = act->node;
-  Value* result = a->outputs[0];
+  Value* result = act->node->outputs[0];
   std::vector<Value*> inputs = fused->inputs;
   std::vector<NamedAttribute> attrs = fused->attrs;
-  std::vector<std::string> fused_from = fused->fused_from.empty() ? std::vector<std::string>{fused->name} : fused->fused_from;
-  if (a->fused_from.empty()) fused_from.push_back(a->name);
-  else fused_from.insert(fused_from.end(), a->fused_from.begin(), a->fused_from.end());
-  const std::string name = fused->name, summary = describe(fused) + " + " + describe(a);
-  std::vector<std::string> replaced = {fused->name, a->name};
-  g.remove_node(a);
-  g.remove_node(fused);
-  Node* n = g.add_node("FusedMatMul", inputs, {result}, name, "ai.fusec");
+  const std::string name = fused->name;
+  Replaced gone = r.remove({fused, act->node});
+  Node* n = r.add("FusedMatMul", inputs, {result}, name, "ai.fusec", gone.origins);
   n->attrs = std::move(attrs);
   n->set_attr("activation", act->name);
   if (!act->params.empty()) n->set_attr("activation_params", act->params);
-  n->fused_from = std::move(fused_from);
-  ctx.rewrite(kPass, summary + " -> " + describe(n) + " (activation " + act->name + ")", std::move(replaced), name);
+  r.rewrote(gone.listed + " -> " + describe(n) + " (activation " + act->name + ")", gone.names, name);
   return true;
 }
 
@@ -266,52 +238,43 @@ bool fuse_activation_into(Graph& g, PassContext& ctx, Node* fused) {
 /// becomes a LayerNormalization of the GEMM's output, which is the sum S for whoever reads S.
 ///   t = A·W + b;  S = t + r;  Y = LN(S)   =>   S = FusedMatMul(A, W, b, Z = r);  Y = LN(S)
 /// One read of r by the GEMM (compute-bound: free) instead of one by the normalization.
-bool absorb_residual(Graph& g, PassContext& ctx, Node* sln) {
+bool absorb_residual(Rewriter& r, Node* sln) {
+  Graph& g = r.graph();
   if (sln->op_type != "SkipLayerNorm" || sln->domain != "ai.fusec" || g.opset("") < 17) return false;
   for (size_t side : {0u, 1u}) {
     Value* t = sln->input(side);
-    Value* r = sln->input(1 - side);
+    Value* res = sln->input(1 - side);
     Node* mm = t ? t->producer : nullptr;
-    if (!mm || !r || mm->op_type != "FusedMatMul" || mm->domain != "ai.fusec" || mm->input(3) ||
+    if (!mm || !res || mm->op_type != "FusedMatMul" || mm->domain != "ai.fusec" || mm->input(3) ||
         !mm->attr_string("activation", "").empty())
       continue;
     const std::string what = describe(mm) + " + " + describe(sln) + " not merged";
-    if (!has_single_use(t) || t->is_graph_output) {
-      ctx.near_miss(kPass, what, "the product '" + t->name + "' is read elsewhere too");
-      return false;
-    }
-    if (!t->type.shape || !r->type.shape || !is_static(*t->type.shape) || *t->type.shape != *r->type.shape ||
-        t->type.dtype != r->type.dtype) {
-      ctx.near_miss(kPass, what, "the residual '" + r->name + "' does not have the product's shape and type");
-      return false;
-    }
+    if (!has_single_use(t) || t->is_graph_output)
+      return r.near_miss(what, "the product '" + t->name + "' is read elsewhere too");
+    if (!t->type.shape || !res->type.shape || !is_static(*t->type.shape) || *t->type.shape != *res->type.shape ||
+        t->type.dtype != res->type.dtype)
+      return r.near_miss(what, "the residual '" + res->name + "' does not have the product's shape and type");
     Value* y = sln->outputs.empty() ? nullptr : sln->outputs[0];
     Value* sum = sln->outputs.size() > 1 ? sln->outputs[1] : nullptr;
-    if (!y || (sum && sum->is_graph_output)) {
-      ctx.near_miss(kPass, what, "the sum S is a graph output");
-      return false;
-    }
-    std::vector<Value*> mm_in = {mm->input(0), mm->input(1), mm->input(2), r};
+    if (!y || (sum && sum->is_graph_output)) return r.near_miss(what, "the sum S is a graph output");
+    std::vector<Value*> mm_in = {mm->input(0), mm->input(1), mm->input(2), res};
     std::vector<Value*> ln_in = {t, sln->input(2)};
     if (sln->input(3)) ln_in.push_back(sln->input(3));
     const int64_t axis = sln->attr_int("axis", -1);
     const float eps = sln->attr_float("epsilon", 1e-5f);
     const std::vector<NamedAttribute> mm_attrs = mm->attrs;
-    const std::vector<std::string> mm_from = mm->fused_from.empty() ? std::vector<std::string>{mm->name} : mm->fused_from;
-    std::vector<std::string> ln_from = sln->fused_from.empty() ? std::vector<std::string>{sln->name} : sln->fused_from;
-    const std::string mm_name = mm->name, ln_name = sln->name, summary = describe(mm) + " + " + describe(sln);
-    g.remove_node(sln);
-    g.remove_node(mm);
-    Node* fused = g.add_node("FusedMatMul", mm_in, {t}, mm_name, "ai.fusec");
+    const std::string mm_name = mm->name, ln_name = sln->name;
+    // Two nodes stand for two: each keeps its own origins.
+    Replaced mm_gone = r.remove({mm}), ln_gone = r.remove({sln});
+    Node* fused = r.add("FusedMatMul", mm_in, {t}, mm_name, "ai.fusec", mm_gone.origins);
     fused->attrs = mm_attrs;
-    fused->fused_from = mm_from;
-    Node* ln = g.add_node("LayerNormalization", ln_in, {y}, ln_name, "");
+    Node* ln = r.add("LayerNormalization", ln_in, {y}, ln_name, "", ln_gone.origins);
     ln->set_attr("axis", axis);
     ln->set_attr("epsilon", eps);
-    ln->fused_from = std::move(ln_from);
     if (sum) g.replace_all_uses(sum, t);
-    ctx.rewrite(kPass, summary + " -> " + describe(fused) + " (residual '" + r->name + "') + " + describe(ln), {mm_name, ln_name},
-                mm_name);
+    r.rewrote(mm_gone.listed + " + " + ln_gone.listed + " -> " + describe(fused) + " (residual '" + res->name +
+                  "') + " + describe(ln),
+              {mm_name, ln_name}, mm_name);
     return true;
   }
   return false;
@@ -329,17 +292,17 @@ bool FuseMatMulBiasPass::run(Graph& g, PassContext& ctx) {
     const bool our_gemm = is_op(n, "Gemm") && !n->fused_from.empty();
     if (bare_fused || our_gemm) earlier.push_back(n);
   }
-  bool changed = false;
-  for (Node* n : matmuls) changed |= fuse_at(g, ctx, n);
-  for (Node* n : earlier) changed |= fuse_activation_into(g, ctx, n);
+  Rewriter r(g, ctx, kPass);
+  for (Node* n : matmuls) fuse_at(r, n);
+  for (Node* n : earlier) fuse_activation_into(r, n);
   // SkipLayerNorms collected before any is rewritten: a rewrite frees its own SkipLayerNorm and
   // the product before it, which a walk over a node list taken earlier would then read.
   std::vector<Node*> skips;
   for (Node* n : g.node_list())
     if (n->op_type == "SkipLayerNorm" && n->domain == "ai.fusec") skips.push_back(n);
-  for (Node* n : skips) changed |= absorb_residual(g, ctx, n);
-  if (changed) g.remove_unused_values();
-  return changed;
+  for (Node* n : skips) absorb_residual(r, n);
+  if (r.changed()) g.remove_unused_values();
+  return r.changed();
 }
 
 }  // namespace fusec

@@ -14,9 +14,8 @@
 // (stash_type 1), as SkipLayerNorm has neither. ai.fusec only: under --portable, a near-miss.
 #include "passes/fuse_skip_layernorm.h"
 
-#include <unordered_set>
-
 #include "passes/pattern.h"
+#include "passes/rewrite.h"
 
 namespace fusec {
 
@@ -41,10 +40,9 @@ std::string bias_of_matmul(const Node* add) {
 }  // namespace
 
 bool FuseSkipLayerNormPass::run(Graph& g, PassContext& ctx) {
-  bool changed = false;
-  std::unordered_set<const Node*> gone;
+  Rewriter r(g, ctx, name());
   for (Node* ln : g.node_list()) {
-    if (gone.count(ln) || !is_layernorm(ln) || !ln->input(0) || ln->outputs.empty() || !ln->outputs[0]) continue;
+    if (r.removed(ln) || !is_layernorm(ln) || !ln->input(0) || ln->outputs.empty() || !ln->outputs[0]) continue;
     Value* s = ln->input(0);
     Node* add = s->producer;
     if (!is_op(add, "Add") || add->inputs.size() != 2 || !add->inputs[0] || !add->inputs[1]) continue;
@@ -75,36 +73,28 @@ bool FuseSkipLayerNormPass::run(Graph& g, PassContext& ctx) {
     if (why.empty() && !is_float(s->type.dtype)) why = std::string("the sum is ") + dtype_name(s->type.dtype);
     if (why.empty() && ctx.opts.portable) why = "SkipLayerNorm is not standard ONNX; --portable writes standard ops only";
     if (!why.empty()) {
-      ctx.near_miss(name(), what, why);
+      r.near_miss(what, why);
       continue;
     }
 
-    std::vector<Node*> replaced = {add, ln};
-    std::string node_name = add->name, listed = describe(add) + " + " + describe(ln);
-    std::vector<std::string> names = {add->name, ln->name}, from = fused_origins(replaced);
+    std::string node_name = add->name;
     std::vector<Value*> ins = {x, skip, ln->input(1), ln->input(2)};
     if (!ins.back()) ins.pop_back();
     Value* y = ln->outputs[0];
     int64_t axis = ln->attr_int("axis", -1);
     float eps = ln->attr_float("epsilon", 1e-5f);
-    for (Node* n : replaced) {
-      gone.insert(n);
-      g.remove_node(n);
-    }
+    Replaced gone = r.remove({add, ln});
     // s keeps its name when it is read later: the fused node writes it as S.
     std::vector<Value*> outs = {y};
     if (use_count(s) > 0) outs.push_back(s);
-    Node* fused = g.add_node("SkipLayerNorm", ins, outs, node_name, "ai.fusec");
+    Node* fused = r.add("SkipLayerNorm", ins, outs, node_name, "ai.fusec", gone.origins);
     fused->set_attr("axis", axis);
     fused->set_attr("epsilon", eps);
-    fused->fused_from = std::move(from);
-    use_fusec_domain(g);
     g.remove_unused_values();
-    ctx.rewrite(name(), listed + " -> ai.fusec." + describe(fused) + (outs.size() > 1 ? " (also writes the sum)" : ""),
-                names, node_name);
-    changed = true;
+    r.rewrote(gone.listed + " -> ai.fusec." + describe(fused) + (outs.size() > 1 ? " (also writes the sum)" : ""),
+              gone.names, node_name);
   }
-  return changed;
+  return r.changed();
 }
 
 }  // namespace fusec

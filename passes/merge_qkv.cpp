@@ -42,6 +42,7 @@
 
 #include "ir/dtype.h"
 #include "passes/pattern.h"
+#include "passes/rewrite.h"
 
 namespace fusec {
 
@@ -282,26 +283,24 @@ std::optional<Tensor> concat_bias(const std::array<Projection, 3>& proj, DType t
 
 /// Replaces `attn` by ai.fusec Attention(packed, "", "" [, mask]) with its attributes, name and
 /// origins (plus `absorbed`, the origins of nodes it took in).
-Node* packed_attention(Graph& g, Node* attn, Value* packed, const std::vector<std::string>& absorbed) {
+Node* packed_attention(Rewriter& r, Node* attn, Value* packed, const std::vector<std::string>& absorbed) {
   std::vector<NamedAttribute> attrs;
   for (const auto& a : attn->attrs)
     if (a.name == "scale" || a.name == "is_causal" || a.name == "q_num_heads" || a.name == "kv_num_heads") attrs.push_back(a);
-  std::vector<std::string> origins = fused_origins({attn});
-  origins.insert(origins.end(), absorbed.begin(), absorbed.end());
   std::vector<Value*> ins = {packed, nullptr, nullptr};
   if (Value* m = attn->input(kMask)) ins.push_back(m);
   Value* y = attn->outputs[0];
   const std::string name = attn->name;
-  g.remove_node(attn);
-  Node* n = g.add_node("Attention", ins, {y}, name, "ai.fusec");
+  std::vector<std::string> origins = r.remove({attn}).origins;
+  origins.insert(origins.end(), absorbed.begin(), absorbed.end());
+  Node* n = r.add("Attention", ins, {y}, name, "ai.fusec", std::move(origins));
   n->attrs = std::move(attrs);
-  n->fused_from = std::move(origins);
-  use_fusec_domain(g);
   return n;
 }
 
 /// The projections -> one product writing packed QKV; returns the Attention reading it.
-Node* merge_projections(Graph& g, Node* attn, const Source& src, std::string* summary) {
+Node* merge_projections(Rewriter& r, Node* attn, const Source& src, std::string* summary) {
+  Graph& g = r.graph();
   const auto& proj = src.proj;
   const DType t = attn->input(kQ)->type.dtype;
   Node* q_mm = proj[0].product();
@@ -312,20 +311,17 @@ Node* merge_projections(Graph& g, Node* attn, const Source& src, std::string* su
   Value* x = proj[0].x;
   std::vector<Node*> replaced;
   for (const auto& p : proj) replaced.insert(replaced.end(), p.nodes.begin(), p.nodes.end());
-  std::vector<std::string> origins = fused_origins(replaced);
-  for (const Node* r : replaced) *summary += (summary->empty() ? "" : " + ") + describe(r);
-  for (Node* r : replaced) g.remove_node(r);
+  Replaced gone = r.remove(replaced);
 
   std::vector<Value*> ins = {x, g.add_initializer(name + ".qkv_weight", std::move(w))};
   if (b) ins.push_back(g.add_initializer(name + ".qkv_bias", std::move(*b)));
   Value* packed = g.add_value(attn->name + ".qkv");
-  Node* mm = g.add_node(b ? "FusedMatMul" : "MatMul", ins, {packed}, name, b ? "ai.fusec" : "");
-  mm->fused_from = std::move(origins);
-  *summary += " -> " + describe(mm) + " (W [" + std::to_string(e) + ", " + std::to_string(n) + "])";
-  return packed_attention(g, attn, packed, {});
+  Node* mm = r.add(b ? "FusedMatMul" : "MatMul", ins, {packed}, name, b ? "ai.fusec" : "", gone.origins);
+  *summary = gone.listed + " -> " + describe(mm) + " (W [" + std::to_string(e) + ", " + std::to_string(n) + "])";
+  return packed_attention(r, attn, packed, {});
 }
 
-bool try_attention(Graph& g, PassContext& ctx, Node* attn) {
+bool try_attention(Rewriter& r, Node* attn) {
   if (!attn->input(kQ) || !attn->input(kK) || !attn->input(kV)) return false;  // packed already
   const Source src = source_of(attn);
   if (!src.found) {
@@ -336,22 +332,15 @@ bool try_attention(Graph& g, PassContext& ctx, Node* attn) {
     for (size_t i = 0; i < 3; ++i)
       if (!(traced[i] = traced_projection(attn->input(i)))) return false;
     if (traced[1]->x != traced[0]->x || traced[2]->x != traced[0]->x) return false;
-    ctx.near_miss(kPass,
-                  describe(traced[0]->product()) + " + " + describe(traced[1]->product()) + " + " +
-                      describe(traced[2]->product()) + " -> " + describe(attn) + " not merged",
-                  describe(attn) + " is 4-D (Q, K and V are [B, heads, S, D], e.g. after RoPE): packed QKV is a form of "
-                                   "the 3-D attention, which reads the projections' outputs directly");
-    return false;
+    return r.near_miss(describe(traced[0]->product()) + " + " + describe(traced[1]->product()) + " + " +
+                           describe(traced[2]->product()) + " -> " + describe(attn) + " not merged",
+                       describe(attn) + " is 4-D (Q, K and V are [B, heads, S, D], e.g. after RoPE): packed QKV is a "
+                                        "form of the 3-D attention, which reads the projections' outputs directly");
   }
   const std::string what = sources_str(src) + " -> " + describe(attn) + (src.split ? " not packed" : " not merged");
-  if (std::string why = attention_problem(attn, src); !why.empty()) {
-    ctx.near_miss(kPass, what, why);
-    return false;
-  }
-  if (ctx.opts.portable) {
-    ctx.near_miss(kPass, what, "packing Q, K and V needs ai.fusec Attention (--portable writes standard ops only)");
-    return false;
-  }
+  if (std::string why = attention_problem(attn, src); !why.empty()) return r.near_miss(what, why);
+  if (r.opts().portable)
+    return r.near_miss(what, "packing Q, K and V needs ai.fusec Attention (--portable writes standard ops only)");
   const bool was_standard = standard_domain(attn);
   const std::string attn_name = attn->name;
   std::string summary;
@@ -359,22 +348,22 @@ bool try_attention(Graph& g, PassContext& ctx, Node* attn) {
   Node* fused;
   if (src.split) {
     summary = describe(src.split) + " + " + describe(attn);
-    replaced = {src.split->name};
     Node* sp = src.split;
     Value* packed = sp->input(0);
-    const std::vector<std::string> split_origins = fused_origins({sp});
+    Graph& g = r.graph();
     g.set_input(attn, kQ, nullptr);  // the Split's outputs lose their reader first
     g.set_input(attn, kK, nullptr);
     g.set_input(attn, kV, nullptr);
-    g.remove_node(sp);
-    fused = packed_attention(g, attn, packed, split_origins);
+    Replaced gone = r.remove({sp});
+    replaced = gone.names;
+    fused = packed_attention(r, attn, packed, gone.origins);
   } else {
     for (const auto& p : src.proj)
       for (Node* n : p.nodes) replaced.push_back(n->name);
-    fused = merge_projections(g, attn, src, &summary);
+    fused = merge_projections(r, attn, src, &summary);
   }
   summary += " -> ai.fusec." + describe(fused) + " (packed QKV" + (was_standard ? ", was ONNX Attention" : "") + ")";
-  ctx.rewrite(kPass, summary, std::move(replaced), src.split ? attn_name : fused->inputs[0]->producer->name);
+  r.rewrote(summary, std::move(replaced), src.split ? attn_name : fused->inputs[0]->producer->name);
   return true;
 }
 
@@ -384,10 +373,10 @@ bool MergeQkvPass::run(Graph& g, PassContext& ctx) {
   std::vector<Node*> attns;
   for (Node* n : g.node_list())
     if (n->op_type == "Attention" && (n->domain == "ai.fusec" || standard_domain(n))) attns.push_back(n);
-  bool changed = false;
-  for (Node* a : attns) changed |= try_attention(g, ctx, a);
-  if (changed) g.remove_unused_values();
-  return changed;
+  Rewriter r(g, ctx, kPass);
+  for (Node* a : attns) try_attention(r, a);
+  if (r.changed()) g.remove_unused_values();
+  return r.changed();
 }
 
 }  // namespace fusec

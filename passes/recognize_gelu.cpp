@@ -28,9 +28,9 @@
 #include <cmath>
 #include <cstdio>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "passes/pattern.h"
+#include "passes/rewrite.h"
 
 namespace fusec {
 
@@ -239,23 +239,15 @@ std::string guard(const GeluMatch& m) {
   return "";
 }
 
-std::string join_described(const std::vector<Node*>& nodes) {
-  std::string s;
-  for (const Node* n : nodes) s += (s.empty() ? "" : " + ") + describe(n);
-  return s;
-}
-
-/// The user's node names a fused node stands for (flattening earlier fusions).
 }  // namespace
 
 bool RecognizeGeluPass::run(Graph& g, PassContext& ctx) {
-  bool changed = false;
+  Rewriter r(g, ctx, name());
   auto nodes = g.node_list();
   std::unordered_map<const Node*, size_t> pos;
   for (size_t i = 0; i < nodes.size(); ++i) pos[nodes[i]] = i;
-  std::unordered_set<const Node*> gone;
   for (Node* f : nodes) {
-    if (gone.count(f) || !(is_op(f, "Erf") || is_op(f, "Tanh")) || f->outputs.empty() || !f->outputs[0]) continue;
+    if (r.removed(f) || !(is_op(f, "Erf") || is_op(f, "Tanh")) || f->outputs.empty() || !f->outputs[0]) continue;
     GeluMatch m;
     bool erf = f->op_type == "Erf";
     if (!(erf ? match_erf_input(f, m) : match_tanh_input(f, m)) || !match_product(f, m)) continue;
@@ -266,24 +258,15 @@ bool RecognizeGeluPass::run(Graph& g, PassContext& ctx) {
     std::optional<std::string> domain;
     if (why.empty()) domain = domain_for_standard_op(g, ctx.opts, 20, &why);
     if (!domain) {
-      ctx.near_miss(name(), what + " not recognized", why);
+      r.near_miss(what + " not recognized", why);
       continue;
     }
-    Node* anchor = m.nodes.front();
-    std::string node_name = anchor->name, replaced = join_described(m.nodes);
-    std::vector<std::string> names, from = fused_origins(m.nodes);
-    for (Node* n : m.nodes) {
-      names.push_back(n->name);
-      gone.insert(n);
-      g.remove_node(n);
-    }
-    Node* gelu = g.add_node("Gelu", {m.x}, {m.y}, node_name, *domain);
+    std::string node_name = m.nodes.front()->name;
+    Replaced gone = r.remove(m.nodes);
+    Node* gelu = r.add("Gelu", {m.x}, {m.y}, node_name, *domain, gone.origins);
     if (m.tanh) gelu->set_attr("approximate", std::string("tanh"));
-    gelu->fused_from = std::move(from);
-    if (!domain->empty()) use_fusec_domain(g);
     g.remove_unused_values();
-    ctx.rewrite(name(), replaced + " -> " + (domain->empty() ? "" : *domain + ".") + describe(gelu), names, node_name);
-    changed = true;
+    r.rewrote(gone.listed + " -> " + (domain->empty() ? "" : *domain + ".") + describe(gelu), gone.names, node_name);
   }
 
   // Gelu written in ai.fusec while the opset could not be raised: standard once it can.
@@ -296,12 +279,10 @@ bool RecognizeGeluPass::run(Graph& g, PassContext& ctx) {
     if (domain && domain->empty())
       for (Node* n : fusec_gelus) {
         n->domain.clear();
-        ctx.rewrite(name(), "ai.fusec." + describe(n) + " -> " + describe(n) + " (the opset is now 20)", {n->name},
-                    n->name);
-        changed = true;
+        r.rewrote("ai.fusec." + describe(n) + " -> " + describe(n) + " (the opset is now 20)", {n->name}, n->name);
       }
   }
-  return changed;
+  return r.changed();
 }
 
 }  // namespace fusec

@@ -41,10 +41,10 @@
 #include <cstdio>
 #include <functional>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "ir/half.h"
 #include "passes/pattern.h"
+#include "passes/rewrite.h"
 
 namespace fusec {
 
@@ -555,20 +555,19 @@ std::optional<Plan> plan_direct(const NormMatch& m, std::string* why) {
 }  // namespace
 
 bool RecognizeLayerNormPass::run(Graph& g, PassContext& ctx) {
-  bool changed = false;
+  Rewriter r(g, ctx, name());
   auto nodes = g.node_list();
   std::unordered_map<const Node*, size_t> pos;
   for (size_t i = 0; i < nodes.size(); ++i) pos[nodes[i]] = i;
-  std::unordered_set<const Node*> gone;
-  for (Node* r : nodes) {
-    if (gone.count(r) || !is_op(r, "ReduceMean")) continue;
+  for (Node* reduce : nodes) {
+    if (r.removed(reduce) || !is_op(reduce, "ReduceMean")) continue;
     NormMatch m;
-    if (!match_layernorm(r, m)) {
+    if (!match_layernorm(reduce, m)) {
       m = NormMatch{};
-      if (!match_rms(r, m)) continue;
+      if (!match_rms(reduce, m)) continue;
     }
     const char* kind = m.rms ? "RMSNorm" : "LayerNorm";
-    std::string what = std::string(kind) + " at " + describe(r);
+    std::string what = std::string(kind) + " at " + describe(reduce);
     std::string why = check_reduces(m);
     if (why.empty()) why = match_affine(m);
     if (why.empty()) why = check_rest(m);
@@ -587,7 +586,7 @@ bool RecognizeLayerNormPass::run(Graph& g, PassContext& ctx) {
       }
     }
     if (!domain) {
-      ctx.near_miss(name(), what + " not recognized", why);
+      r.near_miss(what + " not recognized", why);
       continue;
     }
 
@@ -598,17 +597,8 @@ bool RecognizeLayerNormPass::run(Graph& g, PassContext& ctx) {
     });
     replaced.erase(std::unique(replaced.begin(), replaced.end()), replaced.end());
     std::string node_name = replaced.front()->name;
-    std::vector<std::string> names, from = fused_origins(replaced);
-    std::string listed;
-    for (Node* n : replaced) {
-      names.push_back(n->name);
-      listed += (listed.empty() ? "" : " + ") + describe(n);
-    }
     float eps = static_cast<float>(constant_of(m.eps)->as_double(0));
-    for (Node* n : replaced) {
-      gone.insert(n);
-      g.remove_node(n);
-    }
+    Replaced gone = r.remove(replaced);
     auto materialize = [&](ParamPlan& p, const char* role) -> Value* {
       if (p.value) return p.value;
       return g.add_initializer(node_name + "." + role, std::move(*p.data));
@@ -616,23 +606,20 @@ bool RecognizeLayerNormPass::run(Graph& g, PassContext& ctx) {
     Value* scale = materialize(plan->scale, "scale");
     Node* fused;
     if (m.rms) {
-      fused = g.add_node("SimplifiedLayerNorm", {plan->x, scale}, {plan->y}, node_name, *domain);
+      fused = r.add("SimplifiedLayerNorm", {plan->x, scale}, {plan->y}, node_name, *domain, gone.origins);
     } else {
       std::vector<Value*> ins = {plan->x, scale};
       if (plan->has_bias) ins.push_back(materialize(plan->bias, "bias"));
       std::vector<Value*> outs = {plan->y, plan->mean, plan->inv};
       while (!outs.back()) outs.pop_back();
-      fused = g.add_node("LayerNormalization", ins, outs, node_name, *domain);
+      fused = r.add("LayerNormalization", ins, outs, node_name, *domain, gone.origins);
     }
     fused->set_attr("axis", plan->axis);
     fused->set_attr("epsilon", eps);
-    fused->fused_from = std::move(from);
-    if (!domain->empty()) use_fusec_domain(g);
     g.remove_unused_values();
-    ctx.rewrite(name(), listed + " -> " + (domain->empty() ? "" : *domain + ".") + describe(fused), names, node_name);
-    changed = true;
+    r.rewrote(gone.listed + " -> " + (domain->empty() ? "" : *domain + ".") + describe(fused), gone.names, node_name);
   }
-  return changed;
+  return r.changed();
 }
 
 }  // namespace fusec

@@ -1,0 +1,242 @@
+// constant_folding: a node whose inputs are all constants (or a Shape/Size of a static shape)
+// becomes initializers with the CPU kernels' values; what must stay computed stays: a node reading
+// a graph input, a graph output, a Constant node (cleanup's), random ops, an output over the size
+// cap (a near-miss), a node whose kernel refuses its constants (a near-miss).
+#include "passes/constant_folding.h"
+
+#include "pass_test_util.h"
+#include "test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+Outcome run_pass(std::unique_ptr<Graph> g, PassOptions opts = {}) {
+  return run_one_pass<ConstantFoldingPass>(std::move(g), opts);
+}
+
+void expect_folded_exactly(const Outcome& o) {
+  EXPECT_TRUE(o.changed);
+  expect_same_numbers(*o.original, *o.optimized, 13, {0, 0});  // bit for bit
+}
+
+/// Not folded, and not a near-miss either: nothing to fold here.
+void expect_left_alone(const Outcome& o) {
+  EXPECT_FALSE(o.changed);
+  expect_unchanged(*o.original, *o.optimized);
+  EXPECT_TRUE(o.ctx.rewrites.empty());
+  EXPECT_TRUE(o.ctx.near_misses.empty());
+}
+
+std::vector<std::string> ops(const Graph& g) {
+  std::vector<std::string> out;
+  for (const auto& n : g.nodes()) out.push_back(n->op_type);
+  return out;
+}
+
+std::vector<std::string> rewrites(const Outcome& o) {
+  std::vector<std::string> out;
+  for (const auto& r : o.ctx.rewrites) out.push_back(r.what);
+  return out;
+}
+
+std::vector<double> values_of(const Tensor& t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); ++i) v.push_back(t.as_double(i));
+  return v;
+}
+
+/// The initializer node `reader` reads at input `i` (fails the test if it is not one).
+const Tensor& constant_input(const Graph& g, const std::string& reader, size_t i) {
+  const Node* n = node_named(g, reader);
+  EXPECT_TRUE(n) << reader;
+  const Value* v = n ? n->input(i) : nullptr;
+  EXPECT_TRUE(v && v->is_initializer()) << reader << " input " << i << " is not a constant";
+  static const Tensor none;
+  return v && v->is_initializer() ? *v->initializer : none;
+}
+
+Value* ints(GraphBuilder& b, const std::string& name, std::vector<int64_t> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return b.initializer(name, int64s(std::move(v), {n}));
+}
+
+}  // namespace
+
+TEST(ConstantFolding, ANodeOfConstantsBecomesItsValue) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {3});
+  Value* sum = b.node("Add", {b.initializer("a", floats({1, 2, 3}, {3})), b.initializer("b", floats({10, 20, 30}, {3}))},
+                      {}, "sum");
+  b.output(b.node("Mul", {x, sum}, {}, "mul"));
+  const std::string sum_name = sum->name;
+  Outcome o = run_pass(b.build());
+  expect_folded_exactly(o);
+  EXPECT_EQ(ops(*o.optimized), (std::vector<std::string>{"Mul"}));
+  const Tensor& t = constant_input(*o.optimized, "mul", 1);
+  EXPECT_EQ(node_named(*o.optimized, "mul")->input(1)->name, sum_name);  // the value keeps its name
+  EXPECT_EQ(t.dtype(), DType::Float32);
+  EXPECT_EQ(t.dims(), (std::vector<int64_t>{3}));
+  EXPECT_EQ(values_of(t), (std::vector<double>{11, 22, 33}));
+  EXPECT_EQ(o.optimized->initializers().size(), 1u);  // a and b, read by nothing now, are gone
+  EXPECT_EQ(rewrites(o), (std::vector<std::string>{"folded Add 'sum'"}));
+}
+
+TEST(ConstantFolding, AFoldedValueTakesItsTensorsTypeAtOnce) {
+  // The next pass may match on it before shapes are inferred again.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {2, 3});
+  Value* t = b.node("Transpose", {b.initializer("c", floats({1, 2, 3, 4, 5, 6}, {3, 2}))}, {}, "t");
+  b.output(b.node("Add", {x, t}, {}, "add"));
+  std::unique_ptr<Graph> g = b.build();
+  infer_shapes(*g);
+  Value* folded = g->find_value(t->name);
+  folded->type = {};  // as if inference had not known it
+  PassContext ctx;
+  EXPECT_TRUE(ConstantFoldingPass().run(*g, ctx));
+  ASSERT_TRUE(folded->is_initializer());
+  EXPECT_EQ(folded->type.dtype, DType::Float32);
+  ASSERT_TRUE(folded->type.shape);
+  EXPECT_EQ(*folded->type.shape, shape_of({2, 3}));
+  EXPECT_EQ(values_of(*folded->initializer), (std::vector<double>{1, 3, 5, 2, 4, 6}));
+}
+
+TEST(ConstantFolding, EveryOutputOfAFoldedNodeBecomesAConstant) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {2});
+  auto halves = b.node_n("Split", {b.initializer("c", floats({1, 2, 3, 4}, {4}))}, 2, {attr("axis", int64_t{0})}, "split");
+  b.output(b.node("Add", {x, halves[0]}, {}, "add"));
+  b.output(b.node("Mul", {x, halves[1]}, {}, "mul"));
+  Outcome o = run_pass(b.build());
+  expect_folded_exactly(o);
+  EXPECT_EQ(ops(*o.optimized), (std::vector<std::string>{"Add", "Mul"}));
+  EXPECT_EQ(values_of(constant_input(*o.optimized, "add", 1)), (std::vector<double>{1, 2}));
+  EXPECT_EQ(values_of(constant_input(*o.optimized, "mul", 1)), (std::vector<double>{3, 4}));
+}
+
+TEST(ConstantFolding, AnAbsentOptionalInputDoesNotStopFolding) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {4});
+  Value* clipped = b.node("Clip", {b.initializer("c", floats({-2, 0.5f, 3, 9}, {4})), nullptr,
+                                   b.initializer("hi", Tensor::scalar_float(2))},
+                          {}, "clip");
+  b.output(b.node("Add", {x, clipped}, {}, "add"));
+  Outcome o = run_pass(b.build());
+  expect_folded_exactly(o);
+  EXPECT_EQ(ops(*o.optimized), (std::vector<std::string>{"Add"}));
+  EXPECT_EQ(values_of(constant_input(*o.optimized, "add", 1)), (std::vector<double>{-2, 0.5, 2, 2}));
+}
+
+TEST(ConstantFolding, AShapeSubgraphOfAStaticInputFoldsInOneSweep) {
+  // x [2,3,4] -> Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [12])): a shape computation an
+  // exporter writes for a dynamic batch; with the batch bound it is the constant [2, 12].
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {2, 3, 4});
+  Value* shape = b.node("Shape", {x}, {}, "shape");
+  Value* batch = b.node("Gather", {shape, b.initializer("zero", Tensor::from_int64({0}, {}))}, {}, "batch");
+  Value* batch1 = b.node("Unsqueeze", {batch, ints(b, "axes", {0})}, {}, "batch1");
+  Value* target = b.node("Concat", {batch1, ints(b, "rest", {12})}, {attr("axis", int64_t{0})}, "target");
+  b.output(b.node("Reshape", {x, target}, {}, "reshape"));
+  Outcome o = run_pass(b.build());
+  expect_folded_exactly(o);
+  EXPECT_EQ(ops(*o.optimized), (std::vector<std::string>{"Reshape"}));
+  const Tensor& t = constant_input(*o.optimized, "reshape", 1);
+  EXPECT_EQ(t.dtype(), DType::Int64);
+  EXPECT_EQ(values_of(t), (std::vector<double>{2, 12}));
+  EXPECT_EQ(rewrites(o), (std::vector<std::string>{"folded Shape 'shape'", "folded Gather 'batch'",
+                                                   "folded Unsqueeze 'batch1'", "folded Concat 'target'"}));
+}
+
+TEST(ConstantFolding, SizeOfAStaticInputFolds) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {2, 3});
+  Value* n = b.node("Cast", {b.node("Size", {x}, {}, "size")}, {attr("to", int64_t{1})}, "to_float");
+  b.output(b.node("Div", {x, n}, {}, "div"));
+  Outcome o = run_pass(b.build());
+  expect_folded_exactly(o);
+  EXPECT_EQ(ops(*o.optimized), (std::vector<std::string>{"Div"}));
+  const Tensor& t = constant_input(*o.optimized, "div", 1);
+  EXPECT_EQ(t.dtype(), DType::Float32);
+  EXPECT_EQ(values_of(t), (std::vector<double>{6}));
+}
+
+TEST(ConstantFolding, ShapeAndSizeOfASymbolicInputStay) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 3});
+  b.output(b.node("Reshape", {x, b.node("Shape", {x}, {}, "shape")}, {}, "reshape"));
+  b.output(b.node("Size", {x}, {}, "size_of_x"));
+  expect_left_alone(run_pass(b.build()));
+}
+
+TEST(ConstantFolding, ANodeReadingAGraphInputStays) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {3});
+  Value* h = b.node("Add", {x, b.initializer("c", floats({1, 2, 3}, {3}))}, {}, "add");
+  b.output(b.node("Relu", {h}, {}, "relu"));
+  expect_left_alone(run_pass(b.build()));
+}
+
+TEST(ConstantFolding, AGraphOutputStaysComputed) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {3});
+  b.output(b.node("Relu", {x}, {}, "relu"));
+  b.output(b.node("Add", {b.initializer("a", floats({1, 2, 3}, {3})), b.initializer("b", floats({1, 1, 1}, {3}))}, {},
+                  "constant_output"));
+  expect_left_alone(run_pass(b.build()));
+}
+
+TEST(ConstantFolding, ConstantNodesAreLeftToCleanup) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {3});
+  Value* c = b.node("Constant", {}, {attr("value", floats({1, 2, 3}, {3}))}, "c");
+  b.output(b.node("Add", {x, c}, {}, "add"));
+  expect_left_alone(run_pass(b.build()));
+}
+
+TEST(ConstantFolding, RandomOpsAreNotFolded) {
+  // No inputs, or constant ones, but a fresh draw on every run: never a constant.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {2, 3});
+  Value* r = b.node("RandomUniform", {}, {attr("shape", std::vector<int64_t>{2, 3}), attr("dtype", int64_t{1})}, "rand");
+  Value* like = b.node("RandomNormalLike", {b.initializer("c", floats({1, 2, 3, 4, 5, 6}, {2, 3}))}, {}, "rand_like");
+  b.output(b.node("Sum", {x, r, like}, {}, "sum"));
+  expect_left_alone(run_pass(b.build()));
+}
+
+TEST(ConstantFolding, AnOutputOverTheSizeCapIsANearMiss) {
+  // ConstantOfShape [1024] float32: 4096 bytes.
+  auto fill = [] {
+    GraphBuilder b(17);
+    Value* x = b.input("x", DType::Float32, {1024});
+    Value* c = b.node("ConstantOfShape", {b.initializer("n", Tensor::from_int64({1024}, {1}))},
+                      {attr("value", floats({0.5f}, {1}))}, "fill");
+    b.output(b.node("Add", {x, c}, {}, "add"));
+    return b.build();
+  };
+  PassOptions small;
+  small.fold_size_cap = 4095;
+  Outcome o = run_pass(fill(), small);
+  expect_near_miss(o, "constant_folding", "its output 'fill_out' would be 4096 bytes, over the fold cap of 4095");
+  EXPECT_NE(find_near_miss(o.ctx.near_misses, "constant_folding", "ConstantOfShape 'fill' not folded"), nullptr);
+
+  PassOptions exact;
+  exact.fold_size_cap = 4096;  // the cap itself is allowed
+  Outcome folded = run_pass(fill(), exact);
+  expect_folded_exactly(folded);
+  const Tensor& t = constant_input(*folded.optimized, "add", 1);
+  EXPECT_EQ(t.numel(), 1024);
+  EXPECT_EQ(t.as_double(1023), 0.5);
+}
+
+TEST(ConstantFolding, AKernelThatRefusesItsConstantsIsANearMiss) {
+  // Over 4096 elements, so shape inference leaves the evaluation (and the error) to folding.
+  std::vector<int64_t> idx(5000, 0);
+  idx[10] = 7000;
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {5000});
+  Value* data = b.initializer("data", floats(std::vector<float>(5000, 1.0f), {5000}));
+  Value* g = b.node("Gather", {data, b.initializer("idx", Tensor::from_int64(idx, {5000}))}, {}, "gather");
+  b.output(b.node("Add", {x, g}, {}, "add"));
+  expect_near_miss(run_pass(b.build()), "constant_folding", "evaluating it failed: index 7000 is out of range");
+}
