@@ -2,8 +2,8 @@
 //
 // 1. Largest first (the classic "greedy by size"): buffers in decreasing size, each at the best-fit
 //    gap among the already placed buffers live at the same time. Those are found through an index
-//    over time, not by scanning every placed buffer (which made planning O(n²): 5 s for a
-//    100,000-node chain). Buffers that live long enough to overlap almost everything can still make
+//    over time, not by scanning every placed buffer (which made planning O(n²); docs/benchmarks.md
+//    times both). Buffers that live long enough to overlap almost everything can still make
 //    the gap searches quadratic, so the placement gets a work budget linear in n; past it, it gives
 //    up and the sweep's plan is used.
 // 2. A sweep over time, like a best-fit allocator run ahead of time: buffers are placed when they

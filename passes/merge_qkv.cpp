@@ -13,9 +13,8 @@
 // Each token's row of the one product is [Q heads | K heads | V heads]: the packed form of ai.fusec
 // Attention (docs/ops.md), whose kernels read Q, K and V as strided views of it, so no Split copy
 // comes back. One GEMM of N = Nq + Nk + Nv instead of three of N/3: one launch instead of three, and
-// a small gain in time (BERT-base at M = 2048, fp32, on the H100, 2026-11-23, scripts/gpu_check.sh
-// micro: 0.183 ms for the three 768x768 products, 0.180 ms for one 768x2304; 0.176 ms per layer in
-// the model), as cuBLASLt's fp32 kernels run both at about 80% of the fp32 peak.
+// a small gain in time (BERT-base at M = 2048, fp32, scripts/gpu_check.sh micro: the three 768x768
+// products against one 768x2304), as cuBLASLt's fp32 kernels already run both near the fp32 peak.
 //
 // A projection is FusedMatMul(X, W [, b]) without activation, MatMul(X, W) (fuse_matmul_bias leaves
 // a bias-free product alone), or MatMul(X, W) -> Add(b) (fuse_matmul_bias skipped or --portable);

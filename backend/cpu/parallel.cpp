@@ -19,8 +19,7 @@ thread_local bool in_worker = false;
 // left it. (A shared chunk counter reset for each region let a worker that was late leaving one
 // region claim a chunk of the next before the reset: that chunk ran twice, the count of finished
 // chunks reached the total early, and run() returned while a chunk was still running on the
-// caller's destroyed task: an intermittent crash in depthwise_plane under CI's 2-core load,
-// 2026-11-26.)
+// caller's destroyed task: an intermittent crash in depthwise_plane under CI's 2-core load.)
 struct Job {
   const std::function<void(int64_t)>* task = nullptr;
   int64_t chunks = 0;

@@ -175,7 +175,7 @@ float lt_best(cublasLtHandle_t h, cudaStream_t s, const Conv& c, Lt form, void* 
     epi = c.relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
   } else {
     // Column-major: D[HW, Cout] (NCHW memory of image n) = X[n][HW, Cin] · Wᵀ[Cin, Cout] (W's memory, ld Cin).
-    // (The 2026-11-25 run in docs/results read W transposed, op T over [Cin][Cout]: same shapes.)
+    // (An earlier version of this lab read W transposed, op T over [Cin][Cout]: same shapes.)
     CK(cublasLtMatrixLayoutCreate(&la, CUDA_R_32F, HW, c.cin, HW));
     CK(cublasLtMatrixLayoutCreate(&lb, CUDA_R_32F, c.cin, c.cout, c.cin));
     CK(cublasLtMatrixLayoutCreate(&lc, CUDA_R_32F, HW, c.cout, HW));

@@ -84,9 +84,9 @@ inline void check_launch(const char* kernel) {
 // every kernel launched with launch_pdl calls pdl_wait_then_release before it touches global
 // memory (a no-op in a kernel launched the ordinary way). FUSEC_PDL=0 launches them the ordinary way.
 // Only the short memory-bound kernels use it (row normalizations, the activation epilogue): the
-// seed MLP at strict fp32 went 0.497 -> 0.474 ms with it. Given to our SGEMM and the fp32 attention
-// kernel as well, BERT-base went 8.66-8.71 -> 8.75-8.77 ms: those kernels ran 3-10% longer from
-// their predecessor's end (H100, 2026-11-25, profile traces).
+// seed MLP at strict fp32 ran faster with it. Given to our SGEMM and the fp32 attention kernel as
+// well, it made BERT-base slower: in profile traces those kernels ran longer from their
+// predecessor's end.
 
 /// Waits until the grids this one depends on have completed (their writes visible), then lets
 /// the next kernel, if launched with launch_pdl, be scheduled.

@@ -1,7 +1,7 @@
 // Host constants (weights) into device storage. A float32 constant that is stored in another
 // float dtype (fp16, bf16) or laid out channels-last is uploaded as it is and converted on the
-// device: on the lent H100's host, converting and permuting ResNet-50's 26 M weights on the CPU
-// took 0.58 s of every 1.2 s fp16 engine build (FUSEC_BUILD_TRACE=1, 2026-11-25).
+// device: converting and permuting ResNet-50's 26 M weights on the CPU took a large share of every
+// fp16 engine build (FUSEC_BUILD_TRACE=1).
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -13,8 +13,8 @@
 //
 // Register-tiled (fp32, head sizes up to 64, no causal rule, no mask or one shared by all query
 // rows such as BERT's [B,1,1,S]; tiled_ok says exactly): the streaming kernel's P·V shuffles a
-// probability per key and does few FMAs per shared load, which leaves it at about a third of the
-// H100's fp32 rate at BERT-base shapes. Here a block (64 query rows, 4 warps, 72 KiB: three blocks
+// probability per key and does few FMAs per shared load, which leaves it far below the fp32 FMA
+// rate at BERT-base shapes. Here a block (64 query rows, 4 warps, 72 KiB: three blocks
 // per SM) takes keys 64 at a time through cp.async: Q and the first K, then V while the scores are
 // computed, and the next chunk's K in a second buffer a whole chunk ahead. Warps split the rows in
 // halves and the keys (scores) or output columns (P·V) in halves; lane = 4·rg + kg. Scores: each
@@ -23,11 +23,10 @@
 // shared memory. The probabilities go to shared memory transposed (Pᵀ, over the spent K), and
 // P·V is a second tile of 4 rows × 8 columns: per key one float4 of Pᵀ and two of V feed 32 FMAs.
 // Each chunk rescales the output (online softmax), so any kv_len runs; keys past kv_len get a
-// -inf bias and zero-filled V. Measured on the H100 (2026-11-25, BERT-base b16 h12 s128 d64,
-// packed QKV, row mask): 0.032 ms against 0.0445 ms for the streaming kernel; a 256-thread block
-// with a 4×4 tile per thread (three blocks per SM, capped at 80 registers) took 0.035 ms and one
-// of 128-key chunks (two blocks per SM) 0.036 ms. Issue slots are still only ~58% busy there
-// (a scheduler has three warps to choose from).
+// -inf bias and zero-filled V. Timed at BERT-base shapes (packed QKV, row mask), it beats the
+// streaming kernel, a 256-thread block with a 4×4 tile per thread (three blocks per SM, capped at
+// 80 registers) and one of 128-key chunks (two blocks per SM). Its issue slots are still far from
+// always busy (a scheduler has only three warps to choose from).
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -286,9 +285,9 @@ void launch_r(const AttentionArgs& a, cudaStream_t stream) {
   check_launch("attention");
 }
 
-// Two rows per thread (8 warps per block): measured on the H100 (2026-11-23, BERT-base shapes,
-// fp32, scripts/gpu_check.sh micro) 0.0445 ms against 0.0546 ms with four rows per thread and 4
-// warps, which left the SM too few warps to hide the loads with.
+// Two rows per thread (8 warps per block): faster at BERT-base shapes (fp32, scripts/gpu_check.sh
+// micro) than four rows per thread and 4 warps, which left the SM too few warps to hide the loads
+// with.
 template <typename T, int HD, bool ASYNC>
 void launch_typed(const AttentionArgs& a, cudaStream_t stream) {
   launch_r<T, HD, ASYNC, 2>(a, stream);

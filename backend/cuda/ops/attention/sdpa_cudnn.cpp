@@ -46,7 +46,7 @@ class Sdpa : public CudnnSdpa {
 };
 
 /// Built graphs by problem: the layers of one model share a shape, and building a cuDNN SDPA plan
-/// takes about 0.1 s, so BERT-base's 12 layers build one (graphs are immutable once built, and
+/// is slow, so BERT-base's 12 layers build one (graphs are immutable once built, and
 /// execute() takes the pointers per call). Keyed by everything the graph was built from.
 std::string problem_key(const AttentionArgs& a, const Context& ctx) {
   std::string k = std::to_string(ctx.id()) + "|" + dtype_name(a.dtype) + "|" + dtype_name(a.mask_dtype);

@@ -10,8 +10,8 @@
 // its pixel's input element for its tap, zero where the tap falls in the padding. A tap table
 // (one entry per k, built on the host) gives each tap's offset into an image and its (dh, dw).
 //
-// Why: at strict fp32 cuDNN's kernels ran ResNet-50's 3x3 and strided convs at 19-28 TFLOP/s
-// (profile, H100, 2026-11-25), where the SGEMM core reaches 43 on BERT's GEMMs.
+// Why: at strict fp32 cuDNN's kernels ran ResNet-50's 3x3 and strided convs well below the rate
+// the SGEMM core reaches on BERT's GEMMs (fusec profile).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -57,8 +57,8 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
 
 // A 3x3, stride-1, pad-1, undilated conv (output size = input size): the Winograd candidates
 // (FUSEC_CONV_WINOGRAD=0: none, for A/B runs). Their transformed filters are made by prepare(),
-// only for the layouts a plan times or recalls: a warm build of ResNet-50 that made all of them
-// on the host took 0.99 s against 0.42 (H100 machine, 2026-11-27).
+// only for the layouts a plan times or recalls: making all of them on the host made ResNet-50's
+// warm build much slower.
 void ConvIgemmRoute::plan_winograd(const Tensor& weights) {
   const ConvIgemmShape& s = s_;
   const char* off = std::getenv("FUSEC_CONV_WINOGRAD");

@@ -3,10 +3,9 @@
 // It holds the shape's tap table on the device.
 //
 // K runs tap-major wherever it can (C % 16 == 0 and constant weights). Both orders were timed on
-// every ResNet-50 conv at batch 16 (H100, 2026-11-26): tap-major won every shape it applies to,
-// by 2-25%, even the stride-2 ones where the (c, r, s) order keeps an input row's sectors in L1
-// across a window's taps; its copies cost fewer instructions. A deeper ring (6 stages) for the
-// late layers won nothing either.
+// every ResNet-50 conv at batch 16: tap-major won every shape it applies to, even the stride-2
+// ones where the (c, r, s) order keeps an input row's sectors in L1 across a window's taps; its
+// copies cost fewer instructions. A deeper ring (6 stages) for the late layers won nothing either.
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -262,9 +262,9 @@ class ConvOp : public CudaOp {
     if (!transpose && !nhwc && strict && (tuning || igemm_forced() >= 0)) plan_igemm_route(c, g, group);
     // The algorithm by timing the launch as it will run (fused, or the conv and its epilogue
     // pass), warm and repeated, on scratch buffers: strict fp32 by default, where the heuristics'
-    // first choice ran ResNet-50's convolutions at 35-57% of the fp32 peak. cuDNN's own trial
-    // timings (cudnnFindConvolutionForwardAlgorithmEx, one cold run each) misled: at fp16 they
-    // picked kernels 10-100x slower in the real fused NHWC launch (H100, 2026-11-23).
+    // first choice ran ResNet-50's convolutions far from the fp32 peak. cuDNN's own trial timings
+    // (cudnnFindConvolutionForwardAlgorithmEx, one cold run each) misled: at fp16 they picked
+    // kernels many times slower in the real fused NHWC launch.
     // FUSEC_CONV_TUNE=0 keeps the heuristics' choice; =all times every precision.
     bool tuned = false;
     if (gemm_route_ && gemm_forced()) {  // tests and A/B runs: the GEMM route without timing
@@ -458,8 +458,8 @@ class ConvOp : public CudaOp {
   }
 
   /// The tuning-cache key of this conv: "launch" for a timed choice, "choice" for the heuristics'
-  /// untimed one (remembered so that a warm build skips cuDNN's heuristics query, 7 ms per conv
-  /// on the H100 with cuDNN 9). Empty when the descriptor cannot be read back.
+  /// untimed one (remembered so that a warm build skips cuDNN's heuristics query, a cost paid per
+  /// conv). Empty when the descriptor cannot be read back.
   std::string choice_key(const PlanContext& c, const char* what, bool fma, bool may_fuse) const {
     std::string key = "cudnn " + std::to_string(cudnnGetVersion()) + "|" + tuning_device_key(c.ctx().device()) + "|conv " + what +
                       " " + dtype_name(dt_) + (fma ? " fma" : "") + (nhwc_ ? " nhwc" : " nchw") + " x" + dims_str(c.in_dims(0)) +

@@ -80,9 +80,9 @@ __global__ void __launch_bounds__(256) winograd_input_kernel(const float* __rest
 // output rows and runs the FusedConv epilogue on them (one 16-byte word per row where w % 4 == 0
 // and y, residual are 16-byte aligned). In either layout item i's products sit at offset i of
 // each plane, so every load is a warp's 32 consecutive floats. One thread per item, with 36 loads
-// in a row, ran the late layers' 14x14 and 7x7 outputs (32-64 K items, under 16 warps per SM) at
-// 2.5x cuDNN's time; eight lanes per item (a lane per column) cost the 56x56 ones 70% more in
-// half-used sectors (H100, 2026-11-27).
+// in a row, ran the late layers' 14x14 and 7x7 outputs (32-64 K items, under 16 warps per SM)
+// far slower than cuDNN; eight lanes per item (a lane per column) slowed the 56x56 ones down with
+// half-used sectors.
 constexpr int kOutItems = 32;
 template <bool TILE_MAJOR>
 __global__ void __launch_bounds__(6 * 32) winograd_output_kernel(const float* __restrict__ m, const float* __restrict__ bias,
@@ -125,7 +125,7 @@ __global__ void __launch_bounds__(6 * 32) winograd_output_kernel(const float* __
 
 // One thread per (output channel, input channel): U = G g G^T in double, rounded once. On the
 // device, because every warm build plans the route again: on the host the transform of
-// ResNet-50's 13 filters made the warm build 0.76 s against 0.42 (H100 machine, 2026-11-27).
+// ResNet-50's 13 filters took a large share of the warm build.
 __global__ void winograd_filter_kernel(const float* __restrict__ w, float* __restrict__ u, int cout, int c, bool tile_major) {
   const double G[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
                           {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};

@@ -56,14 +56,13 @@ class GemmOp : public CudaOp {
     // Strict fp32 plain products can also run on our own SGEMM (sgemm.cuh), with the whole
     // FusedMatMul epilogue inside, erf-GELU included; the tuner times it beside cuBLASLt
     // (FUSEC_SGEMM=0 leaves it out). Its 64x128 split-K configuration takes BERT-base's QKV
-    // projection, where cuBLASLt's whole configuration space tops out at 40.5 TFLOP/s: 0.1707 ms
-    // against 0.1774 timed as the model runs it, and the model 8.68-8.73 -> 8.63 ms (H100,
-    // 2026-11-25; docs/results/lab_sgemm_fp32_*, lab_lt_search_*). Since its main loop was
-    // reworked (2026-11-26) it also takes the out-projection and FFN1 with the GELU inside
-    // (0.2229 ms against 0.2247 for cuBLASLt plus the pass): BERT fp32 8.70 -> 8.43 ms. A weight
-    // stored [N,K] (Gemm transB=1) goes to its skinny configurations for a few rows (a classifier
-    // or an MLP at a small batch, where cuBLASLt streamed the weights at a tenth of the memory's
-    // speed) and to the generic one; the tiled ones refuse it.
+    // projection, where it beats the best of cuBLASLt's whole configuration space timed as the
+    // model runs it (scripts/lab/sgemm_lab.cu, scripts/lab/lt_search_lab.cpp). Since its main loop
+    // was reworked it also takes the out-projection and FFN1 with the GELU inside, ahead of
+    // cuBLASLt plus the separate epilogue pass. A weight stored [N,K] (Gemm transB=1) goes to its
+    // skinny configurations for a few rows (a classifier or an MLP at a small batch, where cuBLASLt
+    // streamed the weights far below the memory's speed) and to the generic one; the tiled ones
+    // refuse it.
     own_ok_ = dt == DType::Float32 && !tf32 && s_.batch == 1 && s_.loop_a.empty() && !s_.trans_a &&
               alpha == 1.0f && (!has_c_ || beta == 1.0f) && s_.m <= INT32_MAX && s_.n <= INT32_MAX && s_.k <= INT32_MAX &&
               (act.act == Act::None || act.act == Act::Relu || act.act == Act::Gelu) && own_mode() != OwnMode::Off;
@@ -263,9 +262,8 @@ class GemmOp : public CudaOp {
     // Where our SGEMM competes, the candidates are timed as the model runs them: a weight operand
     // read from memory rather than L2 (copies enough to overflow L2 twice, taken in turn) and
     // random values (below). On one warm copy of a constant fill, our FFN1 with its erf-GELU
-    // measured 0.2236 ms, then ran at 0.2357 ms inside BERT-base, where the activation's branches
-    // diverge within a warp; cuBLASLt with the separate pass measured the same both ways (H100,
-    // 2026-11-25).
+    // timed faster than it then ran inside BERT-base, where the activation's branches diverge
+    // within a warp; cuBLASLt with the separate pass timed the same both ways.
     int copies = 1;
     if (own_ok_ && b_is_weight_ && b_bytes) {
       int l2 = 0;
@@ -355,10 +353,10 @@ class GemmOp : public CudaOp {
     cudaEventDestroy(e1);
     if (best < 0) return 0;
     // Timed alone on scratch buffers, a small win can be noise or vanish inside the model (the
-    // MLP's 16-row GEMMs ran 3% slower on such picks): leave the heuristic's choice unless the
+    // MLP's 16-row GEMMs ran slower on such picks): leave the heuristic's choice unless the
     // candidate is clearly faster. Long GEMMs time steadily, and there 5% was too strict: BERT-base's
-    // fp32 FFN1 (2048 x 3072 x 768) measured its second tile 5.4% faster alone and 7% inside the
-    // model, and a 5% bar kept or dropped it from run to run (H100, 2026-11-25).
+    // fp32 FFN1 (2048 x 3072 x 768) has a second tile that wins by about that much both alone and
+    // inside the model, and a 5% bar kept or dropped it from run to run.
     const float bar = first_ms / kReps >= kLongMs ? kMinGainLong : kMinGain;
     if (first_ms > 0 && best_ms > bar * first_ms) best = 0;
     if (std::getenv("FUSEC_GEMM_TRACE"))  // every candidate's time, as FUSEC_CONV_TRACE does for convs

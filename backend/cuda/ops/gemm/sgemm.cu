@@ -89,15 +89,14 @@ struct Config {
   bool (*launch)(const SgemmArgs&, cudaStream_t);
 };
 
-// name: CTA tile, per-thread tile, threads, CTAs per SM the registers are capped for. Measured
-// on H100 (scripts/lab/sgemm_lab.cu; docs/results/lab_sgemm_fp32_h100_2026-11-25*.txt):
-// BERT-base's QKV (N = 2304) goes to 64x128 split-K (the tile cuBLASLt picks for FFN1, two CTAs
-// of 4 warps per SM, so that one CTA's barrier wait is the other's issue slot; split over K: 1152
-// CTAs): 0.1692 ms against cuBLASLt's best 0.1798. 128x192 split-K runs N = 768 (128 CTAs instead
-// of 64) level with cuBLASLt. The others are for shapes where those leave too few CTAs; 3 CTAs of
-// 64x128 per SM, a 32-deep K slice, 64x64 tiles at 4 per SM and 128x144 (which spills) won none,
-// nor did 64x192 t8x12 at 2/SM (2026-11-26). "2/SM" is the register cap; 64x128 t8x8 needs ~160
-// registers and so runs three CTAs per SM (ncu).
+// name: CTA tile, per-thread tile, threads, CTAs per SM the registers are capped for. Timed
+// against cuBLASLt in scripts/lab/sgemm_lab.cu: BERT-base's QKV (N = 2304) goes to 64x128 split-K
+// (the tile cuBLASLt picks for FFN1, two CTAs of 4 warps per SM, so that one CTA's barrier wait is
+// the other's issue slot; split over K: 1152 CTAs), which beats cuBLASLt's best. 128x192 split-K
+// runs N = 768 (128 CTAs instead of 64) level with cuBLASLt. The others are for shapes where those
+// leave too few CTAs; 3 CTAs of 64x128 per SM, a 32-deep K slice, 64x64 tiles at 4 per SM and
+// 128x144 (which spills) won none, nor did 64x192 t8x12 at 2/SM. "2/SM" is the register cap;
+// 64x128 t8x8 needs ~160 registers and so runs three CTAs per SM (ncu).
 //                                                     BM   BN  BK TM  TN WR ST MIN SPLIT
 const Config kConfigs[] = {
     {"128x192 t8x12 256thr", launch_tiled<128, 192, 16, 8, 12, 4, 3, 1>},
@@ -111,12 +110,11 @@ const Config kConfigs[] = {
     {"128x96 t4x12 256thr 2/SM", launch_tiled<128, 96, 16, 4, 12, 4, 3, 2>},
     {"64x96 t4x8 192thr 3/SM", launch_tiled<64, 96, 16, 4, 8, 8, 4, 3>},
     // Skinny (B stored [N,K] only, sgemm_skinny.cu): 16 rows x 8 or 16 columns of C per CTA, K
-    // split over a cluster of 1 or 2, a 2- or 3-stage cp.async ring. Measured against cuBLASLt's
-    // best of its top 8 (scratch lab, graph launches, weights cold; H100, 2026-11-27), M x N x K:
-    // ResNet-50's fc 16x1000x2048 goes to 16x8 (6.96 us against 26.4), the MLP's 16x1024x1024
-    // too (5.29 against 15.8); 16x16 takes 32x1000x2048 (8.89 / 15.4), 64x1024x1024 (9.04 / 13.3)
-    // and 16x4096x1024 (10.5); splitK2 16x1024x4096 (10.9 / 39.9). For M = 1 cuBLASLt's GEMV stays
-    // ahead (5.2 against 8.5). Splits of 4, 16x8 split 2 and deeper rings won none.
+    // split over a cluster of 1 or 2, a 2- or 3-stage cp.async ring. Timed against cuBLASLt's best
+    // of its top 8 (scratch lab, graph launches, weights cold), M x N x K: ResNet-50's fc
+    // 16x1000x2048 goes to 16x8, the MLP's 16x1024x1024 too; 16x16 takes 32x1000x2048,
+    // 64x1024x1024 and 16x4096x1024; splitK2 16x1024x4096. For M = 1 cuBLASLt's GEMV stays ahead.
+    // Splits of 4, 16x8 split 2 and deeper rings won none.
     // Template arguments: <columns per thread (CT), K split, ring stages>.
     {"skinny 16x8 256thr", launch_sgemm_skinny<2, 1, 2>},
     {"skinny 16x16 256thr", launch_sgemm_skinny<4, 1, 3>},

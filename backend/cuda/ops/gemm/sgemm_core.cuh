@@ -69,10 +69,10 @@ __device__ __forceinline__ void cp_async_wait() {
 
 /// GELU, 0.5·x·(1 + erf(x/√2)), as x - 0.5·x·erfc(z) (x >= 0) or 0.5·x·erfc(z) (x < 0), z = |x|/√2,
 /// with erfc from a Chebyshev fit of relative error below 1.2e-7 (Numerical Recipes' erfcc): no
-/// branch, where erff's two paths both run in a warp with real data. In the model erff made BERT-
-/// base's FFN1 epilogue 5% of the kernel (0.2357 ms against 0.2236 ms on uniform scratch data,
-/// H100, 2026-11-25). Within 1e-7·max(1, |x|) of the exact GELU over [-12, 12], and accurate
-/// relative to the result in the negative tail, where 1 + erff cancels.
+/// branch, where erff's two paths both run in a warp with real data: in the model erff made BERT-
+/// base's FFN1 epilogue a visible share of the kernel, which it was not on uniform scratch data.
+/// Within 1e-7·max(1, |x|) of the exact GELU over [-12, 12], and accurate relative to the result
+/// in the negative tail, where 1 + erff cancels.
 __device__ __forceinline__ float gelu_erf(float x) {
   const float z = fabsf(x) * 0.70710678118654752f;
   const float t = __frcp_rn(fmaf(0.5f, z, 1.0f));
@@ -292,7 +292,7 @@ __device__ __forceinline__ void tile_mainloop(const P& p, int m0, int n0, int kt
   };
   constexpr int COPIES = A_LOADS + B_LOADS;
   // Copies go out four at a time: each cp.async costs three no-op issue slots the compiler puts
-  // before it when it stands alone (lab, 2026-11-26: one per k step was 2-3% slower on FFN1).
+  // before it when it stands alone (in the lab one per k step was slower on FFN1).
   constexpr int CPS = 4;
   constexpr int GROUPS = (COPIES + CPS - 1) / CPS;
   auto copy_step = [](int c) { return (c / CPS) * BK / GROUPS; };
@@ -324,11 +324,10 @@ __device__ __forceinline__ void tile_mainloop(const P& p, int m0, int n0, int kt
   }
   after_prologue();
   // The next tile's copies are spread over the k steps, between the FFMAs, rather than issued
-  // together after the barrier: ncu showed 28% of all warp samples in that burst of address
-  // arithmetic and in the barrier right before it, with the FMA pipe idle (64x128 tiles on
-  // BERT-base's FFN1, 2026-11-26). Spread and without a branch: FFN1 0.2408 -> 0.2296 ms in the
-  // lab. The barrier sits in the last k step, so the next tile's first fragments can load while
-  // that step's FFMAs issue.
+  // together after the barrier: ncu showed a large share of all warp samples in that burst of
+  // address arithmetic and in the barrier right before it, with the FMA pipe idle (64x128 tiles on
+  // BERT-base's FFN1); spread and without a branch, FFN1 ran faster in the lab. The barrier sits
+  // in the last k step, so the next tile's first fragments can load while that step's FFMAs issue.
   cp_async_wait<STAGES - 2>();
   __syncthreads();
   load_frag(0, 0, 0);
@@ -336,7 +335,7 @@ __device__ __forceinline__ void tile_mainloop(const P& p, int m0, int n0, int kt
     const int stage = kt % STAGES;
     // Past the last tile the copies are predicated off: a predicate, where a branch around them
     // kept the FFMAs from hiding their address arithmetic, and a second copy of the loop for the
-    // tail cost 6% on FFN1 (lab, 2026-11-26). Zero-filling the spent stage instead was as fast,
+    // tail cost time on FFN1 in the lab. Zero-filling the spent stage instead was as fast,
     // but left copies in flight that compute-sanitizer's racecheck flags against split-K's
     // exchange.
     const bool refill = kt + STAGES - 1 < KT;  // stage (kt-1)%STAGES, free since the last barrier
@@ -376,7 +375,7 @@ __device__ __forceinline__ void finish_tile(const P& p, float (&acc)[TM][TN], in
   // picked once, outside the unrolled loops, and runs over all of the thread's outputs with no
   // branch between them (rows past M read row M-1's residual, never stored), so the compiler can
   // interleave the erf-GELUs' dependent chains: with a per-element switch, GELU cost BERT-base's
-  // FFN1 16 us on top of the GEMM, more than the separate pass (13 us; H100, 2026-11-26).
+  // FFN1 more on top of the GEMM than the separate pass did.
   auto finish = [&](auto act, auto rank_c) {
     constexpr int RK = decltype(rank_c)::value;
     if constexpr (CONV) {
@@ -533,11 +532,10 @@ __device__ __forceinline__ void stream_k(const P& p, float* const As, float* con
 // A conv's residual tile staged in shared memory, after the ring: cp.async copies issued once the
 // ring's first tiles are in flight, so the epilogue's reads of it no longer wait on DRAM after the
 // main loop. ResNet-50's layer-1 residual 1x1 convs (K = 64: four K tiles) spent their time in
-// that wait: 86 us at 38% of DRAM bandwidth with the FMA pipe idle in the epilogue (ncu, H100,
-// 2026-11-27). Staged, the tuner timed the 64x128 pointwise tile on layer 1's 0.0774 -> 0.0708 ms
-// and layer 2's 0.0575 -> 0.0543 (layer 3's 0.0575 -> 0.0600, where it is not picked). Only where
-// the tile fits beside the ring at the configuration's CTAs per SM (not the 128x128 tile at 2),
-// and for the plain form (SPLIT 1), where one CTA finishes the whole tile.
+// that wait, well below DRAM bandwidth with the FMA pipe idle in the epilogue (ncu). Staged, the
+// tuner timed the 64x128 pointwise tile faster on layers 1 and 2 (slower on layer 3, where it is
+// not picked). Only where the tile fits beside the ring at the configuration's CTAs per SM (not the
+// 128x128 tile at 2), and for the plain form (SPLIT 1), where one CTA finishes the whole tile.
 template <class P, int BM, int BN, int BK, int STAGES, int MIN_BLOCKS, int SPLIT>
 constexpr int residual_smem_bytes() {
   constexpr bool CONV = std::is_same_v<P, ConvPointwiseArgs> || std::is_same_v<P, ConvTapArgs> || std::is_same_v<P, ConvIgemmArgs>;

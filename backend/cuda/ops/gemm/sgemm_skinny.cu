@@ -2,8 +2,8 @@
 // classifier or an MLP layer at a small batch), C = act(A·Bᵀ + bias + R); see sgemm.cuh.
 //
 // At M = 16 the product streams B: ResNet-50's fc (N 1000, K 2048) reads 8 MB of weights for 65
-// MFLOP, where tiles 64-128 rows tall waste most of their work (cuBLASLt took 26 us on the H100,
-// a tenth of the memory's speed). Every C[m][n] is the dot product of A's row m and B's row n,
+// MFLOP, where tiles 64-128 rows tall waste most of their work (cuBLASLt streamed the weights far
+// below the memory's speed). Every C[m][n] is the dot product of A's row m and B's row n,
 // both contiguous in K, so:
 //
 //   CTA, 256 threads:  rows m0..m0+15 (grid y; rows past M repeat row M-1 and are not stored)

@@ -271,8 +271,8 @@ RowCfg choose(const RowNormArgs& a) {
   }
   if (chunks <= 1024 * max_k) {
     // Few rows leave most SMs idle, so a row's latency is the run's: rows of up to 128 vectors get
-    // one vector a thread (the MLP's 16 rows of 1024 fp16: 64 threads x 2 vectors took 4.0 us,
-    // 128 x 1 take 2.9 us; at fp32, 256 x 1 was slower than 128 x 2).
+    // one vector a thread (the MLP's 16 rows of 1024 fp16 ran faster at 128 threads x 1 vector than
+    // at 64 x 2; at fp32, 256 x 1 was slower than 128 x 2).
     const int64_t per_thread = few_rows ? (chunks <= 128 ? 1 : 2) : max_k < 4 ? 2 : 4;
     int64_t t = ceil_div(ceil_div(chunks, per_thread), 32) * 32;
     t = t < 64 ? 64 : t > 1024 ? 1024 : t;

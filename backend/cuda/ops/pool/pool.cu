@@ -184,13 +184,14 @@ __global__ void __launch_bounds__(kBlock) pool_window_kernel(const T* __restrict
 
 // ---------------------------------------------------------------- 2-D max pool, small window
 
-// ResNet-50's stem MaxPool (3×3, stride 2, pad 1) ran at ~1.16 TB/s in pool_window_kernel: three
-// divisions per output for the 3-D coordinates, and tap loops with runtime bounds, whose loads
-// issue one after another. Here window and stride are template parameters, so every tap's load is
-// in flight at once, and each thread makes kMaxPoolRows vertically adjacent outputs, loading the
-// input rows their windows share once. Vertically rather than horizontally adjacent: lanes stay one
-// output column apart, so one load instruction of a warp touches the same few cache lines as in the
-// generic kernel, where a thread per 2 horizontal outputs would spread it over twice as many lines.
+// ResNet-50's stem MaxPool (3×3, stride 2, pad 1) ran far below the copy rate in
+// pool_window_kernel: three divisions per output for the 3-D coordinates, and tap loops with
+// runtime bounds, whose loads issue one after another. Here window and stride are template
+// parameters, so every tap's load is in flight at once, and each thread makes kMaxPoolRows
+// vertically adjacent outputs, loading the input rows their windows share once. Vertically rather
+// than horizontally adjacent: lanes stay one output column apart, so one load instruction of a warp
+// touches the same few cache lines as in the generic kernel, where a thread per 2 horizontal
+// outputs would spread it over twice as many lines.
 constexpr int kMaxPoolRows = 2;
 
 /// 32-bit geometry: launch_pool takes this path only where the generic kernel would be narrow.
