@@ -71,7 +71,7 @@ struct WorkFailed {};
 
 // ---- anywhere ----
 
-TEST(Counters, PermissionErrorSaysHowToAllowCounters) {
+TEST(CudaCounters, PermissionErrorSaysHowToAllowCounters) {
   Error e = detail::counter_error("cuptiProfilerGetCounterAvailability", CUPTI_ERROR_INSUFFICIENT_PRIVILEGES);
   std::string msg = e.what();
   EXPECT_NE(e.kind(), ErrorKind::Internal);
@@ -82,7 +82,7 @@ TEST(Counters, PermissionErrorSaysHowToAllowCounters) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
 }
 
-TEST(Counters, MisuseOfCuptiIsInternalAnythingElseTheMachine) {
+TEST(CudaCounters, MisuseOfCuptiIsInternalAnythingElseTheMachine) {
   EXPECT_EQ(detail::counter_error("cuptiRangeProfilerSetConfig", CUPTI_ERROR_INVALID_PARAMETER).kind(),
             ErrorKind::Internal);
   Error unsupported = detail::counter_error("cuptiRangeProfilerEnable", CUPTI_ERROR_NOT_SUPPORTED);
@@ -92,7 +92,7 @@ TEST(Counters, MisuseOfCuptiIsInternalAnythingElseTheMachine) {
       << unsupported.what();
 }
 
-TEST(Counters, WithoutAGpuCollectingIsAnEnvironmentError) {
+TEST(CudaCounters, WithoutAGpuCollectingIsAnEnvironmentError) {
   if (cuda::gpu_available()) GTEST_SKIP() << "this machine has a GPU";
   try {
     collect_counters([] {});
@@ -103,7 +103,7 @@ TEST(Counters, WithoutAGpuCollectingIsAnEnvironmentError) {
   }
 }
 
-TEST(Counters, RangesTakeLaunchNamesByPosition) {
+TEST(CudaCounters, RangesTakeLaunchNamesByPosition) {
   using detail::names_for_ranges;
   EXPECT_EQ(names_for_ranges({"_Z4axpyPfS_", "plain_c"}, 2),
             (std::vector<std::string>{"axpy(float*, float*)", "plain_c"}));
@@ -114,7 +114,7 @@ TEST(Counters, RangesTakeLaunchNamesByPosition) {
   EXPECT_EQ(detail::demangle("f"), "f");  // an extern "C" kernel, not the type code for float
 }
 
-TEST(Counters, MetricNamesFollowTheFields) {
+TEST(CudaCounters, MetricNamesFollowTheFields) {
   const auto& m = counter_metric_names();
   ASSERT_EQ(m.size(), 6u);
   EXPECT_EQ(m[0], "dram__bytes_read.sum");

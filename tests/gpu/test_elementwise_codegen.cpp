@@ -85,9 +85,9 @@ GenCase binary(const std::string& op, DType t, DType out, std::vector<int64_t> b
 const DType kFloats[] = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64};
 const DType kInts[] = {DType::Int8, DType::UInt8, DType::Int32, DType::Int64};
 
-TEST(ElementwiseCodegen, NvrtcIsAvailable) { EXPECT_FALSE(nvrtc_version().empty()); }
+TEST(CudaElementwiseCodegen, NvrtcIsAvailable) { EXPECT_FALSE(nvrtc_version().empty()); }
 
-TEST(ElementwiseCodegen, FloatUnaryOpsCompile) {
+TEST(CudaElementwiseCodegen, FloatUnaryOpsCompile) {
   Compiler cc;
   const char* ops[] = {"Abs", "Neg", "Sign", "Reciprocal", "Sqrt", "Exp", "Log", "Floor", "Ceil", "Round", "Erf",
                        "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
@@ -118,7 +118,7 @@ TEST(ElementwiseCodegen, FloatUnaryOpsCompile) {
   }
 }
 
-TEST(ElementwiseCodegen, IntegerOpsCompile) {
+TEST(CudaElementwiseCodegen, IntegerOpsCompile) {
   Compiler cc;
   for (DType t : kInts) {
     for (const char* op : {"Abs", "Sign", "Relu", "Erf", "Shrink"}) cc.check(unary(op, t));
@@ -147,7 +147,7 @@ TEST(ElementwiseCodegen, IntegerOpsCompile) {
   cc.check({"BitShift", "", 11, {attr("direction", std::string("RIGHT"))}, {{DType::UInt8, kFull}, {DType::UInt8, {}}}, DType::UInt8, kFull});
 }
 
-TEST(ElementwiseCodegen, FloatBinaryVariadicLogicCompile) {
+TEST(CudaElementwiseCodegen, FloatBinaryVariadicLogicCompile) {
   Compiler cc;
   for (DType t : kFloats) {
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"}) cc.check(binary(op, t, t));
@@ -169,7 +169,7 @@ TEST(ElementwiseCodegen, FloatBinaryVariadicLogicCompile) {
             {{DType::Float32, {4, 33}}, {DType::Float32, {4}}}, DType::Float32, {4, 33}});
 }
 
-TEST(ElementwiseCodegen, CastBetweenAllTypesCompiles) {
+TEST(CudaElementwiseCodegen, CastBetweenAllTypesCompiles) {
   Compiler cc;
   const DType all[] = {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64, DType::Int8,
                        DType::UInt8,   DType::Int16,   DType::Int32,    DType::Int64,   DType::Bool};
@@ -203,7 +203,7 @@ int inputs_of(const std::string& program) {
   return n;
 }
 
-TEST(ElementwiseCodegen, FusedProgramsCompile) {
+TEST(CudaElementwiseCodegen, FusedProgramsCompile) {
   Compiler cc;
   const std::vector<std::vector<int64_t>> shapes[] = {
       {{8, 768}, {768}, {8, 1}, {}},     // row bias, column, scalar
@@ -223,7 +223,7 @@ TEST(ElementwiseCodegen, FusedProgramsCompile) {
   }
 }
 
-TEST(ElementwiseCodegen, RefusesWhatItCannotRun) {
+TEST(CudaElementwiseCodegen, RefusesWhatItCannotRun) {
   std::string why;
   // Celu with alpha 0 is an error on the CPU: leave it there.
   EXPECT_EQ(generate(unary("Celu", DType::Float32, {attr("alpha", 0.0f)}, 12), &why), "");
@@ -236,7 +236,7 @@ TEST(ElementwiseCodegen, RefusesWhatItCannotRun) {
   EXPECT_NE(why.find("rank"), std::string::npos);
 }
 
-TEST(ElementwiseCodegen, PlanCoalescesAndClassifies) {
+TEST(CudaElementwiseCodegen, PlanCoalescesAndClassifies) {
   std::string why;
   EwLaunchPlan p;
   // Same dims and a scalar: linear, 4 floats per 16-byte access.
@@ -284,7 +284,7 @@ TEST(ElementwiseCodegen, PlanCoalescesAndClassifies) {
                      &why, &p), "");
 }
 
-TEST(ElementwiseCodegen, FastDividerIsExact) {
+TEST(CudaElementwiseCodegen, FastDividerIsExact) {
   const uint32_t divisors[] = {1, 2, 3, 5, 7, 10, 33, 60, 64, 100, 768, 1000, 4097, 65535, 65536, 1000003,
                                (1u << 30) + 1, (1u << 31) - 1};
   uint64_t state = 12345;

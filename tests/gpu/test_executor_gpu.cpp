@@ -55,7 +55,7 @@ TEST(CudaBackendNoGpu, CompileWithoutADeviceIsACleanError) {
   }
 }
 
-TEST(CudaBackend, BadDeviceIndexIsACleanError) {
+TEST(GpuExecutor, BadDeviceIndexIsACleanError) {
   FUSEC_REQUIRE_GPU();
   GraphBuilder b;
   b.output(b.node("Relu", {b.input("x", DType::Float32, {Dim(4)})}));
@@ -66,7 +66,7 @@ TEST(CudaBackend, BadDeviceIndexIsACleanError) {
   EXPECT_THROW(cuda::CudaBackend(o).compile_cuda(*g), Error);
 }
 
-TEST(CudaBackend, GraphReplayEqualsStreamExecution) {
+TEST(GpuExecutor, GraphReplayEqualsStreamExecution) {
   FUSEC_REQUIRE_GPU();
   auto g = load("bert_small.onnx", 2);
   auto ins = random_inputs(*g, 5);
@@ -92,7 +92,7 @@ TEST(CudaBackend, GraphReplayEqualsStreamExecution) {
 // before their predecessor ends and wait for it on the GPU. A missing wait is a race: replays
 // would differ from each other or from the CPU. Batch 8 gives the GEMMs several waves of CTAs.
 // Once with cuBLASLt's GEMMs (the GELU pass runs), once with our SGEMM forced (GELU inside it).
-TEST(CudaBackend, DependentLaunchChainsReplayLikeTheReference) {
+TEST(GpuExecutor, DependentLaunchChainsReplayLikeTheReference) {
   FUSEC_REQUIRE_GPU();
   for (const char* sgemm : {"0", "force"}) {
     SCOPED_TRACE(std::string("FUSEC_SGEMM=") + sgemm);
@@ -122,7 +122,7 @@ TEST(CudaBackend, DependentLaunchChainsReplayLikeTheReference) {
   }
 }
 
-TEST(CudaBackend, CpuFallbackNodeInTheMiddle) {
+TEST(GpuExecutor, CpuFallbackNodeInTheMiddle) {
   FUSEC_REQUIRE_GPU();
   // Einsum has no CUDA kernel: it runs on the CPU between two GPU nodes, through the storage
   // conversions at fp16/bf16.
@@ -146,7 +146,7 @@ TEST(CudaBackend, CpuFallbackNodeInTheMiddle) {
   EXPECT_THROW(cuda::CudaBackend(strict).compile_cuda(*g), Error);
 }
 
-TEST(CudaBackend, ReshapeTargetFedAsAnInputSpecializesThePlan) {
+TEST(GpuExecutor, ReshapeTargetFedAsAnInputSpecializesThePlan) {
   FUSEC_REQUIRE_GPU();
   GraphBuilder b;
   Value* x = b.input("x", DType::Float32, {Dim(2), Dim(6)});
@@ -163,7 +163,7 @@ TEST(CudaBackend, ReshapeTargetFedAsAnInputSpecializesThePlan) {
   }
 }
 
-TEST(CudaBackend, DynamicBatchReplans) {
+TEST(GpuExecutor, DynamicBatchReplans) {
   FUSEC_REQUIRE_GPU();
   GraphBuilder b;
   Value* x = b.input("x", DType::Float32, {Dim::sym("N"), Dim(8)});
@@ -182,7 +182,7 @@ TEST(CudaBackend, DynamicBatchReplans) {
   }
 }
 
-TEST(CudaBackend, ShippedModelsMatchTheReference) {
+TEST(GpuExecutor, ShippedModelsMatchTheReference) {
   FUSEC_REQUIRE_GPU();
   for (const char* name : {"resnet50_small.onnx", "mobilenetv2_small.onnx", "bert_small.onnx", "mlp_small.onnx"}) {
     for (bool optimized : {false, true}) {

@@ -133,7 +133,7 @@ TEST(GpuFusedMatMul, GeluEpilogueOnOddAndPackedShapes) {
     }
 }
 
-TEST(TuningCache, RemembersAcrossProcessesAndCanBeTurnedOff) {
+TEST(CudaTuningCache, RemembersAcrossProcessesAndCanBeTurnedOff) {
   // No GPU needed: the cache is a file.
   auto dir = std::filesystem::temp_directory_path() / ("fusec_tuning_" + std::to_string(::getpid()));
   const std::string path = (dir / "t.json").string();

@@ -22,7 +22,7 @@ LayoutFacts facts(ChannelsLast kind, std::vector<int64_t> in, bool in_nhwc, std:
 
 }  // namespace
 
-TEST(LayoutRule, LayoutFreeValues) {
+TEST(CudaLayoutRule, LayoutFreeValues) {
   EXPECT_TRUE(layout_free({16, 72, 1, 1}));
   EXPECT_TRUE(layout_free({16, 1, 28, 28}));
   EXPECT_TRUE(layout_free({16, 72}));
@@ -31,7 +31,7 @@ TEST(LayoutRule, LayoutFreeValues) {
   EXPECT_FALSE(layout_free({16, 72, 1, 28}));
 }
 
-TEST(LayoutRule, ConvRegionsStartWhereEveryConsumerTakesChannelsLast) {
+TEST(CudaLayoutRule, ConvRegionsStartWhereEveryConsumerTakesChannelsLast) {
   const LayoutFacts conv = facts(ChannelsLast::Region, {16, 64, 56, 56}, false, {16, 64, 56, 56});
   EXPECT_TRUE(plan_channels_last(conv));
   LayoutFacts f = conv;
@@ -49,7 +49,7 @@ TEST(LayoutRule, ConvRegionsStartWhereEveryConsumerTakesChannelsLast) {
 
 // MobileNetV3/EfficientNet SE blocks: the activation stays NCHW (it also feeds a broadcast Mul),
 // and the squeeze must read it there rather than change the layout of the whole activation.
-TEST(LayoutRule, ALayoutFreeResultFollowsItsInput) {
+TEST(CudaLayoutRule, ALayoutFreeResultFollowsItsInput) {
   for (ChannelsLast kind : {ChannelsLast::Region, ChannelsLast::FollowInput}) {
     EXPECT_FALSE(plan_channels_last(facts(kind, {16, 72, 28, 28}, false, {16, 72, 1, 1})));
     EXPECT_TRUE(plan_channels_last(facts(kind, {16, 72, 28, 28}, true, {16, 72, 1, 1})));
@@ -62,19 +62,19 @@ TEST(LayoutRule, ALayoutFreeResultFollowsItsInput) {
   EXPECT_TRUE(plan_channels_last(f));
 }
 
-TEST(LayoutRule, FollowersNeverAskForALayoutChange) {
+TEST(CudaLayoutRule, FollowersNeverAskForALayoutChange) {
   // A reduction over the batch keeps a full-size activation: it still follows its input.
   EXPECT_FALSE(plan_channels_last(facts(ChannelsLast::FollowInput, {16, 72, 28, 28}, false, {1, 72, 28, 28})));
   EXPECT_TRUE(plan_channels_last(facts(ChannelsLast::FollowInput, {16, 72, 28, 28}, true, {1, 72, 28, 28}, false)));
 }
 
-TEST(LayoutRule, LayoutFreeInputAndOutputKeepTheRegionRule) {
+TEST(CudaLayoutRule, LayoutFreeInputAndOutputKeepTheRegionRule) {
   // The SE block's 1x1 convs on [N,C,1,1]: either layout is the same memory; the rule is unchanged.
   EXPECT_TRUE(plan_channels_last(facts(ChannelsLast::Region, {16, 72, 1, 1}, false, {16, 18, 1, 1})));
   EXPECT_FALSE(plan_channels_last(facts(ChannelsLast::Region, {16, 72, 1, 1}, false, {16, 18, 1, 1}, false)));
 }
 
-TEST(LayoutRule, GlobalPoolsAndReductionsFollowTheirInputConvsStartRegions) {
+TEST(CudaLayoutRule, GlobalPoolsAndReductionsFollowTheirInputConvsStartRegions) {
   const CudaOpRegistry& r = CudaOpRegistry::global();
   for (const char* op : {"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceMax", "ReduceSum"}) {
     EXPECT_EQ(r.channels_last_kind("", op), ChannelsLast::FollowInput) << op;

@@ -3,7 +3,7 @@
 
 #include "backend/cuda/core/device_info.h"
 
-TEST(CudaDevice, DiscoversTheDevice) {
+TEST(GpuDevice, DiscoversTheDevice) {
   std::string why;
   auto devices = fusec::cuda::list_devices(&why);
   if (devices.empty()) GTEST_SKIP() << "no CUDA device: " << why;
