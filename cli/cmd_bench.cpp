@@ -1,9 +1,8 @@
 // fusec bench: latency and throughput of repeated runs on the CPU or the GPU, of the model as given
 // and after the fusion pipeline, in the same process (the A/B a user needs to trust a speedup).
 //
-// GPU timing: inputs stay on the device; each iteration is one launch of the whole plan (a
-// CUDA-graph replay once captured) between two CUDA events, after warm-up. --include-copies times
-// host→device→host instead, on the host clock. CPU timing: the host clock around each run.
+// How each variant is timed is profiler/timing.h's; this file parses the flags, makes the
+// variants and inputs, and prints.
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +16,7 @@
 #include "passes/pipeline.h"
 #include "profiler/host_info.h"
 #include "profiler/stats.h"
+#include "profiler/timing.h"
 #include "project/project_file.h"
 #include "backend/gpu_plugin.h"
 
@@ -55,27 +55,6 @@ struct Variant {
   std::vector<std::string> cpu_nodes;
 };
 
-/// Repeats `once` (which returns the iteration's time in ms) per the --iterations/--duration rule.
-template <typename F>
-std::vector<double> sample(const BenchArgs& a, const std::string& label, F&& once) {
-  using clock = std::chrono::steady_clock;
-  bool progress = !a.quiet && stdout_is_tty();
-  std::vector<double> samples;
-  int max_iters = a.iterations.value_or(1 << 30);
-  double max_s = a.duration.value_or(a.iterations ? 1e30 : 5.0);
-  int min_iters = a.iterations ? *a.iterations : 10;
-  auto start = clock::now();
-  while (static_cast<int>(samples.size()) < max_iters) {
-    samples.push_back(once());
-    double elapsed = std::chrono::duration<double>(clock::now() - start).count();
-    if (progress && samples.size() % 16 == 0)
-      std::fprintf(stderr, "\r  %s: %zu iterations, %.1f s", label.c_str(), samples.size(), elapsed);
-    if (!a.iterations && elapsed >= max_s && static_cast<int>(samples.size()) >= min_iters) break;
-  }
-  if (progress) std::fprintf(stderr, "\r%60s\r", "");
-  return samples;
-}
-
 double host_ms(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -90,41 +69,24 @@ void measure(const BenchArgs& a, const ResolvedDevice& dev, Variant& v, const st
   exe->run(inputs);  // the first run plans (shapes from the inputs) and warms every library up
   v.build_ms = host_ms(t0);
   v.placement = placement_summary(*exe);
-  if (auto* ge = dynamic_cast<GpuExecutable*>(exe.get())) {
-    for (const auto& p : ge->placement())
-      if (!p.on_gpu && !p.folded) v.cpu_nodes.push_back(p.node);
-    ge->upload_inputs(inputs);
-    for (int i = 0; i < a.warmup; ++i) ge->launch();
-    ge->synchronize();
-    v.graph_status = ge->graph_status();
-    if (a.include_copies) {
-      v.samples = sample(a, v.name, [&] {
-        auto t = std::chrono::steady_clock::now();
-        ge->run(inputs);
-        return host_ms(t);
-      });
-    } else {
-      v.samples = sample(a, v.name, [&] { return ge->timed_launch_ms(); });
-    }
-    auto dm = ge->device_memory();
-    v.mem.peak_activation_bytes = dm.arena_bytes;
-    v.mem.weight_bytes = dm.weight_bytes;
-    v.mem.planned = true;
-    v.workspace_bytes = dm.workspace_bytes;
-    v.io_bytes = dm.io_bytes;
-    size_t used_after = gpu_plugin()->device_used_bytes();
+  profiler::TimingSettings ts;
+  ts.warmup = a.warmup;
+  ts.rule.iterations = a.iterations;
+  ts.rule.duration = a.duration;
+  if (!a.quiet && stdout_is_tty()) ts.rule.progress_label = v.name;
+  ts.include_copies = a.include_copies;
+  profiler::TimedRuns t = profiler::time_runs(*exe, inputs, ts);
+  v.samples = std::move(t.samples_ms);
+  v.mem = t.memory;
+  if (t.gpu) {
+    v.cpu_nodes = std::move(t.cpu_nodes);
+    v.graph_status = t.graph_status;
+    v.workspace_bytes = t.device_memory.workspace_bytes;
+    v.io_bytes = t.device_memory.io_bytes;
+    const size_t used_after = gpu_plugin()->device_used_bytes();
     v.device_in_use_bytes = used_after > used_before ? used_after - used_before : 0;
     v.device_memory = true;
-    v.stats = compute_latency_stats(v.samples);
-    return;
   }
-  for (int i = 0; i < a.warmup; ++i) exe->run(inputs);
-  v.samples = sample(a, v.name, [&] {
-    auto t = std::chrono::steady_clock::now();
-    exe->run(inputs);
-    return host_ms(t);
-  });
-  v.mem = exe->memory();
   v.stats = compute_latency_stats(v.samples);
 }
 
