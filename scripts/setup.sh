@@ -44,6 +44,6 @@ fi
 
 # Build. The CUDA backend builds when the toolkit is present (sm_90 only, to keep builds fast).
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
-cmake --build build -j"$jobs"
+cmake --preset release >/dev/null
+cmake --build --preset release -j"$jobs"
 echo "setup: built build/fusec"
