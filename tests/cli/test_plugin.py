@@ -5,13 +5,18 @@ libraries sees: dlopen fails on the plugin's dependencies).
 
     test_plugin.py --fusec build/fusec --models models
 
-The missing-libraries case is simulated with FUSEC_CUDA_PLUGIN pointing at a file that is not a
-loadable library, and at no file at all. Exit status 0 when every check passes, 1 otherwise.
+A machine without the CUDA libraries is made for real where possible: in a private mount namespace
+(root and unshare), empty folders are mounted over every folder the plugin's CUDA libraries load
+from, so dlopen fails on them as it would there (skipped, saying so, without root). The plugin
+missing, or not a loadable library, is FUSEC_CUDA_PLUGIN pointing at no file and at a text file.
+Exit status 0 when every check passes, 1 otherwise.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -63,6 +68,28 @@ def main() -> int:
             want = "could not be loaded" if label == "unloadable" else "is not installed"
             check(r.returncode == 2 and len(lines) == 1 and lines[0].startswith("fusec: error: --device cuda: the CUDA backend")
                   and want in lines[0], f"--device cuda is one clear error with the plugin {label}", r.stderr)
+    plugin = os.path.join(os.path.dirname(os.path.abspath(a.fusec)), "libfusec_cuda.so")
+    if not os.path.exists(plugin):
+        print("skip the machine without CUDA libraries: no plugin beside fusec (a CPU-only build)")
+    elif os.geteuid() != 0 or not shutil.which("unshare"):
+        print("skip the machine without CUDA libraries: needs root and unshare for a private mount namespace")
+    else:
+        deps = subprocess.run(["ldd", plugin], capture_output=True, text=True).stdout
+        dirs = sorted({os.path.dirname(os.path.realpath(line.split("=>")[1].split("(")[0].strip()))
+                       for line in deps.splitlines() if "=>" in line and any(lib in line for lib in CUDA_LIBS)})
+        with tempfile.TemporaryDirectory() as d:
+            empty = os.path.join(d, "empty")
+            os.mkdir(empty)
+            hide = "; ".join(f"mount --bind {shlex.quote(empty)} {shlex.quote(x)}" for x in dirs)
+            out = os.path.join(d, "out")
+            script = (f"{hide}; {shlex.quote(a.fusec)} run {shlex.quote(model)} --batch 4 --output-dir {shlex.quote(out)}; "
+                      f"echo rc=$?; {shlex.quote(a.fusec)} bench {shlex.quote(model)} --batch 4 --device cuda; echo rc=$?")
+            r = subprocess.run(["unshare", "-m", "bash", "-c", script], capture_output=True, text=True, timeout=300)
+            text = r.stdout + r.stderr
+            check("could not be loaded" in text and "cannot open shared object file" in text and "rc=0" in text
+                  and "auto: no usable GPU" in text, "without the CUDA libraries, run --device auto falls back to the CPU", text)
+            check("rc=2" in text and "fusec: error: --device cuda: the CUDA backend" in text,
+                  "without the CUDA libraries, --device cuda is one error naming the missing library", text)
     print(f"{'FAILED' if failures else 'passed'}: {len(failures)} failure(s)")
     for f in failures:
         print("  " + f)
