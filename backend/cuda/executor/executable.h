@@ -15,6 +15,11 @@
 // And bad data a kernel finds (an index out of range, an integer division by zero) lands in a
 // device error record (device_error.h) read back once per run, in download_outputs(), and becomes
 // the CPU reference's error.
+//
+// One class, its member functions spread over one file per concern, so that each part reads on
+// its own (a change to the run path should not mean scrolling through the planner):
+//   cuda_backend.cpp  CudaBackend, what a caller sees, and what is not split out yet
+//   plan.cpp          the plan for one input signature: shapes, folding, a kernel or the CPU
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -70,7 +75,7 @@ class Impl : public CudaExecutable {
   std::vector<Tensor> download_outputs() override;
 
  private:
-  // planning
+  // plan.cpp
   void ensure_plan(const std::vector<Tensor>& inputs);
   void reset_plan();
   void build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value);
