@@ -20,6 +20,7 @@
 // its own (a change to the run path should not mean scrolling through the planner):
 //   cuda_backend.cpp  CudaBackend, what a caller sees, and what is not split out yet
 //   plan.cpp          the plan for one input signature: shapes, folding, a kernel or the CPU
+//   layout.cpp        channels-last regions and the relayout steps between them
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -81,7 +82,7 @@ class Impl : public CudaExecutable {
   void build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value);
   std::string placement_reason(const std::string& node) const;
 
-  // layout
+  // layout.cpp
   static bool layout_free(const Slot& s);
   bool nhwc_dtype(DType t) const;
   static bool layout_agnostic(const Node& n);
