@@ -21,6 +21,7 @@
 //   cuda_backend.cpp  CudaBackend, what a caller sees, and what is not split out yet
 //   plan.cpp          the plan for one input signature: shapes, folding, a kernel or the CPU
 //   layout.cpp        channels-last regions and the relayout steps between them
+//   memory.cpp        slot placement (arena, weights, inputs), the exact memory check, uploads
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -90,7 +91,7 @@ class Impl : public CudaExecutable {
   bool consumers_take_nhwc(const Value& v, const Graph& g) const;
   int layout_slot(Value* v, bool nhwc, std::unordered_map<const Value*, int>& slot_of);
 
-  // memory
+  // memory.cpp
   void place_memory();
   DeviceMemoryLimit device_limit() const;
   void upload_constants();
