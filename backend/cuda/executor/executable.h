@@ -22,6 +22,7 @@
 //   plan.cpp          the plan for one input signature: shapes, folding, a kernel or the CPU
 //   layout.cpp        channels-last regions and the relayout steps between them
 //   memory.cpp        slot placement (arena, weights, inputs), the exact memory check, uploads
+//   run.cpp           stepping through the plan, the CPU fallback, the device error record
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -98,7 +99,7 @@ class Impl : public CudaExecutable {
   void* addr(int s) const;
   void resolve_tensors();
 
-  // running and device errors
+  // run.cpp
   void enqueue_error_fetch();
   void raise_device_error();
   void run_steps();
