@@ -1,5 +1,6 @@
-// The CUDA backend's entry points and the executor's member functions (executable.h declares the
-// class and says how it works).
+// The CUDA backend's entry points, and the executable's public methods: the order of one run
+// (upload, launch, download) and when a plan is built, captured or replayed, on one screen. What
+// each part does is in the file of its concern (executable.h lists them).
 #include "backend/cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
@@ -140,43 +141,6 @@ std::vector<Tensor> Impl::download_outputs() {
   FUSEC_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
   raise_device_error();
   return outs;
-}
-
-void Impl::capture() {
-  Stream stream = ctx_.stream();
-  cudaGraph_t graph = nullptr;
-  FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaError_t err = cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal);
-  std::string why;
-  if (err == cudaSuccess) {
-    try {
-      run_steps();
-    } catch (const Error& e) {
-      why = e.what();
-    }
-    err = cudaStreamEndCapture(stream, &graph);
-    if (err != cudaSuccess && why.empty()) why = cudaGetErrorString(err);
-  } else {
-    why = cudaGetErrorString(err);
-  }
-  if (why.empty() && graph) {
-    err = cudaGraphInstantiate(&graph_exec_, graph, 0);
-    if (err != cudaSuccess) {
-      why = std::string("instantiate: ") + cudaGetErrorString(err);
-      graph_exec_ = nullptr;
-    }
-  }
-  if (graph) cudaGraphDestroy(graph);
-  cudaGetLastError();
-  if (!why.empty()) {
-    capture_allowed_ = false;
-    graph_status_ = "off: capture failed (" + why + ")";
-  }
-}
-
-void Impl::release_graph() {
-  if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
-  graph_exec_ = nullptr;
 }
 
 }  // namespace fusec::cuda::executor

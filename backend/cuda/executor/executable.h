@@ -18,11 +18,12 @@
 //
 // One class, its member functions spread over one file per concern, so that each part reads on
 // its own (a change to the run path should not mean scrolling through the planner):
-//   cuda_backend.cpp  CudaBackend, what a caller sees, and what is not split out yet
+//   cuda_backend.cpp  CudaBackend; what a caller sees: construction, upload, launch, download
 //   plan.cpp          the plan for one input signature: shapes, folding, a kernel or the CPU
 //   layout.cpp        channels-last regions and the relayout steps between them
 //   memory.cpp        slot placement (arena, weights, inputs), the exact memory check, uploads
 //   run.cpp           stepping through the plan, the CPU fallback, the device error record
+//   graphs.cpp        capture into a CUDA graph
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -107,7 +108,7 @@ class Impl : public CudaExecutable {
   void run_step(Step& st, int index, Stream stream);
   void run_on_cpu(Step& st);
 
-  // CUDA graphs
+  // graphs.cpp
   void capture();
   void release_graph();
 
