@@ -1,0 +1,142 @@
+// The CUDA executor. Planning happens once per input signature (dims, plus the values of small
+// integer inputs when a shape depends on them):
+//   1. bind the actual input dims and infer every shape (the plan is fully static);
+//   2. fold nodes whose inputs are all constant on the CPU, at plan time (Constant, Shape, ...);
+//   3. ask each op family's factory for a CudaOp; a node nobody takes runs on the CPU reference
+//      with copies (and `placement()` says so);
+//   4. place every intermediate in one arena (shared memory planner), views aliasing their input;
+//   5. upload the weights once, converted to the run precision.
+// A run is then a fixed list of launches on one stream with fixed addresses, so after the first
+// run it is captured into a CUDA graph and replayed.
+//
+// Two things are never silent. Before step 3 (and again, exactly, before step 4 allocates) the
+// plan's device memory is compared with the GPU's free memory and --max-device-memory
+// (backend/device_memory.h): a model that cannot fit fails in seconds, before any kernel is tuned.
+// And bad data a kernel finds (an index out of range, an integer division by zero) lands in a
+// device error record (device_error.h) read back once per run, in download_outputs(), and becomes
+// the CPU reference's error.
+//
+// One class, its member functions spread over one file per concern, so that each part reads on
+// its own (a change to the run path should not mean scrolling through the planner):
+//   cuda_backend.cpp  CudaBackend; what a caller sees: construction, upload, launch, download
+//   plan.cpp          the plan for one input signature: shapes, folding, a kernel or the CPU
+//   layout.cpp        channels-last regions and the relayout steps between them
+//   memory.cpp        slot placement (arena, weights, inputs), the exact memory check, uploads
+//   run.cpp           stepping through the plan, the CPU fallback, the device error record
+//   graphs.cpp        capture into a CUDA graph
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/core/context.h"
+#include "backend/cuda/core/device_error.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/executor/plan.h"
+#include "backend/device_memory.h"
+
+namespace fusec::cuda::executor {
+
+class Impl : public CudaExecutable {
+ public:
+  Impl(const Graph& g, const CudaOptions& opts);
+  ~Impl() override;
+
+  std::string backend_name() const override { return "cuda"; }
+  Precision precision() const override { return opts_.precision; }
+  Stream stream() const override { return ctx_.stream(); }
+  Context& context() override { return ctx_; }
+  const std::vector<NodePlacement>& placement() const override { return placement_; }
+  std::string graph_status() const override { return graph_status_; }
+  void set_step_observer(StepObserver* observer) override { observer_ = observer; }
+  const Graph* executed_graph() const override { return plan_.get(); }
+
+  MemoryStats memory() const override {
+    MemoryStats m;
+    m.peak_activation_bytes = dev_.arena_bytes;
+    m.weight_bytes = dev_.weight_bytes;
+    m.planned = plan_ != nullptr;
+    return m;
+  }
+  DeviceMemoryStats device_memory() const override {
+    DeviceMemoryStats d = dev_;
+    d.workspace_bytes = workspace_.size();
+    return d;
+  }
+
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) override;
+  void upload_inputs(const std::vector<Tensor>& inputs) override;
+  void launch() override;
+  void synchronize() override;
+  double timed_launch_ms() override;
+  void launch_uncaptured() override;
+  std::vector<Tensor> download_outputs() override;
+
+ private:
+  // plan.cpp
+  void ensure_plan(const std::vector<Tensor>& inputs);
+  void reset_plan();
+  void build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value);
+  std::string placement_reason(const std::string& node) const;
+
+  // layout.cpp
+  static bool layout_free(const Slot& s);
+  bool nhwc_dtype(DType t) const;
+  static bool layout_agnostic(const Node& n);
+  static bool activation_input(const Node& n, size_t i);
+  bool consumers_take_nhwc(const Value& v, const Graph& g) const;
+  int layout_slot(Value* v, bool nhwc, std::unordered_map<const Value*, int>& slot_of);
+
+  // memory.cpp
+  void place_memory();
+  DeviceMemoryLimit device_limit() const;
+  void upload_constants();
+  void* addr(int s) const;
+  void resolve_tensors();
+
+  // run.cpp
+  void enqueue_error_fetch();
+  void raise_device_error();
+  void run_steps();
+  void run_steps_traced();
+  void run_step(Step& st, int index, Stream stream);
+  void run_on_cpu(Step& st);
+
+  // graphs.cpp
+  void capture();
+  void release_graph();
+
+  CudaOptions opts_;
+  std::shared_ptr<Context> ctx_holder_;
+  Context& ctx_;
+  std::unique_ptr<Graph> graph_;  // as compiled (symbolic dims possible)
+  std::unique_ptr<Graph> plan_;   // specialized to the current input signature
+  std::string key_;
+  std::vector<bool> by_value_;
+  std::vector<Slot> slots_;
+  std::vector<Step> steps_;
+  std::vector<std::unique_ptr<Tensor>> folded_;
+  std::vector<int> input_slots_, output_slots_;
+  std::map<std::pair<const Value*, bool>, int> relayouts_;  // (value, nhwc) -> slot
+  bool channels_last_ = true;
+  std::vector<NodePlacement> placement_;
+  DeviceBuffer arena_, weights_, io_, workspace_;  // workspace: this plan's, never shared
+  DeviceBuffer error_record_;                // one DeviceErrorRecord, at one address for the executable's life
+  DeviceErrorRecord* error_host_ = nullptr;  // pinned: where each run's record is copied
+  size_t workspace_bytes_ = 0;
+  DeviceMemoryStats dev_;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  bool capture_allowed_ = true;
+  std::string graph_status_ = "on";
+  int launches_ = 0;
+  StepObserver* observer_ = nullptr;
+  cudaEvent_t timing_events_[2] = {nullptr, nullptr};  // timed_launch_ms, made on first use
+};
+
+}  // namespace fusec::cuda::executor

@@ -1,0 +1,102 @@
+// Channels-last regions: the questions build_plan() asks to fill in the facts for the layout rule
+// (layout_rule.h, a pure function tested without a GPU), and the relayout steps at a region's
+// edges. Kept out of the planner so that the layout policy (which storage types run NHWC, which
+// ops follow their input) reads in one place.
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "backend/cuda/core/cuda_op.h"
+#include "backend/cuda/executor/executable.h"
+#include "backend/cuda/executor/layout_rule.h"
+#include "backend/cuda/ops/movement/movement.cuh"
+#include "ir/error.h"
+
+namespace fusec::cuda::executor {
+
+bool Impl::layout_free(const Slot& s) { return cuda::layout_free(s.dims); }
+
+bool Impl::nhwc_dtype(DType t) const {
+  if (t == DType::Float32 && opts_.precision == Precision::FP32) {
+    // Strict fp32 stays NCHW unless asked (FUSEC_CHANNELS_LAST=all): cuDNN's NHWC fp32 kernels
+    // ran ResNet-50 at batch 16 slower than its NCHW ones.
+    const char* env = std::getenv("FUSEC_CHANNELS_LAST");
+    return env && std::string(env) == "all";
+  }
+  return t == DType::Float16 || t == DType::BFloat16 || (t == DType::Float32 && opts_.precision == Precision::TF32);
+}
+
+/// Elementwise nodes whose inputs all have the output's dims: memory order does not matter.
+bool Impl::layout_agnostic(const Node& n) {
+  static const std::unordered_set<std::string> ops = {
+      "Relu", "Add", "Sub", "Mul", "Div", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid",
+      "Gelu", "Erf", "Sqrt", "Exp", "Neg", "Abs", "Max", "Min", "Sum", "Elu", "Selu", "Softplus", "Mish", "FusedElementwise"};
+  if (!ops.count(n.op_type) || n.outputs.size() != 1 || !n.outputs[0] || !n.outputs[0]->type.shape) return false;
+  const Shape& out = *n.outputs[0]->type.shape;
+  if (out.size() != 4) return false;
+  for (Value* v : n.inputs)
+    if (v && (!v->type.shape || *v->type.shape != out)) return false;
+  return true;
+}
+
+/// Inputs that are activations (laid out like the output); weights and bias stay as they are.
+bool Impl::activation_input(const Node& n, size_t i) {
+  if (layout_agnostic(n)) return true;
+  return i == 0 || (n.op_type == "FusedConv" && i == 3);
+}
+
+bool Impl::consumers_take_nhwc(const Value& v, const Graph& g) const {
+  (void)g;
+  const auto& reg = CudaOpRegistry::global();
+  if (v.type.shape && v.type.shape->size() == 4) {
+    Slot probe;
+    probe.dims = static_dims(*v.type.shape);
+    if (layout_free(probe)) return true;
+  }
+  for (const Node* c : v.consumers)
+    if (!reg.find_channels_last(c->domain, c->op_type) && !layout_agnostic(*c)) return false;
+  return true;
+}
+
+/// The slot holding `v` in the wanted layout; a relayout step (appended now, so it runs before
+/// the node being planned) makes it on first use.
+int Impl::layout_slot(Value* v, bool nhwc, std::unordered_map<const Value*, int>& slot_of) {
+  int s = slot_of.at(v);
+  if (slots_[s].nhwc == nhwc || layout_free(slots_[s])) return s;
+  auto key = std::make_pair(v, nhwc);
+  if (auto it = relayouts_.find(key); it != relayouts_.end()) return it->second;
+  Slot copy = slots_[s];
+  copy.place = Slot::Place::Arena;
+  copy.host_constant = nullptr;
+  copy.nhwc = nhwc;
+  copy.pinned = false;
+  copy.first = copy.last = -1;
+  slots_.push_back(copy);
+  int t = static_cast<int>(slots_.size()) - 1;
+  const auto& d = copy.dims;  // N, C, H, W
+  int64_t N = d[0], C = d[1], H = d[2], W = d[3];
+  std::vector<int64_t> out_dims, strides;
+  if (nhwc) {  // output N,H,W,C read from NCHW
+    out_dims = {N, H, W, C};
+    strides = {C * H * W, W, 1, H * W};
+  } else {  // output N,C,H,W read from NHWC
+    out_dims = {N, C, H, W};
+    strides = {H * W * C, 1, W * C, C};
+  }
+  Step st;
+  st.kind = Step::Kind::Relayout;
+  st.label = std::string(nhwc ? "to NHWC" : "to NCHW") + " '" + v->name + "'";
+  st.in_slots = {s};
+  st.out_slots = {t};
+  bool ok = true;
+  st.relayout = plan_strided_copy(out_dims, strides, 0, dtype_size(copy.dtype), N * C * H * W, &ok);
+  if (!ok) internal_error("cannot plan the layout change of '" + v->name + "'");
+  steps_.push_back(std::move(st));
+  relayouts_[key] = t;
+  return t;
+}
+
+}  // namespace fusec::cuda::executor

@@ -1,0 +1,353 @@
+// Building the plan for one input signature. Every decision about what runs where (folded at plan
+// time, a CUDA kernel, the CPU reference) is made here and nowhere else, so a question about the
+// plan has one place to look; the layout of each node it asks of layout.cpp, and it hands the
+// finished step list to memory.cpp for placement.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cpu/kernel.h"
+#include "backend/cuda/core/build_trace.h"
+#include "backend/cuda/core/cuda_op.h"
+#include "backend/cuda/executor/executable.h"
+#include "backend/cuda/executor/layout_rule.h"
+#include "backend/device_memory.h"
+#include "ir/error.h"
+#include "ir/shape_inference.h"
+
+namespace fusec::cuda::executor {
+
+namespace {
+
+constexpr int64_t kMaxSpecializedElements = 1024;
+constexpr int64_t kMaxSpecializedFloats = 16;
+
+// Ops whose output depends only on input dims: folded at plan time even when the input is not
+// a constant.
+bool dims_only_op(const Node& n) {
+  return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size");
+}
+
+bool random_op(const Node& n) {
+  return n.op_type.rfind("Random", 0) == 0 || n.op_type == "Multinomial" || n.op_type == "Bernoulli";
+}
+
+}  // namespace
+
+std::string signature(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value) {
+  std::string key;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    key += std::to_string(static_cast<int>(inputs[i].dtype())) + ":" + dims_str(inputs[i].dims());
+    if (by_value[i]) {
+      key += "=";
+      key.append(static_cast<const char*>(inputs[i].raw()), inputs[i].nbytes());
+    }
+    key += ";";
+  }
+  return key;
+}
+
+void Impl::ensure_plan(const std::vector<Tensor>& inputs) {
+  std::vector<bool> by_value(inputs.size(), false);
+  if (plan_ && signature(inputs, by_value_) == key_) return;
+  try {
+    build_plan(inputs, by_value);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::BadInput || std::string(e.what()).find("depends on") == std::string::npos) throw;
+    // A shape depends on an input's value (a Reshape target fed as an input, ...): specialize
+    // the plan on the values of the small integer inputs and plan again.
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      DType t = inputs[i].dtype();
+      int64_t n = inputs[i].numel();
+      // Shape operands are integer or bool tensors (Reshape targets, Compress conditions), or a
+      // few floats (Resize scales, Range bounds, OneHot depth).
+      by_value[i] = ((is_integer(t) || t == DType::Bool) && n <= kMaxSpecializedElements) ||
+                    (is_float(t) && n <= kMaxSpecializedFloats);
+    }
+    build_plan(inputs, by_value);
+  }
+  key_ = signature(inputs, by_value_);
+}
+
+void Impl::reset_plan() {
+  release_graph();
+  steps_.clear();
+  slots_.clear();
+  placement_.clear();
+  folded_.clear();
+  relayouts_.clear();
+  input_slots_.clear();
+  output_slots_.clear();
+  arena_ = DeviceBuffer();
+  weights_ = DeviceBuffer();
+  io_ = DeviceBuffer();
+  workspace_ = DeviceBuffer();
+  workspace_bytes_ = 0;
+  dev_ = {};
+  launches_ = 0;
+  plan_.reset();
+}
+
+void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value) {
+  reset_plan();
+  channels_last_ = opts_.channels_last;
+  if (const char* env = std::getenv("FUSEC_CHANNELS_LAST"); env && std::string(env) == "0") channels_last_ = false;
+  by_value_ = by_value;
+  plan_ = graph_->clone();
+  Graph& g = *plan_;
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    Value* v = g.inputs[i];
+    v->type.shape = shape_of(inputs[i].dims());
+    if (by_value[i]) v->initializer = std::make_shared<const Tensor>(inputs[i].clone());
+  }
+  // Shapes inferred for other input dims (or left symbolic) must not constrain this plan.
+  for (Value* v : g.values())
+    if (v->producer && !v->is_initializer()) v->type.shape.reset();
+  infer_shapes(g, cpu::evaluate_node);
+  for (Value* v : g.values()) {
+    bool used = v->is_graph_output || !v->consumers.empty();
+    if (!used) continue;
+    if (v->type.dtype == DType::Undefined || !v->type.shape || !is_static(*v->type.shape)) {
+      std::string where = v->producer ? v->producer->ref() : "";
+      bad_input("the shape of '" + v->name + "' depends on data the CUDA backend does not have at plan time" + where);
+    }
+  }
+  // Before any kernel is planned or tuned (conv tuning allocates and times candidates): a plan
+  // that cannot fit fails now, from the shapes alone.
+  check_device_memory(estimate_device_memory(g, opts_.precision), device_limit(), "the model");
+
+  std::unordered_map<const Value*, int> slot_of;
+  auto new_slot = [&](const Value* v) {
+    Slot s;
+    s.onnx_dtype = v->type.dtype;
+    s.dtype = storage_dtype(opts_.precision, v->type.dtype);
+    s.dims = static_dims(*v->type.shape);
+    slots_.push_back(s);
+    return static_cast<int>(slots_.size()) - 1;
+  };
+
+  // Constants: initializers, and values folded on the CPU below.
+  auto constant_slot = [&](const Value* v, const Tensor* host) {
+    int s = new_slot(v);
+    slots_[s].place = Slot::Place::Weights;
+    slots_[s].host_constant = host;
+    slot_of[v] = s;
+    return s;
+  };
+  for (Value* v : g.values())
+    if (v->is_initializer()) constant_slot(v, v->initializer.get());
+
+  // Graph inputs: an ONNX-typed buffer the host copies into, plus a converted internal slot
+  // when the run precision stores it differently.
+  std::vector<std::tuple<int, int, std::string>> input_converts;  // (io slot, internal slot, name)
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    Value* v = g.inputs[i];
+    if (v->is_initializer()) { input_slots_.push_back(-1); continue; }
+    int io = new_slot(v);
+    slots_[io].dtype = v->type.dtype;
+    slots_[io].place = Slot::Place::Input;
+    input_slots_.push_back(io);
+    if (slots_[io].dtype != storage_dtype(opts_.precision, v->type.dtype)) {
+      int internal = new_slot(v);
+      input_converts.push_back({io, internal, v->name});
+      slot_of[v] = internal;
+    } else {
+      slot_of[v] = io;
+    }
+  }
+  for (auto& [io, internal, name] : input_converts) {
+    Step st;
+    st.kind = Step::Kind::Convert;
+    st.label = "convert input '" + name + "'";
+    st.in_slots = {io};
+    st.out_slots = {internal};
+    steps_.push_back(std::move(st));
+  }
+
+  // Nodes.
+  const auto& factories = CudaOpRegistry::global();
+  for (const auto& np : g.nodes()) {
+    const Node& n = *np;
+    int64_t opset = g.opset(n.domain);
+    const OpSchema* schema = OpRegistry::global().find(n.domain, n.op_type, opset);
+    if (!schema) bad_input("no schema for this op at opset " + std::to_string(opset) + n.ref());
+
+    // Plan-time folding: every input constant (or only dims matter) -> evaluate on the CPU now.
+    bool all_const = !random_op(n);
+    for (Value* v : n.inputs)
+      if (v && !(slot_of.count(v) && slots_[slot_of[v]].host_constant)) all_const = false;
+    if (all_const || dims_only_op(n)) {
+      std::vector<Tensor> ins_storage;
+      ins_storage.reserve(n.inputs.size());  // pointers into it are taken below
+      std::vector<const Tensor*> ins;
+      for (Value* v : n.inputs) {
+        if (!v) { ins.push_back(nullptr); continue; }
+        const Slot& s = slots_[slot_of.at(v)];
+        if (s.host_constant) { ins.push_back(s.host_constant); continue; }
+        // Shape/Size read only the dims: a data-less view stands in for the device tensor.
+        ins_storage.push_back(Tensor::view(s.onnx_dtype, s.dims, nullptr, nullptr));
+        ins.push_back(&ins_storage.back());
+      }
+      std::vector<Tensor> outs = cpu::evaluate_node(n, opset, ins);
+      for (size_t i = 0; i < n.outputs.size(); ++i) {
+        if (!n.outputs[i]) continue;
+        folded_.push_back(std::make_unique<Tensor>(std::move(outs[i])));
+        constant_slot(n.outputs[i], folded_.back().get());
+      }
+      placement_.push_back({n.name, n.op_type, false, true, "folded at plan time", "its inputs are constant"});
+      continue;
+    }
+
+    // Layout (layout_rule.h): channels-last for conv regions (a channels-last factory exists,
+    // every consumer can take NHWC); layout-agnostic elementwise nodes, reductions and nodes
+    // whose outputs are layout-free ([N,C,1,1]) follow their input.
+    const OpFactory* cl = channels_last_ ? factories.find_channels_last(n.domain, n.op_type) : nullptr;
+    LayoutFacts facts;
+    if (n.input(0)) {
+      const Slot& x = slots_[slot_of.at(n.input(0))];
+      facts.in_dims = x.dims;
+      facts.in_nhwc = x.nhwc;
+      facts.nhwc_dtype = nhwc_dtype(x.dtype);
+    }
+    if (cl && n.input(0) && n.outputs.size() >= 1 && n.outputs[0]) {
+      facts.kind = factories.channels_last_kind(n.domain, n.op_type);
+      for (Value* v : n.outputs)
+        if (v) facts.out_dims.push_back(static_dims(*v->type.shape));
+      facts.consumers_take_nhwc = consumers_take_nhwc(*n.outputs[0], g);
+    } else if (layout_agnostic(n) && n.input(0)) {
+      facts.kind = ChannelsLast::FollowInput;
+      cl = nullptr;
+    }
+    const bool want_nhwc = plan_channels_last(facts);
+    auto plan_values = [&](bool nhwc, std::vector<PlanValue>* pin, std::vector<PlanValue>* pout) {
+      pin->clear();
+      pout->clear();
+      for (size_t i = 0; i < n.inputs.size(); ++i) {
+        PlanValue pv;
+        if (Value* v = n.inputs[i]) {
+          const Slot& sl = slots_[slot_of.at(v)];
+          pv = {true, sl.dims, sl.dtype, sl.onnx_dtype, sl.host_constant, nhwc && activation_input(n, i)};
+        }
+        pin->push_back(pv);
+      }
+      for (Value* v : n.outputs) {
+        PlanValue pv;
+        if (v) pv = {true, static_dims(*v->type.shape), storage_dtype(opts_.precision, v->type.dtype), v->type.dtype, nullptr, nhwc};
+        pout->push_back(pv);
+      }
+    };
+    Step st;
+    st.node = &n;
+    st.label = n.name;
+    st.opset = opset;
+    const auto plan_t0 = std::chrono::steady_clock::now();
+    std::vector<PlanValue> pin, pout;
+    std::string why;
+    bool nhwc = false;
+    if (want_nhwc) {
+      plan_values(true, &pin, &pout);
+      PlanContext pc(n, *schema, opset, opts_.precision, ctx_, pin, pout);
+      const OpFactory* f = cl ? cl : factories.find(n.domain, n.op_type);
+      if (f) st.op = (*f)(pc, &why);
+      nhwc = st.op != nullptr;
+    }
+    if (!st.op) {
+      plan_values(false, &pin, &pout);
+      const OpFactory* f = factories.find(n.domain, n.op_type);
+      if (f) {
+        PlanContext pc(n, *schema, opset, opts_.precision, ctx_, pin, pout);
+        st.op = (*f)(pc, &why);
+      } else {
+        why = "no CUDA kernel for " + std::string(n.domain.empty() ? "" : n.domain + ".") + n.op_type;
+      }
+    }
+    BuildTrace::add("plan", n.op_type, n.name, ms_since(plan_t0));
+    // Inputs in the layout the op was planned for (inserting a relayout before it if needed).
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      st.in_slots.push_back(n.inputs[i] ? layout_slot(n.inputs[i], pin[i].nhwc, slot_of) : -1);
+    for (Value* v : n.outputs) {
+      int s = -1;
+      if (v) {
+        s = new_slot(v);
+        slots_[s].nhwc = nhwc && st.op;
+        slot_of[v] = s;
+      }
+      st.out_slots.push_back(s);
+    }
+    if (st.op) {
+      st.kind = Step::Kind::Gpu;
+      workspace_bytes_ = std::max(workspace_bytes_, st.op->workspace_bytes());
+      placement_.push_back({n.name, n.op_type, true, false, st.op->kernel_name(), ""});
+    } else {
+      st.kind = Step::Kind::Cpu;
+      placement_.push_back({n.name, n.op_type, false, false, "cpu reference", why});
+    }
+    steps_.push_back(std::move(st));
+  }
+
+  if (opts_.strict) {
+    std::vector<UnsupportedNode> cpu_nodes;
+    for (const Step& st : steps_)
+      if (st.kind == Step::Kind::Cpu)
+        cpu_nodes.push_back({st.node->name, st.node->op_type, st.node->domain, placement_reason(st.node->name)});
+    if (!cpu_nodes.empty())
+      bad_input("--strict: these nodes have no CUDA kernel and would run on the CPU: " + describe_unsupported(cpu_nodes));
+  }
+
+  // Graph outputs: an ONNX-typed slot the host copies from.
+  for (Value* v : g.outputs) {
+    int s = layout_slot(v, false, slot_of);
+    // By value: new_slot() below may grow slots_ (a reference here read freed memory, found by
+    // ASan on the GPU suite).
+    const DType src_dtype = slots_[s].dtype;
+    bool produced_here = slots_[s].place == Slot::Place::Arena && src_dtype == slots_[s].onnx_dtype;
+    bool already_output = std::find(output_slots_.begin(), output_slots_.end(), s) != output_slots_.end();
+    if (produced_here && !already_output) {
+      slots_[s].pinned = true;
+      output_slots_.push_back(s);
+      continue;
+    }
+    int out = new_slot(v);
+    slots_[out].dtype = v->type.dtype;
+    slots_[out].pinned = true;
+    Step st;
+    st.kind = src_dtype == slots_[out].dtype ? Step::Kind::Copy : Step::Kind::Convert;
+    st.label = std::string(st.kind == Step::Kind::Copy ? "copy" : "convert") + " output '" + v->name + "'";
+    st.in_slots = {s};
+    st.out_slots = {out};
+    steps_.push_back(std::move(st));
+    output_slots_.push_back(out);
+  }
+
+  const auto mem_t0 = std::chrono::steady_clock::now();
+  place_memory();
+  BuildTrace::add("memory", "arena+weights", "buffers and weight upload", ms_since(mem_t0));
+  resolve_tensors();
+  capture_allowed_ = opts_.cuda_graph;
+  graph_status_ = opts_.cuda_graph ? "on" : "off (--cuda-graph off)";
+  if (opts_.cuda_graph) {
+    if (const char* env = std::getenv("FUSEC_CUDA_GRAPH"); env && std::string(env) == "0") {
+      capture_allowed_ = false;
+      graph_status_ = "off (FUSEC_CUDA_GRAPH=0)";
+    }
+  }
+  for (const Step& st : steps_) {
+    if (st.kind == Step::Kind::Cpu && capture_allowed_) {
+      capture_allowed_ = false;
+      graph_status_ = "off: node '" + st.node->name + "' (" + st.node->op_type + ") runs on the CPU";
+    }
+  }
+}
+
+std::string Impl::placement_reason(const std::string& node) const {
+  for (const auto& p : placement_)
+    if (p.node == node) return p.reason;
+  return "";
+}
+
+}  // namespace fusec::cuda::executor
