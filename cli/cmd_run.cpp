@@ -83,7 +83,7 @@ int run(RunArgs& a) {
       try {
         g = load_model(a.model, bound);
       } catch (const Error& e) {
-        throw Error(e.kind(), std::string("the shapes of the --input/--inputs files do not fit together: ") + e.what());
+        throw Error(e.kind(), std::string("the shapes of the --input/--inputs files do not fit together: ") + e.what(), e.cause());
       }
     }
   }

@@ -295,7 +295,7 @@ std::unique_ptr<Graph> import_onnx_file(const fs::path& file, const ImportOption
     // Every import error names the model file once.
     std::string msg = e.what();
     if (msg.rfind(file.string(), 0) == 0) throw;
-    throw Error(e.kind(), file.string() + ": " + msg);
+    throw Error(e.kind(), file.string() + ": " + msg, e.cause());
   }
 }
 

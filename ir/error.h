@@ -12,14 +12,24 @@ enum class ErrorKind {
   CheckFailed = 3,  // verification or regression gate failed
 };
 
+/// What code may act on beyond the exit code. A caller that recovers from one particular error
+/// tests its cause, never the message's text (which is for people, and may change).
+enum class ErrorCause {
+  General,
+  ShapeNeedsValues,  // a shape depends on an input's values, not only its dims: plan with the values
+};
+
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  Error(ErrorKind kind, const std::string& what, ErrorCause cause = ErrorCause::General)
+      : std::runtime_error(what), kind_(kind), cause_(cause) {}
   ErrorKind kind() const { return kind_; }
+  ErrorCause cause() const { return cause_; }
   int exit_code() const { return static_cast<int>(kind_); }
 
  private:
   ErrorKind kind_;
+  ErrorCause cause_;
 };
 
 /// Throws a BadInput error; the message should name the file/node/op concerned.
@@ -43,7 +53,7 @@ decltype(auto) with_node_context(R&& ref, F&& f) {
   } catch (const Error& e) {
     std::string msg = e.what();
     if (e.kind() != ErrorKind::BadInput || msg.find(" (node '") != std::string::npos) throw;
-    throw Error(e.kind(), msg + ref());
+    throw Error(e.kind(), msg + ref(), e.cause());
   }
 }
 

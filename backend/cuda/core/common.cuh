@@ -145,8 +145,5 @@ __device__ __forceinline__ int64_t map_offset(const IndexMap& m, int64_t i) {
   return off;
 }
 
-/// Launches the dtype conversion dst[i] = (DstT)src[i] for float32/float16/bfloat16/float64
-/// (the precision boundary at graph inputs and outputs). Returns false for other dtype pairs.
-bool launch_convert_float(const void* src, DType src_t, void* dst, DType dst_t, int64_t n, cudaStream_t s);
 
 }  // namespace fusec::cuda

@@ -1,6 +1,7 @@
 // Float storage conversion at the precision boundary (graph inputs and outputs, CPU fallback
 // nodes), and the broadcast index map shared by the kernels.
 #include "backend/cuda/core/common.cuh"
+#include "backend/cuda/core/convert.h"
 #include "backend/cuda/core/constant_upload.h"
 
 namespace fusec::cuda {

@@ -16,6 +16,7 @@
 #include "backend/cuda/core/context.h"
 #include "backend/cuda/core/device_error.h"
 #include "backend/cuda/executor/layout_rule.h"
+#include "ir/error.h"
 #include "backend/precision.h"
 #include "ir/op_schema.h"
 #include "ir/tensor.h"
@@ -82,6 +83,13 @@ class PlanContext : public NodeAttrs {
   Context& ctx_;
   std::vector<PlanValue> inputs_, outputs_;
 };
+
+/// A launcher's false means the planner chose it for a case its kernels do not take (a dtype, a
+/// rank): a bug in fusec, never the user's input. Every launcher's result goes through here or is
+/// handled where it is called.
+inline void require_launched(bool launched, const char* what) {
+  if (!launched) internal_error(std::string(what) + ": the kernel was planned for a case it does not take");
+}
 
 struct LaunchArgs {
   const std::vector<DTensor>& inputs;   // undefined DTensor for an absent optional input

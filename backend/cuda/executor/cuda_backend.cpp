@@ -42,7 +42,7 @@ Impl::Impl(const Graph& g, const CudaOptions& opts)
       key_ = signature(probe, by_value_);
     } catch (const Error& e) {
       // Data-dependent shapes: planned on the first run, with the inputs' values.
-      if (e.kind() != ErrorKind::BadInput || std::string(e.what()).find("depends on") == std::string::npos) throw;
+      if (e.cause() != ErrorCause::ShapeNeedsValues) throw;
       plan_.reset();
     }
   }

@@ -58,7 +58,7 @@ void Impl::ensure_plan(const std::vector<Tensor>& inputs) {
   try {
     build_plan(inputs, by_value);
   } catch (const Error& e) {
-    if (e.kind() != ErrorKind::BadInput || std::string(e.what()).find("depends on") == std::string::npos) throw;
+    if (e.cause() != ErrorCause::ShapeNeedsValues) throw;
     // A shape depends on an input's value (a Reshape target fed as an input, ...): specialize
     // the plan on the values of the small integer inputs and plan again.
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -114,7 +114,9 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     if (!used) continue;
     if (v->type.dtype == DType::Undefined || !v->type.shape || !is_static(*v->type.shape)) {
       std::string where = v->producer ? v->producer->ref() : "";
-      bad_input("the shape of '" + v->name + "' depends on data the CUDA backend does not have at plan time" + where);
+      throw Error(ErrorKind::BadInput,
+                  "the shape of '" + v->name + "' depends on data the CUDA backend does not have at plan time" + where,
+                  ErrorCause::ShapeNeedsValues);
     }
   }
   // Before any kernel is planned or tuned (conv tuning allocates and times candidates): a plan

@@ -12,15 +12,11 @@
 #include "backend/cpu/kernels/common.h"
 #include "backend/cuda/core/build_trace.h"
 #include "backend/cuda/core/check.h"
+#include "backend/cuda/core/convert.h"
 #include "backend/cuda/executor/executable.h"
 #include "backend/cuda/ops/movement/movement.cuh"
 #include "ir/error.h"
 
-namespace fusec::cuda {
-
-bool launch_convert_float(const void* src, DType src_t, void* dst, DType dst_t, int64_t n, cudaStream_t s);
-
-}  // namespace fusec::cuda
 
 namespace fusec::cuda::executor {
 
@@ -103,7 +99,7 @@ void Impl::run_step(Step& st, int index, Stream stream) {
       try {
         st.op->launch(a);
       } catch (const Error& e) {
-        throw Error(e.kind(), std::string(e.what()) + st.node->ref());
+        throw Error(e.kind(), std::string(e.what()) + st.node->ref(), e.cause());
       }
       break;
     }

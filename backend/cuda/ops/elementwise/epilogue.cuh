@@ -25,7 +25,7 @@ bool parse_activation(const std::string& name, const std::vector<float>& params,
 /// y[i] = act(y[i] + bias[(i / inner) % channels] + z[i]) for a float storage type, where bias and
 /// z may be null (then 0). NCHW conv bias: inner = H*W; row bias: inner = 1, channels = N.
 /// Returns false for other dtypes.
-bool launch_epilogue(void* y, const void* z, DType t, int64_t n, ActParams act, cudaStream_t s,
+[[nodiscard]] bool launch_epilogue(void* y, const void* z, DType t, int64_t n, ActParams act, cudaStream_t s,
                      const void* bias = nullptr, int64_t channels = 1, int64_t inner = 1);
 
 }  // namespace fusec::cuda

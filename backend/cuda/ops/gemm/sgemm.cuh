@@ -50,6 +50,6 @@ const char* sgemm_config_name(int config);
 /// multiples of 4 and 16-byte aligned A and B; the last one ("generic") takes any shape, stride
 /// and either B layout.
 /// Launch errors are left for the caller's cudaGetLastError.
-bool launch_sgemm_f32(const SgemmArgs& a, int config, cudaStream_t s);
+[[nodiscard]] bool launch_sgemm_f32(const SgemmArgs& a, int config, cudaStream_t s);
 
 }  // namespace fusec::cuda

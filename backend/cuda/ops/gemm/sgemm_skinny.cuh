@@ -13,7 +13,7 @@ namespace fusec::cuda {
 /// aligned and ceil(M / 16) fits the grid; also false when the shared memory cannot be raised or
 /// the cluster launch fails (its error is left for the caller's cudaGetLastError).
 template <int CT, int SPLIT, int STAGES>
-bool launch_sgemm_skinny(const SgemmArgs& a, cudaStream_t s);
+[[nodiscard]] bool launch_sgemm_skinny(const SgemmArgs& a, cudaStream_t s);
 
 // The forms sgemm_skinny.cu instantiates.
 extern template bool launch_sgemm_skinny<2, 1, 2>(const SgemmArgs&, cudaStream_t);

@@ -111,7 +111,7 @@ void launch_trilu(const void* src, void* dst, size_t esize, int64_t batches, int
 
 /// Inclusive/exclusive, forward/reverse prefix sums along the middle of [outer, len, inner] for
 /// float32/float16/bfloat16/float64 (float accumulation, double for float64) and int32/int64.
-bool launch_cumsum(const void* src, void* dst, DType t, int64_t outer, int64_t len, int64_t inner, bool exclusive,
+[[nodiscard]] bool launch_cumsum(const void* src, void* dst, DType t, int64_t outer, int64_t len, int64_t inner, bool exclusive,
                    bool reverse, cudaStream_t s);
 
 /// The bits of `v` in the storage type `t` (float types round to nearest; integers truncate;

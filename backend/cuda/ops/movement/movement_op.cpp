@@ -530,7 +530,8 @@ class CumSumOp : public CudaOp {
   CumSumOp(DType t, int64_t outer, int64_t len, int64_t inner, bool exclusive, bool reverse)
       : t_(t), outer_(outer), len_(len), inner_(inner), exclusive_(exclusive), reverse_(reverse) {}
   void launch(const LaunchArgs& a) override {
-    launch_cumsum(a.inputs[0].data, a.outputs[0].data, t_, outer_, len_, inner_, exclusive_, reverse_, a.stream);
+    require_launched(launch_cumsum(a.inputs[0].data, a.outputs[0].data, t_, outer_, len_, inner_, exclusive_, reverse_, a.stream),
+                     "CumSum");
   }
   std::string kernel_name() const override { return inner_ == 1 ? "CumSum: warp scan per row" : "CumSum: thread per lane"; }
 
@@ -742,7 +743,9 @@ class ResizeInterpOp : public CudaOp {
     p_.w = reinterpret_cast<const float*>(base + w_at);
     p_.outside = reinterpret_cast<const uint8_t*>(base + out_at);
   }
-  void launch(const LaunchArgs& a) override { launch_resize_interp(p_, a.inputs[0].data, a.outputs[0].data, a.stream); }
+  void launch(const LaunchArgs& a) override {
+    require_launched(launch_resize_interp(p_, a.inputs[0].data, a.outputs[0].data, a.stream), "Resize");
+  }
   std::string kernel_name() const override { return name_; }
 
  private:

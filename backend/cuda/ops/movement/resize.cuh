@@ -40,6 +40,6 @@ struct ResizeInterpPlan {
   int64_t numel = 0;
 };
 /// Returns false for a non-float storage type.
-bool launch_resize_interp(const ResizeInterpPlan& p, const void* x, void* y, cudaStream_t s);
+[[nodiscard]] bool launch_resize_interp(const ResizeInterpPlan& p, const void* x, void* y, cudaStream_t s);
 
 }  // namespace fusec::cuda

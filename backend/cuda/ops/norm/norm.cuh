@@ -35,13 +35,13 @@ struct RowNormArgs {
 };
 
 /// Enqueues the row normalization; false when the dtype is not one it handles.
-bool launch_row_norm(const RowNormArgs& a, cudaStream_t s);
+[[nodiscard]] bool launch_row_norm(const RowNormArgs& a, cudaStream_t s);
 /// The kernel variant launch_row_norm picks for these sizes ("warp/row x4 vec" ...), for kernel_name().
 const char* row_norm_variant(const RowNormArgs& a);
 
 /// y = (x - mean[c]) * scale[c] / sqrt(var[c] + eps) + bias[c] over x of shape [N, C, S]; every
 /// tensor in `dtype` (float32, float16, bfloat16).
-bool launch_batchnorm_inference(DType dtype, const void* x, const void* scale, const void* bias,
+[[nodiscard]] bool launch_batchnorm_inference(DType dtype, const void* x, const void* scale, const void* bias,
                                 const void* mean, const void* var, void* y, int64_t N, int64_t C,
                                 int64_t S, float eps, cudaStream_t s);
 

@@ -53,7 +53,7 @@ class RowNormOp : public CudaOp {
     a.sum_out = out(s_.sum);
     a.mean_out = out(s_.mean);
     a.inv_std_out = out(s_.inv);
-    launch_row_norm(a, la.stream);
+    require_launched(launch_row_norm(a, la.stream), "row normalization");
   }
   std::string kernel_name() const override {
     return name_ + " (" + row_norm_variant(a_) + ", " + dtype_name(a_.dtype) + ")";
@@ -187,8 +187,9 @@ class BatchNormOp : public CudaOp {
  public:
   BatchNormOp(DType t, int64_t N, int64_t C, int64_t S, float eps) : t_(t), N_(N), C_(C), S_(S), eps_(eps) {}
   void launch(const LaunchArgs& a) override {
-    launch_batchnorm_inference(t_, a.inputs[0].data, a.inputs[1].data, a.inputs[2].data, a.inputs[3].data,
-                               a.inputs[4].data, a.outputs[0].data, N_, C_, S_, eps_, a.stream);
+    require_launched(launch_batchnorm_inference(t_, a.inputs[0].data, a.inputs[1].data, a.inputs[2].data, a.inputs[3].data,
+                                                a.inputs[4].data, a.outputs[0].data, N_, C_, S_, eps_, a.stream),
+                     "BatchNormalization");
   }
   std::string kernel_name() const override { return std::string("batchnorm inference (") + dtype_name(t_) + ")"; }
 

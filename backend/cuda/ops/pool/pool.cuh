@@ -27,14 +27,14 @@ struct PoolPlan {
 
 /// Float storage types (float32/float16/bfloat16/float64); MaxPool also int8/uint8. `indices`
 /// (int64, MaxPool only) may be null. Returns false for an unsupported dtype.
-bool launch_pool(const PoolPlan& p, const void* x, void* y, int64_t* indices, cudaStream_t s);
+[[nodiscard]] bool launch_pool(const PoolPlan& p, const void* x, void* y, int64_t* indices, cudaStream_t s);
 
 /// Whether a max pool without Indices runs on the 2-D small-window kernel (2x2 or 3x3, stride 1
 /// or 2 in both dims, no dilation) where its indices fit 32 bits, rather than the generic one.
 bool max_pool2d_covers(const PoolPlan& p);
 
 /// One value per plane of `size` elements: mean, max (NaN propagates) or Lp norm.
-bool launch_global_pool(PoolKind kind, DType t, int64_t planes, int64_t size, int p, const void* x, void* y,
+[[nodiscard]] bool launch_global_pool(PoolKind kind, DType t, int64_t planes, int64_t size, int p, const void* x, void* y,
                         cudaStream_t s);
 
 }  // namespace fusec::cuda

@@ -29,7 +29,7 @@ class PoolOp : public CudaOp {
   PoolOp(PoolPlan p, std::string name) : p_(p), name_(std::move(name)) {}
   void launch(const LaunchArgs& a) override {
     int64_t* idx = a.outputs.size() > 1 && a.outputs[1].defined() ? a.outputs[1].as<int64_t>() : nullptr;
-    launch_pool(p_, a.inputs[0].data, a.outputs[0].data, idx, a.stream);
+    require_launched(launch_pool(p_, a.inputs[0].data, a.outputs[0].data, idx, a.stream), "pool");
   }
   std::string kernel_name() const override { return name_; }
 
@@ -102,7 +102,8 @@ class GlobalPoolOp : public CudaOp {
   GlobalPoolOp(PoolKind kind, DType t, int64_t planes, int64_t size, int p)
       : kind_(kind), t_(t), planes_(planes), size_(size), p_(p) {}
   void launch(const LaunchArgs& a) override {
-    launch_global_pool(kind_, t_, planes_, size_, p_, a.inputs[0].data, a.outputs[0].data, a.stream);
+    require_launched(launch_global_pool(kind_, t_, planes_, size_, p_, a.inputs[0].data, a.outputs[0].data, a.stream),
+                     "global pool");
   }
   std::string kernel_name() const override {
     static const char* names[] = {"GlobalMaxPool", "GlobalAveragePool", "GlobalLpPool"};

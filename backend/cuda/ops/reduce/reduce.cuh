@@ -47,7 +47,7 @@ bool reduce_supported(ReduceKind k, DType t);
 /// would need more than kReduceMaxRank dims.
 bool reduce_plan(const std::vector<int64_t>& dims, const std::vector<bool>& reduce, ReduceArgs& a);
 size_t reduce_workspace_bytes(const ReduceArgs& a);
-bool launch_reduce(const ReduceArgs& a, cudaStream_t s);
+[[nodiscard]] bool launch_reduce(const ReduceArgs& a, cudaStream_t s);
 const char* reduce_variant(const ReduceArgs& a);
 
 }  // namespace fusec::cuda

@@ -38,7 +38,7 @@ class ReduceOp : public CudaOp {
     a.x = la.inputs[0].data;
     a.y = la.outputs[0].data;
     a.workspace = la.workspace;
-    launch_reduce(a, la.stream);
+    require_launched(launch_reduce(a, la.stream), "reduce");
   }
   size_t workspace_bytes() const override { return reduce_workspace_bytes(a_); }
   std::string kernel_name() const override {

@@ -28,7 +28,7 @@ void softmax_plan(SoftmaxArgs& a);
 size_t softmax_workspace_bytes(const SoftmaxArgs& a);
 /// Whether Hardmax of these sizes has a kernel (rows of at most 16384 values, or a strided axis).
 bool softmax_supported(const SoftmaxArgs& a);
-bool launch_softmax(const SoftmaxArgs& a, cudaStream_t s);
+[[nodiscard]] bool launch_softmax(const SoftmaxArgs& a, cudaStream_t s);
 const char* softmax_variant(const SoftmaxArgs& a);
 
 }  // namespace fusec::cuda

@@ -19,7 +19,7 @@ class SoftmaxOp : public CudaOp {
     a.x = la.inputs[0].data;
     a.y = la.outputs[0].data;
     a.workspace = la.workspace;
-    launch_softmax(a, la.stream);
+    require_launched(launch_softmax(a, la.stream), "softmax");
   }
   size_t workspace_bytes() const override { return softmax_workspace_bytes(a_); }
   std::string kernel_name() const override {
