@@ -40,6 +40,7 @@
 #include "backend/device_memory.h"
 #include "ir/error.h"
 #include "ir/shape_inference.h"
+#include "ir/switches.h"
 
 namespace fusec::cuda {
 
@@ -295,7 +296,7 @@ class Impl : public CudaExecutable {
   void build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value) {
     reset_plan();
     channels_last_ = opts_.channels_last;
-    if (const char* env = std::getenv("FUSEC_CHANNELS_LAST"); env && std::string(env) == "0") channels_last_ = false;
+    if (const char* env = env_switch("FUSEC_CHANNELS_LAST"); env && std::string(env) == "0") channels_last_ = false;
     by_value_ = by_value;
     plan_ = graph_->clone();
     Graph& g = *plan_;
@@ -530,7 +531,7 @@ class Impl : public CudaExecutable {
     capture_allowed_ = opts_.cuda_graph;
     graph_status_ = opts_.cuda_graph ? "on" : "off (--cuda-graph off)";
     if (opts_.cuda_graph) {
-      if (const char* env = std::getenv("FUSEC_CUDA_GRAPH"); env && std::string(env) == "0") {
+      if (const char* env = env_switch("FUSEC_CUDA_GRAPH"); env && std::string(env) == "0") {
         capture_allowed_ = false;
         graph_status_ = "off (FUSEC_CUDA_GRAPH=0)";
       }
@@ -549,7 +550,7 @@ class Impl : public CudaExecutable {
     if (t == DType::Float32 && opts_.precision == Precision::FP32) {
       // Strict fp32 stays NCHW unless asked (FUSEC_CHANNELS_LAST=all): cuDNN's NHWC fp32 kernels
       // ran ResNet-50 b16 in 7.30 ms against 5.56 ms NCHW (H100, 2026-11-23).
-      const char* env = std::getenv("FUSEC_CHANNELS_LAST");
+      const char* env = env_switch("FUSEC_CHANNELS_LAST");
       return env && std::string(env) == "all";
     }
     return t == DType::Float16 || t == DType::BFloat16 || (t == DType::Float32 && opts_.precision == Precision::TF32);
