@@ -9,8 +9,8 @@
 
 namespace fusec {
 
-std::string fusec_cache_path(const char* env_override, const std::string& name) {
-  if (const char* p = std::getenv(env_override); p && *p) return p;
+std::string fusec_cache_path(SwitchName env_override, const std::string& name) {
+  if (const char* p = env_switch(env_override); p && *p) return p;
   if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/fusec/" + name;
   if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/fusec/" + name;
   return "";

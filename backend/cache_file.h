@@ -8,10 +8,13 @@
 #include <optional>
 #include <string>
 
+#include "ir/switches.h"
+
 namespace fusec {
 
-/// $`env_override`, else $XDG_CACHE_HOME/fusec/`name`, else ~/.cache/fusec/`name`; "" when none is set.
-std::string fusec_cache_path(const char* env_override, const std::string& name);
+/// $`env_override` (a switch of ir/switches.h), else $XDG_CACHE_HOME/fusec/`name`, else
+/// ~/.cache/fusec/`name`; "" when none is set.
+std::string fusec_cache_path(SwitchName env_override, const std::string& name);
 /// The bytes of the cache file `path`, or nothing (missing, unreadable, not a regular file, or
 /// more than `max_bytes`).
 std::optional<std::string> read_cache_file(const std::string& path, uint64_t max_bytes);

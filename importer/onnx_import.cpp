@@ -36,7 +36,7 @@ class Importer {
     check_version("IR version " + std::to_string(m.ir_version()), m.ir_version(), newest_supported_ir_version(),
                   "fusec reads", ", as onnx " FUSEC_ONNX_VERSION " defines it");
     for (const auto& o : m.opset_import()) {
-      std::string d = o.domain() == "ai.onnx" ? "" : o.domain();
+      std::string d = canonical_domain(o.domain());
       if (o.version() <= 0) fail("opset import for domain '" + o.domain() + "' has version " + std::to_string(o.version()));
       if (const int64_t newest = newest_supported_opset(d))
         check_version("opset " + std::to_string(o.version()) + " of domain " + (d.empty() ? "ai.onnx" : d),
@@ -236,7 +236,7 @@ class Importer {
     for (const auto& o : np.output()) outs.push_back(o.empty() ? nullptr : g.find_value(o));
     std::string name = np.name();
     if (name.empty()) name = g.unique_node_name(np.op_type());  // stable names for error messages
-    Node* n = g.add_node(np.op_type(), ins, outs, name, np.domain() == "ai.onnx" ? "" : np.domain());
+    Node* n = g.add_node(np.op_type(), ins, outs, name, canonical_domain(np.domain()));
     if (np.name().empty()) n->name = name;
     n->doc_string = np.doc_string();
     std::unordered_set<std::string> seen;

@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "ir/error.h"
+#include "ir/op_key.h"
 
 namespace fusec {
 
@@ -70,7 +71,7 @@ std::string Node::ref() const { return node_ref(name, op_type); }
 // ---- Graph ----
 
 int64_t Graph::opset(const std::string& domain) const {
-  const std::string d = domain == "ai.onnx" ? "" : domain;
+  const std::string d = canonical_domain(domain);
   auto it = opsets.find(d);
   if (it == opsets.end() && d.empty()) it = opsets.find("ai.onnx");
   return it == opsets.end() ? 0 : it->second;

@@ -129,8 +129,6 @@ const AttrSpec* OpSchema::find_attr(const std::string& name) const {
   return nullptr;
 }
 
-static std::string canon_domain(const std::string& d) { return d == "ai.onnx" ? "" : d; }
-
 int64_t min_ir_version_for_opset(int64_t opset) {
   // onnx.helper.VERSION_TABLE of the pinned onnx release: the first IR version of each ai.onnx opset
   // (tests/models/check_ir_versions.py checks this against the installed onnx).
@@ -143,23 +141,23 @@ int64_t min_ir_version_for_opset(int64_t opset) {
 }
 
 int64_t newest_supported_opset(const std::string& domain) {
-  const std::string d = canon_domain(domain);
+  const std::string d = canonical_domain(domain);
   if (d.empty()) return kNewestOnnxOpset;
   if (d == "ai.fusec") return kNewestFusecOpset;
   return 0;
 }
 
 OpSchema& OpRegistry::add(const std::string& op_type, const std::string& domain) {
-  auto& list = schemas_[{canon_domain(domain), op_type}];
+  auto& list = schemas_[{canonical_domain(domain), op_type}];
   list.emplace_back();
   list.back().op_type = op_type;
-  list.back().domain = canon_domain(domain);
+  list.back().domain = canonical_domain(domain);
   return list.back();
 }
 
 const OpSchema* OpRegistry::find(const std::string& domain, const std::string& op_type,
                                  int64_t opset) const {
-  auto it = schemas_.find({canon_domain(domain), op_type});
+  auto it = schemas_.find({canonical_domain(domain), op_type});
   if (it == schemas_.end()) return nullptr;
   for (const auto& s : it->second)
     if (opset >= s.min_opset && opset <= s.max_opset) return &s;
@@ -167,7 +165,7 @@ const OpSchema* OpRegistry::find(const std::string& domain, const std::string& o
 }
 
 bool OpRegistry::knows(const std::string& domain, const std::string& op_type) const {
-  return schemas_.count({canon_domain(domain), op_type}) > 0;
+  return schemas_.count({canonical_domain(domain), op_type}) > 0;
 }
 
 std::vector<const OpSchema*> OpRegistry::all() const {

@@ -11,6 +11,7 @@
 
 #include "ir/attribute.h"
 #include "ir/graph.h"
+#include "ir/op_key.h"
 #include "ir/shape.h"
 
 namespace fusec {
@@ -114,7 +115,7 @@ using InferFn = std::function<void(InferContext&)>;
 using CostFn = std::function<Cost(const CostContext&)>;
 
 struct OpSchema {
-  std::string domain;  // "" is ai.onnx
+  std::string domain;  // canonical (ir/op_key.h): "" is ai.onnx
   std::string op_type;
   int64_t min_opset = 1;
   int64_t max_opset = 1000;  // inclusive
@@ -166,6 +167,7 @@ class OpRegistry {
   const OpSchema* find(const std::string& domain, const std::string& op_type, int64_t opset) const;
   /// Any schema for the op, regardless of opset (for "known op, unsupported version" messages).
   bool knows(const std::string& domain, const std::string& op_type) const;
+  /// Every schema, ordered by (canonical domain, op_type), then as added (one per opset range).
   std::vector<const OpSchema*> all() const;
 
  private:

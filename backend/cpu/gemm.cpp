@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "backend/cpu/parallel.h"
+#include "ir/switches.h"
 
 #define FUSEC_GEMM_INLINE inline __attribute__((always_inline))
 
@@ -470,7 +471,7 @@ bool gemm_isa_supported(GemmIsa isa) {
 GemmIsa gemm_default_isa() {
   static const GemmIsa isa = [] {
     GemmIsa cap = GemmIsa::Avx512;
-    if (const char* e = std::getenv("FUSEC_GEMM_ISA")) {
+    if (const char* e = env_switch("FUSEC_GEMM_ISA")) {
       std::string s = e;
       if (s == "generic") cap = GemmIsa::Generic;
       if (s == "avx2") cap = GemmIsa::Avx2;

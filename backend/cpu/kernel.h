@@ -58,6 +58,10 @@ class KernelRegistry {
   Writes writes(const std::string& domain, const std::string& op_type) const;
   /// (domain, op_type) of every kernel registered with Writes::Every.
   std::vector<std::pair<std::string, std::string>> writing_every_element() const;
+  /// (domain, op_type) of every kernel, domain canonical (ir/op_key.h), sorted. A kernel serves
+  /// every opset its op's schemas cover (it reads ctx.opset() where versions differ), so no
+  /// range is kept here.
+  std::vector<std::pair<std::string, std::string>> ops() const;
 
  private:
   struct Entry {

@@ -5,16 +5,16 @@
 namespace fusec::cpu {
 
 void KernelRegistry::add(const std::string& op_type, Kernel k, const std::string& domain, Writes writes) {
-  kernels_[{domain == "ai.onnx" ? "" : domain, op_type}] = {std::move(k), writes};
+  kernels_[{canonical_domain(domain), op_type}] = {std::move(k), writes};
 }
 
 const Kernel* KernelRegistry::find(const std::string& domain, const std::string& op_type) const {
-  auto it = kernels_.find({domain == "ai.onnx" ? "" : domain, op_type});
+  auto it = kernels_.find({canonical_domain(domain), op_type});
   return it == kernels_.end() ? nullptr : &it->second.kernel;
 }
 
 Writes KernelRegistry::writes(const std::string& domain, const std::string& op_type) const {
-  auto it = kernels_.find({domain == "ai.onnx" ? "" : domain, op_type});
+  auto it = kernels_.find({canonical_domain(domain), op_type});
   return it == kernels_.end() ? Writes::Some : it->second.writes;
 }
 
@@ -22,6 +22,12 @@ std::vector<std::pair<std::string, std::string>> KernelRegistry::writing_every_e
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [key, entry] : kernels_)
     if (entry.writes == Writes::Every) out.push_back(key);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> KernelRegistry::ops() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, entry] : kernels_) out.push_back(key);
   return out;
 }
 

@@ -1,4 +1,5 @@
 #include "backend/cpu/parallel.h"
+#include "ir/switches.h"
 
 #include <algorithm>
 #include <atomic>
@@ -114,7 +115,7 @@ Pool& pool() {
 
 int num_threads() {
   static int n = [] {
-    if (const char* e = std::getenv("FUSEC_NUM_THREADS")) {
+    if (const char* e = env_switch("FUSEC_NUM_THREADS")) {
       int v = std::atoi(e);
       if (v > 0) return v;
     }

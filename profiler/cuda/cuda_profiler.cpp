@@ -13,6 +13,7 @@
 #include "backend/cuda/core/check.h"
 #include "ir/error.h"
 #include "profiler/cuda/occupancy.h"
+#include "ir/switches.h"
 
 namespace fusec::profiler {
 
@@ -439,7 +440,7 @@ Collected profile_cuda(cuda::CudaExecutable& exe, const std::vector<Tensor>& inp
   Cupti& cupti = Cupti::get();
   exe.context().make_current();
   std::string no_cupti;
-  if (const char* e = std::getenv("FUSEC_PROFILE_NO_CUPTI"); e && std::string(e) == "1") {
+  if (const char* e = env_switch("FUSEC_PROFILE_NO_CUPTI"); e && std::string(e) == "1") {
     no_cupti = "FUSEC_PROFILE_NO_CUPTI=1";
   } else {
     try {

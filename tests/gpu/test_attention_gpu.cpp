@@ -16,6 +16,7 @@
 #include "backend/cuda/ops/attention/attention.cuh"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
+#include "ir/switches.h"
 
 using namespace fusec;
 using namespace fusec::test;
@@ -321,7 +322,7 @@ void expect_fp32(const Case& k, uint64_t seed) { expect_gpu_matches_cpu(attentio
 }  // namespace
 
 TEST(GpuAttention, TiledKernelChoice) {
-  if (const char* e = std::getenv("FUSEC_ATTN_TILED"); e && std::string(e) == "0") GTEST_SKIP() << "FUSEC_ATTN_TILED=0";
+  if (const char* e = env_switch("FUSEC_ATTN_TILED"); e && std::string(e) == "0") GTEST_SKIP() << "FUSEC_ATTN_TILED=0";
   const cuda::AttentionArgs bert = bert_packed_args();
   EXPECT_STREQ(cuda::attention_variant(bert), "fp32 tiled");
   cuda::AttentionArgs a = bert;

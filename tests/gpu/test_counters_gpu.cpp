@@ -9,6 +9,7 @@
 
 #include "gpu_test_util.h"
 #include "profiler/cuda/counters.h"
+#include "ir/switches.h"
 
 using namespace fusec;
 using namespace fusec::profiler;
@@ -19,7 +20,7 @@ namespace {
 // sandboxed runtime such as gVisor): the machine, not a bug, so such tests skip there. Set
 // FUSEC_REQUIRE_COUNTERS=1 where counters must work (the lent H100, as root) to fail instead.
 bool counters_required() {
-  const char* v = std::getenv("FUSEC_REQUIRE_COUNTERS");
+  const char* v = env_switch("FUSEC_REQUIRE_COUNTERS");
   return v && std::strcmp(v, "1") == 0;
 }
 

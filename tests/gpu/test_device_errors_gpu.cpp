@@ -17,6 +17,7 @@
 #include "importer/onnx_import.h"
 #include "ir/error.h"
 #include "passes/infer_shapes.h"
+#include "ir/switches.h"
 
 using namespace fusec;
 using namespace fusec::test;
@@ -288,7 +289,7 @@ CliResult fusec_cli(const std::string& args) {
   // (build/tests/fusec_gpu_tests -> build/fusec).
   const fs::path here = fs::read_symlink("/proc/self/exe").parent_path();
   fs::path fusec;
-  for (const fs::path& p : {fs::path(std::getenv("FUSEC_BINARY") ? std::getenv("FUSEC_BINARY") : ""), here / "fusec",
+  for (const fs::path& p : {fs::path(env_switch("FUSEC_BINARY") ? env_switch("FUSEC_BINARY") : ""), here / "fusec",
                             here.parent_path() / "fusec"})
     if (fusec.empty() && !p.empty() && fs::exists(p)) fusec = p;
   CliResult r;

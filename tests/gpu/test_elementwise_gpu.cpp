@@ -18,6 +18,7 @@
 #include "backend/cuda/ops/elementwise/elementwise_codegen.h"
 #include "backend/cuda/core/nvrtc_module.h"
 #include "gpu_test_util.h"
+#include "ir/switches.h"
 
 using namespace fusec;
 using namespace fusec::test;
@@ -495,7 +496,7 @@ TEST(GpuElementwise, NvrtcDiskCache) {
   const fs::path dir = fs::temp_directory_path() /
                        ("fusec_nvrtc_test_" + std::to_string(getpid()) + "_" +
                         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
-  const char* old = std::getenv("FUSEC_NVRTC_CACHE_DIR");
+  const char* old = env_switch("FUSEC_NVRTC_CACHE_DIR");
   const std::string saved = old ? old : "";
   setenv("FUSEC_NVRTC_CACHE_DIR", dir.c_str(), 1);
   ASSERT_EQ(cuda::nvrtc_disk_cache_dir(), dir.string());

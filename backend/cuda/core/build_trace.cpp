@@ -1,4 +1,5 @@
 #include "backend/cuda/core/build_trace.h"
+#include "ir/switches.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -28,7 +29,7 @@ std::vector<Entry>& entries() {
 
 bool BuildTrace::on() {
   static const bool enabled = [] {
-    const char* e = std::getenv("FUSEC_BUILD_TRACE");
+    const char* e = env_switch("FUSEC_BUILD_TRACE");
     return e && std::string(e) == "1";
   }();
   return enabled;

@@ -14,6 +14,7 @@
 
 #include "backend/cuda/core/check.h"
 #include "ir/dtype.h"
+#include "ir/switches.h"
 
 namespace fusec::cuda {
 
@@ -99,7 +100,7 @@ __device__ __forceinline__ void pdl_wait_then_release() {
 
 inline bool pdl_enabled() {
   static const bool on = [] {
-    const char* e = std::getenv("FUSEC_PDL");
+    const char* e = env_switch("FUSEC_PDL");
     return !(e && std::string(e) == "0");
   }();
   return on;

@@ -129,7 +129,9 @@ class CudaOpRegistry {
   static const CudaOpRegistry& global();
   void add(const std::string& op_type, OpFactory f, const std::string& domain = "");
   const OpFactory* find(const std::string& domain, const std::string& op_type) const;
-  std::vector<std::pair<std::string, std::string>> ops() const;  // (domain, op_type)
+  /// (domain, op_type) of every factory, domain canonical (ir/op_key.h), sorted. Like a CPU
+  /// kernel, a factory serves every opset its op's schemas cover (PlanContext::opset()).
+  std::vector<std::pair<std::string, std::string>> ops() const;
 
   /// Channels-last variants: a factory that runs the node with its 4-D activations (input 0, a
   /// FusedConv residual, output 0) stored NHWC. The planner uses them for conv regions at
@@ -141,6 +143,8 @@ class CudaOpRegistry {
   const OpFactory* find_channels_last(const std::string& domain, const std::string& op_type) const;
   /// None when the op has no channels-last factory.
   ChannelsLast channels_last_kind(const std::string& domain, const std::string& op_type) const;
+  /// (domain, op_type) of every channels-last factory, as ops().
+  std::vector<std::pair<std::string, std::string>> channels_last_ops() const;
 
  private:
   std::map<std::pair<std::string, std::string>, OpFactory> factories_, channels_last_;

@@ -17,6 +17,7 @@
 #include "backend/cache_file.h"
 #include "backend/cuda/core/check.h"
 #include "ir/error.h"
+#include "ir/switches.h"
 
 namespace fusec::cuda {
 
@@ -202,9 +203,9 @@ std::string compile_to_cubin(const std::string& src, int sm, std::string* log) {
 }
 
 std::string nvrtc_disk_cache_dir() {
-  if (const char* off = std::getenv("FUSEC_NVRTC_CACHE"); off && std::string(off) == "0") return "";
+  if (const char* off = env_switch("FUSEC_NVRTC_CACHE"); off && std::string(off) == "0") return "";
   std::string dir;
-  if (const char* d = std::getenv("FUSEC_NVRTC_CACHE_DIR"); d && *d) dir = d;
+  if (const char* d = env_switch("FUSEC_NVRTC_CACHE_DIR"); d && *d) dir = d;
   else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::string(x) + "/fusec/nvrtc";
   else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache/fusec/nvrtc";
   else return "";

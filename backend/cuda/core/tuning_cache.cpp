@@ -1,6 +1,7 @@
 #include "backend/cuda/core/tuning_cache.h"
 
 #include "backend/cache_file.h"
+#include "ir/switches.h"
 
 #include <cuda_runtime_api.h>
 #include <cstdlib>
@@ -22,7 +23,7 @@ TuningCache& TuningCache::global() {
 TuningCache::TuningCache() : state_(new State) {}
 
 bool TuningCache::enabled() const {
-  const char* e = std::getenv("FUSEC_TUNE");
+  const char* e = env_switch("FUSEC_TUNE");
   return !(e && std::string(e) == "0");
 }
 

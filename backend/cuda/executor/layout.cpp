@@ -14,6 +14,7 @@
 #include "backend/cuda/executor/layout_rule.h"
 #include "backend/cuda/ops/movement/movement.cuh"
 #include "ir/error.h"
+#include "ir/switches.h"
 
 namespace fusec::cuda::executor {
 
@@ -23,7 +24,7 @@ bool Impl::nhwc_dtype(DType t) const {
   if (t == DType::Float32 && opts_.precision == Precision::FP32) {
     // Strict fp32 stays NCHW unless asked (FUSEC_CHANNELS_LAST=all): cuDNN's NHWC fp32 kernels
     // ran ResNet-50 at batch 16 slower than its NCHW ones.
-    const char* env = std::getenv("FUSEC_CHANNELS_LAST");
+    const char* env = env_switch("FUSEC_CHANNELS_LAST");
     return env && std::string(env) == "all";
   }
   return t == DType::Float16 || t == DType::BFloat16 || (t == DType::Float32 && opts_.precision == Precision::TF32);

@@ -18,6 +18,7 @@
 #include "backend/cuda/executor/layout_rule.h"
 #include "backend/device_memory.h"
 #include "ir/error.h"
+#include "ir/switches.h"
 #include "ir/shape_inference.h"
 
 namespace fusec::cuda::executor {
@@ -96,7 +97,7 @@ void Impl::reset_plan() {
 void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value) {
   reset_plan();
   channels_last_ = opts_.channels_last;
-  if (const char* env = std::getenv("FUSEC_CHANNELS_LAST"); env && std::string(env) == "0") channels_last_ = false;
+  if (const char* env = env_switch("FUSEC_CHANNELS_LAST"); env && std::string(env) == "0") channels_last_ = false;
   by_value_ = by_value;
   plan_ = graph_->clone();
   Graph& g = *plan_;
@@ -333,7 +334,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
   capture_allowed_ = opts_.cuda_graph;
   graph_status_ = opts_.cuda_graph ? "on" : "off (--cuda-graph off)";
   if (opts_.cuda_graph) {
-    if (const char* env = std::getenv("FUSEC_CUDA_GRAPH"); env && std::string(env) == "0") {
+    if (const char* env = env_switch("FUSEC_CUDA_GRAPH"); env && std::string(env) == "0") {
       capture_allowed_ = false;
       graph_status_ = "off (FUSEC_CUDA_GRAPH=0)";
     }

@@ -34,6 +34,7 @@
 
 #include "backend/cuda/ops/attention/attention.cuh"
 #include "backend/cuda/core/common.cuh"
+#include "ir/switches.h"
 
 namespace fusec::cuda {
 
@@ -541,7 +542,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) attention_f32_kernel(A
 /// same for every query row. FUSEC_ATTN_TILED=0 keeps the streaming kernel (to compare the two).
 bool tiled_ok(const AttentionArgs& a) {
   static const bool enabled = [] {
-    const char* e = std::getenv("FUSEC_ATTN_TILED");
+    const char* e = env_switch("FUSEC_ATTN_TILED");
     return !(e && std::string(e) == "0");
   }();
   auto al = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };

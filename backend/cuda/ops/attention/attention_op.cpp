@@ -9,6 +9,7 @@
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/ops/attention/sdpa_cudnn.h"
 #include "ir/ops/attention.h"
+#include "ir/switches.h"
 
 namespace fusec::cuda {
 
@@ -103,7 +104,7 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   // Tensor cores through cuDNN where it takes the case (fp16/bf16, additive or no mask);
   // FUSEC_CUDNN_SDPA=0 keeps the own kernel (to compare the two, and for the tests).
   std::unique_ptr<CudnnSdpa> sdpa;
-  const char* env = std::getenv("FUSEC_CUDNN_SDPA");
+  const char* env = env_switch("FUSEC_CUDNN_SDPA");
   if (!(env && std::string(env) == "0")) sdpa = CudnnSdpa::create(a, c.ctx(), nullptr);
   return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, static_cast<size_t>(k.offset) * es,
                                        static_cast<size_t>(v.offset) * es);

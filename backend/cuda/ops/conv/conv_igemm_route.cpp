@@ -7,6 +7,7 @@
 
 #include "backend/cuda/core/check.h"
 #include "backend/cuda/core/constant_upload.h"
+#include "ir/switches.h"
 
 namespace fusec::cuda {
 
@@ -33,7 +34,7 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
   const bool one_by_one = s.r == 1 && s.s == 1 && s.pad_h == 0 && s.pad_w == 0;
   pointwise_ = one_by_one && s.stride_h == 1 && s.stride_w == 1 && s.p * s.q % 4 == 0 && s.batch * s.c * s.h * s.w < (int64_t{1} << 30);
   packable_ = one_by_one && !pointwise_ && s.batch * s.p * s.q % 4 == 0 && s.batch * s.c * s.p * s.q < (int64_t{1} << 30);
-  const char* no_tap = std::getenv("FUSEC_CONV_TAP");  // =0: the (c, r, s) order everywhere (A/B runs)
+  const char* no_tap = env_switch("FUSEC_CONV_TAP");  // =0: the (c, r, s) order everywhere (A/B runs)
   tap_major_ = weights && weights->dtype() == DType::Float32 && s.c % 16 == 0 &&
                !(no_tap && std::string(no_tap) == "0");
   if (tap_major_) {
@@ -61,7 +62,7 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
 // warm build much slower.
 void ConvIgemmRoute::plan_winograd(const Tensor& weights) {
   const ConvIgemmShape& s = s_;
-  const char* off = std::getenv("FUSEC_CONV_WINOGRAD");
+  const char* off = env_switch("FUSEC_CONV_WINOGRAD");
   if ((off && std::string(off) == "0") || s.r != 3 || s.s != 3 || s.stride_h != 1 || s.stride_w != 1 || s.dil_h != 1 ||
       s.dil_w != 1 || s.pad_h != 1 || s.pad_w != 1 || s.p != s.h || s.q != s.w || s.batch > INT32_MAX || s.c > INT32_MAX ||
       s.cout > INT32_MAX || s.h > INT32_MAX || s.w > INT32_MAX)

@@ -34,6 +34,7 @@
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
 #include "backend/cuda/core/tuning_cache.h"
 #include "ir/ops/conv_geometry.h"
+#include "ir/switches.h"
 
 namespace fusec::cuda {
 
@@ -200,7 +201,7 @@ class ConvOp : public CudaOp {
     }
     strict_ = strict;
     const bool tuning = !transpose && conv_tuning_on(strict) && TuningCache::global().enabled();
-    const char* no_fused = std::getenv("FUSEC_CONV_FUSED");
+    const char* no_fused = env_switch("FUSEC_CONV_FUSED");
     // Whether the bias exists does not matter: a conv without one (dynamo exports drop all-zero
     // biases; conv -> ReLU without BN has none) runs the same fused call on a zero bias made once
     // here (zero_bias_), so it launches one kernel as the biased form does. A conv with no
@@ -366,7 +367,7 @@ class ConvOp : public CudaOp {
   /// memory (conv_gemm.h); the tuner times that route beside cuDNN's algorithms.
   /// FUSEC_CONV_GEMM=0 leaves it out, =force takes it untimed wherever it applies.
   void plan_gemm_route(const PlanContext& c, const WindowGeometry& g, int group) {
-    const char* e = std::getenv("FUSEC_CONV_GEMM");
+    const char* e = env_switch("FUSEC_CONV_GEMM");
     if ((e && std::string(e) == "0") || group != 1) return;
     for (size_t i = 0; i < g.kernel.size(); ++i)
       if (g.kernel[i] != 1 || g.stride[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0) return;
@@ -389,7 +390,7 @@ class ConvOp : public CudaOp {
   /// at strict fp32. FUSEC_CONV_IGEMM=0 leaves it out; =N takes configuration N untimed;
   /// FUSEC_CONV_TAP=0 keeps K in the weights' (c, r, s) order.
   void plan_igemm_route(const PlanContext& c, const WindowGeometry& g, int group) {
-    const char* e = std::getenv("FUSEC_CONV_IGEMM");
+    const char* e = env_switch("FUSEC_CONV_IGEMM");
     if ((e && std::string(e) == "0") || group != 1 || g.kernel.size() != 2) return;
     const auto& xd = c.in_dims(0);
     const auto& wd = c.in_dims(1);
@@ -407,18 +408,18 @@ class ConvOp : public CudaOp {
 
   /// The configuration FUSEC_CONV_IGEMM forces, or -1.
   static int igemm_forced() {
-    const char* e = std::getenv("FUSEC_CONV_IGEMM");
+    const char* e = env_switch("FUSEC_CONV_IGEMM");
     if (!e || !*e || std::string(e) == "0" || std::string(e).find_first_not_of("0123456789") != std::string::npos) return -1;
     return std::atoi(e) - 1;
   }
 
   static bool gemm_forced() {
-    const char* e = std::getenv("FUSEC_CONV_GEMM");
+    const char* e = env_switch("FUSEC_CONV_GEMM");
     return e && std::string(e) == "force";
   }
 
   static bool conv_tuning_on(bool strict) {
-    const char* e = std::getenv("FUSEC_CONV_TUNE");
+    const char* e = env_switch("FUSEC_CONV_TUNE");
     if (e && std::string(e) == "0") return false;
     if (e && std::string(e) == "all") return true;
     return strict;
@@ -487,7 +488,7 @@ class ConvOp : public CudaOp {
     if (!cache.enabled() || cands.empty() || dt_ == DType::Float64 || !fused_desc_ready(may_fuse)) return false;
     const std::string key = choice_key(c, "launch", cands[0].math == CUDNN_FMA_MATH, may_fuse);
     if (key.empty()) return false;
-    const bool trace = std::getenv("FUSEC_CONV_TRACE") != nullptr;
+    const bool trace = env_switch("FUSEC_CONV_TRACE") != nullptr;
     size_t es = dtype_size(dt_);
     const size_t xb = numel(c.in_dims(0)) * es, wb = numel(c.in_dims(1)) * es, yb = numel(c.out_dims(0)) * es;
     size_t ws = 0;

@@ -25,6 +25,7 @@
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
 #include "backend/cuda/ops/gemm/sgemm.cuh"
 #include "backend/cuda/core/tuning_cache.h"
+#include "ir/switches.h"
 
 namespace fusec::cuda {
 
@@ -201,7 +202,7 @@ class GemmOp : public CudaOp {
   /// takes it untimed against cuBLASLt (its own configurations still timed) wherever it applies;
   /// FUSEC_SGEMM=0 leaves it out.
   static OwnMode own_mode() {
-    const char* e = std::getenv("FUSEC_SGEMM");
+    const char* e = env_switch("FUSEC_SGEMM");
     if (e && std::string(e) == "0") return OwnMode::Off;
     if (e && std::string(e) == "force") return OwnMode::Force;
     return OwnMode::Tune;
@@ -359,7 +360,7 @@ class GemmOp : public CudaOp {
     // inside the model, and a 5% bar kept or dropped it from run to run.
     const float bar = first_ms / kReps >= kLongMs ? kMinGainLong : kMinGain;
     if (first_ms > 0 && best_ms > bar * first_ms) best = 0;
-    if (std::getenv("FUSEC_GEMM_TRACE"))  // every candidate's time, as FUSEC_CONV_TRACE does for convs
+    if (env_switch("FUSEC_GEMM_TRACE"))  // every candidate's time, as FUSEC_CONV_TRACE does for convs
       for (int i = 0; i < total; ++i)
         std::fprintf(stderr, "gemm tune %s: candidate %d [%s] %.4f ms%s\n", problem_.c_str(), i,
                      i < found ? lt_algo_identity(r[i].algo).c_str() : (std::string("sgemm ") + sgemm_config_name(i - found)).c_str(),
