@@ -1,3 +1,5 @@
+// The implicit-GEMM route of the conv op (conv_igemm_route.h): its candidates, their workspace
+// and launch.
 #include "backend/cuda/ops/conv/conv_igemm_route.h"
 
 #include <algorithm>
@@ -238,6 +240,45 @@ bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, con
     a.sk_flags = static_cast<unsigned*>(flags_.get());
   }
   return launch_conv_igemm_f32(a, cfg, stream);
+}
+
+void ConvIgemmRoute::launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                            cudaStream_t stream) const {
+  const bool launched = run(i, x, w, b, z, y, ws, stream);
+  FUSEC_CUDA_CHECK(cudaGetLastError());
+  if (!launched) internal_error("the implicit-GEMM conv refused the launch it was planned for");
+}
+
+std::string ConvIgemmRoute::kernel_name(int i) const {
+  return std::string("fusec implicit-GEMM conv fp32 NCHW ") + identity(i) +
+         (bias_ || residual_ || act_ != SgemmAct::None ? " + fused epilogue" : "");
+}
+
+/// fusec's implicit-GEMM conv (conv_igemm.cuh) for a 2-D, ungrouped conv: timed beside cuDNN
+/// at strict fp32. FUSEC_CONV_IGEMM=0 leaves it out; =N takes configuration N untimed;
+/// FUSEC_CONV_TAP=0 keeps K in the weights' (c, r, s) order.
+std::unique_ptr<ConvRoute> plan_conv_igemm_route(const PlanContext& c, const WindowGeometry& g, int group, const ConvEpilogue& ep) {
+  const char* e = std::getenv("FUSEC_CONV_IGEMM");
+  if ((e && std::string(e) == "0") || group != 1 || g.kernel.size() != 2) return nullptr;
+  const auto& xd = c.in_dims(0);
+  const auto& wd = c.in_dims(1);
+  const auto& od = c.out_dims(0);
+  ConvIgemmShape s;
+  s.batch = xd[0], s.c = xd[1], s.h = xd[2], s.w = xd[3];
+  s.cout = wd[0], s.r = wd[2], s.s = wd[3], s.p = od[2], s.q = od[3];
+  s.stride_h = g.stride[0], s.stride_w = g.stride[1], s.pad_h = g.pad_begin[0], s.pad_w = g.pad_begin[1];
+  s.dil_h = g.dilation[0], s.dil_w = g.dilation[1];
+  if (wd[1] != xd[1]) return nullptr;
+  auto route = std::make_unique<ConvIgemmRoute>();
+  std::string why;
+  if (route->plan(s, ep.has_bias, ep.has_z, ep.act, c.constant(1), c.ctx().stream(), &why)) return route;
+  return nullptr;
+}
+
+int conv_igemm_forced() {
+  const char* e = std::getenv("FUSEC_CONV_IGEMM");
+  if (!e || !*e || std::string(e) == "0" || std::string(e).find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::atoi(e) - 1;
 }
 
 }  // namespace fusec::cuda

@@ -28,6 +28,7 @@
 #include "backend/cuda/core/constant_upload.h"
 #include "backend/cuda/ops/conv/conv_gemm.h"
 #include "backend/cuda/ops/conv/conv_igemm_route.h"
+#include "backend/cuda/ops/conv/conv_route.h"
 #include "backend/cuda/core/gpu_hold.cuh"
 #include "backend/cuda/core/dnn_check.h"
 #include "backend/cuda/core/cuda_op.h"
@@ -63,29 +64,12 @@ std::vector<int> nhwc_strides(const std::vector<int>& d) {
   return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
 }
 
-int64_t numel(const std::vector<int64_t>& d) {
-  int64_t n = 1;
-  for (int64_t v : d) n *= v;
-  return n;
-}
-
 /// NC + spatial dims as cuDNN wants them: at least 4-D (a 1-D conv gains H = 1).
 std::vector<int> as_dnn_dims(const std::vector<int64_t>& d) {
   std::vector<int> out(d.begin(), d.end());
   if (out.size() == 3) out.insert(out.begin() + 2, 1);
   return out;
 }
-
-/// One way to run a forward conv: an algorithm, its math mode, and whether it runs as
-/// cudnnConvolutionBiasActivationForward (bias, residual and ReLU inside) or with the epilogue pass.
-struct FwdChoice {
-  cudnnConvolutionFwdAlgo_t algo;
-  cudnnMathType_t math;
-  bool fused;
-  size_t ws;
-  int gemm = -1;   // >= 0: not cuDNN but the 1x1 conv's GEMM route, this cuBLASLt candidate
-  int igemm = -1;  // >= 0: not cuDNN but fusec's implicit-GEMM conv, this configuration
-};
 
 class ConvOp : public CudaOp {
  public:
@@ -102,9 +86,9 @@ class ConvOp : public CudaOp {
   bool plan(const PlanContext& c, bool transpose, bool nhwc, std::string* why) {
     transpose_ = transpose;
     nhwc_ = nhwc;
-    dt_ = c.out_dtype(0);
+    ep_.dt = c.out_dtype(0);
     cudnnDataType_t t;
-    if (!dnn_type(dt_, &t) || c.in_dtype(0) != dt_ || c.in_dtype(1) != dt_) {
+    if (!dnn_type(ep_.dt, &t) || c.in_dtype(0) != ep_.dt || c.in_dtype(1) != ep_.dt) {
       *why = std::string("convolution on ") + dtype_name(c.in_dtype(0)) + " runs on the CPU";
       return false;
     }
@@ -162,41 +146,41 @@ class ConvOp : public CudaOp {
       // The op's own KRSC copy of the weights (the shared weight buffer's KCRS copy is then not
       // uploaded: reads_input(1) is false).
       const Tensor& w = *c.constant(1);
-      own_weights_ = DeviceBuffer(static_cast<size_t>(w.numel()) * dtype_size(dt_), "channels-last conv weights");
+      own_weights_ = DeviceBuffer(static_cast<size_t>(w.numel()) * dtype_size(ep_.dt), "channels-last conv weights");
       ConstantUploader up(c.ctx().stream());
-      up.upload(w, own_weights_.get(), dt_, /*krsc=*/true);
+      up.upload(w, own_weights_.get(), ep_.dt, /*krsc=*/true);
       up.finish();
     }
     if (nhwc) BuildTrace::add("conv weights KRSC", c.node().op_type, c.node().name, ms_since(phase_t0));
     phase_t0 = std::chrono::steady_clock::now();
-    cudnnDataType_t compute = dt_ == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+    cudnnDataType_t compute = ep_.dt == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
     DNN_CHECK(cudnnSetConvolutionNdDescriptor(conv_, static_cast<int>(pads.size()), pads.data(), strides.data(), dil.data(),
                                               CUDNN_CROSS_CORRELATION, compute));
     DNN_CHECK(cudnnSetConvolutionGroupCount(conv_, group));
     // Strict fp32 must not use TF32 tensor cores (cuDNN's default math allows them on sm_80+).
-    const bool strict = dt_ == DType::Float32 && !c.allow_tf32();
+    const bool strict = ep_.dt == DType::Float32 && !c.allow_tf32();
     DNN_CHECK(cudnnSetConvolutionMathType(conv_, strict ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
 
     // Epilogue: bias per output channel, FusedConv's residual and activation.
     if (c.node().domain == "ai.fusec") {
-      if (!parse_activation(c.attr_string("activation"), c.attr_floats("activation_params"), &act_)) {
+      if (!parse_activation(c.attr_string("activation"), c.attr_floats("activation_params"), &ep_.act)) {
         *why = "unknown activation";
         return false;
       }
-      has_z_ = c.has_input(3);
-      if (has_z_ && c.in_dims(3) != c.out_dims(0)) { *why = "residual shape differs from the output"; return false; }
+      ep_.has_z = c.has_input(3);
+      if (ep_.has_z && c.in_dims(3) != c.out_dims(0)) { *why = "residual shape differs from the output"; return false; }
     }
-    has_bias_ = c.has_input(2);
+    ep_.has_bias = c.has_input(2);
     const auto& od = c.out_dims(0);
-    yelems_ = numel(od);
-    channels_ = od[1];
-    inner_ = 1;
+    ep_.yelems = numel(od);
+    ep_.channels = od[1];
+    ep_.inner = 1;
     if (!nhwc)  // NHWC: the channel is the innermost dim
-      for (size_t i = 2; i < od.size(); ++i) inner_ *= od[i];
-    if (has_bias_) {
+      for (size_t i = 2; i < od.size(); ++i) ep_.inner *= od[i];
+    if (ep_.has_bias) {
       int64_t bn = 1;
       for (int64_t d : c.in_dims(2)) bn *= d;
-      if (bn != channels_) { *why = "bias length differs from the output channels"; return false; }
+      if (bn != ep_.channels) { *why = "bias length differs from the output channels"; return false; }
     }
     strict_ = strict;
     const bool tuning = !transpose && conv_tuning_on(strict) && TuningCache::global().enabled();
@@ -205,14 +189,14 @@ class ConvOp : public CudaOp {
     // biases; conv -> ReLU without BN has none) runs the same fused call on a zero bias made once
     // here (zero_bias_), so it launches one kernel as the biased form does. A conv with no
     // epilogue at all runs as the plain forward call.
-    const bool epilogue_work = has_bias_ || has_z_ || act_.act != Act::None;
-    const bool may_fuse = !transpose && epilogue_work && dt_ != DType::Float64 && (act_.act == Act::Relu || act_.act == Act::None) &&
+    const bool epilogue_work = ep_.has_bias || ep_.has_z || ep_.act.act != Act::None;
+    const bool may_fuse = !transpose && epilogue_work && ep_.dt != DType::Float64 && (ep_.act.act == Act::Relu || ep_.act.act == Act::None) &&
                           !(no_fused && std::string(no_fused) == "0");
     // Untimed choices (fp16, bf16, tf32 by default) are remembered too: a warm build reads the
     // algorithm and the fused call's outcome back instead of asking cuDNN's heuristics and making
     // a trial call. The first launch checks the fused call.
     std::string choice;
-    if (!transpose && !tuning && !gemm_forced() && dt_ != DType::Float64 && TuningCache::global().enabled())
+    if (!transpose && !tuning && !conv_gemm_forced() && ep_.dt != DType::Float64 && TuningCache::global().enabled())
       choice = choice_key(c, "choice", strict, may_fuse);
     if (!choice.empty() && recall_choice(choice, may_fuse)) {
       BuildTrace::add("conv heuristics", c.node().op_type, c.node().name, ms_since(phase_t0));
@@ -258,8 +242,8 @@ class ConvOp : public CudaOp {
     if (!found_) { *why = "cuDNN has no algorithm for this convolution"; return false; }
 
     // The GEMM route only where it can be chosen: timed by the tuner, or forced.
-    if (!transpose && !nhwc && dt_ == DType::Float32 && (tuning || gemm_forced())) plan_gemm_route(c, g, group);
-    if (!transpose && !nhwc && strict && (tuning || igemm_forced() >= 0)) plan_igemm_route(c, g, group);
+    if (!transpose && !nhwc && ep_.dt == DType::Float32 && (tuning || conv_gemm_forced())) gemm_route_ = plan_conv_gemm_route(c, g, group, ep_);
+    if (!transpose && !nhwc && strict && (tuning || conv_igemm_forced() >= 0)) igemm_route_ = plan_conv_igemm_route(c, g, group, ep_);
     // The algorithm by timing the launch as it will run (fused, or the conv and its epilogue
     // pass), warm and repeated, on scratch buffers: strict fp32 by default, where the heuristics'
     // first choice ran ResNet-50's convolutions far from the fp32 peak. cuDNN's own trial timings
@@ -267,12 +251,12 @@ class ConvOp : public CudaOp {
     // kernels many times slower in the real fused NHWC launch.
     // FUSEC_CONV_TUNE=0 keeps the heuristics' choice; =all times every precision.
     bool tuned = false;
-    if (gemm_route_ && gemm_forced()) {  // tests and A/B runs: the GEMM route without timing
+    if (gemm_route_ && conv_gemm_forced()) {  // tests and A/B runs: the GEMM route without timing
       FwdChoice ch{fwd_algo_, math_, false, workspace_, 0};
       tuned = apply(ch);
     }
-    if (!tuned && igemm_route_ && igemm_forced() >= 0) {  // tests: one implicit-GEMM configuration, untimed
-      FwdChoice ch{fwd_algo_, math_, false, workspace_, -1, igemm_forced()};
+    if (!tuned && igemm_route_ && conv_igemm_forced() >= 0) {  // tests: one implicit-GEMM configuration, untimed
+      FwdChoice ch{fwd_algo_, math_, false, workspace_, -1, conv_igemm_forced()};
       tuned = apply(ch);
     }
     if (!tuned && tuning) {
@@ -314,27 +298,26 @@ class ConvOp : public CudaOp {
   /// cuDNN's fused call takes no null bias: a bias-free conv that runs it reads zero_bias_ (made by
   /// fused_desc_ready), which no other route needs (their epilogues take a null bias).
   void keep_zero_bias_if_fused() {
-    if (has_bias_ || !fused_) zero_bias_ = DeviceBuffer();
+    if (ep_.has_bias || !fused_) zero_bias_ = DeviceBuffer();
   }
 
   /// The bias a launch passes: the node's, the zero one for a bias-free fused call, else null.
-  const void* bias_or_zero(const LaunchArgs& a) const { return has_bias_ ? a.inputs[2].data : zero_bias_.get(); }
+  const void* bias_or_zero(const LaunchArgs& a) const { return ep_.has_bias ? a.inputs[2].data : zero_bias_.get(); }
 
   void describe() {
     if (igemm_pick_ >= 0) {
-      name_ = std::string("fusec implicit-GEMM conv fp32 NCHW ") + igemm_route_->identity(igemm_pick_) +
-              (has_bias_ || has_z_ || act_.act != Act::None ? " + fused epilogue" : "");
+      name_ = igemm_route_->kernel_name(igemm_pick_);
       return;
     }
     if (gemm_pick_ >= 0) {
-      name_ = std::string("cuBLASLt GEMM ") + (strict_ ? "fp32" : "tf32") + " NCHW (1x1 conv)" + gemm_route_->describe();
+      name_ = gemm_route_->kernel_name(gemm_pick_);
       return;
     }
     name_ = std::string("cuDNN ") + (transpose_ ? "conv-transpose " : "conv ") +
-            (dt_ == DType::Float32 ? (strict_ ? "fp32" : "tf32") : dt_ == DType::Float16 ? "fp16" : dt_ == DType::BFloat16 ? "bf16" : "fp64") +
+            (ep_.dt == DType::Float32 ? (strict_ ? "fp32" : "tf32") : ep_.dt == DType::Float16 ? "fp16" : ep_.dt == DType::BFloat16 ? "bf16" : "fp64") +
             (nhwc_ ? " NHWC" : " NCHW") +
-            (fused_ ? (has_bias_ ? " conv+bias+act fused" : " conv+act fused (zero bias)")
-                    : has_bias_ || has_z_ || act_.act != Act::None ? " + epilogue" : "");
+            (fused_ ? (ep_.has_bias ? " conv+bias+act fused" : " conv+act fused (zero bias)")
+                    : ep_.has_bias || ep_.has_z || ep_.act.act != Act::None ? " + epilogue" : "");
   }
 
   /// A remembered untimed choice ("algo:math:fused:fused_algo"), applied when this cuDNN still
@@ -360,61 +343,6 @@ class ConvOp : public CudaOp {
     }
     found_ = true;
     return true;
-  }
-
-  /// A 1x1, stride-1, unpadded, ungrouped conv can also run as one cuBLASLt GEMM over NCHW
-  /// memory (conv_gemm.h); the tuner times that route beside cuDNN's algorithms.
-  /// FUSEC_CONV_GEMM=0 leaves it out, =force takes it untimed wherever it applies.
-  void plan_gemm_route(const PlanContext& c, const WindowGeometry& g, int group) {
-    const char* e = std::getenv("FUSEC_CONV_GEMM");
-    if ((e && std::string(e) == "0") || group != 1) return;
-    for (size_t i = 0; i < g.kernel.size(); ++i)
-      if (g.kernel[i] != 1 || g.stride[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0) return;
-    const auto& xd = c.in_dims(0);
-    Conv1x1Gemm::Problem p;
-    p.batch = xd[0];
-    p.cin = xd[1];
-    p.cout = channels_;
-    p.hw = numel(xd) / std::max<int64_t>(1, xd[0] * xd[1]);
-    p.tf32 = c.allow_tf32();
-    p.bias = has_bias_;
-    p.residual = has_z_;
-    p.act = act_;
-    auto route = std::make_unique<Conv1x1Gemm>();
-    std::string why;
-    if (route->plan(c.ctx(), p, has_bias_ ? c.constant(2) : nullptr, &why)) gemm_route_ = std::move(route);
-  }
-
-  /// fusec's implicit-GEMM conv (conv_igemm.cuh) for a 2-D, ungrouped conv: timed beside cuDNN
-  /// at strict fp32. FUSEC_CONV_IGEMM=0 leaves it out; =N takes configuration N untimed;
-  /// FUSEC_CONV_TAP=0 keeps K in the weights' (c, r, s) order.
-  void plan_igemm_route(const PlanContext& c, const WindowGeometry& g, int group) {
-    const char* e = std::getenv("FUSEC_CONV_IGEMM");
-    if ((e && std::string(e) == "0") || group != 1 || g.kernel.size() != 2) return;
-    const auto& xd = c.in_dims(0);
-    const auto& wd = c.in_dims(1);
-    const auto& od = c.out_dims(0);
-    ConvIgemmShape s;
-    s.batch = xd[0], s.c = xd[1], s.h = xd[2], s.w = xd[3];
-    s.cout = wd[0], s.r = wd[2], s.s = wd[3], s.p = od[2], s.q = od[3];
-    s.stride_h = g.stride[0], s.stride_w = g.stride[1], s.pad_h = g.pad_begin[0], s.pad_w = g.pad_begin[1];
-    s.dil_h = g.dilation[0], s.dil_w = g.dilation[1];
-    if (wd[1] != xd[1]) return;
-    auto route = std::make_unique<ConvIgemmRoute>();
-    std::string why;
-    if (route->plan(s, has_bias_, has_z_, act_, c.constant(1), c.ctx().stream(), &why)) igemm_route_ = std::move(route);
-  }
-
-  /// The configuration FUSEC_CONV_IGEMM forces, or -1.
-  static int igemm_forced() {
-    const char* e = std::getenv("FUSEC_CONV_IGEMM");
-    if (!e || !*e || std::string(e) == "0" || std::string(e).find_first_not_of("0123456789") != std::string::npos) return -1;
-    return std::atoi(e) - 1;
-  }
-
-  static bool gemm_forced() {
-    const char* e = std::getenv("FUSEC_CONV_GEMM");
-    return e && std::string(e) == "force";
   }
 
   static bool conv_tuning_on(bool strict) {
@@ -462,7 +390,7 @@ class ConvOp : public CudaOp {
   /// conv). Empty when the descriptor cannot be read back.
   std::string choice_key(const PlanContext& c, const char* what, bool fma, bool may_fuse) const {
     std::string key = "cudnn " + std::to_string(cudnnGetVersion()) + "|" + tuning_device_key(c.ctx().device()) + "|conv " + what +
-                      " " + dtype_name(dt_) + (fma ? " fma" : "") + (nhwc_ ? " nhwc" : " nchw") + " x" + dims_str(c.in_dims(0)) +
+                      " " + dtype_name(ep_.dt) + (fma ? " fma" : "") + (nhwc_ ? " nhwc" : " nchw") + " x" + dims_str(c.in_dims(0)) +
                       " w" + dims_str(c.in_dims(1)) + " y" + dims_str(c.out_dims(0));
     // cuDNN answers NOT_SUPPORTED when asked for more than CUDNN_DIM_MAX - 2 spatial dims.
     constexpr int kSpatialMax = CUDNN_DIM_MAX - 2;
@@ -475,8 +403,8 @@ class ConvOp : public CudaOp {
       key += " p" + std::to_string(pads[i]) + "s" + std::to_string(strides[i]) + "d" + std::to_string(dil[i]);
     int groups = 1;
     cudnnGetConvolutionGroupCount(conv_, &groups);
-    key += " g" + std::to_string(groups) + (has_bias_ ? " bias" : "") + (has_z_ ? " residual" : "") + " act" +
-           std::to_string(static_cast<int>(act_.act)) + (may_fuse ? " fusable" : "");
+    key += " g" + std::to_string(groups) + (ep_.has_bias ? " bias" : "") + (ep_.has_z ? " residual" : "") + " act" +
+           std::to_string(static_cast<int>(ep_.act.act)) + (may_fuse ? " fusable" : "");
     return key;
   }
 
@@ -484,11 +412,11 @@ class ConvOp : public CudaOp {
   /// (nothing changed) when tuning is off or there is no memory for the trial.
   bool tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bool may_fuse) {
     TuningCache& cache = TuningCache::global();
-    if (!cache.enabled() || cands.empty() || dt_ == DType::Float64 || !fused_desc_ready(may_fuse)) return false;
+    if (!cache.enabled() || cands.empty() || ep_.dt == DType::Float64 || !fused_desc_ready(may_fuse)) return false;
     const std::string key = choice_key(c, "launch", cands[0].math == CUDNN_FMA_MATH, may_fuse);
     if (key.empty()) return false;
     const bool trace = std::getenv("FUSEC_CONV_TRACE") != nullptr;
-    size_t es = dtype_size(dt_);
+    size_t es = dtype_size(ep_.dt);
     const size_t xb = numel(c.in_dims(0)) * es, wb = numel(c.in_dims(1)) * es, yb = numel(c.out_dims(0)) * es;
     size_t ws = 0;
     for (auto& ch : cands) {
@@ -502,8 +430,8 @@ class ConvOp : public CudaOp {
     for (int i = 0; igemm_route_ && i < igemm_route_->candidates(); ++i) ws = std::max(ws, igemm_route_->workspace(i));
     if (xb + wb + 2 * yb + ws > (size_t{1} << 30)) return false;
     try {
-      DeviceBuffer x(xb, "conv tuning"), w(wb, "conv tuning"), y(yb, "conv tuning"), z(has_z_ ? yb : es, "conv tuning"),
-          b(channels_ * es, "conv tuning"), wsb(std::max<size_t>(ws, 16), "conv tuning");
+      DeviceBuffer x(xb, "conv tuning"), w(wb, "conv tuning"), y(yb, "conv tuning"), z(ep_.has_z ? yb : es, "conv tuning"),
+          b(ep_.channels * es, "conv tuning"), wsb(std::max<size_t>(ws, 16), "conv tuning");
       cudaStream_t stream = c.ctx().stream();
       // Not zeros: FFT and tensor-core timings depend on the data.
       for (auto* buf : {&x, &w, &z, &b}) FUSEC_CUDA_CHECK(cudaMemsetAsync(buf->get(), 0x3C, buf->size(), stream));
@@ -630,13 +558,13 @@ class ConvOp : public CudaOp {
   bool fused_desc_ready(bool may_fuse) {
     if (!may_fuse) return true;
     cudnnDataType_t t = CUDNN_DATA_FLOAT;
-    if (!dnn_type(dt_, &t)) return false;
+    if (!dnn_type(ep_.dt, &t)) return false;
     if (!bias_ && cudnnCreateTensorDescriptor(&bias_) != CUDNN_STATUS_SUCCESS) return false;
-    int bdims[4] = {1, static_cast<int>(channels_), 1, 1}, bstrides[4] = {static_cast<int>(channels_), 1, 1, 1};
+    int bdims[4] = {1, static_cast<int>(ep_.channels), 1, 1}, bstrides[4] = {static_cast<int>(ep_.channels), 1, 1, 1};
     if (cudnnSetTensorNdDescriptor(bias_, t, 4, bdims, bstrides) != CUDNN_STATUS_SUCCESS) return false;
-    if (!has_bias_ && !zero_bias_.get()) {
+    if (!ep_.has_bias && !zero_bias_.get()) {
       try {
-        zero_bias_ = DeviceBuffer(static_cast<size_t>(channels_) * dtype_size(dt_), "the zero bias of a bias-free fused conv");
+        zero_bias_ = DeviceBuffer(static_cast<size_t>(ep_.channels) * dtype_size(ep_.dt), "the zero bias of a bias-free fused conv");
       } catch (const Error&) {
         cudaGetLastError();
         return false;  // no memory for it: the conv runs unfused
@@ -645,7 +573,7 @@ class ConvOp : public CudaOp {
       if (cudaMemset(zero_bias_.get(), 0, zero_bias_.size()) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) return false;
     }
     if (!act_desc_ && cudnnCreateActivationDescriptor(&act_desc_) != CUDNN_STATUS_SUCCESS) return false;
-    return cudnnSetActivationDescriptor(act_desc_, act_.act == Act::Relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+    return cudnnSetActivationDescriptor(act_desc_, ep_.act.act == Act::Relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
                                         CUDNN_NOT_PROPAGATE_NAN, 0.0) == CUDNN_STATUS_SUCCESS;
   }
 
@@ -655,34 +583,26 @@ class ConvOp : public CudaOp {
     if (igemm_pick_ >= 0)
       return igemm_route_->run(igemm_pick_, x, w, b, z, y, ws, stream) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
     if (gemm_pick_ >= 0)
-      return gemm_route_->run(gemm_pick_, x, w, b, z, y, ws, stream) == CUBLAS_STATUS_SUCCESS ? CUDNN_STATUS_SUCCESS
-                                                                                             : CUDNN_STATUS_EXECUTION_FAILED;
+      return gemm_route_->run(gemm_pick_, x, w, b, z, y, ws, stream) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
     double one64 = 1, zero64 = 0;
     float one32 = 1, zero32 = 0;
-    const void* one = dt_ == DType::Float64 ? static_cast<const void*>(&one64) : &one32;
-    const void* zero = dt_ == DType::Float64 ? static_cast<const void*>(&zero64) : &zero32;
+    const void* one = ep_.dt == DType::Float64 ? static_cast<const void*>(&one64) : &one32;
+    const void* zero = ep_.dt == DType::Float64 ? static_cast<const void*>(&zero64) : &zero32;
     if (fused_)
       return cudnnConvolutionBiasActivationForward(handle_, one, x_, x, w_, w, conv_, fused_algo_, ws, workspace_,
-                                                   has_z_ ? one : zero, y_, has_z_ ? z : y, bias_, b, act_desc_, y_, y);
+                                                   ep_.has_z ? one : zero, y_, ep_.has_z ? z : y, bias_, b, act_desc_, y_, y);
     const cudnnStatus_t st =
         transpose_ ? cudnnConvolutionBackwardData(handle_, one, w_, w, y_, x, conv_, bwd_algo_, ws, workspace_, zero, x_, y)
                    : cudnnConvolutionForward(handle_, one, x_, x, w_, w, conv_, fwd_algo_, ws, workspace_, zero, y_, y);
-    if (st == CUDNN_STATUS_SUCCESS) epilogue(y, b, z, stream);
+    if (st == CUDNN_STATUS_SUCCESS) ep_.run(y, b, z, stream);
     return st;
-  }
-
-  /// Bias, residual and activation in place over y, in the reference's order (nothing without them).
-  void epilogue(void* y, const void* b, const void* z, cudaStream_t stream) {
-    if (!has_bias_ && !has_z_ && act_.act == Act::None) return;
-    if (!launch_epilogue(y, has_z_ ? z : nullptr, dt_, yelems_, act_, stream, has_bias_ ? b : nullptr, channels_, inner_))
-      internal_error("no epilogue kernel for this dtype");
   }
 
   /// cudnnConvolutionBiasActivationForward supports some configurations only (ReLU or identity;
   /// identity only with IMPLICIT_PRECOMP_GEMM); the only reliable test is a call, made once here on
   /// scratch buffers.
   void try_fused(const PlanContext& c) {
-    try_fused(c, act_.act == Act::None ? CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM : fwd_algo_);
+    try_fused(c, ep_.act.act == Act::None ? CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM : fwd_algo_);
     // The tuned algorithm may be one the fused call does not take; implicit GEMM it always takes.
     if (!fused_ && fwd_algo_ != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
       try_fused(c, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
@@ -692,7 +612,7 @@ class ConvOp : public CudaOp {
     size_t ws = 0;
     if (cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, algo, &ws) != CUDNN_STATUS_SUCCESS) return;
     if (!fused_desc_ready(true) || c.in_dims(0).size() != 4) return;
-    size_t es = dtype_size(dt_);
+    size_t es = dtype_size(ep_.dt);
     const size_t unfused_ws = workspace_;
     fused_ = true;
     fused_algo_ = algo;
@@ -700,7 +620,7 @@ class ConvOp : public CudaOp {
     bool ok = false;
     try {
       DeviceBuffer x(numel(c.in_dims(0)) * es, "a conv trial"), w(numel(c.in_dims(1)) * es, "a conv trial"),
-          y(numel(c.out_dims(0)) * es, "a conv trial"), b(channels_ * es, "a conv trial"),
+          y(numel(c.out_dims(0)) * es, "a conv trial"), b(ep_.channels * es, "a conv trial"),
           wsb(std::max<size_t>(workspace_, 16), "a conv trial");
       cudaMemset(x.get(), 0, x.size());
       cudaMemset(w.get(), 0, w.size());
@@ -728,22 +648,19 @@ class ConvOp : public CudaOp {
     const DTensor& Y = a.outputs[0];
     if (Y.numel() == 0) return;
     const void* b = bias_or_zero(a);
-    const void* z = has_z_ ? a.inputs[3].data : nullptr;
+    const void* z = ep_.has_z ? a.inputs[3].data : nullptr;
     if (X.numel() == 0) {  // no input channels or pixels: the conv is 0, its epilogue still applies
       FUSEC_CUDA_CHECK(cudaMemsetAsync(Y.data, 0, Y.nbytes(), a.stream));
-      epilogue(Y.data, b, z, a.stream);
+      ep_.run(Y.data, b, z, a.stream);
       return;
     }
     const void* w = own_weights_.get() ? own_weights_.get() : a.inputs[1].data;
     if (igemm_pick_ >= 0) {
-      const bool launched = igemm_route_->run(igemm_pick_, X.data, w, b, z, Y.data, a.workspace, a.stream);
-      FUSEC_CUDA_CHECK(cudaGetLastError());
-      if (!launched) internal_error("the implicit-GEMM conv refused the launch it was planned for");
+      igemm_route_->launch(igemm_pick_, X.data, w, b, z, Y.data, a.workspace, a.stream);
       return;
     }
     if (gemm_pick_ >= 0) {
-      const cublasStatus_t st = gemm_route_->run(gemm_pick_, X.data, w, b, z, Y.data, a.workspace, a.stream);
-      if (st != CUBLAS_STATUS_SUCCESS) throw_library_error("cuBLASLt", st, cublasLtGetStatusString(st), "1x1 conv GEMM", __FILE__, __LINE__);
+      gemm_route_->launch(gemm_pick_, X.data, w, b, z, Y.data, a.workspace, a.stream);
       return;
     }
     if (unchecked_fused_) {
@@ -758,18 +675,17 @@ class ConvOp : public CudaOp {
   }
 
  private:
-  bool transpose_ = false, nhwc_ = false, found_ = false, has_bias_ = false, has_z_ = false, fused_ = false, strict_ = false;
+  bool transpose_ = false, nhwc_ = false, found_ = false, fused_ = false, strict_ = false;
   bool unchecked_fused_ = false;  // fused_ from the tuning cache, not yet called
   DeviceBuffer own_weights_;  // NHWC: KRSC weights
-  std::unique_ptr<Conv1x1Gemm> gemm_route_;  // 1x1 convs: the GEMM route the tuner may pick
-  int gemm_pick_ = -1;                       // its chosen candidate, or -1: cuDNN runs the conv
-  std::unique_ptr<ConvIgemmRoute> igemm_route_;  // strict fp32 2-D convs: fusec's own kernel
-  int igemm_pick_ = -1;                          // its chosen configuration, or -1
+  std::unique_ptr<ConvRoute> gemm_route_;   // 1x1 convs: the GEMM route the tuner may pick
+  int gemm_pick_ = -1;                      // its chosen candidate, or -1: cuDNN runs the conv
+  std::unique_ptr<ConvRoute> igemm_route_;  // strict fp32 2-D convs: fusec's own kernel
+  int igemm_pick_ = -1;                     // its chosen configuration, or -1
   cudnnTensorDescriptor_t bias_ = nullptr;
   DeviceBuffer zero_bias_;  // [channels] zeros: the fused call's bias when the node has none
   cudnnActivationDescriptor_t act_desc_ = nullptr;
   cudnnConvolutionFwdAlgo_t fused_algo_{};
-  DType dt_ = DType::Float32;
   cudnnHandle_t handle_ = nullptr;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
@@ -778,9 +694,7 @@ class ConvOp : public CudaOp {
   cudnnConvolutionBwdDataAlgo_t bwd_algo_{};
   cudnnMathType_t math_ = CUDNN_DEFAULT_MATH;
   size_t workspace_ = 0;
-  int64_t yelems_ = 0;
-  ActParams act_;
-  int64_t channels_ = 1, inner_ = 1;
+  ConvEpilogue ep_;  // bias, residual, activation: what every route applies after the conv
   std::string name_;
 };
 
