@@ -1,6 +1,8 @@
 // The implicit-GEMM convolution (conv_igemm.cuh) as a route (conv_route.h) the conv tuner times
 // beside cuDNN's algorithms at strict fp32: NCHW, 2-D, ungrouped, with bias, residual and ReLU (or
-// GELU) fused. It holds the shape's tap table on the device.
+// GELU) fused. It holds the shape's tap table on the device. Its last candidates are Winograd's
+// (winograd_route.cpp): they share the route's numbering, which the tuning cache and
+// FUSEC_CONV_IGEMM=N name, so they are candidates of this route, not a route of their own.
 //
 // K runs tap-major wherever it can (C % 16 == 0 and constant weights). Both orders were timed on
 // every ResNet-50 conv at batch 16: tap-major won every shape it applies to, even the stride-2
@@ -85,9 +87,12 @@ class ConvIgemmRoute : public ConvRoute {
   DeviceBuffer wino_w_;                                    // the weights, during the plan
   SgemmAct act_ = SgemmAct::None;
   bool bias_ = false, residual_ = false, pointwise_ = false, packable_ = false, tap_major_ = false;
+  static bool winograd(Mode m) { return m == Mode::WinogradChannels || m == Mode::WinogradTiles; }
   size_t pack_bytes(Mode mode) const;
   bool applies(Mode mode) const;
+  // winograd_route.cpp:
   void plan_winograd(const Tensor& weights);
+  bool run_winograd(Mode mode, int cfg, const void* x, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) const;
 };
 
 /// The route for a 2-D, ungrouped conv whose kernel takes the shape and the activation; null
