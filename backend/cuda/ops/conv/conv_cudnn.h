@@ -26,11 +26,13 @@
 
 namespace fusec::cuda {
 
+/// The most workspace a cuDNN algorithm may ask for; one that wants more is not used.
 constexpr size_t kMaxConvWorkspace = 512u << 20;
 
 class CudnnConv {
  public:
-  /// `ep` is the op's epilogue, read (never written) from set_convolution on.
+  /// `ep` is the op's epilogue: the op fills it as it plans (its dtype before set_tensors, the rest
+  /// after set_convolution); this route only reads it.
   explicit CudnnConv(const ConvEpilogue& ep) : ep_(ep) {}
   ~CudnnConv();
   CudnnConv(const CudnnConv&) = delete;

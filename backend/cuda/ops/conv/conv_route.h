@@ -23,6 +23,7 @@
 
 namespace fusec::cuda {
 
+/// Elements of a tensor of dims d (shared by the op and its routes' scratch sizes).
 inline int64_t numel(const std::vector<int64_t>& d) {
   int64_t n = 1;
   for (int64_t v : d) n *= v;
