@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <mutex>
 
+#include "ir/switches.h"
+
 namespace fusec {
 
 GpuExecutable::~GpuExecutable() = default;
@@ -30,7 +32,7 @@ Loaded load() {
   return r;
 #else
   std::vector<fs::path> tried;
-  if (const char* p = std::getenv("FUSEC_CUDA_PLUGIN"); p && *p) {
+  if (const char* p = env_switch("FUSEC_CUDA_PLUGIN"); p && *p) {
     tried.push_back(p);
   } else {
     std::error_code ec;

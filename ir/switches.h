@@ -37,6 +37,8 @@ inline constexpr SwitchInfo kSwitches[] = {
      "caps the instruction set of the CPU GEMM (read once per process), for A/B runs",
      "generic, avx2", "the best the CPU has: avx512, else avx2, else generic"},
     // ---- fusec: CUDA backend, executor
+    {"FUSEC_CUDA_PLUGIN", SwitchScope::Fusec, "the CUDA backend library to load instead of the usual places", "a path",
+     "libfusec_cuda.so beside the executable, else in ../lib"},
     {"FUSEC_CUDA_GRAPH", SwitchScope::Fusec, "no CUDA-graph capture, as --cuda-graph off", "0",
      "the run is captured into a CUDA graph where it can be"},
     {"FUSEC_CHANNELS_LAST", SwitchScope::Fusec,

@@ -1,9 +1,13 @@
+// The 1x1 conv's GEMM route of the conv op (conv_gemm.h): cuBLASLt descriptors, candidates, launch.
 #include "backend/cuda/ops/conv/conv_gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 
+#include "backend/cuda/core/check.h"
 #include "backend/cuda/core/cublaslt_util.h"
+#include "ir/switches.h"
 
 namespace fusec::cuda {
 
@@ -72,8 +76,8 @@ std::string Conv1x1Gemm::describe() const {
   return s;
 }
 
-cublasStatus_t Conv1x1Gemm::run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
-                                cudaStream_t stream) const {
+cublasStatus_t Conv1x1Gemm::run_gemm(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                                     cudaStream_t stream) const {
   const auto& a = algos_.at(i);
   const float one = 1.0f, zero = 0.0f;
   const void* c = p_.residual ? z : plane_.get() ? plane_.get() : y;
@@ -85,6 +89,50 @@ cublasStatus_t Conv1x1Gemm::run(int i, const void* x, const void* w, const void*
                        p_.cout, p_.hw))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   return st;
+}
+
+bool Conv1x1Gemm::run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                      cudaStream_t stream) const {
+  return run_gemm(i, x, w, b, z, y, ws, stream) == CUBLAS_STATUS_SUCCESS;
+}
+
+void Conv1x1Gemm::launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                         cudaStream_t stream) const {
+  const cublasStatus_t st = run_gemm(i, x, w, b, z, y, ws, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) throw_library_error("cuBLASLt", st, cublasLtGetStatusString(st), "1x1 conv GEMM", __FILE__, __LINE__);
+}
+
+std::string Conv1x1Gemm::kernel_name(int i) const {
+  return std::string("cuBLASLt GEMM ") + (p_.tf32 ? "tf32" : "fp32") + " NCHW (1x1 conv)" + describe();
+}
+
+/// A 1x1, stride-1, unpadded, ungrouped conv can also run as one cuBLASLt GEMM over NCHW
+/// memory; the tuner times that route beside cuDNN's algorithms.
+/// FUSEC_CONV_GEMM=0 leaves it out, =force takes it untimed wherever it applies.
+std::unique_ptr<ConvRoute> plan_conv_gemm_route(const PlanContext& c, const WindowGeometry& g, int group, const ConvEpilogue& ep) {
+  const char* e = env_switch("FUSEC_CONV_GEMM");
+  if ((e && std::string(e) == "0") || group != 1) return nullptr;
+  for (size_t i = 0; i < g.kernel.size(); ++i)
+    if (g.kernel[i] != 1 || g.stride[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0) return nullptr;
+  const auto& xd = c.in_dims(0);
+  Conv1x1Gemm::Problem p;
+  p.batch = xd[0];
+  p.cin = xd[1];
+  p.cout = ep.channels;
+  p.hw = numel(xd) / std::max<int64_t>(1, xd[0] * xd[1]);
+  p.tf32 = c.allow_tf32();
+  p.bias = ep.has_bias;
+  p.residual = ep.has_z;
+  p.act = ep.act;
+  auto route = std::make_unique<Conv1x1Gemm>();
+  std::string why;
+  if (route->plan(c.ctx(), p, ep.has_bias ? c.constant(2) : nullptr, &why)) return route;
+  return nullptr;
+}
+
+bool conv_gemm_forced() {
+  const char* e = env_switch("FUSEC_CONV_GEMM");
+  return e && std::string(e) == "force";
 }
 
 }  // namespace fusec::cuda

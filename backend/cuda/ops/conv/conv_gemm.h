@@ -1,7 +1,7 @@
-// 1x1 convolutions as cuBLASLt GEMMs over NCHW memory: a route the conv tuner times beside
-// cuDNN's algorithms. At strict fp32 cuDNN's implicit-GEMM kernels ran ResNet-50's 1x1 convs well
-// below the fp32 peak; the same products as cuBLASLt GEMMs ran faster on every such conv
-// (scripts/lab/conv_fp32_lab.cpp).
+// 1x1 convolutions as cuBLASLt GEMMs over NCHW memory: a route (conv_route.h) the conv tuner
+// times beside cuDNN's algorithms. At strict fp32 cuDNN's implicit-GEMM kernels ran ResNet-50's
+// 1x1 convs well below the fp32 peak; the same products as cuBLASLt GEMMs ran faster on every
+// such conv (scripts/lab/conv_fp32_lab.cpp).
 //
 // Per image n, in cuBLASLt's column-major terms (NCHW memory needs no copy):
 //
@@ -17,16 +17,18 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/core/context.h"
+#include "backend/cuda/ops/conv/conv_route.h"
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
 #include "ir/tensor.h"
 
 namespace fusec::cuda {
 
-class Conv1x1Gemm {
+class Conv1x1Gemm : public ConvRoute {
  public:
   struct Problem {
     int64_t batch = 0, cin = 0, cout = 0, hw = 0;  // Y[batch, cout, hw] = W[cout, cin] · X[batch, cin, hw]
@@ -36,7 +38,7 @@ class Conv1x1Gemm {
   };
 
   Conv1x1Gemm() = default;
-  ~Conv1x1Gemm();
+  ~Conv1x1Gemm() override;
   Conv1x1Gemm(const Conv1x1Gemm&) = delete;
   Conv1x1Gemm& operator=(const Conv1x1Gemm&) = delete;
 
@@ -44,15 +46,21 @@ class Conv1x1Gemm {
   /// `bias` is the host bias when the problem has one. False, with why, when there is no route.
   bool plan(Context& ctx, const Problem& p, const Tensor* bias, std::string* why);
 
-  int candidates() const { return static_cast<int>(algos_.size()); }
-  size_t workspace(int i) const { return algos_.at(i).workspaceSize; }
-  std::string identity(int i) const;
+  int candidates() const override { return static_cast<int>(algos_.size()); }
+  size_t workspace(int i) const override { return algos_.at(i).workspaceSize; }
+  std::string identity(int i) const override;
   /// Short description for the kernel name: what goes through C and the epilogue pass.
   std::string describe() const;
+  std::string kernel_name(int i) const override;
 
   /// y = act(conv(x, w) + b + z) with candidate `i`: the GEMM, then the epilogue pass if needed.
-  cublasStatus_t run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
-                     cudaStream_t stream) const;
+  cublasStatus_t run_gemm(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                          cudaStream_t stream) const;
+  bool run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+           cudaStream_t stream) const override;
+  /// run_gemm, a cuBLASLt error when it fails.
+  void launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+              cudaStream_t stream) const override;
 
  private:
   Problem p_;
@@ -64,5 +72,12 @@ class Conv1x1Gemm {
   bool bias_in_pass_ = false;
   ActParams pass_act_;       // what the epilogue pass applies (None: no pass unless bias_in_pass_)
 };
+
+/// The route for a 1x1, stride-1, unpadded, ungrouped float32 conv in NCHW memory; null where it
+/// does not apply or cuBLASLt has no algorithm. FUSEC_CONV_GEMM=0 leaves it out.
+std::unique_ptr<ConvRoute> plan_conv_gemm_route(const PlanContext& c, const WindowGeometry& g, int group, const ConvEpilogue& ep);
+
+/// FUSEC_CONV_GEMM=force (tests, A/B runs): the route is taken untimed wherever it applies.
+bool conv_gemm_forced();
 
 }  // namespace fusec::cuda

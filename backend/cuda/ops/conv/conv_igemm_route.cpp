@@ -1,3 +1,5 @@
+// The implicit-GEMM route of the conv op (conv_igemm_route.h): its plan, candidates, their
+// workspace and launch. The Winograd candidates' own parts are in winograd_route.cpp.
 #include "backend/cuda/ops/conv/conv_igemm_route.h"
 
 #include <algorithm>
@@ -10,10 +12,6 @@
 #include "ir/switches.h"
 
 namespace fusec::cuda {
-
-static bool winograd(ConvIgemmRoute::Mode m) {
-  return m == ConvIgemmRoute::Mode::WinogradChannels || m == ConvIgemmRoute::Mode::WinogradTiles;
-}
 
 bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, const Tensor* weights,
                           cudaStream_t stream, std::string* why) {
@@ -56,6 +54,7 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
   return true;
 }
 
+<<<<<<< HEAD
 // A 3x3, stride-1, pad-1, undilated conv (output size = input size): the Winograd candidates
 // (FUSEC_CONV_WINOGRAD=0: none, for A/B runs). Their transformed filters are made by prepare(),
 // only for the layouts a plan times or recalls: making all of them on the host made ResNet-50's
@@ -97,6 +96,8 @@ bool ConvIgemmRoute::prepare(int i) {
   return true;
 }
 
+=======
+>>>>>>> conv-helper
 // Every candidate's configuration and mode: the plain ones, then the pointwise ones packed, then
 // the Winograd GEMM's configurations in each layout.
 using Mode = ConvIgemmRoute::Mode;
@@ -191,19 +192,7 @@ bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, con
     if (winograd(mode)) cfg = 0;
     mode = Mode::Plain;
   }
-  if (winograd(mode)) {
-    WinogradArgs wa;
-    wa.shape = wino_;
-    wa.tile_major = mode == Mode::WinogradTiles;
-    wa.x = static_cast<const float*>(x);
-    wa.u = static_cast<const float*>((wa.tile_major ? wino_tiles_ : wino_channels_).get());  // null: not prepared
-    wa.bias = bias_ ? static_cast<const float*>(b) : nullptr;
-    wa.residual = residual_ ? static_cast<const float*>(z) : nullptr;
-    wa.y = static_cast<float*>(y);
-    wa.act = act_;
-    wa.workspace = ws;
-    return launch_winograd_f32(wa, cfg, stream);
-  }
+  if (winograd(mode)) return run_winograd(mode, cfg, x, b, z, y, ws, stream);
   auto aligned16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   ConvIgemmArgs a;
   a.M = static_cast<int>(s_.cout);
@@ -239,6 +228,45 @@ bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, con
     a.sk_flags = static_cast<unsigned*>(flags_.get());
   }
   return launch_conv_igemm_f32(a, cfg, stream);
+}
+
+void ConvIgemmRoute::launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                            cudaStream_t stream) const {
+  const bool launched = run(i, x, w, b, z, y, ws, stream);
+  FUSEC_CUDA_CHECK(cudaGetLastError());
+  if (!launched) internal_error("the implicit-GEMM conv refused the launch it was planned for");
+}
+
+std::string ConvIgemmRoute::kernel_name(int i) const {
+  return std::string("fusec implicit-GEMM conv fp32 NCHW ") + identity(i) +
+         (bias_ || residual_ || act_ != SgemmAct::None ? " + fused epilogue" : "");
+}
+
+/// fusec's implicit-GEMM conv (conv_igemm.cuh) for a 2-D, ungrouped conv: timed beside cuDNN
+/// at strict fp32. FUSEC_CONV_IGEMM=0 leaves it out; =N takes configuration N untimed;
+/// FUSEC_CONV_TAP=0 keeps K in the weights' (c, r, s) order.
+std::unique_ptr<ConvRoute> plan_conv_igemm_route(const PlanContext& c, const WindowGeometry& g, int group, const ConvEpilogue& ep) {
+  const char* e = env_switch("FUSEC_CONV_IGEMM");
+  if ((e && std::string(e) == "0") || group != 1 || g.kernel.size() != 2) return nullptr;
+  const auto& xd = c.in_dims(0);
+  const auto& wd = c.in_dims(1);
+  const auto& od = c.out_dims(0);
+  ConvIgemmShape s;
+  s.batch = xd[0], s.c = xd[1], s.h = xd[2], s.w = xd[3];
+  s.cout = wd[0], s.r = wd[2], s.s = wd[3], s.p = od[2], s.q = od[3];
+  s.stride_h = g.stride[0], s.stride_w = g.stride[1], s.pad_h = g.pad_begin[0], s.pad_w = g.pad_begin[1];
+  s.dil_h = g.dilation[0], s.dil_w = g.dilation[1];
+  if (wd[1] != xd[1]) return nullptr;
+  auto route = std::make_unique<ConvIgemmRoute>();
+  std::string why;
+  if (route->plan(s, ep.has_bias, ep.has_z, ep.act, c.constant(1), c.ctx().stream(), &why)) return route;
+  return nullptr;
+}
+
+int conv_igemm_forced() {
+  const char* e = env_switch("FUSEC_CONV_IGEMM");
+  if (!e || !*e || std::string(e) == "0" || std::string(e).find_first_not_of("0123456789") != std::string::npos) return -1;
+  return std::atoi(e) - 1;
 }
 
 }  // namespace fusec::cuda

@@ -1,0 +1,169 @@
+// The conv op's tuner (ConvOp, conv_op.h): every candidate of every route planned for a conv,
+// timed as it will launch (fused, or the conv and its epilogue pass), warm and repeated, on
+// scratch buffers; the fastest is kept unless the heuristics' first choice is within 3%, and
+// remembered in the tuning cache under the conv's "launch" key: "algo:math:fused" for cuDNN,
+// "gemm:index|identity" or "igemm:index|identity" for a route.
+#include "ir/switches.h"
+#include "backend/cuda/ops/conv/conv_op.h"
+
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/core/check.h"
+#include "backend/cuda/core/gpu_hold.cuh"
+#include "backend/cuda/core/tuning_cache.h"
+
+namespace fusec::cuda {
+
+bool ConvOp::conv_tuning_on(bool strict) {
+  const char* e = env_switch("FUSEC_CONV_TUNE");
+  if (e && std::string(e) == "0") return false;
+  if (e && std::string(e) == "all") return true;
+  return strict;
+}
+
+bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bool may_fuse) {
+  TuningCache& cache = TuningCache::global();
+  if (!cache.enabled() || cands.empty() || ep_.dt == DType::Float64 || !cudnn_.fused_desc_ready(may_fuse)) return false;
+  const std::string key = cudnn_.choice_key(c, "launch", cands[0].math == CUDNN_FMA_MATH, may_fuse);
+  if (key.empty()) return false;
+  const bool trace = env_switch("FUSEC_CONV_TRACE") != nullptr;
+  size_t es = dtype_size(ep_.dt);
+  const size_t xb = numel(c.in_dims(0)) * es, wb = numel(c.in_dims(1)) * es, yb = numel(c.out_dims(0)) * es;
+  size_t ws = cudnn_.candidate_workspaces(&cands);
+  const int gemm_cands = gemm_route_ ? gemm_route_->candidates() : 0;
+  for (int i = 0; i < gemm_cands; ++i) ws = std::max(ws, gemm_route_->workspace(i));
+  for (int i = 0; igemm_route_ && i < igemm_route_->candidates(); ++i) ws = std::max(ws, igemm_route_->workspace(i));
+  if (xb + wb + 2 * yb + ws > (size_t{1} << 30)) return false;
+  try {
+    DeviceBuffer x(xb, "conv tuning"), w(wb, "conv tuning"), y(yb, "conv tuning"), z(ep_.has_z ? yb : es, "conv tuning"),
+        b(ep_.channels * es, "conv tuning"), wsb(std::max<size_t>(ws, 16), "conv tuning");
+    cudaStream_t stream = c.ctx().stream();
+    // Not zeros: FFT and tensor-core timings depend on the data.
+    for (auto* buf : {&x, &w, &z, &b}) FUSEC_CUDA_CHECK(cudaMemsetAsync(buf->get(), 0x3C, buf->size(), stream));
+    // Applies ch and runs it once on the scratch buffers: whether it works here.
+    auto works = [&](const FwdChoice& ch) {
+      const bool ok = apply(ch) && run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
+                      cudaStreamSynchronize(stream) == cudaSuccess;
+      cudaGetLastError();
+      return ok;
+    };
+    // A remembered route pick, "gemm:index|identity" or "igemm:index|identity", taken when this
+    // build's route has the same candidate at that index and it runs.
+    auto recall_route = [&](const std::string& v, bool own) {
+      const auto bar = v.find('|');
+      const int i = std::atoi(v.c_str() + (own ? 6 : 5));
+      const int count = own ? (igemm_route_ ? igemm_route_->candidates() : 0) : gemm_cands;
+      if (bar == std::string::npos || i < 0 || i >= count) return false;
+      if ((own ? igemm_route_->identity(i) : gemm_route_->identity(i)) != v.substr(bar + 1)) return false;
+      FwdChoice ch = cands[0];
+      (own ? ch.igemm : ch.gemm) = i;
+      return works(ch);
+    };
+    if (auto v = cache.get(key); v && v->rfind("gemm:", 0) == 0) {
+      if (recall_route(*v, false)) return true;
+    } else if (v && v->rfind("igemm:", 0) == 0) {
+      if (recall_route(*v, true)) return true;
+    } else if (v) {  // "algo:math:fused", checked again by one call
+      int algo = -1, math = -1, fused = 0;
+      if (std::sscanf(v->c_str(), "%d:%d:%d", &algo, &math, &fused) == 3)
+        for (const auto& ch0 : cands)
+          if (static_cast<int>(ch0.algo) == algo && static_cast<int>(ch0.math) == math) {
+            FwdChoice ch = ch0;
+            ch.fused = fused != 0;
+            if (works(ch)) return true;
+          }
+    }
+    // Each algorithm fused where cuDNN takes it (ReLU or identity, bias), else with the epilogue pass.
+    std::vector<FwdChoice> runs;
+    for (const auto& ch0 : cands) {
+      if (ch0.ws > kMaxConvWorkspace) continue;
+      for (bool fused : {true, false}) {
+        if (fused && (!may_fuse || c.in_dims(0).size() != 4)) continue;
+        FwdChoice ch = ch0;
+        ch.fused = fused;
+        if (works(ch)) {
+          runs.push_back(ch);
+          break;  // fused when it works: the epilogue pass only adds
+        }
+      }
+    }
+    for (int i = 0; i < gemm_cands; ++i) {
+      FwdChoice ch = cands[0];
+      ch.gemm = i;
+      ch.fused = false;
+      if (works(ch)) runs.push_back(ch);
+    }
+    for (int i = 0; igemm_route_ && i < igemm_route_->candidates(); ++i) {
+      FwdChoice ch = cands[0];
+      ch.igemm = i;
+      ch.fused = false;
+      if (igemm_route_->worth_timing(i) && works(ch)) runs.push_back(ch);
+    }
+    if (runs.empty()) return false;
+    cudaEvent_t e0, e1;
+    FUSEC_CUDA_CHECK(cudaEventCreate(&e0));
+    FUSEC_CUDA_CHECK(cudaEventCreate(&e1));
+    // Interleaved rounds, each candidate's best round kept (as the GEMM tuner does). The reps
+    // queue up behind a hold kernel, so the events time the GPU alone (gpu_hold.cuh): as in the
+    // model's CUDA graph, where no host work sits between launches.
+    constexpr int kRounds = 3, kReps = 5, kHoldUs = 400;
+    std::vector<float> best(runs.size(), -1.0f);
+    for (int round = 0; round < kRounds; ++round)
+      for (size_t i = 0; i < runs.size(); ++i) {
+        apply(runs[i]);
+        run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);  // warm
+        launch_gpu_hold(stream, kHoldUs);
+        FUSEC_CUDA_CHECK(cudaEventRecord(e0, stream));
+        for (int k = 0; k < kReps; ++k) run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);
+        FUSEC_CUDA_CHECK(cudaEventRecord(e1, stream));
+        FUSEC_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        FUSEC_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        ms /= kReps;
+        if (best[i] < 0 || ms < best[i]) best[i] = ms;
+      }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    size_t pick = 0;
+    for (size_t i = 1; i < runs.size(); ++i)
+      if (best[i] < best[pick]) pick = i;
+    // Within 3% of the heuristics' first choice is noise: keep that one.
+    if (best[0] <= 1.03f * best[pick]) pick = 0;
+    for (size_t i = 0; trace && i < runs.size(); ++i) {
+      const char* chosen = i == pick ? "  <- chosen" : "";
+      if (runs[i].igemm >= 0)
+        std::fprintf(stderr, "conv tune %s: implicit GEMM [%s] %.4f ms%s\n", key.c_str(),
+                     igemm_route_->identity(runs[i].igemm).c_str(), best[i], chosen);
+      else if (runs[i].gemm >= 0)
+        std::fprintf(stderr, "conv tune %s: GEMM candidate %d [%s] %.4f ms%s\n", key.c_str(), runs[i].gemm,
+                     gemm_route_->identity(runs[i].gemm).c_str(), best[i], chosen);
+      else
+        std::fprintf(stderr, "conv tune %s: algo %d math %d %s %.4f ms%s\n", key.c_str(), static_cast<int>(runs[i].algo),
+                     static_cast<int>(runs[i].math), runs[i].fused ? "fused" : "+epilogue", best[i], chosen);
+    }
+    if (!apply(runs[pick])) return false;
+    if (runs[pick].igemm >= 0) {
+      cache.put(key, "igemm:" + std::to_string(runs[pick].igemm) + "|" + igemm_route_->identity(runs[pick].igemm));
+      return true;
+    }
+    if (runs[pick].gemm >= 0) {
+      cache.put(key, "gemm:" + std::to_string(runs[pick].gemm) + "|" + gemm_route_->identity(runs[pick].gemm));
+      return true;
+    }
+    cache.put(key, std::to_string(static_cast<int>(runs[pick].algo)) + ":" + std::to_string(static_cast<int>(runs[pick].math)) +
+                       ":" + (runs[pick].fused ? "1" : "0"));
+    return true;
+  } catch (const Error&) {
+    cudaGetLastError();
+    return false;  // no memory for the trial: the heuristics choose
+  }
+}
+
+}  // namespace fusec::cuda
