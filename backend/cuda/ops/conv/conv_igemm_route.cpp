@@ -54,50 +54,6 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
   return true;
 }
 
-<<<<<<< HEAD
-// A 3x3, stride-1, pad-1, undilated conv (output size = input size): the Winograd candidates
-// (FUSEC_CONV_WINOGRAD=0: none, for A/B runs). Their transformed filters are made by prepare(),
-// only for the layouts a plan times or recalls: making all of them on the host made ResNet-50's
-// warm build much slower.
-void ConvIgemmRoute::plan_winograd(const Tensor& weights) {
-  const ConvIgemmShape& s = s_;
-  const char* off = env_switch("FUSEC_CONV_WINOGRAD");
-  if ((off && std::string(off) == "0") || s.r != 3 || s.s != 3 || s.stride_h != 1 || s.stride_w != 1 || s.dil_h != 1 ||
-      s.dil_w != 1 || s.pad_h != 1 || s.pad_w != 1 || s.p != s.h || s.q != s.w || s.batch > INT32_MAX || s.c > INT32_MAX ||
-      s.cout > INT32_MAX || s.h > INT32_MAX || s.w > INT32_MAX)
-    return;
-  wino_ = WinogradShape{static_cast<int>(s.batch), static_cast<int>(s.c), static_cast<int>(s.h), static_cast<int>(s.w),
-                        static_cast<int>(s.cout)};
-  wino_channels_ok_ = !winograd_refusal(wino_, false);
-  wino_tiles_ok_ = !winograd_refusal(wino_, true);
-  if (wino_channels_ok_ || wino_tiles_ok_) weights_host_ = &weights;
-}
-
-bool ConvIgemmRoute::prepare(int i) {
-  Mode mode = Mode::Plain;
-  config_of(i, &mode);
-  if (!winograd(mode) || !applies(mode)) return true;
-  const bool tiles = mode == Mode::WinogradTiles;
-  DeviceBuffer& d = tiles ? wino_tiles_ : wino_channels_;
-  if (d.get()) return true;
-  if (!weights_host_) return false;  // past the plan: the weights are gone
-  if (!wino_w_.get()) {
-    wino_w_ = DeviceBuffer(weights_host_->nbytes(), "a Winograd conv's weights, for their transform");
-    FUSEC_CUDA_CHECK(cudaMemcpyAsync(wino_w_.get(), weights_host_->raw(), wino_w_.size(), cudaMemcpyHostToDevice, stream_));
-  }
-  d = DeviceBuffer(size_t(36) * wino_.cout * wino_.c * sizeof(float), "a Winograd conv's transformed filter");
-  if (!launch_winograd_filter_f32(static_cast<const float*>(wino_w_.get()), static_cast<float*>(d.get()), wino_.cout, wino_.c, tiles,
-                                  stream_)) {
-    d = DeviceBuffer();
-    return false;
-  }
-  FUSEC_CUDA_CHECK(cudaGetLastError());
-  FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return true;
-}
-
-=======
->>>>>>> conv-helper
 // Every candidate's configuration and mode: the plain ones, then the pointwise ones packed, then
 // the Winograd GEMM's configurations in each layout.
 using Mode = ConvIgemmRoute::Mode;
