@@ -54,7 +54,7 @@ bool view_op(const Node& n) {
 }
 
 // The ops the CUDA backend folds at plan time whatever their inputs (only dims are read), and
-// the ones it never folds (cuda_backend.cpp: dims_only_op, random_op).
+// the ones it never folds (executor/plan.cpp: dims_only_op, random_op).
 bool dims_only_op(const Node& n) { return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size"); }
 bool random_op(const Node& n) {
   return n.op_type.rfind("Random", 0) == 0 || n.op_type == "Multinomial" || n.op_type == "Bernoulli";
