@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "ir/ops/op_families.h"
 #include "ir/op_schema.h"
 #include "ir/tensor.h"
 
@@ -71,22 +72,10 @@ class KernelRegistry {
   std::map<std::pair<std::string, std::string>, Entry> kernels_;
 };
 
-// One function per kernel family file in backend/cpu/kernels/.
-void register_elementwise_kernels(KernelRegistry& r);
-void register_activation_kernels(KernelRegistry& r);
-void register_linalg_kernels(KernelRegistry& r);
-void register_conv_kernels(KernelRegistry& r);
-void register_pool_kernels(KernelRegistry& r);
-void register_normalization_kernels(KernelRegistry& r);
-void register_reduce_kernels(KernelRegistry& r);
-void register_softmax_kernels(KernelRegistry& r);
-void register_shape_kernels(KernelRegistry& r);
-void register_movement_kernels(KernelRegistry& r);
-void register_generator_kernels(KernelRegistry& r);
-void register_resize_kernels(KernelRegistry& r);
-void register_attention_kernels(KernelRegistry& r);  // Attention (ai.onnx and ai.fusec)
-void register_fused_kernels(KernelRegistry& r);  // ai.fusec ops, composed of the standard kernels
-void register_fused_elementwise_kernels(KernelRegistry& r);  // ai.fusec FusedElementwise interpreter
+// One function per kernel family file in backend/cpu/kernels/, from the one list of families.
+#define FUSEC_DECLARE_KERNELS(family) void register_##family##_kernels(KernelRegistry& r);
+FUSEC_OP_FAMILIES(FUSEC_DECLARE_KERNELS)
+#undef FUSEC_DECLARE_KERNELS
 
 /// True when every output the node writes has zero elements: a kernel then has nothing to do, and
 /// is not called (its scratch, sized by the inputs' other dims, could be enormous: LayerNorm over

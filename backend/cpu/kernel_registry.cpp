@@ -34,21 +34,9 @@ std::vector<std::pair<std::string, std::string>> KernelRegistry::ops() const {
 const KernelRegistry& KernelRegistry::global() {
   static const KernelRegistry reg = [] {
     KernelRegistry r;
-    register_elementwise_kernels(r);
-    register_activation_kernels(r);
-    register_linalg_kernels(r);
-    register_conv_kernels(r);
-    register_pool_kernels(r);
-    register_normalization_kernels(r);
-    register_reduce_kernels(r);
-    register_softmax_kernels(r);
-    register_shape_kernels(r);
-    register_movement_kernels(r);
-    register_generator_kernels(r);
-    register_resize_kernels(r);
-    register_attention_kernels(r);
-    register_fused_kernels(r);
-    register_fused_elementwise_kernels(r);
+#define FUSEC_REGISTER_KERNELS(family) register_##family##_kernels(r);
+    FUSEC_OP_FAMILIES(FUSEC_REGISTER_KERNELS)
+#undef FUSEC_REGISTER_KERNELS
     return r;
   }();
   return reg;
