@@ -10,6 +10,7 @@
 #include <cstring>
 #include <exception>
 
+#include "backend/axis_layout.h"
 #include "backend/cuda/core/check.h"
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/ops/movement/gather.cuh"
@@ -551,8 +552,8 @@ std::unique_ptr<CudaOp> make_cumsum(const PlanContext& c, std::string* why) {
   const int64_t r = static_cast<int64_t>(x.size());
   int64_t ax = 0;
   if (!checked(why, [&] { ax = normalize_axis(axis[0], r, c); })) return nullptr;
-  return std::make_unique<CumSumOp>(t, prod(x, 0, ax), x[ax], prod(x, ax + 1, r), c.attr_int("exclusive") != 0,
-                                    c.attr_int("reverse") != 0);
+  const AxisView v = axis_view(x, ax);  // as the CPU kernel (shape_ops.cpp)
+  return std::make_unique<CumSumOp>(t, v.outer, v.n, v.inner, c.attr_int("exclusive") != 0, c.attr_int("reverse") != 0);
 }
 
 // ---------------------------------------------------------------- Resize, Upsample
