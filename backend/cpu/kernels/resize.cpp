@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backend/cpu/kernels/common.h"
+#include "backend/dispatch_bytes.h"
 #include "ir/ops/resize_taps.h"
 
 namespace fusec::cpu {
@@ -78,13 +79,7 @@ void resize_nearest(KernelContext& ctx, const ResizeConfig& c) {
       }
     });
   };
-  switch (dtype_size(x.dtype())) {
-    case 1: run(uint8_t{}); break;
-    case 2: run(uint16_t{}); break;
-    case 4: run(uint32_t{}); break;
-    case 8: run(uint64_t{}); break;
-    default: ctx.fail("unsupported data type");
-  }
+  if (!dispatch_bytes(dtype_size(x.dtype()), run)) ctx.fail("unsupported data type");
 }
 
 // ------------------------------------------------------------------ linear / cubic
