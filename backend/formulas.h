@@ -12,9 +12,10 @@
 //    fused.cpp on the CPU, epilogue.cu, norm.cu and sgemm_core.cuh on the GPU): float32 only,
 //    written as those kernels have always computed them (Relu maps NaN to 0, Sigmoid is the
 //    direct 1 / (1 + e^-x)).
-// Where two places compute "the same" function with different arithmetic (GELU is six different
-// roundings of one formula), each variant is its own named function here, with what tells it
-// apart: this file moves no bit of any result. Unifying two variants is a numerics change, for
+// Where two places compute "the same" function with different arithmetic (GELU alone has eight:
+// in double or float, erf or erfc or a fitted erfc, x/√2 or x·(1/√2), two roundings of √(2/π)),
+// each variant is its own named function here, with what tells it apart: this file moves no bit
+// of any result. Unifying two variants is a numerics change, for
 // its own commit and its own tolerance check.
 //
 // Include guard rather than #pragma once: NVRTC reads this text as its main file.
@@ -37,7 +38,8 @@ namespace formulas {
 
 // ---- math of float or double ----
 // exp(x) etc. for T = float call the C library's expf (on the host what std::exp(float) calls,
-// on the device CUDA's expf), for T = double its exp: one name for templates over T.
+// on the device CUDA's expf), for T = double its exp: one name for templates over T, which the
+// generated kernels' unary ops (fm::sqrt, fm::sin, ...) call too.
 #define FUSEC_FORMULAS_MATH1(name)                          \
   FUSEC_HD float name(float x) { return ::name##f(x); }    \
   FUSEC_HD double name(double x) { return ::name(x); }
@@ -67,7 +69,8 @@ FUSEC_HD float rcp_rn(float x) {
 /// ONNX Max/Min of two values: NaN if either is NaN.
 template <typename T> FUSEC_HD T max_nan(T x, T y) { return (x >= y || x != x) ? x : y; }
 template <typename T> FUSEC_HD T min_nan(T x, T y) { return (x <= y || x != x) ? x : y; }
-/// max then min (ONNX Clip: with lo > hi every value becomes hi); NaN stays NaN.
+/// max then min (ONNX Clip: with lo > hi every value becomes hi); NaN stays NaN. Also the fused
+/// epilogues' Clip: std::min(std::max(x, lo), hi) makes the same comparisons.
 template <typename T> FUSEC_HD T clamp(T x, T lo, T hi) {
   x = x < lo ? lo : x;
   return x > hi ? hi : x;
