@@ -1,6 +1,7 @@
 #include "ir/ops/elementwise_program.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 

@@ -5,10 +5,9 @@
 //
 // Grammar, opcodes and exact semantics: docs/fused_elementwise.md. One parser serves shape
 // inference, the CPU interpreter and the CUDA code generator, so a program is validated the same
-// way everywhere; the scalar functions below are the semantics every backend reproduces.
+// way everywhere; the opcodes' scalar functions are backend/formulas.h's, which both backends call.
 #pragma once
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -77,38 +76,5 @@ std::optional<ElementwiseProgram> parse_elementwise_program(const std::string& t
 
 /// The node's `program` attribute parsed for its `num_inputs` inputs; fails naming the node.
 ElementwiseProgram elementwise_program_of(const NodeAttrs& node, int num_inputs);
-
-// ---- scalar semantics (float32), shared by every evaluator ----
-
-namespace ew {
-
-/// NaN-propagating max/min, as ONNX Max/Min.
-inline float max(float x, float y) { return (x >= y || x != x) ? x : y; }
-inline float min(float x, float y) { return (x <= y || x != x) ? x : y; }
-inline float relu(float x) { return x < 0.0f ? 0.0f : x; }  // NaN stays NaN
-inline float clamp(float x, float lo, float hi) {  // max then min, NaN stays NaN
-  x = x < lo ? lo : x;
-  return x > hi ? hi : x;
-}
-inline float sigmoid(float x) {  // never exponentiates a positive number
-  if (x >= 0) return 1.0f / (1.0f + std::exp(-x));
-  float e = std::exp(x);
-  return e / (1.0f + e);
-}
-inline float softplus(float x) { return (x > 0 ? x : 0.0f) + std::log1p(std::exp(-std::fabs(x))); }
-inline float leaky_relu(float x, float alpha) { return x < 0.0f ? alpha * x : x; }
-inline float hard_sigmoid(float x, float alpha, float beta) { return clamp(alpha * x + beta, 0.0f, 1.0f); }
-inline float hard_swish(float x) { return x * clamp(x / 6.0f + 0.5f, 0.0f, 1.0f); }
-/// Gelu in double, rounded once (as the reference Gelu kernel).
-inline float gelu(float x) {
-  const double v = x;
-  return static_cast<float>(0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440)));
-}
-inline float gelu_tanh(float x) {
-  const double v = x, k = 0.79788456080286535588;  // sqrt(2/pi)
-  return static_cast<float>(0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))));
-}
-
-}  // namespace ew
 
 }  // namespace fusec

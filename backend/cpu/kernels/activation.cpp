@@ -1,9 +1,11 @@
 // CPU kernels for activation functions. Each computes in the input's own float type (half types
-// via float32), using the numerically stable form where the naive formula overflows.
+// via float32), using the numerically stable form where the naive formula overflows. The
+// formulas are backend/formulas.h's, which the generated CUDA kernels also run.
 #include <cmath>
 #include <type_traits>
 
 #include "backend/cpu/kernels/common.h"
+#include "backend/formulas.h"
 
 namespace fusec::cpu {
 
@@ -27,39 +29,12 @@ Kernel float_activation(Make make) {
 /// Attributes are read once per call, not per element.
 auto no_attrs = [](auto f) { return [f](const KernelContext&) { return f; }; };
 
-/// Clamp to [0, 1]; NaN stays NaN.
-template <typename T> T clamp01(T v) {
-  v = v < T{0} ? T{0} : v;
-  return v > T{1} ? T{1} : v;
-}
-
-template <typename T> T sigmoid(T x) {
-  // Never exponentiates a positive number, so it cannot overflow.
-  if (x >= 0) return T{1} / (T{1} + std::exp(-x));
-  T e = std::exp(x);
-  return e / (T{1} + e);
-}
-
-template <typename T> T softplus(T x) {
-  // log(1 + e^x) = max(x, 0) + log1p(e^-|x|)
-  return (x > 0 ? x : T{0}) + std::log1p(std::exp(-std::fabs(x)));
-}
-
-template <typename T> T gelu_exact(T x) {
-  const double v = static_cast<double>(x);
-  return static_cast<T>(0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440)));
-}
-
-template <typename T> T gelu_tanh(T x) {
-  const double v = static_cast<double>(x);
-  const double k = 0.79788456080286535588;  // sqrt(2/pi)
-  return static_cast<T>(0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v))));
-}
+namespace fm = formulas;
 
 void gelu_kernel(KernelContext& ctx) {
   const bool tanh = ctx.attr_string("approximate") == "tanh";
   float_activation([tanh](const KernelContext&) {
-    return [tanh](auto x) { return tanh ? gelu_tanh(x) : gelu_exact(x); };
+    return [tanh](auto x) { return tanh ? fm::gelu_tanh_via_f64(x) : fm::gelu_erf_via_f64(x); };
   })(ctx);
 }
 
@@ -68,7 +43,7 @@ void relu_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   dispatch_numeric(x.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);
-    unary_map<T, T>(x, ctx.output(0), [](T v) { return v < T{0} ? T{0} : v; });  // NaN stays NaN
+    unary_map<T, T>(x, ctx.output(0), [](T v) { return fm::relu(v); });
   });
 }
 
@@ -78,12 +53,7 @@ void shrink_kernel(KernelContext& ctx) {
   const double bias = ctx.attr_float("bias"), lambd = ctx.attr_float("lambd");
   dispatch_numeric(x.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);
-    unary_map<T, T>(x, ctx.output(0), [&](T v) {
-      const double d = static_cast<double>(v);
-      if (d < -lambd) return static_cast<T>(d + bias);
-      if (d > lambd) return static_cast<T>(d - bias);
-      return T{0};
-    });
+    unary_map<T, T>(x, ctx.output(0), [&](T v) { return fm::shrink(v, bias, lambd); });
   });
 }
 
@@ -111,53 +81,43 @@ void register_activation_kernels(KernelRegistry& r) {
   r.add("Relu", relu_kernel, "", Writes::Every);  // unary_map writes each element
   r.add("LeakyRelu", float_activation([](const KernelContext& ctx) {
     const float alpha = ctx.attr_float("alpha");
-    return [alpha](auto x) { using T = decltype(x); return x < T{0} ? static_cast<T>(alpha) * x : x; };
+    return [alpha](auto x) { return fm::leaky_relu(x, static_cast<decltype(x)>(alpha)); };
   }));
   r.add("PRelu", prelu_kernel);
-  r.add("Sigmoid", float_activation(no_attrs([](auto x) { return sigmoid(x); })), "", Writes::Every);
+  r.add("Sigmoid", float_activation(no_attrs([](auto x) { return fm::sigmoid(x); })), "", Writes::Every);
   r.add("HardSigmoid", float_activation([](const KernelContext& ctx) {
     const float alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta");
     return [alpha, beta](auto x) {
       using T = decltype(x);
-      T v = static_cast<T>(alpha) * x + static_cast<T>(beta);
-      return clamp01(v);
+      return fm::hard_sigmoid(x, static_cast<T>(alpha), static_cast<T>(beta));
     };
   }));
-  // HardSwish = x * HardSigmoid(x) with alpha = 1/6, beta = 0.5.
-  r.add("HardSwish", float_activation(no_attrs([](auto x) {
-    using T = decltype(x);
-    T v = x / T{6} + T{0.5};
-    return x * clamp01(v);
-  })));
+  r.add("HardSwish", float_activation(no_attrs([](auto x) { return fm::hard_swish(x); })));
   r.add("Tanh", float_activation(no_attrs([](auto x) { return std::tanh(x); })), "", Writes::Every);
   r.add("Elu", float_activation([](const KernelContext& ctx) {
     const float alpha = ctx.attr_float("alpha");
-    return [alpha](auto x) { using T = decltype(x); return x < T{0} ? static_cast<T>(alpha) * std::expm1(x) : x; };
+    return [alpha](auto x) { return fm::elu(x, static_cast<decltype(x)>(alpha)); };
   }));
   r.add("Selu", float_activation([](const KernelContext& ctx) {
     const float alpha = ctx.attr_float("alpha"), gamma = ctx.attr_float("gamma");
     return [alpha, gamma](auto x) {
       using T = decltype(x);
-      return static_cast<T>(gamma) * (x > T{0} ? x : static_cast<T>(alpha) * std::expm1(x));
+      return fm::selu(x, static_cast<T>(alpha), static_cast<T>(gamma));
     };
   }));
   r.add("Celu", float_activation([](const KernelContext& ctx) {
     const float alpha = ctx.attr_float("alpha");
     if (alpha == 0.0f) ctx.fail("alpha must not be 0");
-    return [alpha](auto x) {
-      using T = decltype(x);
-      const T a = static_cast<T>(alpha);
-      return x > T{0} ? x : a * std::expm1(x / a);
-    };
+    return [alpha](auto x) { return fm::celu(x, static_cast<decltype(x)>(alpha)); };
   }));
-  r.add("Softplus", float_activation(no_attrs([](auto x) { return softplus(x); })));
-  r.add("Softsign", float_activation(no_attrs([](auto x) { return x / (decltype(x){1} + std::fabs(x)); })));
+  r.add("Softplus", float_activation(no_attrs([](auto x) { return fm::softplus(x); })));
+  r.add("Softsign", float_activation(no_attrs([](auto x) { return fm::softsign(x); })));
   r.add("ThresholdedRelu", float_activation([](const KernelContext& ctx) {
     const float alpha = ctx.attr_float("alpha");
-    return [alpha](auto x) { using T = decltype(x); return x > static_cast<T>(alpha) ? x : T{0}; };
+    return [alpha](auto x) { return fm::thresholded_relu(x, static_cast<decltype(x)>(alpha)); };
   }));
   r.add("Shrink", shrink_kernel);
-  r.add("Mish", float_activation(no_attrs([](auto x) { return x * std::tanh(softplus(x)); })));
+  r.add("Mish", float_activation(no_attrs([](auto x) { return fm::mish(x); })));
   r.add("Gelu", gelu_kernel, "", Writes::Every);
   r.add("Gelu", gelu_kernel, "ai.fusec", Writes::Every);
 }

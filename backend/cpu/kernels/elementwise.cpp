@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "backend/cpu/kernels/common.h"
+#include "backend/formulas.h"
 #include "ir/ops/legacy_broadcast.h"
 
 namespace fusec::cpu {
@@ -165,9 +166,6 @@ void pow_kernel(KernelContext& ctx) {
 }
 
 // ---- variadic Max / Min / Sum / Mean ----
-
-template <typename T> T max_nan(T x, T y) { return (x >= y || x != x) ? x : y; }  // NaN wins
-template <typename T> T min_nan(T x, T y) { return (x <= y || x != x) ? x : y; }
 
 template <typename Op>
 Kernel variadic(Op op, bool mean) {
@@ -350,10 +348,7 @@ void clip_kernel(KernelContext& ctx) {
       bound(2, hi);
     }
     // max then min: when min > max every element becomes max (the spec's rule); NaN stays NaN.
-    unary_map<T, T>(x, ctx.output(0), [lo, hi](T v) {
-      v = v < lo ? lo : v;
-      return v > hi ? hi : v;
-    });
+    unary_map<T, T>(x, ctx.output(0), [lo, hi](T v) { return formulas::clamp(v, lo, hi); });
   });
 }
 
@@ -368,8 +363,8 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add("Mod", mod_kernel);
   r.add("Pow", pow_kernel, "", Writes::Every);
 
-  r.add("Max", variadic([](auto x, auto y) { return max_nan(x, y); }, false));
-  r.add("Min", variadic([](auto x, auto y) { return min_nan(x, y); }, false));
+  r.add("Max", variadic([](auto x, auto y) { return formulas::max_nan(x, y); }, false));
+  r.add("Min", variadic([](auto x, auto y) { return formulas::min_nan(x, y); }, false));
   r.add("Sum", variadic([](auto x, auto y) { return add(x, y); }, false));
   r.add("Mean", variadic([](auto x, auto y) { return add(x, y); }, true));
 

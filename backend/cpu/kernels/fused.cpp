@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/cpu/kernels/common.h"
+#include "backend/formulas.h"
 #include "ir/ops/fused.h"
 
 namespace fusec::cpu {
@@ -37,42 +38,44 @@ void map_inplace(Tensor& t, F&& f) {
   });
 }
 
-float gelu(float x, bool tanh_approx);
+namespace fm = formulas;
 
-/// Applies the node's `activation` in place. Each case is its own inlined loop: an indirect call
-/// per element would cost more than the activation itself.
+/// GELU as the fused ops compute it, in float (backend/formulas.h; the standalone Gelu kernel
+/// computes in double). √(2/π) is rounded through float arithmetic here, one unit below the
+/// nearest float that the CUDA kernels use: kept, so these results stay what they were.
+float gelu(float x, bool tanh_approx) {
+  if (tanh_approx) return fm::gelu_tanh_f32(x, std::sqrt(2.0f / static_cast<float>(M_PI)));
+  return fm::gelu_erf_f32(x);
+}
+
+/// Applies the node's `activation` in place, with the fused-epilogue formulas of
+/// backend/formulas.h that epilogue.cu also calls. Each case is its own inlined loop: an indirect
+/// call per element would cost more than the activation itself.
 void apply_activation(const KernelContext& ctx, Tensor& y) {
   std::string act = ctx.attr_string("activation");
   std::vector<float> p = ctx.attr_floats("activation_params");
   auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
   if (act.empty()) return;
-  if (act == "Relu") return map_inplace(y, [](float x) { return x > 0 ? x : 0.0f; });
+  if (act == "Relu") return map_inplace(y, [](float x) { return fm::relu_nan_to_zero(x); });
   if (act == "LeakyRelu") {
     float a = param(0, 0.01f);
-    return map_inplace(y, [a](float x) { return x >= 0 ? x : a * x; });
+    return map_inplace(y, [a](float x) { return fm::leaky_relu_ge(x, a); });
   }
   if (act == "Clip") {
     float lo = param(0, -INFINITY), hi = param(1, INFINITY);
-    return map_inplace(y, [lo, hi](float x) { return std::min(std::max(x, lo), hi); });
+    return map_inplace(y, [lo, hi](float x) { return fm::clamp(x, lo, hi); });
   }
-  if (act == "Sigmoid") return map_inplace(y, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+  if (act == "Sigmoid") return map_inplace(y, [](float x) { return fm::sigmoid_direct(x); });
   if (act == "Tanh") return map_inplace(y, [](float x) { return std::tanh(x); });
   if (act == "HardSigmoid") {
     float a = param(0, 0.2f), b = param(1, 0.5f);
-    return map_inplace(y, [a, b](float x) { return std::max(0.0f, std::min(1.0f, a * x + b)); });
+    return map_inplace(y, [a, b](float x) { return fm::hard_sigmoid_sat(x, a, b); });
   }
-  if (act == "HardSwish")
-    return map_inplace(y, [](float x) { return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f)); });
-  if (act == "SiLU") return map_inplace(y, [](float x) { return x * (1.0f / (1.0f + std::exp(-x))); });
+  if (act == "HardSwish") return map_inplace(y, [](float x) { return fm::hard_swish_sat(x); });
+  if (act == "SiLU") return map_inplace(y, [](float x) { return fm::silu(x); });
   if (act == "Gelu") return map_inplace(y, [](float x) { return gelu(x, false); });
   if (act == "GeluTanh") return map_inplace(y, [](float x) { return gelu(x, true); });
   ctx.fail("unknown activation '" + act + "'");
-}
-
-float gelu(float x, bool tanh_approx) {
-  if (tanh_approx)
-    return 0.5f * x * (1.0f + std::tanh(std::sqrt(2.0f / static_cast<float>(M_PI)) * (x + 0.044715f * x * x * x)));
-  return 0.5f * x * (1.0f + std::erf(x / std::sqrt(2.0f)));
 }
 
 void require_f32(const KernelContext& ctx, const Tensor& t) {

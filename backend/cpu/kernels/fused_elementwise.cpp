@@ -12,11 +12,14 @@
 #include <cmath>
 
 #include "backend/cpu/kernels/common.h"
+#include "backend/formulas.h"
 #include "ir/ops/elementwise_program.h"
 
 namespace fusec::cpu {
 
 namespace {
+
+namespace fm = formulas;
 
 constexpr int64_t kBlock = 256;
 
@@ -118,7 +121,7 @@ template <typename F> void map3(float* d, const float* a, const float* b, const 
 }
 
 /// d = op(a, b, c) over one block. The formulas are the standard kernels' (elementwise.cpp,
-/// activation.cpp), via the shared scalar functions of elementwise_program.h.
+/// activation.cpp): backend/formulas.h's, which the generated CUDA kernels also run.
 void run_instr(EwOp op, float* d, const float* a, const float* b, const float* c, int64_t n) {
   switch (op) {
     case EwOp::Add: return map2(d, a, b, n, [](float x, float y) { return x + y; });
@@ -126,8 +129,8 @@ void run_instr(EwOp op, float* d, const float* a, const float* b, const float* c
     case EwOp::Mul: return map2(d, a, b, n, [](float x, float y) { return x * y; });
     case EwOp::Div: return map2(d, a, b, n, [](float x, float y) { return x / y; });
     case EwOp::Pow: return map2(d, a, b, n, [](float x, float y) { return std::pow(x, y); });
-    case EwOp::Max: return map2(d, a, b, n, [](float x, float y) { return ew::max(x, y); });
-    case EwOp::Min: return map2(d, a, b, n, [](float x, float y) { return ew::min(x, y); });
+    case EwOp::Max: return map2(d, a, b, n, [](float x, float y) { return fm::max_nan(x, y); });
+    case EwOp::Min: return map2(d, a, b, n, [](float x, float y) { return fm::min_nan(x, y); });
     case EwOp::Neg: return map1(d, a, n, [](float x) { return -x; });
     case EwOp::Abs: return map1(d, a, n, [](float x) { return x < 0 ? -x : x; });
     case EwOp::Exp: return map1(d, a, n, [](float x) { return std::exp(x); });
@@ -136,18 +139,18 @@ void run_instr(EwOp op, float* d, const float* a, const float* b, const float* c
     case EwOp::Reciprocal: return map1(d, a, n, [](float x) { return 1.0f / x; });
     case EwOp::Erf: return map1(d, a, n, [](float x) { return std::erf(x); });
     case EwOp::Tanh: return map1(d, a, n, [](float x) { return std::tanh(x); });
-    case EwOp::Sigmoid: return map1(d, a, n, [](float x) { return ew::sigmoid(x); });
-    case EwOp::Relu: return map1(d, a, n, [](float x) { return ew::relu(x); });
-    case EwOp::Softplus: return map1(d, a, n, [](float x) { return ew::softplus(x); });
+    case EwOp::Sigmoid: return map1(d, a, n, [](float x) { return fm::sigmoid(x); });
+    case EwOp::Relu: return map1(d, a, n, [](float x) { return fm::relu(x); });
+    case EwOp::Softplus: return map1(d, a, n, [](float x) { return fm::softplus(x); });
     case EwOp::Floor: return map1(d, a, n, [](float x) { return std::floor(x); });
     case EwOp::Ceil: return map1(d, a, n, [](float x) { return std::ceil(x); });
-    case EwOp::HardSwish: return map1(d, a, n, [](float x) { return ew::hard_swish(x); });
-    case EwOp::Gelu: return map1(d, a, n, [](float x) { return ew::gelu(x); });
-    case EwOp::GeluTanh: return map1(d, a, n, [](float x) { return ew::gelu_tanh(x); });
-    case EwOp::LeakyRelu: return map2(d, a, b, n, [](float x, float al) { return ew::leaky_relu(x, al); });
+    case EwOp::HardSwish: return map1(d, a, n, [](float x) { return fm::hard_swish(x); });
+    case EwOp::Gelu: return map1(d, a, n, [](float x) { return fm::gelu_erf_via_f64(x); });
+    case EwOp::GeluTanh: return map1(d, a, n, [](float x) { return fm::gelu_tanh_via_f64(x); });
+    case EwOp::LeakyRelu: return map2(d, a, b, n, [](float x, float al) { return fm::leaky_relu(x, al); });
     case EwOp::HardSigmoid:
-      return map3(d, a, b, c, n, [](float x, float al, float be) { return ew::hard_sigmoid(x, al, be); });
-    case EwOp::Clip: return map3(d, a, b, c, n, [](float x, float lo, float hi) { return ew::clamp(x, lo, hi); });
+      return map3(d, a, b, c, n, [](float x, float al, float be) { return fm::hard_sigmoid(x, al, be); });
+    case EwOp::Clip: return map3(d, a, b, c, n, [](float x, float lo, float hi) { return fm::clamp(x, lo, hi); });
   }
 }
 

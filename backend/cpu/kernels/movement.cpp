@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "backend/cpu/kernels/common.h"
+#include "backend/dispatch_bytes.h"
 #include "ir/ops/movement_util.h"
 
 namespace fusec::cpu {
@@ -15,16 +16,10 @@ namespace {
 
 // ------------------------------------------------------------------ helpers
 
-/// Calls f(U{}) with U an unsigned integer type as wide as one element.
+/// Calls f(U{}) with U an unsigned integer type as wide as one element (dispatch_bytes).
 template <typename F>
 void dispatch_size(size_t esize, const NodeAttrs& where, F&& f) {
-  switch (esize) {
-    case 1: f(uint8_t{}); return;
-    case 2: f(uint16_t{}); return;
-    case 4: f(uint32_t{}); return;
-    case 8: f(uint64_t{}); return;
-    default: where.fail("unsupported element size " + std::to_string(esize));
-  }
+  if (!dispatch_bytes(esize, std::forward<F>(f))) where.fail("unsupported element size " + std::to_string(esize));
 }
 
 int64_t prod(const std::vector<int64_t>& d, size_t b, size_t e) {

@@ -8,6 +8,7 @@
 #include <set>
 #include <type_traits>
 
+#include "backend/axis_layout.h"
 #include "backend/cpu/kernels/common.h"
 #include "backend/cpu/kernels/reduce_util.h"
 
@@ -147,10 +148,8 @@ Kernel arg_kernel(bool is_max) {
     const int64_t rank = static_cast<int64_t>(x.rank());
     const int64_t axis = normalize_axis(ctx.attr_int("axis"), rank, ctx);
     const bool last = ctx.schema().find_attr("select_last_index") && ctx.attr_int("select_last_index") != 0;
-    int64_t outer = 1, inner = 1;
-    const int64_t n = x.dim(static_cast<size_t>(axis));
-    for (int64_t i = 0; i < axis; ++i) outer *= x.dim(static_cast<size_t>(i));
-    for (int64_t i = axis + 1; i < rank; ++i) inner *= x.dim(static_cast<size_t>(i));
+    const AxisView v = axis_view(x.dims(), axis);
+    const int64_t outer = v.outer, n = v.n, inner = v.inner;
     if (n == 0 && outer * inner > 0) ctx.fail("cannot take ArgMax/ArgMin over an empty axis");
     int64_t* out = ctx.output(0).data<int64_t>();
     dispatch_numeric(x.dtype(), ctx, [&](auto tag) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/axis_layout.h"
 #include "backend/cpu/kernels/common.h"
 
 namespace fusec::cpu {
@@ -49,18 +50,10 @@ struct ReduceLayout {
 
 /// Layout of a row-major tensor of `dims` reduced over the axes flagged in `reduce`.
 inline ReduceLayout make_reduce_layout(const std::vector<int64_t>& dims, const std::vector<bool>& reduce) {
-  // Drop size-1 dims (they change no offset), then merge neighbours of the same kind.
-  std::vector<int64_t> md;
-  std::vector<bool> mr;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 1) continue;
-    if (!md.empty() && mr.back() == reduce[i]) {
-      md.back() *= dims[i];
-    } else {
-      md.push_back(dims[i]);
-      mr.push_back(reduce[i]);
-    }
-  }
+  // Drop size-1 dims, merge neighbours of the same kind (as the CUDA planner, reduce.cu).
+  const MergedAxes merged = merge_reduce_axes(dims, reduce);
+  const std::vector<int64_t>& md = merged.dims;
+  const std::vector<bool>& mr = merged.reduced;
   ReduceLayout L;
   if (md.empty()) {  // a single element (or a scalar)
     L.red_offsets = {0};

@@ -1,32 +1,24 @@
 // CPU kernels for Resize and Upsample, following the ONNX reference implementation.
 //
-// Every output coordinate x maps to a source coordinate x_ori (coordinate_transformation_mode).
-// nearest: one source index per axis, rounded per nearest_mode, clamped to the input.
-// linear / cubic: separable; along each resized axis (last axis first, as the reference recurses)
-//   out[x] = Σ_t w_t · in[clamp(f + start + t)],  f = ceil(x_ori) - 1,  ratio = x_ori - f ∈ (0, 1]
-//   linear: w = [1 - ratio, ratio]; cubic: w_t = k_A(distance) over 4 taps; antialias (opset 18)
-//   stretches the kernel by 1/scale when downsampling and normalizes it; exclude_outside zeroes
-//   taps that fall outside the input and renormalizes.
-// tf_crop_and_resize writes extrapolation_value where x_ori falls outside [0, in - 1].
+// The sampling tables (source indices and weights per output coordinate, per axis) are
+// ir/ops/resize_taps.h's, which the CUDA planner uploads too. nearest gathers through one index
+// map per axis; linear / cubic run separable passes, one per resized axis (last axis first, as
+// the reference recurses), accumulating in float64.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "backend/cpu/kernels/common.h"
-#include "ir/ops/resize_util.h"
+#include "backend/dispatch_bytes.h"
+#include "ir/ops/resize_taps.h"
 
 namespace fusec::cpu {
 
 namespace {
 
-struct Config {
-  resize::ResizeParams p;
-  std::string mode, ctm, nearest_mode;
-  bool legacy = false, exclude_outside = false, antialias = false;
-  double cubic_a = -0.75, extrapolation = 0.0;
-};
+using resize::ResizeConfig;
 
-Config configure(const KernelContext& ctx) {
+ResizeConfig configure(const KernelContext& ctx) {
   const std::string& op = ctx.node().op_type;
   const int64_t opset = ctx.opset();
   const Tensor& x = ctx.input(0);
@@ -40,92 +32,14 @@ Config configure(const KernelContext& ctx) {
   }
   if (ins.sizes >= 0 && ctx.has_input(ins.sizes)) sizes = ctx.input(ins.sizes).to_int64_vector();
   if (ins.roi >= 0 && ctx.has_input(ins.roi)) roi = resize::doubles_of(ctx.input(ins.roi));
-  Config c;
-  c.p = resize::resize_params(ctx, opset, x.dims(), roi, scales, sizes);
-  if (c.p.out_dims != ctx.output(0).dims()) internal_error("Resize output shape disagrees with inference" + ctx.node().ref());
-  c.mode = ctx.attr_string("mode");
-  if (c.mode == "bilinear") c.mode = "linear";
-  c.legacy = resize::legacy_resize(op, opset);
-  if (c.legacy) {
-    c.ctm = "asymmetric";
-  } else {
-    c.ctm = ctx.attr_string("coordinate_transformation_mode");
-    c.nearest_mode = ctx.attr_string("nearest_mode");
-    c.cubic_a = ctx.attr_float("cubic_coeff_a");
-    c.exclude_outside = ctx.attr_int("exclude_outside") != 0;
-    c.extrapolation = ctx.attr_float("extrapolation_value");
-    if (opset >= 18) c.antialias = ctx.attr_int("antialias") != 0;
-  }
-  return c;
-}
-
-/// Source coordinate of output coordinate x along axis a; sets `outside` for tf_crop_and_resize
-/// coordinates that fall off the input.
-double source_coord(const Config& c, size_t a, int64_t in_len, int64_t x, bool& outside) {
-  const double scale = c.p.scales[a];
-  const int64_t out_len = c.p.out_dims[a];
-  const double in = static_cast<double>(in_len);
-  // The reference's real-valued "output width" (align_corners, tf_crop_and_resize and
-  // half_pixel_symmetric divide by it), not the integer output length.
-  const double out_w = scale * in;
-  const double xd = static_cast<double>(x);
-  outside = false;
-  const std::string& m = c.ctm;
-  if (m == "half_pixel") return (xd + 0.5) / scale - 0.5;
-  if (m == "asymmetric") return xd / scale;
-  if (m == "align_corners") return out_w == 1 ? 0.0 : xd * (in - 1) / (out_w - 1);
-  if (m == "pytorch_half_pixel") return out_w == 1 ? -0.5 : (xd + 0.5) / scale - 0.5;
-  if (m == "tf_half_pixel_for_nn") return (xd + 0.5) / scale;
-  if (m == "half_pixel_symmetric") {
-    const double adjustment = static_cast<double>(out_len) / out_w;
-    const double offset = in / 2 * (1 - adjustment);
-    return offset + (xd + 0.5) / scale - 0.5;
-  }
-  if (m == "tf_crop_and_resize") {
-    const double rs = c.p.roi_start[a], re = c.p.roi_end[a];
-    double xo = out_w == 1 ? (re - rs) * (in - 1) / 2 : xd * (re - rs) * (in - 1) / (out_w - 1);
-    xo += rs * (in - 1);
-    outside = xo < 0 || xo > in - 1;
-    return xo;
-  }
-  internal_error("unknown coordinate_transformation_mode '" + m + "'");
-}
-
-int64_t clamp_index(double v, int64_t n) {
-  if (!(v > 0)) return 0;  // also NaN
-  if (v >= static_cast<double>(n - 1)) return n - 1;
-  return static_cast<int64_t>(v);
+  resize::ResizeParams p = resize::resize_params(ctx, opset, x.dims(), roi, scales, sizes);
+  if (p.out_dims != ctx.output(0).dims()) internal_error("Resize output shape disagrees with inference" + ctx.node().ref());
+  return resize::resize_config(ctx, opset, std::move(p));
 }
 
 // ------------------------------------------------------------------ nearest
 
-/// Input index of every output coordinate along axis a, or -1 for the extrapolation value.
-std::vector<int64_t> nearest_map(const Config& c, size_t a, int64_t in_len) {
-  std::vector<int64_t> map(c.p.out_dims[a]);
-  for (int64_t x = 0; x < c.p.out_dims[a]; ++x) {
-    bool outside;
-    const double xo = source_coord(c, a, in_len, x, outside);
-    if (outside) { map[x] = -1; continue; }
-    double v;
-    if (c.legacy) {
-      // ONNX Runtime's behaviour before nearest_mode existed: ceil when downsampling, else floor.
-      v = c.p.scales[a] < 1 ? std::ceil(xo) : std::floor(xo);
-    } else if (xo == std::floor(xo)) {
-      v = xo;
-    } else {
-      const double fl = std::floor(xo), ratio = xo - fl;
-      const std::string& nm = c.nearest_mode;
-      if (nm == "round_prefer_floor") v = ratio <= 0.5 ? fl : fl + 1;
-      else if (nm == "round_prefer_ceil") v = ratio < 0.5 ? fl : fl + 1;
-      else if (nm == "floor") v = fl;
-      else v = fl + 1;
-    }
-    map[x] = clamp_index(v, in_len);
-  }
-  return map;
-}
-
-void resize_nearest(KernelContext& ctx, const Config& c) {
+void resize_nearest(KernelContext& ctx, const ResizeConfig& c) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
@@ -133,11 +47,7 @@ void resize_nearest(KernelContext& ctx, const Config& c) {
   if (r == 0) { std::memcpy(y.raw(), x.raw(), x.nbytes()); return; }
   if (x.numel() == 0 && !(c.ctm == "tf_crop_and_resize")) ctx.fail("cannot resize an empty input to a non-empty output");
   std::vector<std::vector<int64_t>> maps(r);
-  for (size_t a = 0; a < r; ++a) {
-    maps[a] = nearest_map(c, a, x.dim(a));
-    if (x.dim(a) == 0)
-      for (auto& m : maps[a]) m = -1;
-  }
+  for (size_t a = 0; a < r; ++a) maps[a] = resize::nearest_map(c, a, x.dim(a));
   Tensor ev(y.dtype(), {});
   convert_tensor(Tensor::scalar_float(static_cast<float>(c.extrapolation)), ev);
   auto xs = contiguous_strides(x.dims());
@@ -169,103 +79,16 @@ void resize_nearest(KernelContext& ctx, const Config& c) {
       }
     });
   };
-  switch (dtype_size(x.dtype())) {
-    case 1: run(uint8_t{}); break;
-    case 2: run(uint16_t{}); break;
-    case 4: run(uint32_t{}); break;
-    case 8: run(uint64_t{}); break;
-    default: ctx.fail("unsupported data type");
-  }
+  if (!dispatch_bytes(dtype_size(x.dtype()), run)) ctx.fail("unsupported data type");
 }
 
 // ------------------------------------------------------------------ linear / cubic
-
-struct Taps {
-  int64_t n = 0;                  // taps per output coordinate
-  std::vector<int64_t> idx;       // out_len * n input indices (clamped)
-  std::vector<double> w;          // out_len * n weights
-  std::vector<uint8_t> outside;   // out_len flags: write the extrapolation value
-  bool identity = true;
-};
-
-double cubic_kernel(double x, double A) {
-  x = std::fabs(x);
-  if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
-  if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-  return 0;
-}
-
-Taps make_taps(const Config& c, size_t a, int64_t in_len) {
-  const int64_t out_len = c.p.out_dims[a];
-  const bool cubic = c.mode == "cubic";
-  Taps t;
-  int64_t start;
-  double s = 1;
-  if (c.antialias) {
-    // A downscale's filter widens by 1/scale. With at least one output, scale >= 1/in (the output
-    // is floor(in * scale) or rounds size/in), so the width stays within the input; clamping keeps
-    // a model that claims otherwise from asking for more taps than there are input elements.
-    s = std::clamp(c.p.scales[a], 1.0 / static_cast<double>(std::max<int64_t>(in_len, 1)), 1.0);
-    start = static_cast<int64_t>(std::floor((cubic ? -2.0 : -1.0) / s)) + 1;
-  } else {
-    start = cubic ? -1 : 0;
-  }
-  t.n = 2 - 2 * start;
-  t.idx.assign(out_len * t.n, 0);
-  t.w.assign(out_len * t.n, 0.0);
-  t.outside.assign(out_len, 0);
-  t.identity = out_len == in_len;
-  std::vector<double> w(t.n);
-  for (int64_t x = 0; x < out_len; ++x) {
-    bool outside;
-    const double xo = source_coord(c, a, in_len, x, outside);
-    // A NaN or infinite coordinate (a NaN roi) reads nothing: it gets the extrapolation value.
-    if (outside || !std::isfinite(xo)) { t.outside[x] = 1; t.identity = false; continue; }
-    if (xo != static_cast<double>(x)) t.identity = false;
-    const double f = std::ceil(xo) - 1;
-    const double ratio = xo - f;  // in (0, 1]
-    if (c.antialias) {
-      double sum = 0;
-      for (int64_t k = 0; k < t.n; ++k) {
-        const double arg = (static_cast<double>(start + k) - ratio) * s;
-        w[k] = cubic ? cubic_kernel(arg, c.cubic_a) : std::clamp(1 - std::fabs(arg), 0.0, 1.0);
-        sum += w[k];
-      }
-      for (auto& v : w) v /= sum;
-    } else if (cubic) {
-      w[0] = cubic_kernel(1 + ratio, c.cubic_a);
-      w[1] = cubic_kernel(ratio, c.cubic_a);
-      w[2] = cubic_kernel(1 - ratio, c.cubic_a);
-      w[3] = cubic_kernel(2 - ratio, c.cubic_a);
-    } else {
-      w[0] = 1 - ratio;
-      w[1] = ratio;
-    }
-    const int64_t base = static_cast<int64_t>(f) + start;
-    if (c.exclude_outside) {
-      double sum = 0;
-      for (int64_t k = 0; k < t.n; ++k) {
-        const int64_t pos = base + k;
-        if (pos < 0 || pos >= in_len) w[k] = 0;
-        sum += w[k];
-      }
-      if (sum != 0)
-        for (auto& v : w) v /= sum;
-    }
-    for (int64_t k = 0; k < t.n; ++k) {
-      const int64_t pos = std::clamp<int64_t>(base + k, 0, std::max<int64_t>(in_len - 1, 0));
-      t.idx[x * t.n + k] = pos;
-      t.w[x * t.n + k] = w[k];
-    }
-  }
-  return t;
-}
 
 /// One separable pass: [outer, in_len, inner] -> [outer, out_len, inner] along the taps,
 /// accumulating in double (the reference computes in float64 and rounds once at the end).
 template <typename S, typename D>
 void interpolate_axis(const S* src, D* dst, int64_t outer, int64_t in_len, int64_t out_len, int64_t inner,
-                      const Taps& t, double extrapolation) {
+                      const resize::ResizeTaps& t, double extrapolation) {
   const int64_t n = t.n;
   const int64_t total = outer * out_len;
   const int64_t min_chunk = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, inner * n));
@@ -335,7 +158,7 @@ void store_result(const Tensor& src, Tensor& dst) {
 /// float64 in `scratch`.
 template <typename S, typename D>
 void run_passes(const S* src, D* dst, std::vector<int64_t> dims, size_t first, const std::vector<size_t>& order,
-                const std::vector<Taps>& taps, const Config& c, std::vector<double> (&scratch)[2]) {
+                const std::vector<resize::ResizeTaps>& taps, const ResizeConfig& c, std::vector<double> (&scratch)[2]) {
   const double* cur = nullptr;
   for (size_t step = 0; step < order.size(); ++step) {
     const size_t full = order[step], a = full - first;
@@ -352,7 +175,7 @@ void run_passes(const S* src, D* dst, std::vector<int64_t> dims, size_t first, c
       scratch[step % 2].resize(static_cast<size_t>(n));
       buf = scratch[step % 2].data();
     }
-    const Taps& t = taps[full];
+    const resize::ResizeTaps& t = taps[full];
     if (step == 0 && last) interpolate_axis(src, dst, outer, in_len, out_len, inner, t, c.extrapolation);
     else if (step == 0) interpolate_axis(src, buf, outer, in_len, out_len, inner, t, c.extrapolation);
     else if (last) interpolate_axis(cur, dst, outer, in_len, out_len, inner, t, c.extrapolation);
@@ -361,16 +184,16 @@ void run_passes(const S* src, D* dst, std::vector<int64_t> dims, size_t first, c
   }
 }
 
-void resize_interpolate(KernelContext& ctx, const Config& c) {
+void resize_interpolate(KernelContext& ctx, const ResizeConfig& c) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   const size_t r = x.rank();
   if (x.numel() == 0) ctx.fail("cannot resize an empty input to a non-empty output");
-  std::vector<Taps> taps(r);
+  std::vector<resize::ResizeTaps> taps(r);
   std::vector<size_t> order;  // axes to resample, last first (as the reference recurses)
   for (size_t a = r; a-- > 0;) {
-    taps[a] = make_taps(c, a, x.dim(a));
+    taps[a] = resize::make_taps(c, a, x.dim(a));
     if (!taps[a].identity) order.push_back(a);
   }
   if (order.empty()) { convert_tensor(x, y); return; }
@@ -418,7 +241,7 @@ void resize_interpolate(KernelContext& ctx, const Config& c) {
 }
 
 void resize_kernel(KernelContext& ctx) {
-  const Config c = configure(ctx);
+  const ResizeConfig c = configure(ctx);
   if (c.mode == "nearest") return resize_nearest(ctx, c);
   if (has_half_io(ctx)) return via_float32(ctx, resize_kernel);
   if (ctx.input(0).dtype() == DType::Bool) ctx.fail("linear and cubic modes need numeric data, not bool");

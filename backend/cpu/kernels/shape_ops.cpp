@@ -5,6 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "backend/axis_layout.h"
 #include "backend/cpu/kernels/common.h"
 #include "backend/cpu/kernels/shape_util.h"
 
@@ -122,10 +123,8 @@ void cumsum_kernel(KernelContext& ctx) {
   if (a.numel() != 1) ctx.fail("axis must be a scalar");
   const int64_t axis = normalize_axis(a.as_int64(0), static_cast<int64_t>(x.rank()), ctx);
   const bool exclusive = ctx.attr_int("exclusive") != 0, reverse = ctx.attr_int("reverse") != 0;
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < axis; ++i) outer *= x.dim(i);
-  for (size_t i = axis + 1; i < x.rank(); ++i) inner *= x.dim(i);
-  const int64_t n = x.dim(axis);
+  const AxisView v = axis_view(x.dims(), axis);  // as the CUDA planner (movement_op.cpp)
+  const int64_t outer = v.outer, n = v.n, inner = v.inner;
   if (x.numel() == 0) return;
   dispatch_numeric(x.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);

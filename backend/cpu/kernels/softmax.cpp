@@ -11,6 +11,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/axis_layout.h"
 #include "backend/cpu/kernels/common.h"
 #include "backend/cpu/kernels/exp_vec.h"
 
@@ -58,28 +59,9 @@ double sum_double(const T* q, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
-struct Layout3 {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-
-/// opset < 13: coerce to 2-D at `axis`, normalize each row of [prod(dims[:axis]), prod(dims[axis:])].
-/// opset >= 13: normalize along dims[axis] alone.
-Layout3 softmax_layout(const KernelContext& ctx, const Tensor& x) {
-  const int64_t rank = static_cast<int64_t>(x.rank());
-  const int64_t axis = normalize_axis(ctx.attr_int("axis"), rank, ctx);
-  Layout3 l;
-  for (int64_t i = 0; i < rank; ++i) {
-    const int64_t d = x.dim(static_cast<size_t>(i));
-    if (i < axis) l.outer *= d;
-    else if (i == axis || ctx.opset() < 13) l.n *= d;
-    else l.inner *= d;
-  }
-  return l;
-}
-
 /// y = softmax / log-softmax / hardmax of x over the n dim of `l`. x and y may not alias.
 template <typename T>
-void softmax_into(Smx kind, const Layout3& l, const T* x, T* y) {
+void softmax_into(Smx kind, const AxisView& l, const T* x, T* y) {
   const int64_t n = l.n, inner = l.inner;
   if (n == 0 || l.outer == 0 || inner == 0) return;
   if (inner == 1) {
@@ -161,7 +143,8 @@ Kernel softmax_kernel(Smx kind) {
     if (has_half_io(ctx)) return via_float32(ctx, softmax_kernel(kind));
     const Tensor& x = ctx.input(0);
     if (x.rank() == 0) ctx.fail("softmax needs an input of rank >= 1");
-    const Layout3 l = softmax_layout(ctx, x);
+    const int64_t axis = normalize_axis(ctx.attr_int("axis"), static_cast<int64_t>(x.rank()), ctx);
+    const AxisView l = softmax_view(x.dims(), axis, ctx.opset());  // as the CUDA planner (softmax_op.cpp)
     dispatch_float(x.dtype(), ctx, [&](auto tag) {
       using T = decltype(tag);
       softmax_into<T>(kind, l, x.data<T>(), ctx.output(0).data<T>());
@@ -223,7 +206,7 @@ Kernel loss_kernel(bool softmax_ce) {
           scratch.resize(static_cast<size_t>(x.numel()));
           lp = scratch.data();
         }
-        softmax_into<T>(Smx::Log, Layout3{N, C, D}, x.data<T>(), lp);
+        softmax_into<T>(Smx::Log, AxisView{N, C, D}, x.data<T>(), lp);
         logp = lp;
       }
       const T* w = weight ? weight->data<T>() : nullptr;

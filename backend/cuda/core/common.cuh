@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/cuda/core/check.h"
+#include "backend/dispatch_bytes.h"
 #include "ir/dtype.h"
 #include "ir/switches.h"
 
@@ -51,12 +52,20 @@ bool dispatch_float_storage(DType t, F&& f) {
 /// move bytes (Transpose, Concat, Gather...). Returns false for sizes it does not handle.
 template <typename F>
 bool dispatch_by_size(DType t, F&& f) {
-  switch (dtype_size(t)) {
-    case 1: f(uint8_t{}); return true;
-    case 2: f(uint16_t{}); return true;
-    case 4: f(uint32_t{}); return true;
-    case 8: f(uint64_t{}); return true;
-    default: return false;
+  return dispatch_bytes(dtype_size(t), std::forward<F>(f));
+}
+
+/// Calls f(U{}) with U a type of exactly `bytes` bytes, a vector type for 8 and 16 (uint2, uint4:
+/// one 8- or 16-byte access): for kernels that move whole rows of elements at a time.
+template <typename F>
+void dispatch_vec(int bytes, F&& f) {
+  switch (bytes) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    case 8: f(uint2{}); break;
+    case 16: f(uint4{}); break;
+    default: internal_error("no vector type of " + std::to_string(bytes) + " bytes");
   }
 }
 

@@ -1,23 +1,30 @@
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
+#include "backend/formulas.h"
 
 namespace fusec::cuda {
 
 namespace {
 
+namespace fm = formulas;
+
+// The fused-epilogue formulas of backend/formulas.h, which the CPU reference (fused.cpp) also
+// calls. GELU multiplies by 1/√2 here where the CPU divides by √2 (gelu_erf_mul_f32 against
+// gelu_erf_f32), and rounds √(2/π) to the nearest float where the CPU's is one unit below: the
+// results differ in the last bits, well within tolerance.
 __device__ __forceinline__ float apply(float x, ActParams a) {
   switch (a.act) {
     case Act::None: return x;
-    case Act::Relu: return x > 0.0f ? x : 0.0f;  // as the CPU reference: NaN -> 0
-    case Act::LeakyRelu: return x >= 0.0f ? x : a.p0 * x;
-    case Act::Clip: { float v = x < a.p0 ? a.p0 : x; return a.p1 < v ? a.p1 : v; }  // std::min(std::max()): NaN stays
-    case Act::Sigmoid: return 1.0f / (1.0f + expf(-x));
+    case Act::Relu: return fm::relu_nan_to_zero(x);
+    case Act::LeakyRelu: return fm::leaky_relu_ge(x, a.p0);
+    case Act::Clip: return fm::clamp(x, a.p0, a.p1);
+    case Act::Sigmoid: return fm::sigmoid_direct(x);
     case Act::Tanh: return tanhf(x);
-    case Act::HardSigmoid: return fmaxf(0.0f, fminf(1.0f, a.p0 * x + a.p1));
-    case Act::HardSwish: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
-    case Act::SiLU: return x * (1.0f / (1.0f + expf(-x)));
-    case Act::Gelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case Act::GeluTanh: return 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));
+    case Act::HardSigmoid: return fm::hard_sigmoid_sat(x, a.p0, a.p1);
+    case Act::HardSwish: return fm::hard_swish_sat(x);
+    case Act::SiLU: return fm::silu(x);
+    case Act::Gelu: return fm::gelu_erf_mul_f32(x);
+    case Act::GeluTanh: return fm::gelu_tanh_f32(x);
   }
   return x;
 }

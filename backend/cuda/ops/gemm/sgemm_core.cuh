@@ -34,6 +34,7 @@
 
 #include "backend/cuda/ops/conv/conv_igemm.cuh"
 #include "backend/cuda/ops/gemm/sgemm.cuh"
+#include "backend/formulas.h"
 
 namespace fusec::cuda::sgemm_core {
 
@@ -67,34 +68,12 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/// GELU, 0.5·x·(1 + erf(x/√2)), as x - 0.5·x·erfc(z) (x >= 0) or 0.5·x·erfc(z) (x < 0), z = |x|/√2,
-/// with erfc from a Chebyshev fit of relative error below 1.2e-7 (Numerical Recipes' erfcc): no
-/// branch, where erff's two paths both run in a warp with real data: in the model erff made BERT-
-/// base's FFN1 epilogue a visible share of the kernel, which it was not on uniform scratch data.
-/// Within 1e-7·max(1, |x|) of the exact GELU over [-12, 12], and accurate relative to the result
-/// in the negative tail, where 1 + erff cancels.
-__device__ __forceinline__ float gelu_erf(float x) {
-  const float z = fabsf(x) * 0.70710678118654752f;
-  const float t = __frcp_rn(fmaf(0.5f, z, 1.0f));
-  float p = 0.17087277f;
-  p = fmaf(p, t, -0.82215223f);
-  p = fmaf(p, t, 1.48851587f);
-  p = fmaf(p, t, -1.13520398f);
-  p = fmaf(p, t, 0.27886807f);
-  p = fmaf(p, t, -0.18628806f);
-  p = fmaf(p, t, 0.09678418f);
-  p = fmaf(p, t, 0.37409196f);
-  p = fmaf(p, t, 1.00002368f);
-  p = fmaf(p, t, -1.26551223f);
-  const float erfc = t * expf(fmaf(-z, z, p));
-  const float h = 0.5f * x;
-  return x >= 0.0f ? fmaf(-h, erfc, x) : h * erfc;
-}
-
+// The epilogue activations are backend/formulas.h's: ReLU maps NaN to 0 as the CPU's FusedMatMul
+// does, and GELU is gelu_erfc_fit_f32, a branch-free Chebyshev fit (why, and how close: there).
 __device__ __forceinline__ float activate(float x, SgemmAct act) {
   switch (act) {
-    case SgemmAct::Relu: return x > 0.0f ? x : 0.0f;
-    case SgemmAct::GeluErf: return gelu_erf(x);
+    case SgemmAct::Relu: return formulas::relu_nan_to_zero(x);
+    case SgemmAct::GeluErf: return formulas::gelu_erfc_fit_f32(x);
     default: return x;
   }
 }
@@ -435,8 +414,8 @@ __device__ __forceinline__ void finish_tile(const P& p, float (&acc)[TM][TN], in
     }
   };
   switch (p.act) {
-    case SgemmAct::GeluErf: finish_rank([](float x) { return gelu_erf(x); }); break;
-    case SgemmAct::Relu: finish_rank([](float x) { return x > 0.0f ? x : 0.0f; }); break;
+    case SgemmAct::GeluErf: finish_rank([](float x) { return formulas::gelu_erfc_fit_f32(x); }); break;
+    case SgemmAct::Relu: finish_rank([](float x) { return formulas::relu_nan_to_zero(x); }); break;
     default: finish_rank([](float x) { return x; }); break;
   }
 }

@@ -9,18 +9,6 @@ namespace fusec::cuda {
 namespace {
 
 template <typename F>
-void dispatch_bytes(int bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    case 8: f(uint2{}); break;
-    case 16: f(uint4{}); break;
-    default: internal_error("gather: no vector type of " + std::to_string(bytes) + " bytes");
-  }
-}
-
-template <typename F>
 void dispatch_index(DType t, F&& f) {
   if (t == DType::Int32) f(int32_t{});
   else f(int64_t{});
@@ -172,7 +160,7 @@ void launch_gather(const GatherPlan& p, const void* data, const void* indices, v
     a.f_inner = FastDiv(static_cast<uint32_t>(a.inner));
     a.f_nidx = FastDiv(static_cast<uint32_t>(a.nidx));
   }
-  dispatch_bytes(vec, [&](auto utag) {
+  dispatch_vec(vec, [&](auto utag) {
     using U = decltype(utag);
     dispatch_index(p.index_type, [&](auto itag) {
       using I = decltype(itag);
@@ -201,7 +189,7 @@ void launch_gather_elements(const GatherElementsPlan& p, const void* data, const
   a.axis_dim = p.axis_dim;
   a.n = p.numel;
   a.err = err;
-  dispatch_bytes(p.esize, [&](auto utag) {
+  dispatch_vec(p.esize, [&](auto utag) {
     using U = decltype(utag);
     dispatch_index(p.index_type, [&](auto itag) {
       using I = decltype(itag);
@@ -246,7 +234,7 @@ void launch_gather_nd(const GatherNDPlan& p, const void* data, const int64_t* in
     a.f_slice = FastDiv(static_cast<uint32_t>(a.slice));
     a.f_batch = FastDiv(static_cast<uint32_t>(a.per_batch));
   }
-  dispatch_bytes(vec, [&](auto utag) {
+  dispatch_vec(vec, [&](auto utag) {
     using U = decltype(utag);
     auto* x = static_cast<const U*>(data);
     auto* y = static_cast<U*>(out);

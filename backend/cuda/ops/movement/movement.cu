@@ -15,19 +15,6 @@ namespace fusec::cuda {
 
 namespace {
 
-/// Calls f(U{}) with U a type of exactly `bytes` bytes (16: uint4).
-template <typename F>
-void dispatch_vec(int bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    case 8: f(uint2{}); break;
-    case 16: f(uint4{}); break;
-    default: internal_error("movement: no vector type of " + std::to_string(bytes) + " bytes");
-  }
-}
-
 bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0; }
 
 // ---------------------------------------------------------------- strided gather

@@ -10,13 +10,14 @@
 #include <cstring>
 #include <exception>
 
+#include "backend/axis_layout.h"
 #include "backend/cuda/core/check.h"
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/ops/movement/gather.cuh"
 #include "backend/cuda/ops/movement/movement.cuh"
 #include "backend/cuda/ops/movement/resize.cuh"
 #include "ir/ops/movement_util.h"
-#include "ir/ops/resize_util.h"
+#include "ir/ops/resize_taps.h"
 
 namespace fusec::cuda {
 
@@ -552,19 +553,11 @@ std::unique_ptr<CudaOp> make_cumsum(const PlanContext& c, std::string* why) {
   const int64_t r = static_cast<int64_t>(x.size());
   int64_t ax = 0;
   if (!checked(why, [&] { ax = normalize_axis(axis[0], r, c); })) return nullptr;
-  return std::make_unique<CumSumOp>(t, prod(x, 0, ax), x[ax], prod(x, ax + 1, r), c.attr_int("exclusive") != 0,
-                                    c.attr_int("reverse") != 0);
+  const AxisView v = axis_view(x, ax);  // as the CPU kernel (shape_ops.cpp)
+  return std::make_unique<CumSumOp>(t, v.outer, v.n, v.inner, c.attr_int("exclusive") != 0, c.attr_int("reverse") != 0);
 }
 
 // ---------------------------------------------------------------- Resize, Upsample
-
-/// The node's resize configuration, as the CPU reference's configure() builds it.
-struct ResizeConfig {
-  resize::ResizeParams p;
-  std::string mode, ctm, nearest_mode;
-  bool legacy = false, exclude_outside = false;
-  double cubic_a = -0.75, extrapolation = 0.0;
-};
 
 /// An optional float/int operand: absent or empty → empty; present but not constant → false.
 bool optional_operand(const PlanContext& c, int i, const char* what, const Tensor** out, std::string* why) {
@@ -578,133 +571,6 @@ bool optional_operand(const PlanContext& c, int i, const char* what, const Tenso
   }
   if (t->numel() > 0) *out = t;
   return true;
-}
-
-/// Source coordinate of output coordinate x along axis a (the CPU reference's source_coord).
-double source_coord(const ResizeConfig& c, size_t a, int64_t in_len, int64_t x, bool& outside) {
-  const double scale = c.p.scales[a];
-  const int64_t out_len = c.p.out_dims[a];
-  const double in = static_cast<double>(in_len);
-  const double out_w = scale * in;  // the reference's real-valued output width
-  const double xd = static_cast<double>(x);
-  outside = false;
-  const std::string& m = c.ctm;
-  if (m == "half_pixel") return (xd + 0.5) / scale - 0.5;
-  if (m == "asymmetric") return xd / scale;
-  if (m == "align_corners") return out_w == 1 ? 0.0 : xd * (in - 1) / (out_w - 1);
-  if (m == "pytorch_half_pixel") return out_w == 1 ? -0.5 : (xd + 0.5) / scale - 0.5;
-  if (m == "tf_half_pixel_for_nn") return (xd + 0.5) / scale;
-  if (m == "half_pixel_symmetric") {
-    const double adjustment = static_cast<double>(out_len) / out_w;
-    const double offset = in / 2 * (1 - adjustment);
-    return offset + (xd + 0.5) / scale - 0.5;
-  }
-  // tf_crop_and_resize
-  const double rs = c.p.roi_start[a], re = c.p.roi_end[a];
-  double xo = out_w == 1 ? (re - rs) * (in - 1) / 2 : xd * (re - rs) * (in - 1) / (out_w - 1);
-  xo += rs * (in - 1);
-  outside = xo < 0 || xo > in - 1;
-  return xo;
-}
-
-int64_t clamp_index(double v, int64_t n) {
-  if (!(v > 0)) return 0;  // also NaN
-  if (v >= static_cast<double>(n - 1)) return n - 1;
-  return static_cast<int64_t>(v);
-}
-
-/// Input index per output coordinate along axis a, -1 for the extrapolation value.
-std::vector<int32_t> nearest_map(const ResizeConfig& c, size_t a, int64_t in_len) {
-  std::vector<int32_t> map(c.p.out_dims[a]);
-  for (int64_t x = 0; x < c.p.out_dims[a]; ++x) {
-    bool outside;
-    const double xo = source_coord(c, a, in_len, x, outside);
-    if (outside || in_len == 0) {
-      map[x] = -1;
-      continue;
-    }
-    double v;
-    if (c.legacy) {
-      v = c.p.scales[a] < 1 ? std::ceil(xo) : std::floor(xo);
-    } else if (xo == std::floor(xo)) {
-      v = xo;
-    } else {
-      const double fl = std::floor(xo), ratio = xo - fl;
-      const std::string& nm = c.nearest_mode;
-      if (nm == "round_prefer_floor") v = ratio <= 0.5 ? fl : fl + 1;
-      else if (nm == "round_prefer_ceil") v = ratio < 0.5 ? fl : fl + 1;
-      else if (nm == "floor") v = fl;
-      else v = fl + 1;
-    }
-    map[x] = static_cast<int32_t>(clamp_index(v, in_len));
-  }
-  return map;
-}
-
-double cubic_coeff(double x, double A) {
-  x = std::fabs(x);
-  if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
-  if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-  return 0;
-}
-
-struct AxisTaps {
-  int n = 0;
-  std::vector<int32_t> idx;
-  std::vector<float> w;
-  std::vector<uint8_t> outside;
-  bool identity = true;
-};
-
-/// The CPU reference's make_taps without antialias (refused earlier).
-AxisTaps make_taps(const ResizeConfig& c, size_t a, int64_t in_len) {
-  const int64_t out_len = c.p.out_dims[a];
-  const bool cubic = c.mode == "cubic";
-  AxisTaps t;
-  const int64_t start = cubic ? -1 : 0;
-  t.n = static_cast<int>(2 - 2 * start);
-  t.idx.assign(out_len * t.n, 0);
-  t.w.assign(out_len * t.n, 0.0f);
-  t.outside.assign(out_len, 0);
-  t.identity = out_len == in_len;
-  std::vector<double> w(t.n);
-  for (int64_t x = 0; x < out_len; ++x) {
-    bool outside;
-    const double xo = source_coord(c, a, in_len, x, outside);
-    if (outside) {
-      t.outside[x] = 1;
-      t.identity = false;
-      continue;
-    }
-    if (xo != static_cast<double>(x)) t.identity = false;
-    const double f = std::ceil(xo) - 1;
-    const double ratio = xo - f;
-    if (cubic) {
-      w[0] = cubic_coeff(1 + ratio, c.cubic_a);
-      w[1] = cubic_coeff(ratio, c.cubic_a);
-      w[2] = cubic_coeff(1 - ratio, c.cubic_a);
-      w[3] = cubic_coeff(2 - ratio, c.cubic_a);
-    } else {
-      w[0] = 1 - ratio;
-      w[1] = ratio;
-    }
-    const int64_t base = static_cast<int64_t>(f) + start;
-    if (c.exclude_outside) {
-      double sum = 0;
-      for (int k = 0; k < t.n; ++k) {
-        const int64_t pos = base + k;
-        if (pos < 0 || pos >= in_len) w[k] = 0;
-        sum += w[k];
-      }
-      if (sum != 0)
-        for (auto& v : w) v /= sum;
-    }
-    for (int k = 0; k < t.n; ++k) {
-      t.idx[x * t.n + k] = static_cast<int32_t>(std::clamp<int64_t>(base + k, 0, std::max<int64_t>(in_len - 1, 0)));
-      t.w[x * t.n + k] = static_cast<float>(w[k]);
-    }
-  }
-  return t;
 }
 
 template <typename T>
@@ -773,23 +639,14 @@ std::unique_ptr<CudaOp> make_resize(const PlanContext& c, std::string* why) {
   if (!optional_operand(c, ins.roi, "roi", &t, why)) return nullptr;
   if (t) roi = resize::doubles_of(*t);
 
-  ResizeConfig cfg;
+  // The sampling tables are the CPU reference's (ir/ops/resize_taps.h), indices narrowed to
+  // int32 and weights rounded to float32.
   const Dims& in = c.in_dims(0);
-  if (!checked(why, [&] { cfg.p = resize::resize_params(c, opset, in, roi, scales, sizes); })) return nullptr;
-  if (cfg.p.out_dims != c.out_dims(0)) return refuse(why, "output dims disagree with scales/sizes");
-  cfg.mode = c.attr_string("mode");
-  if (cfg.mode == "bilinear") cfg.mode = "linear";
-  cfg.legacy = resize::legacy_resize(op, opset);
-  if (cfg.legacy) {
-    cfg.ctm = "asymmetric";
-  } else {
-    cfg.ctm = c.attr_string("coordinate_transformation_mode");
-    cfg.nearest_mode = c.attr_string("nearest_mode");
-    cfg.cubic_a = c.attr_float("cubic_coeff_a");
-    cfg.exclude_outside = c.attr_int("exclude_outside") != 0;
-    cfg.extrapolation = c.attr_float("extrapolation_value");
-    if (opset >= 18 && c.attr_int("antialias") != 0) return refuse(why, "antialias runs on the CPU");
-  }
+  resize::ResizeParams params;
+  if (!checked(why, [&] { params = resize::resize_params(c, opset, in, roi, scales, sizes); })) return nullptr;
+  if (params.out_dims != c.out_dims(0)) return refuse(why, "output dims disagree with scales/sizes");
+  const resize::ResizeConfig cfg = resize::resize_config(c, opset, std::move(params));
+  if (cfg.antialias) return refuse(why, "antialias runs on the CPU");
   static const char* known[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
                                 "tf_half_pixel_for_nn", "half_pixel_symmetric", "tf_crop_and_resize"};
   if (std::find(std::begin(known), std::end(known), cfg.ctm) == std::end(known))
@@ -816,7 +673,8 @@ std::unique_ptr<CudaOp> make_resize(const PlanContext& c, std::string* why) {
     for (size_t a = 0; a < r; ++a) {
       p.out_dims[a] = out[a];
       p.in_strides[a] = xs[a];
-      std::vector<int32_t> m = nearest_map(cfg, a, in[a]);
+      const std::vector<int64_t> m64 = resize::nearest_map(cfg, a, in[a]);
+      const std::vector<int32_t> m(m64.begin(), m64.end());
       bool identity = out[a] == in[a];
       for (int64_t x = 0; x < out[a] && identity; ++x) identity = m[x] == x;
       for (int32_t v : m) any_outside |= v < 0;
@@ -852,17 +710,17 @@ std::unique_ptr<CudaOp> make_resize(const PlanContext& c, std::string* why) {
     p.in_strides[a] = xs[a];
     p.slot[a] = -1;
     if (out_numel == 0) continue;
-    AxisTaps taps = make_taps(cfg, a, in[a]);
+    const resize::ResizeTaps taps = resize::make_taps(cfg, a, in[a]);
     if (taps.identity) continue;
     if (p.naxes == kResizeMaxAxes) return refuse(why, "more than 3 resampled axes");
     const int k = p.naxes++;
     p.slot[a] = k;
-    p.taps[k] = taps.n;
+    p.taps[k] = static_cast<int>(taps.n);
     p.stride[k] = xs[a];
     p.tap_offset[k] = static_cast<int64_t>(idx.size());
     p.out_offset[k] = static_cast<int64_t>(outside.size());
-    idx.insert(idx.end(), taps.idx.begin(), taps.idx.end());
-    w.insert(w.end(), taps.w.begin(), taps.w.end());
+    for (int64_t i : taps.idx) idx.push_back(static_cast<int32_t>(i));
+    for (double v : taps.w) w.push_back(static_cast<float>(v));
     outside.insert(outside.end(), taps.outside.begin(), taps.outside.end());
   }
   if (p.naxes == 0) {

@@ -8,21 +8,11 @@
 
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/ops/movement/resize.cuh"
+#include "backend/dispatch_bytes.h"
 
 namespace fusec::cuda {
 
 namespace {
-
-template <typename F>
-void dispatch_bytes(int bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    case 8: f(uint64_t{}); break;
-    default: internal_error("resize: unsupported element size " + std::to_string(bytes));
-  }
-}
 
 struct NearestArgs {
   int rank;
@@ -156,7 +146,7 @@ void launch_resize_nearest(const ResizeNearestPlan& p, const void* x, void* y, c
   for (int d = 0; d < rank && narrow; ++d) a.fd[d] = FastDiv(static_cast<uint32_t>(a.out_dims[d]));
   a.maps = p.maps;
   a.n = p.numel / vec;
-  dispatch_bytes(p.esize, [&](auto tag) {
+  const bool sized = dispatch_bytes(static_cast<size_t>(p.esize), [&](auto tag) {
     using U = decltype(tag);
     U e;
     memcpy(&e, &p.extrapolation_bits, sizeof(U));
@@ -172,6 +162,7 @@ void launch_resize_nearest(const ResizeNearestPlan& p, const void* x, void* y, c
     }
     check_launch("resize_nearest_kernel");
   });
+  if (!sized) internal_error("resize: unsupported element size " + std::to_string(p.esize));
 }
 
 bool launch_resize_interp(const ResizeInterpPlan& p, const void* x, void* y, cudaStream_t s) {

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/ops/norm/norm.cuh"
+#include "backend/formulas.h"
 
 namespace fusec::cuda {
 
@@ -57,11 +58,11 @@ __device__ __forceinline__ void store_vec(T* p, const float (&o)[V]) {
   *reinterpret_cast<Pack<T, V>*>(p) = pk;
 }
 
-// The CPU reference's Gelu formulas, in float.
+// LayerNormGelu's GELU, in float: the erf form is the CPU reference's (fused.cpp); the tanh form
+// rounds √(2/π) to the nearest float, one unit above the CPU's.
 __device__ __forceinline__ float apply_act(float x, NormAct act) {
-  if (act == NormAct::GeluErf) return 0.5f * x * (1.0f + erff(x / 1.41421356237f));
-  if (act == NormAct::GeluTanh)
-    return 0.5f * x * (1.0f + tanhf(0.797884560802865f * (x + 0.044715f * x * x * x)));
+  if (act == NormAct::GeluErf) return formulas::gelu_erf_f32(x);
+  if (act == NormAct::GeluTanh) return formulas::gelu_tanh_f32(x);
   return x;
 }
 

@@ -22,6 +22,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "backend/axis_layout.h"
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/ops/reduce/reduce.cuh"
 
@@ -452,18 +453,10 @@ bool reduce_plan(const std::vector<int64_t>& dims, const std::vector<bool>& redu
     a.n = 0;
     return true;
   }
-  // Drop size-1 dims, merge neighbours of the same kind.
-  std::vector<int64_t> md;
-  std::vector<bool> mr;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 1) continue;
-    if (!md.empty() && mr.back() == reduce[i]) {
-      md.back() *= dims[i];
-    } else {
-      md.push_back(dims[i]);
-      mr.push_back(reduce[i]);
-    }
-  }
+  // Drop size-1 dims, merge neighbours of the same kind (as the CPU kernels, reduce_util.h).
+  const MergedAxes merged = merge_reduce_axes(dims, reduce);
+  const std::vector<int64_t>& md = merged.dims;
+  const std::vector<bool>& mr = merged.reduced;
   const size_t r = md.size();
   if (r == 0 || (r == 1 && !mr[0])) {  // nothing left to reduce: one element per output
     a.path = ReducePath::Rows;

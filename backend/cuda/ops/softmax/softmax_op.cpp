@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/axis_layout.h"
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/ops/softmax/softmax.cuh"
 
@@ -44,12 +45,10 @@ OpFactory softmax_factory(SoftmaxKind kind) {
     SoftmaxArgs a;
     a.dtype = t;
     a.kind = kind;
-    a.outer = a.n = a.inner = 1;
-    for (int64_t i = 0; i < rank; ++i) {
-      if (i < axis) a.outer *= d[i];
-      else if (i == axis || c.opset() < 13) a.n *= d[i];
-      else a.inner *= d[i];
-    }
+    const AxisView v = softmax_view(d, axis, c.opset());  // as the CPU kernel (softmax.cpp)
+    a.outer = v.outer;
+    a.n = v.n;
+    a.inner = v.inner;
     a.multiprocessors = c.ctx().multiprocessors();
     if (!softmax_supported(a)) {
       if (why) *why = std::string("no CUDA kernel for this softmax (") + dtype_name(t) +
