@@ -88,7 +88,8 @@ std::string compare(const Tensor& got, const Tensor& want) {
 }
 
 bool is_unsupported_message(const std::string& m) {
-  static const char* markers[] = {"not supported", "unsupported", "cannot be run", "fusec does not support"};
+  static const char* markers[] = {"not supported", "unsupported", "cannot be run", "fusec does not support",
+                                  "which fusec has no kernels for"};
   for (const char* k : markers)
     if (m.find(k) != std::string::npos) return true;
   return false;
