@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-ab-out}
-mkdir -p "$out"
+mkdir -p "$out" "$out/cache/OLD" "$out/cache/NEW"
 : "${OLD:?OLD=path to the old fusec}" "${NEW:?NEW=path to the new fusec}"
 zoo=$out/zoo
 if [ ! -f "$zoo/resnet50.legacy.onnx" ]; then
@@ -26,6 +26,9 @@ for m in resnet50 bert-base mlp; do
   for p in fp32 fp16; do
     for side in OLD NEW; do
       bin=${!side}
+      # Each build keeps its own tuning and NVRTC caches, so neither's engine build finds the
+      # other's work: the first model of each is a cold build, the rest warm, alike on both sides.
+      FUSEC_TUNING_CACHE=$out/cache/$side/tuning.json FUSEC_NVRTC_CACHE_DIR=$out/cache/$side/nvrtc \
       "$bin" bench "${models[$m]}" --device cuda --batch 16 --precision "$p" --duration "${DURATION:-1.5}" --quiet \
         --json "$out/$m.$p.$side.json" >/dev/null
     done
