@@ -23,9 +23,12 @@ struct AxisView {
 inline AxisView axis_view(const std::vector<int64_t>& dims, int64_t axis) {
   AxisView v;
   for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) {
-    if (i < axis) v.outer *= dims[static_cast<size_t>(i)];
-    else if (i == axis) v.n *= dims[static_cast<size_t>(i)];
-    else v.inner *= dims[static_cast<size_t>(i)];
+    if (i < axis)
+      v.outer *= dims[static_cast<size_t>(i)];
+    else if (i == axis)
+      v.n *= dims[static_cast<size_t>(i)];
+    else
+      v.inner *= dims[static_cast<size_t>(i)];
   }
   return v;
 }
@@ -37,9 +40,12 @@ inline AxisView softmax_view(const std::vector<int64_t>& dims, int64_t axis, int
   AxisView v;
   for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) {
     const int64_t d = dims[static_cast<size_t>(i)];
-    if (i < axis) v.outer *= d;
-    else if (i == axis || opset < 13) v.n *= d;
-    else v.inner *= d;
+    if (i < axis)
+      v.outer *= d;
+    else if (i == axis || opset < 13)
+      v.n *= d;
+    else
+      v.inner *= d;
   }
   return v;
 }

@@ -49,7 +49,8 @@ void note_largest(DeviceMemoryNeed& need, const Value& v) {
 
 // The ops the CUDA backend runs as views of their first input (backend/cuda/ops/movement/view_op.cpp).
 bool view_op(const Node& n) {
-  static const std::unordered_set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
+  static const std::unordered_set<std::string> ops = {"Reshape",   "Flatten",  "Squeeze",
+                                                      "Unsqueeze", "Identity", "Dropout"};
   return n.domain.empty() && ops.count(n.op_type);
 }
 
@@ -60,9 +61,7 @@ bool random_op(const Node& n) {
   return n.op_type.rfind("Random", 0) == 0 || n.op_type == "Multinomial" || n.op_type == "Bernoulli";
 }
 
-std::string bytes_text(size_t b) {
-  return format_bytes(static_cast<double>(b)) + " (" + std::to_string(b) + " bytes)";
-}
+std::string bytes_text(size_t b) { return format_bytes(static_cast<double>(b)) + " (" + std::to_string(b) + " bytes)"; }
 
 }  // namespace
 
@@ -140,7 +139,8 @@ DeviceMemoryNeed estimate_device_memory(const Graph& g, Precision p) {
   std::vector<size_t> born(static_cast<size_t>(end) + 2, 0), died(static_cast<size_t>(end) + 2, 0);
   for (const Buffer& b : bufs) {
     born[static_cast<size_t>(b.first)] = add_sat(born[static_cast<size_t>(b.first)], b.bytes);
-    died[static_cast<size_t>(std::max(b.first, b.last)) + 1] = add_sat(died[static_cast<size_t>(std::max(b.first, b.last)) + 1], b.bytes);
+    died[static_cast<size_t>(std::max(b.first, b.last)) + 1] =
+        add_sat(died[static_cast<size_t>(std::max(b.first, b.last)) + 1], b.bytes);
   }
   size_t live = 0;
   for (size_t s = 0; s < born.size(); ++s) {
@@ -151,25 +151,30 @@ DeviceMemoryNeed estimate_device_memory(const Graph& g, Precision p) {
   return need;
 }
 
-std::string device_memory_shortfall(const DeviceMemoryNeed& need, const DeviceMemoryLimit& lim, const std::string& what) {
+std::string device_memory_shortfall(const DeviceMemoryNeed& need, const DeviceMemoryLimit& lim,
+                                    const std::string& what) {
   const size_t total = need.total();
   if (total <= lim.limit()) {
     if (need.largest_elements <= kMaxDeviceTensorElements) return "";
     const std::string dev = lim.device.empty() ? "the GPU" : lim.device;
-    return what + " needs " + bytes_text(total) + " of device memory and " + dev + " has " + bytes_text(lim.free_bytes) +
-           " free, but tensor '" + need.largest_value + "'" + need.largest_where + " has " +
-           std::to_string(need.largest_elements) + " elements, more than the " + std::to_string(kMaxDeviceTensorElements) +
+    return what + " needs " + bytes_text(total) + " of device memory and " + dev + " has " +
+           bytes_text(lim.free_bytes) + " free, but tensor '" + need.largest_value + "'" + need.largest_where +
+           " has " + std::to_string(need.largest_elements) + " elements, more than the " +
+           std::to_string(kMaxDeviceTensorElements) +
            " one tensor may have on the GPU (cuDNN and cuBLAS take 32-bit sizes); a smaller --batch needs fewer";
   }
   std::string parts = "activations " + format_bytes(static_cast<double>(need.activations)) + ", weights " +
-                      format_bytes(static_cast<double>(need.weights)) + ", inputs " + format_bytes(static_cast<double>(need.io));
+                      format_bytes(static_cast<double>(need.weights)) + ", inputs " +
+                      format_bytes(static_cast<double>(need.io));
   if (need.workspace) parts += ", workspace " + format_bytes(static_cast<double>(need.workspace));
   std::string msg = what + " needs " + bytes_text(total) + " of device memory (" + parts + "), but ";
   const std::string dev = lim.device.empty() ? "the GPU" : lim.device;
   if (lim.cap && lim.cap < lim.free_bytes)
-    msg += "--max-device-memory is " + bytes_text(lim.cap) + " (" + dev + " has " + bytes_text(lim.free_bytes) + " free)";
+    msg +=
+        "--max-device-memory is " + bytes_text(lim.cap) + " (" + dev + " has " + bytes_text(lim.free_bytes) + " free)";
   else
-    msg += dev + " has " + bytes_text(lim.free_bytes) + " free of " + format_bytes(static_cast<double>(lim.total_bytes)) +
+    msg += dev + " has " + bytes_text(lim.free_bytes) + " free of " +
+           format_bytes(static_cast<double>(lim.total_bytes)) +
            (lim.cap ? " (--max-device-memory is " + format_bytes(static_cast<double>(lim.cap)) + ")" : "");
   return msg + "; a smaller --batch needs less";
 }

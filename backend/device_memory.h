@@ -53,13 +53,13 @@ DeviceMemoryNeed estimate_device_memory(const Graph& g, Precision p);
 struct DeviceMemoryLimit {
   size_t free_bytes = 0;
   size_t total_bytes = 0;
-  size_t cap = 0;          // --max-device-memory; 0 when not given
-  std::string device;      // "cuda:0 NVIDIA H100 80GB HBM3", for the message
-  size_t limit() const;    // the smaller of free_bytes and cap (when given)
+  size_t cap = 0;        // --max-device-memory; 0 when not given
+  std::string device;    // "cuda:0 NVIDIA H100 80GB HBM3", for the message
+  size_t limit() const;  // the smaller of free_bytes and cap (when given)
 };
 
-/// Empty when `need` fits `lim` and no tensor is past kMaxDeviceTensorElements; otherwise the one-line error, e.g. "the model needs 612.34 GiB
-/// (657489231872 bytes) of device memory (activations ..., weights ..., inputs ...), but cuda:0
+/// Empty when `need` fits `lim` and no tensor is past kMaxDeviceTensorElements; otherwise the one-line error, e.g. "the
+/// model needs 612.34 GiB (657489231872 bytes) of device memory (activations ..., weights ..., inputs ...), but cuda:0
 /// has 78.91 GiB (84729675776 bytes) free of 79.19 GiB (--max-device-memory SIZE caps it lower)".
 /// `what` names the thing that needs it ("the model", "the plan").
 std::string device_memory_shortfall(const DeviceMemoryNeed& need, const DeviceMemoryLimit& lim,

@@ -12,11 +12,20 @@ namespace fusec {
 template <typename F>
 bool dispatch_bytes(size_t bytes, F&& f) {
   switch (bytes) {
-    case 1: f(uint8_t{}); return true;
-    case 2: f(uint16_t{}); return true;
-    case 4: f(uint32_t{}); return true;
-    case 8: f(uint64_t{}); return true;
-    default: return false;
+    case 1:
+      f(uint8_t{});
+      return true;
+    case 2:
+      f(uint16_t{});
+      return true;
+    case 4:
+      f(uint32_t{});
+      return true;
+    case 8:
+      f(uint64_t{});
+      return true;
+    default:
+      return false;
   }
 }
 

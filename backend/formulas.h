@@ -40,19 +40,20 @@ namespace formulas {
 // exp(x) etc. for T = float call the C library's expf (on the host what std::exp(float) calls,
 // on the device CUDA's expf), for T = double its exp: one name for templates over T, which the
 // generated kernels' unary ops (fm::sqrt, fm::sin, ...) call too.
-#define FUSEC_FORMULAS_MATH1(name)                          \
-  FUSEC_HD float name(float x) { return ::name##f(x); }    \
+#define FUSEC_FORMULAS_MATH1(name)                      \
+  FUSEC_HD float name(float x) { return ::name##f(x); } \
   FUSEC_HD double name(double x) { return ::name(x); }
-FUSEC_FORMULAS_MATH1(exp) FUSEC_FORMULAS_MATH1(log) FUSEC_FORMULAS_MATH1(sqrt) FUSEC_FORMULAS_MATH1(floor)
-FUSEC_FORMULAS_MATH1(ceil) FUSEC_FORMULAS_MATH1(rint) FUSEC_FORMULAS_MATH1(erf) FUSEC_FORMULAS_MATH1(erfc)
-FUSEC_FORMULAS_MATH1(sin) FUSEC_FORMULAS_MATH1(cos) FUSEC_FORMULAS_MATH1(tan) FUSEC_FORMULAS_MATH1(asin)
-FUSEC_FORMULAS_MATH1(acos) FUSEC_FORMULAS_MATH1(atan) FUSEC_FORMULAS_MATH1(sinh) FUSEC_FORMULAS_MATH1(cosh)
-FUSEC_FORMULAS_MATH1(asinh) FUSEC_FORMULAS_MATH1(acosh) FUSEC_FORMULAS_MATH1(atanh) FUSEC_FORMULAS_MATH1(tanh)
-FUSEC_FORMULAS_MATH1(expm1) FUSEC_FORMULAS_MATH1(log1p) FUSEC_FORMULAS_MATH1(fabs)
+FUSEC_FORMULAS_MATH1(exp)
+FUSEC_FORMULAS_MATH1(log) FUSEC_FORMULAS_MATH1(sqrt) FUSEC_FORMULAS_MATH1(floor) FUSEC_FORMULAS_MATH1(ceil)
+    FUSEC_FORMULAS_MATH1(rint) FUSEC_FORMULAS_MATH1(erf) FUSEC_FORMULAS_MATH1(erfc) FUSEC_FORMULAS_MATH1(sin)
+        FUSEC_FORMULAS_MATH1(cos) FUSEC_FORMULAS_MATH1(tan) FUSEC_FORMULAS_MATH1(asin) FUSEC_FORMULAS_MATH1(acos)
+            FUSEC_FORMULAS_MATH1(atan) FUSEC_FORMULAS_MATH1(sinh) FUSEC_FORMULAS_MATH1(cosh) FUSEC_FORMULAS_MATH1(asinh)
+                FUSEC_FORMULAS_MATH1(acosh) FUSEC_FORMULAS_MATH1(atanh) FUSEC_FORMULAS_MATH1(tanh)
+                    FUSEC_FORMULAS_MATH1(expm1) FUSEC_FORMULAS_MATH1(log1p) FUSEC_FORMULAS_MATH1(fabs)
 #undef FUSEC_FORMULAS_MATH1
 
-/// 1 / x rounded to nearest: CUDA's __frcp_rn on the device (IEEE division gives the same value).
-FUSEC_HD float rcp_rn(float x) {
+    /// 1 / x rounded to nearest: CUDA's __frcp_rn on the device (IEEE division gives the same value).
+    FUSEC_HD float rcp_rn(float x) {
 #ifdef __CUDA_ARCH__
   return __frcp_rn(x);
 #else
@@ -67,37 +68,79 @@ FUSEC_HD float rcp_rn(float x) {
 // ---- operator semantics (activation.cpp, elementwise.cpp, FusedElementwise, generated kernels) ----
 
 /// ONNX Max/Min of two values: NaN if either is NaN.
-template <typename T> FUSEC_HD T max_nan(T x, T y) { return (x >= y || x != x) ? x : y; }
-template <typename T> FUSEC_HD T min_nan(T x, T y) { return (x <= y || x != x) ? x : y; }
+template <typename T>
+FUSEC_HD T max_nan(T x, T y) {
+  return (x >= y || x != x) ? x : y;
+}
+template <typename T>
+FUSEC_HD T min_nan(T x, T y) {
+  return (x <= y || x != x) ? x : y;
+}
 /// max then min (ONNX Clip: with lo > hi every value becomes hi); NaN stays NaN. Also the fused
 /// epilogues' Clip: std::min(std::max(x, lo), hi) makes the same comparisons.
-template <typename T> FUSEC_HD T clamp(T x, T lo, T hi) {
+template <typename T>
+FUSEC_HD T clamp(T x, T lo, T hi) {
   x = x < lo ? lo : x;
   return x > hi ? hi : x;
 }
 /// NaN stays NaN.
-template <typename T> FUSEC_HD T relu(T x) { return x < T(0) ? T(0) : x; }
-template <typename T> FUSEC_HD T leaky_relu(T x, T alpha) { return x < T(0) ? alpha * x : x; }
+template <typename T>
+FUSEC_HD T relu(T x) {
+  return x < T(0) ? T(0) : x;
+}
+template <typename T>
+FUSEC_HD T leaky_relu(T x, T alpha) {
+  return x < T(0) ? alpha * x : x;
+}
 /// Never exponentiates a positive number, so it cannot overflow.
-template <typename T> FUSEC_HD T sigmoid(T x) {
+template <typename T>
+FUSEC_HD T sigmoid(T x) {
   if (x >= T(0)) return T(1) / (T(1) + exp(-x));
   T e = exp(x);
   return e / (T(1) + e);
 }
 /// log(1 + e^x) = max(x, 0) + log1p(e^-|x|).
-template <typename T> FUSEC_HD T softplus(T x) { return (x > T(0) ? x : T(0)) + log1p(exp(-fabs(x))); }
-template <typename T> FUSEC_HD T hard_sigmoid(T x, T alpha, T beta) { return clamp(alpha * x + beta, T(0), T(1)); }
+template <typename T>
+FUSEC_HD T softplus(T x) {
+  return (x > T(0) ? x : T(0)) + log1p(exp(-fabs(x)));
+}
+template <typename T>
+FUSEC_HD T hard_sigmoid(T x, T alpha, T beta) {
+  return clamp(alpha * x + beta, T(0), T(1));
+}
 /// x · HardSigmoid(x) with alpha = 1/6 (a division by 6), beta = 0.5.
-template <typename T> FUSEC_HD T hard_swish(T x) { return x * clamp(x / T(6) + T(0.5), T(0), T(1)); }
-template <typename T> FUSEC_HD T elu(T x, T alpha) { return x < T(0) ? alpha * expm1(x) : x; }
-template <typename T> FUSEC_HD T selu(T x, T alpha, T gamma) { return gamma * (x > T(0) ? x : alpha * expm1(x)); }
+template <typename T>
+FUSEC_HD T hard_swish(T x) {
+  return x * clamp(x / T(6) + T(0.5), T(0), T(1));
+}
+template <typename T>
+FUSEC_HD T elu(T x, T alpha) {
+  return x < T(0) ? alpha * expm1(x) : x;
+}
+template <typename T>
+FUSEC_HD T selu(T x, T alpha, T gamma) {
+  return gamma * (x > T(0) ? x : alpha * expm1(x));
+}
 /// alpha != 0 (the callers refuse 0).
-template <typename T> FUSEC_HD T celu(T x, T alpha) { return x > T(0) ? x : alpha * expm1(x / alpha); }
-template <typename T> FUSEC_HD T softsign(T x) { return x / (T(1) + fabs(x)); }
-template <typename T> FUSEC_HD T thresholded_relu(T x, T alpha) { return x > alpha ? x : T(0); }
-template <typename T> FUSEC_HD T mish(T x) { return x * tanh(softplus(x)); }
+template <typename T>
+FUSEC_HD T celu(T x, T alpha) {
+  return x > T(0) ? x : alpha * expm1(x / alpha);
+}
+template <typename T>
+FUSEC_HD T softsign(T x) {
+  return x / (T(1) + fabs(x));
+}
+template <typename T>
+FUSEC_HD T thresholded_relu(T x, T alpha) {
+  return x > alpha ? x : T(0);
+}
+template <typename T>
+FUSEC_HD T mish(T x) {
+  return x * tanh(softplus(x));
+}
 /// Any numeric T: compared and shifted in double, rounded once to T.
-template <typename T> FUSEC_HD T shrink(T x, double bias, double lambd) {
+template <typename T>
+FUSEC_HD T shrink(T x, double bias, double lambd) {
   const double d = static_cast<double>(x);
   if (d < -lambd) return static_cast<T>(d + bias);
   if (d > lambd) return static_cast<T>(d - bias);
@@ -105,12 +148,14 @@ template <typename T> FUSEC_HD T shrink(T x, double bias, double lambd) {
 }
 /// GELU, 0.5·x·(1 + erf(x/√2)), in double and rounded once to T: the CPU's Gelu (float and
 /// double), the FusedElementwise `gelu` opcode on the CPU, and generated kernels on double data.
-template <typename T> FUSEC_HD T gelu_erf_via_f64(T x) {
+template <typename T>
+FUSEC_HD T gelu_erf_via_f64(T x) {
   const double v = static_cast<double>(x);
   return static_cast<T>(0.5 * v * (1.0 + erf(v * 0.70710678118654752440)));
 }
 /// GELU's tanh form, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), in double, rounded once to T.
-template <typename T> FUSEC_HD T gelu_tanh_via_f64(T x) {
+template <typename T>
+FUSEC_HD T gelu_tanh_via_f64(T x) {
   const double v = static_cast<double>(x), k = 0.79788456080286535588;  // √(2/π)
   return static_cast<T>(0.5 * v * (1.0 + tanh(k * (v + 0.044715 * v * v * v))));
 }

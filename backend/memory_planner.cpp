@@ -84,7 +84,7 @@ class FreeList {
     by_size_.erase({size, offset});
   }
 
-  std::map<size_t, size_t> by_offset_;          // offset -> size
+  std::map<size_t, size_t> by_offset_;           // offset -> size
   std::set<std::pair<size_t, size_t>> by_size_;  // (size, offset)
 };
 
@@ -143,8 +143,13 @@ class LifetimeIndex {
       for (uint32_t id : nodes_[node]) f(id);
       if (lo == hi) break;
       const int mid = lo + (hi - lo) / 2;
-      if (first <= mid) { node = 2 * node; hi = mid; }
-      else { node = 2 * node + 1; lo = mid + 1; }
+      if (first <= mid) {
+        node = 2 * node;
+        hi = mid;
+      } else {
+        node = 2 * node + 1;
+        lo = mid + 1;
+      }
     }
     for (auto it = by_birth_.upper_bound(first); it != by_birth_.end() && it->first <= last; ++it) f(it->second);
   }

@@ -6,10 +6,14 @@ namespace fusec {
 
 const char* precision_name(Precision p) {
   switch (p) {
-    case Precision::FP32: return "fp32";
-    case Precision::TF32: return "tf32";
-    case Precision::FP16: return "fp16";
-    case Precision::BF16: return "bf16";
+    case Precision::FP32:
+      return "fp32";
+    case Precision::TF32:
+      return "tf32";
+    case Precision::FP16:
+      return "fp16";
+    case Precision::BF16:
+      return "bf16";
   }
   return "?";
 }

@@ -115,12 +115,13 @@ nlohmann::ordered_json variant_json(const Variant& v, int64_t batch) {
   j["passes_ms"] = v.passes_ms;
   j["iterations"] = st.samples;
   j["latency_ms"] = {{"min", st.min_ms}, {"mean", st.mean_ms}, {"median", st.median_ms}, {"p90", st.p90_ms},
-                     {"p95", st.p95_ms}, {"p99", st.p99_ms}, {"max", st.max_ms}, {"stddev", st.stddev_ms}};
+                     {"p95", st.p95_ms}, {"p99", st.p99_ms},   {"max", st.max_ms},       {"stddev", st.stddev_ms}};
   j["cv"] = st.cv;
   j["high_variance"] = st.cv > kHighCv;
   j["throughput_per_s"] = st.mean_ms > 0 ? 1000.0 * static_cast<double>(batch) / st.mean_ms : 0;
   nlohmann::ordered_json m = {{"peak_activation_bytes", v.mem.peak_activation_bytes},
-                              {"weight_bytes", v.mem.weight_bytes}, {"planned", v.mem.planned}};
+                              {"weight_bytes", v.mem.weight_bytes},
+                              {"planned", v.mem.planned}};
   if (v.device_memory) {
     m["workspace_bytes"] = v.workspace_bytes;
     m["io_bytes"] = v.io_bytes;
@@ -183,11 +184,14 @@ int bench(const BenchArgs& a) {
     batch = (*g.inputs[0]->type.shape)[0].value;
 
   std::printf("model           %s\n", a.model.c_str());
-  std::printf("device          %s%s\n", dev.description.c_str(), dev.why.empty() ? "" : ("  [" + dev.why + "]").c_str());
+  std::printf("device          %s%s\n", dev.description.c_str(),
+              dev.why.empty() ? "" : ("  [" + dev.why + "]").c_str());
   std::printf("precision       %s\n", precision_name(dev.precision));
   if (dev.cuda)
-    std::printf("timing          %s, %d warm-up\n",
-                a.include_copies ? "host clock, including host<->device copies" : "CUDA events, inputs resident on the GPU", a.warmup);
+    std::printf(
+        "timing          %s, %d warm-up\n",
+        a.include_copies ? "host clock, including host<->device copies" : "CUDA events, inputs resident on the GPU",
+        a.warmup);
   else
     std::printf("timing          host clock, %d warm-up\n", a.warmup);
   std::printf("batch           %lld\n\n", static_cast<long long>(batch));
@@ -197,26 +201,32 @@ int bench(const BenchArgs& a) {
     for (const Variant& v : variants) c.push_back(f(v));
     return c;
   };
-  row("", cells([](const Variant& v) { return v.name == "as_given" ? std::string("as given") : std::string("optimized"); }));
+  row("", cells([](const Variant& v) {
+        return v.name == "as_given" ? std::string("as given") : std::string("optimized");
+      }));
   row("nodes", cells([](const Variant& v) { return std::to_string(v.graph->nodes().size()); }));
   row("iterations", cells([](const Variant& v) { return std::to_string(v.stats.samples); }));
   row("median ms", cells([](const Variant& v) { return fmt("%.4f", v.stats.median_ms); }));
   row("mean ms", cells([](const Variant& v) { return fmt("%.4f", v.stats.mean_ms); }));
-  row("min / max ms", cells([](const Variant& v) { return fmt("%.4f", v.stats.min_ms) + " / " + fmt("%.4f", v.stats.max_ms); }));
+  row("min / max ms",
+      cells([](const Variant& v) { return fmt("%.4f", v.stats.min_ms) + " / " + fmt("%.4f", v.stats.max_ms); }));
   row("p90/p95/p99 ms", cells([](const Variant& v) {
         return fmt("%.4f", v.stats.p90_ms) + "/" + fmt("%.4f", v.stats.p95_ms) + "/" + fmt("%.4f", v.stats.p99_ms);
       }));
   row("throughput /s", cells([batch](const Variant& v) {
         return fmt("%.1f", v.stats.mean_ms > 0 ? 1000.0 * static_cast<double>(batch) / v.stats.mean_ms : 0);
       }));
-  row("cv", cells([](const Variant& v) { return fmt("%.1f%%", v.stats.cv * 100) + (v.stats.cv > kHighCv ? " (high)" : ""); }));
+  row("cv", cells([](const Variant& v) {
+        return fmt("%.1f%%", v.stats.cv * 100) + (v.stats.cv > kHighCv ? " (high)" : "");
+      }));
   row("activations", cells([](const Variant& v) {
         return human_bytes(static_cast<double>(v.mem.peak_activation_bytes)) + (v.mem.planned ? "" : " (observed)");
       }));
   row("weights", cells([](const Variant& v) { return human_bytes(static_cast<double>(v.mem.weight_bytes)); }));
   if (dev.cuda) {
     row("workspace", cells([](const Variant& v) { return human_bytes(static_cast<double>(v.workspace_bytes)); }));
-    row("device in use", cells([](const Variant& v) { return human_bytes(static_cast<double>(v.device_in_use_bytes)); }));
+    row("device in use",
+        cells([](const Variant& v) { return human_bytes(static_cast<double>(v.device_in_use_bytes)); }));
     row("cuda graph", cells([](const Variant& v) { return v.graph_status.substr(0, 24); }));
     row("nodes on CPU", cells([](const Variant& v) { return std::to_string(v.cpu_nodes.size()); }));
   }
@@ -251,8 +261,10 @@ int bench(const BenchArgs& a) {
     if (!a.no_compare) j["pipeline"] = {{"passes", a.passes}, {"skip", a.skip}};
     j["variants"] = nlohmann::ordered_json::array();
     for (const Variant& v : variants) j["variants"].push_back(variant_json(v, batch));
-    if (speedup > 0) j["speedup_median"] = speedup;
-    else j["speedup_median"] = nullptr;
+    if (speedup > 0)
+      j["speedup_median"] = speedup;
+    else
+      j["speedup_median"] = nullptr;
     write_text_file(a.json_path, json_text(j, 2) + "\n");
   }
   return 0;
@@ -296,12 +308,13 @@ void add_bench(CLI::App& app, std::function<int()>& action) {
   args->device.add_to(*sub);
   add_number(*sub, "--warmup", args->warmup, rules::kWarmup, "Warm-up runs, not timed (default 3)");
   add_number(*sub, "--iterations", args->iterations, rules::kRuns, "Timed runs per variant");
-  add_number(*sub, "--duration", args->duration, rules::kDuration, "Time budget per variant in seconds (default 5 s, at least 10 runs)");
+  add_number(*sub, "--duration", args->duration, rules::kDuration,
+             "Time budget per variant in seconds (default 5 s, at least 10 runs)");
   add_number(*sub, "--seed", args->seed, rules::kSeed, "Seed for the random inputs");
   sub->add_flag("--no-compare", args->no_compare, "Benchmark only the model as given (no optimized run)");
-  sub->add_option("--passes", args->passes, "Optimized variant: run only these passes (comma-separated)")->delimiter(',');
-  sub->add_option("--skip", args->skip, "Optimized variant: skip these passes (comma-separated)")
+  sub->add_option("--passes", args->passes, "Optimized variant: run only these passes (comma-separated)")
       ->delimiter(',');
+  sub->add_option("--skip", args->skip, "Optimized variant: skip these passes (comma-separated)")->delimiter(',');
   sub->add_flag("--include-copies", args->include_copies, "GPU: time host->device->host copies too");
   sub->add_option("--json", args->json_path, "Write results as JSON (schema fusec.bench/2)");
   sub->add_flag("--quiet", args->quiet, "No progress output");

@@ -58,15 +58,12 @@ std::string self_exe() {
 
 std::string quoted(const std::vector<std::string>& args) {
   std::string s = "fusec";
-  for (const auto& a : args)
-    s += " " + (a.find_first_of(" '\"") == std::string::npos ? a : "'" + a + "'");
+  for (const auto& a : args) s += " " + (a.find_first_of(" '\"") == std::string::npos ? a : "'" + a + "'");
   return s;
 }
 
 /// A step's report or log, bounded like every file fusec reads (importer/input_file.h).
-std::string read_text(const fs::path& p) {
-  return read_input_file(p, kNoFileLimit, "", {"a step's report", true});
-}
+std::string read_text(const fs::path& p) { return read_input_file(p, kNoFileLimit, "", {"a step's report", true}); }
 
 struct StepResult {
   int code = 0;
@@ -127,8 +124,10 @@ std::string error_line(const std::string& text) {
   std::string last, line;
   std::istringstream in(text);
   while (std::getline(in, line)) {
-    if (line.rfind("fusec: error: ", 0) == 0) last = line.substr(14);
-    else if (last.empty() && !line.empty()) last = line;
+    if (line.rfind("fusec: error: ", 0) == 0)
+      last = line.substr(14);
+    else if (last.empty() && !line.empty())
+      last = line;
   }
   return last.empty() ? "(no message)" : last;
 }
@@ -170,7 +169,7 @@ const Kind kKinds[] = {{"optimize"}, {"bench"}, {"profile"}};
 
 struct ModelRun {
   const project::ModelConfig* m;
-  std::string device;        // the resolved device's description
+  std::string device;  // the resolved device's description
   fs::path baseline_dir;
   std::map<std::string, fs::path> reports;  // kind -> new report
   std::vector<std::string> skipped;         // kinds not run, with why
@@ -221,14 +220,28 @@ void run_model(const project::Project& p, ModelRun& run, const fs::path& dir, bo
   if (m.rtol) opt.insert(opt.end(), {"--rtol", exact_number_text(*m.rtol)});
   if (m.atol) opt.insert(opt.end(), {"--atol", exact_number_text(*m.atol)});
   steps.push_back({"optimize", opt});
-  std::vector<std::string> bench = {"bench", model, "--json", file("bench.json"), "--quiet", "--iterations",
-                                    std::to_string(m.iterations), "--warmup", std::to_string(m.warmup)};
+  std::vector<std::string> bench = {"bench",
+                                    model,
+                                    "--json",
+                                    file("bench.json"),
+                                    "--quiet",
+                                    "--iterations",
+                                    std::to_string(m.iterations),
+                                    "--warmup",
+                                    std::to_string(m.warmup)};
   for (auto v : {shape_args(m), device_args(m), pipeline_args(m)}) bench.insert(bench.end(), v.begin(), v.end());
   steps.push_back({"bench", bench});
   if (m.profile) {
     // The model optimize wrote (the project's passes), profiled as given: per node and kernel.
-    std::vector<std::string> prof = {"profile", file("opt.onnx"), "--as-given", "--report", file("profile.json"),
-                                     "--iterations", std::to_string(m.profile_iterations), "--warmup", std::to_string(m.warmup)};
+    std::vector<std::string> prof = {"profile",
+                                     file("opt.onnx"),
+                                     "--as-given",
+                                     "--report",
+                                     file("profile.json"),
+                                     "--iterations",
+                                     std::to_string(m.profile_iterations),
+                                     "--warmup",
+                                     std::to_string(m.warmup)};
     for (auto v : {shape_args(m), device_args(m)}) prof.insert(prof.end(), v.begin(), v.end());
     steps.push_back({"profile", prof});
   }
@@ -313,7 +326,7 @@ bool within(const fs::path& inner, const fs::path& outer) {
 void refuse_reports_in_baselines(const std::string& reports, const std::vector<ModelRun>& runs) {
   if (reports.empty()) return;
   for (const auto& r : runs) {
-    const char* how = within(reports, r.baseline_dir) ? (within(r.baseline_dir, reports) ? "is" : "is inside")
+    const char* how = within(reports, r.baseline_dir)   ? (within(r.baseline_dir, reports) ? "is" : "is inside")
                       : within(r.baseline_dir, reports) ? "holds"
                                                         : nullptr;
     if (how)
@@ -331,7 +344,8 @@ void require_baselines(const project::Project& p, const std::vector<ModelRun>& r
       if (!fs::exists(baseline_file(r, k.name))) missing.push_back(baseline_file(r, k.name).string());
     }
   if (!missing.empty())
-    bad_input("no baseline " + missing.front() + (missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more)" : "") +
+    bad_input("no baseline " + missing.front() +
+              (missing.size() > 1 ? " (and " + std::to_string(missing.size() - 1) + " more)" : "") +
               ": record them on this machine with `fusec check --update-baselines` (baselines are kept per device: " +
               p.baselines + ")");
 }
@@ -347,10 +361,12 @@ std::string checked_report(const ModelRun& r, const std::string& kind, const fs:
   std::string why;
   std::optional<nlohmann::json> j = try_parse_json(text, &why);
   if (!j) internal_error(what + " " + why + "; no baseline recorded");
-  std::string id = j->is_object() && j->contains("schema") && (*j)["schema"].is_string() ? (*j)["schema"].get<std::string>() : "";
+  std::string id =
+      j->is_object() && j->contains("schema") && (*j)["schema"].is_string() ? (*j)["schema"].get<std::string>() : "";
   const nlohmann::json* schema = profiler::builtin_schema(id);
   if (!schema || id.rfind("fusec." + kind + "/", 0) != 0)
-    internal_error(what + " has schema '" + id + "', not a fusec." + kind + " schema fusec knows; no baseline recorded");
+    internal_error(what + " has schema '" + id + "', not a fusec." + kind +
+                   " schema fusec knows; no baseline recorded");
   std::vector<std::string> errors = profiler::schema_errors(*j, *schema);
   if (!errors.empty()) {
     std::string list;
@@ -359,7 +375,8 @@ std::string checked_report(const ModelRun& r, const std::string& kind, const fs:
                    "; no baseline recorded");
   }
   if (kind == "optimize" && (*j)["verification"].value("ok", true) == false)
-    throw Error(ErrorKind::CheckFailed, r.m->name + ": the optimized model fails verification; no baseline recorded for it");
+    throw Error(ErrorKind::CheckFailed,
+                r.m->name + ": the optimized model fails verification; no baseline recorded for it");
   return text;
 }
 
@@ -367,7 +384,8 @@ std::string checked_report(const ModelRun& r, const std::string& kind, const fs:
 void record_baselines(const project::Project& p, const std::vector<ModelRun>& runs) {
   std::vector<std::pair<fs::path, std::string>> baselines;
   for (const auto& r : runs)
-    for (const auto& [kind, report] : r.reports) baselines.push_back({baseline_file(r, kind), checked_report(r, kind, report)});
+    for (const auto& [kind, report] : r.reports)
+      baselines.push_back({baseline_file(r, kind), checked_report(r, kind, report)});
   int written = 0;
   for (const auto& [file, text] : baselines) {
     std::error_code ec;
@@ -401,14 +419,16 @@ Outcome compare_with_baselines(const std::vector<ModelRun>& runs, const Threshol
       auto it = r.reports.find(k.name);
       if (it == r.reports.end()) continue;
       std::string base = baseline_file(r, k.name).string();
-      auto c = std::make_unique<compare::Comparison>(compare::compare_files(base, it->second.string(), t, /*allow_different=*/true));
+      auto c = std::make_unique<compare::Comparison>(
+          compare::compare_files(base, it->second.string(), t, /*allow_different=*/true));
       for (const auto& d : c->differences) {
         if (config_field(d.field))
-          bad_input("baseline " + base + " was recorded with " + d.field + " '" + d.base + "', the project now runs '" + d.next +
-                    "': record new baselines with `fusec check --update-baselines`");
+          bad_input("baseline " + base + " was recorded with " + d.field + " '" + d.base + "', the project now runs '" +
+                    d.next + "': record new baselines with `fusec check --update-baselines`");
         if (c->timings_comparable)
-          o.notes.push_back(r.m->name + " " + k.name + ": timings not compared: the baseline comes from another machine (" +
-                            d.field + " '" + d.base + "', this one '" + d.next + "'); keep one baseline folder per machine");
+          o.notes.push_back(r.m->name + " " + k.name +
+                            ": timings not compared: the baseline comes from another machine (" + d.field + " '" +
+                            d.base + "', this one '" + d.next + "'); keep one baseline folder per machine");
         c->timings_comparable = false;
       }
       if (!c->timings_comparable) compare::evaluate(*c);
@@ -471,8 +491,9 @@ int check(const CheckArgs& a) {
   Outcome o = compare_with_baselines(runs, a.thresholds);
   std::printf("\n%s", compare::format_sections_text(o.sections, !a.all_rows).c_str());
   for (const auto& n : o.notes) std::printf("note: %s\n", one_line(n).c_str());
-  std::string verdict = o.regressions == 0 ? "no regression"
-                                           : std::to_string(o.regressions) + (o.regressions == 1 ? " regression" : " regressions");
+  std::string verdict = o.regressions == 0
+                            ? "no regression"
+                            : std::to_string(o.regressions) + (o.regressions == 1 ? " regression" : " regressions");
   std::printf("\nfusec check: %zu model%s against %s: %s\n", runs.size(), runs.size() == 1 ? "" : "s",
               runs.empty() ? p.baselines.c_str() : runs[0].baseline_dir.c_str(), verdict.c_str());
   std::fflush(stdout);
@@ -502,7 +523,8 @@ int check(const CheckArgs& a) {
 
 void add_check(CLI::App& app, std::function<int()>& action) {
   auto a = std::make_shared<CheckArgs>();
-  auto* sub = app.add_subcommand("check", "CI gate for a project: every model of fusec.toml against its baselines; exit 3 on a regression");
+  auto* sub = app.add_subcommand(
+      "check", "CI gate for a project: every model of fusec.toml against its baselines; exit 3 on a regression");
   sub->add_option("--project", a->project, "Project file (default: fusec.toml in the current folder)");
   sub->add_flag("--update-baselines", a->update, "Record the new reports as the baselines instead of comparing");
   sub->add_option("--model", a->only, "Check only this model (by name; repeatable)");

@@ -41,10 +41,12 @@ int compare(const CompareArgs& a) {
 
 void ThresholdOptions::add_to(CLI::App& app) {
   app.add_option("--threshold", timing, "Smallest latency change that counts, on top of significance (default 5%)");
-  add_number(app, "--alpha", alpha, rules::kAlpha, "Significance level of the Mann-Whitney U test on timings (default 0.01)");
+  add_number(app, "--alpha", alpha, rules::kAlpha,
+             "Significance level of the Mann-Whitney U test on timings (default 0.01)");
   app.add_option("--memory-threshold", memory, "Memory growth that counts as a regression (default 1%)");
   app.add_option("--count-threshold", count, "Growth of node, kernel and op counts that counts (default 0%: any)");
-  app.add_option("--error-threshold", error, "Growth of the verification's max error that counts (default 100%: doubling)");
+  app.add_option("--error-threshold", error,
+                 "Growth of the verification's max error that counts (default 100%: doubling)");
   app.add_option("--node-threshold", share,
                  "Profiles: a node's or kernel's slowdown must also be this share of the run's latency (default 1%)");
 }
@@ -73,21 +75,25 @@ std::string regression_summary(const compare::Comparison& c) {
     }
     what += (what.empty() ? "" : ", ") + r.group + " " + r.metric;
   }
-  return std::to_string(c.regressions) + (c.regressions == 1 ? " regression" : " regressions") + " in " +
-         c.next_path + " against " + c.base_path + ": " + what;
+  return std::to_string(c.regressions) + (c.regressions == 1 ? " regression" : " regressions") + " in " + c.next_path +
+         " against " + c.base_path + ": " + what;
 }
 
 void add_compare(CLI::App& app, std::function<int()>& action) {
   auto a = std::make_shared<CompareArgs>();
-  auto* sub = app.add_subcommand("compare", "CI gate: compare two bench, profile or optimize reports; exit 3 on a regression");
-  sub->add_option("base", a->base, "Baseline report (JSON from fusec bench --json, profile --report or optimize --report)")->required();
+  auto* sub =
+      app.add_subcommand("compare", "CI gate: compare two bench, profile or optimize reports; exit 3 on a regression");
+  sub->add_option("base", a->base,
+                  "Baseline report (JSON from fusec bench --json, profile --report or optimize --report)")
+      ->required();
   sub->add_option("new", a->next, "New report of the same kind")->required();
   a->thresholds.add_to(*sub);
   sub->add_flag("--allow-different", a->allow_different,
                 "Compare reports of different models, devices, precisions or batch sizes (noted in the output)");
   sub->add_flag("--changed-only", a->changed_only, "Show only the headline rows and what changed");
   sub->add_option("--markdown", a->markdown, "Write the table as markdown (for a pull request)");
-  sub->add_option("--html", a->html, "Write a self-contained HTML page: the verdicts, and for profiles both rooflines in one chart");
+  sub->add_option("--html", a->html,
+                  "Write a self-contained HTML page: the verdicts, and for profiles both rooflines in one chart");
   sub->add_option("--json", a->json, "Write the verdicts as JSON (schema fusec.compare/1)");
   sub->callback([a, &action] { action = [a] { return compare(*a); }; });
 }

@@ -33,7 +33,8 @@ int inspect(const InspectArgs& a) {
   auto io = [&](const std::vector<Value*>& vs) {
     nlohmann::ordered_json arr = nlohmann::ordered_json::array();
     for (auto* v : vs)
-      arr.push_back({{"name", v->name}, {"dtype", dtype_name(v->type.dtype)},
+      arr.push_back({{"name", v->name},
+                     {"dtype", dtype_name(v->type.dtype)},
                      {"shape", v->type.shape ? shape_str(*v->type.shape) : "unknown"}});
     return arr;
   };
@@ -63,7 +64,8 @@ int inspect(const InspectArgs& a) {
   std::printf("model      %s\n", a.model.c_str());
   std::printf("producer   %s\n", j["producer"].get<std::string>().c_str());
   std::string ops;
-  for (const auto& [d, v] : g->opsets) ops += (ops.empty() ? "" : ", ") + (d.empty() ? "ai.onnx" : d) + " " + std::to_string(v);
+  for (const auto& [d, v] : g->opsets)
+    ops += (ops.empty() ? "" : ", ") + (d.empty() ? "ai.onnx" : d) + " " + std::to_string(v);
   std::printf("ir         %lld, opsets: %s\n", static_cast<long long>(g->meta.ir_version), ops.c_str());
   std::printf("inputs\n");
   for (auto* v : g->inputs) std::printf("  %-30s %s\n", v->name.c_str(), type_text(*v).c_str());
@@ -98,7 +100,8 @@ int inspect(const InspectArgs& a) {
     if (no_kernel.empty()) {
       std::printf("cuda       every op has a CUDA kernel family\n");
     } else {
-      std::printf("cuda       %zu node%s without a CUDA kernel would run on the CPU:", no_kernel.size(), no_kernel.size() == 1 ? "" : "s");
+      std::printf("cuda       %zu node%s without a CUDA kernel would run on the CPU:", no_kernel.size(),
+                  no_kernel.size() == 1 ? "" : "s");
       for (size_t i = 0; i < no_kernel.size() && i < 10; ++i) std::printf("%s %s", i ? "," : "", no_kernel[i].c_str());
       std::printf("%s\n", no_kernel.size() > 10 ? ", ..." : "");
     }

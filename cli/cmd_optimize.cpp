@@ -57,7 +57,10 @@ std::unique_ptr<Graph> bound_for_check(const Graph& g, int64_t value, bool* rebo
   for (Value* v : c->inputs) {
     if (!v->type.shape) bad_input("input '" + v->name + "' has unknown rank; give --shape to verify, or --no-check");
     for (Dim& d : *v->type.shape)
-      if (!d.is_static()) { d = Dim(value); *rebound = true; }
+      if (!d.is_static()) {
+        d = Dim(value);
+        *rebound = true;
+      }
   }
   if (*rebound) infer_shapes(*c);
   return c;
@@ -76,7 +79,8 @@ int optimize(const OptimizeArgs& a) {
   claim_output(out_path, "-o");
   claim_output(a.report, "--report");
   auto original = load_model(a.model, a.shapes);
-  if (a.external_data || original->meta.external_data) claim_output(out_path + ".data", "the output model's external data");
+  if (a.external_data || original->meta.external_data)
+    claim_output(out_path + ".data", "the output model's external data");
 
   auto optimized = original->clone();
   PipelineOptions po;
@@ -114,8 +118,8 @@ int optimize(const OptimizeArgs& a) {
     eo.external_data = a.external_data || original->meta.external_data;
     external = export_onnx_file(*optimized, out_path, eo);
     ImportOptions reload = a.shapes.import_options();
-    reload.warn = nullptr;                   // the input's versions, already reported
-    reload.external_data_contents = false;   // structure and references; the bytes were just written
+    reload.warn = nullptr;                  // the input's versions, already reported
+    reload.external_data_contents = false;  // structure and references; the bytes were just written
     if (is_regular_output(out_path)) import_onnx_file(out_path, reload);  // what we wrote must load back
     written = true;
   }
@@ -146,12 +150,15 @@ int optimize(const OptimizeArgs& a) {
   std::printf("\npasses (%d sweep%s to a fixed point)\n", res.iterations, res.iterations == 1 ? "" : "s");
   for (const auto& p : res.per_pass) std::printf("  %-24s %5d rewrites %9.2f ms\n", p.name.c_str(), p.rewrites, p.ms);
   if (check_runs > 0) {
-    std::printf("\nverification: %d seeded random input set%s on the CPU reference%s%s (rtol %g, atol %g)\n",
-                ver.runs, ver.runs == 1 ? "" : "s", rebound ? ", symbolic dims set to 2" : "",
-                ver.binary_ints ? ", integer inputs 0/1 (in [0, 64) the original gave no finite output)" : "", a.rtol, a.atol);
+    std::printf("\nverification: %d seeded random input set%s on the CPU reference%s%s (rtol %g, atol %g)\n", ver.runs,
+                ver.runs == 1 ? "" : "s", rebound ? ", symbolic dims set to 2" : "",
+                ver.binary_ints ? ", integer inputs 0/1 (in [0, 64) the original gave no finite output)" : "", a.rtol,
+                a.atol);
     for (const auto& o : ver.outputs)
       std::printf("  %-30s max abs %.3e  max rel %.3e  %s%s\n", o.name.c_str(), o.max_abs, o.max_rel,
-                  o.ok ? "ok" : o.nothing_compared() ? "NOT VERIFIED" : "MISMATCH",
+                  o.ok                   ? "ok"
+                  : o.nothing_compared() ? "NOT VERIFIED"
+                                         : "MISMATCH",
                   o.problem.empty() ? "" : (" (" + o.problem + ")").c_str());
   } else {
     std::printf("\nverification: skipped (--no-check)\n");
@@ -160,7 +167,8 @@ int optimize(const OptimizeArgs& a) {
     std::printf("layer check: %zu shared values compared, %s\n", layers.compared,
                 layers.ok ? "all within tolerance"
                           : ("first divergence at node '" + layers.node + "' (" + layers.op_type + "), value '" +
-                             layers.value + "': max abs " + std::to_string(layers.detail.max_abs)).c_str());
+                             layers.value + "': max abs " + std::to_string(layers.detail.max_abs))
+                                .c_str());
   if (a.explain) {
     std::printf("\nrewrites (%zu)\n", res.rewrites.size());
     for (const auto& r : res.rewrites) std::printf("  [%s] %s\n", r.pass.c_str(), r.what.c_str());
@@ -178,15 +186,18 @@ int optimize(const OptimizeArgs& a) {
     j["portable"] = a.portable;
     for (auto& [op, c] : rows) j["ops"][op] = {{"before", c.first}, {"after", c.second}};
     j["nodes"] = {{"before", original->nodes().size()}, {"after", optimized->nodes().size()}};
-    j["model_bytes"] = {{"before", size_before}, {"after", written ? nlohmann::ordered_json(size_after) : nlohmann::ordered_json(nullptr)}};
+    j["model_bytes"] = {{"before", size_before},
+                        {"after", written ? nlohmann::ordered_json(size_after) : nlohmann::ordered_json(nullptr)}};
     j["iterations"] = res.iterations;
     j["passes"] = nlohmann::ordered_json::array();
-    for (const auto& p : res.per_pass) j["passes"].push_back({{"name", p.name}, {"rewrites", p.rewrites}, {"ms", p.ms}});
+    for (const auto& p : res.per_pass)
+      j["passes"].push_back({{"name", p.name}, {"rewrites", p.rewrites}, {"ms", p.ms}});
     j["rewrites"] = nlohmann::ordered_json::array();
     for (const auto& r : res.rewrites)
       j["rewrites"].push_back({{"pass", r.pass}, {"what", r.what}, {"replaced", r.replaced}, {"result", r.result}});
     j["near_misses"] = nlohmann::ordered_json::array();
-    for (const auto& m : res.near_misses) j["near_misses"].push_back({{"pass", m.pass}, {"what", m.what}, {"reason", m.reason}});
+    for (const auto& m : res.near_misses)
+      j["near_misses"].push_back({{"pass", m.pass}, {"what", m.what}, {"reason", m.reason}});
     nlohmann::ordered_json v;
     v["runs"] = ver.runs;
     v["rtol"] = a.rtol;
@@ -196,12 +207,19 @@ int optimize(const OptimizeArgs& a) {
     v["integer_inputs"] = ver.binary_ints ? "0/1" : "[0, 64)";
     v["outputs"] = nlohmann::ordered_json::array();
     for (const auto& o : ver.outputs)
-      v["outputs"].push_back({{"name", o.name}, {"max_abs", o.max_abs}, {"max_rel", o.max_rel}, {"ok", o.ok},
-                              {"finite_elements", o.finite_original}, {"elements", o.elements}});
+      v["outputs"].push_back({{"name", o.name},
+                              {"max_abs", o.max_abs},
+                              {"max_rel", o.max_rel},
+                              {"ok", o.ok},
+                              {"finite_elements", o.finite_original},
+                              {"elements", o.elements}});
     j["verification"] = v;
     if (a.check_layers)
-      j["layer_check"] = {{"ok", layers.ok}, {"compared", layers.compared}, {"first_divergent_node", layers.node},
-                          {"op_type", layers.op_type}, {"value", layers.value}};
+      j["layer_check"] = {{"ok", layers.ok},
+                          {"compared", layers.compared},
+                          {"first_divergent_node", layers.node},
+                          {"op_type", layers.op_type},
+                          {"value", layers.value}};
     write_text_file(a.report, json_text(j, 2) + "\n");
   }
 
@@ -239,7 +257,8 @@ void add_optimize(CLI::App& app, std::function<int()>& action) {
   add_number(*sub, "--rtol", a->rtol, rules::kTolerance, "Relative tolerance (default 1e-4)");
   add_number(*sub, "--atol", a->atol, rules::kTolerance, "Absolute tolerance (default 1e-5)");
   add_number(*sub, "--seed", a->seed, rules::kSeed, "Seed for verification inputs");
-  add_number(*sub, "--fold-cap-mb", a->fold_cap_mib, rules::kFoldCapMib, "Largest tensor constant folding may create, MiB (default 64)");
+  add_number(*sub, "--fold-cap-mb", a->fold_cap_mib, rules::kFoldCapMib,
+             "Largest tensor constant folding may create, MiB (default 64)");
   sub->add_flag("--external-data", a->external_data,
                 "Write tensors >= 1 KiB to MODEL.data beside the model (the default when the input has external data)");
   sub->callback([a, &action] { action = [a] { return optimize(*a); }; });

@@ -139,8 +139,8 @@ int profile(const ProfileArgs& a) {
   if (dev.cuda) {
     GpuPlugin* plugin = gpu_plugin();
     const int gpu = a.device.gpu;
-    peaks = profiler::cached_or_measured(plugin->peaks_key(gpu), a.remeasure_peaks,
-                                         [&] { return plugin->measure_peaks(gpu); }, &warning);
+    peaks = profiler::cached_or_measured(
+        plugin->peaks_key(gpu), a.remeasure_peaks, [&] { return plugin->measure_peaks(gpu); }, &warning);
     const GpuDevice d = plugin->devices().at(static_cast<size_t>(gpu));
     meta.device_index = gpu;
     meta.sm = d.sm_major * 10 + d.sm_minor;
@@ -150,7 +150,8 @@ int profile(const ProfileArgs& a) {
   }
   if (!dev.cuda) {
     meta.threads = cpu::num_threads();
-    peaks = profiler::cached_or_measured(profiler::cpu_device_key(), a.remeasure_peaks, profiler::measure_cpu_peaks, &warning);
+    peaks = profiler::cached_or_measured(profiler::cpu_device_key(), a.remeasure_peaks, profiler::measure_cpu_peaks,
+                                         &warning);
   }
   if (!warning.empty()) print_warning(warning);
 
@@ -221,7 +222,8 @@ int profile_project(const ProfileArgs& a, const CLI::App& sub) {
 
 void add_profile(CLI::App& app, std::function<int()>& action) {
   auto args = std::make_shared<ProfileArgs>();
-  auto* sub = app.add_subcommand("profile", "Per-node and per-kernel time, bytes, FLOPs and % of the device's measured peaks");
+  auto* sub =
+      app.add_subcommand("profile", "Per-node and per-kernel time, bytes, FLOPs and % of the device's measured peaks");
   sub->add_option("model", args->model, "ONNX model file (default: every model of ./fusec.toml)");
   args->shapes.add_to(*sub);
   args->device.add_to(*sub);
@@ -230,13 +232,16 @@ void add_profile(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--report", args->report_path, "Write the report as JSON (schema fusec.profile/1)");
   sub->add_option("--html", args->html_path, "Write a self-contained HTML page: roofline, timeline, sortable tables");
   sub->add_option("--trace", args->trace_path, "Write a Chrome trace (ui.perfetto.dev, chrome://tracing)");
-  sub->add_flag("--counters", args->counters, "GPU: hardware counters per kernel (DRAM bytes, SM and tensor-pipe %) by kernel replay");
-  sub->add_flag("--compare-unfused", args->compare_unfused, "Profile the model as given too and report what each fusion saved");
+  sub->add_flag("--counters", args->counters,
+                "GPU: hardware counters per kernel (DRAM bytes, SM and tensor-pipe %) by kernel replay");
+  sub->add_flag("--compare-unfused", args->compare_unfused,
+                "Profile the model as given too and report what each fusion saved");
   sub->add_flag("--as-given", args->as_given, "Profile the model without the fusion pipeline");
   sub->add_option("--passes", args->passes, "Run only these passes (comma-separated)")->delimiter(',');
   sub->add_option("--skip", args->skip, "Skip these passes (comma-separated)")->delimiter(',');
   sub->add_flag("--no-stream", args->no_stream, "GPU: profile only CUDA-graph replay, not separate launches too");
-  sub->add_flag("--remeasure-peaks", args->remeasure_peaks, "Measure the device's peaks again instead of using the cached ones");
+  sub->add_flag("--remeasure-peaks", args->remeasure_peaks,
+                "Measure the device's peaks again instead of using the cached ones");
   add_number(*sub, "--top", args->top, rules::kRuns, "Rows in each summary table (default 10)");
   add_number(*sub, "--seed", args->seed, rules::kSeed, "Seed for the random inputs");
   sub->callback([args, sub, &action] {

@@ -61,7 +61,9 @@ int run(RunArgs& a) {
     for (size_t k = 0; k < g->inputs.size(); ++k) {
       fs::path p = fs::path(a.inputs_dir) / ("input_" + std::to_string(k) + ".pb");
       if (!fs::exists(p)) p = fs::path(a.inputs_dir) / ("input_" + std::to_string(k) + ".npy");
-      if (!fs::exists(p)) bad_input("--inputs: '" + a.inputs_dir + "' has no input_" + std::to_string(k) + ".pb for input '" + g->inputs[k]->name + "'");
+      if (!fs::exists(p))
+        bad_input("--inputs: '" + a.inputs_dir + "' has no input_" + std::to_string(k) + ".pb for input '" +
+                  g->inputs[k]->name + "'");
       if (!given.count(g->inputs[k]->name)) given[g->inputs[k]->name] = read_tensor_file(p);
     }
   }
@@ -83,7 +85,8 @@ int run(RunArgs& a) {
       try {
         g = load_model(a.model, bound);
       } catch (const Error& e) {
-        throw Error(e.kind(), std::string("the shapes of the --input/--inputs files do not fit together: ") + e.what(), e.cause());
+        throw Error(e.kind(), std::string("the shapes of the --input/--inputs files do not fit together: ") + e.what(),
+                    e.cause());
       }
     }
   }
@@ -100,8 +103,10 @@ int run(RunArgs& a) {
     fs::path p = output_path(a, k);
     // Names fusec makes in the user's folder: a symlink there is replaced, never written through.
     const OutputOptions opts{"output_" + std::to_string(k), /*user_named=*/false, /*cache=*/false};
-    if (a.format == "npy") write_npy(outputs[k], p, opts);
-    else write_tensor_pb(outputs[k], g->outputs[k]->name, p, opts);
+    if (a.format == "npy")
+      write_npy(outputs[k], p, opts);
+    else
+      write_tensor_pb(outputs[k], g->outputs[k]->name, p, opts);
     std::printf("%-30s %-9s %-20s -> %s\n", g->outputs[k]->name.c_str(), dtype_name(outputs[k].dtype()),
                 dims_str(outputs[k].dims()).c_str(), p.string().c_str());
   }

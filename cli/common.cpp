@@ -21,13 +21,17 @@ namespace {
 
 template <class T>
 T parsed(const std::string& text, const std::string& flag, const NumberRule& rule) {
-  if constexpr (std::is_same_v<T, double>) return parse_number(text, flag, rule);
-  else if constexpr (std::is_same_v<T, uint64_t>) return parse_unsigned(text, flag, rule);
-  else return static_cast<T>(parse_integer(text, flag, rule));  // rules keep ints within int's range
+  if constexpr (std::is_same_v<T, double>)
+    return parse_number(text, flag, rule);
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return parse_unsigned(text, flag, rule);
+  else
+    return static_cast<T>(parse_integer(text, flag, rule));  // rules keep ints within int's range
 }
 
 template <class T, class Into>
-CLI::Option* add_checked(CLI::App& app, const std::string& name, Into& into, const NumberRule& rule, const std::string& help) {
+CLI::Option* add_checked(CLI::App& app, const std::string& name, Into& into, const NumberRule& rule,
+                         const std::string& help) {
   return app
       .add_option_function<std::string>(
           name, [&into, name, rule](const std::string& text) { into = parsed<T>(text, name, rule); }, help)
@@ -36,14 +40,16 @@ CLI::Option* add_checked(CLI::App& app, const std::string& name, Into& into, con
 
 }  // namespace
 
-CLI::Option* add_number(CLI::App& app, const std::string& name, double& into, const NumberRule& rule, const std::string& help) {
+CLI::Option* add_number(CLI::App& app, const std::string& name, double& into, const NumberRule& rule,
+                        const std::string& help) {
   return add_checked<double>(app, name, into, rule, help);
 }
 CLI::Option* add_number(CLI::App& app, const std::string& name, std::optional<double>& into, const NumberRule& rule,
                         const std::string& help) {
   return add_checked<double>(app, name, into, rule, help);
 }
-CLI::Option* add_number(CLI::App& app, const std::string& name, int& into, const NumberRule& rule, const std::string& help) {
+CLI::Option* add_number(CLI::App& app, const std::string& name, int& into, const NumberRule& rule,
+                        const std::string& help) {
   return add_checked<int>(app, name, into, rule, help);
 }
 CLI::Option* add_number(CLI::App& app, const std::string& name, std::optional<int>& into, const NumberRule& rule,
@@ -54,7 +60,8 @@ CLI::Option* add_number(CLI::App& app, const std::string& name, std::optional<in
                         const std::string& help) {
   return add_checked<int64_t>(app, name, into, rule, help);
 }
-CLI::Option* add_number(CLI::App& app, const std::string& name, uint64_t& into, const NumberRule& rule, const std::string& help) {
+CLI::Option* add_number(CLI::App& app, const std::string& name, uint64_t& into, const NumberRule& rule,
+                        const std::string& help) {
   return add_checked<uint64_t>(app, name, into, rule, help);
 }
 
@@ -105,7 +112,10 @@ bool stdout_is_tty() { return isatty(fileno(stdout)) != 0; }
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
-  while (b >= 1024 && u < 4) { b /= 1024; ++u; }
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
   char buf[32];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
   return buf;
@@ -114,7 +124,10 @@ std::string human_bytes(double b) {
 std::string human_count(double n) {
   const char* units[] = {"", "K", "M", "G", "T", "P"};
   int u = 0;
-  while (std::fabs(n) >= 1000 && u < 5) { n /= 1000; ++u; }
+  while (std::fabs(n) >= 1000 && u < 5) {
+    n /= 1000;
+    ++u;
+  }
   char buf[32];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f%s" : "%.2f%s", n, units[u]);
   return buf;

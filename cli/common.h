@@ -22,15 +22,18 @@ namespace fusec::cli {
 /// Adds the numeric option `name`, parsed and checked against `rule` (project/numbers.h) as it
 /// is read: a value that is not a finite number in range is one line, "fusec: error: --rtol must
 /// be a number greater than 0 (got 'nan')", exit 2. Every numeric flag is added through these.
-CLI::Option* add_number(CLI::App& app, const std::string& name, double& into, const NumberRule& rule, const std::string& help);
+CLI::Option* add_number(CLI::App& app, const std::string& name, double& into, const NumberRule& rule,
+                        const std::string& help);
 CLI::Option* add_number(CLI::App& app, const std::string& name, std::optional<double>& into, const NumberRule& rule,
                         const std::string& help);
-CLI::Option* add_number(CLI::App& app, const std::string& name, int& into, const NumberRule& rule, const std::string& help);
+CLI::Option* add_number(CLI::App& app, const std::string& name, int& into, const NumberRule& rule,
+                        const std::string& help);
 CLI::Option* add_number(CLI::App& app, const std::string& name, std::optional<int>& into, const NumberRule& rule,
                         const std::string& help);
 CLI::Option* add_number(CLI::App& app, const std::string& name, std::optional<int64_t>& into, const NumberRule& rule,
                         const std::string& help);
-CLI::Option* add_number(CLI::App& app, const std::string& name, uint64_t& into, const NumberRule& rule, const std::string& help);
+CLI::Option* add_number(CLI::App& app, const std::string& name, uint64_t& into, const NumberRule& rule,
+                        const std::string& help);
 
 /// The options of every subcommand that loads a model: --batch and --shape, as trtexec spells
 /// them, and the limits on what a model may ask for (--allow-newer-opset, --max-memory).
@@ -48,7 +51,6 @@ using ShapeOptions = ModelOptions;  // the name the subcommands were written wit
 
 /// Sets the memory limit, imports, binds shapes, infers: what every subcommand does first.
 std::unique_ptr<Graph> load_model(const std::string& path, const ModelOptions& opts);
-
 
 /// Writes text to `path` through the one writer (importer/output_file.h: a temporary renamed into
 /// place, a device or `-` written in place), or fails with BadInput naming it. Commands claim their

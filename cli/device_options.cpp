@@ -22,7 +22,8 @@ void DeviceOptions::add_to(CLI::App& app, bool with_graph, bool with_strict) {
 ResolvedDevice resolve_device(const DeviceOptions& o) {
   if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
     bad_input("--device must be cpu, cuda or auto, not '" + o.device + "'");
-  if (o.cuda_graph != "on" && o.cuda_graph != "off") bad_input("--cuda-graph must be on or off, not '" + o.cuda_graph + "'");
+  if (o.cuda_graph != "on" && o.cuda_graph != "off")
+    bad_input("--cuda-graph must be on or off, not '" + o.cuda_graph + "'");
   if (o.gpu < 0) bad_input("--gpu must not be negative");
   if (!o.max_device_memory.empty()) parse_byte_size(o.max_device_memory, "--max-device-memory");
   ResolvedDevice d;
@@ -44,7 +45,8 @@ ResolvedDevice resolve_device(const DeviceOptions& o) {
   if (want_cuda) {
     auto devices = plugin->devices();
     if (o.gpu >= static_cast<int>(devices.size()))
-      bad_input("--gpu " + std::to_string(o.gpu) + ": this machine has " + std::to_string(devices.size()) + " GPU(s), numbered from 0");
+      bad_input("--gpu " + std::to_string(o.gpu) + ": this machine has " + std::to_string(devices.size()) +
+                " GPU(s), numbered from 0");
     const auto& info = devices[o.gpu];
     d.cuda = true;
     d.description = "cuda:" + std::to_string(o.gpu) + " " + info.name + " (sm_" + std::to_string(info.sm_major) +
@@ -52,7 +54,8 @@ ResolvedDevice resolve_device(const DeviceOptions& o) {
     return d;
   }
   if (d.precision != Precision::FP32)
-    bad_input(std::string("--precision ") + precision_name(d.precision) + " needs --device cuda; the CPU backend runs fp32");
+    bad_input(std::string("--precision ") + precision_name(d.precision) +
+              " needs --device cuda; the CPU backend runs fp32");
   d.description = "cpu (" + std::to_string(cpu::num_threads()) + " threads)";
   return d;
 }
@@ -63,8 +66,10 @@ std::string placement_summary(const Executable& exe) {
     std::string cpu;
     int cpu_count = 0;
     for (const auto& p : ce->placement()) {
-      if (p.on_gpu) ++gpu;
-      else if (p.folded) ++folded;
+      if (p.on_gpu)
+        ++gpu;
+      else if (p.folded)
+        ++folded;
       else {
         ++cpu_count;
         if (cpu_count <= 8) cpu += (cpu.empty() ? "" : ", ") + p.node + " (" + p.op_type + ": " + p.reason + ")";
@@ -85,7 +90,8 @@ std::unique_ptr<Backend> make_backend(const DeviceOptions& o, const ResolvedDevi
     co.precision = d.precision;
     co.cuda_graph = o.cuda_graph == "on";
     co.strict = o.strict;
-    if (!o.max_device_memory.empty()) co.max_device_memory = parse_byte_size(o.max_device_memory, "--max-device-memory");
+    if (!o.max_device_memory.empty())
+      co.max_device_memory = parse_byte_size(o.max_device_memory, "--max-device-memory");
     std::string why;
     GpuPlugin* plugin = gpu_plugin(&why);
     if (!plugin) bad_input("--device cuda: " + why);

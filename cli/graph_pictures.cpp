@@ -110,8 +110,9 @@ void check_picture_flags(const std::string& dot_pair, const std::string& svg_pai
     claim_output(before, "--svg (before)");
     claim_output(after, "--svg (after)");
     if (find_dot().empty())
-      bad_input("--svg needs Graphviz's dot on PATH (Debian: apt install graphviz); --dot before.dot,after.dot writes the "
-                "DOT text without it");
+      bad_input(
+          "--svg needs Graphviz's dot on PATH (Debian: apt install graphviz); --dot before.dot,after.dot writes the "
+          "DOT text without it");
   }
 }
 

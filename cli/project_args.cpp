@@ -4,7 +4,8 @@
 
 namespace fusec::cli {
 
-void apply_project_model(const project::ModelConfig& m, const CLI::App& sub, ModelOptions& shapes, DeviceOptions& device) {
+void apply_project_model(const project::ModelConfig& m, const CLI::App& sub, ModelOptions& shapes,
+                         DeviceOptions& device) {
   auto given = [&](const char* flag) { return sub.count(flag) > 0; };
   if (!given("--batch") && !given("--shape")) {
     shapes.batch = m.batch;

@@ -12,7 +12,8 @@
 namespace fusec::cli {
 
 /// Shapes (--batch/--shape), --device, --gpu and --precision from `m`, where `sub` did not get them.
-void apply_project_model(const project::ModelConfig& m, const CLI::App& sub, ModelOptions& shapes, DeviceOptions& device);
+void apply_project_model(const project::ModelConfig& m, const CLI::App& sub, ModelOptions& shapes,
+                         DeviceOptions& device);
 
 /// FILE -> FILE's stem + "." + name + extension when a project has several models ("" stays "").
 std::string per_model_path(const std::string& path, const std::string& name, size_t models);

@@ -78,8 +78,7 @@ bool bind_symbolic_inputs(fusec::Graph& g) {
 /// True when optimizing and running the graph stays within the caps (all shapes static).
 bool small_enough(const fusec::Graph& g) {
   const fusec::GraphCost c = fusec::graph_cost(g);
-  return c.nodes_unknown == 0 && c.total.flops <= kMaxFlops &&
-         c.total.bytes_read + c.total.bytes_written <= kMaxBytes;
+  return c.nodes_unknown == 0 && c.total.flops <= kMaxFlops && c.total.bytes_read + c.total.bytes_written <= kMaxBytes;
 }
 
 void exercise(const std::string& bytes) {
@@ -109,30 +108,54 @@ void exercise(const std::string& bytes) {
 // ---- structure-aware mutation ----
 
 int64_t interesting_int(std::mt19937_64& rng) {
-  static const int64_t kValues[] = {0, 1, -1, 2, 3, 4, 7, 16, 255, -2, INT32_MAX, int64_t{1} << 31, int64_t{1} << 32,
-                                    int64_t{1} << 62, INT64_MAX, INT64_MIN, INT64_MAX - 1, -(int64_t{1} << 62)};
+  static const int64_t kValues[] = {0,
+                                    1,
+                                    -1,
+                                    2,
+                                    3,
+                                    4,
+                                    7,
+                                    16,
+                                    255,
+                                    -2,
+                                    INT32_MAX,
+                                    int64_t{1} << 31,
+                                    int64_t{1} << 32,
+                                    int64_t{1} << 62,
+                                    INT64_MAX,
+                                    INT64_MIN,
+                                    INT64_MAX - 1,
+                                    -(int64_t{1} << 62)};
   if (rng() % 3 == 0) return static_cast<int64_t>(rng() % 9);  // small values keep models runnable
   return kValues[rng() % (sizeof kValues / sizeof kValues[0])];
 }
 
 float interesting_float(std::mt19937_64& rng) {
-  static const float kValues[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 2.0f, 1e30f, -1e30f, 3.4e38f, 1e-45f,
-                                  INFINITY, -INFINITY, NAN};
+  static const float kValues[] = {0.0f,   -0.0f,   1.0f,   -1.0f,    0.5f,      2.0f, 1e30f,
+                                  -1e30f, 3.4e38f, 1e-45f, INFINITY, -INFINITY, NAN};
   return kValues[rng() % (sizeof kValues / sizeof kValues[0])];
 }
 
 void mutate_attribute(onnx::AttributeProto& a, std::mt19937_64& rng) {
   switch (a.type()) {
-    case onnx::AttributeProto::INT: a.set_i(interesting_int(rng)); break;
-    case onnx::AttributeProto::FLOAT: a.set_f(interesting_float(rng)); break;
+    case onnx::AttributeProto::INT:
+      a.set_i(interesting_int(rng));
+      break;
+    case onnx::AttributeProto::FLOAT:
+      a.set_f(interesting_float(rng));
+      break;
     case onnx::AttributeProto::INTS:
-      if (a.ints_size() == 0 || rng() % 4 == 0) a.add_ints(interesting_int(rng));
-      else a.set_ints(static_cast<int>(rng() % static_cast<uint64_t>(a.ints_size())), interesting_int(rng));
+      if (a.ints_size() == 0 || rng() % 4 == 0)
+        a.add_ints(interesting_int(rng));
+      else
+        a.set_ints(static_cast<int>(rng() % static_cast<uint64_t>(a.ints_size())), interesting_int(rng));
       break;
     case onnx::AttributeProto::FLOATS:
-      if (a.floats_size() > 0) a.set_floats(static_cast<int>(rng() % static_cast<uint64_t>(a.floats_size())), interesting_float(rng));
+      if (a.floats_size() > 0)
+        a.set_floats(static_cast<int>(rng() % static_cast<uint64_t>(a.floats_size())), interesting_float(rng));
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -165,32 +188,72 @@ void mutate_initializer(onnx::TensorProto& t, std::mt19937_64& rng) {
 
 /// One edit to a parsed model.
 void mutate_model(onnx::ModelProto& m, std::mt19937_64& rng) {
-  static const char* kOps[] = {"Conv", "MaxPool", "AveragePool", "Reshape", "Tile", "Pad", "Concat", "Split",
-                               "Slice", "Resize", "DepthToSpace", "SpaceToDepth", "Expand", "Gather", "MatMul",
-                               "Gemm", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "ConvTranspose", "TopK",
-                               "ReduceSum", "Softmax", "LayerNormalization", "Einsum", "Range", "ConstantOfShape",
-                               "Where", "Add", "Mul", "Relu", "Cast", "OneHot", "CumSum", "Trilu"};
+  static const char* kOps[] = {"Conv",
+                               "MaxPool",
+                               "AveragePool",
+                               "Reshape",
+                               "Tile",
+                               "Pad",
+                               "Concat",
+                               "Split",
+                               "Slice",
+                               "Resize",
+                               "DepthToSpace",
+                               "SpaceToDepth",
+                               "Expand",
+                               "Gather",
+                               "MatMul",
+                               "Gemm",
+                               "Transpose",
+                               "Flatten",
+                               "Squeeze",
+                               "Unsqueeze",
+                               "ConvTranspose",
+                               "TopK",
+                               "ReduceSum",
+                               "Softmax",
+                               "LayerNormalization",
+                               "Einsum",
+                               "Range",
+                               "ConstantOfShape",
+                               "Where",
+                               "Add",
+                               "Mul",
+                               "Relu",
+                               "Cast",
+                               "OneHot",
+                               "CumSum",
+                               "Trilu"};
   onnx::GraphProto& g = *m.mutable_graph();
   switch (rng() % 8) {
-    case 0: case 1: case 2:  // an attribute
+    case 0:
+    case 1:
+    case 2:  // an attribute
       if (g.node_size() > 0) {
         auto& n = *g.mutable_node(static_cast<int>(rng() % static_cast<uint64_t>(g.node_size())));
         if (n.attribute_size() > 0)
-          mutate_attribute(*n.mutable_attribute(static_cast<int>(rng() % static_cast<uint64_t>(n.attribute_size()))), rng);
+          mutate_attribute(*n.mutable_attribute(static_cast<int>(rng() % static_cast<uint64_t>(n.attribute_size()))),
+                           rng);
       }
       break;
-    case 3: case 4:  // an initializer
+    case 3:
+    case 4:  // an initializer
       if (g.initializer_size() > 0)
-        mutate_initializer(*g.mutable_initializer(static_cast<int>(rng() % static_cast<uint64_t>(g.initializer_size()))), rng);
+        mutate_initializer(
+            *g.mutable_initializer(static_cast<int>(rng() % static_cast<uint64_t>(g.initializer_size()))), rng);
       break;
     case 5:  // a graph input dim
       if (g.input_size() > 0) {
         auto* shape = g.mutable_input(static_cast<int>(rng() % static_cast<uint64_t>(g.input_size())))
-                          ->mutable_type()->mutable_tensor_type()->mutable_shape();
+                          ->mutable_type()
+                          ->mutable_tensor_type()
+                          ->mutable_shape();
         if (shape->dim_size() > 0) {
           auto* d = shape->mutable_dim(static_cast<int>(rng() % static_cast<uint64_t>(shape->dim_size())));
-          if (rng() % 4 == 0) d->set_dim_param("N");
-          else d->set_dim_value(interesting_int(rng));
+          if (rng() % 4 == 0)
+            d->set_dim_param("N");
+          else
+            d->set_dim_value(interesting_int(rng));
         }
       }
       break;
@@ -200,8 +263,7 @@ void mutate_model(onnx::ModelProto& m, std::mt19937_64& rng) {
             ->set_op_type(kOps[rng() % (sizeof kOps / sizeof kOps[0])]);
       break;
     case 7:  // an opset version
-      if (m.opset_import_size() > 0)
-        m.mutable_opset_import(0)->set_version(static_cast<int64_t>(1 + rng() % 30));
+      if (m.opset_import_size() > 0) m.mutable_opset_import(0)->set_version(static_cast<int64_t>(1 + rng() % 30));
       break;
   }
 }

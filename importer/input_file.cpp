@@ -66,8 +66,8 @@ void InputFile::read_at(void* dst, size_t n, uint64_t offset) {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) bad_input("cannot read '" + path_.string() + "': " + std::strerror(errno));
     if (r == 0)
-      bad_input(quoted_path(path_) + " ends at byte " + std::to_string(offset) + ", before the " +
-                std::to_string(n) + " more bytes fusec expected (was it truncated?)");
+      bad_input(quoted_path(path_) + " ends at byte " + std::to_string(offset) + ", before the " + std::to_string(n) +
+                " more bytes fusec expected (was it truncated?)");
     out += r;
     n -= static_cast<size_t>(r);
     offset += static_cast<uint64_t>(r);
@@ -97,10 +97,10 @@ std::string InputFile::read_all(uint64_t max_bytes, const std::string& limit_nam
   const MemoryBudget& mem = host_memory();
   const uint64_t budget_left = mem.limit() > mem.used() ? mem.limit() - mem.used() : 0;
   const uint64_t bound = std::min({max_bytes, budget_left, kNoFileLimit - 1});  // bound + 1 must not wrap
-  const std::string why = bound == max_bytes ? limit_name
-                                             : "the " + format_bytes(static_cast<double>(mem.limit())) +
-                                                   " host memory limit with " + format_bytes(static_cast<double>(mem.used())) +
-                                                   " in use (--max-memory)";
+  const std::string why = bound == max_bytes
+                              ? limit_name
+                              : "the " + format_bytes(static_cast<double>(mem.limit())) + " host memory limit with " +
+                                    format_bytes(static_cast<double>(mem.used())) + " in use (--max-memory)";
   if (sized_) {
     const uint64_t rest = size_ > pos_ ? size_ - pos_ : 0;
     if (rest > bound)
@@ -119,8 +119,7 @@ std::string InputFile::read_all(uint64_t max_bytes, const std::string& limit_nam
     out.resize(old + want);
     const size_t got = read_next(out.data() + old, want);
     out.resize(old + got);
-    if (out.size() > bound)
-      bad_input(quoted_path(path_) + " is not a regular file and gives more than " + why);
+    if (out.size() > bound) bad_input(quoted_path(path_) + " is not a regular file and gives more than " + why);
     if (got < want) return out;
     chunk = std::min<size_t>(chunk * 2, size_t{64} << 20);
   }

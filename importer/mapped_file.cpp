@@ -74,7 +74,8 @@ void check_mapped_files_unchanged() {
     if (::fstat(m->fd_, &st) != 0) continue;
     const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     if (static_cast<uint64_t>(st.st_size) != m->size_ || mtime != m->mtime_ns_)
-      bad_input(quoted_path(m->path_) + " changed while fusec was reading it (another program wrote to it); "
+      bad_input(quoted_path(m->path_) +
+                " changed while fusec was reading it (another program wrote to it); "
                 "results computed from it would mix old and new bytes, so none were written");
   }
 }

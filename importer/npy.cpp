@@ -15,27 +15,36 @@ namespace {
 
 const char* descr_of(DType t) {
   switch (t) {
-    case DType::Float32: return "<f4";
-    case DType::Float64: return "<f8";
-    case DType::Float16: return "<f2";
-    case DType::Int8: return "|i1";
-    case DType::UInt8: return "|u1";
-    case DType::Int16: return "<i2";
-    case DType::Int32: return "<i4";
-    case DType::Int64: return "<i8";
-    case DType::Bool: return "|b1";
-    default: return nullptr;
+    case DType::Float32:
+      return "<f4";
+    case DType::Float64:
+      return "<f8";
+    case DType::Float16:
+      return "<f2";
+    case DType::Int8:
+      return "|i1";
+    case DType::UInt8:
+      return "|u1";
+    case DType::Int16:
+      return "<i2";
+    case DType::Int32:
+      return "<i4";
+    case DType::Int64:
+      return "<i8";
+    case DType::Bool:
+      return "|b1";
+    default:
+      return nullptr;
   }
 }
 
 DType dtype_of_descr(const std::string& d, const std::string& file) {
-  for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::Int8, DType::UInt8,
-                  DType::Int16, DType::Int32, DType::Int64, DType::Bool}) {
+  for (DType t : {DType::Float32, DType::Float64, DType::Float16, DType::Int8, DType::UInt8, DType::Int16, DType::Int32,
+                  DType::Int64, DType::Bool}) {
     const std::string want = descr_of(t);
     // '<' (little-endian) also reads as '|' (no byte order) and '=' (native) as '<'.
     const bool same_type = d.size() == want.size() && d.compare(1, std::string::npos, want, 1) == 0;
-    if (d == want || (same_type && ((want[0] == '|' && d[0] == '<') || (want[0] == '<' && d[0] == '='))))
-      return t;
+    if (d == want || (same_type && ((want[0] == '|' && d[0] == '<') || (want[0] == '<' && d[0] == '=')))) return t;
   }
   bad_input("'" + file + "': numpy dtype '" + d + "' is not supported (big-endian or non-numeric?)");
 }
@@ -68,7 +77,8 @@ Tensor read_npy(const fs::path& path) {
   const std::string file = path.string();
   InputFile in(path, {"an input tensor file"});
   unsigned char pre[12];
-  if (in.read_next(pre, 10) < 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0) bad_input("'" + file + "' is not a .npy file");
+  if (in.read_next(pre, 10) < 10 || std::memcmp(pre, "\x93NUMPY", 6) != 0)
+    bad_input("'" + file + "' is not a .npy file");
   const int major = pre[6];
   size_t header_len = 0, pos = 0;
   if (major == 1) {
@@ -108,7 +118,8 @@ Tensor read_npy(const fs::path& path) {
   } catch (const Error& e) {
     bad_input("'" + file + "': shape " + dims_str(dims) + ": " + e.what());
   }
-  if (n > static_cast<int64_t>((uint64_t{1} << 62) / dtype_size(t))) bad_input("'" + file + "': shape " + dims_str(dims) + " is too large");
+  if (n > static_cast<int64_t>((uint64_t{1} << 62) / dtype_size(t)))
+    bad_input("'" + file + "': shape " + dims_str(dims) + " is too large");
   const uint64_t needed = static_cast<uint64_t>(n) * dtype_size(t);
   const uint64_t data_pos = pos + header_len;
   // The declared size against the bytes the file holds, before anything is allocated.
@@ -131,7 +142,8 @@ void write_npy(const Tensor& t, const fs::path& path, const OutputOptions& opts)
   const char* descr = descr_of(t.dtype());
   if (!descr) bad_input(std::string("cannot write ") + dtype_name(t.dtype()) + " to .npy; use --format pb");
   std::string shape = "(";
-  for (size_t i = 0; i < t.rank(); ++i) shape += std::to_string(t.dim(i)) + (t.rank() == 1 || i + 1 < t.rank() ? ", " : "");
+  for (size_t i = 0; i < t.rank(); ++i)
+    shape += std::to_string(t.dim(i)) + (t.rank() == 1 || i + 1 < t.rank() ? ", " : "");
   if (t.rank() > 1) shape.resize(shape.size());
   shape += ")";
   std::string h = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";

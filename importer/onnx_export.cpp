@@ -26,8 +26,10 @@ void write_type(const Value& v, onnx::ValueInfoProto* vi) {
   auto* shape = tt->mutable_shape();
   for (const Dim& d : *v.type.shape) {
     auto* dp = shape->add_dim();
-    if (d.is_static()) dp->set_dim_value(d.value);
-    else if (!d.symbol.empty()) dp->set_dim_param(d.symbol);
+    if (d.is_static())
+      dp->set_dim_value(d.value);
+    else if (!d.symbol.empty())
+      dp->set_dim_param(d.symbol);
   }
 }
 
@@ -37,11 +39,19 @@ void write_attr(const NamedAttribute& na, onnx::AttributeProto* a) {
   if (!na.attr.doc_string.empty()) a->set_doc_string(na.attr.doc_string);
   if (!na.attr.ref_attr_name.empty()) a->set_ref_attr_name(na.attr.ref_attr_name);
   const AttrValue& v = na.attr.value;
-  if (auto* f = std::get_if<float>(&v)) { a->set_type(A::FLOAT); a->set_f(*f); }
-  else if (auto* i = std::get_if<int64_t>(&v)) { a->set_type(A::INT); a->set_i(*i); }
-  else if (auto* s = std::get_if<std::string>(&v)) { a->set_type(A::STRING); a->set_s(*s); }
-  else if (auto* t = std::get_if<Tensor>(&v)) { a->set_type(A::TENSOR); tensor_to_proto(*t, "", a->mutable_t()); }
-  else if (auto* g = std::get_if<OpaqueGraph>(&v)) {
+  if (auto* f = std::get_if<float>(&v)) {
+    a->set_type(A::FLOAT);
+    a->set_f(*f);
+  } else if (auto* i = std::get_if<int64_t>(&v)) {
+    a->set_type(A::INT);
+    a->set_i(*i);
+  } else if (auto* s = std::get_if<std::string>(&v)) {
+    a->set_type(A::STRING);
+    a->set_s(*s);
+  } else if (auto* t = std::get_if<Tensor>(&v)) {
+    a->set_type(A::TENSOR);
+    tensor_to_proto(*t, "", a->mutable_t());
+  } else if (auto* g = std::get_if<OpaqueGraph>(&v)) {
     a->set_type(A::GRAPH);
     if (!a->mutable_g()->ParseFromString(g->serialized)) internal_error("corrupt subgraph attribute");
   } else if (auto* fs2 = std::get_if<std::vector<float>>(&v)) {
@@ -109,8 +119,10 @@ void build_model(const Graph& g, onnx::ModelProto* m, const std::string& data_fi
   std::unordered_map<const Value*, size_t> ext(external_offsets.begin(), external_offsets.end());
   for (const Value* v : with_initializers ? g.initializers() : std::vector<Value*>{}) {
     auto it = ext.find(v);
-    if (it == ext.end()) tensor_to_proto(*v->initializer, v->name, gp->add_initializer());
-    else external_tensor_proto(*v, data_file, it->second, gp->add_initializer());
+    if (it == ext.end())
+      tensor_to_proto(*v->initializer, v->name, gp->add_initializer());
+    else
+      external_tensor_proto(*v, data_file, it->second, gp->add_initializer());
   }
   for (const Value* v : g.inputs) write_type(*v, gp->add_input());
   for (const Value* v : g.initializers())
@@ -174,8 +186,10 @@ std::string field_header(uint32_t field, uint64_t length) {
 /// never enter this process's memory), else from memory.
 void write_tensor_bytes(OutputFile& out, const Tensor& t) {
   if (t.nbytes() == 0) return;
-  if (auto range = find_mapped_range(t.raw(), t.nbytes())) out.copy_from(range->file->fd(), range->offset, t.nbytes());
-  else out.write(t.raw(), t.nbytes());
+  if (auto range = find_mapped_range(t.raw(), t.nbytes()))
+    out.copy_from(range->file->fd(), range->offset, t.nbytes());
+  else
+    out.write(t.raw(), t.nbytes());
 }
 
 /// An inline initializer's TensorProto without its data: name, type, dims (raw_data follows).
@@ -233,8 +247,9 @@ bool export_onnx_file(const Graph& g, const fs::path& file, const ExportOptions&
       const Tensor& t = *v->initializer;
       if (t.nbytes() < opts.external_threshold) continue;
       // A name fusec derives: a symlink there is replaced, not followed.
-      if (!data) data = std::make_unique<OutputFile>(file.parent_path() / data_name,
-                                                     OutputOptions{"the output model's external data", false, false});
+      if (!data)
+        data = std::make_unique<OutputFile>(file.parent_path() / data_name,
+                                            OutputOptions{"the output model's external data", false, false});
       data->pad_to(4096);
       offsets.push_back({v, data->size()});
       write_tensor_bytes(*data, t);
@@ -266,8 +281,9 @@ bool export_onnx_file(const Graph& g, const fs::path& file, const ExportOptions&
   }
   const uint64_t graph_size = graph_bytes.size() + inits_size;
   if (model_bytes.size() + graph_size > kProtobufLimit)
-    bad_input(external ? "the model's graph alone exceeds protobuf's 2 GB limit"
-                       : "the model exceeds protobuf's 2 GB limit; write its tensors to external data (--external-data)");
+    bad_input(external
+                  ? "the model's graph alone exceeds protobuf's 2 GB limit"
+                  : "the model exceeds protobuf's 2 GB limit; write its tensors to external data (--external-data)");
   OutputFile out(file, {"the output model", true, false});
   out.write(model_bytes.data(), model_bytes.size());
   const std::string gh = field_header(kModelGraphField, graph_size);

@@ -37,10 +37,11 @@ class Importer {
                   "fusec reads", ", as onnx " FUSEC_ONNX_VERSION " defines it");
     for (const auto& o : m.opset_import()) {
       std::string d = canonical_domain(o.domain());
-      if (o.version() <= 0) fail("opset import for domain '" + o.domain() + "' has version " + std::to_string(o.version()));
+      if (o.version() <= 0)
+        fail("opset import for domain '" + o.domain() + "' has version " + std::to_string(o.version()));
       if (const int64_t newest = newest_supported_opset(d))
-        check_version("opset " + std::to_string(o.version()) + " of domain " + (d.empty() ? "ai.onnx" : d),
-                      o.version(), newest, "fusec implements");
+        check_version("opset " + std::to_string(o.version()) + " of domain " + (d.empty() ? "ai.onnx" : d), o.version(),
+                      newest, "fusec implements");
       g->opsets[d] = o.version();
     }
     if (!m.has_graph()) fail("the model has no graph");
@@ -84,8 +85,9 @@ class Importer {
       for (const auto& o : np.output()) {
         if (o.empty()) continue;
         if (Value* existing = g->find_value(o)) {
-          std::string what = existing->is_graph_input ? "a graph input" :
-                             existing->is_initializer() ? "an initializer" : "another node's output";
+          std::string what = existing->is_graph_input     ? "a graph input"
+                             : existing->is_initializer() ? "an initializer"
+                                                          : "another node's output";
           fail("value '" + o + "' produced by node '" + np.name() + "' (op " + np.op_type() + ") is also " + what);
         }
         g->add_named_value(o);
@@ -129,8 +131,8 @@ class Importer {
   void check_version(const std::string& what, int64_t version, int64_t newest, const std::string& who,
                      const std::string& note = "") const {
     if (version <= newest) return;
-    const std::string msg = "the model uses " + what + ", newer than the newest " + who + " (" +
-                            std::to_string(newest) + note + ")";
+    const std::string msg =
+        "the model uses " + what + ", newer than the newest " + who + " (" + std::to_string(newest) + note + ")";
     if (!opts_.allow_newer_versions) fail(msg + "; --allow-newer-opset loads it anyway");
     if (opts_.warn) opts_.warn(file_ + ": " + msg + "; loading it anyway (--allow-newer-opset)");
   }
@@ -143,8 +145,11 @@ class Importer {
     }
     const auto& tp = vi.type();
     if (!tp.has_tensor_type()) {
-      std::string kind = tp.has_sequence_type() ? "sequence" : tp.has_map_type() ? "map" :
-                         tp.has_optional_type() ? "optional" : tp.has_sparse_tensor_type() ? "sparse tensor" : "non-tensor";
+      std::string kind = tp.has_sequence_type()        ? "sequence"
+                         : tp.has_map_type()           ? "map"
+                         : tp.has_optional_type()      ? "optional"
+                         : tp.has_sparse_tensor_type() ? "sparse tensor"
+                                                       : "non-tensor";
       fail(what + " has " + kind + " type, which fusec does not support");
     }
     const auto& tt = tp.tensor_type();
@@ -183,28 +188,54 @@ class Importer {
     using A = onnx::AttributeProto;
     A::AttributeType type = a.type();
     if (type == A::UNDEFINED) {  // very old files leave the type out; infer it from the field set
-      if (a.has_f()) type = A::FLOAT;
-      else if (a.has_i()) type = A::INT;
-      else if (a.has_s()) type = A::STRING;
-      else if (a.has_t()) type = A::TENSOR;
-      else if (a.has_g()) type = A::GRAPH;
-      else if (a.floats_size()) type = A::FLOATS;
-      else if (a.ints_size()) type = A::INTS;
-      else if (a.strings_size()) type = A::STRINGS;
-      else fail("attribute '" + a.name() + "' of " + where + " has no type");
+      if (a.has_f())
+        type = A::FLOAT;
+      else if (a.has_i())
+        type = A::INT;
+      else if (a.has_s())
+        type = A::STRING;
+      else if (a.has_t())
+        type = A::TENSOR;
+      else if (a.has_g())
+        type = A::GRAPH;
+      else if (a.floats_size())
+        type = A::FLOATS;
+      else if (a.ints_size())
+        type = A::INTS;
+      else if (a.strings_size())
+        type = A::STRINGS;
+      else
+        fail("attribute '" + a.name() + "' of " + where + " has no type");
     }
     switch (type) {
-      case A::FLOAT: out.value = a.f(); break;
-      case A::INT: out.value = a.i(); break;
-      case A::STRING: out.value = a.s(); break;
-      case A::TENSOR: out.value = tensor_from_proto(a.t(), dir_, "attribute '" + a.name() + "' of " + where, &maps_); break;
-      case A::GRAPH: out.value = OpaqueGraph{a.g().SerializeAsString()}; break;
-      case A::FLOATS: out.value = std::vector<float>(a.floats().begin(), a.floats().end()); break;
-      case A::INTS: out.value = std::vector<int64_t>(a.ints().begin(), a.ints().end()); break;
-      case A::STRINGS: out.value = std::vector<std::string>(a.strings().begin(), a.strings().end()); break;
+      case A::FLOAT:
+        out.value = a.f();
+        break;
+      case A::INT:
+        out.value = a.i();
+        break;
+      case A::STRING:
+        out.value = a.s();
+        break;
+      case A::TENSOR:
+        out.value = tensor_from_proto(a.t(), dir_, "attribute '" + a.name() + "' of " + where, &maps_);
+        break;
+      case A::GRAPH:
+        out.value = OpaqueGraph{a.g().SerializeAsString()};
+        break;
+      case A::FLOATS:
+        out.value = std::vector<float>(a.floats().begin(), a.floats().end());
+        break;
+      case A::INTS:
+        out.value = std::vector<int64_t>(a.ints().begin(), a.ints().end());
+        break;
+      case A::STRINGS:
+        out.value = std::vector<std::string>(a.strings().begin(), a.strings().end());
+        break;
       case A::TENSORS: {
         std::vector<Tensor> ts;
-        for (const auto& t : a.tensors()) ts.push_back(tensor_from_proto(t, dir_, "attribute '" + a.name() + "' of " + where, &maps_));
+        for (const auto& t : a.tensors())
+          ts.push_back(tensor_from_proto(t, dir_, "attribute '" + a.name() + "' of " + where, &maps_));
         out.value = std::move(ts);
         break;
       }
@@ -228,7 +259,10 @@ class Importer {
     if (np.op_type().empty()) fail("a node has no op_type");
     std::vector<Value*> ins, outs;
     for (const auto& i : np.input()) {
-      if (i.empty()) { ins.push_back(nullptr); continue; }
+      if (i.empty()) {
+        ins.push_back(nullptr);
+        continue;
+      }
       Value* v = g.find_value(i);
       if (!v) fail("input '" + i + "' of " + where + " is not produced by any node, graph input or initializer");
       ins.push_back(v);

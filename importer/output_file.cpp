@@ -32,11 +32,11 @@ std::atomic<int> g_stdout_fd{1};
 /// Where the bytes for `dest` go, decided once from what is there now (see the table in the header).
 struct Destination {
   enum Kind { Descriptor, InPlace, Replace } kind = Replace;
-  int descriptor = -1;     // Descriptor: the fd the path names
-  fs::path path;           // InPlace: what is opened; Replace: what the rename replaces
-  FileKey key;             // for the claims
+  int descriptor = -1;  // Descriptor: the fd the path names
+  fs::path path;        // InPlace: what is opened; Replace: what the rename replaces
+  FileKey key;          // for the claims
   bool replaces_file = false;
-  mode_t mode = 0;         // Replace over a file: its permission bits, kept
+  mode_t mode = 0;  // Replace over a file: its permission bits, kept
 };
 
 Destination resolve(const fs::path& dest, const OutputOptions& o) {
@@ -49,7 +49,8 @@ Destination resolve(const fs::path& dest, const OutputOptions& o) {
     d.key = file_key(dest);
     const int flags = ::fcntl(n == 1 ? g_stdout_fd.load() : n, F_GETFL);
     if (flags < 0) cannot_write(dest, "descriptor " + std::to_string(n) + " is not open");
-    if ((flags & O_ACCMODE) == O_RDONLY) cannot_write(dest, "descriptor " + std::to_string(n) + " is open only for reading");
+    if ((flags & O_ACCMODE) == O_RDONLY)
+      cannot_write(dest, "descriptor " + std::to_string(n) + " is open only for reading");
     return d;
   }
   struct stat st {};
@@ -142,7 +143,9 @@ OutputFile::OutputFile(fs::path dest, OutputOptions opts) : dest_(std::move(dest
   if (d.kind == Destination::InPlace) {
     // O_NONBLOCK: opening a FIFO that nobody reads fails (ENXIO) instead of waiting forever.
     fd_ = ::open(d.path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK | (opts_.user_named ? 0 : O_NOFOLLOW));
-    if (fd_ < 0) cannot_write(dest_, errno == ENXIO ? "it is a FIFO (or socket) that no process is reading" : std::strerror(errno));
+    if (fd_ < 0)
+      cannot_write(dest_,
+                   errno == ENXIO ? "it is a FIFO (or socket) that no process is reading" : std::strerror(errno));
     struct stat st {};
     if (::fstat(fd_, &st) != 0 || S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
       ::close(fd_);
@@ -177,9 +180,7 @@ OutputFile::~OutputFile() {
   if (!committed_ && tmp_guard_) ::unlink(tmp_.c_str());
 }
 
-void OutputFile::fail(const std::string& what) const {
-  bad_input("failed writing '" + dest_.string() + "': " + what);
-}
+void OutputFile::fail(const std::string& what) const { bad_input("failed writing '" + dest_.string() + "': " + what); }
 
 void OutputFile::write(const void* data, size_t bytes) {
   const char* p = static_cast<const char*>(data);
@@ -213,7 +214,9 @@ void OutputFile::copy_from(int src_fd, uint64_t offset, size_t bytes) {
       while (bytes > 0) {
         const ssize_t r = ::pread(src_fd, buf.data(), std::min(bytes, buf.size()), in);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) fail(r == 0 ? "the source data ended early" : std::string("cannot read the source data: ") + std::strerror(errno));
+        if (r <= 0)
+          fail(r == 0 ? "the source data ended early"
+                      : std::string("cannot read the source data: ") + std::strerror(errno));
         write(buf.data(), static_cast<size_t>(r));
         in += r;
         bytes -= static_cast<size_t>(r);

@@ -72,8 +72,8 @@ class OutputFile {
 
  private:
   [[noreturn]] void fail(const std::string& what) const;
-  std::filesystem::path dest_;     // as given
-  std::filesystem::path target_;   // what the rename replaces (the link's target for a named link)
+  std::filesystem::path dest_;    // as given
+  std::filesystem::path target_;  // what the rename replaces (the link's target for a named link)
   std::filesystem::path tmp_;
   OutputOptions opts_;
   int fd_ = -1;

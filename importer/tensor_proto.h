@@ -7,7 +7,9 @@
 #include "importer/output_file.h"
 #include "ir/tensor.h"
 
-namespace onnx { class TensorProto; }
+namespace onnx {
+class TensorProto;
+}
 
 namespace fusec {
 
@@ -16,11 +18,11 @@ namespace fusec {
 /// data past the memory limit; every size is checked before anything is allocated. External data
 /// becomes a view into its memory-mapped file (through `maps`, shared by one import) when its
 /// offset suits the element type, else it is read once.
-Tensor tensor_from_proto(const onnx::TensorProto& p, const std::filesystem::path& model_dir,
-                         const std::string& what, MappedFiles* maps = nullptr);
+Tensor tensor_from_proto(const onnx::TensorProto& p, const std::filesystem::path& model_dir, const std::string& what,
+                         MappedFiles* maps = nullptr);
 /// Same, but inline raw data is moved out of `p` into the tensor instead of copied.
-Tensor tensor_from_proto(onnx::TensorProto&& p, const std::filesystem::path& model_dir,
-                         const std::string& what, MappedFiles* maps = nullptr);
+Tensor tensor_from_proto(onnx::TensorProto&& p, const std::filesystem::path& model_dir, const std::string& what,
+                         MappedFiles* maps = nullptr);
 
 /// Fills a TensorProto with name, dtype, dims and raw_data.
 void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto* p);
@@ -32,7 +34,7 @@ void write_tensor_pb(const Tensor& t, const std::string& name, const std::filesy
 
 /// Resolves an external-data location against the model folder, refusing absolute paths, '..'
 /// escapes and symlinks that lead outside it.
-std::filesystem::path resolve_external_location(const std::filesystem::path& model_dir,
-                                                const std::string& location, const std::string& what);
+std::filesystem::path resolve_external_location(const std::filesystem::path& model_dir, const std::string& location,
+                                                const std::string& what);
 
 }  // namespace fusec

@@ -21,9 +21,9 @@ struct OpaqueAttr {
   std::string serialized;
 };
 
-using AttrValue = std::variant<float, int64_t, std::string, Tensor, OpaqueGraph, std::vector<float>,
-                               std::vector<int64_t>, std::vector<std::string>, std::vector<Tensor>,
-                               std::vector<OpaqueGraph>, OpaqueAttr>;
+using AttrValue =
+    std::variant<float, int64_t, std::string, Tensor, OpaqueGraph, std::vector<float>, std::vector<int64_t>,
+                 std::vector<std::string>, std::vector<Tensor>, std::vector<OpaqueGraph>, OpaqueAttr>;
 
 struct Attribute {
   AttrValue value;

@@ -21,13 +21,21 @@ std::optional<Cost> node_cost(const Graph& g, const Node& n, DType float32_stora
   std::vector<std::vector<int64_t>> in_dims, out_dims;
   std::vector<DType> in_types, out_types;
   for (const Value* v : n.inputs) {
-    if (!v) { in_dims.emplace_back(); in_types.push_back(DType::Undefined); continue; }
+    if (!v) {
+      in_dims.emplace_back();
+      in_types.push_back(DType::Undefined);
+      continue;
+    }
     if (!v->type.shape || !is_static(*v->type.shape)) return std::nullopt;
     in_dims.push_back(static_dims(*v->type.shape));
     in_types.push_back(stored(v->type.dtype));
   }
   for (const Value* v : n.outputs) {
-    if (!v) { out_dims.emplace_back(); out_types.push_back(DType::Undefined); continue; }
+    if (!v) {
+      out_dims.emplace_back();
+      out_types.push_back(DType::Undefined);
+      continue;
+    }
     if (!v->type.shape || !is_static(*v->type.shape)) return std::nullopt;
     out_dims.push_back(static_dims(*v->type.shape));
     out_types.push_back(stored(v->type.dtype));

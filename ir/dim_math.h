@@ -18,8 +18,8 @@ namespace fusec::dims {
 /// before a Shape of that many dims is built; real models stay far below it.
 constexpr int64_t kMaxRank = 1024;
 
-[[noreturn]] inline void overflow(const NodeAttrs& where, const std::string& what, int64_t a,
-                                  const char* op, int64_t b) {
+[[noreturn]] inline void overflow(const NodeAttrs& where, const std::string& what, int64_t a, const char* op,
+                                  int64_t b) {
   where.fail(what + ": " + std::to_string(a) + " " + op + " " + std::to_string(b) + " overflows int64");
 }
 
@@ -48,8 +48,10 @@ inline int64_t product(const std::vector<int64_t>& v, const NodeAttrs& where, co
   int64_t p = 1;
   bool zero = false;
   for (int64_t x : v) {
-    if (x == 0) zero = true;
-    else p = mul(p, x, where, what);
+    if (x == 0)
+      zero = true;
+    else
+      p = mul(p, x, where, what);
   }
   return zero ? 0 : p;
 }

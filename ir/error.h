@@ -34,9 +34,7 @@ class Error : public std::runtime_error {
 
 /// Throws a BadInput error; the message should name the file/node/op concerned.
 [[noreturn]] inline void bad_input(const std::string& what) { throw Error(ErrorKind::BadInput, what); }
-[[noreturn]] inline void internal_error(const std::string& what) {
-  throw Error(ErrorKind::Internal, what);
-}
+[[noreturn]] inline void internal_error(const std::string& what) { throw Error(ErrorKind::Internal, what); }
 
 /// " (node 'name', op Type)": the suffix every node-related message ends with.
 inline std::string node_ref(const std::string& name, const std::string& op_type) {

@@ -10,7 +10,9 @@ namespace {
 /// none starts there (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF).
 size_t utf8_length(std::string_view s, size_t i) {
   auto b = [&](size_t k) { return static_cast<uint8_t>(s[i + k]); };
-  auto cont = [&](size_t k, uint8_t lo = 0x80, uint8_t hi = 0xBF) { return i + k < s.size() && b(k) >= lo && b(k) <= hi; };
+  auto cont = [&](size_t k, uint8_t lo = 0x80, uint8_t hi = 0xBF) {
+    return i + k < s.size() && b(k) >= lo && b(k) <= hi;
+  };
   uint8_t c = b(0);
   if (c < 0x80) return 1;
   if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
@@ -42,10 +44,14 @@ std::string one_line(std::string_view s) {
       hex_byte(out, c);
       ++i;
     } else if (n == 1 && (c < 0x20 || c == 0x7F)) {
-      if (c == '\n') out += "\\n";
-      else if (c == '\r') out += "\\r";
-      else if (c == '\t') out += "\\t";
-      else hex_byte(out, c);
+      if (c == '\n')
+        out += "\\n";
+      else if (c == '\r')
+        out += "\\r";
+      else if (c == '\t')
+        out += "\\t";
+      else
+        hex_byte(out, c);
       ++i;
     } else if (n == 2 && c == 0xC2 && static_cast<uint8_t>(s[i + 1]) < 0xA0) {  // C1: U+0080..U+009F
       hex_byte(out, c);
@@ -80,14 +86,28 @@ std::string markdown_text(std::string_view s) {
   out.reserve(line.size());
   for (char c : line) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '\\': case '`': case '*': case '_': case '[': case ']': case '|': case '~':
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '\\':
+      case '`':
+      case '*':
+      case '_':
+      case '[':
+      case ']':
+      case '|':
+      case '~':
         out += '\\';
         out += c;
         break;
-      default: out += c;
+      default:
+        out += c;
     }
   }
   return out;

@@ -18,7 +18,10 @@ const Attribute* Node::find_attr(const std::string& n) const {
 
 void Node::set_attr(const std::string& n, AttrValue v) {
   for (auto& a : attrs)
-    if (a.name == n) { a.attr.value = std::move(v); return; }
+    if (a.name == n) {
+      a.attr.value = std::move(v);
+      return;
+    }
   attrs.push_back({n, Attribute{std::move(v), {}, {}}});
 }
 
@@ -28,9 +31,7 @@ const T* get_typed(const Node& node, const std::string& n, const char* want) {
   const Attribute* a = node.find_attr(n);
   if (!a) return nullptr;
   const T* v = std::get_if<T>(&a->value);
-  if (!v)
-    bad_input("attribute '" + n + "' should be " + want + " but is " + attr_kind_name(a->value) +
-              node.ref());
+  if (!v) bad_input("attribute '" + n + "' should be " + want + " but is " + attr_kind_name(a->value) + node.ref());
   return v;
 }
 }  // namespace
@@ -58,9 +59,7 @@ std::vector<float> Node::attr_floats(const std::string& n, std::vector<float> de
   const auto* v = get_typed<std::vector<float>>(*this, n, "floats");
   return v ? *v : def;
 }
-const Tensor* Node::attr_tensor(const std::string& n) const {
-  return get_typed<Tensor>(*this, n, "tensor");
-}
+const Tensor* Node::attr_tensor(const std::string& n) const { return get_typed<Tensor>(*this, n, "tensor"); }
 size_t Node::num_present_inputs() const {
   size_t c = 0;
   for (auto* v : inputs) c += v != nullptr;
@@ -124,7 +123,10 @@ std::string Graph::unique_node_name(const std::string& stem) {
   if (count++ == 0) return s;
   for (;;) {
     std::string cand = s + "_" + std::to_string(count++);
-    if (!node_names_.count(cand)) { node_names_[cand] = 1; return cand; }
+    if (!node_names_.count(cand)) {
+      node_names_[cand] = 1;
+      return cand;
+    }
   }
 }
 
@@ -148,8 +150,7 @@ Node* Graph::add_node(const std::string& op_type, std::vector<Value*> ins, std::
     Value* v = n->outputs[i];
     if (!v) continue;
     if (v->producer)
-      bad_input("value '" + v->name + "' is produced twice: by '" + v->producer->name + "' and" +
-                n->ref());
+      bad_input("value '" + v->name + "' is produced twice: by '" + v->producer->name + "' and" + n->ref());
     if (v->is_graph_input) bad_input("graph input '" + v->name + "' is also produced by" + n->ref());
     if (v->is_initializer()) bad_input("initializer '" + v->name + "' is also produced by" + n->ref());
     v->producer = n;
@@ -174,7 +175,10 @@ void Graph::remove_node(Node* n) {
   for (auto* v : n->inputs)
     if (v) erase_one(v->consumers, n);
   for (auto* v : n->outputs)
-    if (v && v->producer == n) { v->producer = nullptr; v->producer_output = -1; }
+    if (v && v->producer == n) {
+      v->producer = nullptr;
+      v->producer_output = -1;
+    }
   auto it = std::find_if(nodes_.begin(), nodes_.end(), [&](auto& p) { return p.get() == n; });
   if (it != nodes_.end()) nodes_.erase(it);
 }
@@ -183,7 +187,10 @@ void Graph::replace_all_uses(Value* from, Value* to) {
   if (from == to) return;
   for (auto& n : nodes_)
     for (auto*& in : n->inputs)
-      if (in == from) { in = to; to->consumers.push_back(n.get()); }
+      if (in == from) {
+        in = to;
+        to->consumers.push_back(n.get());
+      }
   from->consumers.clear();
   for (auto*& o : outputs)
     if (o == from) {
@@ -238,14 +245,16 @@ void Graph::topo_sort() {
       if (!out) continue;
       for (Node* c : out->consumers) {
         size_t j = pos[c];
-        if (--pending[j] == 0) { ready.push_back(j); std::push_heap(ready.begin(), ready.end(), cmp); }
+        if (--pending[j] == 0) {
+          ready.push_back(j);
+          std::push_heap(ready.begin(), ready.end(), cmp);
+        }
       }
     }
   }
   if (order.size() != nodes_.size()) {
     for (size_t i = 0; i < nodes_.size(); ++i)
-      if (pending[i] > 0)
-        bad_input("the graph has a cycle through" + nodes_[i]->ref());
+      if (pending[i] > 0) bad_input("the graph has a cycle through" + nodes_[i]->ref());
   }
   std::vector<std::unique_ptr<Node>> sorted;
   sorted.reserve(nodes_.size());
@@ -291,7 +300,10 @@ std::unique_ptr<Graph> Graph::clone() const {
     for (auto* v : ins)
       if (v) v->consumers.push_back(c);
     for (size_t i = 0; i < outs.size(); ++i)
-      if (outs[i]) { outs[i]->producer = c; outs[i]->producer_output = static_cast<int>(i); }
+      if (outs[i]) {
+        outs[i]->producer = c;
+        outs[i]->producer_output = static_cast<int>(i);
+      }
   }
   for (auto* v : inputs) g->inputs.push_back(map(v));
   for (auto* v : outputs) g->outputs.push_back(map(v));
@@ -332,8 +344,7 @@ std::string graph_difference(const Graph& a, const Graph& b) {
   for (auto* v : ia) {
     Value* w = b.find_value(v->name);
     if (!w || !w->is_initializer()) return "initializer '" + v->name + "' missing";
-    if (!v->initializer->bytes_equal(*w->initializer))
-      return "initializer '" + v->name + "' data differs";
+    if (!v->initializer->bytes_equal(*w->initializer)) return "initializer '" + v->name + "' data differs";
   }
   if (a.nodes().size() != b.nodes().size()) return "node count differs";
   for (size_t i = 0; i < a.nodes().size(); ++i) {
@@ -357,8 +368,7 @@ void validate_graph(Graph& g) {
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       Value* v = n->inputs[i];
       if (v && !v->producer && !v->is_graph_input && !v->is_initializer())
-        bad_input("input '" + v->name + "' is not produced by any node, graph input or initializer" +
-                  n->ref());
+        bad_input("input '" + v->name + "' is not produced by any node, graph input or initializer" + n->ref());
     }
   }
   g.topo_sort();
@@ -366,8 +376,7 @@ void validate_graph(Graph& g) {
   for (auto* v : g.outputs) {
     if (!v->producer && !v->is_graph_input && !v->is_initializer())
       bad_input("graph output '" + v->name + "' is not produced by any node");
-    if (!out_names.insert(v->name).second)
-      bad_input("graph output '" + v->name + "' is listed twice");
+    if (!out_names.insert(v->name).second) bad_input("graph output '" + v->name + "' is listed twice");
   }
 }
 

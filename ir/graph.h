@@ -98,9 +98,8 @@ class Graph {
   std::vector<Value*> values() const;
 
   /// Appends a node and wires producers/consumers. Inputs may contain nullptr.
-  Node* add_node(const std::string& op_type, std::vector<Value*> inputs,
-                 std::vector<Value*> outputs, const std::string& name = "",
-                 const std::string& domain = "");
+  Node* add_node(const std::string& op_type, std::vector<Value*> inputs, std::vector<Value*> outputs,
+                 const std::string& name = "", const std::string& domain = "");
   void set_input(Node* n, size_t i, Value* v);
   /// Removes a node (its outputs keep existing but lose their producer).
   void remove_node(Node* n);

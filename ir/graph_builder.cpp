@@ -17,8 +17,8 @@ Value* GraphBuilder::input(const std::string& name, DType dtype, Shape shape) {
 
 Value* GraphBuilder::initializer(const std::string& name, Tensor t) { return g_->add_initializer(name, std::move(t)); }
 
-Value* GraphBuilder::node(const std::string& op_type, std::vector<Value*> inputs,
-                          std::vector<NamedAttribute> attrs, const std::string& name) {
+Value* GraphBuilder::node(const std::string& op_type, std::vector<Value*> inputs, std::vector<NamedAttribute> attrs,
+                          const std::string& name) {
   return node_n(op_type, std::move(inputs), 1, std::move(attrs), name)[0];
 }
 

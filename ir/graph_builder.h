@@ -17,8 +17,8 @@ class GraphBuilder {
   Value* input(const std::string& name, DType dtype, Shape shape);
   Value* initializer(const std::string& name, Tensor t);
   /// Adds a node with one output and returns that output.
-  Value* node(const std::string& op_type, std::vector<Value*> inputs,
-              std::vector<NamedAttribute> attrs = {}, const std::string& name = "");
+  Value* node(const std::string& op_type, std::vector<Value*> inputs, std::vector<NamedAttribute> attrs = {},
+              const std::string& name = "");
   /// Adds a node with `n_outputs` outputs.
   std::vector<Value*> node_n(const std::string& op_type, std::vector<Value*> inputs, size_t n_outputs,
                              std::vector<NamedAttribute> attrs = {}, const std::string& name = "",

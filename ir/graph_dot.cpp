@@ -18,7 +18,10 @@ std::string esc(const std::string& s) {
   std::string out;
   for (char c : s) {
     if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') { out += "\\n"; continue; }
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     if (static_cast<unsigned char>(c) < 0x20) continue;
     out += c;
   }
@@ -32,7 +35,9 @@ std::string dot_id(const char* prefix, int n) {
   return s;
 }
 
-std::string op_name(const Node& n) { return (n.domain.empty() || n.domain == "ai.onnx" ? "" : n.domain + ".") + n.op_type; }
+std::string op_name(const Node& n) {
+  return (n.domain.empty() || n.domain == "ai.onnx" ? "" : n.domain + ".") + n.op_type;
+}
 
 std::string shape_of_value(const Value* v) {
   if (!v || !v->type.shape) return "";
@@ -86,8 +91,8 @@ std::string to_dot(const Graph& g, const std::string& title, Style style) {
     if (v->is_initializer()) continue;
     std::string nid = dot_id("in", id++);
     source[v] = nid;
-    o << "  " << nid << " [shape=ellipse, style=filled, fillcolor=\"#e8e8e8\", label=\"" << esc(v->name + "\n" + shape_of_value(v))
-      << "\"];\n";
+    o << "  " << nid << " [shape=ellipse, style=filled, fillcolor=\"#e8e8e8\", label=\""
+      << esc(v->name + "\n" + shape_of_value(v)) << "\"];\n";
   }
   std::map<const Node*, std::string> node_id;
   for (const auto& n : g.nodes()) {
@@ -114,8 +119,8 @@ std::string to_dot(const Graph& g, const std::string& title, Style style) {
     }
   for (const Value* v : g.outputs) {
     std::string nid = dot_id("out", id++);
-    o << "  " << nid << " [shape=ellipse, style=filled, fillcolor=\"#e8e8e8\", label=\"" << esc(v->name + "\n" + shape_of_value(v))
-      << "\"];\n";
+    o << "  " << nid << " [shape=ellipse, style=filled, fillcolor=\"#e8e8e8\", label=\""
+      << esc(v->name + "\n" + shape_of_value(v)) << "\"];\n";
     auto it = source.find(v);
     if (it != source.end()) o << "  " << it->second << " -> " << nid << ";\n";
   }
@@ -150,7 +155,8 @@ DotPair graphs_to_dot(const Graph& original, const Graph& optimized) {
                        auto o = orig.find(n.fused_from[i]);
                        absorbed += "\n" + n.fused_from[i] + (o == orig.end() ? "" : " (" + op_name(*o->second) + ")");
                      }
-                     if (n.fused_from.size() > 8) absorbed += "\n... " + std::to_string(n.fused_from.size() - 8) + " more";
+                     if (n.fused_from.size() > 8)
+                       absorbed += "\n... " + std::to_string(n.fused_from.size() - 8) + " more";
                      return "label=\"" + esc(label + "\n" + absorbed) + "\", fillcolor=\"" + kPalette[it->second] +
                             "\", penwidth=2";
                    });

@@ -6,8 +6,12 @@
 
 namespace fusec {
 
-struct Half { uint16_t bits; };
-struct BFloat16 { uint16_t bits; };
+struct Half {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
 
 inline float half_to_float(uint16_t h) {
   uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ffu, f;
@@ -16,7 +20,10 @@ inline float half_to_float(uint16_t h) {
       f = sign;
     } else {  // subnormal: normalise
       exp = 127 - 15 + 1;
-      while (!(mant & 0x400u)) { mant <<= 1; --exp; }
+      while (!(mant & 0x400u)) {
+        mant <<= 1;
+        --exp;
+      }
       mant &= 0x3ffu;
       f = sign | (exp << 23) | (mant << 13);
     }
@@ -37,7 +44,7 @@ inline uint16_t float_to_half(float v) {
   uint32_t absx = x & 0x7fffffffu;
   if (absx >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0));
   if (absx >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-  if (absx < 0x38800000u) {  // subnormal or zero in half
+  if (absx < 0x38800000u) {                                               // subnormal or zero in half
     if (absx < 0x33000000u) return static_cast<uint16_t>(sign);
     uint32_t e = absx >> 23, m = (absx & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126 - e;  // 14 - (e - 127) + 13 - 1 ... yields half mantissa position

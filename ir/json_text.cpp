@@ -15,8 +15,10 @@ size_t too_deep_at(std::string_view t) {
   for (size_t i = 0; i < t.size(); ++i) {
     char c = t[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {

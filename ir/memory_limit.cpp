@@ -14,7 +14,10 @@ namespace fusec {
 std::string format_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   int u = 0;
-  while (b >= 1024 && u < 6) { b /= 1024; ++u; }
+  while (b >= 1024 && u < 6) {
+    b /= 1024;
+    ++u;
+  }
   char buf[48];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
   return buf;
@@ -63,9 +66,7 @@ MemoryBudget& host_memory() {
 void check_allocation(size_t bytes, const std::string& what) { host_memory().check(bytes, what); }
 
 size_t parse_byte_size(const std::string& text, const std::string& flag) {
-  auto fail = [&] {
-    bad_input(flag + " '" + text + "' is not a size (examples: 512M, 8G, 1.5GiB, 1073741824)");
-  };
+  auto fail = [&] { bad_input(flag + " '" + text + "' is not a size (examples: 512M, 8G, 1.5GiB, 1073741824)"); };
   size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
   if (i == 0 || i > 24) fail();
@@ -79,15 +80,21 @@ size_t parse_byte_size(const std::string& text, const std::string& flag) {
   }
   std::string unit = text.substr(i);
   for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();     // "GB", "GIB" -> "G", "GI"
-  if (unit.size() == 2 && unit.back() == 'I') unit.pop_back();    // binary units either way
+  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();   // "GB", "GIB" -> "G", "GI"
+  if (unit.size() == 2 && unit.back() == 'I') unit.pop_back();  // binary units either way
   double scale = 1;
-  if (unit == "" || unit == "B") scale = 1;
-  else if (unit == "K") scale = 1024.0;
-  else if (unit == "M") scale = 1024.0 * 1024;
-  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
-  else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
-  else fail();
+  if (unit == "" || unit == "B")
+    scale = 1;
+  else if (unit == "K")
+    scale = 1024.0;
+  else if (unit == "M")
+    scale = 1024.0 * 1024;
+  else if (unit == "G")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else
+    fail();
   const double bytes = value * scale;
   if (!(bytes >= 1) || bytes >= 1.8e19) fail();
   return static_cast<size_t>(bytes);

@@ -22,9 +22,7 @@ const AttrValue* NodeAttrs::lookup(const std::string& name, AttrKind kind) const
   fail("missing attribute '" + name + "'");
 }
 
-int64_t NodeAttrs::attr_int(const std::string& n) const {
-  return std::get<int64_t>(*lookup(n, AttrKind::Int));
-}
+int64_t NodeAttrs::attr_int(const std::string& n) const { return std::get<int64_t>(*lookup(n, AttrKind::Int)); }
 float NodeAttrs::attr_float(const std::string& n) const {
   const AttrValue* v = lookup(n, AttrKind::Float);
   if (auto* i = std::get_if<int64_t>(v)) return static_cast<float>(*i);
@@ -47,8 +45,7 @@ void NodeAttrs::fail(const std::string& what) const { bad_input(what + node_.ref
 // ---- InferContext ----
 
 InferContext::InferContext(const Node& node, const OpSchema& schema, int64_t opset,
-                           std::vector<const TypeInfo*> input_types,
-                           std::vector<const Tensor*> input_values)
+                           std::vector<const TypeInfo*> input_types, std::vector<const Tensor*> input_values)
     : NodeAttrs(node, schema),
       outputs(node.outputs.size()),
       opset_(opset),
@@ -85,8 +82,7 @@ void InferContext::require_dtype(size_t i, std::initializer_list<DType> allowed)
 
 void InferContext::require_float(size_t i) const {
   if (!is_float(input_dtype(i)))
-    fail(std::string("input ") + std::to_string(i) + " must be a float type, not " +
-         dtype_name(input_dtype(i)));
+    fail(std::string("input ") + std::to_string(i) + " must be a float type, not " + dtype_name(input_dtype(i)));
 }
 
 // ---- CostContext ----
@@ -98,9 +94,7 @@ static double numel_of(const std::vector<int64_t>& d) {
 }
 double CostContext::in_numel(size_t i) const { return has_input(i) ? numel_of(in_dims[i]) : 0; }
 double CostContext::out_numel(size_t i) const { return i < out_dims.size() ? numel_of(out_dims[i]) : 0; }
-double CostContext::in_bytes(size_t i) const {
-  return has_input(i) ? in_numel(i) * dtype_size(in_dtypes[i]) : 0;
-}
+double CostContext::in_bytes(size_t i) const { return has_input(i) ? in_numel(i) * dtype_size(in_dtypes[i]) : 0; }
 double CostContext::out_bytes(size_t i) const {
   return i < out_dims.size() ? out_numel(i) * dtype_size(out_dtypes[i]) : 0;
 }
@@ -132,8 +126,8 @@ const AttrSpec* OpSchema::find_attr(const std::string& name) const {
 int64_t min_ir_version_for_opset(int64_t opset) {
   // onnx.helper.VERSION_TABLE of the pinned onnx release: the first IR version of each ai.onnx opset
   // (tests/models/check_ir_versions.py checks this against the installed onnx).
-  static constexpr std::pair<int64_t, int64_t> kFirstIr[] = {
-      {9, 4}, {10, 5}, {11, 6}, {12, 7}, {15, 8}, {19, 9}, {21, 10}, {23, 11}, {24, 12}, {25, 13}, {28, 14}};
+  static constexpr std::pair<int64_t, int64_t> kFirstIr[] = {{9, 4},   {10, 5},  {11, 6},  {12, 7},  {15, 8}, {19, 9},
+                                                             {21, 10}, {23, 11}, {24, 12}, {25, 13}, {28, 14}};
   int64_t ir = 3;
   for (const auto& [first_opset, version] : kFirstIr)
     if (opset >= first_opset) ir = version;
@@ -155,8 +149,7 @@ OpSchema& OpRegistry::add(const std::string& op_type, const std::string& domain)
   return list.back();
 }
 
-const OpSchema* OpRegistry::find(const std::string& domain, const std::string& op_type,
-                                 int64_t opset) const {
+const OpSchema* OpRegistry::find(const std::string& domain, const std::string& op_type, int64_t opset) const {
   auto it = schemas_.find({canonical_domain(domain), op_type});
   if (it == schemas_.end()) return nullptr;
   for (const auto& s : it->second)
@@ -190,14 +183,14 @@ void check_node_against_schema(const Node& node, const OpSchema& s) {
   while (n_in > 0 && !node.inputs[n_in - 1]) --n_in;
   if (n_in < s.min_inputs || n_in > s.max_inputs)
     bad_input("expected " + std::to_string(s.min_inputs) +
-              (s.max_inputs != s.min_inputs ? ".." + std::to_string(s.max_inputs) : "") +
-              " inputs, got " + std::to_string(n_in) + node.ref());
+              (s.max_inputs != s.min_inputs ? ".." + std::to_string(s.max_inputs) : "") + " inputs, got " +
+              std::to_string(n_in) + node.ref());
   for (int i = 0; i < s.min_inputs && i < n_in; ++i)
     if (!node.inputs[i]) bad_input("required input " + std::to_string(i) + " is empty" + node.ref());
   int n_out = static_cast<int>(node.outputs.size());
   if (n_out < s.min_outputs || n_out > s.max_outputs)
-    bad_input("expected " + std::to_string(s.min_outputs) + ".." + std::to_string(s.max_outputs) +
-              " outputs, got " + std::to_string(n_out) + node.ref());
+    bad_input("expected " + std::to_string(s.min_outputs) + ".." + std::to_string(s.max_outputs) + " outputs, got " +
+              std::to_string(n_out) + node.ref());
   for (const auto& a : node.attrs) {
     const AttrSpec* spec = s.find_attr(a.name);
     if (!spec) bad_input("unknown attribute '" + a.name + "'" + node.ref());
@@ -219,8 +212,7 @@ std::string unsupported_reason(const Graph& g, const Node& n) {
   int64_t opset = g.opset(n.domain);
   if (opset == 0) return "domain '" + n.domain + "' is not imported by the model";
   if (reg.find(n.domain, n.op_type, opset)) return "";
-  if (reg.knows(n.domain, n.op_type))
-    return "opset " + std::to_string(opset) + " of this op is not supported";
+  if (reg.knows(n.domain, n.op_type)) return "opset " + std::to_string(opset) + " of this op is not supported";
   return "unsupported op";
 }
 
@@ -232,12 +224,21 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const NodeAttrs& where) {
   for (size_t i = 0; i < r; ++i) {
     const Dim* x = i < r - a.size() ? nullptr : &a[i - (r - a.size())];
     const Dim* y = i < r - b.size() ? nullptr : &b[i - (r - b.size())];
-    if (!x) { out[i] = *y; continue; }
-    if (!y) { out[i] = *x; continue; }
+    if (!x) {
+      out[i] = *y;
+      continue;
+    }
+    if (!y) {
+      out[i] = *x;
+      continue;
+    }
     if (x->is_static() && y->is_static()) {
-      if (x->value == y->value || y->value == 1) out[i] = *x;
-      else if (x->value == 1) out[i] = *y;
-      else where.fail("cannot broadcast shapes " + shape_str(a) + " and " + shape_str(b));
+      if (x->value == y->value || y->value == 1)
+        out[i] = *x;
+      else if (x->value == 1)
+        out[i] = *y;
+      else
+        where.fail("cannot broadcast shapes " + shape_str(a) + " and " + shape_str(b));
     } else if (x->is_static() && x->value == 1) {
       out[i] = *y;
     } else if (y->is_static() && y->value == 1) {

@@ -17,9 +17,7 @@
 namespace fusec {
 
 /// Attribute kinds, in the order of AttrValue's alternatives.
-enum class AttrKind : size_t {
-  Float = 0, Int, String, Tensor, Graph, Floats, Ints, Strings, Tensors, Graphs, Opaque
-};
+enum class AttrKind : size_t { Float = 0, Int, String, Tensor, Graph, Floats, Ints, Strings, Tensors, Graphs, Opaque };
 
 struct AttrSpec {
   std::string name;
@@ -65,8 +63,8 @@ class NodeAttrs {
 /// value, so the same function yields the exact output shapes.
 class InferContext : public NodeAttrs {
  public:
-  InferContext(const Node& node, const OpSchema& schema, int64_t opset,
-               std::vector<const TypeInfo*> input_types, std::vector<const Tensor*> input_values);
+  InferContext(const Node& node, const OpSchema& schema, int64_t opset, std::vector<const TypeInfo*> input_types,
+               std::vector<const Tensor*> input_values);
   int64_t opset() const { return opset_; }
   size_t num_inputs() const { return input_types_.size(); }
   bool has_input(size_t i) const { return i < input_types_.size() && input_types_[i]; }
@@ -128,19 +126,38 @@ struct OpSchema {
   const AttrSpec* find_attr(const std::string& name) const;
 
   // Fluent declaration: reg.add("Relu").since(6).io(1, 1, 1, 1).infer(...).cost(...)
-  OpSchema& since(int64_t lo, int64_t hi = 1000) { min_opset = lo; max_opset = hi; return *this; }
+  OpSchema& since(int64_t lo, int64_t hi = 1000) {
+    min_opset = lo;
+    max_opset = hi;
+    return *this;
+  }
   OpSchema& io(int in_lo, int in_hi, int out_lo = 1, int out_hi = 1) {
-    min_inputs = in_lo; max_inputs = in_hi; min_outputs = out_lo; max_outputs = out_hi; return *this;
+    min_inputs = in_lo;
+    max_inputs = in_hi;
+    min_outputs = out_lo;
+    max_outputs = out_hi;
+    return *this;
   }
   OpSchema& attr(std::string name, AttrKind kind, std::optional<AttrValue> def = std::nullopt) {
-    attrs.push_back({std::move(name), kind, std::move(def), false}); return *this;
+    attrs.push_back({std::move(name), kind, std::move(def), false});
+    return *this;
   }
   OpSchema& required_attr(std::string name, AttrKind kind) {
-    attrs.push_back({std::move(name), kind, std::nullopt, true}); return *this;
+    attrs.push_back({std::move(name), kind, std::nullopt, true});
+    return *this;
   }
-  OpSchema& set_infer(InferFn f) { infer = std::move(f); return *this; }
-  OpSchema& set_cost(CostFn f) { cost = std::move(f); return *this; }
-  OpSchema& set_doc(std::string d) { doc = std::move(d); return *this; }
+  OpSchema& set_infer(InferFn f) {
+    infer = std::move(f);
+    return *this;
+  }
+  OpSchema& set_cost(CostFn f) {
+    cost = std::move(f);
+    return *this;
+  }
+  OpSchema& set_doc(std::string d) {
+    doc = std::move(d);
+    return *this;
+  }
 };
 
 /// The newest ai.onnx opset fusec implements: the schemas follow the operator definitions of

@@ -47,9 +47,11 @@ int64_t checked_numel(const std::vector<int64_t>& dims) {
   int64_t n = 1;
   bool empty = false;
   for (int64_t d : dims) {
-    if (d == 0) { empty = true; continue; }
-    if (__builtin_mul_overflow(n, d, &n))
-      bad_input("shape " + dims_str(dims) + " has more elements than fit in int64");
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (__builtin_mul_overflow(n, d, &n)) bad_input("shape " + dims_str(dims) + " has more elements than fit in int64");
   }
   return empty ? 0 : n;
 }

@@ -16,7 +16,11 @@ struct Dim {
 
   Dim() = default;
   Dim(int64_t v) : value(v) {}  // NOLINT: a static dim reads naturally as a number
-  static Dim sym(std::string s) { Dim d; d.symbol = std::move(s); return d; }
+  static Dim sym(std::string s) {
+    Dim d;
+    d.symbol = std::move(s);
+    return d;
+  }
   bool is_static() const { return value >= 0; }
   bool operator==(const Dim& o) const { return value == o.value && symbol == o.symbol; }
   std::string str() const;

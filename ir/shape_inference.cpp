@@ -19,8 +19,8 @@ void bind_input_shapes(Graph& g, const ShapeBindings& b) {
   auto bind_symbol = [&](const std::string& sym, int64_t v, const std::string& why) {
     auto [it, fresh] = symbols.emplace(sym, v);
     if (!fresh && it->second != v)
-      bad_input("dimension '" + sym + "' is bound to both " + std::to_string(it->second) + " and " +
-                std::to_string(v) + " (" + why + ")");
+      bad_input("dimension '" + sym + "' is bound to both " + std::to_string(it->second) + " and " + std::to_string(v) +
+                " (" + why + ")");
   };
   for (const auto& [name, dims] : b.shapes) {
     Value* v = nullptr;
@@ -28,14 +28,14 @@ void bind_input_shapes(Graph& g, const ShapeBindings& b) {
       if (in->name == name) v = in;
     if (!v) bad_input("--shape: the model has no input '" + name + "'; its inputs are: " + input_names(g));
     if (v->type.shape && v->type.shape->size() != dims.size())
-      bad_input("--shape " + name + ": the input has rank " + std::to_string(v->type.shape->size()) +
-                " (" + shape_str(*v->type.shape) + "), not " + std::to_string(dims.size()));
+      bad_input("--shape " + name + ": the input has rank " + std::to_string(v->type.shape->size()) + " (" +
+                shape_str(*v->type.shape) + "), not " + std::to_string(dims.size()));
     if (v->type.shape)
       for (size_t i = 0; i < dims.size(); ++i) {
         const Dim& d = (*v->type.shape)[i];
         if (d.is_static() && d.value != dims[i])
-          bad_input("--shape " + name + ": dimension " + std::to_string(i) + " is fixed at " +
-                    std::to_string(d.value) + " in the model, not " + std::to_string(dims[i]));
+          bad_input("--shape " + name + ": dimension " + std::to_string(i) + " is fixed at " + std::to_string(d.value) +
+                    " in the model, not " + std::to_string(dims[i]));
         if (!d.is_static() && !d.symbol.empty()) bind_symbol(d.symbol, dims[i], "--shape " + name);
       }
     v->type.shape = shape_of(dims);
@@ -51,8 +51,8 @@ void bind_input_shapes(Graph& g, const ShapeBindings& b) {
       if (d.is_static()) continue;
       if (!d.symbol.empty()) {
         if (!batch_symbol.empty() && batch_symbol != d.symbol)
-          bad_input("--batch is ambiguous: inputs lead with different symbolic dims '" + batch_symbol +
-                    "' and '" + d.symbol + "'; use --shape for each input instead");
+          bad_input("--batch is ambiguous: inputs lead with different symbolic dims '" + batch_symbol + "' and '" +
+                    d.symbol + "'; use --shape for each input instead");
         batch_symbol = d.symbol;
       }
       (*v->type.shape)[0] = Dim(n);
@@ -64,8 +64,7 @@ void bind_input_shapes(Graph& g, const ShapeBindings& b) {
       for (auto* v : g.inputs)
         if (v->type.shape && !v->type.shape->empty() && (*v->type.shape)[0].value != n)
           bad_input("--batch " + std::to_string(n) + " contradicts input '" + v->name +
-                    "', whose leading dimension is fixed at " +
-                    std::to_string((*v->type.shape)[0].value));
+                    "', whose leading dimension is fixed at " + std::to_string((*v->type.shape)[0].value));
     }
   }
   // A bound symbol is bound everywhere it appears among the inputs.

@@ -30,7 +30,8 @@ struct InferOptions {
 };
 
 /// Computes one node's outputs from its input tensors (`opset` is the node's domain's opset).
-using NodeEvaluator = std::function<std::vector<Tensor>(const Node& n, int64_t opset, const std::vector<const Tensor*>& inputs)>;
+using NodeEvaluator =
+    std::function<std::vector<Tensor>(const Node& n, int64_t opset, const std::vector<const Tensor*>& inputs)>;
 
 /// Infers every value's dtype and shape from the graph inputs, in topological order, merging with
 /// what the file declared (value_info). Unsupported ops leave their outputs as declared. Nodes

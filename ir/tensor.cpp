@@ -15,8 +15,7 @@ std::shared_ptr<void> aligned_storage(size_t bytes) {
   // killed later; the budget counts the bytes until the storage is freed.
   size_t rounded = (bytes + 63) / 64 * 64;
   if (rounded == 0) rounded = 64;
-  while (!host_memory().try_reserve(rounded))
-    host_memory().check(rounded, "a tensor");
+  while (!host_memory().try_reserve(rounded)) host_memory().check(rounded, "a tensor");
   void* p = std::aligned_alloc(64, rounded);
   if (!p) {
     host_memory().release(rounded);
@@ -38,8 +37,7 @@ Tensor::Tensor(DType dtype, std::vector<int64_t> dims)
   data_ = holder_.get();
 }
 
-Tensor Tensor::view(DType dtype, std::vector<int64_t> dims, void* data,
-                    std::shared_ptr<void> holder) {
+Tensor Tensor::view(DType dtype, std::vector<int64_t> dims, void* data, std::shared_ptr<void> holder) {
   Tensor t;
   t.dtype_ = dtype;
   t.dims_ = std::move(dims);
@@ -50,8 +48,7 @@ Tensor Tensor::view(DType dtype, std::vector<int64_t> dims, void* data,
 }
 
 Tensor Tensor::reshaped(std::vector<int64_t> dims) const {
-  if (checked_numel(dims) != numel_)
-    internal_error("reshaped: " + dims_str(dims_) + " -> " + dims_str(dims));
+  if (checked_numel(dims) != numel_) internal_error("reshaped: " + dims_str(dims_) + " -> " + dims_str(dims));
   Tensor t = *this;
   t.dims_ = std::move(dims);
   return t;
@@ -65,28 +62,45 @@ Tensor Tensor::clone() const {
 
 double Tensor::as_double(int64_t i) const {
   switch (dtype_) {
-    case DType::Float32: return data<float>()[i];
-    case DType::Float64: return data<double>()[i];
-    case DType::Float16: return half_to_float(data<uint16_t>()[i]);
-    case DType::BFloat16: return bf16_to_float(data<uint16_t>()[i]);
-    case DType::Int8: return data<int8_t>()[i];
-    case DType::UInt8: return data<uint8_t>()[i];
-    case DType::Int16: return data<int16_t>()[i];
-    case DType::Int32: return data<int32_t>()[i];
-    case DType::Int64: return static_cast<double>(data<int64_t>()[i]);
-    case DType::Bool: return data<uint8_t>()[i] ? 1.0 : 0.0;
-    case DType::Undefined: break;
+    case DType::Float32:
+      return data<float>()[i];
+    case DType::Float64:
+      return data<double>()[i];
+    case DType::Float16:
+      return half_to_float(data<uint16_t>()[i]);
+    case DType::BFloat16:
+      return bf16_to_float(data<uint16_t>()[i]);
+    case DType::Int8:
+      return data<int8_t>()[i];
+    case DType::UInt8:
+      return data<uint8_t>()[i];
+    case DType::Int16:
+      return data<int16_t>()[i];
+    case DType::Int32:
+      return data<int32_t>()[i];
+    case DType::Int64:
+      return static_cast<double>(data<int64_t>()[i]);
+    case DType::Bool:
+      return data<uint8_t>()[i] ? 1.0 : 0.0;
+    case DType::Undefined:
+      break;
   }
   internal_error("as_double on undefined tensor");
 }
 
 int64_t Tensor::as_int64(int64_t i) const {
   switch (dtype_) {
-    case DType::Int64: return data<int64_t>()[i];
-    case DType::Int32: return data<int32_t>()[i];
-    case DType::Int16: return data<int16_t>()[i];
-    case DType::Int8: return data<int8_t>()[i];
-    case DType::UInt8: case DType::Bool: return data<uint8_t>()[i];
+    case DType::Int64:
+      return data<int64_t>()[i];
+    case DType::Int32:
+      return data<int32_t>()[i];
+    case DType::Int16:
+      return data<int16_t>()[i];
+    case DType::Int8:
+      return data<int8_t>()[i];
+    case DType::UInt8:
+    case DType::Bool:
+      return data<uint8_t>()[i];
     default: {
       // Saturating: a float outside int64 (or NaN) has no int64 value, and the plain cast is
       // undefined behaviour.
@@ -106,8 +120,7 @@ std::vector<int64_t> Tensor::to_int64_vector() const {
 }
 
 bool Tensor::bytes_equal(const Tensor& o) const {
-  return dtype_ == o.dtype_ && dims_ == o.dims_ &&
-         (nbytes() == 0 || std::memcmp(data_, o.data_, nbytes()) == 0);
+  return dtype_ == o.dtype_ && dims_ == o.dims_ && (nbytes() == 0 || std::memcmp(data_, o.data_, nbytes()) == 0);
 }
 
 Tensor Tensor::scalar_float(float v) {

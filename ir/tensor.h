@@ -19,8 +19,7 @@ class Tensor {
   /// Allocates zero-initialised storage.
   Tensor(DType dtype, std::vector<int64_t> dims);
   /// A view over external memory kept alive by `holder`.
-  static Tensor view(DType dtype, std::vector<int64_t> dims, void* data,
-                     std::shared_ptr<void> holder);
+  static Tensor view(DType dtype, std::vector<int64_t> dims, void* data, std::shared_ptr<void> holder);
 
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& dims() const { return dims_; }
@@ -32,8 +31,14 @@ class Tensor {
 
   void* raw() { return data_; }
   const void* raw() const { return data_; }
-  template <typename T> T* data() { return static_cast<T*>(data_); }
-  template <typename T> const T* data() const { return static_cast<const T*>(data_); }
+  template <typename T>
+  T* data() {
+    return static_cast<T*>(data_);
+  }
+  template <typename T>
+  const T* data() const {
+    return static_cast<const T*>(data_);
+  }
 
   /// Same data, new dims (numel must match).
   Tensor reshaped(std::vector<int64_t> dims) const;

@@ -48,7 +48,8 @@ Tensor first_rows(const Tensor& m) {
   const int64_t outer = out.numel() / std::max<int64_t>(1, d.back());
   const auto* src = static_cast<const char*>(m.raw());
   auto* dst = static_cast<char*>(out.raw());
-  for (int64_t o = 0; o < outer; ++o) std::memcpy(dst + o * row_bytes, src + static_cast<size_t>(o * rows) * row_bytes, row_bytes);
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(dst + o * row_bytes, src + static_cast<size_t>(o * rows) * row_bytes, row_bytes);
   return out;
 }
 
@@ -64,15 +65,18 @@ bool simplify_attention_masks(Graph& g, PassContext& ctx, const char* pass) {
     if (masks_nothing(m)) {
       g.set_input(n, kMaskInput, nullptr);
       while (!n->inputs.empty() && !n->inputs.back()) n->inputs.pop_back();
-      ctx.rewrite(pass, describe(n) + ": constant mask '" + mv->name + "' " + dims_str(m.dims()) + " masks nothing, dropped", {},
-                  n->name);
+      ctx.rewrite(pass,
+                  describe(n) + ": constant mask '" + mv->name + "' " + dims_str(m.dims()) + " masks nothing, dropped",
+                  {}, n->name);
       changed = true;
     } else if (rows_repeat(m)) {
       Tensor row = first_rows(m);
       const std::string dims = dims_str(row.dims());
       g.set_input(n, kMaskInput, g.add_initializer(mv->name + ".row", std::move(row)));
-      ctx.rewrite(pass, describe(n) + ": constant mask '" + mv->name + "' " + dims_str(m.dims()) +
-                            " is the same for every query row, kept as " + dims, {}, n->name);
+      ctx.rewrite(pass,
+                  describe(n) + ": constant mask '" + mv->name + "' " + dims_str(m.dims()) +
+                      " is the same for every query row, kept as " + dims,
+                  {}, n->name);
       changed = true;
     }
   }

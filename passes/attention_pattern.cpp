@@ -159,7 +159,8 @@ SoftmaxGuard match_softmax_guard(Value* probs) {
   Value* nan = isnan->outputs[0];
   if (!has_single_use(nan))
     return fail(describe(isnan) + " of the attention probabilities " +
-                (nan->is_graph_output ? std::string("is a graph output") : "has " + std::to_string(nan->consumers.size()) + " readers") +
+                (nan->is_graph_output ? std::string("is a graph output")
+                                      : "has " + std::to_string(nan->consumers.size()) + " readers") +
                 "; only the Where of torch's safe softmax may read it");
   Node* w = nan->consumers[0];
   if (!is_op(w, "Where") || w->inputs.size() != 3 || w->input(0) != nan || w->input(2) != probs || w->input(1) == probs)
@@ -173,7 +174,8 @@ SoftmaxGuard match_softmax_guard(Value* probs) {
   if (!ps || !ws || *ps != *ws) return fail(describe(w) + " does not keep the probabilities' shape");
   if (probs->is_graph_output || probs->consumers.size() != 2)
     return fail("the attention probabilities '" + probs->name + "' " +
-                (probs->is_graph_output ? std::string("are a graph output") : "have " + std::to_string(probs->consumers.size()) + " readers") +
+                (probs->is_graph_output ? std::string("are a graph output")
+                                        : "have " + std::to_string(probs->consumers.size()) + " readers") +
                 "; only torch's safe-softmax guard (IsNaN and Where) may read them");
   SoftmaxGuard g;
   g.isnan = isnan;
@@ -204,13 +206,14 @@ Operand match_kv(Value* kv, bool absorb_repeat) {
   Node* u = is_op(e, "Expand") ? e->input(0)->producer : nullptr;
   if (absorb_repeat && is_op(u, "Unsqueeze")) {
     Value* x = u->input(0);
-    const Shape *xs = shape_of_rank(x, 4), *us = shape_of_rank(u->outputs[0], 5),
-                *es = shape_of_rank(e->outputs[0], 5), *rs = shape_of_rank(kv, 4);
+    const Shape *xs = shape_of_rank(x, 4), *us = shape_of_rank(u->outputs[0], 5), *es = shape_of_rank(e->outputs[0], 5),
+                *rs = shape_of_rank(kv, 4);
     bool ok = xs && us && es && rs && (*us)[2].is_static() && (*us)[2].value == 1 && (*es)[2].is_static();
     for (size_t i = 0; ok && i < 4; ++i)  // x's dims around the new axis 2 are kept
       ok = same_dim((*xs)[i], (*us)[i < 2 ? i : i + 1]) && same_dim((*xs)[i], (*es)[i < 2 ? i : i + 1]);
-    if (ok) ok = (*xs)[1].is_static() && (*rs)[1].is_static() && (*rs)[1].value == (*xs)[1].value * (*es)[2].value &&
-                 same_dim((*rs)[0], (*xs)[0]) && same_dim((*rs)[2], (*xs)[2]) && same_dim((*rs)[3], (*xs)[3]);
+    if (ok)
+      ok = (*xs)[1].is_static() && (*rs)[1].is_static() && (*rs)[1].value == (*xs)[1].value * (*es)[2].value &&
+           same_dim((*rs)[0], (*xs)[0]) && same_dim((*rs)[2], (*xs)[2]) && same_dim((*rs)[3], (*xs)[3]);
     if (ok) {
       Operand op = match_query(x);
       op.repeat = (*es)[2].value;
@@ -255,7 +258,8 @@ Node* match_head_merge(Node* pv) {
   if (!h.is_static() || !d.is_static()) return nullptr;
   if (const Shape* out = shape_of_rank(r->outputs[0], 3)) {
     const Dim& e = (*out)[2];
-    if (!same_dim((*in)[0], (*out)[0]) || !same_dim((*in)[1], (*out)[1]) || !e.is_static() || h.value * d.value != e.value)
+    if (!same_dim((*in)[0], (*out)[0]) || !same_dim((*in)[1], (*out)[1]) || !e.is_static() ||
+        h.value * d.value != e.value)
       return nullptr;
     return r;
   }

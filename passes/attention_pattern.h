@@ -24,10 +24,10 @@ Value* peel_scale(Value* v, double& scale, std::vector<Node*>& nodes);
 struct ChainStep {
   enum Kind { Scale, AddMask, WhereMask } kind;
   Node* node = nullptr;
-  double factor = 1;              // Scale
-  Value* mask = nullptr;          // AddMask: the added tensor; WhereMask: the condition
-  bool keep_where_true = true;    // WhereMask: Where(cond, s, fill) (true) or Where(cond, fill, s)
-  double fill = 0;                // WhereMask: the constant written at masked positions
+  double factor = 1;            // Scale
+  Value* mask = nullptr;        // AddMask: the added tensor; WhereMask: the condition
+  bool keep_where_true = true;  // WhereMask: Where(cond, s, fill) (true) or Where(cond, fill, s)
+  double fill = 0;              // WhereMask: the constant written at masked positions
 };
 
 /// Softmax(·) ◀─ steps ◀─ MatMul(Q', Kᵀ'). `qk` is null when no MatMul is reached; `why` is set
@@ -55,11 +55,11 @@ SoftmaxGuard match_softmax_guard(Value* probs);
 
 /// A Q, K or V operand as the attention reads it.
 struct Operand {
-  Value* v4 = nullptr;    // [B, H, S, D]; null when the graph has only Kᵀ (Transpose(0,2,3,1) of bshd)
-  Value* bshd = nullptr;  // [B, S, H, D] the head split produced, when seen
-  Value* v3 = nullptr;    // [B, S, H·D] the head split's Reshape read (the 3-D form can use it)
-  int64_t heads = 0;      // H of v4/bshd (for K/V: before a GQA repeat)
-  int64_t repeat = 1;     // GQA repeat_kv factor absorbed (K and V)
+  Value* v4 = nullptr;       // [B, H, S, D]; null when the graph has only Kᵀ (Transpose(0,2,3,1) of bshd)
+  Value* bshd = nullptr;     // [B, S, H, D] the head split produced, when seen
+  Value* v3 = nullptr;       // [B, S, H·D] the head split's Reshape read (the 3-D form can use it)
+  int64_t heads = 0;         // H of v4/bshd (for K/V: before a GQA repeat)
+  int64_t repeat = 1;        // GQA repeat_kv factor absorbed (K and V)
   std::vector<Node*> nodes;  // transposes, reshapes, repeats, scales walked through
 };
 

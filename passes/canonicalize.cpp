@@ -135,7 +135,7 @@ bool gather_of_everything(Rewriter& r, Node* n) {
   for (int64_t i = 0; i < t->numel(); ++i)
     if (t->as_int64(i) != i) return false;
   Value* shape = r.graph().add_initializer(n->name + "_shape",
-                                          Tensor::from_int64(t->dims(), {static_cast<int64_t>(t->dims().size())}));
+                                           Tensor::from_int64(t->dims(), {static_cast<int64_t>(t->dims().size())}));
   const std::string what = describe(n);
   Node* reshape = replace_node(r, n, "Reshape", {d, shape}, {n});
   r.rewrote(what + " (every element, in order) -> " + describe(reshape), {reshape->name}, reshape->name);

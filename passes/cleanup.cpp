@@ -22,8 +22,8 @@ namespace {
 const char* kPass = "cleanup";
 
 bool same_static_shape(const Value* a, const Value* b) {
-  return a && b && a->type.shape && b->type.shape && is_static(*a->type.shape) &&
-         is_static(*b->type.shape) && *a->type.shape == *b->type.shape && a->type.dtype == b->type.dtype;
+  return a && b && a->type.shape && b->type.shape && is_static(*a->type.shape) && is_static(*b->type.shape) &&
+         *a->type.shape == *b->type.shape && a->type.dtype == b->type.dtype;
 }
 
 /// Why `n` is a no-op (its output 0 equals its input 0), or "" if it is not one.
@@ -139,7 +139,8 @@ bool deduplicate(Graph& g, PassContext& ctx) {
   // Equal small constants share one initializer (large ones are rarely duplicated; skip hashing them).
   std::unordered_map<std::string, Value*> seen;
   for (Value* v : g.initializers()) {
-    if (v->is_graph_input || v->initializer_listed_as_input || v->is_graph_output || v->initializer->nbytes() > (1 << 20))
+    if (v->is_graph_input || v->initializer_listed_as_input || v->is_graph_output ||
+        v->initializer->nbytes() > (1 << 20))
       continue;
     auto [it, fresh] = seen.emplace(constant_key(*v->initializer), v);
     if (fresh) continue;
@@ -155,14 +156,18 @@ bool deduplicate(Graph& g, PassContext& ctx) {
     bool hashable = true;
     for (const auto& a : n->attrs) {
       key += "|" + a.name + "=";
-      if (auto* i = std::get_if<int64_t>(&a.attr.value)) key += std::to_string(*i);
-      else if (auto* f = std::get_if<float>(&a.attr.value)) key += std::to_string(*f);
-      else if (auto* s = std::get_if<std::string>(&a.attr.value)) key += *s;
+      if (auto* i = std::get_if<int64_t>(&a.attr.value))
+        key += std::to_string(*i);
+      else if (auto* f = std::get_if<float>(&a.attr.value))
+        key += std::to_string(*f);
+      else if (auto* s = std::get_if<std::string>(&a.attr.value))
+        key += *s;
       else if (auto* is = std::get_if<std::vector<int64_t>>(&a.attr.value))
         for (auto x : *is) key += std::to_string(x) + ",";
       else if (auto* fs = std::get_if<std::vector<float>>(&a.attr.value))
         for (auto x : *fs) key += std::to_string(x) + ",";
-      else hashable = false;
+      else
+        hashable = false;
     }
     if (!hashable) continue;
     auto [it, fresh] = sig.emplace(key, n);
@@ -174,7 +179,10 @@ bool deduplicate(Graph& g, PassContext& ctx) {
     if (!ok) continue;
     for (size_t i = 0; i < n->outputs.size(); ++i) {
       if (!n->outputs[i]) continue;
-      if (!keep->outputs[i]) { ok = false; break; }
+      if (!keep->outputs[i]) {
+        ok = false;
+        break;
+      }
     }
     if (!ok) continue;
     for (size_t i = 0; i < n->outputs.size(); ++i)

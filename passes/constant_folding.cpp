@@ -42,7 +42,10 @@ bool ConstantFoldingPass::run(Graph& g, PassContext& ctx) {
       inputs.push_back(&shape_only);
     } else {
       for (Value* v : n->inputs) {
-        if (v && !v->initializer) { foldable = false; break; }
+        if (v && !v->initializer) {
+          foldable = false;
+          break;
+        }
         inputs.push_back(v ? v->initializer.get() : nullptr);
       }
     }

@@ -81,11 +81,20 @@ Tensor tensor_from(DType dt, std::vector<int64_t> dims, const std::vector<double
   Tensor t(dt, std::move(dims));
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (dt) {
-      case DType::Float32: t.data<float>()[i] = static_cast<float>(v[i]); break;
-      case DType::Float64: t.data<double>()[i] = v[i]; break;
-      case DType::Float16: t.data<uint16_t>()[i] = float_to_half(static_cast<float>(v[i])); break;
-      case DType::BFloat16: t.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(v[i])); break;
-      default: internal_error(std::string("fold_batchnorm: cannot write ") + dtype_name(dt));
+      case DType::Float32:
+        t.data<float>()[i] = static_cast<float>(v[i]);
+        break;
+      case DType::Float64:
+        t.data<double>()[i] = v[i];
+        break;
+      case DType::Float16:
+        t.data<uint16_t>()[i] = float_to_half(static_cast<float>(v[i]));
+        break;
+      case DType::BFloat16:
+        t.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(v[i]));
+        break;
+      default:
+        internal_error(std::string("fold_batchnorm: cannot write ") + dtype_name(dt));
     }
   }
   return t;
@@ -126,8 +135,8 @@ std::string single_use_problem(const Value* v, const std::string& op) {
 std::optional<std::vector<double>> per_axis_values(const Tensor& c, size_t rank, size_t axis, int64_t n,
                                                    const std::string& axis_name, std::string* why) {
   if (c.rank() > rank) {
-    *why = "the constant of shape " + dims_str(c.dims()) + " has more dims than the output (" +
-           std::to_string(rank) + "): it would broadcast the output";
+    *why = "the constant of shape " + dims_str(c.dims()) + " has more dims than the output (" + std::to_string(rank) +
+           "): it would broadcast the output";
     return std::nullopt;
   }
   size_t off = rank - c.rank();
@@ -135,10 +144,14 @@ std::optional<std::vector<double>> per_axis_values(const Tensor& c, size_t rank,
   for (size_t i = 0; i < c.rank(); ++i) {
     int64_t d = c.dim(i);
     if (d == 1) continue;
-    if (off + i == axis && d == n) { varies = true; continue; }
+    if (off + i == axis && d == n) {
+      varies = true;
+      continue;
+    }
     *why = "the constant of shape " + dims_str(c.dims()) + " is not per-" + axis_name + ": it spans output axis " +
-           std::to_string(off + i) + (off + i == axis ? " with " + std::to_string(d) + " entries, not " + std::to_string(n)
-                                                      : " (the " + axis_name + " axis is " + std::to_string(axis) + ")");
+           std::to_string(off + i) +
+           (off + i == axis ? " with " + std::to_string(d) + " entries, not " + std::to_string(n)
+                            : " (the " + axis_name + " axis is " + std::to_string(axis) + ")");
     return std::nullopt;
   }
   std::vector<double> v(static_cast<size_t>(n));
@@ -203,8 +216,9 @@ void fold_into_conv(Graph& g, Node* conv, const Affine& a, DType dt) {
   if (!a.scale_is_one()) {
     const Tensor* w = constant_of(conv->input(1));
     int64_t per = w->numel() / m;
-    g.set_input(conv, 1, g.add_initializer(stem_of(conv) + ".W_folded",
-                                           scaled(*w, [&](int64_t i) { return a.scale[i / per]; })));
+    g.set_input(
+        conv, 1,
+        g.add_initializer(stem_of(conv) + ".W_folded", scaled(*w, [&](int64_t i) { return a.scale[i / per]; })));
   }
   const Tensor* b = constant_of(conv->input(2));
   if (!b && a.shift_is_zero()) return;
@@ -233,8 +247,10 @@ void fold_into_gemm(Graph& g, Node* mm, int64_t n, const std::vector<double>* sc
     for (int64_t j = 0; j < n; ++j) nc[i * n + j] = beta * c.at(i, j) * (scale ? (*scale)[j] : 1.0) + shift.at(i, j);
   std::vector<int64_t> dims = rows == 1 ? std::vector<int64_t>{n} : std::vector<int64_t>{rows, n};
   g.set_input(mm, 2, g.add_initializer(stem_of(mm) + ".C_folded", tensor_from(dt, dims, nc)));
-  if (was_matmul) mm->op_type = "Gemm";  // alpha = beta = 1, no transposes: the defaults
-  else if (mm->has_attr("beta")) mm->set_attr("beta", 1.0f);
+  if (was_matmul)
+    mm->op_type = "Gemm";  // alpha = beta = 1, no transposes: the defaults
+  else if (mm->has_attr("beta"))
+    mm->set_attr("beta", 1.0f);
   if (g.opset("") < 7) mm->set_attr("broadcast", int64_t{1});  // Gemm-6 broadcasts C only when told
 }
 
@@ -426,8 +442,10 @@ bool FoldBatchNormPass::run(Graph& g, PassContext& ctx) {
   // Each rewrite removes only the node being visited (the BN/Mul/Add) and edits its producer in
   // place, so the snapshot stays valid; a chain Conv -> BN -> Mul -> Add folds in one sweep.
   for (Node* n : g.node_list()) {
-    if (is_op(n, "BatchNormalization")) f.batchnorm(n);
-    else if (is_op(n, "Mul") || is_op(n, "Add")) f.mul_or_add(n);
+    if (is_op(n, "BatchNormalization"))
+      f.batchnorm(n);
+    else if (is_op(n, "Mul") || is_op(n, "Add"))
+      f.mul_or_add(n);
   }
   return r.changed();
 }

@@ -110,7 +110,8 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
   // after[i]: the product of the scales applied after step i (what its mask gets multiplied by).
   std::vector<double> after(steps.size(), 1.0);
   for (size_t i = steps.size(); i-- > 0;) {
-    if (i + 1 < steps.size()) after[i] = after[i + 1] * (steps[i + 1].kind == ChainStep::Scale ? steps[i + 1].factor : 1.0);
+    if (i + 1 < steps.size())
+      after[i] = after[i + 1] * (steps[i + 1].kind == ChainStep::Scale ? steps[i + 1].factor : 1.0);
     if (steps[i].kind == ChainStep::Scale) m.scale *= steps[i].factor;
   }
   const bool sizes = sq.is_static() && skv.is_static();
@@ -127,8 +128,14 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
         return describe(s.node) + " fills masked scores with " + std::to_string(s.fill) +
                (after[i] != 1 ? " (then scaled)" : "") + ", not a value <= -1e4 that masks like -inf";
       if (!c) {
-        if (!std::isinf(s.fill)) return describe(s.node) + " has a computed condition and a finite fill: a row with every key masked would differ (the graph averages V there, Attention gives 0)";
-        if (!s.keep_where_true) return describe(s.node) + " has a computed condition that marks the masked positions (Attention's bool mask marks the kept ones)";
+        if (!std::isinf(s.fill))
+          return describe(s.node) +
+                 " has a computed condition and a finite fill: a row with every key masked would differ (the graph "
+                 "averages V there, Attention gives 0)";
+        if (!s.keep_where_true)
+          return describe(s.node) +
+                 " has a computed condition that marks the masked positions (Attention's bool mask marks the kept "
+                 "ones)";
         bool_mask = s.mask;
         continue;
       }
@@ -140,7 +147,8 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
         continue;
       }
       if (!std::isinf(s.fill) && (!sizes || attention::has_empty_row(keep, sq.value, skv.value)))
-        return describe(s.node) + " masks every key of some query row with a finite fill (the graph averages V there, Attention gives 0)";
+        return describe(s.node) +
+               " masks every key of some query row with a finite fill (the graph averages V there, Attention gives 0)";
       if (s.keep_where_true) {
         bool_mask = s.mask;
       } else {
@@ -163,8 +171,10 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
         return "the mask '" + s.mask->name + "' is added before the scale (x" + std::to_string(after[i]) +
                "); only a constant mask and a power-of-two scale fold exactly";
       Tensor scaled(DType::Float32, c->dims());
-      if (c->dtype() != DType::Float32) return "the mask '" + s.mask->name + "' is added before the scale and is not float32";
-      for (int64_t j = 0; j < c->numel(); ++j) scaled.data<float>()[j] = c->data<float>()[j] * static_cast<float>(after[i]);
+      if (c->dtype() != DType::Float32)
+        return "the mask '" + s.mask->name + "' is added before the scale and is not float32";
+      for (int64_t j = 0; j < c->numel(); ++j)
+        scaled.data<float>()[j] = c->data<float>()[j] * static_cast<float>(after[i]);
       if (sizes && attention::is_causal_constant(scaled, sq.value, skv.value, true)) {
         m.bias.causal = true;
         continue;
@@ -175,9 +185,11 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
     }
     m.bias.mask = s.mask;
   }
-  if (bool_mask && (m.bias.mask || m.bias.made)) return "the scores get two masks (a Where and an Add) besides the causal one";
+  if (bool_mask && (m.bias.mask || m.bias.made))
+    return "the scores get two masks (a Where and an Add) besides the causal one";
   if (bool_mask) m.bias.mask = bool_mask;
-  if (!std::isfinite(m.scale) || m.scale == 0) return "the scale " + std::to_string(m.scale) + " is not a usable factor";
+  if (!std::isfinite(m.scale) || m.scale == 0)
+    return "the scale " + std::to_string(m.scale) + " is not a usable factor";
   return "";
 }
 
@@ -214,7 +226,8 @@ std::string match_operands(Match& m) {
   m.v = std::move(v);
   const auto qs = bhsd(m.q), ks = bhsd(m.k), vs = bhsd(m.v);
   if (!qs || !ks || !vs || m.q.heads <= 0 || m.k.heads <= 0 || m.v.heads <= 0)
-    return "Q, K and V are not all of known 4-D shape [B, H, S, D], so their heads cannot be proven (bind the shapes, e.g. --batch)";
+    return "Q, K and V are not all of known 4-D shape [B, H, S, D], so their heads cannot be proven (bind the shapes, "
+           "e.g. --batch)";
   if (!same_known((*qs)[0], (*ks)[0]) || !same_known((*qs)[0], (*vs)[0]))
     return "Q, K and V do not have one known batch size (" + shape_str(*qs) + ", " + shape_str(*ks) + ", " +
            shape_str(*vs) + ")";
@@ -266,7 +279,8 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
     m.domain = "";
     // ONNX Attention pads a mask shorter than the keys (with −∞) instead of broadcasting it.
     std::optional<int64_t> mask_keys;
-    if (m.bias.made) mask_keys = m.bias.made->dims().back();
+    if (m.bias.made)
+      mask_keys = m.bias.made->dims().back();
     else if (m.bias.mask && m.bias.mask->type.shape && m.bias.mask->type.shape->back().is_static())
       mask_keys = m.bias.mask->type.shape->back().value;
     if (mask_keys == 1 && !((*scores)[3].is_static() && (*scores)[3].value == 1))
@@ -297,8 +311,10 @@ Node* rewrite(Rewriter& r, Match& m) {
   } else {
     ins = {m.q.v4, m.k.v4 ? m.k.v4 : to_bhsd(g, m.k.bshd), m.v.v4};
   }
-  if (m.bias.made) ins.push_back(g.add_initializer(m.bias.made_from, std::move(*m.bias.made)));
-  else if (m.bias.mask) ins.push_back(m.bias.mask);
+  if (m.bias.made)
+    ins.push_back(g.add_initializer(m.bias.made_from, std::move(*m.bias.made)));
+  else if (m.bias.mask)
+    ins.push_back(m.bias.mask);
   Value* y = m.three_d ? m.merge->outputs[0] : m.pv->outputs[0];
   // A merge straight to [B·S, H·Dv] (one view for the next Gemm): the 3-D Attention writes
   // [B, S, H·Dv] and a Reshape, free, gives the merge's shape.

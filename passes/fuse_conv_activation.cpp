@@ -53,7 +53,8 @@ struct Activation {
 
 /// An activation op in the default domain (Gelu also in ai.fusec, same semantics).
 bool is_activation(const Node* n) {
-  static const char* kOps[] = {"Relu", "Clip", "LeakyRelu", "PRelu", "HardSigmoid", "Sigmoid", "Tanh", "HardSwish", "Gelu"};
+  static const char* kOps[] = {"Relu",    "Clip", "LeakyRelu", "PRelu", "HardSigmoid",
+                               "Sigmoid", "Tanh", "HardSwish", "Gelu"};
   if (!n->domain.empty() && !(n->domain == "ai.fusec" && n->op_type == "Gelu")) return false;
   for (const char* op : kOps)
     if (n->op_type == op) return true;
@@ -67,7 +68,8 @@ std::string shape_text(const Value* v) { return v->type.shape ? shape_str(*v->ty
 /// Why `r` cannot be FusedConv's Z for the conv output `y`, or "". Z adds without broadcasting.
 std::string residual_problem(const Value* y, const Value* r) {
   if (r->type.dtype != y->type.dtype)
-    return std::string("the residual is ") + dtype_name(r->type.dtype) + ", the conv output " + dtype_name(y->type.dtype);
+    return std::string("the residual is ") + dtype_name(r->type.dtype) + ", the conv output " +
+           dtype_name(y->type.dtype);
   if (!y->type.shape || !r->type.shape) return "the residual's or the conv output's shape is unknown";
   for (const Dim& d : *r->type.shape)
     if (!d.is_static() && d.symbol.empty()) return "the residual's shape " + shape_text(r) + " is not fully known";
@@ -246,8 +248,10 @@ class ConvFuser {
     Node* sig = nullptr;
     Node* mul = nullptr;
     for (Node* c : t->consumers) {
-      if (is_op(c, "Sigmoid")) sig = c;
-      else if (is_op(c, "Mul")) mul = c;
+      if (is_op(c, "Sigmoid"))
+        sig = c;
+      else if (is_op(c, "Mul"))
+        mul = c;
     }
     if (!sig || !mul || !sig->outputs[0] || other_input(mul, t) != sig->outputs[0]) return std::nullopt;
     *what = describe(sig) + " + " + describe(mul) + " (SiLU)";

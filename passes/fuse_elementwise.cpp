@@ -62,12 +62,13 @@ const std::map<std::string, EwOp>& variadic_ops() {
   return m;
 }
 const std::map<std::string, EwOp>& unary_ops() {
-  static const std::map<std::string, EwOp> m = {
-      {"Neg", EwOp::Neg},         {"Abs", EwOp::Abs},         {"Exp", EwOp::Exp},
-      {"Log", EwOp::Log},         {"Sqrt", EwOp::Sqrt},       {"Reciprocal", EwOp::Reciprocal},
-      {"Erf", EwOp::Erf},         {"Tanh", EwOp::Tanh},       {"Sigmoid", EwOp::Sigmoid},
-      {"Relu", EwOp::Relu},       {"Softplus", EwOp::Softplus}, {"Floor", EwOp::Floor},
-      {"Ceil", EwOp::Ceil},       {"HardSwish", EwOp::HardSwish}};
+  static const std::map<std::string, EwOp> m = {{"Neg", EwOp::Neg},           {"Abs", EwOp::Abs},
+                                                {"Exp", EwOp::Exp},           {"Log", EwOp::Log},
+                                                {"Sqrt", EwOp::Sqrt},         {"Reciprocal", EwOp::Reciprocal},
+                                                {"Erf", EwOp::Erf},           {"Tanh", EwOp::Tanh},
+                                                {"Sigmoid", EwOp::Sigmoid},   {"Relu", EwOp::Relu},
+                                                {"Softplus", EwOp::Softplus}, {"Floor", EwOp::Floor},
+                                                {"Ceil", EwOp::Ceil},         {"HardSwish", EwOp::HardSwish}};
   return m;
 }
 
@@ -147,10 +148,14 @@ std::optional<Shape> broadcast(const Shape& a, const Shape& b) {
   for (size_t i = 0; i < r; ++i) {
     Dim x = i < r - a.size() ? Dim(1) : a[i - (r - a.size())];
     Dim y = i < r - b.size() ? Dim(1) : b[i - (r - b.size())];
-    if (x == y) out[i] = x;
-    else if (x.is_static() && x.value == 1) out[i] = y;
-    else if (y.is_static() && y.value == 1) out[i] = x;
-    else return std::nullopt;
+    if (x == y)
+      out[i] = x;
+    else if (x.is_static() && x.value == 1)
+      out[i] = y;
+    else if (y.is_static() && y.value == 1)
+      out[i] = x;
+    else
+      return std::nullopt;
   }
   return out;
 }
@@ -355,8 +360,10 @@ std::optional<Fused> lower(const Region& r, std::string* why) {
   }
   Emitter e;
   for (const Node* n : r.nodes) {
-    EwOperand result = translate(n, [&](size_t i) { return operand_of.at(n->inputs[i]); }, e);
-    if (result.kind != EwOperand::Kind::Register) internal_error("fuse_elementwise: node without instructions" + n->ref());
+    EwOperand result = translate(
+        n, [&](size_t i) { return operand_of.at(n->inputs[i]); }, e);
+    if (result.kind != EwOperand::Kind::Register)
+      internal_error("fuse_elementwise: node without instructions" + n->ref());
     operand_of[n->outputs[0]] = result;
   }
   f.program.num_inputs = static_cast<int>(f.inputs.size());
@@ -382,7 +389,8 @@ bool FuseElementwisePass::run(Graph& g, PassContext& ctx) {
   std::vector<Region> regions = find_regions(r);
   for (const Region& region : regions) {
     if (region.nodes.size() < 2) continue;  // a lone op is already one kernel
-    const std::string what = std::to_string(region.nodes.size()) + " elementwise ops ending at " + describe(region.root);
+    const std::string what =
+        std::to_string(region.nodes.size()) + " elementwise ops ending at " + describe(region.root);
     if (ctx.opts.portable) {
       r.near_miss(what + " not fused", "--portable writes standard ops only");
       continue;

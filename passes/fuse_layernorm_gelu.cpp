@@ -42,7 +42,8 @@ bool FuseLayerNormGeluPass::run(Graph& g, PassContext& ctx) {
         why = "the LayerNormalization's " + std::string(i == 1 ? "Mean" : "InvStdDev") + " output is read";
     if (why.empty() && ln->attr_int("stash_type", 1) != 1)
       why = "the LayerNormalization has stash_type " + std::to_string(ln->attr_int("stash_type", 1)) + ", not 1";
-    if (why.empty() && ctx.opts.portable) why = "LayerNormGelu is not standard ONNX; --portable writes standard ops only";
+    if (why.empty() && ctx.opts.portable)
+      why = "LayerNormGelu is not standard ONNX; --portable writes standard ops only";
     if (!why.empty()) {
       r.near_miss(what, why);
       continue;

@@ -80,7 +80,8 @@ std::optional<Activation> activation_of(Node* n, std::string* why) {
       }
     }
     // Absent bounds are the float range, as the Clip kernel has them.
-    a.params = {scalar_or(n->input(1), n->attr_float("min", -FLT_MAX)), scalar_or(n->input(2), n->attr_float("max", FLT_MAX))};
+    a.params = {scalar_or(n->input(1), n->attr_float("min", -FLT_MAX)),
+                scalar_or(n->input(2), n->attr_float("max", FLT_MAX))};
     return a;
   }
   return std::nullopt;
@@ -126,8 +127,8 @@ bool fuse_at(Rewriter& r, Node* mm) {
                                  : "the MatMul output has " + std::to_string(use_count(prod)) + " consumers");
   const DType dtype = prod->type.dtype;
   if (!fusable_dtype(dtype))
-    return r.near_miss(what, std::string("its data type is ") + dtype_name(dtype) +
-                                 " (fused here: float32, float16, bfloat16)");
+    return r.near_miss(
+        what, std::string("its data type is ") + dtype_name(dtype) + " (fused here: float32, float16, bfloat16)");
 
   Value* bias = nullptr;
   Value* out = prod;
@@ -165,7 +166,8 @@ bool fuse_at(Rewriter& r, Node* mm) {
       write_gemm = true;
     } else {
       std::string why = "--portable writes standard ops only: ";
-      if (gemm_shaped) why += "an activation without a bias needs ai.fusec FusedMatMul";
+      if (gemm_shaped)
+        why += "an activation without a bias needs ai.fusec FusedMatMul";
       else
         why += "A is " + std::to_string(rank_of(a_in)) + "-D and W " + std::to_string(rank_of(w_in)) +
                "-D, the standard Gemm takes 2-D operands, so this needs ai.fusec FusedMatMul";
@@ -190,8 +192,8 @@ bool fuse_at(Rewriter& r, Node* mm) {
   std::string act_name = act ? act->name : "";
   std::vector<float> act_params = act ? act->params : std::vector<float>{};
   Replaced gone = r.remove(replaced);
-  Node* fused = r.add(write_gemm ? "Gemm" : "FusedMatMul", inputs, {result}, name, write_gemm ? "" : "ai.fusec",
-                      gone.origins);
+  Node* fused =
+      r.add(write_gemm ? "Gemm" : "FusedMatMul", inputs, {result}, name, write_gemm ? "" : "ai.fusec", gone.origins);
   if (!write_gemm) {
     if (!act_name.empty()) fused->set_attr("activation", act_name);
     if (!act_params.empty()) fused->set_attr("activation_params", act_params);
@@ -212,11 +214,14 @@ bool fuse_activation_into(Rewriter& r, Node* fused) {
   if (!act && why.empty()) return false;
   const std::string what = describe(out->consumers[0]) + " not fused into " + describe(fused);
   if (why.empty() && !has_single_use(out))
-    why = out->is_graph_output ? "the output of " + describe(fused) + " is a graph output"
-                               : "the output of " + describe(fused) + " has " + std::to_string(use_count(out)) + " consumers";
+    why = out->is_graph_output
+              ? "the output of " + describe(fused) + " is a graph output"
+              : "the output of " + describe(fused) + " has " + std::to_string(use_count(out)) + " consumers";
   if (why.empty() && fused->op_type == "Gemm") {
-    if (r.opts().portable) why = "--portable writes standard ops only: the activation needs ai.fusec FusedMatMul";
-    else return false;  // not one this pass would have left: FusedMatMul is written when the activation joins
+    if (r.opts().portable)
+      why = "--portable writes standard ops only: the activation needs ai.fusec FusedMatMul";
+    else
+      return false;  // not one this pass would have left: FusedMatMul is written when the activation joins
   }
   if (!why.empty()) return r.near_miss(what, why);
   if (!act->node->outputs[0] || act->node->outputs[0]->type.dtype != out->type.dtype) return false;
@@ -288,7 +293,8 @@ bool FuseMatMulBiasPass::run(Graph& g, PassContext& ctx) {
   std::vector<Node*> matmuls, earlier;
   for (Node* n : g.node_list()) {
     if (is_op(n, "MatMul")) matmuls.push_back(n);
-    const bool bare_fused = n->op_type == "FusedMatMul" && n->domain == "ai.fusec" && n->attr_string("activation", "").empty();
+    const bool bare_fused =
+        n->op_type == "FusedMatMul" && n->domain == "ai.fusec" && n->attr_string("activation", "").empty();
     const bool our_gemm = is_op(n, "Gemm") && !n->fused_from.empty();
     if (bare_fused || our_gemm) earlier.push_back(n);
   }

@@ -71,7 +71,8 @@ bool FuseSkipLayerNormPass::run(Graph& g, PassContext& ctx) {
               ", so the skip would broadcast X";
     }
     if (why.empty() && !is_float(s->type.dtype)) why = std::string("the sum is ") + dtype_name(s->type.dtype);
-    if (why.empty() && ctx.opts.portable) why = "SkipLayerNorm is not standard ONNX; --portable writes standard ops only";
+    if (why.empty() && ctx.opts.portable)
+      why = "SkipLayerNorm is not standard ONNX; --portable writes standard ops only";
     if (!why.empty()) {
       r.near_miss(what, why);
       continue;

@@ -168,7 +168,7 @@ std::string sources_str(const Source& s) {
 /// Where a 4-D attention's operand came from before its head split (and RoPE): walking back along
 /// the data input through layout and elementwise ops to a projection. Only for the near-miss.
 std::optional<Projection> traced_projection(Value* v) {
-  static const std::set<std::string> through = {"Transpose", "Reshape", "Unsqueeze", "Squeeze", "Expand",
+  static const std::set<std::string> through = {"Transpose", "Reshape", "Unsqueeze", "Squeeze",         "Expand",
                                                 "Mul",       "Add",     "Neg",       "FusedElementwise"};
   for (int depth = 0; v && v->producer && depth < 8; ++depth) {
     if (auto p = projection_of(v)) return p;
@@ -188,7 +188,8 @@ std::string beyond_fusec_subset(const Node* a) {
     if (a->outputs[i]) return std::string("it writes ") + extra_out[i - 1] + ", which ai.fusec Attention does not have";
   if (a->attr_float("softcap", 0) != 0) return "it has a softcap, which ai.fusec Attention does not have";
   for (const char* w : {"left_window_size", "right_window_size"})
-    if (a->attr_int(w, -1) != -1) return std::string("it has a sliding window (") + w + "), which ai.fusec Attention does not have";
+    if (a->attr_int(w, -1) != -1)
+      return std::string("it has a sliding window (") + w + "), which ai.fusec Attention does not have";
   if (a->has_attr("softmax_precision") && a->attr_int("softmax_precision", 1) != 1)
     return "its softmax_precision is not float (ai.fusec Attention computes the softmax in float32)";
   if (a->has_attr("scale") && a->attr_float("scale", 1) == 0)
@@ -207,7 +208,8 @@ std::string beyond_fusec_subset(const Node* a) {
 std::string attention_problem(const Node* attn, const Source& src) {
   const Value* q = attn->input(kQ);
   const DType t = q->type.dtype;
-  if (!attention_type(t)) return std::string("its type is ") + dtype_name(t) + " (ai.fusec Attention: float32, float16, bfloat16)";
+  if (!attention_type(t))
+    return std::string("its type is ") + dtype_name(t) + " (ai.fusec Attention: float32, float16, bfloat16)";
   const Shape *qs = shape_of_value(q), *ks = shape_of_value(attn->input(kK)), *vs = shape_of_value(attn->input(kV));
   if (!qs || !ks || !vs) return "the shapes of Q, K and V are not known";
   if (qs->size() == 4) return describe(attn) + " is 4-D: packed QKV is a form of the 3-D attention";
@@ -218,7 +220,8 @@ std::string attention_problem(const Node* attn, const Source& src) {
   if (hq <= 0 || hkv <= 0) return "q_num_heads and kv_num_heads are not both given";
   const Dim &nq = qs->back(), &nk = ks->back(), &nv = vs->back();
   if (!nq.is_static() || !nk.is_static() || !nv.is_static()) return "the hidden sizes of Q, K and V are not known";
-  if (nq.value % hq || nk.value % hkv || nv.value % hkv) return "the hidden sizes of Q, K and V do not split into the heads";
+  if (nq.value % hq || nk.value % hkv || nv.value % hkv)
+    return "the hidden sizes of Q, K and V do not split into the heads";
   const int64_t dk = nk.value / hkv, dv = nv.value / hkv;
   if (dk != dv)
     return "K's head size " + std::to_string(dk) + " differs from V's " + std::to_string(dv) +
@@ -285,7 +288,8 @@ std::optional<Tensor> concat_bias(const std::array<Projection, 3>& proj, DType t
 Node* packed_attention(Rewriter& r, Node* attn, Value* packed, const std::vector<std::string>& absorbed) {
   std::vector<NamedAttribute> attrs;
   for (const auto& a : attn->attrs)
-    if (a.name == "scale" || a.name == "is_causal" || a.name == "q_num_heads" || a.name == "kv_num_heads") attrs.push_back(a);
+    if (a.name == "scale" || a.name == "is_causal" || a.name == "q_num_heads" || a.name == "kv_num_heads")
+      attrs.push_back(a);
   std::vector<Value*> ins = {packed, nullptr, nullptr};
   if (Value* m = attn->input(kMask)) ins.push_back(m);
   Value* y = attn->outputs[0];
@@ -333,8 +337,9 @@ bool try_attention(Rewriter& r, Node* attn) {
     if (traced[1]->x != traced[0]->x || traced[2]->x != traced[0]->x) return false;
     return r.near_miss(describe(traced[0]->product()) + " + " + describe(traced[1]->product()) + " + " +
                            describe(traced[2]->product()) + " -> " + describe(attn) + " not merged",
-                       describe(attn) + " is 4-D (Q, K and V are [B, heads, S, D], e.g. after RoPE): packed QKV is a "
-                                        "form of the 3-D attention, which reads the projections' outputs directly");
+                       describe(attn) +
+                           " is 4-D (Q, K and V are [B, heads, S, D], e.g. after RoPE): packed QKV is a "
+                           "form of the 3-D attention, which reads the projections' outputs directly");
   }
   const std::string what = sources_str(src) + " -> " + describe(attn) + (src.split ? " not packed" : " not merged");
   if (std::string why = attention_problem(attn, src); !why.empty()) return r.near_miss(what, why);

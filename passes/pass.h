@@ -13,9 +13,9 @@ namespace fusec {
 
 struct Rewrite {
   std::string pass;
-  std::string what;                 // "Conv 'c1' + BatchNormalization 'bn1' -> Conv 'c1'"
+  std::string what;                   // "Conv 'c1' + BatchNormalization 'bn1' -> Conv 'c1'"
   std::vector<std::string> replaced;  // names of the nodes that are gone or absorbed
-  std::string result;               // name of the node that now stands for them ("" if removed)
+  std::string result;                 // name of the node that now stands for them ("" if removed)
 };
 
 struct NearMiss {

@@ -95,8 +95,8 @@ bool can_raise_opset(const Graph& g, int64_t to, std::string* blocker) {
     const OpSchema* b = reg.find("", n->op_type, to);
     if (!a || a != b) {
       if (blocker)
-        *blocker = describe(n.get()) + " changes meaning between opset " + std::to_string(from) + " and " +
-                   std::to_string(to);
+        *blocker =
+            describe(n.get()) + " changes meaning between opset " + std::to_string(from) + " and " + std::to_string(to);
       return false;
     }
   }
@@ -107,8 +107,7 @@ void use_fusec_domain(Graph& g) {
   if (!g.opsets.count("ai.fusec")) g.opsets["ai.fusec"] = 1;
 }
 
-std::optional<std::string> domain_for_standard_op(Graph& g, const PassOptions& opts, int64_t needed,
-                                                  std::string* why) {
+std::optional<std::string> domain_for_standard_op(Graph& g, const PassOptions& opts, int64_t needed, std::string* why) {
   int64_t have = g.opset("");
   if (have >= needed) return std::string();
   std::string blocker;
@@ -122,16 +121,18 @@ std::optional<std::string> domain_for_standard_op(Graph& g, const PassOptions& o
     return std::string("ai.fusec");
   }
   if (why)
-    *why = "the model's opset " + std::to_string(have) + " predates the standard op (opset " +
-           std::to_string(needed) + ") and cannot be raised: " + blocker;
+    *why = "the model's opset " + std::to_string(have) + " predates the standard op (opset " + std::to_string(needed) +
+           ") and cannot be raised: " + blocker;
   return std::nullopt;
 }
 
 std::vector<std::string> fused_origins(const std::vector<Node*>& nodes) {
   std::vector<std::string> out;
   for (const Node* n : nodes) {
-    if (n->fused_from.empty()) out.push_back(n->name);
-    else out.insert(out.end(), n->fused_from.begin(), n->fused_from.end());
+    if (n->fused_from.empty())
+      out.push_back(n->name);
+    else
+      out.insert(out.end(), n->fused_from.begin(), n->fused_from.end());
   }
   return out;
 }

@@ -50,8 +50,7 @@ bool forward_value(Graph& g, Value* out, Value* in);
 /// Where a fused op that standard ONNX has from opset `needed` should be written: "" (ai.onnx,
 /// raising the model's opset if every other node keeps its meaning), "ai.fusec" (not portable),
 /// or nullopt with `why` set when --portable forbids both.
-std::optional<std::string> domain_for_standard_op(Graph& g, const PassOptions& opts, int64_t needed,
-                                                  std::string* why);
+std::optional<std::string> domain_for_standard_op(Graph& g, const PassOptions& opts, int64_t needed, std::string* why);
 /// True if raising the ai.onnx opset to `to` keeps every default-domain node's schema the same.
 bool can_raise_opset(const Graph& g, int64_t to, std::string* blocker = nullptr);
 /// Declares the ai.fusec domain on the graph (version 1).

@@ -184,7 +184,10 @@ bool match_product(Node* f, GeluMatch& m) {
     GeluMatch half;
     Node* m2 = nullptr;
     for (Node* c : p->consumers)
-      if (!c->outputs.empty() && c->outputs[0] && scales(c, p, 0.5, 2.0, half)) { m2 = c; break; }
+      if (!c->outputs.empty() && c->outputs[0] && scales(c, p, 0.5, 2.0, half)) {
+        m2 = c;
+        break;
+      }
     if (!m2) return false;
     m.constants.push_back(half.constants.back());
     m.nodes.push_back(m2);
@@ -226,7 +229,8 @@ std::string guard(const GeluMatch& m) {
       return "constant '" + c.v->name + "' has a higher rank than the input, so it broadcasts it";
   }
   for (const Value* v : m.inner) {
-    if (v->is_graph_output) return "'" + v->name + "' is a graph output; GELU's intermediates must be read only inside it";
+    if (v->is_graph_output)
+      return "'" + v->name + "' is a graph output; GELU's intermediates must be read only inside it";
     for (const Node* c : v->consumers)
       if (std::find(m.nodes.begin(), m.nodes.end(), c) == m.nodes.end())
         return "'" + v->name + "' has " + std::to_string(use_count(v)) + " consumers (" + describe(c) +
@@ -235,7 +239,8 @@ std::string guard(const GeluMatch& m) {
   if (!is_float(m.x->type.dtype))
     return std::string("the input is ") + dtype_name(m.x->type.dtype) + "; Gelu takes floating-point types";
   if (m.x->type.shape && m.y->type.shape && *m.x->type.shape != *m.y->type.shape)
-    return "the output shape " + shape_str(*m.y->type.shape) + " differs from the input's " + shape_str(*m.x->type.shape);
+    return "the output shape " + shape_str(*m.y->type.shape) + " differs from the input's " +
+           shape_str(*m.x->type.shape);
   return "";
 }
 

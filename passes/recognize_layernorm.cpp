@@ -50,22 +50,21 @@ namespace fusec {
 
 namespace {
 
-
 struct NormMatch {
   bool rms = false;
-  Value* x = nullptr;               // what the statistics are computed over
-  std::vector<const Node*> reduces; // the ReduceMeans (their axes must agree)
-  Value* var = nullptr;             // σ² (LayerNorm) or mean(x²) (RMSNorm)
+  Value* x = nullptr;                // what the statistics are computed over
+  std::vector<const Node*> reduces;  // the ReduceMeans (their axes must agree)
+  Value* var = nullptr;              // σ² (LayerNorm) or mean(x²) (RMSNorm)
   Value* eps = nullptr;
-  Value* mean = nullptr;            // μ: may be read outside the pattern (-> Mean)
-  Value* inv = nullptr;             // 1/s where the graph computes it: may be read outside (-> InvStdDev)
-  Value* normalized = nullptr;      // before the affine Mul/Add
+  Value* mean = nullptr;        // μ: may be read outside the pattern (-> Mean)
+  Value* inv = nullptr;         // 1/s where the graph computes it: may be read outside (-> InvStdDev)
+  Value* normalized = nullptr;  // before the affine Mul/Add
   Value* gamma = nullptr;
   Value* beta = nullptr;
   Value* y = nullptr;
-  std::vector<Node*> nodes;         // every node the fused node replaces
-  std::vector<Value*> inner;        // read only inside the pattern
-  int64_t axis = -1;                // first normalized axis of x
+  std::vector<Node*> nodes;   // every node the fused node replaces
+  std::vector<Value*> inner;  // read only inside the pattern
+  int64_t axis = -1;          // first normalized axis of x
 };
 
 template <class F>
@@ -145,7 +144,8 @@ bool match_tail(Value* var, Value* d, NormMatch& m) {
     } else {
       return false;
     }
-  } else if (Node* pw = reader(ve, "Pow", [&](Node* n) { return n->input(0) == ve && is_constant_exactly(n->input(1), -0.5); })) {
+  } else if (Node* pw = reader(ve, "Pow",
+                               [&](Node* n) { return n->input(0) == ve && is_constant_exactly(n->input(1), -0.5); })) {
     norm = mul_by(pw->outputs[0]);
     if (!norm) return false;
     m.nodes.push_back(pw);
@@ -268,7 +268,8 @@ std::string check_reduces(NormMatch& m) {
     std::string why;
     auto axes = reduced_axes(r, rank, &why);
     if (!axes) return why;
-    if (r == m.reduces.front()) first = *axes;
+    if (r == m.reduces.front())
+      first = *axes;
     else if (*axes != first)
       return "the ReduceMeans reduce different axes: " + axes_str(first) + " and " + axes_str(*axes);
   }
@@ -336,7 +337,8 @@ std::string check_rest(const NormMatch& m) {
   if (static_cast<int64_t>(e->rank()) > rank_of(m.var)) return "epsilon '" + m.eps->name + "' broadcasts the variance";
   if (!(e->as_double(0) >= 0)) return "epsilon " + num(e->as_double(0)) + " is negative";
   for (const Value* v : m.inner) {
-    if (v->is_graph_output) return "'" + v->name + "' is a graph output; the pattern's intermediates must be read only inside it";
+    if (v->is_graph_output)
+      return "'" + v->name + "' is a graph output; the pattern's intermediates must be read only inside it";
     for (const Node* c : v->consumers)
       if (!inside(m, c))
         return "'" + v->name + "' has " + std::to_string(use_count(v)) + " consumers (" + describe(c) +
@@ -345,10 +347,11 @@ std::string check_rest(const NormMatch& m) {
   if (!is_float(m.x->type.dtype))
     return std::string("the input is ") + dtype_name(m.x->type.dtype) + "; normalization takes floating-point types";
   if ((escapes(m, m.mean) || escapes(m, m.inv)) && m.x->type.dtype != DType::Float32)
-    return std::string("the mean or inverse deviation is read elsewhere and the input is ") + dtype_name(m.x->type.dtype) +
-           "; LayerNormalization's Mean/InvStdDev outputs are float32";
+    return std::string("the mean or inverse deviation is read elsewhere and the input is ") +
+           dtype_name(m.x->type.dtype) + "; LayerNormalization's Mean/InvStdDev outputs are float32";
   if (m.x->type.shape && m.y->type.shape && *m.x->type.shape != *m.y->type.shape)
-    return "the output shape " + shape_str(*m.y->type.shape) + " differs from the input's " + shape_str(*m.x->type.shape);
+    return "the output shape " + shape_str(*m.y->type.shape) + " differs from the input's " +
+           shape_str(*m.x->type.shape);
   return "";
 }
 
@@ -360,11 +363,20 @@ Tensor make_tensor(DType dtype, const std::vector<int64_t>& dims, const std::fun
   for (int64_t i = 0; i < t.numel(); ++i) {
     double v = at(i);
     switch (dtype) {
-      case DType::Float32: t.data<float>()[i] = static_cast<float>(v); break;
-      case DType::Float64: t.data<double>()[i] = v; break;
-      case DType::Float16: t.data<uint16_t>()[i] = float_to_half(static_cast<float>(v)); break;
-      case DType::BFloat16: t.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(v)); break;
-      default: break;
+      case DType::Float32:
+        t.data<float>()[i] = static_cast<float>(v);
+        break;
+      case DType::Float64:
+        t.data<double>()[i] = v;
+        break;
+      case DType::Float16:
+        t.data<uint16_t>()[i] = float_to_half(static_cast<float>(v));
+        break;
+      case DType::BFloat16:
+        t.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(v));
+        break;
+      default:
+        break;
     }
   }
   return t;
@@ -388,7 +400,8 @@ struct ParamPlan {
 /// γ or β (`p`, broadcast against the view `xs` normalized from `axis`) as a tensor of exactly
 /// the normalized shape `target` (what LayerNormalization in onnxruntime wants); p == nullptr:
 /// ones (γ absent).
-std::optional<ParamPlan> plan_param(const Value* p, const Value* x, int64_t axis, const Shape& target, std::string* why) {
+std::optional<ParamPlan> plan_param(const Value* p, const Value* x, int64_t axis, const Shape& target,
+                                    std::string* why) {
   ParamPlan plan;
   if (p && p->type.shape && *p->type.shape == target && is_static(target)) {
     plan.value = const_cast<Value*>(p);
@@ -494,7 +507,10 @@ std::optional<Plan> plan_unflattened(const NormMatch& m) {
   int64_t inner = product(vs, static_cast<size_t>(m.axis), vs.size());
   std::optional<int64_t> a;
   for (size_t i = 0; i < xs.size(); ++i)
-    if (product(xs, i, xs.size()) == inner) { a = static_cast<int64_t>(i); break; }
+    if (product(xs, i, xs.size()) == inner) {
+      a = static_cast<int64_t>(i);
+      break;
+    }
   if (view->op_type == "Flatten") {
     int64_t fa = view->attr_int("axis", 1);
     if (fa < 0) fa += static_cast<int64_t>(xs.size());
@@ -579,8 +595,10 @@ bool RecognizeLayerNormPass::run(Graph& g, PassContext& ctx) {
     std::optional<std::string> domain;
     if (plan) {
       if (m.rms) {
-        if (ctx.opts.portable) why = "SimplifiedLayerNorm is not standard ONNX; --portable writes standard ops only";
-        else domain = "ai.fusec";
+        if (ctx.opts.portable)
+          why = "SimplifiedLayerNorm is not standard ONNX; --portable writes standard ops only";
+        else
+          domain = "ai.fusec";
       } else {
         domain = domain_for_standard_op(g, ctx.opts, 17, &why);
       }

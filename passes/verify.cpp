@@ -24,17 +24,38 @@ Tensor random_input(const Value& v, uint64_t seed, int64_t int_end) {
   std::uniform_int_distribution<int64_t> ints(0, std::max<int64_t>(int_end, 1) - 1);
   for (int64_t i = 0; i < t.numel(); ++i) {
     switch (t.dtype()) {
-      case DType::Float32: t.data<float>()[i] = static_cast<float>(uni(rng)); break;
-      case DType::Float64: t.data<double>()[i] = uni(rng); break;
-      case DType::Float16: t.data<uint16_t>()[i] = float_to_half(static_cast<float>(uni(rng))); break;
-      case DType::BFloat16: t.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(uni(rng))); break;
-      case DType::Bool: t.data<uint8_t>()[i] = static_cast<uint8_t>(rng() & 1); break;
-      case DType::Int8: t.data<int8_t>()[i] = static_cast<int8_t>(ints(rng)); break;
-      case DType::UInt8: t.data<uint8_t>()[i] = static_cast<uint8_t>(ints(rng)); break;
-      case DType::Int16: t.data<int16_t>()[i] = static_cast<int16_t>(ints(rng)); break;
-      case DType::Int32: t.data<int32_t>()[i] = static_cast<int32_t>(ints(rng)); break;
-      case DType::Int64: t.data<int64_t>()[i] = ints(rng); break;
-      case DType::Undefined: bad_input("input '" + v.name + "' has no data type");
+      case DType::Float32:
+        t.data<float>()[i] = static_cast<float>(uni(rng));
+        break;
+      case DType::Float64:
+        t.data<double>()[i] = uni(rng);
+        break;
+      case DType::Float16:
+        t.data<uint16_t>()[i] = float_to_half(static_cast<float>(uni(rng)));
+        break;
+      case DType::BFloat16:
+        t.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(uni(rng)));
+        break;
+      case DType::Bool:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(rng() & 1);
+        break;
+      case DType::Int8:
+        t.data<int8_t>()[i] = static_cast<int8_t>(ints(rng));
+        break;
+      case DType::UInt8:
+        t.data<uint8_t>()[i] = static_cast<uint8_t>(ints(rng));
+        break;
+      case DType::Int16:
+        t.data<int16_t>()[i] = static_cast<int16_t>(ints(rng));
+        break;
+      case DType::Int32:
+        t.data<int32_t>()[i] = static_cast<int32_t>(ints(rng));
+        break;
+      case DType::Int64:
+        t.data<int64_t>()[i] = ints(rng);
+        break;
+      case DType::Undefined:
+        bad_input("input '" + v.name + "' has no data type");
     }
   }
   return t;
@@ -120,8 +141,9 @@ VerifyResult verify_equivalence(const Graph& original, const Graph& optimized, i
   for (auto& o : r.outputs)
     if (o.ok && o.nothing_compared()) {
       o.ok = false;
-      o.problem = "nothing compared: the original model gives no finite value on the random inputs (e.g. a mask "
-                  "computed from an integer input overflows on random values); --no-check writes the model unverified";
+      o.problem =
+          "nothing compared: the original model gives no finite value on the random inputs (e.g. a mask "
+          "computed from an integer input overflows on random values); --no-check writes the model unverified";
     }
   for (const auto& o : r.outputs) r.ok &= o.ok;
   return r;

@@ -20,13 +20,13 @@ struct Tolerance {
 
 struct OutputCheck {
   std::string name;
-  double max_abs = 0;  // max |optimized - original|
-  double max_rel = 0;  // max |optimized - original| / max |original| (relative to the output's scale)
-  double max_ref = 0;  // max |original|, the scale max_rel divides by
-  bool ok = true;      // every element within atol + rtol * |original| (NaN matches NaN)
-  std::string problem; // dtype/shape mismatch, or why nothing could be compared
-  int64_t elements = 0;        // elements seen over all runs
-  int64_t finite_original = 0; // of them, where the original's value is finite (compared in value)
+  double max_abs = 0;           // max |optimized - original|
+  double max_rel = 0;           // max |optimized - original| / max |original| (relative to the output's scale)
+  double max_ref = 0;           // max |original|, the scale max_rel divides by
+  bool ok = true;               // every element within atol + rtol * |original| (NaN matches NaN)
+  std::string problem;          // dtype/shape mismatch, or why nothing could be compared
+  int64_t elements = 0;         // elements seen over all runs
+  int64_t finite_original = 0;  // of them, where the original's value is finite (compared in value)
   /// Every element of the original was NaN or infinite: the check compared nothing, and says so
   /// instead of passing (verify_equivalence sets ok = false).
   bool nothing_compared() const { return elements > 0 && finite_original == 0; }
@@ -51,7 +51,7 @@ struct LayerCheck {
   bool ok = true;
   std::string node, op_type, value;  // the first optimized node whose output diverges
   OutputCheck detail;
-  size_t compared = 0;               // values compared (present in both graphs)
+  size_t compared = 0;  // values compared (present in both graphs)
 };
 
 /// Runs both graphs once exposing every intermediate, and compares the values both graphs share

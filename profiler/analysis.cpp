@@ -9,19 +9,24 @@ namespace fusec::profiler {
 
 const char* record_kind_name(RecordKind k) {
   switch (k) {
-    case RecordKind::Kernel: return "kernel";
-    case RecordKind::Memcpy: return "memcpy";
-    case RecordKind::Memset: return "memset";
-    case RecordKind::Host: return "host";
-    case RecordKind::Step: return "step";
+    case RecordKind::Kernel:
+      return "kernel";
+    case RecordKind::Memcpy:
+      return "memcpy";
+    case RecordKind::Memset:
+      return "memset";
+    case RecordKind::Host:
+      return "host";
+    case RecordKind::Step:
+      return "step";
   }
   return "";
 }
 
 bool tensor_core_op(const std::string& op) {
-  static const char* const kOps[] = {"MatMul", "Gemm", "Conv", "ConvTranspose", "FusedConv", "FusedMatMul",
-                                     "MatMulInteger", "QLinearMatMul", "QLinearConv", "ConvInteger", "Einsum",
-                                     "Attention", "MultiHeadAttention"};
+  static const char* const kOps[] = {
+      "MatMul",        "Gemm",        "Conv",        "ConvTranspose", "FusedConv", "FusedMatMul",       "MatMulInteger",
+      "QLinearMatMul", "QLinearConv", "ConvInteger", "Einsum",        "Attention", "MultiHeadAttention"};
   for (const char* o : kOps)
     if (op == o) return true;
   return false;
@@ -198,8 +203,10 @@ Analysis analyze(const Collected& c, const Peaks& peaks, Precision precision, DT
       std::vector<std::pair<uint64_t, uint64_t>> iv;
       for (const Record* r : found->second) {
         sum += r->ms();
-        if (r->kind != RecordKind::Memcpy && r->kind != RecordKind::Memset) ++nk;
-        else ++nc;
+        if (r->kind != RecordKind::Memcpy && r->kind != RecordKind::Memset)
+          ++nk;
+        else
+          ++nc;
         if (r->step < 0) ++nu;
         first = std::min(first, r->start_ns);
         last = std::max(last, r->end_ns);

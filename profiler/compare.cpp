@@ -57,8 +57,9 @@ SchemaId parse_schema(const nlohmann::json& j, const std::string& path) {
   size_t slash = s.rfind('/');
   SchemaId id;
   id.family = s.substr(0, slash);
-  bool numeric = slash != std::string::npos && slash + 1 < s.size() && s.size() - slash <= 6 &&
-                 std::all_of(s.begin() + static_cast<long>(slash) + 1, s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  bool numeric =
+      slash != std::string::npos && slash + 1 < s.size() && s.size() - slash <= 6 &&
+      std::all_of(s.begin() + static_cast<long>(slash) + 1, s.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
   if (!numeric) bad_input("'" + path + "' has schema '" + s + "', not of the form fusec.<kind>/<version>");
   id.version = std::stoi(s.substr(slash + 1));
   return id;
@@ -88,7 +89,10 @@ std::string fmt(const char* f, double x) {
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
-  while (std::fabs(b) >= 1024 && u < 4) { b /= 1024; ++u; }
+  while (std::fabs(b) >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
   return fmt(u == 0 ? "%.0f" : "%.2f", b) + " " + units[u];
 }
 
@@ -106,10 +110,14 @@ std::string value_text(const Row& r, const std::optional<double>& v, const std::
       return s;
     }
     case Kind::Count:
-    case Kind::Info: return fmt("%.0f", *v);
-    case Kind::Bytes: return human_bytes(*v);
-    case Kind::Error: return fmt("%.2e", *v);
-    case Kind::Flag: return *v != 0 ? "ok" : "FAILED";
+    case Kind::Info:
+      return fmt("%.0f", *v);
+    case Kind::Bytes:
+      return human_bytes(*v);
+    case Kind::Error:
+      return fmt("%.2e", *v);
+    case Kind::Flag:
+      return *v != 0 ? "ok" : "FAILED";
   }
   return "-";
 }
@@ -137,21 +145,30 @@ std::string p_text(const Row& r) {
 
 const char* verdict_text(Verdict v) {
   switch (v) {
-    case Verdict::Same: return "~";
-    case Verdict::Better: return "improved";
-    case Verdict::Worse: return "REGRESSION";
+    case Verdict::Same:
+      return "~";
+    case Verdict::Better:
+      return "improved";
+    case Verdict::Worse:
+      return "REGRESSION";
   }
   return "~";
 }
 
 const char* kind_name(Kind k) {
   switch (k) {
-    case Kind::Timing: return "timing";
-    case Kind::Count: return "count";
-    case Kind::Bytes: return "bytes";
-    case Kind::Error: return "error";
-    case Kind::Flag: return "flag";
-    case Kind::Info: return "info";
+    case Kind::Timing:
+      return "timing";
+    case Kind::Count:
+      return "count";
+    case Kind::Bytes:
+      return "bytes";
+    case Kind::Error:
+      return "error";
+    case Kind::Flag:
+      return "flag";
+    case Kind::Info:
+      return "info";
   }
   return "count";
 }
@@ -172,8 +189,10 @@ void evaluate_row(Row& r, const Thresholds& t, bool timings_comparable) {
     return;
   }
   double b = *r.base, n = *r.next;
-  if (b != 0) r.delta = n / b - 1;
-  else if (n != 0) r.delta = n > 0 ? INFINITY : -INFINITY;
+  if (b != 0)
+    r.delta = n / b - 1;
+  else if (n != 0)
+    r.delta = n > 0 ? INFINITY : -INFINITY;
   switch (r.kind) {
     case Kind::Timing: {
       if (!timings_comparable) {
@@ -190,8 +209,10 @@ void evaluate_row(Row& r, const Thresholds& t, bool timings_comparable) {
       r.next = tc.next.median;
       r.delta = tc.ratio - 1;
       r.p_value = tc.test.p_value;
-      if (tc.base.median > 0) r.base_spread = std::max(tc.base.hi - tc.base.median, tc.base.median - tc.base.lo) / tc.base.median;
-      if (tc.next.median > 0) r.next_spread = std::max(tc.next.hi - tc.next.median, tc.next.median - tc.next.lo) / tc.next.median;
+      if (tc.base.median > 0)
+        r.base_spread = std::max(tc.base.hi - tc.base.median, tc.base.median - tc.base.lo) / tc.base.median;
+      if (tc.next.median > 0)
+        r.next_spread = std::max(tc.next.hi - tc.next.median, tc.next.median - tc.next.lo) / tc.next.median;
       r.verdict = tc.verdict;
       if (r.verdict != Verdict::Same && std::fabs(tc.next.median - tc.base.median) < t.share * r.run_ms) {
         r.verdict = Verdict::Same;
@@ -204,21 +225,28 @@ void evaluate_row(Row& r, const Thresholds& t, bool timings_comparable) {
         r.note = "too few samples to reach p < " + fmt("%g", alpha);
       return;
     }
-    case Kind::Count: r.verdict = exact_verdict(b, n, t.count); return;
-    case Kind::Bytes: r.verdict = exact_verdict(b, n, t.memory); return;
-    case Kind::Error: r.verdict = exact_verdict(std::max(b, r.floor), std::max(n, r.floor), t.error); return;
+    case Kind::Count:
+      r.verdict = exact_verdict(b, n, t.count);
+      return;
+    case Kind::Bytes:
+      r.verdict = exact_verdict(b, n, t.memory);
+      return;
+    case Kind::Error:
+      r.verdict = exact_verdict(std::max(b, r.floor), std::max(n, r.floor), t.error);
+      return;
     case Kind::Flag:
       if (b != 0 && n == 0) r.verdict = Verdict::Worse;
       if (b == 0 && n != 0) r.verdict = Verdict::Better;
       return;
-    case Kind::Info: return;
+    case Kind::Info:
+      return;
   }
 }
 
 std::string threshold_summary(const Thresholds& t) {
-  return "timing: p < " + fmt("%g", t.alpha) + " and > " + fmt("%g", t.timing * 100) + "%; counts: " +
-         (t.count == 0 ? std::string("any increase") : "> " + fmt("%g", t.count * 100) + "%") + "; memory: > " +
-         fmt("%g", t.memory * 100) + "%; error: > " + fmt("%g", 1 + t.error) + "x";
+  return "timing: p < " + fmt("%g", t.alpha) + " and > " + fmt("%g", t.timing * 100) +
+         "%; counts: " + (t.count == 0 ? std::string("any increase") : "> " + fmt("%g", t.count * 100) + "%") +
+         "; memory: > " + fmt("%g", t.memory * 100) + "%; error: > " + fmt("%g", 1 + t.error) + "x";
   // (node and kernel timings: also Bonferroni-corrected and at least t.share of the run; see Row)
 }
 
@@ -267,9 +295,12 @@ std::string known_schemas() {
 
 const char* verdict_name(Verdict v) {
   switch (v) {
-    case Verdict::Same: return "same";
-    case Verdict::Better: return "better";
-    case Verdict::Worse: return "worse";
+    case Verdict::Same:
+      return "same";
+    case Verdict::Better:
+      return "better";
+    case Verdict::Worse:
+      return "worse";
   }
   return "same";
 }
@@ -331,9 +362,8 @@ void append_rows(Cells& cells, std::vector<std::string> lead, const Comparison& 
     if (r.detail && shown(r, changed_only)) details.push_back(&r);
   size_t hidden = 0;
   if (changed_only && details.size() > kDetailRows) {
-    std::stable_sort(details.begin(), details.end(), [](const Row* a, const Row* b) {
-      return std::fabs(a->delta) > std::fabs(b->delta);
-    });
+    std::stable_sort(details.begin(), details.end(),
+                     [](const Row* a, const Row* b) { return std::fabs(a->delta) > std::fabs(b->delta); });
     hidden = details.size() - kDetailRows;
     details.resize(kDetailRows);
   }
@@ -344,8 +374,10 @@ void append_rows(Cells& cells, std::vector<std::string> lead, const Comparison& 
     if (!shown(r, changed_only)) continue;
     if (r.detail && !kept.count(&r)) continue;
     std::vector<std::string> row = lead;
-    if (first) first = false;
-    else for (auto& l : row) l.clear();
+    if (first)
+      first = false;
+    else
+      for (auto& l : row) l.clear();
     row.push_back(r.group == last_group ? "" : r.group);
     last_group = r.group;
     std::string verdict = r.kind == Kind::Info ? "" : verdict_text(r.verdict);
@@ -356,9 +388,9 @@ void append_rows(Cells& cells, std::vector<std::string> lead, const Comparison& 
                                                : "~";
       if (!r.note.empty()) verdict += verdict.empty() ? r.note : " (" + r.note + ")";
     }
-    for (auto& cell : std::vector<std::string>{r.metric, value_text(r, r.base, r.base_spread),
-                                               value_text(r, r.next, r.next_spread), delta_text(r, c.thresholds), p_text(r),
-                                               verdict})
+    for (auto& cell :
+         std::vector<std::string>{r.metric, value_text(r, r.base, r.base_spread), value_text(r, r.next, r.next_spread),
+                                  delta_text(r, c.thresholds), p_text(r), verdict})
       row.push_back(std::move(cell));
     if (!markdown) row.push_back(r.note);
     cells.push_back(std::move(row));
@@ -425,7 +457,8 @@ std::string format_text(const Comparison& c, bool changed_only) {
   o << "new   " << one_line(c.next_path) << "  (" << one_line(c.next_schema) << ")\n";
   if (!c.label.empty()) o << "      " << one_line(c.label) << "\n";
   for (const auto& d : c.differences)
-    o << "note: " << d.field << " differs (--allow-different): '" << one_line(d.base) << "' vs '" << one_line(d.next) << "'\n";
+    o << "note: " << d.field << " differs (--allow-different): '" << one_line(d.base) << "' vs '" << one_line(d.next)
+      << "'\n";
   for (const auto& n : c.notes) o << "note: " << one_line(n) << "\n";
   o << "\n";
   Cells cells{{""}};
@@ -449,14 +482,16 @@ std::string summary_text(const Comparison& c) { return summary_line(c) + " (" + 
 std::string format_markdown(const Comparison& c, bool changed_only) {
   std::ostringstream o;
   o << "**fusec compare: "
-    << (c.regressions ? summary_line(c)
-                      : "no regression" + (c.improvements ? ", " + std::to_string(c.improvements) + " improved" : std::string()))
+    << (c.regressions
+            ? summary_line(c)
+            : "no regression" + (c.improvements ? ", " + std::to_string(c.improvements) + " improved" : std::string()))
     << "**";
   // Echoed names and paths as escaped text, never in code spans: a backtick in a name would end one.
   if (!c.label.empty()) o << " (" << markdown_text(c.label) << ")";
   o << "\n\nbase " << markdown_text(c.base_path) << ", new " << markdown_text(c.next_path) << "\n\n";
   for (const auto& d : c.differences)
-    o << "> " << markdown_text(d.field) << " differs: '" << markdown_text(d.base) << "' vs '" << markdown_text(d.next) << "'\n";
+    o << "> " << markdown_text(d.field) << " differs: '" << markdown_text(d.base) << "' vs '" << markdown_text(d.next)
+      << "'\n";
   for (const auto& n : c.notes) o << "> " << markdown_text(n) << "\n";
   if (!c.differences.empty() || !c.notes.empty()) o << "\n";
   Cells cells{{""}};
@@ -496,14 +531,17 @@ nlohmann::ordered_json to_json(const Comparison& c) {
   j["new"] = {{"path", c.next_path}, {"schema", c.next_schema}};
   j["label"] = c.label;
   j["thresholds"] = {{"timing", c.thresholds.timing}, {"alpha", c.thresholds.alpha}, {"memory", c.thresholds.memory},
-                     {"count", c.thresholds.count}, {"error", c.thresholds.error}, {"share", c.thresholds.share}};
+                     {"count", c.thresholds.count},   {"error", c.thresholds.error}, {"share", c.thresholds.share}};
   j["differences"] = nlohmann::ordered_json::array();
-  for (const auto& d : c.differences) j["differences"].push_back({{"field", d.field}, {"base", d.base}, {"new", d.next}});
+  for (const auto& d : c.differences)
+    j["differences"].push_back({{"field", d.field}, {"base", d.base}, {"new", d.next}});
   j["notes"] = c.notes;
   j["regressions"] = c.regressions;
   j["improvements"] = c.improvements;
   j["rows"] = nlohmann::ordered_json::array();
-  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr); };
+  auto opt = [](const std::optional<double>& v) {
+    return v ? nlohmann::ordered_json(*v) : nlohmann::ordered_json(nullptr);
+  };
   for (const Row& r : c.rows) {
     nlohmann::ordered_json jr;
     jr["group"] = r.group;
@@ -511,7 +549,8 @@ nlohmann::ordered_json to_json(const Comparison& c) {
     jr["kind"] = kind_name(r.kind);
     jr["base"] = opt(r.base);
     jr["new"] = opt(r.next);
-    jr["delta"] = r.base && r.next && std::isfinite(r.delta) ? nlohmann::ordered_json(r.delta) : nlohmann::ordered_json(nullptr);
+    jr["delta"] =
+        r.base && r.next && std::isfinite(r.delta) ? nlohmann::ordered_json(r.delta) : nlohmann::ordered_json(nullptr);
     jr["p_value"] = opt(r.p_value);
     if (r.kind == Kind::Timing) {
       jr["base_samples"] = r.base_samples.size();

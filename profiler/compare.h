@@ -41,20 +41,20 @@ struct Row {
   std::string group;   // variant, node, kernel or "graph" / "verification"
   std::string metric;  // "latency", "nodes", "activations", "max rel error"
   Kind kind = Kind::Count;
-  std::optional<double> base, next;  // absent on one side: only in the other report (no verdict)
+  std::optional<double> base, next;                // absent on one side: only in the other report (no verdict)
   std::vector<double> base_samples, next_samples;  // Timing
-  double floor = 0;       // Error: values at or below this are equivalent
-  bool headline = true;   // shown by `fusec check` even when unchanged
-  bool detail = false;    // one of many (a profile's nodes and kernels): a short table shows the largest few
-  double run_ms = 0;      // Timing of a node/kernel: the run's median; a change must be Thresholds::share of it
-  int multiplicity = 1;   // Timing: tests of its kind (every node of a profile); the row is
-                          // tested at alpha / multiplicity (Bonferroni), so 100 nodes do not cry wolf once each
+  double floor = 0;                                // Error: values at or below this are equivalent
+  bool headline = true;                            // shown by `fusec check` even when unchanged
+  bool detail = false;   // one of many (a profile's nodes and kernels): a short table shows the largest few
+  double run_ms = 0;     // Timing of a node/kernel: the run's median; a change must be Thresholds::share of it
+  int multiplicity = 1;  // Timing: tests of its kind (every node of a profile); the row is
+                         // tested at alpha / multiplicity (Bonferroni), so 100 nodes do not cry wolf once each
   // Filled by evaluate():
   Verdict verdict = Verdict::Same;
-  double delta = 0;                // next / base - 1 (0 when not computable)
-  std::optional<double> p_value;   // Timing
+  double delta = 0;                                // next / base - 1 (0 when not computable)
+  std::optional<double> p_value;                   // Timing
   std::optional<double> base_spread, next_spread;  // Timing: half-width of the 95% median interval / median
-  std::string note;                // "only in base", "too few samples for p < 0.01", ...
+  std::string note;                                // "only in base", "too few samples for p < 0.01", ...
 };
 
 /// A configuration field that differs between the two reports (model, device, precision, batch...).
@@ -63,10 +63,10 @@ struct Difference {
 };
 
 struct Comparison {
-  std::string family;                // "fusec.bench"
+  std::string family;  // "fusec.bench"
   std::string base_path, next_path;
   std::string base_schema, next_schema;
-  std::string label;                 // "mlp_small.onnx · cpu (2 threads) · fp32 · batch 4"
+  std::string label;                    // "mlp_small.onnx · cpu (2 threads) · fp32 · batch 4"
   std::vector<Difference> differences;  // allowed by --allow-different (otherwise an error)
   std::vector<std::string> notes;       // what else differs and explains the rows (a skipped pass)
   std::vector<Row> rows;

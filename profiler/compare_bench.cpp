@@ -80,7 +80,8 @@ void match_bench(const Report& base, const Report& next, Comparison& c) {
     auto mem = [&](const Report& r, const nlohmann::json* v, const char* key, bool required) -> std::optional<double> {
       if (!v) return std::nullopt;
       const auto& m = object_at(r, *v, "memory", where);
-      return required ? std::optional<double>(number_at(r, m, key, where + ".memory")) : optional_number(r, m, key, where + ".memory");
+      return required ? std::optional<double>(number_at(r, m, key, where + ".memory"))
+                      : optional_number(r, m, key, where + ".memory");
     };
 
     Row& lat = add_row(c, name, "latency", Kind::Timing, std::nullopt, std::nullopt);
@@ -98,7 +99,8 @@ void match_bench(const Report& base, const Report& next, Comparison& c) {
     add_row(c, name, "weights", Kind::Bytes, mem(base, b, "weight_bytes", true), mem(next, n, "weight_bytes", true),
             false);
     // GPU runs: library scratch and what the device lost to the run.
-    for (auto [key, label] : {std::pair{"workspace_bytes", "workspace"}, std::pair{"device_in_use_bytes", "device memory"}}) {
+    for (auto [key, label] :
+         {std::pair{"workspace_bytes", "workspace"}, std::pair{"device_in_use_bytes", "device memory"}}) {
       auto bv = mem(base, b, key, false), nv = mem(next, n, key, false);
       if (bv || nv) add_row(c, name, label, Kind::Bytes, bv, nv, false);
     }

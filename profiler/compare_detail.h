@@ -23,7 +23,8 @@ const nlohmann::json& object_at(const Report& r, const nlohmann::json& obj, cons
 const nlohmann::json& array_at(const Report& r, const nlohmann::json& obj, const std::string& key,
                                const std::string& where = "");
 double number_at(const Report& r, const nlohmann::json& obj, const std::string& key, const std::string& where = "");
-std::string string_at(const Report& r, const nlohmann::json& obj, const std::string& key, const std::string& where = "");
+std::string string_at(const Report& r, const nlohmann::json& obj, const std::string& key,
+                      const std::string& where = "");
 bool bool_at(const Report& r, const nlohmann::json& obj, const std::string& key, const std::string& where = "");
 /// An array of numbers (per-iteration samples).
 std::vector<double> numbers_at(const Report& r, const nlohmann::json& obj, const std::string& key,

@@ -34,7 +34,8 @@ void match_optimize(const Report& base, const Report& next, Comparison& c) {
 
   const auto& bn = object_at(base, base.j, "nodes");
   const auto& nn = object_at(next, next.j, "nodes");
-  add_row(c, "graph", "nodes", Kind::Count, number_at(base, bn, "after", "nodes"), number_at(next, nn, "after", "nodes"));
+  add_row(c, "graph", "nodes", Kind::Count, number_at(base, bn, "after", "nodes"),
+          number_at(next, nn, "after", "nodes"));
   // null when verification failed and nothing was written.
   add_row(c, "graph", "model size", Kind::Bytes,
           optional_number(base, object_at(base, base.j, "model_bytes"), "after", "model_bytes"),
@@ -45,8 +46,10 @@ void match_optimize(const Report& base, const Report& next, Comparison& c) {
   const auto& bops = object_at(base, base.j, "ops");
   const auto& nops = object_at(next, next.j, "ops");
   std::map<std::string, std::pair<double, double>> ops;
-  for (auto it = bops.begin(); it != bops.end(); ++it) ops[it.key()].first = number_at(base, it.value(), "after", "ops." + it.key());
-  for (auto it = nops.begin(); it != nops.end(); ++it) ops[it.key()].second = number_at(next, it.value(), "after", "ops." + it.key());
+  for (auto it = bops.begin(); it != bops.end(); ++it)
+    ops[it.key()].first = number_at(base, it.value(), "after", "ops." + it.key());
+  for (auto it = nops.begin(); it != nops.end(); ++it)
+    ops[it.key()].second = number_at(next, it.value(), "after", "ops." + it.key());
   for (const auto& [op, counts] : ops)
     if (counts.first != 0 || counts.second != 0) add_row(c, "ops", op, Kind::Info, counts.first, counts.second, false);
 
@@ -86,9 +89,11 @@ void match_optimize(const Report& base, const Report& next, Comparison& c) {
     for (const auto& [_, e] : m) w = std::max(w, e.*f);
     return w;
   };
-  add_row(c, "verification", "max abs error", Kind::Error, worst(be, &OutputError::max_abs), worst(ne, &OutputError::max_abs))
+  add_row(c, "verification", "max abs error", Kind::Error, worst(be, &OutputError::max_abs),
+          worst(ne, &OutputError::max_abs))
       .floor = abs_floor;
-  add_row(c, "verification", "max rel error", Kind::Error, worst(be, &OutputError::max_rel), worst(ne, &OutputError::max_rel))
+  add_row(c, "verification", "max rel error", Kind::Error, worst(be, &OutputError::max_rel),
+          worst(ne, &OutputError::max_rel))
       .floor = rel_floor;
   if (be.size() + ne.size() <= 2) return;  // one output: the worst is that output
   std::map<std::string, std::pair<const OutputError*, const OutputError*>> outs;

@@ -64,9 +64,12 @@ void timed_rows(Comparison& c, const std::string& what, const std::map<std::stri
   };
   int both = 0;
   for (const auto& [name, bt] : b) {
-    if (matched(name, bt)) ++both;
-    else if (n.count(name)) changed.push_back(name + " (" + bt.op + " -> " + n.at(name).op + ")");
-    else only_base.push_back(name);
+    if (matched(name, bt))
+      ++both;
+    else if (n.count(name))
+      changed.push_back(name + " (" + bt.op + " -> " + n.at(name).op + ")");
+    else
+      only_base.push_back(name);
   }
   for (const auto& [name, _] : n)
     if (!b.count(name)) only_next.push_back(name);

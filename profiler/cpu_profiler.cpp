@@ -21,7 +21,8 @@ namespace {
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
 }
 
 /// Each step becomes one Host record of the iteration being run.
@@ -68,7 +69,8 @@ Collected profile_cpu(Executable& exe, const std::vector<Tensor>& inputs, const 
     timer.iteration = i;
     auto t = std::chrono::steady_clock::now();
     exe.run(inputs);
-    c.modes[0].wall_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+    c.modes[0].wall_ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
   }
   timer.iteration = -1;
   c.graph = exe.executed_graph();

@@ -20,12 +20,23 @@ std::string esc(const std::string& s) {
   out.reserve(s.size());
   for (char ch : s) {
     switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += ch;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += ch;
     }
   }
   return out;
@@ -62,7 +73,10 @@ std::string si(double x, const std::string& unit) {
   if (!(x > 0) || !std::isfinite(x)) return "-";
   const char* p[] = {"", " k", " M", " G", " T", " P"};
   int i = 0;
-  while (x >= 1000 && i < 5) { x /= 1000; ++i; }
+  while (x >= 1000 && i < 5) {
+    x /= 1000;
+    ++i;
+  }
   return fmt(x >= 100 ? "%.0f" : x >= 10 ? "%.1f" : "%.2f", x) + (i ? p[i] : " ") + unit;
 }
 
@@ -174,7 +188,8 @@ std::string colour_of(const std::map<std::string, std::string>& c, const std::st
 
 std::string legend(const std::vector<std::pair<std::string, std::string>>& items) {
   std::string s = "<div class=\"legend\">";
-  for (const auto& [name, colour] : items) s += "<span><i style=\"background:" + colour + "\"></i>" + esc(name) + "</span>";
+  for (const auto& [name, colour] : items)
+    s += "<span><i style=\"background:" + colour + "\"></i>" + esc(name) + "</span>";
   return s + "</div>\n";
 }
 
@@ -206,11 +221,11 @@ std::vector<Point> node_points(const json& report, const std::string& cls, const
     std::string what = "node " + str(n, "name") + " (" + op + ")";
     if (ks.size() == 1 && ks[0] != str(n, "name")) what += ", kernel " + ks[0];
     if (ks.size() > 1) what += ", " + std::to_string(ks.size()) + " kernels";
-    p.title = prefix + what + "\n" + ms_text(ms) + " ms, " + si(p.y, "FLOP/s") + ", " + fmt("%.3g", p.x) +
-              " FLOP/byte" + (n.contains("pct_of_peak") && num(n, "pct_of_peak") > 0
-                                  ? ", " + fmt("%.1f", num(n, "pct_of_peak")) + "% of " + str(n, "peak") + " (" +
-                                        str(n, "bound") + "-bound)"
-                                  : std::string());
+    p.title =
+        prefix + what + "\n" + ms_text(ms) + " ms, " + si(p.y, "FLOP/s") + ", " + fmt("%.3g", p.x) + " FLOP/byte" +
+        (n.contains("pct_of_peak") && num(n, "pct_of_peak") > 0
+             ? ", " + fmt("%.1f", num(n, "pct_of_peak")) + "% of " + str(n, "peak") + " (" + str(n, "bound") + "-bound)"
+             : std::string());
     pts.push_back(std::move(p));
   }
   return pts;
@@ -254,7 +269,8 @@ std::string roofline_svg(const json& peaks, const std::string& precision, const 
   for (int e = xlo; e <= xhi; ++e) {
     double x = X(std::pow(10.0, e));
     o << "<line class=\"grid\" x1=\"" << x << "\" y1=\"" << T << "\" x2=\"" << x << "\" y2=\"" << T + ph << "\"/>";
-    o << "<text x=\"" << x << "\" y=\"" << T + ph + 16 << "\" text-anchor=\"middle\">" << decade_label(e, "") << "</text>\n";
+    o << "<text x=\"" << x << "\" y=\"" << T + ph + 16 << "\" text-anchor=\"middle\">" << decade_label(e, "")
+      << "</text>\n";
   }
   for (int e = ylo; e <= yhi; ++e) {
     double y = Y(std::pow(10.0, e));
@@ -262,10 +278,12 @@ std::string roofline_svg(const json& peaks, const std::string& precision, const 
     o << "<text x=\"" << L - 6 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">" << esc(decade_label(e, "FLOP/s"))
       << "</text>\n";
   }
-  o << "<rect class=\"axis\" fill=\"none\" x=\"" << L << "\" y=\"" << T << "\" width=\"" << pw << "\" height=\"" << ph << "\"/>\n";
+  o << "<rect class=\"axis\" fill=\"none\" x=\"" << L << "\" y=\"" << T << "\" width=\"" << pw << "\" height=\"" << ph
+    << "\"/>\n";
   o << "<text x=\"" << L + pw / 2 << "\" y=\"" << H - 12
     << "\" text-anchor=\"middle\">arithmetic intensity (FLOP per byte read + written, cost model)</text>\n";
-  o << "<text transform=\"translate(14," << T + ph / 2 << ") rotate(-90)\" text-anchor=\"middle\">achieved FLOP/s (cost model FLOPs / median time)</text>\n";
+  o << "<text transform=\"translate(14," << T + ph / 2
+    << ") rotate(-90)\" text-anchor=\"middle\">achieved FLOP/s (cost model FLOPs / median time)</text>\n";
   // Roofs: min(peak FLOP/s, bandwidth × intensity), one per measured precision.
   const double x0 = std::pow(10.0, xlo), x1 = std::pow(10.0, xhi);
   for (const auto& [name, f] : roofs) {
@@ -277,12 +295,13 @@ std::string roofline_svg(const json& peaks, const std::string& precision, const 
       pl << X(x0) << "," << Y(f) << " " << X(x1) << "," << Y(f);
     }
     const bool used = name == precision || name == "fp32" || precision.empty();
-    o << "<polyline class=\"roof" << (used ? "" : " other") << "\" clip-path=\"url(#plot)\" points=\"" << pl.str() << "\"><title>" << esc(name)
-      << " peak " << esc(si(f, "FLOP/s")) << "</title></polyline>\n";
+    o << "<polyline class=\"roof" << (used ? "" : " other") << "\" clip-path=\"url(#plot)\" points=\"" << pl.str()
+      << "\"><title>" << esc(name) << " peak " << esc(si(f, "FLOP/s")) << "</title></polyline>\n";
   }
   // The roofs' labels at the right, highest first, kept 13 px apart (fp16 and bf16 peaks are close).
   std::vector<std::pair<std::string, double>> by_height = roofs;
-  std::stable_sort(by_height.begin(), by_height.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
+  std::stable_sort(by_height.begin(), by_height.end(),
+                   [](const auto& x, const auto& y) { return x.second > y.second; });
   double last_y = -1e9;
   for (const auto& [name, f] : by_height) {
     last_y = std::max(Y(f) + 4, last_y + 13);
@@ -328,9 +347,10 @@ std::vector<std::pair<std::string, std::string>> header_fields(const json& r) {
       {"precision", str(r, "precision")},
       {"batch", str(r, "batch")},
       {"iterations", str(r, "iterations") + " (warm-up " + str(r, "warmup") + ")"},
-      {"latency", mode.contains("wall_ms") ? ms_text(num(mode["wall_ms"], "median")) + " ms median wall, mode " +
-                                                 str(mode, "name") + fmt(", cv %.1f%%", 100 * num(mode["wall_ms"], "cv"))
-                                           : "-"},
+      {"latency", mode.contains("wall_ms")
+                      ? ms_text(num(mode["wall_ms"], "median")) + " ms median wall, mode " + str(mode, "name") +
+                            fmt(", cv %.1f%%", 100 * num(mode["wall_ms"], "cv"))
+                      : "-"},
       {"peaks", peaks_text(peaks)},
       {"peaks measured", str(peaks, "measured_at") + " (" + str(peaks, "source") + ")"},
       {"peak method", str(peaks, "method")},
@@ -397,9 +417,10 @@ std::string timeline_svg(const json& r, const Timeline* measured) {
     << "\" viewBox=\"0 0 " << W << " " << H << "\">\n";
   for (size_t i = 0; i < lanes.size(); ++i) {
     double y = T + lane_h * i;
-    o << "<text x=\"" << L - 6 << "\" y=\"" << y + lane_h * 0.68 << "\" text-anchor=\"end\">" << esc(lanes[i]) << "</text>";
-    o << "<line class=\"grid\" x1=\"" << L << "\" y1=\"" << y + lane_h << "\" x2=\"" << L + pw << "\" y2=\"" << y + lane_h
-      << "\"/>\n";
+    o << "<text x=\"" << L - 6 << "\" y=\"" << y + lane_h * 0.68 << "\" text-anchor=\"end\">" << esc(lanes[i])
+      << "</text>";
+    o << "<line class=\"grid\" x1=\"" << L << "\" y1=\"" << y + lane_h << "\" x2=\"" << L + pw << "\" y2=\""
+      << y + lane_h << "\"/>\n";
   }
   double axis_y = T + lane_h * std::max<size_t>(lanes.size(), 1);
   // Round ticks: 1, 2 or 5 × 10^k ms apart, about five of them.
@@ -408,9 +429,9 @@ std::string timeline_svg(const json& r, const Timeline* measured) {
     if (total / step > 7) step = std::pow(10.0, std::floor(std::log10(total / 5))) * m;
   for (int i = 0; i * step <= total * 1.0001; ++i) {
     double ms = i * step;
-    o << "<line class=\"axis\" x1=\"" << X(ms) << "\" y1=\"" << axis_y << "\" x2=\"" << X(ms) << "\" y2=\"" << axis_y + 5
-      << "\"/><text x=\"" << X(ms) << "\" y=\"" << axis_y + 18 << "\" text-anchor=\"middle\">" << ms_text(ms)
-      << " ms</text>\n";
+    o << "<line class=\"axis\" x1=\"" << X(ms) << "\" y1=\"" << axis_y << "\" x2=\"" << X(ms) << "\" y2=\""
+      << axis_y + 5 << "\"/><text x=\"" << X(ms) << "\" y=\"" << axis_y + 18 << "\" text-anchor=\"middle\">"
+      << ms_text(ms) << " ms</text>\n";
   }
   for (const Span& s : spans) {
     size_t lane = std::find(lanes.begin(), lanes.end(), s.lane) - lanes.begin();
@@ -430,11 +451,14 @@ std::string kernel_table(const json& r) {
   std::vector<std::vector<Cell>> rows;
   for (const auto& k : arr(r, "kernels")) {
     double ms = num(k, "median_ms");
-    rows.push_back({val(str(k, "index"), num(k, "index")), txt(str(k, "name")), txt(str(k, "kind")), txt(str(k, "node")),
-                    val(ms_text(ms), ms), val(fmt("%.1f", total > 0 ? 100 * ms / total : 0), total > 0 ? ms / total : 0)});
+    rows.push_back({val(str(k, "index"), num(k, "index")), txt(str(k, "name")), txt(str(k, "kind")),
+                    txt(str(k, "node")), val(ms_text(ms), ms),
+                    val(fmt("%.1f", total > 0 ? 100 * ms / total : 0), total > 0 ? ms / total : 0)});
   }
-  return table("kernels", {{"#", true}, {"kernel", false}, {"kind", false}, {"node", false}, {"median ms", true}, {"% of sum", true}},
-               rows);
+  return table(
+      "kernels",
+      {{"#", true}, {"kernel", false}, {"kind", false}, {"node", false}, {"median ms", true}, {"% of sum", true}},
+      rows);
 }
 
 std::string node_table(const json& r) {
@@ -444,9 +468,10 @@ std::string node_table(const json& r) {
   for (const auto& n : arr(r, "nodes")) {
     double ms = num(n, "median_ms"), flops = num(n, "flops"), bytes = num(n, "bytes_read") + num(n, "bytes_written");
     std::string fused;
-    for (const auto& f : arr(n, "fused_from")) fused += (fused.empty() ? "" : ", ") + (f.is_string() ? f.get<std::string>() : f.dump());
-    rows.push_back({val(str(n, "step"), num(n, "step")), txt(str(n, "name")), txt(str(n, "op_type")), txt(str(n, "kind")),
-                    val(str(n, "records"), num(n, "records")), val(ms_text(ms), ms),
+    for (const auto& f : arr(n, "fused_from"))
+      fused += (fused.empty() ? "" : ", ") + (f.is_string() ? f.get<std::string>() : f.dump());
+    rows.push_back({val(str(n, "step"), num(n, "step")), txt(str(n, "name")), txt(str(n, "op_type")),
+                    txt(str(n, "kind")), val(str(n, "records"), num(n, "records")), val(ms_text(ms), ms),
                     val(fmt("%.1f", total > 0 ? 100 * ms / total : 0), total > 0 ? ms / total : 0),
                     val(si(flops, ""), flops), val(si(bytes, "B"), bytes),
                     val(num(n, "intensity") > 0 ? fmt("%.3g", num(n, "intensity")) : "-", num(n, "intensity")),
@@ -456,9 +481,21 @@ std::string node_table(const json& r) {
                     txt(fused)});
   }
   return table("nodes",
-               {{"step", true}, {"node", false}, {"op", false}, {"kind", false}, {"kernels", true}, {"median ms", true},
-                {"% of sum", true}, {"FLOPs", true}, {"bytes", true}, {"FLOP/byte", true}, {"FLOP/s", true},
-                {"B/s", true}, {"bound", false}, {"% of peak", true}, {"fused from", false}},
+               {{"step", true},
+                {"node", false},
+                {"op", false},
+                {"kind", false},
+                {"kernels", true},
+                {"median ms", true},
+                {"% of sum", true},
+                {"FLOPs", true},
+                {"bytes", true},
+                {"FLOP/byte", true},
+                {"FLOP/s", true},
+                {"B/s", true},
+                {"bound", false},
+                {"% of peak", true},
+                {"fused from", false}},
                rows);
 }
 
@@ -470,8 +507,9 @@ std::string op_table(const json& r) {
                     val(fmt("%.1f", 100 * share), share), val(si(num(o, "flops"), ""), num(o, "flops")),
                     val(si(num(o, "bytes"), "B"), num(o, "bytes"))});
   }
-  return table("op-types", {{"op type", false}, {"nodes", true}, {"ms", true}, {"% of time", true}, {"FLOPs", true}, {"bytes", true}},
-               rows);
+  return table(
+      "op-types",
+      {{"op type", false}, {"nodes", true}, {"ms", true}, {"% of time", true}, {"FLOPs", true}, {"bytes", true}}, rows);
 }
 
 std::vector<std::pair<std::string, std::string>> op_legend(const json& r) {
@@ -496,9 +534,11 @@ Timeline measured_timeline(const Collected& c, const Analysis& a) {
   for (const Record& r : c.records)
     if (r.mode == 0 && r.iteration == t.iteration) recs.push_back(&r);
   if (recs.empty()) return t;
-  std::stable_sort(recs.begin(), recs.end(), [](const Record* x, const Record* y) { return x->start_ns < y->start_ns; });
+  std::stable_sort(recs.begin(), recs.end(),
+                   [](const Record* x, const Record* y) { return x->start_ns < y->start_ns; });
   std::map<std::pair<int, int>, int> kernel_at;  // (step, ordinal) -> a.kernels, as the analysis numbers them
-  for (size_t k = 0; k < a.kernels.size(); ++k) kernel_at[{a.kernels[k].step, a.kernels[k].ordinal}] = static_cast<int>(k);
+  for (size_t k = 0; k < a.kernels.size(); ++k)
+    kernel_at[{a.kernels[k].step, a.kernels[k].ordinal}] = static_cast<int>(k);
   const uint64_t t0 = recs.front()->start_ns;
   std::map<int, int> ordinal;
   for (const Record* r : recs) {
@@ -526,9 +566,10 @@ std::string profile_html(const json& r, const Timeline* timeline) {
   const int points = roofline_points(r);
   o << "<h1>fusec profile: " << esc(str(r, "model")) << "</h1>\n";
   o << meta_list(header_fields(r));
-  o << "<h2>Roofline</h2>\n<p class=\"note\" id=\"points\" data-points=\"" << points << "\">" << points
-    << " points. " << esc(kPointNote) << " Colour: op type.</p>\n";
-  o << roofline_svg(r.contains("peaks") ? r["peaks"] : json::object(), str(r, "precision"), node_points(r, "point", "", ""));
+  o << "<h2>Roofline</h2>\n<p class=\"note\" id=\"points\" data-points=\"" << points << "\">" << points << " points. "
+    << esc(kPointNote) << " Colour: op type.</p>\n";
+  o << roofline_svg(r.contains("peaks") ? r["peaks"] : json::object(), str(r, "precision"),
+                    node_points(r, "point", "", ""));
   o << legend(op_legend(r));
   const json& mode = primary_mode(r);
   if (timeline && !timeline->spans.empty())

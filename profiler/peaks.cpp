@@ -22,8 +22,10 @@ namespace fusec::profiler {
 namespace {
 
 nlohmann::json to_json(const Peaks& p) {
-  return {{"device", p.device},           {"bandwidth_bytes_per_s", p.bandwidth_bytes_per_s},
-          {"flops_per_s", p.flops_per_s}, {"measured_at", p.measured_at},
+  return {{"device", p.device},
+          {"bandwidth_bytes_per_s", p.bandwidth_bytes_per_s},
+          {"flops_per_s", p.flops_per_s},
+          {"measured_at", p.measured_at},
           {"method", p.method}};
 }
 
@@ -139,8 +141,10 @@ Peaks measure_cpu_peaks() {
   p.bandwidth_bytes_per_s = 2.0 * static_cast<double>(bytes) / s;
   // GEMM: big enough for the packed kernels to reach their steady state on every thread.
   const int64_t n = 1536;
-  std::vector<float> A(static_cast<size_t>(n * n), 0.5f), B(static_cast<size_t>(n * n), 0.25f), C(static_cast<size_t>(n * n));
-  double g = median_seconds(5, [&] { cpu::gemm(false, false, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n); });
+  std::vector<float> A(static_cast<size_t>(n * n), 0.5f), B(static_cast<size_t>(n * n), 0.25f),
+      C(static_cast<size_t>(n * n));
+  double g =
+      median_seconds(5, [&] { cpu::gemm(false, false, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n); });
   p.flops_per_s["fp32"] = 2.0 * static_cast<double>(n) * n * n / g;
   p.method = "bandwidth: parallel memcpy of 256 MiB (read + written bytes), median of 7; fp32: fusec's CPU GEMM (" +
              std::string(cpu::gemm_isa_name(cpu::gemm_default_isa())) + ") 1536x1536x1536, median of 5";

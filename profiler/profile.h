@@ -21,13 +21,13 @@ namespace fusec::profiler {
 
 /// The ceilings achieved figures are divided by: measured on the device, never datasheet values.
 struct Peaks {
-  std::string device;                       // what they were measured on
-  double bandwidth_bytes_per_s = 0;         // a large copy: bytes read + bytes written per second
+  std::string device;                         // what they were measured on
+  double bandwidth_bytes_per_s = 0;           // a large copy: bytes read + bytes written per second
   std::map<std::string, double> flops_per_s;  // GEMM peaks by precision: "fp32", "tf32", "fp16", "bf16"
-  std::string measured_at;                  // ISO 8601, UTC
-  std::string source;                       // "measured" (this run) or "cache"
-  std::string cache_path;                   // where they are kept ("" when not cached)
-  std::string method;                       // how they were measured, in words
+  std::string measured_at;                    // ISO 8601, UTC
+  std::string source;                         // "measured" (this run) or "cache"
+  std::string cache_path;                     // where they are kept ("" when not cached)
+  std::string method;                         // how they were measured, in words
 };
 
 /// Step: a whole step on the GPU timed by CUDA events (the profile without CUPTI).
@@ -70,7 +70,7 @@ struct ModeRun {
 };
 
 struct Collected {
-  std::string device_kind;  // "cuda" or "cpu"
+  std::string device_kind;       // "cuda" or "cpu"
   const Graph* graph = nullptr;  // the executed graph the steps' nodes belong to
   std::vector<StepDesc> steps;
   std::vector<ModeRun> modes;  // modes[0] is the primary one: the figures per node and kernel
@@ -85,13 +85,13 @@ struct NodeProfile {
   int step = 0;
   std::string name, op_type, kind;  // kind: StepInfo::kind
   std::vector<std::string> fused_from;
-  std::optional<Cost> cost;          // at the stored types (fp16 bytes at --precision fp16)
-  std::vector<double> samples_ms;    // per iteration: the sum of its records
+  std::optional<Cost> cost;        // at the stored types (fp16 bytes at --precision fp16)
+  std::vector<double> samples_ms;  // per iteration: the sum of its records
   double median_ms = 0;
-  int records_per_iteration = 0;     // kernels (and copies) it launches per run
+  int records_per_iteration = 0;  // kernels (and copies) it launches per run
   double flops_per_s = 0, bytes_per_s = 0, intensity = 0;
-  std::string bound;      // "memory", "compute" or "" (no cost, or no time)
-  std::string peak;       // which peak the verdict uses: "bandwidth", "fp16", "fp32", ...
+  std::string bound;  // "memory", "compute" or "" (no cost, or no time)
+  std::string peak;   // which peak the verdict uses: "bandwidth", "fp16", "fp32", ...
   double pct_of_peak = 0;
   double roofline_ms = 0;  // the time at the relevant peak: max(bytes / BW, FLOPs / peak)
 };
@@ -113,13 +113,13 @@ struct KernelProfile {
 struct ModeSummary {
   std::string name;
   LatencyStats wall;
-  double device_ms = 0;     // median per iteration: the summed durations of its records
-  double busy_ms = 0;       // median: the union of its records' intervals
-  double span_ms = 0;       // median: first record start to last record end
-  double idle_share = 0;    // (span - busy) / span: gaps between kernels (launch overhead)
-  int launches = 0;         // kernels per iteration
-  int copies = 0;           // copies and memsets per iteration
-  int unattributed = 0;     // records per iteration not tied to a step
+  double device_ms = 0;   // median per iteration: the summed durations of its records
+  double busy_ms = 0;     // median: the union of its records' intervals
+  double span_ms = 0;     // median: first record start to last record end
+  double idle_share = 0;  // (span - busy) / span: gaps between kernels (launch overhead)
+  int launches = 0;       // kernels per iteration
+  int copies = 0;         // copies and memsets per iteration
+  int unattributed = 0;   // records per iteration not tied to a step
 };
 
 struct OpTypeProfile {
@@ -133,7 +133,7 @@ struct Analysis {
   std::vector<KernelProfile> kernels;  // in launch order
   std::vector<ModeSummary> modes;
   std::vector<OpTypeProfile> op_types;  // by time, descending
-  double node_ms = 0;  // the nodes' medians, summed
+  double node_ms = 0;                   // the nodes' medians, summed
   Cost total_cost;
   int iterations = 0;
 };

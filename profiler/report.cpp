@@ -14,8 +14,8 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 ojson stats_json(const LatencyStats& s) {
-  return {{"min", s.min_ms}, {"median", s.median_ms}, {"mean", s.mean_ms}, {"p90", s.p90_ms}, {"p95", s.p95_ms},
-          {"p99", s.p99_ms}, {"max", s.max_ms}, {"stddev", s.stddev_ms}, {"cv", s.cv}};
+  return {{"min", s.min_ms}, {"median", s.median_ms}, {"mean", s.mean_ms},     {"p90", s.p90_ms}, {"p95", s.p95_ms},
+          {"p99", s.p99_ms}, {"max", s.max_ms},       {"stddev", s.stddev_ms}, {"cv", s.cv}};
 }
 
 ojson num_or_null(double x, bool have) { return have ? ojson(x) : ojson(nullptr); }
@@ -220,7 +220,12 @@ ojson report_json(const ReportMeta& m, const Peaks& p, const Collected& c, const
 
   ojson ops = ojson::array();
   for (const OpTypeProfile& o : a.op_types)
-    ops.push_back({{"op_type", o.op_type}, {"nodes", o.nodes}, {"ms", o.ms}, {"share", o.share}, {"flops", o.flops}, {"bytes", o.bytes}});
+    ops.push_back({{"op_type", o.op_type},
+                   {"nodes", o.nodes},
+                   {"ms", o.ms},
+                   {"share", o.share},
+                   {"flops", o.flops},
+                   {"bytes", o.bytes}});
   j["op_types"] = ops;
 
   if (counters) {
@@ -254,16 +259,22 @@ ojson report_json(const ReportMeta& m, const Peaks& p, const Collected& c, const
 
   if (unfused) {
     auto row = [](const FusionRow& r) {
-      return ojson{{"node", r.node},           {"op_type", r.op_type},         {"originals", r.originals},
-                   {"kernels_before", r.kernels_before}, {"kernels_after", r.kernels_after},
-                   {"bytes_before", r.bytes_before}, {"bytes_after", r.bytes_after},
-                   {"ms_before", r.ms_before},   {"ms_after", r.ms_after},     {"ms_saved", r.ms_before - r.ms_after}};
+      return ojson{{"node", r.node},
+                   {"op_type", r.op_type},
+                   {"originals", r.originals},
+                   {"kernels_before", r.kernels_before},
+                   {"kernels_after", r.kernels_after},
+                   {"bytes_before", r.bytes_before},
+                   {"bytes_after", r.bytes_after},
+                   {"ms_before", r.ms_before},
+                   {"ms_after", r.ms_after},
+                   {"ms_saved", r.ms_before - r.ms_after}};
     };
-    ojson fj = {{"nodes_before", unfused->nodes_before},   {"nodes_after", unfused->nodes_after},
+    ojson fj = {{"nodes_before", unfused->nodes_before},     {"nodes_after", unfused->nodes_after},
                 {"kernels_before", unfused->kernels_before}, {"kernels_after", unfused->kernels_after},
-                {"bytes_before", unfused->bytes_before},   {"bytes_after", unfused->bytes_after},
-                {"ms_before", unfused->ms_before},         {"ms_after", unfused->ms_after},
-                {"wall_ms_before", unfused->wall_before},  {"wall_ms_after", unfused->wall_after}};
+                {"bytes_before", unfused->bytes_before},     {"bytes_after", unfused->bytes_after},
+                {"ms_before", unfused->ms_before},           {"ms_after", unfused->ms_after},
+                {"wall_ms_before", unfused->wall_before},    {"wall_ms_after", unfused->wall_after}};
     ojson rows = ojson::array();
     for (const FusionRow& r : unfused->fusions) rows.push_back(row(r));
     fj["fusions"] = rows;
@@ -311,8 +322,14 @@ std::string chrome_trace(const ReportMeta& m, const Collected& c, const Analysis
     }
     if (r.bytes) args["bytes"] = r.bytes;
     if (gpu) {
-      ev.push_back({{"name", r.name}, {"cat", record_kind_name(r.kind)}, {"ph", "X"}, {"ts", us(r.start_ns)},
-                    {"dur", r.ms() * 1e3}, {"pid", pid}, {"tid", static_cast<int>(r.stream)}, {"args", args}});
+      ev.push_back({{"name", r.name},
+                    {"cat", record_kind_name(r.kind)},
+                    {"ph", "X"},
+                    {"ts", us(r.start_ns)},
+                    {"dur", r.ms() * 1e3},
+                    {"pid", pid},
+                    {"tid", static_cast<int>(r.stream)},
+                    {"args", args}});
     }
     if (r.step >= 0) {
       auto [it, fresh] = ranges.try_emplace({r.mode, r.iteration, r.step}, r.start_ns, r.end_ns);
@@ -325,19 +342,33 @@ std::string chrome_trace(const ReportMeta& m, const Collected& c, const Analysis
   for (const auto& [key, range] : ranges) {
     auto [mode, iter, step] = key;
     const NodeProfile& n = a.nodes[step];
-    ev.push_back({{"name", n.name}, {"cat", "node"}, {"ph", "X"}, {"ts", us(range.first)},
-                  {"dur", static_cast<double>(range.second - range.first) * 1e-3}, {"pid", mode + 1}, {"tid", kNodeTrack},
+    ev.push_back({{"name", n.name},
+                  {"cat", "node"},
+                  {"ph", "X"},
+                  {"ts", us(range.first)},
+                  {"dur", static_cast<double>(range.second - range.first) * 1e-3},
+                  {"pid", mode + 1},
+                  {"tid", kNodeTrack},
                   {"args", {{"op_type", n.op_type}, {"iteration", iter}}}});
   }
   for (const HostRange& h : c.host_ranges) {
     if (h.step < 0 || static_cast<size_t>(h.step) >= a.nodes.size()) continue;
-    ev.push_back({{"name", a.nodes[h.step].name}, {"cat", "host"}, {"ph", "X"}, {"ts", us(h.start_ns)},
-                  {"dur", static_cast<double>(h.end_ns - h.start_ns) * 1e-3}, {"pid", h.mode + 1}, {"tid", kHostTrack},
+    ev.push_back({{"name", a.nodes[h.step].name},
+                  {"cat", "host"},
+                  {"ph", "X"},
+                  {"ts", us(h.start_ns)},
+                  {"dur", static_cast<double>(h.end_ns - h.start_ns) * 1e-3},
+                  {"pid", h.mode + 1},
+                  {"tid", kHostTrack},
                   {"args", {{"iteration", h.iteration}}}});
   }
-  ojson j = {{"traceEvents", ev}, {"displayTimeUnit", "ns"},
-             {"otherData", {{"model", m.model}, {"device", m.device_name}, {"precision", precision_name(m.precision)},
-                            {"generator", "fusec profile"}}}};
+  ojson j = {{"traceEvents", ev},
+             {"displayTimeUnit", "ns"},
+             {"otherData",
+              {{"model", m.model},
+               {"device", m.device_name},
+               {"precision", precision_name(m.precision)},
+               {"generator", "fusec profile"}}}};
   return json_text(j) + "\n";
 }
 
@@ -345,8 +376,8 @@ void print_summary(std::FILE* out, const ReportMeta& m, const Peaks& p, const Co
                    const CountersSection* counters, const UnfusedComparison* u, int top) {
   std::fprintf(out, "model           %s%s\n", m.model.c_str(), m.variant == "optimized" ? " (optimized)" : "");
   std::fprintf(out, "device          %s\n", m.device_name.c_str());
-  std::fprintf(out, "precision       %s, batch %lld, %d iterations per mode after %d warm-up\n", precision_name(m.precision),
-               static_cast<long long>(m.batch), a.iterations, m.warmup);
+  std::fprintf(out, "precision       %s, batch %lld, %d iterations per mode after %d warm-up\n",
+               precision_name(m.precision), static_cast<long long>(m.batch), a.iterations, m.warmup);
   std::string fl;
   for (const auto& [k, v] : p.flops_per_s) fl += (fl.empty() ? "" : ", ") + k + " " + rate(v, "FLOP/s");
   std::fprintf(out, "peaks           copy %s, GEMM %s\n", rate(p.bandwidth_bytes_per_s, "B/s").c_str(), fl.c_str());
@@ -354,13 +385,14 @@ void print_summary(std::FILE* out, const ReportMeta& m, const Peaks& p, const Co
                p.cache_path.empty() ? "" : ", cached in ", p.cache_path.c_str());
   std::fprintf(out, "cost model      %s FLOPs, %s read, %s written per run\n", fmt("%.3g", a.total_cost.flops).c_str(),
                fmt("%.3g B", a.total_cost.bytes_read).c_str(), fmt("%.3g B", a.total_cost.bytes_written).c_str());
-  if (c.dropped_records) std::fprintf(out, "warning: %zu activity records were dropped; figures are incomplete\n", c.dropped_records);
+  if (c.dropped_records)
+    std::fprintf(out, "warning: %zu activity records were dropped; figures are incomplete\n", c.dropped_records);
 
-  std::fprintf(out, "\n%-12s %10s %10s %10s %10s %7s %9s %7s\n", "mode", "wall ms", "device ms", "busy ms", "span ms", "idle",
-               "launches", "copies");
+  std::fprintf(out, "\n%-12s %10s %10s %10s %10s %7s %9s %7s\n", "mode", "wall ms", "device ms", "busy ms", "span ms",
+               "idle", "launches", "copies");
   for (const ModeSummary& s : a.modes)
-    std::fprintf(out, "%-12s %10.4f %10.4f %10.4f %10.4f %6.1f%% %9d %7d%s\n", s.name.c_str(), s.wall.median_ms, s.device_ms,
-                 s.busy_ms, s.span_ms, 100 * s.idle_share, s.launches, s.copies,
+    std::fprintf(out, "%-12s %10.4f %10.4f %10.4f %10.4f %6.1f%% %9d %7d%s\n", s.name.c_str(), s.wall.median_ms,
+                 s.device_ms, s.busy_ms, s.span_ms, 100 * s.idle_share, s.launches, s.copies,
                  s.unattributed ? ("  (" + std::to_string(s.unattributed) + " unattributed)").c_str() : "");
 
   const std::string primary = a.modes.empty() ? "" : a.modes[0].name;
@@ -370,8 +402,8 @@ void print_summary(std::FILE* out, const ReportMeta& m, const Peaks& p, const Co
   std::fprintf(out, "\ntop %d nodes by time (%s)\n", top, primary.c_str());
   // GPUs reach TFLOP/s, CPUs GFLOP/s: the unit that keeps the column readable.
   const bool tera = c.device_kind == "cuda";
-  std::fprintf(out, "  %9s %6s  %-18s %10s %12s %8s %7s %4s  %s\n", "ms", "share", "op", "GB/s", tera ? "TFLOP/s" : "GFLOP/s",
-               "bound", "%peak", "kern", "node");
+  std::fprintf(out, "  %9s %6s  %-18s %10s %12s %8s %7s %4s  %s\n", "ms", "share", "op", "GB/s",
+               tera ? "TFLOP/s" : "GFLOP/s", "bound", "%peak", "kern", "node");
   bool above_peak = false;
   for (int i = 0; i < top && i < static_cast<int>(nodes.size()); ++i) {
     const NodeProfile& n = *nodes[i];
@@ -381,21 +413,25 @@ void print_summary(std::FILE* out, const ReportMeta& m, const Peaks& p, const Co
     std::fprintf(out, "  %9.4f %5.1f%%  %-18s %10s %12s %8s %7s %4d  %s\n", n.median_ms,
                  a.node_ms > 0 ? 100 * n.median_ms / a.node_ms : 0, shorten(n.op_type, 18).c_str(),
                  n.bytes_per_s > 0 ? fmt("%.1f", n.bytes_per_s / 1e9).c_str() : "-",
-                 n.flops_per_s > 0 ? fmt("%.2f", n.flops_per_s / (tera ? 1e12 : 1e9)).c_str() : "-", n.bound.empty() ? "-" : n.bound.c_str(),
+                 n.flops_per_s > 0 ? fmt("%.2f", n.flops_per_s / (tera ? 1e12 : 1e9)).c_str() : "-",
+                 n.bound.empty() ? "-" : n.bound.c_str(),
                  n.bound.empty() ? "-" : (fmt("%.1f", n.pct_of_peak) + (above ? "*" : "")).c_str(),
                  n.records_per_iteration, shorten(n.name, 48).c_str());
   }
   if (above_peak)
-    std::fprintf(out, "  * above the measured peak: the cost model counts every input and output as memory traffic, and\n"
-                      "    the cache served part of it (--counters measures the DRAM bytes)\n");
+    std::fprintf(out,
+                 "  * above the measured peak: the cost model counts every input and output as memory traffic, and\n"
+                 "    the cache served part of it (--counters measures the DRAM bytes)\n");
   std::fprintf(out, "\ntop %d op types by time\n", top);
-  std::fprintf(out, "  %9s %6s %6s %10s %12s  %s\n", "ms", "share", "nodes", "GB/s", tera ? "TFLOP/s" : "GFLOP/s", "op");
+  std::fprintf(out, "  %9s %6s %6s %10s %12s  %s\n", "ms", "share", "nodes", "GB/s", tera ? "TFLOP/s" : "GFLOP/s",
+               "op");
   for (int i = 0; i < top && i < static_cast<int>(a.op_types.size()); ++i) {
     const OpTypeProfile& o = a.op_types[i];
     const double sec = o.ms * 1e-3;
     std::fprintf(out, "  %9.4f %5.1f%% %6d %10s %12s  %s\n", o.ms, 100 * o.share, o.nodes,
                  sec > 0 && o.bytes > 0 ? fmt("%.1f", o.bytes / sec / 1e9).c_str() : "-",
-                 sec > 0 && o.flops > 0 ? fmt("%.2f", o.flops / sec / (tera ? 1e12 : 1e9)).c_str() : "-", o.op_type.c_str());
+                 sec > 0 && o.flops > 0 ? fmt("%.2f", o.flops / sec / (tera ? 1e12 : 1e9)).c_str() : "-",
+                 o.op_type.c_str());
   }
   if (c.device_kind == "cuda") {
     std::vector<const KernelProfile*> ks;
@@ -418,8 +454,8 @@ void print_summary(std::FILE* out, const ReportMeta& m, const Peaks& p, const Co
       for (const CounterRow& r : counters->rows) rows.push_back(&r);
       std::stable_sort(rows.begin(), rows.end(), [](auto* x, auto* y) { return x->duration_ns > y->duration_ns; });
       std::fprintf(out, "\ncounters (kernel replay, one stream-mode run): top %d kernels\n", top);
-      std::fprintf(out, "  %9s %11s %11s %11s %6s %6s %6s  %s\n", "us", "DRAM read", "DRAM write", "cost model", "SM%", "DRAM%",
-                   "TC%", "node");
+      std::fprintf(out, "  %9s %11s %11s %11s %6s %6s %6s  %s\n", "us", "DRAM read", "DRAM write", "cost model", "SM%",
+                   "DRAM%", "TC%", "node");
       for (int i = 0; i < top && i < static_cast<int>(rows.size()); ++i) {
         const CounterRow& r = *rows[i];
         std::string model = "-";
@@ -436,22 +472,24 @@ void print_summary(std::FILE* out, const ReportMeta& m, const Peaks& p, const Co
   }
   if (u) {
     std::fprintf(out, "\nfusion (as given -> optimized, %s mode)\n", primary.c_str());
-    std::fprintf(out, "  nodes %d -> %d, kernels/run %d -> %d, bytes %.3g -> %.3g, node time %.4f -> %.4f ms, wall %.4f -> %.4f ms\n",
-                 u->nodes_before, u->nodes_after, u->kernels_before, u->kernels_after, u->bytes_before, u->bytes_after,
-                 u->ms_before, u->ms_after, u->wall_before, u->wall_after);
-    std::fprintf(out, "  %9s %9s %9s %7s %11s  %-16s %s\n", "ms before", "ms after", "saved", "kernels", "bytes saved", "fused op",
-                 "node (replaced)");
+    std::fprintf(
+        out,
+        "  nodes %d -> %d, kernels/run %d -> %d, bytes %.3g -> %.3g, node time %.4f -> %.4f ms, wall %.4f -> %.4f ms\n",
+        u->nodes_before, u->nodes_after, u->kernels_before, u->kernels_after, u->bytes_before, u->bytes_after,
+        u->ms_before, u->ms_after, u->wall_before, u->wall_after);
+    std::fprintf(out, "  %9s %9s %9s %7s %11s  %-16s %s\n", "ms before", "ms after", "saved", "kernels", "bytes saved",
+                 "fused op", "node (replaced)");
     int shown = 0;
     for (const FusionRow& r : u->fusions) {
       if (shown++ >= top) break;
-      std::fprintf(out, "  %9.4f %9.4f %9.4f %3d->%-3d %11.3g  %-16s %s (%zu)\n", r.ms_before, r.ms_after, r.ms_before - r.ms_after,
-                   r.kernels_before, r.kernels_after, r.bytes_before - r.bytes_after, shorten(r.op_type, 16).c_str(),
-                   shorten(r.node, 40).c_str(), r.originals.size());
+      std::fprintf(out, "  %9.4f %9.4f %9.4f %3d->%-3d %11.3g  %-16s %s (%zu)\n", r.ms_before, r.ms_after,
+                   r.ms_before - r.ms_after, r.kernels_before, r.kernels_after, r.bytes_before - r.bytes_after,
+                   shorten(r.op_type, 16).c_str(), shorten(r.node, 40).c_str(), r.originals.size());
     }
     if (!u->removed.originals.empty())
-      std::fprintf(out, "  %9.4f %9.4f %9.4f %3d->%-3d %11.3g  %-16s %zu nodes folded or removed\n", u->removed.ms_before, 0.0,
-                   u->removed.ms_before, u->removed.kernels_before, 0, u->removed.bytes_before, "(removed)",
-                   u->removed.originals.size());
+      std::fprintf(out, "  %9.4f %9.4f %9.4f %3d->%-3d %11.3g  %-16s %zu nodes folded or removed\n",
+                   u->removed.ms_before, 0.0, u->removed.ms_before, u->removed.kernels_before, 0,
+                   u->removed.bytes_before, "(removed)", u->removed.originals.size());
   }
 }
 

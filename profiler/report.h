@@ -20,9 +20,9 @@ struct ReportMeta {
   Precision precision = Precision::FP32;
   int64_t batch = 1;
   int warmup = 0;
-  std::string cuda_graph;  // the executable's graph status ("on", "off (...)"); "" on the CPU
+  std::string cuda_graph;                    // the executable's graph status ("on", "off (...)"); "" on the CPU
   std::map<std::string, std::string> build;  // versions: fusec, CUDA runtime, CUPTI, compiler
-  std::string created;  // ISO 8601, UTC
+  std::string created;                       // ISO 8601, UTC
 };
 
 /// Hardware counters of the kernels of one stream-mode run (--counters), matched to
@@ -42,7 +42,7 @@ struct CountersSection {
 /// What the fusion pipeline changed, from a profile of the model as given and one of the
 /// optimized model in the same process (--compare-unfused).
 struct FusionRow {
-  std::string node, op_type;          // the optimized node ("" for the removed group)
+  std::string node, op_type;           // the optimized node ("" for the removed group)
   std::vector<std::string> originals;  // the as-given nodes it replaced
   int kernels_before = 0, kernels_after = 0;
   double bytes_before = 0, bytes_after = 0, ms_before = 0, ms_after = 0;

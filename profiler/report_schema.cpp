@@ -16,8 +16,8 @@ const char* const kSchemaTexts[] = {
 #include "report_schemas.inc"
 };
 
-const std::set<std::string> kAnnotations = {"$schema", "$id", "$defs", "$comment", "title", "description", "default",
-                                            "examples"};
+const std::set<std::string> kAnnotations = {"$schema", "$id",         "$defs",   "$comment",
+                                            "title",   "description", "default", "examples"};
 
 std::string type_name(const nlohmann::json& v) {
   if (v.is_number_integer()) return "an integer";
@@ -77,9 +77,12 @@ struct Validator {
       if (kAnnotations.count(k)) continue;
       if (k == "type") {
         bool ok = false;
-        if (sv.is_string()) ok = is_type(v, sv.get<std::string>());
-        else for (const auto& t : sv) ok |= is_type(v, t.get<std::string>());
-        if (!ok) fail(where, "is " + type_name(v) + ", not " + (sv.is_string() ? sv.get<std::string>() : json_text(sv)));
+        if (sv.is_string())
+          ok = is_type(v, sv.get<std::string>());
+        else
+          for (const auto& t : sv) ok |= is_type(v, t.get<std::string>());
+        if (!ok)
+          fail(where, "is " + type_name(v) + ", not " + (sv.is_string() ? sv.get<std::string>() : json_text(sv)));
       } else if (k == "enum") {
         bool ok = false;
         for (const auto& e : sv) ok |= e == v;
@@ -109,12 +112,14 @@ struct Validator {
         if (!v.is_array()) continue;
         double n = number(sv, k), size = static_cast<double>(v.size());
         if (k == "minItems" ? size < n : size > n)
-          fail(where, "has " + std::to_string(v.size()) + " items, " + (k == "minItems" ? "fewer" : "more") + " than " + json_text(sv));
+          fail(where, "has " + std::to_string(v.size()) + " items, " + (k == "minItems" ? "fewer" : "more") + " than " +
+                          json_text(sv));
       } else if (k == "minProperties" || k == "maxProperties") {
         if (!v.is_object()) continue;
         double n = number(sv, k), size = static_cast<double>(v.size());
         if (k == "minProperties" ? size < n : size > n)
-          fail(where, "has " + std::to_string(v.size()) + " keys, " + (k == "minProperties" ? "fewer" : "more") + " than " + json_text(sv));
+          fail(where, "has " + std::to_string(v.size()) + " keys, " + (k == "minProperties" ? "fewer" : "more") +
+                          " than " + json_text(sv));
       } else if (k == "minimum" || k == "maximum" || k == "exclusiveMinimum" || k == "exclusiveMaximum") {
         if (!v.is_number()) continue;
         double x = v.get<double>(), b = number(sv, k);

@@ -49,7 +49,10 @@ MannWhitney mann_whitney_u(const std::vector<double>& x, const std::vector<doubl
   size_t m = x.size(), n = y.size();
   if (m == 0 || n == 0) return r;
   // Midranks of the pooled sample; tie groups feed the variance correction.
-  struct Item { double v; bool from_x; };
+  struct Item {
+    double v;
+    bool from_x;
+  };
   std::vector<Item> all;
   all.reserve(m + n);
   for (double v : x) all.push_back({v, true});
@@ -64,7 +67,10 @@ MannWhitney mann_whitney_u(const std::vector<double>& x, const std::vector<doubl
     double midrank = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2;
     for (size_t k = i; k < j; ++k)
       if (all[k].from_x) rank_sum_x += midrank;
-    if (t > 1) { ties = true; tie_term += t * t * t - t; }
+    if (t > 1) {
+      ties = true;
+      tie_term += t * t * t - t;
+    }
     i = j;
   }
   double dm = static_cast<double>(m), dn = static_cast<double>(n), N = dm + dn;
@@ -128,8 +134,10 @@ TimingComparison compare_timings(const std::vector<double>& base, const std::vec
   c.test = mann_whitney_u(next, base);
   if (c.base.median > 0) c.ratio = c.next.median / c.base.median;
   if (c.test.p_value < alpha) {
-    if (c.ratio > 1 + threshold) c.verdict = Verdict::Worse;
-    else if (c.ratio * (1 + threshold) < 1) c.verdict = Verdict::Better;
+    if (c.ratio > 1 + threshold)
+      c.verdict = Verdict::Worse;
+    else if (c.ratio * (1 + threshold) < 1)
+      c.verdict = Verdict::Better;
   }
   return c;
 }

@@ -24,7 +24,8 @@ std::string bound_text(double x) {
 
 std::string describe(const NumberRule& r) {
   const double huge = std::numeric_limits<double>::max();
-  bool has_min = r.min > -huge, has_max = r.max < huge && !(r.integer && r.max >= 1e15);  // int64, uint64: no upper bound worth saying
+  bool has_min = r.min > -huge,
+       has_max = r.max < huge && !(r.integer && r.max >= 1e15);  // int64, uint64: no upper bound worth saying
   std::string s = r.integer ? "an integer" : "a number";
   if (*r.unit) s += std::string(" of ") + r.unit;
   if (r.integer && has_min && has_max) return s + " from " + bound_text(r.min) + " to " + bound_text(r.max);

@@ -27,13 +27,13 @@ constexpr double kMaxRuns = 1 << 30;  // iterations, warm-up runs, verification 
 constexpr NumberRule kTolerance{.min = 0, .min_open = true};
 /// bench --duration: long enough for any benchmark, short enough that it ends (a week).
 constexpr NumberRule kDuration{.min = 0, .max = 7 * 24 * 3600.0, .min_open = true, .unit = "seconds"};
-constexpr NumberRule kRuns{.min = 1, .max = kMaxRuns, .integer = true};    // --iterations, --top
-constexpr NumberRule kWarmup{.min = 0, .max = kMaxRuns, .integer = true};  // --warmup, optimize --check
-constexpr NumberRule kBatch{.min = 1, .max = 9.2e18, .integer = true};     // --batch: an int64 dim
-constexpr NumberRule kGpu{.min = 0, .max = 1 << 20, .integer = true};      // --gpu
+constexpr NumberRule kRuns{.min = 1, .max = kMaxRuns, .integer = true};                // --iterations, --top
+constexpr NumberRule kWarmup{.min = 0, .max = kMaxRuns, .integer = true};              // --warmup, optimize --check
+constexpr NumberRule kBatch{.min = 1, .max = 9.2e18, .integer = true};                 // --batch: an int64 dim
+constexpr NumberRule kGpu{.min = 0, .max = 1 << 20, .integer = true};                  // --gpu
 constexpr NumberRule kSeed{.min = 0, .max = 18446744073709551615.0, .integer = true};  // any uint64
 constexpr NumberRule kFoldCapMib{.min = 0, .max = 1 << 30, .min_open = true, .unit = "MiB"};  // to 1 PiB
-constexpr NumberRule kAlpha{.min = 0, .max = 1, .min_open = true, .max_open = true};  // --alpha
+constexpr NumberRule kAlpha{.min = 0, .max = 1, .min_open = true, .max_open = true};          // --alpha
 }  // namespace rules
 
 /// "a number greater than 0", "an integer from 1 to 1073741824", ...: what `rule` asks for.

@@ -73,7 +73,7 @@ void apply_thresholds(const Where& w, const toml::table& t, compare::Thresholds&
       th.alpha = number(w, v, key, rules::kAlpha);
       continue;
     }
-    double* dst = key == "latency" ? &th.timing
+    double* dst = key == "latency"  ? &th.timing
                   : key == "memory" ? &th.memory
                   : key == "count"  ? &th.count
                   : key == "error"  ? &th.error
@@ -85,9 +85,9 @@ void apply_thresholds(const Where& w, const toml::table& t, compare::Thresholds&
   }
 }
 
-const std::vector<std::string> kModelKeys = {"device", "gpu",     "precision", "batch",    "shapes", "iterations",
-                                             "warmup", "profile", "profile_iterations", "passes", "skip",
-                                             "portable", "rtol",   "atol"};
+const std::vector<std::string> kModelKeys = {
+    "device", "gpu",  "precision", "batch", "shapes", "iterations", "warmup", "profile", "profile_iterations",
+    "passes", "skip", "portable",  "rtol",  "atol"};
 
 /// A key [defaults] and [[model]] share; false when `key` is not one.
 bool apply_model_key(const Where& w, const std::string& key, const toml::node& v, ModelConfig& m) {
@@ -130,8 +130,9 @@ bool apply_model_key(const Where& w, const std::string& key, const toml::node& v
 }
 
 bool safe_name(const std::string& s) {
-  return !s.empty() && s[0] != '.' &&
-         std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.'; });
+  return !s.empty() && s[0] != '.' && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
 }
 
 }  // namespace
@@ -141,8 +142,8 @@ Project load_project(const std::string& file) {
   if (!fs::exists(file, ec)) bad_input("project file '" + file + "' does not exist");
   if (fs::is_directory(file, ec)) bad_input("project file '" + file + "' is a directory");
   // Through the one reader: a FIFO or /dev/zero named as the project cannot make fusec read forever.
-  const std::string text = read_input_file(file, uint64_t{64} << 20, "64 MiB, more than any project file needs",
-                                           {"the project file"});
+  const std::string text =
+      read_input_file(file, uint64_t{64} << 20, "64 MiB, more than any project file needs", {"the project file"});
   toml::table root;
   try {
     root = toml::parse(text, file);
@@ -166,7 +167,8 @@ Project load_project(const std::string& file) {
       const toml::table* t = v.as_table();
       if (!t) w.fail(v, "[defaults] must be a table");
       for (const auto& [dk, dv] : *t)
-        if (!apply_model_key(w, std::string(dk.str()), dv, defaults)) unknown_key(w, dv, std::string(dk.str()), "[defaults]", kModelKeys);
+        if (!apply_model_key(w, std::string(dk.str()), dv, defaults))
+          unknown_key(w, dv, std::string(dk.str()), "[defaults]", kModelKeys);
     } else if (key == "thresholds") {
       const toml::table* t = v.as_table();
       if (!t) w.fail(v, "[thresholds] must be a table");
@@ -190,8 +192,10 @@ Project load_project(const std::string& file) {
     const toml::node* name = nullptr;
     for (const auto& [k, v] : t) {
       std::string key(k.str());
-      if (key == "path") path = &v;
-      else if (key == "name") name = &v;
+      if (key == "path")
+        path = &v;
+      else if (key == "name")
+        name = &v;
       else if (key == "thresholds") {
         const toml::table* th = v.as_table();
         if (!th) w.fail(v, "[model.thresholds] must be a table");
@@ -205,11 +209,13 @@ Project load_project(const std::string& file) {
     if (!path) w.fail(node, "a [[model]] without a path");
     std::string rel = str(w, *path, "path");
     fs::path full = fs::path(rel).is_absolute() ? fs::path(rel) : (fs::path(p.dir) / rel).lexically_normal();
-    if (!fs::is_regular_file(full, ec)) w.fail(*path, "model '" + rel + "' does not exist (looked for " + full.string() + ")");
+    if (!fs::is_regular_file(full, ec))
+      w.fail(*path, "model '" + rel + "' does not exist (looked for " + full.string() + ")");
     m.path = full.string();
     m.name = name ? str(w, *name, "name") : full.stem().string();
     if (!safe_name(m.name))
-      w.fail(name ? *name : *path, "model name '" + m.name + "' must be letters, digits, '.', '_' or '-' (it names the baseline files)");
+      w.fail(name ? *name : *path,
+             "model name '" + m.name + "' must be letters, digits, '.', '_' or '-' (it names the baseline files)");
     if (!names.insert(m.name).second)
       w.fail(name ? *name : *path, "two models are named '" + m.name + "' (give one a different name = \"...\")");
     if (!m.passes.empty() && !m.skip.empty()) w.fail(node, "model '" + m.name + "': give passes or skip, not both");
@@ -236,12 +242,14 @@ std::string no_model_message(const std::string& subcommand) {
 std::string device_slug(const std::string& d) {
   if (d.rfind("cuda", 0) != 0) return "cpu";
   std::string name = d;
-  if (size_t sp = name.find(' '); sp != std::string::npos) name = name.substr(sp + 1);  // "cuda:0 "
+  if (size_t sp = name.find(' '); sp != std::string::npos) name = name.substr(sp + 1);            // "cuda:0 "
   if (size_t paren = name.rfind(" ("); paren != std::string::npos) name = name.substr(0, paren);  // " (sm_90)"
   std::string slug;
   for (char c : name) {
-    if (std::isalnum(static_cast<unsigned char>(c))) slug += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    else if (!slug.empty() && slug.back() != '-') slug += '-';
+    if (std::isalnum(static_cast<unsigned char>(c)))
+      slug += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    else if (!slug.empty() && slug.back() != '-')
+      slug += '-';
   }
   while (!slug.empty() && slug.back() == '-') slug.pop_back();
   return slug.empty() ? "cuda" : slug;
@@ -250,7 +258,8 @@ std::string device_slug(const std::string& d) {
 std::string baseline_dir(const Project& p, const std::string& device_description) {
   std::string dir = p.baselines;
   const std::string key = "{device}";
-  for (size_t pos; (pos = dir.find(key)) != std::string::npos;) dir.replace(pos, key.size(), device_slug(device_description));
+  for (size_t pos; (pos = dir.find(key)) != std::string::npos;)
+    dir.replace(pos, key.size(), device_slug(device_description));
   return dir;
 }
 

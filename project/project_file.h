@@ -26,16 +26,16 @@ struct ModelConfig {
   std::string name;  // baseline files are <name>.<kind>.json; default: the model file's stem
   std::string path;
   std::optional<int64_t> batch;
-  std::vector<std::string> shapes;          // trtexec syntax, "input:16x3x224x224"
-  std::string device = "auto";              // auto | cpu | cuda
+  std::vector<std::string> shapes;  // trtexec syntax, "input:16x3x224x224"
+  std::string device = "auto";      // auto | cpu | cuda
   int gpu = 0;
   std::string precision = "fp32";
-  int iterations = 200, warmup = 5;         // bench (warmup: profile too)
-  int profile_iterations = 50;              // profile: its report keeps every node's samples
-  bool profile = true;                      // gate on fusec profile too
-  std::vector<std::string> passes, skip;    // the fusion pipeline (optimize --passes / --skip)
+  int iterations = 200, warmup = 5;       // bench (warmup: profile too)
+  int profile_iterations = 50;            // profile: its report keeps every node's samples
+  bool profile = true;                    // gate on fusec profile too
+  std::vector<std::string> passes, skip;  // the fusion pipeline (optimize --passes / --skip)
   bool portable = false;
-  std::optional<double> rtol, atol;         // optimize's verification tolerances
+  std::optional<double> rtol, atol;  // optimize's verification tolerances
   compare::Thresholds thresholds;
 };
 

@@ -28,13 +28,18 @@ inline void expect_close(const Tensor& got, const Tensor& want, double rtol = 1e
   ASSERT_EQ(got.dims(), want.dims());
   for (int64_t i = 0; i < want.numel(); ++i) {
     double g = got.as_double(i), w = want.as_double(i);
-    if (std::isnan(w)) { EXPECT_TRUE(std::isnan(g)) << "element " << i; continue; }
+    if (std::isnan(w)) {
+      EXPECT_TRUE(std::isnan(g)) << "element " << i;
+      continue;
+    }
     EXPECT_LE(std::fabs(g - w), atol + rtol * std::fabs(w)) << "element " << i << ": " << g << " vs " << w;
   }
 }
 
 inline Tensor floats(std::vector<float> v, std::vector<int64_t> dims) { return Tensor::from_float(v, std::move(dims)); }
-inline Tensor int64s(std::vector<int64_t> v, std::vector<int64_t> dims) { return Tensor::from_int64(v, std::move(dims)); }
+inline Tensor int64s(std::vector<int64_t> v, std::vector<int64_t> dims) {
+  return Tensor::from_int64(v, std::move(dims));
+}
 /// Seeded uniform float32 data in [-1, 1).
 inline Tensor uniform_floats(std::vector<int64_t> dims, unsigned seed) {
   std::mt19937 rng(seed);

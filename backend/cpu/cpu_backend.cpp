@@ -15,10 +15,10 @@ struct Step {
   const OpSchema* schema;
   const Kernel* kernel;
   int64_t opset;
-  std::vector<int> in_slots;   // -1: left out
-  std::vector<int> out_slots;  // -1: left out
-  std::vector<int> free_after; // slots whose last reader is this step
-  bool zero_outputs = true;    // the kernel may leave output elements unwritten (Writes::Some)
+  std::vector<int> in_slots;    // -1: left out
+  std::vector<int> out_slots;   // -1: left out
+  std::vector<int> free_after;  // slots whose last reader is this step
+  bool zero_outputs = true;     // the kernel may leave output elements unwritten (Writes::Some)
 };
 
 class CpuExecutable : public Executable {
@@ -33,8 +33,7 @@ class CpuExecutable : public Executable {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) override {
     const Graph& g = *graph_;
     if (inputs.size() != g.inputs.size())
-      bad_input("the model has " + std::to_string(g.inputs.size()) + " inputs, got " +
-                std::to_string(inputs.size()));
+      bad_input("the model has " + std::to_string(g.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
     RunState rs;
     rs.slots.resize(slot_count_);
     for (auto& [slot, t] : constants_) rs.slots[slot] = t;
@@ -100,7 +99,8 @@ class CpuExecutable : public Executable {
       auto dims = static_dims(*t.shape);
       const ArenaSlot& planned = arena_[s];
       if (planned.placed && t.dtype == planned.dtype && checked_nbytes(dims, t.dtype) <= planned.bytes) {
-        slots[s] = Tensor::view(t.dtype, dims, static_cast<char*>(arena_storage_.get()) + planned.offset, arena_storage_);
+        slots[s] =
+            Tensor::view(t.dtype, dims, static_cast<char*>(arena_storage_.get()) + planned.offset, arena_storage_);
         // Arena memory holds an earlier tensor's bytes: zero it, as a fresh Tensor is, unless the
         // kernel overwrites every element anyway.
         if (st.zero_outputs) std::memset(slots[s].raw(), 0, slots[s].nbytes());
@@ -189,7 +189,8 @@ class CpuExecutable : public Executable {
       req_slot.push_back(s);
     }
     MemoryPlan plan = plan_memory(reqs, 64);
-    check_allocation(plan.arena_bytes, "the activation arena (" + std::to_string(reqs.size()) + " intermediate tensors)");
+    check_allocation(plan.arena_bytes,
+                     "the activation arena (" + std::to_string(reqs.size()) + " intermediate tensors)");
     arena_storage_ = aligned_storage(plan.arena_bytes);
     for (size_t i = 0; i < reqs.size(); ++i) {
       const int s = req_slot[i];
@@ -198,7 +199,6 @@ class CpuExecutable : public Executable {
     stats_.planned = true;
     stats_.peak_activation_bytes = plan.arena_bytes;
   }
-
 
   std::unique_ptr<Graph> graph_;
   std::vector<Step> steps_;
@@ -224,8 +224,7 @@ std::vector<UnsupportedNode> CpuBackend::unsupported(const Graph& g) const {
   std::vector<UnsupportedNode> out;
   for (const auto& n : g.nodes()) {
     std::string why = unsupported_reason(g, *n);
-    if (why.empty() && !KernelRegistry::global().find(n->domain, n->op_type))
-      why = "no CPU kernel";
+    if (why.empty() && !KernelRegistry::global().find(n->domain, n->op_type)) why = "no CPU kernel";
     if (!why.empty()) out.push_back({n->name, n->op_type, n->domain, why});
   }
   return out;

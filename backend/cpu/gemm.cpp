@@ -95,8 +95,8 @@ FUSEC_GEMM_INLINE void micro_kernel(int64_t kc, const T* __restrict a, const T* 
 
 /// Every tile of an mc×nc block of C from a packed A block and a packed B panel.
 template <typename T, int VL, int MR, int NV>
-FUSEC_GEMM_INLINE void macro_kernel(int64_t mc, int64_t nc, int64_t kc, const T* ap, const T* bp, T* c,
-                                    int64_t ldc, bool accumulate) {
+FUSEC_GEMM_INLINE void macro_kernel(int64_t mc, int64_t nc, int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc,
+                                    bool accumulate) {
   constexpr int NR = VL * NV;
   for (int64_t jr = 0; jr < nc; jr += NR) {
     const int n = static_cast<int>(std::min<int64_t>(NR, nc - jr));
@@ -110,8 +110,8 @@ FUSEC_GEMM_INLINE void macro_kernel(int64_t mc, int64_t nc, int64_t kc, const T*
 /// alpha·op(A)[i0:i0+mc, p0:p0+kc] into MR-tall slivers: a sliver holds, for each k, MR values
 /// (rows past mc are zero).
 template <typename T, int MR>
-FUSEC_GEMM_INLINE void pack_a(bool trans, const T* A, int64_t lda, int64_t i0, int64_t mc, int64_t p0,
-                              int64_t kc, T alpha, T* out) {
+FUSEC_GEMM_INLINE void pack_a(bool trans, const T* A, int64_t lda, int64_t i0, int64_t mc, int64_t p0, int64_t kc,
+                              T alpha, T* out) {
   for (int64_t s = 0; s < mc; s += MR) {
     const int m = static_cast<int>(std::min<int64_t>(MR, mc - s));
     T* o = out + s * kc;
@@ -149,8 +149,8 @@ FUSEC_GEMM_INLINE void pack_a(bool trans, const T* A, int64_t lda, int64_t i0, i
 /// op(B)[p0:p0+kc, j0:j0+nc] into NR-wide slivers: a sliver holds, for each k, NR values
 /// (columns past nc are zero).
 template <typename T, int NR>
-FUSEC_GEMM_INLINE void pack_b(bool trans, const T* B, int64_t ldb, int64_t p0, int64_t kc, int64_t j0,
-                              int64_t nc, T* out) {
+FUSEC_GEMM_INLINE void pack_b(bool trans, const T* B, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t nc,
+                              T* out) {
   const int64_t full = nc / NR;
   if (!trans) {
     // op(B)(k, j) = B[k*ldb + j]: sweep each row once (rows are far apart, and short strided
@@ -196,26 +196,25 @@ struct Kernel {
   int mr, nr;
   int64_t kc, mc, nc;  // KC·NR (one B sliver) fits L1; MC·KC (A block) and KC·NC (B panel) fit L2
   void (*macro)(int64_t mc, int64_t nc, int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc, bool acc);
-  void (*pack_a)(bool trans, const T* A, int64_t lda, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T alpha,
-                 T* out);
+  void (*pack_a)(bool trans, const T* A, int64_t lda, int64_t i0, int64_t mc, int64_t p0, int64_t kc, T alpha, T* out);
   void (*pack_b)(bool trans, const T* B, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t nc, T* out);
 };
 
 // Register budget: MR·NV accumulators + NV B vectors + 1 broadcast (16 registers below AVX-512,
 // 32 with it).
-#define FUSEC_GEMM_KERNEL(name, target, T, VL, MR, NV, KC, MC, NC)                                         \
-  target void name##_macro(int64_t mc, int64_t nc, int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc,  \
-                           bool acc) {                                                                     \
-    macro_kernel<T, VL, MR, NV>(mc, nc, kc, ap, bp, c, ldc, acc);                                          \
-  }                                                                                                        \
-  target void name##_pack_a(bool trans, const T* A, int64_t lda, int64_t i0, int64_t mc, int64_t p0,         \
-                            int64_t kc, T alpha, T* out) {                                                 \
-    pack_a<T, MR>(trans, A, lda, i0, mc, p0, kc, alpha, out);                                              \
-  }                                                                                                        \
-  target void name##_pack_b(bool trans, const T* B, int64_t ldb, int64_t p0, int64_t kc, int64_t j0,         \
-                            int64_t nc, T* out) {                                                          \
-    pack_b<T, VL * NV>(trans, B, ldb, p0, kc, j0, nc, out);                                                \
-  }                                                                                                        \
+#define FUSEC_GEMM_KERNEL(name, target, T, VL, MR, NV, KC, MC, NC)                                               \
+  target void name##_macro(int64_t mc, int64_t nc, int64_t kc, const T* ap, const T* bp, T* c, int64_t ldc,      \
+                           bool acc) {                                                                           \
+    macro_kernel<T, VL, MR, NV>(mc, nc, kc, ap, bp, c, ldc, acc);                                                \
+  }                                                                                                              \
+  target void name##_pack_a(bool trans, const T* A, int64_t lda, int64_t i0, int64_t mc, int64_t p0, int64_t kc, \
+                            T alpha, T* out) {                                                                   \
+    pack_a<T, MR>(trans, A, lda, i0, mc, p0, kc, alpha, out);                                                    \
+  }                                                                                                              \
+  target void name##_pack_b(bool trans, const T* B, int64_t ldb, int64_t p0, int64_t kc, int64_t j0, int64_t nc, \
+                            T* out) {                                                                            \
+    pack_b<T, VL * NV>(trans, B, ldb, p0, kc, j0, nc, out);                                                      \
+  }                                                                                                              \
   const Kernel<T> name = {MR, VL * NV, KC, MC, NC, name##_macro, name##_pack_a, name##_pack_b};
 
 #define FUSEC_AVX2 __attribute__((target("avx2,fma")))
@@ -311,8 +310,8 @@ void gemm_block(const Kernel<T>& kn, const GemmArgs& g, T alpha, const T* A, int
 }
 
 template <typename T>
-void gemm_packed(const Kernel<T>& kn, const GemmArgs& g, T alpha, const T* A, int64_t lda, const T* B,
-                 int64_t ldb, T beta, T* C, int64_t ldc) {
+void gemm_packed(const Kernel<T>& kn, const GemmArgs& g, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb,
+                 T beta, T* C, int64_t ldc) {
   // The kernels overwrite or accumulate; any other beta scales C first.
   if (beta != T(0) && beta != T(1)) scale_c(g.M, g.N, beta, C, ldc);
   const bool accumulate_first = beta != T(0);
@@ -357,8 +356,8 @@ void gemm_packed(const Kernel<T>& kn, const GemmArgs& g, T alpha, const T* A, in
 /// would only add a copy. Rows of X that are contiguous in k are dot products (split by i);
 /// columns contiguous in i are axpy sweeps over a block of y kept in L1 (split by i blocks).
 template <typename T>
-void gemv(int64_t n, int64_t K, T alpha, const T* X, int64_t xi, int64_t xk, const T* v, int64_t incv, T beta,
-          T* y, int64_t incy) {
+void gemv(int64_t n, int64_t K, T alpha, const T* X, int64_t xi, int64_t xk, const T* v, int64_t incv, T beta, T* y,
+          int64_t incy) {
   std::vector<T> vbuf;
   if (incv != 1) {
     vbuf.resize(static_cast<size_t>(K));
@@ -406,8 +405,8 @@ void gemv(int64_t n, int64_t K, T alpha, const T* X, int64_t xi, int64_t xk, con
 
 /// Straight loops for problems too small to repay packing.
 template <typename T>
-void gemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
-                const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+void gemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda, const T* B,
+                int64_t ldb, T beta, T* C, int64_t ldc) {
   for (int64_t i = 0; i < M; ++i) {
     T* c = C + i * ldc;
     if (beta == T(0))
@@ -435,8 +434,8 @@ void gemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, cons
 }
 
 template <typename T>
-void gemm_impl(GemmIsa isa, bool allow_small, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha,
-               const T* A, int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+void gemm_impl(GemmIsa isa, bool allow_small, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+               int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == T(0)) {
     scale_c(M, N, beta, C, ldc);
@@ -461,9 +460,12 @@ void gemm_impl(GemmIsa isa, bool allow_small, bool ta, bool tb, int64_t M, int64
 
 bool gemm_isa_supported(GemmIsa isa) {
   switch (isa) {
-    case GemmIsa::Generic: return true;
-    case GemmIsa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    case GemmIsa::Avx512: return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    case GemmIsa::Generic:
+      return true;
+    case GemmIsa::Avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case GemmIsa::Avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
   }
   return false;
 }
@@ -485,14 +487,17 @@ GemmIsa gemm_default_isa() {
 
 const char* gemm_isa_name(GemmIsa isa) {
   switch (isa) {
-    case GemmIsa::Avx512: return "avx512";
-    case GemmIsa::Avx2: return "avx2";
-    default: return "generic";
+    case GemmIsa::Avx512:
+      return "avx512";
+    case GemmIsa::Avx2:
+      return "avx2";
+    default:
+      return "generic";
   }
 }
 
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-          const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda, const float* B,
+          int64_t ldb, float beta, float* C, int64_t ldc) {
   gemm_impl(gemm_default_isa(), true, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
@@ -503,9 +508,8 @@ void gemm_with_isa(GemmIsa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t 
                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   gemm_impl(isa, false, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
-void gemm_with_isa(GemmIsa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
-                   const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
-                   int64_t ldc) {
+void gemm_with_isa(GemmIsa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
+                   int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   gemm_impl(isa, false, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

@@ -16,10 +16,10 @@
 
 namespace fusec::cpu {
 
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
-          int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+          const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t lda,
+          const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
 
 /// Micro-kernel instruction sets, for tests that cover every path and for benchmarks.
 enum class GemmIsa { Generic, Avx2, Avx512 };
@@ -34,7 +34,6 @@ const char* gemm_isa_name(GemmIsa isa);
 void gemm_with_isa(GemmIsa isa, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 void gemm_with_isa(GemmIsa isa, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, double alpha,
-                   const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
-                   int64_t ldc);
+                   const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc);
 
 }  // namespace fusec::cpu

@@ -15,8 +15,8 @@ namespace fusec::cpu {
 
 class KernelContext : public NodeAttrs {
  public:
-  KernelContext(const Node& node, const OpSchema& schema, int64_t opset,
-                std::vector<const Tensor*> inputs, std::vector<Tensor*> outputs)
+  KernelContext(const Node& node, const OpSchema& schema, int64_t opset, std::vector<const Tensor*> inputs,
+                std::vector<Tensor*> outputs)
       : NodeAttrs(node, schema), opset_(opset), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {}
 
   int64_t opset() const { return opset_; }
@@ -92,7 +92,6 @@ inline bool nothing_to_compute(const std::vector<Tensor*>& outputs) {
 
 /// Runs one node on the CPU: infers output shapes from the actual inputs, allocates the outputs
 /// and calls the kernel. Used by the executor's dynamic path and by shape-value propagation.
-std::vector<Tensor> evaluate_node(const Node& node, int64_t opset,
-                                  const std::vector<const Tensor*>& inputs);
+std::vector<Tensor> evaluate_node(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs);
 
 }  // namespace fusec::cpu

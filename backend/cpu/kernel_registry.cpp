@@ -42,8 +42,7 @@ const KernelRegistry& KernelRegistry::global() {
   return reg;
 }
 
-std::vector<Tensor> evaluate_node(const Node& node, int64_t opset,
-                                  const std::vector<const Tensor*>& inputs) {
+std::vector<Tensor> evaluate_node(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs) {
   const OpSchema* schema = OpRegistry::global().find(node.domain, node.op_type, opset);
   const Kernel* kernel = KernelRegistry::global().find(node.domain, node.op_type);
   if (!schema || !kernel) bad_input("no CPU kernel for this op at opset " + std::to_string(opset) + node.ref());

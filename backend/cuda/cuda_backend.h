@@ -17,8 +17,8 @@ namespace fusec::cuda {
 struct CudaOptions {
   int device = 0;
   Precision precision = Precision::FP32;
-  bool cuda_graph = true;  // capture after the first run and replay (--cuda-graph off disables)
-  bool strict = false;     // a node without a CUDA kernel is an error instead of a CPU fallback
+  bool cuda_graph = true;     // capture after the first run and replay (--cuda-graph off disables)
+  bool strict = false;        // a node without a CUDA kernel is an error instead of a CPU fallback
   bool channels_last = true;  // NHWC conv regions at fp16/bf16/tf32 (FUSEC_CHANNELS_LAST=0 disables)
   /// The most device memory one compiled model may hold (--max-device-memory); 0: the GPU's free
   /// memory is the only limit. Checked before planning and before allocating (device_memory.h).

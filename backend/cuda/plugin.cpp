@@ -27,7 +27,8 @@ class CudaPlugin final : public GpuPlugin {
 
   std::vector<GpuDevice> devices() override {
     std::vector<GpuDevice> out;
-    for (const DeviceInfo& d : list_devices()) out.push_back({d.name, d.sm_major, d.sm_minor, d.multiprocessors, d.total_memory});
+    for (const DeviceInfo& d : list_devices())
+      out.push_back({d.name, d.sm_major, d.sm_minor, d.multiprocessors, d.total_memory});
     return out;
   }
 

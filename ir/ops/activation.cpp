@@ -25,8 +25,7 @@ void infer_float(InferContext& c) {
 // Relu (opset 14) and Shrink/PRelu (9) also take integer types; accept them at every version.
 void infer_numeric(InferContext& c) {
   DType t = c.input_dtype(0);
-  if (!is_float(t) && !is_integer(t))
-    c.fail(std::string("input 0 must be numeric, not ") + dtype_name(t));
+  if (!is_float(t) && !is_integer(t)) c.fail(std::string("input 0 must be numeric, not ") + dtype_name(t));
   c.propagate(0);
 }
 
@@ -43,8 +42,7 @@ void infer_prelu(InferContext& c) {
   if (c.opset() < 7 && s->size() == 1 && x->size() >= 2 && (*s)[0].is_static() && (*x)[1].is_static() &&
       (*s)[0].value == (*x)[1].value && (*s)[0].value != 1)
     return;  // per-channel slope
-  if (s->size() > x->size())
-    c.fail("slope " + shape_str(*s) + " does not broadcast onto X " + shape_str(*x));
+  if (s->size() > x->size()) c.fail("slope " + shape_str(*s) + " does not broadcast onto X " + shape_str(*x));
   Shape b = broadcast_shapes(*x, *s, c);
   for (size_t i = 0; i < x->size(); ++i)
     if (b[i].is_static() && (*x)[i].is_static() && b[i].value != (*x)[i].value)
@@ -55,36 +53,59 @@ void infer_prelu(InferContext& c) {
 
 void register_activation_schemas(OpRegistry& r) {
   r.add("Relu").since(6).io(1, 1).set_infer(infer_numeric).set_cost(flops_per_element(1));
-  r.add("LeakyRelu").since(6).io(1, 1).attr("alpha", AttrKind::Float, AttrValue{0.01f})
-      .set_infer(infer_float).set_cost(flops_per_element(2));
+  r.add("LeakyRelu")
+      .since(6)
+      .io(1, 1)
+      .attr("alpha", AttrKind::Float, AttrValue{0.01f})
+      .set_infer(infer_float)
+      .set_cost(flops_per_element(2));
   r.add("PRelu").since(6).io(2, 2).set_infer(infer_prelu).set_cost(flops_per_element(2));
   r.add("Sigmoid").since(6).io(1, 1).set_infer(infer_float).set_cost(flops_per_element(kTranscendental + 2));
-  r.add("HardSigmoid").since(6).io(1, 1)
+  r.add("HardSigmoid")
+      .since(6)
+      .io(1, 1)
       .attr("alpha", AttrKind::Float, AttrValue{0.2f})
       .attr("beta", AttrKind::Float, AttrValue{0.5f})
-      .set_infer(infer_float).set_cost(flops_per_element(4));
+      .set_infer(infer_float)
+      .set_cost(flops_per_element(4));
   r.add("HardSwish").since(14).io(1, 1).set_infer(infer_float).set_cost(flops_per_element(5));
   r.add("Tanh").since(6).io(1, 1).set_infer(infer_float).set_cost(flops_per_element(kTranscendental));
-  r.add("Elu").since(6).io(1, 1).attr("alpha", AttrKind::Float, AttrValue{1.0f})
-      .set_infer(infer_float).set_cost(flops_per_element(kTranscendental + 2));
-  r.add("Selu").since(6).io(1, 1)
+  r.add("Elu")
+      .since(6)
+      .io(1, 1)
+      .attr("alpha", AttrKind::Float, AttrValue{1.0f})
+      .set_infer(infer_float)
+      .set_cost(flops_per_element(kTranscendental + 2));
+  r.add("Selu")
+      .since(6)
+      .io(1, 1)
       .attr("alpha", AttrKind::Float, AttrValue{1.67326319217681884765625f})
       .attr("gamma", AttrKind::Float, AttrValue{1.05070102214813232421875f})
-      .set_infer(infer_float).set_cost(flops_per_element(kTranscendental + 3));
-  r.add("Celu").since(12).io(1, 1).attr("alpha", AttrKind::Float, AttrValue{1.0f})
-      .set_infer(infer_float).set_cost(flops_per_element(kTranscendental + 4));
-  r.add("Softplus").since(1).io(1, 1).set_infer(infer_float)
-      .set_cost(flops_per_element(2 * kTranscendental + 1));
+      .set_infer(infer_float)
+      .set_cost(flops_per_element(kTranscendental + 3));
+  r.add("Celu")
+      .since(12)
+      .io(1, 1)
+      .attr("alpha", AttrKind::Float, AttrValue{1.0f})
+      .set_infer(infer_float)
+      .set_cost(flops_per_element(kTranscendental + 4));
+  r.add("Softplus").since(1).io(1, 1).set_infer(infer_float).set_cost(flops_per_element(2 * kTranscendental + 1));
   r.add("Softsign").since(1).io(1, 1).set_infer(infer_float).set_cost(flops_per_element(3));
-  r.add("ThresholdedRelu").since(10).io(1, 1).attr("alpha", AttrKind::Float, AttrValue{1.0f})
-      .set_infer(infer_float).set_cost(flops_per_element(1));
-  r.add("Shrink").since(9).io(1, 1)
+  r.add("ThresholdedRelu")
+      .since(10)
+      .io(1, 1)
+      .attr("alpha", AttrKind::Float, AttrValue{1.0f})
+      .set_infer(infer_float)
+      .set_cost(flops_per_element(1));
+  r.add("Shrink")
+      .since(9)
+      .io(1, 1)
       .attr("bias", AttrKind::Float, AttrValue{0.0f})
       .attr("lambd", AttrKind::Float, AttrValue{0.5f})
-      .set_infer(infer_numeric).set_cost(flops_per_element(2));
+      .set_infer(infer_numeric)
+      .set_cost(flops_per_element(2));
   // Mish = x * tanh(softplus(x)).
-  r.add("Mish").since(18).io(1, 1).set_infer(infer_float)
-      .set_cost(flops_per_element(3 * kTranscendental + 2));
+  r.add("Mish").since(18).io(1, 1).set_infer(infer_float).set_cost(flops_per_element(3 * kTranscendental + 2));
 
   // Gelu: exact 0.5x(1+erf(x/√2)) or the tanh approximation. fusec's fusion passes also write it
   // into models whose ai.onnx opset is below 20, so it exists in "ai.fusec" too, with the same
@@ -101,11 +122,18 @@ void register_activation_schemas(OpRegistry& r) {
       if (auto* s = std::get_if<std::string>(&a->value)) tanh = *s == "tanh";
     return cost_elementwise(c, kTranscendental + (tanh ? 7 : 4));
   };
-  r.add("Gelu").since(20).io(1, 1).attr("approximate", AttrKind::String, AttrValue{std::string("none")})
-      .set_infer(infer_gelu).set_cost(gelu_cost);
-  r.add("Gelu", "ai.fusec").since(1).io(1, 1)
+  r.add("Gelu")
+      .since(20)
+      .io(1, 1)
       .attr("approximate", AttrKind::String, AttrValue{std::string("none")})
-      .set_infer(infer_gelu).set_cost(gelu_cost)
+      .set_infer(infer_gelu)
+      .set_cost(gelu_cost);
+  r.add("Gelu", "ai.fusec")
+      .since(1)
+      .io(1, 1)
+      .attr("approximate", AttrKind::String, AttrValue{std::string("none")})
+      .set_infer(infer_gelu)
+      .set_cost(gelu_cost)
       .set_doc("Gelu as in ai.onnx opset 20, for models of any opset (written by fusion passes).");
 }
 

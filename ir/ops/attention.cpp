@@ -71,8 +71,10 @@ void check_attributes(const InferContext& c, bool standard) {
 
 void check_types(const InferContext& c, bool standard) {
   const DType t = c.input_dtype(kQ);
-  if (standard) c.require_dtype(kQ, {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64});
-  else c.require_dtype(kQ, {DType::Float32, DType::Float16, DType::BFloat16});
+  if (standard)
+    c.require_dtype(kQ, {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64});
+  else
+    c.require_dtype(kQ, {DType::Float32, DType::Float16, DType::BFloat16});
   const char* names[] = {"Q", "K", "V", "attn_mask", "past_key", "past_value"};
   for (size_t i : {kK, kV, kPastKey, kPastValue})
     if (c.has_input(i) && c.input_dtype(i) != t)
@@ -116,8 +118,7 @@ void infer_packed(InferContext& c) {
   for (const char* name : {"q_num_heads", "kv_num_heads"})
     if (!c.has_attr(name)) c.fail(std::string("packed QKV (K and V omitted) needs the attribute '") + name + "'");
   const int64_t hq = heads_attr(c, "q_num_heads"), hkv = heads_attr(c, "kv_num_heads");
-  if (hq % hkv != 0)
-    c.fail("Q's " + std::to_string(hq) + " heads are not a multiple of K/V's " + std::to_string(hkv));
+  if (hq % hkv != 0) c.fail("Q's " + std::to_string(hq) + " heads are not a multiple of K/V's " + std::to_string(hkv));
   if (!qs) {
     c.set_output(kY, t, std::nullopt);
     return;
@@ -130,13 +131,14 @@ void infer_packed(InferContext& c) {
   Dim head;
   if (w.is_static()) {
     if (w.value % parts != 0)
-      c.fail("packed QKV's last dim " + std::to_string(w.value) + " is not a multiple of q_num_heads + 2·kv_num_heads = " +
-             std::to_string(parts));
+      c.fail("packed QKV's last dim " + std::to_string(w.value) +
+             " is not a multiple of q_num_heads + 2·kv_num_heads = " + std::to_string(parts));
     head = Dim(w.value / parts);
   }
   const Dim batch = (*qs)[0], seq = (*qs)[1];
   if (c.has_input(kMask)) check_mask(c, Shape{batch, Dim(hq), seq, seq}, false);
-  c.set_output(kY, t, Shape{batch, seq, head.is_static() ? Dim(dims::mul(hq, head.value, c, "Y's hidden size")) : Dim()});
+  c.set_output(kY, t,
+               Shape{batch, seq, head.is_static() ? Dim(dims::mul(hq, head.value, c, "Y's hidden size")) : Dim()});
 }
 
 void infer_attention(InferContext& c) {
@@ -208,10 +210,11 @@ void infer_attention(InferContext& c) {
       const Shape want_k{batch, kv_heads, (*pk)[2], head}, want_v{batch, kv_heads, (*pk)[2], v_head};
       for (size_t i = 0; i < 4; ++i)
         if (differ((*pk)[i], want_k[i]) || differ((*pv)[i], want_v[i]))
-          c.fail("past_key " + shape_str(*pk) + " / past_value " + shape_str(*pv) + " do not fit K " +
-                 shape_str(*ks) + " and V " + shape_str(*vs));
-      total = (*pk)[2].is_static() && kv_seq.is_static() ? Dim(dims::add((*pk)[2].value, kv_seq.value, c, "total sequence"))
-                                                          : Dim();
+          c.fail("past_key " + shape_str(*pk) + " / past_value " + shape_str(*pv) + " do not fit K " + shape_str(*ks) +
+                 " and V " + shape_str(*vs));
+      total = (*pk)[2].is_static() && kv_seq.is_static()
+                  ? Dim(dims::add((*pk)[2].value, kv_seq.value, c, "total sequence"))
+                  : Dim();
     } else {
       total = Dim();
     }
@@ -353,8 +356,8 @@ AttentionDims packed_attention_dims(const NodeAttrs& n, const std::vector<int64_
     n.fail("Q's " + std::to_string(a.q_heads) + " heads are not a multiple of K/V's " + std::to_string(a.kv_heads));
   const int64_t parts = a.q_heads + 2 * a.kv_heads;
   if (qkv[2] % parts != 0)
-    n.fail("packed QKV's last dim " + std::to_string(qkv[2]) + " is not a multiple of q_num_heads + 2·kv_num_heads = " +
-           std::to_string(parts));
+    n.fail("packed QKV's last dim " + std::to_string(qkv[2]) +
+           " is not a multiple of q_num_heads + 2·kv_num_heads = " + std::to_string(parts));
   a.q_seq = a.kv_seq = qkv[1];
   a.head_size = a.v_head_size = qkv[2] / parts;
   return a;
@@ -374,8 +377,9 @@ void register_attention_schemas(OpRegistry& r) {
       .attr("right_window_size", AttrKind::Int, AttrValue{int64_t{-1}})
       .set_doc("Attention-24 plus a sliding window (left/right_window_size)");
   attention_common(r.add("Attention", "ai.fusec").since(1).io(1, 4))
-      .set_doc("Y = softmax(scale·Q·Kᵀ + mask [causal]) · V (ONNX Attention without cache or extra outputs); "
-               "K and V omitted: Q packs [Q | K | V] per token");
+      .set_doc(
+          "Y = softmax(scale·Q·Kᵀ + mask [causal]) · V (ONNX Attention without cache or extra outputs); "
+          "K and V omitted: Q packs [Q | K | V] per token");
 }
 
 }  // namespace fusec

@@ -30,7 +30,9 @@ struct AttentionDims {
   int64_t total_kv() const { return past_seq + kv_seq; }
   int64_t group() const { return q_heads / kv_heads; }
   /// Element strides in the 4-D view: {b, h, s}.
-  struct Strides { int64_t b, h, s; };
+  struct Strides {
+    int64_t b, h, s;
+  };
   /// Strides of one unpacked Q-like (heads = q_heads) or KV-like tensor, in this node's layout
   /// (3-D or 4-D). Y always has these; Q, K and V unless packed (see q_view, k_view, v_view).
   Strides strides(int64_t heads, int64_t seq, int64_t size) const {
@@ -39,7 +41,10 @@ struct AttentionDims {
   }
   /// Where an input's element (b, h, s, d) sits in the tensor it is read from:
   /// offset + b·st.b + h·st.h + s·st.s + d.
-  struct View { int64_t offset; Strides st; };
+  struct View {
+    int64_t offset;
+    Strides st;
+  };
   /// Row width of the packed tensor, (q_heads + 2·kv_heads)·head_size.
   int64_t packed_width() const { return (q_heads + 2 * kv_heads) * head_size; }
   View q_view() const { return input_view(0, q_heads, q_seq, head_size); }

@@ -33,7 +33,8 @@ bool conv_inputs(InferContext& c, size_t& nd, std::vector<int64_t>& in, std::vec
   kernel.assign(w.begin() + 2, w.end());
   if (c.has_attr("kernel_shape")) {
     std::vector<int64_t> k = c.attr_ints("kernel_shape");
-    if (k.size() != nd) c.fail("kernel_shape has " + std::to_string(k.size()) + " values for " + std::to_string(nd) + " spatial dims");
+    if (k.size() != nd)
+      c.fail("kernel_shape has " + std::to_string(k.size()) + " values for " + std::to_string(nd) + " spatial dims");
     for (size_t i = 0; i < nd; ++i) {
       if (kernel[i] >= 0 && kernel[i] != k[i]) c.fail("kernel_shape differs from the weight's shape");
       kernel[i] = k[i];
@@ -56,7 +57,8 @@ void infer_conv(InferContext& c) {
   if (channels >= 0 && w[1] >= 0 && channels != dims::mul(w[1], group, c, "W's input channels x group"))
     c.fail("X has " + std::to_string(channels) + " channels but W expects " + std::to_string(w[1]) + " x group " +
            std::to_string(group));
-  if (w[0] >= 0 && w[0] % group != 0) c.fail("output channels (" + std::to_string(w[0]) + ") are not divisible by group");
+  if (w[0] >= 0 && w[0] % group != 0)
+    c.fail("output channels (" + std::to_string(w[0]) + ") are not divisible by group");
   if (c.has_input(2) && c.input_shape(2)) {
     const Shape& bs = *c.input_shape(2);
     if (bs.size() != 1 || (bs[0].is_static() && w[0] >= 0 && bs[0].value != w[0]))
@@ -102,29 +104,33 @@ double weight_per_output(const std::vector<int64_t>& w) {
 // Every output element: (Cin/group)·prod(kernel) multiply-adds, plus the bias add.
 Cost cost_conv(const CostContext& c) {
   const double out = c.out_numel(0);
-  return {2 * out * weight_per_output(c.in_dims[1]) + (c.has_input(2) ? out : 0), c.all_in_bytes(),
-          c.all_out_bytes()};
+  return {2 * out * weight_per_output(c.in_dims[1]) + (c.has_input(2) ? out : 0), c.all_in_bytes(), c.all_out_bytes()};
 }
 
 // Every input element scatters into (Cout/group)·prod(kernel) outputs, plus the bias add.
 Cost cost_conv_transpose(const CostContext& c) {
-  return {2 * c.in_numel(0) * weight_per_output(c.in_dims[1]) + (c.has_input(2) ? c.out_numel(0) : 0),
-          c.all_in_bytes(), c.all_out_bytes()};
+  return {2 * c.in_numel(0) * weight_per_output(c.in_dims[1]) + (c.has_input(2) ? c.out_numel(0) : 0), c.all_in_bytes(),
+          c.all_out_bytes()};
 }
 
 }  // namespace
 
 void register_conv_schemas(OpRegistry& r) {
   // Conv 1 and 11 differ only in how auto_pad is documented; one entry serves both.
-  r.add("Conv").since(1).io(2, 3)
+  r.add("Conv")
+      .since(1)
+      .io(2, 3)
       .attr("auto_pad", AttrKind::String, AttrValue{std::string("NOTSET")})
       .attr("dilations", AttrKind::Ints)
       .attr("group", AttrKind::Int, AttrValue{int64_t{1}})
       .attr("kernel_shape", AttrKind::Ints)
       .attr("pads", AttrKind::Ints)
       .attr("strides", AttrKind::Ints)
-      .set_infer(infer_conv).set_cost(cost_conv);
-  r.add("ConvTranspose").since(1).io(2, 3)
+      .set_infer(infer_conv)
+      .set_cost(cost_conv);
+  r.add("ConvTranspose")
+      .since(1)
+      .io(2, 3)
       .attr("auto_pad", AttrKind::String, AttrValue{std::string("NOTSET")})
       .attr("dilations", AttrKind::Ints)
       .attr("group", AttrKind::Int, AttrValue{int64_t{1}})
@@ -133,7 +139,8 @@ void register_conv_schemas(OpRegistry& r) {
       .attr("output_shape", AttrKind::Ints)
       .attr("pads", AttrKind::Ints)
       .attr("strides", AttrKind::Ints)
-      .set_infer(infer_conv_transpose).set_cost(cost_conv_transpose);
+      .set_infer(infer_conv_transpose)
+      .set_cost(cost_conv_transpose);
 }
 
 }  // namespace fusec

@@ -54,8 +54,7 @@ void require_same_types(const InferContext& c) {
   DType t = c.input_dtype(0);
   for (size_t i = 1; i < c.num_inputs(); ++i)
     if (c.has_input(i) && c.input_dtype(i) != t)
-      c.fail(std::string("inputs have different types: ") + dtype_name(t) + " and " +
-             dtype_name(c.input_dtype(i)));
+      c.fail(std::string("inputs have different types: ") + dtype_name(t) + " and " + dtype_name(c.input_dtype(i)));
 }
 
 void require_numeric(const InferContext& c, size_t i) {
@@ -106,8 +105,10 @@ void infer_pow(InferContext& c) {
 // Variadic Max/Min/Sum/Mean.
 void infer_variadic(InferContext& c, bool float_only) {
   require_same_types(c);
-  if (float_only) c.require_float(0);
-  else require_numeric(c, 0);
+  if (float_only)
+    c.require_float(0);
+  else
+    require_numeric(c, 0);
   c.set_output(0, c.input_dtype(0), broadcast_all_inputs(c));
 }
 
@@ -123,11 +124,15 @@ CostFn variadic_cost(bool mean) {
 enum class UnaryTypes { Float, Numeric, Signed };
 
 void declare_unary(OpRegistry& r, const char* op, int64_t since, UnaryTypes types, double flops) {
-  r.add(op).since(since).io(1, 1)
+  r.add(op)
+      .since(since)
+      .io(1, 1)
       .set_infer([types](InferContext& c) {
         DType t = c.input_dtype(0);
-        if (types == UnaryTypes::Float) c.require_float(0);
-        else if (types == UnaryTypes::Numeric) require_numeric(c, 0);
+        if (types == UnaryTypes::Float)
+          c.require_float(0);
+        else if (types == UnaryTypes::Numeric)
+          require_numeric(c, 0);
         else if (!is_numeric(t) || !is_signed(t))
           c.fail(std::string("input must be a signed numeric type, not ") + dtype_name(t));
         c.propagate(0);
@@ -136,9 +141,11 @@ void declare_unary(OpRegistry& r, const char* op, int64_t since, UnaryTypes type
 }
 
 // Pre-opset-7 binary entries: `broadcast` and `axis` (and, before 6, `consumed_inputs`).
-void declare_legacy_binary(OpRegistry& r, const char* op, int64_t lo, int64_t hi, bool consumed_inputs,
-                           InferFn infer, double flops) {
-  auto& s = r.add(op).since(lo, hi).io(2, 2)
+void declare_legacy_binary(OpRegistry& r, const char* op, int64_t lo, int64_t hi, bool consumed_inputs, InferFn infer,
+                           double flops) {
+  auto& s = r.add(op)
+                .since(lo, hi)
+                .io(2, 2)
                 .attr("broadcast", AttrKind::Int, AttrValue{int64_t{0}})
                 .attr("axis", AttrKind::Int);
   if (consumed_inputs) s.attr("consumed_inputs", AttrKind::Ints);
@@ -153,13 +160,15 @@ Cost cast_like_cost(const CostContext& c) {
 }
 
 void infer_clip(InferContext& c) {
-  if (c.opset() < 12) c.require_float(0);
-  else require_numeric(c, 0);
+  if (c.opset() < 12)
+    c.require_float(0);
+  else
+    require_numeric(c, 0);
   for (size_t i = 1; i < 3; ++i) {
     if (!c.has_input(i)) continue;
     if (c.input_dtype(i) != c.input_dtype(0))
-      c.fail(std::string("min/max must have the input's type ") + dtype_name(c.input_dtype(0)) +
-             ", not " + dtype_name(c.input_dtype(i)));
+      c.fail(std::string("min/max must have the input's type ") + dtype_name(c.input_dtype(0)) + ", not " +
+             dtype_name(c.input_dtype(i)));
     const auto& s = c.input_shape(i);
     if (s && is_static(*s) && checked_numel(static_dims(*s)) != 1)
       c.fail("min/max must be scalars, got shape " + shape_str(*s));
@@ -178,22 +187,36 @@ void register_elementwise_schemas(OpRegistry& r) {
   }
   declare_legacy_binary(r, "Pow", 1, 6, false, infer_pow, kTranscendental);
   r.add("Pow").since(7).io(2, 2).set_infer(infer_pow).set_cost(flops_per_element(kTranscendental));
-  r.add("Mod").since(10).io(2, 2).attr("fmod", AttrKind::Int, AttrValue{int64_t{0}})
+  r.add("Mod")
+      .since(10)
+      .io(2, 2)
+      .attr("fmod", AttrKind::Int, AttrValue{int64_t{0}})
       .set_infer([](InferContext& c) {
         infer_arithmetic(c);
-        if (is_float(c.input_dtype(0)) && c.attr_int("fmod") == 0)
-          c.fail("fmod must be 1 for floating-point inputs");
+        if (is_float(c.input_dtype(0)) && c.attr_int("fmod") == 0) c.fail("fmod must be 1 for floating-point inputs");
       })
       .set_cost(flops_per_element(2));  // a divide and a multiply-subtract
 
   // ---- variadic ----
-  r.add("Max").since(6).io(1, INT_MAX).set_infer([](InferContext& c) { infer_variadic(c, false); })
+  r.add("Max")
+      .since(6)
+      .io(1, INT_MAX)
+      .set_infer([](InferContext& c) { infer_variadic(c, false); })
       .set_cost(variadic_cost(false));
-  r.add("Min").since(6).io(1, INT_MAX).set_infer([](InferContext& c) { infer_variadic(c, false); })
+  r.add("Min")
+      .since(6)
+      .io(1, INT_MAX)
+      .set_infer([](InferContext& c) { infer_variadic(c, false); })
       .set_cost(variadic_cost(false));
-  r.add("Sum").since(6).io(1, INT_MAX).set_infer([](InferContext& c) { infer_variadic(c, false); })
+  r.add("Sum")
+      .since(6)
+      .io(1, INT_MAX)
+      .set_infer([](InferContext& c) { infer_variadic(c, false); })
       .set_cost(variadic_cost(false));
-  r.add("Mean").since(6).io(1, INT_MAX).set_infer([](InferContext& c) { infer_variadic(c, true); })
+  r.add("Mean")
+      .since(6)
+      .io(1, INT_MAX)
+      .set_infer([](InferContext& c) { infer_variadic(c, true); })
       .set_cost(variadic_cost(true));
 
   // ---- unary math ----
@@ -213,13 +236,23 @@ void register_elementwise_schemas(OpRegistry& r) {
   for (const char* op : {"Sinh", "Cosh", "Asinh", "Acosh", "Atanh"})
     declare_unary(r, op, 9, UnaryTypes::Float, kTranscendental);
 
-  r.add("IsNaN").since(9).io(1, 1)
-      .set_infer([](InferContext& c) { c.require_float(0); c.set_output(0, DType::Bool, c.input_shape(0)); })
+  r.add("IsNaN")
+      .since(9)
+      .io(1, 1)
+      .set_infer([](InferContext& c) {
+        c.require_float(0);
+        c.set_output(0, DType::Bool, c.input_shape(0));
+      })
       .set_cost(flops_per_element(1));
-  r.add("IsInf").since(10).io(1, 1)
+  r.add("IsInf")
+      .since(10)
+      .io(1, 1)
       .attr("detect_negative", AttrKind::Int, AttrValue{int64_t{1}})
       .attr("detect_positive", AttrKind::Int, AttrValue{int64_t{1}})
-      .set_infer([](InferContext& c) { c.require_float(0); c.set_output(0, DType::Bool, c.input_shape(0)); })
+      .set_infer([](InferContext& c) {
+        c.require_float(0);
+        c.set_output(0, DType::Bool, c.input_shape(0));
+      })
       .set_cost(flops_per_element(1));
 
   // ---- comparison and logic ----
@@ -233,10 +266,18 @@ void register_elementwise_schemas(OpRegistry& r) {
     declare_legacy_binary(r, op, 1, 6, false, infer_logic, 1);
     r.add(op).since(7).io(2, 2).set_infer(infer_logic).set_cost(flops_per_element(1));
   }
-  r.add("Not").since(1).io(1, 1)
-      .set_infer([](InferContext& c) { require_bool(c, 0); c.propagate(0); })
+  r.add("Not")
+      .since(1)
+      .io(1, 1)
+      .set_infer([](InferContext& c) {
+        require_bool(c, 0);
+        c.propagate(0);
+      })
       .set_cost(flops_per_element(1));
-  r.add("BitShift").since(11).io(2, 2).required_attr("direction", AttrKind::String)
+  r.add("BitShift")
+      .since(11)
+      .io(2, 2)
+      .required_attr("direction", AttrKind::String)
       .set_infer([](InferContext& c) {
         require_same_types(c);
         // fusec's only unsigned type is uint8 (uint16/32/64 are rejected at import).
@@ -247,7 +288,9 @@ void register_elementwise_schemas(OpRegistry& r) {
       })
       .set_cost(flops_per_element(1));
 
-  r.add("Where").since(9).io(3, 3)
+  r.add("Where")
+      .since(9)
+      .io(3, 3)
       .set_infer([](InferContext& c) {
         require_bool(c, 0);
         if (c.input_dtype(1) != c.input_dtype(2))
@@ -263,25 +306,39 @@ void register_elementwise_schemas(OpRegistry& r) {
   auto infer_cast = [](InferContext& c) {
     int64_t to = c.attr_int("to");
     DType t = to >= INT32_MIN && to <= INT32_MAX ? dtype_from_onnx(static_cast<int32_t>(to)) : DType::Undefined;
-    if (t == DType::Undefined)
-      c.fail("Cast to " + onnx_dtype_name(static_cast<int32_t>(to)) + " is not supported");
+    if (t == DType::Undefined) c.fail("Cast to " + onnx_dtype_name(static_cast<int32_t>(to)) + " is not supported");
     infer_cast_to(c, t);
   };
-  r.add("Cast").since(6, 18).io(1, 1).required_attr("to", AttrKind::Int)
-      .set_infer(infer_cast).set_cost(cost_data_movement);
-  r.add("Cast").since(19).io(1, 1).required_attr("to", AttrKind::Int)
+  r.add("Cast")
+      .since(6, 18)
+      .io(1, 1)
+      .required_attr("to", AttrKind::Int)
+      .set_infer(infer_cast)
+      .set_cost(cost_data_movement);
+  r.add("Cast")
+      .since(19)
+      .io(1, 1)
+      .required_attr("to", AttrKind::Int)
       .attr("saturate", AttrKind::Int, AttrValue{int64_t{1}})
-      .set_infer(infer_cast).set_cost(cost_data_movement);
+      .set_infer(infer_cast)
+      .set_cost(cost_data_movement);
   auto infer_cast_like = [](InferContext& c) { infer_cast_to(c, c.input_dtype(1)); };
   r.add("CastLike").since(15, 18).io(2, 2).set_infer(infer_cast_like).set_cost(cast_like_cost);
-  r.add("CastLike").since(19).io(2, 2).attr("saturate", AttrKind::Int, AttrValue{int64_t{1}})
-      .set_infer(infer_cast_like).set_cost(cast_like_cost);
+  r.add("CastLike")
+      .since(19)
+      .io(2, 2)
+      .attr("saturate", AttrKind::Int, AttrValue{int64_t{1}})
+      .set_infer(infer_cast_like)
+      .set_cost(cast_like_cost);
 
   // ---- Clip: bounds are attributes before opset 11, optional scalar inputs since ----
-  r.add("Clip").since(6, 10).io(1, 1)
+  r.add("Clip")
+      .since(6, 10)
+      .io(1, 1)
       .attr("min", AttrKind::Float, AttrValue{-FLT_MAX})
       .attr("max", AttrKind::Float, AttrValue{FLT_MAX})
-      .set_infer(infer_clip).set_cost(flops_per_element(2));
+      .set_infer(infer_clip)
+      .set_cost(flops_per_element(2));
   r.add("Clip").since(11).io(1, 3).set_infer(infer_clip).set_cost(flops_per_element(2));
 }
 

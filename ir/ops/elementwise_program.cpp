@@ -11,19 +11,32 @@ namespace fusec {
 
 const std::vector<EwOpInfo>& ew_ops() {
   static const std::vector<EwOpInfo> ops = {
-      {EwOp::Add, "add", 2},          {EwOp::Sub, "sub", 2},
-      {EwOp::Mul, "mul", 2},          {EwOp::Div, "div", 2},
-      {EwOp::Pow, "pow", 2},          {EwOp::Max, "max", 2},
-      {EwOp::Min, "min", 2},          {EwOp::Neg, "neg", 1},
-      {EwOp::Abs, "abs", 1},          {EwOp::Exp, "exp", 1},
-      {EwOp::Log, "log", 1},          {EwOp::Sqrt, "sqrt", 1},
-      {EwOp::Reciprocal, "reciprocal", 1}, {EwOp::Erf, "erf", 1},
-      {EwOp::Tanh, "tanh", 1},        {EwOp::Sigmoid, "sigmoid", 1},
-      {EwOp::Relu, "relu", 1},        {EwOp::Softplus, "softplus", 1},
-      {EwOp::Floor, "floor", 1},      {EwOp::Ceil, "ceil", 1},
-      {EwOp::HardSwish, "hard_swish", 1}, {EwOp::Gelu, "gelu", 1},
-      {EwOp::GeluTanh, "gelu_tanh", 1},   {EwOp::LeakyRelu, "leaky_relu", 2},
-      {EwOp::HardSigmoid, "hard_sigmoid", 3}, {EwOp::Clip, "clip", 3},
+      {EwOp::Add, "add", 2},
+      {EwOp::Sub, "sub", 2},
+      {EwOp::Mul, "mul", 2},
+      {EwOp::Div, "div", 2},
+      {EwOp::Pow, "pow", 2},
+      {EwOp::Max, "max", 2},
+      {EwOp::Min, "min", 2},
+      {EwOp::Neg, "neg", 1},
+      {EwOp::Abs, "abs", 1},
+      {EwOp::Exp, "exp", 1},
+      {EwOp::Log, "log", 1},
+      {EwOp::Sqrt, "sqrt", 1},
+      {EwOp::Reciprocal, "reciprocal", 1},
+      {EwOp::Erf, "erf", 1},
+      {EwOp::Tanh, "tanh", 1},
+      {EwOp::Sigmoid, "sigmoid", 1},
+      {EwOp::Relu, "relu", 1},
+      {EwOp::Softplus, "softplus", 1},
+      {EwOp::Floor, "floor", 1},
+      {EwOp::Ceil, "ceil", 1},
+      {EwOp::HardSwish, "hard_swish", 1},
+      {EwOp::Gelu, "gelu", 1},
+      {EwOp::GeluTanh, "gelu_tanh", 1},
+      {EwOp::LeakyRelu, "leaky_relu", 2},
+      {EwOp::HardSigmoid, "hard_sigmoid", 3},
+      {EwOp::Clip, "clip", 3},
   };
   return ops;
 }
@@ -52,9 +65,12 @@ namespace {
 
 std::string operand_str(const EwOperand& a) {
   switch (a.kind) {
-    case EwOperand::Kind::Input: return "i" + std::to_string(a.index);
-    case EwOperand::Kind::Register: return "r" + std::to_string(a.index);
-    case EwOperand::Kind::Literal: return format_ew_literal(a.value);
+    case EwOperand::Kind::Input:
+      return "i" + std::to_string(a.index);
+    case EwOperand::Kind::Register:
+      return "r" + std::to_string(a.index);
+    case EwOperand::Kind::Literal:
+      return format_ew_literal(a.value);
   }
   return "?";
 }

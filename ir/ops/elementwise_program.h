@@ -19,11 +19,32 @@ namespace fusec {
 class NodeAttrs;
 
 enum class EwOp : uint8_t {
-  Add, Sub, Mul, Div, Pow, Max, Min,                        // binary
-  Neg, Abs, Exp, Log, Sqrt, Reciprocal, Erf, Tanh, Sigmoid,  // unary
-  Relu, Softplus, Floor, Ceil, HardSwish, Gelu, GeluTanh,    // unary
-  LeakyRelu,                                                 // x alpha
-  HardSigmoid, Clip,                                         // x alpha beta / x lo hi
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Max,
+  Min,  // binary
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Reciprocal,
+  Erf,
+  Tanh,
+  Sigmoid,  // unary
+  Relu,
+  Softplus,
+  Floor,
+  Ceil,
+  HardSwish,
+  Gelu,
+  GeluTanh,   // unary
+  LeakyRelu,  // x alpha
+  HardSigmoid,
+  Clip,  // x alpha beta / x lo hi
 };
 
 struct EwOpInfo {

@@ -125,8 +125,7 @@ void register_fused_schemas(OpRegistry& r) {
         if (c.input_dtype(1) != c.input_dtype(0)) c.fail("X and skip must have the same type");
         std::optional<Shape> s = c.input_shape(0);
         if (s && c.input_shape(1)) s = broadcast_shapes(*s, *c.input_shape(1), c);
-        if (s && c.input_shape(0) && s->size() != c.input_shape(0)->size())
-          c.fail("skip must broadcast to X's shape");
+        if (s && c.input_shape(0) && s->size() != c.input_shape(0)->size()) c.fail("skip must broadcast to X's shape");
         c.set_output(0, c.input_dtype(0), s);
         c.set_output(1, c.input_dtype(0), s);
       })

@@ -17,7 +17,8 @@ void register_fused_elementwise_schemas(OpRegistry& r) {
       .set_infer([](InferContext& c) {
         const int n = static_cast<int>(c.num_inputs());
         for (int i = 0; i < n; ++i)
-          if (!c.has_input(static_cast<size_t>(i))) c.fail("input " + std::to_string(i) + " is left out; every input is required");
+          if (!c.has_input(static_cast<size_t>(i)))
+            c.fail("input " + std::to_string(i) + " is left out; every input is required");
         DType t = c.input_dtype(0);
         if (t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16)
           c.fail(std::string("inputs must be float32, float16 or bfloat16, not ") + dtype_name(t));
@@ -31,7 +32,8 @@ void register_fused_elementwise_schemas(OpRegistry& r) {
       .set_cost([](const CostContext& c) {
         // One operation per instruction per output element; inputs read once, output written once.
         std::string error;
-        auto p = parse_elementwise_program(c.node.attr_string("program", ""), static_cast<int>(c.in_dims.size()), &error);
+        auto p =
+            parse_elementwise_program(c.node.attr_string("program", ""), static_cast<int>(c.in_dims.size()), &error);
         return cost_elementwise(c, p ? static_cast<double>(p->code.size()) : 0.0);
       })
       .set_doc("Y = program(X0, X1, ...) elementwise over the inputs' broadcast shape (docs/fused_elementwise.md)");

@@ -14,8 +14,8 @@ namespace {
 /// The one value_* attribute a Constant carries (failing if it has none, several, or one fusec
 /// cannot represent), and the type it produces.
 TypeInfo constant_type(const NodeAttrs& c) {
-  static const char* kAll[] = {"value", "sparse_value", "value_float", "value_floats", "value_int",
-                               "value_ints", "value_string", "value_strings"};
+  static const char* kAll[] = {"value",     "sparse_value", "value_float",  "value_floats",
+                               "value_int", "value_ints",   "value_string", "value_strings"};
   std::string which;
   for (const char* a : kAll)
     if (c.has_attr(a)) {
@@ -89,9 +89,10 @@ void infer_range(InferContext& c) {
   int64_t n;
   if (is_float(t)) {
     // As the reference: (limit - start) in T, then divided in double.
-    double diff = t == DType::Float32 ? static_cast<double>(static_cast<float>(limit->as_double(0)) -
-                                                            static_cast<float>(start->as_double(0)))
-                                      : limit->as_double(0) - start->as_double(0);
+    double diff =
+        t == DType::Float32
+            ? static_cast<double>(static_cast<float>(limit->as_double(0)) - static_cast<float>(start->as_double(0)))
+            : limit->as_double(0) - start->as_double(0);
     double d = delta->as_double(0);
     if (d == 0) c.fail("delta is zero");
     double q = std::ceil(diff / d);
@@ -116,19 +117,39 @@ void infer_range(InferContext& c) {
 
 void register_generator_schemas(OpRegistry& r) {
   // Exactly one value attribute; the set grew at opsets 11 (sparse_value) and 12 (value_*).
-  r.add("Constant").since(1, 10).io(0, 0).required_attr("value", AttrKind::Tensor)
-      .set_infer(infer_constant).set_cost(cost_data_movement);
-  r.add("Constant").since(11, 11).io(0, 0).attr("value", AttrKind::Tensor)
-      .attr("sparse_value", AttrKind::Opaque).set_infer(infer_constant).set_cost(cost_data_movement);
-  r.add("Constant").since(12).io(0, 0).attr("value", AttrKind::Tensor).attr("sparse_value", AttrKind::Opaque)
-      .attr("value_float", AttrKind::Float).attr("value_floats", AttrKind::Floats)
-      .attr("value_int", AttrKind::Int).attr("value_ints", AttrKind::Ints)
-      .attr("value_string", AttrKind::String).attr("value_strings", AttrKind::Strings)
-      .set_infer(infer_constant).set_cost(cost_data_movement);
+  r.add("Constant")
+      .since(1, 10)
+      .io(0, 0)
+      .required_attr("value", AttrKind::Tensor)
+      .set_infer(infer_constant)
+      .set_cost(cost_data_movement);
+  r.add("Constant")
+      .since(11, 11)
+      .io(0, 0)
+      .attr("value", AttrKind::Tensor)
+      .attr("sparse_value", AttrKind::Opaque)
+      .set_infer(infer_constant)
+      .set_cost(cost_data_movement);
+  r.add("Constant")
+      .since(12)
+      .io(0, 0)
+      .attr("value", AttrKind::Tensor)
+      .attr("sparse_value", AttrKind::Opaque)
+      .attr("value_float", AttrKind::Float)
+      .attr("value_floats", AttrKind::Floats)
+      .attr("value_int", AttrKind::Int)
+      .attr("value_ints", AttrKind::Ints)
+      .attr("value_string", AttrKind::String)
+      .attr("value_strings", AttrKind::Strings)
+      .set_infer(infer_constant)
+      .set_cost(cost_data_movement);
 
-  r.add("ConstantOfShape").since(9).io(1, 1)
+  r.add("ConstantOfShape")
+      .since(9)
+      .io(1, 1)
       .attr("value", AttrKind::Tensor, AttrValue{Tensor::from_float({0.0f}, {1})})
-      .set_infer(infer_constant_of_shape).set_cost(cost_data_movement);
+      .set_infer(infer_constant_of_shape)
+      .set_cost(cost_data_movement);
 
   // One add per element (the reference accumulates start + delta + delta ...).
   r.add("Range").since(11).io(3, 3).set_infer(infer_range).set_cost([](const CostContext& c) {

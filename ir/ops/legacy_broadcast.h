@@ -24,8 +24,7 @@ inline bool legacy_broadcast_enabled(const NodeAttrs& n) {
 /// Where B's first dim lines up in A; fails naming the node when B does not fit inside A.
 inline int64_t legacy_broadcast_axis(size_t rank_a, size_t rank_b, const NodeAttrs& n) {
   const auto ra = static_cast<int64_t>(rank_a), rb = static_cast<int64_t>(rank_b);
-  if (rb > ra)
-    n.fail("legacy broadcast: B has rank " + std::to_string(rb) + ", more than A's " + std::to_string(ra));
+  if (rb > ra) n.fail("legacy broadcast: B has rank " + std::to_string(rb) + ", more than A's " + std::to_string(ra));
   int64_t axis = n.has_attr("axis") ? n.attr_int("axis") : ra - rb;
   if (axis < 0) axis += ra;
   if (axis < 0 || axis > ra - rb)  // not axis + rb > ra: axis comes from the file and may be huge

@@ -160,22 +160,41 @@ void register_linalg_schemas(OpRegistry& r) {
   r.add("MatMul").since(1).io(2, 2).set_infer(infer_matmul).set_cost(cost_matmul);
 
   // Gemm 1-6 carry a `broadcast` flag for C; 7 made C's broadcast implicit; 11 made C optional.
-  r.add("Gemm").since(1, 6).io(3, 3)
-      .attr("alpha", AttrKind::Float, AttrValue{1.0f}).attr("beta", AttrKind::Float, AttrValue{1.0f})
-      .attr("transA", AttrKind::Int, AttrValue{int64_t{0}}).attr("transB", AttrKind::Int, AttrValue{int64_t{0}})
+  r.add("Gemm")
+      .since(1, 6)
+      .io(3, 3)
+      .attr("alpha", AttrKind::Float, AttrValue{1.0f})
+      .attr("beta", AttrKind::Float, AttrValue{1.0f})
+      .attr("transA", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("transB", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("broadcast", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_gemm).set_cost(cost_gemm);
-  r.add("Gemm").since(7, 10).io(3, 3)
-      .attr("alpha", AttrKind::Float, AttrValue{1.0f}).attr("beta", AttrKind::Float, AttrValue{1.0f})
-      .attr("transA", AttrKind::Int, AttrValue{int64_t{0}}).attr("transB", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_gemm).set_cost(cost_gemm);
-  r.add("Gemm").since(11).io(2, 3)
-      .attr("alpha", AttrKind::Float, AttrValue{1.0f}).attr("beta", AttrKind::Float, AttrValue{1.0f})
-      .attr("transA", AttrKind::Int, AttrValue{int64_t{0}}).attr("transB", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_gemm).set_cost(cost_gemm);
+      .set_infer(infer_gemm)
+      .set_cost(cost_gemm);
+  r.add("Gemm")
+      .since(7, 10)
+      .io(3, 3)
+      .attr("alpha", AttrKind::Float, AttrValue{1.0f})
+      .attr("beta", AttrKind::Float, AttrValue{1.0f})
+      .attr("transA", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("transB", AttrKind::Int, AttrValue{int64_t{0}})
+      .set_infer(infer_gemm)
+      .set_cost(cost_gemm);
+  r.add("Gemm")
+      .since(11)
+      .io(2, 3)
+      .attr("alpha", AttrKind::Float, AttrValue{1.0f})
+      .attr("beta", AttrKind::Float, AttrValue{1.0f})
+      .attr("transA", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("transB", AttrKind::Int, AttrValue{int64_t{0}})
+      .set_infer(infer_gemm)
+      .set_cost(cost_gemm);
 
-  r.add("Einsum").since(12).io(1, 1 << 20).required_attr("equation", AttrKind::String)
-      .set_infer(infer_einsum).set_cost(cost_einsum);
+  r.add("Einsum")
+      .since(12)
+      .io(1, 1 << 20)
+      .required_attr("equation", AttrKind::String)
+      .set_infer(infer_einsum)
+      .set_cost(cost_einsum);
 }
 
 }  // namespace fusec

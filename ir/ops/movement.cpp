@@ -22,9 +22,7 @@ using movement::split_sizes;
 constexpr int kUnbounded = INT_MAX;
 
 /// Value of input i when it is present and known (constant at import, always at run time).
-const Tensor* known_value(const InferContext& c, size_t i) {
-  return c.has_input(i) ? c.input_value(i) : nullptr;
-}
+const Tensor* known_value(const InferContext& c, size_t i) { return c.has_input(i) ? c.input_value(i) : nullptr; }
 
 Shape unknown_shape(size_t rank) { return Shape(rank, Dim()); }
 
@@ -39,9 +37,7 @@ std::vector<int64_t> ints_of(const InferContext& c, const Tensor& t, const char*
 }
 
 /// Reads only what it gathers: indices plus the gathered elements (not the whole table).
-Cost cost_gather(const CostContext& c) {
-  return {0, c.in_bytes(1) + c.out_bytes(0), c.out_bytes(0)};
-}
+Cost cost_gather(const CostContext& c) { return {0, c.in_bytes(1) + c.out_bytes(0), c.out_bytes(0)}; }
 
 // ---------------------------------------------------------------- Transpose
 
@@ -61,7 +57,8 @@ void infer_transpose(InferContext& c) {
   std::vector<bool> seen(r, false);
   Shape out(r);
   for (int64_t i = 0; i < r; ++i) {
-    if (perm[i] < 0 || perm[i] >= r || seen[perm[i]]) c.fail("perm is not a permutation of 0.." + std::to_string(r - 1));
+    if (perm[i] < 0 || perm[i] >= r || seen[perm[i]])
+      c.fail("perm is not a permutation of 0.." + std::to_string(r - 1));
     seen[perm[i]] = true;
     out[i] = (*s)[perm[i]];
   }
@@ -82,7 +79,10 @@ void infer_concat(InferContext& c) {
   }
   for (size_t i = 0; i < c.num_inputs(); ++i) {
     const auto& s = c.input_shape(i);
-    if (!s) { axis_static = false; continue; }
+    if (!s) {
+      axis_static = false;
+      continue;
+    }
     if (!out) {
       out = *s;
       ax = normalize_axis(c.attr_int("axis"), static_cast<int64_t>(s->size()), c);
@@ -94,12 +94,15 @@ void infer_concat(InferContext& c) {
       const Dim& a = (*out)[d];
       const Dim& b = (*s)[d];
       if (a.is_static() && b.is_static() && a.value != b.value)
-        c.fail("inputs have incompatible shapes " + shape_str(*out) + " and " + shape_str(*s) + " (all dims but the axis must match)");
+        c.fail("inputs have incompatible shapes " + shape_str(*out) + " and " + shape_str(*s) +
+               " (all dims but the axis must match)");
       if (!a.is_static() && b.is_static()) (*out)[d] = b;
     }
     const Dim& d = (*s)[ax];
-    if (d.is_static()) axis_sum = dims::add(axis_sum, d.value, c, "the concatenated axis");
-    else axis_static = false;
+    if (d.is_static())
+      axis_sum = dims::add(axis_sum, d.value, c, "the concatenated axis");
+    else
+      axis_static = false;
   }
   if (out) (*out)[ax] = axis_static ? Dim(axis_sum) : Dim();
   c.set_output(0, t, out);
@@ -119,8 +122,10 @@ void infer_split(InferContext& c) {
   } else {
     require_index(c, 1);
     explicit_split = c.has_input(1);
-    if (!explicit_split) split = std::vector<int64_t>{};
-    else if (const Tensor* v = c.input_value(1)) split = ints_of(c, *v, "split");
+    if (!explicit_split)
+      split = std::vector<int64_t>{};
+    else if (const Tensor* v = c.input_value(1))
+      split = ints_of(c, *v, "split");
   }
   bool uneven = false;
   if (c.opset() >= 18 && c.has_attr("num_outputs")) {
@@ -142,7 +147,9 @@ void infer_split(InferContext& c) {
       auto v = split_sizes(d.value, *split, n, uneven, c);
       for (size_t i = 0; i < n; ++i) sizes[i] = v[i];
     } else {
-      if (split->size() != n) c.fail("split has " + std::to_string(split->size()) + " entries but the node has " + std::to_string(n) + " outputs");
+      if (split->size() != n)
+        c.fail("split has " + std::to_string(split->size()) + " entries but the node has " + std::to_string(n) +
+               " outputs");
       for (size_t i = 0; i < n; ++i) sizes[i] = (*split)[i];
     }
   } else if (split && d.is_static()) {
@@ -171,12 +178,19 @@ void infer_slice(InferContext& c) {
     for (size_t i = 1; i <= 4; ++i) require_index(c, i);
     if (const Tensor* v = known_value(c, 1)) starts = ints_of(c, *v, "starts");
     if (const Tensor* v = known_value(c, 2)) ends = ints_of(c, *v, "ends");
-    if (!c.has_input(3)) axes = std::vector<int64_t>{};
-    else if (const Tensor* v = c.input_value(3)) axes = ints_of(c, *v, "axes");
-    if (!c.has_input(4)) steps = std::vector<int64_t>{};
-    else if (const Tensor* v = c.input_value(4)) steps = ints_of(c, *v, "steps");
+    if (!c.has_input(3))
+      axes = std::vector<int64_t>{};
+    else if (const Tensor* v = c.input_value(3))
+      axes = ints_of(c, *v, "axes");
+    if (!c.has_input(4))
+      steps = std::vector<int64_t>{};
+    else if (const Tensor* v = c.input_value(4))
+      steps = ints_of(c, *v, "steps");
   }
-  if (!s) { c.set_output(0, t, std::nullopt); return; }
+  if (!s) {
+    c.set_output(0, t, std::nullopt);
+    return;
+  }
   const int64_t r = static_cast<int64_t>(s->size());
   if (!starts || !ends || !axes || !steps) {
     Shape out = *s;
@@ -244,7 +258,10 @@ void infer_gather_nd(InferContext& c) {
   const int64_t b = c.opset() >= 12 ? c.attr_int("batch_dims") : 0;
   const auto& s = c.input_shape(0);
   const auto& q = c.input_shape(1);
-  if (!s || !q) { c.set_output(0, c.input_dtype(0), std::nullopt); return; }
+  if (!s || !q) {
+    c.set_output(0, c.input_dtype(0), std::nullopt);
+    return;
+  }
   const int64_t r = static_cast<int64_t>(s->size()), qr = static_cast<int64_t>(q->size());
   if (r < 1 || qr < 1) c.fail("data and indices must have rank >= 1");
   if (b < 0 || b >= std::min(r, qr)) c.fail("batch_dims " + std::to_string(b) + " must be less than both ranks");
@@ -254,7 +271,10 @@ void infer_gather_nd(InferContext& c) {
       c.fail("the first batch_dims dims of data and indices differ: " + shape_str(*s) + " vs " + shape_str(*q));
   }
   const Dim& last = (*q)[qr - 1];
-  if (!last.is_static()) { c.set_output(0, c.input_dtype(0), std::nullopt); return; }
+  if (!last.is_static()) {
+    c.set_output(0, c.input_dtype(0), std::nullopt);
+    return;
+  }
   const int64_t k = last.value;
   if (k < 1 || k > r - b)
     c.fail("the last dim of indices (" + std::to_string(k) + ") must be in [1, rank(data) - batch_dims]");
@@ -268,10 +288,8 @@ void infer_gather_nd(InferContext& c) {
 void check_reduction(const InferContext& c) {
   if (!c.has_attr("reduction")) return;
   std::string r = c.attr_string("reduction");
-  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min")
-    c.fail("unknown reduction '" + r + "'");
-  if ((r == "max" || r == "min") && c.opset() < 18)
-    c.fail("reduction '" + r + "' needs opset 18");
+  if (r != "none" && r != "add" && r != "mul" && r != "max" && r != "min") c.fail("unknown reduction '" + r + "'");
+  if ((r == "max" || r == "min") && c.opset() < 18) c.fail("reduction '" + r + "' needs opset 18");
 }
 
 void infer_scatter_elements(InferContext& c) {
@@ -327,12 +345,18 @@ void infer_expand(InferContext& c) {
     auto shape = ints_of(c, *v, "shape");
     for (int64_t d : shape)
       if (d < 0) c.fail("shape has a negative entry " + std::to_string(d));
-    if (!s) { c.set_output(0, t, std::nullopt); return; }
+    if (!s) {
+      c.set_output(0, t, std::nullopt);
+      return;
+    }
     c.set_output(0, t, broadcast_shapes(*s, shape_of(shape), c));
     return;
   }
   const auto& ss = c.input_shape(1);
-  if (!s || !ss || ss->size() != 1 || !(*ss)[0].is_static()) { c.set_output(0, t, std::nullopt); return; }
+  if (!s || !ss || ss->size() != 1 || !(*ss)[0].is_static()) {
+    c.set_output(0, t, std::nullopt);
+    return;
+  }
   const size_t n = dims::rank((*ss)[0].value, c, "the shape input's length");
   const size_t r = std::max(n, s->size());
   Shape out(r, Dim());
@@ -348,12 +372,19 @@ void infer_tile(InferContext& c) {
   c.require_dtype(1, {DType::Int64});
   const auto& s = c.input_shape(0);
   const DType t = c.input_dtype(0);
-  if (!s) { c.set_output(0, t, std::nullopt); return; }
+  if (!s) {
+    c.set_output(0, t, std::nullopt);
+    return;
+  }
   const Tensor* v = c.input_value(1);
-  if (!v) { c.set_output(0, t, unknown_shape(s->size())); return; }
+  if (!v) {
+    c.set_output(0, t, unknown_shape(s->size()));
+    return;
+  }
   auto rep = ints_of(c, *v, "repeats");
   if (rep.size() != s->size())
-    c.fail("repeats has " + std::to_string(rep.size()) + " entries but the input has rank " + std::to_string(s->size()));
+    c.fail("repeats has " + std::to_string(rep.size()) + " entries but the input has rank " +
+           std::to_string(s->size()));
   Shape out(s->size());
   for (size_t i = 0; i < rep.size(); ++i) {
     if (rep[i] < 0) c.fail("repeats must be non-negative");
@@ -378,19 +409,33 @@ void infer_pad(InferContext& c) {
     if (c.has_input(2) && c.input_dtype(2) != t) c.fail("constant_value must have the same type as data");
     require_index(c, 3);
     if (const Tensor* v = c.input_value(1)) pads = ints_of(c, *v, "pads");
-    if (!c.has_input(3)) axes = std::vector<int64_t>{};
-    else if (const Tensor* v = c.input_value(3)) axes = ints_of(c, *v, "axes");
+    if (!c.has_input(3))
+      axes = std::vector<int64_t>{};
+    else if (const Tensor* v = c.input_value(3))
+      axes = ints_of(c, *v, "axes");
   }
   const auto& s = c.input_shape(0);
-  if (!s) { c.set_output(0, t, std::nullopt); return; }
+  if (!s) {
+    c.set_output(0, t, std::nullopt);
+    return;
+  }
   const int64_t r = static_cast<int64_t>(s->size());
-  if (!pads || !axes) { c.set_output(0, t, unknown_shape(r)); return; }
+  if (!pads || !axes) {
+    c.set_output(0, t, unknown_shape(r));
+    return;
+  }
   auto p = full_pads(r, *pads, *axes, c);
   Shape out(r);
   for (int64_t i = 0; i < r; ++i) {
     const Dim& d = (*s)[i];
-    if (p[i] == 0 && p[r + i] == 0) { out[i] = d; continue; }
-    if (!d.is_static()) { out[i] = Dim(); continue; }
+    if (p[i] == 0 && p[r + i] == 0) {
+      out[i] = d;
+      continue;
+    }
+    if (!d.is_static()) {
+      out[i] = Dim();
+      continue;
+    }
     // A negative pad crops; it cannot crop more than the dim holds (the kernel reads input
     // coordinate o - pad_begin, which must stay a small number).
     if (p[i] < -d.value || p[r + i] < -d.value)
@@ -417,7 +462,10 @@ void infer_depth_to_space(InferContext& c) {
     if (m != "DCR" && m != "CRD") c.fail("unknown mode '" + m + "'");
   }
   const auto& s = c.input_shape(0);
-  if (!s) { c.set_output(0, t, unknown_shape(4)); return; }
+  if (!s) {
+    c.set_output(0, t, unknown_shape(4));
+    return;
+  }
   if (s->size() != 4) c.fail("input must have rank 4, got " + shape_str(*s));
   const int64_t bb = dims::mul(b, b, c, "blocksize^2");
   Shape out = *s;
@@ -442,13 +490,19 @@ void infer_space_to_depth(InferContext& c) {
     if (m != "DCR" && m != "CRD") c.fail("unknown mode '" + m + "'");
   }
   const auto& s = c.input_shape(0);
-  if (!s) { c.set_output(0, t, unknown_shape(4)); return; }
+  if (!s) {
+    c.set_output(0, t, unknown_shape(4));
+    return;
+  }
   if (s->size() != 4) c.fail("input must have rank 4, got " + shape_str(*s));
   Shape out = *s;
   out[1] = dims::mul((*s)[1], dims::mul(b, b, c, "blocksize^2"), c, "output channels");
   for (int i = 2; i < 4; ++i) {
     const Dim& d = (*s)[i];
-    if (!d.is_static()) { out[i] = Dim(); continue; }
+    if (!d.is_static()) {
+      out[i] = Dim();
+      continue;
+    }
     if (d.value % b) c.fail("spatial dims must be divisible by blocksize, got " + shape_str(*s));
     out[i] = d.value / b;
   }
@@ -495,8 +549,7 @@ void infer_compress(InferContext& c) {
   const DType t = c.input_dtype(0);
   const auto& s = c.input_shape(0);
   const Tensor* cond = c.input_value(1);
-  if (const auto& cs = c.input_shape(1); cs && cs->size() != 1)
-    c.fail("condition must be 1-D, got " + shape_str(*cs));
+  if (const auto& cs = c.input_shape(1); cs && cs->size() != 1) c.fail("condition must be 1-D, got " + shape_str(*cs));
   const bool has_axis = c.has_attr("axis");
   // Length of the axis the condition selects along (the flattened input without an axis).
   std::optional<int64_t> len;
@@ -514,13 +567,20 @@ void infer_compress(InferContext& c) {
     int64_t n = 0;
     for (int64_t i = 0; i < cond->numel(); ++i) {
       if (!cond->as_int64(i)) continue;
-      if (len && i >= *len) c.fail("condition selects index " + std::to_string(i) + " beyond the axis length " + std::to_string(*len));
+      if (len && i >= *len)
+        c.fail("condition selects index " + std::to_string(i) + " beyond the axis length " + std::to_string(*len));
       ++n;
     }
     count = n;
   }
-  if (!has_axis) { c.set_output(0, t, Shape{count}); return; }
-  if (!s) { c.set_output(0, t, std::nullopt); return; }
+  if (!has_axis) {
+    c.set_output(0, t, Shape{count});
+    return;
+  }
+  if (!s) {
+    c.set_output(0, t, std::nullopt);
+    return;
+  }
   Shape out = *s;
   out[ax] = count;
   c.set_output(0, t, out);
@@ -536,85 +596,199 @@ void infer_reverse_sequence(InferContext& c) {
   const auto& l = c.input_shape(1);
   if (l && l->size() != 1) c.fail("sequence_lens must be 1-D");
   if (s && l && (*s)[ba].is_static() && (*l)[0].is_static() && (*s)[ba].value != (*l)[0].value)
-    c.fail("sequence_lens has " + std::to_string((*l)[0].value) + " entries but the batch has " + std::to_string((*s)[ba].value));
+    c.fail("sequence_lens has " + std::to_string((*l)[0].value) + " entries but the batch has " +
+           std::to_string((*s)[ba].value));
   c.propagate(0);
 }
 
 }  // namespace
 
 void register_movement_schemas(OpRegistry& r) {
-  r.add("Transpose").since(1).io(1, 1).attr("perm", AttrKind::Ints).set_infer(infer_transpose).set_cost(cost_data_movement);
+  r.add("Transpose")
+      .since(1)
+      .io(1, 1)
+      .attr("perm", AttrKind::Ints)
+      .set_infer(infer_transpose)
+      .set_cost(cost_data_movement);
 
-  r.add("Concat").since(1, 3).io(1, kUnbounded).attr("axis", AttrKind::Int, AttrValue{int64_t{1}})
-      .set_infer(infer_concat).set_cost(cost_data_movement);
-  r.add("Concat").since(4).io(1, kUnbounded).required_attr("axis", AttrKind::Int)
-      .set_infer(infer_concat).set_cost(cost_data_movement);
+  r.add("Concat")
+      .since(1, 3)
+      .io(1, kUnbounded)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{1}})
+      .set_infer(infer_concat)
+      .set_cost(cost_data_movement);
+  r.add("Concat")
+      .since(4)
+      .io(1, kUnbounded)
+      .required_attr("axis", AttrKind::Int)
+      .set_infer(infer_concat)
+      .set_cost(cost_data_movement);
 
-  r.add("Split").since(2, 12).io(1, 1, 1, kUnbounded).attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
-      .attr("split", AttrKind::Ints).set_infer(infer_split).set_cost(cost_data_movement);
-  r.add("Split").since(13, 17).io(1, 2, 1, kUnbounded).attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_split).set_cost(cost_data_movement);
-  r.add("Split").since(18).io(1, 2, 1, kUnbounded).attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
-      .attr("num_outputs", AttrKind::Int).set_infer(infer_split).set_cost(cost_data_movement);
+  r.add("Split")
+      .since(2, 12)
+      .io(1, 1, 1, kUnbounded)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("split", AttrKind::Ints)
+      .set_infer(infer_split)
+      .set_cost(cost_data_movement);
+  r.add("Split")
+      .since(13, 17)
+      .io(1, 2, 1, kUnbounded)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
+      .set_infer(infer_split)
+      .set_cost(cost_data_movement);
+  r.add("Split")
+      .since(18)
+      .io(1, 2, 1, kUnbounded)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("num_outputs", AttrKind::Int)
+      .set_infer(infer_split)
+      .set_cost(cost_data_movement);
 
-  r.add("Slice").since(1, 9).io(1, 1).required_attr("starts", AttrKind::Ints).required_attr("ends", AttrKind::Ints)
-      .attr("axes", AttrKind::Ints).set_infer(infer_slice).set_cost(cost_slice);
+  r.add("Slice")
+      .since(1, 9)
+      .io(1, 1)
+      .required_attr("starts", AttrKind::Ints)
+      .required_attr("ends", AttrKind::Ints)
+      .attr("axes", AttrKind::Ints)
+      .set_infer(infer_slice)
+      .set_cost(cost_slice);
   r.add("Slice").since(10).io(3, 5).set_infer(infer_slice).set_cost(cost_slice);
 
-  r.add("Gather").since(1).io(2, 2).attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_gather).set_cost(cost_gather);
-  r.add("GatherElements").since(11).io(2, 2).attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_gather_elements).set_cost(cost_gather);
+  r.add("Gather")
+      .since(1)
+      .io(2, 2)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
+      .set_infer(infer_gather)
+      .set_cost(cost_gather);
+  r.add("GatherElements")
+      .since(11)
+      .io(2, 2)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
+      .set_infer(infer_gather_elements)
+      .set_cost(cost_gather);
   r.add("GatherND").since(11, 11).io(2, 2).set_infer(infer_gather_nd).set_cost(cost_gather);
-  r.add("GatherND").since(12).io(2, 2).attr("batch_dims", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_gather_nd).set_cost(cost_gather);
+  r.add("GatherND")
+      .since(12)
+      .io(2, 2)
+      .attr("batch_dims", AttrKind::Int, AttrValue{int64_t{0}})
+      .set_infer(infer_gather_nd)
+      .set_cost(cost_gather);
 
   // Scatter (opset 9-10) is ScatterElements without reduction under its old name.
-  r.add("Scatter").since(9, 10).io(3, 3).attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_scatter_elements).set_cost(cost_scatter);
-  r.add("ScatterElements").since(11, 15).io(3, 3).attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_scatter_elements).set_cost(cost_scatter);
-  r.add("ScatterElements").since(16).io(3, 3).attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
+  r.add("Scatter")
+      .since(9, 10)
+      .io(3, 3)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
+      .set_infer(infer_scatter_elements)
+      .set_cost(cost_scatter);
+  r.add("ScatterElements")
+      .since(11, 15)
+      .io(3, 3)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
+      .set_infer(infer_scatter_elements)
+      .set_cost(cost_scatter);
+  r.add("ScatterElements")
+      .since(16)
+      .io(3, 3)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("reduction", AttrKind::String, AttrValue{std::string("none")})
-      .set_infer(infer_scatter_elements).set_cost(cost_scatter);
+      .set_infer(infer_scatter_elements)
+      .set_cost(cost_scatter);
   r.add("ScatterND").since(11, 15).io(3, 3).set_infer(infer_scatter_nd).set_cost(cost_scatter);
-  r.add("ScatterND").since(16).io(3, 3).attr("reduction", AttrKind::String, AttrValue{std::string("none")})
-      .set_infer(infer_scatter_nd).set_cost(cost_scatter);
+  r.add("ScatterND")
+      .since(16)
+      .io(3, 3)
+      .attr("reduction", AttrKind::String, AttrValue{std::string("none")})
+      .set_infer(infer_scatter_nd)
+      .set_cost(cost_scatter);
 
   r.add("Expand").since(8).io(2, 2).set_infer(infer_expand).set_cost(cost_data_movement);
   r.add("Tile").since(6).io(2, 2).set_infer(infer_tile).set_cost(cost_data_movement);
 
-  r.add("Pad").since(2, 10).io(1, 1).attr("mode", AttrKind::String, AttrValue{std::string("constant")})
-      .required_attr("pads", AttrKind::Ints).attr("value", AttrKind::Float, AttrValue{0.0f})
-      .set_infer(infer_pad).set_cost(cost_data_movement);
-  r.add("Pad").since(11, 17).io(2, 3).attr("mode", AttrKind::String, AttrValue{std::string("constant")})
-      .set_infer(infer_pad).set_cost(cost_data_movement);
-  r.add("Pad").since(18).io(2, 4).attr("mode", AttrKind::String, AttrValue{std::string("constant")})
-      .set_infer(infer_pad).set_cost(cost_data_movement);
+  r.add("Pad")
+      .since(2, 10)
+      .io(1, 1)
+      .attr("mode", AttrKind::String, AttrValue{std::string("constant")})
+      .required_attr("pads", AttrKind::Ints)
+      .attr("value", AttrKind::Float, AttrValue{0.0f})
+      .set_infer(infer_pad)
+      .set_cost(cost_data_movement);
+  r.add("Pad")
+      .since(11, 17)
+      .io(2, 3)
+      .attr("mode", AttrKind::String, AttrValue{std::string("constant")})
+      .set_infer(infer_pad)
+      .set_cost(cost_data_movement);
+  r.add("Pad")
+      .since(18)
+      .io(2, 4)
+      .attr("mode", AttrKind::String, AttrValue{std::string("constant")})
+      .set_infer(infer_pad)
+      .set_cost(cost_data_movement);
 
-  r.add("DepthToSpace").since(1, 10).io(1, 1).required_attr("blocksize", AttrKind::Int)
-      .set_infer(infer_depth_to_space).set_cost(cost_data_movement);
-  r.add("DepthToSpace").since(11).io(1, 1).required_attr("blocksize", AttrKind::Int)
+  r.add("DepthToSpace")
+      .since(1, 10)
+      .io(1, 1)
+      .required_attr("blocksize", AttrKind::Int)
+      .set_infer(infer_depth_to_space)
+      .set_cost(cost_data_movement);
+  r.add("DepthToSpace")
+      .since(11)
+      .io(1, 1)
+      .required_attr("blocksize", AttrKind::Int)
       .attr("mode", AttrKind::String, AttrValue{std::string("DCR")})
-      .set_infer(infer_depth_to_space).set_cost(cost_data_movement);
-  r.add("SpaceToDepth").since(1, 27).io(1, 1).required_attr("blocksize", AttrKind::Int)
-      .set_infer(infer_space_to_depth).set_cost(cost_data_movement);
-  r.add("SpaceToDepth").since(28).io(1, 1).required_attr("blocksize", AttrKind::Int)
+      .set_infer(infer_depth_to_space)
+      .set_cost(cost_data_movement);
+  r.add("SpaceToDepth")
+      .since(1, 27)
+      .io(1, 1)
+      .required_attr("blocksize", AttrKind::Int)
+      .set_infer(infer_space_to_depth)
+      .set_cost(cost_data_movement);
+  r.add("SpaceToDepth")
+      .since(28)
+      .io(1, 1)
+      .required_attr("blocksize", AttrKind::Int)
       .attr("mode", AttrKind::String, AttrValue{std::string("DCR")})
-      .set_infer(infer_space_to_depth).set_cost(cost_data_movement);
+      .set_infer(infer_space_to_depth)
+      .set_cost(cost_data_movement);
 
-  r.add("TopK").since(1, 9).io(1, 1, 2, 2).attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
-      .required_attr("k", AttrKind::Int).set_infer(infer_topk).set_cost(cost_data_movement);
-  r.add("TopK").since(10, 10).io(2, 2, 2, 2).attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
-      .set_infer(infer_topk).set_cost(cost_data_movement);
-  r.add("TopK").since(11).io(2, 2, 2, 2).attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
-      .attr("largest", AttrKind::Int, AttrValue{int64_t{1}}).attr("sorted", AttrKind::Int, AttrValue{int64_t{1}})
-      .set_infer(infer_topk).set_cost(cost_data_movement);
+  r.add("TopK")
+      .since(1, 9)
+      .io(1, 1, 2, 2)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
+      .required_attr("k", AttrKind::Int)
+      .set_infer(infer_topk)
+      .set_cost(cost_data_movement);
+  r.add("TopK")
+      .since(10, 10)
+      .io(2, 2, 2, 2)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
+      .set_infer(infer_topk)
+      .set_cost(cost_data_movement);
+  r.add("TopK")
+      .since(11)
+      .io(2, 2, 2, 2)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
+      .attr("largest", AttrKind::Int, AttrValue{int64_t{1}})
+      .attr("sorted", AttrKind::Int, AttrValue{int64_t{1}})
+      .set_infer(infer_topk)
+      .set_cost(cost_data_movement);
 
-  r.add("Compress").since(9).io(2, 2).attr("axis", AttrKind::Int).set_infer(infer_compress).set_cost(cost_data_movement);
-  r.add("ReverseSequence").since(10).io(2, 2).attr("batch_axis", AttrKind::Int, AttrValue{int64_t{1}})
+  r.add("Compress")
+      .since(9)
+      .io(2, 2)
+      .attr("axis", AttrKind::Int)
+      .set_infer(infer_compress)
+      .set_cost(cost_data_movement);
+  r.add("ReverseSequence")
+      .since(10)
+      .io(2, 2)
+      .attr("batch_axis", AttrKind::Int, AttrValue{int64_t{1}})
       .attr("time_axis", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_reverse_sequence).set_cost(cost_data_movement);
+      .set_infer(infer_reverse_sequence)
+      .set_cost(cost_data_movement);
 }
 
 }  // namespace fusec

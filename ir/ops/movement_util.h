@@ -31,8 +31,7 @@ inline SliceParams compute_slice(const std::vector<int64_t>& dims, const std::ve
     where.fail("starts and ends have different lengths (" + std::to_string(starts.size()) + " vs " +
                std::to_string(ends.size()) + ")");
   if (axes.empty()) {
-    if (static_cast<int64_t>(starts.size()) > rank)
-      where.fail("starts has more entries than the input has dims");
+    if (static_cast<int64_t>(starts.size()) > rank) where.fail("starts has more entries than the input has dims");
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   }
   if (steps.empty()) steps.assign(starts.size(), 1);
@@ -76,19 +75,19 @@ inline SliceParams compute_slice(const std::vector<int64_t>& dims, const std::ve
 
 /// Pad's `pads` ([x1_begin, x2_begin, ..., x1_end, x2_end, ...] over `axes`, or over every axis
 /// when `axes` is empty) expanded to 2*rank entries.
-inline std::vector<int64_t> full_pads(int64_t rank, const std::vector<int64_t>& pads,
-                                      const std::vector<int64_t>& axes, const NodeAttrs& where) {
+inline std::vector<int64_t> full_pads(int64_t rank, const std::vector<int64_t>& pads, const std::vector<int64_t>& axes,
+                                      const NodeAttrs& where) {
   std::vector<int64_t> out(2 * rank, 0);
   if (axes.empty()) {
     if (static_cast<int64_t>(pads.size()) != 2 * rank)
-      where.fail("pads has " + std::to_string(pads.size()) + " entries, expected 2 * rank = " +
-                 std::to_string(2 * rank));
+      where.fail("pads has " + std::to_string(pads.size()) +
+                 " entries, expected 2 * rank = " + std::to_string(2 * rank));
     return pads;
   }
   const int64_t n = static_cast<int64_t>(axes.size());
   if (static_cast<int64_t>(pads.size()) != 2 * n)
-    where.fail("pads has " + std::to_string(pads.size()) + " entries, expected 2 * len(axes) = " +
-               std::to_string(2 * n));
+    where.fail("pads has " + std::to_string(pads.size()) +
+               " entries, expected 2 * len(axes) = " + std::to_string(2 * n));
   std::vector<bool> seen(rank, false);
   for (int64_t i = 0; i < n; ++i) {
     int64_t ax = normalize_axis(axes[i], rank, where);
@@ -114,16 +113,14 @@ inline std::vector<int64_t> split_sizes(int64_t dim, const std::vector<int64_t>&
       sum = dims::add(sum, s, where, "the sum of the split sizes");
     }
     if (sum != dim)
-      where.fail("split sizes sum to " + std::to_string(sum) + " but the axis has length " +
-                 std::to_string(dim));
+      where.fail("split sizes sum to " + std::to_string(sum) + " but the axis has length " + std::to_string(dim));
     return split;
   }
   const int64_t n = static_cast<int64_t>(n_outputs);
   if (n <= 0) where.fail("Split needs at least one output");
   if (dim % n == 0) return std::vector<int64_t>(n, dim / n);
   if (!allow_uneven)
-    where.fail("axis of length " + std::to_string(dim) + " cannot be split into " + std::to_string(n) +
-               " equal parts");
+    where.fail("axis of length " + std::to_string(dim) + " cannot be split into " + std::to_string(n) + " equal parts");
   const int64_t chunk = dim / n + (dim % n != 0);  // ceil(dim / n); dim + n - 1 could overflow
   std::vector<int64_t> out(n);
   int64_t left = dim;

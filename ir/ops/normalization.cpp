@@ -132,29 +132,43 @@ void register_normalization_schemas(OpRegistry& r) {
     const bool training = c.out_dims.size() > 1;
     return cost_elementwise(c, training ? 5 : 2);
   };
-  r.add("BatchNormalization").since(6, 6).io(5, 5, 1, 5)
+  r.add("BatchNormalization")
+      .since(6, 6)
+      .io(5, 5, 1, 5)
       .attr("epsilon", AttrKind::Float, AttrValue{1e-5f})
       .attr("is_test", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("momentum", AttrKind::Float, AttrValue{0.9f})
       .attr("spatial", AttrKind::Int, AttrValue{int64_t{1}})
-      .set_infer(infer_batchnorm).set_cost(bn_cost);
-  r.add("BatchNormalization").since(7, 8).io(5, 5, 1, 5)
+      .set_infer(infer_batchnorm)
+      .set_cost(bn_cost);
+  r.add("BatchNormalization")
+      .since(7, 8)
+      .io(5, 5, 1, 5)
       .attr("epsilon", AttrKind::Float, AttrValue{1e-5f})
       .attr("momentum", AttrKind::Float, AttrValue{0.9f})
       .attr("spatial", AttrKind::Int, AttrValue{int64_t{1}})
-      .set_infer(infer_batchnorm).set_cost(bn_cost);
-  r.add("BatchNormalization").since(9, 13).io(5, 5, 1, 5)
+      .set_infer(infer_batchnorm)
+      .set_cost(bn_cost);
+  r.add("BatchNormalization")
+      .since(9, 13)
+      .io(5, 5, 1, 5)
       .attr("epsilon", AttrKind::Float, AttrValue{1e-5f})
       .attr("momentum", AttrKind::Float, AttrValue{0.9f})
-      .set_infer(infer_batchnorm).set_cost(bn_cost);
-  r.add("BatchNormalization").since(14).io(5, 5, 1, 3)
+      .set_infer(infer_batchnorm)
+      .set_cost(bn_cost);
+  r.add("BatchNormalization")
+      .since(14)
+      .io(5, 5, 1, 3)
       .attr("epsilon", AttrKind::Float, AttrValue{1e-5f})
       .attr("momentum", AttrKind::Float, AttrValue{0.9f})
       .attr("training_mode", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_batchnorm).set_cost(bn_cost);
+      .set_infer(infer_batchnorm)
+      .set_cost(bn_cost);
 
   // InstanceNormalization: mean, variance, normalize, affine: ~8 per element like LayerNorm.
-  r.add("InstanceNormalization").since(6).io(3, 3)
+  r.add("InstanceNormalization")
+      .since(6)
+      .io(3, 3)
       .attr("epsilon", AttrKind::Float, AttrValue{1e-5f})
       .set_infer(infer_instancenorm)
       .set_cost([](const CostContext& c) { return cost_elementwise(c, 8); });
@@ -163,14 +177,18 @@ void register_normalization_schemas(OpRegistry& r) {
   declare_layernorm(r.add("LayerNormalization", "ai.fusec").since(1));
 
   // MVN: mean (1), centre (1), square-accumulate (2), divide by std (1): 5 per element.
-  r.add("MeanVarianceNormalization").since(9).io(1, 1)
+  r.add("MeanVarianceNormalization")
+      .since(9)
+      .io(1, 1)
       .attr("axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{0, 2, 3}})
       .set_infer(infer_mvn)
       .set_cost([](const CostContext& c) { return cost_elementwise(c, 5); });
 
   // LRN: per element a window of `size` squares summed (2 per term), then bias + alpha/size*sum,
   // pow and divide (~3 more; pow counted as one op).
-  r.add("LRN").since(1).io(1, 1)
+  r.add("LRN")
+      .since(1)
+      .io(1, 1)
       .attr("alpha", AttrKind::Float, AttrValue{1e-4f})
       .attr("beta", AttrKind::Float, AttrValue{0.75f})
       .attr("bias", AttrKind::Float, AttrValue{1.0f})

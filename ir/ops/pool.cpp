@@ -75,43 +75,53 @@ void register_pool_schemas(OpRegistry& r) {
   window_attrs(r.add("MaxPool").since(1, 7).io(1, 1, 1, 1)).set_infer(max_infer).set_cost(cost_pool);
   window_attrs(r.add("MaxPool").since(8, 9).io(1, 1, 1, 2))
       .attr("storage_order", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(max_infer).set_cost(cost_pool);
+      .set_infer(max_infer)
+      .set_cost(cost_pool);
   window_attrs(r.add("MaxPool").since(10).io(1, 1, 1, 2))
       .attr("ceil_mode", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("dilations", AttrKind::Ints)
       .attr("storage_order", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(max_infer).set_cost(cost_pool);
+      .set_infer(max_infer)
+      .set_cost(cost_pool);
 
   // AveragePool: 7 added count_include_pad; 10 ceil_mode; 19 dilations.
   window_attrs(r.add("AveragePool").since(1, 6).io(1, 1)).set_infer(float_infer).set_cost(cost_pool);
   window_attrs(r.add("AveragePool").since(7, 9).io(1, 1))
       .attr("count_include_pad", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(float_infer).set_cost(cost_pool);
+      .set_infer(float_infer)
+      .set_cost(cost_pool);
   window_attrs(r.add("AveragePool").since(10, 18).io(1, 1))
       .attr("ceil_mode", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("count_include_pad", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(float_infer).set_cost(cost_pool);
+      .set_infer(float_infer)
+      .set_cost(cost_pool);
   window_attrs(r.add("AveragePool").since(19).io(1, 1))
       .attr("ceil_mode", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("count_include_pad", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("dilations", AttrKind::Ints)
-      .set_infer(float_infer).set_cost(cost_pool);
+      .set_infer(float_infer)
+      .set_cost(cost_pool);
 
   // LpPool: p became an int in 2; 18 added ceil_mode and dilations.
   window_attrs(r.add("LpPool").since(2, 17).io(1, 1))
       .attr("p", AttrKind::Int, AttrValue{int64_t{2}})
-      .set_infer(float_infer).set_cost(cost_pool);
+      .set_infer(float_infer)
+      .set_cost(cost_pool);
   window_attrs(r.add("LpPool").since(18).io(1, 1))
       .attr("ceil_mode", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("dilations", AttrKind::Ints)
       .attr("p", AttrKind::Int, AttrValue{int64_t{2}})
-      .set_infer(float_infer).set_cost(cost_pool);
+      .set_infer(float_infer)
+      .set_cost(cost_pool);
 
   r.add("GlobalAveragePool").since(1).io(1, 1).set_infer(infer_global_pool).set_cost(cost_global_pool);
   r.add("GlobalMaxPool").since(1).io(1, 1).set_infer(infer_global_pool).set_cost(cost_global_pool);
-  r.add("GlobalLpPool").since(2).io(1, 1)
+  r.add("GlobalLpPool")
+      .since(2)
+      .io(1, 1)
       .attr("p", AttrKind::Int, AttrValue{int64_t{2}})
-      .set_infer(infer_global_pool).set_cost(cost_global_pool);
+      .set_infer(infer_global_pool)
+      .set_cost(cost_global_pool);
 }
 
 }  // namespace fusec

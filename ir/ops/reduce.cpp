@@ -38,8 +38,10 @@ void infer_reduce(InferContext& c, bool axes_input, bool allow_bool) {
   }
   const int64_t rank = static_cast<int64_t>(in->size());
   if (!axes) {  // axes unknown until run time
-    if (keepdims) c.set_output(0, t, Shape(in->size(), Dim()));
-    else c.set_output(0, t, std::nullopt);
+    if (keepdims)
+      c.set_output(0, t, Shape(in->size(), Dim()));
+    else
+      c.set_output(0, t, std::nullopt);
     return;
   }
   if (axes->empty() && noop) {
@@ -55,8 +57,10 @@ void infer_reduce(InferContext& c, bool axes_input, bool allow_bool) {
   }
   Shape out;
   for (size_t i = 0; i < in->size(); ++i) {
-    if (!reduce[i]) out.push_back((*in)[i]);
-    else if (keepdims) out.push_back(Dim(1));
+    if (!reduce[i])
+      out.push_back((*in)[i]);
+    else if (keepdims)
+      out.push_back(Dim(1));
   }
   c.set_output(0, t, out);
 }
@@ -75,8 +79,10 @@ void infer_arg(InferContext& c) {
   const int64_t axis = normalize_axis(c.attr_int("axis"), rank, c);
   Shape out;
   for (int64_t i = 0; i < rank; ++i) {
-    if (i != axis) out.push_back((*in)[static_cast<size_t>(i)]);
-    else if (keepdims) out.push_back(Dim(1));
+    if (i != axis)
+      out.push_back((*in)[static_cast<size_t>(i)]);
+    else if (keepdims)
+      out.push_back(Dim(1));
   }
   c.set_output(0, DType::Int64, out);
 }
@@ -92,8 +98,8 @@ Cost cost_reduce(const CostContext& c, double ops_per_element) {
 void register_reduce_schemas(OpRegistry& r) {
   struct ReduceOp {
     const char* name;
-    int axes_input_since;   // first opset with the axes input
-    double ops_per_element; // fold + pre-map
+    int axes_input_since;    // first opset with the axes input
+    double ops_per_element;  // fold + pre-map
     std::vector<int> versions;
   };
   // Versions are the opsets where the spec's entry changed (types only after 11, except the axes
@@ -104,8 +110,8 @@ void register_reduce_schemas(OpRegistry& r) {
       {"ReduceMax", 18, 1, {1, 11, 12, 13, 18, 20}},
       {"ReduceMin", 18, 1, {1, 11, 12, 13, 18, 20}},
       {"ReduceProd", 18, 1, {1, 11, 13, 18}},
-      {"ReduceL1", 18, 2, {1, 11, 13, 18}},         // abs + add
-      {"ReduceL2", 18, 2, {1, 11, 13, 18}},         // multiply-add
+      {"ReduceL1", 18, 2, {1, 11, 13, 18}},  // abs + add
+      {"ReduceL2", 18, 2, {1, 11, 13, 18}},  // multiply-add
       {"ReduceLogSum", 18, 1, {1, 11, 13, 18}},
       {"ReduceLogSumExp", 18, 3, {1, 11, 13, 18}},  // max pass, exp, add
       {"ReduceSumSquare", 18, 2, {1, 11, 13, 18}},  // multiply-add
@@ -119,19 +125,26 @@ void register_reduce_schemas(OpRegistry& r) {
       // ReduceMax/ReduceMin accept bool from opset 20 (max = any, min = all).
       const bool allow_bool = lo >= 20;
       auto& s = r.add(op.name).since(lo, hi).attr("keepdims", AttrKind::Int, AttrValue{int64_t{1}});
-      if (axes_input) s.io(1, 2).attr("noop_with_empty_axes", AttrKind::Int, AttrValue{int64_t{0}});
-      else s.io(1, 1).attr("axes", AttrKind::Ints);
-      s.set_infer([axes_input, allow_bool](InferContext& c) { infer_reduce(c, axes_input, allow_bool); })
-          .set_cost([per](const CostContext& c) { return cost_reduce(c, per); });
+      if (axes_input)
+        s.io(1, 2).attr("noop_with_empty_axes", AttrKind::Int, AttrValue{int64_t{0}});
+      else
+        s.io(1, 1).attr("axes", AttrKind::Ints);
+      s.set_infer([axes_input, allow_bool](InferContext& c) {
+         infer_reduce(c, axes_input, allow_bool);
+       }).set_cost([per](const CostContext& c) { return cost_reduce(c, per); });
     }
   }
   for (const char* op : {"ArgMax", "ArgMin"}) {
-    r.add(op).since(1, 11).io(1, 1)
+    r.add(op)
+        .since(1, 11)
+        .io(1, 1)
         .attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
         .attr("keepdims", AttrKind::Int, AttrValue{int64_t{1}})
         .set_infer(infer_arg)
         .set_cost([](const CostContext& c) { return cost_reduce(c, 1); });
-    r.add(op).since(12).io(1, 1)
+    r.add(op)
+        .since(12)
+        .io(1, 1)
         .attr("axis", AttrKind::Int, AttrValue{int64_t{0}})
         .attr("keepdims", AttrKind::Int, AttrValue{int64_t{1}})
         .attr("select_last_index", AttrKind::Int, AttrValue{int64_t{0}})

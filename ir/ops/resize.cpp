@@ -39,8 +39,8 @@ Operand operand(const InferContext& c, int i) {
 void check_modes(const InferContext& c, bool legacy) {
   const std::string op = c.node().op_type;
   const std::string mode = c.attr_string("mode");
-  const bool ok = mode == "nearest" || mode == "linear" || (!legacy && mode == "cubic") ||
-                  (op == "Upsample" && mode == "bilinear");
+  const bool ok =
+      mode == "nearest" || mode == "linear" || (!legacy && mode == "cubic") || (op == "Upsample" && mode == "bilinear");
   if (!ok) c.fail("unsupported mode '" + mode + "'");
   if (legacy) return;
   const std::string ctm = c.attr_string("coordinate_transformation_mode");
@@ -79,7 +79,10 @@ void infer_resize(InferContext& c) {
   if (ro.value) roi = resize::doubles_of(*ro.value);
 
   const auto& s = c.input_shape(0);
-  if (!s) { c.set_output(0, t, std::nullopt); return; }
+  if (!s) {
+    c.set_output(0, t, std::nullopt);
+    return;
+  }
   const int64_t r = static_cast<int64_t>(s->size());
   if (!unknown && is_static(*s) && !ro.unknown) {
     auto p = resize::resize_params(c, c.opset(), static_dims(*s), roi, scales, sizes);
@@ -88,8 +91,8 @@ void infer_resize(InferContext& c) {
   }
   // Partial: what the known operands say about each resized axis.
   const auto axes = resize::resize_axes(c, c.opset(), r);
-  const bool stretch = !(c.opset() >= 18 && c.node().op_type == "Resize") ||
-                       c.attr_string("keep_aspect_ratio_policy") == "stretch";
+  const bool stretch =
+      !(c.opset() >= 18 && c.node().op_type == "Resize") || c.attr_string("keep_aspect_ratio_policy") == "stretch";
   Shape out = *s;
   for (size_t i = 0; i < axes.size(); ++i) {
     const int64_t a = axes[i];
@@ -100,8 +103,9 @@ void infer_resize(InferContext& c) {
       if (scales[i] == 1.0) continue;
       if (!(scales[i] > 0)) c.fail("scales must be positive, got " + std::to_string(scales[i]));
       out[a] = (*s)[a].is_static()
-                   ? Dim(dims::from_double(std::floor(scales[i] * static_cast<double>((*s)[a].value)), c,
-                                           "output dim " + std::to_string(a) + " (scale " + dims::short_double(scales[i]) + ")"))
+                   ? Dim(dims::from_double(
+                         std::floor(scales[i] * static_cast<double>((*s)[a].value)), c,
+                         "output dim " + std::to_string(a) + " (scale " + dims::short_double(scales[i]) + ")"))
                    : Dim();
     } else {
       out[a] = Dim();
@@ -136,13 +140,26 @@ Cost cost_resize(const CostContext& c) {
 }  // namespace
 
 void register_resize_schemas(OpRegistry& r) {
-  r.add("Upsample").since(7, 8).io(1, 1).attr("mode", AttrKind::String, AttrValue{std::string("nearest")})
-      .required_attr("scales", AttrKind::Floats).set_infer(infer_resize).set_cost(cost_resize);
-  r.add("Upsample").since(9, 10).io(2, 2).attr("mode", AttrKind::String, AttrValue{std::string("nearest")})
-      .set_infer(infer_resize).set_cost(cost_resize);
+  r.add("Upsample")
+      .since(7, 8)
+      .io(1, 1)
+      .attr("mode", AttrKind::String, AttrValue{std::string("nearest")})
+      .required_attr("scales", AttrKind::Floats)
+      .set_infer(infer_resize)
+      .set_cost(cost_resize);
+  r.add("Upsample")
+      .since(9, 10)
+      .io(2, 2)
+      .attr("mode", AttrKind::String, AttrValue{std::string("nearest")})
+      .set_infer(infer_resize)
+      .set_cost(cost_resize);
 
-  r.add("Resize").since(10, 10).io(2, 2).attr("mode", AttrKind::String, AttrValue{std::string("nearest")})
-      .set_infer(infer_resize).set_cost(cost_resize);
+  r.add("Resize")
+      .since(10, 10)
+      .io(2, 2)
+      .attr("mode", AttrKind::String, AttrValue{std::string("nearest")})
+      .set_infer(infer_resize)
+      .set_cost(cost_resize);
   auto common = [](OpSchema& s) -> OpSchema& {
     return s.attr("coordinate_transformation_mode", AttrKind::String, AttrValue{std::string("half_pixel")})
         .attr("cubic_coeff_a", AttrKind::Float, AttrValue{-0.75f})

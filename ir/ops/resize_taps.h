@@ -112,10 +112,14 @@ inline std::vector<int64_t> nearest_map(const ResizeConfig& c, size_t a, int64_t
     } else {
       const double fl = std::floor(xo), ratio = xo - fl;
       const std::string& nm = c.nearest_mode;
-      if (nm == "round_prefer_floor") v = ratio <= 0.5 ? fl : fl + 1;
-      else if (nm == "round_prefer_ceil") v = ratio < 0.5 ? fl : fl + 1;
-      else if (nm == "floor") v = fl;
-      else v = fl + 1;
+      if (nm == "round_prefer_floor")
+        v = ratio <= 0.5 ? fl : fl + 1;
+      else if (nm == "round_prefer_ceil")
+        v = ratio < 0.5 ? fl : fl + 1;
+      else if (nm == "floor")
+        v = fl;
+      else
+        v = fl + 1;
     }
     map[x] = clamp_index(v, in_len);
   }

@@ -21,8 +21,10 @@ struct ResizeInputs {
 inline ResizeInputs resize_inputs(const std::string& op, int64_t opset) {
   ResizeInputs in;
   if (op == "Upsample") {
-    if (opset < 9) in.scales_attr = true;
-    else in.scales = 1;
+    if (opset < 9)
+      in.scales_attr = true;
+    else
+      in.scales = 1;
   } else if (opset < 11) {
     in.scales = 1;
   } else {
@@ -39,8 +41,8 @@ inline bool legacy_resize(const std::string& op, int64_t opset) { return op == "
 
 struct ResizeParams {
   std::vector<int64_t> out_dims;
-  std::vector<double> scales;               // per axis; 1 where the axis is not resized
-  std::vector<double> roi_start, roi_end;   // per axis, normalized coordinates; 0 and 1 by default
+  std::vector<double> scales;              // per axis; 1 where the axis is not resized
+  std::vector<double> roi_start, roi_end;  // per axis, normalized coordinates; 0 and 1 by default
 };
 
 /// The axes Resize-18 acts on (all axes when the attribute is absent or the opset older).
@@ -93,8 +95,8 @@ inline ResizeParams resize_params(const NodeAttrs& w, int64_t opset, const std::
       for (int64_t a : axes) s = policy == "not_larger" ? std::min(s, p.scales[a]) : std::max(s, p.scales[a]);
       for (int64_t a : axes) {
         p.scales[a] = s;
-        p.out_dims[a] = dims::from_double(std::floor(s * static_cast<double>(in[a]) + 0.5), w,
-                                          "output dim " + std::to_string(a));
+        p.out_dims[a] =
+            dims::from_double(std::floor(s * static_cast<double>(in[a]) + 0.5), w, "output dim " + std::to_string(a));
       }
     }
   } else if (!scales.empty()) {
@@ -104,8 +106,9 @@ inline ResizeParams resize_params(const NodeAttrs& w, int64_t opset, const std::
       if (!(scales[i] > 0)) w.fail("scales must be positive, got " + std::to_string(scales[i]));
       const int64_t a = axes[i];
       p.scales[a] = scales[i];
-      p.out_dims[a] = dims::from_double(std::floor(scales[i] * static_cast<double>(in[a])), w,
-                                        "output dim " + std::to_string(a) + " (scale " + dims::short_double(scales[i]) + ")");
+      p.out_dims[a] =
+          dims::from_double(std::floor(scales[i] * static_cast<double>(in[a])), w,
+                            "output dim " + std::to_string(a) + " (scale " + dims::short_double(scales[i]) + ")");
     }
   } else {
     w.fail("one of 'scales' and 'sizes' must be given");

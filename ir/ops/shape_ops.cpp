@@ -43,8 +43,12 @@ Dim dim_product(const Shape& s, size_t b, size_t e, const NodeAttrs& where) {
   int n_sym = 0;
   const Dim* sym = nullptr;
   for (size_t i = b; i < e; ++i) {
-    if (s[i].is_static()) statics.push_back(s[i].value);
-    else { ++n_sym; sym = &s[i]; }
+    if (s[i].is_static())
+      statics.push_back(s[i].value);
+    else {
+      ++n_sym;
+      sym = &s[i];
+    }
   }
   const int64_t p = dims::product(statics, where, "the flattened dims");
   if (n_sym == 0 || p == 0) return Dim(p);
@@ -77,7 +81,10 @@ void infer_reshape(InferContext& c) {
       if (infer_at >= 0) c.fail("the shape has more than one -1");
       infer_at = static_cast<int64_t>(i);
     } else if (v == 0 && !allowzero) {
-      if (!in) { out[i] = Dim(); continue; }
+      if (!in) {
+        out[i] = Dim();
+        continue;
+      }
       if (i >= in->size())
         c.fail("shape entry " + std::to_string(i) + " is 0 (copy the input dim) but the input has rank " +
                std::to_string(in->size()));
@@ -92,8 +99,7 @@ void infer_reshape(InferContext& c) {
     }
   }
   const int64_t out_static = dims::product(out_statics, c, "the element count of the target shape");
-  if (allowzero && has_zero && infer_at >= 0)
-    c.fail("with allowzero=1 the shape may not hold both 0 and -1");
+  if (allowzero && has_zero && infer_at >= 0) c.fail("with allowzero=1 the shape may not hold both 0 and -1");
   if (!in) {
     if (infer_at >= 0) out[infer_at] = Dim();
     c.set_output(0, t, out);
@@ -106,8 +112,12 @@ void infer_reshape(InferContext& c) {
   const Dim* unknown = nullptr;
   for (size_t i = 0; i < in->size(); ++i) {
     if (copied[i]) continue;
-    if ((*in)[i].is_static()) in_statics.push_back((*in)[i].value);
-    else { ++n_unknown; unknown = &(*in)[i]; }
+    if ((*in)[i].is_static())
+      in_statics.push_back((*in)[i].value);
+    else {
+      ++n_unknown;
+      unknown = &(*in)[i];
+    }
   }
   const int64_t in_static = dims::product(in_statics, c, "the element count of the input");
   const bool in_known = n_unknown == 0;
@@ -131,11 +141,13 @@ void infer_reshape(InferContext& c) {
 void infer_flatten(InferContext& c) {
   const auto& in = c.input_shape(0);
   const DType t = c.input_dtype(0);
-  if (!in) { c.set_output(0, t, Shape{Dim(), Dim()}); return; }
+  if (!in) {
+    c.set_output(0, t, Shape{Dim(), Dim()});
+    return;
+  }
   const int64_t r = static_cast<int64_t>(in->size());
   int64_t axis = c.attr_int("axis");
-  if (axis < -r || axis > r)
-    c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  if (axis < -r || axis > r) c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
   if (axis < 0) axis += r;
   c.set_output(0, t, Shape{dim_product(*in, 0, axis, c), dim_product(*in, axis, in->size(), c)});
 }
@@ -144,9 +156,9 @@ void infer_flatten(InferContext& c) {
 
 /// Axes of Squeeze/Unsqueeze: from the attribute before opset 13, from input 1 after.
 struct Axes {
-  bool present = false;            // given at all (Squeeze may omit them)
+  bool present = false;                        // given at all (Squeeze may omit them)
   std::optional<std::vector<int64_t>> values;  // nullopt: given by an input whose value is unknown
-  std::optional<int64_t> count;    // number of axes when known
+  std::optional<int64_t> count;                // number of axes when known
 };
 
 Axes read_axes(const InferContext& c, bool from_input) {
@@ -180,22 +192,34 @@ void infer_squeeze(InferContext& c, bool from_input) {
   const DType t = c.input_dtype(0);
   const auto& in = c.input_shape(0);
   Axes axes = read_axes(c, from_input);
-  if (!in) { c.set_output(0, t, std::nullopt); return; }
+  if (!in) {
+    c.set_output(0, t, std::nullopt);
+    return;
+  }
   const int64_t r = static_cast<int64_t>(in->size());
   Shape out;
   if (!axes.present) {
     for (const Dim& d : *in) {
-      if (!d.is_static()) { c.set_output(0, t, std::nullopt); return; }  // might be 1
+      if (!d.is_static()) {
+        c.set_output(0, t, std::nullopt);
+        return;
+      }  // might be 1
       if (d.value != 1) out.push_back(d);
     }
   } else if (!axes.values) {
-    if (!axes.count || *axes.count > r) { c.set_output(0, t, std::nullopt); return; }
+    if (!axes.count || *axes.count > r) {
+      c.set_output(0, t, std::nullopt);
+      return;
+    }
     out.assign(static_cast<size_t>(r - *axes.count), Dim());
   } else {
     auto ax = normalize_axes(*axes.values, r, c);
     for (int64_t i = 0; i < r; ++i) {
       const Dim& d = (*in)[i];
-      if (std::find(ax.begin(), ax.end(), i) == ax.end()) { out.push_back(d); continue; }
+      if (std::find(ax.begin(), ax.end(), i) == ax.end()) {
+        out.push_back(d);
+        continue;
+      }
       if (d.is_static() && d.value != 1)
         c.fail("cannot squeeze axis " + std::to_string(i) + " of size " + std::to_string(d.value));
     }
@@ -208,11 +232,17 @@ void infer_unsqueeze(InferContext& c, bool from_input) {
   const auto& in = c.input_shape(0);
   Axes axes = read_axes(c, from_input);
   if (!axes.present) c.fail("axes are required");
-  if (!in) { c.set_output(0, t, std::nullopt); return; }
+  if (!in) {
+    c.set_output(0, t, std::nullopt);
+    return;
+  }
   const int64_t r = static_cast<int64_t>(in->size());
   if (!axes.values) {
-    if (!axes.count) c.set_output(0, t, std::nullopt);
-    else c.set_output(0, t, Shape(dims::rank(r + dims::rank(*axes.count, c, "the axes count"), c, "the output rank"), Dim()));
+    if (!axes.count)
+      c.set_output(0, t, std::nullopt);
+    else
+      c.set_output(0, t,
+                   Shape(dims::rank(r + dims::rank(*axes.count, c, "the axes count"), c, "the output rank"), Dim()));
     return;
   }
   const int64_t out_rank = r + static_cast<int64_t>(axes.values->size());
@@ -220,8 +250,10 @@ void infer_unsqueeze(InferContext& c, bool from_input) {
   Shape out;
   size_t next = 0;
   for (int64_t i = 0; i < out_rank; ++i) {
-    if (std::find(ax.begin(), ax.end(), i) != ax.end()) out.push_back(Dim(1));
-    else out.push_back((*in)[next++]);
+    if (std::find(ax.begin(), ax.end(), i) != ax.end())
+      out.push_back(Dim(1));
+    else
+      out.push_back((*in)[next++]);
   }
   c.set_output(0, t, out);
 }
@@ -243,7 +275,10 @@ std::pair<int64_t, int64_t> shape_slice(const NodeAttrs& c, int64_t r) {
 
 void infer_shape(InferContext& c) {
   const auto& in = c.input_shape(0);
-  if (!in) { c.set_output(0, DType::Int64, Shape{Dim()}); return; }
+  if (!in) {
+    c.set_output(0, DType::Int64, Shape{Dim()});
+    return;
+  }
   auto [b, e] = shape_slice(c, static_cast<int64_t>(in->size()));
   c.set_output(0, DType::Int64, Shape{Dim(e - b)});
 }
@@ -282,8 +317,7 @@ void infer_eyelike(InferContext& c) {
   if (c.has_attr("dtype")) {
     int64_t code = c.attr_int("dtype");
     t = dtype_from_onnx(static_cast<int32_t>(code));
-    if (t == DType::Undefined)
-      c.fail("dtype " + onnx_dtype_name(static_cast<int32_t>(code)) + " is not supported");
+    if (t == DType::Undefined) c.fail("dtype " + onnx_dtype_name(static_cast<int32_t>(code)) + " is not supported");
   }
   c.set_output(0, t, in ? *in : Shape{Dim(), Dim()});
 }
@@ -299,8 +333,7 @@ void infer_trilu(InferContext& c) {
 }
 
 void infer_cumsum(InferContext& c) {
-  c.require_dtype(0, {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32,
-                      DType::Int64});
+  c.require_dtype(0, {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64});
   c.require_dtype(1, {DType::Int32, DType::Int64});
   const auto& in = c.input_shape(0);
   if (const Tensor* a = c.input_value(1)) {
@@ -323,7 +356,10 @@ void infer_onehot(InferContext& c) {
     if (v > 1e15) c.fail("depth " + std::to_string(v) + " is too large");
     depth = Dim(static_cast<int64_t>(v));
   }
-  if (!in) { c.set_output(0, c.input_dtype(2), std::nullopt); return; }
+  if (!in) {
+    c.set_output(0, c.input_dtype(2), std::nullopt);
+    return;
+  }
   const int64_t r = static_cast<int64_t>(in->size());
   int64_t axis = normalize_axis(c.attr_int("axis"), r + 1, c);
   Shape out = *in;
@@ -336,52 +372,99 @@ void infer_onehot(InferContext& c) {
 void register_shape_schemas(OpRegistry& r) {
   // Reshape-1..4 took the shape as an attribute; not supported.
   r.add("Reshape").since(5, 13).io(2, 2).set_infer(infer_reshape).set_cost(cost_free);
-  r.add("Reshape").since(14).io(2, 2).attr("allowzero", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_reshape).set_cost(cost_free);
+  r.add("Reshape")
+      .since(14)
+      .io(2, 2)
+      .attr("allowzero", AttrKind::Int, AttrValue{int64_t{0}})
+      .set_infer(infer_reshape)
+      .set_cost(cost_free);
 
-  r.add("Flatten").since(1).io(1, 1).attr("axis", AttrKind::Int, AttrValue{int64_t{1}})
-      .set_infer(infer_flatten).set_cost(cost_free);
+  r.add("Flatten")
+      .since(1)
+      .io(1, 1)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{1}})
+      .set_infer(infer_flatten)
+      .set_cost(cost_free);
 
-  r.add("Squeeze").since(1, 12).io(1, 1).attr("axes", AttrKind::Ints)
-      .set_infer([](InferContext& c) { infer_squeeze(c, false); }).set_cost(cost_free);
-  r.add("Squeeze").since(13).io(1, 2)
-      .set_infer([](InferContext& c) { infer_squeeze(c, true); }).set_cost(cost_free);
-  r.add("Unsqueeze").since(1, 12).io(1, 1).required_attr("axes", AttrKind::Ints)
-      .set_infer([](InferContext& c) { infer_unsqueeze(c, false); }).set_cost(cost_free);
-  r.add("Unsqueeze").since(13).io(2, 2)
-      .set_infer([](InferContext& c) { infer_unsqueeze(c, true); }).set_cost(cost_free);
+  r.add("Squeeze")
+      .since(1, 12)
+      .io(1, 1)
+      .attr("axes", AttrKind::Ints)
+      .set_infer([](InferContext& c) { infer_squeeze(c, false); })
+      .set_cost(cost_free);
+  r.add("Squeeze").since(13).io(1, 2).set_infer([](InferContext& c) { infer_squeeze(c, true); }).set_cost(cost_free);
+  r.add("Unsqueeze")
+      .since(1, 12)
+      .io(1, 1)
+      .required_attr("axes", AttrKind::Ints)
+      .set_infer([](InferContext& c) { infer_unsqueeze(c, false); })
+      .set_cost(cost_free);
+  r.add("Unsqueeze")
+      .since(13)
+      .io(2, 2)
+      .set_infer([](InferContext& c) { infer_unsqueeze(c, true); })
+      .set_cost(cost_free);
 
   r.add("Shape").since(1, 14).io(1, 1).set_infer(infer_shape).set_cost(cost_free);
-  r.add("Shape").since(15).io(1, 1).attr("start", AttrKind::Int, AttrValue{int64_t{0}})
-      .attr("end", AttrKind::Int).set_infer(infer_shape).set_cost(cost_free);
-  r.add("Size").since(1).io(1, 1)
-      .set_infer([](InferContext& c) { c.set_output(0, DType::Int64, Shape{}); }).set_cost(cost_free);
+  r.add("Shape")
+      .since(15)
+      .io(1, 1)
+      .attr("start", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("end", AttrKind::Int)
+      .set_infer(infer_shape)
+      .set_cost(cost_free);
+  r.add("Size")
+      .since(1)
+      .io(1, 1)
+      .set_infer([](InferContext& c) { c.set_output(0, DType::Int64, Shape{}); })
+      .set_cost(cost_free);
 
   r.add("Identity").since(1).io(1, 1).set_infer([](InferContext& c) { c.propagate(0); }).set_cost(cost_free);
 
   // Dropout runs as in inference (output = input, mask all true). Before opset 7 it had is_test,
   // which defaults to training mode: not supported. Opset 12 moved ratio to an input and added
   // training_mode; training with ratio > 0 is random and rejected by the kernel.
-  r.add("Dropout").since(7, 11).io(1, 1, 1, 2).attr("ratio", AttrKind::Float, AttrValue{0.5f})
-      .set_infer(infer_dropout).set_cost(cost_free);
-  r.add("Dropout").since(12).io(1, 3, 1, 2).attr("seed", AttrKind::Int)
-      .set_infer(infer_dropout).set_cost(cost_free);
+  r.add("Dropout")
+      .since(7, 11)
+      .io(1, 1, 1, 2)
+      .attr("ratio", AttrKind::Float, AttrValue{0.5f})
+      .set_infer(infer_dropout)
+      .set_cost(cost_free);
+  r.add("Dropout").since(12).io(1, 3, 1, 2).attr("seed", AttrKind::Int).set_infer(infer_dropout).set_cost(cost_free);
 
-  r.add("EyeLike").since(9).io(1, 1).attr("dtype", AttrKind::Int).attr("k", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_eyelike).set_cost([](const CostContext& c) { return Cost{0, 0, c.out_bytes(0)}; });
+  r.add("EyeLike")
+      .since(9)
+      .io(1, 1)
+      .attr("dtype", AttrKind::Int)
+      .attr("k", AttrKind::Int, AttrValue{int64_t{0}})
+      .set_infer(infer_eyelike)
+      .set_cost([](const CostContext& c) {
+        return Cost{0, 0, c.out_bytes(0)};
+      });
 
-  r.add("Trilu").since(14).io(1, 2).attr("upper", AttrKind::Int, AttrValue{int64_t{1}})
-      .set_infer(infer_trilu).set_cost(cost_data_movement);
+  r.add("Trilu")
+      .since(14)
+      .io(1, 2)
+      .attr("upper", AttrKind::Int, AttrValue{int64_t{1}})
+      .set_infer(infer_trilu)
+      .set_cost(cost_data_movement);
 
-  r.add("CumSum").since(11).io(2, 2)
+  r.add("CumSum")
+      .since(11)
+      .io(2, 2)
       .attr("exclusive", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("reverse", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_cumsum).set_cost([](const CostContext& c) { return cost_elementwise(c, 1); });
+      .set_infer(infer_cumsum)
+      .set_cost([](const CostContext& c) { return cost_elementwise(c, 1); });
 
   // Opset 11 documented negative indices (counted from the end); the kernel wraps them for 9 too,
   // as ONNX Runtime does. Indices outside [-depth, depth) give an all-off row.
-  r.add("OneHot").since(9).io(3, 3).attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
-      .set_infer(infer_onehot).set_cost(cost_data_movement);
+  r.add("OneHot")
+      .since(9)
+      .io(3, 3)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
+      .set_infer(infer_onehot)
+      .set_cost(cost_data_movement);
 }
 
 }  // namespace fusec

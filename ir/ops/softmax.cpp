@@ -52,8 +52,10 @@ void infer_loss(InferContext& c) {
   if (reduction != "none" && reduction != "sum" && reduction != "mean")
     c.fail("reduction must be 'none', 'sum' or 'mean', not '" + reduction + "'");
   const DType t = c.input_dtype(0);
-  if (reduction == "none") c.set_output(0, t, c.input_shape(1));
-  else c.set_output(0, t, Shape{});
+  if (reduction == "none")
+    c.set_output(0, t, c.input_shape(1));
+  else
+    c.set_output(0, t, Shape{});
   c.set_output(1, t, c.input_shape(0));  // SoftmaxCrossEntropyLoss's log_prob
 }
 
@@ -62,24 +64,39 @@ void infer_loss(InferContext& c) {
 void register_softmax_schemas(OpRegistry& r) {
   // Cost per element: Softmax = max, subtract, exp, sum, multiply by 1/sum (5);
   // LogSoftmax = max, subtract, exp, sum, subtract log-sum (5); Hardmax = one compare (1).
-  const struct { const char* name; double flops; } ops[] = {{"Softmax", 5}, {"LogSoftmax", 5}, {"Hardmax", 1}};
+  const struct {
+    const char* name;
+    double flops;
+  } ops[] = {{"Softmax", 5}, {"LogSoftmax", 5}, {"Hardmax", 1}};
   for (const auto& op : ops) {
     const double f = op.flops;
-    r.add(op.name).since(1, 12).io(1, 1).attr("axis", AttrKind::Int, AttrValue{int64_t{1}})
+    r.add(op.name)
+        .since(1, 12)
+        .io(1, 1)
+        .attr("axis", AttrKind::Int, AttrValue{int64_t{1}})
         .set_infer(infer_softmax)
         .set_cost([f](const CostContext& c) { return cost_elementwise(c, f); });
-    r.add(op.name).since(13).io(1, 1).attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
+    r.add(op.name)
+        .since(13)
+        .io(1, 1)
+        .attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
         .set_infer(infer_softmax)
         .set_cost([f](const CostContext& c) { return cost_elementwise(c, f); });
   }
   // NLL: per target element a gather, a weight multiply and an add into the reduction (3).
-  r.add("NegativeLogLikelihoodLoss").since(12).io(2, 3)
+  r.add("NegativeLogLikelihoodLoss")
+      .since(12)
+      .io(2, 3)
       .attr("ignore_index", AttrKind::Int)
       .attr("reduction", AttrKind::String, AttrValue{std::string("mean")})
       .set_infer(infer_loss)
-      .set_cost([](const CostContext& c) { return Cost{3 * c.in_numel(1), c.all_in_bytes(), c.all_out_bytes()}; });
+      .set_cost([](const CostContext& c) {
+        return Cost{3 * c.in_numel(1), c.all_in_bytes(), c.all_out_bytes()};
+      });
   // SCE: a log-softmax over the scores (5 per score) plus the NLL above (3 per label).
-  r.add("SoftmaxCrossEntropyLoss").since(12).io(2, 3, 1, 2)
+  r.add("SoftmaxCrossEntropyLoss")
+      .since(12)
+      .io(2, 3, 1, 2)
       .attr("ignore_index", AttrKind::Int)
       .attr("reduction", AttrKind::String, AttrValue{std::string("mean")})
       .set_infer(infer_loss)

@@ -132,9 +132,12 @@ void CUPTIAPI on_launch(void* user, CUpti_CallbackDomain domain, CUpti_CallbackI
 }
 
 const CUpti_CallbackId kLaunchCallbacks[] = {
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
 };
 
 // Says which metric the chip lacks, when ConfigAddMetrics refused the set as a whole.
@@ -188,8 +191,10 @@ Error counter_error(const std::string& call, int cupti_result) {
     case CUPTI_ERROR_INVALID_HANDLE:
       return Error(ErrorKind::Internal, "hardware counter collection failed " + what);
     case CUPTI_ERROR_HARDWARE_BUSY:
-      return Error(environment_kind(), "the GPU's counters are in use by another profiler (Nsight Compute, "
-                                       "another fusec) " + what);
+      return Error(environment_kind(),
+                   "the GPU's counters are in use by another profiler (Nsight Compute, "
+                   "another fusec) " +
+                       what);
     default:
       return Error(environment_kind(), "hardware counters are not available here " + what);
   }

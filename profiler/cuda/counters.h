@@ -14,7 +14,6 @@
 
 namespace fusec::profiler {
 
-
 struct CounterOptions {
   int device = 0;
   size_t max_kernels = 4096;  // ranges CUPTI keeps; launches past this are not measured
@@ -32,8 +31,7 @@ struct CounterOptions {
 /// called it. Errors from `work` itself propagate unchanged, after profiling is torn down.
 /// Kernel names come from a CUPTI callback subscription; when another CUPTI client already holds
 /// the (single) subscription, the counters are still collected and `kernel` is left empty.
-std::vector<KernelCounters> collect_counters(const std::function<void()>& work,
-                                             const CounterOptions& opts = {});
+std::vector<KernelCounters> collect_counters(const std::function<void()>& work, const CounterOptions& opts = {});
 
 /// The metric names collect_counters asks for, in KernelCounters' field order (for the report).
 const std::vector<std::string>& counter_metric_names();

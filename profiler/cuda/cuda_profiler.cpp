@@ -28,9 +28,9 @@ namespace {
   bad_input(msg);
 }
 
-#define CUPTI_CALL(expr)                          \
-  do {                                            \
-    CUptiResult r_ = (expr);                      \
+#define CUPTI_CALL(expr)                              \
+  do {                                                \
+    CUptiResult r_ = (expr);                          \
     if (r_ != CUPTI_SUCCESS) cupti_failed(r_, #expr); \
   } while (0)
 
@@ -46,12 +46,18 @@ std::string demangle(const char* name) {
 
 const char* copy_kind_name(uint8_t k) {
   switch (k) {
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
-    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
-    default: return "other";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+      return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+      return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+      return "DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH:
+      return "HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP:
+      return "PtoP";
+    default:
+      return "other";
   }
 }
 
@@ -81,8 +87,8 @@ struct Cupti {
   std::mutex mu;
   std::vector<Raw> raw;
   std::unordered_map<uint32_t, uint64_t> external;  // API correlation id -> packed (mode, iteration, step)
-  uint64_t tag = 0;        // packed (mode, iteration, step) of the API calls being made now; 0: none
-  std::unordered_map<uint64_t, int> node_step;      // graph node id -> step
+  uint64_t tag = 0;  // packed (mode, iteration, step) of the API calls being made now; 0: none
+  std::unordered_map<uint64_t, int> node_step;  // graph node id -> step
   size_t dropped = 0;
   int current_step = -1;  // the step being launched (read by the graph-node callbacks)
   bool registered = false;
@@ -184,7 +190,8 @@ struct Cupti {
       if (c.current_step >= 0 && cuptiGetGraphNodeId(gd->node, &id) == CUPTI_SUCCESS) c.node_step[id] = c.current_step;
     } else if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
       uint64_t orig = 0;
-      if (cuptiGetGraphNodeId(gd->node, &id) == CUPTI_SUCCESS && cuptiGetGraphNodeId(gd->originalNode, &orig) == CUPTI_SUCCESS) {
+      if (cuptiGetGraphNodeId(gd->node, &id) == CUPTI_SUCCESS &&
+          cuptiGetGraphNodeId(gd->originalNode, &orig) == CUPTI_SUCCESS) {
         auto it = c.node_step.find(orig);
         if (it != c.node_step.end()) c.node_step[id] = it->second;
       }
@@ -545,8 +552,9 @@ Collected profile_cuda(cuda::CudaExecutable& exe, const std::vector<Tensor>& inp
   }
   c.attribution = "API correlation ids of each launched step (" + std::to_string(by_id) + " records)";
   if (graph)
-    c.attribution += "; CUDA-graph replay by captured graph node (" + std::to_string(by_node) + " records)" +
-                     (by_order ? ", by launch order where the node was unknown (" + std::to_string(by_order) + ")" : "");
+    c.attribution +=
+        "; CUDA-graph replay by captured graph node (" + std::to_string(by_node) + " records)" +
+        (by_order ? ", by launch order where the node was unknown (" + std::to_string(by_order) + ")" : "");
   return c;
 }
 

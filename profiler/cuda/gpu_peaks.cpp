@@ -88,7 +88,8 @@ double gemm_flops(cuda::Context& ctx, int64_t n, cudaDataType_t type, cublasComp
   LT_CHECK(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
   LT_CHECK(cublasLtMatrixLayoutCreate(&l, type, n, n, n));
   LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  LT_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
+  LT_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
   cublasLtMatmulHeuristicResult_t res{};
   int found = 0;
   LT_CHECK(cublasLtMatmulAlgoGetHeuristic(h, desc, l, l, l, l, pref, 1, &res, &found));
@@ -115,9 +116,8 @@ Peaks measure_cuda_peaks(cuda::Context& ctx) {
     Buffer a(bytes), b(bytes);
     FUSEC_CUDA_CHECK(cudaMemset(a.p, 1, bytes));
     cudaStream_t s = ctx.stream();
-    double sec = median_seconds(s, 3, 20, [&] {
-      FUSEC_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, s));
-    });
+    double sec = median_seconds(
+        s, 3, 20, [&] { FUSEC_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice, s)); });
     p.bandwidth_bytes_per_s = 2.0 * static_cast<double>(bytes) / sec;
   }
   p.flops_per_s["fp32"] = gemm_flops(ctx, 4096, CUDA_R_32F, CUBLAS_COMPUTE_32F);

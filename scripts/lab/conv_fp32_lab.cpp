@@ -28,7 +28,6 @@
 
 namespace {
 
-
 struct Conv {
   const char* name;
   int count;  // how many ResNet-50 has
@@ -98,9 +97,11 @@ float cudnn_best(cudnnHandle_t h, cudaStream_t s, const Conv& c, bool nhwc, void
   CK(cudnnSetTensor4dDescriptor(yd, fmt, CUDNN_DATA_FLOAT, kBatch, c.cout, out, out));
   CK(cudnnSetTensor4dDescriptor(bd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, c.cout, 1, 1));
   CK(cudnnSetFilter4dDescriptor(wd, CUDNN_DATA_FLOAT, fmt, c.cout, c.cin, c.k, c.k));
-  CK(cudnnSetConvolution2dDescriptor(cd, c.k / 2, c.k / 2, c.stride, c.stride, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CK(cudnnSetConvolution2dDescriptor(cd, c.k / 2, c.k / 2, c.stride, c.stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                     CUDNN_DATA_FLOAT));
   CK(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
-  CK(cudnnSetActivationDescriptor(ad, c.relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0));
+  CK(cudnnSetActivationDescriptor(ad, c.relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+                                  CUDNN_NOT_PROPAGATE_NAN, 0));
   cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
   int n = 0;
   CK(cudnnGetConvolutionForwardAlgorithm_v7(h, xd, wd, cd, yd, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf));
@@ -110,16 +111,19 @@ float cudnn_best(cudnnHandle_t h, cudaStream_t s, const Conv& c, bool nhwc, void
         perf[i].mathType == CUDNN_TENSOR_OP_MATH)
       continue;
     size_t wsb = 0;
-    if (cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, perf[i].algo, &wsb) != CUDNN_STATUS_SUCCESS) continue;
+    if (cudnnGetConvolutionForwardWorkspaceSize(h, xd, wd, cd, yd, perf[i].algo, &wsb) != CUDNN_STATUS_SUCCESS)
+      continue;
     if (wsb > (512u << 20)) continue;
     Buf ws(wsb);
     float one = 1, zero = 0;
     for (bool fused : {true, false}) {
       auto run = [&] {
         if (fused)
-          return cudnnConvolutionBiasActivationForward(h, &one, xd, x, wd, w, cd, perf[i].algo, ws.p, wsb, c.residual ? &one : &zero,
-                                                       yd, c.residual ? z : y, bd, b, ad, yd, y) == CUDNN_STATUS_SUCCESS;
-        return cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, perf[i].algo, ws.p, wsb, &zero, yd, y) == CUDNN_STATUS_SUCCESS;
+          return cudnnConvolutionBiasActivationForward(h, &one, xd, x, wd, w, cd, perf[i].algo, ws.p, wsb,
+                                                       c.residual ? &one : &zero, yd, c.residual ? z : y, bd, b, ad, yd,
+                                                       y) == CUDNN_STATUS_SUCCESS;
+        return cudnnConvolutionForward(h, &one, xd, x, wd, w, cd, perf[i].algo, ws.p, wsb, &zero, yd, y) ==
+               CUDNN_STATUS_SUCCESS;
       };
       float ms = time_ms(run, s);
       cudaGetLastError();
@@ -143,8 +147,8 @@ float cudnn_best(cudnnHandle_t h, cudaStream_t s, const Conv& c, bool nhwc, void
 enum class Lt { Nhwc, Row, Col };
 
 /// Best cuBLASLt time for a 1x1 stride-1 conv in one formulation; -1 when cuBLASLt has nothing.
-float lt_best(cublasLtHandle_t h, cudaStream_t s, const Conv& c, Lt form, void* x, void* w, void* b, void* z, void* y, void* ws,
-              size_t wsb, int* n_algos) {
+float lt_best(cublasLtHandle_t h, cudaStream_t s, const Conv& c, Lt form, void* x, void* w, void* b, void* z, void* y,
+              void* ws, size_t wsb, int* n_algos) {
   const int64_t HW = int64_t(c.hw) * c.hw, NHW = kBatch * HW;
   cublasLtMatmulDesc_t d;
   CK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -206,8 +210,8 @@ float lt_best(cublasLtHandle_t h, cudaStream_t s, const Conv& c, Lt form, void* 
   const void* B = form == Lt::Col ? w : x;
   for (int i = 0; st == CUBLAS_STATUS_SUCCESS && i < found; ++i) {
     auto run = [&] {
-      return cublasLtMatmul(h, d, &one, A, la, B, lb, &beta, c.residual ? z : y, lc, y, lc, &r[i].algo, ws, r[i].workspaceSize, s) ==
-             CUBLAS_STATUS_SUCCESS;
+      return cublasLtMatmul(h, d, &one, A, la, B, lb, &beta, c.residual ? z : y, lc, y, lc, &r[i].algo, ws,
+                            r[i].workspaceSize, s) == CUBLAS_STATUS_SUCCESS;
     };
     float ms = time_ms(run, s);
     if (ms > 0 && (best < 0 || ms < best)) best = ms;
@@ -236,11 +240,12 @@ int main() {
   Buf ws(wsb);
   const char* routes[] = {"nchw", "nhwc", "lt.nhwc", "lt.row", "lt.col"};
   double total[5] = {}, best_total = 0;
-  std::printf("%-20s %6s %9s %9s %9s %9s %9s  (ms; TFLOP/s of the best)\n", "conv", "GFLOP", routes[0], routes[1], routes[2], routes[3],
-              routes[4]);
+  std::printf("%-20s %6s %9s %9s %9s %9s %9s  (ms; TFLOP/s of the best)\n", "conv", "GFLOP", routes[0], routes[1],
+              routes[2], routes[3], routes[4]);
   for (const Conv& c : kConvs) {
     int out = (c.hw + 2 * (c.k / 2) - c.k) / c.stride + 1;
-    size_t xn = size_t(kBatch) * c.cin * c.hw * c.hw, yn = size_t(kBatch) * c.cout * out * out, wn = size_t(c.cout) * c.cin * c.k * c.k;
+    size_t xn = size_t(kBatch) * c.cin * c.hw * c.hw, yn = size_t(kBatch) * c.cout * out * out,
+           wn = size_t(c.cout) * c.cin * c.k * c.k;
     Buf x(xn * 4), w(wn * 4), b(c.cout * 4), z(yn * 4), y(yn * 4);
     fill_random(x.p, xn, 1);
     fill_random(w.p, wn, 2);
@@ -266,11 +271,13 @@ int main() {
     best_total += best * c.count;
     std::printf("%-20s %6.2f", c.name, gflop);
     for (float m : ms) {
-      if (m > 0) std::printf(" %9.4f", m);
-      else std::printf(" %9s", "-");
+      if (m > 0)
+        std::printf(" %9.4f", m);
+      else
+        std::printf(" %9s", "-");
     }
-    std::printf("  %5.1f  x%d  algo nchw %d%s nhwc %d%s lt algos %d/%d/%d\n", gflop / best, c.count, algo[0], fused[0] ? "f" : "", algo[1],
-                fused[1] ? "f" : "", nalg[0], nalg[1], nalg[2]);
+    std::printf("  %5.1f  x%d  algo nchw %d%s nhwc %d%s lt algos %d/%d/%d\n", gflop / best, c.count, algo[0],
+                fused[0] ? "f" : "", algo[1], fused[1] ? "f" : "", nalg[0], nalg[1], nalg[2]);
   }
   std::printf("%-20s %6s", "network total", "");
   for (double t : total) std::printf(" %9.4f", t);

@@ -35,12 +35,13 @@ struct Config {
 std::string identity(const cublasLtMatmulAlgo_t& a) {
   std::string id;
   for (auto attr : {CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_TILE_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                    CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,
-                    CUBLASLT_ALGO_CONFIG_STAGES_ID}) {
+                    CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING,
+                    CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION, CUBLASLT_ALGO_CONFIG_STAGES_ID}) {
     uint64_t v = 0;
     size_t need = 0;
     cublasLtMatmulAlgoConfigGetAttribute(&a, attr, nullptr, 0, &need);
-    if (need == 0 || need > sizeof v || cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, need, &need) != CUBLAS_STATUS_SUCCESS)
+    if (need == 0 || need > sizeof v ||
+        cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, need, &need) != CUBLAS_STATUS_SUCCESS)
       v = ~uint64_t{0};
     id += (id.empty() ? "" : ",") + std::to_string(static_cast<long long>(v));
   }
@@ -121,8 +122,8 @@ int main(int argc, char** argv) {
     const float alpha = 1, beta = sh.residual ? 1 : 0;
     int turn = 0;
     auto run = [&](const Config& c) {
-      return cublasLtMatmul(lt, desc, &alpha, Bs[turn++ % copies], la, A, lb, &beta, sh.residual ? C : D, lc, D, lc, &c.algo,
-                            ws, c.ws, s) == CUBLAS_STATUS_SUCCESS;
+      return cublasLtMatmul(lt, desc, &alpha, Bs[turn++ % copies], la, A, lb, &beta, sh.residual ? C : D, lc, D, lc,
+                            &c.algo, ws, c.ws, s) == CUBLAS_STATUS_SUCCESS;
     };
     auto time = [&](Config& c) {
       if (!run(c) || !run(c)) return;
@@ -132,7 +133,8 @@ int main(int argc, char** argv) {
     // The heuristic's list, as fusec's tuner sees it (top 8), and deeper.
     cublasLtMatmulPreference_t pref;
     CK(cublasLtMatmulPreferenceCreate(&pref));
-    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace, sizeof kWorkspace));
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &kWorkspace,
+                                            sizeof kWorkspace));
     std::vector<cublasLtMatmulHeuristicResult_t> heur(64);
     int found = 0;
     CK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 64, heur.data(), &found));
@@ -152,15 +154,16 @@ int main(int argc, char** argv) {
 
     // Every configuration of every algorithm.
     int ids[256], nids = 0;
-    CK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, 256, ids, &nids));
+    CK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, 256,
+                                ids, &nids));
     std::vector<Config> all;
     int checked = 0, accepted = 0;
     const auto t0 = std::chrono::steady_clock::now();
     bool out_of_time = false;
     for (int k = 0; k < nids && !out_of_time; ++k) {
       cublasLtMatmulAlgo_t base;
-      if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, ids[k], &base) !=
-          CUBLAS_STATUS_SUCCESS)
+      if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F, CUDA_R_32F,
+                                 ids[k], &base) != CUBLAS_STATUS_SUCCESS)
         continue;
       const auto tiles = cap_ids(base, CUBLASLT_ALGO_CAP_TILE_IDS);
       const auto stages = cap_ids(base, CUBLASLT_ALGO_CAP_STAGES_IDS);
@@ -168,8 +171,8 @@ int main(int argc, char** argv) {
       const uint32_t schemes = cap<uint32_t>(base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
       const uint32_t swizzle = cap<uint32_t>(base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT);
       const int32_t custom_max = cap<int32_t>(base, CUBLASLT_ALGO_CAP_CUSTOM_OPTION_MAX);
-      std::printf("# algo %d: %zu tiles, %zu stages, splitK %d, schemes 0x%x, swizzle %u, custom %d\n", ids[k], tiles.size(),
-                  stages.size(), splitk_ok, schemes, swizzle, custom_max);
+      std::printf("# algo %d: %zu tiles, %zu stages, splitK %d, schemes 0x%x, swizzle %u, custom %d\n", ids[k],
+                  tiles.size(), stages.size(), splitk_ok, schemes, swizzle, custom_max);
       const uint32_t splits[] = {1, 2, 3, 4, 6, 8};
       for (uint32_t tile : tiles)
         for (uint32_t stage : stages)
@@ -214,12 +217,15 @@ int main(int argc, char** argv) {
                 sh.residual ? " +residual" : "", gflop, copies);
     std::printf("  heuristic top 8 best:  %.4f ms (%.1f TFLOP/s) #%d [%s]\n", top8, gflop / top8, top8_at,
                 top8_at >= 0 ? hconf[top8_at].id.c_str() : "-");
-    std::printf("  heuristic top %d best: %.4f ms #%d [%s]\n", found, top64, top64_at, top64_at >= 0 ? hconf[top64_at].id.c_str() : "-");
-    std::printf("  search: %d configurations checked, %d accepted, %zu ran%s; fastest (id,tile,splitK,scheme,swizzle,custom,stages):\n",
-                checked, accepted, all.size(), out_of_time ? " (time budget reached)" : "");
+    std::printf("  heuristic top %d best: %.4f ms #%d [%s]\n", found, top64, top64_at,
+                top64_at >= 0 ? hconf[top64_at].id.c_str() : "-");
+    std::printf(
+        "  search: %d configurations checked, %d accepted, %zu ran%s; fastest "
+        "(id,tile,splitK,scheme,swizzle,custom,stages):\n",
+        checked, accepted, all.size(), out_of_time ? " (time budget reached)" : "");
     for (size_t i = 0; i < all.size() && i < 12; ++i)
-      std::printf("    %.4f ms (%.1f TFLOP/s, %.3fx top-8) [%s] ws %zu\n", all[i].ms, gflop / all[i].ms, top8 / all[i].ms,
-                  all[i].id.c_str(), all[i].ws);
+      std::printf("    %.4f ms (%.1f TFLOP/s, %.3fx top-8) [%s] ws %zu\n", all[i].ms, gflop / all[i].ms,
+                  top8 / all[i].ms, all[i].id.c_str(), all[i].ws);
     std::fflush(stdout);
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la);

@@ -139,7 +139,9 @@ std::vector<float> random_host(size_t n, unsigned seed) {
   return h;
 }
 
-void upload(float* d, const std::vector<float>& h) { CK(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice)); }
+void upload(float* d, const std::vector<float>& h) {
+  CK(cudaMemcpy(d, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
 
 void poison(float* d, size_t n) { CK(cudaMemset(d, 0xff, n * sizeof(float))); }  // NaN everywhere
 
@@ -186,7 +188,8 @@ struct LtGemm {
     CK(cublasLtMatrixLayoutCreate(&ly, CUDA_R_32F, N, M, N));
     cublasLtMatmulPreference_t pref;
     CK(cublasLtMatmulPreferenceCreate(&pref));
-    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
+    CK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                            sizeof ws_bytes));
     CK(cublasLtMatmulAlgoGetHeuristic(h, desc, lw, lx, ly, ly, pref, 8, algos, &found));
     cublasLtMatmulPreferenceDestroy(pref);
   }
@@ -194,7 +197,8 @@ struct LtGemm {
     for (auto l : {lw, lx, ly}) cublasLtMatrixLayoutDestroy(l);
     cublasLtMatmulDescDestroy(desc);
   }
-  bool run(cublasLtHandle_t h, int algo, const float* x, const float* w, const float* r, float* y, void* ws, cudaStream_t s) const {
+  bool run(cublasLtHandle_t h, int algo, const float* x, const float* w, const float* r, float* y, void* ws,
+           cudaStream_t s) const {
     const float one = 1, beta = r ? 1.0f : 0.0f;
     return cublasLtMatmul(h, desc, &one, w, lw, x, lx, &beta, r ? r : y, ly, y, ly, &algos[algo].algo, ws,
                           algos[algo].workspaceSize, s) == CUBLAS_STATUS_SUCCESS;
@@ -218,9 +222,9 @@ void edge_tests(cudaStream_t s) {
     SgemmAct act;
   };
   const Edge edges[] = {
-      {1, 4, 1, 0, true, true, SgemmAct::None},        {77, 52, 33, 0, true, false, SgemmAct::Relu},
+      {1, 4, 1, 0, true, true, SgemmAct::None},          {77, 52, 33, 0, true, false, SgemmAct::Relu},
       {129, 148, 17, 4, false, true, SgemmAct::GeluErf}, {1000, 260, 777, 0, true, true, SgemmAct::GeluErf},
-      {300, 400, 200, 8, true, true, SgemmAct::Relu},  {65, 67, 13, 1, true, true, SgemmAct::None},
+      {300, 400, 200, 8, true, true, SgemmAct::Relu},    {65, 67, 13, 1, true, true, SgemmAct::None},
       {31, 5, 3000, 3, false, false, SgemmAct::GeluErf}, {257, 1000, 64, 0, false, false, SgemmAct::None},
   };
   double worst = 0;
@@ -328,10 +332,13 @@ int main(int argc, char** argv) {
         return 1;
       }
       for (int i = 0; i < 3; ++i)
-        CK(profile_cand < 0 ? !g.run(lt, profile_lt_algo, x.p, w.p, res, y.p, ws, s) : !fusec::cuda::launch_sgemm_f32(a, profile_cand, s));
+        CK(profile_cand < 0 ? !g.run(lt, profile_lt_algo, x.p, w.p, res, y.p, ws, s)
+                            : !fusec::cuda::launch_sgemm_f32(a, profile_cand, s));
       CK(cudaStreamSynchronize(s));
-      if (profile_cand < 0) std::printf("profiled %s with lt algo %d\n", sh.name, profile_lt_algo);
-      else std::printf("profiled %s with %s\n", sh.name, fusec::cuda::sgemm_config_name(profile_cand));
+      if (profile_cand < 0)
+        std::printf("profiled %s with lt algo %d\n", sh.name, profile_lt_algo);
+      else
+        std::printf("profiled %s with %s\n", sh.name, fusec::cuda::sgemm_config_name(profile_cand));
       return 0;
     }
     // cuBLASLt: time each of the heuristic's algorithms, keep the best.
@@ -352,7 +359,8 @@ int main(int argc, char** argv) {
       const double err = p.error(y.p, false);
       check(sh.name, gelu ? "lt+erf" : "lt", err);
       worst_lt = std::max(worst_lt, err);
-      std::printf("  %-30s %8.4f ms %6.2f TFLOP/s  err %.2g  (best of %d algos)\n", "lt", row.lt, tflops(row.lt), err, g.found);
+      std::printf("  %-30s %8.4f ms %6.2f TFLOP/s  err %.2g  (best of %d algos)\n", "lt", row.lt, tflops(row.lt), err,
+                  g.found);
       if (gelu) {
         row.lt_erf = time_ms(
             [&] {
@@ -368,14 +376,18 @@ int main(int argc, char** argv) {
     // Legacy cublasSgemm, product only.
     {
       const float one = 1, zero = 0;
-      auto f = [&] { return cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, p.N, p.M, p.K, &one, w.p, p.N, x.p, p.K, &zero, y.p, p.N) == CUBLAS_STATUS_SUCCESS; };
+      auto f = [&] {
+        return cublasSgemm(blas, CUBLAS_OP_N, CUBLAS_OP_N, p.N, p.M, p.K, &one, w.p, p.N, x.p, p.K, &zero, y.p, p.N) ==
+               CUBLAS_STATUS_SUCCESS;
+      };
       poison(y.p, size_t(p.M) * p.N);
       CK(f() ? 0 : 1);
       CK(cudaStreamSynchronize(s));
       const double err = p.error(y.p, true);
       check(sh.name, "cublasSgemm", err);
       row.legacy = time_ms(f, s);
-      std::printf("  %-30s %8.4f ms %6.2f TFLOP/s  err %.2g  (product only)\n", "cublasSgemm", row.legacy, tflops(row.legacy), err);
+      std::printf("  %-30s %8.4f ms %6.2f TFLOP/s  err %.2g  (product only)\n", "cublasSgemm", row.legacy,
+                  tflops(row.legacy), err);
     }
 
     // Ours, every configuration, epilogue fused.
@@ -391,18 +403,21 @@ int main(int argc, char** argv) {
       check(sh.name, fusec::cuda::sgemm_config_name(c), err);
       worst_ours = std::max(worst_ours, err);
       const float ms = time_ms([&] { return fusec::cuda::launch_sgemm_f32(a, c, s); }, s);
-      std::printf("  ours %-25s %8.4f ms %6.2f TFLOP/s  err %.2g\n", fusec::cuda::sgemm_config_name(c), ms, tflops(ms), err);
+      std::printf("  ours %-25s %8.4f ms %6.2f TFLOP/s  err %.2g\n", fusec::cuda::sgemm_config_name(c), ms, tflops(ms),
+                  err);
       if (ms > 0 && (row.ours < 0 || ms < row.ours)) row.ours = ms, row.ours_cfg = fusec::cuda::sgemm_config_name(c);
     }
     table.push_back(row);
   }
 
-  std::printf("\n# summary, %s: ms (TFLOP/s); lt = cuBLASLt best incl. its epilogue, FFN1's lt adds the erf pass\n", prop.name);
+  std::printf("\n# summary, %s: ms (TFLOP/s); lt = cuBLASLt best incl. its epilogue, FFN1's lt adds the erf pass\n",
+              prop.name);
   std::printf("%-10s %18s %18s %18s %7s  %s\n", "shape", "lt", "cublasSgemm", "ours best", "lt/ours", "config");
   for (const Row& t : table) {
     const float lt_ms = t.lt_erf > 0 ? t.lt_erf : t.lt;
-    std::printf("%-10s %8.4f (%5.1f) %10.4f (%5.1f) %8.4f (%5.1f) %7.3f  %s\n", t.shape.c_str(), lt_ms, t.flop / lt_ms / 1e9,
-                t.legacy, t.flop / t.legacy / 1e9, t.ours, t.flop / t.ours / 1e9, lt_ms / t.ours, t.ours_cfg.c_str());
+    std::printf("%-10s %8.4f (%5.1f) %10.4f (%5.1f) %8.4f (%5.1f) %7.3f  %s\n", t.shape.c_str(), lt_ms,
+                t.flop / lt_ms / 1e9, t.legacy, t.flop / t.legacy / 1e9, t.ours, t.flop / t.ours / 1e9, lt_ms / t.ours,
+                t.ours_cfg.c_str());
   }
   std::printf("# max rel err: ours %.3g, lt %.3g; %s\n", worst_ours, worst_lt, g_failed ? "FAILED" : "all within 1e-4");
   cudaFree(ws);

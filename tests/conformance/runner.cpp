@@ -76,7 +76,8 @@ std::string compare(const Tensor& got, const Tensor& want) {
     double g = got.as_double(i), w = want.as_double(i);
     if (exact) {
       if (got.as_int64(i) != want.as_int64(i))
-        return "element " + std::to_string(i) + ": " + std::to_string(got.as_int64(i)) + " vs " + std::to_string(want.as_int64(i));
+        return "element " + std::to_string(i) + ": " + std::to_string(got.as_int64(i)) + " vs " +
+               std::to_string(want.as_int64(i));
       continue;
     }
     if (std::isnan(w) && std::isnan(g)) continue;
@@ -177,7 +178,8 @@ CaseResult run_case(const fs::path& dir, const std::string& suite) {
         std::string diff = compare(outputs[k], read_tensor_pb(out_files[k]));
         if (!diff.empty()) {
           r.status = "fail";
-          r.detail = set.filename().string() + " output " + std::to_string(k) + " ('" + bound->outputs[k]->name + "'): " + diff;
+          r.detail = set.filename().string() + " output " + std::to_string(k) + " ('" + bound->outputs[k]->name +
+                     "'): " + diff;
           return r;
         }
       }
@@ -233,32 +235,61 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> std::string {
-      if (i + 1 >= argc) { std::fprintf(stderr, "fusec_conformance: %s needs a value\n", a.c_str()); std::exit(2); }
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "fusec_conformance: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
       return argv[++i];
     };
-    if (a == "--data") data = next();
-    else if (a == "--json") json_path = next();
-    else if (a == "--floor-file") floor_file = next();
-    else if (a == "--filter") filter = next();
-    else if (a == "--quiet") quiet = true;
-    else if (a == "--verbose") verbose = true;
-    else if (a == "--roundtrip-only") roundtrip = true;
-    else if (a == "--optimize") g_optimize = true;
-    else if (a == "--require-layernorm-collapse") require_ln_collapse = true;
+    if (a == "--data")
+      data = next();
+    else if (a == "--json")
+      json_path = next();
+    else if (a == "--floor-file")
+      floor_file = next();
+    else if (a == "--filter")
+      filter = next();
+    else if (a == "--quiet")
+      quiet = true;
+    else if (a == "--verbose")
+      verbose = true;
+    else if (a == "--roundtrip-only")
+      roundtrip = true;
+    else if (a == "--optimize")
+      g_optimize = true;
+    else if (a == "--require-layernorm-collapse")
+      require_ln_collapse = true;
     else if (a == "--device") {
       std::string d = next();
-      if (d == "cuda") g_cuda = true;
-      else if (d != "cpu") { std::fprintf(stderr, "fusec_conformance: --device must be cpu or cuda\n"); return 2; }
-    } else if (a == "--min-cuda-share") min_cuda_share = std::stod(next());
-    else { std::fprintf(stderr, "fusec_conformance: unknown argument %s\n", a.c_str()); return 2; }
+      if (d == "cuda")
+        g_cuda = true;
+      else if (d != "cpu") {
+        std::fprintf(stderr, "fusec_conformance: --device must be cpu or cuda\n");
+        return 2;
+      }
+    } else if (a == "--min-cuda-share")
+      min_cuda_share = std::stod(next());
+    else {
+      std::fprintf(stderr, "fusec_conformance: unknown argument %s\n", a.c_str());
+      return 2;
+    }
   }
 #ifndef FUSEC_HAVE_CUDA
-  if (g_cuda) { std::fprintf(stderr, "fusec_conformance: built without CUDA\n"); return 2; }
+  if (g_cuda) {
+    std::fprintf(stderr, "fusec_conformance: built without CUDA\n");
+    return 2;
+  }
 #else
   if (g_cuda) {
     std::string why;
-    if (!cuda::gpu_available(&why)) { std::printf("conformance --device cuda: skipped, no GPU (%s)\n", why.c_str()); return 0; }
-    if (roundtrip || g_optimize) { std::fprintf(stderr, "fusec_conformance: --device cuda runs plain cases only\n"); return 2; }
+    if (!cuda::gpu_available(&why)) {
+      std::printf("conformance --device cuda: skipped, no GPU (%s)\n", why.c_str());
+      return 0;
+    }
+    if (roundtrip || g_optimize) {
+      std::fprintf(stderr, "fusec_conformance: --device cuda runs plain cases only\n");
+      return 2;
+    }
   }
 #endif
   if (!fs::is_directory(data)) {
@@ -316,24 +347,32 @@ int main(int argc, char** argv) {
   if (!roundtrip && !quiet) {
     std::printf("\n%-28s %6s %6s %12s\n", "op", "pass", "fail", "unsupported");
     for (const auto& [op, c] : per_op) {
-      auto get = [&](const char* k) { auto it = c.find(k); return it == c.end() ? 0 : it->second; };
+      auto get = [&](const char* k) {
+        auto it = c.find(k);
+        return it == c.end() ? 0 : it->second;
+      };
       std::printf("%-28s %6d %6d %12d\n", op.c_str(), get("pass"), get("fail"), get("unsupported"));
     }
   }
-  std::printf("\n%s: %zu cases: %d pass, %d fail, %d unsupported (%.1f s)\n",
-              roundtrip ? "round trip" : "conformance", results.size(), counts["pass"], counts["fail"],
-              counts["unsupported"], total_s);
+  std::printf("\n%s: %zu cases: %d pass, %d fail, %d unsupported (%.1f s)\n", roundtrip ? "round trip" : "conformance",
+              results.size(), counts["pass"], counts["fail"], counts["unsupported"], total_s);
   if (!json_path.empty()) {
     nlohmann::ordered_json j;
     j["schema"] = roundtrip ? "fusec.roundtrip/1" : "fusec.conformance/1";
     j["device"] = g_cuda ? "cuda" : "cpu";
     j["data"] = data;
     j["tolerance"] = {{"rtol", kRtol}, {"atol", kAtol}};
-    j["counts"] = {{"total", results.size()}, {"pass", counts["pass"]}, {"fail", counts["fail"]},
+    j["counts"] = {{"total", results.size()},
+                   {"pass", counts["pass"]},
+                   {"fail", counts["fail"]},
                    {"unsupported", counts["unsupported"]}};
     for (const auto& r : results)
-      j["cases"].push_back({{"suite", r.suite}, {"name", r.name}, {"status", r.status}, {"detail", r.detail},
-                            {"seconds", r.seconds}, {"cpu_fallback", r.cpu_fallback}});
+      j["cases"].push_back({{"suite", r.suite},
+                            {"name", r.name},
+                            {"status", r.status},
+                            {"detail", r.detail},
+                            {"seconds", r.seconds},
+                            {"cpu_fallback", r.cpu_fallback}});
     for (const auto& [op, c] : per_op) j["per_op"][op] = c;
     std::ofstream(json_path) << j.dump(1) << "\n";
   }
@@ -346,8 +385,9 @@ int main(int argc, char** argv) {
       native += r.status == "pass" && !r.cpu_fallback;
     }
     double share = cpu_pass ? static_cast<double>(both) / cpu_pass : 1.0;
-    std::printf("cuda: %d of %d cases that pass on the CPU pass on CUDA (%.1f%%); %d passing cases ran every node on the GPU\n",
-                both, cpu_pass, 100 * share, native);
+    std::printf(
+        "cuda: %d of %d cases that pass on the CPU pass on CUDA (%.1f%%); %d passing cases ran every node on the GPU\n",
+        both, cpu_pass, 100 * share, native);
     if (share < min_cuda_share) {
       std::printf("FAILED: below the required %.0f%% of CPU-passing cases\n", 100 * min_cuda_share);
       return 1;
@@ -362,8 +402,10 @@ int main(int argc, char** argv) {
         ++ln_expanded;
         bool only_ln = r.optimized_ops.count("LayerNormalization") && r.status == "pass";
         for (const auto& op : r.optimized_ops) only_ln &= op == "LayerNormalization";
-        if (only_ln) ++ln_collapsed;
-        else if (verbose) std::printf("  not collapsed: %s\n", r.name.c_str());
+        if (only_ln)
+          ++ln_collapsed;
+        else if (verbose)
+          std::printf("  not collapsed: %s\n", r.name.c_str());
       }
     std::printf("optimized: %d of %d LayerNormalization *_expanded cases collapse to a single LayerNormalization\n",
                 ln_collapsed, ln_expanded);
@@ -373,9 +415,13 @@ int main(int argc, char** argv) {
   if (!floor_file.empty()) {
     std::ifstream f(floor_file);
     int floor = -1;
-    if (!(f >> floor)) { std::fprintf(stderr, "cannot read floor from %s\n", floor_file.c_str()); return 2; }
+    if (!(f >> floor)) {
+      std::fprintf(stderr, "cannot read floor from %s\n", floor_file.c_str());
+      return 2;
+    }
     if (counts["pass"] < floor) {
-      std::printf("FAILED: %d passing cases is below the floor of %d in %s\n", counts["pass"], floor, floor_file.c_str());
+      std::printf("FAILED: %d passing cases is below the floor of %d in %s\n", counts["pass"], floor,
+                  floor_file.c_str());
       return 1;
     }
     std::printf("floor %d: ok%s\n", floor, counts["pass"] > floor ? " (raise it: more cases pass now)" : "");

@@ -45,7 +45,8 @@ TEST(CpuActivation, MatchFormulas) {
   expect_formula("HardSigmoid", [](double x) { return std::clamp(0.2 * x + 0.5, 0.0, 1.0); });
   expect_formula("HardSigmoid", [](double x) { return std::clamp(0.5 * x + 0.6, 0.0, 1.0); },
                  {attr("alpha", 0.5f), attr("beta", 0.6f)});
-  expect_formula("HardSwish", [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); }, {}, 14);
+  expect_formula(
+      "HardSwish", [](double x) { return x * std::clamp(x / 6 + 0.5, 0.0, 1.0); }, {}, 14);
   expect_formula("Tanh", [](double x) { return std::tanh(x); });
   expect_formula("Elu", [](double x) { return x < 0 ? 2 * (std::exp(x) - 1) : x; }, {attr("alpha", 2.0f)});
   expect_formula("Selu", [](double x) {
@@ -58,13 +59,17 @@ TEST(CpuActivation, MatchFormulas) {
   expect_formula("Softsign", [](double x) { return x / (1 + std::fabs(x)); });
   expect_formula("ThresholdedRelu", [](double x) { return x > 1 ? x : 0; });
   expect_formula("Shrink", [](double x) { return x < -0.5 ? x : x > 0.5 ? x : 0; });
-  expect_formula("Shrink", [](double x) { return x < -1 ? x + 1.5 : x > 1 ? x - 1.5 : 0; },
+  expect_formula("Shrink", [](double x) { return x < -1  ? x + 1.5
+                                                 : x > 1 ? x - 1.5
+                                                         : 0; },
                  {attr("lambd", 1.0f), attr("bias", 1.5f)});
-  expect_formula("Mish", [](double x) { return x * std::tanh(std::log1p(std::exp(x))); }, {}, 18);
-  expect_formula("Gelu", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, {}, 20);
-  expect_formula("Gelu", [](double x) {
-    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-  }, {attr("approximate", std::string("tanh"))}, 20);
+  expect_formula(
+      "Mish", [](double x) { return x * std::tanh(std::log1p(std::exp(x))); }, {}, 18);
+  expect_formula(
+      "Gelu", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, {}, 20);
+  expect_formula(
+      "Gelu", [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); },
+      {attr("approximate", std::string("tanh"))}, 20);
 }
 
 TEST(CpuActivation, StableAtExtremes) {
@@ -78,7 +83,9 @@ TEST(CpuActivation, StableAtExtremes) {
 
 TEST(CpuActivation, IntegerAndHalfInputs) {
   Tensor i(DType::Int32, {3});
-  i.data<int32_t>()[0] = -4; i.data<int32_t>()[1] = 0; i.data<int32_t>()[2] = 7;
+  i.data<int32_t>()[0] = -4;
+  i.data<int32_t>()[1] = 0;
+  i.data<int32_t>()[2] = 7;
   Tensor want(DType::Int32, {3});
   want.data<int32_t>()[2] = 7;
   expect_close(run_act("Relu", {i}, {}, 14), want);

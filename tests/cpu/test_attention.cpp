@@ -89,7 +89,8 @@ Tensor run_attention(const std::vector<Tensor>& inputs, std::vector<NamedAttribu
   GraphBuilder b(opset);
   const char* names[] = {"Q", "K", "V", "attn_mask", "past_key", "past_value", "nonpad_kv_seqlen"};
   std::vector<Value*> ins;
-  for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(b.input(names[i], inputs[i].dtype(), shape_of(inputs[i].dims())));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    ins.push_back(b.input(names[i], inputs[i].dtype(), shape_of(inputs[i].dims())));
   b.output(b.node_n("Attention", ins, 1, std::move(attrs), "attn", domain)[0]);
   auto g = b.build();
   return run_cpu(*g, inputs)[0];
@@ -163,7 +164,8 @@ TEST(CpuAttention, OneQueryByHand) {
 }
 
 TEST(CpuAttention, FourDMatchesNaiveWithDefaultScale) {
-  const Tensor q = uniform_floats({2, 3, 4, 8}, 1), k = uniform_floats({2, 3, 5, 8}, 2), v = uniform_floats({2, 3, 5, 6}, 3);
+  const Tensor q = uniform_floats({2, 3, 4, 8}, 1), k = uniform_floats({2, 3, 5, 8}, 2),
+               v = uniform_floats({2, 3, 5, 6}, 3);
   const Tensor want = naive(q, k, v, 1 / std::sqrt(8.0), nullptr);
   expect_close(run_attention({q, k, v}, {}), want);
   // scale 0 on ai.fusec means the default; on the standard op it is taken literally (uniform weights).
@@ -175,7 +177,8 @@ TEST(CpuAttention, FourDMatchesNaiveWithDefaultScale) {
 TEST(CpuAttention, ThreeDSplitsHeadsLikeFourD) {
   // Q [2, 4, 3·8], K [2, 5, 3·8], V [2, 5, 3·6]: Y [2, 4, 3·6] equals the 4-D result merged.
   const Tensor q = uniform_floats({2, 4, 24}, 4), k = uniform_floats({2, 5, 24}, 5), v = uniform_floats({2, 5, 18}, 6);
-  const Tensor want = merge_heads(naive(split_heads(q, 3), split_heads(k, 3), split_heads(v, 3), 1 / std::sqrt(8.0), nullptr));
+  const Tensor want =
+      merge_heads(naive(split_heads(q, 3), split_heads(k, 3), split_heads(v, 3), 1 / std::sqrt(8.0), nullptr));
   const auto h = {heads("q_num_heads", 3), heads("kv_num_heads", 3)};
   expect_close(run_attention({q, k, v}, h), want);
   expect_close(run_attention({q, k, v}, h, ""), want);
@@ -183,7 +186,8 @@ TEST(CpuAttention, ThreeDSplitsHeadsLikeFourD) {
 
 TEST(CpuAttention, GroupedQueryHeadsShareKvHeads) {
   // 6 query heads over 2 kv heads: heads 0-2 read kv head 0, heads 3-5 kv head 1.
-  const Tensor q = uniform_floats({1, 6, 3, 4}, 7), k = uniform_floats({1, 2, 5, 4}, 8), v = uniform_floats({1, 2, 5, 4}, 9);
+  const Tensor q = uniform_floats({1, 6, 3, 4}, 7), k = uniform_floats({1, 2, 5, 4}, 8),
+               v = uniform_floats({1, 2, 5, 4}, 9);
   const Tensor want = naive(q, k, v, 0.5, nullptr);
   expect_close(run_attention({q, k, v}, {attr("scale", 0.5f)}), want);
   // The same in 3-D.
@@ -195,7 +199,8 @@ TEST(CpuAttention, LargeHeadsTakeTheGemmPath) {
   // 100 queries x 80 keys x 16 dims per head is past the kernel's plain-loop size: the blocked GEMM
   // computes both products, in two blocks of query rows (64 + 36), reading 3-D rows in place (row
   // stride H·D) and a GQA kv head.
-  const Tensor q = uniform_floats({2, 4, 100, 16}, 40), k = uniform_floats({2, 2, 80, 16}, 41), v = uniform_floats({2, 2, 80, 8}, 42);
+  const Tensor q = uniform_floats({2, 4, 100, 16}, 40), k = uniform_floats({2, 2, 80, 16}, 41),
+               v = uniform_floats({2, 2, 80, 8}, 42);
   const Tensor mask = uniform_floats({2, 1, 100, 80}, 43);
   const BiasFn bias = [&](int64_t b, int64_t, int64_t i, int64_t j) {
     return j > i ? kNegInf : static_cast<double>(mask.data<float>()[(b * 100 + i) * 80 + j]);
@@ -208,7 +213,8 @@ TEST(CpuAttention, LargeHeadsTakeTheGemmPath) {
 
 TEST(CpuAttention, SmallHeadsInSeveralRowBlocks) {
   // 150 queries over 3 keys: the plain-loop path, three blocks of query rows.
-  const Tensor q = uniform_floats({1, 2, 150, 4}, 47), k = uniform_floats({1, 2, 3, 4}, 48), v = uniform_floats({1, 2, 3, 4}, 49);
+  const Tensor q = uniform_floats({1, 2, 150, 4}, 47), k = uniform_floats({1, 2, 3, 4}, 48),
+               v = uniform_floats({1, 2, 3, 4}, 49);
   const BiasFn causal = [](int64_t, int64_t, int64_t i, int64_t j) { return j > i ? kNegInf : 0.0; };
   expect_close(run_attention({q, k, v}, {attr("is_causal", int64_t{1})}), naive(q, k, v, 0.5, causal));
 }
@@ -217,7 +223,8 @@ TEST(CpuAttention, CausalIsUpperLeftAlignedWithoutCache) {
   // Query i sees keys j <= i, whichever of Sq and Skv is longer.
   const BiasFn causal = [](int64_t, int64_t, int64_t i, int64_t j) { return j > i ? kNegInf : 0.0; };
   for (auto [sq, skv] : {std::pair<int64_t, int64_t>{3, 5}, {5, 3}, {4, 4}}) {
-    const Tensor q = uniform_floats({2, 2, sq, 4}, 10), k = uniform_floats({2, 2, skv, 4}, 11), v = uniform_floats({2, 2, skv, 3}, 12);
+    const Tensor q = uniform_floats({2, 2, sq, 4}, 10), k = uniform_floats({2, 2, skv, 4}, 11),
+                 v = uniform_floats({2, 2, skv, 3}, 12);
     expect_close(run_attention({q, k, v}, {attr("is_causal", int64_t{1})}), naive(q, k, v, 0.5, causal));
     expect_close(run_attention({q, k, v}, {attr("is_causal", int64_t{1})}, ""), naive(q, k, v, 0.5, causal));
   }
@@ -225,17 +232,23 @@ TEST(CpuAttention, CausalIsUpperLeftAlignedWithoutCache) {
 
 TEST(CpuAttention, BoolMaskBroadcastsOverHeadsAndQueries) {
   // Padding mask [B, 1, 1, Skv]: batch 0 attends keys 0-2, batch 1 keys 0-3.
-  const Tensor q = uniform_floats({2, 2, 3, 4}, 13), k = uniform_floats({2, 2, 4, 4}, 14), v = uniform_floats({2, 2, 4, 4}, 15);
+  const Tensor q = uniform_floats({2, 2, 3, 4}, 13), k = uniform_floats({2, 2, 4, 4}, 14),
+               v = uniform_floats({2, 2, 4, 4}, 15);
   const Tensor mask = bools({1, 1, 1, 0, 1, 1, 1, 1}, {2, 1, 1, 4});
-  const BiasFn bias = [&](int64_t b, int64_t, int64_t, int64_t j) { return mask.data<uint8_t>()[b * 4 + j] ? 0.0 : kNegInf; };
+  const BiasFn bias = [&](int64_t b, int64_t, int64_t, int64_t j) {
+    return mask.data<uint8_t>()[b * 4 + j] ? 0.0 : kNegInf;
+  };
   expect_close(run_attention({q, k, v, mask}, {}), naive(q, k, v, 0.5, bias));
 }
 
 TEST(CpuAttention, FloatMaskAddsAndCombinesWithCausal) {
   // A 2-D float mask [Sq, Skv] (shared by batches and heads) plus is_causal.
-  const Tensor q = uniform_floats({2, 2, 3, 4}, 16), k = uniform_floats({2, 2, 5, 4}, 17), v = uniform_floats({2, 2, 5, 2}, 18);
+  const Tensor q = uniform_floats({2, 2, 3, 4}, 16), k = uniform_floats({2, 2, 5, 4}, 17),
+               v = uniform_floats({2, 2, 5, 2}, 18);
   const Tensor mask = uniform_floats({3, 5}, 19);
-  const BiasFn add = [&](int64_t, int64_t, int64_t i, int64_t j) { return static_cast<double>(mask.data<float>()[i * 5 + j]); };
+  const BiasFn add = [&](int64_t, int64_t, int64_t i, int64_t j) {
+    return static_cast<double>(mask.data<float>()[i * 5 + j]);
+  };
   const BiasFn both = [&](int64_t b, int64_t h, int64_t i, int64_t j) { return j > i ? kNegInf : add(b, h, i, j); };
   expect_close(run_attention({q, k, v, mask}, {}), naive(q, k, v, 0.5, add));
   expect_close(run_attention({q, k, v, mask}, {attr("is_causal", int64_t{1})}), naive(q, k, v, 0.5, both));
@@ -251,7 +264,8 @@ TEST(CpuAttention, FloatMaskAddsAndCombinesWithCausal) {
 }
 
 TEST(CpuAttention, FullyMaskedRowIsZero) {
-  const Tensor q = uniform_floats({1, 1, 2, 4}, 22), k = uniform_floats({1, 1, 3, 4}, 23), v = uniform_floats({1, 1, 3, 4}, 24);
+  const Tensor q = uniform_floats({1, 1, 2, 4}, 22), k = uniform_floats({1, 1, 3, 4}, 23),
+               v = uniform_floats({1, 1, 3, 4}, 24);
   const Tensor y = run_attention({q, k, v, bools({0, 0, 0, 1, 0, 1}, {2, 3})}, {});
   for (int64_t e = 0; e < 4; ++e) EXPECT_EQ(y.data<float>()[e], 0.0f);
   const BiasFn bias = [](int64_t, int64_t, int64_t i, int64_t j) { return i == 0 || j == 1 ? kNegInf : 0.0; };
@@ -259,13 +273,16 @@ TEST(CpuAttention, FullyMaskedRowIsZero) {
 }
 
 TEST(CpuAttention, HalfTypesComputeInFloat32) {
-  const Tensor q = uniform_floats({1, 2, 3, 8}, 25), k = uniform_floats({1, 2, 4, 8}, 26), v = uniform_floats({1, 2, 4, 8}, 27);
+  const Tensor q = uniform_floats({1, 2, 3, 8}, 25), k = uniform_floats({1, 2, 4, 8}, 26),
+               v = uniform_floats({1, 2, 4, 8}, 27);
   const Tensor mask = uniform_floats({1, 1, 3, 4}, 28);
   for (DType t : {DType::Float16, DType::BFloat16}) {
     // Reference on the inputs as rounded to t; the result is rounded to t once.
     const Tensor qh = to_half(q, t), kh = to_half(k, t), vh = to_half(v, t), mh = to_half(mask, t);
     const Tensor mf = to_float(mh);
-    const BiasFn bias = [&](int64_t, int64_t, int64_t i, int64_t j) { return static_cast<double>(mf.data<float>()[i * 4 + j]); };
+    const BiasFn bias = [&](int64_t, int64_t, int64_t i, int64_t j) {
+      return static_cast<double>(mf.data<float>()[i * 4 + j]);
+    };
     const Tensor want = naive(to_float(qh), to_float(kh), to_float(vh), 1 / std::sqrt(8.0), bias);
     const Tensor got = run_attention({qh, kh, vh, mh}, {attr("is_causal", int64_t{0})});
     ASSERT_EQ(got.dtype(), t);
@@ -275,12 +292,14 @@ TEST(CpuAttention, HalfTypesComputeInFloat32) {
 
 TEST(CpuAttention, PastKeyValueExtendTheKeysAndShiftTheCausalFrontier) {
   // Standard op: K' = concat(past_key, K); with is_causal, query i sees keys j <= i + Sp.
-  const Tensor q = uniform_floats({1, 2, 2, 4}, 29), k = uniform_floats({1, 2, 2, 4}, 30), v = uniform_floats({1, 2, 2, 4}, 31);
+  const Tensor q = uniform_floats({1, 2, 2, 4}, 29), k = uniform_floats({1, 2, 2, 4}, 30),
+               v = uniform_floats({1, 2, 2, 4}, 31);
   const Tensor pk = uniform_floats({1, 2, 3, 4}, 32), pv = uniform_floats({1, 2, 3, 4}, 33);
   GraphBuilder b(23);
-  std::vector<Value*> ins = {b.input("Q", DType::Float32, shape_of(q.dims())), b.input("K", DType::Float32, shape_of(k.dims())),
-                             b.input("V", DType::Float32, shape_of(v.dims())), nullptr,
-                             b.input("pk", DType::Float32, shape_of(pk.dims())), b.input("pv", DType::Float32, shape_of(pv.dims()))};
+  std::vector<Value*> ins = {
+      b.input("Q", DType::Float32, shape_of(q.dims())),   b.input("K", DType::Float32, shape_of(k.dims())),
+      b.input("V", DType::Float32, shape_of(v.dims())),   nullptr,
+      b.input("pk", DType::Float32, shape_of(pk.dims())), b.input("pv", DType::Float32, shape_of(pv.dims()))};
   for (Value* o : b.node_n("Attention", ins, 3, {attr("is_causal", int64_t{1})}, "attn")) b.output(o);
   auto g = b.build();
   const auto outs = run_cpu(*g, {q, k, v, pk, pv});
@@ -300,9 +319,10 @@ TEST(CpuAttention, PastKeyValueExtendTheKeysAndShiftTheCausalFrontier) {
   expect_close(outs[0], naive(q, kk, vv, 0.5, causal));
   // Without the present outputs the concatenation goes to scratch: the same Y.
   GraphBuilder b1(23);
-  std::vector<Value*> ins1 = {b1.input("Q", DType::Float32, shape_of(q.dims())), b1.input("K", DType::Float32, shape_of(k.dims())),
-                              b1.input("V", DType::Float32, shape_of(v.dims())), nullptr,
-                              b1.input("pk", DType::Float32, shape_of(pk.dims())), b1.input("pv", DType::Float32, shape_of(pv.dims()))};
+  std::vector<Value*> ins1 = {
+      b1.input("Q", DType::Float32, shape_of(q.dims())),   b1.input("K", DType::Float32, shape_of(k.dims())),
+      b1.input("V", DType::Float32, shape_of(v.dims())),   nullptr,
+      b1.input("pk", DType::Float32, shape_of(pk.dims())), b1.input("pv", DType::Float32, shape_of(pv.dims()))};
   b1.output(b1.node_n("Attention", ins1, 1, {attr("is_causal", int64_t{1})}, "attn")[0]);
   auto g1 = b1.build();
   expect_close(run_cpu(*g1, {q, k, v, pk, pv})[0], outs[0]);
@@ -311,11 +331,16 @@ TEST(CpuAttention, PastKeyValueExtendTheKeysAndShiftTheCausalFrontier) {
 TEST(CpuAttention, NonpadLengthsAtTheInt64LimitsMeanAllOrNoKeys) {
   // Opset 24's nonpad_kv_seqlen: INT64_MAX keeps every key (even with is_causal, whose frontier
   // i + nonpad − Sq is then past the last key), INT64_MIN none (a zero row), without overflow.
-  const Tensor q = uniform_floats({2, 1, 3, 4}, 44), k = uniform_floats({2, 1, 5, 4}, 45), v = uniform_floats({2, 1, 5, 4}, 46);
+  const Tensor q = uniform_floats({2, 1, 3, 4}, 44), k = uniform_floats({2, 1, 5, 4}, 45),
+               v = uniform_floats({2, 1, 5, 4}, 46);
   const Tensor lengths = int64s({std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}, {2});
   GraphBuilder b(24);
-  std::vector<Value*> ins = {b.input("Q", DType::Float32, shape_of(q.dims())), b.input("K", DType::Float32, shape_of(k.dims())),
-                             b.input("V", DType::Float32, shape_of(v.dims())), nullptr, nullptr, nullptr,
+  std::vector<Value*> ins = {b.input("Q", DType::Float32, shape_of(q.dims())),
+                             b.input("K", DType::Float32, shape_of(k.dims())),
+                             b.input("V", DType::Float32, shape_of(v.dims())),
+                             nullptr,
+                             nullptr,
+                             nullptr,
                              b.input("n", DType::Int64, {2})};
   b.output(b.node_n("Attention", ins, 1, {attr("is_causal", int64_t{1})}, "attn")[0]);
   auto g = b.build();
@@ -353,7 +378,8 @@ TEST(CpuAttention, CostCountsBothProductsAndNotTheScores) {
   Value* q = b.input("Q", DType::Float32, {2, 8, 32});
   Value* k = b.input("K", DType::Float32, {2, 16, 16});
   Value* v = b.input("V", DType::Float32, {2, 16, 8});
-  b.output(b.node_n("Attention", {q, k, v}, 1, {heads("q_num_heads", 4), heads("kv_num_heads", 2)}, "attn", "ai.fusec")[0]);
+  b.output(
+      b.node_n("Attention", {q, k, v}, 1, {heads("q_num_heads", 4), heads("kv_num_heads", 2)}, "attn", "ai.fusec")[0]);
   auto g = b.build();
   infer_shapes(*g);
   const auto c = node_cost(*g, *g->nodes()[0]);
@@ -367,7 +393,10 @@ TEST(CpuAttention, PackedQkvIsBitIdenticalToSeparateInputs) {
   // ai.fusec Attention with K and V omitted reads Q, K and V as column blocks of one
   // [B, S, (Hq + 2·Hkv)·D] tensor: the same Y, bit for bit, as the three tensors given apart; with
   // and without a mask (bool and float), causal, GQA, and heads large enough for the GEMM path.
-  struct Case { int64_t batch, seq, hq, hkv, d; const char* what; };
+  struct Case {
+    int64_t batch, seq, hq, hkv, d;
+    const char* what;
+  };
   for (const Case& c : {Case{2, 5, 3, 3, 4, "MHA"}, Case{2, 6, 6, 2, 4, "GQA 6/2"}, Case{1, 7, 4, 1, 8, "MQA 4/1"},
                         Case{2, 100, 4, 2, 16, "GEMM path, GQA"}}) {
     SCOPED_TRACE(c.what);
@@ -380,7 +409,8 @@ TEST(CpuAttention, PackedQkvIsBitIdenticalToSeparateInputs) {
     for (int64_t i = 0; i < bool_mask.numel(); ++i) bool_mask.data<uint8_t>()[i] = (i % c.seq) != 1;  // key 1 masked
     for (int causal : {0, 1})
       for (const Tensor* mask : std::vector<const Tensor*>{nullptr, &float_mask, &bool_mask}) {
-        SCOPED_TRACE(std::string(causal ? "causal" : "not causal") + (mask ? mask == &bool_mask ? ", bool mask" : ", float mask" : ""));
+        SCOPED_TRACE(std::string(causal ? "causal" : "not causal") +
+                     (mask ? mask == &bool_mask ? ", bool mask" : ", float mask" : ""));
         std::vector<NamedAttribute> a = {heads("q_num_heads", c.hq), heads("kv_num_heads", c.hkv),
                                          attr("is_causal", int64_t{causal})};
         std::vector<Tensor> separate = {q, k, v};
@@ -408,7 +438,9 @@ TEST(CpuAttention, PackedQkvShapeErrorsNameTheProblem) {
     }
   };
   const Tensor qkv = uniform_floats({1, 3, 24}, 67);  // 2 + 2·2 = 6 parts of 4
-  const auto h = [](int64_t q, int64_t kv) { return std::vector<NamedAttribute>{heads("q_num_heads", q), heads("kv_num_heads", kv)}; };
+  const auto h = [](int64_t q, int64_t kv) {
+    return std::vector<NamedAttribute>{heads("q_num_heads", q), heads("kv_num_heads", kv)};
+  };
   fails_with([&] { run_packed(uniform_floats({1, 2, 3, 24}, 1), nullptr, h(2, 2)); }, "must be 3-D");
   fails_with([&] { run_packed(qkv, nullptr, h(5, 1)); }, "not a multiple of q_num_heads + 2·kv_num_heads = 7");
   fails_with([&] { run_packed(qkv, nullptr, h(3, 2)); }, "not a multiple of K/V's");
@@ -424,17 +456,26 @@ TEST(CpuAttention, PackedQkvShapeErrorsNameTheProblem) {
     for (Value* v : g->inputs) feeds.push_back(v->name == "QKV" ? qkv : uniform_floats({1, 3, 8}, 3));
     run_cpu(*g, feeds);
   };
-  fails_with([&] {
-    run_with([](GraphBuilder& b) {
-      return std::vector<Value*>{b.input("QKV", DType::Float32, {1, 3, 24}), b.input("K", DType::Float32, {1, 3, 8}), nullptr};
-    }, "ai.fusec", 17);
-  }, "K and V must both be given, or both omitted");
-  fails_with([&] {
-    run_with([](GraphBuilder& b) {
-      return std::vector<Value*>{b.input("QKV", DType::Float32, {1, 3, 24}), nullptr, nullptr,
-                                 b.input("M", DType::Float32, {1, 3, 8})};
-    }, "", 23);
-  }, "required input 1 is empty");
+  fails_with(
+      [&] {
+        run_with(
+            [](GraphBuilder& b) {
+              return std::vector<Value*>{b.input("QKV", DType::Float32, {1, 3, 24}),
+                                         b.input("K", DType::Float32, {1, 3, 8}), nullptr};
+            },
+            "ai.fusec", 17);
+      },
+      "K and V must both be given, or both omitted");
+  fails_with(
+      [&] {
+        run_with(
+            [](GraphBuilder& b) {
+              return std::vector<Value*>{b.input("QKV", DType::Float32, {1, 3, 24}), nullptr, nullptr,
+                                         b.input("M", DType::Float32, {1, 3, 8})};
+            },
+            "", 23);
+      },
+      "required input 1 is empty");
 }
 
 TEST(CpuAttention, PackedQkvCost) {
@@ -442,8 +483,8 @@ TEST(CpuAttention, PackedQkvCost) {
   // (2·B·Hq·S·S·(D + D) + 5·B·Hq·S·S), bytes read = the packed tensor, written = Y [2, 8, 32].
   GraphBuilder b(17);
   Value* qkv = b.input("QKV", DType::Float32, {2, 8, 64});
-  b.output(b.node_n("Attention", {qkv, nullptr, nullptr}, 1, {heads("q_num_heads", 4), heads("kv_num_heads", 2)}, "attn",
-                    "ai.fusec")[0]);
+  b.output(b.node_n("Attention", {qkv, nullptr, nullptr}, 1, {heads("q_num_heads", 4), heads("kv_num_heads", 2)},
+                    "attn", "ai.fusec")[0]);
   auto g = b.build();
   infer_shapes(*g);
   EXPECT_EQ(g->outputs[0]->type.shape, (Shape{2, 8, 32}));

@@ -14,7 +14,8 @@ namespace {
 Tensor run_one(const std::string& op, const std::vector<Tensor>& ins, std::vector<NamedAttribute> attrs = {}) {
   GraphBuilder b;
   std::vector<Value*> vs;
-  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(b.input("x" + std::to_string(i), ins[i].dtype(), shape_of(ins[i].dims())));
+  for (size_t i = 0; i < ins.size(); ++i)
+    vs.push_back(b.input("x" + std::to_string(i), ins[i].dtype(), shape_of(ins[i].dims())));
   b.output(b.node(op, vs, std::move(attrs)));
   auto g = b.build();
   return run_cpu(*g, ins)[0];
@@ -111,7 +112,8 @@ Tensor naive_conv_transpose(const Tensor& x, const Tensor& w, const Tensor* b, i
     }
   } while (next(xp, x.dims()));
   for (int64_t i = 0; i < y.numel(); ++i)
-    y.data<float>()[i] = static_cast<float>(acc[static_cast<size_t>(i)] + (b ? b->data<float>()[(i / (y.numel() / N / M)) % M] : 0));
+    y.data<float>()[i] =
+        static_cast<float>(acc[static_cast<size_t>(i)] + (b ? b->data<float>()[(i / (y.numel() / N / M)) % M] : 0));
   return y;
 }
 
@@ -123,7 +125,8 @@ TEST(CpuConv, HandComputed2x2Kernel) {
                             floats({1}, {1})});
   expect_close(y, floats({13, 17, 25, 29}, {1, 1, 2, 2}));
   // Padding 1, stride 2: corners see 2x2 blocks of the input.
-  y = run_one("Conv", {floats({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3}), floats({1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 3, 3})},
+  y = run_one("Conv",
+              {floats({1, 2, 3, 4, 5, 6, 7, 8, 9}, {1, 1, 3, 3}), floats({1, 1, 1, 1, 1, 1, 1, 1, 1}, {1, 1, 3, 3})},
               {attr("pads", std::vector<int64_t>{1, 1, 1, 1}), attr("strides", std::vector<int64_t>{2, 2})});
   expect_close(y, floats({12, 16, 24, 28}, {1, 1, 2, 2}));
 }
@@ -159,7 +162,8 @@ TEST(CpuConv, MatchesDirectLoops) {
 TEST(CpuConv, AutoPad) {
   Tensor x = uniform_floats({1, 2, 7, 6}, 1), w = uniform_floats({3, 2, 3, 2}, 2);
   // SAME_UPPER with stride 2: out = ceil(in / 2); total pad (H: 2, W: 0 -> begin 1/0, end 1/0).
-  auto y = run_one("Conv", {x, w}, {attr("auto_pad", std::string("SAME_UPPER")), attr("strides", std::vector<int64_t>{2, 2})});
+  auto y = run_one("Conv", {x, w},
+                   {attr("auto_pad", std::string("SAME_UPPER")), attr("strides", std::vector<int64_t>{2, 2})});
   ConvCase c{{1, 2, 7, 6}, {3, 2, 3, 2}, 1, {2, 2}, {1, 1}, {1, 0, 1, 0}, false};
   expect_close(y, naive_conv(x, w, nullptr, c), 1e-4, 1e-5);
   // SAME_LOWER with stride 1: H pad 2 (1/1), W pad 1 (begin 1, end 0).
@@ -173,10 +177,10 @@ TEST(CpuConv, AutoPad) {
 
 TEST(CpuConv, BadShapesAreErrors) {
   Tensor x = uniform_floats({1, 3, 5, 5}, 1);
-  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 2, 3, 3}, 2)}), Error);                                 // channels
-  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 1, 3, 3}, 2)}, {attr("group", int64_t{2})}), Error);   // group
-  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 3, 7, 7}, 2)}), Error);                                 // window
-  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 3, 3, 3}, 2), uniform_floats({3}, 3)}), Error);          // bias
+  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 2, 3, 3}, 2)}), Error);                               // channels
+  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 1, 3, 3}, 2)}, {attr("group", int64_t{2})}), Error);  // group
+  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 3, 7, 7}, 2)}), Error);                               // window
+  EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 3, 3, 3}, 2), uniform_floats({3}, 3)}), Error);       // bias
   EXPECT_THROW(run_one("Conv", {x, uniform_floats({2, 3, 3, 3}, 2)}, {attr("auto_pad", std::string("SAME"))}), Error);
 }
 
@@ -208,7 +212,8 @@ TEST(CpuConvTranspose, MatchesDirectLoops) {
   for (const auto& c : cases) {
     SCOPED_TRACE("X " + dims_str(c.x) + " W " + dims_str(c.w));
     const size_t nd = c.x.size() - 2;
-    Tensor x = uniform_floats(c.x, seed++), w = uniform_floats(c.w, seed++), b = uniform_floats({c.w[1] * c.group}, seed++);
+    Tensor x = uniform_floats(c.x, seed++), w = uniform_floats(c.w, seed++),
+           b = uniform_floats({c.w[1] * c.group}, seed++);
     std::vector<int64_t> out;
     for (size_t i = 0; i < nd; ++i)
       out.push_back(c.strides[i] * (c.x[i + 2] - 1) + c.output_padding[i] + (c.w[i + 2] - 1) * c.dilations[i] + 1 -
@@ -226,12 +231,15 @@ TEST(CpuConvTranspose, MatchesDirectLoops) {
 TEST(CpuConvTranspose, OutputShapeAndAutoPad) {
   Tensor x = uniform_floats({1, 1, 3, 3}, 1), w = uniform_floats({1, 2, 3, 3}, 2);
   // output_shape 7x7 with stride 2: full size 7, no padding.
-  auto y = run_one("ConvTranspose", {x, w}, {attr("strides", std::vector<int64_t>{2, 2}), attr("output_shape", std::vector<int64_t>{7, 7})});
+  auto y = run_one("ConvTranspose", {x, w},
+                   {attr("strides", std::vector<int64_t>{2, 2}), attr("output_shape", std::vector<int64_t>{7, 7})});
   expect_close(y, naive_conv_transpose(x, w, nullptr, 1, {2, 2}, {1, 1}, {0, 0, 0, 0}, {7, 7}), 1e-4, 1e-5);
   // output_shape 6x5: total padding 1 and 2; NOTSET puts the larger half first.
-  y = run_one("ConvTranspose", {x, w}, {attr("strides", std::vector<int64_t>{2, 2}), attr("output_shape", std::vector<int64_t>{6, 5})});
+  y = run_one("ConvTranspose", {x, w},
+              {attr("strides", std::vector<int64_t>{2, 2}), attr("output_shape", std::vector<int64_t>{6, 5})});
   expect_close(y, naive_conv_transpose(x, w, nullptr, 1, {2, 2}, {1, 1}, {1, 1, 0, 1}, {6, 5}), 1e-4, 1e-5);
   // SAME_UPPER: output in·stride = 6, total padding 1, the smaller half first.
-  y = run_one("ConvTranspose", {x, w}, {attr("strides", std::vector<int64_t>{2, 2}), attr("auto_pad", std::string("SAME_UPPER"))});
+  y = run_one("ConvTranspose", {x, w},
+              {attr("strides", std::vector<int64_t>{2, 2}), attr("auto_pad", std::string("SAME_UPPER"))});
   expect_close(y, naive_conv_transpose(x, w, nullptr, 1, {2, 2}, {1, 1}, {0, 0, 1, 1}, {6, 6}), 1e-4, 1e-5);
 }

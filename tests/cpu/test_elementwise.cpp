@@ -34,7 +34,10 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inp
   std::vector<Value*> ins;
   std::vector<Tensor> feeds;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) { ins.push_back(nullptr); continue; }
+    if (!inputs[i].defined()) {
+      ins.push_back(nullptr);
+      continue;
+    }
     ins.push_back(b.input("x" + std::to_string(i), inputs[i].dtype(), shape_of(inputs[i].dims())));
     feeds.push_back(inputs[i]);
   }
@@ -52,8 +55,7 @@ Tensor run1(const std::string& op, const std::vector<Tensor>& inputs, std::vecto
 // ---- binary arithmetic ----
 
 TEST(CpuArithmetic, IntegerOpsTruncateAndWrap) {
-  expect_close(run1("Div", {int32s({7, -7, 7, -7}, {4}), int32s({2, 2, -2, -2}, {4})}),
-               int32s({3, -3, -3, 3}, {4}));
+  expect_close(run1("Div", {int32s({7, -7, 7, -7}, {4}), int32s({2, 2, -2, -2}, {4})}), int32s({3, -3, -3, 3}, {4}));
   expect_close(run1("Div", {int64s({INT64_MIN}, {1}), int64s({-1}, {1})}), int64s({INT64_MIN}, {1}));
   expect_close(run1("Sub", {int32s({5, 0}, {2}), int32s({7, 1}, {1, 2})}), int32s({-2, -1}, {1, 2}));
   expect_close(run1("Mul", {int32s({INT32_MAX}, {1}), int32s({2}, {1})}), int32s({-2}, {1}));
@@ -147,7 +149,10 @@ TEST(CpuVariadic, MaxMinPropagateNaN) {
 
 TEST(CpuUnary, MatchesLibm) {
   const std::vector<float> x = {0.1f, 0.5f, 0.9f};
-  struct Case { const char* op; double (*f)(double); };
+  struct Case {
+    const char* op;
+    double (*f)(double);
+  };
   const Case cases[] = {
       {"Sqrt", [](double v) { return std::sqrt(v); }},   {"Exp", [](double v) { return std::exp(v); }},
       {"Log", [](double v) { return std::log(v); }},     {"Erf", [](double v) { return std::erf(v); }},
@@ -164,8 +169,7 @@ TEST(CpuUnary, MatchesLibm) {
     SCOPED_TRACE(c.op);
     expect_close(run1(c.op, {floats(x, {3})}), floats(want, {3}));
   }
-  expect_close(run1("Acosh", {floats({1, 2, 10}, {3})}),
-               floats({0, std::acosh(2.0f), std::acosh(10.0f)}, {3}));
+  expect_close(run1("Acosh", {floats({1, 2, 10}, {3})}), floats({0, std::acosh(2.0f), std::acosh(10.0f)}, {3}));
 }
 
 TEST(CpuUnary, RoundingAndSign) {

@@ -20,9 +20,12 @@ Tensor random_tensor(DType t, std::vector<int64_t> dims, uint64_t seed, float lo
   std::uniform_real_distribution<float> u(lo, hi);
   for (int64_t i = 0; i < x.numel(); ++i) {
     float v = u(rng);
-    if (t == DType::Float32) x.data<float>()[i] = v;
-    else if (t == DType::Float16) x.data<uint16_t>()[i] = float_to_half(v);
-    else x.data<uint16_t>()[i] = float_to_bf16(v);
+    if (t == DType::Float32)
+      x.data<float>()[i] = v;
+    else if (t == DType::Float16)
+      x.data<uint16_t>()[i] = float_to_half(v);
+    else
+      x.data<uint16_t>()[i] = float_to_bf16(v);
   }
   return x;
 }
@@ -98,7 +101,8 @@ TEST(FusedElementwiseProgram, RejectsBadPrograms) {
   EXPECT_NE(parse_error("r0 relu i0", 1).find("expected 'r0 = opcode"), std::string::npos);
   EXPECT_NE(parse_error("r0 = relu i0", 0).find("at least one input"), std::string::npos);
   std::string long_prog = "r0 = relu i0";
-  for (size_t k = 1; k <= kEwMaxInstructions; ++k) long_prog += "; r" + std::to_string(k) + " = relu r" + std::to_string(k - 1);
+  for (size_t k = 1; k <= kEwMaxInstructions; ++k)
+    long_prog += "; r" + std::to_string(k) + " = relu r" + std::to_string(k - 1);
   EXPECT_NE(parse_error(long_prog, 1).find("more than 1024 instructions"), std::string::npos);
 }
 
@@ -126,8 +130,9 @@ TEST(FusedElementwiseSchema, InfersBroadcastShapeAndCost) {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float16, {Dim::sym("N"), 1, 8});
   Value* y = b.input("y", DType::Float16, {3, 1});
-  Value* out = b.node_n("FusedElementwise", {x, y}, 1, {attr("program", std::string("r0 = add i0 i1; r1 = relu r0; r2 = mul r1 2"))},
-                        "f", "ai.fusec")[0];
+  Value* out =
+      b.node_n("FusedElementwise", {x, y}, 1,
+               {attr("program", std::string("r0 = add i0 i1; r1 = relu r0; r2 = mul r1 2"))}, "f", "ai.fusec")[0];
   b.output(out);
   auto g = b.build();
   infer_shapes(*g);
@@ -161,13 +166,28 @@ TEST(CpuFusedElementwise, EachOpcodeMatchesItsStandardOp) {
     std::string params;  // extra literal operands
   };
   const std::vector<Case> cases = {
-      {"add", "Add", 2, {}, ""}, {"sub", "Sub", 2, {}, ""}, {"mul", "Mul", 2, {}, ""}, {"div", "Div", 2, {}, ""},
-      {"pow", "Pow", 2, {}, ""}, {"max", "Max", 2, {}, ""}, {"min", "Min", 2, {}, ""},
-      {"neg", "Neg", 1, {}, ""}, {"abs", "Abs", 1, {}, ""}, {"exp", "Exp", 1, {}, ""}, {"log", "Log", 1, {}, ""},
-      {"sqrt", "Sqrt", 1, {}, ""}, {"reciprocal", "Reciprocal", 1, {}, ""}, {"erf", "Erf", 1, {}, ""},
-      {"tanh", "Tanh", 1, {}, ""}, {"sigmoid", "Sigmoid", 1, {}, ""}, {"relu", "Relu", 1, {}, ""},
-      {"softplus", "Softplus", 1, {}, ""}, {"floor", "Floor", 1, {}, ""}, {"ceil", "Ceil", 1, {}, ""},
-      {"hard_swish", "HardSwish", 1, {}, ""}, {"gelu", "Gelu", 1, {}, ""},
+      {"add", "Add", 2, {}, ""},
+      {"sub", "Sub", 2, {}, ""},
+      {"mul", "Mul", 2, {}, ""},
+      {"div", "Div", 2, {}, ""},
+      {"pow", "Pow", 2, {}, ""},
+      {"max", "Max", 2, {}, ""},
+      {"min", "Min", 2, {}, ""},
+      {"neg", "Neg", 1, {}, ""},
+      {"abs", "Abs", 1, {}, ""},
+      {"exp", "Exp", 1, {}, ""},
+      {"log", "Log", 1, {}, ""},
+      {"sqrt", "Sqrt", 1, {}, ""},
+      {"reciprocal", "Reciprocal", 1, {}, ""},
+      {"erf", "Erf", 1, {}, ""},
+      {"tanh", "Tanh", 1, {}, ""},
+      {"sigmoid", "Sigmoid", 1, {}, ""},
+      {"relu", "Relu", 1, {}, ""},
+      {"softplus", "Softplus", 1, {}, ""},
+      {"floor", "Floor", 1, {}, ""},
+      {"ceil", "Ceil", 1, {}, ""},
+      {"hard_swish", "HardSwish", 1, {}, ""},
+      {"gelu", "Gelu", 1, {}, ""},
       {"gelu_tanh", "Gelu", 1, {attr("approximate", std::string("tanh"))}, ""},
       {"leaky_relu", "LeakyRelu", 1, {attr("alpha", 0.1f)}, " 0.100000001"},
       {"hard_sigmoid", "HardSigmoid", 1, {attr("alpha", 0.3f), attr("beta", 0.4f)}, " 0.300000012 0.400000006"},
@@ -178,7 +198,8 @@ TEST(CpuFusedElementwise, EachOpcodeMatchesItsStandardOp) {
     if (c.arity == 2) in.push_back(b);
     GraphBuilder gb(20);
     std::vector<Value*> vs;
-    for (size_t i = 0; i < in.size(); ++i) vs.push_back(gb.input("x" + std::to_string(i), DType::Float32, shape_of(in[i].dims())));
+    for (size_t i = 0; i < in.size(); ++i)
+      vs.push_back(gb.input("x" + std::to_string(i), DType::Float32, shape_of(in[i].dims())));
     gb.output(gb.node(c.op, vs, c.attrs));
     auto g = gb.build();
     Tensor want = run_cpu(*g, in)[0];
@@ -197,7 +218,8 @@ TEST(CpuFusedElementwise, EachOpcodeMatchesItsStandardOp) {
     gb.output(gb.node("Clip", ins));
     auto g = gb.build();
     Tensor want = run_cpu(*g, {a})[0];
-    expect_same(run_fused(bounds ? "r0 = clip i0 -0.5 0.699999988" : "r0 = clip i0 -3.40282347e+38 3.40282347e+38", {a}), want);
+    expect_same(
+        run_fused(bounds ? "r0 = clip i0 -0.5 0.699999988" : "r0 = clip i0 -3.40282347e+38 3.40282347e+38", {a}), want);
   }
 }
 
@@ -220,7 +242,8 @@ TEST(CpuFusedElementwise, BroadcastsLikeTheUnfusedGraph) {
     for (const auto& d : s) in.push_back(random_tensor(DType::Float32, d, seed++));
     GraphBuilder gb(17);
     std::vector<Value*> v;
-    for (size_t i = 0; i < in.size(); ++i) v.push_back(gb.input("x" + std::to_string(i), DType::Float32, shape_of(in[i].dims())));
+    for (size_t i = 0; i < in.size(); ++i)
+      v.push_back(gb.input("x" + std::to_string(i), DType::Float32, shape_of(in[i].dims())));
     Value* r = gb.node("Add", {v[0], v[1]});
     r = gb.node("Mul", {r, v[2]});
     r = gb.node("Sub", {r, v[3]});
@@ -229,7 +252,8 @@ TEST(CpuFusedElementwise, BroadcastsLikeTheUnfusedGraph) {
     gb.output(r);
     auto g = gb.build();
     Tensor want = run_cpu(*g, in)[0];
-    expect_same(run_fused("r0 = add i0 i1; r1 = mul r0 i2; r2 = sub r1 i3; r3 = max r2 0.25; r4 = mul r3 i0", in), want);
+    expect_same(run_fused("r0 = add i0 i1; r1 = mul r0 i2; r2 = sub r1 i3; r3 = max r2 0.25; r4 = mul r3 i0", in),
+                want);
   }
 }
 
@@ -258,7 +282,9 @@ TEST(CpuFusedElementwise, HalfTypesRoundLikeTheUnfusedGraph) {
     gb.output(r);
     auto g = gb.build();
     Tensor want = run_cpu(*g, {x, y})[0];
-    expect_same(run_fused("r0 = mul i0 i1; r1 = add r0 " + format_ew_literal(cf) + "; r2 = tanh r1; r3 = div r2 i0", {x, y}), want);
+    expect_same(
+        run_fused("r0 = mul i0 i1; r1 = add r0 " + format_ew_literal(cf) + "; r2 = tanh r1; r3 = div r2 i0", {x, y}),
+        want);
   }
 }
 

@@ -70,8 +70,8 @@ void check(const Case& c, bool via_default = false) {
   for (GemmIsa isa : runs) {
     std::vector<T> C = C0;
     if (via_default)
-      gemm(c.ta, c.tb, c.M, c.N, c.K, static_cast<T>(c.alpha), A.data(), lda, B.data(), ldb,
-           static_cast<T>(c.beta), C.data(), ldc);
+      gemm(c.ta, c.tb, c.M, c.N, c.K, static_cast<T>(c.alpha), A.data(), lda, B.data(), ldb, static_cast<T>(c.beta),
+           C.data(), ldc);
     else
       gemm_with_isa(isa, c.ta, c.tb, c.M, c.N, c.K, static_cast<T>(c.alpha), A.data(), lda, B.data(), ldb,
                     static_cast<T>(c.beta), C.data(), ldc);
@@ -83,8 +83,8 @@ void check(const Case& c, bool via_default = false) {
           continue;
         }
         ASSERT_NEAR(got, want[i * c.N + j], tol[i * c.N + j])
-            << gemm_isa_name(isa) << " M=" << c.M << " N=" << c.N << " K=" << c.K << " ta=" << c.ta
-            << " tb=" << c.tb << " alpha=" << c.alpha << " beta=" << c.beta << " at (" << i << "," << j << ")";
+            << gemm_isa_name(isa) << " M=" << c.M << " N=" << c.N << " K=" << c.K << " ta=" << c.ta << " tb=" << c.tb
+            << " alpha=" << c.alpha << " beta=" << c.beta << " at (" << i << "," << j << ")";
       }
   }
 }

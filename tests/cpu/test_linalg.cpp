@@ -18,7 +18,8 @@ Tensor run_one(const std::string& op, const std::vector<Tensor>& ins, std::vecto
                int64_t opset = 17) {
   GraphBuilder b(opset);
   std::vector<Value*> vs;
-  for (size_t i = 0; i < ins.size(); ++i) vs.push_back(b.input("x" + std::to_string(i), ins[i].dtype(), shape(ins[i].dims())));
+  for (size_t i = 0; i < ins.size(); ++i)
+    vs.push_back(b.input("x" + std::to_string(i), ins[i].dtype(), shape(ins[i].dims())));
   b.output(b.node(op, vs, std::move(attrs)));
   auto g = b.build();
   return run_cpu(*g, ins)[0];
@@ -82,7 +83,8 @@ Tensor naive_einsum(const std::string& eq, const std::vector<Tensor>& ins) {
     double p = 1;
     for (size_t k = 0; k < terms.size(); ++k) {
       int64_t off = 0;
-      for (size_t d = 0; d < terms[k].size(); ++d) off = off * ins[k].dim(d) + (ins[k].dim(d) == 1 ? 0 : idx[terms[k][d]]);
+      for (size_t d = 0; d < terms[k].size(); ++d)
+        off = off * ins[k].dim(d) + (ins[k].dim(d) == 1 ? 0 : idx[terms[k][d]]);
       p *= ins[k].data<float>()[off];
     }
     int64_t o = 0;
@@ -145,14 +147,15 @@ TEST(CpuMatMul, IntegersAndDouble) {
 
 TEST(CpuMatMul, MismatchedInnerDimIsAnError) {
   EXPECT_THROW(run_one("MatMul", {floats({1, 2, 3, 4, 5, 6}, {2, 3}), floats({1, 2, 3, 4}, {2, 2})}), Error);
-  EXPECT_THROW(run_one("MatMul", {floats({1, 2, 3, 4}, {2, 1, 2}), floats({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 2, 2})}),
-               Error);
+  EXPECT_THROW(
+      run_one("MatMul", {floats({1, 2, 3, 4}, {2, 1, 2}), floats({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {3, 2, 2})}),
+      Error);
 }
 
 TEST(CpuGemm, AttributesAndBiasBroadcast) {
   // A^T (2x3 stored 3x2), B^T (3x2 stored 2x3), alpha 2, beta 0.5, C a row vector.
-  Tensor a = floats({1, 4, 2, 5, 3, 6}, {3, 2});       // A = [[1,2,3],[4,5,6]]
-  Tensor b = floats({1, 0, 1, 0, 1, 1}, {2, 3});       // B = [[1,0],[0,1],[1,1]]
+  Tensor a = floats({1, 4, 2, 5, 3, 6}, {3, 2});  // A = [[1,2,3],[4,5,6]]
+  Tensor b = floats({1, 0, 1, 0, 1, 1}, {2, 3});  // B = [[1,0],[0,1],[1,1]]
   Tensor c = floats({10, 20}, {2});
   auto y = run_one("Gemm", {a, b, c},
                    {attr("transA", int64_t{1}), attr("transB", int64_t{1}), attr("alpha", 2.0f), attr("beta", 0.5f)});
@@ -183,14 +186,14 @@ TEST(CpuGemm, IncompatibleBiasIsAnError) {
 
 TEST(CpuEinsum, MatrixProductsAndTransposes) {
   Tensor a = uniform_floats({3, 4}, 20), b = uniform_floats({4, 5}, 21);
-  expect_close(run_one("Einsum", {a, b}, {attr("equation", std::string("ij,jk->ik"))}), naive_einsum("ij,jk->ik", {a, b}),
-               1e-5, 1e-5);
+  expect_close(run_one("Einsum", {a, b}, {attr("equation", std::string("ij,jk->ik"))}),
+               naive_einsum("ij,jk->ik", {a, b}), 1e-5, 1e-5);
   // Implicit output: labels seen once, in alphabetical order.
   expect_close(run_one("Einsum", {a, b}, {attr("equation", std::string("ij,jk"))}), naive_einsum("ij,jk->ik", {a, b}),
                1e-5, 1e-5);
   expect_close(run_one("Einsum", {a}, {attr("equation", std::string("ij->ji"))}), naive_einsum("ij->ji", {a}));
-  expect_close(run_one("Einsum", {a, b}, {attr("equation", std::string("ij,jk->ki"))}), naive_einsum("ij,jk->ki", {a, b}),
-               1e-5, 1e-5);
+  expect_close(run_one("Einsum", {a, b}, {attr("equation", std::string("ij,jk->ki"))}),
+               naive_einsum("ij,jk->ki", {a, b}), 1e-5, 1e-5);
   Tensor x = uniform_floats({2, 3, 4}, 22), y = uniform_floats({2, 5, 4}, 23), z = uniform_floats({5, 3}, 24);
   for (const char* eq : {"bij,bkj->bik", "bij,bkj->kib", "bij,bkj->ik", "bij,bkj->b"}) {
     SCOPED_TRACE(eq);
@@ -205,10 +208,12 @@ TEST(CpuEinsum, DiagonalsSumsAndOuterProducts) {
   expect_close(run_one("Einsum", {m}, {attr("equation", std::string("ii->i"))}), floats({1, 5, 9}, {3}));
   expect_close(run_one("Einsum", {m}, {attr("equation", std::string("ii"))}), floats({15}, {}));
   expect_close(run_one("Einsum", {m}, {attr("equation", std::string("ij->"))}), floats({45}, {}));
-  expect_close(run_one("Einsum", {floats({1, 2}, {2}), floats({3, 4, 5}, {3})}, {attr("equation", std::string("i,j->ij"))}),
-               floats({3, 4, 5, 6, 8, 10}, {2, 3}));
-  expect_close(run_one("Einsum", {floats({1, 2, 3}, {3}), floats({4, 5, 6}, {3})}, {attr("equation", std::string("i,i"))}),
-               floats({32}, {}));
+  expect_close(
+      run_one("Einsum", {floats({1, 2}, {2}), floats({3, 4, 5}, {3})}, {attr("equation", std::string("i,j->ij"))}),
+      floats({3, 4, 5, 6, 8, 10}, {2, 3}));
+  expect_close(
+      run_one("Einsum", {floats({1, 2, 3}, {3}), floats({4, 5, 6}, {3})}, {attr("equation", std::string("i,i"))}),
+      floats({32}, {}));
   // A label summed on one side only, and a diagonal inside a product.
   Tensor a = uniform_floats({3, 4}, 30), b = uniform_floats({3, 3, 2}, 31);
   expect_close(run_one("Einsum", {a, b}, {attr("equation", std::string("ij,iik->k"))}),
@@ -234,10 +239,10 @@ TEST(CpuEinsum, Integers) {
 
 TEST(CpuEinsum, BadEquationsAreErrors) {
   Tensor a = floats({1, 2, 3, 4}, {2, 2});
-  EXPECT_THROW(run_one("Einsum", {a}, {attr("equation", std::string("ijk->i"))}), Error);   // rank mismatch
+  EXPECT_THROW(run_one("Einsum", {a}, {attr("equation", std::string("ijk->i"))}), Error);     // rank mismatch
   EXPECT_THROW(run_one("Einsum", {a}, {attr("equation", std::string("ij,jk->ik"))}), Error);  // operand count
-  EXPECT_THROW(run_one("Einsum", {a}, {attr("equation", std::string("ij->iz"))}), Error);   // unknown output label
-  EXPECT_THROW(run_one("Einsum", {a}, {attr("equation", std::string("i1->i"))}), Error);    // bad character
+  EXPECT_THROW(run_one("Einsum", {a}, {attr("equation", std::string("ij->iz"))}), Error);     // unknown output label
+  EXPECT_THROW(run_one("Einsum", {a}, {attr("equation", std::string("i1->i"))}), Error);      // bad character
   EXPECT_THROW(run_one("Einsum", {a, floats({1, 2, 3}, {3})}, {attr("equation", std::string("ij,j->i"))}), Error);
 }
 

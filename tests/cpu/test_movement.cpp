@@ -27,8 +27,10 @@ std::unique_ptr<Graph> one_node(const std::string& op, const std::vector<In>& in
   std::vector<Value*> vals;
   for (size_t i = 0; i < ins.size(); ++i) {
     const std::string name = "in" + std::to_string(i);
-    if (!ins[i].t.defined()) vals.push_back(nullptr);
-    else if (ins[i].constant) vals.push_back(b.initializer(name, ins[i].t));
+    if (!ins[i].t.defined())
+      vals.push_back(nullptr);
+    else if (ins[i].constant)
+      vals.push_back(b.initializer(name, ins[i].t));
     else {
       vals.push_back(b.input(name, ins[i].t.dtype(), shape_of(ins[i].t.dims())));
       if (feeds) feeds->push_back(ins[i].t);
@@ -99,8 +101,8 @@ TEST(CpuTranspose, DefaultPermReversesAxes) {
 TEST(CpuTranspose, MatchesNaiveOnEveryPath) {
   // 2-D tiles, NCHW->NHWC (one axis moved), a batched inner transpose, odd sizes, a rank-5 mix.
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> cases = {
-      {{70, 91}, {1, 0}},         {{2, 5, 9, 13}, {0, 2, 3, 1}}, {{3, 40, 33}, {0, 2, 1}},
-      {{4, 3, 2}, {2, 0, 1}},     {{2, 3, 1, 4, 5}, {4, 1, 3, 0, 2}}, {{1, 64, 1, 50}, {3, 2, 1, 0}}};
+      {{70, 91}, {1, 0}},     {{2, 5, 9, 13}, {0, 2, 3, 1}},      {{3, 40, 33}, {0, 2, 1}},
+      {{4, 3, 2}, {2, 0, 1}}, {{2, 3, 1, 4, 5}, {4, 1, 3, 0, 2}}, {{1, 64, 1, 50}, {3, 2, 1, 0}}};
   for (const auto& [dims, perm] : cases) {
     Tensor x = iota(dims);
     auto out = run_op("Transpose", {{x}}, {attr("perm", perm)});
@@ -155,47 +157,52 @@ TEST(CpuSplit, IndivisibleEqualSplitIsAnError) {
 
 TEST(CpuSlice, NegativeStepWithClampedEnds) {
   // starts -1 -> 9; ends INT64_MIN clamps to -1 (one before the first element) for negative steps.
-  auto out = run_op("Slice", {{iota({10})}, {int64s({-1}, {1})}, {int64s({INT64_MIN}, {1})}, absent(),
-                              {int64s({-3}, {1})}});
+  auto out =
+      run_op("Slice", {{iota({10})}, {int64s({-1}, {1})}, {int64s({INT64_MIN}, {1})}, absent(), {int64s({-3}, {1})}});
   expect_close(out[0], floats({9, 6, 3, 0}, {4}));
 }
 
 TEST(CpuSlice, OutOfRangeStartsGiveEmptyAndEndsClamp) {
   auto a = run_op("Slice", {{iota({2, 4})}, {int64s({5}, {1})}, {int64s({10}, {1})}, {int64s({1}, {1})}});
   EXPECT_EQ(a[0].dims(), (std::vector<int64_t>{2, 0}));
-  auto b = run_op("Slice", {{iota({2, 4})}, {int64s({1}, {1})}, {int64s({1000}, {1})}, {int64s({-1}, {1})},
-                            {int64s({2}, {1})}});
+  auto b = run_op("Slice",
+                  {{iota({2, 4})}, {int64s({1}, {1})}, {int64s({1000}, {1})}, {int64s({-1}, {1})}, {int64s({2}, {1})}});
   expect_close(b[0], floats({1, 3, 5, 7}, {2, 2}));
 }
 
 TEST(CpuSlice, EmptyDimWithNegativeStep) {
-  auto out = run_op("Slice", {{iota({0, 3})}, {int64s({-1}, {1})}, {int64s({INT64_MIN}, {1})}, {int64s({0}, {1})},
-                              {int64s({-1}, {1})}});
+  auto out = run_op(
+      "Slice",
+      {{iota({0, 3})}, {int64s({-1}, {1})}, {int64s({INT64_MIN}, {1})}, {int64s({0}, {1})}, {int64s({-1}, {1})}});
   EXPECT_EQ(out[0].dims(), (std::vector<int64_t>{0, 3}));
 }
 
 TEST(CpuSlice, Int32OperandsAndTwoAxes) {
-  auto out = run_op("Slice", {{iota({3, 4})}, {int32s({1, 3}, {2})}, {int32s({3, 0}, {2})}, {int32s({0, 1}, {2})},
-                              {int32s({1, -2}, {2})}});
+  auto out = run_op(
+      "Slice",
+      {{iota({3, 4})}, {int32s({1, 3}, {2})}, {int32s({3, 0}, {2})}, {int32s({0, 1}, {2})}, {int32s({1, -2}, {2})}});
   expect_close(out[0], floats({7, 5, 11, 9}, {2, 2}));
 }
 
 TEST(CpuSlice, Opset1Attributes) {
   auto out = run_op("Slice", {{iota({3, 4})}},
                     {attr("starts", std::vector<int64_t>{1}), attr("ends", std::vector<int64_t>{INT64_MAX}),
-                     attr("axes", std::vector<int64_t>{0})}, 1, 9);
+                     attr("axes", std::vector<int64_t>{0})},
+                    1, 9);
   expect_close(out[0], iota({2, 4}, 4));
 }
 
 TEST(CpuSlice, ZeroStepAndRepeatedAxisAreErrors) {
-  EXPECT_THROW(run_op("Slice", {{iota({4})}, {int64s({0}, {1})}, {int64s({4}, {1})}, absent(), {int64s({0}, {1})}}), Error);
+  EXPECT_THROW(run_op("Slice", {{iota({4})}, {int64s({0}, {1})}, {int64s({4}, {1})}, absent(), {int64s({0}, {1})}}),
+               Error);
   EXPECT_THROW(run_op("Slice", {{iota({4})}, {int64s({0, 0}, {2})}, {int64s({4, 4}, {2})}, {int64s({0, -1}, {2})}}),
                Error);
 }
 
 TEST(CpuSlice, UnknownStartsGivePartialShapeAtImport) {
-  auto g = one_node("Slice", {{iota({3, 4})}, {int64s({1}, {1})}, constant(int64s({3}, {1})), constant(int64s({1}, {1}))},
-                    {}, 1, 17, nullptr);
+  auto g =
+      one_node("Slice", {{iota({3, 4})}, {int64s({1}, {1})}, constant(int64s({3}, {1})), constant(int64s({1}, {1}))},
+               {}, 1, 17, nullptr);
   infer_shapes(*g);
   const Shape& s = output_shape(*g);
   ASSERT_EQ(s.size(), 2u);
@@ -247,8 +254,9 @@ TEST(CpuScatterElements, AddAccumulatesDuplicates) {
 }
 
 TEST(CpuScatterElements, NoneMaxAndNegativeIndices) {
-  auto none = run_op("ScatterElements", {{iota({3, 3})}, {int64s({1, 0, -1, 0, 2, 1}, {2, 3})},
-                                         {floats({10, 11, 12, 20, 21, 22}, {2, 3})}});
+  auto none =
+      run_op("ScatterElements",
+             {{iota({3, 3})}, {int64s({1, 0, -1, 0, 2, 1}, {2, 3})}, {floats({10, 11, 12, 20, 21, 22}, {2, 3})}});
   expect_close(none[0], floats({20, 11, 2, 10, 4, 22, 6, 21, 12}, {3, 3}));
   auto mx = run_op("ScatterElements", {{floats({1, 5, 3}, {3})}, {int64s({0, 1, 1}, {3})}, {floats({4, 2, 7}, {3})}},
                    {attr("reduction", std::string("max"))}, 1, 18);
@@ -315,13 +323,15 @@ TEST(CpuPad, ReflectEdgeWrap) {
 }
 
 TEST(CpuPad, AxesInputAndIntegerData) {
-  auto out = run_op("Pad", {{int64s({1, 2, 3, 4}, {2, 2})}, {int64s({1, 1}, {2})}, {int64s({7}, {1})},
-                            {int64s({-1}, {1})}}, {}, 1, 18);
+  auto out =
+      run_op("Pad", {{int64s({1, 2, 3, 4}, {2, 2})}, {int64s({1, 1}, {2})}, {int64s({7}, {1})}, {int64s({-1}, {1})}},
+             {}, 1, 18);
   expect_close(out[0], int64s({7, 1, 2, 7, 7, 3, 4, 7}, {2, 4}));
 }
 
 TEST(CpuPad, Opset2Attributes) {
-  auto out = run_op("Pad", {{iota({1, 2})}}, {attr("pads", std::vector<int64_t>{0, 1, 0, 1}), attr("value", 5.0f)}, 1, 2);
+  auto out =
+      run_op("Pad", {{iota({1, 2})}}, {attr("pads", std::vector<int64_t>{0, 1, 0, 1}), attr("value", 5.0f)}, 1, 2);
   expect_close(out[0], floats({5, 0, 1, 5}, {1, 4}));
 }
 
@@ -344,13 +354,15 @@ Tensor d2s_input() {
 
 TEST(CpuDepthToSpace, DcrAndCrdMatchTheSpec) {
   auto dcr = run_op("DepthToSpace", {{d2s_input()}}, {attr("blocksize", int64_t{2})});
-  expect_close(dcr[0], floats({0, 18, 1, 19, 2, 20, 36, 54, 37, 55, 38, 56, 3, 21, 4, 22, 5, 23, 39, 57, 40, 58, 41, 59,
-                               9, 27, 10, 28, 11, 29, 45, 63, 46, 64, 47, 65, 12, 30, 13, 31, 14, 32, 48, 66, 49, 67, 50, 68},
-                              {1, 2, 4, 6}));
+  expect_close(dcr[0],
+               floats({0, 18, 1,  19, 2,  20, 36, 54, 37, 55, 38, 56, 3,  21, 4,  22, 5,  23, 39, 57, 40, 58, 41, 59,
+                       9, 27, 10, 28, 11, 29, 45, 63, 46, 64, 47, 65, 12, 30, 13, 31, 14, 32, 48, 66, 49, 67, 50, 68},
+                      {1, 2, 4, 6}));
   auto crd = run_op("DepthToSpace", {{d2s_input()}}, {attr("blocksize", int64_t{2}), attr("mode", std::string("CRD"))});
-  expect_close(crd[0], floats({0, 9, 1, 10, 2, 11, 18, 27, 19, 28, 20, 29, 3, 12, 4, 13, 5, 14, 21, 30, 22, 31, 23, 32,
-                               36, 45, 37, 46, 38, 47, 54, 63, 55, 64, 56, 65, 39, 48, 40, 49, 41, 50, 57, 66, 58, 67, 59, 68},
-                              {1, 2, 4, 6}));
+  expect_close(crd[0],
+               floats({0,  9,  1,  10, 2,  11, 18, 27, 19, 28, 20, 29, 3,  12, 4,  13, 5,  14, 21, 30, 22, 31, 23, 32,
+                       36, 45, 37, 46, 38, 47, 54, 63, 55, 64, 56, 65, 39, 48, 40, 49, 41, 50, 57, 66, 58, 67, 59, 68},
+                      {1, 2, 4, 6}));
   EXPECT_THROW(run_op("DepthToSpace", {{iota({1, 6, 2, 2})}}, {attr("blocksize", int64_t{2})}), Error);
 }
 

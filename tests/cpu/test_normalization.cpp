@@ -26,8 +26,8 @@ std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& ins
 TEST(CpuBatchNorm, InferenceByHand) {
   // C=2: channel 0 mean 1 var 4 scale 2 bias 0.5; channel 1 mean 0 var 0 (eps 1) scale 1 bias -1.
   const Tensor x = floats({1, 3, 5, 0, 2, -2}, {1, 2, 3});
-  auto y = run_op("BatchNormalization", {x, floats({2, 1}, {2}), floats({0.5f, -1}, {2}), floats({1, 0}, {2}),
-                                         floats({4 - 1e-5f, 0}, {2})},
+  auto y = run_op("BatchNormalization",
+                  {x, floats({2, 1}, {2}), floats({0.5f, -1}, {2}), floats({1, 0}, {2}), floats({4 - 1e-5f, 0}, {2})},
                   {attr("epsilon", 1.0f)}, 1, 15);
   const float s0 = 2 / std::sqrt(4.f + 1 - 1e-5f);
   expect_close(y[0], floats({0.5f, 2 * s0 + 0.5f, 4 * s0 + 0.5f, -1, 1, -3}, {1, 2, 3}), 1e-5, 1e-5);
@@ -35,8 +35,8 @@ TEST(CpuBatchNorm, InferenceByHand) {
 
 TEST(CpuBatchNorm, TrainingModeUpdatesRunningStats) {
   // One channel, values {0, 2}: batch mean 1, var 1.
-  auto out = run_op("BatchNormalization", {floats({0, 2}, {2, 1}), floats({1}, {1}), floats({0}, {1}),
-                                           floats({5}, {1}), floats({3}, {1})},
+  auto out = run_op("BatchNormalization",
+                    {floats({0, 2}, {2, 1}), floats({1}, {1}), floats({0}, {1}), floats({5}, {1}), floats({3}, {1})},
                     {attr("epsilon", 0.0f), attr("momentum", 0.75f), attr("training_mode", int64_t{1})}, 3, 15);
   expect_close(out[0], floats({-1, 1}, {2, 1}));
   expect_close(out[1], floats({5 * 0.75f + 0.25f}, {1}));
@@ -68,7 +68,8 @@ TEST(CpuLayerNorm, LastAxisWithStatistics) {
 
 TEST(CpuLayerNorm, AxisOneNormalizesTrailingDims) {
   const Tensor x = floats({0, 2, 0, 2, 5, 5, 7, 7}, {2, 2, 2});
-  auto out = run_op("LayerNormalization", {x, floats({1, 1, 1, 1}, {2, 2})}, {attr("axis", int64_t{1}), attr("epsilon", 0.0f)});
+  auto out = run_op("LayerNormalization", {x, floats({1, 1, 1, 1}, {2, 2})},
+                    {attr("axis", int64_t{1}), attr("epsilon", 0.0f)});
   expect_close(out[0], floats({-1, 1, -1, 1, -1, -1, 1, 1}, {2, 2, 2}));
 }
 

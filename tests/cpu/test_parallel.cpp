@@ -28,9 +28,10 @@ TEST(CpuParallel, EveryChunkRunsOnceAndHasFinishedOnReturn) {
 }
 
 TEST(CpuParallel, AChunksExceptionReachesTheCallerAndThePoolGoesOn) {
-  EXPECT_THROW(parallel_for(64, 1, [](int64_t b, int64_t) {
-                 if (b == 0) throw std::runtime_error("chunk 0");
-               }),
+  EXPECT_THROW(parallel_for(64, 1,
+                            [](int64_t b, int64_t) {
+                              if (b == 0) throw std::runtime_error("chunk 0");
+                            }),
                std::runtime_error);
   std::atomic<int64_t> sum{0};
   parallel_for(1000, 1, [&](int64_t b, int64_t e) {

@@ -36,7 +36,8 @@ TEST(CpuMaxPool, StridesPadsAndIndices) {
   expect_close(out[1], int64s({5, 7, 13, 15}, {1, 1, 2, 2}));
   // Column-major indices over the spatial dims: (h, w) -> h + w·H.
   out = run_pool("MaxPool", grid4(),
-                 {attr("kernel_shape", ints({2, 2})), attr("strides", ints({2, 2})), attr("storage_order", int64_t{1})}, 2);
+                 {attr("kernel_shape", ints({2, 2})), attr("strides", ints({2, 2})), attr("storage_order", int64_t{1})},
+                 2);
   expect_close(out[1], int64s({5, 13, 7, 15}, {1, 1, 2, 2}));
   // Padding is never the maximum, even for negative inputs.
   Tensor neg = floats({-1, -2, -3, -4}, {1, 1, 2, 2});
@@ -46,7 +47,9 @@ TEST(CpuMaxPool, StridesPadsAndIndices) {
 
 TEST(CpuMaxPool, CeilModeAndDilation) {
   // 4x4, kernel 3, stride 2: floor gives 1x1, ceil 2x2 (the last windows are clipped).
-  auto out = run_pool("MaxPool", grid4(), {attr("kernel_shape", ints({3, 3})), attr("strides", ints({2, 2})), attr("ceil_mode", int64_t{1})});
+  auto out =
+      run_pool("MaxPool", grid4(),
+               {attr("kernel_shape", ints({3, 3})), attr("strides", ints({2, 2})), attr("ceil_mode", int64_t{1})});
   expect_close(out[0], floats({11, 12, 15, 16}, {1, 1, 2, 2}));
   // Dilation 2 with a 2x2 kernel reads (0,0),(0,2),(2,0),(2,2) relative to each start.
   out = run_pool("MaxPool", grid4(), {attr("kernel_shape", ints({2, 2})), attr("dilations", ints({2, 2}))});
@@ -54,19 +57,22 @@ TEST(CpuMaxPool, CeilModeAndDilation) {
   // ceil_mode never starts a window in the end padding: 4 wide, kernel 2, stride 2, end pad 1
   // -> windows start at 0 and 2, not 4.
   Tensor x = floats({1, 2, 3, 4}, {1, 1, 4});
-  out = run_pool("MaxPool", x, {attr("kernel_shape", ints({2})), attr("strides", ints({2})), attr("pads", ints({0, 1})),
-                                attr("ceil_mode", int64_t{1})});
+  out = run_pool("MaxPool", x,
+                 {attr("kernel_shape", ints({2})), attr("strides", ints({2})), attr("pads", ints({0, 1})),
+                  attr("ceil_mode", int64_t{1})});
   expect_close(out[0], floats({2, 4}, {1, 1, 2}));
   // ... but a window that starts inside the input and runs into the padding is kept.
   x = floats({1, 2, 3, 4, 5}, {1, 1, 5});
-  out = run_pool("MaxPool", x, {attr("kernel_shape", ints({2})), attr("strides", ints({2})), attr("ceil_mode", int64_t{1})});
+  out = run_pool("MaxPool", x,
+                 {attr("kernel_shape", ints({2})), attr("strides", ints({2})), attr("ceil_mode", int64_t{1})});
   expect_close(out[0], floats({2, 4, 5}, {1, 1, 3}));
 }
 
 TEST(CpuMaxPool, Int8AndSameUpper3D) {
   Tensor x(DType::Int8, {1, 1, 2, 2, 2});
   for (int i = 0; i < 8; ++i) x.data<int8_t>()[i] = static_cast<int8_t>(i * (i % 2 ? -1 : 1));  // 0,-1,2,-3,4,-5,6,-7
-  auto out = run_pool("MaxPool", x, {attr("kernel_shape", ints({2, 2, 2})), attr("auto_pad", std::string("SAME_UPPER"))});
+  auto out =
+      run_pool("MaxPool", x, {attr("kernel_shape", ints({2, 2, 2})), attr("auto_pad", std::string("SAME_UPPER"))});
   Tensor want(DType::Int8, {1, 1, 2, 2, 2});
   const int8_t w[8] = {6, -1, 6, -3, 6, -5, 6, -7};
   for (int i = 0; i < 8; ++i) want.data<int8_t>()[i] = w[i];
@@ -78,14 +84,16 @@ TEST(CpuAveragePool, CountIncludePad) {
   // Kernel 2, pad 1: corner windows hold one input value.
   auto out = run_pool("AveragePool", x, {attr("kernel_shape", ints({2, 2})), attr("pads", ints({1, 1, 1, 1}))});
   expect_close(out[0], floats({1, 1.5, 2, 2, 2.5, 3, 3, 3.5, 4}, {1, 1, 3, 3}));
-  out = run_pool("AveragePool", x,
-                 {attr("kernel_shape", ints({2, 2})), attr("pads", ints({1, 1, 1, 1})), attr("count_include_pad", int64_t{1})});
+  out = run_pool(
+      "AveragePool", x,
+      {attr("kernel_shape", ints({2, 2})), attr("pads", ints({1, 1, 1, 1})), attr("count_include_pad", int64_t{1})});
   expect_close(out[0], floats({0.25, 0.75, 0.5, 1, 2.5, 1.5, 0.75, 1.75, 1}, {1, 1, 3, 3}));
 }
 
 TEST(CpuAveragePool, CeilModeDividesByTheClippedWindow) {
-  auto out = run_pool("AveragePool", grid4(),
-                      {attr("kernel_shape", ints({3, 3})), attr("strides", ints({2, 2})), attr("ceil_mode", int64_t{1})});
+  auto out =
+      run_pool("AveragePool", grid4(),
+               {attr("kernel_shape", ints({3, 3})), attr("strides", ints({2, 2})), attr("ceil_mode", int64_t{1})});
   // Windows: rows 0-2/cols 0-2 (mean 6), cols 2-3 (mean 7.5), rows 2-3 (mean 12), both (mean 13.5).
   expect_close(out[0], floats({6, 7.5, 12, 13.5}, {1, 1, 2, 2}));
 }
@@ -106,10 +114,12 @@ TEST(CpuGlobalPool, AverageMaxLp) {
 }
 
 TEST(CpuPool, BadAttributesAreErrors) {
-  EXPECT_THROW(run_pool("MaxPool", grid4(), {attr("kernel_shape", ints({2}))}), Error);                 // rank
-  EXPECT_THROW(run_pool("MaxPool", grid4(), {attr("kernel_shape", ints({5, 5}))}), Error);              // window
-  EXPECT_THROW(run_pool("AveragePool", grid4(), {attr("kernel_shape", ints({2, 2})), attr("strides", ints({0, 1}))}), Error);
-  EXPECT_THROW(run_pool("MaxPool", grid4(), {}), Error);                                                // kernel_shape
+  EXPECT_THROW(run_pool("MaxPool", grid4(), {attr("kernel_shape", ints({2}))}), Error);     // rank
+  EXPECT_THROW(run_pool("MaxPool", grid4(), {attr("kernel_shape", ints({5, 5}))}), Error);  // window
+  EXPECT_THROW(run_pool("AveragePool", grid4(), {attr("kernel_shape", ints({2, 2})), attr("strides", ints({0, 1}))}),
+               Error);
+  EXPECT_THROW(run_pool("MaxPool", grid4(), {}), Error);  // kernel_shape
   // dilations do not exist before AveragePool 19.
-  EXPECT_THROW(run_pool("AveragePool", grid4(), {attr("kernel_shape", ints({2, 2})), attr("dilations", ints({1, 1}))}), Error);
+  EXPECT_THROW(run_pool("AveragePool", grid4(), {attr("kernel_shape", ints({2, 2})), attr("dilations", ints({1, 1}))}),
+               Error);
 }

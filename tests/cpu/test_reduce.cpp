@@ -63,8 +63,8 @@ TEST(CpuReduce, EachOpByHand) {
   expect_close(r("ReduceL1"), floats({3, 7}, {2}));
   expect_close(r("ReduceL2"), floats({std::sqrt(5.f), 5}, {2}));
   expect_close(r("ReduceSumSquare"), floats({5, 25}, {2}));
-  expect_close(r("ReduceLogSumExp"), floats({std::log(std::exp(1.f) + std::exp(-2.f)),
-                                             std::log(std::exp(3.f) + std::exp(-4.f))}, {2}));
+  expect_close(r("ReduceLogSumExp"),
+               floats({std::log(std::exp(1.f) + std::exp(-2.f)), std::log(std::exp(3.f) + std::exp(-4.f))}, {2}));
   const Tensor pos = floats({1, 2, 3, 4}, {2, 2});
   expect_close(reduce("ReduceLogSum", pos, {attr("keepdims", int64_t{0})}, 18, &axes),
                floats({std::log(3.f), std::log(7.f)}, {2}));
@@ -87,7 +87,8 @@ TEST(CpuReduce, MiddleAndSplitAxes) {
   expect_close(reduce("ReduceSum", x, {attr("axes", std::vector<int64_t>{1}), attr("keepdims", int64_t{0})}, 11),
                floats({30, 33, 330, 333}, {2, 2}));
   // Outer and inner axes: two reduced blocks around a kept one.
-  expect_close(reduce("ReduceMax", x, {attr("axes", std::vector<int64_t>{0, 2})}, 13), floats({101, 111, 121}, {1, 3, 1}));
+  expect_close(reduce("ReduceMax", x, {attr("axes", std::vector<int64_t>{0, 2})}, 13),
+               floats({101, 111, 121}, {1, 3, 1}));
 }
 
 TEST(CpuReduce, IntegerTypes) {
@@ -118,9 +119,10 @@ TEST(CpuReduce, BadAxesAreErrors) {
 TEST(CpuArgMax, AxisKeepdimsAndLastIndex) {
   const Tensor x = floats({2, 5, 5, 1, 9, 9}, {2, 3});
   expect_close(reduce("ArgMax", x, {attr("axis", int64_t{1})}, 13), int64s({1, 1}, {2, 1}));
-  expect_close(reduce("ArgMax", x, {attr("axis", int64_t{-1}), attr("keepdims", int64_t{0}),
-                                    attr("select_last_index", int64_t{1})}, 13),
-               int64s({2, 2}, {2}));
+  expect_close(
+      reduce("ArgMax", x,
+             {attr("axis", int64_t{-1}), attr("keepdims", int64_t{0}), attr("select_last_index", int64_t{1})}, 13),
+      int64s({2, 2}, {2}));
   expect_close(reduce("ArgMax", x, {attr("keepdims", int64_t{0})}, 13), int64s({0, 1, 1}, {3}));
 }
 

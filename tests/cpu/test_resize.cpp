@@ -23,8 +23,10 @@ std::unique_ptr<Graph> one_node(const std::string& op, const std::vector<In>& in
   std::vector<Value*> vals;
   for (size_t i = 0; i < ins.size(); ++i) {
     const std::string name = "in" + std::to_string(i);
-    if (!ins[i].t.defined()) vals.push_back(nullptr);
-    else if (ins[i].constant) vals.push_back(b.initializer(name, ins[i].t));
+    if (!ins[i].t.defined())
+      vals.push_back(nullptr);
+    else if (ins[i].constant)
+      vals.push_back(b.initializer(name, ins[i].t));
     else {
       vals.push_back(b.input(name, ins[i].t.dtype(), shape_of(ins[i].t.dims())));
       if (feeds) feeds->push_back(ins[i].t);
@@ -57,13 +59,16 @@ NamedAttribute ctm(const std::string& m) { return attr("coordinate_transformatio
 }  // namespace
 
 TEST(CpuResize, NearestUpsampleAsymmetric) {
-  Tensor y = resize({{image2x2()}, absent(), {scales({1, 1, 2, 3})}}, {ctm("asymmetric"), attr("nearest_mode", std::string("floor"))});
+  Tensor y = resize({{image2x2()}, absent(), {scales({1, 1, 2, 3})}},
+                    {ctm("asymmetric"), attr("nearest_mode", std::string("floor"))});
   expect_close(y, floats({1, 1, 1, 2, 2, 2, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 3, 3, 3, 4, 4, 4}, {1, 1, 4, 6}));
 }
 
 TEST(CpuResize, NearestWorksOnIntegers) {
   Tensor x(DType::Int8, {1, 3});
-  x.data<int8_t>()[0] = -5; x.data<int8_t>()[1] = 7; x.data<int8_t>()[2] = 100;
+  x.data<int8_t>()[0] = -5;
+  x.data<int8_t>()[1] = 7;
+  x.data<int8_t>()[2] = 100;
   Tensor y = resize({{x}, absent(), {scales({1, 0.5f})}}, {});
   ASSERT_EQ(y.dims(), (std::vector<int64_t>{1, 1}));
   EXPECT_EQ(y.data<int8_t>()[0], -5);  // half_pixel: (0 + 0.5) / 0.5 - 0.5 = 0.5, round_prefer_floor -> 0
@@ -92,7 +97,8 @@ TEST(CpuResize, CubicDownsample) {
 }
 
 TEST(CpuResize, AntialiasLinearDownsample) {
-  Tensor y = resize({{image4x4()}, absent(), {scales({1, 1, 0.5f, 0.5f})}}, {mode("linear"), attr("antialias", int64_t{1})}, 18);
+  Tensor y = resize({{image4x4()}, absent(), {scales({1, 1, 0.5f, 0.5f})}},
+                    {mode("linear"), attr("antialias", int64_t{1})}, 18);
   expect_close(y, floats({4.125f, 5.875f, 11.125f, 12.875f}, {1, 1, 2, 2}));
 }
 
@@ -104,15 +110,17 @@ TEST(CpuResize, TfCropAndResizeExtrapolates) {
 }
 
 TEST(CpuResize, HalfPixelSymmetricOnOneAxis) {
-  Tensor y = resize({{image4x4()}, absent(), {scales({1, 1, 1, 0.75f})}}, {mode("linear"), ctm("half_pixel_symmetric")}, 19);
+  Tensor y =
+      resize({{image4x4()}, absent(), {scales({1, 1, 1, 0.75f})}}, {mode("linear"), ctm("half_pixel_symmetric")}, 19);
   expect_close(y, floats({1.1666666f, 2.5f, 3.8333333f, 5.1666665f, 6.5f, 7.8333335f, 9.166667f, 10.5f, 11.833333f,
                           13.166667f, 14.5f, 15.833333f},
                          {1, 1, 4, 3}));
 }
 
 TEST(CpuResize, SizesWithAxesAndKeepAspectRatio) {
-  Tensor y = resize({{image2x2()}, absent(), absent(), {int64s({7, 8}, {2})}},
-                    {attr("axes", std::vector<int64_t>{2, 3}), attr("keep_aspect_ratio_policy", std::string("not_larger"))}, 19);
+  Tensor y = resize(
+      {{image2x2()}, absent(), absent(), {int64s({7, 8}, {2})}},
+      {attr("axes", std::vector<int64_t>{2, 3}), attr("keep_aspect_ratio_policy", std::string("not_larger"))}, 19);
   EXPECT_EQ(y.dims(), (std::vector<int64_t>{1, 1, 7, 7}));
 }
 

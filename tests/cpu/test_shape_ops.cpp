@@ -117,7 +117,10 @@ TEST(CpuReshape, BadShapesAreErrors) {
 // ---- Flatten ----
 
 TEST(CpuFlatten, AxesIncludingNegativeAndZero) {
-  struct Case { int64_t axis; std::vector<int64_t> want; };
+  struct Case {
+    int64_t axis;
+    std::vector<int64_t> want;
+  };
   for (const Case& c : {Case{1, {2, 12}}, Case{0, {1, 24}}, Case{3, {24, 1}}, Case{-1, {6, 4}}}) {
     GraphBuilder b;
     Value* x = b.input("x", DType::Float32, {2, 3, 4});
@@ -211,7 +214,11 @@ TEST(CpuUnsqueeze, AttributeFormAndRepeatedAxisError) {
 // ---- Shape / Size / Identity ----
 
 TEST(CpuShape, StartEndClampAndNegative) {
-  struct Case { int64_t start; std::optional<int64_t> end; std::vector<int64_t> want; };
+  struct Case {
+    int64_t start;
+    std::optional<int64_t> end;
+    std::vector<int64_t> want;
+  };
   for (const Case& c : {Case{0, std::nullopt, {2, 3, 4}}, Case{-1, std::nullopt, {4}}, Case{1, -1, {3}},
                         Case{-10, 10, {2, 3, 4}}, Case{2, 1, {}}}) {
     GraphBuilder b(15);
@@ -323,15 +330,14 @@ TEST(CpuEyeLike, RejectsNon2D) {
 
 TEST(CpuTrilu, UpperAndLowerWithK) {
   auto x = floats(iota_f(12), {3, 4});  // rows 0..3, 4..7, 8..11
-  struct Case { int64_t upper, k; std::vector<float> want; };
-  for (const Case& c : {
-           Case{1, 0, {0, 1, 2, 3, 0, 5, 6, 7, 0, 0, 10, 11}},
-           Case{1, -1, {0, 1, 2, 3, 4, 5, 6, 7, 0, 9, 10, 11}},
-           Case{0, 0, {0, 0, 0, 0, 4, 5, 0, 0, 8, 9, 10, 0}},
-           Case{0, 1, {0, 1, 0, 0, 4, 5, 6, 0, 8, 9, 10, 11}},
-           Case{0, -5, std::vector<float>(12, 0)},
-           Case{1, 100, std::vector<float>(12, 0)},
-           Case{0, 100, iota_f(12)}}) {
+  struct Case {
+    int64_t upper, k;
+    std::vector<float> want;
+  };
+  for (const Case& c :
+       {Case{1, 0, {0, 1, 2, 3, 0, 5, 6, 7, 0, 0, 10, 11}}, Case{1, -1, {0, 1, 2, 3, 4, 5, 6, 7, 0, 9, 10, 11}},
+        Case{0, 0, {0, 0, 0, 0, 4, 5, 0, 0, 8, 9, 10, 0}}, Case{0, 1, {0, 1, 0, 0, 4, 5, 6, 0, 8, 9, 10, 11}},
+        Case{0, -5, std::vector<float>(12, 0)}, Case{1, 100, std::vector<float>(12, 0)}, Case{0, 100, iota_f(12)}}) {
     GraphBuilder b;
     Value* in = b.input("x", DType::Float32, {3, 4});
     Value* k = b.initializer("k", scalar_i64(c.k));
@@ -354,13 +360,14 @@ TEST(CpuTrilu, BatchedDefaultUpper) {
 // ---- CumSum ----
 
 TEST(CpuCumSum, ExclusiveReverseAndAxes) {
-  struct Case { int64_t axis, exclusive, reverse; std::vector<float> want; };
+  struct Case {
+    int64_t axis, exclusive, reverse;
+    std::vector<float> want;
+  };
   // x = [[1, 2, 3], [4, 5, 6]]
-  for (const Case& c : {Case{1, 0, 0, {1, 3, 6, 4, 9, 15}},
-                        Case{0, 0, 0, {1, 2, 3, 5, 7, 9}},
-                        Case{-1, 1, 0, {0, 1, 3, 0, 4, 9}},
-                        Case{1, 0, 1, {6, 5, 3, 15, 11, 6}},
-                        Case{1, 1, 1, {5, 3, 0, 11, 6, 0}}}) {
+  for (const Case& c :
+       {Case{1, 0, 0, {1, 3, 6, 4, 9, 15}}, Case{0, 0, 0, {1, 2, 3, 5, 7, 9}}, Case{-1, 1, 0, {0, 1, 3, 0, 4, 9}},
+        Case{1, 0, 1, {6, 5, 3, 15, 11, 6}}, Case{1, 1, 1, {5, 3, 0, 11, 6, 0}}}) {
     GraphBuilder b;
     Value* x = b.input("x", DType::Float32, {2, 3});
     Value* a = b.initializer("a", int32s({static_cast<int32_t>(c.axis)}, {}));

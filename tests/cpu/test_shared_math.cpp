@@ -42,7 +42,7 @@ TEST(Formulas, ClampKeepsNaNSaturateMapsItToOne) {
 TEST(Formulas, SigmoidNeverOverflowsTheDirectFormGoesToZero) {
   EXPECT_EQ(fm::sigmoid(-1000.0f), 0.0f);
   EXPECT_EQ(fm::sigmoid(1000.0f), 1.0f);
-  EXPECT_GT(fm::sigmoid(-100.0f), 0.0f);       // e^-100 / (1 + e^-100), a denormal-free float
+  EXPECT_GT(fm::sigmoid(-100.0f), 0.0f);         // e^-100 / (1 + e^-100), a denormal-free float
   EXPECT_EQ(fm::sigmoid_direct(-100.0f), 0.0f);  // 1 / (1 + inf)
 }
 

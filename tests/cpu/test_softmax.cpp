@@ -90,7 +90,8 @@ TEST(CpuSoftmax, MaskedScoresGiveExactZeros) {
   // BERT's additive mask: -10000 (or finfo.min) on padded keys. Their probabilities are exactly
   // 0, and no probability is subnormal, in both layouts.
   std::vector<float> v;
-  for (int i = 0; i < 64; ++i) v.push_back(i % 3 == 0 ? -10000.0f + 0.01f * static_cast<float>(i) : 0.1f * static_cast<float>(i % 5));
+  for (int i = 0; i < 64; ++i)
+    v.push_back(i % 3 == 0 ? -10000.0f + 0.01f * static_cast<float>(i) : 0.1f * static_cast<float>(i % 5));
   v[1] = -FLT_MAX;
   const Tensor x = floats(v, {1, 64});
   const Tensor y = run1("Softmax", x, {});
@@ -98,8 +99,10 @@ TEST(CpuSoftmax, MaskedScoresGiveExactZeros) {
   for (int i = 0; i < 64; ++i) {
     const float p = y.data<float>()[i], pt = yt.data<float>()[i];
     EXPECT_NEAR(p, pt, 1e-7f) << i;
-    if (i % 3 == 0 || i == 1) EXPECT_EQ(p, 0.0f) << i;
-    else EXPECT_GE(p, FLT_MIN) << i;
+    if (i % 3 == 0 || i == 1)
+      EXPECT_EQ(p, 0.0f) << i;
+    else
+      EXPECT_GE(p, FLT_MIN) << i;
   }
 }
 

@@ -29,9 +29,8 @@ std::vector<Tensor> run_filled(const Case& c, unsigned char fill) {
   GraphBuilder b(c.opset);
   std::vector<Value*> ins;
   for (size_t i = 0; i < c.inputs.size(); ++i)
-    ins.push_back(c.inputs[i].dtype() == DType::Undefined
-                      ? nullptr
-                      : b.initializer("in" + std::to_string(i), c.inputs[i]));
+    ins.push_back(c.inputs[i].dtype() == DType::Undefined ? nullptr
+                                                          : b.initializer("in" + std::to_string(i), c.inputs[i]));
   for (Value* v : b.node_n(c.op, ins, c.outputs, c.attrs, "node", c.domain)) b.output(v);
   auto g = b.build();
   const Node& node = *g->nodes().front();
@@ -164,15 +163,19 @@ std::vector<Case> cases() {
   cs.push_back({"MatMul", {u({2, 3, 33, 16}, 53), u({2, 3, 16, 33}, 54)}});
   cs.push_back({"MatMul", {halves({3, 4}, 55), halves({4, 2}, 56)}});
   // Gemm: transposes, alpha/beta, C broadcast from a row, a column or a scalar, or absent.
-  cs.push_back({"Gemm", {u({5, 4}, 57), u({6, 5}, 58), u({6}, 59)},
+  cs.push_back({"Gemm",
+                {u({5, 4}, 57), u({6, 5}, 58), u({6}, 59)},
                 {attr("transA", int64_t{1}), attr("transB", int64_t{1}), attr("alpha", 0.5f), attr("beta", 2.0f)}});
   cs.push_back({"Gemm", {u({4, 5}, 60), u({5, 6}, 61), u({4, 1}, 62)}});
   cs.push_back({"Gemm", {u({4, 5}, 63), u({5, 6}, 64), u({1}, 65)}, {attr("beta", 0.0f)}});
   cs.push_back({"Gemm", {u({40, 50}, 66), u({50, 30}, 67)}});
   cs.push_back({"Gemm", {int32s({3, 4}, 0), int32s({4, 2}, 2), int32s({2}, 1)}});
   // ai.fusec: FusedMatMul with bias and activation; SkipLayerNorm with and without its sum output.
-  cs.push_back({"FusedMatMul", {u({2, 4, 8}, 68), u({8, 6}, 69), u({6}, 70)},
-                {attr("activation", std::string("Gelu"))}, 1, "ai.fusec"});
+  cs.push_back({"FusedMatMul",
+                {u({2, 4, 8}, 68), u({8, 6}, 69), u({6}, 70)},
+                {attr("activation", std::string("Gelu"))},
+                1,
+                "ai.fusec"});
   cs.push_back({"FusedMatMul", {u({2, 4, 8}, 71), u({8, 6}, 72)}, {}, 1, "ai.fusec"});
   cs.push_back({"SkipLayerNorm", {u({2, 3, 8}, 73), u({2, 3, 8}, 74), u({8}, 75), u({8}, 76)}, {}, 2, "ai.fusec"});
   cs.push_back({"SkipLayerNorm", {u({2, 3, 8}, 77), u({8}, 78), u({8}, 79), u({8}, 80)}, {}, 1, "ai.fusec"});

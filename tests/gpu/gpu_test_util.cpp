@@ -27,10 +27,13 @@ Tensor random_tensor(DType dtype, std::vector<int64_t> dims, uint64_t seed, doub
 
 double default_tolerance(Precision p) {
   switch (p) {
-    case Precision::FP32: return 1e-5;
-    case Precision::TF32: return 1e-3;
+    case Precision::FP32:
+      return 1e-5;
+    case Precision::TF32:
+      return 1e-3;
     case Precision::FP16:
-    case Precision::BF16: return 1e-2;
+    case Precision::BF16:
+      return 1e-2;
   }
   return 1e-5;
 }
@@ -49,7 +52,10 @@ std::unique_ptr<Graph> build_case(const OpCase& c, std::vector<Tensor>* feeds) {
   std::vector<Value*> ins;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const Tensor& t = c.inputs[i];
-    if (!t.defined()) { ins.push_back(nullptr); continue; }
+    if (!t.defined()) {
+      ins.push_back(nullptr);
+      continue;
+    }
     std::string name = "in" + std::to_string(i);
     if (c.constant.count(i)) {
       ins.push_back(b.initializer(name, t.clone()));
@@ -90,7 +96,8 @@ void compare(const Tensor& got, const Tensor& want, double tol, const std::strin
         ADD_FAILURE() << what << " element " << i << ": got " << g << ", want " << w << " (error " << err
                       << " of max|ref| " << scale << ", tolerance " << tol << ")";
     }
-    if (reported) ADD_FAILURE() << what << ": " << reported << " element(s) out of tolerance; worst relative error " << worst;
+    if (reported)
+      ADD_FAILURE() << what << ": " << reported << " element(s) out of tolerance; worst relative error " << worst;
   } else {
     int reported = 0;
     for (int64_t i = 0; i < want.numel(); ++i)
@@ -99,7 +106,8 @@ void compare(const Tensor& got, const Tensor& want, double tol, const std::strin
   }
 }
 
-void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol, bool require_gpu_kernel, const std::string& kernel_has) {
+void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol, bool require_gpu_kernel,
+                            const std::string& kernel_has) {
   if (tol < 0) tol = default_tolerance(p);
   std::vector<Tensor> feeds;
   auto g = build_case(c, &feeds);
@@ -116,7 +124,8 @@ void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol, bool requi
     for (const auto& pl : exe->placement())
       if (pl.node == "node_under_test") {
         EXPECT_TRUE(pl.on_gpu) << c.op << " ran on the CPU: " << pl.reason;
-        if (!kernel_has.empty()) EXPECT_NE(pl.kernel.find(kernel_has), std::string::npos) << c.op << " ran as " << pl.kernel;
+        if (!kernel_has.empty())
+          EXPECT_NE(pl.kernel.find(kernel_has), std::string::npos) << c.op << " ran as " << pl.kernel;
       }
   }
   for (size_t i = 0; i < want.size(); ++i)
@@ -137,7 +146,8 @@ void expect_graph_gpu_matches_cpu(const Graph& g, const std::vector<Tensor>& inp
     auto got = exe->run(inputs);
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i)
-      compare(got[i], want[i], tol, "output " + g.outputs[i]->name + " run " + std::to_string(run) + " at " + precision_name(p));
+      compare(got[i], want[i], tol,
+              "output " + g.outputs[i]->name + " run " + std::to_string(run) + " at " + precision_name(p));
   }
 }
 

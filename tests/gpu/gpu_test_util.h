@@ -14,9 +14,9 @@
 
 namespace fusec::test {
 
-#define FUSEC_REQUIRE_GPU()                                                   \
-  do {                                                                        \
-    std::string fusec_why_;                                                   \
+#define FUSEC_REQUIRE_GPU()                                                                   \
+  do {                                                                                        \
+    std::string fusec_why_;                                                                   \
     if (!::fusec::cuda::gpu_available(&fusec_why_)) GTEST_SKIP() << "no GPU: " << fusec_why_; \
   } while (0)
 
@@ -28,8 +28,8 @@ Tensor random_tensor(DType dtype, std::vector<int64_t> dims, uint64_t seed, doub
 struct OpCase {
   std::string op, domain;
   int64_t opset = 17;
-  std::vector<Tensor> inputs;   // an undefined Tensor leaves that optional input out
-  std::set<size_t> constant;    // indices of inputs that are initializers
+  std::vector<Tensor> inputs;  // an undefined Tensor leaves that optional input out
+  std::set<size_t> constant;   // indices of inputs that are initializers
   std::vector<NamedAttribute> attrs;
   size_t num_outputs = 1;
 };
@@ -48,7 +48,7 @@ void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol = -1, bool 
 void compare(const Tensor& got, const Tensor& want, double tol, const std::string& what);
 
 /// Same for a whole graph (already built; shapes must be bindable from the inputs).
-void expect_graph_gpu_matches_cpu(const Graph& g, const std::vector<Tensor>& inputs, Precision p,
-                                  double tol = -1, bool cuda_graph = true);
+void expect_graph_gpu_matches_cpu(const Graph& g, const std::vector<Tensor>& inputs, Precision p, double tol = -1,
+                                  bool cuda_graph = true);
 
 }  // namespace fusec::test

@@ -53,7 +53,8 @@ OpCase attention(const Case& k, uint64_t seed) {
     c.inputs = {random_tensor(DType::Float32, k.q, seed, -3, 3), random_tensor(DType::Float32, k.k, seed + 1),
                 random_tensor(DType::Float32, k.v, seed + 2)};
   if (!k.mask.empty()) {
-    Tensor m = random_tensor(k.mask_type, k.mask, seed + 3, k.mask_type == DType::Bool ? 0 : -4, k.mask_type == DType::Bool ? 1.6 : 1);
+    Tensor m = random_tensor(k.mask_type, k.mask, seed + 3, k.mask_type == DType::Bool ? 0 : -4,
+                             k.mask_type == DType::Bool ? 1.6 : 1);
     if (k.mask_type == DType::Float32)  // some keys padded out, as BERT's extended mask does
       for (int64_t i = 0; i < m.numel(); ++i)
         if (m.data<float>()[i] < -3.5f) m.data<float>()[i] = -10000.0f;
@@ -214,7 +215,8 @@ TEST(GpuAttention, LargeHeadSizeFallsBackToCpu) {
 TEST(GpuAttention, KernelChoice) {
   FUSEC_REQUIRE_GPU();
   const Case bert = bert_case();
-  EXPECT_EQ(kernel_of(bert, Precision::FP32).rfind("fused attention float32", 0), 0u) << kernel_of(bert, Precision::FP32);
+  EXPECT_EQ(kernel_of(bert, Precision::FP32).rfind("fused attention float32", 0), 0u)
+      << kernel_of(bert, Precision::FP32);
   // cuDNN's SDPA at half precision (the build has the cuDNN frontend: scripts/setup.sh installs it).
   EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("cuDNN SDPA float16", 0), 0u) << kernel_of(bert, Precision::FP16);
   ::setenv("FUSEC_CUDNN_SDPA", "0", 1);
@@ -222,7 +224,8 @@ TEST(GpuAttention, KernelChoice) {
   ::unsetenv("FUSEC_CUDNN_SDPA");
   Case boolmask = bert;
   boolmask.mask_type = DType::Bool;
-  EXPECT_EQ(kernel_of(boolmask, Precision::BF16).rfind("fused attention bfloat16", 0), 0u) << kernel_of(boolmask, Precision::BF16);
+  EXPECT_EQ(kernel_of(boolmask, Precision::BF16).rfind("fused attention bfloat16", 0), 0u)
+      << kernel_of(boolmask, Precision::BF16);
 }
 
 TEST(GpuAttention, FullyMaskedRowIsZero) {

@@ -73,7 +73,8 @@ TEST(GpuConstantUpload, ChannelsLastFiltersAtEveryStorageType) {
             } else {
               uint16_t h;
               std::memcpy(&h, o, 2);
-              ASSERT_EQ(h, to == DType::Float16 ? float_to_half(v) : float_to_bf16(v)) << k << " " << c << " " << r << " " << s;
+              ASSERT_EQ(h, to == DType::Float16 ? float_to_half(v) : float_to_bf16(v))
+                  << k << " " << c << " " << r << " " << s;
             }
           }
   }
@@ -85,7 +86,8 @@ TEST(GpuConstantUpload, NonFloat32SourcesConvertOnTheHost) {
   // A model stored in fp16, run at fp32 storage, as a channels-last filter: the host path.
   Tensor w32 = random_tensor(DType::Float32, {2, 3, 2, 2}, 11);
   Tensor w16(DType::Float16, w32.dims());
-  for (int64_t i = 0; i < w32.numel(); ++i) reinterpret_cast<uint16_t*>(w16.raw())[i] = float_to_half(w32.data<float>()[i]);
+  for (int64_t i = 0; i < w32.numel(); ++i)
+    reinterpret_cast<uint16_t*>(w16.raw())[i] = float_to_half(w32.data<float>()[i]);
   cuda::DeviceBuffer d(w16.numel() * 4, "test");
   cuda::ConstantUploader up(ctx.stream());
   up.upload(w16, d.get(), DType::Float32, /*krsc=*/true);

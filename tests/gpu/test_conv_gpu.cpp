@@ -42,28 +42,38 @@ OpCase conv(std::vector<int64_t> x, std::vector<int64_t> w, std::vector<NamedAtt
 TEST(GpuConv, ResNetShapes) {
   FUSEC_REQUIRE_GPU();
   for (Precision p : kAll) {
-    expect_gpu_matches_cpu(conv({2, 3, 32, 32}, {16, 3, 7, 7}, {attr("strides", std::vector<int64_t>{2, 2}),
-                                                                 attr("pads", std::vector<int64_t>{3, 3, 3, 3})}), p);
+    expect_gpu_matches_cpu(
+        conv({2, 3, 32, 32}, {16, 3, 7, 7},
+             {attr("strides", std::vector<int64_t>{2, 2}), attr("pads", std::vector<int64_t>{3, 3, 3, 3})}),
+        p);
     expect_gpu_matches_cpu(conv({2, 16, 14, 14}, {32, 16, 1, 1}, {}), p);
-    expect_gpu_matches_cpu(conv({2, 16, 15, 13}, {16, 16, 3, 3}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, false), p);
+    expect_gpu_matches_cpu(
+        conv({2, 16, 15, 13}, {16, 16, 3, 3}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, false), p);
   }
 }
 
 TEST(GpuConv, GroupsDilationsAndOneD) {
   FUSEC_REQUIRE_GPU();
   for (Precision p : kAll) {
-    expect_gpu_matches_cpu(conv({1, 8, 17, 17}, {8, 1, 3, 3}, {attr("group", int64_t{8}), attr("pads", std::vector<int64_t>{1, 1, 1, 1})}), p);
-    expect_gpu_matches_cpu(conv({1, 8, 20, 20}, {4, 4, 3, 3}, {attr("group", int64_t{2}), attr("dilations", std::vector<int64_t>{2, 2})}), p);
-    expect_gpu_matches_cpu(conv({3, 4, 50}, {6, 4, 5}, {attr("strides", std::vector<int64_t>{2}), attr("pads", std::vector<int64_t>{2, 2})}), p);
+    expect_gpu_matches_cpu(
+        conv({1, 8, 17, 17}, {8, 1, 3, 3}, {attr("group", int64_t{8}), attr("pads", std::vector<int64_t>{1, 1, 1, 1})}),
+        p);
+    expect_gpu_matches_cpu(
+        conv({1, 8, 20, 20}, {4, 4, 3, 3}, {attr("group", int64_t{2}), attr("dilations", std::vector<int64_t>{2, 2})}),
+        p);
+    expect_gpu_matches_cpu(conv({3, 4, 50}, {6, 4, 5},
+                                {attr("strides", std::vector<int64_t>{2}), attr("pads", std::vector<int64_t>{2, 2})}),
+                           p);
   }
   expect_gpu_matches_cpu(conv({1, 2, 6, 6, 6}, {4, 2, 3, 3, 3}, {}), Precision::FP32);
 }
 
 TEST(GpuConv, AsymmetricPaddingFallsBackToTheReference) {
   FUSEC_REQUIRE_GPU();
-  expect_gpu_matches_cpu(conv({1, 3, 10, 10}, {4, 3, 3, 3}, {attr("auto_pad", std::string("SAME_UPPER")),
-                                                             attr("strides", std::vector<int64_t>{2, 2})}),
-                         Precision::FP32, -1, /*require_gpu_kernel=*/false);
+  expect_gpu_matches_cpu(
+      conv({1, 3, 10, 10}, {4, 3, 3, 3},
+           {attr("auto_pad", std::string("SAME_UPPER")), attr("strides", std::vector<int64_t>{2, 2})}),
+      Precision::FP32, -1, /*require_gpu_kernel=*/false);
 }
 
 TEST(GpuFusedConv, ResidualAndActivations) {
@@ -72,7 +82,8 @@ TEST(GpuFusedConv, ResidualAndActivations) {
   for (Precision p : kAll)
     for (const char* act : acts) {
       for (bool residual : {false, true}) {
-        OpCase c = conv({2, 8, 9, 9}, {8, 8, 3, 3}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1}), attr("activation", std::string(act))});
+        OpCase c = conv({2, 8, 9, 9}, {8, 8, 3, 3},
+                        {attr("pads", std::vector<int64_t>{1, 1, 1, 1}), attr("activation", std::string(act))});
         c.op = "FusedConv";
         c.domain = "ai.fusec";
         if (std::string(act) == "Clip") c.attrs.push_back(attr("activation_params", std::vector<float>{0.0f, 6.0f}));
@@ -105,12 +116,17 @@ std::unique_ptr<Graph> mini_resnet() {
   GraphBuilder b;
   b.graph().opsets["ai.fusec"] = 1;
   Value* x = b.input("x", DType::Float32, {Dim(2), Dim(3), Dim(20), Dim(20)});
-  auto w = [&](const char* name, std::vector<int64_t> d, uint64_t seed) { return b.initializer(name, random_tensor(DType::Float32, d, seed, -0.3, 0.3)); };
-  Value* c1 = b.node("Conv", {x, w("w1", {8, 3, 3, 3}, 1), w("b1", {8}, 2)}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})});
-  Value* p = b.node("MaxPool", {c1}, {attr("kernel_shape", std::vector<int64_t>{3, 3}), attr("strides", std::vector<int64_t>{2, 2}),
-                                     attr("pads", std::vector<int64_t>{1, 1, 1, 1})});
+  auto w = [&](const char* name, std::vector<int64_t> d, uint64_t seed) {
+    return b.initializer(name, random_tensor(DType::Float32, d, seed, -0.3, 0.3));
+  };
+  Value* c1 =
+      b.node("Conv", {x, w("w1", {8, 3, 3, 3}, 1), w("b1", {8}, 2)}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})});
+  Value* p = b.node("MaxPool", {c1},
+                    {attr("kernel_shape", std::vector<int64_t>{3, 3}), attr("strides", std::vector<int64_t>{2, 2}),
+                     attr("pads", std::vector<int64_t>{1, 1, 1, 1})});
   Value* f1 = b.node_n("FusedConv", {p, w("w2", {8, 8, 3, 3}, 3), w("b2", {8}, 4)}, 1,
-                       {attr("pads", std::vector<int64_t>{1, 1, 1, 1}), attr("activation", std::string("Relu"))}, "", "ai.fusec")[0];
+                       {attr("pads", std::vector<int64_t>{1, 1, 1, 1}), attr("activation", std::string("Relu"))}, "",
+                       "ai.fusec")[0];
   Value* f2 = b.node_n("FusedConv", {f1, w("w3", {8, 8, 1, 1}, 5), w("b3", {8}, 6), p}, 1,
                        {attr("activation", std::string("Relu"))}, "", "ai.fusec")[0];
   Value* gap = b.node("GlobalAveragePool", {f2});
@@ -164,7 +180,9 @@ std::unique_ptr<Graph> pointwise_convs() {
   GraphBuilder b;
   b.graph().opsets["ai.fusec"] = 1;
   Value* x = b.input("x", DType::Float32, {Dim(3), Dim(24), Dim(7), Dim(9)});
-  auto w = [&](const char* name, std::vector<int64_t> d, uint64_t seed) { return b.initializer(name, random_tensor(DType::Float32, d, seed, -0.3, 0.3)); };
+  auto w = [&](const char* name, std::vector<int64_t> d, uint64_t seed) {
+    return b.initializer(name, random_tensor(DType::Float32, d, seed, -0.3, 0.3));
+  };
   auto fused = [&](std::vector<Value*> in, const char* act) {
     return b.node_n("FusedConv", std::move(in), 1, {attr("activation", std::string(act))}, "", "ai.fusec")[0];
   };
@@ -213,8 +231,10 @@ TEST(GpuConvGemmRoute, StridedOrPaddedConvsStayOnCudnn) {
   FUSEC_REQUIRE_GPU();
   ScopedEnv force("FUSEC_CONV_GEMM", "force");
   // A strided or padded 1x1 conv is not a plain GEMM over NCHW memory; cuDNN keeps it.
-  expect_gpu_matches_cpu(conv({2, 8, 9, 9}, {12, 8, 1, 1}, {attr("strides", std::vector<int64_t>{2, 2})}), Precision::FP32);
-  expect_gpu_matches_cpu(conv({2, 8, 9, 9}, {12, 8, 1, 1}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})}), Precision::FP32);
+  expect_gpu_matches_cpu(conv({2, 8, 9, 9}, {12, 8, 1, 1}, {attr("strides", std::vector<int64_t>{2, 2})}),
+                         Precision::FP32);
+  expect_gpu_matches_cpu(conv({2, 8, 9, 9}, {12, 8, 1, 1}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})}),
+                         Precision::FP32);
   expect_gpu_matches_cpu(conv({2, 8, 9, 9}, {8, 4, 1, 1}, {attr("group", int64_t{2})}), Precision::FP32);
 }
 
@@ -242,7 +262,8 @@ TEST(GpuConvChoice, WarmBuildsRecallTheChoiceAndSurviveARefusedFusedCall) {
   int algo = -1, math = -1, fused = -1, falgo = -1;
   ASSERT_EQ(std::sscanf(value.c_str(), "%d:%d:%d:%d", &algo, &math, &fused, &falgo), 4) << value;
   expect_gpu_matches_cpu(c, Precision::FP16);  // warm: read back
-  cache.put(key, std::to_string(algo) + ":" + std::to_string(math) + ":1:" + std::to_string(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM));
+  cache.put(key, std::to_string(algo) + ":" + std::to_string(math) +
+                     ":1:" + std::to_string(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM));
   expect_gpu_matches_cpu(c, Precision::FP16);
   cache.put(key, "garbage");  // unreadable: the heuristics again
   expect_gpu_matches_cpu(c, Precision::FP16);
@@ -253,7 +274,8 @@ TEST(GpuConvChoice, WarmBuildsRecallTheChoiceAndSurviveARefusedFusedCall) {
 
 namespace {
 
-OpCase fused_conv(std::vector<int64_t> x, std::vector<int64_t> w, std::vector<NamedAttribute> attrs, const char* act, bool residual) {
+OpCase fused_conv(std::vector<int64_t> x, std::vector<int64_t> w, std::vector<NamedAttribute> attrs, const char* act,
+                  bool residual) {
   OpCase c = conv(x, w, std::move(attrs));
   c.op = "FusedConv";
   c.domain = "ai.fusec";
@@ -289,12 +311,15 @@ TEST(GpuConvIgemm, EveryConfigurationMatchesTheReference) {
   const std::vector<std::pair<const char*, OpCase>> cases = {
       {"stem 7x7 s2 p3", conv({2, 3, 30, 30}, {16, 3, 7, 7}, {attr("strides", V{2, 2}), attr("pads", V{3, 3, 3, 3})})},
       {"3x3 p1, no bias", conv({2, 16, 15, 13}, {24, 16, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, false)},
-      {"3x3 s2 p1 to 7x7", conv({2, 32, 14, 14}, {40, 32, 3, 3}, {attr("strides", V{2, 2}), attr("pads", V{1, 1, 1, 1})})},
+      {"3x3 s2 p1 to 7x7",
+       conv({2, 32, 14, 14}, {40, 32, 3, 3}, {attr("strides", V{2, 2}), attr("pads", V{1, 1, 1, 1})})},
       {"1x1 s2", conv({2, 24, 16, 16}, {36, 24, 1, 1}, {attr("strides", V{2, 2})})},
-      {"3x3 dilation 2", conv({1, 8, 20, 20}, {12, 8, 3, 3}, {attr("dilations", V{2, 2}), attr("pads", V{2, 2, 2, 2})})},
+      {"3x3 dilation 2",
+       conv({1, 8, 20, 20}, {12, 8, 3, 3}, {attr("dilations", V{2, 2}), attr("pads", V{2, 2, 2, 2})})},
       {"3x5 s(2,1)", conv({2, 6, 11, 12}, {10, 6, 3, 5}, {attr("strides", V{2, 1}), attr("pads", V{1, 2, 1, 2})})},
       {"3x5 s(2,1) dilation (2,1), 16 channels",
-       conv({2, 16, 11, 12}, {10, 16, 3, 5}, {attr("strides", V{2, 1}), attr("pads", V{2, 2, 2, 2}), attr("dilations", V{2, 1})})},
+       conv({2, 16, 11, 12}, {10, 16, 3, 5},
+            {attr("strides", V{2, 1}), attr("pads", V{2, 2, 2, 2}), attr("dilations", V{2, 1})})},
       {"residual + relu, 8x8", fused_conv({3, 64, 8, 8}, {70, 64, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Relu", true)},
       {"residual + relu, 7x7", fused_conv({2, 16, 7, 7}, {16, 16, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Relu", true)},
       {"1x1 pointwise, residual + relu", fused_conv({3, 24, 8, 8}, {36, 24, 1, 1}, {}, "Relu", true)},
@@ -319,9 +344,11 @@ TEST(GpuConvIgemm, EveryConfigurationMatchesTheReference) {
   // tiles over the batch are a multiple of 4, tile-major where Cout is; elsewhere they run as the
   // first plain configuration.
   const std::set<std::string> wino_channels = {"3x3 p1, no bias", "residual + relu, 8x8", "residual + relu, 7x7",
-                                               "3x3 residual + relu, 25 tiles of 18 K tiles", "no bias, residual + relu, 7x7"};
+                                               "3x3 residual + relu, 25 tiles of 18 K tiles",
+                                               "no bias, residual + relu, 7x7"};
   const std::set<std::string> wino_tiles = {"3x3 p1, no bias", "residual + relu, 7x7", "gelu",
-                                            "3x3 residual + relu, 25 tiles of 18 K tiles", "no bias, residual + relu, 7x7"};
+                                            "3x3 residual + relu, 25 tiles of 18 K tiles",
+                                            "no bias, residual + relu, 7x7"};
   using Mode = cuda::ConvIgemmRoute::Mode;
   ASSERT_GT(cuda::ConvIgemmRoute::candidate_count(), cuda::conv_igemm_config_count());
   for (bool tap_major : {true, false})
@@ -351,9 +378,10 @@ TEST(GpuConvIgemm, WhatItDoesNotFuseStaysOnCudnn) {
   ScopedEnv force("FUSEC_CONV_IGEMM", "1");
   using V = std::vector<int64_t>;
   // An activation its epilogue lacks, a grouped conv, and TF32 (where cuDNN's tensor cores win).
-  expect_gpu_matches_cpu(fused_conv({1, 8, 9, 9}, {8, 8, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Sigmoid", false), Precision::FP32, -1,
-                         true, "cuDNN");
-  expect_gpu_matches_cpu(conv({1, 8, 9, 9}, {8, 4, 3, 3}, {attr("group", int64_t{2})}), Precision::FP32, -1, true, "cuDNN");
+  expect_gpu_matches_cpu(fused_conv({1, 8, 9, 9}, {8, 8, 3, 3}, {attr("pads", V{1, 1, 1, 1})}, "Sigmoid", false),
+                         Precision::FP32, -1, true, "cuDNN");
+  expect_gpu_matches_cpu(conv({1, 8, 9, 9}, {8, 4, 3, 3}, {attr("group", int64_t{2})}), Precision::FP32, -1, true,
+                         "cuDNN");
   expect_gpu_matches_cpu(conv({1, 8, 9, 9}, {8, 8, 3, 3}, {}), Precision::TF32, -1, true, "cuDNN");
 }
 
@@ -367,8 +395,8 @@ namespace {
 
 /// x -> FusedConv "biased" (x, w, b[, z]) and FusedConv "bias_free" (x, w2[, z]), the same
 /// geometry and activation, both graph outputs.
-std::unique_ptr<Graph> twin_convs(const std::vector<int64_t>& xd, const std::vector<int64_t>& wd, int64_t pad, const char* act,
-                                  bool residual) {
+std::unique_ptr<Graph> twin_convs(const std::vector<int64_t>& xd, const std::vector<int64_t>& wd, int64_t pad,
+                                  const char* act, bool residual) {
   GraphBuilder b;
   b.graph().opsets["ai.fusec"] = 1;
   Value* x = b.input("x", DType::Float32, shape_of(xd));
@@ -378,7 +406,8 @@ std::unique_ptr<Graph> twin_convs(const std::vector<int64_t>& xd, const std::vec
   auto w = [&](const char* name, std::vector<int64_t> d, uint64_t seed) {
     return b.initializer(name, random_tensor(DType::Float32, d, seed, -0.3, 0.3));
   };
-  std::vector<NamedAttribute> attrs = {attr("pads", std::vector<int64_t>{pad, pad, pad, pad}), attr("activation", std::string(act))};
+  std::vector<NamedAttribute> attrs = {attr("pads", std::vector<int64_t>{pad, pad, pad, pad}),
+                                       attr("activation", std::string(act))};
   if (std::string(act) == "LeakyRelu") attrs.push_back(attr("activation_params", std::vector<float>{0.1f}));
   std::vector<Value*> in1 = {x, w("w1", wd, 1), w("b1", {wd[0]}, 2)}, in2 = {x, w("w2", wd, 3), nullptr};
   if (residual) {
@@ -410,7 +439,8 @@ std::map<std::string, int> kernels_per_step(cuda::CudaExecutable& exe, const std
   const profiler::Collected c = profiler::profile_cuda(exe, in, s);
   std::map<std::string, int> n;
   for (const auto& r : c.records)
-    if (r.mode == 0 && r.iteration == 0 && r.step >= 0 && r.kind == profiler::RecordKind::Kernel) ++n[c.steps[r.step].label];
+    if (r.mode == 0 && r.iteration == 0 && r.step >= 0 && r.kind == profiler::RecordKind::Kernel)
+      ++n[c.steps[r.step].label];
   return n;
 }
 
@@ -420,9 +450,11 @@ std::string kernel_of(const cuda::CudaExecutable& exe, const std::string& node) 
   return "";
 }
 
-void expect_outputs(const std::vector<Tensor>& got, const std::vector<Tensor>& want, Precision p, const std::string& what) {
+void expect_outputs(const std::vector<Tensor>& got, const std::vector<Tensor>& want, Precision p,
+                    const std::string& what) {
   ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size(); ++i) compare(got[i], want[i], default_tolerance(p), what + " output " + std::to_string(i));
+  for (size_t i = 0; i < want.size(); ++i)
+    compare(got[i], want[i], default_tolerance(p), what + " output " + std::to_string(i));
 }
 
 }  // namespace
@@ -467,7 +499,8 @@ TEST(GpuFusedConv, BiasFreeOnEveryRoute) {
         ScopedEnv force("FUSEC_CONV_IGEMM", "1");
         auto exe = cuda::CudaBackend(cuda::CudaOptions{}).compile_cuda(*g);
         if (std::string(act) != "SiLU")
-          EXPECT_NE(kernel_of(*exe, "bias_free").find("implicit-GEMM"), std::string::npos) << kernel_of(*exe, "bias_free");
+          EXPECT_NE(kernel_of(*exe, "bias_free").find("implicit-GEMM"), std::string::npos)
+              << kernel_of(*exe, "bias_free");
         expect_outputs(exe->run(in), want, Precision::FP32, "implicit-GEMM");
       }
     }
@@ -482,7 +515,8 @@ TEST(GpuFusedConv, BiasFreeLaunchesWhatTheBiasedFormLaunches) {
       for (const char* act : {"Relu", ""})
         for (bool residual : {false, true}) {
           if (!*act && !residual) continue;  // nothing to fuse for the bias-free twin: a plain conv
-          SCOPED_TRACE(std::string(precision_name(p)) + (channels_last ? " NHWC " : " NCHW ") + act + (residual ? " + residual" : ""));
+          SCOPED_TRACE(std::string(precision_name(p)) + (channels_last ? " NHWC " : " NCHW ") + act +
+                       (residual ? " + residual" : ""));
           auto g = twin_convs({4, 32, 14, 14}, {32, 32, 3, 3}, 1, act, residual);
           cuda::CudaOptions o;
           o.precision = p;

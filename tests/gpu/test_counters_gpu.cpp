@@ -24,13 +24,13 @@ bool counters_required() {
   return v && std::strcmp(v, "1") == 0;
 }
 
-#define FUSEC_COLLECT_OR_SKIP(out, ...)                                                   \
-  std::vector<KernelCounters> out;                                                        \
-  try {                                                                                   \
-    out = collect_counters(__VA_ARGS__);                                                  \
-  } catch (const Error& e) {                                                              \
-    if (e.kind() == ErrorKind::Internal || counters_required()) FAIL() << e.what();       \
-    GTEST_SKIP() << "hardware counters unavailable here: " << e.what();                   \
+#define FUSEC_COLLECT_OR_SKIP(out, ...)                                             \
+  std::vector<KernelCounters> out;                                                  \
+  try {                                                                             \
+    out = collect_counters(__VA_ARGS__);                                            \
+  } catch (const Error& e) {                                                        \
+    if (e.kind() == ErrorKind::Internal || counters_required()) FAIL() << e.what(); \
+    GTEST_SKIP() << "hardware counters unavailable here: " << e.what();             \
   }
 
 struct Blas {
@@ -62,9 +62,7 @@ void sscal(const Blas& b, const Vectors& v) {
   ASSERT_EQ(cublasSscal(b.h, v.n, &alpha, v.yf(), 1), CUBLAS_STATUS_SUCCESS);
 }
 
-bool named_like(const KernelCounters& k, const char* part) {
-  return k.kernel.find(part) != std::string::npos;
-}
+bool named_like(const KernelCounters& k, const char* part) { return k.kernel.find(part) != std::string::npos; }
 
 struct WorkFailed {};
 
@@ -182,11 +180,14 @@ TEST(GpuCounters, KeepsTheFirstMaxKernelsLaunches) {
 
   CounterOptions opts;
   opts.max_kernels = 2;
-  FUSEC_COLLECT_OR_SKIP(k, [&] {
-    saxpy(blas, v);
-    sscal(blas, v);
-    saxpy(blas, v);
-  }, opts);
+  FUSEC_COLLECT_OR_SKIP(
+      k,
+      [&] {
+        saxpy(blas, v);
+        sscal(blas, v);
+        saxpy(blas, v);
+      },
+      opts);
   ASSERT_EQ(k.size(), 2u);
   EXPECT_TRUE(named_like(k[0], "axpy")) << k[0].kernel;
   EXPECT_TRUE(named_like(k[1], "scal")) << k[1].kernel;

@@ -198,8 +198,10 @@ TEST(GpuDeviceErrors, TheFirstFailingNodeIsNamedAndLaterCpuNodesDoNotHideIt) {
   Value* den = b.input("den", DType::Int64, {Dim(3), Dim(4)});
   Value* g = b.node("Gather", {x, idx}, {}, "gather");
   Value* q = b.node("Div", {g, den}, {}, "div");
-  Value* s = b.node("ScatterND", {q, b.input("where", DType::Int64, {Dim(1), Dim(1)}), b.input("upd", DType::Int64, {Dim(1), Dim(4)})},
-                    {}, "scatter");
+  Value* s =
+      b.node("ScatterND",
+             {q, b.input("where", DType::Int64, {Dim(1), Dim(1)}), b.input("upd", DType::Int64, {Dim(1), Dim(4)})}, {},
+             "scatter");
   b.output(s);
   auto graph = b.build();
   infer_shapes(*graph);
@@ -313,10 +315,11 @@ TEST(GpuDeviceMemory, BenchOfABatchTheGpuCannotHoldExitsTwoWithinTenSeconds) {
   // 3x32x32 floats would be 246 GB of host memory); 2,000,000, whose bytes fit an 80 GB card but
   // whose input is past cuDNN's 32-bit sizes; and the same under a cap.
   const std::string model = source_file("models/resnet50_small.onnx").string();
-  for (const std::string& args : {"bench " + model + " --device cuda --batch 20000000 --quiet",
-                                  "bench " + model + " --device cuda --batch 2000000 --quiet",
-                                  "bench " + model + " --device cuda --batch 2000000 --max-device-memory 8G --quiet",
-                                  "run " + model + " --device cuda --batch 2000000 --max-device-memory 8G --output-dir /tmp"}) {
+  for (const std::string& args :
+       {"bench " + model + " --device cuda --batch 20000000 --quiet",
+        "bench " + model + " --device cuda --batch 2000000 --quiet",
+        "bench " + model + " --device cuda --batch 2000000 --max-device-memory 8G --quiet",
+        "run " + model + " --device cuda --batch 2000000 --max-device-memory 8G --output-dir /tmp"}) {
     SCOPED_TRACE(args);
     const CliResult r = fusec_cli(args);
     if (r.code == -1 && r.out.empty()) GTEST_SKIP() << "no fusec binary (set FUSEC_BINARY)";

@@ -89,10 +89,11 @@ TEST(CudaElementwiseCodegen, NvrtcIsAvailable) { EXPECT_FALSE(nvrtc_version().em
 
 TEST(CudaElementwiseCodegen, FloatUnaryOpsCompile) {
   Compiler cc;
-  const char* ops[] = {"Abs", "Neg", "Sign", "Reciprocal", "Sqrt", "Exp", "Log", "Floor", "Ceil", "Round", "Erf",
-                       "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
-                       "Relu", "Sigmoid", "Tanh", "Softplus", "Softsign", "HardSwish", "Elu", "Selu",
-                       "Celu", "ThresholdedRelu", "Shrink", "LeakyRelu", "HardSigmoid"};
+  const char* ops[] = {"Abs",    "Neg",       "Sign",       "Reciprocal", "Sqrt",  "Exp",   "Log",  "Floor",
+                       "Ceil",   "Round",     "Erf",        "Sin",        "Cos",   "Tan",   "Asin", "Acos",
+                       "Atan",   "Sinh",      "Cosh",       "Asinh",      "Acosh", "Atanh", "Relu", "Sigmoid",
+                       "Tanh",   "Softplus",  "Softsign",   "HardSwish",  "Elu",   "Selu",  "Celu", "ThresholdedRelu",
+                       "Shrink", "LeakyRelu", "HardSigmoid"};
   // Every op at float32 and float16; bfloat16/float64 differ only in the load/store and the
   // math overloads, checked on a few ops (keeps this test to a few seconds on CI's two cores).
   for (DType t : {DType::Float32, DType::Float16})
@@ -143,8 +144,20 @@ TEST(CudaElementwiseCodegen, IntegerOpsCompile) {
   for (DType b : kFloats)
     for (DType e : {DType::Int32, DType::Int64, DType::Float32, DType::Float16, DType::Float64})
       cc.check({"Pow", "", 15, {}, {{b, kFull}, {e, {}}}, b, kFull});
-  cc.check({"BitShift", "", 11, {attr("direction", std::string("LEFT"))}, {{DType::UInt8, kFull}, {DType::UInt8, {33}}}, DType::UInt8, kFull});
-  cc.check({"BitShift", "", 11, {attr("direction", std::string("RIGHT"))}, {{DType::UInt8, kFull}, {DType::UInt8, {}}}, DType::UInt8, kFull});
+  cc.check({"BitShift",
+            "",
+            11,
+            {attr("direction", std::string("LEFT"))},
+            {{DType::UInt8, kFull}, {DType::UInt8, {33}}},
+            DType::UInt8,
+            kFull});
+  cc.check({"BitShift",
+            "",
+            11,
+            {attr("direction", std::string("RIGHT"))},
+            {{DType::UInt8, kFull}, {DType::UInt8, {}}},
+            DType::UInt8,
+            kFull});
 }
 
 TEST(CudaElementwiseCodegen, FloatBinaryVariadicLogicCompile) {
@@ -165,8 +178,13 @@ TEST(CudaElementwiseCodegen, FloatBinaryVariadicLogicCompile) {
   for (DType t : kInts) cc.check({"Where", "", 16, {}, {{DType::Bool, {4, 1}}, {t, kFull}, {t, {}}}, t, kFull});
   cc.check({"Where", "", 16, {}, {{DType::Bool, kFull}, {DType::Bool, kFull}, {DType::Bool, {}}}, DType::Bool, kFull});
   // Legacy (opset < 7) broadcast with an axis.
-  cc.check({"Add", "", 6, {attr("broadcast", int64_t{1}), attr("axis", int64_t{0})},
-            {{DType::Float32, {4, 33}}, {DType::Float32, {4}}}, DType::Float32, {4, 33}});
+  cc.check({"Add",
+            "",
+            6,
+            {attr("broadcast", int64_t{1}), attr("axis", int64_t{0})},
+            {{DType::Float32, {4, 33}}, {DType::Float32, {4}}},
+            DType::Float32,
+            {4, 33}});
 }
 
 TEST(CudaElementwiseCodegen, CastBetweenAllTypesCompiles) {
@@ -206,7 +224,7 @@ int inputs_of(const std::string& program) {
 TEST(CudaElementwiseCodegen, FusedProgramsCompile) {
   Compiler cc;
   const std::vector<std::vector<int64_t>> shapes[] = {
-      {{8, 768}, {768}, {8, 1}, {}},     // row bias, column, scalar
+      {{8, 768}, {768}, {8, 1}, {}},  // row bias, column, scalar
       {{2, 3, 4, 5}, {3, 1, 5}, {1}, {2, 3, 4, 5}},
       {{1000}, {1000}, {1000}, {1000}},  // linear
   };
@@ -252,8 +270,15 @@ TEST(CudaElementwiseCodegen, PlanCoalescesAndClassifies) {
   ASSERT_NE(generate(binary("Less", DType::Float32, DType::Bool, {4, 33}), &why, &p), "");
   EXPECT_EQ(p.vec, 4);
   // [2,3,4,5] + [3,4,5]... after dropping 1s and merging: [2, 60] with strides (0, 1).
-  ASSERT_NE(generate({"Add", "", 13, {}, {{DType::Float32, {2, 3, 4, 5}}, {DType::Float32, {1, 3, 4, 5}}},
-                      DType::Float32, {2, 3, 4, 5}}, &why, &p), "");
+  ASSERT_NE(generate({"Add",
+                      "",
+                      13,
+                      {},
+                      {{DType::Float32, {2, 3, 4, 5}}, {DType::Float32, {1, 3, 4, 5}}},
+                      DType::Float32,
+                      {2, 3, 4, 5}},
+                     &why, &p),
+            "");
   EXPECT_FALSE(p.linear);
   EXPECT_EQ(p.rank, 2);
   EXPECT_EQ(p.vec, 4);
@@ -266,27 +291,35 @@ TEST(CudaElementwiseCodegen, PlanCoalescesAndClassifies) {
   EXPECT_EQ(p.params[1], 15);
   EXPECT_EQ(p.params[7], 4);
   // Middle-dim broadcast [4,1,5] onto [4,3,5]: rank 3, inner 5 -> no vectors.
-  ASSERT_NE(generate({"Mul", "", 13, {}, {{DType::Float32, {4, 3, 5}}, {DType::Float32, {4, 1, 5}}},
-                      DType::Float32, {4, 3, 5}}, &why, &p), "");
+  ASSERT_NE(
+      generate(
+          {"Mul", "", 13, {}, {{DType::Float32, {4, 3, 5}}, {DType::Float32, {4, 1, 5}}}, DType::Float32, {4, 3, 5}},
+          &why, &p),
+      "");
   EXPECT_EQ(p.rank, 3);
   EXPECT_EQ(p.vec, 1);
   // Column broadcast [8,1] onto [8,768]: inner stride 0, vectorized, one value per vector.
-  ASSERT_NE(generate({"Mul", "", 13, {}, {{DType::Float16, {8, 768}}, {DType::Float16, {8, 1}}},
-                      DType::Float16, {8, 768}}, &why, &p), "");
+  ASSERT_NE(
+      generate({"Mul", "", 13, {}, {{DType::Float16, {8, 768}}, {DType::Float16, {8, 1}}}, DType::Float16, {8, 768}},
+               &why, &p),
+      "");
   EXPECT_EQ(p.rank, 2);
   EXPECT_EQ(p.vec, 8);
   // An empty output (a zero dim) plans without dividing by it.
-  ASSERT_NE(generate({"Add", "", 13, {}, {{DType::Float32, {3, 0, 5}}, {DType::Float32, {5}}}, DType::Float32, {3, 0, 5}},
-                     &why, &p), "");
+  ASSERT_NE(
+      generate({"Add", "", 13, {}, {{DType::Float32, {3, 0, 5}}, {DType::Float32, {5}}}, DType::Float32, {3, 0, 5}},
+               &why, &p),
+      "");
   EXPECT_EQ(p.numel, 0);
   // Mismatched dims are refused, not miscomputed.
   EXPECT_EQ(generate({"Add", "", 13, {}, {{DType::Float32, {4, 33}}, {DType::Float32, {5}}}, DType::Float32, {4, 33}},
-                     &why, &p), "");
+                     &why, &p),
+            "");
 }
 
 TEST(CudaElementwiseCodegen, FastDividerIsExact) {
-  const uint32_t divisors[] = {1, 2, 3, 5, 7, 10, 33, 60, 64, 100, 768, 1000, 4097, 65535, 65536, 1000003,
-                               (1u << 30) + 1, (1u << 31) - 1};
+  const uint32_t divisors[] = {
+      1, 2, 3, 5, 7, 10, 33, 60, 64, 100, 768, 1000, 4097, 65535, 65536, 1000003, (1u << 30) + 1, (1u << 31) - 1};
   uint64_t state = 12345;
   for (uint32_t d : divisors) {
     FastDivider f = fast_divider(d);

@@ -84,7 +84,6 @@ OpCase binary(const std::string& op, Tensor a, Tensor b, int64_t opset = 17) {
   return c;
 }
 
-
 struct FloatUnary {
   const char* op;
   double lo, hi;
@@ -100,21 +99,48 @@ TEST(GpuElementwise, FloatUnaryOpsAllPrecisions) {
   // Input ranges keep each op's condition number small: bfloat16 storage rounds the inputs by up
   // to 2^-9 relative, which tan near pi/2 or acosh near 1 would amplify past the 1e-2 tolerance.
   const std::vector<FloatUnary> ops = {
-      {"Abs", -2, 2, {}}, {"Neg", -2, 2, {}}, {"Sign", -2, 2, {}}, {"Reciprocal", 0.5, 2, {}},
-      {"Sqrt", 0, 4, {}}, {"Exp", -4, 4, {}}, {"Log", 0.1, 10, {}},
-      {"Floor", -4, 4, {}, 17, 0.125}, {"Ceil", -4, 4, {}, 17, 0.125}, {"Round", -4, 4, {}, 17, 0.125},
-      {"Erf", -3, 3, {}}, {"Sin", -3, 3, {}}, {"Cos", -3, 3, {}}, {"Tan", -0.8, 0.8, {}},
-      {"Asin", -0.99, 0.99, {}}, {"Acos", -0.99, 0.99, {}}, {"Atan", -5, 5, {}}, {"Sinh", -2, 2, {}},
-      {"Cosh", -2, 2, {}}, {"Asinh", -5, 5, {}}, {"Acosh", 1.5, 5, {}}, {"Atanh", -0.9, 0.9, {}},
-      {"Relu", -2, 2, {}}, {"Sigmoid", -10, 10, {}}, {"Tanh", -4, 4, {}}, {"Softplus", -10, 10, {}},
-      {"Softsign", -4, 4, {}}, {"HardSwish", -5, 5, {}}, {"Mish", -5, 5, {}, 18},
-      {"Elu", -3, 3, {}}, {"Elu", -3, 3, {attr("alpha", 0.3f)}},
-      {"Selu", -3, 3, {}}, {"Celu", -3, 3, {attr("alpha", 1.7f)}, 12},
+      {"Abs", -2, 2, {}},
+      {"Neg", -2, 2, {}},
+      {"Sign", -2, 2, {}},
+      {"Reciprocal", 0.5, 2, {}},
+      {"Sqrt", 0, 4, {}},
+      {"Exp", -4, 4, {}},
+      {"Log", 0.1, 10, {}},
+      {"Floor", -4, 4, {}, 17, 0.125},
+      {"Ceil", -4, 4, {}, 17, 0.125},
+      {"Round", -4, 4, {}, 17, 0.125},
+      {"Erf", -3, 3, {}},
+      {"Sin", -3, 3, {}},
+      {"Cos", -3, 3, {}},
+      {"Tan", -0.8, 0.8, {}},
+      {"Asin", -0.99, 0.99, {}},
+      {"Acos", -0.99, 0.99, {}},
+      {"Atan", -5, 5, {}},
+      {"Sinh", -2, 2, {}},
+      {"Cosh", -2, 2, {}},
+      {"Asinh", -5, 5, {}},
+      {"Acosh", 1.5, 5, {}},
+      {"Atanh", -0.9, 0.9, {}},
+      {"Relu", -2, 2, {}},
+      {"Sigmoid", -10, 10, {}},
+      {"Tanh", -4, 4, {}},
+      {"Softplus", -10, 10, {}},
+      {"Softsign", -4, 4, {}},
+      {"HardSwish", -5, 5, {}},
+      {"Mish", -5, 5, {}, 18},
+      {"Elu", -3, 3, {}},
+      {"Elu", -3, 3, {attr("alpha", 0.3f)}},
+      {"Selu", -3, 3, {}},
+      {"Celu", -3, 3, {attr("alpha", 1.7f)}, 12},
       {"ThresholdedRelu", -2, 2, {attr("alpha", 0.25f)}, 17, 0.125},
-      {"Shrink", -2, 2, {}, 17, 0.125}, {"Shrink", -2, 2, {attr("bias", 0.25f), attr("lambd", 0.75f)}, 17, 0.125},
-      {"LeakyRelu", -2, 2, {}}, {"LeakyRelu", -2, 2, {attr("alpha", 0.2f)}},
-      {"HardSigmoid", -5, 5, {}}, {"HardSigmoid", -5, 5, {attr("alpha", 0.1f), attr("beta", 0.6f)}},
-      {"Gelu", -5, 5, {}, 20}, {"Gelu", -5, 5, {attr("approximate", std::string("tanh"))}, 20},
+      {"Shrink", -2, 2, {}, 17, 0.125},
+      {"Shrink", -2, 2, {attr("bias", 0.25f), attr("lambd", 0.75f)}, 17, 0.125},
+      {"LeakyRelu", -2, 2, {}},
+      {"LeakyRelu", -2, 2, {attr("alpha", 0.2f)}},
+      {"HardSigmoid", -5, 5, {}},
+      {"HardSigmoid", -5, 5, {attr("alpha", 0.1f), attr("beta", 0.6f)}},
+      {"Gelu", -5, 5, {}, 20},
+      {"Gelu", -5, 5, {attr("approximate", std::string("tanh"))}, 20},
       {"Clip", -2, 2, {attr("min", -0.5f), attr("max", 1.25f)}, 6},
       {"Clip", -2, 2, {attr("max", 0.5f)}, 6},
   };
@@ -143,13 +169,22 @@ TEST(GpuElementwise, FloatBinaryAndVariadicAllPrecisions) {
   for (Precision p : kFloatPrecisions) {
     SCOPED_TRACE(precision_name(p));
     for (const char* op : {"Add", "Sub", "Mul"}) {
-      expect_gpu_matches_cpu(binary(op, random_tensor(DType::Float32, {3, 1000}, seed()), random_tensor(DType::Float32, {3, 1000}, seed())), p);
-      expect_gpu_matches_cpu(binary(op, random_tensor(DType::Float32, {4097}, seed()), random_tensor(DType::Float32, {}, seed())), p);
+      expect_gpu_matches_cpu(binary(op, random_tensor(DType::Float32, {3, 1000}, seed()),
+                                    random_tensor(DType::Float32, {3, 1000}, seed())),
+                             p);
+      expect_gpu_matches_cpu(
+          binary(op, random_tensor(DType::Float32, {4097}, seed()), random_tensor(DType::Float32, {}, seed())), p);
     }
-    expect_gpu_matches_cpu(binary("Div", random_tensor(DType::Float32, {33, 7}, seed()), random_tensor(DType::Float32, {7}, seed(), 0.5, 2)), p);
-    expect_gpu_matches_cpu(binary("Pow", random_tensor(DType::Float32, {33, 7}, seed(), 0.1, 3), random_tensor(DType::Float32, {33, 7}, seed(), -2, 2)), p);
-    expect_gpu_matches_cpu(binary("Pow", random_tensor(DType::Float32, {33, 7}, seed(), -3, 3), ints(DType::Int64, {}, seed(), 2, 3)), p);
-    OpCase mod = binary("Mod", quantized(DType::Float32, {5, 64}, seed(), -8, 8, 0.125), quantized(DType::Float32, {64}, seed(), 0.5, 3, 0.5));
+    expect_gpu_matches_cpu(binary("Div", random_tensor(DType::Float32, {33, 7}, seed()),
+                                  random_tensor(DType::Float32, {7}, seed(), 0.5, 2)),
+                           p);
+    expect_gpu_matches_cpu(binary("Pow", random_tensor(DType::Float32, {33, 7}, seed(), 0.1, 3),
+                                  random_tensor(DType::Float32, {33, 7}, seed(), -2, 2)),
+                           p);
+    expect_gpu_matches_cpu(
+        binary("Pow", random_tensor(DType::Float32, {33, 7}, seed(), -3, 3), ints(DType::Int64, {}, seed(), 2, 3)), p);
+    OpCase mod = binary("Mod", quantized(DType::Float32, {5, 64}, seed(), -8, 8, 0.125),
+                        quantized(DType::Float32, {64}, seed(), 0.5, 3, 0.5));
     mod.attrs = {attr("fmod", int64_t{1})};
     expect_gpu_matches_cpu(mod, p);
     for (const char* op : {"Sum", "Mean", "Max", "Min"}) {
@@ -165,20 +200,29 @@ TEST(GpuElementwise, FloatBinaryAndVariadicAllPrecisions) {
       expect_gpu_matches_cpu(c, p);
     }
     for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
-      expect_gpu_matches_cpu(binary(op, quantized(DType::Float32, {6, 33}, seed(), -2, 2, 0.5), quantized(DType::Float32, {33}, seed(), -2, 2, 0.5)), p);
+      expect_gpu_matches_cpu(binary(op, quantized(DType::Float32, {6, 33}, seed(), -2, 2, 0.5),
+                                    quantized(DType::Float32, {33}, seed(), -2, 2, 0.5)),
+                             p);
     expect_gpu_matches_cpu(unary("IsNaN", with_specials({3, 41}, seed()), {}, 13), p);
     expect_gpu_matches_cpu(unary("IsInf", with_specials({3, 41}, seed())), p);
     expect_gpu_matches_cpu(unary("IsInf", with_specials({3, 41}, seed()), {attr("detect_positive", int64_t{0})}), p);
     expect_gpu_matches_cpu(unary("IsInf", with_specials({3, 41}, seed()), {attr("detect_negative", int64_t{0})}), p);
     // PRelu: slope broadcast (opset 16) and the per-channel 1-D slope of opset 6.
-    expect_gpu_matches_cpu(binary("PRelu", random_tensor(DType::Float32, {2, 3, 5, 7}, seed()), random_tensor(DType::Float32, {3, 1, 1}, seed()), 16), p);
-    expect_gpu_matches_cpu(binary("PRelu", random_tensor(DType::Float32, {2, 3, 5, 7}, seed()), random_tensor(DType::Float32, {3}, seed()), 6), p);
-    expect_gpu_matches_cpu(binary("PRelu", random_tensor(DType::Float32, {2, 7}, seed()), random_tensor(DType::Float32, {1}, seed()), 16), p);
+    expect_gpu_matches_cpu(binary("PRelu", random_tensor(DType::Float32, {2, 3, 5, 7}, seed()),
+                                  random_tensor(DType::Float32, {3, 1, 1}, seed()), 16),
+                           p);
+    expect_gpu_matches_cpu(binary("PRelu", random_tensor(DType::Float32, {2, 3, 5, 7}, seed()),
+                                  random_tensor(DType::Float32, {3}, seed()), 6),
+                           p);
+    expect_gpu_matches_cpu(
+        binary("PRelu", random_tensor(DType::Float32, {2, 7}, seed()), random_tensor(DType::Float32, {1}, seed()), 16),
+        p);
     // Clip with bound inputs: both, only max, both constant.
     OpCase clip;
     clip.op = "Clip";
     clip.opset = 13;
-    clip.inputs = {random_tensor(DType::Float32, {5, 99}, seed(), -2, 2), Tensor::from_float({-0.5f}, {}), Tensor::from_float({0.75f}, {1})};
+    clip.inputs = {random_tensor(DType::Float32, {5, 99}, seed(), -2, 2), Tensor::from_float({-0.5f}, {}),
+                   Tensor::from_float({0.75f}, {1})};
     expect_gpu_matches_cpu(clip, p);
     clip.constant = {1, 2};
     expect_gpu_matches_cpu(clip, p);
@@ -203,9 +247,11 @@ TEST(GpuElementwise, NanAndInfInputs) {
     for (const char* op : {"Relu", "Sigmoid", "Abs", "Sign", "Neg", "Tanh", "Softplus", "HardSwish", "Exp", "Floor"})
       expect_gpu_matches_cpu(unary(op, with_specials({3, 40}, seed())), p);
     expect_gpu_matches_cpu(unary("LeakyRelu", with_specials({3, 40}, seed())), p);
-    expect_gpu_matches_cpu(unary("Clip", with_specials({3, 40}, seed()), {attr("min", -1.0f), attr("max", 1.0f)}, 6), p);
+    expect_gpu_matches_cpu(unary("Clip", with_specials({3, 40}, seed()), {attr("min", -1.0f), attr("max", 1.0f)}, 6),
+                           p);
     // Clip with min > max: every element becomes max (NaN stays NaN).
-    expect_gpu_matches_cpu(unary("Clip", with_specials({3, 40}, seed()), {attr("min", 1.0f), attr("max", -1.0f)}, 6), p);
+    expect_gpu_matches_cpu(unary("Clip", with_specials({3, 40}, seed()), {attr("min", 1.0f), attr("max", -1.0f)}, 6),
+                           p);
     for (const char* op : {"Max", "Min", "Add", "Mul"}) {
       OpCase c = binary(op, with_specials({4, 40}, seed()), with_specials({40}, seed()));
       c.opset = 13;
@@ -226,30 +272,35 @@ TEST(GpuElementwise, NanAndInfInputs) {
 TEST(GpuElementwise, Broadcasting) {
   FUSEC_REQUIRE_GPU();
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> pairs = {
-      {{5, 7}, {}},                       // scalar
-      {{5, 7}, {7}},                      // row
-      {{5, 7}, {5, 1}},                   // column
-      {{4, 3, 5}, {4, 1, 5}},             // middle dim
-      {{3, 1}, {1, 4}},                   // both sides
-      {{4097}, {1}},                      // rank 1
-      {{2, 3, 4, 5, 6}, {3, 1, 5, 1}},    // rank 5
+      {{5, 7}, {}},                        // scalar
+      {{5, 7}, {7}},                       // row
+      {{5, 7}, {5, 1}},                    // column
+      {{4, 3, 5}, {4, 1, 5}},              // middle dim
+      {{3, 1}, {1, 4}},                    // both sides
+      {{4097}, {1}},                       // rank 1
+      {{2, 3, 4, 5, 6}, {3, 1, 5, 1}},     // rank 5
       {{2, 1, 4, 1, 6}, {1, 3, 1, 5, 1}},  // rank 5, both sides
-      {{8, 768}, {768}},                  // bias row: vectorized along the inner dim
-      {{16, 8, 64}, {16, 1, 64}},         // vectorized with a broadcast middle dim
-      {{16, 64}, {16, 1}},                // vectorized, column scalar per vector
-      {{1, 1, 1}, {1}},                   // all ones
-      {{3, 0, 5}, {5}},                   // empty
+      {{8, 768}, {768}},                   // bias row: vectorized along the inner dim
+      {{16, 8, 64}, {16, 1, 64}},          // vectorized with a broadcast middle dim
+      {{16, 64}, {16, 1}},                 // vectorized, column scalar per vector
+      {{1, 1, 1}, {1}},                    // all ones
+      {{3, 0, 5}, {5}},                    // empty
   };
   Seeds seed{400};
   for (const auto& [a, b] : pairs)
     for (Precision p : kFloatPrecisions) {
       SCOPED_TRACE(::testing::PrintToString(a) + " with " + ::testing::PrintToString(b) + " at " + precision_name(p));
-      expect_gpu_matches_cpu(binary("Add", random_tensor(DType::Float32, a, seed()), random_tensor(DType::Float32, b, seed())), p);
-      expect_gpu_matches_cpu(binary("Sub", random_tensor(DType::Float32, b, seed()), random_tensor(DType::Float32, a, seed())), p);
+      expect_gpu_matches_cpu(
+          binary("Add", random_tensor(DType::Float32, a, seed()), random_tensor(DType::Float32, b, seed())), p);
+      expect_gpu_matches_cpu(
+          binary("Sub", random_tensor(DType::Float32, b, seed()), random_tensor(DType::Float32, a, seed())), p);
     }
   // Integer add with broadcasting (exact) and legacy (opset 6) broadcast with an axis.
-  expect_gpu_matches_cpu(binary("Add", ints(DType::Int64, {2, 3, 4, 5}, 1, -1000, 1000), ints(DType::Int64, {3, 1, 5}, 2, -1000, 1000)), Precision::FP32);
-  OpCase legacy = binary("Mul", random_tensor(DType::Float32, {2, 3, 4, 5}, 3), random_tensor(DType::Float32, {3, 4}, 4), 6);
+  expect_gpu_matches_cpu(
+      binary("Add", ints(DType::Int64, {2, 3, 4, 5}, 1, -1000, 1000), ints(DType::Int64, {3, 1, 5}, 2, -1000, 1000)),
+      Precision::FP32);
+  OpCase legacy =
+      binary("Mul", random_tensor(DType::Float32, {2, 3, 4, 5}, 3), random_tensor(DType::Float32, {3, 4}, 4), 6);
   legacy.attrs = {attr("broadcast", int64_t{1}), attr("axis", int64_t{1})};
   expect_gpu_matches_cpu(legacy, Precision::FP32);
   legacy.inputs[1] = random_tensor(DType::Float32, {5}, 5);
@@ -265,10 +316,13 @@ TEST(GpuElementwise, IntegerOpsExact) {
     const bool u = t == DType::UInt8;
     const double lo = u ? 0 : -100, hi = 100;
     for (const char* op : {"Add", "Sub", "Mul"}) {
-      expect_gpu_matches_cpu(binary(op, ints(t, {7, 33}, seed(), lo, hi), ints(t, {33}, seed(), lo, hi)), Precision::FP32);
-      expect_gpu_matches_cpu(binary(op, ints(t, {4097}, seed(), lo, hi), ints(t, {4097}, seed(), lo, hi)), Precision::FP32);
+      expect_gpu_matches_cpu(binary(op, ints(t, {7, 33}, seed(), lo, hi), ints(t, {33}, seed(), lo, hi)),
+                             Precision::FP32);
+      expect_gpu_matches_cpu(binary(op, ints(t, {4097}, seed(), lo, hi), ints(t, {4097}, seed(), lo, hi)),
+                             Precision::FP32);
     }
-    expect_gpu_matches_cpu(binary("Div", ints(t, {7, 33}, seed(), lo, hi), ints(t, {7, 1}, seed(), u ? 1 : -9, 9, true)), Precision::FP32);
+    expect_gpu_matches_cpu(
+        binary("Div", ints(t, {7, 33}, seed(), lo, hi), ints(t, {7, 1}, seed(), u ? 1 : -9, 9, true)), Precision::FP32);
     for (int64_t fm : {0, 1}) {
       OpCase mod = binary("Mod", ints(t, {7, 33}, seed(), lo, hi), ints(t, {33}, seed(), u ? 1 : -9, 9, true));
       mod.attrs = {attr("fmod", fm)};
@@ -285,52 +339,76 @@ TEST(GpuElementwise, IntegerOpsExact) {
       expect_gpu_matches_cpu(c, Precision::FP32);
     }
     for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
-      expect_gpu_matches_cpu(binary(op, ints(t, {6, 33}, seed(), lo / 10, hi / 10), ints(t, {33}, seed(), lo / 10, hi / 10)), Precision::FP32);
+      expect_gpu_matches_cpu(
+          binary(op, ints(t, {6, 33}, seed(), lo / 10, hi / 10), ints(t, {33}, seed(), lo / 10, hi / 10)),
+          Precision::FP32);
     OpCase clip;
     clip.op = "Clip";
     clip.opset = 13;
-    clip.inputs = {ints(t, {4, 50}, seed(), lo, hi), ints(t, {}, seed(), u ? 10 : -20, u ? 11 : -19), ints(t, {1}, seed(), 30, 31)};
+    clip.inputs = {ints(t, {4, 50}, seed(), lo, hi), ints(t, {}, seed(), u ? 10 : -20, u ? 11 : -19),
+                   ints(t, {1}, seed(), 30, 31)};
     expect_gpu_matches_cpu(clip, Precision::FP32);
-    expect_gpu_matches_cpu(binary("PRelu", ints(t, {4, 50}, seed(), lo, hi), ints(t, {50}, seed(), -3, 3), 16), Precision::FP32);
+    expect_gpu_matches_cpu(binary("PRelu", ints(t, {4, 50}, seed(), lo, hi), ints(t, {50}, seed(), -3, 3), 16),
+                           Precision::FP32);
     // The precision flag must not touch integer data.
-    expect_gpu_matches_cpu(binary("Add", ints(t, {9, 9}, seed(), lo, hi), ints(t, {9}, seed(), lo, hi)), Precision::FP16);
+    expect_gpu_matches_cpu(binary("Add", ints(t, {9, 9}, seed(), lo, hi), ints(t, {9}, seed(), lo, hi)),
+                           Precision::FP16);
   }
   // Wrapping arithmetic at the int32/int64 limits, INT_MIN / -1.
   Tensor big(DType::Int32, {4});
   int32_t* b = big.data<int32_t>();
-  b[0] = INT32_MAX; b[1] = INT32_MIN; b[2] = INT32_MIN; b[3] = -7;
+  b[0] = INT32_MAX;
+  b[1] = INT32_MIN;
+  b[2] = INT32_MIN;
+  b[3] = -7;
   Tensor small(DType::Int32, {4});
   int32_t* s = small.data<int32_t>();
-  s[0] = 1; s[1] = -1; s[2] = -1; s[3] = 2;
+  s[0] = 1;
+  s[1] = -1;
+  s[2] = -1;
+  s[3] = 2;
   for (const char* op : {"Add", "Sub", "Mul", "Div"}) expect_gpu_matches_cpu(binary(op, big, small), Precision::FP32);
   expect_gpu_matches_cpu(unary("Abs", big), Precision::FP32);
   expect_gpu_matches_cpu(unary("Neg", big), Precision::FP32);
   // Integer Pow: int base with int and float exponents, float base with int exponent.
   for (DType bt : {DType::Int32, DType::Int64}) {
-    expect_gpu_matches_cpu(binary("Pow", ints(bt, {5, 20}, seed(), -5, 5), ints(DType::Int64, {20}, seed(), -2, 6), 15), Precision::FP32);
+    expect_gpu_matches_cpu(binary("Pow", ints(bt, {5, 20}, seed(), -5, 5), ints(DType::Int64, {20}, seed(), -2, 6), 15),
+                           Precision::FP32);
     // Whole-number float exponents: the results are exact integers, so truncating them cannot
     // depend on the last bit of pow().
-    expect_gpu_matches_cpu(binary("Pow", ints(bt, {5, 20}, seed(), 0, 5), quantized(DType::Float32, {20}, seed(), 0, 3, 1), 15), Precision::FP32);
+    expect_gpu_matches_cpu(
+        binary("Pow", ints(bt, {5, 20}, seed(), 0, 5), quantized(DType::Float32, {20}, seed(), 0, 3, 1), 15),
+        Precision::FP32);
   }
-  expect_gpu_matches_cpu(binary("Pow", random_tensor(DType::Float64, {5, 20}, seed(), 0.1, 3), ints(DType::Int32, {20}, seed(), -3, 4), 15), Precision::FP32);
+  expect_gpu_matches_cpu(binary("Pow", random_tensor(DType::Float64, {5, 20}, seed(), 0.1, 3),
+                                ints(DType::Int32, {20}, seed(), -3, 4), 15),
+                         Precision::FP32);
   // Integer Erf and Shrink.
   expect_gpu_matches_cpu(unary("Erf", ints(DType::Int32, {50}, seed(), -3, 3)), Precision::FP32);
-  expect_gpu_matches_cpu(unary("Shrink", ints(DType::Int32, {50}, seed(), -5, 5), {attr("lambd", 1.5f), attr("bias", 1.0f)}), Precision::FP32);
+  expect_gpu_matches_cpu(
+      unary("Shrink", ints(DType::Int32, {50}, seed(), -5, 5), {attr("lambd", 1.5f), attr("bias", 1.0f)}),
+      Precision::FP32);
 }
 
 TEST(GpuElementwise, BoolAndBitOps) {
   FUSEC_REQUIRE_GPU();
   Seeds seed{600};
   for (const char* op : {"And", "Or", "Xor", "Equal"}) {
-    expect_gpu_matches_cpu(binary(op, random_tensor(DType::Bool, {5, 37}, seed()), random_tensor(DType::Bool, {37}, seed())), Precision::FP32);
-    expect_gpu_matches_cpu(binary(op, random_tensor(DType::Bool, {4099}, seed()), random_tensor(DType::Bool, {4099}, seed())), Precision::FP32);
+    expect_gpu_matches_cpu(
+        binary(op, random_tensor(DType::Bool, {5, 37}, seed()), random_tensor(DType::Bool, {37}, seed())),
+        Precision::FP32);
+    expect_gpu_matches_cpu(
+        binary(op, random_tensor(DType::Bool, {4099}, seed()), random_tensor(DType::Bool, {4099}, seed())),
+        Precision::FP32);
   }
   expect_gpu_matches_cpu(unary("Not", random_tensor(DType::Bool, {3, 1001}, seed())), Precision::FP32);
-  OpCase legacy_and = binary("And", random_tensor(DType::Bool, {3, 4, 5}, seed()), random_tensor(DType::Bool, {4}, seed()), 6);
+  OpCase legacy_and =
+      binary("And", random_tensor(DType::Bool, {3, 4, 5}, seed()), random_tensor(DType::Bool, {4}, seed()), 6);
   legacy_and.attrs = {attr("broadcast", int64_t{1}), attr("axis", int64_t{1})};
   expect_gpu_matches_cpu(legacy_and, Precision::FP32);
   for (const char* dir : {"LEFT", "RIGHT"}) {
-    OpCase c = binary("BitShift", ints(DType::UInt8, {4, 33}, seed(), 0, 255), ints(DType::UInt8, {33}, seed(), 0, 10), 11);
+    OpCase c =
+        binary("BitShift", ints(DType::UInt8, {4, 33}, seed(), 0, 255), ints(DType::UInt8, {33}, seed(), 0, 10), 11);
     c.attrs = {attr("direction", std::string(dir))};
     expect_gpu_matches_cpu(c, Precision::FP32);
   }
@@ -363,10 +441,13 @@ TEST(GpuElementwise, CastBetweenTypes) {
     }
   // NaN and infinities to integers (0 and clamping) and to bool.
   for (DType d : {DType::Int32, DType::Int64, DType::UInt8, DType::Bool, DType::Float16, DType::BFloat16})
-    expect_gpu_matches_cpu(unary("Cast", with_specials({2, 40}, seed()), {attr("to", int64_t{static_cast<int32_t>(d)})}, 13), Precision::FP32);
+    expect_gpu_matches_cpu(
+        unary("Cast", with_specials({2, 40}, seed()), {attr("to", int64_t{static_cast<int32_t>(d)})}, 13),
+        Precision::FP32);
   // float64 -> half rounds once (through round-to-odd), on values between two halves.
   expect_gpu_matches_cpu(unary("Cast", random_tensor(DType::Float64, {1000}, seed(), -70000, 70000),
-                               {attr("to", int64_t{static_cast<int32_t>(DType::Float16)})}, 13), Precision::FP32);
+                               {attr("to", int64_t{static_cast<int32_t>(DType::Float16)})}, 13),
+                         Precision::FP32);
   OpCase like;
   like.op = "CastLike";
   like.opset = 19;
@@ -381,11 +462,13 @@ TEST(GpuElementwise, NativeHalfAndDoubleModels) {
   for (DType t : {DType::Float16, DType::BFloat16, DType::Float64}) {
     SCOPED_TRACE(dtype_name(t));
     const double tol = t == DType::Float64 ? 1e-12 : 1e-2;
-    expect_gpu_matches_cpu(binary("Add", random_tensor(t, {7, 129}, seed()), random_tensor(t, {129}, seed())), Precision::FP32, tol);
+    expect_gpu_matches_cpu(binary("Add", random_tensor(t, {7, 129}, seed()), random_tensor(t, {129}, seed())),
+                           Precision::FP32, tol);
     for (const char* op : {"Exp", "Sigmoid", "Tanh", "Sqrt"})
       expect_gpu_matches_cpu(unary(op, random_tensor(t, {1001}, seed(), 0, 2)), Precision::FP32, tol);
     expect_gpu_matches_cpu(unary("Gelu", random_tensor(t, {1001}, seed(), -4, 4), {}, 20), Precision::FP32, tol);
-    expect_gpu_matches_cpu(unary("Cast", random_tensor(t, {99}, seed(), -9, 9), {attr("to", int64_t{1})}), Precision::FP32, tol);
+    expect_gpu_matches_cpu(unary("Cast", random_tensor(t, {99}, seed(), -9, 9), {attr("to", int64_t{1})}),
+                           Precision::FP32, tol);
   }
 }
 
@@ -439,7 +522,8 @@ TEST(GpuElementwise, FusedElementwisePrograms) {
           // The third input divides in program 4: keep it away from zero.
           const bool divisor = i == 2 && std::string(prog).find("div r0 i2") != std::string::npos;
           // Multiples of 1/64 are exact in fp16/bf16, so floor/ceil see the reference's values.
-          c.inputs.push_back(quantized(DType::Float32, shapes[static_cast<size_t>(i)], seed(), divisor ? 0.5 : -2, 2, 1.0 / 64));
+          c.inputs.push_back(
+              quantized(DType::Float32, shapes[static_cast<size_t>(i)], seed(), divisor ? 0.5 : -2, 2, 1.0 / 64));
         }
         if (n > 1) c.constant = {1};  // a weight input, as the fusion pass leaves biases
         expect_gpu_matches_cpu(c, p);
@@ -476,12 +560,14 @@ TEST(GpuElementwise, FactoryRefusesAndNamesKernels) {
   std::string why;
   // A constant zero integer divisor: the CPU reference reports the error.
   Tensor zero(DType::Int32, {3});
-  auto op = plan("Div", "", {}, {pv(DType::Int32, {2, 3}), pv(DType::Int32, {3}, &zero)}, pv(DType::Int32, {2, 3}), &why);
+  auto op =
+      plan("Div", "", {}, {pv(DType::Int32, {2, 3}), pv(DType::Int32, {3}, &zero)}, pv(DType::Int32, {2, 3}), &why);
   EXPECT_EQ(op, nullptr);
   EXPECT_NE(why.find("zero"), std::string::npos) << why;
   op = plan("Celu", "", {attr("alpha", 0.0f)}, {pv(DType::Float32, {4})}, pv(DType::Float32, {4}), &why);
   EXPECT_EQ(op, nullptr);
-  op = plan("FusedElementwise", "ai.fusec", {attr("program", std::string("r0 = add i0 i1; r1 = mul r0 2; r2 = relu r1"))},
+  op = plan("FusedElementwise", "ai.fusec",
+            {attr("program", std::string("r0 = add i0 i1; r1 = mul r0 2; r2 = relu r1"))},
             {pv(DType::Float32, {4, 8}), pv(DType::Float32, {8})}, pv(DType::Float32, {4, 8}), &why);
   ASSERT_NE(op, nullptr) << why;
   EXPECT_EQ(op->kernel_name(), "nvrtc elementwise (3 ops)");
@@ -493,17 +579,18 @@ TEST(GpuElementwise, FactoryRefusesAndNamesKernels) {
 TEST(GpuElementwise, NvrtcDiskCache) {
   FUSEC_REQUIRE_GPU();
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() /
-                       ("fusec_nvrtc_test_" + std::to_string(getpid()) + "_" +
-                        std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("fusec_nvrtc_test_" + std::to_string(getpid()) + "_" +
+                                   std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
   const char* old = env_switch("FUSEC_NVRTC_CACHE_DIR");
   const std::string saved = old ? old : "";
   setenv("FUSEC_NVRTC_CACHE_DIR", dir.c_str(), 1);
   ASSERT_EQ(cuda::nvrtc_disk_cache_dir(), dir.string());
   cuda::Context ctx(0);
   // A source no earlier test can have produced.
-  const std::string src = "extern \"C\" __global__ void fx_probe(float* p) { p[threadIdx.x] = " +
-                          std::to_string(getpid()) + ".0f + " + std::to_string(dir.string().size()) + ".0f; }\n";
+  const std::string src =
+      "extern \"C\" __global__ void fx_probe(float* p) { p[threadIdx.x] = " + std::to_string(getpid()) + ".0f + " +
+      std::to_string(dir.string().size()) + ".0f; }\n";
   cuda::NvrtcSource from;
   auto m1 = cuda::load_nvrtc_module(src, {"fx_probe"}, ctx.sm(), " (test)", &from);
   EXPECT_EQ(from, cuda::NvrtcSource::Compiled);
@@ -553,8 +640,10 @@ TEST(GpuElementwise, NvrtcDiskCache) {
   cuda::clear_nvrtc_memory_cache();
   cuda::load_nvrtc_module(src, {"fx_probe"}, ctx.sm(), " (test)", &from);
   EXPECT_EQ(from, cuda::NvrtcSource::Compiled);
-  if (saved.empty()) unsetenv("FUSEC_NVRTC_CACHE_DIR");
-  else setenv("FUSEC_NVRTC_CACHE_DIR", saved.c_str(), 1);
+  if (saved.empty())
+    unsetenv("FUSEC_NVRTC_CACHE_DIR");
+  else
+    setenv("FUSEC_NVRTC_CACHE_DIR", saved.c_str(), 1);
   std::error_code ec;
   fs::remove_all(dir, ec);
 }
@@ -573,8 +662,13 @@ TEST(GpuElementwise, BandwidthReport) {
   const Shape shapes[] = {
       {"fp16 Add 64M", "Add", "", "", DType::Float16, {1 << 26}, {1 << 26}},
       {"fp32 Relu 64M", "Relu", "", "", DType::Float32, {1 << 26}, {}},
-      {"fp16 bias+GELU [16384,4096]+[4096]", "FusedElementwise", "ai.fusec",
-       "r0 = add i0 i1; r1 = gelu r0", DType::Float16, {16384, 4096}, {4096}},
+      {"fp16 bias+GELU [16384,4096]+[4096]",
+       "FusedElementwise",
+       "ai.fusec",
+       "r0 = add i0 i1; r1 = gelu r0",
+       DType::Float16,
+       {16384, 4096},
+       {4096}},
       {"bf16 Mul [4096,16,1024]*[4096,1,1024]", "Mul", "", "", DType::BFloat16, {4096, 16, 1024}, {4096, 1, 1024}},
       {"fp32 Mul [8192,1,4096]*[1,4,4096]", "Mul", "", "", DType::Float32, {8192, 1, 4096}, {1, 4, 4096}},
   };

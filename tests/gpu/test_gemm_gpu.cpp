@@ -98,7 +98,8 @@ TEST(GpuGemm, UnusualBiasBroadcastFallsBackCorrectly) {
 
 TEST(GpuFusedMatMul, EveryActivationWithBias) {
   FUSEC_REQUIRE_GPU();
-  const char* acts[] = {"", "Relu", "LeakyRelu", "Clip", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "SiLU", "Gelu", "GeluTanh"};
+  const char* acts[] = {"",          "Relu", "LeakyRelu", "Clip",    "Sigmoid", "Tanh", "HardSigmoid",
+                        "HardSwish", "SiLU", "Gelu",      "GeluTanh"};
   for (Precision p : kAll)
     for (const char* act : acts) {
       OpCase c;
@@ -106,8 +107,8 @@ TEST(GpuFusedMatMul, EveryActivationWithBias) {
       c.domain = "ai.fusec";
       // Pre-activations of order 1: a saturating activation (Tanh, Sigmoid) would otherwise shrink
       // the output's magnitude below the GEMM's rounding and fail a relative check for no reason.
-      c.inputs = {random_tensor(DType::Float32, {2, 17, 64}, 11, -0.25, 0.25), random_tensor(DType::Float32, {64, 40}, 12),
-                  random_tensor(DType::Float32, {40}, 13, -0.25, 0.25)};
+      c.inputs = {random_tensor(DType::Float32, {2, 17, 64}, 11, -0.25, 0.25),
+                  random_tensor(DType::Float32, {64, 40}, 12), random_tensor(DType::Float32, {40}, 13, -0.25, 0.25)};
       c.constant = {1, 2};
       c.attrs = {attr("activation", std::string(act))};
       if (std::string(act) == "Clip") c.attrs.push_back(attr("activation_params", std::vector<float>{-1.5f, 1.5f}));
@@ -176,13 +177,16 @@ TEST(GpuFusedMatMul, ResidualAsC) {
         OpCase c;
         c.op = "FusedMatMul";
         c.domain = "ai.fusec";
-        const std::vector<int64_t> a = {2, 9, 24}, w = batched ? std::vector<int64_t>{2, 24, 40} : std::vector<int64_t>{24, 40};
+        const std::vector<int64_t> a = {2, 9, 24},
+                                   w = batched ? std::vector<int64_t>{2, 24, 40} : std::vector<int64_t>{24, 40};
         c.inputs = {random_tensor(DType::Float32, a, 61), random_tensor(DType::Float32, w, 62),
-                    form == 1 ? Tensor() : random_tensor(DType::Float32, {40}, 63), random_tensor(DType::Float32, {2, 9, 40}, 64)};
+                    form == 1 ? Tensor() : random_tensor(DType::Float32, {40}, 63),
+                    random_tensor(DType::Float32, {2, 9, 40}, 64)};
         c.constant = {1};
         if (form != 1) c.constant.insert(2);
         if (form == 2) c.attrs = {attr("activation", std::string("Relu"))};
-        SCOPED_TRACE(std::string(precision_name(p)) + (batched ? " batched" : " linear") + " form " + std::to_string(form));
+        SCOPED_TRACE(std::string(precision_name(p)) + (batched ? " batched" : " linear") + " form " +
+                     std::to_string(form));
         expect_gpu_matches_cpu(c, p);
       }
 }
@@ -193,7 +197,9 @@ TEST(GpuFusedMatMul, ResidualAsC) {
 TEST(GpuSgemmRoute, EveryEpilogueAndEdgeShapeMatchesTheReference) {
   FUSEC_REQUIRE_GPU();
   ::setenv("FUSEC_SGEMM", "force", 1);
-  struct Shape { int64_t m, k, n; };
+  struct Shape {
+    int64_t m, k, n;
+  };
   const Shape shapes[] = {{1, 1, 1}, {7, 13, 5}, {33, 64, 36}, {130, 257, 132}, {256, 768, 96}, {300, 40, 516}};
   const char* acts[] = {"", "Relu", "Gelu"};
   for (const Shape& sh : shapes)
@@ -302,7 +308,9 @@ std::vector<float> uniform_floats(size_t n, uint32_t seed) {
 // skinny configurations must also give the same bits on a second run (no atomics).
 TEST(GpuSgemmConfigs, EveryConfigurationMatchesTheReference) {
   FUSEC_REQUIRE_GPU();
-  struct Case { int m, n, k, pad; };  // pad: added to every leading dim
+  struct Case {
+    int m, n, k, pad;
+  };  // pad: added to every leading dim
   std::vector<Case> cases;
   for (int m : {1, 5, 16, 17, 40})
     for (int n : {1, 7, 1000})
@@ -334,7 +342,9 @@ TEST(GpuSgemmConfigs, EveryConfigurationMatchesTheReference) {
       DeviceFloats dA(A), dB(B), dbias(bias), dR(R), dC(std::vector<float>(size_t(c.m) * ldc));
       // 0: plain; 1: bias + Relu; 2: bias + residual + erf-GELU; 3: residual in place (C = R).
       for (int form = 0; form < 4; ++form) {
-        const cuda::SgemmAct act = form == 1 ? cuda::SgemmAct::Relu : form == 2 ? cuda::SgemmAct::GeluErf : cuda::SgemmAct::None;
+        const cuda::SgemmAct act = form == 1   ? cuda::SgemmAct::Relu
+                                   : form == 2 ? cuda::SgemmAct::GeluErf
+                                               : cuda::SgemmAct::None;
         std::vector<double> want(size_t(c.m) * c.n);
         double mx = 0;
         for (int m = 0; m < c.m; ++m)
@@ -386,7 +396,8 @@ TEST(GpuSgemmConfigs, EveryConfigurationMatchesTheReference) {
           // The padding between rows is never written.
           for (int m = 0; m < c.m && c.pad; ++m)
             for (int n = c.n; n < ldc; ++n)
-              EXPECT_EQ(std::memcmp(&got[size_t(m) * ldc + n], &init[size_t(m) * ldc + n], sizeof(float)), 0) << "m" << m << " n" << n;
+              EXPECT_EQ(std::memcmp(&got[size_t(m) * ldc + n], &init[size_t(m) * ldc + n], sizeof(float)), 0)
+                  << "m" << m << " n" << n;
           if (skinny && trans_b && c.m == 16 && c.n == 1000 && c.k == 2048 && c.pad == 0) {
             skinny_ran[cfg] = true;
             if (form == 2) {  // the same bits again

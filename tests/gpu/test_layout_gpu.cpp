@@ -60,13 +60,14 @@ Value* weight(GraphBuilder& b, const std::string& name, std::vector<int64_t> d, 
   return b.initializer(name, random_tensor(DType::Float32, std::move(d), seed, -0.3, 0.3));
 }
 
-Value* fused_conv(GraphBuilder& b, const std::string& name, Value* x, int64_t cin, int64_t cout, int64_t k, const char* act,
-                  uint64_t seed, std::vector<NamedAttribute> extra = {}) {
+Value* fused_conv(GraphBuilder& b, const std::string& name, Value* x, int64_t cin, int64_t cout, int64_t k,
+                  const char* act, uint64_t seed, std::vector<NamedAttribute> extra = {}) {
   std::vector<NamedAttribute> attrs = {attr("activation", std::string(act))};
   const int64_t pad = k / 2;
   if (pad) attrs.push_back(attr("pads", std::vector<int64_t>{pad, pad, pad, pad}));
   for (auto& a : extra) attrs.push_back(std::move(a));
-  return b.node_n("FusedConv", {x, weight(b, name + ".w", {cout, cin, k, k}, seed), weight(b, name + ".b", {cout}, seed + 1)}, 1,
+  return b.node_n("FusedConv",
+                  {x, weight(b, name + ".w", {cout, cin, k, k}, seed), weight(b, name + ".b", {cout}, seed + 1)}, 1,
                   attrs, name, "ai.fusec")[0];
 }
 
@@ -88,9 +89,11 @@ std::unique_ptr<Graph> se_block(const std::string& form, std::string* act) {
   *act = a->name;
   Value* s = squeeze(b, a, form);
   Value* r = fused_conv(b, "fc1", s, 40, 16, 1, "Relu", 20);
-  Value* e = fused_conv(b, "fc2", r, 16, 40, 1, "HardSigmoid", 30, {attr("activation_params", std::vector<float>{1.0f / 6, 0.5f})});
+  Value* e = fused_conv(b, "fc2", r, 16, 40, 1, "HardSigmoid", 30,
+                        {attr("activation_params", std::vector<float>{1.0f / 6, 0.5f})});
   Value* m = b.node("Mul", {a, e}, {}, "excite");
-  b.output(b.node("Conv", {m, weight(b, "project.w", {24, 40, 1, 1}, 40), weight(b, "project.b", {24}, 41)}, {}, "project"));
+  b.output(
+      b.node("Conv", {m, weight(b, "project.w", {24, 40, 1, 1}, 40), weight(b, "project.b", {24}, 41)}, {}, "project"));
   auto g = b.build();
   infer_shapes(*g);
   return g;
@@ -105,21 +108,26 @@ std::unique_ptr<Graph> head(const std::string& form, std::string* act) {
   Value* c1 = fused_conv(b, "c1", x, 8, 32, 3, "Relu", 10);
   // The last conv of the body has no bias, as the dynamo exporter writes a BN-folded zero bias.
   Value* a = b.node_n("FusedConv", {c1, weight(b, "c2.w", {32, 32, 3, 3}, 20), nullptr, c1}, 1,
-                      {attr("activation", std::string("Relu")), attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, "c2", "ai.fusec")[0];
+                      {attr("activation", std::string("Relu")), attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, "c2",
+                      "ai.fusec")[0];
   *act = a->name;
   Value* flat = nullptr;
   if (form == "reducemean_keepdims0") {
-    flat = b.node("ReduceMean", {a, b.initializer("pool.axes", Tensor::from_int64({2, 3}, {2}))}, {attr("keepdims", int64_t{0})}, "pool");
+    flat = b.node("ReduceMean", {a, b.initializer("pool.axes", Tensor::from_int64({2, 3}, {2}))},
+                  {attr("keepdims", int64_t{0})}, "pool");
   } else if (form == "reducemax") {
-    Value* p = b.node("ReduceMax", {a, b.initializer("pool.axes", Tensor::from_int64({-2, -1}, {2}))}, {attr("keepdims", int64_t{1})}, "pool");
+    Value* p = b.node("ReduceMax", {a, b.initializer("pool.axes", Tensor::from_int64({-2, -1}, {2}))},
+                      {attr("keepdims", int64_t{1})}, "pool");
     flat = b.node("Flatten", {p});
   } else {
-    Value* p = form == "reducemean" ? b.node("ReduceMean", {a, b.initializer("pool.axes", Tensor::from_int64({-1, -2}, {2}))},
-                                             {attr("keepdims", int64_t{1})}, "pool")
-                                    : b.node(form, {a}, {}, "pool");
+    Value* p = form == "reducemean"
+                   ? b.node("ReduceMean", {a, b.initializer("pool.axes", Tensor::from_int64({-1, -2}, {2}))},
+                            {attr("keepdims", int64_t{1})}, "pool")
+                   : b.node(form, {a}, {}, "pool");
     flat = b.node("Flatten", {p});
   }
-  b.output(b.node("Gemm", {flat, weight(b, "fc.w", {5, 32}, 30), weight(b, "fc.b", {5}, 31)}, {attr("transB", int64_t{1})}, "fc"));
+  b.output(b.node("Gemm", {flat, weight(b, "fc.w", {5, 32}, 30), weight(b, "fc.b", {5}, 31)},
+                  {attr("transB", int64_t{1})}, "fc"));
   auto g = b.build();
   infer_shapes(*g);
   return g;
@@ -141,7 +149,8 @@ TEST(GpuLayout, SqueezeOfAnNchwActivationRunsNchwWithoutARelayout) {
       EXPECT_EQ(relayouts(r, act), 0) << "the squeezed activation is read where it is";
       EXPECT_EQ(kernel_of(r, "squeeze").find("NHWC"), std::string::npos) << kernel_of(r, "squeeze");
       if (std::string(form) == "legacy") steps_of_legacy = static_cast<int>(r.steps.size());
-      if (std::string(form) == "dynamo") EXPECT_EQ(static_cast<int>(r.steps.size()), steps_of_legacy) << "both forms plan the same steps";
+      if (std::string(form) == "dynamo")
+        EXPECT_EQ(static_cast<int>(r.steps.size()), steps_of_legacy) << "both forms plan the same steps";
     }
   }
 }
@@ -175,8 +184,9 @@ TEST(GpuLayout, ReductionsOfAChannelsLastInputMatchTheReference) {
     int64_t keepdims;
     bool relayout;
   };
-  const Case cases[] = {{"ReduceMean", {2, 3}, 1, false}, {"ReduceMean", {1}, 1, false}, {"ReduceSum", {1}, 0, false},
-                        {"ReduceMax", {0}, 1, false},     {"ReduceMean", {2, 3}, 0, false}, {"ReduceMin", {3}, 1, false},
+  const Case cases[] = {{"ReduceMean", {2, 3}, 1, false}, {"ReduceMean", {1}, 1, false},
+                        {"ReduceSum", {1}, 0, false},     {"ReduceMax", {0}, 1, false},
+                        {"ReduceMean", {2, 3}, 0, false}, {"ReduceMin", {3}, 1, false},
                         {"ReduceSum", {2}, 0, true},      {"ReduceMean", {0, 1, 2, 3}, 0, false}};
   const Tensor x = random_tensor(DType::Float32, {3, 8, 7, 5}, 62);
   for (Precision p : {Precision::FP16, Precision::BF16, Precision::FP32}) {

@@ -9,7 +9,8 @@ using namespace fusec::cuda;
 
 namespace {
 
-LayoutFacts facts(ChannelsLast kind, std::vector<int64_t> in, bool in_nhwc, std::vector<int64_t> out, bool consumers = true) {
+LayoutFacts facts(ChannelsLast kind, std::vector<int64_t> in, bool in_nhwc, std::vector<int64_t> out,
+                  bool consumers = true) {
   LayoutFacts f;
   f.kind = kind;
   f.in_dims = std::move(in);
@@ -53,7 +54,7 @@ TEST(CudaLayoutRule, ALayoutFreeResultFollowsItsInput) {
   for (ChannelsLast kind : {ChannelsLast::Region, ChannelsLast::FollowInput}) {
     EXPECT_FALSE(plan_channels_last(facts(kind, {16, 72, 28, 28}, false, {16, 72, 1, 1})));
     EXPECT_TRUE(plan_channels_last(facts(kind, {16, 72, 28, 28}, true, {16, 72, 1, 1})));
-    EXPECT_FALSE(plan_channels_last(facts(kind, {16, 72, 28, 28}, false, {16, 72})));  // keepdims=0
+    EXPECT_FALSE(plan_channels_last(facts(kind, {16, 72, 28, 28}, false, {16, 72})));         // keepdims=0
     EXPECT_FALSE(plan_channels_last(facts(kind, {16, 72, 28, 28}, false, {16, 1, 28, 28})));  // mean over C
   }
   // Several outputs: only when every one is layout-free.

@@ -47,7 +47,8 @@ void expect_movement(const OpCase& c, std::vector<size_t> data_inputs = {0}) {
   expect_gpu_matches_cpu(c, Precision::FP32, 0.0);
   expect_gpu_matches_cpu(c, Precision::FP16, 1e-2);
   expect_gpu_matches_cpu(c, Precision::BF16, 1e-2);
-  for (DType t : {DType::Float16, DType::BFloat16, DType::Float64, DType::Int64, DType::Int32, DType::Int8, DType::Bool}) {
+  for (DType t :
+       {DType::Float16, DType::BFloat16, DType::Float64, DType::Int64, DType::Int32, DType::Int8, DType::Bool}) {
     OpCase d = c;
     for (size_t i : data_inputs) d.inputs[i] = data(c.inputs[i].dims(), 100 + i, t);
     SCOPED_TRACE(std::string("native ") + dtype_name(t));
@@ -62,7 +63,10 @@ bool runs_on_gpu(const OpCase& c) {
   std::vector<Tensor> feeds;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const Tensor& t = c.inputs[i];
-    if (!t.defined()) { ins.push_back(nullptr); continue; }
+    if (!t.defined()) {
+      ins.push_back(nullptr);
+      continue;
+    }
     const std::string name = "in" + std::to_string(i);
     if (c.constant.count(i)) {
       ins.push_back(b.initializer(name, t.clone()));
@@ -97,8 +101,8 @@ TEST(GpuTranspose, LayoutChangesUseTheTiledKernel) {
   FUSEC_REQUIRE_GPU();
   expect_movement(op("Transpose", {data({2, 33, 9, 17})}, {}, {attr("perm", I64s{0, 2, 3, 1})}));  // NCHW -> NHWC
   expect_movement(op("Transpose", {data({2, 9, 17, 33})}, {}, {attr("perm", I64s{0, 3, 1, 2})}));  // NHWC -> NCHW
-  expect_movement(op("Transpose", {data({1000, 33})}, {}, {}));                                     // default perm
-  expect_movement(op("Transpose", {data({4097, 7})}, {}, {}));                                      // too narrow to tile
+  expect_movement(op("Transpose", {data({1000, 33})}, {}, {}));                                    // default perm
+  expect_movement(op("Transpose", {data({4097, 7})}, {}, {}));                                     // too narrow to tile
   expect_movement(op("Transpose", {data({3, 1, 70, 1, 41})}, {}, {attr("perm", I64s{4, 1, 2, 3, 0})}));
 }
 
@@ -114,8 +118,9 @@ TEST(GpuTranspose, RanksOneToSix) {
 
 TEST(GpuConcat, AnyAxisOddSizes) {
   FUSEC_REQUIRE_GPU();
-  expect_movement(op("Concat", {data({2, 3, 5}, 1), data({2, 7, 5}, 2), data({2, 1, 5}, 3)}, {}, {attr("axis", int64_t{1})}),
-                  {0, 1, 2});
+  expect_movement(
+      op("Concat", {data({2, 3, 5}, 1), data({2, 7, 5}, 2), data({2, 1, 5}, 3)}, {}, {attr("axis", int64_t{1})}),
+      {0, 1, 2});
   expect_movement(op("Concat", {data({3, 33}, 1), data({4, 33}, 2)}, {}, {attr("axis", int64_t{0})}), {0, 1});
   expect_movement(op("Concat", {data({2, 4, 64}, 1), data({2, 4, 64}, 2)}, {}, {attr("axis", int64_t{-1})}), {0, 1});
   expect_movement(op("Concat", {data({4097}, 1), data({7}, 2)}, {}, {attr("axis", int64_t{0})}), {0, 1});
@@ -126,7 +131,8 @@ TEST(GpuConcat, ManyInputsAndAConstant) {
   std::vector<Tensor> in;
   for (int i = 0; i < 40; ++i) in.push_back(data({3, 1 + i % 4, 8}, 10 + i));
   OpCase c = op("Concat", in, {5, 17}, {attr("axis", int64_t{1})});
-  for (Precision p : {Precision::FP32, Precision::FP16}) expect_gpu_matches_cpu(c, p, p == Precision::FP32 ? 0.0 : 1e-2);
+  for (Precision p : {Precision::FP32, Precision::FP16})
+    expect_gpu_matches_cpu(c, p, p == Precision::FP32 ? 0.0 : 1e-2);
 }
 
 TEST(GpuSplit, SizesFromEveryOpsetForm) {
@@ -147,11 +153,11 @@ TEST(GpuSlice, StepsClampingAndNegativeAxes) {
     return op("Slice", {data(dims), ints(s), ints(e), ints(a), ints(st)}, {1, 2, 3, 4});
   };
   expect_movement(slice({7, 33, 5}, {1, 2}, {6, 30}, {0, 1}, {1, 3}));
-  expect_movement(slice({7, 33, 5}, {-1, 0}, {small, big}, {0, -1}, {-1, 2}));   // reverse, clamped ends
-  expect_movement(slice({4, 1000}, {-3, 5}, {big, -5}, {0, 1}, {1, 1}));         // row copies
-  expect_movement(slice({2, 8, 64}, {0}, {32}, {-1}, {1}));                        // vectorized inner slice
+  expect_movement(slice({7, 33, 5}, {-1, 0}, {small, big}, {0, -1}, {-1, 2}));  // reverse, clamped ends
+  expect_movement(slice({4, 1000}, {-3, 5}, {big, -5}, {0, 1}, {1, 1}));        // row copies
+  expect_movement(slice({2, 8, 64}, {0}, {32}, {-1}, {1}));                     // vectorized inner slice
   expect_movement(slice({9, 9}, {8, 20}, {small, 3}, {1, 0}, {-3, 1}));
-  expect_movement(slice({5, 6}, {4}, {2}, {0}, {1}));                              // empty result
+  expect_movement(slice({5, 6}, {4}, {2}, {0}, {1}));                                      // empty result
   expect_movement(op("Slice", {data({5, 6, 7}), ints({1, -4}), ints({4, 100})}, {1, 2}));  // no axes/steps
 }
 
@@ -187,10 +193,10 @@ TEST(GpuGather, EmbeddingRowsAndNegativeIndices) {
   FUSEC_REQUIRE_GPU();
   // An embedding lookup: [vocab, hidden] rows by int64 ids, negatives counting from the end.
   expect_movement(op("Gather", {data({1000, 64}), random_tensor(DType::Int64, {4, 7}, 5, -1000, 1000)}, {0}));
-  expect_movement(op("Gather", {data({3, 33, 5}), random_tensor(DType::Int32, {6}, 6, -33, 33)}, {},
-                     {attr("axis", int64_t{1})}));
-  expect_movement(op("Gather", {data({3, 4, 7}), random_tensor(DType::Int64, {2, 2}, 7, -7, 7)}, {},
-                     {attr("axis", int64_t{-1})}));
+  expect_movement(
+      op("Gather", {data({3, 33, 5}), random_tensor(DType::Int32, {6}, 6, -33, 33)}, {}, {attr("axis", int64_t{1})}));
+  expect_movement(
+      op("Gather", {data({3, 4, 7}), random_tensor(DType::Int64, {2, 2}, 7, -7, 7)}, {}, {attr("axis", int64_t{-1})}));
   expect_movement(op("Gather", {data({5, 3}), Tensor::from_int64({-2}, {})}, {1}));  // scalar index drops the axis
 }
 
@@ -206,8 +212,8 @@ TEST(GpuGatherElements, EveryAxis) {
 
 TEST(GpuGatherND, BatchDimsAndPartialIndices) {
   FUSEC_REQUIRE_GPU();
-  expect_movement(op("GatherND", {data({5, 6, 64}), random_tensor(DType::Int64, {3, 2}, 11, 0, 5)}));         // k=2 of 3
-  expect_movement(op("GatherND", {data({5, 6, 7}), random_tensor(DType::Int64, {2, 4, 3}, 12, -5, 5)}));      // k=3
+  expect_movement(op("GatherND", {data({5, 6, 64}), random_tensor(DType::Int64, {3, 2}, 11, 0, 5)}));     // k=2 of 3
+  expect_movement(op("GatherND", {data({5, 6, 7}), random_tensor(DType::Int64, {2, 4, 3}, 12, -5, 5)}));  // k=3
   expect_movement(op("GatherND", {data({3, 6, 8}), random_tensor(DType::Int64, {3, 4, 1}, 13, -6, 6)}, {},
                      {attr("batch_dims", int64_t{1})}, 13));
 }
@@ -235,7 +241,8 @@ TEST(GpuPad, EveryMode) {
   FUSEC_REQUIRE_GPU();
   for (const char* mode : {"constant", "edge", "reflect", "wrap"}) {
     SCOPED_TRACE(mode);
-    expect_movement(op("Pad", {data({2, 3, 5, 7}), ints({0, 1, 2, 3, 0, 2, 1, 3})}, {1}, {attr("mode", std::string(mode))}, 13));
+    expect_movement(
+        op("Pad", {data({2, 3, 5, 7}), ints({0, 1, 2, 3, 0, 2, 1, 3})}, {1}, {attr("mode", std::string(mode))}, 13));
     expect_movement(op("Pad", {data({33}), ints({4, 5})}, {1}, {attr("mode", std::string(mode))}, 13));
   }
   // Negative pads crop.
@@ -245,16 +252,19 @@ TEST(GpuPad, EveryMode) {
 TEST(GpuPad, ConstantValueAxesAndOldOpsets) {
   FUSEC_REQUIRE_GPU();
   OpCase c = op("Pad", {data({3, 4}), ints({1, 2, 2, 1}), Tensor::from_float({2.5f}, {})}, {1, 2}, {}, 13);
-  for (Precision p : {Precision::FP32, Precision::FP16, Precision::BF16}) expect_gpu_matches_cpu(c, p, p == Precision::FP32 ? 0.0 : 1e-2);
+  for (Precision p : {Precision::FP32, Precision::FP16, Precision::BF16})
+    expect_gpu_matches_cpu(c, p, p == Precision::FP32 ? 0.0 : 1e-2);
   // constant_value as a graph input: read on the device.
   c.constant = {1};
   expect_gpu_matches_cpu(c, Precision::FP32, 0.0);
   expect_gpu_matches_cpu(c, Precision::FP16, 1e-2);
   // Integer data with an integer constant.
-  expect_gpu_matches_cpu(op("Pad", {data({5, 6}, 3, DType::Int64), ints({1, 0, 0, 2}), Tensor::from_int64({-7}, {})},
-                            {1, 2}, {}, 13), Precision::FP32, 0.0);
+  expect_gpu_matches_cpu(
+      op("Pad", {data({5, 6}, 3, DType::Int64), ints({1, 0, 0, 2}), Tensor::from_int64({-7}, {})}, {1, 2}, {}, 13),
+      Precision::FP32, 0.0);
   // Opset 18 axes.
-  expect_movement(op("Pad", {data({3, 4, 5}), ints({1, 2, 3, 1}), Tensor(), ints({0, -1})}, {1, 3}, {attr("mode", std::string("reflect"))}, 18));
+  expect_movement(op("Pad", {data({3, 4, 5}), ints({1, 2, 3, 1}), Tensor(), ints({0, -1})}, {1, 3},
+                     {attr("mode", std::string("reflect"))}, 18));
   // Opset 2 attributes.
   expect_gpu_matches_cpu(op("Pad", {data({3, 4})}, {}, {attr("pads", I64s{0, 1, 2, 0}), attr("value", 1.5f)}, 10),
                          Precision::FP32, 0.0);
@@ -270,7 +280,8 @@ TEST(GpuPad, PadsFromAGraphInput) {
 TEST(GpuDepthToSpace, DcrAndCrd) {
   FUSEC_REQUIRE_GPU();
   expect_movement(op("DepthToSpace", {data({2, 8, 3, 5})}, {}, {attr("blocksize", int64_t{2})}));
-  expect_movement(op("DepthToSpace", {data({2, 8, 3, 5})}, {}, {attr("blocksize", int64_t{2}), attr("mode", std::string("CRD"))}));
+  expect_movement(
+      op("DepthToSpace", {data({2, 8, 3, 5})}, {}, {attr("blocksize", int64_t{2}), attr("mode", std::string("CRD"))}));
   expect_movement(op("DepthToSpace", {data({1, 18, 4, 4})}, {}, {attr("blocksize", int64_t{3})}, 9));
   expect_movement(op("SpaceToDepth", {data({2, 3, 6, 4})}, {}, {attr("blocksize", int64_t{2})}));
   expect_movement(op("SpaceToDepth", {data({1, 5, 9, 12})}, {}, {attr("blocksize", int64_t{3})}));
@@ -287,8 +298,9 @@ TEST(GpuTrilu, UpperLowerAndK) {
     }
   expect_movement(op("Trilu", {data({3, 9, 4})}, {}, {}, 14));
   // k as a graph input is read on the device.
-  expect_gpu_matches_cpu(op("Trilu", {data({2, 6, 6}), Tensor::from_int64({-1}, {})}, {}, {attr("upper", int64_t{1})}, 14),
-                         Precision::FP32, 0.0);
+  expect_gpu_matches_cpu(
+      op("Trilu", {data({2, 6, 6}), Tensor::from_int64({-1}, {})}, {}, {attr("upper", int64_t{1})}, 14),
+      Precision::FP32, 0.0);
 }
 
 TEST(GpuCumSum, AxesDirectionsAndTypes) {
@@ -318,7 +330,8 @@ TEST(GpuCumSum, AxesDirectionsAndTypes) {
 
 namespace {
 
-std::vector<NamedAttribute> resize_attrs(const std::string& mode, const std::string& ctm, const std::string& nearest = "round_prefer_floor") {
+std::vector<NamedAttribute> resize_attrs(const std::string& mode, const std::string& ctm,
+                                         const std::string& nearest = "round_prefer_floor") {
   return {attr("mode", mode), attr("coordinate_transformation_mode", ctm), attr("nearest_mode", nearest)};
 }
 
@@ -345,7 +358,8 @@ TEST(GpuResize, NearestModes) {
       SCOPED_TRACE(std::string(ctm) + " " + nm);
       expect_resize(resize_scales({2, 3, 5, 7}, {1, 1, 2, 2}, resize_attrs("nearest", ctm, nm)), true);
       expect_resize(resize_sizes({1, 2, 9, 10}, {1, 2, 4, 7}, resize_attrs("nearest", ctm, nm)), true);
-      expect_resize(resize_scales({2, 3, 6, 8}, {1, 1, 1.5f, 2}, resize_attrs("nearest", ctm, nm)), true);  // 4 per thread
+      expect_resize(resize_scales({2, 3, 6, 8}, {1, 1, 1.5f, 2}, resize_attrs("nearest", ctm, nm)),
+                    true);  // 4 per thread
     }
   // Pure movement: exact for native integer data too.
   OpCase u8 = resize_scales({1, 3, 4, 5}, {1, 1, 2, 3}, resize_attrs("nearest", "asymmetric", "floor"));
@@ -378,8 +392,9 @@ TEST(GpuResize, CropAndResizeAndOpset18) {
   FUSEC_REQUIRE_GPU();
   auto a = resize_attrs("linear", "tf_crop_and_resize");
   a.push_back(attr("extrapolation_value", 0.25f));
-  OpCase crop = op("Resize", {data({1, 2, 6, 8}), floats({0, 0, -0.2f, 0.1f, 1, 1, 0.9f, 1.3f}), Tensor(), ints({1, 2, 5, 7})},
-                   {1, 3}, a, 13);
+  OpCase crop =
+      op("Resize", {data({1, 2, 6, 8}), floats({0, 0, -0.2f, 0.1f, 1, 1, 0.9f, 1.3f}), Tensor(), ints({1, 2, 5, 7})},
+         {1, 3}, a, 13);
   expect_resize(crop, false);
   crop.attrs[0] = attr("mode", std::string("nearest"));
   expect_resize(crop, true);
@@ -391,9 +406,14 @@ TEST(GpuResize, CropAndResizeAndOpset18) {
   b.push_back(attr("keep_aspect_ratio_policy", std::string("not_larger")));
   expect_resize(op("Resize", {data({1, 3, 8, 6}), Tensor(), Tensor(), ints({5, 5})}, {3}, b, 18), false);
   // Opset 10 (scales only, legacy nearest rounding) and Upsample 9 / 7.
-  expect_resize(op("Resize", {data({1, 2, 4, 4}), floats({1, 1, 2, 0.5f})}, {1}, {attr("mode", std::string("nearest"))}, 10), true);
-  expect_resize(op("Upsample", {data({1, 2, 3, 4}), floats({1, 1, 2, 2})}, {1}, {attr("mode", std::string("linear"))}, 9), false);
-  expect_resize(op("Upsample", {data({1, 2, 3, 4})}, {}, {attr("mode", std::string("nearest")), attr("scales", std::vector<float>{1, 1, 3, 2})}, 7), true);
+  expect_resize(
+      op("Resize", {data({1, 2, 4, 4}), floats({1, 1, 2, 0.5f})}, {1}, {attr("mode", std::string("nearest"))}, 10),
+      true);
+  expect_resize(
+      op("Upsample", {data({1, 2, 3, 4}), floats({1, 1, 2, 2})}, {1}, {attr("mode", std::string("linear"))}, 9), false);
+  expect_resize(op("Upsample", {data({1, 2, 3, 4})}, {},
+                   {attr("mode", std::string("nearest")), attr("scales", std::vector<float>{1, 1, 3, 2})}, 7),
+                true);
 }
 
 TEST(GpuResize, AntialiasFallsBack) {

@@ -145,7 +145,7 @@ TEST(GpuNorm, SkipLayerNorm) {
   };
   all_precisions(skip_case({16, 128, 768}, {16, 128, 768}, true, 2, 40));  // BERT residual, sum kept
   all_precisions(skip_case({16, 128, 768}, {16, 128, 768}, true, 1, 41));
-  all_precisions(skip_case({4, 33, 768}, {768}, true, 2, 42));  // skip is a bias vector
+  all_precisions(skip_case({4, 33, 768}, {768}, true, 2, 42));     // skip is a bias vector
   all_precisions(skip_case({4, 33, 64}, {33, 64}, false, 2, 43));  // a [S, H] table
   all_precisions(skip_case({3, 1025}, {1, 1025}, true, 2, 44));
   all_precisions(skip_case({2, 40000}, {2, 40000}, true, 2, 45));
@@ -194,7 +194,8 @@ TEST(GpuNorm, SimplifiedLayerNorm) {
 TEST(GpuNorm, InstanceNormalization) {
   FUSEC_REQUIRE_GPU();
   uint64_t seed = 80;
-  for (std::vector<int64_t> dims : {std::vector<int64_t>{2, 3, 7}, {2, 4, 16, 16}, {1, 2, 40000}, {3, 5, 1}, {2, 8, 33, 31}}) {
+  for (std::vector<int64_t> dims :
+       {std::vector<int64_t>{2, 3, 7}, {2, 4, 16, 16}, {1, 2, 40000}, {3, 5, 1}, {2, 8, 33, 31}}) {
     OpCase c;
     c.op = "InstanceNormalization";
     c.inputs = {data(dims, seed), data({dims[1]}, seed + 1, 0.5, 1.5), data({dims[1]}, seed + 2, -0.5, 0.5)};
@@ -209,7 +210,8 @@ TEST(GpuNorm, BatchNormalizationInference) {
   FUSEC_REQUIRE_GPU();
   uint64_t seed = 90;
   for (int64_t opset : {int64_t(9), int64_t(15)}) {
-    for (std::vector<int64_t> dims : {std::vector<int64_t>{2, 3, 5, 5}, {4, 8}, {2, 16, 7, 7}, {1, 64, 56, 56}, {3, 5, 9}}) {
+    for (std::vector<int64_t> dims :
+         {std::vector<int64_t>{2, 3, 5, 5}, {4, 8}, {2, 16, 7, 7}, {1, 64, 56, 56}, {3, 5, 9}}) {
       const int64_t C = dims[1];
       OpCase c;
       c.op = "BatchNormalization";

@@ -54,18 +54,21 @@ TEST(GpuMaxPool, ResNetStemAndAutoPad) {
 TEST(GpuMaxPool, CeilModeDilationsAndRanks) {
   FUSEC_REQUIRE_GPU();
   expect_pool(pool("MaxPool", {1, 3, 33, 33}, {ks({3, 3}), st({2, 2}), attr("ceil_mode", int64_t{1})}), true);
-  expect_pool(pool("MaxPool", {2, 2, 17, 19}, {ks({3, 2}), st({2, 2}), pads({1, 0, 2, 1}), attr("ceil_mode", int64_t{1}),
-                                               attr("dilations", I64s{2, 3})}), true);
-  expect_pool(pool("MaxPool", {3, 5, 1000}, {ks({7}), st({3}), pads({2, 3})}), true);                          // 1-D
+  expect_pool(
+      pool("MaxPool", {2, 2, 17, 19},
+           {ks({3, 2}), st({2, 2}), pads({1, 0, 2, 1}), attr("ceil_mode", int64_t{1}), attr("dilations", I64s{2, 3})}),
+      true);
+  expect_pool(pool("MaxPool", {3, 5, 1000}, {ks({7}), st({3}), pads({2, 3})}), true);                             // 1-D
   expect_pool(pool("MaxPool", {1, 2, 7, 9, 6}, {ks({2, 3, 2}), st({2, 2, 1}), pads({0, 1, 1, 1, 1, 0})}), true);  // 3-D
-  expect_pool(pool("MaxPool", {2, 3, 5, 5}, {ks({5, 5})}, 7), true);                                           // old opset
+  expect_pool(pool("MaxPool", {2, 3, 5, 5}, {ks({5, 5})}, 7), true);  // old opset
 }
 
 TEST(GpuMaxPool, IndicesOutputBothStorageOrders) {
   FUSEC_REQUIRE_GPU();
   for (int64_t order : {0, 1}) {
     SCOPED_TRACE("storage_order " + std::to_string(order));
-    OpCase c = pool("MaxPool", {2, 3, 11, 10}, {ks({3, 3}), st({2, 2}), pads({1, 1, 1, 1}), attr("storage_order", order)}, 12, 2);
+    OpCase c = pool("MaxPool", {2, 3, 11, 10},
+                    {ks({3, 3}), st({2, 2}), pads({1, 1, 1, 1}), attr("storage_order", order)}, 12, 2);
     expect_gpu_matches_cpu(c, Precision::FP32, 0.0);
     OpCase d = pool("MaxPool", {2, 2, 5, 6, 7}, {ks({2, 2, 3}), attr("storage_order", order)}, 12, 2);
     expect_gpu_matches_cpu(d, Precision::FP32, 0.0);
@@ -100,20 +103,25 @@ TEST(GpuMaxPool, SmallWindowShapes) {
       SCOPED_TRACE("k " + std::to_string(k) + " s " + std::to_string(s));
       const int64_t p = k == 3 ? 1 : 0;
       expect_pool(pool("MaxPool", {1, 3, 7, 9}, {ks({k, k}), st({s, s}), pads({p, p, p, p})}), true);
-      expect_pool(pool("MaxPool", {2, 3, 10, 11}, {ks({k, k}), st({s, s}), pads({0, 1, 2, 0})}), true);   // asymmetric
+      expect_pool(pool("MaxPool", {2, 3, 10, 11}, {ks({k, k}), st({s, s}), pads({0, 1, 2, 0})}), true);  // asymmetric
       expect_pool(pool("MaxPool", {1, 2, 8, 10}, {ks({k, k}), st({s, s}), attr("ceil_mode", int64_t{1})}), true);
-      expect_pool(pool("MaxPool", {1, 2, 7, 9}, {ks({k, k}), st({s, s}), pads({1, 0, 1, 1}), attr("ceil_mode", int64_t{1})}), true);
-      expect_pool(pool("MaxPool", {3, 1, 1, 1}, {ks({k, k}), st({s, s}), pads({p, p, k - 1, k - 1})}), true);  // 1×1 planes
+      expect_pool(
+          pool("MaxPool", {1, 2, 7, 9}, {ks({k, k}), st({s, s}), pads({1, 0, 1, 1}), attr("ceil_mode", int64_t{1})}),
+          true);
+      expect_pool(pool("MaxPool", {3, 1, 1, 1}, {ks({k, k}), st({s, s}), pads({p, p, k - 1, k - 1})}),
+                  true);  // 1×1 planes
     }
   // Pads as large as the window: the first row, first and last columns of outputs see only padding (-inf).
   expect_pool(pool("MaxPool", {1, 2, 5, 6}, {ks({2, 2}), st({2, 2}), pads({2, 2, 2, 2})}), true);
-  expect_pool(pool("MaxPool", {1, 2, 1, 5, 6}, {ks({1, 3, 3}), st({1, 2, 2}), pads({0, 1, 1, 0, 1, 1})}), true);  // 3-D, depth 1
-  expect_pool(pool("MaxPool", {1, 2, 9, 9}, {ks({3, 3}), st({2, 1}), pads({1, 1, 1, 1})}), true);  // mixed strides: generic
+  expect_pool(pool("MaxPool", {1, 2, 1, 5, 6}, {ks({1, 3, 3}), st({1, 2, 2}), pads({0, 1, 1, 0, 1, 1})}),
+              true);  // 3-D, depth 1
+  expect_pool(pool("MaxPool", {1, 2, 9, 9}, {ks({3, 3}), st({2, 1}), pads({1, 1, 1, 1})}),
+              true);  // mixed strides: generic
   // Which kernel ran, by the op's kernel name.
-  expect_gpu_matches_cpu(pool("MaxPool", {1, 4, 12, 12}, {ks({3, 3}), st({2, 2}), pads({1, 1, 1, 1})}), Precision::FP32, 0.0, true,
-                         "2 output rows per thread");
-  expect_gpu_matches_cpu(pool("MaxPool", {1, 2, 9, 9}, {ks({3, 3}), st({2, 1}), pads({1, 1, 1, 1})}), Precision::FP32, 0.0, true,
-                         "thread per output");
+  expect_gpu_matches_cpu(pool("MaxPool", {1, 4, 12, 12}, {ks({3, 3}), st({2, 2}), pads({1, 1, 1, 1})}), Precision::FP32,
+                         0.0, true, "2 output rows per thread");
+  expect_gpu_matches_cpu(pool("MaxPool", {1, 2, 9, 9}, {ks({3, 3}), st({2, 1}), pads({1, 1, 1, 1})}), Precision::FP32,
+                         0.0, true, "thread per output");
 }
 
 TEST(GpuMaxPool, SmallWindowTypesAndNaN) {
@@ -150,8 +158,10 @@ TEST(GpuMaxPool, SmallWindowTypesAndNaN) {
         OpCase h = c;
         h.inputs[0] = random_tensor(t, {1, 2, 7, 9}, 11);
         for (int64_t i : nans) {
-          if (t == DType::Float64) h.inputs[0].data<double>()[i] = std::numeric_limits<double>::quiet_NaN();
-          else h.inputs[0].data<uint16_t>()[i] = t == DType::Float16 ? 0x7e00 : 0x7fc0;  // quiet NaN bits
+          if (t == DType::Float64)
+            h.inputs[0].data<double>()[i] = std::numeric_limits<double>::quiet_NaN();
+          else
+            h.inputs[0].data<uint16_t>()[i] = t == DType::Float16 ? 0x7e00 : 0x7fc0;  // quiet NaN bits
         }
         expect_gpu_matches_cpu(h, Precision::FP32, 0.0);
       }
@@ -164,8 +174,11 @@ TEST(GpuAveragePool, CountIncludePadAndCeilMode) {
     SCOPED_TRACE("count_include_pad " + std::to_string(inc));
     const NamedAttribute cip = attr("count_include_pad", inc);
     expect_pool(pool("AveragePool", {2, 8, 14, 14}, {ks({3, 3}), st({1, 1}), pads({1, 1, 1, 1}), cip}), false);
-    expect_pool(pool("AveragePool", {1, 3, 10, 11}, {ks({3, 3}), st({2, 2}), pads({1, 0, 1, 1}), attr("ceil_mode", int64_t{1}), cip}), false);
-    expect_pool(pool("AveragePool", {2, 4, 33}, {ks({4}), st({3}), attr("auto_pad", std::string("SAME_LOWER")), cip}), false);
+    expect_pool(pool("AveragePool", {1, 3, 10, 11},
+                     {ks({3, 3}), st({2, 2}), pads({1, 0, 1, 1}), attr("ceil_mode", int64_t{1}), cip}),
+                false);
+    expect_pool(pool("AveragePool", {2, 4, 33}, {ks({4}), st({3}), attr("auto_pad", std::string("SAME_LOWER")), cip}),
+                false);
     expect_pool(pool("AveragePool", {1, 2, 5, 6, 7}, {ks({3, 2, 3}), pads({1, 1, 1, 1, 0, 1}), cip}), false);
   }
   expect_pool(pool("AveragePool", {1, 2, 9, 9}, {ks({3, 3}), attr("dilations", I64s{2, 2})}, 19), false);
@@ -189,7 +202,7 @@ TEST(GpuGlobalPool, ResNetHeadAndLargePlanes) {
     expect_pool(pool(op, {16, 2048, 7, 7}, {}, 17), exact);  // ResNet-50's head: warp per plane
     expect_pool(pool(op, {2, 3, 70, 70}, {}, 17), exact);    // 4900-element planes: block per plane
     expect_pool(pool(op, {3, 5, 4097}, {}, 17), exact);
-    expect_pool(pool(op, {4, 33}, {}, 17), exact);            // no spatial dims: planes of one
+    expect_pool(pool(op, {4, 33}, {}, 17), exact);  // no spatial dims: planes of one
     expect_pool(pool(op, {1, 2, 3, 4, 5}, {}, 17), exact);
   }
   OpCase c = pool("GlobalMaxPool", {2, 3, 4, 4}, {}, 17);

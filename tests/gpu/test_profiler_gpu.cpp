@@ -127,7 +127,8 @@ TEST(GpuProfiler, EveryRecordAttributedInBothModesAndWithinWallTime) {
   EXPECT_EQ(per_mode[0], per_mode[1]);
   // Every node on the GPU launched something, except views (Flatten) that alias their input.
   for (const auto& n : r.a.nodes)
-    if (n.kind == "kernel" && n.op_type != "Flatten" && n.op_type != "Reshape") EXPECT_GT(n.records_per_iteration, 0) << n.name;
+    if (n.kind == "kernel" && n.op_type != "Flatten" && n.op_type != "Reshape")
+      EXPECT_GT(n.records_per_iteration, 0) << n.name;
 }
 
 TEST(GpuProfiler, StreamOnlyWhenGraphsAreOff) {

@@ -70,20 +70,20 @@ struct Layout {
 TEST(GpuReduce, EveryOpEveryLayout) {
   FUSEC_REQUIRE_GPU();
   const Layout layouts[] = {
-      {{300, 768}, {-1}},          // rows, warp per row
-      {{16, 1024}, {1}},           // rows
-      {{5, 1025}, {-1}},           // rows, unaligned width
-      {{3, 40000}, {1}},           // long rows, split
-      {{1000, 33}, {0}},           // column reduction
-      {{40000, 8}, {0}},           // tall columns, split
-      {{4, 127, 9}, {1}},          // middle axis
-      {{4, 127, 9}, {-2, 2}},      // trailing axes (rows)
-      {{6, 5, 7, 3}, {0, 2}},      // separate groups: general path
-      {{2, 3, 4, 5}, {1, 3}},      // general path
-      {{2, 4097}, {}},             // no axes: reduce all
-      {{7}, {0}},                  // one short row
-      {{1, 1}, {0, 1}},            // size-1 dims only
-      {{3, 1, 5}, {1}},            // reducing a size-1 dim
+      {{300, 768}, {-1}},      // rows, warp per row
+      {{16, 1024}, {1}},       // rows
+      {{5, 1025}, {-1}},       // rows, unaligned width
+      {{3, 40000}, {1}},       // long rows, split
+      {{1000, 33}, {0}},       // column reduction
+      {{40000, 8}, {0}},       // tall columns, split
+      {{4, 127, 9}, {1}},      // middle axis
+      {{4, 127, 9}, {-2, 2}},  // trailing axes (rows)
+      {{6, 5, 7, 3}, {0, 2}},  // separate groups: general path
+      {{2, 3, 4, 5}, {1, 3}},  // general path
+      {{2, 4097}, {}},         // no axes: reduce all
+      {{7}, {0}},              // one short row
+      {{1, 1}, {0, 1}},        // size-1 dims only
+      {{3, 1, 5}, {1}},        // reducing a size-1 dim
   };
   uint64_t seed = 1;
   for (const Kind& k : kKinds)
@@ -150,7 +150,8 @@ TEST(GpuReduce, Integers) {
   uint64_t seed = 800;
   for (DType t : {DType::Int32, DType::Int64})
     for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"})
-      for (const Layout& l : {Layout{{37, 1000}, {1}}, Layout{{1000, 37}, {0}}, Layout{{4, 5, 6}, {0, 2}}, Layout{{3, 40000}, {}}}) {
+      for (const Layout& l :
+           {Layout{{37, 1000}, {1}}, Layout{{1000, 37}, {0}}, Layout{{4, 5, 6}, {0, 2}}, Layout{{3, 40000}, {}}}) {
         OpCase c = reduce({op, 0, 0, std::string(op) == "ReduceSum" ? 11 : 13, 18},
                           random_tensor(t, l.dims, ++seed, -100, 100), l.axes, 1, false);
         expect_gpu_matches_cpu(c, Precision::FP32);
@@ -175,9 +176,9 @@ TEST(GpuReduce, ArgMaxArgMin) {
     for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::floor(t.data<float>()[i]);
     return t;
   };
-  const Layout layouts[] = {{{300, 768}, {-1}}, {{5, 1025}, {1}}, {{3, 40000}, {1}}, {{1000, 33}, {0}},
-                            {{40000, 4}, {0}},  {{4, 127, 9}, {1}}, {{4, 127, 9}, {-3}}, {{7}, {0}},
-                            {{3, 1, 5}, {1}}};
+  const Layout layouts[] = {{{300, 768}, {-1}},  {{5, 1025}, {1}},  {{3, 40000}, {1}},
+                            {{1000, 33}, {0}},   {{40000, 4}, {0}}, {{4, 127, 9}, {1}},
+                            {{4, 127, 9}, {-3}}, {{7}, {0}},        {{3, 1, 5}, {1}}};
   for (const char* op : {"ArgMax", "ArgMin"})
     for (const Layout& l : layouts)
       for (int64_t last : {0, 1})

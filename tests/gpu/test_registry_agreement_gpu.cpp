@@ -49,7 +49,8 @@ TEST(RegistryAgreementCuda, EntriesUseTheCanonicalDomain) {
 }
 
 TEST(RegistryAgreementCuda, EveryCudaOpHasASchema) {
-  ASSERT_GT(cuda::CudaOpRegistry::global().ops().size(), 50u) << "the CUDA registry is (nearly) empty: nothing to compare";
+  ASSERT_GT(cuda::CudaOpRegistry::global().ops().size(), 50u)
+      << "the CUDA registry is (nearly) empty: nothing to compare";
   const std::string gaps = unexpected_gaps(cuda_ops(), schema_ops(), kCudaOpsWithoutSchema);
   EXPECT_EQ(gaps, "") << "CUDA ops (backend/cuda/ops/) with no schema (ir/ops/) under the same name and domain:\n"
                       << gaps;

@@ -127,7 +127,8 @@ TEST(FileClaims, AClaimMadeBeforeTheInputIsReadStillCounts) {
   CommandFiles files;
   claim_output((d / "w.data").string(), "the output model's external data");
   const std::string msg = bad_input_of([&] { InputFile in(d / "w.data", {"the external data of m.onnx"}); });
-  EXPECT_NE(msg.find("is the external data of m.onnx; fusec does not write over its own inputs"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("is the external data of m.onnx; fusec does not write over its own inputs"), std::string::npos)
+      << msg;
   fs::remove_all(d);
 }
 
@@ -186,7 +187,7 @@ TEST(OutputFile, ARegularFileIsReplacedWholeKeepingItsMode) {
     f.write("half");
     EXPECT_FALSE(f.in_place());
     EXPECT_EQ(read_all(d / "r.json"), "old");  // nothing there changes until commit
-  }  // no commit: an error or an interrupt
+  }                                            // no commit: an error or an interrupt
   EXPECT_EQ(read_all(d / "r.json"), "old");
   EXPECT_EQ(names(d), std::vector<std::string>{"r.json"}) << "a temporary was left behind";
   write_output_file(d / "r.json", "new");
@@ -211,7 +212,8 @@ TEST(OutputFile, ALinkTheUserNamedHasItsTargetReplaced) {
   EXPECT_EQ(names(d / "runs"), std::vector<std::string>{"1.json"});
   // A link to nothing is an error, not a file created somewhere.
   fs::create_symlink("missing/x.json", d / "dangling.json");
-  EXPECT_NE(bad_input_of([&] { write_output_file(d / "dangling.json", "x"); }).find("does not exist"), std::string::npos);
+  EXPECT_NE(bad_input_of([&] { write_output_file(d / "dangling.json", "x"); }).find("does not exist"),
+            std::string::npos);
   EXPECT_FALSE(fs::exists(d / "missing"));
   fs::remove_all(d);
 }
@@ -236,7 +238,8 @@ TEST(OutputFile, FoldersAndMissingFoldersAreErrors) {
   EXPECT_NE(bad_input_of([&] { write_output_file(d / std::string(300, 'x'), "x"); }).find("File name too long"),
             std::string::npos);
   fs::create_symlink("loop", d / "loop");
-  EXPECT_NE(bad_input_of([&] { write_output_file(d / "loop" / "x.onnx", "x"); }).find("symbolic links"), std::string::npos);
+  EXPECT_NE(bad_input_of([&] { write_output_file(d / "loop" / "x.onnx", "x"); }).find("symbolic links"),
+            std::string::npos);
   fs::remove_all(d);
 }
 
@@ -337,7 +340,8 @@ TEST(OutputFile, NothingIsCommittedOnceAMappedInputChanged) {
 // ---- input_file: bounded, sizes first, errors exit 2 ----
 
 TEST(InputFile, DevicesFoldersAndMissingFilesAreRefused) {
-  EXPECT_NE(bad_input_of([] { InputFile f("/dev/zero"); }).find("'/dev/zero' is a device, not a file"), std::string::npos);
+  EXPECT_NE(bad_input_of([] { InputFile f("/dev/zero"); }).find("'/dev/zero' is a device, not a file"),
+            std::string::npos);
   EXPECT_NE(bad_input_of([] { InputFile f("/"); }).find("is a directory"), std::string::npos);
   EXPECT_NE(bad_input_of([] { InputFile f("/no/such/file"); }).find("does not exist"), std::string::npos);
 }
@@ -421,8 +425,10 @@ TEST(InputFile, NpyFromAStreamIsCheckedAsItIsRead) {
     ASSERT_EQ(::write(p[1], bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
     ::close(p[1]);
     const std::string path = "/dev/fd/" + std::to_string(p[0]);
-    if (extra == 0) EXPECT_EQ(read_npy(path).numel(), 6);
-    else EXPECT_NE(bad_input_of([&] { read_npy(path); }).find("has more bytes after"), std::string::npos);
+    if (extra == 0)
+      EXPECT_EQ(read_npy(path).numel(), 6);
+    else
+      EXPECT_NE(bad_input_of([&] { read_npy(path); }).find("has more bytes after"), std::string::npos);
     ::close(p[0]);
   }
 }

@@ -82,7 +82,8 @@ TEST(Importer, OmittedOptionalInputsRoundTrip) {
     GraphBuilder b(17);
     std::vector<Value*> ins = {b.input("qkv", DType::Float32, {2, 3, 24}), nullptr, nullptr};
     if (mask) ins.push_back(b.input("mask", DType::Bool, {2, 1, 1, 3}));
-    Value* y = b.node_n("Attention", ins, 1, {attr("q_num_heads", int64_t{2}), attr("kv_num_heads", int64_t{2})}, "attn", "ai.fusec")[0];
+    Value* y = b.node_n("Attention", ins, 1, {attr("q_num_heads", int64_t{2}), attr("kv_num_heads", int64_t{2})},
+                        "attn", "ai.fusec")[0];
     b.output(y);
     auto g = b.build();
     onnx::ModelProto proto;
@@ -170,8 +171,9 @@ TEST(Importer, ExternalDataRefusals) {
 
 TEST(Importer, MalformedBytes) {
   EXPECT_NE(error_of([] { import_onnx_bytes("", ".", "m"); }).find("empty"), std::string::npos);
-  EXPECT_NE(error_of([] { import_onnx_bytes(std::string("\xff\xff\xff\x13garbage", 11), ".", "m"); }).find("not a valid"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([] { import_onnx_bytes(std::string("\xff\xff\xff\x13garbage", 11), ".", "m"); }).find("not a valid"),
+      std::string::npos);
   auto bytes = export_onnx_bytes(*sample_graph());
   error_of([&] { import_onnx_bytes(bytes.substr(0, bytes.size() / 2), ".", "m"); });
 }
@@ -239,7 +241,8 @@ TEST(Importer, NewerVersionsAreRefusedUnlessAllowed) {
     edit(c);
     return c.SerializeAsString();
   };
-  const std::string newer_onnx = with([](onnx::ModelProto& c) { c.mutable_opset_import(0)->set_version(kNewestOnnxOpset + 1); });
+  const std::string newer_onnx =
+      with([](onnx::ModelProto& c) { c.mutable_opset_import(0)->set_version(kNewestOnnxOpset + 1); });
   const std::string newer_ir = with([](onnx::ModelProto& c) { c.set_ir_version(newest_supported_ir_version() + 1); });
   const std::string newer_fusec = with([](onnx::ModelProto& c) {
     auto* o = c.add_opset_import();
@@ -256,7 +259,8 @@ TEST(Importer, NewerVersionsAreRefusedUnlessAllowed) {
   EXPECT_NE(e.find("(" + std::to_string(kNewestOnnxOpset) + ")"), std::string::npos) << e;
   EXPECT_NE(e.find("--allow-newer-opset"), std::string::npos) << e;
   EXPECT_NE(error_of([&] { import_onnx_bytes(newer_ir, ".", "m.onnx"); }).find("IR version"), std::string::npos);
-  EXPECT_NE(error_of([&] { import_onnx_bytes(newer_fusec, ".", "m.onnx"); }).find("domain ai.fusec"), std::string::npos);
+  EXPECT_NE(error_of([&] { import_onnx_bytes(newer_fusec, ".", "m.onnx"); }).find("domain ai.fusec"),
+            std::string::npos);
   import_onnx_bytes(other_domain, ".", "m.onnx");  // domains fusec has no ops in: their nodes report themselves
 
   std::vector<std::string> warnings;
@@ -278,7 +282,8 @@ TEST(Importer, DeclaredSizeIsCheckedBeforeAllocating) {
   p.set_data_type(onnx::TensorProto::FLOAT);
   p.add_dims(int64_t{1} << 31);
   p.set_raw_data(std::string(4, '\0'));
-  EXPECT_NE(error_of([&] { tensor_from_proto(p, ".", "initializer 'W'"); }).find("raw data has 4 bytes"), std::string::npos);
+  EXPECT_NE(error_of([&] { tensor_from_proto(p, ".", "initializer 'W'"); }).find("raw data has 4 bytes"),
+            std::string::npos);
   p.clear_raw_data();
   p.add_float_data(1.0f);
   EXPECT_NE(error_of([&] { tensor_from_proto(p, ".", "initializer 'W'"); }).find("has 1 values"), std::string::npos);

@@ -156,8 +156,8 @@ TEST(DeviceMemoryEstimate, AHugeBatchIsRefusedFromTheShapesAloneInMilliseconds) 
   DeviceMemoryNeed n = estimate_device_memory(*g, Precision::FP32);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(ms, 1000.0);
-  EXPECT_EQ(n.io, size_t{2000000} * 3 * 32 * 32 * 4);           // 24.6 GB of input
-  EXPECT_EQ(n.activations, size_t{2000000} * 12288);            // and as much live at the peak
+  EXPECT_EQ(n.io, size_t{2000000} * 3 * 32 * 32 * 4);  // 24.6 GB of input
+  EXPECT_EQ(n.activations, size_t{2000000} * 12288);   // and as much live at the peak
   std::string m = shortfall_error(n, h100);
   EXPECT_TRUE(has(m, "the model needs 45.78 GiB (49152479744 bytes) of device memory and cuda:0")) << m;
   EXPECT_TRUE(has(m, "but tensor 'input' has 6144000000 elements")) << m;

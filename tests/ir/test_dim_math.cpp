@@ -47,7 +47,10 @@ std::string infer_error(const std::string& op, Shape x_shape, std::vector<Tensor
   std::vector<Value*> ins{b.input("x", DType::Float32, std::move(x_shape))};
   for (size_t i = 0; i < extra_x; ++i) ins.push_back(ins[0]);
   for (size_t i = 0; i < inits.size(); ++i) {
-    if (!inits[i].defined()) { ins.push_back(nullptr); continue; }
+    if (!inits[i].defined()) {
+      ins.push_back(nullptr);
+      continue;
+    }
     ins.push_back(b.initializer("c" + std::to_string(i), inits[i]));
   }
   b.output(b.node(op, ins, std::move(attrs), "the_node"));
@@ -114,18 +117,19 @@ TEST(DimMath, EveryShapeFunctionRefusesOverflow) {
   }
   // Conv: pads that pass int64, and a dilation whose window wraps to 1.
   Tensor w1 = Tensor(DType::Float32, {1, 1, 1, 1}), w5 = Tensor(DType::Float32, {1, 1, 5, 1});
-  expect_overflow_named(infer_error("Conv", Shape{1, 1, 4, 4}, {w1}, {attr("pads", std::vector<int64_t>{0, 0, INT64_MAX, 0})}),
-                        "Conv");
+  expect_overflow_named(
+      infer_error("Conv", Shape{1, 1, 4, 4}, {w1}, {attr("pads", std::vector<int64_t>{0, 0, INT64_MAX, 0})}), "Conv");
   expect_overflow_named(infer_error("Conv", Shape{1, 1, 4, 4}, {w5}, {attr("dilations", std::vector<int64_t>{k62, 1})}),
                         "Conv");
-  expect_overflow_named(infer_error("Conv", Shape{1, 1, 4, 4}, {Tensor(DType::Float32, {1, 4, 1, 1})}, {attr("group", k62)}),
-                        "Conv");
-  expect_overflow_named(infer_error("MaxPool", Shape{1, 1, 4, 4}, {},
-                                    {attr("kernel_shape", std::vector<int64_t>{3, 3}),
-                                     attr("dilations", std::vector<int64_t>{k62, 1})}),
-                        "MaxPool");
-  expect_overflow_named(infer_error("ConvTranspose", Shape{1, 1, 4, 4}, {w1}, {attr("strides", std::vector<int64_t>{k62, 1})}),
-                        "ConvTranspose");
+  expect_overflow_named(
+      infer_error("Conv", Shape{1, 1, 4, 4}, {Tensor(DType::Float32, {1, 4, 1, 1})}, {attr("group", k62)}), "Conv");
+  expect_overflow_named(
+      infer_error("MaxPool", Shape{1, 1, 4, 4}, {},
+                  {attr("kernel_shape", std::vector<int64_t>{3, 3}), attr("dilations", std::vector<int64_t>{k62, 1})}),
+      "MaxPool");
+  expect_overflow_named(
+      infer_error("ConvTranspose", Shape{1, 1, 4, 4}, {w1}, {attr("strides", std::vector<int64_t>{k62, 1})}),
+      "ConvTranspose");
   // Resize: scale x dim past int64, with the rest of the shape static and partly symbolic.
   Tensor big_scale = Tensor::from_float({1, 1, 1e30f, 1}, {4});
   for (Shape s : {Shape{1, 1, 2, 2}, Shape{1, Dim::sym("C"), 2, 2}}) {

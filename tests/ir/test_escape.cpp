@@ -21,9 +21,9 @@ TEST(OneLine, KeepsValidUtf8AndEscapesTheRest) {
   EXPECT_EQ(one_line("\xc3\xa9t\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82 \xc2\xb1"),
             "\xc3\xa9t\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x99\x82 \xc2\xb1");
   EXPECT_EQ(one_line("m\xff.onnx"), "m\\xff.onnx");
-  EXPECT_EQ(one_line("\xc3"), "\\xc3");               // truncated sequence
-  EXPECT_EQ(one_line("\xc0\xaf"), "\\xc0\\xaf");       // overlong '/'
-  EXPECT_EQ(one_line("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a UTF-16 surrogate
+  EXPECT_EQ(one_line("\xc3"), "\\xc3");                             // truncated sequence
+  EXPECT_EQ(one_line("\xc0\xaf"), "\\xc0\\xaf");                    // overlong '/'
+  EXPECT_EQ(one_line("\xed\xa0\x80"), "\\xed\\xa0\\x80");           // a UTF-16 surrogate
   EXPECT_EQ(one_line("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
 }
 

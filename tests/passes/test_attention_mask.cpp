@@ -80,7 +80,7 @@ TEST(AttentionMask, RepeatedRowsAreStoredOnce) {
   ASSERT_NE(m, nullptr);
   ASSERT_TRUE(m->is_initializer());
   EXPECT_EQ(m->initializer->dims(), (std::vector<int64_t>{B, 1, 1, T}));
-  EXPECT_FLOAT_EQ(m->initializer->data<float>()[T - 1], -1e4f);  // batch 0's last key is masked
+  EXPECT_FLOAT_EQ(m->initializer->data<float>()[T - 1], -1e4f);      // batch 0's last key is masked
   EXPECT_FLOAT_EQ(m->initializer->data<float>()[T + T - 2], -1e4f);  // batch 1's last two are
   expect_same_numbers(o);
 }

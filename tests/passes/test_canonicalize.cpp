@@ -28,8 +28,8 @@ Value* shape_const(GraphBuilder& b, const std::string& name, std::vector<int64_t
 }
 
 /// dynamo's Kᵀ: Reshape [B,H,S,D] -> [B·H,S,D], Transpose(0,2,1), Reshape -> [B,H,D,S].
-std::unique_ptr<Graph> dynamo_k_transpose(std::vector<int64_t> bhsd, std::vector<int64_t> mid, std::vector<int64_t> perm,
-                                          std::vector<int64_t> out) {
+std::unique_ptr<Graph> dynamo_k_transpose(std::vector<int64_t> bhsd, std::vector<int64_t> mid,
+                                          std::vector<int64_t> perm, std::vector<int64_t> out) {
   GraphBuilder b(20);
   Value* k = b.input("k", DType::Float32, Shape(bhsd.begin(), bhsd.end()));
   Value* k3 = b.node("Reshape", {k, shape_const(b, "s3", mid)}, {}, "to3d");
@@ -104,7 +104,8 @@ TEST(Canonicalize, GatherOfEveryElementInOrderIsAReshape) {
   Value* flat = b.node("Reshape", {x, shape_const(b, "flat", {-1})}, {}, "flatten");
   std::vector<int64_t> iota(12);
   for (int64_t i = 0; i < 12; ++i) iota[i] = i;
-  b.output(b.node("Gather", {flat, b.initializer("idx", int64s(iota, {2, 6, 1, 1}))}, {attr("axis", int64_t{0})}, "as_strided"));
+  b.output(b.node("Gather", {flat, b.initializer("idx", int64s(iota, {2, 6, 1, 1}))}, {attr("axis", int64_t{0})},
+                  "as_strided"));
   Outcome o = run_pass(b.build());
   expect_rewritten_exactly(o);
   EXPECT_EQ(count(*o.optimized, "Gather"), 0);

@@ -140,7 +140,7 @@ TEST(Cleanup, DropoutThatTrainsOrWhoseMaskIsReadStays) {
 TEST(Cleanup, CastToTheSameTypeIsRemovedACastToAnotherStays) {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float32, {3});
-  Value* same = b.node("Cast", {x}, {attr("to", int64_t{1})}, "same");         // FLOAT -> FLOAT
+  Value* same = b.node("Cast", {x}, {attr("to", int64_t{1})}, "same");          // FLOAT -> FLOAT
   Value* dbl = b.node("Cast", {same}, {attr("to", int64_t{11})}, "to_double");  // FLOAT -> DOUBLE
   b.output(b.node("Relu", {dbl}, {}, "relu"));
   Outcome o = run_pass(b.build());
@@ -160,8 +160,8 @@ TEST(Cleanup, ViewsToTheirOwnShapeAreRemoved) {
   h = b.node("Unsqueeze", {h, ints(b, "none", {})}, {}, "unsqueeze");
   h = b.node("Squeeze", {h, ints(b, "none2", {})}, {}, "squeeze");
   h = b.node("Pad", {h, ints(b, "pads", {0, 0, 0, 0})}, {}, "pad");
-  h = b.node("Slice", {h, ints(b, "starts", {0}), ints(b, "ends", {3}), ints(b, "axes", {1}), ints(b, "steps", {1})}, {},
-             "slice");
+  h = b.node("Slice", {h, ints(b, "starts", {0}), ints(b, "ends", {3}), ints(b, "axes", {1}), ints(b, "steps", {1})},
+             {}, "slice");
   h = b.node("Transpose", {h}, {attr("perm", std::vector<int64_t>{0, 1})}, "transpose");
   b.output(b.node("Relu", {h}, {}, "relu"));
   Outcome o = run_pass(b.build());
@@ -169,11 +169,11 @@ TEST(Cleanup, ViewsToTheirOwnShapeAreRemoved) {
   ASSERT_EQ(ops(*o.optimized), (std::vector<std::string>{"Relu"}));
   EXPECT_EQ(o.optimized->nodes()[0]->inputs[0]->name, "x");
   EXPECT_TRUE(o.optimized->initializers().empty());  // the shape operands went with their readers
-  for (const char* what : {"removed Reshape 'reshape' (Reshape to the same shape)",
-                           "removed Flatten 'flatten' (Flatten to the same shape)",
-                           "removed Expand 'expand' (Expand to the same shape)", "removed Pad 'pad' (Pad by zero)",
-                           "removed Slice 'slice' (Slice of everything)",
-                           "removed Transpose 'transpose' (Transpose with identity perm)"})
+  for (const char* what :
+       {"removed Reshape 'reshape' (Reshape to the same shape)",
+        "removed Flatten 'flatten' (Flatten to the same shape)", "removed Expand 'expand' (Expand to the same shape)",
+        "removed Pad 'pad' (Pad by zero)", "removed Slice 'slice' (Slice of everything)",
+        "removed Transpose 'transpose' (Transpose with identity perm)"})
     EXPECT_TRUE(rewrote(o, what)) << what;
 }
 
@@ -194,14 +194,14 @@ TEST(Cleanup, ViewsThatMoveOrReorderAnythingStay) {
     return b.node("Transpose", {x}, {attr("perm", std::vector<int64_t>{1, 0})}, "transpose");
   })));
   // No perm: the default reverses the dims.
-  expect_left_alone(run_pass(view_then_relu({3, 3}, [](GraphBuilder& b, Value* x) {
-    return b.node("Transpose", {x}, {}, "transpose");
-  })));
+  expect_left_alone(run_pass(
+      view_then_relu({3, 3}, [](GraphBuilder& b, Value* x) { return b.node("Transpose", {x}, {}, "transpose"); })));
   // The same shape, reversed: steps -1.
   expect_left_alone(run_pass(view_then_relu({4}, [](GraphBuilder& b, Value* x) {
-    return b.node("Slice", {x, ints(b, "starts", {3}), ints(b, "ends", {INT64_MIN}), ints(b, "axes", {0}),
-                            ints(b, "steps", {-1})},
-                  {}, "reverse");
+    return b.node(
+        "Slice",
+        {x, ints(b, "starts", {3}), ints(b, "ends", {INT64_MIN}), ints(b, "axes", {0}), ints(b, "steps", {-1})}, {},
+        "reverse");
   })));
   // A pad that adds a row.
   expect_left_alone(run_pass(view_then_relu({2, 3}, [](GraphBuilder& b, Value* x) {
@@ -351,9 +351,9 @@ TEST(Cleanup, DeadNodesAndUnreadInitializersAreRemoved) {
   expect_cleaned_exactly(o);
   EXPECT_EQ(ops(*o.optimized), (std::vector<std::string>{"Relu"}));
   EXPECT_TRUE(o.optimized->initializers().empty());
-  for (const char* what : {"removed Exp 'dead3' (its outputs are never read)",
-                           "removed Mul 'dead2' (its outputs are never read)",
-                           "removed Neg 'dead1' (its outputs are never read)", "removed 2 unused initializer(s)"})
+  for (const char* what :
+       {"removed Exp 'dead3' (its outputs are never read)", "removed Mul 'dead2' (its outputs are never read)",
+        "removed Neg 'dead1' (its outputs are never read)", "removed 2 unused initializer(s)"})
     EXPECT_TRUE(rewrote(o, what)) << what;
 }
 

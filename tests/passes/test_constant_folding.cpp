@@ -67,8 +67,8 @@ Value* ints(GraphBuilder& b, const std::string& name, std::vector<int64_t> v) {
 TEST(ConstantFolding, ANodeOfConstantsBecomesItsValue) {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float32, {3});
-  Value* sum = b.node("Add", {b.initializer("a", floats({1, 2, 3}, {3})), b.initializer("b", floats({10, 20, 30}, {3}))},
-                      {}, "sum");
+  Value* sum = b.node(
+      "Add", {b.initializer("a", floats({1, 2, 3}, {3})), b.initializer("b", floats({10, 20, 30}, {3}))}, {}, "sum");
   b.output(b.node("Mul", {x, sum}, {}, "mul"));
   const std::string sum_name = sum->name;
   Outcome o = run_pass(b.build());
@@ -105,7 +105,8 @@ TEST(ConstantFolding, AFoldedValueTakesItsTensorsTypeAtOnce) {
 TEST(ConstantFolding, EveryOutputOfAFoldedNodeBecomesAConstant) {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float32, {2});
-  auto halves = b.node_n("Split", {b.initializer("c", floats({1, 2, 3, 4}, {4}))}, 2, {attr("axis", int64_t{0})}, "split");
+  auto halves =
+      b.node_n("Split", {b.initializer("c", floats({1, 2, 3, 4}, {4}))}, 2, {attr("axis", int64_t{0})}, "split");
   b.output(b.node("Add", {x, halves[0]}, {}, "add"));
   b.output(b.node("Mul", {x, halves[1]}, {}, "mul"));
   Outcome o = run_pass(b.build());
@@ -118,9 +119,10 @@ TEST(ConstantFolding, EveryOutputOfAFoldedNodeBecomesAConstant) {
 TEST(ConstantFolding, AnAbsentOptionalInputDoesNotStopFolding) {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float32, {4});
-  Value* clipped = b.node("Clip", {b.initializer("c", floats({-2, 0.5f, 3, 9}, {4})), nullptr,
-                                   b.initializer("hi", Tensor::scalar_float(2))},
-                          {}, "clip");
+  Value* clipped =
+      b.node("Clip",
+             {b.initializer("c", floats({-2, 0.5f, 3, 9}, {4})), nullptr, b.initializer("hi", Tensor::scalar_float(2))},
+             {}, "clip");
   b.output(b.node("Add", {x, clipped}, {}, "add"));
   Outcome o = run_pass(b.build());
   expect_folded_exactly(o);
@@ -198,7 +200,8 @@ TEST(ConstantFolding, RandomOpsAreNotFolded) {
   // No inputs, or constant ones, but a fresh draw on every run: never a constant.
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float32, {2, 3});
-  Value* r = b.node("RandomUniform", {}, {attr("shape", std::vector<int64_t>{2, 3}), attr("dtype", int64_t{1})}, "rand");
+  Value* r =
+      b.node("RandomUniform", {}, {attr("shape", std::vector<int64_t>{2, 3}), attr("dtype", int64_t{1})}, "rand");
   Value* like = b.node("RandomNormalLike", {b.initializer("c", floats({1, 2, 3, 4, 5, 6}, {2, 3}))}, {}, "rand_like");
   b.output(b.node("Sum", {x, r, like}, {}, "sum"));
   expect_left_alone(run_pass(b.build()));

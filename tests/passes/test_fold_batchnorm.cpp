@@ -140,11 +140,12 @@ TEST(FoldBatchNorm, Float16) {
   Value* x = b.input("x", DType::Float16, shape_of({2, 4, 5, 5}));
   Value* y = b.node("Conv", {x, b.initializer("W", to_f16(random_tensor({6, 4, 3, 3}, 1)))},
                     {attr("kernel_shape", std::vector<int64_t>{3, 3})}, "c1");
-  b.output(b.node("BatchNormalization",
-                  {y, b.initializer("sc", to_f16(random_tensor({6}, 2, 0.5f, 1.5f))),
-                   b.initializer("bb", to_f16(random_tensor({6}, 3))), b.initializer("mu", to_f16(random_tensor({6}, 4))),
-                   b.initializer("var", to_f16(random_tensor({6}, 5, 0.1f, 2)))},
-                  {}, "bn1"));
+  b.output(
+      b.node("BatchNormalization",
+             {y, b.initializer("sc", to_f16(random_tensor({6}, 2, 0.5f, 1.5f))),
+              b.initializer("bb", to_f16(random_tensor({6}, 3))), b.initializer("mu", to_f16(random_tensor({6}, 4))),
+              b.initializer("var", to_f16(random_tensor({6}, 5, 0.1f, 2)))},
+             {}, "bn1"));
   Outcome f = fold(b.build());
   EXPECT_EQ(count_any_domain(*f.optimized, "BatchNormalization"), 0);
   const Node* c = node_named(*f.optimized, "c1");
@@ -244,10 +245,11 @@ std::unique_ptr<Graph> gemm_graph(bool trans_b, bool with_c, float alpha, float 
   Value* w = b.initializer("W", random_tensor(trans_b ? std::vector<int64_t>{4, 5} : std::vector<int64_t>{5, 4}, 50));
   std::vector<Value*> ins = {a, w};
   if (with_c) ins.push_back(b.initializer("C", random_tensor({4}, 51)));
-  Value* y = b.node("Gemm", ins,
-                    {attr("transB", int64_t{trans_b}), attr("alpha", alpha), attr("beta", beta)}, "g1");
-  if (tail == "bn") y = add_bn(b, y, 4, "bn1", 52, 1e-4f);
-  else y = b.node("Add", {y, b.initializer("bias", random_tensor({1, 4}, 53))}, {}, "add1");
+  Value* y = b.node("Gemm", ins, {attr("transB", int64_t{trans_b}), attr("alpha", alpha), attr("beta", beta)}, "g1");
+  if (tail == "bn")
+    y = add_bn(b, y, 4, "bn1", 52, 1e-4f);
+  else
+    y = b.node("Add", {y, b.initializer("bias", random_tensor({1, 4}, 53))}, {}, "add1");
   b.output(y);
   return b.build();
 }
@@ -385,10 +387,11 @@ TEST(FoldBatchNormNearMiss, StatisticsOutputsUsed) {
   ConvSpec s;
   GraphBuilder b(9);
   Value* y = add_conv(b, add_input(b, "x", s), s, "c1", 1);
-  auto outs = b.node_n("BatchNormalization",
-                       {y, b.initializer("sc", random_tensor({6}, 1, 0.5f, 1.5f)), b.initializer("bb", random_tensor({6}, 2)),
-                        b.initializer("mu", random_tensor({6}, 3)), b.initializer("var", random_tensor({6}, 4, 0.1f, 1))},
-                       3, {}, "bn1");
+  auto outs =
+      b.node_n("BatchNormalization",
+               {y, b.initializer("sc", random_tensor({6}, 1, 0.5f, 1.5f)), b.initializer("bb", random_tensor({6}, 2)),
+                b.initializer("mu", random_tensor({6}, 3)), b.initializer("var", random_tensor({6}, 4, 0.1f, 1))},
+               3, {}, "bn1");
   b.output(outs[0]);
   b.output(outs[1]);
   expect_near_miss(fold(b.build()), "is used (training)");

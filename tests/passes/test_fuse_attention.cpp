@@ -24,19 +24,28 @@ namespace {
 struct Spec {
   int64_t batch = 2, sq = 4, skv = 4, hq = 2, hkv = 2, d = 4;
   int64_t opset = 17;
-  enum class Kt { Direct0231, Via0132 } kt = Kt::Direct0231;    // BERT legacy / dynamo Kᵀ
+  enum class Kt { Direct0231, Via0132 } kt = Kt::Direct0231;      // BERT legacy / dynamo Kᵀ
   enum class Scale { Div, Mul, QandK, None } scale = Scale::Div;  // QandK: torch SDPA's D^-¼ on each
   // AddWhereInput: SDPA with a bool mask input `keep` [B, 1, 1, Skv] as both exporters write it,
   // Add(scores, Where(keep, 0, fill)); WhereInput: Where(keep, scores, fill).
-  enum class Mask { None, AddInput, WhereCausal, AddCausal, WhereCausalAndAdd, WhereBand, AddWhereInput, WhereInput } mask = Mask::None;
+  enum class Mask {
+    None,
+    AddInput,
+    WhereCausal,
+    AddCausal,
+    WhereCausalAndAdd,
+    WhereBand,
+    AddWhereInput,
+    WhereInput
+  } mask = Mask::None;
   float fill = -INFINITY;  // the masked value of AddWhereInput / WhereInput (dynamo: -FLT_MAX)
   // torch's safe softmax after the Softmax, P' = Where(IsNaN(P), 0, P), or a look-alike that is not it.
   enum class Guard { None, Safe, NonZeroFill, IsNaNOfScores, IsNaNSecondReader, ProbsInTrueBranch } guard = Guard::None;
   bool mask_before_scale = false;
-  bool merge = true;      // Transpose(0,2,1,3) -> Reshape [B, S, H·D] after P·V
+  bool merge = true;        // Transpose(0,2,1,3) -> Reshape [B, S, H·D] after P·V
   bool merge_flat = false;  // ... -> Reshape [B·S, H·D] instead (GPT-2's dynamo export)
-  bool rope = false;      // an elementwise op on Q and K after the head split (forces the 4-D form)
-  bool repeat = false;    // GQA repeat_kv on K and V
+  bool rope = false;        // an elementwise op on Q and K after the head split (forces the 4-D form)
+  bool repeat = false;      // GQA repeat_kv on K and V
   bool probs_output = false;
   int64_t softmax_axis = -1;
   DType dtype = DType::Float32;
@@ -54,9 +63,12 @@ Tensor as_type(const Tensor& f, DType t) {
   Tensor out(t, f.dims());
   for (int64_t i = 0; i < f.numel(); ++i) {
     const float v = f.data<float>()[i];
-    if (t == DType::Float16) out.data<uint16_t>()[i] = float_to_half(v);
-    else if (t == DType::BFloat16) out.data<uint16_t>()[i] = float_to_bf16(v);
-    else out.data<double>()[i] = v;
+    if (t == DType::Float16)
+      out.data<uint16_t>()[i] = float_to_half(v);
+    else if (t == DType::BFloat16)
+      out.data<uint16_t>()[i] = float_to_bf16(v);
+    else
+      out.data<double>()[i] = v;
   }
   return out;
 }
@@ -84,7 +96,8 @@ std::unique_ptr<Graph> build(const Spec& s) {
   auto repeat = [&](Value* x, const std::string& n) {
     const int64_t r = s.hq / s.hkv;
     Value* u = b.node("Unsqueeze", {x, b.initializer(n + "_axes", int64s({2}, {1}))}, {}, n + "_unsqueeze");
-    Value* e = b.node("Expand", {u, b.initializer(n + "_expand", shape({s.batch, s.hkv, r, s.skv, s.d}))}, {}, n + "_expand");
+    Value* e =
+        b.node("Expand", {u, b.initializer(n + "_expand", shape({s.batch, s.hkv, r, s.skv, s.d}))}, {}, n + "_expand");
     return b.node("Reshape", {e, b.initializer(n + "_merged", shape({s.batch, s.hq, s.skv, s.d}))}, {}, n + "_repeat");
   };
   auto scalar = [&](const std::string& n, float v) { return b.initializer(n, as_type(floats({v}, {}), t)); };
@@ -93,13 +106,17 @@ std::unique_ptr<Graph> build(const Spec& s) {
   Value* q = to_bhsd(split(xq, s.hq, "q"), "q");
   Value* k_bshd = split(xk, s.hkv, "k");
   Value* v = to_bhsd(split(xv, s.hkv, "v"), "v");
-  if (s.rope) q = b.node("Mul", {q, b.initializer("rope_q", as_type(constant_floats({1, 1, s.sq, s.d}, 0.5f, 0.03f), t))}, {}, "q_rope");
+  if (s.rope)
+    q = b.node("Mul", {q, b.initializer("rope_q", as_type(constant_floats({1, 1, s.sq, s.d}, 0.5f, 0.03f), t))}, {},
+               "q_rope");
   Value* kt;
   if (s.kt == Spec::Kt::Direct0231 && !s.rope && !s.repeat) {
     kt = b.node("Transpose", {k_bshd}, {attr("perm", std::vector<int64_t>{0, 2, 3, 1})}, "k_t");
   } else {
     Value* k = to_bhsd(k_bshd, "k");
-    if (s.rope) k = b.node("Mul", {k, b.initializer("rope_k", as_type(constant_floats({1, 1, s.skv, s.d}, 0.5f, 0.02f), t))}, {}, "k_rope");
+    if (s.rope)
+      k = b.node("Mul", {k, b.initializer("rope_k", as_type(constant_floats({1, 1, s.skv, s.d}, 0.5f, 0.02f), t))}, {},
+                 "k_rope");
     if (s.repeat) k = repeat(k, "k");
     kt = b.node("Transpose", {k}, {attr("perm", std::vector<int64_t>{0, 1, 3, 2})}, "k_t");
   }
@@ -124,7 +141,8 @@ std::unique_ptr<Graph> build(const Spec& s) {
       case Spec::Mask::WhereCausalAndAdd:
       case Spec::Mask::WhereBand: {
         Tensor cond = causal_bool(s.sq, s.skv, s.mask == Spec::Mask::WhereBand ? s.skv - s.sq : 0);
-        Value* w = b.node("Where", {b.initializer("causal", cond), x, scalar("min_value", -3.4e38f)}, {}, "causal_where");
+        Value* w =
+            b.node("Where", {b.initializer("causal", cond), x, scalar("min_value", -3.4e38f)}, {}, "causal_where");
         if (s.mask != Spec::Mask::WhereCausalAndAdd) return w;
         return b.node("Add", {w, b.input("mask", t, {s.batch, 1, 1, s.skv})}, {}, "mask_add");
       }
@@ -134,9 +152,10 @@ std::unique_ptr<Graph> build(const Spec& s) {
         return b.node("Add", {x, m}, {}, "mask_add");
       }
       case Spec::Mask::WhereInput:
-        return b.node("Where", {b.input("keep", DType::Bool, {s.batch, 1, 1, s.skv}), x, scalar("mask_fill", s.fill)}, {},
-                      "mask_where");
-      case Spec::Mask::None: return x;
+        return b.node("Where", {b.input("keep", DType::Bool, {s.batch, 1, 1, s.skv}), x, scalar("mask_fill", s.fill)},
+                      {}, "mask_where");
+      case Spec::Mask::None:
+        return x;
     }
     return x;
   };
@@ -156,8 +175,10 @@ std::unique_ptr<Graph> build(const Spec& s) {
   Value* y = b.node("MatMul", {p, v}, {}, "pv");
   if (s.merge) {
     y = b.node("Transpose", {y}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "merge_t");
-    y = b.node("Reshape", {y, b.initializer("merged", s.merge_flat ? shape({s.batch * s.sq, s.hq * s.d}) : shape({0, 0, s.hq * s.d}))},
-               {}, "merge_r");
+    y = b.node(
+        "Reshape",
+        {y, b.initializer("merged", s.merge_flat ? shape({s.batch * s.sq, s.hq * s.d}) : shape({0, 0, s.hq * s.d}))},
+        {}, "merge_r");
   }
   b.output(y);
   return b.build();
@@ -365,7 +386,8 @@ TEST(FuseAttention, LlamaRopeRepeatKvAndAdditiveCausalConstant) {
   EXPECT_EQ(n->inputs[2]->name, "v_bhsd_out");
   EXPECT_EQ(count(*o.optimized, "Expand"), 0);
   EXPECT_EQ(count(*o.optimized, "Unsqueeze"), 0);
-  for (const char* name : {"k_repeat", "k_expand", "k_unsqueeze", "v_repeat", "k_t"}) EXPECT_TRUE(fused_from_has(n, name)) << name;
+  for (const char* name : {"k_repeat", "k_expand", "k_unsqueeze", "v_repeat", "k_t"})
+    EXPECT_TRUE(fused_from_has(n, name)) << name;
   // What must stay stays: Q's and K's head-split transposes feed RoPE, the merge stays after Y.
   EXPECT_EQ(count(*o.optimized, "Transpose"), 4);
   expect_same_numbers(o);
@@ -457,9 +479,13 @@ TEST(FuseAttention, NearMissMaskBeforeANonPowerOfTwoScale) {
   s.d = 3;  // scale 1/√3
   s.mask = Spec::Mask::AddInput;
   s.mask_before_scale = true;
-  expect_near_miss(s, "the mask 'mask' is added before the scale (x0.577350); only a constant mask and a power-of-two scale fold exactly");
+  expect_near_miss(s,
+                   "the mask 'mask' is added before the scale (x0.577350); only a constant mask and a power-of-two "
+                   "scale fold exactly");
   s.d = 4;  // 1/2 is a power of two, but the mask is computed
-  expect_near_miss(s, "the mask 'mask' is added before the scale (x0.500000); only a constant mask and a power-of-two scale fold exactly");
+  expect_near_miss(s,
+                   "the mask 'mask' is added before the scale (x0.500000); only a constant mask and a power-of-two "
+                   "scale fold exactly");
 }
 
 TEST(FuseAttention, NearMissScaleNotAConstant) {
@@ -476,7 +502,8 @@ TEST(FuseAttention, NearMissScaleNotAConstant) {
   Outcome o = run_one_pass<FuseAttentionPass>(std::move(g));
   EXPECT_FALSE(o.changed);
   ASSERT_EQ(o.ctx.near_misses.size(), 1u);
-  EXPECT_EQ(o.ctx.near_misses[0].reason, "Div 'scale' scales the scores by 'runtime_scale', which is not a constant scalar");
+  EXPECT_EQ(o.ctx.near_misses[0].reason,
+            "Div 'scale' scales the scores by 'runtime_scale', which is not a constant scalar");
 }
 
 TEST(FuseAttention, NearMissProbabilitiesReadElsewhere) {
@@ -502,7 +529,8 @@ TEST(FuseAttention, NearMissUnknownShapes) {
   EXPECT_FALSE(o.changed);
   ASSERT_EQ(o.ctx.near_misses.size(), 1u);
   EXPECT_EQ(o.ctx.near_misses[0].reason,
-            "Q, K and V are not all of known 4-D shape [B, H, S, D], so their heads cannot be proven (bind the shapes, e.g. --batch)");
+            "Q, K and V are not all of known 4-D shape [B, H, S, D], so their heads cannot be proven (bind the shapes, "
+            "e.g. --batch)");
 }
 
 TEST(FuseAttention, NearMissNotFloat) {
@@ -512,7 +540,9 @@ TEST(FuseAttention, NearMissNotFloat) {
 }
 
 TEST(FuseAttention, NearMissPortableBeforeOpset23) {
-  expect_near_miss(Spec{}, "Attention is not standard ONNX before opset 23 (the model imports opset 17); --portable writes standard ops only",
+  expect_near_miss(Spec{},
+                   "Attention is not standard ONNX before opset 23 (the model imports opset 17); --portable writes "
+                   "standard ops only",
                    PassOptions{true});
 }
 
@@ -526,14 +556,15 @@ TEST(FuseAttention, NearMissFiniteFillThatEmptiesARow) {
   auto g = build(s);
   Value* cond = g->find_value("causal");
   Tensor c = cond->initializer->clone();
-  for (int64_t j = 0; j < 5; ++j) c.data<uint8_t>()[j] = 0;  // query 0 sees nothing
+  for (int64_t j = 0; j < 5; ++j) c.data<uint8_t>()[j] = 0;      // query 0 sees nothing
   for (int64_t j = 0; j < 5; ++j) c.data<uint8_t>()[5 + j] = 1;  // not a triangle any more
   cond->initializer = std::make_shared<Tensor>(std::move(c));
   Outcome o = run_one_pass<FuseAttentionPass>(std::move(g));
   EXPECT_FALSE(o.changed);
   ASSERT_EQ(o.ctx.near_misses.size(), 1u);
   EXPECT_EQ(o.ctx.near_misses[0].reason,
-            "Where 'causal_where' masks every key of some query row with a finite fill (the graph averages V there, Attention gives 0)");
+            "Where 'causal_where' masks every key of some query row with a finite fill (the graph averages V there, "
+            "Attention gives 0)");
 }
 
 TEST(FuseAttention, NotAttentionIsSilent) {
@@ -560,7 +591,8 @@ Tensor run_with_empty_rows(const Outcome& o, const Spec& s) {
     keep.data<uint8_t>()[j] = j + 1 < s.skv;
     keep.data<uint8_t>()[s.skv + j] = 0;
   }
-  const std::vector<Tensor> in = {uniform_floats({s.batch, s.sq, s.hq * s.d}, 31), uniform_floats({s.batch, s.skv, s.hkv * s.d}, 32),
+  const std::vector<Tensor> in = {uniform_floats({s.batch, s.sq, s.hq * s.d}, 31),
+                                  uniform_floats({s.batch, s.skv, s.hkv * s.d}, 32),
                                   uniform_floats({s.batch, s.skv, s.hkv * s.d}, 33), keep};
   auto original = o.original->clone(), optimized = o.optimized->clone();
   const Tensor want = run_cpu(*original, in)[0], got = run_cpu(*optimized, in)[0];
@@ -675,7 +707,8 @@ TEST(FuseAttention, NearMissSafeSoftmaxAfterAFiniteWhereFill) {
   EXPECT_EQ(o.ctx.near_misses[0].what,
             "MatMul 'qk' -> Softmax 'softmax' -> Where 'guard' (safe softmax) -> MatMul 'pv' not fused into Attention");
   EXPECT_EQ(o.ctx.near_misses[0].reason,
-            "Where 'mask_where' has a computed condition and a finite fill: a row with every key masked would differ (the graph "
+            "Where 'mask_where' has a computed condition and a finite fill: a row with every key masked would differ "
+            "(the graph "
             "averages V there, Attention gives 0)");
 }
 
@@ -683,24 +716,30 @@ TEST(FuseAttention, NearMissGuardWithANonZeroFill) {
   Spec s;
   s.mask = Spec::Mask::AddWhereInput;
   s.guard = Spec::Guard::NonZeroFill;
-  expect_guard_near_miss(s, "Where 'guard' writes 'guard_zero' where the probabilities are NaN, not a constant 0 (torch's safe "
-                            "softmax; Attention gives 0 for a row with every key masked)");
+  expect_guard_near_miss(
+      s,
+      "Where 'guard' writes 'guard_zero' where the probabilities are NaN, not a constant 0 (torch's safe "
+      "softmax; Attention gives 0 for a row with every key masked)");
 }
 
 TEST(FuseAttention, NearMissGuardTestingAnotherTensor) {
   Spec s;
   s.mask = Spec::Mask::AddWhereInput;
   s.guard = Spec::Guard::IsNaNOfScores;
-  expect_guard_near_miss(s, "Where 'guard' tests IsNaN of 'mask_add_out', not of the Softmax's output (torch's safe softmax is "
-                            "Where(IsNaN(P), 0, P))");
+  expect_guard_near_miss(
+      s,
+      "Where 'guard' tests IsNaN of 'mask_add_out', not of the Softmax's output (torch's safe softmax is "
+      "Where(IsNaN(P), 0, P))");
 }
 
 TEST(FuseAttention, NearMissGuardIsNaNWithASecondReader) {
   Spec s;
   s.mask = Spec::Mask::AddWhereInput;
   s.guard = Spec::Guard::IsNaNSecondReader;
-  expect_guard_near_miss(s, "IsNaN 'guard_isnan' of the attention probabilities has 2 readers; only the Where of torch's safe "
-                            "softmax may read it");
+  expect_guard_near_miss(
+      s,
+      "IsNaN 'guard_isnan' of the attention probabilities has 2 readers; only the Where of torch's safe "
+      "softmax may read it");
 }
 
 TEST(FuseAttention, NearMissGuardWithTheProbabilitiesInTheTrueBranch) {
@@ -708,8 +747,10 @@ TEST(FuseAttention, NearMissGuardWithTheProbabilitiesInTheTrueBranch) {
   Spec s;
   s.mask = Spec::Mask::AddWhereInput;
   s.guard = Spec::Guard::ProbsInTrueBranch;
-  expect_guard_near_miss(s, "IsNaN 'guard_isnan' of the attention probabilities feeds Where 'guard', not Where(IsNaN(P), 0, P) "
-                            "(torch's safe softmax)");
+  expect_guard_near_miss(
+      s,
+      "IsNaN 'guard_isnan' of the attention probabilities feeds Where 'guard', not Where(IsNaN(P), 0, P) "
+      "(torch's safe softmax)");
 }
 
 TEST(FuseAttention, NearMissGuardedProbabilitiesAlsoAGraphOutput) {
@@ -717,6 +758,8 @@ TEST(FuseAttention, NearMissGuardedProbabilitiesAlsoAGraphOutput) {
   s.mask = Spec::Mask::AddWhereInput;
   s.guard = Spec::Guard::Safe;
   s.probs_output = true;
-  expect_guard_near_miss(s, "the attention probabilities 'softmax_out' are a graph output; only torch's safe-softmax guard "
-                            "(IsNaN and Where) may read them");
+  expect_guard_near_miss(
+      s,
+      "the attention probabilities 'softmax_out' are a graph output; only torch's safe-softmax guard "
+      "(IsNaN and Where) may read them");
 }

@@ -17,8 +17,7 @@ using namespace fusec::test;
 
 namespace {
 
-Tensor random_tensor(std::vector<int64_t> dims, uint64_t seed, float lo = -1, float hi = 1,
-                     DType dt = DType::Float32) {
+Tensor random_tensor(std::vector<int64_t> dims, uint64_t seed, float lo = -1, float hi = 1, DType dt = DType::Float32) {
   Tensor f(DType::Float32, dims);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(lo, hi);

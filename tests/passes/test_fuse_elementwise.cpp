@@ -214,8 +214,8 @@ TEST(FuseElementwise, LeavesSingleOpsAndStopsAtOtherOpsAndShapes) {
   Value* kk = b.node("Mul", {k, k}, {}, "const_mul");  // constant: folding's job
   Value* e = b.node("Exp", {c}, {}, "exp_c");          // shape [5]
   Value* a = b.node("Add", {x, e}, {}, "add");
-  Value* f = b.node("Flatten", {a}, {}, "flat");       // not elementwise
-  Value* r = b.node("Relu", {f}, {}, "relu");          // alone after Flatten
+  Value* f = b.node("Flatten", {a}, {}, "flat");  // not elementwise
+  Value* r = b.node("Relu", {f}, {}, "relu");     // alone after Flatten
   Value* z = b.node("Mul", {a, kk}, {}, "scale");
   b.output(r);
   b.output(z);

@@ -103,11 +103,13 @@ TEST(FuseLayerNormGelu, MlpBlockThroughThePipeline) {
   Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 16});
   Value* h = b.node("MatMul", {x, b.initializer("w", floats(ramp(256, -0.2f, 0.0015f), {16, 16}))}, {}, "fc");
   h = b.node("Add", {h, b.initializer("fc.bias", floats(ramp(16, -0.1f, 0.01f), {16}))}, {}, "fc.add");
-  h = b.node("LayerNormalization", {h, b.initializer("g", floats(ramp(16, 0.9f, 0.01f), {16})),
-                                    b.initializer("be", floats(ramp(16, -0.1f, 0.01f), {16}))},
+  h = b.node("LayerNormalization",
+             {h, b.initializer("g", floats(ramp(16, 0.9f, 0.01f), {16})),
+              b.initializer("be", floats(ramp(16, -0.1f, 0.01f), {16}))},
              {attr("axis", int64_t{-1}), attr("epsilon", 1e-5f)}, "ln");
   Value* u = b.node("Div", {h, b.initializer("sqrt2", Tensor::scalar_float(1.4142135f))}, {}, "gelu.div");
-  Value* e = b.node("Add", {b.node("Erf", {u}, {}, "gelu.erf"), b.initializer("one", Tensor::scalar_float(1))}, {}, "gelu.add");
+  Value* e = b.node("Add", {b.node("Erf", {u}, {}, "gelu.erf"), b.initializer("one", Tensor::scalar_float(1))}, {},
+                    "gelu.add");
   Value* m = b.node("Mul", {h, e}, {}, "gelu.mul");
   Value* y = b.node("Mul", {m, b.initializer("half", Tensor::scalar_float(0.5f))}, {}, "gelu.half");
   b.output(b.node("Dropout", {y}, {}, "drop"));

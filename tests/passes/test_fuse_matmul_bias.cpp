@@ -289,7 +289,8 @@ TEST(FuseMatMulBias, NonConstantBiasIsANearMiss) {
 }
 
 TEST(FuseMatMulBias, BiasAlongOtherAxesIsANearMiss) {
-  for (std::vector<int64_t> dims : {std::vector<int64_t>{5, 6}, std::vector<int64_t>{5, 1}, std::vector<int64_t>{1, 2, 5, 6}}) {
+  for (std::vector<int64_t> dims :
+       {std::vector<int64_t>{5, 6}, std::vector<int64_t>{5, 1}, std::vector<int64_t>{1, 2, 5, 6}}) {
     SCOPED_TRACE(dims_str(dims));
     Spec s;
     s.bias_dims = dims;
@@ -369,7 +370,8 @@ TEST(FuseMatMulBias, Idempotent) {
 TEST(FuseMatMulBias, BareFusedMatMulTakesItsActivation) {
   GraphBuilder b(17);
   Value* a = b.input("A", DType::Float32, {2, 4, 8});
-  Value* y = b.node_n("FusedMatMul", {a, b.initializer("W", random_floats({8, 3}, 1)), b.initializer("bias", random_floats({3}, 2))},
+  Value* y = b.node_n("FusedMatMul",
+                      {a, b.initializer("W", random_floats({8, 3}, 1)), b.initializer("bias", random_floats({3}, 2))},
                       1, {}, "mm", "ai.fusec")[0];
   b.output(b.node("LeakyRelu", {y}, {attr("alpha", 0.3f)}, "act"));
   Result r = fuse(b.build());

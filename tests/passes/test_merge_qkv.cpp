@@ -23,11 +23,11 @@ struct Spec {
   int64_t batch = 2, seq = 5, hidden = 16, hq = 4, hkv = 4, d = 4;
   int64_t dv = 0;  // V's head size; 0: d
   enum class Proj { Fused, MatMul, MatMulAdd } proj = Proj::Fused;
-  bool k_bias = true;             // K's projection has a bias (when the form has one)
+  bool k_bias = true;  // K's projection has a bias (when the form has one)
   bool mask = false, causal = false;
-  int64_t opset = 17;             // >= 23 with `standard`: ONNX's own Attention
+  int64_t opset = 17;  // >= 23 with `standard`: ONNX's own Attention
   bool standard = false;
-  std::string k_activation;       // FusedMatMul 'k' applies it
+  std::string k_activation;        // FusedMatMul 'k' applies it
   bool k_weight_computed = false;  // K's weight is a graph input
   bool v_reads_other = false;      // V's projection reads another tensor
   bool k_also_output = false;      // K's projection output is also a graph output
@@ -41,7 +41,12 @@ std::unique_ptr<Graph> build(const Spec& s) {
   const int64_t dv = s.dv ? s.dv : s.d;
   Value* x = b.input("x", DType::Float32, {s.batch, s.seq, s.hidden});
   Value* x2 = s.v_reads_other ? b.input("x2", DType::Float32, {s.batch, s.seq, s.hidden}) : x;
-  struct P { const char* name; int64_t n; Value* in; bool bias; };
+  struct P {
+    const char* name;
+    int64_t n;
+    Value* in;
+    bool bias;
+  };
   const P ps[] = {{"q", s.hq * s.d, x, true}, {"k", s.hkv * s.d, x, s.k_bias}, {"v", s.hkv * dv, x2, true}};
   std::vector<Value*> qkv;
   unsigned seed = 10;
@@ -229,8 +234,10 @@ TEST(MergeQkv, Gpt2SplitOfPackedQkvGoes) {
   // reads the Split's input packed and the Split goes (its name joins the Attention's origins).
   GraphBuilder b(17);
   Value* t = b.input("c_attn", DType::Float32, {2, 5, 48});
-  auto qkv = b.node_n("Split", {t, b.initializer("sizes", int64s({16, 16, 16}, {3}))}, 3, {attr("axis", int64_t{-1})}, "split");
-  b.output(b.node_n("Attention", qkv, 1, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{4}), attr("is_causal", int64_t{1})},
+  auto qkv = b.node_n("Split", {t, b.initializer("sizes", int64s({16, 16, 16}, {3}))}, 3, {attr("axis", int64_t{-1})},
+                      "split");
+  b.output(b.node_n("Attention", qkv, 1,
+                    {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{4}), attr("is_causal", int64_t{1})},
                     "attn", "ai.fusec")[0]);
   Outcome o = run_one_pass<MergeQkvPass>(b.build());
   EXPECT_TRUE(o.changed);
@@ -272,7 +279,8 @@ TEST(MergeQkv, NearMissPortable) {
   s.standard = true;
   s.proj = Spec::Proj::MatMulAdd;  // what --portable leaves of 3-D projections
   expect_near_miss(s, "MatMul 'q' + MatMul 'k' + MatMul 'v' -> Attention 'attn' not merged",
-                   "packing Q, K and V needs ai.fusec Attention (--portable writes standard ops only)", PassOptions{true});
+                   "packing Q, K and V needs ai.fusec Attention (--portable writes standard ops only)",
+                   PassOptions{true});
 }
 
 TEST(MergeQkv, NearMissProjectionsReadDifferentInputs) {
@@ -333,18 +341,21 @@ TEST(MergeQkv, NearMissFourDAttention) {
   EXPECT_FALSE(o.changed);
   ASSERT_EQ(o.ctx.near_misses.size(), 1u);
   EXPECT_EQ(o.ctx.near_misses[0].what, "MatMul 'q' + MatMul 'k' + MatMul 'v' -> Attention 'attn' not merged");
-  EXPECT_EQ(o.ctx.near_misses[0].reason,
-            "Attention 'attn' is 4-D (Q, K and V are [B, heads, S, D], e.g. after RoPE): packed QKV is a form of the 3-D "
-            "attention, which reads the projections' outputs directly");
+  EXPECT_EQ(
+      o.ctx.near_misses[0].reason,
+      "Attention 'attn' is 4-D (Q, K and V are [B, heads, S, D], e.g. after RoPE): packed QKV is a form of the 3-D "
+      "attention, which reads the projections' outputs directly");
 }
 
 TEST(MergeQkv, NearMissSplitOutputReadElsewhere) {
   // GPT-2 with use_cache: K and V also become present key/value.
   GraphBuilder b(17);
   Value* t = b.input("c_attn", DType::Float32, {2, 5, 48});
-  auto qkv = b.node_n("Split", {t, b.initializer("sizes", int64s({16, 16, 16}, {3}))}, 3, {attr("axis", int64_t{2})}, "split");
+  auto qkv =
+      b.node_n("Split", {t, b.initializer("sizes", int64s({16, 16, 16}, {3}))}, 3, {attr("axis", int64_t{2})}, "split");
   b.output(qkv[1]);
-  b.output(b.node_n("Attention", qkv, 1, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{4})}, "attn", "ai.fusec")[0]);
+  b.output(b.node_n("Attention", qkv, 1, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{4})}, "attn",
+                    "ai.fusec")[0]);
   Outcome o = run_one_pass<MergeQkvPass>(b.build());
   EXPECT_FALSE(o.changed);
   ASSERT_EQ(o.ctx.near_misses.size(), 1u);
@@ -357,7 +368,8 @@ TEST(MergeQkv, NotProjectionsIsSilent) {
   GraphBuilder b(17);
   std::vector<Value*> ins;
   for (const char* n : {"q", "k", "v"}) ins.push_back(b.input(n, DType::Float32, {2, 5, 16}));
-  b.output(b.node_n("Attention", ins, 1, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{4})}, "attn", "ai.fusec")[0]);
+  b.output(b.node_n("Attention", ins, 1, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{4})}, "attn",
+                    "ai.fusec")[0]);
   Outcome o = run_one_pass<MergeQkvPass>(b.build());
   EXPECT_FALSE(o.changed);
   EXPECT_TRUE(o.ctx.near_misses.empty());

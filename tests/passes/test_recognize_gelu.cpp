@@ -29,11 +29,11 @@ void expect_unchanged(const Outcome& o, const std::string& reason_part) {
 
 /// How a test writes the erf GELU.
 struct ErfForm {
-  bool div_by_sqrt2 = true;   // Div(x, √2), else Mul(x, 1/√2)
-  bool const_first = false;   // constants as the first operand of Mul/Add
-  int product = 0;            // 0: (x·E)·½   1: (E·½)·x   2: (x·½)·E
-  bool shape1 = false;        // constants of shape [1] instead of scalars
-  bool half_by_div = false;   // ·½ written as Div(·, 2) (products 0 and 2)
+  bool div_by_sqrt2 = true;  // Div(x, √2), else Mul(x, 1/√2)
+  bool const_first = false;  // constants as the first operand of Mul/Add
+  int product = 0;           // 0: (x·E)·½   1: (E·½)·x   2: (x·½)·E
+  bool shape1 = false;       // constants of shape [1] instead of scalars
+  bool half_by_div = false;  // ·½ written as Div(·, 2) (products 0 and 2)
   float half = 0.5f;
 };
 
@@ -68,8 +68,9 @@ struct Net {
     }
   }
   Value* erf_gelu(const ErfForm& f) {
-    Value* u = f.div_by_sqrt2 ? b.node("Div", {x, c("sqrt2", static_cast<float>(kSqrt2), f.shape1)}, {}, "scale")
-                              : bin("Mul", x, c("inv_sqrt2", static_cast<float>(1 / kSqrt2), f.shape1), f.const_first, "scale");
+    Value* u = f.div_by_sqrt2
+                   ? b.node("Div", {x, c("sqrt2", static_cast<float>(kSqrt2), f.shape1)}, {}, "scale")
+                   : bin("Mul", x, c("inv_sqrt2", static_cast<float>(1 / kSqrt2), f.shape1), f.const_first, "scale");
     Value* erf = b.node("Erf", {u}, {}, "erf");
     Value* e = bin("Add", erf, c("one", 1.0f, f.shape1), f.const_first, "plus1");
     return product(e, f);

@@ -31,8 +31,8 @@ void expect_unchanged(const Outcome& o, const std::string& reason_part) {
 }
 
 struct LnForm {
-  int variance = 0;   // 0: Pow(d, 2)  1: Mul(d, d)  2: one-pass mean(x²) − μ²
-  int inverse = 0;    // 0: Div(d, Sqrt)  1: Mul(d, Reciprocal(Sqrt))  2: Mul(d, Pow(σ²+ε, −½))
+  int variance = 0;  // 0: Pow(d, 2)  1: Mul(d, d)  2: one-pass mean(x²) − μ²
+  int inverse = 0;   // 0: Div(d, Sqrt)  1: Mul(d, Reciprocal(Sqrt))  2: Mul(d, Pow(σ²+ε, −½))
   bool gamma = true, beta = true;
   std::vector<int64_t> axes = {-1};
   float eps = 1e-5f;
@@ -50,7 +50,9 @@ struct Net {
   Value* scalar(const std::string& name, float v) { return b.initializer(name, Tensor::scalar_float(v)); }
   Value* mean(Value* v, const std::vector<int64_t>& axes, int64_t keepdims, const std::string& name) {
     std::vector<NamedAttribute> a = {attr("keepdims", keepdims)};
-    if (opset >= 18) return b.node("ReduceMean", {v, b.initializer(name + ".axes", int64s(axes, {static_cast<int64_t>(axes.size())}))}, a, name);
+    if (opset >= 18)
+      return b.node("ReduceMean", {v, b.initializer(name + ".axes", int64s(axes, {static_cast<int64_t>(axes.size())}))},
+                    a, name);
     a.push_back(attr("axes", axes));
     return b.node("ReduceMean", {v}, a, name);
   }
@@ -67,22 +69,26 @@ struct Net {
       var = mean(sq, f.axes, f.keepdims, "var");
     }
     Value* ve = b.node("Add", {var, scalar("eps", f.eps)}, {}, "add_eps");
-    if (f.inverse == 2) return b.node("Mul", {d, b.node("Pow", {ve, scalar("minus_half", -0.5f)}, {}, "rsqrt")}, {}, "norm");
+    if (f.inverse == 2)
+      return b.node("Mul", {d, b.node("Pow", {ve, scalar("minus_half", -0.5f)}, {}, "rsqrt")}, {}, "norm");
     Value* s = b.node("Sqrt", {ve}, {}, "sqrt");
     if (f.inverse == 1) return b.node("Mul", {b.node("Reciprocal", {s}, {}, "recip"), d}, {}, "norm");
     return b.node("Div", {d, s}, {}, "norm");
   }
   Value* layernorm(const LnForm& f, Value* gamma = nullptr, Value* beta = nullptr) {
     Value* y = normalize(f);
-    if (f.gamma) y = b.node("Mul", {y, gamma ? gamma : b.initializer("gamma", floats(ramp(h, 0.9f, 0.03f), {h}))}, {}, "scale");
-    if (f.beta) y = b.node("Add", {beta ? beta : b.initializer("beta", floats(ramp(h, -0.1f, 0.02f), {h})), y}, {}, "shift");
+    if (f.gamma)
+      y = b.node("Mul", {y, gamma ? gamma : b.initializer("gamma", floats(ramp(h, 0.9f, 0.03f), {h}))}, {}, "scale");
+    if (f.beta)
+      y = b.node("Add", {beta ? beta : b.initializer("beta", floats(ramp(h, -0.1f, 0.02f), {h})), y}, {}, "shift");
     return y;
   }
   Value* rms(int square, bool recip, bool gamma) {
     Value* sq = square == 0 ? b.node("Pow", {x, scalar("two", 2.0f)}, {}, "sq") : b.node("Mul", {x, x}, {}, "sq");
     Value* ve = b.node("Add", {mean(sq, {-1}, 1, "ms"), scalar("eps", 1e-6f)}, {}, "add_eps");
     Value* s = b.node("Sqrt", {ve}, {}, "sqrt");
-    Value* y = recip ? b.node("Mul", {x, b.node("Reciprocal", {s}, {}, "recip")}, {}, "norm") : b.node("Div", {x, s}, {}, "norm");
+    Value* y = recip ? b.node("Mul", {x, b.node("Reciprocal", {s}, {}, "recip")}, {}, "norm")
+                     : b.node("Div", {x, s}, {}, "norm");
     if (gamma) y = b.node("Mul", {b.initializer("gamma", floats(ramp(h, 0.9f, 0.03f), {h})), y}, {}, "scale");
     return y;
   }
@@ -126,8 +132,8 @@ TEST(RecognizeLayerNorm, TrailingAxesAsAttributeOrInput) {
     std::vector<int64_t> axes;
     int64_t axis;
   };
-  for (const Case& c : {Case{17, {-2, -1}, 1}, Case{18, {1, 2}, 1}, Case{18, {-1}, 2}, Case{13, {2}, 2},
-                        Case{17, {0, 1, 2}, 0}}) {
+  for (const Case& c :
+       {Case{17, {-2, -1}, 1}, Case{18, {1, 2}, 1}, Case{18, {-1}, 2}, Case{13, {2}, 2}, Case{17, {0, 1, 2}, 0}}) {
     SCOPED_TRACE("opset " + std::to_string(c.opset) + " axes " + std::to_string(c.axes.size()));
     Net n(c.opset);
     LnForm f;

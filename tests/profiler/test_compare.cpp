@@ -28,7 +28,15 @@ json bench_variant(const std::string& name, double median, int nodes, double act
           {"nodes", nodes},
           {"build_ms", 1.0},
           {"iterations", s.size()},
-          {"latency_ms", {{"min", 0}, {"mean", median}, {"median", median}, {"p90", 0}, {"p95", 0}, {"p99", 0}, {"max", 0}, {"stddev", 0}}},
+          {"latency_ms",
+           {{"min", 0},
+            {"mean", median},
+            {"median", median},
+            {"p90", 0},
+            {"p95", 0},
+            {"p99", 0},
+            {"max", 0},
+            {"stddev", 0}}},
           {"cv", 0.01},
           {"high_variance", false},
           {"throughput_per_s", 1.0},
@@ -47,7 +55,9 @@ json bench_report(double opt_median, int opt_nodes, double opt_activations, uint
           {"warmup", 1},
           {"timing", "host_clock"},
           {"speedup_median", 1.0},
-          {"variants", {bench_variant("as_given", 2.0, 20, 4096, seed), bench_variant("optimized", opt_median, opt_nodes, opt_activations, seed + 100)}}};
+          {"variants",
+           {bench_variant("as_given", 2.0, 20, 4096, seed),
+            bench_variant("optimized", opt_median, opt_nodes, opt_activations, seed + 100)}}};
 }
 
 const Row& row(const Comparison& c, const std::string& group, const std::string& metric) {
@@ -98,8 +108,9 @@ TEST(Compare, BenchRegressionsInLatencyNodesAndMemory) {
   EXPECT_LT(*row(small, "optimized", "latency").p_value, 0.01);
   Thresholds t;
   t.timing = 0.02;
-  EXPECT_EQ(row(cmp(bench_report(1.0, 10, 2048), bench_report(1.04, 10, 2048, 9), false, t), "optimized", "latency").verdict,
-            Verdict::Worse);
+  EXPECT_EQ(
+      row(cmp(bench_report(1.0, 10, 2048), bench_report(1.04, 10, 2048, 9), false, t), "optimized", "latency").verdict,
+      Verdict::Worse);
 }
 
 TEST(Compare, MemoryAndCountThresholds) {
@@ -139,7 +150,8 @@ TEST(Compare, RefusesDifferentRunsAndSaysWhatDiffers) {
   moved["model"] = "/elsewhere/m.onnx";
   EXPECT_TRUE(cmp(bench_report(1.0, 10, 2048), moved).differences.empty());
   moved["model"] = "/elsewhere/n.onnx";
-  EXPECT_NE(bad_input_message(bench_report(1.0, 10, 2048), moved).find("model 'm.onnx' vs 'n.onnx'"), std::string::npos);
+  EXPECT_NE(bad_input_message(bench_report(1.0, 10, 2048), moved).find("model 'm.onnx' vs 'n.onnx'"),
+            std::string::npos);
 }
 
 TEST(Compare, SchemaErrorsNameTheFile) {
@@ -147,11 +159,14 @@ TEST(Compare, SchemaErrorsNameTheFile) {
   json newer = b;
   newer["schema"] = "fusec.bench/3";
   std::string msg = bad_input_message(b, newer);
-  EXPECT_NE(msg.find("'new.json' is a fusec.bench/3 report, newer than this fusec reads (fusec.bench/2)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("'new.json' is a fusec.bench/3 report, newer than this fusec reads (fusec.bench/2)"),
+            std::string::npos)
+      << msg;
   json older = b;
   older["schema"] = "fusec.bench/1";
   EXPECT_NE(bad_input_message(older, b).find("'base.json' is a fusec.bench/1 report, older"), std::string::npos);
-  EXPECT_NE(bad_input_message(json{{"schema", "fusec.inspect/1"}}, b).find("compare reads fusec.bench/2"), std::string::npos);
+  EXPECT_NE(bad_input_message(json{{"schema", "fusec.inspect/1"}}, b).find("compare reads fusec.bench/2"),
+            std::string::npos);
   EXPECT_NE(bad_input_message(json::array(), b).find("no \"schema\" field"), std::string::npos);
   EXPECT_NE(bad_input_message(json{{"schema", "bench"}}, b).find("not of the form"), std::string::npos);
   json opt = {{"schema", "fusec.optimize/1"}};
@@ -175,7 +190,10 @@ json optimize_report(int nodes, bool ok, double max_rel, double bytes = 1000) {
           {"rewrites", json::array()},
           {"near_misses", json::array()},
           {"verification",
-           {{"runs", 3}, {"rtol", 1e-4}, {"atol", 1e-5}, {"ok", ok},
+           {{"runs", 3},
+            {"rtol", 1e-4},
+            {"atol", 1e-5},
+            {"ok", ok},
             {"outputs", {{{"name", "y"}, {"max_abs", max_rel}, {"max_rel", max_rel}, {"ok", ok}}}}}}};
 }
 
@@ -188,7 +206,7 @@ TEST(Compare, OptimizeReports) {
   EXPECT_EQ(row(worse, "verification", "ok").verdict, Verdict::Worse);
   EXPECT_EQ(row(worse, "verification", "max rel error").verdict, Verdict::Worse);
   EXPECT_EQ(row(worse, "ops", "ai.fusec.FusedConv").kind, Kind::Info);  // context, never a verdict
-  EXPECT_EQ(worse.regressions, 5);  // nodes, size, ok, max abs, max rel
+  EXPECT_EQ(worse.regressions, 5);                                      // nodes, size, ok, max abs, max rel
   // Errors above the floor that grow less than 2x are the same; more than 2x is worse.
   EXPECT_EQ(cmp(optimize_report(4, true, 2e-5), optimize_report(4, true, 3.9e-5)).regressions, 0);
   EXPECT_EQ(cmp(optimize_report(4, true, 2e-5), optimize_report(4, true, 4.1e-5)).regressions, 2);
@@ -222,7 +240,11 @@ json profile_report(double big_ms, double small_ms, const std::string& small_op 
                 profile_node("other", "Add", 0.3, seed + 2)};
   json kernels = json::array();
   for (const auto& n : nodes)
-    kernels.push_back({{"name", n["name"]}, {"kind", "host"}, {"node", n["name"]}, {"ordinal", 0}, {"median_ms", n["median_ms"]},
+    kernels.push_back({{"name", n["name"]},
+                       {"kind", "host"},
+                       {"node", n["name"]},
+                       {"ordinal", 0},
+                       {"median_ms", n["median_ms"]},
                        {"samples_ms", n["samples_ms"]}});
   double run = big_ms + small_ms + 0.3;
   return {{"schema", "fusec.profile/1"},
@@ -232,11 +254,18 @@ json profile_report(double big_ms, double small_ms, const std::string& small_op 
           {"precision", "fp32"},
           {"batch", 1},
           {"totals", {{"flops", 100}, {"bytes_read", 1000}, {"bytes_written", 200}, {"node_ms", run}}},
-          {"modes", {{{"name", "cpu"}, {"wall_ms", {{"median", run}}}, {"launches", 3}, {"copies", 0},
-                      {"samples_ms", samples(run, 40, seed + 3)}}}},
+          {"modes",
+           {{{"name", "cpu"},
+             {"wall_ms", {{"median", run}}},
+             {"launches", 3},
+             {"copies", 0},
+             {"samples_ms", samples(run, 40, seed + 3)}}}},
           {"nodes", nodes},
           {"kernels", kernels},
-          {"op_types", {{{"op_type", "Conv"}, {"nodes", 1}}, {{"op_type", small_op}, {"nodes", 1}}, {{"op_type", "Add"}, {"nodes", 1}}}}};
+          {"op_types",
+           {{{"op_type", "Conv"}, {"nodes", 1}},
+            {{"op_type", small_op}, {"nodes", 1}},
+            {{"op_type", "Add"}, {"nodes", 1}}}}};
 }
 
 TEST(Compare, ProfileNodesCountWhenTheyMatterToTheRun) {
@@ -288,7 +317,8 @@ TEST(Compare, FormatsEscapeWhatTheyEcho) {
   std::string md = format_markdown(c, /*changed_only=*/false);
   EXPECT_NE(md.find("&lt;img src=x onerror=alert(1)&gt;\\|x\\\\n"), std::string::npos) << md;
   EXPECT_NE(md.find("&lt;script&gt;"), std::string::npos) << md;
-  for (const std::string raw : {"<img", "<script", "\n**fusec check", "`"}) EXPECT_EQ(md.find(raw), std::string::npos) << raw << "\n" << md;
+  for (const std::string raw : {"<img", "<script", "\n**fusec check", "`"})
+    EXPECT_EQ(md.find(raw), std::string::npos) << raw << "\n" << md;
   std::string text = format_text(c, false);
   EXPECT_EQ(text.find("\n**fusec check"), std::string::npos) << text;
   EXPECT_NE(text.find("|x\\n\\n**fusec check: no regression** (forged)\\n"), std::string::npos) << text;

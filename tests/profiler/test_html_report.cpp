@@ -20,9 +20,10 @@ size_t count(const std::string& s, const std::string& what) {
 }
 
 json node(int step, const std::string& name, const std::string& op, json flops, json bytes, double ms) {
-  return {{"step", step},       {"name", name},  {"op_type", op},       {"kind", "node"}, {"fused_from", json::array()},
-          {"median_ms", ms},    {"records", 1},  {"flops", flops},     {"bytes_read", bytes},
-          {"bytes_written", 0}, {"intensity", 0}, {"bound", nullptr}, {"pct_of_peak", 0}};
+  return {
+      {"step", step},    {"name", name},     {"op_type", op},   {"kind", "node"},      {"fused_from", json::array()},
+      {"median_ms", ms}, {"records", 1},     {"flops", flops},  {"bytes_read", bytes}, {"bytes_written", 0},
+      {"intensity", 0},  {"bound", nullptr}, {"pct_of_peak", 0}};
 }
 
 json report() {
@@ -33,14 +34,18 @@ json report() {
             {"batch", 1},
             {"peaks", {{"bandwidth_bytes_per_s", 1e10}, {"flops_per_s", {{"fp32", 1e11}}}, {"measured_at", "now"}}},
             {"modes", json::array({{{"name", "cpu"}, {"wall_ms", {{"median", 1.0}, {"cv", 0.01}}}}})}};
-  r["nodes"] = json::array({node(0, "conv <1> & \"x\"", "Conv", 1e6, 1e4, 0.5),   // on the roofline
-                            node(1, "reshape", "Reshape", 0, 1e4, 0.01),          // no FLOPs
-                            node(2, "custom", "Custom", nullptr, nullptr, 0.2),   // no cost
-                            node(3, "never ran", "Relu", 1e3, 1e3, 0)});          // no time
+  r["nodes"] = json::array({node(0, "conv <1> & \"x\"", "Conv", 1e6, 1e4, 0.5),  // on the roofline
+                            node(1, "reshape", "Reshape", 0, 1e4, 0.01),         // no FLOPs
+                            node(2, "custom", "Custom", nullptr, nullptr, 0.2),  // no cost
+                            node(3, "never ran", "Relu", 1e3, 1e3, 0)});         // no time
   r["kernels"] = json::array();
   for (int i = 0; i < 4; ++i)
-    r["kernels"].push_back({{"index", i}, {"name", r["nodes"][i]["name"]}, {"kind", "host"},
-                            {"node", r["nodes"][i]["name"]}, {"step", i}, {"median_ms", r["nodes"][i]["median_ms"]}});
+    r["kernels"].push_back({{"index", i},
+                            {"name", r["nodes"][i]["name"]},
+                            {"kind", "host"},
+                            {"node", r["nodes"][i]["name"]},
+                            {"step", i},
+                            {"median_ms", r["nodes"][i]["median_ms"]}});
   r["op_types"] = json::array({{{"op_type", "Conv"}, {"nodes", 1}, {"ms", 0.5}, {"share", 0.7}}});
   return r;
 }

@@ -46,7 +46,7 @@ Record rec(int iteration, int step, uint64_t start_us, uint64_t end_us, const ch
 
 Peaks test_peaks() {
   Peaks p;
-  p.bandwidth_bytes_per_s = 1e12;             // 1 TB/s
+  p.bandwidth_bytes_per_s = 1e12;  // 1 TB/s
   p.flops_per_s = {{"fp32", 10e12}, {"fp16", 100e12}};
   return p;
 }
@@ -129,7 +129,8 @@ TEST(ProfileAnalysis, UnattributedRecordsAreCounted) {
 
 TEST(ProfileAnalysis, CompareUnfusedCreditsEachFusion) {
   Analysis given, opt;
-  auto node = [](const char* name, const char* op, double ms, int records, double bytes, std::vector<std::string> from = {}) {
+  auto node = [](const char* name, const char* op, double ms, int records, double bytes,
+                 std::vector<std::string> from = {}) {
     NodeProfile n;
     n.name = name;
     n.op_type = op;
@@ -177,11 +178,13 @@ TEST(ProfileReport, JsonAndTraceCarryEveryRecord) {
   for (const auto& e : t["traceEvents"]) {
     if (e["ph"] != "X") continue;
     EXPECT_GE(e["ts"].get<double>(), 0.0);
-    if (e["cat"] == "node") ++node_ranges;
-    else ++slices;
+    if (e["cat"] == "node")
+      ++node_ranges;
+    else
+      ++slices;
   }
-  EXPECT_EQ(slices, 12);       // 4 records x 3 iterations; the warm-up record is left out
-  EXPECT_EQ(node_ranges, 6);   // 2 nodes x 3 iterations
+  EXPECT_EQ(slices, 12);      // 4 records x 3 iterations; the warm-up record is left out
+  EXPECT_EQ(node_ranges, 6);  // 2 nodes x 3 iterations
 }
 
 TEST(ProfilePeaks, CacheRoundTripAndDamage) {

@@ -51,7 +51,8 @@ TEST(Numbers, WholeTextOnly) {
 
 TEST(Numbers, Integers) {
   EXPECT_EQ(parse_integer("200", "--iterations", rules::kRuns), 200);
-  EXPECT_EQ(error_of("0", rules::kRuns, "--iterations"), "--iterations must be an integer from 1 to 1073741824 (got '0')");
+  EXPECT_EQ(error_of("0", rules::kRuns, "--iterations"),
+            "--iterations must be an integer from 1 to 1073741824 (got '0')");
   for (const char* bad : {"1.5", "1e3", "nan", "2147483648", "99999999999999999999", "-1"})
     error_of(bad, rules::kRuns, "--iterations");
   EXPECT_EQ(parse_integer("0", "--warmup", rules::kWarmup), 0);

@@ -83,7 +83,8 @@ TEST_F(ProjectFile, DefaultsAndOverrides) {
   EXPECT_DOUBLE_EQ(b.thresholds.memory, 0.05);
   EXPECT_DOUBLE_EQ(b.thresholds.timing, 0.10);  // inherited
   EXPECT_EQ(baseline_dir(p, "cpu (2 threads)"), (dir_ / "baselines" / "cpu").string());
-  EXPECT_EQ(baseline_dir(p, "cuda:0 NVIDIA H100 80GB HBM3 (sm_90)"), (dir_ / "baselines" / "nvidia-h100-80gb-hbm3").string());
+  EXPECT_EQ(baseline_dir(p, "cuda:0 NVIDIA H100 80GB HBM3 (sm_90)"),
+            (dir_ / "baselines" / "nvidia-h100-80gb-hbm3").string());
 }
 
 TEST_F(ProjectFile, DeviceSlug) {

@@ -69,9 +69,7 @@ void prelu_kernel(KernelContext& ctx) {
   }
   dispatch_numeric(x.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);
-    binary_broadcast<T, T, T>(x, slope, ctx.output(0), [](T v, T s) {
-      return v < T{0} ? static_cast<T>(v * s) : v;
-    });
+    binary_broadcast<T, T, T>(x, slope, ctx.output(0), [](T v, T s) { return v < T{0} ? static_cast<T>(v * s) : v; });
   });
 }
 
@@ -80,42 +78,42 @@ void prelu_kernel(KernelContext& ctx) {
 void register_activation_kernels(KernelRegistry& r) {
   r.add("Relu", relu_kernel, "", Writes::Every);  // unary_map writes each element
   r.add("LeakyRelu", float_activation([](const KernelContext& ctx) {
-    const float alpha = ctx.attr_float("alpha");
-    return [alpha](auto x) { return fm::leaky_relu(x, static_cast<decltype(x)>(alpha)); };
-  }));
+          const float alpha = ctx.attr_float("alpha");
+          return [alpha](auto x) { return fm::leaky_relu(x, static_cast<decltype(x)>(alpha)); };
+        }));
   r.add("PRelu", prelu_kernel);
   r.add("Sigmoid", float_activation(no_attrs([](auto x) { return fm::sigmoid(x); })), "", Writes::Every);
   r.add("HardSigmoid", float_activation([](const KernelContext& ctx) {
-    const float alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta");
-    return [alpha, beta](auto x) {
-      using T = decltype(x);
-      return fm::hard_sigmoid(x, static_cast<T>(alpha), static_cast<T>(beta));
-    };
-  }));
+          const float alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta");
+          return [alpha, beta](auto x) {
+            using T = decltype(x);
+            return fm::hard_sigmoid(x, static_cast<T>(alpha), static_cast<T>(beta));
+          };
+        }));
   r.add("HardSwish", float_activation(no_attrs([](auto x) { return fm::hard_swish(x); })));
   r.add("Tanh", float_activation(no_attrs([](auto x) { return std::tanh(x); })), "", Writes::Every);
   r.add("Elu", float_activation([](const KernelContext& ctx) {
-    const float alpha = ctx.attr_float("alpha");
-    return [alpha](auto x) { return fm::elu(x, static_cast<decltype(x)>(alpha)); };
-  }));
+          const float alpha = ctx.attr_float("alpha");
+          return [alpha](auto x) { return fm::elu(x, static_cast<decltype(x)>(alpha)); };
+        }));
   r.add("Selu", float_activation([](const KernelContext& ctx) {
-    const float alpha = ctx.attr_float("alpha"), gamma = ctx.attr_float("gamma");
-    return [alpha, gamma](auto x) {
-      using T = decltype(x);
-      return fm::selu(x, static_cast<T>(alpha), static_cast<T>(gamma));
-    };
-  }));
+          const float alpha = ctx.attr_float("alpha"), gamma = ctx.attr_float("gamma");
+          return [alpha, gamma](auto x) {
+            using T = decltype(x);
+            return fm::selu(x, static_cast<T>(alpha), static_cast<T>(gamma));
+          };
+        }));
   r.add("Celu", float_activation([](const KernelContext& ctx) {
-    const float alpha = ctx.attr_float("alpha");
-    if (alpha == 0.0f) ctx.fail("alpha must not be 0");
-    return [alpha](auto x) { return fm::celu(x, static_cast<decltype(x)>(alpha)); };
-  }));
+          const float alpha = ctx.attr_float("alpha");
+          if (alpha == 0.0f) ctx.fail("alpha must not be 0");
+          return [alpha](auto x) { return fm::celu(x, static_cast<decltype(x)>(alpha)); };
+        }));
   r.add("Softplus", float_activation(no_attrs([](auto x) { return fm::softplus(x); })));
   r.add("Softsign", float_activation(no_attrs([](auto x) { return fm::softsign(x); })));
   r.add("ThresholdedRelu", float_activation([](const KernelContext& ctx) {
-    const float alpha = ctx.attr_float("alpha");
-    return [alpha](auto x) { return fm::thresholded_relu(x, static_cast<decltype(x)>(alpha)); };
-  }));
+          const float alpha = ctx.attr_float("alpha");
+          return [alpha](auto x) { return fm::thresholded_relu(x, static_cast<decltype(x)>(alpha)); };
+        }));
   r.add("Shrink", shrink_kernel);
   r.add("Mish", float_activation(no_attrs([](auto x) { return fm::mish(x); })));
   r.add("Gelu", gelu_kernel, "", Writes::Every);

@@ -3,12 +3,12 @@
 //
 // One task per (batch, query head): S = scale·Q·K'ᵀ, then per query row the softcap, the additive
 // bias (mask, causal frontier, padding, window), a softmax, and Y = P·V' (both products through
-// the blocked GEMM for large heads, as plain vectorizable loops for small ones). Q, K, V and Y are read and written in place in either layout
-// (3-D [B, S, H·D] or 4-D [B, H, S, D]) through row strides, so no transpose is materialized;
-// K' and V' (the cache concatenated with the new keys) are built only where there is a cache or a
-// present output, into the present outputs when those are requested. float16/bfloat16 run in float32 (via_float32), float64 in double.
-// Packed QKV (ai.fusec, K and V omitted) is read in place too: Q, K and V are views of the one
-// [B, S, (Hq + 2·Hkv)·D] tensor at their column offsets (AttentionDims::q_view/k_view/v_view).
+// the blocked GEMM for large heads, as plain vectorizable loops for small ones). Q, K, V and Y are read and written in
+// place in either layout (3-D [B, S, H·D] or 4-D [B, H, S, D]) through row strides, so no transpose is materialized; K'
+// and V' (the cache concatenated with the new keys) are built only where there is a cache or a present output, into the
+// present outputs when those are requested. float16/bfloat16 run in float32 (via_float32), float64 in double. Packed
+// QKV (ai.fusec, K and V omitted) is read in place too: Q, K and V are views of the one [B, S, (Hq + 2·Hkv)·D] tensor
+// at their column offsets (AttentionDims::q_view/k_view/v_view).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -110,7 +110,8 @@ bool bias_row(const Plan& p, int64_t b, int64_t h, int64_t i, T* bias) {
   constexpr T kNegInf = -std::numeric_limits<T>::infinity();
   std::fill(bias, bias + total, T(0));
   if (const Tensor* m = p.mask.t) {
-    const int64_t row = b * p.mask.sb + h * p.mask.sh + i * p.mask.sq, len = std::min(p.mask.len, total), sj = p.mask.sj;
+    const int64_t row = b * p.mask.sb + h * p.mask.sh + i * p.mask.sq, len = std::min(p.mask.len, total),
+                  sj = p.mask.sj;
     if (m->dtype() == DType::Bool) {
       const uint8_t* keep = m->data<uint8_t>() + row;
       for (int64_t j = 0; j < len; ++j) bias[j] = keep[j * sj] ? T(0) : kNegInf;
@@ -176,7 +177,10 @@ void run_attention(KernelContext& ctx, const Plan& p) {
   // K' and V' as rows (b, g, j) at base + b·st.b + g·st.h + j·st.s: the inputs themselves when
   // there is no cache to prepend and no present output to write, else [B, Hkv, T, size] copies.
   // Packed, K and V are views of Q's tensor.
-  struct Rows { const T* base; AttentionDims::Strides st; };
+  struct Rows {
+    const T* base;
+    AttentionDims::Strides st;
+  };
   Tensor k_scratch, v_scratch;  // Tensors, so the host memory budget counts them
   auto rows = [&](size_t in, AttentionDims::View view, const Tensor* past, size_t out, Tensor& scratch,
                   int64_t size) -> Rows {
@@ -249,8 +253,10 @@ void run_attention(KernelContext& ctx, const Plan& p) {
             for (int64_t j = 0; j < total; ++j) s[j] += bias[j];
           if (out && p.mode == QkOutputMode::WithBias) std::copy(s, s + total, out);
           // Decided on the bias, not the scores: a query with no key to attend gives a zero row.
-          if (attends) softmax_row(s, bias.data(), total);
-          else std::fill(s, s + total, T(0));
+          if (attends)
+            softmax_row(s, bias.data(), total);
+          else
+            std::fill(s, s + total, T(0));
           if (out && p.mode == QkOutputMode::AfterSoftmax) std::copy(s, s + total, out);
           if (use_gemm) continue;
           T* yi = ybh + i * ys.s;  // y_i = Σ_j p_ij v_j, accumulated along V's contiguous rows

@@ -52,13 +52,26 @@ void convert_tensor(const Tensor& src, Tensor& dst) {
     for (int64_t i = 0; i < n; ++i) {
       int64_t v = src.as_int64(i);
       switch (d) {
-        case DType::Int8: dst.data<int8_t>()[i] = static_cast<int8_t>(v); break;
-        case DType::UInt8: dst.data<uint8_t>()[i] = static_cast<uint8_t>(v); break;
-        case DType::Int16: dst.data<int16_t>()[i] = static_cast<int16_t>(v); break;
-        case DType::Int32: dst.data<int32_t>()[i] = static_cast<int32_t>(v); break;
-        case DType::Int64: dst.data<int64_t>()[i] = v; break;
-        case DType::Bool: dst.data<uint8_t>()[i] = v != 0; break;
-        default: break;
+        case DType::Int8:
+          dst.data<int8_t>()[i] = static_cast<int8_t>(v);
+          break;
+        case DType::UInt8:
+          dst.data<uint8_t>()[i] = static_cast<uint8_t>(v);
+          break;
+        case DType::Int16:
+          dst.data<int16_t>()[i] = static_cast<int16_t>(v);
+          break;
+        case DType::Int32:
+          dst.data<int32_t>()[i] = static_cast<int32_t>(v);
+          break;
+        case DType::Int64:
+          dst.data<int64_t>()[i] = v;
+          break;
+        case DType::Bool:
+          dst.data<uint8_t>()[i] = v != 0;
+          break;
+        default:
+          break;
       }
     }
     return;
@@ -67,17 +80,38 @@ void convert_tensor(const Tensor& src, Tensor& dst) {
     for (int64_t i = b; i < e; ++i) {
       double v = src.as_double(i);
       switch (d) {
-        case DType::Float32: dst.data<float>()[i] = static_cast<float>(v); break;
-        case DType::Float64: dst.data<double>()[i] = v; break;
-        case DType::Float16: dst.data<uint16_t>()[i] = float_to_half(static_cast<float>(v)); break;
-        case DType::BFloat16: dst.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(v)); break;
-        case DType::Int8: dst.data<int8_t>()[i] = to_int<int8_t>(v); break;
-        case DType::UInt8: dst.data<uint8_t>()[i] = to_int<uint8_t>(v); break;
-        case DType::Int16: dst.data<int16_t>()[i] = to_int<int16_t>(v); break;
-        case DType::Int32: dst.data<int32_t>()[i] = to_int<int32_t>(v); break;
-        case DType::Int64: dst.data<int64_t>()[i] = to_int<int64_t>(v); break;
-        case DType::Bool: dst.data<uint8_t>()[i] = v != 0.0; break;
-        case DType::Undefined: break;
+        case DType::Float32:
+          dst.data<float>()[i] = static_cast<float>(v);
+          break;
+        case DType::Float64:
+          dst.data<double>()[i] = v;
+          break;
+        case DType::Float16:
+          dst.data<uint16_t>()[i] = float_to_half(static_cast<float>(v));
+          break;
+        case DType::BFloat16:
+          dst.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(v));
+          break;
+        case DType::Int8:
+          dst.data<int8_t>()[i] = to_int<int8_t>(v);
+          break;
+        case DType::UInt8:
+          dst.data<uint8_t>()[i] = to_int<uint8_t>(v);
+          break;
+        case DType::Int16:
+          dst.data<int16_t>()[i] = to_int<int16_t>(v);
+          break;
+        case DType::Int32:
+          dst.data<int32_t>()[i] = to_int<int32_t>(v);
+          break;
+        case DType::Int64:
+          dst.data<int64_t>()[i] = to_int<int64_t>(v);
+          break;
+        case DType::Bool:
+          dst.data<uint8_t>()[i] = v != 0.0;
+          break;
+        case DType::Undefined:
+          break;
       }
     }
   });
@@ -100,14 +134,20 @@ void via_float32(KernelContext& ctx, const std::function<void(KernelContext&)>& 
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     if (!ctx.has_input(i)) continue;
     const Tensor& t = ctx.input(i);
-    if (half(t.dtype())) { in_store[i] = to_float32(t); ins[i] = &in_store[i]; }
-    else ins[i] = &t;
+    if (half(t.dtype())) {
+      in_store[i] = to_float32(t);
+      ins[i] = &in_store[i];
+    } else
+      ins[i] = &t;
   }
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
     if (!ctx.has_output(i)) continue;
     Tensor& t = ctx.output(i);
-    if (half(t.dtype())) { out_store[i] = Tensor(DType::Float32, t.dims()); outs[i] = &out_store[i]; }
-    else outs[i] = &t;
+    if (half(t.dtype())) {
+      out_store[i] = Tensor(DType::Float32, t.dims());
+      outs[i] = &out_store[i];
+    } else
+      outs[i] = &t;
   }
   KernelContext inner(ctx.node(), ctx.schema(), ctx.opset(), ins, outs);
   kernel(inner);

@@ -18,31 +18,57 @@ namespace fusec::cpu {
 template <typename F>
 void dispatch_float(DType t, const NodeAttrs& where, F&& f) {
   switch (t) {
-    case DType::Float32: f(float{}); return;
-    case DType::Float64: f(double{}); return;
-    default: where.fail(std::string("unsupported data type ") + dtype_name(t));
+    case DType::Float32:
+      f(float{});
+      return;
+    case DType::Float64:
+      f(double{});
+      return;
+    default:
+      where.fail(std::string("unsupported data type ") + dtype_name(t));
   }
 }
 
 template <typename F>
 void dispatch_numeric(DType t, const NodeAttrs& where, F&& f) {
   switch (t) {
-    case DType::Float32: f(float{}); return;
-    case DType::Float64: f(double{}); return;
-    case DType::Int8: f(int8_t{}); return;
-    case DType::UInt8: f(uint8_t{}); return;
-    case DType::Int16: f(int16_t{}); return;
-    case DType::Int32: f(int32_t{}); return;
-    case DType::Int64: f(int64_t{}); return;
-    default: where.fail(std::string("unsupported data type ") + dtype_name(t));
+    case DType::Float32:
+      f(float{});
+      return;
+    case DType::Float64:
+      f(double{});
+      return;
+    case DType::Int8:
+      f(int8_t{});
+      return;
+    case DType::UInt8:
+      f(uint8_t{});
+      return;
+    case DType::Int16:
+      f(int16_t{});
+      return;
+    case DType::Int32:
+      f(int32_t{});
+      return;
+    case DType::Int64:
+      f(int64_t{});
+      return;
+    default:
+      where.fail(std::string("unsupported data type ") + dtype_name(t));
   }
 }
 
 /// Numeric types plus bool (stored as uint8_t): for data movement and comparisons.
 template <typename F>
 void dispatch_all(DType t, const NodeAttrs& where, F&& f) {
-  if (t == DType::Bool) { f(uint8_t{}); return; }
-  if (t == DType::Float16 || t == DType::BFloat16) { f(uint16_t{}); return; }
+  if (t == DType::Bool) {
+    f(uint8_t{});
+    return;
+  }
+  if (t == DType::Float16 || t == DType::BFloat16) {
+    f(uint16_t{});
+    return;
+  }
   dispatch_numeric(t, where, std::forward<F>(f));
 }
 
@@ -65,8 +91,8 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
 /// for each run of `count` contiguous output elements, where input k's elements are at
 /// in_offsets[k] + j * in_inner_strides[k] (stride 0 when broadcast). Rows run in parallel.
 template <size_t N, typename Row>
-void broadcast_rows(const std::vector<int64_t>& out_dims,
-                    const std::array<const std::vector<int64_t>*, N>& in_dims, Row&& row) {
+void broadcast_rows(const std::vector<int64_t>& out_dims, const std::array<const std::vector<int64_t>*, N>& in_dims,
+                    Row&& row) {
   const size_t rank = out_dims.size();
   int64_t total = 1;
   for (int64_t d : out_dims) total *= d;
@@ -136,8 +162,7 @@ void binary_broadcast(const Tensor& a, const Tensor& b, Tensor& out, F&& f) {
   const B* pb = b.data<B>();
   O* po = out.data<O>();
   broadcast_rows<2>(out.dims(), {&a.dims(), &b.dims()},
-                    [&](int64_t o, const std::array<int64_t, 2>& off, const std::array<int64_t, 2>& st,
-                        int64_t n) {
+                    [&](int64_t o, const std::array<int64_t, 2>& off, const std::array<int64_t, 2>& st, int64_t n) {
                       const A* x = pa + off[0];
                       const B* y = pb + off[1];
                       O* z = po + o;

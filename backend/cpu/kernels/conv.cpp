@@ -250,8 +250,7 @@ void conv_kernel(KernelContext& ctx) {
     }
 
     bool pointwise = true;
-    for (int i = 0; i < 3; ++i)
-      pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
+    for (int i = 0; i < 3; ++i) pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
     const int64_t kdim = Cg * kk;
     // Output columns per task: im2col of one chunk (kdim × chunk) stays in L2 for the GEMM that
     // reads it, and chunks give the threads independent work. Chunks narrower than ~96 columns
@@ -263,8 +262,10 @@ void conv_kernel(KernelContext& ctx) {
       const int64_t fit = std::max<int64_t>(96, (int64_t{1} << 20) / static_cast<int64_t>(kdim * sizeof(T)));
       const int64_t even = (s_out + 4 * threads - 1) / (4 * threads);  // ~4 tasks per thread
       const int64_t c = std::max<int64_t>(96, std::min(fit, even));
-      if (threads > 1 && N * G * ((s_out + c - 1) / c) >= 2 * threads) chunk = c;
-      else chunk = std::min(s_out, std::max<int64_t>(256, fit));
+      if (threads > 1 && N * G * ((s_out + c - 1) / c) >= 2 * threads)
+        chunk = c;
+      else
+        chunk = std::min(s_out, std::max<int64_t>(256, fit));
     }
     const int64_t chunks = (s_out + chunk - 1) / chunk;
     run_tasks(N * G * chunks, [&](int64_t t) {

@@ -26,21 +26,34 @@ Tensor rhs(const KernelContext& ctx) {
 template <typename T>
 using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
-template <typename T> T add(T x, T y) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Wide<T>>(x) + static_cast<Wide<T>>(y));
-  else return x + y;
+template <typename T>
+T add(T x, T y) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<Wide<T>>(x) + static_cast<Wide<T>>(y));
+  else
+    return x + y;
 }
-template <typename T> T sub(T x, T y) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Wide<T>>(x) - static_cast<Wide<T>>(y));
-  else return x - y;
+template <typename T>
+T sub(T x, T y) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<Wide<T>>(x) - static_cast<Wide<T>>(y));
+  else
+    return x - y;
 }
-template <typename T> T mul(T x, T y) {
-  if constexpr (std::is_integral_v<T>) return static_cast<T>(static_cast<Wide<T>>(x) * static_cast<Wide<T>>(y));
-  else return x * y;
+template <typename T>
+T mul(T x, T y) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<T>(static_cast<Wide<T>>(x) * static_cast<Wide<T>>(y));
+  else
+    return x * y;
 }
-template <typename T> T neg(T x) { return sub(T{0}, x); }
+template <typename T>
+T neg(T x) {
+  return sub(T{0}, x);
+}
 /// Integer division truncates toward zero like C; INT_MIN / -1 wraps to INT_MIN.
-template <typename T> T div(T x, T y) {
+template <typename T>
+T div(T x, T y) {
   if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
     if (y == -1) return neg(x);
   }
@@ -74,7 +87,8 @@ Kernel arithmetic(Op op) {
 
 // ---- Mod ----
 
-template <typename T> T mod(T x, T y, bool fmod) {
+template <typename T>
+T mod(T x, T y, bool fmod) {
   if constexpr (std::is_floating_point_v<T>) {
     T r = std::fmod(x, y);
     if (!fmod && r != 0 && ((r < 0) != (y < 0))) r += y;  // sign of the divisor
@@ -106,7 +120,8 @@ void mod_kernel(KernelContext& ctx) {
 // ---- Pow ----
 
 /// Float -> integer conversion that clamps instead of invoking UB (NaN -> 0).
-template <typename I> I clamp_to_int(double v) {
+template <typename I>
+I clamp_to_int(double v) {
   if (std::isnan(v)) return 0;
   if (v <= static_cast<double>(std::numeric_limits<I>::lowest())) return std::numeric_limits<I>::lowest();
   if (v >= static_cast<double>(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
@@ -114,7 +129,8 @@ template <typename I> I clamp_to_int(double v) {
 }
 
 /// Exact integer power by squaring (wrapping); negative exponents truncate 1/x^n toward zero.
-template <typename B, typename E> B int_pow(B x, E y) {
+template <typename B, typename E>
+B int_pow(B x, E y) {
   if constexpr (std::is_signed_v<E>) {
     if (y < 0) {
       if (x == 1) return 1;
@@ -132,7 +148,8 @@ template <typename B, typename E> B int_pow(B x, E y) {
   return result;
 }
 
-template <typename B, typename E> B pow_elem(B x, E y) {
+template <typename B, typename E>
+B pow_elem(B x, E y) {
   if constexpr (std::is_integral_v<B> && std::is_integral_v<E>) {
     return int_pow(x, y);
   } else if constexpr (std::is_integral_v<B>) {
@@ -157,11 +174,16 @@ void pow_kernel(KernelContext& ctx) {
     });
   };
   switch (a.dtype()) {
-    case DType::Float32: return with_base(float{});
-    case DType::Float64: return with_base(double{});
-    case DType::Int32: return with_base(int32_t{});
-    case DType::Int64: return with_base(int64_t{});
-    default: ctx.fail(std::string("unsupported base type ") + dtype_name(a.dtype()));
+    case DType::Float32:
+      return with_base(float{});
+    case DType::Float64:
+      return with_base(double{});
+    case DType::Int32:
+      return with_base(int32_t{});
+    case DType::Int64:
+      return with_base(int64_t{});
+    default:
+      ctx.fail(std::string("unsupported base type ") + dtype_name(a.dtype()));
   }
 }
 
@@ -258,9 +280,8 @@ template <typename Op>
 Kernel logic(Op op) {
   return [op](KernelContext& ctx) {
     Tensor b = rhs(ctx);
-    binary_broadcast<uint8_t, uint8_t, uint8_t>(ctx.input(0), b, ctx.output(0), [&](uint8_t x, uint8_t y) {
-      return static_cast<uint8_t>(op(x != 0, y != 0));
-    });
+    binary_broadcast<uint8_t, uint8_t, uint8_t>(
+        ctx.input(0), b, ctx.output(0), [&](uint8_t x, uint8_t y) { return static_cast<uint8_t>(op(x != 0, y != 0)); });
   };
 }
 
@@ -369,22 +390,24 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add("Mean", variadic([](auto x, auto y) { return add(x, y); }, true));
 
   r.add("Abs", unary_numeric([](auto x) {
-    using T = decltype(x);
-    if constexpr (std::is_unsigned_v<T>) return x;
-    else return x < 0 ? neg(x) : x;
-  }));
+          using T = decltype(x);
+          if constexpr (std::is_unsigned_v<T>)
+            return x;
+          else
+            return x < 0 ? neg(x) : x;
+        }));
   r.add("Neg", unary_numeric([](auto x) { return neg(x); }), "", Writes::Every);
   r.add("Sign", unary_numeric([](auto x) {
-    using T = decltype(x);
-    if constexpr (std::is_unsigned_v<T>) {
-      return static_cast<T>(x > 0);
-    } else {
-      if constexpr (std::is_floating_point_v<T>) {
-        if (std::isnan(x)) return x;
-      }
-      return static_cast<T>((T{0} < x) - (x < T{0}));
-    }
-  }));
+          using T = decltype(x);
+          if constexpr (std::is_unsigned_v<T>) {
+            return static_cast<T>(x > 0);
+          } else {
+            if constexpr (std::is_floating_point_v<T>) {
+              if (std::isnan(x)) return x;
+            }
+            return static_cast<T>((T{0} < x) - (x < T{0}));
+          }
+        }));
   r.add("Reciprocal", unary_float([](auto x) { return decltype(x){1} / x; }), "", Writes::Every);
   r.add("Sqrt", unary_float([](auto x) { return std::sqrt(x); }), "", Writes::Every);
   r.add("Exp", unary_float([](auto x) { return std::exp(x); }), "", Writes::Every);
@@ -394,10 +417,13 @@ void register_elementwise_kernels(KernelRegistry& r) {
   // nearbyint in the default rounding mode rounds halves to even, as ONNX Round does.
   r.add("Round", unary_float([](auto x) { return std::nearbyint(x); }));
   r.add("Erf", unary_numeric([](auto x) {
-    using T = decltype(x);
-    if constexpr (std::is_floating_point_v<T>) return std::erf(x);
-    else return static_cast<T>(std::erf(static_cast<double>(x)));
-  }), "", Writes::Every);
+          using T = decltype(x);
+          if constexpr (std::is_floating_point_v<T>)
+            return std::erf(x);
+          else
+            return static_cast<T>(std::erf(static_cast<double>(x)));
+        }),
+        "", Writes::Every);
   r.add("Sin", unary_float([](auto x) { return std::sin(x); }));
   r.add("Cos", unary_float([](auto x) { return std::cos(x); }));
   r.add("Tan", unary_float([](auto x) { return std::tan(x); }));

@@ -23,7 +23,7 @@ inline float exp_vec(float x) {
   const uint32_t underflows = static_cast<uint32_t>(u > 0xc2ae999au) & static_cast<uint32_t>(u <= 0xff800000u);
   uint32_t mag = u & 0x7fffffffu;
   const uint32_t clamped = mag > 0x42ae999au ? 0x42ae999au : mag;  // 0x42ae999a = 87.3f
-  mag = mag > 0x7f800000u ? mag : clamped;                            // NaN keeps its payload
+  mag = mag > 0x7f800000u ? mag : clamped;                         // NaN keeps its payload
   x = std::bit_cast<float>((u & 0x80000000u) | mag);
   // n = round(x / ln2) via the 1.5 * 2^23 trick: the sum's low mantissa bits hold n.
   const float shifted = x * 1.44269504088896341f + 12582912.0f;

@@ -84,7 +84,8 @@ void require_f32(const KernelContext& ctx, const Tensor& t) {
 
 /// y += Z, FusedConv's and FusedMatMul's residual (the output's shape).
 void add_residual(KernelContext& ctx, const Tensor& z, Tensor& y) {
-  if (z.dims() != y.dims()) ctx.fail("the residual Z has shape " + dims_str(z.dims()) + ", the output " + dims_str(y.dims()));
+  if (z.dims() != y.dims())
+    ctx.fail("the residual Z has shape " + dims_str(z.dims()) + ", the output " + dims_str(y.dims()));
   const float* zp = z.data<float>();
   float* yp = y.data<float>();
   parallel_for(y.numel(), 16384, [&](int64_t b, int64_t e) {
@@ -109,13 +110,15 @@ void fused_matmul(KernelContext& ctx) {
   if (ctx.has_input(2)) {
     const Tensor& bias = ctx.input(2);
     int64_t n = y.rank() ? y.dims().back() : 1;
-    if (bias.numel() != n) ctx.fail("bias has " + std::to_string(bias.numel()) + " elements, the output's last dim is " + std::to_string(n));
+    if (bias.numel() != n)
+      ctx.fail("bias has " + std::to_string(bias.numel()) + " elements, the output's last dim is " + std::to_string(n));
     const float* bp = bias.data<float>();
     float* yp = y.data<float>();
-    parallel_for(y.numel() / std::max<int64_t>(n, 1), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r)
-        for (int64_t j = 0; j < n; ++j) yp[r * n + j] += bp[j];
-    });
+    parallel_for(y.numel() / std::max<int64_t>(n, 1), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t r = b; r < e; ++r)
+                     for (int64_t j = 0; j < n; ++j) yp[r * n + j] += bp[j];
+                 });
   }
   if (ctx.has_input(3)) add_residual(ctx, ctx.input(3), y);  // after the bias, as FusedConv: act(A·B + bias + Z)
   apply_activation(ctx, y);

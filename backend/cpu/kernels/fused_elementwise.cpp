@@ -68,8 +68,10 @@ void load_run(const Tensor& t, int64_t base, int64_t stride, int64_t n, float* d
   switch (t.dtype()) {
     case DType::Float32: {
       const float* p = t.data<float>() + base;
-      if (stride == 1) std::copy(p, p + n, dst);
-      else for (int64_t j = 0; j < n; ++j) dst[j] = p[j * stride];
+      if (stride == 1)
+        std::copy(p, p + n, dst);
+      else
+        for (int64_t j = 0; j < n; ++j) dst[j] = p[j * stride];
       return;
     }
     case DType::Float16: {
@@ -82,7 +84,8 @@ void load_run(const Tensor& t, int64_t base, int64_t stride, int64_t n, float* d
       for (int64_t j = 0; j < n; ++j) dst[j] = bf16_to_float(p[j * stride]);
       return;
     }
-    default: internal_error("FusedElementwise: unexpected input type");
+    default:
+      internal_error("FusedElementwise: unexpected input type");
   }
 }
 
@@ -95,7 +98,9 @@ void round_to(DType t, float* d, int64_t n) {
 
 void store_run(const float* src, int64_t n, Tensor& out, int64_t at) {
   switch (out.dtype()) {
-    case DType::Float32: std::copy(src, src + n, out.data<float>() + at); return;
+    case DType::Float32:
+      std::copy(src, src + n, out.data<float>() + at);
+      return;
     case DType::Float16: {
       uint16_t* q = out.data<uint16_t>() + at;
       for (int64_t j = 0; j < n; ++j) q[j] = float_to_half(src[j]);
@@ -106,17 +111,21 @@ void store_run(const float* src, int64_t n, Tensor& out, int64_t at) {
       for (int64_t j = 0; j < n; ++j) q[j] = float_to_bf16(src[j]);
       return;
     }
-    default: internal_error("FusedElementwise: unexpected output type");
+    default:
+      internal_error("FusedElementwise: unexpected output type");
   }
 }
 
-template <typename F> void map1(float* d, const float* a, int64_t n, F f) {
+template <typename F>
+void map1(float* d, const float* a, int64_t n, F f) {
   for (int64_t j = 0; j < n; ++j) d[j] = f(a[j]);
 }
-template <typename F> void map2(float* d, const float* a, const float* b, int64_t n, F f) {
+template <typename F>
+void map2(float* d, const float* a, const float* b, int64_t n, F f) {
   for (int64_t j = 0; j < n; ++j) d[j] = f(a[j], b[j]);
 }
-template <typename F> void map3(float* d, const float* a, const float* b, const float* c, int64_t n, F f) {
+template <typename F>
+void map3(float* d, const float* a, const float* b, const float* c, int64_t n, F f) {
   for (int64_t j = 0; j < n; ++j) d[j] = f(a[j], b[j], c[j]);
 }
 
@@ -124,33 +133,58 @@ template <typename F> void map3(float* d, const float* a, const float* b, const 
 /// activation.cpp): backend/formulas.h's, which the generated CUDA kernels also run.
 void run_instr(EwOp op, float* d, const float* a, const float* b, const float* c, int64_t n) {
   switch (op) {
-    case EwOp::Add: return map2(d, a, b, n, [](float x, float y) { return x + y; });
-    case EwOp::Sub: return map2(d, a, b, n, [](float x, float y) { return x - y; });
-    case EwOp::Mul: return map2(d, a, b, n, [](float x, float y) { return x * y; });
-    case EwOp::Div: return map2(d, a, b, n, [](float x, float y) { return x / y; });
-    case EwOp::Pow: return map2(d, a, b, n, [](float x, float y) { return std::pow(x, y); });
-    case EwOp::Max: return map2(d, a, b, n, [](float x, float y) { return fm::max_nan(x, y); });
-    case EwOp::Min: return map2(d, a, b, n, [](float x, float y) { return fm::min_nan(x, y); });
-    case EwOp::Neg: return map1(d, a, n, [](float x) { return -x; });
-    case EwOp::Abs: return map1(d, a, n, [](float x) { return x < 0 ? -x : x; });
-    case EwOp::Exp: return map1(d, a, n, [](float x) { return std::exp(x); });
-    case EwOp::Log: return map1(d, a, n, [](float x) { return std::log(x); });
-    case EwOp::Sqrt: return map1(d, a, n, [](float x) { return std::sqrt(x); });
-    case EwOp::Reciprocal: return map1(d, a, n, [](float x) { return 1.0f / x; });
-    case EwOp::Erf: return map1(d, a, n, [](float x) { return std::erf(x); });
-    case EwOp::Tanh: return map1(d, a, n, [](float x) { return std::tanh(x); });
-    case EwOp::Sigmoid: return map1(d, a, n, [](float x) { return fm::sigmoid(x); });
-    case EwOp::Relu: return map1(d, a, n, [](float x) { return fm::relu(x); });
-    case EwOp::Softplus: return map1(d, a, n, [](float x) { return fm::softplus(x); });
-    case EwOp::Floor: return map1(d, a, n, [](float x) { return std::floor(x); });
-    case EwOp::Ceil: return map1(d, a, n, [](float x) { return std::ceil(x); });
-    case EwOp::HardSwish: return map1(d, a, n, [](float x) { return fm::hard_swish(x); });
-    case EwOp::Gelu: return map1(d, a, n, [](float x) { return fm::gelu_erf_via_f64(x); });
-    case EwOp::GeluTanh: return map1(d, a, n, [](float x) { return fm::gelu_tanh_via_f64(x); });
-    case EwOp::LeakyRelu: return map2(d, a, b, n, [](float x, float al) { return fm::leaky_relu(x, al); });
+    case EwOp::Add:
+      return map2(d, a, b, n, [](float x, float y) { return x + y; });
+    case EwOp::Sub:
+      return map2(d, a, b, n, [](float x, float y) { return x - y; });
+    case EwOp::Mul:
+      return map2(d, a, b, n, [](float x, float y) { return x * y; });
+    case EwOp::Div:
+      return map2(d, a, b, n, [](float x, float y) { return x / y; });
+    case EwOp::Pow:
+      return map2(d, a, b, n, [](float x, float y) { return std::pow(x, y); });
+    case EwOp::Max:
+      return map2(d, a, b, n, [](float x, float y) { return fm::max_nan(x, y); });
+    case EwOp::Min:
+      return map2(d, a, b, n, [](float x, float y) { return fm::min_nan(x, y); });
+    case EwOp::Neg:
+      return map1(d, a, n, [](float x) { return -x; });
+    case EwOp::Abs:
+      return map1(d, a, n, [](float x) { return x < 0 ? -x : x; });
+    case EwOp::Exp:
+      return map1(d, a, n, [](float x) { return std::exp(x); });
+    case EwOp::Log:
+      return map1(d, a, n, [](float x) { return std::log(x); });
+    case EwOp::Sqrt:
+      return map1(d, a, n, [](float x) { return std::sqrt(x); });
+    case EwOp::Reciprocal:
+      return map1(d, a, n, [](float x) { return 1.0f / x; });
+    case EwOp::Erf:
+      return map1(d, a, n, [](float x) { return std::erf(x); });
+    case EwOp::Tanh:
+      return map1(d, a, n, [](float x) { return std::tanh(x); });
+    case EwOp::Sigmoid:
+      return map1(d, a, n, [](float x) { return fm::sigmoid(x); });
+    case EwOp::Relu:
+      return map1(d, a, n, [](float x) { return fm::relu(x); });
+    case EwOp::Softplus:
+      return map1(d, a, n, [](float x) { return fm::softplus(x); });
+    case EwOp::Floor:
+      return map1(d, a, n, [](float x) { return std::floor(x); });
+    case EwOp::Ceil:
+      return map1(d, a, n, [](float x) { return std::ceil(x); });
+    case EwOp::HardSwish:
+      return map1(d, a, n, [](float x) { return fm::hard_swish(x); });
+    case EwOp::Gelu:
+      return map1(d, a, n, [](float x) { return fm::gelu_erf_via_f64(x); });
+    case EwOp::GeluTanh:
+      return map1(d, a, n, [](float x) { return fm::gelu_tanh_via_f64(x); });
+    case EwOp::LeakyRelu:
+      return map2(d, a, b, n, [](float x, float al) { return fm::leaky_relu(x, al); });
     case EwOp::HardSigmoid:
       return map3(d, a, b, c, n, [](float x, float al, float be) { return fm::hard_sigmoid(x, al, be); });
-    case EwOp::Clip: return map3(d, a, b, c, n, [](float x, float lo, float hi) { return fm::clamp(x, lo, hi); });
+    case EwOp::Clip:
+      return map3(d, a, b, c, n, [](float x, float lo, float hi) { return fm::clamp(x, lo, hi); });
   }
 }
 
@@ -171,7 +205,8 @@ Plan make_plan(const ElementwiseProgram& p) {
   std::vector<size_t> last_read(n, 0);
   for (size_t k = 0; k < n; ++k)
     for (int a = 0; a < ew_op_info(p.code[k].op).arity; ++a)
-      if (p.code[k].args[a].kind == EwOperand::Kind::Register) last_read[static_cast<size_t>(p.code[k].args[a].index)] = k;
+      if (p.code[k].args[a].kind == EwOperand::Kind::Register)
+        last_read[static_cast<size_t>(p.code[k].args[a].index)] = k;
   last_read[n - 1] = n;  // the output lives to the end
   std::vector<int> free_slots, reg_slot(n, -1);
   plan.arg_slot.resize(n);
@@ -180,8 +215,10 @@ Plan make_plan(const ElementwiseProgram& p) {
     for (int a = 0; a < ew_op_info(ins.op).arity; ++a) {
       const EwOperand& o = ins.args[a];
       int s = 0;
-      if (o.kind == EwOperand::Kind::Input) s = plan.input_slot[static_cast<size_t>(o.index)];
-      else if (o.kind == EwOperand::Kind::Register) s = reg_slot[static_cast<size_t>(o.index)];
+      if (o.kind == EwOperand::Kind::Input)
+        s = plan.input_slot[static_cast<size_t>(o.index)];
+      else if (o.kind == EwOperand::Kind::Register)
+        s = reg_slot[static_cast<size_t>(o.index)];
       else {
         s = plan.num_slots++;
         plan.literal_slots.push_back({s, o.value});
@@ -217,7 +254,8 @@ void fused_elementwise(KernelContext& ctx) {
   if (t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16)
     ctx.fail(std::string("unsupported data type ") + dtype_name(t));
   for (const Tensor* x : ins)
-    if (x->dtype() != t) ctx.fail(std::string("input type ") + dtype_name(x->dtype()) + " differs from " + dtype_name(t));
+    if (x->dtype() != t)
+      ctx.fail(std::string("input type ") + dtype_name(x->dtype()) + " differs from " + dtype_name(t));
   const ElementwiseProgram prog = elementwise_program_of(ctx, n_in);
   const int64_t total = out.numel();
   if (total == 0) return;
@@ -274,8 +312,8 @@ void fused_elementwise(KernelContext& ctx) {
         const auto& as = plan.arg_slot[k];
         const int arity = ew_op_info(prog.code[k].op).arity;
         float* d = slot(plan.dest_slot[k]);
-        run_instr(prog.code[k].op, d, slot(as[0]), arity > 1 ? slot(as[1]) : nullptr,
-                  arity > 2 ? slot(as[2]) : nullptr, n);
+        run_instr(prog.code[k].op, d, slot(as[0]), arity > 1 ? slot(as[1]) : nullptr, arity > 2 ? slot(as[2]) : nullptr,
+                  n);
         if (round) round_to(t, d, n);
       }
       store_run(slot(plan.dest_slot.back()), n, out, p0);
@@ -285,8 +323,6 @@ void fused_elementwise(KernelContext& ctx) {
 
 }  // namespace
 
-void register_fused_elementwise_kernels(KernelRegistry& r) {
-  r.add("FusedElementwise", fused_elementwise, "ai.fusec");
-}
+void register_fused_elementwise_kernels(KernelRegistry& r) { r.add("FusedElementwise", fused_elementwise, "ai.fusec"); }
 
 }  // namespace fusec::cpu

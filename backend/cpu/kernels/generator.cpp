@@ -57,8 +57,9 @@ void range_kernel(KernelContext& ctx) {
       // need not (start near INT64_MIN, limit near INT64_MAX): computed modulo 2^64, which gives
       // the exact value whenever the result fits.
       for (int64_t i = 0; i < n; ++i)
-        y[i] = static_cast<T>(static_cast<int64_t>(static_cast<uint64_t>(static_cast<int64_t>(start)) +
-                                                   static_cast<uint64_t>(i) * static_cast<uint64_t>(static_cast<int64_t>(delta))));
+        y[i] = static_cast<T>(
+            static_cast<int64_t>(static_cast<uint64_t>(static_cast<int64_t>(start)) +
+                                 static_cast<uint64_t>(i) * static_cast<uint64_t>(static_cast<int64_t>(delta))));
     } else {
       // Accumulated as the spec's loop (and ONNX Runtime) does: value += delta.
       T value = start;

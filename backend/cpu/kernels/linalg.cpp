@@ -22,8 +22,8 @@ using Accum = std::conditional_t<std::is_floating_point_v<T>, T, uint64_t>;
 
 /// C = op(A)·op(B) for plain loops (integer types).
 template <typename T>
-void matmul_loops(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B,
-                  int64_t ldb, T* C, int64_t ldc) {
+void matmul_loops(bool ta, bool tb, int64_t M, int64_t N, int64_t K, const T* A, int64_t lda, const T* B, int64_t ldb,
+                  T* C, int64_t ldc) {
   parallel_for(M, std::max<int64_t>(1, 65536 / std::max<int64_t>(N * K, 1)), [&](int64_t i0, int64_t i1) {
     std::vector<Accum<T>> row(static_cast<size_t>(N));
     for (int64_t i = i0; i < i1; ++i) {
@@ -149,8 +149,10 @@ void gemm_kernel(KernelContext& ctx) {
   const bool ta = ctx.attr_int("transA") != 0, tb = ctx.attr_int("transB") != 0;
   const double alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta");
   const int64_t M = a.dim(ta ? 1 : 0), K = a.dim(ta ? 0 : 1), N = b.dim(tb ? 0 : 1);
-  if (b.dim(tb ? 1 : 0) != K) ctx.fail("inner dimensions differ: A " + dims_str(a.dims()) + ", B " + dims_str(b.dims()));
-  if (y.dims() != std::vector<int64_t>{M, N}) ctx.fail("output has shape " + dims_str(y.dims()) + ", expected " + dims_str({M, N}));
+  if (b.dim(tb ? 1 : 0) != K)
+    ctx.fail("inner dimensions differ: A " + dims_str(a.dims()) + ", B " + dims_str(b.dims()));
+  if (y.dims() != std::vector<int64_t>{M, N})
+    ctx.fail("output has shape " + dims_str(y.dims()) + ", expected " + dims_str({M, N}));
   if (y.numel() == 0) return;
   const bool use_c = ctx.has_input(2) && beta != 0;
   // C broadcast to (M, N): strides 0 along size-1 (or absent) dims.
@@ -318,7 +320,9 @@ std::vector<size_t> positions(const std::vector<int>& labels, const std::vector<
 template <typename T>
 Operand<T> contract_pair(const Operand<T>& x, const Operand<T>& y, const std::vector<bool>& keep, size_t n_labels,
                          const NodeAttrs& where) {
-  auto has = [](const Operand<T>& o, int l) { return std::find(o.labels.begin(), o.labels.end(), l) != o.labels.end(); };
+  auto has = [](const Operand<T>& o, int l) {
+    return std::find(o.labels.begin(), o.labels.end(), l) != o.labels.end();
+  };
   auto distinct = [](const std::vector<int>& v) {
     std::vector<int> s = v;
     std::sort(s.begin(), s.end());
@@ -331,14 +335,19 @@ Operand<T> contract_pair(const Operand<T>& x, const Operand<T>& y, const std::ve
     for (size_t d = 0; d < o->dims.size(); ++d)
       if (o->dims[d] != size[o->labels[d]]) simple = false;  // broadcast dim
   for (int l : x.labels) {
-    if (has(y, l)) (keep[l] ? batch : k_labels).push_back(l);
-    else if (keep[l]) m_labels.push_back(l);
-    else simple = false;  // x alone sums over l
+    if (has(y, l))
+      (keep[l] ? batch : k_labels).push_back(l);
+    else if (keep[l])
+      m_labels.push_back(l);
+    else
+      simple = false;  // x alone sums over l
   }
   for (int l : y.labels) {
     if (has(x, l)) continue;
-    if (keep[l]) n_labels_.push_back(l);
-    else simple = false;
+    if (keep[l])
+      n_labels_.push_back(l);
+    else
+      simple = false;
   }
   Operand<T> r;
   if (simple) {

@@ -73,7 +73,10 @@ void strided_copy(size_t esize, const std::vector<int64_t>& dims_in, const std::
   }
   const char* src = static_cast<const char*>(src_v);
   char* dst = static_cast<char*>(dst_v);
-  if (d.empty()) { std::memcpy(dst, src, esize); return; }
+  if (d.empty()) {
+    std::memcpy(dst, src, esize);
+    return;
+  }
   const size_t r = d.size();
   const int64_t inner = d[r - 1], inner_stride = s[r - 1];
   std::vector<int64_t> od(d.begin(), d.end() - 1), os(s.begin(), s.end() - 1);
@@ -113,7 +116,11 @@ void strided_copy(size_t esize, const std::vector<int64_t>& dims_in, const std::
     auto dst_strides = contiguous_strides(d);
     std::vector<int64_t> bd, bs, bo;  // batch dims: all but k and the last
     for (size_t i = 0; i + 1 < r; ++i)
-      if (i != k) { bd.push_back(d[i]); bs.push_back(s[i]); bo.push_back(dst_strides[i]); }
+      if (i != k) {
+        bd.push_back(d[i]);
+        bs.push_back(s[i]);
+        bo.push_back(dst_strides[i]);
+      }
     constexpr int64_t T = 32;
     const int64_t dk = d[k], dk_stride = dst_strides[k];
     const int64_t kblocks = (dk + T - 1) / T;
@@ -147,7 +154,8 @@ std::vector<int64_t> read_indices(const Tensor& t, int64_t dim, const NodeAttrs&
   for (int64_t i = 0; i < t.numel(); ++i) {
     int64_t x = t.as_int64(i);
     if (x < -dim || x >= dim)
-      where.fail(std::string(what) + " " + std::to_string(x) + " is out of range for an axis of length " + std::to_string(dim));
+      where.fail(std::string(what) + " " + std::to_string(x) + " is out of range for an axis of length " +
+                 std::to_string(dim));
     v[i] = x < 0 ? x + dim : x;
   }
   return v;
@@ -367,11 +375,21 @@ Reduction reduction_of(const KernelContext& ctx) {
 template <typename T>
 void apply(T& dst, T v, Reduction red) {
   switch (red) {
-    case Reduction::None: dst = v; break;
-    case Reduction::Add: dst = static_cast<T>(dst + v); break;
-    case Reduction::Mul: dst = static_cast<T>(dst * v); break;
-    case Reduction::Max: dst = std::max(dst, v); break;
-    case Reduction::Min: dst = std::min(dst, v); break;
+    case Reduction::None:
+      dst = v;
+      break;
+    case Reduction::Add:
+      dst = static_cast<T>(dst + v);
+      break;
+    case Reduction::Mul:
+      dst = static_cast<T>(dst * v);
+      break;
+    case Reduction::Max:
+      dst = std::max(dst, v);
+      break;
+    case Reduction::Min:
+      dst = std::min(dst, v);
+      break;
   }
 }
 
@@ -429,8 +447,7 @@ void scatter_nd_kernel(KernelContext& ctx) {
   if (k < 1 || k > static_cast<int64_t>(D.size())) ctx.fail("the last dim of indices must be in [1, rank(data)]");
   std::vector<int64_t> want(Q.begin(), Q.end() - 1);
   want.insert(want.end(), D.begin() + k, D.end());
-  if (upd.dims() != want)
-    ctx.fail("updates has shape " + dims_str(upd.dims()) + ", expected " + dims_str(want));
+  if (upd.dims() != want) ctx.fail("updates has shape " + dims_str(upd.dims()) + ", expected " + dims_str(want));
   const int64_t n = prod(Q, 0, Q.size() - 1);
   const int64_t slice = prod(D, k, D.size());
   auto xs = contiguous_strides(D);
@@ -465,8 +482,10 @@ void expand_kernel(KernelContext& ctx) {
   std::vector<int64_t> st(r, 0);
   for (size_t i = 0; i < xr; ++i) {
     const size_t o = r - xr + i;
-    if (x.dim(i) == y.dim(o)) st[o] = xs[i];
-    else if (x.dim(i) != 1) internal_error("Expand shape disagrees with inference" + ctx.node().ref());
+    if (x.dim(i) == y.dim(o))
+      st[o] = xs[i];
+    else if (x.dim(i) != 1)
+      internal_error("Expand shape disagrees with inference" + ctx.node().ref());
   }
   strided_copy(dtype_size(x.dtype()), y.dims(), st, x.raw(), y.raw(), ctx);
 }
@@ -526,7 +545,10 @@ void pad_kernel(KernelContext& ctx) {
   }
   auto p = movement::full_pads(r, pads, axes, ctx);
   if (y.numel() == 0) return;
-  if (r == 0) { std::memcpy(y.raw(), x.raw(), x.nbytes()); return; }
+  if (r == 0) {
+    std::memcpy(y.raw(), x.raw(), x.nbytes());
+    return;
+  }
   for (int64_t d = 0; d < r; ++d)
     if (x.dim(d) == 0 && mode != "constant" && y.dim(d) > 0) ctx.fail("cannot pad an empty dim in mode '" + mode + "'");
   std::vector<std::vector<int64_t>> map(r);
@@ -556,7 +578,10 @@ void pad_kernel(KernelContext& ctx) {
           off += s * xs[d];
         }
         U* out = dst + row * inner;
-        if (constant) { std::fill(out, out + inner, c); continue; }
+        if (constant) {
+          std::fill(out, out + inner, c);
+          continue;
+        }
         const U* in = src + off;
         for (int64_t j = 0; j < inner; ++j) out[j] = last[j] < 0 ? c : in[last[j]];
       }
@@ -576,9 +601,13 @@ void depth_to_space_kernel(KernelContext& ctx) {
   const int64_t sN = C * H * W, sH = W, sW = 1;
   int64_t sC, s1, s2;
   if (crd) {  // input [N, Co, b1, b2, H, W]
-    sC = b * b * H * W; s1 = b * H * W; s2 = H * W;
-  } else {    // DCR: input [N, b1, b2, Co, H, W]
-    s1 = b * Co * H * W; s2 = Co * H * W; sC = H * W;
+    sC = b * b * H * W;
+    s1 = b * H * W;
+    s2 = H * W;
+  } else {  // DCR: input [N, b1, b2, Co, H, W]
+    s1 = b * Co * H * W;
+    s2 = Co * H * W;
+    sC = H * W;
   }
   strided_copy(dtype_size(x.dtype()), {N, Co, H, b, W, b}, {sN, sC, sH, s1, sW, s2}, x.raw(), y.raw(), ctx);
 }
@@ -592,9 +621,11 @@ void space_to_depth_kernel(KernelContext& ctx) {
   // Input viewed as [N, C, Ho, b1, Wo, b2]; output is [N, b1, b2, C, Ho, Wo] (DCR) or
   // [N, C, b1, b2, Ho, Wo] (CRD, opset 28).
   if (crd)
-    strided_copy(dtype_size(x.dtype()), {N, C, b, b, Ho, Wo}, {C * H * W, H * W, W, 1, b * W, b}, x.raw(), y.raw(), ctx);
+    strided_copy(dtype_size(x.dtype()), {N, C, b, b, Ho, Wo}, {C * H * W, H * W, W, 1, b * W, b}, x.raw(), y.raw(),
+                 ctx);
   else
-    strided_copy(dtype_size(x.dtype()), {N, b, b, C, Ho, Wo}, {C * H * W, W, 1, H * W, b * W, b}, x.raw(), y.raw(), ctx);
+    strided_copy(dtype_size(x.dtype()), {N, b, b, C, Ho, Wo}, {C * H * W, W, 1, H * W, b * W, b}, x.raw(), y.raw(),
+                 ctx);
 }
 
 // ------------------------------------------------------------------ TopK
@@ -672,7 +703,8 @@ void compress_kernel(KernelContext& ctx) {
   std::vector<int64_t> sel;
   for (int64_t i = 0; i < cond.numel(); ++i) {
     if (!cond.as_int64(i)) continue;
-    if (i >= dim) ctx.fail("condition selects index " + std::to_string(i) + " beyond the axis length " + std::to_string(dim));
+    if (i >= dim)
+      ctx.fail("condition selects index " + std::to_string(i) + " beyond the axis length " + std::to_string(dim));
     sel.push_back(i);
   }
   const int64_t m = static_cast<int64_t>(sel.size());

@@ -293,8 +293,9 @@ void mvn(KernelContext& ctx) {
     const T* px = x.data<T>();
     T* py = ctx.output(0).data<T>();
     auto add = [](double a, double b) { return a + b; };
-    reduce_generic<double>(L, px, mean.data(), 0.0, [](T v, int64_t) { return static_cast<double>(v); }, add,
-                           [n](double a, int64_t) { return a / n; });
+    reduce_generic<double>(
+        L, px, mean.data(), 0.0, [](T v, int64_t) { return static_cast<double>(v); }, add,
+        [n](double a, int64_t) { return a / n; });
     reduce_generic<double>(
         L, px, stdev.data(), 0.0,
         [&mean](T v, int64_t o) {

@@ -102,8 +102,8 @@ void max_pool_kernel(KernelContext& ctx) {
     using T = decltype(tag);
     const T* px = x.data<T>();
     T* py = y.data<T>();
-    constexpr T lowest = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                              : std::numeric_limits<T>::lowest();
+    constexpr T lowest =
+        std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
     if (!indices) {
       // Values only: a branch-free running max (the branchy form below mispredicts on every new
       // maximum). A window with no input element cannot occur (see window_geometry).
@@ -113,7 +113,8 @@ void max_pool_kernel(KernelContext& ctx) {
         bool nan = false;
         for (int64_t k0 = w.lo[0]; k0 < w.hi[0]; ++k0)
           for (int64_t k1 = w.lo[1]; k1 < w.hi[1]; ++k1) {
-            const int64_t base = ((w.start[0] + k0 * g.d[0]) * g.in[1] + w.start[1] + k1 * g.d[1]) * g.in[2] + w.start[2];
+            const int64_t base =
+                ((w.start[0] + k0 * g.d[0]) * g.in[1] + w.start[1] + k1 * g.d[1]) * g.in[2] + w.start[2];
             for (int64_t k2 = w.lo[2]; k2 < w.hi[2]; ++k2) {
               const T v = xp[base + k2 * g.d[2]];
               nan |= v != v;
@@ -126,8 +127,8 @@ void max_pool_kernel(KernelContext& ctx) {
     }
     for_each_window(planes, g, [&](int64_t p, int64_t o, const Window& w) {
       const T* xp = px + p * s_in;
-      T best = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
-                                                    : std::numeric_limits<T>::lowest();
+      T best =
+          std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
       int64_t at[3] = {-1, -1, -1};
       bool found = false;
       for (int64_t k0 = w.lo[0]; k0 < w.hi[0]; ++k0) {
@@ -263,26 +264,26 @@ void register_pool_kernels(KernelRegistry& r) {
   r.add("AveragePool", average_pool_kernel);
   r.add("LpPool", lp_pool_kernel);
   r.add("GlobalAveragePool", global_pool([](const KernelContext&, const auto* x, int64_t n) {
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += x[i];
-    return n ? s / static_cast<double>(n) : std::nan("");
-  }));
+          double s = 0;
+          for (int64_t i = 0; i < n; ++i) s += x[i];
+          return n ? s / static_cast<double>(n) : std::nan("");
+        }));
   r.add("GlobalMaxPool", global_pool([](const KernelContext&, const auto* x, int64_t n) {
-    double m = -std::numeric_limits<double>::infinity();
-    for (int64_t i = 0; i < n; ++i) {
-      const double v = x[i];
-      if (v != v) return v;  // NaN propagates
-      m = v > m ? v : m;
-    }
-    return m;
-  }));
+          double m = -std::numeric_limits<double>::infinity();
+          for (int64_t i = 0; i < n; ++i) {
+            const double v = x[i];
+            if (v != v) return v;  // NaN propagates
+            m = v > m ? v : m;
+          }
+          return m;
+        }));
   r.add("GlobalLpPool", global_pool([](const KernelContext& ctx, const auto* x, int64_t n) {
-    const double p = static_cast<double>(ctx.attr_int("p"));
-    if (p <= 0) ctx.fail("p must be positive");
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += std::pow(std::fabs(static_cast<double>(x[i])), p);
-    return std::pow(s, 1.0 / p);
-  }));
+          const double p = static_cast<double>(ctx.attr_int("p"));
+          if (p <= 0) ctx.fail("p must be positive");
+          double s = 0;
+          for (int64_t i = 0; i < n; ++i) s += std::pow(std::fabs(static_cast<double>(x[i])), p);
+          return std::pow(s, 1.0 / p);
+        }));
 }
 
 }  // namespace fusec::cpu

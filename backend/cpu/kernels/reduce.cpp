@@ -52,18 +52,24 @@ T cast_out(A v) {
 /// loops in practice) instead of being undefined behaviour.
 template <typename A>
 A wrap_add(A a, A b) {
-  if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else return a + b;
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else
+    return a + b;
 }
 template <typename A>
 A wrap_mul(A a, A b) {
-  if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-  else return a * b;
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else
+    return a * b;
 }
 template <typename A>
 A wrap_abs(A a) {
-  if constexpr (std::is_integral_v<A>) return a < 0 ? static_cast<A>(0 - static_cast<uint64_t>(a)) : a;
-  else return std::fabs(a);
+  if constexpr (std::is_integral_v<A>)
+    return a < 0 ? static_cast<A>(0 - static_cast<uint64_t>(a)) : a;
+  else
+    return std::fabs(a);
 }
 
 template <typename T>
@@ -72,22 +78,29 @@ void run_reduce(Red kind, const ReduceLayout& L, const T* x, T* y) {
   const int64_t n = L.reduced_count();
   auto ident = [](T v, int64_t) { return static_cast<A>(v); };
   auto add = [](A a, A b) { return wrap_add(a, b); };
-  auto square = [](T v, int64_t) { A a = static_cast<A>(v); return wrap_mul(a, a); };
+  auto square = [](T v, int64_t) {
+    A a = static_cast<A>(v);
+    return wrap_mul(a, a);
+  };
   auto as_is = [](A a, int64_t) { return cast_out<T>(a); };
   switch (kind) {
     case Red::Sum:
       return reduce_generic<A>(L, x, y, A{0}, ident, add, as_is);
     case Red::Mean:
       return reduce_generic<A>(L, x, y, A{0}, ident, add, [n](A a, int64_t) {
-        if constexpr (std::is_floating_point_v<A>) return cast_out<T>(a / static_cast<A>(n));
-        else return n == 0 ? T{0} : cast_out<T>(a / n);  // integer mean truncates, like numpy's astype
+        if constexpr (std::is_floating_point_v<A>)
+          return cast_out<T>(a / static_cast<A>(n));
+        else
+          return n == 0 ? T{0} : cast_out<T>(a / n);  // integer mean truncates, like numpy's astype
       });
     case Red::Max:
     case Red::Min: {
       const bool is_max = kind == Red::Max;
       A init;
-      if constexpr (std::is_floating_point_v<T>) init = is_max ? -INFINITY : INFINITY;
-      else init = static_cast<A>(is_max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max());
+      if constexpr (std::is_floating_point_v<T>)
+        init = is_max ? -INFINITY : INFINITY;
+      else
+        init = static_cast<A>(is_max ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max());
       auto pick = [is_max](A a, A b) {
         if constexpr (std::is_floating_point_v<A>)
           if (std::isnan(b)) return b;  // NaN wins once seen
@@ -96,9 +109,11 @@ void run_reduce(Red kind, const ReduceLayout& L, const T* x, T* y) {
       return reduce_generic<A>(L, x, y, init, ident, pick, as_is);
     }
     case Red::Prod:
-      return reduce_generic<A>(L, x, y, A{1}, ident, [](A a, A b) { return wrap_mul(a, b); }, as_is);
+      return reduce_generic<A>(
+          L, x, y, A{1}, ident, [](A a, A b) { return wrap_mul(a, b); }, as_is);
     case Red::L1:
-      return reduce_generic<A>(L, x, y, A{0}, [](T v, int64_t) { return wrap_abs(static_cast<A>(v)); }, add, as_is);
+      return reduce_generic<A>(
+          L, x, y, A{0}, [](T v, int64_t) { return wrap_abs(static_cast<A>(v)); }, add, as_is);
     case Red::SumSquare:
       return reduce_generic<A>(L, x, y, A{0}, square, add, as_is);
     case Red::L2:
@@ -110,9 +125,10 @@ void run_reduce(Red kind, const ReduceLayout& L, const T* x, T* y) {
     case Red::LogSumExp: {
       // log(sum(exp(x - m))) + m with m the maximum of the group, so large inputs do not overflow.
       std::vector<double> m(static_cast<size_t>(L.outputs()));
-      reduce_generic<double>(L, x, m.data(), -INFINITY, [](T v, int64_t) { return static_cast<double>(v); },
-                             [](double a, double b) { return std::isnan(b) || b > a ? b : a; },
-                             [](double a, int64_t) { return std::isinf(a) ? 0.0 : a; });
+      reduce_generic<double>(
+          L, x, m.data(), -INFINITY, [](T v, int64_t) { return static_cast<double>(v); },
+          [](double a, double b) { return std::isnan(b) || b > a ? b : a; },
+          [](double a, int64_t) { return std::isinf(a) ? 0.0 : a; });
       return reduce_generic<double>(
           L, x, y, 0.0, [&m](T v, int64_t o) { return std::exp(static_cast<double>(v) - m[o]); },
           [](double a, double b) { return a + b; },
@@ -171,7 +187,10 @@ Kernel arg_kernel(bool is_max) {
           T best = q[0];
           int64_t idx = 0;
           for (int64_t k = 1; k < n; ++k)
-            if (better(q[k * inner], best)) { best = q[k * inner]; idx = k; }
+            if (better(q[k * inner], best)) {
+              best = q[k * inner];
+              idx = k;
+            }
           out[t] = idx;
         }
       });

@@ -34,9 +34,7 @@ struct ReduceLayout {
   }
   int64_t outputs() const { return rows() * (inner_reduced ? 1 : inner); }
   /// Elements folded into each output.
-  int64_t reduced_count() const {
-    return static_cast<int64_t>(red_offsets.size()) * (inner_reduced ? inner : 1);
-  }
+  int64_t reduced_count() const { return static_cast<int64_t>(red_offsets.size()) * (inner_reduced ? inner : 1); }
   /// Input offset where row r starts.
   int64_t row_offset(int64_t r) const {
     int64_t off = 0;

@@ -33,7 +33,8 @@ ResizeConfig configure(const KernelContext& ctx) {
   if (ins.sizes >= 0 && ctx.has_input(ins.sizes)) sizes = ctx.input(ins.sizes).to_int64_vector();
   if (ins.roi >= 0 && ctx.has_input(ins.roi)) roi = resize::doubles_of(ctx.input(ins.roi));
   resize::ResizeParams p = resize::resize_params(ctx, opset, x.dims(), roi, scales, sizes);
-  if (p.out_dims != ctx.output(0).dims()) internal_error("Resize output shape disagrees with inference" + ctx.node().ref());
+  if (p.out_dims != ctx.output(0).dims())
+    internal_error("Resize output shape disagrees with inference" + ctx.node().ref());
   return resize::resize_config(ctx, opset, std::move(p));
 }
 
@@ -44,8 +45,12 @@ void resize_nearest(KernelContext& ctx, const ResizeConfig& c) {
   Tensor& y = ctx.output(0);
   if (y.numel() == 0) return;
   const size_t r = x.rank();
-  if (r == 0) { std::memcpy(y.raw(), x.raw(), x.nbytes()); return; }
-  if (x.numel() == 0 && !(c.ctm == "tf_crop_and_resize")) ctx.fail("cannot resize an empty input to a non-empty output");
+  if (r == 0) {
+    std::memcpy(y.raw(), x.raw(), x.nbytes());
+    return;
+  }
+  if (x.numel() == 0 && !(c.ctm == "tf_crop_and_resize"))
+    ctx.fail("cannot resize an empty input to a non-empty output");
   std::vector<std::vector<int64_t>> maps(r);
   for (size_t a = 0; a < r; ++a) maps[a] = resize::nearest_map(c, a, x.dim(a));
   Tensor ev(y.dtype(), {});
@@ -73,7 +78,10 @@ void resize_nearest(KernelContext& ctx, const ResizeConfig& c) {
           off += s * xs[d];
         }
         U* out = dst + row * inner;
-        if (outside) { std::fill(out, out + inner, e); continue; }
+        if (outside) {
+          std::fill(out, out + inner, e);
+          continue;
+        }
         const U* in = src + off;
         for (int64_t j = 0; j < inner; ++j) out[j] = last[j] < 0 ? e : in[last[j]];
       }
@@ -101,8 +109,10 @@ void interpolate_axis(const S* src, D* dst, int64_t outer, int64_t in_len, int64
         const int64_t* idx = t.idx.data() + j * n;
         const double* w = t.w.data() + j * n;
         double a;
-        if (t.outside[j]) a = extrapolation;
-        else if (n == 2) a = w[0] * static_cast<double>(base[idx[0]]) + w[1] * static_cast<double>(base[idx[1]]);
+        if (t.outside[j])
+          a = extrapolation;
+        else if (n == 2)
+          a = w[0] * static_cast<double>(base[idx[0]]) + w[1] * static_cast<double>(base[idx[1]]);
         else if (n == 4)
           a = w[0] * static_cast<double>(base[idx[0]]) + w[1] * static_cast<double>(base[idx[1]]) +
               w[2] * static_cast<double>(base[idx[2]]) + w[3] * static_cast<double>(base[idx[3]]);
@@ -111,7 +121,10 @@ void interpolate_axis(const S* src, D* dst, int64_t outer, int64_t in_len, int64
           for (int64_t k = 0; k < n; ++k) a += w[k] * static_cast<double>(base[idx[k]]);
         }
         dst[q] = static_cast<D>(a);
-        if (++j == out_len) { j = 0; ++o; }
+        if (++j == out_len) {
+          j = 0;
+          ++o;
+        }
       }
     });
     return;
@@ -122,7 +135,10 @@ void interpolate_axis(const S* src, D* dst, int64_t outer, int64_t in_len, int64
     for (int64_t q = b; q < e; ++q) {
       const int64_t o = q / out_len, j = q % out_len;
       D* out = dst + q * inner;
-      if (t.outside[j]) { std::fill(out, out + inner, static_cast<D>(extrapolation)); continue; }
+      if (t.outside[j]) {
+        std::fill(out, out + inner, static_cast<D>(extrapolation));
+        continue;
+      }
       const S* base = src + o * in_len * inner;
       const int64_t* idx = t.idx.data() + j * n;
       const double* w = t.w.data() + j * n;
@@ -145,7 +161,10 @@ void interpolate_axis(const S* src, D* dst, int64_t outer, int64_t in_len, int64
 
 /// Integer outputs round half to even and saturate, as the reference's saturate_cast does.
 void store_result(const Tensor& src, Tensor& dst) {
-  if (!is_integer(dst.dtype())) { convert_tensor(src, dst); return; }
+  if (!is_integer(dst.dtype())) {
+    convert_tensor(src, dst);
+    return;
+  }
   Tensor rounded(DType::Float64, src.dims());
   const double* s = src.data<double>();
   double* r = rounded.data<double>();
@@ -176,10 +195,14 @@ void run_passes(const S* src, D* dst, std::vector<int64_t> dims, size_t first, c
       buf = scratch[step % 2].data();
     }
     const resize::ResizeTaps& t = taps[full];
-    if (step == 0 && last) interpolate_axis(src, dst, outer, in_len, out_len, inner, t, c.extrapolation);
-    else if (step == 0) interpolate_axis(src, buf, outer, in_len, out_len, inner, t, c.extrapolation);
-    else if (last) interpolate_axis(cur, dst, outer, in_len, out_len, inner, t, c.extrapolation);
-    else interpolate_axis(cur, buf, outer, in_len, out_len, inner, t, c.extrapolation);
+    if (step == 0 && last)
+      interpolate_axis(src, dst, outer, in_len, out_len, inner, t, c.extrapolation);
+    else if (step == 0)
+      interpolate_axis(src, buf, outer, in_len, out_len, inner, t, c.extrapolation);
+    else if (last)
+      interpolate_axis(cur, dst, outer, in_len, out_len, inner, t, c.extrapolation);
+    else
+      interpolate_axis(cur, buf, outer, in_len, out_len, inner, t, c.extrapolation);
     cur = buf;
   }
 }
@@ -196,7 +219,10 @@ void resize_interpolate(KernelContext& ctx, const ResizeConfig& c) {
     taps[a] = resize::make_taps(c, a, x.dim(a));
     if (!taps[a].identity) order.push_back(a);
   }
-  if (order.empty()) { convert_tensor(x, y); return; }
+  if (order.empty()) {
+    convert_tensor(x, y);
+    return;
+  }
   // float32/float64 data is read directly, other types through a float64 copy; float outputs are
   // written directly, others through a float64 buffer that rounds at the end.
   Tensor src_store, dst_store;
@@ -216,7 +242,10 @@ void resize_interpolate(KernelContext& ctx, const ResizeConfig& c) {
   const size_t first = order.back();
   int64_t blocks = 1, in_block = 1, out_block = 1;
   for (size_t i = 0; i < first; ++i) blocks *= x.dim(i);
-  for (size_t i = first; i < r; ++i) { in_block *= x.dim(i); out_block *= y.dim(i); }
+  for (size_t i = first; i < r; ++i) {
+    in_block *= x.dim(i);
+    out_block *= y.dim(i);
+  }
   const bool per_block = blocks >= 2 * num_threads();
   auto run = [&](auto* s, auto* d) {
     if (per_block) {
@@ -232,11 +261,15 @@ void resize_interpolate(KernelContext& ctx, const ResizeConfig& c) {
     }
   };
   auto with_dst = [&](auto* s) {
-    if (dst->dtype() == DType::Float32) run(s, dst->data<float>());
-    else run(s, dst->data<double>());
+    if (dst->dtype() == DType::Float32)
+      run(s, dst->data<float>());
+    else
+      run(s, dst->data<double>());
   };
-  if (src->dtype() == DType::Float32) with_dst(src->data<float>());
-  else with_dst(src->data<double>());
+  if (src->dtype() == DType::Float32)
+    with_dst(src->data<float>());
+  else
+    with_dst(src->data<double>());
   if (dst != &y) store_result(*dst, y);
 }
 

@@ -41,8 +41,7 @@ void dropout_kernel(KernelContext& ctx) {
   if (ctx.opset() >= 12) {
     bool training = ctx.has_input(2) && ctx.input(2).numel() > 0 && ctx.input(2).as_int64(0) != 0;
     double ratio = ctx.has_input(1) && ctx.input(1).numel() > 0 ? ctx.input(1).as_double(0) : 0.5;
-    if (training && ratio != 0)
-      ctx.fail("Dropout in training mode (random masking) is not supported");
+    if (training && ratio != 0) ctx.fail("Dropout in training mode (random masking) is not supported");
   }
   copy_input(ctx);
   if (ctx.has_output(1)) {
@@ -93,8 +92,10 @@ void trilu_kernel(KernelContext& ctx) {
         return std::clamp<int64_t>(i + k + extra, 0, n);
       };
       int64_t lo = 0, hi = n;
-      if (upper) lo = col(0);
-      else hi = col(1);
+      if (upper)
+        lo = col(0);
+      else
+        hi = col(1);
       const char* s = src + r * n * es;
       char* d = dst + r * n * es;
       std::memset(d, 0, static_cast<size_t>(lo) * es);
@@ -136,24 +137,24 @@ void cumsum_kernel(KernelContext& ctx) {
     const int64_t blocks = (inner + kBlock - 1) / kBlock;
     parallel_for(outer * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n * std::min(inner, kBlock))),
                  [&](int64_t b, int64_t e) {
-      for (int64_t w = b; w < e; ++w) {
-        const int64_t o = w / blocks, j0 = (w % blocks) * kBlock, j1 = std::min(inner, j0 + kBlock);
-        const T* xs = src + o * n * inner;
-        T* ys = dst + o * n * inner;
-        for (int64_t step = 0; step < n; ++step) {
-          const int64_t kk = reverse ? n - 1 - step : step;
-          T* y = ys + kk * inner;
-          if (step == 0) {
-            for (int64_t j = j0; j < j1; ++j) y[j] = exclusive ? T(0) : xs[kk * inner + j];
-            continue;
-          }
-          const int64_t prev = reverse ? kk + 1 : kk - 1;
-          const T* yp = ys + prev * inner;
-          const T* xv = xs + (exclusive ? prev : kk) * inner;
-          for (int64_t j = j0; j < j1; ++j) y[j] = add_wrapping(yp[j], xv[j]);
-        }
-      }
-    });
+                   for (int64_t w = b; w < e; ++w) {
+                     const int64_t o = w / blocks, j0 = (w % blocks) * kBlock, j1 = std::min(inner, j0 + kBlock);
+                     const T* xs = src + o * n * inner;
+                     T* ys = dst + o * n * inner;
+                     for (int64_t step = 0; step < n; ++step) {
+                       const int64_t kk = reverse ? n - 1 - step : step;
+                       T* y = ys + kk * inner;
+                       if (step == 0) {
+                         for (int64_t j = j0; j < j1; ++j) y[j] = exclusive ? T(0) : xs[kk * inner + j];
+                         continue;
+                       }
+                       const int64_t prev = reverse ? kk + 1 : kk - 1;
+                       const T* yp = ys + prev * inner;
+                       const T* xv = xs + (exclusive ? prev : kk) * inner;
+                       for (int64_t j = j0; j < j1; ++j) y[j] = add_wrapping(yp[j], xv[j]);
+                     }
+                   }
+                 });
   });
 }
 

@@ -41,13 +41,20 @@ inline void fill_elements(void* dst, int64_t begin, int64_t end, const void* val
     std::fill(static_cast<T*>(dst) + begin, static_cast<T*>(dst) + end, v);
   };
   switch (esize) {
-    case 1: fill(uint8_t{}); return;
-    case 2: fill(uint16_t{}); return;
-    case 4: fill(uint32_t{}); return;
-    case 8: fill(uint64_t{}); return;
+    case 1:
+      fill(uint8_t{});
+      return;
+    case 2:
+      fill(uint16_t{});
+      return;
+    case 4:
+      fill(uint32_t{});
+      return;
+    case 8:
+      fill(uint64_t{});
+      return;
     default:
-      for (int64_t i = begin; i < end; ++i)
-        std::memcpy(static_cast<char*>(dst) + i * esize, value, esize);
+      for (int64_t i = begin; i < end; ++i) std::memcpy(static_cast<char*>(dst) + i * esize, value, esize);
   }
 }
 

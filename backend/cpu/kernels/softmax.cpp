@@ -107,10 +107,17 @@ void softmax_into(Smx kind, const AxisView& l, const T* x, T* y) {
       const int64_t w = std::min(block, inner - c0);
       const T* p = x + o * n * inner + c0;
       T* q = y + o * n * inner + c0;
-      for (int64_t j = 0; j < w; ++j) { m[j] = p[j]; arg[j] = 0; s[j] = 0; }
+      for (int64_t j = 0; j < w; ++j) {
+        m[j] = p[j];
+        arg[j] = 0;
+        s[j] = 0;
+      }
       for (int64_t k = 1; k < n; ++k)
         for (int64_t j = 0; j < w; ++j)
-          if (p[k * inner + j] > m[j]) { m[j] = p[k * inner + j]; arg[j] = k; }
+          if (p[k * inner + j] > m[j]) {
+            m[j] = p[k * inner + j];
+            arg[j] = k;
+          }
       if (kind == Smx::Hard) {
         for (int64_t k = 0; k < n; ++k)
           for (int64_t j = 0; j < w; ++j) q[k * inner + j] = arg[j] == k ? T{1} : T{0};
@@ -119,8 +126,10 @@ void softmax_into(Smx kind, const AxisView& l, const T* x, T* y) {
       for (int64_t k = 0; k < n; ++k)
         for (int64_t j = 0; j < w; ++j) {
           T e;
-          if constexpr (std::is_same_v<T, float>) e = exp_vec(p[k * inner + j] - m[j]);
-          else e = std::exp(p[k * inner + j] - m[j]);
+          if constexpr (std::is_same_v<T, float>)
+            e = exp_vec(p[k * inner + j] - m[j]);
+          else
+            e = std::exp(p[k * inner + j] - m[j]);
           if (kind == Smx::Soft) q[k * inner + j] = e;
           s[j] += e;
         }
@@ -175,8 +184,10 @@ void nll_loss(const KernelContext& ctx, const T* logp, const I* target, const T*
       total += loss;
       wsum += w;
     }
-  if (reduction == "sum") out[0] = static_cast<T>(total);
-  else if (reduction == "mean") out[0] = static_cast<T>(total / wsum);
+  if (reduction == "sum")
+    out[0] = static_cast<T>(total);
+  else if (reduction == "mean")
+    out[0] = static_cast<T>(total / wsum);
 }
 
 /// softmax_ce: SoftmaxCrossEntropyLoss (log-softmax over dim 1, then NLL); else NLL on input 0.

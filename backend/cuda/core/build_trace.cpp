@@ -63,14 +63,16 @@ void BuildTrace::report() {
     std::vector<std::pair<std::string, std::pair<double, int>>> kinds(by_kind[p].begin(), by_kind[p].end());
     std::sort(kinds.begin(), kinds.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
     for (size_t i = 0; i < kinds.size() && i < 6; ++i)
-      std::fprintf(stderr, "    %-20s %9.1f ms  (%d)\n", kinds[i].first.c_str(), kinds[i].second.first, kinds[i].second.second);
+      std::fprintf(stderr, "    %-20s %9.1f ms  (%d)\n", kinds[i].first.c_str(), kinds[i].second.first,
+                   kinds[i].second.second);
   }
   std::vector<const Entry*> slow;
   for (const Entry& e : es) slow.push_back(&e);
   std::sort(slow.begin(), slow.end(), [](const Entry* a, const Entry* b) { return a->ms > b->ms; });
   std::fprintf(stderr, "  slowest:\n");
   for (size_t i = 0; i < slow.size() && i < 12; ++i)
-    std::fprintf(stderr, "    %8.1f ms  %-18s %-16s %s\n", slow[i]->ms, slow[i]->phase.c_str(), slow[i]->kind.c_str(), slow[i]->what.c_str());
+    std::fprintf(stderr, "    %8.1f ms  %-18s %-16s %s\n", slow[i]->ms, slow[i]->phase.c_str(), slow[i]->kind.c_str(),
+                 slow[i]->what.c_str());
   es.clear();
 }
 

@@ -8,8 +8,7 @@ namespace fusec::cuda {
 
 namespace {
 std::string where(const char* call, const char* file, int line) {
-  return std::string(call) + " at " + std::filesystem::path(file).filename().string() + ":" +
-         std::to_string(line);
+  return std::string(call) + " at " + std::filesystem::path(file).filename().string() + ":" + std::to_string(line);
 }
 }  // namespace
 
@@ -31,10 +30,10 @@ void throw_cuda_error(int code, const char* call, const char* file, int line) {
   }
 }
 
-void throw_library_error(const char* library, int code, const std::string& text, const char* call,
-                         const char* file, int line) {
-  std::string msg = std::string(library) + " error " + std::to_string(code) + ": " + text + " (" +
-                    where(call, file, line) + ")";
+void throw_library_error(const char* library, int code, const std::string& text, const char* call, const char* file,
+                         int line) {
+  std::string msg =
+      std::string(library) + " error " + std::to_string(code) + ": " + text + " (" + where(call, file, line) + ")";
   if (text.find("ALLOC") != std::string::npos || text.find("memory") != std::string::npos)
     throw Error(ErrorKind::BadInput, "out of GPU memory: " + msg);
   throw Error(ErrorKind::Internal, msg);

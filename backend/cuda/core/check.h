@@ -11,13 +11,13 @@ namespace fusec::cuda {
 /// Throws: out-of-memory and missing-device errors are the user's environment (exit 2), anything
 /// else is reported as internal (exit 1) since fusec built the call.
 [[noreturn]] void throw_cuda_error(int code, const char* call, const char* file, int line);
-[[noreturn]] void throw_library_error(const char* library, int code, const std::string& text,
-                                      const char* call, const char* file, int line);
+[[noreturn]] void throw_library_error(const char* library, int code, const std::string& text, const char* call,
+                                      const char* file, int line);
 
 }  // namespace fusec::cuda
 
-#define FUSEC_CUDA_CHECK(expr)                                                          \
-  do {                                                                                  \
-    auto fusec_err_ = (expr);                                                           \
+#define FUSEC_CUDA_CHECK(expr)                                                                                     \
+  do {                                                                                                             \
+    auto fusec_err_ = (expr);                                                                                      \
     if (fusec_err_ != 0) ::fusec::cuda::throw_cuda_error(static_cast<int>(fusec_err_), #expr, __FILE__, __LINE__); \
   } while (0)

@@ -20,31 +20,65 @@
 namespace fusec::cuda {
 
 // ---- storage <-> compute conversion ----
-template <typename T> struct Compute { using type = float; };
-template <> struct Compute<double> { using type = double; };
+template <typename T>
+struct Compute {
+  using type = float;
+};
+template <>
+struct Compute<double> {
+  using type = double;
+};
 
 __device__ __forceinline__ float to_compute(float v) { return v; }
 __device__ __forceinline__ double to_compute(double v) { return v; }
 __device__ __forceinline__ float to_compute(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_compute(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-template <typename T> __device__ __forceinline__ T from_compute(float v);
-template <> __device__ __forceinline__ float from_compute<float>(float v) { return v; }
-template <> __device__ __forceinline__ double from_compute<double>(float v) { return v; }
-template <> __device__ __forceinline__ __half from_compute<__half>(float v) { return __float2half_rn(v); }
-template <> __device__ __forceinline__ __nv_bfloat16 from_compute<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <typename T> __device__ __forceinline__ T from_compute(double v) { return from_compute<T>(static_cast<float>(v)); }
-template <> __device__ __forceinline__ double from_compute<double>(double v) { return v; }
+template <typename T>
+__device__ __forceinline__ T from_compute(float v);
+template <>
+__device__ __forceinline__ float from_compute<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ double from_compute<double>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half from_compute<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_compute<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <typename T>
+__device__ __forceinline__ T from_compute(double v) {
+  return from_compute<T>(static_cast<float>(v));
+}
+template <>
+__device__ __forceinline__ double from_compute<double>(double v) {
+  return v;
+}
 
 /// Calls f(T{}) for the floating storage types; returns false (no call) for any other dtype.
 template <typename F>
 bool dispatch_float_storage(DType t, F&& f) {
   switch (t) {
-    case DType::Float32: f(float{}); return true;
-    case DType::Float16: f(__half{}); return true;
-    case DType::BFloat16: f(__nv_bfloat16{}); return true;
-    case DType::Float64: f(double{}); return true;
-    default: return false;
+    case DType::Float32:
+      f(float{});
+      return true;
+    case DType::Float16:
+      f(__half{});
+      return true;
+    case DType::BFloat16:
+      f(__nv_bfloat16{});
+      return true;
+    case DType::Float64:
+      f(double{});
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -60,12 +94,23 @@ bool dispatch_by_size(DType t, F&& f) {
 template <typename F>
 void dispatch_vec(int bytes, F&& f) {
   switch (bytes) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    case 8: f(uint2{}); break;
-    case 16: f(uint4{}); break;
-    default: internal_error("no vector type of " + std::to_string(bytes) + " bytes");
+    case 1:
+      f(uint8_t{});
+      break;
+    case 2:
+      f(uint16_t{});
+      break;
+    case 4:
+      f(uint32_t{});
+      break;
+    case 8:
+      f(uint2{});
+      break;
+    case 16:
+      f(uint4{});
+      break;
+    default:
+      internal_error("no vector type of " + std::to_string(bytes) + " bytes");
   }
 }
 
@@ -118,7 +163,8 @@ inline bool pdl_enabled() {
 /// kernel<<<grid, block, smem, s>>>(args...) as a programmatic dependent launch (see above);
 /// throws on a refused launch, naming `what`.
 template <typename... P, typename... A>
-void launch_pdl(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, A&&... args) {
+void launch_pdl(const char* what, void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                A&&... args) {
   cudaLaunchAttribute pdl;
   pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl.val.programmaticStreamSerializationAllowed = 1;
@@ -154,6 +200,5 @@ __device__ __forceinline__ int64_t map_offset(const IndexMap& m, int64_t i) {
   }
   return off;
 }
-
 
 }  // namespace fusec::cuda

@@ -31,8 +31,14 @@ std::vector<char> host_convert(const Tensor& t, DType to, bool krsc) {
     const double v = t.as_double(from);
     char* o = out.data() + i * es;
     switch (to) {
-      case DType::Float32: { float f = static_cast<float>(v); std::memcpy(o, &f, 4); break; }
-      case DType::Float64: std::memcpy(o, &v, 8); break;
+      case DType::Float32: {
+        float f = static_cast<float>(v);
+        std::memcpy(o, &f, 4);
+        break;
+      }
+      case DType::Float64:
+        std::memcpy(o, &v, 8);
+        break;
       case DType::Float16: {
         float f = static_cast<float>(v);
         if (std::isfinite(f)) f = std::min(65504.0f, std::max(-65504.0f, f));
@@ -40,8 +46,13 @@ std::vector<char> host_convert(const Tensor& t, DType to, bool krsc) {
         std::memcpy(o, &h, 2);
         break;
       }
-      case DType::BFloat16: { uint16_t h = float_to_bf16(static_cast<float>(v)); std::memcpy(o, &h, 2); break; }
-      default: internal_error(std::string("no constant conversion to ") + dtype_name(to));
+      case DType::BFloat16: {
+        uint16_t h = float_to_bf16(static_cast<float>(v));
+        std::memcpy(o, &h, 2);
+        break;
+      }
+      default:
+        internal_error(std::string("no constant conversion to ") + dtype_name(to));
     }
   }
   return out;
@@ -83,10 +94,10 @@ void ConstantUploader::upload(const Tensor& host, void* dst, DType to, bool krsc
   const size_t out_es = dtype_size(to);
   for (int64_t at = 0; at < n; at += piece) {
     const int64_t count = std::min(piece, n - at);
-    FUSEC_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), host.data<float>() + at, static_cast<size_t>(count) * sizeof(float),
-                                     cudaMemcpyHostToDevice, stream_));
-    if (!launch_constant_from_f32(static_cast<const float*>(staging_.get()), static_cast<char*>(dst) + at * out_es, to, count, C, RS,
-                                  stream_))
+    FUSEC_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), host.data<float>() + at,
+                                     static_cast<size_t>(count) * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    if (!launch_constant_from_f32(static_cast<const float*>(staging_.get()), static_cast<char*>(dst) + at * out_es, to,
+                                  count, C, RS, stream_))
       internal_error(std::string("no device conversion of a float32 constant to ") + dtype_name(to));
   }
 }

@@ -13,7 +13,8 @@ namespace fusec::cuda {
 /// A float32 constant on the device into storage dtype dst_t (float32, float16 saturating at
 /// ±65504, bfloat16, float64); with rs > 0 also permuted from [K, C, RS] to [K, RS, C]. False for
 /// another dst_t. (convert.cu)
-[[nodiscard]] bool launch_constant_from_f32(const float* src, void* dst, DType dst_t, int64_t n, int64_t c, int64_t rs, cudaStream_t s);
+[[nodiscard]] bool launch_constant_from_f32(const float* src, void* dst, DType dst_t, int64_t n, int64_t c, int64_t rs,
+                                            cudaStream_t s);
 
 class ConstantUploader {
  public:

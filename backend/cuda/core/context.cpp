@@ -70,7 +70,8 @@ Context::Context(int index) : device_(index) {
   int count = 0;
   cudaGetDeviceCount(&count);
   if (index < 0 || index >= count)
-    bad_input("--gpu " + std::to_string(index) + ": this machine has " + std::to_string(count) + " GPU(s), numbered from 0");
+    bad_input("--gpu " + std::to_string(index) + ": this machine has " + std::to_string(count) +
+              " GPU(s), numbered from 0");
   FUSEC_CUDA_CHECK(cudaSetDevice(index));
   cudaDeviceProp p{};
   FUSEC_CUDA_CHECK(cudaGetDeviceProperties(&p, index));
@@ -78,7 +79,8 @@ Context::Context(int index) : device_(index) {
   sm_ = p.major * 10 + p.minor;
   sms_ = p.multiProcessorCount;
   if (sm_ < 70)
-    bad_input("GPU " + name_ + " (sm_" + std::to_string(sm_) + ") is too old: fusec's CUDA backend needs sm_70 or newer");
+    bad_input("GPU " + name_ + " (sm_" + std::to_string(sm_) +
+              ") is too old: fusec's CUDA backend needs sm_70 or newer");
   FUSEC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
 }
 

@@ -34,8 +34,8 @@ namespace {
 /// would turn a fully visible mask into NaN. With rs > 0
 /// the source is [K, C, RS] and the destination [K, RS, C] (channels-last conv filters).
 template <typename D>
-__global__ void constant_from_f32_kernel(const float* __restrict__ src, D* __restrict__ dst, int64_t n, int64_t c, int64_t rs,
-                                         bool saturate) {
+__global__ void constant_from_f32_kernel(const float* __restrict__ src, D* __restrict__ dst, int64_t n, int64_t c,
+                                         int64_t rs, bool saturate) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t from = i;
     if (rs > 0) {  // i = (k * RS + r) * C + ch
@@ -49,12 +49,14 @@ __global__ void constant_from_f32_kernel(const float* __restrict__ src, D* __res
 }
 }  // namespace
 
-bool launch_constant_from_f32(const float* src, void* dst, DType dst_t, int64_t n, int64_t c, int64_t rs, cudaStream_t s) {
+bool launch_constant_from_f32(const float* src, void* dst, DType dst_t, int64_t n, int64_t c, int64_t rs,
+                              cudaStream_t s) {
   if (n == 0) return true;
   if (rs > 0 && (c <= 0 || n % (c * rs) != 0)) return false;
   return dispatch_float_storage(dst_t, [&](auto d_tag) {
     using D = decltype(d_tag);
-    constant_from_f32_kernel<D><<<grid_for(n), kBlock, 0, s>>>(src, static_cast<D*>(dst), n, c, rs, dst_t == DType::Float16);
+    constant_from_f32_kernel<D>
+        <<<grid_for(n), kBlock, 0, s>>>(src, static_cast<D*>(dst), n, c, rs, dst_t == DType::Float16);
     check_launch("constant_from_f32_kernel");
   });
 }
@@ -62,7 +64,8 @@ bool launch_constant_from_f32(const float* src, void* dst, DType dst_t, int64_t 
 IndexMap broadcast_map(const std::vector<int64_t>& out_dims, const std::vector<int64_t>& in_dims) {
   IndexMap m;
   m.rank = static_cast<int>(out_dims.size());
-  if (m.rank > kMaxRank) internal_error("broadcast_map: rank " + std::to_string(m.rank) + " exceeds " + std::to_string(kMaxRank));
+  if (m.rank > kMaxRank)
+    internal_error("broadcast_map: rank " + std::to_string(m.rank) + " exceeds " + std::to_string(kMaxRank));
   int64_t stride = 1;
   const int off = m.rank - static_cast<int>(in_dims.size());
   for (int d = m.rank - 1; d >= 0; --d) {

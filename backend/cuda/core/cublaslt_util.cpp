@@ -6,11 +6,16 @@ namespace fusec::cuda {
 
 cudaDataType_t lt_type(DType t) {
   switch (t) {
-    case DType::Float32: return CUDA_R_32F;
-    case DType::Float16: return CUDA_R_16F;
-    case DType::BFloat16: return CUDA_R_16BF;
-    case DType::Float64: return CUDA_R_64F;
-    default: return CUDA_R_8I;  // never used: callers accept float storage types only
+    case DType::Float32:
+      return CUDA_R_32F;
+    case DType::Float16:
+      return CUDA_R_16F;
+    case DType::BFloat16:
+      return CUDA_R_16BF;
+    case DType::Float64:
+      return CUDA_R_64F;
+    default:
+      return CUDA_R_8I;  // never used: callers accept float storage types only
   }
 }
 
@@ -20,7 +25,8 @@ std::vector<cublasLtMatmulHeuristicResult_t> lt_heuristic(cublasLtHandle_t handl
                                                           size_t max_workspace, uint32_t min_alignment, int count) {
   cublasLtMatmulPreference_t pref = nullptr;
   LT_CHECK(cublasLtMatmulPreferenceCreate(&pref));
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace, sizeof max_workspace);
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_workspace,
+                                       sizeof max_workspace);
   for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
     cublasLtMatmulPreferenceSetAttribute(pref, attr, &min_alignment, sizeof min_alignment);
@@ -34,14 +40,16 @@ std::vector<cublasLtMatmulHeuristicResult_t> lt_heuristic(cublasLtHandle_t handl
 
 std::string lt_algo_identity(const cublasLtMatmulAlgo_t& a) {
   std::string id;
-  for (auto attr : {CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_TILE_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                    CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,
-                    CUBLASLT_ALGO_CONFIG_STAGES_ID, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID}) {
+  for (auto attr :
+       {CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_TILE_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+        CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION,
+        CUBLASLT_ALGO_CONFIG_STAGES_ID, CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID}) {
     // Each attribute is an integer of its own width, and must be read at exactly that width.
     uint64_t v = 0;
     size_t need = 0;
     cublasLtMatmulAlgoConfigGetAttribute(&a, attr, nullptr, 0, &need);
-    if (need == 0 || need > sizeof v || cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, need, &need) != CUBLAS_STATUS_SUCCESS)
+    if (need == 0 || need > sizeof v ||
+        cublasLtMatmulAlgoConfigGetAttribute(&a, attr, &v, need, &need) != CUBLAS_STATUS_SUCCESS)
       v = ~uint64_t{0};
     id += (id.empty() ? "" : ",") + std::to_string(v);
   }

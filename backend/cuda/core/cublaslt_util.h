@@ -10,10 +10,10 @@
 #include "backend/cuda/core/check.h"
 #include "ir/dtype.h"
 
-#define LT_CHECK(expr)                                                                                            \
-  do {                                                                                                            \
-    cublasStatus_t st_ = (expr);                                                                                  \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                             \
+#define LT_CHECK(expr)                                                                                              \
+  do {                                                                                                              \
+    cublasStatus_t st_ = (expr);                                                                                    \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                               \
       ::fusec::cuda::throw_library_error("cuBLASLt", st_, cublasLtGetStatusString(st_), #expr, __FILE__, __LINE__); \
   } while (0)
 

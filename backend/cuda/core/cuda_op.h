@@ -37,7 +37,10 @@ struct DTensor {
   }
   size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
   bool defined() const { return dtype != DType::Undefined; }
-  template <typename T> T* as() const { return static_cast<T*>(data); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 };
 
 /// Static facts about one input or output of a node at plan time.
@@ -47,17 +50,21 @@ struct PlanValue {
   DType dtype = DType::Undefined;       // device storage dtype
   DType onnx_dtype = DType::Undefined;  // the model's dtype
   const Tensor* constant = nullptr;     // host value when the input is an initializer
-  bool nhwc = false;  // a 4-D activation stored channels-last (dims stay N, C, H, W)
+  bool nhwc = false;                    // a 4-D activation stored channels-last (dims stay N, C, H, W)
 };
 
 /// What a factory sees. Attribute getters (with schema defaults) come from NodeAttrs; fail()
 /// throws BadInput naming the node.
 class PlanContext : public NodeAttrs {
  public:
-  PlanContext(const Node& node, const OpSchema& schema, int64_t opset, Precision precision,
-              Context& ctx, std::vector<PlanValue> inputs, std::vector<PlanValue> outputs)
-      : NodeAttrs(node, schema), opset_(opset), precision_(precision), ctx_(ctx),
-        inputs_(std::move(inputs)), outputs_(std::move(outputs)) {}
+  PlanContext(const Node& node, const OpSchema& schema, int64_t opset, Precision precision, Context& ctx,
+              std::vector<PlanValue> inputs, std::vector<PlanValue> outputs)
+      : NodeAttrs(node, schema),
+        opset_(opset),
+        precision_(precision),
+        ctx_(ctx),
+        inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)) {}
 
   int64_t opset() const { return opset_; }
   Precision precision() const { return precision_; }
@@ -152,16 +159,16 @@ class CudaOpRegistry {
 };
 
 // One function per op family file in backend/cuda/.
-void register_elementwise_ops(CudaOpRegistry& r);   // NVRTC: standalone elementwise + FusedElementwise
-void register_gemm_ops(CudaOpRegistry& r);          // cuBLASLt: MatMul, Gemm, FusedMatMul
-void register_conv_ops(CudaOpRegistry& r);          // cuDNN: Conv, FusedConv, ConvTranspose
-void register_normalization_ops(CudaOpRegistry& r); // LayerNorm family, BatchNorm, InstanceNorm
-void register_softmax_ops(CudaOpRegistry& r);       // Softmax, LogSoftmax
-void register_attention_ops(CudaOpRegistry& r);     // Attention (ONNX 23+ and ai.fusec), fused
-void register_reduce_ops(CudaOpRegistry& r);        // Reduce* (either layout), ArgMax/ArgMin
-void register_pool_ops(CudaOpRegistry& r);          // MaxPool, AveragePool, Global*Pool (global: either layout)
-void register_movement_ops(CudaOpRegistry& r);      // Transpose, Concat, Split, Slice, Gather, Pad, ...
-void register_view_ops(CudaOpRegistry& r);          // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout
+void register_elementwise_ops(CudaOpRegistry& r);         // NVRTC: standalone elementwise + FusedElementwise
+void register_gemm_ops(CudaOpRegistry& r);                // cuBLASLt: MatMul, Gemm, FusedMatMul
+void register_conv_ops(CudaOpRegistry& r);                // cuDNN: Conv, FusedConv, ConvTranspose
+void register_normalization_ops(CudaOpRegistry& r);       // LayerNorm family, BatchNorm, InstanceNorm
+void register_softmax_ops(CudaOpRegistry& r);             // Softmax, LogSoftmax
+void register_attention_ops(CudaOpRegistry& r);           // Attention (ONNX 23+ and ai.fusec), fused
+void register_reduce_ops(CudaOpRegistry& r);              // Reduce* (either layout), ArgMax/ArgMin
+void register_pool_ops(CudaOpRegistry& r);                // MaxPool, AveragePool, Global*Pool (global: either layout)
+void register_movement_ops(CudaOpRegistry& r);            // Transpose, Concat, Split, Slice, Gather, Pad, ...
+void register_view_ops(CudaOpRegistry& r);                // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout
 void register_channels_last_pool_ops(CudaOpRegistry& r);  // NHWC MaxPool/AveragePool (cuDNN)
 
 }  // namespace fusec::cuda

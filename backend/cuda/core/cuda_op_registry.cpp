@@ -11,7 +11,8 @@ const OpFactory* CudaOpRegistry::find(const std::string& domain, const std::stri
   return it == factories_.end() ? nullptr : &it->second;
 }
 
-void CudaOpRegistry::add_channels_last(const std::string& op_type, OpFactory f, const std::string& domain, ChannelsLast kind) {
+void CudaOpRegistry::add_channels_last(const std::string& op_type, OpFactory f, const std::string& domain,
+                                       ChannelsLast kind) {
   channels_last_[{canonical_domain(domain), op_type}] = std::move(f);
   channels_last_kind_[{canonical_domain(domain), op_type}] = kind;
 }

@@ -54,8 +54,10 @@ inline std::string device_error_text(const DeviceErrorRecord& r) {
       return "index " + std::to_string(r.value) + " is out of range for an axis of length " + std::to_string(r.bound);
     case kIndexOutOfDim:
       return "index " + std::to_string(r.value) + " is out of range for a dim of length " + std::to_string(r.bound);
-    case kIntDivByZero: return "integer division by zero";
-    default: return "a kernel reported error code " + std::to_string(r.code);
+    case kIntDivByZero:
+      return "integer division by zero";
+    default:
+      return "a kernel reported error code " + std::to_string(r.code);
   }
 }
 
@@ -69,8 +71,8 @@ __device__ __forceinline__ void report_device_error(const DeviceErrorSite& site,
                                                     long long value, long long bound) {
   DeviceErrorRecord* r = site.record;
   if (!r) return;
-  const unsigned long long key =
-      (static_cast<unsigned long long>(site.step) << 40) | (static_cast<unsigned long long>(position) & ((1ull << 40) - 1));
+  const unsigned long long key = (static_cast<unsigned long long>(site.step) << 40) |
+                                 (static_cast<unsigned long long>(position) & ((1ull << 40) - 1));
   volatile DeviceErrorRecord* v = r;
   if (v->code != 0 && v->key <= key) return;  // most threads of a bad launch stop here
   const unsigned lanes = __activemask();

@@ -205,10 +205,14 @@ std::string compile_to_cubin(const std::string& src, int sm, std::string* log) {
 std::string nvrtc_disk_cache_dir() {
   if (const char* off = env_switch("FUSEC_NVRTC_CACHE"); off && std::string(off) == "0") return "";
   std::string dir;
-  if (const char* d = env_switch("FUSEC_NVRTC_CACHE_DIR"); d && *d) dir = d;
-  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = std::string(x) + "/fusec/nvrtc";
-  else if (const char* h = std::getenv("HOME"); h && *h) dir = std::string(h) + "/.cache/fusec/nvrtc";
-  else return "";
+  if (const char* d = env_switch("FUSEC_NVRTC_CACHE_DIR"); d && *d)
+    dir = d;
+  else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+    dir = std::string(x) + "/fusec/nvrtc";
+  else if (const char* h = std::getenv("HOME"); h && *h)
+    dir = std::string(h) + "/.cache/fusec/nvrtc";
+  else
+    return "";
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec || !std::filesystem::is_directory(dir, ec)) return "";
@@ -266,8 +270,8 @@ std::shared_ptr<const NvrtcModule> load_nvrtc_module(const std::string& src, con
     std::string log;
     cubin = compile_to_cubin(src, sm, &log);
     if (cubin.empty())
-      internal_error("NVRTC could not compile the generated kernel" + what + " for sm_" + std::to_string(sm) +
-                     ": " + log + "\n--- source ---\n" + src);
+      internal_error("NVRTC could not compile the generated kernel" + what + " for sm_" + std::to_string(sm) + ": " +
+                     log + "\n--- source ---\n" + src);
     mod = std::make_shared<NvrtcModule>(cubin, names);
     if (!path.empty()) write_cache(path, src, cubin);
     if (from) *from = NvrtcSource::Compiled;

@@ -50,8 +50,7 @@ enum class NvrtcSource { Memory, Disk, Compiled };
 /// else the disk cache, else compiled now. A compile error throws Internal with the NVRTC log
 /// and `what` (the node reference).
 std::shared_ptr<const NvrtcModule> load_nvrtc_module(const std::string& src, const std::vector<std::string>& names,
-                                                     int sm, const std::string& what,
-                                                     NvrtcSource* from = nullptr);
+                                                     int sm, const std::string& what, NvrtcSource* from = nullptr);
 
 /// Forgets the in-memory cache (modules in use stay loaded). For tests of the disk cache.
 void clear_nvrtc_memory_cache();

@@ -36,7 +36,8 @@ Impl::Impl(const Graph& g, const CudaOptions& opts)
     if (!v->type.shape || !is_static(*v->type.shape)) all_static = false;
   if (all_static && non_static_values(*graph_).empty()) {
     std::vector<Tensor> probe;
-    for (Value* v : graph_->inputs) probe.push_back(Tensor::view(v->type.dtype, static_dims(*v->type.shape), nullptr, nullptr));
+    for (Value* v : graph_->inputs)
+      probe.push_back(Tensor::view(v->type.dtype, static_dims(*v->type.shape), nullptr, nullptr));
     try {
       build_plan(probe, std::vector<bool>(probe.size(), false));
       key_ = signature(probe, by_value_);
@@ -75,7 +76,8 @@ void Impl::upload_inputs(const std::vector<Tensor>& inputs) {
     int s = input_slots_[i];
     if (s < 0) continue;  // specialized on its value: baked into the plan
     if (inputs[i].nbytes())
-      FUSEC_CUDA_CHECK(cudaMemcpyAsync(addr(s), inputs[i].raw(), inputs[i].nbytes(), cudaMemcpyHostToDevice, ctx_.stream()));
+      FUSEC_CUDA_CHECK(
+          cudaMemcpyAsync(addr(s), inputs[i].raw(), inputs[i].nbytes(), cudaMemcpyHostToDevice, ctx_.stream()));
   }
   FUSEC_CUDA_CHECK(cudaStreamSynchronize(ctx_.stream()));
 }
@@ -134,7 +136,8 @@ std::vector<Tensor> Impl::download_outputs() {
     const Slot& s = slots_[output_slots_[i]];
     Tensor t(s.onnx_dtype, s.dims);
     if (t.nbytes())
-      FUSEC_CUDA_CHECK(cudaMemcpyAsync(t.raw(), addr(output_slots_[i]), t.nbytes(), cudaMemcpyDeviceToHost, ctx_.stream()));
+      FUSEC_CUDA_CHECK(
+          cudaMemcpyAsync(t.raw(), addr(output_slots_[i]), t.nbytes(), cudaMemcpyDeviceToHost, ctx_.stream()));
     outs.push_back(std::move(t));
   }
   enqueue_error_fetch();
@@ -162,7 +165,8 @@ void CudaBackend::check_memory(const Graph& g) const {
   DeviceMemoryLimit lim;
   FUSEC_CUDA_CHECK(cudaMemGetInfo(&lim.free_bytes, &lim.total_bytes));
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, opts_.device) == cudaSuccess) lim.device = "cuda:" + std::to_string(opts_.device) + " " + p.name;
+  if (cudaGetDeviceProperties(&p, opts_.device) == cudaSuccess)
+    lim.device = "cuda:" + std::to_string(opts_.device) + " " + p.name;
   lim.cap = opts_.max_device_memory;
   check_device_memory(need, lim, "the model");
 }

@@ -127,8 +127,8 @@ class Impl : public CudaExecutable {
   bool channels_last_ = true;
   std::vector<NodePlacement> placement_;
   DeviceBuffer arena_, weights_, io_, workspace_;  // workspace: this plan's, never shared
-  DeviceBuffer error_record_;                // one DeviceErrorRecord, at one address for the executable's life
-  DeviceErrorRecord* error_host_ = nullptr;  // pinned: where each run's record is copied
+  DeviceBuffer error_record_;                      // one DeviceErrorRecord, at one address for the executable's life
+  DeviceErrorRecord* error_host_ = nullptr;        // pinned: where each run's record is copied
   size_t workspace_bytes_ = 0;
   DeviceMemoryStats dev_;
   cudaGraphExec_t graph_exec_ = nullptr;

@@ -33,8 +33,11 @@ bool Impl::nhwc_dtype(DType t) const {
 /// Elementwise nodes whose inputs all have the output's dims: memory order does not matter.
 bool Impl::layout_agnostic(const Node& n) {
   static const std::unordered_set<std::string> ops = {
-      "Relu", "Add", "Sub", "Mul", "Div", "Sigmoid", "Tanh", "Clip", "LeakyRelu", "HardSwish", "HardSigmoid",
-      "Gelu", "Erf", "Sqrt", "Exp", "Neg", "Abs", "Max", "Min", "Sum", "Elu", "Selu", "Softplus", "Mish", "FusedElementwise"};
+      "Relu",        "Add",  "Sub",      "Mul",       "Div",
+      "Sigmoid",     "Tanh", "Clip",     "LeakyRelu", "HardSwish",
+      "HardSigmoid", "Gelu", "Erf",      "Sqrt",      "Exp",
+      "Neg",         "Abs",  "Max",      "Min",       "Sum",
+      "Elu",         "Selu", "Softplus", "Mish",      "FusedElementwise"};
   if (!ops.count(n.op_type) || n.outputs.size() != 1 || !n.outputs[0] || !n.outputs[0]->type.shape) return false;
   const Shape& out = *n.outputs[0]->type.shape;
   if (out.size() != 4) return false;

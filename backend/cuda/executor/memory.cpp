@@ -111,9 +111,12 @@ void Impl::upload_constants() {
 void* Impl::addr(int s) const {
   const Slot& sl = slots_[s];
   switch (sl.place) {
-    case Slot::Place::Weights: return sl.unread ? nullptr : static_cast<char*>(weights_.get()) + sl.offset;
-    case Slot::Place::Input: return static_cast<char*>(io_.get()) + sl.offset;
-    case Slot::Place::Alias: return addr(sl.alias_of);
+    case Slot::Place::Weights:
+      return sl.unread ? nullptr : static_cast<char*>(weights_.get()) + sl.offset;
+    case Slot::Place::Input:
+      return static_cast<char*>(io_.get()) + sl.offset;
+    case Slot::Place::Alias:
+      return addr(sl.alias_of);
     case Slot::Place::Arena:
       if (sl.first < 0) return nullptr;
       return static_cast<char*>(arena_.get()) + sl.offset;

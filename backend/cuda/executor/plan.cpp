@@ -30,9 +30,7 @@ constexpr int64_t kMaxSpecializedFloats = 16;
 
 // Ops whose output depends only on input dims: folded at plan time even when the input is not
 // a constant.
-bool dims_only_op(const Node& n) {
-  return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size");
-}
+bool dims_only_op(const Node& n) { return n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size"); }
 
 bool random_op(const Node& n) {
   return n.op_type.rfind("Random", 0) == 0 || n.op_type == "Multinomial" || n.op_type == "Bernoulli";
@@ -150,7 +148,10 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
   std::vector<std::tuple<int, int, std::string>> input_converts;  // (io slot, internal slot, name)
   for (size_t i = 0; i < g.inputs.size(); ++i) {
     Value* v = g.inputs[i];
-    if (v->is_initializer()) { input_slots_.push_back(-1); continue; }
+    if (v->is_initializer()) {
+      input_slots_.push_back(-1);
+      continue;
+    }
     int io = new_slot(v);
     slots_[io].dtype = v->type.dtype;
     slots_[io].place = Slot::Place::Input;
@@ -189,9 +190,15 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
       ins_storage.reserve(n.inputs.size());  // pointers into it are taken below
       std::vector<const Tensor*> ins;
       for (Value* v : n.inputs) {
-        if (!v) { ins.push_back(nullptr); continue; }
+        if (!v) {
+          ins.push_back(nullptr);
+          continue;
+        }
         const Slot& s = slots_[slot_of.at(v)];
-        if (s.host_constant) { ins.push_back(s.host_constant); continue; }
+        if (s.host_constant) {
+          ins.push_back(s.host_constant);
+          continue;
+        }
         // Shape/Size read only the dims: a data-less view stands in for the device tensor.
         ins_storage.push_back(Tensor::view(s.onnx_dtype, s.dims, nullptr, nullptr));
         ins.push_back(&ins_storage.back());
@@ -240,7 +247,10 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
       }
       for (Value* v : n.outputs) {
         PlanValue pv;
-        if (v) pv = {true, static_dims(*v->type.shape), storage_dtype(opts_.precision, v->type.dtype), v->type.dtype, nullptr, nhwc};
+        if (v)
+          pv = {
+              true, static_dims(*v->type.shape), storage_dtype(opts_.precision, v->type.dtype), v->type.dtype, nullptr,
+              nhwc};
         pout->push_back(pv);
       }
     };
@@ -299,7 +309,8 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
       if (st.kind == Step::Kind::Cpu)
         cpu_nodes.push_back({st.node->name, st.node->op_type, st.node->domain, placement_reason(st.node->name)});
     if (!cpu_nodes.empty())
-      bad_input("--strict: these nodes have no CUDA kernel and would run on the CPU: " + describe_unsupported(cpu_nodes));
+      bad_input("--strict: these nodes have no CUDA kernel and would run on the CPU: " +
+                describe_unsupported(cpu_nodes));
   }
 
   // Graph outputs: an ONNX-typed slot the host copies from.

@@ -20,13 +20,13 @@ struct Slot {
   DType onnx_dtype = DType::Undefined;
   std::vector<int64_t> dims;
   enum class Place { Arena, Weights, Input, Alias } place = Place::Arena;
-  size_t offset = 0;   // within its buffer
-  int alias_of = -1;   // Place::Alias: the slot whose memory this one views
+  size_t offset = 0;  // within its buffer
+  int alias_of = -1;  // Place::Alias: the slot whose memory this one views
   int first = -1, last = -1;
-  bool pinned = false;  // lives for the whole run (graph output)
+  bool pinned = false;                    // lives for the whole run (graph output)
   const Tensor* host_constant = nullptr;  // constant slots: the host value (ONNX dtype)
-  bool nhwc = false;  // 4-D activation stored channels-last
-  bool unread = false;  // Place::Weights read by no step on the device: not uploaded
+  bool nhwc = false;                      // 4-D activation stored channels-last
+  bool unread = false;                    // Place::Weights read by no step on the device: not uploaded
   size_t nbytes() const {
     int64_t n = 1;
     for (int64_t d : dims) n *= d;

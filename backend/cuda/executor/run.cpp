@@ -17,7 +17,6 @@
 #include "backend/cuda/ops/movement/movement.cuh"
 #include "ir/error.h"
 
-
 namespace fusec::cuda::executor {
 
 namespace {
@@ -31,11 +30,16 @@ Tensor convert_host(const Tensor& t, DType to) {
 
 const char* step_kind_name(Step::Kind k) {
   switch (k) {
-    case Step::Kind::Gpu: return "kernel";
-    case Step::Kind::Cpu: return "cpu";
-    case Step::Kind::Convert: return "convert";
-    case Step::Kind::Copy: return "copy";
-    case Step::Kind::Relayout: return "relayout";
+    case Step::Kind::Gpu:
+      return "kernel";
+    case Step::Kind::Cpu:
+      return "cpu";
+    case Step::Kind::Convert:
+      return "convert";
+    case Step::Kind::Copy:
+      return "copy";
+    case Step::Kind::Relayout:
+      return "relayout";
   }
   return "";
 }
@@ -94,8 +98,8 @@ void Impl::run_step(Step& st, int index, Stream stream) {
   switch (st.kind) {
     case Step::Kind::Gpu: {
       if (st.op->is_view() && st.outs[0].data == st.ins[0].data) break;
-      LaunchArgs a{st.ins, st.outs, ctx_, stream, workspace_.get(),
-                   {static_cast<DeviceErrorRecord*>(error_record_.get()), index}};
+      LaunchArgs a{st.ins, st.outs,          ctx_,
+                   stream, workspace_.get(), {static_cast<DeviceErrorRecord*>(error_record_.get()), index}};
       try {
         st.op->launch(a);
       } catch (const Error& e) {
@@ -105,11 +109,14 @@ void Impl::run_step(Step& st, int index, Stream stream) {
     }
     case Step::Kind::Copy:
       if (st.outs[0].nbytes())
-        FUSEC_CUDA_CHECK(cudaMemcpyAsync(st.outs[0].data, st.ins[0].data, st.outs[0].nbytes(), cudaMemcpyDeviceToDevice, stream));
+        FUSEC_CUDA_CHECK(
+            cudaMemcpyAsync(st.outs[0].data, st.ins[0].data, st.outs[0].nbytes(), cudaMemcpyDeviceToDevice, stream));
       break;
     case Step::Kind::Convert:
-      if (!launch_convert_float(st.ins[0].data, st.ins[0].dtype, st.outs[0].data, st.outs[0].dtype, st.outs[0].numel(), stream))
-        internal_error(std::string("no device conversion from ") + dtype_name(st.ins[0].dtype) + " to " + dtype_name(st.outs[0].dtype));
+      if (!launch_convert_float(st.ins[0].data, st.ins[0].dtype, st.outs[0].data, st.outs[0].dtype, st.outs[0].numel(),
+                                stream))
+        internal_error(std::string("no device conversion from ") + dtype_name(st.ins[0].dtype) + " to " +
+                       dtype_name(st.outs[0].dtype));
       break;
     case Step::Kind::Cpu:
       run_on_cpu(st);
@@ -135,7 +142,10 @@ void Impl::run_on_cpu(Step& st) {
     int s = st.in_slots[i];
     if (s < 0) continue;
     const Slot& sl = slots_[s];
-    if (sl.host_constant) { ins[i] = sl.host_constant; continue; }
+    if (sl.host_constant) {
+      ins[i] = sl.host_constant;
+      continue;
+    }
     Tensor t(sl.dtype, sl.dims);
     if (t.nbytes()) FUSEC_CUDA_CHECK(cudaMemcpy(t.raw(), st.ins[i].data, t.nbytes(), cudaMemcpyDeviceToHost));
     host[i] = sl.dtype == sl.onnx_dtype ? std::move(t) : convert_host(t, sl.onnx_dtype);
@@ -147,7 +157,8 @@ void Impl::run_on_cpu(Step& st) {
     if (s < 0) continue;
     const Slot& sl = slots_[s];
     if (outs[i].dims() != sl.dims)
-      internal_error("CPU fallback produced " + dims_str(outs[i].dims()) + " where the plan has " + dims_str(sl.dims) + st.node->ref());
+      internal_error("CPU fallback produced " + dims_str(outs[i].dims()) + " where the plan has " + dims_str(sl.dims) +
+                     st.node->ref());
     Tensor t = sl.dtype == outs[i].dtype() ? std::move(outs[i]) : convert_host(outs[i], sl.dtype);
     if (t.nbytes()) FUSEC_CUDA_CHECK(cudaMemcpy(st.outs[i].data, t.raw(), t.nbytes(), cudaMemcpyHostToDevice));
   }

@@ -44,13 +44,15 @@ constexpr int kRows = 64;  // query rows per block
 constexpr int kKeys = 64;  // keys per tile
 /// R query rows per thread: a warp owns 4·R rows, a block 64 rows in 16/R warps.
 template <int R>
-constexpr int threads_for() { return kRows / (4 * R) * 32; }
+constexpr int threads_for() {
+  return kRows / (4 * R) * 32;
+}
 
 __host__ __device__ constexpr int padded(int hd) { return hd + 4; }
 
 template <int NT, typename T>
-__device__ __forceinline__ void load_tile(float* dst, const T* src, int64_t seq_stride, int rows_valid,
-                                          int dim, float mul, int rows, int hd) {
+__device__ __forceinline__ void load_tile(float* dst, const T* src, int64_t seq_stride, int rows_valid, int dim,
+                                          float mul, int rows, int hd) {
   const int p = padded(hd);
   for (int idx = threadIdx.x; idx < rows * hd; idx += NT) {
     const int r = idx / hd, d = idx - r * hd;
@@ -71,7 +73,8 @@ __device__ __forceinline__ void cp_async_wait_all_but_one() { asm volatile("cp.a
 
 /// dim and seq_stride multiples of 4, src 16-byte aligned (checked by the launcher).
 template <int NT, int HD>
-__device__ __forceinline__ void load_tile_async(float* dst, const float* src, int64_t seq_stride, int rows_valid, int dim) {
+__device__ __forceinline__ void load_tile_async(float* dst, const float* src, int64_t seq_stride, int rows_valid,
+                                                int dim) {
   constexpr int P = padded(HD), C = HD / 4;
   for (int idx = threadIdx.x; idx < kKeys * C; idx += NT) {
     const int r = idx / C, c = idx - r * C;
@@ -89,8 +92,10 @@ __device__ __forceinline__ void load_row_mask(float* dst, const AttentionArgs& a
   float v = -INFINITY;
   if (col < a.kv_len) {
     const int64_t off = base + col * a.mask_stride[3];
-    if (a.mask_dtype == DType::Bool) v = static_cast<const unsigned char*>(a.mask)[off] ? 0.0f : -INFINITY;
-    else v = to_compute(static_cast<const T*>(a.mask)[off]);
+    if (a.mask_dtype == DType::Bool)
+      v = static_cast<const unsigned char*>(a.mask)[off] ? 0.0f : -INFINITY;
+    else
+      v = to_compute(static_cast<const T*>(a.mask)[off]);
   }
   dst[threadIdx.x] = v;
 }
@@ -191,8 +196,10 @@ __global__ void __launch_bounds__(threads_for<R>(), 3) attention_kernel(Attentio
           x += mrow[cg + 8 * j];
         } else if (a.mask && row_ok) {
           const int64_t off = mask_base + row[i] * a.mask_stride[2] + col * a.mask_stride[3];
-          if (bool_mask) x = mask_b[off] ? x : -INFINITY;
-          else x += to_compute(mask_f[off]);
+          if (bool_mask)
+            x = mask_b[off] ? x : -INFINITY;
+          else
+            x += to_compute(mask_f[off]);
         }
         s[i][j] = x;
         mx = fmaxf(mx, x);
@@ -223,7 +230,7 @@ __global__ void __launch_bounds__(threads_for<R>(), 3) attention_kernel(Attentio
       __syncthreads();  // every warp is done reading this K tile: the next one may land there
       if (k0 + kKeys < kv_end)
         load_tile_async<NT, HD>(ks, Kf + static_cast<int64_t>(k0 + kKeys) * a.ks.seq, a.ks.seq,
-                            min(kKeys, a.kv_len - k0 - kKeys), a.head_dim);
+                                min(kKeys, a.kv_len - k0 - kKeys), a.head_dim);
       cp_async_commit();
       cp_async_wait_all_but_one();  // this tile's V
       __syncthreads();
@@ -305,10 +312,10 @@ bool async_ok(const AttentionArgs& a) {
 // ---- fp32, head sizes up to 64: register-tiled variant (see the file comment) ----
 namespace tiled {
 
-constexpr int kRows = 64;       // query rows per block
-constexpr int kKeys = 64;       // keys per chunk
-constexpr int kHd = 64;         // head size, zero-padded
-constexpr int kThreads = 128;   // 4 warps: 2 row halves × 2 key (scores) or column (P·V) halves
+constexpr int kRows = 64;            // query rows per block
+constexpr int kKeys = 64;            // keys per chunk
+constexpr int kHd = 64;              // head size, zero-padded
+constexpr int kThreads = 128;        // 4 warps: 2 row halves × 2 key (scores) or column (P·V) halves
 constexpr int kQkPitch = kHd + 4;    // 4 lanes' K rows / 8 lanes' Q rows land on distinct banks
 constexpr int kPtPitch = kRows + 8;  // Pᵀ: the 4×8 lanes' scattered score writes land on distinct banks
 constexpr int kKBuf = kKeys * (kPtPitch > kQkPitch ? kPtPitch : kQkPitch);
@@ -327,7 +334,9 @@ constexpr size_t kSmemBytes = static_cast<size_t>(kInvL + kRows) * sizeof(float)
 constexpr int kBlocksPerSm = 3;
 
 template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
 
 /// rows × 64 floats at `pitch`, zero-filled past rows_valid and past dim (a multiple of 4).
 __device__ __forceinline__ void load_rows(float* dst, int pitch, const float* src, int64_t seq_stride, int rows,
@@ -357,7 +366,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) attention_f32_kernel(A
   // P·V:    rows 32·wr + 4·rg + i,         columns 32·wq + 4·kg + 16t + e (t < 2).
   const int q0 = blockIdx.x * kRows, h = blockIdx.y, b = blockIdx.z;
   const int hk = h / (a.q_heads / a.kv_heads);
-  const float* Q = static_cast<const float*>(a.q) + b * a.qs.batch + h * a.qs.head + static_cast<int64_t>(q0) * a.qs.seq;
+  const float* Q =
+      static_cast<const float*>(a.q) + b * a.qs.batch + h * a.qs.head + static_cast<int64_t>(q0) * a.qs.seq;
   const float* K = static_cast<const float*>(a.k) + b * a.ks.batch + hk * a.ks.head;
   const float* V = static_cast<const float*>(a.v) + b * a.vs.batch + hk * a.vs.head;
   const int64_t mask_base = b * a.mask_stride[0] + h * a.mask_stride[1];
@@ -396,9 +406,12 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) attention_f32_kernel(A
       float v = -INFINITY;
       if (t < valid) {
         const int64_t off = mask_base + static_cast<int64_t>(k0 + t) * a.mask_stride[3];
-        if (!a.mask) v = 0.0f;
-        else if (a.mask_dtype == DType::Bool) v = static_cast<const unsigned char*>(a.mask)[off] ? 0.0f : -INFINITY;
-        else v = static_cast<const float*>(a.mask)[off];
+        if (!a.mask)
+          v = 0.0f;
+        else if (a.mask_dtype == DType::Bool)
+          v = static_cast<const unsigned char*>(a.mask)[off] ? 0.0f : -INFINITY;
+        else
+          v = static_cast<const float*>(a.mask)[off];
       }
       mrow[t] = v;
     }
@@ -548,8 +561,8 @@ bool tiled_ok(const AttentionArgs& a) {
   auto al = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   auto m4 = [](int64_t v) { return v % 4 == 0; };
   return enabled && async_ok(a) && a.head_dim <= tiled::kHd && a.v_head_dim <= tiled::kHd && !a.causal &&
-         a.mask_stride[2] == 0 && m4(a.qs.batch) && m4(a.qs.head) && m4(a.qs.seq) && m4(a.ys.batch) &&
-         m4(a.ys.head) && m4(a.ys.seq) && al(a.q) && al(a.y);
+         a.mask_stride[2] == 0 && m4(a.qs.batch) && m4(a.qs.head) && m4(a.qs.seq) && m4(a.ys.batch) && m4(a.ys.head) &&
+         m4(a.ys.seq) && al(a.q) && al(a.y);
 }
 
 void launch_tiled(const AttentionArgs& a, cudaStream_t stream) {
@@ -593,12 +606,17 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
       throw_cuda_error(0, "attention: float64", __FILE__, __LINE__);
     } else if constexpr (std::is_same_v<T, float>) {
       const bool async = async_ok(a);
-      if (tiled_ok(a)) launch_tiled(a, stream);
-      else if (hd == 64) async ? launch_typed<T, 64, true>(a, stream) : launch_typed<T, 64, false>(a, stream);
-      else async ? launch_typed<T, 128, true>(a, stream) : launch_typed<T, 128, false>(a, stream);
+      if (tiled_ok(a))
+        launch_tiled(a, stream);
+      else if (hd == 64)
+        async ? launch_typed<T, 64, true>(a, stream) : launch_typed<T, 64, false>(a, stream);
+      else
+        async ? launch_typed<T, 128, true>(a, stream) : launch_typed<T, 128, false>(a, stream);
     } else {
-      if (hd == 64) launch_typed<T, 64, false>(a, stream);
-      else launch_typed<T, 128, false>(a, stream);
+      if (hd == 64)
+        launch_typed<T, 64, false>(a, stream);
+      else
+        launch_typed<T, 128, false>(a, stream);
     }
   });
   if (!ok) throw_cuda_error(0, "attention: unsupported dtype", __FILE__, __LINE__);

@@ -1,7 +1,7 @@
 // CUDA entry point of ONNX Attention (opset 23+) and ai.fusec Attention (kernel in attention.cu).
 // The factory turns the node's geometry (ir/ops/attention.h: 3-D [B, S, H·D], 4-D [B, H, S, D] or
-// packed QKV) into strides and the mask's broadcast into per-dimension strides; what the kernel does not cover (a KV cache, the extra
-// outputs, softcap, nonpad_kv_seqlen, head sizes over 128) runs on the CPU reference, which the
+// packed QKV) into strides and the mask's broadcast into per-dimension strides; what the kernel does not cover (a KV
+// cache, the extra outputs, softcap, nonpad_kv_seqlen, head sizes over 128) runs on the CPU reference, which the
 // planner reports with the reason.
 #include <cstdlib>
 
@@ -28,13 +28,16 @@ class AttentionOp : public CudaOp {
     a.v = static_cast<const char*>(l.inputs[packed_ ? 0 : 2].data) + v_off_;
     a.mask = l.inputs.size() > 3 && l.inputs[3].defined() ? l.inputs[3].data : nullptr;
     a.y = l.outputs[0].data;
-    if (sdpa_) sdpa_->launch(a, l.workspace, l.stream);
-    else launch_attention(a, l.stream);
+    if (sdpa_)
+      sdpa_->launch(a, l.workspace, l.stream);
+    else
+      launch_attention(a, l.stream);
   }
   size_t workspace_bytes() const override { return sdpa_ ? sdpa_->workspace_bytes() : 0; }
   std::string kernel_name() const override {
-    return std::string(sdpa_ ? "cuDNN SDPA " : "fused attention ") + dtype_name(a_.dtype) + (a_.causal ? " causal" : "") +
-           (a_.mask_dtype != DType::Undefined ? " masked" : "") + (packed_ ? " packed-qkv" : "");
+    return std::string(sdpa_ ? "cuDNN SDPA " : "fused attention ") + dtype_name(a_.dtype) +
+           (a_.causal ? " causal" : "") + (a_.mask_dtype != DType::Undefined ? " masked" : "") +
+           (packed_ ? " packed-qkv" : "");
   }
 
  private:
@@ -55,8 +58,10 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   for (size_t i = 4; i < c.num_inputs(); ++i)
     if (c.has_input(i)) return refuse(why, "the CUDA attention kernel takes no KV cache or nonpad_kv_seqlen");
   for (size_t i = 1; i < c.num_outputs(); ++i)
-    if (c.has_output(i)) return refuse(why, "the CUDA attention kernel writes only Y (no present_key/value or qk output)");
-  if (c.has_attr("softcap") && c.attr_float("softcap") != 0.0f) return refuse(why, "the CUDA attention kernel has no softcap");
+    if (c.has_output(i))
+      return refuse(why, "the CUDA attention kernel writes only Y (no present_key/value or qk output)");
+  if (c.has_attr("softcap") && c.attr_float("softcap") != 0.0f)
+    return refuse(why, "the CUDA attention kernel has no softcap");
   // ai.fusec packed form: K and V omitted, Q holding each token's Q, K and V heads (one merged
   // projection GEMM wrote it). The geometry, layouts and scale are the CPU reference's own
   // (ir/ops/attention.h), so the two cannot disagree.

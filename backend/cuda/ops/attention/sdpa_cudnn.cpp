@@ -30,12 +30,14 @@ class Sdpa : public CudnnSdpa {
       : graph_(std::move(g)), handle_(h), workspace_(static_cast<size_t>(ws)), bias_(bias) {}
   size_t workspace_bytes() const override { return workspace_; }
   void launch(const AttentionArgs& a, void* workspace, cudaStream_t stream) override {
-    std::unordered_map<int64_t, void*> pack = {{kQ, const_cast<void*>(a.q)}, {kK, const_cast<void*>(a.k)},
-                                               {kV, const_cast<void*>(a.v)}, {kO, a.y}};
+    std::unordered_map<int64_t, void*> pack = {
+        {kQ, const_cast<void*>(a.q)}, {kK, const_cast<void*>(a.k)}, {kV, const_cast<void*>(a.v)}, {kO, a.y}};
     if (bias_) pack[kBias] = const_cast<void*>(a.mask);
     cudnnSetStream(handle_, stream);
     fe::error_t e = graph_->execute(handle_, pack, workspace);
-    if (e.is_bad()) throw_library_error("cuDNN", static_cast<int>(e.get_code()), e.get_message(), "cudnn_frontend Graph::execute (SDPA)", __FILE__, __LINE__);
+    if (e.is_bad())
+      throw_library_error("cuDNN", static_cast<int>(e.get_code()), e.get_message(),
+                          "cudnn_frontend Graph::execute (SDPA)", __FILE__, __LINE__);
   }
 
  private:
@@ -50,10 +52,30 @@ class Sdpa : public CudnnSdpa {
 /// execute() takes the pointers per call). Keyed by everything the graph was built from.
 std::string problem_key(const AttentionArgs& a, const Context& ctx) {
   std::string k = std::to_string(ctx.id()) + "|" + dtype_name(a.dtype) + "|" + dtype_name(a.mask_dtype);
-  for (int64_t v : {int64_t(a.batch), int64_t(a.q_heads), int64_t(a.kv_heads), int64_t(a.q_len), int64_t(a.kv_len),
-                    int64_t(a.head_dim), int64_t(a.v_head_dim), a.qs.batch, a.qs.head, a.qs.seq, a.ks.batch, a.ks.head,
-                    a.ks.seq, a.vs.batch, a.vs.head, a.vs.seq, a.ys.batch, a.ys.head, a.ys.seq, a.mask_stride[0],
-                    a.mask_stride[1], a.mask_stride[2], a.mask_stride[3], int64_t(a.causal)})
+  for (int64_t v : {int64_t(a.batch),
+                    int64_t(a.q_heads),
+                    int64_t(a.kv_heads),
+                    int64_t(a.q_len),
+                    int64_t(a.kv_len),
+                    int64_t(a.head_dim),
+                    int64_t(a.v_head_dim),
+                    a.qs.batch,
+                    a.qs.head,
+                    a.qs.seq,
+                    a.ks.batch,
+                    a.ks.head,
+                    a.ks.seq,
+                    a.vs.batch,
+                    a.vs.head,
+                    a.vs.seq,
+                    a.ys.batch,
+                    a.ys.head,
+                    a.ys.seq,
+                    a.mask_stride[0],
+                    a.mask_stride[1],
+                    a.mask_stride[2],
+                    a.mask_stride[3],
+                    int64_t(a.causal)})
     k += "|" + std::to_string(v);
   char scale[32];
   std::snprintf(scale, sizeof scale, "|%a", static_cast<double>(a.scale));
@@ -84,7 +106,8 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::create(const AttentionArgs& a, Context& ct
     std::lock_guard<std::mutex> lock(built_mutex());
     auto it = built_graphs().find(key);
     if (it != built_graphs().end())
-      return std::make_unique<Sdpa>(it->second.graph, ctx.cudnn(), it->second.workspace, a.mask_dtype != DType::Undefined);
+      return std::make_unique<Sdpa>(it->second.graph, ctx.cudnn(), it->second.workspace,
+                                    a.mask_dtype != DType::Undefined);
   }
   Built b;
   auto op = create_uncached(a, ctx, why, &b);
@@ -103,9 +126,12 @@ std::unique_ptr<CudnnSdpa> create_uncached(const AttentionArgs& a, Context& ctx,
     return nullptr;
   };
   fe::DataType_t io;
-  if (a.dtype == DType::Float16) io = fe::DataType_t::HALF;
-  else if (a.dtype == DType::BFloat16) io = fe::DataType_t::BFLOAT16;
-  else return refuse("cuDNN SDPA takes fp16 and bf16 only");
+  if (a.dtype == DType::Float16)
+    io = fe::DataType_t::HALF;
+  else if (a.dtype == DType::BFloat16)
+    io = fe::DataType_t::BFLOAT16;
+  else
+    return refuse("cuDNN SDPA takes fp16 and bf16 only");
   if (a.head_dim != a.v_head_dim || a.head_dim % 8 != 0 || a.head_dim > 128)
     return refuse("cuDNN SDPA here takes equal Q/V head sizes, a multiple of 8 up to 128");
   // At plan time the pointers are not bound yet: the mask's presence is its dtype.
@@ -114,7 +140,9 @@ std::unique_ptr<CudnnSdpa> create_uncached(const AttentionArgs& a, Context& ctx,
   if (ctx.sm() < 80) return refuse("cuDNN SDPA needs sm_80 or newer");
 
   auto g = std::make_shared<fe::graph::Graph>();
-  g->set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
+  g->set_io_data_type(io)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
   const int64_t b = a.batch, hq = a.q_heads, hk = a.kv_heads, sq = a.q_len, sk = a.kv_len, d = a.head_dim;
   auto tensor = [&](const char* name, int64_t uid, std::vector<int64_t> dims, std::vector<int64_t> strides) {
     return g->tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim(dims).set_stride(strides));
@@ -122,7 +150,8 @@ std::unique_ptr<CudnnSdpa> create_uncached(const AttentionArgs& a, Context& ctx,
   auto Q = tensor("Q", kQ, {b, hq, sq, d}, strides_of(a.qs));
   auto K = tensor("K", kK, {b, hk, sk, d}, strides_of(a.ks));
   auto V = tensor("V", kV, {b, hk, sk, d}, strides_of(a.vs));
-  auto opts = fe::graph::SDPA_attributes().set_name("fusec_attention").set_generate_stats(false).set_attn_scale(a.scale);
+  auto opts =
+      fe::graph::SDPA_attributes().set_name("fusec_attention").set_generate_stats(false).set_attn_scale(a.scale);
   if (a.causal) opts.set_causal_mask(true);
   if (has_mask) {
     // The mask's broadcast dims (stride 0) become size-1 dims of the bias tensor.

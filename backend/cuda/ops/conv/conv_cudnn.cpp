@@ -23,9 +23,7 @@ std::vector<int> packed_strides(const std::vector<int>& dims) {
 }
 
 /// Strides of N, C, H, W dims stored channels-last.
-std::vector<int> nhwc_strides(const std::vector<int>& d) {
-  return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
-}
+std::vector<int> nhwc_strides(const std::vector<int>& d) { return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]}; }
 
 /// NC + spatial dims as cuDNN wants them: at least 4-D (a 1-D conv gains H = 1).
 std::vector<int> as_dnn_dims(const std::vector<int64_t>& d) {
@@ -47,11 +45,20 @@ CudnnConv::~CudnnConv() {
 
 bool CudnnConv::data_type(DType t, cudnnDataType_t* out) {
   switch (t) {
-    case DType::Float32: *out = CUDNN_DATA_FLOAT; return true;
-    case DType::Float16: *out = CUDNN_DATA_HALF; return true;
-    case DType::BFloat16: *out = CUDNN_DATA_BFLOAT16; return true;
-    case DType::Float64: *out = CUDNN_DATA_DOUBLE; return true;
-    default: return false;
+    case DType::Float32:
+      *out = CUDNN_DATA_FLOAT;
+      return true;
+    case DType::Float16:
+      *out = CUDNN_DATA_HALF;
+      return true;
+    case DType::BFloat16:
+      *out = CUDNN_DATA_BFLOAT16;
+      return true;
+    case DType::Float64:
+      *out = CUDNN_DATA_DOUBLE;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -87,12 +94,12 @@ void CudnnConv::own_weights(const PlanContext& c) {
   up.finish();
 }
 
-void CudnnConv::set_convolution(const std::vector<int>& pads, const std::vector<int>& strides, const std::vector<int>& dil,
-                                int group, bool strict) {
+void CudnnConv::set_convolution(const std::vector<int>& pads, const std::vector<int>& strides,
+                                const std::vector<int>& dil, int group, bool strict) {
   strict_ = strict;
   cudnnDataType_t compute = ep_.dt == DType::Float64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-  DNN_CHECK(cudnnSetConvolutionNdDescriptor(conv_, static_cast<int>(pads.size()), pads.data(), strides.data(), dil.data(),
-                                            CUDNN_CROSS_CORRELATION, compute));
+  DNN_CHECK(cudnnSetConvolutionNdDescriptor(conv_, static_cast<int>(pads.size()), pads.data(), strides.data(),
+                                            dil.data(), CUDNN_CROSS_CORRELATION, compute));
   DNN_CHECK(cudnnSetConvolutionGroupCount(conv_, group));
   // Strict fp32 must not use TF32 tensor cores (cuDNN's default math allows them on sm_80+).
   DNN_CHECK(cudnnSetConvolutionMathType(conv_, strict ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
@@ -102,7 +109,8 @@ bool CudnnConv::heuristics(bool strict, std::vector<FwdChoice>* candidates) {
   int count = 0;
   if (!transpose_) {
     cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    DNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
+    DNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_, w_, conv_, y_, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                     &count, perf));
     for (int i = 0; i < count; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxConvWorkspace) continue;
       if (strict && perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
@@ -121,7 +129,8 @@ bool CudnnConv::heuristics(bool strict, std::vector<FwdChoice>* candidates) {
     }
   } else {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    DNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, w_, y_, conv_, x_, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
+    DNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, w_, y_, conv_, x_,
+                                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
     for (int i = 0; i < count; ++i) {
       if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxConvWorkspace) continue;
       if (strict && perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
@@ -171,17 +180,19 @@ void CudnnConv::exact_workspace() {
   DNN_CHECK(cudnnSetConvolutionMathType(conv_, math_));
   // The workspace the heuristics report can be an estimate; ask for the exact size.
   size_t exact = 0;
-  if (!transpose_) DNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, fwd_algo_, &exact));
-  else DNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, w_, y_, conv_, x_, bwd_algo_, &exact));
+  if (!transpose_)
+    DNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, fwd_algo_, &exact));
+  else
+    DNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle_, w_, y_, conv_, x_, bwd_algo_, &exact));
   workspace_ = std::max(workspace_, exact);
 }
 
 /// The key remembers the heuristics' untimed choice too, so that a warm build skips cuDNN's
 /// heuristics query, a cost paid per conv.
 std::string CudnnConv::choice_key(const PlanContext& c, const char* what, bool fma, bool may_fuse) const {
-  std::string key = "cudnn " + std::to_string(cudnnGetVersion()) + "|" + tuning_device_key(c.ctx().device()) + "|conv " + what +
-                    " " + dtype_name(ep_.dt) + (fma ? " fma" : "") + (nhwc_ ? " nhwc" : " nchw") + " x" + dims_str(c.in_dims(0)) +
-                    " w" + dims_str(c.in_dims(1)) + " y" + dims_str(c.out_dims(0));
+  std::string key = "cudnn " + std::to_string(cudnnGetVersion()) + "|" + tuning_device_key(c.ctx().device()) +
+                    "|conv " + what + " " + dtype_name(ep_.dt) + (fma ? " fma" : "") + (nhwc_ ? " nhwc" : " nchw") +
+                    " x" + dims_str(c.in_dims(0)) + " w" + dims_str(c.in_dims(1)) + " y" + dims_str(c.out_dims(0));
   // cuDNN answers NOT_SUPPORTED when asked for more than CUDNN_DIM_MAX - 2 spatial dims.
   constexpr int kSpatialMax = CUDNN_DIM_MAX - 2;
   int pads[kSpatialMax], strides[kSpatialMax], dil[kSpatialMax], nd = 0;
@@ -224,8 +235,9 @@ bool CudnnConv::recall_choice(const std::string& key, bool may_fuse) {
 }
 
 void CudnnConv::remember_choice(const std::string& key) const {
-  TuningCache::global().put(key, std::to_string(static_cast<int>(fwd_algo_)) + ":" + std::to_string(static_cast<int>(math_)) +
-                                     ":" + (fused_ ? "1" : "0") + ":" + std::to_string(static_cast<int>(fused_algo_)));
+  TuningCache::global().put(key, std::to_string(static_cast<int>(fwd_algo_)) + ":" +
+                                     std::to_string(static_cast<int>(math_)) + ":" + (fused_ ? "1" : "0") + ":" +
+                                     std::to_string(static_cast<int>(fused_algo_)));
 }
 
 bool CudnnConv::fused_desc_ready(bool may_fuse) {
@@ -237,16 +249,19 @@ bool CudnnConv::fused_desc_ready(bool may_fuse) {
   if (cudnnSetTensorNdDescriptor(bias_, t, 4, bdims, bstrides) != CUDNN_STATUS_SUCCESS) return false;
   if (!ep_.has_bias && !zero_bias_.get()) {
     try {
-      zero_bias_ = DeviceBuffer(static_cast<size_t>(ep_.channels) * dtype_size(ep_.dt), "the zero bias of a bias-free fused conv");
+      zero_bias_ = DeviceBuffer(static_cast<size_t>(ep_.channels) * dtype_size(ep_.dt),
+                                "the zero bias of a bias-free fused conv");
     } catch (const Error&) {
       cudaGetLastError();
       return false;  // no memory for it: the conv runs unfused
     }
     // Done before any launch reads it, whichever stream that is on (plan time, once per conv).
-    if (cudaMemset(zero_bias_.get(), 0, zero_bias_.size()) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) return false;
+    if (cudaMemset(zero_bias_.get(), 0, zero_bias_.size()) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess)
+      return false;
   }
   if (!act_desc_ && cudnnCreateActivationDescriptor(&act_desc_) != CUDNN_STATUS_SUCCESS) return false;
-  return cudnnSetActivationDescriptor(act_desc_, ep_.act.act == Act::Relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+  return cudnnSetActivationDescriptor(act_desc_,
+                                      ep_.act.act == Act::Relu ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
                                       CUDNN_NOT_PROPAGATE_NAN, 0.0) == CUDNN_STATUS_SUCCESS;
 }
 
@@ -295,22 +310,26 @@ void CudnnConv::keep_zero_bias_if_fused() {
   if (ep_.has_bias || !fused_) zero_bias_ = DeviceBuffer();
 }
 
-cudnnStatus_t CudnnConv::run(const void* x, const void* w, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) {
+cudnnStatus_t CudnnConv::run(const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                             cudaStream_t stream) {
   double one64 = 1, zero64 = 0;
   float one32 = 1, zero32 = 0;
   const void* one = ep_.dt == DType::Float64 ? static_cast<const void*>(&one64) : &one32;
   const void* zero = ep_.dt == DType::Float64 ? static_cast<const void*>(&zero64) : &zero32;
   if (fused_)
     return cudnnConvolutionBiasActivationForward(handle_, one, x_, x, w_, w, conv_, fused_algo_, ws, workspace_,
-                                                 ep_.has_z ? one : zero, y_, ep_.has_z ? z : y, bias_, b, act_desc_, y_, y);
+                                                 ep_.has_z ? one : zero, y_, ep_.has_z ? z : y, bias_, b, act_desc_, y_,
+                                                 y);
   const cudnnStatus_t st =
-      transpose_ ? cudnnConvolutionBackwardData(handle_, one, w_, w, y_, x, conv_, bwd_algo_, ws, workspace_, zero, x_, y)
-                 : cudnnConvolutionForward(handle_, one, x_, x, w_, w, conv_, fwd_algo_, ws, workspace_, zero, y_, y);
+      transpose_
+          ? cudnnConvolutionBackwardData(handle_, one, w_, w, y_, x, conv_, bwd_algo_, ws, workspace_, zero, x_, y)
+          : cudnnConvolutionForward(handle_, one, x_, x, w_, w, conv_, fwd_algo_, ws, workspace_, zero, y_, y);
   if (st == CUDNN_STATUS_SUCCESS) ep_.run(y, b, z, stream);
   return st;
 }
 
-bool CudnnConv::check_fused(const void* x, const void* w, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) {
+bool CudnnConv::check_fused(const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                            cudaStream_t stream) {
   unchecked_fused_ = false;
   if (run(x, w, b, z, y, ws, stream) == CUDNN_STATUS_SUCCESS) return true;
   fused_ = false;
@@ -319,10 +338,14 @@ bool CudnnConv::check_fused(const void* x, const void* w, const void* b, const v
 
 std::string CudnnConv::kernel_name() const {
   return std::string("cuDNN ") + (transpose_ ? "conv-transpose " : "conv ") +
-         (ep_.dt == DType::Float32 ? (strict_ ? "fp32" : "tf32") : ep_.dt == DType::Float16 ? "fp16" : ep_.dt == DType::BFloat16 ? "bf16" : "fp64") +
+         (ep_.dt == DType::Float32    ? (strict_ ? "fp32" : "tf32")
+          : ep_.dt == DType::Float16  ? "fp16"
+          : ep_.dt == DType::BFloat16 ? "bf16"
+                                      : "fp64") +
          (nhwc_ ? " NHWC" : " NCHW") +
          (fused_ ? (ep_.has_bias ? " conv+bias+act fused" : " conv+act fused (zero bias)")
-                 : ep_.has_bias || ep_.has_z || ep_.act.act != Act::None ? " + epilogue" : "");
+          : ep_.has_bias || ep_.has_z || ep_.act.act != Act::None ? " + epilogue"
+                                                                  : "");
 }
 
 }  // namespace fusec::cuda

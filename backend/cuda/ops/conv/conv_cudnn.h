@@ -49,8 +49,8 @@ class CudnnConv {
   void own_weights(const PlanContext& c);
   /// The convolution descriptor: symmetric pads, strides, dilations (as cuDNN wants them, at
   /// least 2-D), the group count, FMA math at strict fp32.
-  void set_convolution(const std::vector<int>& pads, const std::vector<int>& strides, const std::vector<int>& dil, int group,
-                       bool strict);
+  void set_convolution(const std::vector<int>& pads, const std::vector<int>& strides, const std::vector<int>& dil,
+                       int group, bool strict);
 
   /// cuDNN's heuristics: the usable forward algorithms in their order into *candidates, the first
   /// one applied (or, for ConvTranspose, the first backward-data algorithm). False when none.

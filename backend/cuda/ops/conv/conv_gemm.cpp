@@ -43,7 +43,8 @@ bool Conv1x1Gemm::plan(Context& ctx, const Problem& p, const Tensor* bias, std::
   LT_CHECK(cublasLtMatrixLayoutCreate(&lc_, CUDA_R_32F, p.hw, p.cout, p.hw));
   LT_CHECK(cublasLtMatrixLayoutCreate(&ld_, CUDA_R_32F, p.hw, p.cout, p.hw));
   const int32_t n = static_cast<int32_t>(p.batch);
-  const int64_t sx = p.cin * p.hw, sy = p.cout * p.hw, sw = 0, sc = plane ? 0 : sy;  // without the plane C is Z, or Y itself (beta 0)
+  const int64_t sx = p.cin * p.hw, sy = p.cout * p.hw, sw = 0,
+                sc = plane ? 0 : sy;  // without the plane C is Z, or Y itself (beta 0)
   for (auto [l, stride] : {std::pair{la_, sx}, {lb_, sw}, {lc_, sc}, {ld_, sy}}) {
     LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &n, sizeof n));
     LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride));
@@ -57,7 +58,8 @@ bool Conv1x1Gemm::plan(Context& ctx, const Problem& p, const Tensor* bias, std::
   }
   // Base addresses are 256-byte aligned; leading dims and image strides may not be.
   uint64_t align = 256;
-  for (int64_t elems : {p.hw, p.cin, sx, sy}) align = std::gcd<uint64_t>(align, static_cast<uint64_t>(elems) * sizeof(float));
+  for (int64_t elems : {p.hw, p.cin, sx, sy})
+    align = std::gcd<uint64_t>(align, static_cast<uint64_t>(elems) * sizeof(float));
   const uint32_t a32 = static_cast<uint32_t>(align);
   algos_ = lt_heuristic(handle_, desc_, la_, lb_, lc_, ld_, kLtWorkspace, a32, kCandidates);
   if (algos_.empty()) {
@@ -71,22 +73,24 @@ std::string Conv1x1Gemm::identity(int i) const { return lt_algo_identity(algos_.
 
 std::string Conv1x1Gemm::describe() const {
   std::string s = p_.residual ? " + residual as C" : plane_.get() ? " + bias plane as C" : "";
-  if (pass_act_.act == Act::None && !bias_in_pass_) s += p_.act.act == Act::Relu ? ", ReLU epilogue" : "";
-  else s += " + epilogue";
+  if (pass_act_.act == Act::None && !bias_in_pass_)
+    s += p_.act.act == Act::Relu ? ", ReLU epilogue" : "";
+  else
+    s += " + epilogue";
   return s;
 }
 
-cublasStatus_t Conv1x1Gemm::run_gemm(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
-                                     cudaStream_t stream) const {
+cublasStatus_t Conv1x1Gemm::run_gemm(int i, const void* x, const void* w, const void* b, const void* z, void* y,
+                                     void* ws, cudaStream_t stream) const {
   const auto& a = algos_.at(i);
   const float one = 1.0f, zero = 0.0f;
   const void* c = p_.residual ? z : plane_.get() ? plane_.get() : y;
   const float* beta = p_.residual || plane_.get() ? &one : &zero;
-  const cublasStatus_t st = cublasLtMatmul(handle_, desc_, &one, x, la_, w, lb_, beta, c, lc_, y, ld_, &a.algo, ws,
-                                           a.workspaceSize, stream);
+  const cublasStatus_t st =
+      cublasLtMatmul(handle_, desc_, &one, x, la_, w, lb_, beta, c, lc_, y, ld_, &a.algo, ws, a.workspaceSize, stream);
   if (st != CUBLAS_STATUS_SUCCESS || (!bias_in_pass_ && pass_act_.act == Act::None)) return st;
-  if (!launch_epilogue(y, nullptr, DType::Float32, p_.batch * p_.cout * p_.hw, pass_act_, stream, bias_in_pass_ ? b : nullptr,
-                       p_.cout, p_.hw))
+  if (!launch_epilogue(y, nullptr, DType::Float32, p_.batch * p_.cout * p_.hw, pass_act_, stream,
+                       bias_in_pass_ ? b : nullptr, p_.cout, p_.hw))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   return st;
 }
@@ -99,7 +103,8 @@ bool Conv1x1Gemm::run(int i, const void* x, const void* w, const void* b, const 
 void Conv1x1Gemm::launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
                          cudaStream_t stream) const {
   const cublasStatus_t st = run_gemm(i, x, w, b, z, y, ws, stream);
-  if (st != CUBLAS_STATUS_SUCCESS) throw_library_error("cuBLASLt", st, cublasLtGetStatusString(st), "1x1 conv GEMM", __FILE__, __LINE__);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    throw_library_error("cuBLASLt", st, cublasLtGetStatusString(st), "1x1 conv GEMM", __FILE__, __LINE__);
 }
 
 std::string Conv1x1Gemm::kernel_name(int i) const {
@@ -109,7 +114,8 @@ std::string Conv1x1Gemm::kernel_name(int i) const {
 /// A 1x1, stride-1, unpadded, ungrouped conv can also run as one cuBLASLt GEMM over NCHW
 /// memory; the tuner times that route beside cuDNN's algorithms.
 /// FUSEC_CONV_GEMM=0 leaves it out, =force takes it untimed wherever it applies.
-std::unique_ptr<ConvRoute> plan_conv_gemm_route(const PlanContext& c, const WindowGeometry& g, int group, const ConvEpilogue& ep) {
+std::unique_ptr<ConvRoute> plan_conv_gemm_route(const PlanContext& c, const WindowGeometry& g, int group,
+                                                const ConvEpilogue& ep) {
   const char* e = env_switch("FUSEC_CONV_GEMM");
   if ((e && std::string(e) == "0") || group != 1) return nullptr;
   for (size_t i = 0; i < g.kernel.size(); ++i)

@@ -68,14 +68,15 @@ class Conv1x1Gemm : public ConvRoute {
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr, ld_ = nullptr;
   std::vector<cublasLtMatmulHeuristicResult_t> algos_;
-  DeviceBuffer plane_;       // the bias broadcast over HW ([cout][hw]), when C carries the bias
+  DeviceBuffer plane_;  // the bias broadcast over HW ([cout][hw]), when C carries the bias
   bool bias_in_pass_ = false;
-  ActParams pass_act_;       // what the epilogue pass applies (None: no pass unless bias_in_pass_)
+  ActParams pass_act_;  // what the epilogue pass applies (None: no pass unless bias_in_pass_)
 };
 
 /// The route for a 1x1, stride-1, unpadded, ungrouped float32 conv in NCHW memory; null where it
 /// does not apply or cuBLASLt has no algorithm. FUSEC_CONV_GEMM=0 leaves it out.
-std::unique_ptr<ConvRoute> plan_conv_gemm_route(const PlanContext& c, const WindowGeometry& g, int group, const ConvEpilogue& ep);
+std::unique_ptr<ConvRoute> plan_conv_gemm_route(const PlanContext& c, const WindowGeometry& g, int group,
+                                                const ConvEpilogue& ep);
 
 /// FUSEC_CONV_GEMM=force (tests, A/B runs): the route is taken untimed wherever it applies.
 bool conv_gemm_forced();

@@ -23,16 +23,16 @@
 namespace fusec::cuda {
 
 struct ConvIgemmArgs {
-  int M = 0, N = 0, K = 0;          // Cout, batch·P·Q, C·R·S
-  const float* A = nullptr;         // weights [Cout][C·R·S]
-  int64_t lda = 0;                  // C·R·S
-  const float* X = nullptr;         // input [batch, C, H, W]
-  const int2* taps = nullptr;       // [K]: {c·H·W + dh·W + dw, dh << 16 | dw}, dh = r·dil_h, dw = s·dil_w
-  int H = 0, W = 0, P = 0, Q = 0;   // input and output spatial sizes
+  int M = 0, N = 0, K = 0;         // Cout, batch·P·Q, C·R·S
+  const float* A = nullptr;        // weights [Cout][C·R·S]
+  int64_t lda = 0;                 // C·R·S
+  const float* X = nullptr;        // input [batch, C, H, W]
+  const int2* taps = nullptr;      // [K]: {c·H·W + dh·W + dw, dh << 16 | dw}, dh = r·dil_h, dw = s·dil_w
+  int H = 0, W = 0, P = 0, Q = 0;  // input and output spatial sizes
   int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
-  int chw = 0;                      // C·H·W: one input image
-  bool vec = false;                 // P·Q % 4 == 0 and Y, Z 16-byte aligned: 16-byte stores
-  bool tap_major = false;           // K in (r, s, c) order, C % 16 == 0 (ConvTapArgs)
+  int chw = 0;             // C·H·W: one input image
+  bool vec = false;        // P·Q % 4 == 0 and Y, Z 16-byte aligned: 16-byte stores
+  bool tap_major = false;  // K in (r, s, c) order, C % 16 == 0 (ConvTapArgs)
   // Pointwise configurations: the length of a channel's row of B in one image of X (P·Q for a
   // 1x1 stride-1 conv over X; batch·P·Q over a packed [C][batch·P·Q] copy, chw = C·batch·P·Q);
   // 0 where X is not so read (they then run as their im2col twin).
@@ -58,9 +58,9 @@ struct ConvTapArgs : ConvIgemmArgs {};
 struct ConvPointwiseArgs : ConvIgemmArgs {};
 
 struct ConvIgemmShape {
-  int64_t batch = 0, c = 0, h = 0, w = 0;    // input
-  int64_t cout = 0, r = 0, s = 0;            // filter [cout, c, r, s]
-  int64_t p = 0, q = 0;                      // output
+  int64_t batch = 0, c = 0, h = 0, w = 0;  // input
+  int64_t cout = 0, r = 0, s = 0;          // filter [cout, c, r, s]
+  int64_t p = 0, q = 0;                    // output
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1;
 };
 

@@ -17,7 +17,8 @@ namespace fusec::cuda::conv_igemm_detail {
 
 template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT = 1>
 bool launch_conv(const ConvIgemmArgs& a, cudaStream_t s) {
-  if (!a.tap_major) return sgemm_core::launch_tiled_kernel<ConvIgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
+  if (!a.tap_major)
+    return sgemm_core::launch_tiled_kernel<ConvIgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
   if (a.K % BK != 0) return false;
   ConvTapArgs t;
   static_cast<ConvIgemmArgs&>(t) = a;
@@ -36,8 +37,10 @@ inline bool pointwise_applies(const ConvIgemmArgs& a) {
 template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT = 1>
 bool launch_pointwise(const ConvIgemmArgs& a, cudaStream_t s) {
   if (!pointwise_applies(a)) {
-    if constexpr ((BM / TM) * (BN / TN) % BN == 0) return launch_conv<BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
-    else return launch_conv<128, 128, 16, 8, 8, 4, 3, 2, SPLIT>(a, s);
+    if constexpr ((BM / TM) * (BN / TN) % BN == 0)
+      return launch_conv<BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
+    else
+      return launch_conv<128, 128, 16, 8, 8, 4, 3, 2, SPLIT>(a, s);
   }
   ConvPointwiseArgs pw;
   static_cast<ConvIgemmArgs&>(pw) = a;
@@ -68,8 +71,10 @@ SkNeeds sk_im2col_needs() {
 template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS>
 SkNeeds sk_needs() {
   SkNeeds twin;
-  if constexpr ((BM / TM) * (BN / TN) % BN == 0) twin = sk_im2col_needs<BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>();
-  else twin = sk_im2col_needs<128, 128, 16, 8, 8, 4, 3, 2>();
+  if constexpr ((BM / TM) * (BN / TN) % BN == 0)
+    twin = sk_im2col_needs<BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>();
+  else
+    twin = sk_im2col_needs<128, 128, 16, 8, 8, 4, 3, 2>();
   return sk_max({twin, sk_kernel_needs<ConvPointwiseArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS>()});
 }
 

@@ -13,13 +13,21 @@
 
 namespace fusec::cuda {
 
-bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, const Tensor* weights,
-                          cudaStream_t stream, std::string* why) {
+bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act,
+                          const Tensor* weights, cudaStream_t stream, std::string* why) {
   switch (act.act) {
-    case Act::None: act_ = SgemmAct::None; break;
-    case Act::Relu: act_ = SgemmAct::Relu; break;
-    case Act::Gelu: act_ = SgemmAct::GeluErf; break;
-    default: *why = "an activation the implicit-GEMM conv does not fuse"; return false;
+    case Act::None:
+      act_ = SgemmAct::None;
+      break;
+    case Act::Relu:
+      act_ = SgemmAct::Relu;
+      break;
+    case Act::Gelu:
+      act_ = SgemmAct::GeluErf;
+      break;
+    default:
+      *why = "an activation the implicit-GEMM conv does not fuse";
+      return false;
   }
   if (const char* no = conv_igemm_refusal(s)) {
     *why = no;
@@ -30,13 +38,16 @@ bool ConvIgemmRoute::plan(const ConvIgemmShape& s, bool bias, bool residual, con
   bias_ = bias;
   residual_ = residual;
   const bool one_by_one = s.r == 1 && s.s == 1 && s.pad_h == 0 && s.pad_w == 0;
-  pointwise_ = one_by_one && s.stride_h == 1 && s.stride_w == 1 && s.p * s.q % 4 == 0 && s.batch * s.c * s.h * s.w < (int64_t{1} << 30);
-  packable_ = one_by_one && !pointwise_ && s.batch * s.p * s.q % 4 == 0 && s.batch * s.c * s.p * s.q < (int64_t{1} << 30);
+  pointwise_ = one_by_one && s.stride_h == 1 && s.stride_w == 1 && s.p * s.q % 4 == 0 &&
+               s.batch * s.c * s.h * s.w < (int64_t{1} << 30);
+  packable_ =
+      one_by_one && !pointwise_ && s.batch * s.p * s.q % 4 == 0 && s.batch * s.c * s.p * s.q < (int64_t{1} << 30);
   const char* no_tap = env_switch("FUSEC_CONV_TAP");  // =0: the (c, r, s) order everywhere (A/B runs)
-  tap_major_ = weights && weights->dtype() == DType::Float32 && s.c % 16 == 0 &&
-               !(no_tap && std::string(no_tap) == "0");
+  tap_major_ =
+      weights && weights->dtype() == DType::Float32 && s.c % 16 == 0 && !(no_tap && std::string(no_tap) == "0");
   if (tap_major_) {
-    weights_ = DeviceBuffer(static_cast<size_t>(weights->numel()) * sizeof(float), "an implicit-GEMM conv's [K][R][S][C] weights");
+    weights_ = DeviceBuffer(static_cast<size_t>(weights->numel()) * sizeof(float),
+                            "an implicit-GEMM conv's [K][R][S][C] weights");
     ConstantUploader up(stream);
     up.upload(*weights, weights_.get(), DType::Float32, /*krsc=*/true);
     up.finish();
@@ -72,10 +83,14 @@ static const std::vector<std::pair<int, Mode>>& candidate_list() {
 
 bool ConvIgemmRoute::applies(Mode mode) const {
   switch (mode) {
-    case Mode::Packed: return packable_;
-    case Mode::WinogradChannels: return wino_channels_ok_;
-    case Mode::WinogradTiles: return wino_tiles_ok_;
-    default: return true;
+    case Mode::Packed:
+      return packable_;
+    case Mode::WinogradChannels:
+      return wino_channels_ok_;
+    case Mode::WinogradTiles:
+      return wino_tiles_ok_;
+    default:
+      return true;
   }
 }
 
@@ -108,7 +123,8 @@ std::string ConvIgemmRoute::identity(int i) const {
   Mode mode = Mode::Plain;
   int cfg = config_of(i, &mode);
   if (applies(mode) && winograd(mode))
-    return std::string(mode == Mode::WinogradTiles ? "winograd tile-major " : "winograd channel-major ") + winograd_gemm_config_name(cfg);
+    return std::string(mode == Mode::WinogradTiles ? "winograd tile-major " : "winograd channel-major ") +
+           winograd_gemm_config_name(cfg);
   if (winograd(mode)) mode = Mode::Plain, cfg = 0;
   const std::string order = tap_major_ && !conv_igemm_config_pointwise(cfg) ? "tap-major " : "";
   if (mode == Mode::Packed && packable_) return std::string("packed ") + conv_igemm_config_name(cfg);
@@ -159,7 +175,8 @@ bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, con
   a.lda = a.K;
   a.X = static_cast<const float*>(x);
   a.taps = static_cast<const int2*>(taps_.get());
-  a.H = static_cast<int>(s_.h), a.W = static_cast<int>(s_.w), a.P = static_cast<int>(s_.p), a.Q = static_cast<int>(s_.q);
+  a.H = static_cast<int>(s_.h), a.W = static_cast<int>(s_.w), a.P = static_cast<int>(s_.p),
+  a.Q = static_cast<int>(s_.q);
   a.stride_h = static_cast<int>(s_.stride_h), a.stride_w = static_cast<int>(s_.stride_w);
   a.pad_h = static_cast<int>(s_.pad_h), a.pad_w = static_cast<int>(s_.pad_w);
   a.chw = static_cast<int>(s_.c * s_.h * s_.w);
@@ -201,7 +218,8 @@ std::string ConvIgemmRoute::kernel_name(int i) const {
 /// fusec's implicit-GEMM conv (conv_igemm.cuh) for a 2-D, ungrouped conv: timed beside cuDNN
 /// at strict fp32. FUSEC_CONV_IGEMM=0 leaves it out; =N takes configuration N untimed;
 /// FUSEC_CONV_TAP=0 keeps K in the weights' (c, r, s) order.
-std::unique_ptr<ConvRoute> plan_conv_igemm_route(const PlanContext& c, const WindowGeometry& g, int group, const ConvEpilogue& ep) {
+std::unique_ptr<ConvRoute> plan_conv_igemm_route(const PlanContext& c, const WindowGeometry& g, int group,
+                                                 const ConvEpilogue& ep) {
   const char* e = env_switch("FUSEC_CONV_IGEMM");
   if ((e && std::string(e) == "0") || group != 1 || g.kernel.size() != 2) return nullptr;
   const auto& xd = c.in_dims(0);
@@ -221,7 +239,8 @@ std::unique_ptr<ConvRoute> plan_conv_igemm_route(const PlanContext& c, const Win
 
 int conv_igemm_forced() {
   const char* e = env_switch("FUSEC_CONV_IGEMM");
-  if (!e || !*e || std::string(e) == "0" || std::string(e).find_first_not_of("0123456789") != std::string::npos) return -1;
+  if (!e || !*e || std::string(e) == "0" || std::string(e).find_first_not_of("0123456789") != std::string::npos)
+    return -1;
   return std::atoi(e) - 1;
 }
 

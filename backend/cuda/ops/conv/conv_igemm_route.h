@@ -29,8 +29,8 @@ class ConvIgemmRoute : public ConvRoute {
   /// Uploads the tap table; false, with why, when the kernel does not take the shape or the
   /// activation. Given the weights (a constant) and C % 16 == 0, the route runs tap-major on its
   /// own [Cout][R][S][C] copy of them (ConvTapArgs).
-  bool plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, const Tensor* weights, cudaStream_t stream,
-            std::string* why);
+  bool plan(const ConvIgemmShape& s, bool bias, bool residual, const ActParams& act, const Tensor* weights,
+            cudaStream_t stream, std::string* why);
 
   /// Whether candidate i reads the route's own copy of the weights rather than the op's input.
   bool owns_weights(int i) const override;
@@ -78,7 +78,7 @@ class ConvIgemmRoute : public ConvRoute {
  private:
   ConvIgemmShape s_;
   DeviceBuffer taps_, weights_;
-  DeviceBuffer flags_;  // stream-K's, zero between launches
+  DeviceBuffer flags_;                       // stream-K's, zero between launches
   DeviceBuffer wino_channels_, wino_tiles_;  // the transformed filters, one per layout, once prepared
   WinogradShape wino_;
   bool wino_channels_ok_ = false, wino_tiles_ok_ = false;  // the layouts the shape takes
@@ -92,13 +92,15 @@ class ConvIgemmRoute : public ConvRoute {
   bool applies(Mode mode) const;
   // winograd_route.cpp:
   void plan_winograd(const Tensor& weights);
-  bool run_winograd(Mode mode, int cfg, const void* x, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) const;
+  bool run_winograd(Mode mode, int cfg, const void* x, const void* b, const void* z, void* y, void* ws,
+                    cudaStream_t stream) const;
 };
 
 /// The route for a 2-D, ungrouped conv whose kernel takes the shape and the activation; null
 /// elsewhere. FUSEC_CONV_IGEMM=0 leaves it out; FUSEC_CONV_TAP=0 keeps K in the weights' (c, r, s)
 /// order.
-std::unique_ptr<ConvRoute> plan_conv_igemm_route(const PlanContext& c, const WindowGeometry& g, int group, const ConvEpilogue& ep);
+std::unique_ptr<ConvRoute> plan_conv_igemm_route(const PlanContext& c, const WindowGeometry& g, int group,
+                                                 const ConvEpilogue& ep);
 
 /// The candidate FUSEC_CONV_IGEMM=N forces (tests: N - 1, taken untimed), or -1.
 int conv_igemm_forced();

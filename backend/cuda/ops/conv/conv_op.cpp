@@ -39,9 +39,19 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
   }
   const auto& xd = c.in_dims(0);
   const auto& wd = c.in_dims(1);
-  if (xd.size() < 3 || xd.size() > 5) { *why = "only 1-D, 2-D and 3-D convolutions run on cuDNN"; return false; }
-  if (nhwc && (xd.size() != 4 || transpose || !c.constant(1))) { *why = "channels-last needs a 2-D conv with constant weights"; return false; }
-  for (int64_t d : xd) if (d > INT32_MAX) { *why = "dims beyond int32"; return false; }
+  if (xd.size() < 3 || xd.size() > 5) {
+    *why = "only 1-D, 2-D and 3-D convolutions run on cuDNN";
+    return false;
+  }
+  if (nhwc && (xd.size() != 4 || transpose || !c.constant(1))) {
+    *why = "channels-last needs a 2-D conv with constant weights";
+    return false;
+  }
+  for (int64_t d : xd)
+    if (d > INT32_MAX) {
+      *why = "dims beyond int32";
+      return false;
+    }
   const size_t nsp = xd.size() - 2;
   std::vector<int64_t> in_sp(xd.begin() + 2, xd.end());
   std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
@@ -56,7 +66,10 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
       // cuDNN derives the forward-conv size from the output; it must give back the input.
       const int64_t window = (g.kernel[i] - 1) * g.dilation[i] + 1;  // checked by the geometry already
       int64_t fwd = (g.out[i] + 2 * g.pad_begin[i] - window) / g.stride[i] + 1;
-      if (fwd != in_sp[i]) { *why = "this output_padding/output_shape runs on the CPU"; return false; }
+      if (fwd != in_sp[i]) {
+        *why = "this output_padding/output_shape runs on the CPU";
+        return false;
+      }
     }
   }
   std::vector<int> pads, strides, dil;
@@ -87,7 +100,10 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
       return false;
     }
     ep_.has_z = c.has_input(3);
-    if (ep_.has_z && c.in_dims(3) != c.out_dims(0)) { *why = "residual shape differs from the output"; return false; }
+    if (ep_.has_z && c.in_dims(3) != c.out_dims(0)) {
+      *why = "residual shape differs from the output";
+      return false;
+    }
   }
   ep_.has_bias = c.has_input(2);
   const auto& od = c.out_dims(0);
@@ -99,7 +115,10 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
   if (ep_.has_bias) {
     int64_t bn = 1;
     for (int64_t d : c.in_dims(2)) bn *= d;
-    if (bn != ep_.channels) { *why = "bias length differs from the output channels"; return false; }
+    if (bn != ep_.channels) {
+      *why = "bias length differs from the output channels";
+      return false;
+    }
   }
   const bool tuning = !transpose && conv_tuning_on(strict) && TuningCache::global().enabled();
   const char* no_fused = env_switch("FUSEC_CONV_FUSED");
@@ -108,7 +127,8 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
   // here (CudnnConv's zero_bias_), so it launches one kernel as the biased form does. A conv with no
   // epilogue at all runs as the plain forward call.
   const bool epilogue_work = ep_.has_bias || ep_.has_z || ep_.act.act != Act::None;
-  const bool may_fuse = !transpose && epilogue_work && ep_.dt != DType::Float64 && (ep_.act.act == Act::Relu || ep_.act.act == Act::None) &&
+  const bool may_fuse = !transpose && epilogue_work && ep_.dt != DType::Float64 &&
+                        (ep_.act.act == Act::Relu || ep_.act.act == Act::None) &&
                         !(no_fused && std::string(no_fused) == "0");
   // Untimed choices (fp16, bf16, tf32 by default) are remembered too: a warm build reads the
   // algorithm and the fused call's outcome back instead of asking cuDNN's heuristics and making
@@ -125,11 +145,16 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
   std::vector<FwdChoice> candidates;  // usable forward algorithms, the heuristics' order
   const bool found = cudnn_.heuristics(strict, &candidates);
   BuildTrace::add("conv heuristics", c.node().op_type, c.node().name, ms_since(phase_t0));
-  if (!found) { *why = "cuDNN has no algorithm for this convolution"; return false; }
+  if (!found) {
+    *why = "cuDNN has no algorithm for this convolution";
+    return false;
+  }
 
   // The GEMM route only where it can be chosen: timed by the tuner, or forced.
-  if (!transpose && !nhwc && ep_.dt == DType::Float32 && (tuning || conv_gemm_forced())) gemm_route_ = plan_conv_gemm_route(c, g, group, ep_);
-  if (!transpose && !nhwc && strict && (tuning || conv_igemm_forced() >= 0)) igemm_route_ = plan_conv_igemm_route(c, g, group, ep_);
+  if (!transpose && !nhwc && ep_.dt == DType::Float32 && (tuning || conv_gemm_forced()))
+    gemm_route_ = plan_conv_gemm_route(c, g, group, ep_);
+  if (!transpose && !nhwc && strict && (tuning || conv_igemm_forced() >= 0))
+    igemm_route_ = plan_conv_igemm_route(c, g, group, ep_);
   // The algorithm by timing the launch as it will run (fused, or the conv and its epilogue
   // pass), warm and repeated, on scratch buffers: strict fp32 by default, where the heuristics'
   // first choice ran ResNet-50's convolutions far from the fp32 peak. cuDNN's own trial timings
@@ -166,14 +191,18 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
     if (!choice.empty()) cudnn_.remember_choice(choice);
   }
   if (gemm_pick_ < 0) gemm_route_.reset();  // cuDNN runs it: no descriptors or bias plane held for nothing
-  if (igemm_pick_ < 0) igemm_route_.reset();
-  else igemm_route_->keep_only(igemm_pick_);
+  if (igemm_pick_ < 0)
+    igemm_route_.reset();
+  else
+    igemm_route_->keep_only(igemm_pick_);
   cudnn_.keep_zero_bias_if_fused();
   describe();
   return true;
 }
 
-const void* ConvOp::bias_or_zero(const LaunchArgs& a) const { return ep_.has_bias ? a.inputs[2].data : cudnn_.zero_bias(); }
+const void* ConvOp::bias_or_zero(const LaunchArgs& a) const {
+  return ep_.has_bias ? a.inputs[2].data : cudnn_.zero_bias();
+}
 
 void ConvOp::describe() {
   if (igemm_pick_ >= 0) {
@@ -190,8 +219,7 @@ void ConvOp::describe() {
 bool ConvOp::apply(const FwdChoice& ch) {
   igemm_pick_ = -1;
   if (ch.igemm >= 0) {
-    if (!igemm_route_ || ch.igemm >= igemm_route_->candidates() || !igemm_route_->prepare(ch.igemm))
-      return false;
+    if (!igemm_route_ || ch.igemm >= igemm_route_->candidates() || !igemm_route_->prepare(ch.igemm)) return false;
     igemm_pick_ = ch.igemm;
     gemm_pick_ = -1;
     cudnn_.unfuse();
@@ -207,11 +235,14 @@ bool ConvOp::apply(const FwdChoice& ch) {
   return cudnn_.apply(ch);
 }
 
-cudnnStatus_t ConvOp::run_conv(const void* x, const void* w, const void* b, const void* z, void* y, void* ws, cudaStream_t stream) {
+cudnnStatus_t ConvOp::run_conv(const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                               cudaStream_t stream) {
   if (igemm_pick_ >= 0)
-    return igemm_route_->run(igemm_pick_, x, w, b, z, y, ws, stream) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
+    return igemm_route_->run(igemm_pick_, x, w, b, z, y, ws, stream) ? CUDNN_STATUS_SUCCESS
+                                                                     : CUDNN_STATUS_EXECUTION_FAILED;
   if (gemm_pick_ >= 0)
-    return gemm_route_->run(gemm_pick_, x, w, b, z, y, ws, stream) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
+    return gemm_route_->run(gemm_pick_, x, w, b, z, y, ws, stream) ? CUDNN_STATUS_SUCCESS
+                                                                   : CUDNN_STATUS_EXECUTION_FAILED;
   return cudnn_.run(x, w, b, z, y, ws, stream);
 }
 
@@ -266,10 +297,12 @@ std::unique_ptr<CudaOp> make_conv(const PlanContext& c, std::string* why, bool t
 
 void register_conv_ops(CudaOpRegistry& r) {
   r.add("Conv", [](const PlanContext& c, std::string* why) { return make_conv(c, why, false); });
-  r.add("FusedConv", [](const PlanContext& c, std::string* why) { return make_conv(c, why, false); }, "ai.fusec");
+  r.add(
+      "FusedConv", [](const PlanContext& c, std::string* why) { return make_conv(c, why, false); }, "ai.fusec");
   r.add("ConvTranspose", [](const PlanContext& c, std::string* why) { return make_conv(c, why, true); });
   r.add_channels_last("Conv", [](const PlanContext& c, std::string* why) { return make_conv(c, why, false, true); });
-  r.add_channels_last("FusedConv", [](const PlanContext& c, std::string* why) { return make_conv(c, why, false, true); }, "ai.fusec");
+  r.add_channels_last(
+      "FusedConv", [](const PlanContext& c, std::string* why) { return make_conv(c, why, false, true); }, "ai.fusec");
 }
 
 }  // namespace fusec::cuda

@@ -38,7 +38,8 @@ class ConvOp : public CudaOp {
   bool apply(const FwdChoice& ch);
   /// The convolution as it launches, on the picked route (cuDNN's: the fused call, or the conv then
   /// the epilogue pass). launch() and every plan-time trial run this one.
-  cudnnStatus_t run_conv(const void* x, const void* w, const void* b, const void* z, void* y, void* ws, cudaStream_t stream);
+  cudnnStatus_t run_conv(const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                         cudaStream_t stream);
   /// The bias a launch passes: the node's, the zero one for a bias-free fused call, else null.
   const void* bias_or_zero(const LaunchArgs& a) const;
   void describe();
@@ -47,7 +48,7 @@ class ConvOp : public CudaOp {
   int gemm_pick_ = -1;                      // its chosen candidate, or -1: cuDNN runs the conv
   std::unique_ptr<ConvRoute> igemm_route_;  // strict fp32 2-D convs: fusec's own kernel
   int igemm_pick_ = -1;                     // its chosen configuration, or -1
-  ConvEpilogue ep_;  // bias, residual, activation: what every route applies after the conv
+  ConvEpilogue ep_;                         // bias, residual, activation: what every route applies after the conv
   CudnnConv cudnn_{ep_};  // after the routes: torn down before them, as when it was part of this class
   std::string name_;
 };

@@ -42,15 +42,18 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
   for (int i = 0; igemm_route_ && i < igemm_route_->candidates(); ++i) ws = std::max(ws, igemm_route_->workspace(i));
   if (xb + wb + 2 * yb + ws > (size_t{1} << 30)) return false;
   try {
-    DeviceBuffer x(xb, "conv tuning"), w(wb, "conv tuning"), y(yb, "conv tuning"), z(ep_.has_z ? yb : es, "conv tuning"),
-        b(ep_.channels * es, "conv tuning"), wsb(std::max<size_t>(ws, 16), "conv tuning");
+    DeviceBuffer x(xb, "conv tuning"), w(wb, "conv tuning"), y(yb, "conv tuning"),
+        z(ep_.has_z ? yb : es, "conv tuning"), b(ep_.channels * es, "conv tuning"),
+        wsb(std::max<size_t>(ws, 16), "conv tuning");
     cudaStream_t stream = c.ctx().stream();
     // Not zeros: FFT and tensor-core timings depend on the data.
     for (auto* buf : {&x, &w, &z, &b}) FUSEC_CUDA_CHECK(cudaMemsetAsync(buf->get(), 0x3C, buf->size(), stream));
     // Applies ch and runs it once on the scratch buffers: whether it works here.
     auto works = [&](const FwdChoice& ch) {
-      const bool ok = apply(ch) && run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
-                      cudaStreamSynchronize(stream) == cudaSuccess;
+      const bool ok =
+          apply(ch) &&
+          run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
+          cudaStreamSynchronize(stream) == cudaSuccess;
       cudaGetLastError();
       return ok;
     };
@@ -145,8 +148,9 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
         std::fprintf(stderr, "conv tune %s: GEMM candidate %d [%s] %.4f ms%s\n", key.c_str(), runs[i].gemm,
                      gemm_route_->identity(runs[i].gemm).c_str(), best[i], chosen);
       else
-        std::fprintf(stderr, "conv tune %s: algo %d math %d %s %.4f ms%s\n", key.c_str(), static_cast<int>(runs[i].algo),
-                     static_cast<int>(runs[i].math), runs[i].fused ? "fused" : "+epilogue", best[i], chosen);
+        std::fprintf(stderr, "conv tune %s: algo %d math %d %s %.4f ms%s\n", key.c_str(),
+                     static_cast<int>(runs[i].algo), static_cast<int>(runs[i].math),
+                     runs[i].fused ? "fused" : "+epilogue", best[i], chosen);
     }
     if (!apply(runs[pick])) return false;
     if (runs[pick].igemm >= 0) {
@@ -157,8 +161,8 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
       cache.put(key, "gemm:" + std::to_string(runs[pick].gemm) + "|" + gemm_route_->identity(runs[pick].gemm));
       return true;
     }
-    cache.put(key, std::to_string(static_cast<int>(runs[pick].algo)) + ":" + std::to_string(static_cast<int>(runs[pick].math)) +
-                       ":" + (runs[pick].fused ? "1" : "0"));
+    cache.put(key, std::to_string(static_cast<int>(runs[pick].algo)) + ":" +
+                       std::to_string(static_cast<int>(runs[pick].math)) + ":" + (runs[pick].fused ? "1" : "0"));
     return true;
   } catch (const Error&) {
     cudaGetLastError();

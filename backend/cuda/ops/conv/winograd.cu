@@ -38,8 +38,8 @@ __device__ __forceinline__ void at6(const float (&m)[6], float (&o)[4]) {
 // rows overlap in L1 and their stores to V[ξ][c][t] are consecutive; tile-major, consecutive
 // channels of one tile, for stores to V[ξ][t][c].
 template <bool TILE_MAJOR>
-__global__ void __launch_bounds__(256) winograd_input_kernel(const float* __restrict__ x, float* __restrict__ v, int c, int h,
-                                                             int w, int th, int tw, int T) {
+__global__ void __launch_bounds__(256) winograd_input_kernel(const float* __restrict__ x, float* __restrict__ v, int c,
+                                                             int h, int w, int th, int tw, int T) {
   const int total = c * T;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
     const int t = TILE_MAJOR ? i / c : i % T, ch = TILE_MAJOR ? i - t * c : i / T;
@@ -85,9 +85,9 @@ __global__ void __launch_bounds__(256) winograd_input_kernel(const float* __rest
 // half-used sectors.
 constexpr int kOutItems = 32;
 template <bool TILE_MAJOR>
-__global__ void __launch_bounds__(6 * 32) winograd_output_kernel(const float* __restrict__ m, const float* __restrict__ bias,
-                                                                 const float* residual, float* y, int cout, int h, int w, int th,
-                                                                 int tw, int T, SgemmAct act, bool vec) {
+__global__ void __launch_bounds__(6 * 32)
+    winograd_output_kernel(const float* __restrict__ m, const float* __restrict__ bias, const float* residual, float* y,
+                           int cout, int h, int w, int th, int tw, int T, SgemmAct act, bool vec) {
   __shared__ float folded[4][6][kOutItems];
   const int total = cout * T, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int item = blockIdx.x * kOutItems + lane, i = min(item, total - 1);
@@ -126,9 +126,14 @@ __global__ void __launch_bounds__(6 * 32) winograd_output_kernel(const float* __
 // One thread per (output channel, input channel): U = G g G^T in double, rounded once. On the
 // device, because every warm build plans the route again: on the host the transform of
 // ResNet-50's 13 filters took a large share of the warm build.
-__global__ void winograd_filter_kernel(const float* __restrict__ w, float* __restrict__ u, int cout, int c, bool tile_major) {
-  const double G[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                          {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+__global__ void winograd_filter_kernel(const float* __restrict__ w, float* __restrict__ u, int cout, int c,
+                                       bool tile_major) {
+  const double G[6][3] = {{1.0 / 4, 0, 0},
+                          {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                          {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                          {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                          {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                          {0, 0, 1}};
   const int total = cout * c;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
     const int k = i / c, ch = i - k * c;
@@ -151,7 +156,8 @@ __global__ void winograd_filter_kernel(const float* __restrict__ w, float* __res
 
 template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS>
 bool launch_batched(const SgemmBatchedArgs& a, cudaStream_t s) {
-  return sgemm_core::launch_tiled_kernel<SgemmBatchedArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, sgemm_core::kBatched>(a, s);
+  return sgemm_core::launch_tiled_kernel<SgemmBatchedArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS,
+                                         sgemm_core::kBatched>(a, s);
 }
 
 struct GemmConfig {
@@ -180,11 +186,14 @@ size_t round256(size_t b) { return (b + 255) / 256 * 256; }
 const char* winograd_refusal(const WinogradShape& s, bool tile_major) {
   if (s.batch < 1 || s.c < 1 || s.h < 1 || s.w < 1 || s.cout < 1) return "an empty convolution";
   const int64_t T = s.tiles();
-  if (int64_t(kXi) * std::max(s.c, s.cout) * T > INT_MAX || int64_t(s.batch) * std::max(s.c, s.cout) * s.h * s.w > INT_MAX)
+  if (int64_t(kXi) * std::max(s.c, s.cout) * T > INT_MAX ||
+      int64_t(s.batch) * std::max(s.c, s.cout) * s.h * s.w > INT_MAX)
     return "tensors beyond 2^31 elements";
   if (int64_t(kXi) * s.c * s.cout > INT_MAX) return "a transformed filter beyond 2^31 elements";
-  if (tile_major ? s.cout % 4 != 0 : T % 4 != 0) return tile_major ? "output channels not a multiple of 4" : "tiles not a multiple of 4";
-  if (int64_t(s.c) > INT_MAX / 256 || (tile_major ? int64_t(s.cout) : T) > INT_MAX / 256) return "rows too long for 32-bit tile offsets";
+  if (tile_major ? s.cout % 4 != 0 : T % 4 != 0)
+    return tile_major ? "output channels not a multiple of 4" : "tiles not a multiple of 4";
+  if (int64_t(s.c) > INT_MAX / 256 || (tile_major ? int64_t(s.cout) : T) > INT_MAX / 256)
+    return "rows too long for 32-bit tile offsets";
   if ((tile_major ? T : s.cout) > 64 * 65535) return "too many GEMM rows for the grid";
   return nullptr;
 }
@@ -208,11 +217,13 @@ size_t winograd_workspace(const WinogradShape& s) {
 
 bool launch_winograd_f32(const WinogradArgs& a, int config, cudaStream_t s) {
   const WinogradShape& sh = a.shape;
-  if (config < 0 || config >= kGemmConfigCount || winograd_refusal(sh, a.tile_major) || !a.x || !a.u || !a.y || !a.workspace)
+  if (config < 0 || config >= kGemmConfigCount || winograd_refusal(sh, a.tile_major) || !a.x || !a.u || !a.y ||
+      !a.workspace)
     return false;
   const int T = int(sh.tiles()), th = sh.tiles_h(), tw = sh.tiles_w();
   float* v = static_cast<float*>(a.workspace);
-  float* m = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + round256(kXi * size_t(sh.c) * T * sizeof(float)));
+  float* m =
+      reinterpret_cast<float*>(static_cast<char*>(a.workspace) + round256(kXi * size_t(sh.c) * T * sizeof(float)));
 
   SgemmBatchedArgs g;
   g.batch = kXi;
@@ -240,9 +251,11 @@ bool launch_winograd_f32(const WinogradArgs& a, int config, cudaStream_t s) {
   const bool vec = sh.w % 4 == 0 && aligned16(a.y) && (!a.residual || aligned16(a.residual));
   const int out_blocks = (sh.cout * T + kOutItems - 1) / kOutItems;
   if (a.tile_major)
-    winograd_output_kernel<true><<<out_blocks, 6 * 32, 0, s>>>(m, a.bias, a.residual, a.y, sh.cout, sh.h, sh.w, th, tw, T, a.act, vec);
+    winograd_output_kernel<true>
+        <<<out_blocks, 6 * 32, 0, s>>>(m, a.bias, a.residual, a.y, sh.cout, sh.h, sh.w, th, tw, T, a.act, vec);
   else
-    winograd_output_kernel<false><<<out_blocks, 6 * 32, 0, s>>>(m, a.bias, a.residual, a.y, sh.cout, sh.h, sh.w, th, tw, T, a.act, vec);
+    winograd_output_kernel<false>
+        <<<out_blocks, 6 * 32, 0, s>>>(m, a.bias, a.residual, a.y, sh.cout, sh.h, sh.w, th, tw, T, a.act, vec);
   return true;
 }
 

@@ -66,7 +66,7 @@ struct WinogradArgs {
   const float* residual = nullptr;  // [batch][cout][h][w] or null; may alias y
   float* y = nullptr;               // [batch][cout][h][w]
   SgemmAct act = SgemmAct::None;
-  void* workspace = nullptr;        // winograd_workspace bytes, 16-byte aligned
+  void* workspace = nullptr;  // winograd_workspace bytes, 16-byte aligned
 };
 
 /// Launches the three kernels with GEMM configuration `config`; false, launching nothing, when

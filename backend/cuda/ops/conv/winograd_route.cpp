@@ -23,8 +23,8 @@ void ConvIgemmRoute::plan_winograd(const Tensor& weights) {
   const ConvIgemmShape& s = s_;
   const char* off = env_switch("FUSEC_CONV_WINOGRAD");
   if ((off && std::string(off) == "0") || s.r != 3 || s.s != 3 || s.stride_h != 1 || s.stride_w != 1 || s.dil_h != 1 ||
-      s.dil_w != 1 || s.pad_h != 1 || s.pad_w != 1 || s.p != s.h || s.q != s.w || s.batch > INT32_MAX || s.c > INT32_MAX ||
-      s.cout > INT32_MAX || s.h > INT32_MAX || s.w > INT32_MAX)
+      s.dil_w != 1 || s.pad_h != 1 || s.pad_w != 1 || s.p != s.h || s.q != s.w || s.batch > INT32_MAX ||
+      s.c > INT32_MAX || s.cout > INT32_MAX || s.h > INT32_MAX || s.w > INT32_MAX)
     return;
   wino_ = WinogradShape{static_cast<int>(s.batch), static_cast<int>(s.c), static_cast<int>(s.h), static_cast<int>(s.w),
                         static_cast<int>(s.cout)};
@@ -43,11 +43,12 @@ bool ConvIgemmRoute::prepare(int i) {
   if (!weights_host_) return false;  // past the plan: the weights are gone
   if (!wino_w_.get()) {
     wino_w_ = DeviceBuffer(weights_host_->nbytes(), "a Winograd conv's weights, for their transform");
-    FUSEC_CUDA_CHECK(cudaMemcpyAsync(wino_w_.get(), weights_host_->raw(), wino_w_.size(), cudaMemcpyHostToDevice, stream_));
+    FUSEC_CUDA_CHECK(
+        cudaMemcpyAsync(wino_w_.get(), weights_host_->raw(), wino_w_.size(), cudaMemcpyHostToDevice, stream_));
   }
   d = DeviceBuffer(size_t(36) * wino_.cout * wino_.c * sizeof(float), "a Winograd conv's transformed filter");
-  if (!launch_winograd_filter_f32(static_cast<const float*>(wino_w_.get()), static_cast<float*>(d.get()), wino_.cout, wino_.c, tiles,
-                                  stream_)) {
+  if (!launch_winograd_filter_f32(static_cast<const float*>(wino_w_.get()), static_cast<float*>(d.get()), wino_.cout,
+                                  wino_.c, tiles, stream_)) {
     d = DeviceBuffer();
     return false;
   }

@@ -167,9 +167,12 @@ std::string load_expr(DType t, const std::string& e) {
 
 std::string store_expr(DType t, const std::string& e) {
   switch (t) {
-    case DType::Float16: return "fx_f2h((float)(" + e + "))";
-    case DType::BFloat16: return "fx_f2b((float)(" + e + "))";
-    default: return "(" + std::string(ew_storage_ctype(t)) + ")(" + e + ")";
+    case DType::Float16:
+      return "fx_f2h((float)(" + e + "))";
+    case DType::BFloat16:
+      return "fx_f2b((float)(" + e + "))";
+    default:
+      return "(" + std::string(ew_storage_ctype(t)) + ")(" + e + ")";
   }
 }
 
@@ -202,27 +205,42 @@ struct IntRange {
 
 IntRange int_range(DType t) {
   switch (t) {
-    case DType::Int8: return {"-128.0", "127.0", "(signed char)-128", "(signed char)127"};
-    case DType::UInt8: return {"0.0", "255.0", "(unsigned char)0", "(unsigned char)255"};
-    case DType::Int16: return {"-32768.0", "32767.0", "(short)-32768", "(short)32767"};
-    case DType::Int32: return {"-2147483648.0", "2147483647.0", "(-2147483647 - 1)", "2147483647"};
-    default: return {"-9223372036854775808.0", "9223372036854775807.0", "(-9223372036854775807LL - 1)",
-                     "9223372036854775807LL"};
+    case DType::Int8:
+      return {"-128.0", "127.0", "(signed char)-128", "(signed char)127"};
+    case DType::UInt8:
+      return {"0.0", "255.0", "(unsigned char)0", "(unsigned char)255"};
+    case DType::Int16:
+      return {"-32768.0", "32767.0", "(short)-32768", "(short)32767"};
+    case DType::Int32:
+      return {"-2147483648.0", "2147483647.0", "(-2147483647 - 1)", "2147483647"};
+    default:
+      return {"-9223372036854775808.0", "9223372036854775807.0", "(-9223372036854775807LL - 1)",
+              "9223372036854775807LL"};
   }
 }
 
 std::string lowest_of(DType t) {
   switch (t) {
-    case DType::Float64: return dlit(-DBL_MAX);
-    case DType::Float32: case DType::Float16: case DType::BFloat16: return flit(-FLT_MAX);
-    default: return int_range(t).omin;
+    case DType::Float64:
+      return dlit(-DBL_MAX);
+    case DType::Float32:
+    case DType::Float16:
+    case DType::BFloat16:
+      return flit(-FLT_MAX);
+    default:
+      return int_range(t).omin;
   }
 }
 std::string highest_of(DType t) {
   switch (t) {
-    case DType::Float64: return dlit(DBL_MAX);
-    case DType::Float32: case DType::Float16: case DType::BFloat16: return flit(FLT_MAX);
-    default: return int_range(t).omax;
+    case DType::Float64:
+      return dlit(DBL_MAX);
+    case DType::Float32:
+    case DType::Float16:
+    case DType::BFloat16:
+      return flit(FLT_MAX);
+    default:
+      return int_range(t).omax;
   }
 }
 
@@ -277,9 +295,12 @@ std::string fused_body(const ElementwiseProgram& p) {
   auto operand = [](const EwOperand& a) -> std::string {
     switch (a.kind) {
       // Appending (not "x" + to_string) avoids a GCC 12 -Wrestrict false positive.
-      case EwOperand::Kind::Input: return std::string("x").append(std::to_string(a.index));
-      case EwOperand::Kind::Register: return std::string("r").append(std::to_string(a.index));
-      case EwOperand::Kind::Literal: return flit(a.value);
+      case EwOperand::Kind::Input:
+        return std::string("x").append(std::to_string(a.index));
+      case EwOperand::Kind::Register:
+        return std::string("r").append(std::to_string(a.index));
+      case EwOperand::Kind::Literal:
+        return flit(a.value);
     }
     return "0";
   };
@@ -289,32 +310,84 @@ std::string fused_body(const ElementwiseProgram& p) {
     const std::string a = operand(in.args[0]), b = operand(in.args[1]), c = operand(in.args[2]);
     std::string e;
     switch (in.op) {
-      case EwOp::Add: e = a + " + " + b; break;
-      case EwOp::Sub: e = a + " - " + b; break;
-      case EwOp::Mul: e = a + " * " + b; break;
-      case EwOp::Div: e = a + " / " + b; break;
-      case EwOp::Pow: e = "powf(" + a + ", " + b + ")"; break;
-      case EwOp::Max: e = "fm::max_nan(" + a + ", " + b + ")"; break;
-      case EwOp::Min: e = "fm::min_nan(" + a + ", " + b + ")"; break;
-      case EwOp::Neg: e = "-" + a; break;
-      case EwOp::Abs: e = a + " < 0.0f ? -" + a + " : " + a; break;
-      case EwOp::Exp: e = "expf(" + a + ")"; break;
-      case EwOp::Log: e = "logf(" + a + ")"; break;
-      case EwOp::Sqrt: e = "sqrtf(" + a + ")"; break;
-      case EwOp::Reciprocal: e = "1.0f / " + a; break;
-      case EwOp::Erf: e = "erff(" + a + ")"; break;
-      case EwOp::Tanh: e = "tanhf(" + a + ")"; break;
-      case EwOp::Sigmoid: e = "fm::sigmoid(" + a + ")"; break;
-      case EwOp::Relu: e = "fm::relu(" + a + ")"; break;
-      case EwOp::Softplus: e = "fm::softplus(" + a + ")"; break;
-      case EwOp::Floor: e = "floorf(" + a + ")"; break;
-      case EwOp::Ceil: e = "ceilf(" + a + ")"; break;
-      case EwOp::HardSwish: e = "fm::hard_swish(" + a + ")"; break;
-      case EwOp::Gelu: e = "fm::gelu_erfc_f32(" + a + ")"; break;
-      case EwOp::GeluTanh: e = "fm::gelu_tanh_f32(" + a + ")"; break;
-      case EwOp::LeakyRelu: e = "fm::leaky_relu(" + a + ", " + b + ")"; break;
-      case EwOp::HardSigmoid: e = "fm::hard_sigmoid(" + a + ", " + b + ", " + c + ")"; break;
-      case EwOp::Clip: e = "fm::clamp(" + a + ", " + b + ", " + c + ")"; break;
+      case EwOp::Add:
+        e = a + " + " + b;
+        break;
+      case EwOp::Sub:
+        e = a + " - " + b;
+        break;
+      case EwOp::Mul:
+        e = a + " * " + b;
+        break;
+      case EwOp::Div:
+        e = a + " / " + b;
+        break;
+      case EwOp::Pow:
+        e = "powf(" + a + ", " + b + ")";
+        break;
+      case EwOp::Max:
+        e = "fm::max_nan(" + a + ", " + b + ")";
+        break;
+      case EwOp::Min:
+        e = "fm::min_nan(" + a + ", " + b + ")";
+        break;
+      case EwOp::Neg:
+        e = "-" + a;
+        break;
+      case EwOp::Abs:
+        e = a + " < 0.0f ? -" + a + " : " + a;
+        break;
+      case EwOp::Exp:
+        e = "expf(" + a + ")";
+        break;
+      case EwOp::Log:
+        e = "logf(" + a + ")";
+        break;
+      case EwOp::Sqrt:
+        e = "sqrtf(" + a + ")";
+        break;
+      case EwOp::Reciprocal:
+        e = "1.0f / " + a;
+        break;
+      case EwOp::Erf:
+        e = "erff(" + a + ")";
+        break;
+      case EwOp::Tanh:
+        e = "tanhf(" + a + ")";
+        break;
+      case EwOp::Sigmoid:
+        e = "fm::sigmoid(" + a + ")";
+        break;
+      case EwOp::Relu:
+        e = "fm::relu(" + a + ")";
+        break;
+      case EwOp::Softplus:
+        e = "fm::softplus(" + a + ")";
+        break;
+      case EwOp::Floor:
+        e = "floorf(" + a + ")";
+        break;
+      case EwOp::Ceil:
+        e = "ceilf(" + a + ")";
+        break;
+      case EwOp::HardSwish:
+        e = "fm::hard_swish(" + a + ")";
+        break;
+      case EwOp::Gelu:
+        e = "fm::gelu_erfc_f32(" + a + ")";
+        break;
+      case EwOp::GeluTanh:
+        e = "fm::gelu_tanh_f32(" + a + ")";
+        break;
+      case EwOp::LeakyRelu:
+        e = "fm::leaky_relu(" + a + ", " + b + ")";
+        break;
+      case EwOp::HardSigmoid:
+        e = "fm::hard_sigmoid(" + a + ", " + b + ", " + c + ")";
+        break;
+      case EwOp::Clip:
+        e = "fm::clamp(" + a + ", " + b + ", " + c + ")";
+        break;
     }
     s += "const float r" + std::to_string(k) + " = " + e + ";\n  ";
   }
@@ -339,11 +412,21 @@ EwFunction cast_function(Builder& b, DType src, DType dst) {
   std::string x = b.arg(0, false);  // float storage widened to float (or double)
   std::string conv;
   switch (dst) {
-    case DType::Float32: conv = "(float)v"; break;
-    case DType::Float64: conv = "v"; break;
-    case DType::Float16: conv = src == DType::Float64 ? "fx_f2h(fx_d2f_odd(v))" : "fx_f2h((float)v)"; break;
-    case DType::BFloat16: conv = src == DType::Float64 ? "fx_f2b(fx_d2f_odd(v))" : "fx_f2b((float)v)"; break;
-    case DType::Bool: conv = "(unsigned char)(v != 0.0)"; break;
+    case DType::Float32:
+      conv = "(float)v";
+      break;
+    case DType::Float64:
+      conv = "v";
+      break;
+    case DType::Float16:
+      conv = src == DType::Float64 ? "fx_f2h(fx_d2f_odd(v))" : "fx_f2h((float)v)";
+      break;
+    case DType::BFloat16:
+      conv = src == DType::Float64 ? "fx_f2b(fx_d2f_odd(v))" : "fx_f2b((float)v)";
+      break;
+    case DType::Bool:
+      conv = "(unsigned char)(v != 0.0)";
+      break;
     default: {
       IntRange r = int_range(dst);
       conv = "fx_to_int<" + D + ">(v, " + r.lo + ", " + r.hi + ", " + r.omin + ", " + r.omax + ")";
@@ -356,15 +439,26 @@ EwFunction cast_function(Builder& b, DType src, DType dst) {
 
 const char* ew_storage_ctype(DType t) {
   switch (t) {
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
-    case DType::Float16: case DType::BFloat16: return "unsigned short";
-    case DType::Int8: return "signed char";
-    case DType::UInt8: case DType::Bool: return "unsigned char";
-    case DType::Int16: return "short";
-    case DType::Int32: return "int";
-    case DType::Int64: return "long long";
-    default: return nullptr;
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
+    case DType::Float16:
+    case DType::BFloat16:
+      return "unsigned short";
+    case DType::Int8:
+      return "signed char";
+    case DType::UInt8:
+    case DType::Bool:
+      return "unsigned char";
+    case DType::Int16:
+      return "short";
+    case DType::Int32:
+      return "int";
+    case DType::Int64:
+      return "long long";
+    default:
+      return nullptr;
   }
 }
 
@@ -372,7 +466,8 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
                                                const EwValue& out, std::string* why) {
   const std::string& op = node.node().op_type;
   const std::string& domain = node.node().domain;
-  if (!ew_storage_ctype(out.dtype)) return refuse(why, std::string("output type ") + dtype_name(out.dtype) + " is not supported");
+  if (!ew_storage_ctype(out.dtype))
+    return refuse(why, std::string("output type ") + dtype_name(out.dtype) + " is not supported");
   for (const auto& v : ins)
     if (v.present && !ew_storage_ctype(v.dtype))
       return refuse(why, std::string("input type ") + dtype_name(v.dtype) + " is not supported");
@@ -388,7 +483,8 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
     for (int i = 0; i < n; ++i)
       if (!ins[static_cast<size_t>(i)].present) return refuse(why, "every input of FusedElementwise is required");
     for (int i = 0; i < n; ++i)
-      if (value_ctype(ins[static_cast<size_t>(i)].dtype) != "float" || !is_float_storage(ins[static_cast<size_t>(i)].dtype))
+      if (value_ctype(ins[static_cast<size_t>(i)].dtype) != "float" ||
+          !is_float_storage(ins[static_cast<size_t>(i)].dtype))
         return refuse(why, "FusedElementwise computes float32, float16 and bfloat16 only");
     if (value_ctype(out.dtype) != "float") return refuse(why, "FusedElementwise output must be a float32/16 type");
     ElementwiseProgram p = elementwise_program_of(node, n);
@@ -451,8 +547,8 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
     if (bint && eint) return b.result("fx_ipow(" + x + ", " + y + ")");
     if (bint) {
       IntRange r = int_range(t0);
-      return b.result("fx_to_int<" + T + ">(fx_pow_exact((double)" + x + ", (double)" + y + "), " + r.lo + ", " + r.hi + ", " +
-                      r.omin + ", " + r.omax + ")");
+      return b.result("fx_to_int<" + T + ">(fx_pow_exact((double)" + x + ", (double)" + y + "), " + r.lo + ", " + r.hi +
+                      ", " + r.omin + ", " + r.omax + ")");
     }
     if (T == "float" && E == "float") return b.result("powf(" + x + ", " + y + ")");
     return b.result("(" + T + ")pow((double)" + x + ", (double)" + y + ")");
@@ -468,10 +564,14 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
     std::string cur = "a0";
     for (size_t k = 1; k < xs.size(); ++k) {
       std::string e;
-      if (op == "Max") e = "fm::max_nan(" + cur + ", " + xs[k] + ")";
-      else if (op == "Min") e = "fm::min_nan(" + cur + ", " + xs[k] + ")";
-      else if (fl) e = cur + " + " + xs[k];
-      else e = "fx_iadd(" + cur + ", " + xs[k] + ")";
+      if (op == "Max")
+        e = "fm::max_nan(" + cur + ", " + xs[k] + ")";
+      else if (op == "Min")
+        e = "fm::min_nan(" + cur + ", " + xs[k] + ")";
+      else if (fl)
+        e = cur + " + " + xs[k];
+      else
+        e = "fx_iadd(" + cur + ", " + xs[k] + ")";
       std::string nxt = "a" + std::to_string(k);
       acc += "const " + T + " " + nxt + " = " + e + ";\n  ";
       cur = nxt;
@@ -516,12 +616,14 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
     return b.result("(" + T + ")1 / " + x);
   }
   static const std::pair<const char*, const char*> kFloatUnary[] = {
-      {"Sqrt", "fm::sqrt"},   {"Exp", "fm::exp"},     {"Log", "fm::log"},     {"Floor", "fm::floor"},
-      {"Ceil", "fm::ceil"},   {"Round", "fm::rint"},  {"Sin", "fm::sin"},     {"Cos", "fm::cos"},
-      {"Tan", "fm::tan"},     {"Asin", "fm::asin"},   {"Acos", "fm::acos"},   {"Atan", "fm::atan"},
-      {"Sinh", "fm::sinh"},   {"Cosh", "fm::cosh"},   {"Asinh", "fm::asinh"}, {"Acosh", "fm::acosh"},
-      {"Atanh", "fm::atanh"}, {"Tanh", "fm::tanh"},   {"Sigmoid", "fm::sigmoid"},
-      {"Softplus", "fm::softplus"}, {"HardSwish", "fm::hard_swish"}, {"Mish", "fm::mish"}, {"Softsign", "fm::softsign"},
+      {"Sqrt", "fm::sqrt"},       {"Exp", "fm::exp"},           {"Log", "fm::log"},
+      {"Floor", "fm::floor"},     {"Ceil", "fm::ceil"},         {"Round", "fm::rint"},
+      {"Sin", "fm::sin"},         {"Cos", "fm::cos"},           {"Tan", "fm::tan"},
+      {"Asin", "fm::asin"},       {"Acos", "fm::acos"},         {"Atan", "fm::atan"},
+      {"Sinh", "fm::sinh"},       {"Cosh", "fm::cosh"},         {"Asinh", "fm::asinh"},
+      {"Acosh", "fm::acosh"},     {"Atanh", "fm::atanh"},       {"Tanh", "fm::tanh"},
+      {"Sigmoid", "fm::sigmoid"}, {"Softplus", "fm::softplus"}, {"HardSwish", "fm::hard_swish"},
+      {"Mish", "fm::mish"},       {"Softsign", "fm::softsign"},
   };
   for (const auto& [name, fn] : kFloatUnary)
     if (op == name) return unary_float(fn);
@@ -634,7 +736,8 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
   }
   if (op == "Selu") {
     std::string x = b.arg(0);
-    return b.result("fm::selu(" + x + ", " + tlit(T, node.attr_float("alpha")) + ", " + tlit(T, node.attr_float("gamma")) + ")");
+    return b.result("fm::selu(" + x + ", " + tlit(T, node.attr_float("alpha")) + ", " +
+                    tlit(T, node.attr_float("gamma")) + ")");
   }
   if (op == "Celu") {
     const float alpha = node.attr_float("alpha");
@@ -785,18 +888,16 @@ std::string kernel_text(const EwFunction& f, const EwLaunchPlan& p, DType out_dt
   const std::string O = ew_storage_ctype(out_dtype);
   std::ostringstream s;
   s << "extern \"C\" __global__ void __launch_bounds__(256) " << name << "(long long n_";
-  for (size_t k = 0; k < nargs; ++k)
-    s << ", const " << ew_storage_ctype(f.dtypes[k]) << "* __restrict__ in" << k;
+  for (size_t k = 0; k < nargs; ++k) s << ", const " << ew_storage_ctype(f.dtypes[k]) << "* __restrict__ in" << k;
   s << ", " << O << "* __restrict__ out";
   if (mapped) s << ", const FxIdx p";
   if (f.reports_errors) s << ", const FxErrSite fx_site";
   s << ") {\n";
   s << "  const " << I << " n = (" << I << ")n_;\n";
-  auto val = [&](size_t k, const std::string& e) {
-    return f.raw[k] ? e : load_expr(f.dtypes[k], e);
-  };
+  auto val = [&](size_t k, const std::string& e) { return f.raw[k] ? e : load_expr(f.dtypes[k], e); };
   for (size_t k = 0; k < nargs; ++k)
-    if (p.kinds[k] == EwArgKind::Scalar) s << "  const auto s" << k << " = " << val(k, "in" + std::to_string(k) + "[0]") << ";\n";
+    if (p.kinds[k] == EwArgKind::Scalar)
+      s << "  const auto s" << k << " = " << val(k, "in" + std::to_string(k) + "[0]") << ";\n";
   s << "  const " << I << " nv = n / " << vec << ";\n";
   s << "  const " << I << " step = (" << I << ")gridDim.x * blockDim.x;\n";
   s << "  for (" << I << " v = (" << I << ")blockIdx.x * blockDim.x + threadIdx.x; v < nv; v += step) {\n";
@@ -818,8 +919,8 @@ std::string kernel_text(const EwFunction& f, const EwLaunchPlan& p, DType out_dt
         if (p.index64) {
           s << "    { const long long q = r / p.v[" << d << "]; const long long c = r - q * p.v[" << d << "];\n";
         } else {
-          s << "    { const unsigned q = (__umulhi(r, (unsigned)p.v[" << R + d << "]) + r) >> (unsigned)p.v[" << 2 * R + d
-            << "]; const unsigned c = r - q * (unsigned)p.v[" << d << "];\n";
+          s << "    { const unsigned q = (__umulhi(r, (unsigned)p.v[" << R + d << "]) + r) >> (unsigned)p.v["
+            << 2 * R + d << "]; const unsigned c = r - q * (unsigned)p.v[" << d << "];\n";
         }
         c = "c";
       } else {
@@ -844,8 +945,8 @@ std::string kernel_text(const EwFunction& f, const EwLaunchPlan& p, DType out_dt
     const std::string off = p.kinds[k] == EwArgKind::Full ? "i" : "o" + ks;
     const bool inner_contig = p.kinds[k] == EwArgKind::Full || ew_inner_stride(p, k) == 1;
     if (vec > 1 && inner_contig) {
-      s << "    const FxVec<" << S << ", " << vec << "> a" << k << " = *reinterpret_cast<const FxVec<" << S << ", " << vec
-        << ">*>(" << in << " + " << off << ");\n";
+      s << "    const FxVec<" << S << ", " << vec << "> a" << k << " = *reinterpret_cast<const FxVec<" << S << ", "
+        << vec << ">*>(" << in << " + " << off << ");\n";
       per_elem[k] = val(k, "a" + ks + ".v[j]");
     } else if (vec > 1) {
       s << "    const auto b" << k << " = " << val(k, in + "[" + off + "]") << ";\n";
@@ -886,7 +987,8 @@ std::string kernel_text(const EwFunction& f, const EwLaunchPlan& p, DType out_dt
 EwSource generate_elementwise_source(const EwFunction& f, const EwLaunchPlan& p, DType out_dtype) {
   EwSource src;
   std::ostringstream s;
-  s << "// generated by fusec (backend/cuda/ops/elementwise/elementwise_codegen.cpp)\n" << kFormulasText << kPrelude << "\n";
+  s << "// generated by fusec (backend/cuda/ops/elementwise/elementwise_codegen.cpp)\n"
+    << kFormulasText << kPrelude << "\n";
   if (f.reports_errors) s << kErrorPrelude << "\n";
   if (!p.linear) s << "struct FxIdx { long long v[" << p.params.size() << "]; };\n\n";
   // The node's per-element function.

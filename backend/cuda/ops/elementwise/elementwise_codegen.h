@@ -45,7 +45,7 @@ struct EwFunction {
   bool y_is_storage = false;               // y already holds the output's storage bits
   std::string body;                        // C statements reading x0.., assigning y
   int num_ops = 1;
-  std::string label;                       // "Add", "FusedElementwise"
+  std::string label;  // "Add", "FusedElementwise"
   /// The body may find bad data (an integer divisor of 0 known only at run time): the kernels then
   /// take a last parameter, the DeviceErrorSite (device_error.h) they report it to.
   bool reports_errors = false;

@@ -14,17 +14,28 @@ namespace fm = formulas;
 // results differ in the last bits, well within tolerance.
 __device__ __forceinline__ float apply(float x, ActParams a) {
   switch (a.act) {
-    case Act::None: return x;
-    case Act::Relu: return fm::relu_nan_to_zero(x);
-    case Act::LeakyRelu: return fm::leaky_relu_ge(x, a.p0);
-    case Act::Clip: return fm::clamp(x, a.p0, a.p1);
-    case Act::Sigmoid: return fm::sigmoid_direct(x);
-    case Act::Tanh: return tanhf(x);
-    case Act::HardSigmoid: return fm::hard_sigmoid_sat(x, a.p0, a.p1);
-    case Act::HardSwish: return fm::hard_swish_sat(x);
-    case Act::SiLU: return fm::silu(x);
-    case Act::Gelu: return fm::gelu_erf_mul_f32(x);
-    case Act::GeluTanh: return fm::gelu_tanh_f32(x);
+    case Act::None:
+      return x;
+    case Act::Relu:
+      return fm::relu_nan_to_zero(x);
+    case Act::LeakyRelu:
+      return fm::leaky_relu_ge(x, a.p0);
+    case Act::Clip:
+      return fm::clamp(x, a.p0, a.p1);
+    case Act::Sigmoid:
+      return fm::sigmoid_direct(x);
+    case Act::Tanh:
+      return tanhf(x);
+    case Act::HardSigmoid:
+      return fm::hard_sigmoid_sat(x, a.p0, a.p1);
+    case Act::HardSwish:
+      return fm::hard_swish_sat(x);
+    case Act::SiLU:
+      return fm::silu(x);
+    case Act::Gelu:
+      return fm::gelu_erf_mul_f32(x);
+    case Act::GeluTanh:
+      return fm::gelu_tanh_f32(x);
   }
   return x;
 }
@@ -81,24 +92,36 @@ __global__ void epilogue_pack_kernel(T* __restrict__ y, const T* __restrict__ z,
 bool parse_activation(const std::string& name, const std::vector<float>& p, ActParams* out) {
   auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
   ActParams a;
-  if (name.empty()) a.act = Act::None;
-  else if (name == "Relu") a.act = Act::Relu;
-  else if (name == "LeakyRelu") a = {Act::LeakyRelu, param(0, 0.01f), 0};
-  else if (name == "Clip") a = {Act::Clip, param(0, -INFINITY), param(1, INFINITY)};
-  else if (name == "Sigmoid") a.act = Act::Sigmoid;
-  else if (name == "Tanh") a.act = Act::Tanh;
-  else if (name == "HardSigmoid") a = {Act::HardSigmoid, param(0, 0.2f), param(1, 0.5f)};
-  else if (name == "HardSwish") a.act = Act::HardSwish;
-  else if (name == "SiLU") a.act = Act::SiLU;
-  else if (name == "Gelu") a.act = Act::Gelu;
-  else if (name == "GeluTanh") a.act = Act::GeluTanh;
-  else return false;
+  if (name.empty())
+    a.act = Act::None;
+  else if (name == "Relu")
+    a.act = Act::Relu;
+  else if (name == "LeakyRelu")
+    a = {Act::LeakyRelu, param(0, 0.01f), 0};
+  else if (name == "Clip")
+    a = {Act::Clip, param(0, -INFINITY), param(1, INFINITY)};
+  else if (name == "Sigmoid")
+    a.act = Act::Sigmoid;
+  else if (name == "Tanh")
+    a.act = Act::Tanh;
+  else if (name == "HardSigmoid")
+    a = {Act::HardSigmoid, param(0, 0.2f), param(1, 0.5f)};
+  else if (name == "HardSwish")
+    a.act = Act::HardSwish;
+  else if (name == "SiLU")
+    a.act = Act::SiLU;
+  else if (name == "Gelu")
+    a.act = Act::Gelu;
+  else if (name == "GeluTanh")
+    a.act = Act::GeluTanh;
+  else
+    return false;
   *out = a;
   return true;
 }
 
-bool launch_epilogue(void* y, const void* z, DType t, int64_t n, ActParams act, cudaStream_t s,
-                     const void* bias, int64_t channels, int64_t inner) {
+bool launch_epilogue(void* y, const void* z, DType t, int64_t n, ActParams act, cudaStream_t s, const void* bias,
+                     int64_t channels, int64_t inner) {
   if (n == 0) return true;
   return dispatch_float_storage(t, [&](auto tag) {
     using T = decltype(tag);
@@ -109,8 +132,8 @@ bool launch_epilogue(void* y, const void* z, DType t, int64_t n, ActParams act, 
     if (packs_fit) {
       const int64_t packs = n / V;
       launch_pdl("epilogue_pack_kernel", epilogue_pack_kernel<T, V>, dim3(grid_for(packs)), dim3(kBlock), 0, s,
-                 static_cast<T*>(y), static_cast<const T*>(z), static_cast<const T*>(bias), static_cast<uint32_t>(channels),
-                 static_cast<uint32_t>(inner), static_cast<uint32_t>(packs), act);
+                 static_cast<T*>(y), static_cast<const T*>(z), static_cast<const T*>(bias),
+                 static_cast<uint32_t>(channels), static_cast<uint32_t>(inner), static_cast<uint32_t>(packs), act);
       return;
     }
     launch_pdl("epilogue_kernel", epilogue_kernel<T>, dim3(grid_for(n)), dim3(kBlock), 0, s, static_cast<T*>(y),

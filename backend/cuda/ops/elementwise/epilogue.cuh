@@ -26,6 +26,6 @@ bool parse_activation(const std::string& name, const std::vector<float>& params,
 /// z may be null (then 0). NCHW conv bias: inner = H*W; row bias: inner = 1, channels = N.
 /// Returns false for other dtypes.
 [[nodiscard]] bool launch_epilogue(void* y, const void* z, DType t, int64_t n, ActParams act, cudaStream_t s,
-                     const void* bias = nullptr, int64_t channels = 1, int64_t inner = 1);
+                                   const void* bias = nullptr, int64_t channels = 1, int64_t inner = 1);
 
 }  // namespace fusec::cuda

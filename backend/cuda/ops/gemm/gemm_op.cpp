@@ -40,8 +40,8 @@ bool supported(DType t) {
 /// One row-major problem: out[M,N] (+)= op(A)[M,K] · op(B)[K,N], repeated over `batches`.
 struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
-  bool trans_a = false, trans_b = false;  // A stored [K,M] / B stored [N,K]
-  int64_t batch = 1;                      // strided batch count
+  bool trans_a = false, trans_b = false;             // A stored [K,M] / B stored [N,K]
+  int64_t batch = 1;                                 // strided batch count
   int64_t stride_a = 0, stride_b = 0, stride_c = 0;  // elements
   // Looped broadcast batches: element offsets per launch (empty: one call).
   std::vector<int64_t> loop_a, loop_b, loop_c;
@@ -49,10 +49,17 @@ struct GemmShape {
 
 class GemmOp : public CudaOp {
  public:
-  GemmOp(Context& ctx, GemmShape s, DType dt, bool tf32, float alpha, float beta, bool has_c_matrix,
-         bool has_bias, ActParams act, std::string what, bool b_is_weight)
-      : s_(std::move(s)), dt_(dt), alpha_(alpha), beta_(beta), has_c_(has_c_matrix), has_bias_(has_bias),
-        b_is_weight_(b_is_weight), act_(act), what_(std::move(what)) {
+  GemmOp(Context& ctx, GemmShape s, DType dt, bool tf32, float alpha, float beta, bool has_c_matrix, bool has_bias,
+         ActParams act, std::string what, bool b_is_weight)
+      : s_(std::move(s)),
+        dt_(dt),
+        alpha_(alpha),
+        beta_(beta),
+        has_c_(has_c_matrix),
+        has_bias_(has_bias),
+        b_is_weight_(b_is_weight),
+        act_(act),
+        what_(std::move(what)) {
     handle_ = ctx.cublaslt();
     // Strict fp32 plain products can also run on our own SGEMM (sgemm.cuh), with the whole
     // FusedMatMul epilogue inside, erf-GELU included; the tuner times it beside cuBLASLt
@@ -64,13 +71,15 @@ class GemmOp : public CudaOp {
     // skinny configurations for a few rows (a classifier or an MLP at a small batch, where cuBLASLt
     // streamed the weights far below the memory's speed) and to the generic one; the tiled ones
     // refuse it.
-    own_ok_ = dt == DType::Float32 && !tf32 && s_.batch == 1 && s_.loop_a.empty() && !s_.trans_a &&
-              alpha == 1.0f && (!has_c_ || beta == 1.0f) && s_.m <= INT32_MAX && s_.n <= INT32_MAX && s_.k <= INT32_MAX &&
+    own_ok_ = dt == DType::Float32 && !tf32 && s_.batch == 1 && s_.loop_a.empty() && !s_.trans_a && alpha == 1.0f &&
+              (!has_c_ || beta == 1.0f) && s_.m <= INT32_MAX && s_.n <= INT32_MAX && s_.k <= INT32_MAX &&
               (act.act == Act::None || act.act == Act::Relu || act.act == Act::Gelu) && own_mode() != OwnMode::Off;
     own_act_ = act.act == Act::Relu ? SgemmAct::Relu : act.act == Act::Gelu ? SgemmAct::GeluErf : SgemmAct::None;
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-    if (dt == DType::Float64) compute = CUBLAS_COMPUTE_64F;
-    else if (dt == DType::Float32 && tf32) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+    if (dt == DType::Float64)
+      compute = CUBLAS_COMPUTE_64F;
+    else if (dt == DType::Float32 && tf32)
+      compute = CUBLAS_COMPUTE_32F_FAST_TF32;
     cudaDataType_t scale = dt == DType::Float64 ? CUDA_R_64F : CUDA_R_32F;
     LT_CHECK(cublasLtMatmulDescCreate(&desc_, compute, scale));
     // Swapped operands (see the file comment): cuBLASLt's A is our B.
@@ -81,8 +90,13 @@ class GemmOp : public CudaOp {
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
     if (has_bias_) {
       epi = CUBLASLT_EPILOGUE_BIAS;
-      if (act_.act == Act::Relu) { epi = CUBLASLT_EPILOGUE_RELU_BIAS; act_.act = Act::None; }
-      else if (act_.act == Act::GeluTanh) { epi = CUBLASLT_EPILOGUE_GELU_BIAS; act_.act = Act::None; }
+      if (act_.act == Act::Relu) {
+        epi = CUBLASLT_EPILOGUE_RELU_BIAS;
+        act_.act = Act::None;
+      } else if (act_.act == Act::GeluTanh) {
+        epi = CUBLASLT_EPILOGUE_GELU_BIAS;
+        act_.act = Act::None;
+      }
     } else if (act_.act == Act::Relu) {
       epi = CUBLASLT_EPILOGUE_RELU;
       act_.act = Act::None;
@@ -105,20 +119,28 @@ class GemmOp : public CudaOp {
     LT_CHECK(cublasLtMatrixLayoutCreate(&ld_, t, s_.n, s_.m, s_.n));
     if (s_.batch > 1) {
       int32_t b = static_cast<int32_t>(s_.batch);
-      for (auto [l, stride] : {std::pair{la_, s_.stride_b}, {lb_, s_.stride_a}, {lc_, s_.stride_c}, {ld_, s_.stride_c}}) {
+      for (auto [l, stride] :
+           {std::pair{la_, s_.stride_b}, {lb_, s_.stride_a}, {lc_, s_.stride_c}, {ld_, s_.stride_c}}) {
         LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &b, sizeof(b)));
-        LT_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
+        LT_CHECK(
+            cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
       }
     }
     // Alignment: base addresses are 256-byte aligned; strides and loop offsets may not be.
     size_t es = dtype_size(dt);
     uint64_t align = 256;
-    auto fold = [&](int64_t elems) { if (elems) align = std::gcd<uint64_t>(align, static_cast<uint64_t>(elems) * es); };
-    fold(s_.stride_a); fold(s_.stride_b); fold(s_.stride_c);
+    auto fold = [&](int64_t elems) {
+      if (elems) align = std::gcd<uint64_t>(align, static_cast<uint64_t>(elems) * es);
+    };
+    fold(s_.stride_a);
+    fold(s_.stride_b);
+    fold(s_.stride_c);
     for (int64_t o : s_.loop_a) fold(o);
     for (int64_t o : s_.loop_b) fold(o);
     for (int64_t o : s_.loop_c) fold(o);
-    fold(rows_a); fold(rows_b); fold(s_.n);  // leading dims
+    fold(rows_a);
+    fold(rows_b);
+    fold(s_.n);  // leading dims
     uint32_t a32 = static_cast<uint32_t>(std::min<uint64_t>(align, 256));
     const auto results = lt_heuristic(handle_, desc_, la_, lb_, lc_, ld_, kLtWorkspace, a32, kCandidates);
     const int found = static_cast<int>(results.size());
@@ -126,17 +148,21 @@ class GemmOp : public CudaOp {
       ok_ = false;
       return;
     }
-    problem_ = dtype_name(dt) + std::string(tf32 ? " tf32" : "") + " m" + std::to_string(s_.m) + " n" + std::to_string(s_.n) +
-               " k" + std::to_string(s_.k) + " b" + std::to_string(s_.batch) + " sa" + std::to_string(s_.stride_a) + " sb" +
-               std::to_string(s_.stride_b) + " sc" + std::to_string(s_.stride_c) + " t" + std::to_string(s_.trans_a) +
-               std::to_string(s_.trans_b) + " epi" + std::to_string(static_cast<int>(epi)) + " c" + std::to_string(has_c_) +
-               " al" + std::to_string(a32) + (own_ok_ ? " act" + std::to_string(static_cast<int>(own_act_)) + " own" : "");
+    problem_ = dtype_name(dt) + std::string(tf32 ? " tf32" : "") + " m" + std::to_string(s_.m) + " n" +
+               std::to_string(s_.n) + " k" + std::to_string(s_.k) + " b" + std::to_string(s_.batch) + " sa" +
+               std::to_string(s_.stride_a) + " sb" + std::to_string(s_.stride_b) + " sc" + std::to_string(s_.stride_c) +
+               " t" + std::to_string(s_.trans_a) + std::to_string(s_.trans_b) + " epi" +
+               std::to_string(static_cast<int>(epi)) + " c" + std::to_string(has_c_) + " al" + std::to_string(a32) +
+               (own_ok_ ? " act" + std::to_string(static_cast<int>(own_act_)) + " own" : "");
     int pick = (found > 1 || own_ok_) && s_.loop_a.empty() ? choose(ctx, results.data(), found) : 0;
     if (pick >= kOwnPick) {
       own_config_ = pick - kOwnPick;
-      what_ = std::string("fusec SGEMM fp32 ") + sgemm_config_name(own_config_) +
-              (has_bias_ ? " + bias" : "") + (has_c_ ? " + residual" : "") +
-              (own_act_ == SgemmAct::Relu ? " + relu" : own_act_ == SgemmAct::GeluErf ? " + gelu" : "") + " fused";
+      what_ = std::string("fusec SGEMM fp32 ") + sgemm_config_name(own_config_) + (has_bias_ ? " + bias" : "") +
+              (has_c_ ? " + residual" : "") +
+              (own_act_ == SgemmAct::Relu      ? " + relu"
+               : own_act_ == SgemmAct::GeluErf ? " + gelu"
+                                               : "") +
+              " fused";
       return;
     }
     algo_ = results[pick].algo;
@@ -166,9 +192,11 @@ class GemmOp : public CudaOp {
       const SgemmArgs g = own_args(A.data, B.data, bias, C, Y.data);
       if (!launch_sgemm_f32(g, own_config_, a.stream)) {
         cudaGetLastError();  // a refused cluster launch leaves its error behind
-        if (!launch_sgemm_f32(g, sgemm_config_count() - 1, a.stream)) internal_error("no SGEMM configuration takes this launch");
+        if (!launch_sgemm_f32(g, sgemm_config_count() - 1, a.stream))
+          internal_error("no SGEMM configuration takes this launch");
       }
-      if (cudaError_t err = cudaGetLastError(); err != cudaSuccess) throw_cuda_error(static_cast<int>(err), "fusec SGEMM", __FILE__, __LINE__);
+      if (cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+        throw_cuda_error(static_cast<int>(err), "fusec SGEMM", __FILE__, __LINE__);
       return;
     }
     if (has_bias_)
@@ -226,8 +254,8 @@ class GemmOp : public CudaOp {
     g.act = own_act_;
     return g;
   }
-  static constexpr float kMinGain = 0.95f;       // a timed pick must beat the heuristic's by 5%,
-  static constexpr float kMinGainLong = 0.98f;   // or by 2% for GEMMs of 50 us and more
+  static constexpr float kMinGain = 0.95f;      // a timed pick must beat the heuristic's by 5%,
+  static constexpr float kMinGainLong = 0.98f;  // or by 2% for GEMMs of 50 us and more
   static constexpr float kLongMs = 0.05f;
 
   /// The fastest of cuBLASLt's top heuristic candidates, timed once on scratch buffers of the
@@ -236,7 +264,8 @@ class GemmOp : public CudaOp {
   int choose(Context& ctx, const cublasLtMatmulHeuristicResult_t* r, int found) {
     TuningCache& cache = TuningCache::global();
     if (!cache.enabled()) return 0;
-    const std::string key = "cublasLt " + std::to_string(cublasLtGetVersion()) + "|" + tuning_device_key(ctx.device()) + "|" + problem_;
+    const std::string key =
+        "cublasLt " + std::to_string(cublasLtGetVersion()) + "|" + tuning_device_key(ctx.device()) + "|" + problem_;
     // Remembered as "position|identity": candidates can share their configuration attributes (the
     // nvjet kernels do), so the position in the heuristic's list, which is the same for the same
     // query, names the one that was timed; the identity guards against a changed list.
@@ -244,10 +273,12 @@ class GemmOp : public CudaOp {
       auto bar = v->find('|');
       if (v->rfind("sgemm:", 0) == 0 && bar != std::string::npos) {  // "sgemm:config|name"
         int i = std::atoi(v->c_str() + 6);
-        if (own_ok_ && i >= 0 && i < sgemm_config_count() && v->substr(bar + 1) == sgemm_config_name(i)) return kOwnPick + i;
+        if (own_ok_ && i >= 0 && i < sgemm_config_count() && v->substr(bar + 1) == sgemm_config_name(i))
+          return kOwnPick + i;
       } else if (bar != std::string::npos) {
         int i = std::atoi(v->substr(0, bar).c_str());
-        if (i >= 0 && i < found && lt_algo_identity(r[i].algo) == v->substr(bar + 1) && own_mode() != OwnMode::Force) return i;
+        if (i >= 0 && i < found && lt_algo_identity(r[i].algo) == v->substr(bar + 1) && own_mode() != OwnMode::Force)
+          return i;
       }
     }
     const size_t es = dtype_size(dt_);
@@ -275,8 +306,12 @@ class GemmOp : public CudaOp {
     }
     struct Scratch {
       void* p = nullptr;
-      explicit Scratch(size_t n) { if (n && cudaMalloc(&p, n) != cudaSuccess) p = nullptr; }
-      ~Scratch() { if (p) cudaFree(p); }
+      explicit Scratch(size_t n) {
+        if (n && cudaMalloc(&p, n) != cudaSuccess) p = nullptr;
+      }
+      ~Scratch() {
+        if (p) cudaFree(p);
+      }
       Scratch(const Scratch&) = delete;
       Scratch& operator=(const Scratch&) = delete;
     } A(a_bytes), C(c_bytes), D(c_bytes), bias(static_cast<size_t>(s_.n) * es), wsb(ws);
@@ -291,14 +326,17 @@ class GemmOp : public CudaOp {
     // (fp32), random values, so that the activation inside it costs what it will in the model.
     uint32_t seed = 1;
     auto fill = [&](void* p, size_t n) {
-      if (own_ok_) sgemm_fill_random(static_cast<float*>(p), static_cast<int64_t>(n / sizeof(float)), seed++, stream);
-      else FUSEC_CUDA_CHECK(cudaMemsetAsync(p, 0x3C, n, stream));
+      if (own_ok_)
+        sgemm_fill_random(static_cast<float*>(p), static_cast<int64_t>(n / sizeof(float)), seed++, stream);
+      else
+        FUSEC_CUDA_CHECK(cudaMemsetAsync(p, 0x3C, n, stream));
     };
     for (auto [p, n] : {std::pair{A.p, a_bytes}, {C.p, c_bytes}, {bias.p, static_cast<size_t>(s_.n) * es}}) fill(p, n);
     for (const auto& b : Bs) fill(b->p, b_bytes);
     int turn = 0;  // the next weight copy
     auto next_b = [&] { return Bs[turn++ % copies]->p; };
-    if (has_bias_) LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias.p, sizeof(bias.p)));
+    if (has_bias_)
+      LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias.p, sizeof(bias.p)));
     double alpha64 = alpha_, beta64 = has_c_ ? beta_ : 0.0;
     float alpha32 = alpha_, beta32 = has_c_ ? beta_ : 0.0f;
     const void* alpha = dt_ == DType::Float64 ? static_cast<const void*>(&alpha64) : &alpha32;
@@ -309,8 +347,8 @@ class GemmOp : public CudaOp {
     // Three rounds over the candidates, each candidate's best round kept: one round in a row per
     // candidate let a disturbance (another process on the GPU, a clock change) decide the pick.
     auto run = [&](int i) {
-      return cublasLtMatmul(handle_, desc_, alpha, next_b(), la_, A.p, lb_, beta, has_c_ ? C.p : D.p, lc_, D.p, ld_, &r[i].algo,
-                            wsb.p, r[i].workspaceSize, stream);
+      return cublasLtMatmul(handle_, desc_, alpha, next_b(), la_, A.p, lb_, beta, has_c_ ? C.p : D.p, lc_, D.p, ld_,
+                            &r[i].algo, wsb.p, r[i].workspaceSize, stream);
     };
     // Candidates 0..found-1 are cuBLASLt's (plus the activation pass it cannot fuse), then our
     // SGEMM's configurations, each with the whole epilogue inside.
@@ -339,8 +377,10 @@ class GemmOp : public CudaOp {
         FUSEC_CUDA_CHECK(cudaEventSynchronize(e1));
         float ms = 0;
         FUSEC_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (failed) ms_of[i] = -1;
-        else if (ms_of[i] == 0 || ms < ms_of[i]) ms_of[i] = ms;
+        if (failed)
+          ms_of[i] = -1;
+        else if (ms_of[i] == 0 || ms < ms_of[i])
+          ms_of[i] = ms;
       }
     int best = -1;
     float best_ms = 0;
@@ -363,7 +403,8 @@ class GemmOp : public CudaOp {
     if (env_switch("FUSEC_GEMM_TRACE"))  // every candidate's time, as FUSEC_CONV_TRACE does for convs
       for (int i = 0; i < total; ++i)
         std::fprintf(stderr, "gemm tune %s: candidate %d [%s] %.4f ms%s\n", problem_.c_str(), i,
-                     i < found ? lt_algo_identity(r[i].algo).c_str() : (std::string("sgemm ") + sgemm_config_name(i - found)).c_str(),
+                     i < found ? lt_algo_identity(r[i].algo).c_str()
+                               : (std::string("sgemm ") + sgemm_config_name(i - found)).c_str(),
                      ms_of[i] / kReps, i == best ? "  <- chosen" : "");
     if (force_own) return best >= found ? kOwnPick + best - found : 0;  // not a fair race: not remembered
     if (best >= found) {
@@ -387,15 +428,18 @@ class GemmOp : public CudaOp {
   cublasLtMatmulAlgo_t algo_{};
   size_t workspace_ = 0;
   bool ok_ = true;
-  bool own_ok_ = false;     // our SGEMM can run this problem
+  bool own_ok_ = false;  // our SGEMM can run this problem
   SgemmAct own_act_ = SgemmAct::None;
-  int own_config_ = -1;     // >= 0: it does, in this configuration
+  int own_config_ = -1;  // >= 0: it does, in this configuration
   std::string problem_;  // the tuning cache's key for this problem
 };
 
 std::string gemm_name(DType dt, bool tf32, int64_t batch, const char* extra) {
   std::string s = "cuBLASLt GEMM ";
-  s += dt == DType::Float32 ? (tf32 ? "tf32" : "fp32") : dt == DType::Float16 ? "fp16" : dt == DType::BFloat16 ? "bf16" : "fp64";
+  s += dt == DType::Float32    ? (tf32 ? "tf32" : "fp32")
+       : dt == DType::Float16  ? "fp16"
+       : dt == DType::BFloat16 ? "bf16"
+                               : "fp64";
   if (batch > 1) s += " batched x" + std::to_string(batch);
   s += extra;
   return s;
@@ -403,13 +447,19 @@ std::string gemm_name(DType dt, bool tf32, int64_t batch, const char* extra) {
 
 /// Shape of MatMul(A, B) with ONNX's broadcasting; false (with why) if it cannot be expressed.
 bool matmul_shape(std::vector<int64_t> ad, std::vector<int64_t> bd, GemmShape* s, std::string* why) {
-  if (ad.empty() || bd.empty()) { *why = "scalar operand"; return false; }
+  if (ad.empty() || bd.empty()) {
+    *why = "scalar operand";
+    return false;
+  }
   if (ad.size() == 1) ad.insert(ad.begin(), 1);
   if (bd.size() == 1) bd.push_back(1);
   s->m = ad[ad.size() - 2];
   s->k = ad.back();
   s->n = bd.back();
-  if (bd[bd.size() - 2] != s->k) { *why = "inner dims differ"; return false; }
+  if (bd[bd.size() - 2] != s->k) {
+    *why = "inner dims differ";
+    return false;
+  }
   std::vector<int64_t> ab(ad.begin(), ad.end() - 2), bb(bd.begin(), bd.end() - 2);
   size_t rank = std::max(ab.size(), bb.size());
   ab.insert(ab.begin(), rank - ab.size(), 1);
@@ -434,7 +484,10 @@ bool matmul_shape(std::vector<int64_t> ad, std::vector<int64_t> bd, GemmShape* s
     s->stride_c = s->m * s->n;
     return true;
   }
-  if (o_count > kMaxLoopedBatches) { *why = "broadcast batch too large to loop"; return false; }
+  if (o_count > kMaxLoopedBatches) {
+    *why = "broadcast batch too large to loop";
+    return false;
+  }
   for (int64_t o = 0; o < o_count; ++o) {
     int64_t rem = o, ia = 0, ib = 0, sa = 1, sb = 1;
     for (size_t d = rank; d-- > 0;) {
@@ -462,10 +515,16 @@ std::unique_ptr<CudaOp> finish(std::unique_ptr<GemmOp> op, std::string* why) {
 
 std::unique_ptr<CudaOp> make_matmul(const PlanContext& c, std::string* why) {
   DType dt = c.in_dtype(0);
-  if (!supported(dt) || c.in_dtype(1) != dt) { *why = std::string("MatMul on ") + dtype_name(dt) + " runs on the CPU"; return nullptr; }
+  if (!supported(dt) || c.in_dtype(1) != dt) {
+    *why = std::string("MatMul on ") + dtype_name(dt) + " runs on the CPU";
+    return nullptr;
+  }
   GemmShape s;
   if (!matmul_shape(c.in_dims(0), c.in_dims(1), &s, why)) return nullptr;
-  if (s.k == 0) { *why = "empty inner dimension"; return nullptr; }
+  if (s.k == 0) {
+    *why = "empty inner dimension";
+    return nullptr;
+  }
   bool fused = c.node().domain == "ai.fusec";
   ActParams act;
   bool has_bias = false, has_z = false;
@@ -475,34 +534,55 @@ std::unique_ptr<CudaOp> make_matmul(const PlanContext& c, std::string* why) {
       return nullptr;
     }
     has_bias = c.has_input(2);
-    if (has_bias && (c.input(2).dims.empty() ? 1 : c.input(2).dims.back()) != s.n) { *why = "bias is not per output column"; return nullptr; }
+    if (has_bias && (c.input(2).dims.empty() ? 1 : c.input(2).dims.back()) != s.n) {
+      *why = "bias is not per output column";
+      return nullptr;
+    }
     // The residual Z is cuBLASLt's C (beta 1): D = act(A·B + Z + bias), one pass over memory.
     has_z = c.has_input(3);
-    if (has_z && (c.in_dims(3) != c.out_dims(0) || c.in_dtype(3) != dt)) { *why = "the residual is not the output's shape and type"; return nullptr; }
-    if (has_z && !s.loop_a.empty()) { *why = "a residual with a looped broadcast batch runs on the CPU"; return nullptr; }
+    if (has_z && (c.in_dims(3) != c.out_dims(0) || c.in_dtype(3) != dt)) {
+      *why = "the residual is not the output's shape and type";
+      return nullptr;
+    }
+    if (has_z && !s.loop_a.empty()) {
+      *why = "a residual with a looped broadcast batch runs on the CPU";
+      return nullptr;
+    }
   }
-  auto op = std::make_unique<GemmOp>(c.ctx(), s, dt, c.allow_tf32(), 1.0f, has_z ? 1.0f : 0.0f, has_z, has_bias, act,
-                                     gemm_name(dt, c.allow_tf32(), s.batch * std::max<int64_t>(1, static_cast<int64_t>(s.loop_a.size())),
-                                               has_bias && has_z ? " + bias epilogue, residual as C" : has_bias ? " + bias epilogue"
-                                               : has_z ? " + residual as C" : ""),
-                                     c.constant(1) != nullptr);
+  auto op = std::make_unique<GemmOp>(
+      c.ctx(), s, dt, c.allow_tf32(), 1.0f, has_z ? 1.0f : 0.0f, has_z, has_bias, act,
+      gemm_name(dt, c.allow_tf32(), s.batch * std::max<int64_t>(1, static_cast<int64_t>(s.loop_a.size())),
+                has_bias && has_z ? " + bias epilogue, residual as C"
+                : has_bias        ? " + bias epilogue"
+                : has_z           ? " + residual as C"
+                                  : ""),
+      c.constant(1) != nullptr);
   if (has_z) op->c_input_ = 3;
   return finish(std::move(op), why);
 }
 
 std::unique_ptr<CudaOp> make_gemm(const PlanContext& c, std::string* why) {
   DType dt = c.in_dtype(0);
-  if (!supported(dt) || c.in_dtype(1) != dt) { *why = std::string("Gemm on ") + dtype_name(dt) + " runs on the CPU"; return nullptr; }
+  if (!supported(dt) || c.in_dtype(1) != dt) {
+    *why = std::string("Gemm on ") + dtype_name(dt) + " runs on the CPU";
+    return nullptr;
+  }
   const auto& ad = c.in_dims(0);
   const auto& bd = c.in_dims(1);
-  if (ad.size() != 2 || bd.size() != 2) { *why = "Gemm operands must be 2-D"; return nullptr; }
+  if (ad.size() != 2 || bd.size() != 2) {
+    *why = "Gemm operands must be 2-D";
+    return nullptr;
+  }
   GemmShape s;
   s.trans_a = c.attr_int("transA") != 0;
   s.trans_b = c.attr_int("transB") != 0;
   s.m = s.trans_a ? ad[1] : ad[0];
   s.k = s.trans_a ? ad[0] : ad[1];
   s.n = s.trans_b ? bd[0] : bd[1];
-  if (s.k == 0) { *why = "empty inner dimension"; return nullptr; }
+  if (s.k == 0) {
+    *why = "empty inner dimension";
+    return nullptr;
+  }
   float alpha = c.attr_float("alpha"), beta = c.attr_float("beta");
   bool has_bias = false, has_c = false;
   if (c.has_input(2) && beta != 0.0f) {
@@ -518,7 +598,8 @@ std::unique_ptr<CudaOp> make_gemm(const PlanContext& c, std::string* why) {
     }
   }
   auto op = std::make_unique<GemmOp>(c.ctx(), s, dt, c.allow_tf32(), alpha, beta, has_c, has_bias, ActParams{},
-                                     gemm_name(dt, c.allow_tf32(), 1, has_bias ? " + bias epilogue" : ""), c.constant(1) != nullptr);
+                                     gemm_name(dt, c.allow_tf32(), 1, has_bias ? " + bias epilogue" : ""),
+                                     c.constant(1) != nullptr);
   return finish(std::move(op), why);
 }
 

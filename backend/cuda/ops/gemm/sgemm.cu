@@ -75,7 +75,8 @@ bool tiled_applies(const SgemmArgs& a) {
 
 template <int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT = 1>
 bool launch_tiled(const SgemmArgs& a, cudaStream_t s) {
-  return tiled_applies(a) && sgemm_core::launch_tiled_kernel<SgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
+  return tiled_applies(a) &&
+         sgemm_core::launch_tiled_kernel<SgemmArgs, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, SPLIT>(a, s);
 }
 
 bool launch_generic(const SgemmArgs& a, cudaStream_t s) {

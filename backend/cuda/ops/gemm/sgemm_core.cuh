@@ -72,9 +72,12 @@ __device__ __forceinline__ void cp_async_wait() {
 // does, and GELU is gelu_erfc_fit_f32, a branch-free Chebyshev fit (why, and how close: there).
 __device__ __forceinline__ float activate(float x, SgemmAct act) {
   switch (act) {
-    case SgemmAct::Relu: return formulas::relu_nan_to_zero(x);
-    case SgemmAct::GeluErf: return formulas::gelu_erfc_fit_f32(x);
-    default: return x;
+    case SgemmAct::Relu:
+      return formulas::relu_nan_to_zero(x);
+    case SgemmAct::GeluErf:
+      return formulas::gelu_erfc_fit_f32(x);
+    default:
+      return x;
   }
 }
 
@@ -93,7 +96,8 @@ __device__ __forceinline__ constexpr bool split_owns(int row) {
 // rs: where the residual tile was staged in shared memory (residual_to_smem), at the thread's
 // first row and column, rows BN floats apart; null: read from global memory.
 template <int TM, int TN, int TR, int TC, int BN, int SPLIT, int RK, bool RS, class Act>
-__device__ __forceinline__ void finish_conv(const ConvIgemmArgs& p, float (&acc)[TM][TN], Act act, int mt, int nt, const float* rs) {
+__device__ __forceinline__ void finish_conv(const ConvIgemmArgs& p, float (&acc)[TM][TN], Act act, int mt, int nt,
+                                            const float* rs) {
   const int M = p.M, N = p.N, pq = p.P * p.Q;
   int off[TN];  // each column's offset in Y but for the row (with p.vec only every fourth is used)
 #pragma unroll
@@ -147,7 +151,8 @@ __device__ __forceinline__ void finish_conv(const ConvIgemmArgs& p, float (&acc)
       for (int j = 0; j < TN; j += 4) {
         const int col = nt + (j / 4) * TC * 4;
         if (p.vec) {
-          if (col < N) *reinterpret_cast<float4*>(p.C + off[j] + m * pq) = make_float4(a[j], a[j + 1], a[j + 2], a[j + 3]);
+          if (col < N)
+            *reinterpret_cast<float4*>(p.C + off[j] + m * pq) = make_float4(a[j], a[j + 1], a[j + 2], a[j + 3]);
         } else {
 #pragma unroll
           for (int t = 0; t < 4; ++t)
@@ -166,10 +171,11 @@ struct NoHook {
 
 // after_prologue runs once the ring's first tiles are in flight (residual_to_smem's copies).
 template <class P, int BM, int BN, int BK, int TM, int TN, int STAGES, class Hook = NoHook>
-__device__ __forceinline__ void tile_mainloop(const P& p, int m0, int n0, int kt0, int KT, float (&acc)[TM][TN], float* const As,
-                                              float* const Bs, int tid, int tr, int tc, const Hook& after_prologue = Hook()) {
+__device__ __forceinline__ void tile_mainloop(const P& p, int m0, int n0, int kt0, int KT, float (&acc)[TM][TN],
+                                              float* const As, float* const Bs, int tid, int tr, int tc,
+                                              const Hook& after_prologue = Hook()) {
   constexpr bool PW = std::is_same_v<P, ConvPointwiseArgs>;  // a 1x1 conv: B rows are X's channel planes
-  constexpr bool TAP = std::is_same_v<P, ConvTapArgs>;        // K in (r, s, c) order: one tap per slice
+  constexpr bool TAP = std::is_same_v<P, ConvTapArgs>;       // K in (r, s, c) order: one tap per slice
   constexpr bool CONV = PW || TAP || std::is_same_v<P, ConvIgemmArgs>;
   constexpr bool IM2COL = CONV && !PW;
   constexpr int TR = BM / TM, TC = BN / TN, NT = TR * TC;  // thread grid
@@ -220,23 +226,27 @@ __device__ __forceinline__ void tile_mainloop(const P& p, int m0, int n0, int kt
       }
       b_soff[i] = b_k[i] * BN + col;
     }
-    if constexpr (PW) b_step = int64_t(BK) * p.b_pq * 4;
-    else b_step = int64_t(BK) * p.ldb * 4;
+    if constexpr (PW)
+      b_step = int64_t(BK) * p.b_pq * 4;
+    else
+      b_step = int64_t(BK) * p.ldb * 4;
   }
 
   int k_next = kt0 * BK;  // the next tile to load, and its rows of A and B
   const char* a_next = reinterpret_cast<const char*>(p.A + int64_t(m0) * p.lda + ak + k_next);
   [[maybe_unused]] const char* b_next = nullptr;
-  if constexpr (PW) b_next = reinterpret_cast<const char*>(p.X) + k_next * b_step / BK;
-  else if constexpr (!CONV) b_next = reinterpret_cast<const char*>(p.B + n0) + k_next * b_step / BK;
+  if constexpr (PW)
+    b_next = reinterpret_cast<const char*>(p.X) + k_next * b_step / BK;
+  else if constexpr (!CONV)
+    b_next = reinterpret_cast<const char*>(p.B + n0) + k_next * b_step / BK;
 
   // Copy c (A words first, then B words) of the tile at k_next into stage, if live.
   auto load_copy = [&](int c, int stage, bool live) {
     if (c < A_LOADS) {
       const int i = c;
       if (BM * BK % NT != 0 && am + i * (NT / BK) >= BM) return;
-      cp_async_4(As + stage * A_STAGE + ak * AP + am + i * (NT / BK),
-                 reinterpret_cast<const float*>(a_next + a_off[i]), k_next + ak < K, live);
+      cp_async_4(As + stage * A_STAGE + ak * AP + am + i * (NT / BK), reinterpret_cast<const float*>(a_next + a_off[i]),
+                 k_next + ak < K, live);
     } else if constexpr (TAP) {
       // The whole slice is one tap (C % BK == 0): its bounds test and address once, at its first
       // copy; then row r of the slice is channel c0 + r, one plane further on.
@@ -347,7 +357,8 @@ __device__ __forceinline__ void tile_mainloop(const P& p, int m0, int n0, int kt
 template <class P, int BM, int BN, int TM, int TN, int SPLIT, bool RS = false>
 __device__ __forceinline__ void finish_tile(const P& p, float (&acc)[TM][TN], int m0, int n0, int tr, int tc, int rank,
                                             const float* rs = nullptr) {
-  constexpr bool CONV = std::is_same_v<P, ConvPointwiseArgs> || std::is_same_v<P, ConvTapArgs> || std::is_same_v<P, ConvIgemmArgs>;
+  constexpr bool CONV =
+      std::is_same_v<P, ConvPointwiseArgs> || std::is_same_v<P, ConvTapArgs> || std::is_same_v<P, ConvIgemmArgs>;
   constexpr int TR = BM / TM, TC = BN / TN;
   const int M = p.M, N = p.N;
   // Epilogue: C = act(acc + bias + R), one 16-byte word per 4x4 piece row. The activation is
@@ -360,13 +371,13 @@ __device__ __forceinline__ void finish_tile(const P& p, float (&acc)[TM][TN], in
     if constexpr (CONV) {
       finish_conv<TM, TN, TR, TC, BN, SPLIT, RK, RS>(p, acc, act, m0 + tr * 4, n0 + tc * 4, rs);
     } else {
-  #pragma unroll
+#pragma unroll
       for (int j = 0; j < TN / 4; ++j) {
         const int n = min(n0 + j * TC * 4 + tc * 4, N - 4);
         const float4 b = p.bias ? *reinterpret_cast<const float4*>(p.bias + n) : make_float4(0, 0, 0, 0);
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < TM / 4; ++i)
-  #pragma unroll
+#pragma unroll
           for (int r = 0; r < 4; ++r) {
             if (SPLIT == 2 && i % 2 != RK) continue;
             float* a = acc[i * 4 + r] + j * 4;
@@ -378,18 +389,18 @@ __device__ __forceinline__ void finish_tile(const P& p, float (&acc)[TM][TN], in
             }
           }
       }
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < TM; ++i)
-  #pragma unroll
+#pragma unroll
         for (int j = 0; j < TN; ++j)
           if (SPLIT == 1 || (i / 4) % 2 == RK) acc[i][j] = act(acc[i][j]);
-  #pragma unroll
+#pragma unroll
       for (int j = 0; j < TN / 4; ++j) {
         const int n = n0 + j * TC * 4 + tc * 4;
         if (n >= N) continue;  // N % 4 == 0: a word is all in or all out
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < TM / 4; ++i)
-  #pragma unroll
+#pragma unroll
           for (int r = 0; r < 4; ++r) {
             const int m = m0 + i * TR * 4 + tr * 4 + r;
             if (m >= M || (SPLIT == 2 && i % 2 != RK)) continue;
@@ -402,10 +413,18 @@ __device__ __forceinline__ void finish_tile(const P& p, float (&acc)[TM][TN], in
   auto finish_rank = [&](auto act) {
     if constexpr (SPLIT == 4) {
       switch (rank) {
-        case 1: finish(act, std::integral_constant<int, 1>()); break;
-        case 2: finish(act, std::integral_constant<int, 2>()); break;
-        case 3: finish(act, std::integral_constant<int, 3>()); break;
-        default: finish(act, std::integral_constant<int, 0>()); break;
+        case 1:
+          finish(act, std::integral_constant<int, 1>());
+          break;
+        case 2:
+          finish(act, std::integral_constant<int, 2>());
+          break;
+        case 3:
+          finish(act, std::integral_constant<int, 3>());
+          break;
+        default:
+          finish(act, std::integral_constant<int, 0>());
+          break;
       }
     } else if (SPLIT == 2 && rank == 1) {
       finish(act, std::integral_constant<int, 1>());
@@ -414,9 +433,15 @@ __device__ __forceinline__ void finish_tile(const P& p, float (&acc)[TM][TN], in
     }
   };
   switch (p.act) {
-    case SgemmAct::GeluErf: finish_rank([](float x) { return formulas::gelu_erfc_fit_f32(x); }); break;
-    case SgemmAct::Relu: finish_rank([](float x) { return formulas::relu_nan_to_zero(x); }); break;
-    default: finish_rank([](float x) { return x; }); break;
+    case SgemmAct::GeluErf:
+      finish_rank([](float x) { return formulas::gelu_erfc_fit_f32(x); });
+      break;
+    case SgemmAct::Relu:
+      finish_rank([](float x) { return formulas::relu_nan_to_zero(x); });
+      break;
+    default:
+      finish_rank([](float x) { return x; });
+      break;
   }
 }
 
@@ -472,7 +497,8 @@ __device__ __forceinline__ void stream_k(const P& p, float* const As, float* con
       for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN / 4; ++j)
-          __stcg(slot + (i * (TN / 4) + j) * NT + tid, make_float4(acc[i][j * 4], acc[i][j * 4 + 1], acc[i][j * 4 + 2], acc[i][j * 4 + 3]));
+          __stcg(slot + (i * (TN / 4) + j) * NT + tid,
+                 make_float4(acc[i][j * 4], acc[i][j * 4 + 1], acc[i][j * 4 + 2], acc[i][j * 4 + 3]));
       __syncthreads();
       if (tid == 0) {
         __threadfence();
@@ -517,7 +543,8 @@ __device__ __forceinline__ void stream_k(const P& p, float* const As, float* con
 // 128x128 tile at 2), and for the plain form (SPLIT 1), where one CTA finishes the whole tile.
 template <class P, int BM, int BN, int BK, int STAGES, int MIN_BLOCKS, int SPLIT>
 constexpr int residual_smem_bytes() {
-  constexpr bool CONV = std::is_same_v<P, ConvPointwiseArgs> || std::is_same_v<P, ConvTapArgs> || std::is_same_v<P, ConvIgemmArgs>;
+  constexpr bool CONV =
+      std::is_same_v<P, ConvPointwiseArgs> || std::is_same_v<P, ConvTapArgs> || std::is_same_v<P, ConvIgemmArgs>;
   constexpr int ring = STAGES * (BK * (BM + 4) + BK * BN) * int(sizeof(float)), tile = BM * BN * int(sizeof(float));
   return CONV && SPLIT == 1 && MIN_BLOCKS * (ring + tile + 1024) <= 228 * 1024 ? tile : 0;
 }
@@ -545,7 +572,7 @@ __device__ __forceinline__ void residual_to_smem(const ConvIgemmArgs& p, float* 
 template <class P, int BM, int BN, int BK, int TM, int TN, int WR, int STAGES, int MIN_BLOCKS, int SPLIT>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled_kernel(const P p) {
   constexpr bool PW = std::is_same_v<P, ConvPointwiseArgs>;  // a 1x1 conv: B rows are X's channel planes
-  constexpr bool TAP = std::is_same_v<P, ConvTapArgs>;        // K in (r, s, c) order: one tap per slice
+  constexpr bool TAP = std::is_same_v<P, ConvTapArgs>;       // K in (r, s, c) order: one tap per slice
   constexpr bool CONV = PW || TAP || std::is_same_v<P, ConvIgemmArgs>;
   constexpr bool IM2COL = CONV && !PW;
   constexpr int TR = BM / TM, TC = BN / TN, NT = TR * TC;  // thread grid
@@ -689,8 +716,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MIN_BLOCKS) sgemm_tiled
       }
   }
 
-  finish_tile<P, BM, BN, TM, TN, SPLIT, (residual_smem_bytes<P, BM, BN, BK, STAGES, MIN_BLOCKS, SPLIT>() > 0)>(p, acc, m0, n0, tr,
-                                                                                                          tc, rank, rs);
+  finish_tile<P, BM, BN, TM, TN, SPLIT, (residual_smem_bytes<P, BM, BN, BK, STAGES, MIN_BLOCKS, SPLIT>() > 0)>(
+      p, acc, m0, n0, tr, tc, rank, rs);
 }
 
 /// The grid of a stream-K configuration: as many CTAs as are resident at once on the device
@@ -702,8 +729,11 @@ int stream_k_ctas() {
     constexpr int smem = STAGES * (BK * (BM + 4) + BK * BN) * int(sizeof(float));
     auto* kernel = sgemm_tiled_kernel<P, BM, BN, BK, TM, TN, WR, STAGES, MIN_BLOCKS, kStreamK>;
     int dev = 0, sms = 0, per_sm = 0;
-    if (smem > 48 * 1024 && cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess) return 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+    if (smem > 48 * 1024 &&
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
+      return 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem) != cudaSuccess)
       return 0;
     return sms * per_sm;

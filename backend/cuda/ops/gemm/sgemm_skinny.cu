@@ -43,7 +43,7 @@ namespace {
 
 using sgemm_core::activate;
 
-constexpr int kRows = 16;                 // rows of A and C per CTA
+constexpr int kRows = 16;  // rows of A and C per CTA
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kGroups = 4;                // column groups per warp
@@ -68,11 +68,11 @@ __device__ __forceinline__ void fold(float* v, int mask) {
 template <int CT, int SPLIT, int STAGES>
 __global__ void __launch_bounds__(kThreads, CT <= 2 ? 2 : 1) sgemm_skinny_kernel(const SgemmArgs p) {
   static_assert(CT == 2 || CT == 4, "a stage is 4 words of B per thread, and the halvings need 16·CT % 8 == 0");
-  constexpr int C = kGroups * CT;          // columns per CTA
-  constexpr int V = kRows * CT;            // partial sums per thread, [column][row]
-  constexpr int OUT = kRows * C;           // outputs per CTA
-  constexpr int SU = 4 / CT;               // steps per stage: 4 words of B per thread
-  constexpr int ST4 = SU * kStep4;         // 16-byte words of k per stage
+  constexpr int C = kGroups * CT;   // columns per CTA
+  constexpr int V = kRows * CT;     // partial sums per thread, [column][row]
+  constexpr int OUT = kRows * C;    // outputs per CTA
+  constexpr int SU = 4 / CT;        // steps per stage: 4 words of B per thread
+  constexpr int ST4 = SU * kStep4;  // 16-byte words of k per stage
   extern __shared__ float4 smem[];
   float4* const a_tile = smem;                         // [STAGES][kRows][ST4]
   float4* const b_tile = smem + STAGES * kRows * ST4;  // [STAGES][SU·CT][kThreads]: own words
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, CT <= 2 ? 2 : 1) sgemm_skinny_kernel
   for (int t4 = kb4, stage = 0; t4 < ke4; t4 += ST4, stage = (stage + 1) % STAGES) {
     copy_stage(t4 + (STAGES - 1) * ST4, (stage + STAGES - 1) % STAGES);
     sgemm_core::cp_async_wait<STAGES - 1>();  // this stage's copies have landed
-    __syncthreads();                           // everyone's, for A
+    __syncthreads();                          // everyone's, for A
 #pragma unroll
     for (int u = 0; u < SU; ++u) {
       if (t4 + u * kStep4 + wk >= ke4) break;
@@ -168,8 +168,10 @@ __global__ void __launch_bounds__(kThreads, CT <= 2 ? 2 : 1) sgemm_skinny_kernel
     float s = red[0][q];
 #pragma unroll
     for (int w = 1; w < kWarps; ++w) s += red[w][q];
-    if constexpr (SPLIT == 1) store(t, s);
-    else part[t] = s;
+    if constexpr (SPLIT == 1)
+      store(t, s);
+    else
+      part[t] = s;
   }
   if constexpr (SPLIT > 1) {
     namespace cg = cooperative_groups;

@@ -10,8 +10,10 @@ namespace {
 
 template <typename F>
 void dispatch_index(DType t, F&& f) {
-  if (t == DType::Int32) f(int32_t{});
-  else f(int64_t{});
+  if (t == DType::Int32)
+    f(int32_t{});
+  else
+    f(int64_t{});
 }
 
 bool aligned(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0; }
@@ -27,8 +29,9 @@ struct GatherAxisArgs {
 // Neighbouring threads copy neighbouring vectors of one gathered row, so an embedding lookup
 // ([vocab, hidden] rows) moves whole rows in 16-byte pieces.
 template <typename U, typename I, bool kNarrow>
-__global__ void __launch_bounds__(kBlock) gather_axis_kernel(const U* __restrict__ src, const I* __restrict__ idx,
-                                                            U* __restrict__ dst, const __grid_constant__ GatherAxisArgs a) {
+__global__ void __launch_bounds__(kBlock)
+    gather_axis_kernel(const U* __restrict__ src, const I* __restrict__ idx, U* __restrict__ dst,
+                       const __grid_constant__ GatherAxisArgs a) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t t, o, q;
     if constexpr (kNarrow) {
@@ -62,17 +65,19 @@ struct GatherElementsArgs {
 };
 
 template <typename U, typename I, bool kNarrow>
-__global__ void __launch_bounds__(kBlock) gather_elements_kernel(const U* __restrict__ src, const I* __restrict__ idx,
-                                                                U* __restrict__ dst,
-                                                                const __grid_constant__ GatherElementsArgs a) {
+__global__ void __launch_bounds__(kBlock)
+    gather_elements_kernel(const U* __restrict__ src, const I* __restrict__ idx, U* __restrict__ dst,
+                           const __grid_constant__ GatherElementsArgs a) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t rem = i, off = 0;
 #pragma unroll
     for (int d = kMoveMaxRank - 1; d >= 0; --d) {
       if (d >= a.rank) continue;
       int64_t q;
-      if constexpr (kNarrow) q = a.fd[d].div(static_cast<uint32_t>(rem));
-      else q = rem / a.out_dims[d];
+      if constexpr (kNarrow)
+        q = a.fd[d].div(static_cast<uint32_t>(rem));
+      else
+        q = rem / a.out_dims[d];
       off += (rem - q * a.out_dims[d]) * a.strides[d];
       rem = q;
     }
@@ -95,8 +100,9 @@ struct GatherNDArgs {
 };
 
 template <typename U, bool kNarrow>
-__global__ void __launch_bounds__(kBlock) gather_nd_kernel(const U* __restrict__ src, const int64_t* __restrict__ idx,
-                                                          U* __restrict__ dst, const __grid_constant__ GatherNDArgs a) {
+__global__ void __launch_bounds__(kBlock)
+    gather_nd_kernel(const U* __restrict__ src, const int64_t* __restrict__ idx, U* __restrict__ dst,
+                     const __grid_constant__ GatherNDArgs a) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t t, b;
     if constexpr (kNarrow) {
@@ -167,8 +173,10 @@ void launch_gather(const GatherPlan& p, const void* data, const void* indices, v
       auto* x = static_cast<const U*>(data);
       auto* ix = static_cast<const I*>(indices);
       auto* y = static_cast<U*>(out);
-      if (narrow) gather_axis_kernel<U, I, true><<<grid_for(a.n), kBlock, 0, s>>>(x, ix, y, a);
-      else gather_axis_kernel<U, I, false><<<grid_for(a.n), kBlock, 0, s>>>(x, ix, y, a);
+      if (narrow)
+        gather_axis_kernel<U, I, true><<<grid_for(a.n), kBlock, 0, s>>>(x, ix, y, a);
+      else
+        gather_axis_kernel<U, I, false><<<grid_for(a.n), kBlock, 0, s>>>(x, ix, y, a);
       check_launch("gather_axis_kernel");
     });
   });
@@ -196,8 +204,10 @@ void launch_gather_elements(const GatherElementsPlan& p, const void* data, const
       auto* x = static_cast<const U*>(data);
       auto* ix = static_cast<const I*>(indices);
       auto* y = static_cast<U*>(out);
-      if (narrow) gather_elements_kernel<U, I, true><<<grid_for(a.n), kBlock, 0, s>>>(x, ix, y, a);
-      else gather_elements_kernel<U, I, false><<<grid_for(a.n), kBlock, 0, s>>>(x, ix, y, a);
+      if (narrow)
+        gather_elements_kernel<U, I, true><<<grid_for(a.n), kBlock, 0, s>>>(x, ix, y, a);
+      else
+        gather_elements_kernel<U, I, false><<<grid_for(a.n), kBlock, 0, s>>>(x, ix, y, a);
       check_launch("gather_elements_kernel");
     });
   });
@@ -238,8 +248,10 @@ void launch_gather_nd(const GatherNDPlan& p, const void* data, const int64_t* in
     using U = decltype(utag);
     auto* x = static_cast<const U*>(data);
     auto* y = static_cast<U*>(out);
-    if (narrow) gather_nd_kernel<U, true><<<grid_for(a.n), kBlock, 0, s>>>(x, indices, y, a);
-    else gather_nd_kernel<U, false><<<grid_for(a.n), kBlock, 0, s>>>(x, indices, y, a);
+    if (narrow)
+      gather_nd_kernel<U, true><<<grid_for(a.n), kBlock, 0, s>>>(x, indices, y, a);
+    else
+      gather_nd_kernel<U, false><<<grid_for(a.n), kBlock, 0, s>>>(x, indices, y, a);
     check_launch("gather_nd_kernel");
   });
 }

@@ -16,7 +16,7 @@ namespace fusec::cuda {
 struct GatherPlan {
   int esize = 0;
   int64_t outer = 0, dim = 0, nidx = 0, inner = 0;  // inner in elements
-  int vec = 1;                                       // widest vector (bytes) `inner` allows
+  int vec = 1;                                      // widest vector (bytes) `inner` allows
   DType index_type = DType::Int64;
 };
 GatherPlan plan_gather(int64_t outer, int64_t dim, int64_t nidx, int64_t inner, size_t esize, DType index_type);

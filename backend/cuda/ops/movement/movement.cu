@@ -27,8 +27,8 @@ struct GatherArgs {
 };
 
 template <typename U, bool kNarrow>
-__global__ void __launch_bounds__(kBlock) strided_gather_kernel(const U* __restrict__ src, U* __restrict__ dst,
-                                                               const __grid_constant__ GatherArgs a) {
+__global__ void __launch_bounds__(kBlock)
+    strided_gather_kernel(const U* __restrict__ src, U* __restrict__ dst, const __grid_constant__ GatherArgs a) {
   if constexpr (kNarrow) {
     const uint32_t n = static_cast<uint32_t>(a.n);
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
@@ -73,9 +73,11 @@ void run_gather_view(const StridedCopyPlan::View& v, const void* src, void* dst,
   dispatch_vec(v.vec, [&](auto tag) {
     using U = decltype(tag);
     if (v.narrow)
-      strided_gather_kernel<U, true><<<grid_for(v.numel), kBlock, 0, s>>>(static_cast<const U*>(src), static_cast<U*>(dst), a);
+      strided_gather_kernel<U, true>
+          <<<grid_for(v.numel), kBlock, 0, s>>>(static_cast<const U*>(src), static_cast<U*>(dst), a);
     else
-      strided_gather_kernel<U, false><<<grid_for(v.numel), kBlock, 0, s>>>(static_cast<const U*>(src), static_cast<U*>(dst), a);
+      strided_gather_kernel<U, false>
+          <<<grid_for(v.numel), kBlock, 0, s>>>(static_cast<const U*>(src), static_cast<U*>(dst), a);
     check_launch("strided_gather_kernel");
   });
 }
@@ -96,8 +98,8 @@ struct TileArgs {
 // Reads a 32×32 tile along the input's contiguous dim and writes it along the output's, so both
 // sides are coalesced; the +1 column keeps the transposed reads free of bank conflicts.
 template <typename U>
-__global__ void __launch_bounds__(kTile* kTileRows) tiled_transpose_kernel(const U* __restrict__ src, U* __restrict__ dst,
-                                                                           const __grid_constant__ TileArgs a) {
+__global__ void __launch_bounds__(kTile* kTileRows)
+    tiled_transpose_kernel(const U* __restrict__ src, U* __restrict__ dst, const __grid_constant__ TileArgs a) {
   __shared__ U tile[kTile][kTile + 1];
   const int tx = threadIdx.x, ty = threadIdx.y;
   for (int64_t b = blockIdx.z; b < a.batches; b += gridDim.z) {
@@ -154,7 +156,8 @@ void run_tiled(const StridedCopyPlan& p, const void* src, void* dst, cudaStream_
   const dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(gz));
   dispatch_vec(p.esize, [&](auto tag) {
     using U = decltype(tag);
-    tiled_transpose_kernel<U><<<grid, dim3(kTile, kTileRows), 0, s>>>(static_cast<const U*>(src), static_cast<U*>(dst), a);
+    tiled_transpose_kernel<U>
+        <<<grid, dim3(kTile, kTileRows), 0, s>>>(static_cast<const U*>(src), static_cast<U*>(dst), a);
     check_launch("tiled_transpose_kernel");
   });
 }
@@ -188,11 +191,15 @@ __global__ void __launch_bounds__(kBlock) parts_kernel(U* __restrict__ whole, co
   const int64_t off = a.offset[p];
   for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
     int64_t row;
-    if constexpr (kNarrow) row = a.wdiv[p].div(static_cast<uint32_t>(e));
-    else row = e / w;
+    if constexpr (kNarrow)
+      row = a.wdiv[p].div(static_cast<uint32_t>(e));
+    else
+      row = e / w;
     const int64_t wi = row * a.wide + off + (e - row * w);
-    if constexpr (kSplit) part[e] = whole[wi];
-    else whole[wi] = part[e];
+    if constexpr (kSplit)
+      part[e] = whole[wi];
+    else
+      whole[wi] = part[e];
   }
 }
 
@@ -224,8 +231,10 @@ void run_parts(const PartsPlan& p, void* whole, void* const* parts, size_t n, cu
     const dim3 grid(grid_for(most), static_cast<unsigned>(count));
     dispatch_vec(vec, [&](auto tag) {
       using U = decltype(tag);
-      if (narrow) parts_kernel<U, kSplit, true><<<grid, kBlock, 0, s>>>(static_cast<U*>(whole), a);
-      else parts_kernel<U, kSplit, false><<<grid, kBlock, 0, s>>>(static_cast<U*>(whole), a);
+      if (narrow)
+        parts_kernel<U, kSplit, true><<<grid, kBlock, 0, s>>>(static_cast<U*>(whole), a);
+      else
+        parts_kernel<U, kSplit, false><<<grid, kBlock, 0, s>>>(static_cast<U*>(whole), a);
       check_launch("parts_kernel");
     });
   }
@@ -246,9 +255,12 @@ template <typename I>
 __device__ __forceinline__ I pad_coord(I x, I n, int mode) {
   if (x >= 0 && x < n) return x;
   switch (mode) {
-    case 0: return -1;
-    case 1: return x < 0 ? 0 : n - 1;
-    case 3: return ((x % n) + n) % n;
+    case 0:
+      return -1;
+    case 1:
+      return x < 0 ? 0 : n - 1;
+    case 3:
+      return ((x % n) + n) % n;
     default: {
       if (n == 1) return 0;
       const I period = 2 * (n - 1);
@@ -260,8 +272,9 @@ __device__ __forceinline__ I pad_coord(I x, I n, int mode) {
 
 // Narrow: every index and offset fits 32 bits (checked on the host), so no 64-bit arithmetic.
 template <typename U, bool kNarrow>
-__global__ void __launch_bounds__(kBlock) pad_kernel(const U* __restrict__ src, U* __restrict__ dst,
-                                                    const U* __restrict__ value, U cval, const __grid_constant__ PadArgs a) {
+__global__ void __launch_bounds__(kBlock)
+    pad_kernel(const U* __restrict__ src, U* __restrict__ dst, const U* __restrict__ value, U cval,
+               const __grid_constant__ PadArgs a) {
   using I = std::conditional_t<kNarrow, int32_t, int64_t>;
   const U c = value ? *value : cval;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -271,8 +284,10 @@ __global__ void __launch_bounds__(kBlock) pad_kernel(const U* __restrict__ src, 
     for (int d = kMoveMaxRank - 1; d >= 0; --d) {
       if (d >= a.rank) continue;
       I q;
-      if constexpr (kNarrow) q = static_cast<I>(a.fd[d].div(static_cast<uint32_t>(rem)));
-      else q = rem / a.out_dims[d];
+      if constexpr (kNarrow)
+        q = static_cast<I>(a.fd[d].div(static_cast<uint32_t>(rem)));
+      else
+        q = rem / a.out_dims[d];
       const I o = rem - q * static_cast<I>(a.out_dims[d]);
       rem = q;
       const I x = pad_coord<I>(o - static_cast<I>(a.pb[d]), static_cast<I>(a.in_dims[d]), a.mode);
@@ -286,9 +301,9 @@ __global__ void __launch_bounds__(kBlock) pad_kernel(const U* __restrict__ src, 
 // ---------------------------------------------------------------- Trilu
 
 template <typename U, bool kNarrow>
-__global__ void __launch_bounds__(kBlock) trilu_kernel(const U* __restrict__ src, U* __restrict__ dst, int64_t total,
-                                                      FastDiv fn, FastDiv fm, int64_t m, int64_t n, bool upper, int64_t k,
-                                                      const int64_t* __restrict__ k_dev) {
+__global__ void __launch_bounds__(kBlock)
+    trilu_kernel(const U* __restrict__ src, U* __restrict__ dst, int64_t total, FastDiv fn, FastDiv fm, int64_t m,
+                 int64_t n, bool upper, int64_t k, const int64_t* __restrict__ k_dev) {
   if (k_dev) k = *k_dev;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t row, col;
@@ -310,22 +325,49 @@ __global__ void __launch_bounds__(kBlock) trilu_kernel(const U* __restrict__ src
 
 // ---------------------------------------------------------------- CumSum
 
-template <typename T> struct Acc { using type = typename Compute<T>::type; };
-template <> struct Acc<int32_t> { using type = int32_t; };
-template <> struct Acc<int64_t> { using type = int64_t; };
+template <typename T>
+struct Acc {
+  using type = typename Compute<T>::type;
+};
+template <>
+struct Acc<int32_t> {
+  using type = int32_t;
+};
+template <>
+struct Acc<int64_t> {
+  using type = int64_t;
+};
 
-template <typename T> __device__ __forceinline__ typename Acc<T>::type acc_load(T v) { return to_compute(v); }
-template <> __device__ __forceinline__ int32_t acc_load<int32_t>(int32_t v) { return v; }
-template <> __device__ __forceinline__ int64_t acc_load<int64_t>(int64_t v) { return v; }
-template <typename T, typename A> __device__ __forceinline__ T acc_store(A v) { return from_compute<T>(v); }
-template <> __device__ __forceinline__ int32_t acc_store<int32_t, int32_t>(int32_t v) { return v; }
-template <> __device__ __forceinline__ int64_t acc_store<int64_t, int64_t>(int64_t v) { return v; }
+template <typename T>
+__device__ __forceinline__ typename Acc<T>::type acc_load(T v) {
+  return to_compute(v);
+}
+template <>
+__device__ __forceinline__ int32_t acc_load<int32_t>(int32_t v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ int64_t acc_load<int64_t>(int64_t v) {
+  return v;
+}
+template <typename T, typename A>
+__device__ __forceinline__ T acc_store(A v) {
+  return from_compute<T>(v);
+}
+template <>
+__device__ __forceinline__ int32_t acc_store<int32_t, int32_t>(int32_t v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ int64_t acc_store<int64_t, int64_t>(int64_t v) {
+  return v;
+}
 
 // Rows along the innermost dim: one warp per row, 32 elements per step, a shuffle scan plus the
 // carried total of the previous steps.
 template <typename T>
-__global__ void __launch_bounds__(kBlock) cumsum_rows_kernel(const T* __restrict__ src, T* __restrict__ dst, int64_t rows,
-                                                            int64_t len, bool exclusive, bool reverse) {
+__global__ void __launch_bounds__(kBlock) cumsum_rows_kernel(const T* __restrict__ src, T* __restrict__ dst,
+                                                             int64_t rows, int64_t len, bool exclusive, bool reverse) {
   using A = typename Acc<T>::type;
   const int lane = threadIdx.x & 31;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -354,8 +396,9 @@ __global__ void __launch_bounds__(kBlock) cumsum_rows_kernel(const T* __restrict
 // Any other axis: one thread per (outer, inner) lane walks the axis; neighbouring threads take
 // neighbouring inner positions, so every step is a coalesced row.
 template <typename T>
-__global__ void __launch_bounds__(kBlock) cumsum_lanes_kernel(const T* __restrict__ src, T* __restrict__ dst, int64_t outer,
-                                                             int64_t len, int64_t inner, bool exclusive, bool reverse) {
+__global__ void __launch_bounds__(kBlock)
+    cumsum_lanes_kernel(const T* __restrict__ src, T* __restrict__ dst, int64_t outer, int64_t len, int64_t inner,
+                        bool exclusive, bool reverse) {
   using A = typename Acc<T>::type;
   const int64_t lanes = outer * inner;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < lanes; t += int64_t(gridDim.x) * blockDim.x) {
@@ -383,9 +426,12 @@ __global__ void __launch_bounds__(kBlock) cumsum_lanes_kernel(const T* __restric
 
 std::string StridedCopyPlan::describe() const {
   switch (kind) {
-    case Empty: return "empty";
-    case Memcpy: return "copy (cudaMemcpyAsync)";
-    case Tiled: return "tiled transpose 32x32";
+    case Empty:
+      return "empty";
+    case Memcpy:
+      return "copy (cudaMemcpyAsync)";
+    case Tiled:
+      return "tiled transpose 32x32";
     case Gather:
       if (wide.vec > 0) return "row gather " + std::to_string(wide.vec) + "B vectors";
       return "element gather";
@@ -483,15 +529,20 @@ StridedCopyPlan plan_strided_copy(const std::vector<int64_t>& dims, const std::v
 
 void launch_strided_copy(const StridedCopyPlan& p, const void* src, void* dst, cudaStream_t s) {
   switch (p.kind) {
-    case StridedCopyPlan::Empty: return;
+    case StridedCopyPlan::Empty:
+      return;
     case StridedCopyPlan::Memcpy:
       FUSEC_CUDA_CHECK(cudaMemcpyAsync(dst, static_cast<const char*>(src) + p.memcpy_offset,
                                        static_cast<size_t>(p.numel) * p.esize, cudaMemcpyDeviceToDevice, s));
       return;
-    case StridedCopyPlan::Tiled: run_tiled(p, src, dst, s); return;
+    case StridedCopyPlan::Tiled:
+      run_tiled(p, src, dst, s);
+      return;
     case StridedCopyPlan::Gather:
-      if (p.wide.vec > 0 && aligned(src, p.wide.vec) && aligned(dst, p.wide.vec)) run_gather_view(p.wide, src, dst, s);
-      else run_gather_view(p.elem, src, dst, s);
+      if (p.wide.vec > 0 && aligned(src, p.wide.vec) && aligned(dst, p.wide.vec))
+        run_gather_view(p.wide, src, dst, s);
+      else
+        run_gather_view(p.elem, src, dst, s);
       return;
   }
 }
@@ -562,16 +613,18 @@ void launch_pad(const PadPlan& p, const void* src, void* dst, const void* value,
     auto* x = static_cast<const U*>(src);
     auto* y = static_cast<U*>(dst);
     auto* v = static_cast<const U*>(value);
-    if (narrow) pad_kernel<U, true><<<grid_for(p.numel), kBlock, 0, s>>>(x, y, v, c, a);
-    else pad_kernel<U, false><<<grid_for(p.numel), kBlock, 0, s>>>(x, y, v, c, a);
+    if (narrow)
+      pad_kernel<U, true><<<grid_for(p.numel), kBlock, 0, s>>>(x, y, v, c, a);
+    else
+      pad_kernel<U, false><<<grid_for(p.numel), kBlock, 0, s>>>(x, y, v, c, a);
     check_launch("pad_kernel");
   });
 }
 
 // ---------------------------------------------------------------- Trilu
 
-void launch_trilu(const void* src, void* dst, size_t esize, int64_t batches, int64_t m, int64_t n, bool upper, int64_t k,
-                  const int64_t* k_dev, cudaStream_t s) {
+void launch_trilu(const void* src, void* dst, size_t esize, int64_t batches, int64_t m, int64_t n, bool upper,
+                  int64_t k, const int64_t* k_dev, cudaStream_t s) {
   const int64_t total = batches * m * n;
   if (total == 0) return;
   const bool narrow = fits32(total);
@@ -580,8 +633,10 @@ void launch_trilu(const void* src, void* dst, size_t esize, int64_t batches, int
     using U = decltype(tag);
     auto* x = static_cast<const U*>(src);
     auto* y = static_cast<U*>(dst);
-    if (narrow) trilu_kernel<U, true><<<grid_for(total), kBlock, 0, s>>>(x, y, total, fn, fm, m, n, upper, k, k_dev);
-    else trilu_kernel<U, false><<<grid_for(total), kBlock, 0, s>>>(x, y, total, fn, fm, m, n, upper, k, k_dev);
+    if (narrow)
+      trilu_kernel<U, true><<<grid_for(total), kBlock, 0, s>>>(x, y, total, fn, fm, m, n, upper, k, k_dev);
+    else
+      trilu_kernel<U, false><<<grid_for(total), kBlock, 0, s>>>(x, y, total, fn, fm, m, n, upper, k, k_dev);
     check_launch("trilu_kernel");
   });
 }
@@ -603,8 +658,14 @@ bool launch_cumsum(const void* src, void* dst, DType t, int64_t outer, int64_t l
       check_launch("cumsum_lanes_kernel");
     }
   };
-  if (t == DType::Int32) { run(int32_t{}); return true; }
-  if (t == DType::Int64) { run(int64_t{}); return true; }
+  if (t == DType::Int32) {
+    run(int32_t{});
+    return true;
+  }
+  if (t == DType::Int64) {
+    run(int64_t{});
+    return true;
+  }
   return dispatch_float_storage(t, run);
 }
 
@@ -616,17 +677,38 @@ bool scalar_bits(double v, int64_t iv, bool is_int, DType t, uint64_t* bits) {
   const double f = is_int ? static_cast<double>(iv) : v;
   const int64_t i = is_int ? iv : static_cast<int64_t>(std::isfinite(v) ? std::trunc(v) : 0);
   switch (t) {
-    case DType::Float32: put(static_cast<float>(f)); return true;
-    case DType::Float64: put(f); return true;
-    case DType::Float16: put(__float2half_rn(static_cast<float>(f))); return true;
-    case DType::BFloat16: put(__float2bfloat16_rn(static_cast<float>(f))); return true;
-    case DType::Bool: put(static_cast<uint8_t>(f != 0)); return true;
-    case DType::Int8: put(static_cast<int8_t>(i)); return true;
-    case DType::UInt8: put(static_cast<uint8_t>(i)); return true;
-    case DType::Int16: put(static_cast<int16_t>(i)); return true;
-    case DType::Int32: put(static_cast<int32_t>(i)); return true;
-    case DType::Int64: put(i); return true;
-    default: return false;
+    case DType::Float32:
+      put(static_cast<float>(f));
+      return true;
+    case DType::Float64:
+      put(f);
+      return true;
+    case DType::Float16:
+      put(__float2half_rn(static_cast<float>(f)));
+      return true;
+    case DType::BFloat16:
+      put(__float2bfloat16_rn(static_cast<float>(f)));
+      return true;
+    case DType::Bool:
+      put(static_cast<uint8_t>(f != 0));
+      return true;
+    case DType::Int8:
+      put(static_cast<int8_t>(i));
+      return true;
+    case DType::UInt8:
+      put(static_cast<uint8_t>(i));
+      return true;
+    case DType::Int16:
+      put(static_cast<int16_t>(i));
+      return true;
+    case DType::Int32:
+      put(static_cast<int32_t>(i));
+      return true;
+    case DType::Int64:
+      put(i);
+      return true;
+    default:
+      return false;
   }
 }
 

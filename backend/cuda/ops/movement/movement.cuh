@@ -67,8 +67,8 @@ struct StridedCopyPlan {
 
 /// Plans the copy; `in_numel` bounds the input offsets (for 32-bit indexing). Throws on a rank
 /// beyond kMoveMaxRank after merging only if `ok` is null; otherwise sets *ok = false.
-StridedCopyPlan plan_strided_copy(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
-                                  int64_t base, size_t esize, int64_t in_numel, bool* ok);
+StridedCopyPlan plan_strided_copy(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides, int64_t base,
+                                  size_t esize, int64_t in_numel, bool* ok);
 void launch_strided_copy(const StridedCopyPlan& p, const void* src, void* dst, cudaStream_t s);
 
 // ---------------------------------------------------------------- Concat / Split
@@ -111,8 +111,8 @@ void launch_trilu(const void* src, void* dst, size_t esize, int64_t batches, int
 
 /// Inclusive/exclusive, forward/reverse prefix sums along the middle of [outer, len, inner] for
 /// float32/float16/bfloat16/float64 (float accumulation, double for float64) and int32/int64.
-[[nodiscard]] bool launch_cumsum(const void* src, void* dst, DType t, int64_t outer, int64_t len, int64_t inner, bool exclusive,
-                   bool reverse, cudaStream_t s);
+[[nodiscard]] bool launch_cumsum(const void* src, void* dst, DType t, int64_t outer, int64_t len, int64_t inner,
+                                 bool exclusive, bool reverse, cudaStream_t s);
 
 /// The bits of `v` in the storage type `t` (float types round to nearest; integers truncate;
 /// bool is v != 0). False for a dtype it cannot represent.

@@ -54,7 +54,8 @@ bool byte_movable(const PlanContext& c, std::string* why) {
   }
   const DType t = c.in_dtype(0);
   if (t != c.out_dtype(0)) {
-    *why = std::string("input ") + dtype_name(t) + " and output " + dtype_name(c.out_dtype(0)) + " storage types differ";
+    *why =
+        std::string("input ") + dtype_name(t) + " and output " + dtype_name(c.out_dtype(0)) + " storage types differ";
     return false;
   }
   const size_t es = dtype_size(t);
@@ -170,8 +171,10 @@ std::unique_ptr<CudaOp> make_expand(const PlanContext& c, std::string* why) {
   Dims st(out.size(), 0);
   for (size_t i = 0; i < in.size(); ++i) {
     const size_t o = out.size() - in.size() + i;
-    if (in[i] == out[o]) st[o] = xs[i];
-    else if (in[i] != 1) return refuse(why, "input dims do not broadcast to the output");
+    if (in[i] == out[o])
+      st[o] = xs[i];
+    else if (in[i] != 1)
+      return refuse(why, "input dims do not broadcast to the output");
   }
   return make_copy(c, why, out, st, 0, "Expand");
 }
@@ -207,11 +210,16 @@ std::unique_ptr<CudaOp> make_depth_to_space(const PlanContext& c, std::string* w
   // Output viewed as [N, Co, H, b1, W, b2]; strides of those into the input.
   int64_t sC, s1, s2;
   if (crd) {  // input [N, Co, b1, b2, H, W]
-    sC = b * b * H * W; s1 = b * H * W; s2 = H * W;
-  } else {    // DCR: input [N, b1, b2, Co, H, W]
-    s1 = b * Co * H * W; s2 = Co * H * W; sC = H * W;
+    sC = b * b * H * W;
+    s1 = b * H * W;
+    s2 = H * W;
+  } else {  // DCR: input [N, b1, b2, Co, H, W]
+    s1 = b * Co * H * W;
+    s2 = Co * H * W;
+    sC = H * W;
   }
-  return make_copy(c, why, {N, Co, H, b, W, b}, {C * H * W, sC, W, s1, 1, s2}, 0, crd ? "DepthToSpace CRD" : "DepthToSpace DCR");
+  return make_copy(c, why, {N, Co, H, b, W, b}, {C * H * W, sC, W, s1, 1, s2}, 0,
+                   crd ? "DepthToSpace CRD" : "DepthToSpace DCR");
 }
 
 std::unique_ptr<CudaOp> make_space_to_depth(const PlanContext& c, std::string* why) {
@@ -237,7 +245,9 @@ class ConcatOp : public CudaOp {
     for (size_t i = 0; i < parts_.size(); ++i) parts_[i] = a.inputs[i].data;
     launch_concat(p_, parts_.data(), parts_.size(), a.outputs[0].data, a.stream);
   }
-  std::string kernel_name() const override { return "Concat: one launch per 32 inputs, " + std::to_string(p_.vec) + "B vectors"; }
+  std::string kernel_name() const override {
+    return "Concat: one launch per 32 inputs, " + std::to_string(p_.vec) + "B vectors";
+  }
 
  private:
   PartsPlan p_;
@@ -251,7 +261,9 @@ class SplitOp : public CudaOp {
     for (size_t i = 0; i < parts_.size(); ++i) parts_[i] = a.outputs[i].data;
     launch_split(p_, a.inputs[0].data, parts_.data(), parts_.size(), a.stream);
   }
-  std::string kernel_name() const override { return "Split: one launch per 32 outputs, " + std::to_string(p_.vec) + "B vectors"; }
+  std::string kernel_name() const override {
+    return "Split: one launch per 32 outputs, " + std::to_string(p_.vec) + "B vectors";
+  }
 
  private:
   PartsPlan p_;
@@ -262,7 +274,8 @@ std::unique_ptr<CudaOp> make_concat(const PlanContext& c, std::string* why) {
   if (!c.has_output(0) || c.num_inputs() == 0) return refuse(why, "missing input or output");
   const DType t = c.out_dtype(0);
   const size_t es = dtype_size(t);
-  if (es != 1 && es != 2 && es != 4 && es != 8) return refuse(why, std::string("unsupported element type ") + dtype_name(t));
+  if (es != 1 && es != 2 && es != 4 && es != 8)
+    return refuse(why, std::string("unsupported element type ") + dtype_name(t));
   const Dims& out = c.out_dims(0);
   const int64_t r = static_cast<int64_t>(out.size());
   int64_t ax = 0;
@@ -287,7 +300,8 @@ std::unique_ptr<CudaOp> make_split(const PlanContext& c, std::string* why) {
   if (!c.has_input(0) || c.num_outputs() == 0) return refuse(why, "missing input or output");
   const DType t = c.in_dtype(0);
   const size_t es = dtype_size(t);
-  if (es != 1 && es != 2 && es != 4 && es != 8) return refuse(why, std::string("unsupported element type ") + dtype_name(t));
+  if (es != 1 && es != 2 && es != 4 && es != 8)
+    return refuse(why, std::string("unsupported element type ") + dtype_name(t));
   const Dims& in = c.in_dims(0);
   const int64_t r = static_cast<int64_t>(in.size());
   int64_t ax = 0;
@@ -351,8 +365,7 @@ std::unique_ptr<CudaOp> make_gather(const PlanContext& c, std::string* why) {
   const int64_t outer = prod(x, 0, ax), inner = prod(x, ax + 1, r);
   if (prod(c.out_dims(0), 0, 99) != outer * nidx * inner) return refuse(why, "unexpected output size");
   GatherPlan p = plan_gather(outer, x[ax], nidx, inner, dtype_size(c.in_dtype(0)), c.in_dtype(1));
-  return gather_op(p, "Gather: row gather, " + std::to_string(p.vec) + "B vectors",
-                   launch_gather);
+  return gather_op(p, "Gather: row gather, " + std::to_string(p.vec) + "B vectors", launch_gather);
 }
 
 std::unique_ptr<CudaOp> make_gather_elements(const PlanContext& c, std::string* why) {
@@ -442,16 +455,22 @@ std::unique_ptr<CudaOp> make_pad(const PlanContext& c, std::string* why) {
   if (r > kMoveMaxRank) return refuse(why, "rank above 8");
   const std::string mode = c.attr_string("mode");
   PadPlan p;
-  if (mode == "constant") p.mode = PadMode::Constant;
-  else if (mode == "edge") p.mode = PadMode::Edge;
-  else if (mode == "reflect") p.mode = PadMode::Reflect;
-  else if (mode == "wrap") p.mode = PadMode::Wrap;
-  else return refuse(why, "unknown mode '" + mode + "'");
+  if (mode == "constant")
+    p.mode = PadMode::Constant;
+  else if (mode == "edge")
+    p.mode = PadMode::Edge;
+  else if (mode == "reflect")
+    p.mode = PadMode::Reflect;
+  else if (mode == "wrap")
+    p.mode = PadMode::Wrap;
+  else
+    return refuse(why, "unknown mode '" + mode + "'");
   Dims pads, axes;
   int value_input = -1;
   if (c.opset() < 11) {
     pads = c.attr_ints("pads");
-    if (!scalar_bits(c.attr_float("value"), 0, false, t, &p.value_bits)) return refuse(why, "constant not representable");
+    if (!scalar_bits(c.attr_float("value"), 0, false, t, &p.value_bits))
+      return refuse(why, "constant not representable");
   } else {
     if (!const_ints(c, 1, "pads", &pads, why)) return nullptr;
     if (c.has_input(2)) {
@@ -471,7 +490,8 @@ std::unique_ptr<CudaOp> make_pad(const PlanContext& c, std::string* why) {
   if (static_cast<int64_t>(out.size()) != r) return refuse(why, "unexpected output rank");
   for (int64_t d = 0; d < r; ++d) {
     if (in[d] + full[d] + full[r + d] != out[d]) return refuse(why, "output dims disagree with pads");
-    if (in[d] == 0 && out[d] > 0 && p.mode != PadMode::Constant) return refuse(why, "cannot pad an empty dim in mode " + mode);
+    if (in[d] == 0 && out[d] > 0 && p.mode != PadMode::Constant)
+      return refuse(why, "cannot pad an empty dim in mode " + mode);
   }
   p.esize = static_cast<int>(dtype_size(t));
   p.rank = static_cast<int>(r);
@@ -517,7 +537,8 @@ std::unique_ptr<CudaOp> make_trilu(const PlanContext& c, std::string* why) {
       if (kt->numel() != 1) return refuse(why, "k must be a scalar");
       k = kt->as_int64(0);
     } else {
-      if (c.in_dtype(1) != DType::Int64 || prod(c.in_dims(1), 0, 99) != 1) return refuse(why, "runtime k must be one int64");
+      if (c.in_dtype(1) != DType::Int64 || prod(c.in_dims(1), 0, 99) != 1)
+        return refuse(why, "runtime k must be one int64");
       k_runtime = true;  // read on the device at run time
     }
   }
@@ -531,10 +552,13 @@ class CumSumOp : public CudaOp {
   CumSumOp(DType t, int64_t outer, int64_t len, int64_t inner, bool exclusive, bool reverse)
       : t_(t), outer_(outer), len_(len), inner_(inner), exclusive_(exclusive), reverse_(reverse) {}
   void launch(const LaunchArgs& a) override {
-    require_launched(launch_cumsum(a.inputs[0].data, a.outputs[0].data, t_, outer_, len_, inner_, exclusive_, reverse_, a.stream),
-                     "CumSum");
+    require_launched(
+        launch_cumsum(a.inputs[0].data, a.outputs[0].data, t_, outer_, len_, inner_, exclusive_, reverse_, a.stream),
+        "CumSum");
   }
-  std::string kernel_name() const override { return inner_ == 1 ? "CumSum: warp scan per row" : "CumSum: thread per lane"; }
+  std::string kernel_name() const override {
+    return inner_ == 1 ? "CumSum: warp scan per row" : "CumSum: thread per lane";
+  }
 
  private:
   DType t_;
@@ -545,7 +569,8 @@ class CumSumOp : public CudaOp {
 std::unique_ptr<CudaOp> make_cumsum(const PlanContext& c, std::string* why) {
   if (!byte_movable(c, why)) return nullptr;
   const DType t = c.in_dtype(0);
-  if (!is_float(t) && t != DType::Int32 && t != DType::Int64) return refuse(why, std::string("CumSum on ") + dtype_name(t));
+  if (!is_float(t) && t != DType::Int32 && t != DType::Int64)
+    return refuse(why, std::string("CumSum on ") + dtype_name(t));
   Dims axis;
   if (!const_ints(c, 1, "axis", &axis, why)) return nullptr;
   if (axis.size() != 1) return refuse(why, "axis must be a scalar");
@@ -592,7 +617,9 @@ class ResizeNearestOp : public CudaOp {
   ResizeNearestOp(ResizeNearestPlan p, DeviceBuffer tables) : p_(p), tables_(std::move(tables)) {
     p_.maps = static_cast<const int32_t*>(tables_.get());
   }
-  void launch(const LaunchArgs& a) override { launch_resize_nearest(p_, a.inputs[0].data, a.outputs[0].data, a.stream); }
+  void launch(const LaunchArgs& a) override {
+    launch_resize_nearest(p_, a.inputs[0].data, a.outputs[0].data, a.stream);
+  }
   std::string kernel_name() const override { return "Resize nearest: index tables"; }
 
  private:
@@ -647,11 +674,13 @@ std::unique_ptr<CudaOp> make_resize(const PlanContext& c, std::string* why) {
   if (params.out_dims != c.out_dims(0)) return refuse(why, "output dims disagree with scales/sizes");
   const resize::ResizeConfig cfg = resize::resize_config(c, opset, std::move(params));
   if (cfg.antialias) return refuse(why, "antialias runs on the CPU");
-  static const char* known[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
-                                "tf_half_pixel_for_nn", "half_pixel_symmetric", "tf_crop_and_resize"};
+  static const char* known[] = {"half_pixel",         "asymmetric",           "align_corners",
+                                "pytorch_half_pixel", "tf_half_pixel_for_nn", "half_pixel_symmetric",
+                                "tf_crop_and_resize"};
   if (std::find(std::begin(known), std::end(known), cfg.ctm) == std::end(known))
     return refuse(why, "unknown coordinate_transformation_mode '" + cfg.ctm + "'");
-  if (cfg.mode != "nearest" && cfg.mode != "linear" && cfg.mode != "cubic") return refuse(why, "unknown mode '" + cfg.mode + "'");
+  if (cfg.mode != "nearest" && cfg.mode != "linear" && cfg.mode != "cubic")
+    return refuse(why, "unknown mode '" + cfg.mode + "'");
 
   const DType dt = c.in_dtype(0);
   const Dims& out = cfg.p.out_dims;

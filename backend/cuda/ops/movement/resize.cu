@@ -24,11 +24,15 @@ struct NearestArgs {
 
 // Narrow: output and input index in 32 bits (checked on the host). kVec consecutive outputs of
 // the innermost dim per thread: one index decomposition and one packed store for all of them.
-template <typename U, int kVec> struct alignas(sizeof(U) * kVec) Pack { U u[kVec]; };
+template <typename U, int kVec>
+struct alignas(sizeof(U) * kVec) Pack {
+  U u[kVec];
+};
 
 template <typename U, bool kNarrow, int kVec>
-__global__ void __launch_bounds__(kBlock) resize_nearest_kernel(const U* __restrict__ x, U* __restrict__ y, U extrapolation,
-                                                               const __grid_constant__ NearestArgs a) {
+__global__ void __launch_bounds__(kBlock)
+    resize_nearest_kernel(const U* __restrict__ x, U* __restrict__ y, U extrapolation,
+                          const __grid_constant__ NearestArgs a) {
   using I = std::conditional_t<kNarrow, int32_t, int64_t>;
   const int last = a.rank - 1;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -39,8 +43,10 @@ __global__ void __launch_bounds__(kBlock) resize_nearest_kernel(const U* __restr
       if (d >= a.rank) continue;
       // fd/out_dims of the last dim count groups of kVec outputs.
       I q;
-      if constexpr (kNarrow) q = static_cast<I>(a.fd[d].div(static_cast<uint32_t>(rem)));
-      else q = rem / a.out_dims[d];
+      if constexpr (kNarrow)
+        q = static_cast<I>(a.fd[d].div(static_cast<uint32_t>(rem)));
+      else
+        q = rem / a.out_dims[d];
       const I c = rem - q * static_cast<I>(a.out_dims[d]);
       rem = q;
       if (d == last) {
@@ -77,8 +83,8 @@ struct InterpArgs {
 };
 
 template <typename T, bool kNarrow>
-__global__ void __launch_bounds__(kBlock) resize_interp_kernel(const T* __restrict__ x, T* __restrict__ y,
-                                                              const __grid_constant__ InterpArgs a) {
+__global__ void __launch_bounds__(kBlock)
+    resize_interp_kernel(const T* __restrict__ x, T* __restrict__ y, const __grid_constant__ InterpArgs a) {
   using A = typename Compute<T>::type;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t rem = i, base = 0;
@@ -87,8 +93,10 @@ __global__ void __launch_bounds__(kBlock) resize_interp_kernel(const T* __restri
     for (int d = kMoveMaxRank - 1; d >= 0; --d) {
       if (d >= a.rank) continue;
       int64_t q;
-      if constexpr (kNarrow) q = a.fd[d].div(static_cast<uint32_t>(rem));
-      else q = rem / a.out_dims[d];
+      if constexpr (kNarrow)
+        q = a.fd[d].div(static_cast<uint32_t>(rem));
+      else
+        q = rem / a.out_dims[d];
       const int64_t c = rem - q * a.out_dims[d];
       rem = q;
       const int s = a.slot[d];
@@ -154,11 +162,15 @@ void launch_resize_nearest(const ResizeNearestPlan& p, const void* x, void* y, c
     auto* yp = static_cast<U*>(y);
     const unsigned g = grid_for(a.n);
     if (vec == 4) {
-      if (narrow) resize_nearest_kernel<U, true, 4><<<g, kBlock, 0, s>>>(xp, yp, e, a);
-      else resize_nearest_kernel<U, false, 4><<<g, kBlock, 0, s>>>(xp, yp, e, a);
+      if (narrow)
+        resize_nearest_kernel<U, true, 4><<<g, kBlock, 0, s>>>(xp, yp, e, a);
+      else
+        resize_nearest_kernel<U, false, 4><<<g, kBlock, 0, s>>>(xp, yp, e, a);
     } else {
-      if (narrow) resize_nearest_kernel<U, true, 1><<<g, kBlock, 0, s>>>(xp, yp, e, a);
-      else resize_nearest_kernel<U, false, 1><<<g, kBlock, 0, s>>>(xp, yp, e, a);
+      if (narrow)
+        resize_nearest_kernel<U, true, 1><<<g, kBlock, 0, s>>>(xp, yp, e, a);
+      else
+        resize_nearest_kernel<U, false, 1><<<g, kBlock, 0, s>>>(xp, yp, e, a);
     }
     check_launch("resize_nearest_kernel");
   });
@@ -192,8 +204,10 @@ bool launch_resize_interp(const ResizeInterpPlan& p, const void* x, void* y, cud
     if (a.n == 0) return;
     auto* xp = static_cast<const T*>(x);
     auto* yp = static_cast<T*>(y);
-    if (narrow) resize_interp_kernel<T, true><<<grid_for(a.n), kBlock, 0, s>>>(xp, yp, a);
-    else resize_interp_kernel<T, false><<<grid_for(a.n), kBlock, 0, s>>>(xp, yp, a);
+    if (narrow)
+      resize_interp_kernel<T, true><<<grid_for(a.n), kBlock, 0, s>>>(xp, yp, a);
+    else
+      resize_interp_kernel<T, false><<<grid_for(a.n), kBlock, 0, s>>>(xp, yp, a);
     check_launch("resize_interp_kernel");
   });
 }

@@ -18,7 +18,7 @@ struct ResizeNearestPlan {
   int64_t map_offset[kMoveMaxRank] = {};  // into `maps`; -1: the axis keeps its coordinates
   const int32_t* maps = nullptr;          // device: source index per output coordinate, -1 = extrapolate
   int64_t numel = 0, in_numel = 0;
-  uint64_t extrapolation_bits = 0;        // in the storage type
+  uint64_t extrapolation_bits = 0;  // in the storage type
 };
 void launch_resize_nearest(const ResizeNearestPlan& p, const void* x, void* y, cudaStream_t s);
 

@@ -68,10 +68,18 @@ __device__ __forceinline__ float apply_act(float x, NormAct act) {
 
 __device__ __forceinline__ void store_stat(void* p, DType t, int64_t i, float v) {
   switch (t) {
-    case DType::Float16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    case DType::BFloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    case DType::Float64: static_cast<double*>(p)[i] = v; break;
-    default: static_cast<float*>(p)[i] = v; break;
+    case DType::Float16:
+      static_cast<__half*>(p)[i] = __float2half_rn(v);
+      break;
+    case DType::BFloat16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+      break;
+    case DType::Float64:
+      static_cast<double*>(p)[i] = v;
+      break;
+    default:
+      static_cast<float*>(p)[i] = v;
+      break;
   }
 }
 
@@ -172,7 +180,8 @@ __global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
       for (int i = 0; i < V; ++i) g[i] = g_row, b[i] = b_row;
     } else {
       load_vec<T, V>(gamma + int64_t(c) * V, g);
-      if (beta) load_vec<T, V>(beta + int64_t(c) * V, b);
+      if (beta)
+        load_vec<T, V>(beta + int64_t(c) * V, b);
       else
 #pragma unroll
         for (int i = 0; i < V; ++i) b[i] = 0.f;
@@ -292,17 +301,29 @@ void launch_vk(const RowCfg& c, const RowNormArgs& a, cudaStream_t s) {
   const unsigned grid = static_cast<unsigned>(ceil_div(a.rows, c.rows_per_block));
   // Every k choose() makes has a kernel; one without would leave the output unwritten.
   const bool have = c.k <= 4 || (V * 8 <= kRowRegs && (c.k == 6 || c.k == 8)) || (V * 16 <= kRowRegs && c.k == 16);
-  if (!have) internal_error("row norm: no kernel for " + std::to_string(c.k) + " vectors of " + std::to_string(V) + " per thread");
+  if (!have)
+    internal_error("row norm: no kernel for " + std::to_string(c.k) + " vectors of " + std::to_string(V) +
+                   " per thread");
   void (*kernel)(RowNormArgs) = nullptr;
   switch (c.k) {
-    case 1: kernel = row_norm_kernel<T, V, 1>; break;
-    case 2: kernel = row_norm_kernel<T, V, 2>; break;
-    case 3: kernel = row_norm_kernel<T, V, 3>; break;
-    case 4: kernel = row_norm_kernel<T, V, 4>; break;
+    case 1:
+      kernel = row_norm_kernel<T, V, 1>;
+      break;
+    case 2:
+      kernel = row_norm_kernel<T, V, 2>;
+      break;
+    case 3:
+      kernel = row_norm_kernel<T, V, 3>;
+      break;
+    case 4:
+      kernel = row_norm_kernel<T, V, 4>;
+      break;
     default:
       if constexpr (V * 8 <= kRowRegs) {
-        if (c.k == 6) kernel = row_norm_kernel<T, V, 6>;
-        else if (c.k == 8) kernel = row_norm_kernel<T, V, 8>;
+        if (c.k == 6)
+          kernel = row_norm_kernel<T, V, 6>;
+        else if (c.k == 8)
+          kernel = row_norm_kernel<T, V, 8>;
       }
       // Scalar rows (odd widths) keep up to 16 values a thread.
       if constexpr (V * 16 <= kRowRegs) {
@@ -330,8 +351,8 @@ void launch_row_norm_t(const RowNormArgs& a, cudaStream_t s) {
 
 template <typename T, int V, typename I>
 __global__ void batchnorm_kernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
-                                 const T* __restrict__ mean, const T* __restrict__ var, T* __restrict__ y,
-                                 I chunks, I plane_chunks, I C, float eps) {
+                                 const T* __restrict__ mean, const T* __restrict__ var, T* __restrict__ y, I chunks,
+                                 I plane_chunks, I C, float eps) {
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < chunks; i += I(gridDim.x) * blockDim.x) {
     const I c = (i / plane_chunks) % C;
     const float m = to_compute(mean[c]);
@@ -351,8 +372,8 @@ void launch_bn_v(const T* x, const T* scale, const T* bias, const T* mean, const
   const int64_t chunks = N * C * S / V;
   const unsigned grid = grid_for(chunks);
   if (chunks < (int64_t(1) << 31)) {
-    batchnorm_kernel<T, V, uint32_t><<<grid, kBlock, 0, s>>>(x, scale, bias, mean, var, y, uint32_t(chunks),
-                                                            uint32_t(S / V), uint32_t(C), eps);
+    batchnorm_kernel<T, V, uint32_t>
+        <<<grid, kBlock, 0, s>>>(x, scale, bias, mean, var, y, uint32_t(chunks), uint32_t(S / V), uint32_t(C), eps);
   } else {
     batchnorm_kernel<T, V, int64_t><<<grid, kBlock, 0, s>>>(x, scale, bias, mean, var, y, chunks, S / V, C, eps);
   }
@@ -364,10 +385,17 @@ void launch_bn_v(const T* x, const T* scale, const T* bias, const T* mean, const
 bool launch_row_norm(const RowNormArgs& a, cudaStream_t s) {
   if (a.rows == 0 || a.n == 0) return true;
   switch (a.dtype) {
-    case DType::Float32: launch_row_norm_t<float>(a, s); return true;
-    case DType::Float16: launch_row_norm_t<__half>(a, s); return true;
-    case DType::BFloat16: launch_row_norm_t<__nv_bfloat16>(a, s); return true;
-    default: return false;
+    case DType::Float32:
+      launch_row_norm_t<float>(a, s);
+      return true;
+    case DType::Float16:
+      launch_row_norm_t<__half>(a, s);
+      return true;
+    case DType::BFloat16:
+      launch_row_norm_t<__nv_bfloat16>(a, s);
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -379,8 +407,7 @@ const char* row_norm_variant(const RowNormArgs& a) {
 }
 
 bool launch_batchnorm_inference(DType dtype, const void* x, const void* scale, const void* bias, const void* mean,
-                                const void* var, void* y, int64_t N, int64_t C, int64_t S, float eps,
-                                cudaStream_t s) {
+                                const void* var, void* y, int64_t N, int64_t C, int64_t S, float eps, cudaStream_t s) {
   if (N * C * S == 0) return true;
   bool ok = false;
   auto go = [&](auto tag) {

@@ -22,16 +22,16 @@ struct RowNormArgs {
   int64_t skip_rows = 1;       // skip holds skip_rows rows of n; row r adds skip row r % skip_rows
   void* sum_out = nullptr;     // optional: x + skip
   const void* gamma = nullptr;
-  const void* beta = nullptr;  // optional
-  int64_t affine_channels = 0; // 0: gamma/beta hold n values (per column); C > 0: C values, row r uses r % C
+  const void* beta = nullptr;   // optional
+  int64_t affine_channels = 0;  // 0: gamma/beta hold n values (per column); C > 0: C values, row r uses r % C
   void* y = nullptr;
-  void* mean_out = nullptr;    // optional: one value per row, in stat_dtype
-  void* inv_std_out = nullptr; // optional
+  void* mean_out = nullptr;     // optional: one value per row, in stat_dtype
+  void* inv_std_out = nullptr;  // optional
   DType stat_dtype = DType::Float32;
   float eps = 1e-5f;
-  bool rms = false;            // y = x / sqrt(mean(x^2) + eps) * gamma (no centring, no beta)
+  bool rms = false;  // y = x / sqrt(mean(x^2) + eps) * gamma (no centring, no beta)
   NormAct act = NormAct::None;
-  int multiprocessors = 132;   // for the rows-per-block choice
+  int multiprocessors = 132;  // for the rows-per-block choice
 };
 
 /// Enqueues the row normalization; false when the dtype is not one it handles.
@@ -42,7 +42,7 @@ const char* row_norm_variant(const RowNormArgs& a);
 /// y = (x - mean[c]) * scale[c] / sqrt(var[c] + eps) + bias[c] over x of shape [N, C, S]; every
 /// tensor in `dtype` (float32, float16, bfloat16).
 [[nodiscard]] bool launch_batchnorm_inference(DType dtype, const void* x, const void* scale, const void* bias,
-                                const void* mean, const void* var, void* y, int64_t N, int64_t C,
-                                int64_t S, float eps, cudaStream_t s);
+                                              const void* mean, const void* var, void* y, int64_t N, int64_t C,
+                                              int64_t S, float eps, cudaStream_t s);
 
 }  // namespace fusec::cuda

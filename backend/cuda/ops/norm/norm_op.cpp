@@ -43,7 +43,8 @@ class RowNormOp : public CudaOp {
       return i >= 0 && i < static_cast<int>(la.inputs.size()) && la.inputs[i].defined() ? la.inputs[i].data : nullptr;
     };
     auto out = [&](int i) -> void* {
-      return i >= 0 && i < static_cast<int>(la.outputs.size()) && la.outputs[i].defined() ? la.outputs[i].data : nullptr;
+      return i >= 0 && i < static_cast<int>(la.outputs.size()) && la.outputs[i].defined() ? la.outputs[i].data
+                                                                                          : nullptr;
     };
     a.x = in(s_.x);
     a.skip = in(s_.skip);
@@ -108,7 +109,8 @@ std::unique_ptr<CudaOp> make_layernorm(const PlanContext& c, std::string* why) {
   for (size_t o : {size_t(1), size_t(2)}) {
     if (!c.has_output(o)) continue;
     const DType st = c.out_dtype(o);
-    if (!half_or_float(st) && st != DType::Float64) return refuse(why, "Mean/InvStdDev of type " + std::string(dtype_name(st)));
+    if (!half_or_float(st) && st != DType::Float64)
+      return refuse(why, "Mean/InvStdDev of type " + std::string(dtype_name(st)));
     a.stat_dtype = st;
     if (a.n == 0 && numel(c.out_dims(o)) > 0) return refuse(why, "empty normalized dims with Mean/InvStdDev outputs");
   }
@@ -121,9 +123,12 @@ std::unique_ptr<CudaOp> make_layernorm_gelu(const PlanContext& c, std::string* w
   RowNormArgs a;
   if (!setup_rows(c, 0, {1, 2}, a, why)) return nullptr;
   const std::string approx = c.attr_string("approximate");
-  if (approx == "none") a.act = NormAct::GeluErf;
-  else if (approx == "tanh") a.act = NormAct::GeluTanh;
-  else return refuse(why, "approximate must be 'none' or 'tanh'");
+  if (approx == "none")
+    a.act = NormAct::GeluErf;
+  else if (approx == "tanh")
+    a.act = NormAct::GeluTanh;
+  else
+    return refuse(why, "approximate must be 'none' or 'tanh'");
   RowNormSlots s;
   s.beta = 2;
   return std::make_unique<RowNormOp>(a, s, "layernorm+gelu");
@@ -187,9 +192,10 @@ class BatchNormOp : public CudaOp {
  public:
   BatchNormOp(DType t, int64_t N, int64_t C, int64_t S, float eps) : t_(t), N_(N), C_(C), S_(S), eps_(eps) {}
   void launch(const LaunchArgs& a) override {
-    require_launched(launch_batchnorm_inference(t_, a.inputs[0].data, a.inputs[1].data, a.inputs[2].data, a.inputs[3].data,
-                                                a.inputs[4].data, a.outputs[0].data, N_, C_, S_, eps_, a.stream),
-                     "BatchNormalization");
+    require_launched(
+        launch_batchnorm_inference(t_, a.inputs[0].data, a.inputs[1].data, a.inputs[2].data, a.inputs[3].data,
+                                   a.inputs[4].data, a.outputs[0].data, N_, C_, S_, eps_, a.stream),
+        "BatchNormalization");
   }
   std::string kernel_name() const override { return std::string("batchnorm inference (") + dtype_name(t_) + ")"; }
 

@@ -13,21 +13,43 @@ namespace fusec::cuda {
 
 namespace {
 
-template <typename T> constexpr bool kIsByte = std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>;
-template <typename T> struct PoolAcc { using type = typename Compute<T>::type; };
-template <> struct PoolAcc<int8_t> { using type = float; };
-template <> struct PoolAcc<uint8_t> { using type = float; };
+template <typename T>
+constexpr bool kIsByte = std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>;
+template <typename T>
+struct PoolAcc {
+  using type = typename Compute<T>::type;
+};
+template <>
+struct PoolAcc<int8_t> {
+  using type = float;
+};
+template <>
+struct PoolAcc<uint8_t> {
+  using type = float;
+};
 
-template <typename T> __device__ __forceinline__ typename PoolAcc<T>::type pload(T v) {
-  if constexpr (kIsByte<T>) return static_cast<float>(v);
-  else return to_compute(v);
+template <typename T>
+__device__ __forceinline__ typename PoolAcc<T>::type pload(T v) {
+  if constexpr (kIsByte<T>)
+    return static_cast<float>(v);
+  else
+    return to_compute(v);
 }
-template <typename T, typename A> __device__ __forceinline__ T pstore(A v) {
-  if constexpr (kIsByte<T>) return static_cast<T>(v);
-  else return from_compute<T>(v);
+template <typename T, typename A>
+__device__ __forceinline__ T pstore(A v) {
+  if constexpr (kIsByte<T>)
+    return static_cast<T>(v);
+  else
+    return from_compute<T>(v);
 }
-template <typename A> __device__ __forceinline__ A qnan() { return static_cast<A>(__int_as_float(0x7fffffff)); }
-template <typename A> __device__ __forceinline__ A neg_inf() { return -static_cast<A>(__int_as_float(0x7f800000)); }
+template <typename A>
+__device__ __forceinline__ A qnan() {
+  return static_cast<A>(__int_as_float(0x7fffffff));
+}
+template <typename A>
+__device__ __forceinline__ A neg_inf() {
+  return -static_cast<A>(__int_as_float(0x7f800000));
+}
 
 __device__ __forceinline__ float lp_term(float v, int p) {
   v = fabsf(v);
@@ -41,7 +63,8 @@ __device__ __forceinline__ float lp_root(float s, int p) { return p == 1 ? s : p
 __device__ __forceinline__ double lp_root(double s, int p) { return p == 1 ? s : p == 2 ? sqrt(s) : pow(s, 1.0 / p); }
 
 /// NaN-propagating max (the first NaN seen wins; any NaN makes the result NaN).
-template <typename A> __device__ __forceinline__ A nan_max(A a, A b) {
+template <typename A>
+__device__ __forceinline__ A nan_max(A a, A b) {
   if (a != a) return a;
   if (b != b) return b;
   return a > b ? a : b;
@@ -70,8 +93,9 @@ struct WinArgs {
 };
 
 template <typename T, int kKind, bool kNarrow>
-__global__ void __launch_bounds__(kBlock) pool_window_kernel(const T* __restrict__ x, T* __restrict__ y,
-                                                            int64_t* __restrict__ indices, const __grid_constant__ WinArgs a) {
+__global__ void __launch_bounds__(kBlock)
+    pool_window_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t* __restrict__ indices,
+                       const __grid_constant__ WinArgs a) {
   using A = typename PoolAcc<T>::type;
   // Narrow: input and output both index in 32 bits, so window arithmetic avoids 64-bit math.
   using I = std::conditional_t<kNarrow, int32_t, int64_t>;
@@ -82,8 +106,10 @@ __global__ void __launch_bounds__(kBlock) pool_window_kernel(const T* __restrict
 #pragma unroll
     for (int q = 2; q >= 0; --q) {
       I t;
-      if constexpr (kNarrow) t = static_cast<I>(a.f_out[q].div(static_cast<uint32_t>(rem)));
-      else t = rem / a.out[q];
+      if constexpr (kNarrow)
+        t = static_cast<I>(a.f_out[q].div(static_cast<uint32_t>(rem)));
+      else
+        t = rem / a.out[q];
       o[q] = rem - t * static_cast<I>(a.out[q]);
       rem = t;
     }
@@ -155,8 +181,10 @@ __global__ void __launch_bounds__(kBlock) pool_window_kernel(const T* __restrict
           const T* row = xp + ((st[0] + k0 * d0) * in1 + st[1] + k1 * d1) * in2 + st[2];
           for (I k2 = lo[2]; k2 < hi[2]; ++k2) {
             const A v = pload(row[k2 * d2]);
-            if constexpr (kKind == static_cast<int>(PoolKind::Lp)) sum += lp_term(v, a.p);
-            else sum += v;
+            if constexpr (kKind == static_cast<int>(PoolKind::Lp))
+              sum += lp_term(v, a.p);
+            else
+              sum += v;
           }
         }
       if constexpr (kKind == static_cast<int>(PoolKind::Lp)) {
@@ -202,12 +230,13 @@ struct MaxPool2dArgs {
 };
 
 template <typename T, int kK, int kS>
-__global__ void __launch_bounds__(kBlock) max_pool2d_kernel(const T* __restrict__ x, T* __restrict__ y,
-                                                           const __grid_constant__ MaxPool2dArgs a) {
+__global__ void __launch_bounds__(kBlock)
+    max_pool2d_kernel(const T* __restrict__ x, T* __restrict__ y, const __grid_constant__ MaxPool2dArgs a) {
   using A = typename PoolAcc<T>::type;
   constexpr int kR = kMaxPoolRows, kInRows = (kR - 1) * kS + kK;
   // Unsigned: n < 2^31 and the grid's stride < 2^30, so i never wraps before the loop ends.
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < static_cast<uint32_t>(a.n); i += gridDim.x * blockDim.x) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < static_cast<uint32_t>(a.n);
+       i += gridDim.x * blockDim.x) {
     const uint32_t row = a.f_out_w.div(i);
     const int ow = static_cast<int>(i - row * a.out_w);
     const int plane = static_cast<int>(a.f_groups.div(row));
@@ -225,7 +254,7 @@ __global__ void __launch_bounds__(kBlock) max_pool2d_kernel(const T* __restrict_
       for (int c = 0; c < kK; ++c) {
         const int iw = iw0 + c;
         v[r][c] = row_in && static_cast<uint32_t>(iw) < static_cast<uint32_t>(a.in_w) ? pload(xp[ih * a.in_w + iw])
-                                                                                       : neg_inf<A>();
+                                                                                      : neg_inf<A>();
       }
     }
 #pragma unroll
@@ -266,40 +295,57 @@ bool launch_max_pool2d(const PoolPlan& p, bool narrow, const T* x, T* y, cudaStr
     kernel<<<grid_for(a.n), kBlock, 0, s>>>(x, y, a);
     check_launch("max_pool2d_kernel");
   };
-  if (k == 3) go(st == 1 ? max_pool2d_kernel<T, 3, 1> : max_pool2d_kernel<T, 3, 2>);
-  else go(st == 1 ? max_pool2d_kernel<T, 2, 1> : max_pool2d_kernel<T, 2, 2>);
+  if (k == 3)
+    go(st == 1 ? max_pool2d_kernel<T, 3, 1> : max_pool2d_kernel<T, 3, 2>);
+  else
+    go(st == 1 ? max_pool2d_kernel<T, 2, 1> : max_pool2d_kernel<T, 2, 2>);
   return true;
 }
 
 // ---------------------------------------------------------------- global pools
 
-template <int kKind, typename A> __device__ __forceinline__ A g_init() {
-  if constexpr (kKind == static_cast<int>(PoolKind::Max)) return neg_inf<A>();
-  else return A(0);
+template <int kKind, typename A>
+__device__ __forceinline__ A g_init() {
+  if constexpr (kKind == static_cast<int>(PoolKind::Max))
+    return neg_inf<A>();
+  else
+    return A(0);
 }
-template <int kKind, typename A> __device__ __forceinline__ A g_add(A acc, A v, int p) {
-  if constexpr (kKind == static_cast<int>(PoolKind::Max)) return nan_max(acc, v);
-  else if constexpr (kKind == static_cast<int>(PoolKind::Lp)) return acc + lp_term(v, p);
-  else return acc + v;
+template <int kKind, typename A>
+__device__ __forceinline__ A g_add(A acc, A v, int p) {
+  if constexpr (kKind == static_cast<int>(PoolKind::Max))
+    return nan_max(acc, v);
+  else if constexpr (kKind == static_cast<int>(PoolKind::Lp))
+    return acc + lp_term(v, p);
+  else
+    return acc + v;
 }
-template <int kKind, typename A> __device__ __forceinline__ A g_merge(A a, A b) {
-  if constexpr (kKind == static_cast<int>(PoolKind::Max)) return nan_max(a, b);
-  else return a + b;
+template <int kKind, typename A>
+__device__ __forceinline__ A g_merge(A a, A b) {
+  if constexpr (kKind == static_cast<int>(PoolKind::Max))
+    return nan_max(a, b);
+  else
+    return a + b;
 }
-template <int kKind, typename A> __device__ __forceinline__ A g_final(A acc, int64_t size, int p) {
-  if constexpr (kKind == static_cast<int>(PoolKind::Max)) return acc;
-  else if constexpr (kKind == static_cast<int>(PoolKind::Lp)) return lp_root(acc, p);
-  else return acc / static_cast<A>(size);  // 0 / 0 is NaN for an empty plane, as on the CPU
+template <int kKind, typename A>
+__device__ __forceinline__ A g_final(A acc, int64_t size, int p) {
+  if constexpr (kKind == static_cast<int>(PoolKind::Max))
+    return acc;
+  else if constexpr (kKind == static_cast<int>(PoolKind::Lp))
+    return lp_root(acc, p);
+  else
+    return acc / static_cast<A>(size);  // 0 / 0 is NaN for an empty plane, as on the CPU
 }
-template <int kKind, typename A> __device__ __forceinline__ A warp_reduce(A v) {
+template <int kKind, typename A>
+__device__ __forceinline__ A warp_reduce(A v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = g_merge<kKind>(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
 template <typename T, int kKind>
-__global__ void __launch_bounds__(kBlock) global_pool_warp_kernel(const T* __restrict__ x, T* __restrict__ y,
-                                                                 int64_t planes, int64_t size, int p) {
+__global__ void __launch_bounds__(kBlock)
+    global_pool_warp_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t size, int p) {
   using A = typename Compute<T>::type;
   const int lane = threadIdx.x & 31;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -313,8 +359,8 @@ __global__ void __launch_bounds__(kBlock) global_pool_warp_kernel(const T* __res
 }
 
 template <typename T, int kKind>
-__global__ void __launch_bounds__(kBlock) global_pool_block_kernel(const T* __restrict__ x, T* __restrict__ y,
-                                                                  int64_t planes, int64_t size, int p) {
+__global__ void __launch_bounds__(kBlock)
+    global_pool_block_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t planes, int64_t size, int p) {
   using A = typename Compute<T>::type;
   __shared__ A part[kBlock / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
@@ -336,8 +382,14 @@ __global__ void __launch_bounds__(kBlock) global_pool_block_kernel(const T* __re
 
 template <typename F>
 bool dispatch_pool_type(DType t, bool allow_bytes, F&& f) {
-  if (allow_bytes && t == DType::Int8) { f(int8_t{}); return true; }
-  if (allow_bytes && t == DType::UInt8) { f(uint8_t{}); return true; }
+  if (allow_bytes && t == DType::Int8) {
+    f(int8_t{});
+    return true;
+  }
+  if (allow_bytes && t == DType::UInt8) {
+    f(uint8_t{});
+    return true;
+  }
   return dispatch_float_storage(t, f);
 }
 
@@ -346,7 +398,8 @@ bool dispatch_pool_type(DType t, bool allow_bytes, F&& f) {
 bool max_pool2d_covers(const PoolPlan& p) {
   const bool flat = p.in[0] == 1 && p.k[0] == 1 && p.pb[0] == 0 && p.pe[0] == 0;  // 2-D, or 3-D of depth 1
   const int64_t k = p.k[1], st = p.s[1];
-  return flat && p.k[2] == k && p.s[2] == st && p.d[1] == 1 && p.d[2] == 1 && (k == 2 || k == 3) && (st == 1 || st == 2);
+  return flat && p.k[2] == k && p.s[2] == st && p.d[1] == 1 && p.d[2] == 1 && (k == 2 || k == 3) &&
+         (st == 1 || st == 2);
 }
 
 bool launch_pool(const PoolPlan& p, const void* x, void* y, int64_t* indices, cudaStream_t s) {
@@ -369,8 +422,7 @@ bool launch_pool(const PoolPlan& p, const void* x, void* y, int64_t* indices, cu
   a.nd = p.nd;
   a.p = p.p;
   bool narrow = fits32(a.n) && fits32(p.planes * a.s_in);
-  for (int q = 0; q < 3; ++q)
-    narrow = narrow && p.in[q] + p.pb[q] + p.pe[q] + p.k[q] * p.d[q] < (int64_t{1} << 30);
+  for (int q = 0; q < 3; ++q) narrow = narrow && p.in[q] + p.pb[q] + p.pe[q] + p.k[q] * p.d[q] < (int64_t{1} << 30);
   if (narrow)
     for (int q = 0; q < 3; ++q) a.f_out[q] = FastDiv(static_cast<uint32_t>(p.out[q]));
   return dispatch_pool_type(p.dtype, p.kind == PoolKind::Max, [&](auto tag) {
@@ -384,15 +436,23 @@ bool launch_pool(const PoolPlan& p, const void* x, void* y, int64_t* indices, cu
         return;
       } else {
         if (K == static_cast<int>(PoolKind::Max) && !indices && launch_max_pool2d(p, narrow, xp, yp, s)) return;
-        if (narrow) pool_window_kernel<T, K, true><<<grid_for(a.n), kBlock, 0, s>>>(xp, yp, indices, a);
-        else pool_window_kernel<T, K, false><<<grid_for(a.n), kBlock, 0, s>>>(xp, yp, indices, a);
+        if (narrow)
+          pool_window_kernel<T, K, true><<<grid_for(a.n), kBlock, 0, s>>>(xp, yp, indices, a);
+        else
+          pool_window_kernel<T, K, false><<<grid_for(a.n), kBlock, 0, s>>>(xp, yp, indices, a);
         check_launch("pool_window_kernel");
       }
     };
     switch (p.kind) {
-      case PoolKind::Max: go(std::integral_constant<int, 0>{}); break;
-      case PoolKind::Average: go(std::integral_constant<int, 1>{}); break;
-      case PoolKind::Lp: go(std::integral_constant<int, 2>{}); break;
+      case PoolKind::Max:
+        go(std::integral_constant<int, 0>{});
+        break;
+      case PoolKind::Average:
+        go(std::integral_constant<int, 1>{});
+        break;
+      case PoolKind::Lp:
+        go(std::integral_constant<int, 2>{});
+        break;
     }
   });
 }
@@ -417,9 +477,15 @@ bool launch_global_pool(PoolKind kind, DType t, int64_t planes, int64_t size, in
       }
     };
     switch (kind) {
-      case PoolKind::Max: go(std::integral_constant<int, 0>{}); break;
-      case PoolKind::Average: go(std::integral_constant<int, 1>{}); break;
-      case PoolKind::Lp: go(std::integral_constant<int, 2>{}); break;
+      case PoolKind::Max:
+        go(std::integral_constant<int, 0>{});
+        break;
+      case PoolKind::Average:
+        go(std::integral_constant<int, 1>{});
+        break;
+      case PoolKind::Lp:
+        go(std::integral_constant<int, 2>{});
+        break;
     }
   });
 }

@@ -34,7 +34,7 @@ struct PoolPlan {
 bool max_pool2d_covers(const PoolPlan& p);
 
 /// One value per plane of `size` elements: mean, max (NaN propagates) or Lp norm.
-[[nodiscard]] bool launch_global_pool(PoolKind kind, DType t, int64_t planes, int64_t size, int p, const void* x, void* y,
-                        cudaStream_t s);
+[[nodiscard]] bool launch_global_pool(PoolKind kind, DType t, int64_t planes, int64_t size, int p, const void* x,
+                                      void* y, cudaStream_t s);
 
 }  // namespace fusec::cuda

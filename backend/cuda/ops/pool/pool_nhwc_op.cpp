@@ -14,13 +14,19 @@ namespace fusec::cuda {
 
 namespace {
 
-
 bool dnn_float(DType t, cudnnDataType_t* out) {
   switch (t) {
-    case DType::Float32: *out = CUDNN_DATA_FLOAT; return true;
-    case DType::Float16: *out = CUDNN_DATA_HALF; return true;
-    case DType::BFloat16: *out = CUDNN_DATA_BFLOAT16; return true;
-    default: return false;
+    case DType::Float32:
+      *out = CUDNN_DATA_FLOAT;
+      return true;
+    case DType::Float16:
+      *out = CUDNN_DATA_HALF;
+      return true;
+    case DType::BFloat16:
+      *out = CUDNN_DATA_BFLOAT16;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -42,20 +48,32 @@ class NhwcPool : public CudaOp {
     }
     int window[2], pads[2] = {0, 0}, strides[2] = {1, 1};
     std::vector<int64_t> kernel = c.attr_ints("kernel_shape");
-    if (kernel.size() != 2) { *why = "kernel_shape must have 2 values"; return false; }
+    if (kernel.size() != 2) {
+      *why = "kernel_shape must have 2 values";
+      return false;
+    }
     bool ceil = c.schema().find_attr("ceil_mode") && c.attr_int("ceil_mode") != 0;
     WindowGeometry g = window_geometry(c, {xd[2], xd[3]}, kernel, ceil);
     for (int i = 0; i < 2; ++i) {
-      if (g.dilation[i] != 1 || g.pad_begin[i] != g.pad_end[i]) { *why = "dilated or asymmetric pooling"; return false; }
+      if (g.dilation[i] != 1 || g.pad_begin[i] != g.pad_end[i]) {
+        *why = "dilated or asymmetric pooling";
+        return false;
+      }
       // cuDNN rounds down; a ceil_mode that adds a window is not expressible.
-      if ((xd[2 + i] + 2 * g.pad_begin[i] - g.kernel[i]) / g.stride[i] + 1 != yd[2 + i]) { *why = "ceil_mode rounding"; return false; }
+      if ((xd[2 + i] + 2 * g.pad_begin[i] - g.kernel[i]) / g.stride[i] + 1 != yd[2 + i]) {
+        *why = "ceil_mode rounding";
+        return false;
+      }
       window[i] = static_cast<int>(g.kernel[i]);
       pads[i] = static_cast<int>(g.pad_begin[i]);
       strides[i] = static_cast<int>(g.stride[i]);
     }
     // A window reaching entirely into the padding has no input: cuDNN and the reference differ.
     for (int i = 0; i < 2; ++i)
-      if (pads[i] >= window[i]) { *why = "pads as large as the window"; return false; }
+      if (pads[i] >= window[i]) {
+        *why = "pads as large as the window";
+        return false;
+      }
     cudnnPoolingMode_t mode = CUDNN_POOLING_MAX_DETERMINISTIC;
     if (!max) {
       bool include = c.schema().find_attr("count_include_pad") && c.attr_int("count_include_pad") != 0;
@@ -73,7 +91,10 @@ class NhwcPool : public CudaOp {
     int out[4];
     DNN_CHECK(cudnnGetPoolingNdForwardOutputDim(pool_, x_, 4, out));
     for (int i = 0; i < 4; ++i)
-      if (out[i] != yd[i]) { *why = "cuDNN's pooled shape differs from the model's"; return false; }
+      if (out[i] != yd[i]) {
+        *why = "cuDNN's pooled shape differs from the model's";
+        return false;
+      }
     name_ = std::string("cuDNN ") + (max ? "max" : "average") + " pool NHWC";
     return true;
   }

@@ -92,8 +92,8 @@ std::unique_ptr<CudaOp> make_window_pool(const PlanContext& c, std::string* why,
     name = "LpPool " + std::to_string(nd) + "-D";
   }
   if (kind == PoolKind::Max && !c.has_output(1) && max_pool2d_covers(p))
-    return std::make_unique<PoolOp>(p, name + ": " + std::to_string(p.k[1]) + "x" + std::to_string(p.k[1]) + " stride " +
-                                           std::to_string(p.s[1]) + " kernel, 2 output rows per thread");
+    return std::make_unique<PoolOp>(p, name + ": " + std::to_string(p.k[1]) + "x" + std::to_string(p.k[1]) +
+                                           " stride " + std::to_string(p.s[1]) + " kernel, 2 output rows per thread");
   return std::make_unique<PoolOp>(p, name + ": thread per output");
 }
 
@@ -150,7 +150,8 @@ std::unique_ptr<CudaOp> make_global_pool(const PlanContext& c, std::string* why,
 
 void register_pool_ops(CudaOpRegistry& r) {
   r.add("MaxPool", [](const PlanContext& c, std::string* why) { return make_window_pool(c, why, PoolKind::Max); });
-  r.add("AveragePool", [](const PlanContext& c, std::string* why) { return make_window_pool(c, why, PoolKind::Average); });
+  r.add("AveragePool",
+        [](const PlanContext& c, std::string* why) { return make_window_pool(c, why, PoolKind::Average); });
   r.add("LpPool", [](const PlanContext& c, std::string* why) { return make_window_pool(c, why, PoolKind::Lp); });
   // Global pools run in either layout, following their input's: their [N,C,1,1] output is the
   // same memory in both, so they never ask for a layout change of the activation they read.

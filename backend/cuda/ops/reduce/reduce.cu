@@ -30,53 +30,99 @@ namespace fusec::cuda {
 
 namespace {
 
-template <typename T> constexpr bool is_half_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
-template <typename T> constexpr bool is_int_v = std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+template <typename T>
+constexpr bool is_half_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+template <typename T>
+constexpr bool is_int_v = std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
 
 // Accumulator of sums: double for float32/float64, float for halves, int64 for integers.
-template <typename T> struct Wide { using type = float; };
-template <> struct Wide<float> { using type = double; };
-template <> struct Wide<double> { using type = double; };
-template <> struct Wide<int32_t> { using type = int64_t; };
-template <> struct Wide<int64_t> { using type = int64_t; };
+template <typename T>
+struct Wide {
+  using type = float;
+};
+template <>
+struct Wide<float> {
+  using type = double;
+};
+template <>
+struct Wide<double> {
+  using type = double;
+};
+template <>
+struct Wide<int32_t> {
+  using type = int64_t;
+};
+template <>
+struct Wide<int64_t> {
+  using type = int64_t;
+};
 // Exact carrier of one value (Max/Min/Arg/LogSumExp): float for the float32 and half types.
-template <typename T> struct Narrow { using type = float; };
-template <> struct Narrow<double> { using type = double; };
-template <> struct Narrow<int32_t> { using type = int64_t; };
-template <> struct Narrow<int64_t> { using type = int64_t; };
+template <typename T>
+struct Narrow {
+  using type = float;
+};
+template <>
+struct Narrow<double> {
+  using type = double;
+};
+template <>
+struct Narrow<int32_t> {
+  using type = int64_t;
+};
+template <>
+struct Narrow<int64_t> {
+  using type = int64_t;
+};
 
 template <typename A, typename T>
 __device__ __forceinline__ A cvt(T v) {
-  if constexpr (is_half_v<T>) return static_cast<A>(to_compute(v));
-  else return static_cast<A>(v);
+  if constexpr (is_half_v<T>)
+    return static_cast<A>(to_compute(v));
+  else
+    return static_cast<A>(v);
 }
 
 template <typename O, typename A>
 __device__ __forceinline__ O out_cast(A a) {
-  if constexpr (std::is_integral_v<O>) return static_cast<O>(a);
-  else return from_compute<O>(a);
+  if constexpr (std::is_integral_v<O>)
+    return static_cast<O>(a);
+  else
+    return from_compute<O>(a);
 }
 
-template <typename A> __device__ __forceinline__ A wadd(A a, A b) {
-  if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
-  else return a + b;
+template <typename A>
+__device__ __forceinline__ A wadd(A a, A b) {
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+  else
+    return a + b;
 }
-template <typename A> __device__ __forceinline__ A wmul(A a, A b) {
-  if constexpr (std::is_integral_v<A>) return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
-  else return a * b;
+template <typename A>
+__device__ __forceinline__ A wmul(A a, A b) {
+  if constexpr (std::is_integral_v<A>)
+    return static_cast<A>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+  else
+    return a * b;
 }
-template <typename A> __device__ __forceinline__ A wabs(A a) {
-  if constexpr (std::is_integral_v<A>) return a < 0 ? static_cast<A>(0 - static_cast<uint64_t>(a)) : a;
-  else return a < 0 ? -a : a;
+template <typename A>
+__device__ __forceinline__ A wabs(A a) {
+  if constexpr (std::is_integral_v<A>)
+    return a < 0 ? static_cast<A>(0 - static_cast<uint64_t>(a)) : a;
+  else
+    return a < 0 ? -a : a;
 }
-template <typename A> __device__ __forceinline__ bool is_nan(A a) {
-  if constexpr (std::is_integral_v<A>) return false;
-  else return a != a;
+template <typename A>
+__device__ __forceinline__ bool is_nan(A a) {
+  if constexpr (std::is_integral_v<A>)
+    return false;
+  else
+    return a != a;
 }
 
 // ---- the reductions ----
 
-template <typename T> struct RSum {
+template <typename T>
+struct RSum {
   using A = typename Wide<T>::type;
   using Out = T;
   __device__ A init() const { return A(0); }
@@ -85,20 +131,26 @@ template <typename T> struct RSum {
   __device__ Out fin(A a, int64_t) const { return out_cast<Out>(a); }
 };
 
-template <typename T> struct RMean : RSum<T> {
+template <typename T>
+struct RMean : RSum<T> {
   using A = typename Wide<T>::type;
   __device__ T fin(A a, int64_t n) const {
-    if constexpr (std::is_integral_v<A>) return n == 0 ? T(0) : static_cast<T>(a / n);  // truncates, as numpy
-    else return out_cast<T>(a / static_cast<A>(n));
+    if constexpr (std::is_integral_v<A>)
+      return n == 0 ? T(0) : static_cast<T>(a / n);  // truncates, as numpy
+    else
+      return out_cast<T>(a / static_cast<A>(n));
   }
 };
 
-template <typename T, bool IsMax> struct RExt {
+template <typename T, bool IsMax>
+struct RExt {
   using A = typename Narrow<T>::type;
   using Out = T;
   __device__ A init() const {
-    if constexpr (std::is_integral_v<A>) return IsMax ? A(std::numeric_limits<T>::lowest()) : A(std::numeric_limits<T>::max());
-    else return IsMax ? A(-INFINITY) : A(INFINITY);
+    if constexpr (std::is_integral_v<A>)
+      return IsMax ? A(std::numeric_limits<T>::lowest()) : A(std::numeric_limits<T>::max());
+    else
+      return IsMax ? A(-INFINITY) : A(INFINITY);
   }
   __device__ A map(T v, int64_t) const { return cvt<A>(v); }
   __device__ A comb(A a, A b) const {
@@ -108,18 +160,21 @@ template <typename T, bool IsMax> struct RExt {
   __device__ Out fin(A a, int64_t) const { return out_cast<Out>(a); }
 };
 
-template <typename T> struct RProd : RSum<T> {
+template <typename T>
+struct RProd : RSum<T> {
   using A = typename Wide<T>::type;
   __device__ A init() const { return A(1); }
   __device__ A comb(A a, A b) const { return wmul(a, b); }
 };
 
-template <typename T> struct RL1 : RSum<T> {
+template <typename T>
+struct RL1 : RSum<T> {
   using A = typename Wide<T>::type;
   __device__ A map(T v, int64_t) const { return wabs(cvt<A>(v)); }
 };
 
-template <typename T> struct RSumSquare : RSum<T> {
+template <typename T>
+struct RSumSquare : RSum<T> {
   using A = typename Wide<T>::type;
   __device__ A map(T v, int64_t) const {
     const A a = cvt<A>(v);
@@ -127,21 +182,25 @@ template <typename T> struct RSumSquare : RSum<T> {
   }
 };
 
-template <typename T> struct RL2 : RSumSquare<T> {
+template <typename T>
+struct RL2 : RSumSquare<T> {
   using A = typename Wide<T>::type;
   __device__ T fin(A a, int64_t) const { return out_cast<T>(sqrt(a)); }
 };
 
-template <typename T> struct RLogSum : RSum<T> {
+template <typename T>
+struct RLogSum : RSum<T> {
   using A = typename Wide<T>::type;
   __device__ T fin(A a, int64_t) const { return out_cast<T>(log(a)); }
 };
 
-template <typename N> struct MaxSum {
+template <typename N>
+struct MaxSum {
   N m, s;  // running maximum, sum of exp(x - m)
 };
 
-template <typename T> struct RLogSumExp {
+template <typename T>
+struct RLogSumExp {
   using N = typename Narrow<T>::type;
   using A = MaxSum<N>;
   using Out = T;
@@ -156,12 +215,14 @@ template <typename T> struct RLogSumExp {
   __device__ Out fin(A a, int64_t) const { return out_cast<T>(log(a.s) + a.m); }
 };
 
-template <typename N> struct ValIdx {
+template <typename N>
+struct ValIdx {
   N v;
   int64_t i;  // -1: nothing seen yet
 };
 
-template <typename T, bool IsMax> struct RArg {
+template <typename T, bool IsMax>
+struct RArg {
   using N = typename Narrow<T>::type;
   using A = ValIdx<N>;
   using Out = int64_t;
@@ -186,8 +247,14 @@ __device__ __forceinline__ double shfl(double v, int o) { return __shfl_xor_sync
 __device__ __forceinline__ int64_t shfl(int64_t v, int o) {
   return static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(v), o));
 }
-template <typename N> __device__ __forceinline__ MaxSum<N> shfl(MaxSum<N> v, int o) { return {shfl(v.m, o), shfl(v.s, o)}; }
-template <typename N> __device__ __forceinline__ ValIdx<N> shfl(ValIdx<N> v, int o) { return {shfl(v.v, o), shfl(v.i, o)}; }
+template <typename N>
+__device__ __forceinline__ MaxSum<N> shfl(MaxSum<N> v, int o) {
+  return {shfl(v.m, o), shfl(v.s, o)};
+}
+template <typename N>
+__device__ __forceinline__ ValIdx<N> shfl(ValIdx<N> v, int o) {
+  return {shfl(v.v, o), shfl(v.i, o)};
+}
 
 template <typename Op, typename A>
 __device__ __forceinline__ A warp_comb(const Op& op, A v) {
@@ -204,8 +271,10 @@ struct alignas(sizeof(T) * V) Pack {
 /// Where a finished group goes: its final value, or its partial for the finishing kernel.
 template <typename Op, typename A>
 __device__ __forceinline__ void emit(const ReduceArgs& a, const Op& op, int64_t out, A acc) {
-  if (a.splits > 1) static_cast<A*>(a.workspace)[blockIdx.y * a.outputs + out] = acc;
-  else static_cast<typename Op::Out*>(a.y)[out] = op.fin(acc, a.reduced);
+  if (a.splits > 1)
+    static_cast<A*>(a.workspace)[blockIdx.y * a.outputs + out] = acc;
+  else
+    static_cast<typename Op::Out*>(a.y)[out] = op.fin(acc, a.reduced);
 }
 
 // ---- rows: [outer, n], blockDim (32, rows per block) or (threads, 1) ----
@@ -331,7 +400,8 @@ template <typename T, typename Op>
 __global__ void reduce_finish_kernel(ReduceArgs a, Op op) {
   using A = typename Op::A;
   const A* part = static_cast<const A*>(a.workspace);
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < a.outputs; o += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < a.outputs;
+       o += int64_t(gridDim.x) * blockDim.x) {
     A acc = op.init();
     for (int s = 0; s < a.splits; ++s) acc = op.comb(acc, part[s * a.outputs + o]);
     static_cast<typename Op::Out*>(a.y)[o] = op.fin(acc, a.reduced);
@@ -354,7 +424,8 @@ int col_block_x(int64_t inner) {
 template <typename T, typename Op>
 void run(const ReduceArgs& a, Op op, cudaStream_t s) {
   switch (a.path) {
-    case ReducePath::None: return;
+    case ReducePath::None:
+      return;
     case ReducePath::Rows: {
       const int64_t seg = ceil_div(a.n, a.splits);
       const bool warp = a.n <= kWarpRowMax;
@@ -394,28 +465,55 @@ bool run_kind(const ReduceArgs& a, cudaStream_t s) {
   constexpr bool flt = !is_int_v<T>;
   constexpr bool all = flt && !std::is_same_v<T, double>;  // every reduction: float32 and halves
   switch (a.kind) {
-    case ReduceKind::Sum: run<T>(a, RSum<T>{}, s); return true;
-    case ReduceKind::Mean: run<T>(a, RMean<T>{}, s); return true;
-    case ReduceKind::Max: run<T>(a, RExt<T, true>{}, s); return true;
-    case ReduceKind::Min: run<T>(a, RExt<T, false>{}, s); return true;
-    default: break;
+    case ReduceKind::Sum:
+      run<T>(a, RSum<T>{}, s);
+      return true;
+    case ReduceKind::Mean:
+      run<T>(a, RMean<T>{}, s);
+      return true;
+    case ReduceKind::Max:
+      run<T>(a, RExt<T, true>{}, s);
+      return true;
+    case ReduceKind::Min:
+      run<T>(a, RExt<T, false>{}, s);
+      return true;
+    default:
+      break;
   }
   if constexpr (!std::is_same_v<T, double>) {
     switch (a.kind) {
-      case ReduceKind::Prod: run<T>(a, RProd<T>{}, s); return true;
-      case ReduceKind::ArgMax: run<T>(a, RArg<T, true>{a.select_last}, s); return true;
-      case ReduceKind::ArgMin: run<T>(a, RArg<T, false>{a.select_last}, s); return true;
-      default: break;
+      case ReduceKind::Prod:
+        run<T>(a, RProd<T>{}, s);
+        return true;
+      case ReduceKind::ArgMax:
+        run<T>(a, RArg<T, true>{a.select_last}, s);
+        return true;
+      case ReduceKind::ArgMin:
+        run<T>(a, RArg<T, false>{a.select_last}, s);
+        return true;
+      default:
+        break;
     }
   }
   if constexpr (all) {
     switch (a.kind) {
-      case ReduceKind::L1: run<T>(a, RL1<T>{}, s); return true;
-      case ReduceKind::L2: run<T>(a, RL2<T>{}, s); return true;
-      case ReduceKind::LogSum: run<T>(a, RLogSum<T>{}, s); return true;
-      case ReduceKind::LogSumExp: run<T>(a, RLogSumExp<T>{}, s); return true;
-      case ReduceKind::SumSquare: run<T>(a, RSumSquare<T>{}, s); return true;
-      default: break;
+      case ReduceKind::L1:
+        run<T>(a, RL1<T>{}, s);
+        return true;
+      case ReduceKind::L2:
+        run<T>(a, RL2<T>{}, s);
+        return true;
+      case ReduceKind::LogSum:
+        run<T>(a, RLogSum<T>{}, s);
+        return true;
+      case ReduceKind::LogSumExp:
+        run<T>(a, RLogSumExp<T>{}, s);
+        return true;
+      case ReduceKind::SumSquare:
+        run<T>(a, RSumSquare<T>{}, s);
+        return true;
+      default:
+        break;
     }
   }
   return false;
@@ -429,11 +527,15 @@ bool reduce_supported(ReduceKind k, DType t) {
   switch (t) {
     case DType::Float32:
     case DType::Float16:
-    case DType::BFloat16: return true;
-    case DType::Float64: return basic;
+    case DType::BFloat16:
+      return true;
+    case DType::Float64:
+      return basic;
     case DType::Int32:
-    case DType::Int64: return basic || arg || k == ReduceKind::Prod;
-    default: return false;
+    case DType::Int64:
+      return basic || arg || k == ReduceKind::Prod;
+    default:
+      return false;
   }
 }
 
@@ -524,23 +626,32 @@ size_t reduce_workspace_bytes(const ReduceArgs& a) {
 bool launch_reduce(const ReduceArgs& a, cudaStream_t s) {
   if (a.path == ReducePath::None) return true;
   switch (a.dtype) {
-    case DType::Float32: return run_kind<float>(a, s);
-    case DType::Float16: return run_kind<__half>(a, s);
-    case DType::BFloat16: return run_kind<__nv_bfloat16>(a, s);
-    case DType::Float64: return run_kind<double>(a, s);
-    case DType::Int32: return run_kind<int32_t>(a, s);
-    case DType::Int64: return run_kind<int64_t>(a, s);
-    default: return false;
+    case DType::Float32:
+      return run_kind<float>(a, s);
+    case DType::Float16:
+      return run_kind<__half>(a, s);
+    case DType::BFloat16:
+      return run_kind<__nv_bfloat16>(a, s);
+    case DType::Float64:
+      return run_kind<double>(a, s);
+    case DType::Int32:
+      return run_kind<int32_t>(a, s);
+    case DType::Int64:
+      return run_kind<int64_t>(a, s);
+    default:
+      return false;
   }
 }
 
 const char* reduce_variant(const ReduceArgs& a) {
   switch (a.path) {
-    case ReducePath::None: return "empty";
+    case ReducePath::None:
+      return "empty";
     case ReducePath::Rows:
       if (a.splits > 1) return "rows, split + finish";
       return a.n <= kWarpRowMax ? "rows, warp/row" : "rows, block/row";
-    case ReducePath::Cols: return a.splits > 1 ? "columns, split + finish" : "columns";
+    case ReducePath::Cols:
+      return a.splits > 1 ? "columns, split + finish" : "columns";
     default:
       if (a.splits > 1) return "strided, split + finish";
       return a.reduced <= kWarpRowMax ? "strided, warp/output" : "strided, block/output";

@@ -33,7 +33,7 @@ struct ReduceArgs {
   int64_t kept_dims[kReduceMaxRank] = {}, kept_strides[kReduceMaxRank] = {};
   int64_t red_dims[kReduceMaxRank] = {}, red_strides[kReduceMaxRank] = {};  // without the run
   int64_t run = 1;  // General: length of an innermost reduced contiguous run (1: innermost kept)
-  int splits = 1;  // blocks along the reduced positions per output group (partials via the workspace)
+  int splits = 1;   // blocks along the reduced positions per output group (partials via the workspace)
   int multiprocessors = 132;
   const void* x = nullptr;
   void* y = nullptr;

@@ -14,8 +14,8 @@ namespace fusec::cuda {
 namespace {
 
 const char* kind_name(ReduceKind k) {
-  static const char* names[] = {"sum",    "mean", "max",       "min",       "prod",   "l1",
-                                "l2",     "logsum", "logsumexp", "sumsquare", "argmax", "argmin"};
+  static const char* names[] = {"sum", "mean",   "max",       "min",       "prod",   "l1",
+                                "l2",  "logsum", "logsumexp", "sumsquare", "argmax", "argmin"};
   return names[static_cast<int>(k)];
 }
 
@@ -54,8 +54,8 @@ class ReduceOp : public CudaOp {
 
 }  // namespace
 
-std::unique_ptr<CudaOp> plan_reduce(const PlanContext& c, ReduceKind kind, std::vector<bool> mask, const std::string& label,
-                                    std::string* why) {
+std::unique_ptr<CudaOp> plan_reduce(const PlanContext& c, ReduceKind kind, std::vector<bool> mask,
+                                    const std::string& label, std::string* why) {
   ReduceArgs a;
   a.dtype = c.in_dtype(0);
   a.kind = kind;
@@ -86,7 +86,8 @@ namespace {
 OpFactory reduce_factory(ReduceKind kind) {
   return [kind](const PlanContext& c, std::string* why) -> std::unique_ptr<CudaOp> {
     const DType t = c.in_dtype(0);
-    if (!reduce_supported(kind, t)) return refuse(why, std::string("no CUDA reduce ") + kind_name(kind) + " for " + dtype_name(t));
+    if (!reduce_supported(kind, t))
+      return refuse(why, std::string("no CUDA reduce ") + kind_name(kind) + " for " + dtype_name(t));
     if (c.out_dtype(0) != t) return refuse(why, "output stored in a different type than the input");
     const size_t rank = c.in_dims(0).size();
     std::vector<int64_t> axes;
@@ -111,7 +112,8 @@ OpFactory arg_factory(bool is_max) {
   return [is_max](const PlanContext& c, std::string* why) -> std::unique_ptr<CudaOp> {
     const ReduceKind kind = is_max ? ReduceKind::ArgMax : ReduceKind::ArgMin;
     const DType t = c.in_dtype(0);
-    if (!reduce_supported(kind, t)) return refuse(why, std::string("no CUDA ") + kind_name(kind) + " for " + dtype_name(t));
+    if (!reduce_supported(kind, t))
+      return refuse(why, std::string("no CUDA ") + kind_name(kind) + " for " + dtype_name(t));
     const auto& d = c.in_dims(0);
     if (d.empty()) return refuse(why, "ArgMax/ArgMin need an input of rank >= 1");
     const int64_t axis = normalize_axis(c.attr_int("axis"), static_cast<int64_t>(d.size()), c);
@@ -136,11 +138,16 @@ void register_reduce_ops(CudaOpRegistry& r) {
   const struct {
     const char* name;
     ReduceKind kind;
-  } ops[] = {{"ReduceSum", ReduceKind::Sum},         {"ReduceMean", ReduceKind::Mean},
-             {"ReduceMax", ReduceKind::Max},         {"ReduceMin", ReduceKind::Min},
-             {"ReduceProd", ReduceKind::Prod},       {"ReduceL1", ReduceKind::L1},
-             {"ReduceL2", ReduceKind::L2},           {"ReduceLogSum", ReduceKind::LogSum},
-             {"ReduceLogSumExp", ReduceKind::LogSumExp}, {"ReduceSumSquare", ReduceKind::SumSquare}};
+  } ops[] = {{"ReduceSum", ReduceKind::Sum},
+             {"ReduceMean", ReduceKind::Mean},
+             {"ReduceMax", ReduceKind::Max},
+             {"ReduceMin", ReduceKind::Min},
+             {"ReduceProd", ReduceKind::Prod},
+             {"ReduceL1", ReduceKind::L1},
+             {"ReduceL2", ReduceKind::L2},
+             {"ReduceLogSum", ReduceKind::LogSum},
+             {"ReduceLogSumExp", ReduceKind::LogSumExp},
+             {"ReduceSumSquare", ReduceKind::SumSquare}};
   for (const auto& op : ops) {
     r.add(op.name, reduce_factory(op.kind));
     // The same factory on a channels-last input (plan_reduce permutes to the memory order): a

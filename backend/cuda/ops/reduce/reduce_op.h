@@ -15,7 +15,7 @@ namespace fusec::cuda {
 /// reduced in its memory order (N, H, W, C): a 4-D result then comes out channels-last as the
 /// planner stores it, and a result of lower rank (keepdims=0) is refused when its kept dims would
 /// come out in another order than the model's. `label` names the op in the kernel name.
-std::unique_ptr<CudaOp> plan_reduce(const PlanContext& c, ReduceKind kind, std::vector<bool> axes, const std::string& label,
-                                    std::string* why);
+std::unique_ptr<CudaOp> plan_reduce(const PlanContext& c, ReduceKind kind, std::vector<bool> axes,
+                                    const std::string& label, std::string* why);
 
 }  // namespace fusec::cuda

@@ -85,7 +85,8 @@ __global__ void __launch_bounds__(1024) softmax_rows_kernel(SoftmaxArgs a) {
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int c = tid + k * tpr;
-    if (c < chunks) load_vec<T, V>(x + int64_t(c) * V, v[k]);
+    if (c < chunks)
+      load_vec<T, V>(x + int64_t(c) * V, v[k]);
     else
 #pragma unroll
       for (int i = 0; i < V; ++i) v[k][i] = -INFINITY;
@@ -304,7 +305,8 @@ __global__ void __launch_bounds__(256) softmax_cols_kernel(SoftmaxArgs a, int64_
 template <typename T>
 __global__ void softmax_strided_kernel(SoftmaxArgs a) {
   const int64_t inner = a.inner, n = a.n, cols = a.outer * inner;
-  for (int64_t col = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; col < cols; col += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t col = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; col < cols;
+       col += int64_t(gridDim.x) * blockDim.x) {
     const int64_t o = col / inner, i = col - o * inner;
     const T* p = static_cast<const T*>(a.x) + o * n * inner + i;
     T* q = static_cast<T*>(a.y) + o * n * inner + i;
@@ -331,9 +333,9 @@ __global__ void softmax_strided_kernel(SoftmaxArgs a) {
 
 // ---- configuration ----
 
-constexpr int kRowRegs = 32;             // values a thread keeps in registers
+constexpr int kRowRegs = 32;                  // values a thread keeps in registers
 constexpr int64_t kScalarRowCap = 1024 * 16;  // longest row the register path takes without vectors
-constexpr int64_t kSegment = 4096;       // smallest segment of the long-row path
+constexpr int64_t kSegment = 4096;            // smallest segment of the long-row path
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -386,14 +388,24 @@ void launch_rows(const Cfg& c, const SoftmaxArgs& a, cudaStream_t s) {
   const dim3 block(c.tpr, c.rows_per_block);
   const unsigned grid = static_cast<unsigned>(ceil_div(a.outer, c.rows_per_block));
   switch (c.k) {
-    case 1: softmax_rows_kernel<T, V, 1><<<grid, block, 0, s>>>(a); break;
-    case 2: softmax_rows_kernel<T, V, 2><<<grid, block, 0, s>>>(a); break;
-    case 3: softmax_rows_kernel<T, V, 3><<<grid, block, 0, s>>>(a); break;
-    case 4: softmax_rows_kernel<T, V, 4><<<grid, block, 0, s>>>(a); break;
+    case 1:
+      softmax_rows_kernel<T, V, 1><<<grid, block, 0, s>>>(a);
+      break;
+    case 2:
+      softmax_rows_kernel<T, V, 2><<<grid, block, 0, s>>>(a);
+      break;
+    case 3:
+      softmax_rows_kernel<T, V, 3><<<grid, block, 0, s>>>(a);
+      break;
+    case 4:
+      softmax_rows_kernel<T, V, 4><<<grid, block, 0, s>>>(a);
+      break;
     default:
       if constexpr (V * 8 <= kRowRegs) {
-        if (c.k == 6) softmax_rows_kernel<T, V, 6><<<grid, block, 0, s>>>(a);
-        else if (c.k == 8) softmax_rows_kernel<T, V, 8><<<grid, block, 0, s>>>(a);
+        if (c.k == 6)
+          softmax_rows_kernel<T, V, 6><<<grid, block, 0, s>>>(a);
+        else if (c.k == 8)
+          softmax_rows_kernel<T, V, 8><<<grid, block, 0, s>>>(a);
       }
       // Scalar rows (odd widths) keep up to 16 values a thread.
       if constexpr (V * 16 <= kRowRegs) {
@@ -435,8 +447,10 @@ void launch_t(const SoftmaxArgs& a, cudaStream_t s) {
       launch_long<T>(a, s);
       break;
     case Path::Rows:
-      if (c.v == 1) launch_rows<T, 1>(c, a, s);
-      else launch_rows<T, vec>(c, a, s);
+      if (c.v == 1)
+        launch_rows<T, 1>(c, a, s);
+      else
+        launch_rows<T, vec>(c, a, s);
       break;
   }
 }
@@ -468,19 +482,29 @@ bool softmax_supported(const SoftmaxArgs& a) {
 bool launch_softmax(const SoftmaxArgs& a, cudaStream_t s) {
   if (a.outer == 0 || a.n == 0 || a.inner == 0) return true;
   switch (a.dtype) {
-    case DType::Float32: launch_t<float>(a, s); return true;
-    case DType::Float16: launch_t<__half>(a, s); return true;
-    case DType::BFloat16: launch_t<__nv_bfloat16>(a, s); return true;
-    default: return false;
+    case DType::Float32:
+      launch_t<float>(a, s);
+      return true;
+    case DType::Float16:
+      launch_t<__half>(a, s);
+      return true;
+    case DType::BFloat16:
+      launch_t<__nv_bfloat16>(a, s);
+      return true;
+    default:
+      return false;
   }
 }
 
 const char* softmax_variant(const SoftmaxArgs& a) {
   const Cfg c = choose(a, true);
   switch (c.path) {
-    case Path::Strided: return a.kind == SoftmaxKind::Hard ? "strided axis, thread/column" : "strided axis, block/column tile";
-    case Path::Long: return "long rows, split + combine";
-    default: return c.tpr == 32 ? "warp/row" : "block/row";
+    case Path::Strided:
+      return a.kind == SoftmaxKind::Hard ? "strided axis, thread/column" : "strided axis, block/column tile";
+    case Path::Long:
+      return "long rows, split + combine";
+    default:
+      return c.tpr == 32 ? "warp/row" : "block/row";
   }
 }
 

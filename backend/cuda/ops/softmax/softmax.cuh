@@ -18,8 +18,8 @@ struct SoftmaxArgs {
   int64_t outer = 0, n = 0, inner = 1;
   const void* x = nullptr;
   void* y = nullptr;
-  int splits = 0;            // long rows: row segments processed by separate blocks (softmax_plan)
-  void* workspace = nullptr; // softmax_workspace_bytes() of scratch for the long-row path
+  int splits = 0;             // long rows: row segments processed by separate blocks (softmax_plan)
+  void* workspace = nullptr;  // softmax_workspace_bytes() of scratch for the long-row path
   int multiprocessors = 132;
 };
 

@@ -25,7 +25,8 @@ class SoftmaxOp : public CudaOp {
   size_t workspace_bytes() const override { return softmax_workspace_bytes(a_); }
   std::string kernel_name() const override {
     static const char* names[] = {"softmax", "logsoftmax", "hardmax"};
-    return std::string(names[static_cast<int>(a_.kind)]) + " (" + softmax_variant(a_) + ", " + dtype_name(a_.dtype) + ")";
+    return std::string(names[static_cast<int>(a_.kind)]) + " (" + softmax_variant(a_) + ", " + dtype_name(a_.dtype) +
+           ")";
   }
 
  private:
@@ -51,8 +52,9 @@ OpFactory softmax_factory(SoftmaxKind kind) {
     a.inner = v.inner;
     a.multiprocessors = c.ctx().multiprocessors();
     if (!softmax_supported(a)) {
-      if (why) *why = std::string("no CUDA kernel for this softmax (") + dtype_name(t) +
-                      (kind == SoftmaxKind::Hard ? ", or Hardmax rows over 16384 values)" : ")");
+      if (why)
+        *why = std::string("no CUDA kernel for this softmax (") + dtype_name(t) +
+               (kind == SoftmaxKind::Hard ? ", or Hardmax rows over 16384 values)" : ")");
       return nullptr;
     }
     softmax_plan(a);
