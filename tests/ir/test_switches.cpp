@@ -11,8 +11,8 @@
 
 using namespace fusec;
 
-static_assert(find_switch("FUSEC_CUDA_GRAPH") != nullptr);
-static_assert(find_switch("FUSEC_NO_SUCH_SWITCH") == nullptr);
+static_assert(is_switch("FUSEC_CUDA_GRAPH"));
+static_assert(!is_switch("FUSEC_NO_SUCH_SWITCH"));
 
 TEST(Switches, TableIsWellFormed) {
   std::set<std::string> names;
