@@ -48,6 +48,8 @@ def main() -> int:
     check(not linked, "fusec links no CUDA library", ", ".join(linked))
 
     model = os.path.join(a.models, "mlp_small.onnx")
+    plugin_file = os.path.join(os.path.dirname(os.path.abspath(a.fusec)), "libfusec_cuda.so")
+    cpu_only = not os.path.exists(plugin_file)
     with tempfile.TemporaryDirectory() as d:
         broken = os.path.join(d, "libfusec_cuda.so")
         with open(broken, "w") as f:
@@ -65,16 +67,20 @@ def main() -> int:
             check(r.returncode == 0, f"run --device cpu with the plugin {label}", r.stderr)
             r = run(a.fusec, ["bench", model, "--batch", "4", "--device", "cuda", "--iterations", "1"], plugin)
             lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-            want = "could not be loaded" if label == "unloadable" else "is not installed"
-            check(r.returncode == 2 and len(lines) == 1 and lines[0].startswith("fusec: error: --device cuda: the CUDA backend")
-                  and want in lines[0], f"--device cuda is one clear error with the plugin {label}", r.stderr)
-    plugin = os.path.join(os.path.dirname(os.path.abspath(a.fusec)), "libfusec_cuda.so")
-    if not os.path.exists(plugin):
+            # A CPU-only build (no plugin beside fusec) never looks for one: it says how it was built.
+            if cpu_only:
+                want, start = "built without the CUDA backend", "fusec: error: --device cuda: this fusec was built"
+            else:
+                want = "could not be loaded" if label == "unloadable" else "is not installed"
+                start = "fusec: error: --device cuda: the CUDA backend"
+            check(r.returncode == 2 and len(lines) == 1 and lines[0].startswith(start) and want in lines[0],
+                  f"--device cuda is one clear error with the plugin {label}", r.stderr)
+    if cpu_only:
         print("skip the machine without CUDA libraries: no plugin beside fusec (a CPU-only build)")
     elif os.geteuid() != 0 or not shutil.which("unshare"):
         print("skip the machine without CUDA libraries: needs root and unshare for a private mount namespace")
     else:
-        deps = subprocess.run(["ldd", plugin], capture_output=True, text=True).stdout
+        deps = subprocess.run(["ldd", plugin_file], capture_output=True, text=True).stdout
         dirs = sorted({os.path.dirname(os.path.realpath(line.split("=>")[1].split("(")[0].strip()))
                        for line in deps.splitlines() if "=>" in line and any(lib in line for lib in CUDA_LIBS)})
         with tempfile.TemporaryDirectory() as d:
@@ -86,7 +92,7 @@ def main() -> int:
                       f"echo rc=$?; {shlex.quote(a.fusec)} bench {shlex.quote(model)} --batch 4 --device cuda; echo rc=$?")
             r = subprocess.run(["unshare", "-m", "bash", "-c", script], capture_output=True, text=True, timeout=300)
             text = r.stdout + r.stderr
-            check("could not be loaded" in text and "cannot open shared object file" in text and "rc=0" in text
+            check(bool(dirs) and "could not be loaded" in text and "cannot open shared object file" in text and "rc=0" in text
                   and "auto: no usable GPU" in text, "without the CUDA libraries, run --device auto falls back to the CPU", text)
             check("rc=2" in text and "fusec: error: --device cuda: the CUDA backend" in text,
                   "without the CUDA libraries, --device cuda is one error naming the missing library", text)
