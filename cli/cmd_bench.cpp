@@ -62,7 +62,7 @@ double host_ms(std::chrono::steady_clock::time_point t0) {
 void measure(const BenchArgs& a, const ResolvedDevice& dev, Variant& v, const std::vector<Tensor>& inputs) {
   auto backend = make_backend(a.device, dev);
   auto bad = backend->unsupported(*v.graph);
-  if (!bad.empty()) bad_input(describe_unsupported(bad));
+  if (!bad.empty()) fusec::unsupported(describe_unsupported(bad));
   size_t used_before = dev.cuda ? gpu_plugin()->device_used_bytes() : 0;
   auto t0 = std::chrono::steady_clock::now();
   auto exe = backend->compile(*v.graph);
@@ -155,7 +155,7 @@ int bench(const BenchArgs& a) {
   {
     // Ops fusec cannot run at all are the first thing to report (before unbound shapes they cause).
     auto bad = make_backend(a.device, dev)->unsupported(*variants[0].graph);
-    if (!bad.empty()) bad_input(describe_unsupported(bad));
+    if (!bad.empty()) fusec::unsupported(describe_unsupported(bad));
   }
   require_static_shapes(*variants[0].graph);
   // Before the inputs are made: at a batch of millions, making them alone takes minutes.

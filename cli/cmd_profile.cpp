@@ -50,7 +50,7 @@ void profile_variant(const ProfileArgs& a, const ResolvedDevice& dev, Variant& v
                      const profiler::Peaks& peaks) {
   auto backend = make_backend(a.device, dev);
   auto bad = backend->unsupported(*v.graph);
-  if (!bad.empty()) bad_input(describe_unsupported(bad));
+  if (!bad.empty()) fusec::unsupported(describe_unsupported(bad));
   v.exe = backend->compile(*v.graph);
   DType storage = DType::Undefined;
   if (auto* ge = dynamic_cast<GpuExecutable*>(v.exe.get())) {
@@ -100,7 +100,7 @@ int profile(const ProfileArgs& a) {
   auto given = load_model(a.model, a.shapes);
   {
     auto bad = make_backend(a.device, dev)->unsupported(*given);
-    if (!bad.empty()) bad_input(describe_unsupported(bad));
+    if (!bad.empty()) fusec::unsupported(describe_unsupported(bad));
   }
   require_static_shapes(*given);
   make_backend(a.device, dev)->check_memory(*given);  // before the inputs are made

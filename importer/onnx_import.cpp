@@ -49,7 +49,7 @@ class Importer {
     if (g->opsets.empty() && gp.node_size() > 0) fail("the model imports no opset");
     g->name = gp.name();
     g->doc_string = gp.doc_string();
-    if (gp.sparse_initializer_size() > 0) fail("sparse initializers are not supported");
+    if (gp.sparse_initializer_size() > 0) fail_unsupported("sparse initializers are not supported");
 
     // Initializers first: graph inputs of the same name are IR<4 style defaults.
     for (auto& t : *gp.mutable_initializer()) {
@@ -57,7 +57,7 @@ class Importer {
       if (g->find_value(t.name())) fail("initializer '" + t.name() + "' is defined twice");
       const std::string name = t.name();
       if (dtype_from_onnx(t.data_type()) == DType::Undefined)
-        fail("initializer '" + name + "'" + first_consumer(gp, name) + " has data type " +
+        fail_unsupported("initializer '" + name + "'" + first_consumer(gp, name) + " has data type " +
              onnx_dtype_name(t.data_type()) + ", which fusec has no kernels for");
       const bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
       Tensor data = tensor_from_proto(std::move(t), dir_, "initializer '" + name + "'", &maps_);
@@ -118,6 +118,7 @@ class Importer {
 
  private:
   [[noreturn]] void fail(const std::string& what) const { bad_input(file_ + ": " + what); }
+  [[noreturn]] void fail_unsupported(const std::string& what) const { unsupported(file_ + ": " + what); }
 
   /// " (input of node 'n', op T)" for the first node that reads `value`, for errors about the value.
   static std::string first_consumer(const onnx::GraphProto& gp, const std::string& value) {
@@ -150,12 +151,12 @@ class Importer {
                          : tp.has_optional_type()      ? "optional"
                          : tp.has_sparse_tensor_type() ? "sparse tensor"
                                                        : "non-tensor";
-      fail(what + " has " + kind + " type, which fusec does not support");
+      fail_unsupported(what + " has " + kind + " type, which fusec does not support");
     }
     const auto& tt = tp.tensor_type();
     t.dtype = dtype_from_onnx(tt.elem_type());
     if (t.dtype == DType::Undefined && !(lenient && tt.elem_type() == 0))
-      fail(what + " has data type " + onnx_dtype_name(tt.elem_type()) + ", which fusec has no kernels for");
+      fail_unsupported(what + " has data type " + onnx_dtype_name(tt.elem_type()) + ", which fusec has no kernels for");
     if (tt.has_shape()) {
       Shape s;
       for (const auto& d : tt.shape().dim()) {

@@ -72,9 +72,9 @@ std::optional<Tensor> view_if_aligned(DType t, const std::vector<int64_t>& dims,
 Tensor from_proto(const onnx::TensorProto& p, const std::string* raw, std::unique_ptr<std::string> owned,
                   const fs::path& model_dir, const std::string& what, MappedFiles* maps) {
   if (p.data_type() == onnx::TensorProto::STRING || p.string_data_size() > 0)
-    bad_input(what + ": string tensors are not supported");
+    unsupported(what + ": string tensors are not supported");
   DType t = dtype_from_onnx(p.data_type());
-  if (t == DType::Undefined) bad_input(what + ": data type " + onnx_dtype_name(p.data_type()) + " is not supported");
+  if (t == DType::Undefined) unsupported(what + ": data type " + onnx_dtype_name(p.data_type()) + " is not supported");
   std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
   for (int64_t d : dims)
     if (d < 0) bad_input(what + ": negative dimension " + std::to_string(d));

@@ -31,7 +31,7 @@ const T* get_typed(const Node& node, const std::string& n, const char* want) {
   const Attribute* a = node.find_attr(n);
   if (!a) return nullptr;
   const T* v = std::get_if<T>(&a->value);
-  if (!v) bad_input("attribute '" + n + "' should be " + want + " but is " + attr_kind_name(a->value) + node.ref());
+  if (!v) bad_input_at("attribute '" + n + "' should be " + want + " but is " + attr_kind_name(a->value), node.ref());
   return v;
 }
 }  // namespace
@@ -150,9 +150,9 @@ Node* Graph::add_node(const std::string& op_type, std::vector<Value*> ins, std::
     Value* v = n->outputs[i];
     if (!v) continue;
     if (v->producer)
-      bad_input("value '" + v->name + "' is produced twice: by '" + v->producer->name + "' and" + n->ref());
-    if (v->is_graph_input) bad_input("graph input '" + v->name + "' is also produced by" + n->ref());
-    if (v->is_initializer()) bad_input("initializer '" + v->name + "' is also produced by" + n->ref());
+      bad_input_at("value '" + v->name + "' is produced twice: by '" + v->producer->name + "' and", n->ref());
+    if (v->is_graph_input) bad_input_at("graph input '" + v->name + "' is also produced by", n->ref());
+    if (v->is_initializer()) bad_input_at("initializer '" + v->name + "' is also produced by", n->ref());
     v->producer = n;
     v->producer_output = static_cast<int>(i);
   }
@@ -254,7 +254,7 @@ void Graph::topo_sort() {
   }
   if (order.size() != nodes_.size()) {
     for (size_t i = 0; i < nodes_.size(); ++i)
-      if (pending[i] > 0) bad_input("the graph has a cycle through" + nodes_[i]->ref());
+      if (pending[i] > 0) bad_input_at("the graph has a cycle through", nodes_[i]->ref());
   }
   std::vector<std::unique_ptr<Node>> sorted;
   sorted.reserve(nodes_.size());
@@ -368,7 +368,7 @@ void validate_graph(Graph& g) {
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       Value* v = n->inputs[i];
       if (v && !v->producer && !v->is_graph_input && !v->is_initializer())
-        bad_input("input '" + v->name + "' is not produced by any node, graph input or initializer" + n->ref());
+        bad_input_at("input '" + v->name + "' is not produced by any node, graph input or initializer", n->ref());
     }
   }
   g.topo_sort();

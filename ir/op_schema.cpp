@@ -40,7 +40,10 @@ std::vector<float> NodeAttrs::attr_floats(const std::string& n) const {
 const Tensor* NodeAttrs::attr_tensor(const std::string& n) const {
   return &std::get<Tensor>(*lookup(n, AttrKind::Tensor));
 }
-void NodeAttrs::fail(const std::string& what) const { bad_input(what + node_.ref()); }
+void NodeAttrs::fail(const std::string& what) const { bad_input_at(what, node_.ref()); }
+void NodeAttrs::unsupported(const std::string& what) const {
+  bad_input_at(what, node_.ref(), ErrorCause::Unsupported);
+}
 
 // ---- InferContext ----
 
@@ -77,7 +80,7 @@ void InferContext::require_dtype(size_t i, std::initializer_list<DType> allowed)
   DType t = input_dtype(i);
   for (DType a : allowed)
     if (a == t) return;
-  fail(std::string("input ") + std::to_string(i) + " has unsupported type " + dtype_name(t));
+  unsupported(std::string("input ") + std::to_string(i) + " has unsupported type " + dtype_name(t));
 }
 
 void InferContext::require_float(size_t i) const {
@@ -182,25 +185,25 @@ void check_node_against_schema(const Node& node, const OpSchema& s) {
   int n_in = static_cast<int>(node.inputs.size());
   while (n_in > 0 && !node.inputs[n_in - 1]) --n_in;
   if (n_in < s.min_inputs || n_in > s.max_inputs)
-    bad_input("expected " + std::to_string(s.min_inputs) +
+    bad_input_at("expected " + std::to_string(s.min_inputs) +
               (s.max_inputs != s.min_inputs ? ".." + std::to_string(s.max_inputs) : "") + " inputs, got " +
-              std::to_string(n_in) + node.ref());
+              std::to_string(n_in), node.ref());
   for (int i = 0; i < s.min_inputs && i < n_in; ++i)
-    if (!node.inputs[i]) bad_input("required input " + std::to_string(i) + " is empty" + node.ref());
+    if (!node.inputs[i]) bad_input_at("required input " + std::to_string(i) + " is empty", node.ref());
   int n_out = static_cast<int>(node.outputs.size());
   if (n_out < s.min_outputs || n_out > s.max_outputs)
-    bad_input("expected " + std::to_string(s.min_outputs) + ".." + std::to_string(s.max_outputs) + " outputs, got " +
-              std::to_string(n_out) + node.ref());
+    bad_input_at("expected " + std::to_string(s.min_outputs) + ".." + std::to_string(s.max_outputs) + " outputs, got " +
+              std::to_string(n_out), node.ref());
   for (const auto& a : node.attrs) {
     const AttrSpec* spec = s.find_attr(a.name);
-    if (!spec) bad_input("unknown attribute '" + a.name + "'" + node.ref());
+    if (!spec) bad_input_at("unknown attribute '" + a.name + "'", node.ref());
     bool widened = spec->kind == AttrKind::Float && std::holds_alternative<int64_t>(a.attr.value);
     if (a.attr.value.index() != static_cast<size_t>(spec->kind) && !widened)
-      bad_input("attribute '" + a.name + "' has kind " + attr_kind_name(a.attr.value) + node.ref());
+      bad_input_at("attribute '" + a.name + "' has kind " + attr_kind_name(a.attr.value), node.ref());
   }
   for (const auto& spec : s.attrs)
     if (spec.required && !node.has_attr(spec.name))
-      bad_input("missing required attribute '" + spec.name + "'" + node.ref());
+      bad_input_at("missing required attribute '" + spec.name + "'", node.ref());
 }
 
 std::string unsupported_reason(const Graph& g, const Node& n) {

@@ -51,6 +51,8 @@ class NodeAttrs {
   const Tensor* attr_tensor(const std::string& name) const;
   /// BadInput with " (node 'name', op Type)" appended.
   [[noreturn]] void fail(const std::string& what) const;
+  /// fail() for valid ONNX that fusec does not implement (ErrorCause::Unsupported).
+  [[noreturn]] void unsupported(const std::string& what) const;
 
  private:
   const AttrValue* lookup(const std::string& name, AttrKind kind) const;

@@ -82,8 +82,8 @@ namespace {
 void merge_type(Value& v, const TypeInfo& inferred, const Node& n) {
   if (inferred.dtype != DType::Undefined) {
     if (v.type.dtype != DType::Undefined && v.type.dtype != inferred.dtype)
-      bad_input("output '" + v.name + "' is declared " + dtype_name(v.type.dtype) + " but the op produces " +
-                dtype_name(inferred.dtype) + n.ref());
+      bad_input_at("output '" + v.name + "' is declared " + dtype_name(v.type.dtype) + " but the op produces " +
+                dtype_name(inferred.dtype), n.ref());
     v.type.dtype = inferred.dtype;
   }
   if (!inferred.shape) return;
@@ -96,8 +96,8 @@ void merge_type(Value& v, const TypeInfo& inferred, const Node& n) {
     const Dim& decl = (*v.type.shape)[i];
     if (merged[i].is_static()) {
       if (decl.is_static() && decl.value != merged[i].value)
-        bad_input("output '" + v.name + "' is declared with shape " + shape_str(*v.type.shape) +
-                  " but the op produces " + shape_str(merged) + n.ref());
+        bad_input_at("output '" + v.name + "' is declared with shape " + shape_str(*v.type.shape) +
+                  " but the op produces " + shape_str(merged), n.ref());
     } else if (decl.is_static() || (!decl.symbol.empty() && merged[i].symbol.empty())) {
       merged[i] = decl;
     }

@@ -232,7 +232,7 @@ std::vector<UnsupportedNode> CpuBackend::unsupported(const Graph& g) const {
 
 std::unique_ptr<Executable> CpuBackend::compile(const Graph& g) {
   auto bad = unsupported(g);
-  if (!bad.empty()) bad_input(describe_unsupported(bad));
+  if (!bad.empty()) fusec::unsupported(describe_unsupported(bad));
   if (g.outputs.empty()) bad_input("the graph has no outputs; there is nothing to run");
   return std::make_unique<CpuExecutable>(g);
 }

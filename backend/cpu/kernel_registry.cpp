@@ -45,7 +45,7 @@ const KernelRegistry& KernelRegistry::global() {
 std::vector<Tensor> evaluate_node(const Node& node, int64_t opset, const std::vector<const Tensor*>& inputs) {
   const OpSchema* schema = OpRegistry::global().find(node.domain, node.op_type, opset);
   const Kernel* kernel = KernelRegistry::global().find(node.domain, node.op_type);
-  if (!schema || !kernel) bad_input("no CPU kernel for this op at opset " + std::to_string(opset) + node.ref());
+  if (!schema || !kernel) bad_input_at("no CPU kernel for this op at opset " + std::to_string(opset), node.ref());
   std::vector<TypeInfo> types(inputs.size());
   std::vector<const TypeInfo*> type_ptrs(inputs.size(), nullptr);
   for (size_t i = 0; i < inputs.size(); ++i) {

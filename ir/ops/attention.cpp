@@ -78,7 +78,7 @@ void check_types(const InferContext& c, bool standard) {
   const char* names[] = {"Q", "K", "V", "attn_mask", "past_key", "past_value"};
   for (size_t i : {kK, kV, kPastKey, kPastValue})
     if (c.has_input(i) && c.input_dtype(i) != t)
-      c.fail(std::string(names[i]) + " has type " + dtype_name(c.input_dtype(i)) + ", Q has " + dtype_name(t) +
+      c.unsupported(std::string(names[i]) + " has type " + dtype_name(c.input_dtype(i)) + ", Q has " + dtype_name(t) +
              " (mixed types are not supported)");
   if (c.has_input(kMask) && c.input_dtype(kMask) != DType::Bool && c.input_dtype(kMask) != t)
     c.fail(std::string("attn_mask has type ") + dtype_name(c.input_dtype(kMask)) + "; it must be bool or Q's type " +

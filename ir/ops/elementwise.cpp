@@ -78,7 +78,7 @@ void infer_arithmetic(InferContext& c) {
 void infer_compare(InferContext& c) {
   require_same_types(c);
   if (!is_numeric(c.input_dtype(0)) && c.input_dtype(0) != DType::Bool)
-    c.fail(std::string("unsupported input type ") + dtype_name(c.input_dtype(0)));
+    c.unsupported(std::string("unsupported input type ") + dtype_name(c.input_dtype(0)));
   c.set_output(0, DType::Bool, binary_shape(c));
 }
 
@@ -96,7 +96,7 @@ void infer_pow(InferContext& c) {
     c.require_float(0);
   } else {
     if (!is_float(base) && base != DType::Int32 && base != DType::Int64)
-      c.fail(std::string("base type ") + dtype_name(base) + " is not supported (int32, int64 or float)");
+      c.unsupported(std::string("base type ") + dtype_name(base) + " is not supported (int32, int64 or float)");
     require_numeric(c, 1);
   }
   c.set_output(0, base, binary_shape(c));
@@ -306,7 +306,7 @@ void register_elementwise_schemas(OpRegistry& r) {
   auto infer_cast = [](InferContext& c) {
     int64_t to = c.attr_int("to");
     DType t = to >= INT32_MIN && to <= INT32_MAX ? dtype_from_onnx(static_cast<int32_t>(to)) : DType::Undefined;
-    if (t == DType::Undefined) c.fail("Cast to " + onnx_dtype_name(static_cast<int32_t>(to)) + " is not supported");
+    if (t == DType::Undefined) c.unsupported("Cast to " + onnx_dtype_name(static_cast<int32_t>(to)) + " is not supported");
     infer_cast_to(c, t);
   };
   r.add("Cast")

@@ -23,9 +23,9 @@ TypeInfo constant_type(const NodeAttrs& c) {
       which = a;
     }
   if (which.empty()) c.fail("needs one of the value attributes");
-  if (which == "sparse_value") c.fail("sparse_value is not supported (fusec has no sparse tensors)");
+  if (which == "sparse_value") c.unsupported("sparse_value is not supported (fusec has no sparse tensors)");
   if (which == "value_string" || which == "value_strings")
-    c.fail(which + " is not supported (fusec has no string tensors)");
+    c.unsupported(which + " is not supported (fusec has no string tensors)");
   if (which == "value") {
     const Tensor* t = c.attr_tensor("value");
     return {t->dtype(), shape_of(t->dims())};

@@ -41,17 +41,17 @@ void check_modes(const InferContext& c, bool legacy) {
   const std::string mode = c.attr_string("mode");
   const bool ok =
       mode == "nearest" || mode == "linear" || (!legacy && mode == "cubic") || (op == "Upsample" && mode == "bilinear");
-  if (!ok) c.fail("unsupported mode '" + mode + "'");
+  if (!ok) c.unsupported("unsupported mode '" + mode + "'");
   if (legacy) return;
   const std::string ctm = c.attr_string("coordinate_transformation_mode");
   const bool ctm_ok = ctm == "half_pixel" || ctm == "pytorch_half_pixel" || ctm == "align_corners" ||
                       ctm == "asymmetric" || ctm == "tf_crop_and_resize" ||
                       (ctm == "tf_half_pixel_for_nn" && c.opset() < 13) ||
                       (ctm == "half_pixel_symmetric" && c.opset() >= 18);
-  if (!ctm_ok) c.fail("unsupported coordinate_transformation_mode '" + ctm + "'");
+  if (!ctm_ok) c.unsupported("unsupported coordinate_transformation_mode '" + ctm + "'");
   const std::string nm = c.attr_string("nearest_mode");
   if (nm != "round_prefer_floor" && nm != "round_prefer_ceil" && nm != "floor" && nm != "ceil")
-    c.fail("unsupported nearest_mode '" + nm + "'");
+    c.unsupported("unsupported nearest_mode '" + nm + "'");
 }
 
 void infer_resize(InferContext& c) {

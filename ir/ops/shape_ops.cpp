@@ -302,7 +302,7 @@ void infer_dropout(InferContext& c) {
     const Tensor* ratio = c.has_input(1) ? c.input_value(1) : nullptr;
     if (training && training->numel() == 1 && training->as_int64(0) != 0 &&
         (c.has_input(1) ? ratio && ratio->numel() == 1 && ratio->as_double(0) != 0 : true))
-      c.fail("Dropout in training mode (random masking) is not supported");
+      c.unsupported("Dropout in training mode (random masking) is not supported");
   }
   // The mask is bool from opset 10, the input's type before.
   c.set_output(1, c.opset() >= 10 ? DType::Bool : c.input_dtype(0), c.input_shape(0));
@@ -317,7 +317,7 @@ void infer_eyelike(InferContext& c) {
   if (c.has_attr("dtype")) {
     int64_t code = c.attr_int("dtype");
     t = dtype_from_onnx(static_cast<int32_t>(code));
-    if (t == DType::Undefined) c.fail("dtype " + onnx_dtype_name(static_cast<int32_t>(code)) + " is not supported");
+    if (t == DType::Undefined) c.unsupported("dtype " + onnx_dtype_name(static_cast<int32_t>(code)) + " is not supported");
   }
   c.set_output(0, t, in ? *in : Shape{Dim(), Dim()});
 }

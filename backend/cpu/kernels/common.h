@@ -25,7 +25,7 @@ void dispatch_float(DType t, const NodeAttrs& where, F&& f) {
       f(double{});
       return;
     default:
-      where.fail(std::string("unsupported data type ") + dtype_name(t));
+      where.unsupported(std::string("unsupported data type ") + dtype_name(t));
   }
 }
 
@@ -54,7 +54,7 @@ void dispatch_numeric(DType t, const NodeAttrs& where, F&& f) {
       f(int64_t{});
       return;
     default:
-      where.fail(std::string("unsupported data type ") + dtype_name(t));
+      where.unsupported(std::string("unsupported data type ") + dtype_name(t));
   }
 }
 

@@ -225,7 +225,7 @@ void conv_kernel(KernelContext& ctx) {
   std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end()), kernel(w.dims().begin() + 2, w.dims().end());
   const WindowGeometry wg = window_geometry(ctx, in, kernel, false);
   Geo3 g;
-  if (!to_geo3(wg, g)) ctx.fail("Conv with more than 3 spatial dims is not supported");
+  if (!to_geo3(wg, g)) ctx.unsupported("Conv with more than 3 spatial dims is not supported");
   require_dims(ctx, y, nc_and_out(N, M, wg));
   const Tensor* bias = ctx.has_input(2) ? &ctx.input(2) : nullptr;
   if (bias && bias->numel() != M) ctx.fail("B must have one value per output channel");
@@ -303,7 +303,7 @@ void conv_transpose_kernel(KernelContext& ctx) {
   std::vector<int64_t> in(x.dims().begin() + 2, x.dims().end()), kernel(w.dims().begin() + 2, w.dims().end());
   const WindowGeometry wg = conv_transpose_geometry(ctx, in, kernel);
   Geo3 g;
-  if (!to_geo3(wg, g)) ctx.fail("ConvTranspose with more than 3 spatial dims is not supported");
+  if (!to_geo3(wg, g)) ctx.unsupported("ConvTranspose with more than 3 spatial dims is not supported");
   require_dims(ctx, y, nc_and_out(N, M, wg));
   const Tensor* bias = ctx.has_input(2) ? &ctx.input(2) : nullptr;
   if (bias && bias->numel() != M) ctx.fail("B must have one value per output channel");

@@ -183,7 +183,7 @@ void pow_kernel(KernelContext& ctx) {
     case DType::Int64:
       return with_base(int64_t{});
     default:
-      ctx.fail(std::string("unsupported base type ") + dtype_name(a.dtype()));
+      ctx.unsupported(std::string("unsupported base type ") + dtype_name(a.dtype()));
   }
 }
 
@@ -287,7 +287,7 @@ Kernel logic(Op op) {
 
 void bitshift_kernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
-  if (a.dtype() != DType::UInt8) ctx.fail(std::string("unsupported data type ") + dtype_name(a.dtype()));
+  if (a.dtype() != DType::UInt8) ctx.unsupported(std::string("unsupported data type ") + dtype_name(a.dtype()));
   const bool left = ctx.attr_string("direction") == "LEFT";
   binary_broadcast<uint8_t, uint8_t, uint8_t>(a, ctx.input(1), ctx.output(0), [left](uint8_t x, uint8_t y) {
     if (y >= 8) return uint8_t{0};  // shifting out every bit (and no UB)

@@ -79,7 +79,7 @@ void apply_activation(const KernelContext& ctx, Tensor& y) {
 }
 
 void require_f32(const KernelContext& ctx, const Tensor& t) {
-  if (t.dtype() != DType::Float32) ctx.fail(std::string("unsupported data type ") + dtype_name(t.dtype()));
+  if (t.dtype() != DType::Float32) ctx.unsupported(std::string("unsupported data type ") + dtype_name(t.dtype()));
 }
 
 /// y += Z, FusedConv's and FusedMatMul's residual (the output's shape).

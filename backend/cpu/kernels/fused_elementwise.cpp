@@ -252,7 +252,7 @@ void fused_elementwise(KernelContext& ctx) {
   Tensor& out = ctx.output(0);
   const DType t = out.dtype();
   if (t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16)
-    ctx.fail(std::string("unsupported data type ") + dtype_name(t));
+    ctx.unsupported(std::string("unsupported data type ") + dtype_name(t));
   for (const Tensor* x : ins)
     if (x->dtype() != t)
       ctx.fail(std::string("input type ") + dtype_name(x->dtype()) + " differs from " + dtype_name(t));

@@ -30,7 +30,7 @@ void constant_kernel(KernelContext& ctx) {
     check(DType::Int64, static_cast<int64_t>(v.size()));
     std::copy(v.begin(), v.end(), out.data<int64_t>());
   } else {
-    ctx.fail("this value attribute is not supported");  // inference rejects these first
+    ctx.unsupported("this value attribute is not supported");  // inference rejects these first
   }
 }
 

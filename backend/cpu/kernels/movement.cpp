@@ -19,7 +19,7 @@ namespace {
 /// Calls f(U{}) with U an unsigned integer type as wide as one element (dispatch_bytes).
 template <typename F>
 void dispatch_size(size_t esize, const NodeAttrs& where, F&& f) {
-  if (!dispatch_bytes(esize, std::forward<F>(f))) where.fail("unsupported element size " + std::to_string(esize));
+  if (!dispatch_bytes(esize, std::forward<F>(f))) where.unsupported("unsupported element size " + std::to_string(esize));
 }
 
 int64_t prod(const std::vector<int64_t>& d, size_t b, size_t e) {

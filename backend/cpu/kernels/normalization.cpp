@@ -94,7 +94,7 @@ void batchnorm(KernelContext& ctx) {
   if (static_cast<int64_t>(bias.size()) != P || static_cast<int64_t>(mean.size()) != P ||
       static_cast<int64_t>(var.size()) != P)
     ctx.fail("B, mean and var must have the shape of scale");
-  if (training && !per_channel) ctx.fail("training mode with spatial=0 is not supported");
+  if (training && !per_channel) ctx.unsupported("training mode with spatial=0 is not supported");
 
   dispatch_float(x.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);

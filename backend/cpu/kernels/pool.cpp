@@ -75,7 +75,7 @@ Geo3 pool_geometry(const KernelContext& ctx, const Tensor& x) {
   const bool ceil_mode = ctx.schema().find_attr("ceil_mode") && ctx.attr_int("ceil_mode") != 0;
   const WindowGeometry wg = window_geometry(ctx, in, kernel, ceil_mode);
   Geo3 g;
-  if (!to_geo3(wg, g)) ctx.fail("pools over more than 3 spatial dims are not supported");
+  if (!to_geo3(wg, g)) ctx.unsupported("pools over more than 3 spatial dims are not supported");
   for (size_t i = 0; i < ctx.num_outputs(); ++i)
     if (ctx.has_output(i)) require_dims(ctx, ctx.output(i), nc_and_out(x.dim(0), x.dim(1), wg));
   return g;

@@ -87,7 +87,7 @@ void resize_nearest(KernelContext& ctx, const ResizeConfig& c) {
       }
     });
   };
-  if (!dispatch_bytes(dtype_size(x.dtype()), run)) ctx.fail("unsupported data type");
+  if (!dispatch_bytes(dtype_size(x.dtype()), run)) ctx.unsupported("unsupported data type");
 }
 
 // ------------------------------------------------------------------ linear / cubic

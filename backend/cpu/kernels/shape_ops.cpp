@@ -41,7 +41,7 @@ void dropout_kernel(KernelContext& ctx) {
   if (ctx.opset() >= 12) {
     bool training = ctx.has_input(2) && ctx.input(2).numel() > 0 && ctx.input(2).as_int64(0) != 0;
     double ratio = ctx.has_input(1) && ctx.input(1).numel() > 0 ? ctx.input(1).as_double(0) : 0.5;
-    if (training && ratio != 0) ctx.fail("Dropout in training mode (random masking) is not supported");
+    if (training && ratio != 0) ctx.unsupported("Dropout in training mode (random masking) is not supported");
   }
   copy_input(ctx);
   if (ctx.has_output(1)) {

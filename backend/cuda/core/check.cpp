@@ -30,12 +30,11 @@ void throw_cuda_error(int code, const char* call, const char* file, int line) {
   }
 }
 
-void throw_library_error(const char* library, int code, const std::string& text, const char* call, const char* file,
-                         int line) {
+void throw_library_error(const char* library, int code, const std::string& text, bool out_of_memory, const char* call,
+                         const char* file, int line) {
   std::string msg =
       std::string(library) + " error " + std::to_string(code) + ": " + text + " (" + where(call, file, line) + ")";
-  if (text.find("ALLOC") != std::string::npos || text.find("memory") != std::string::npos)
-    throw Error(ErrorKind::BadInput, "out of GPU memory: " + msg);
+  if (out_of_memory) throw Error(ErrorKind::BadInput, "out of GPU memory: " + msg);
   throw Error(ErrorKind::Internal, msg);
 }
 

@@ -11,8 +11,10 @@ namespace fusec::cuda {
 /// Throws: out-of-memory and missing-device errors are the user's environment (exit 2), anything
 /// else is reported as internal (exit 1) since fusec built the call.
 [[noreturn]] void throw_cuda_error(int code, const char* call, const char* file, int line);
-[[noreturn]] void throw_library_error(const char* library, int code, const std::string& text, const char* call,
-                                      const char* file, int line);
+/// `out_of_memory`: the library's status code says an allocation failed (each library's check
+/// decides from its own codes: throw_cudnn_error, throw_cublas_error).
+[[noreturn]] void throw_library_error(const char* library, int code, const std::string& text, bool out_of_memory,
+                                      const char* call, const char* file, int line);
 
 }  // namespace fusec::cuda
 

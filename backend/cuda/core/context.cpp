@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include "backend/cuda/core/check.h"
+#include "backend/cuda/core/cublaslt_util.h"
+#include "backend/cuda/core/dnn_check.h"
 
 namespace fusec::cuda {
 
@@ -98,7 +100,7 @@ cublasLtContext* Context::cublaslt() {
   if (!cublaslt_) {
     cublasStatus_t st = cublasLtCreate(&cublaslt_);
     if (st != CUBLAS_STATUS_SUCCESS)
-      throw_library_error("cuBLASLt", st, cublasLtGetStatusString(st), "cublasLtCreate", __FILE__, __LINE__);
+      throw_cublas_error(st, "cublasLtCreate", __FILE__, __LINE__);
   }
   return cublaslt_;
 }
@@ -107,10 +109,10 @@ cudnnContext* Context::cudnn() {
   if (!cudnn_) {
     cudnnStatus_t st = cudnnCreate(&cudnn_);
     if (st != CUDNN_STATUS_SUCCESS)
-      throw_library_error("cuDNN", st, cudnnGetErrorString(st), "cudnnCreate", __FILE__, __LINE__);
+      throw_cudnn_error(st, "cudnnCreate", __FILE__, __LINE__);
     st = cudnnSetStream(cudnn_, stream_);
     if (st != CUDNN_STATUS_SUCCESS)
-      throw_library_error("cuDNN", st, cudnnGetErrorString(st), "cudnnSetStream", __FILE__, __LINE__);
+      throw_cudnn_error(st, "cudnnSetStream", __FILE__, __LINE__);
   }
   return cudnn_;
 }

@@ -10,11 +10,18 @@
 #include "backend/cuda/core/check.h"
 #include "ir/dtype.h"
 
-#define LT_CHECK(expr)                                                                                              \
-  do {                                                                                                              \
-    cublasStatus_t st_ = (expr);                                                                                    \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                               \
-      ::fusec::cuda::throw_library_error("cuBLASLt", st_, cublasLtGetStatusString(st_), #expr, __FILE__, __LINE__); \
+namespace fusec::cuda {
+
+[[noreturn]] inline void throw_cublas_error(cublasStatus_t st, const char* call, const char* file, int line) {
+  throw_library_error("cuBLASLt", st, cublasLtGetStatusString(st), st == CUBLAS_STATUS_ALLOC_FAILED, call, file, line);
+}
+
+}  // namespace fusec::cuda
+
+#define LT_CHECK(expr)                                                                     \
+  do {                                                                                     \
+    cublasStatus_t st_ = (expr);                                                           \
+    if (st_ != CUBLAS_STATUS_SUCCESS) ::fusec::cuda::throw_cublas_error(st_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 namespace fusec::cuda {

@@ -173,7 +173,7 @@ void CudaBackend::check_memory(const Graph& g) const {
 
 std::unique_ptr<CudaExecutable> CudaBackend::compile_cuda(const Graph& g) {
   auto bad = unsupported(g);
-  if (!bad.empty()) bad_input(describe_unsupported(bad));
+  if (!bad.empty()) fusec::unsupported(describe_unsupported(bad));
   if (g.outputs.empty()) bad_input("the graph has no outputs; there is nothing to run");
   return std::make_unique<executor::Impl>(g, opts_);
 }

@@ -179,7 +179,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     const Node& n = *np;
     int64_t opset = g.opset(n.domain);
     const OpSchema* schema = OpRegistry::global().find(n.domain, n.op_type, opset);
-    if (!schema) bad_input("no schema for this op at opset " + std::to_string(opset) + n.ref());
+    if (!schema) bad_input_at("no schema for this op at opset " + std::to_string(opset), n.ref());
 
     // Plan-time folding: every input constant (or only dims matter) -> evaluate on the CPU now.
     bool all_const = !random_op(n);

@@ -62,7 +62,8 @@ void Impl::raise_device_error() {
   std::string where;
   if (r.step >= 0 && static_cast<size_t>(r.step) < steps_.size() && steps_[r.step].node)
     where = steps_[r.step].node->ref();
-  bad_input(device_error_text(r) + where);
+  if (where.empty()) bad_input(device_error_text(r));
+  bad_input_at(device_error_text(r), where);
 }
 
 void Impl::run_steps() {
@@ -103,7 +104,7 @@ void Impl::run_step(Step& st, int index, Stream stream) {
       try {
         st.op->launch(a);
       } catch (const Error& e) {
-        throw Error(e.kind(), std::string(e.what()) + st.node->ref(), e.cause());
+        rethrow_at_node(e, st.node->ref());
       }
       break;
     }

@@ -36,7 +36,7 @@ class Sdpa : public CudnnSdpa {
     cudnnSetStream(handle_, stream);
     fe::error_t e = graph_->execute(handle_, pack, workspace);
     if (e.is_bad())
-      throw_library_error("cuDNN", static_cast<int>(e.get_code()), e.get_message(),
+      throw_library_error("cuDNN", static_cast<int>(e.get_code()), e.get_message(), /*out_of_memory=*/false,
                           "cudnn_frontend Graph::execute (SDPA)", __FILE__, __LINE__);
   }
 

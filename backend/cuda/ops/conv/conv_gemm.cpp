@@ -104,7 +104,7 @@ void Conv1x1Gemm::launch(int i, const void* x, const void* w, const void* b, con
                          cudaStream_t stream) const {
   const cublasStatus_t st = run_gemm(i, x, w, b, z, y, ws, stream);
   if (st != CUBLAS_STATUS_SUCCESS)
-    throw_library_error("cuBLASLt", st, cublasLtGetStatusString(st), "1x1 conv GEMM", __FILE__, __LINE__);
+    throw_cublas_error(st, "1x1 conv GEMM", __FILE__, __LINE__);
 }
 
 std::string Conv1x1Gemm::kernel_name(int i) const {
