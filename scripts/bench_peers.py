@@ -356,6 +356,19 @@ def capture_cuda_graph(fn):
     return g, out
 
 
+def graph_and_time(fn, dev, args) -> dict:
+    """fn captured as one CUDA graph (capture_cuda_graph), replayed once and checked against a fresh
+    eager fn() (replay_vs_eager_rel), then the replay timed by time_torch. Returns time_torch's dict."""
+    g, out = capture_cuda_graph(fn)
+    g.replay()
+    sync(dev)
+    # The replayed graph must compute what eager does, or its time means nothing.
+    check = rel_err(out.float().cpu().numpy(), fn().float().cpu().numpy())
+    v = time_torch(g.replay, dev, args)
+    v["replay_vs_eager_rel"] = check["rel"]
+    return v
+
+
 def rel_err(got: np.ndarray, ref: np.ndarray) -> dict:
     """max |got - ref| / max |ref| over the elements finite in both; counts non-finite disagreements."""
     got = np.asarray(got, dtype=np.float64)
@@ -420,14 +433,7 @@ def torch_eager_stages(name: str, r: TorchRunner, res: dict, args) -> None:
                 if hasattr(r.m16, "mask4d"):
                     ids = r.x16[0]
                     r.m16.mask4d = torch.zeros(ids.shape[0], 1, ids.shape[1], ids.shape[1], dtype=torch.float16, device=r.dev)
-                g, out = capture_cuda_graph(r.fp16)
-                g.replay()
-                sync(r.dev)
-                # The replayed graph must compute what eager does, or its time means nothing.
-                check = rel_err(out.float().cpu().numpy(), r.fp16().float().cpu().numpy())
-                v = time_torch(g.replay, r.dev, args)
-                v["replay_vs_eager_rel"] = check["rel"]
-                return v
+                return graph_and_time(r.fp16, r.dev, args)
             v = stage(res, f"{name}: torch eager + CUDA graph fp16", graph_stage)
             if v:
                 t["eager_graph_fp16"] = v
@@ -438,30 +444,34 @@ def torch_eager_stages(name: str, r: TorchRunner, res: dict, args) -> None:
             log(f"  median {v['median_ms']:.4f} ms ({v['iterations']} iterations)")
 
 
-def torch_compile_stage(name: str, r: TorchRunner, res: dict, args, mode) -> None:
+def compile_and_time(module, inputs: list, mode, dev, args, eager) -> dict:
+    """torch.compile(module, mode=mode) (None: the default mode), called once on inputs (that first
+    call, compilation included, is compile_s), its output checked against eager()'s (vs_eager_rel),
+    then timed by time_torch. Returns time_torch's dict with compile_s and vs_eager_rel added."""
     import torch
 
+    torch._dynamo.reset()
+    cm = torch.compile(module, mode=mode)
+    with torch.inference_mode():
+        t = time.perf_counter()
+        out = cm(*inputs)
+        sync(dev)
+        compile_s = time.perf_counter() - t
+        check = rel_err(out.float().cpu().numpy(), eager().float().cpu().numpy())
+        v = time_torch(lambda: cm(*inputs), dev, args)
+    v["compile_s"] = round(compile_s, 1)
+    v["vs_eager_rel"] = check["rel"]
+    return v
+
+
+def torch_compile_stage(name: str, r: TorchRunner, res: dict, args, mode) -> None:
     key = "compile_fp16" if mode is None else "compile_max_autotune_fp16"
     label = f"{name}: torch.compile mode={mode or 'default'} fp16"
     if elapsed() > args.time_budget:
         record_error(res, label, f"skipped: {elapsed():.0f} s spent, over --time-budget {args.time_budget:.0f} s")
         return
 
-    def run():
-        torch._dynamo.reset()
-        cm = torch.compile(r.m16, mode=mode)
-        with torch.inference_mode():
-            t = time.perf_counter()
-            out = cm(*r.x16)
-            sync(r.dev)
-            compile_s = time.perf_counter() - t
-            check = rel_err(out.float().cpu().numpy(), r.fp16().float().cpu().numpy())
-            v = time_torch(lambda: cm(*r.x16), r.dev, args)
-        v["compile_s"] = round(compile_s, 1)
-        v["vs_eager_rel"] = check["rel"]
-        return v
-
-    v = stage(res, label, run)
+    v = stage(res, label, compile_and_time, r.m16, r.x16, mode, r.dev, args, r.fp16)
     if v:
         res.setdefault("torch", {})[key] = v
         log(f"  median {v['median_ms']:.4f} ms, compile {v['compile_s']} s")

@@ -43,10 +43,10 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
-def run(cmd: list[str], timeout: float) -> tuple[int, str, float]:
+def run(cmd: list[str], timeout: float, env: dict | None = None) -> tuple[int, str, float]:
     t = time.perf_counter()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
         rc, text = p.returncode, (p.stdout + p.stderr)
     except subprocess.TimeoutExpired:
         rc, text = -9, f"timed out after {timeout:.0f} s"
@@ -63,11 +63,14 @@ def max_rel(got: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(diff)) / scale if scale > 0 else float(np.max(diff))
 
 
-def fusec_outputs(args, model: str, inputs: dict[str, str], precision: str, work: str, rec: dict, key: str):
+def fusec_outputs(args, model: str, inputs: dict[str, str], precision: str, work: str, rec: dict, key: str,
+                  device: str = "cuda", env: dict | None = None):
+    """`fusec run` of model on device at precision, inputs {ONNX input name: .npy file}; records the
+    command under rec[key]. Returns the outputs in graph-output order, or None when fusec failed."""
     out = os.path.join(work, key)
-    cmd = [args.fusec, "run", model, "--device", "cuda", "--precision", precision, "--output-dir", out,
+    cmd = [args.fusec, "run", model, "--device", device, "--precision", precision, "--output-dir", out,
            "--format", "npy"] + [a for name, f in inputs.items() for a in ("--input", f"{name}={f}")]
-    rc, text, secs = run(cmd, args.timeout)
+    rc, text, secs = run(cmd, args.timeout, env)
     rec[key] = {"cmd": " ".join(cmd), "rc": rc, "s": round(secs, 2)}
     if rc != 0:
         rec[key]["error"] = text.strip()[-800:]

@@ -342,6 +342,82 @@ def export_model(name: str, model, inputs: dict, outputs: list, form: str, args)
     return info
 
 
+# ---- one model -----------------------------------------------------------------------------------
+
+
+def versions(device: str) -> dict:
+    """The library versions (and the GPU) that each model's JSON records as "env"."""
+    import onnx
+    import torch
+    import transformers
+
+    try:
+        import onnxscript
+        osv = onnxscript.__version__
+    except ImportError:
+        osv = None
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "onnx": onnx.__version__,
+            "onnxscript": osv, "python": platform.python_version(),
+            "gpu": torch.cuda.get_device_name() if device == "cuda" else None}
+
+
+def export_one_model(name: str, forms: list, args, device: str, env: dict) -> tuple[dict, list, object]:
+    """Builds one model and writes, into args.out: its inputs, its torch references (unless
+    args.skip_reference), <name>.<form>.onnx for each form, and <name>.json.
+
+    Returns (the dict written as <name>.json, the failures as "<name> (stage)" / "<name>.<form>"
+    strings, the fp32 model on the CPU, or None when the build failed). Nothing raises: each stage's
+    failure is logged and recorded in the JSON.
+    """
+    res: dict = {"model": name, "batch": args.batch, "seq": args.seq if name in TEXT_MODELS else None,
+                 "seed": args.seed, "env": env, "exports": {}}
+    json_path = os.path.join(args.out, f"{name}.json")
+    failures = []
+    try:
+        t = time.perf_counter()
+        model, inputs, outputs = build(name, args)
+        res["build_s"] = round(time.perf_counter() - t, 2)
+        res["params"] = int(sum(p.numel() for p in model.parameters()))
+        res["attn_implementation"] = attn_impl(model)
+        res["inputs"] = {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in inputs.items()}
+        res["outputs"] = outputs
+        for k, v in inputs.items():
+            np.save(os.path.join(args.out, f"{name}.input.{k}.npy"), v)
+        log(f"{name}: built in {res['build_s']} s, {res['params'] / 1e6:.1f} M params"
+            + (f", attention {res['attn_implementation']}" if res["attn_implementation"] else ""))
+    except Exception as e:  # noqa: BLE001
+        log(f"{name}: FAILED to build: {type(e).__name__}: {e}")
+        res["error"] = traceback.format_exc()
+        with open(json_path, "w") as f:
+            json.dump(res, f, indent=1)
+        return res, [f"{name} (build)"], None
+
+    if not args.skip_reference:
+        try:
+            res["reference"] = references(name, model, inputs, outputs, device, args.out)
+            fp16 = res["reference"].get("fp16")
+            log(f"  {name}: fp32 reference on {device} in {res['reference']['fp32_s']} s"
+                + ("; fp16 max rel " + ", ".join(f"{k} {v['max_rel']:.3e}" for k, v in fp16.items())
+                   if fp16 else f"; {res['reference']['fp16_note']}"))
+        except Exception as e:  # noqa: BLE001
+            log(f"  {name}: FAILED reference: {type(e).__name__}: {e}")
+            res["reference"] = {"error": traceback.format_exc()}
+            failures.append(f"{name} (reference)")
+            model.to("cpu")
+
+    for form in forms:
+        try:
+            res["exports"][form] = export_model(name, model, inputs, outputs, form, args)
+        except Exception as e:  # noqa: BLE001
+            msg = str(e).splitlines()[0] if str(e) else ""
+            log(f"  {name}.{form}: FAILED to export: {type(e).__name__}: {msg[:300]}")
+            res["exports"][form] = {"error": traceback.format_exc()}
+            failures.append(f"{name}.{form}")
+    with open(json_path, "w") as f:
+        json.dump(res, f, indent=1)
+    return res, failures, model
+
+
 # ---- main ----------------------------------------------------------------------------------------
 
 
@@ -382,67 +458,14 @@ def main() -> int:
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
     os.makedirs(args.out, exist_ok=True)
-    import transformers
-    try:
-        import onnxscript
-        osv = onnxscript.__version__
-    except ImportError:
-        osv = None
-    import onnx
-    env = {"torch": torch.__version__, "transformers": transformers.__version__, "onnx": onnx.__version__,
-           "onnxscript": osv, "python": platform.python_version(),
-           "gpu": torch.cuda.get_device_name() if device == "cuda" else None}
+    env = versions(device)
     log(f"export_zoo: models {models}, exports {forms}, batch {args.batch}, seq {args.seq}, device {device}; "
         + ", ".join(f"{k} {v}" for k, v in env.items() if v))
 
     failures = []
     for name in models:
-        res: dict = {"model": name, "batch": args.batch, "seq": args.seq if name in TEXT_MODELS else None,
-                     "env": env, "exports": {}}
-        json_path = os.path.join(args.out, f"{name}.json")
-        try:
-            t = time.perf_counter()
-            model, inputs, outputs = build(name, args)
-            res["build_s"] = round(time.perf_counter() - t, 2)
-            res["params"] = int(sum(p.numel() for p in model.parameters()))
-            res["attn_implementation"] = attn_impl(model)
-            res["inputs"] = {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in inputs.items()}
-            res["outputs"] = outputs
-            for k, v in inputs.items():
-                np.save(os.path.join(args.out, f"{name}.input.{k}.npy"), v)
-            log(f"{name}: built in {res['build_s']} s, {res['params'] / 1e6:.1f} M params"
-                + (f", attention {res['attn_implementation']}" if res["attn_implementation"] else ""))
-        except Exception as e:  # noqa: BLE001
-            log(f"{name}: FAILED to build: {type(e).__name__}: {e}")
-            res["error"] = traceback.format_exc()
-            failures.append(f"{name} (build)")
-            with open(json_path, "w") as f:
-                json.dump(res, f, indent=1)
-            continue
-
-        if not args.skip_reference:
-            try:
-                res["reference"] = references(name, model, inputs, outputs, device, args.out)
-                fp16 = res["reference"].get("fp16")
-                log(f"  {name}: fp32 reference on {device} in {res['reference']['fp32_s']} s"
-                    + ("; fp16 max rel " + ", ".join(f"{k} {v['max_rel']:.3e}" for k, v in fp16.items())
-                       if fp16 else f"; {res['reference']['fp16_note']}"))
-            except Exception as e:  # noqa: BLE001
-                log(f"  {name}: FAILED reference: {type(e).__name__}: {e}")
-                res["reference"] = {"error": traceback.format_exc()}
-                failures.append(f"{name} (reference)")
-                model.to("cpu")
-
-        for form in forms:
-            try:
-                res["exports"][form] = export_model(name, model, inputs, outputs, form, args)
-            except Exception as e:  # noqa: BLE001
-                msg = str(e).splitlines()[0] if str(e) else ""
-                log(f"  {name}.{form}: FAILED to export: {type(e).__name__}: {msg[:300]}")
-                res["exports"][form] = {"error": traceback.format_exc()}
-                failures.append(f"{name}.{form}")
-        with open(json_path, "w") as f:
-            json.dump(res, f, indent=1)
+        _, failed, model = export_one_model(name, forms, args, device, env)
+        failures += failed
         del model
         import gc
         gc.collect()
