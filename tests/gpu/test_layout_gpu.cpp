@@ -80,8 +80,11 @@ Value* squeeze(GraphBuilder& b, Value* a, const std::string& form) {
 }
 
 /// A MobileNetV3 squeeze-and-excite block at odd sizes: the expanded activation `act` feeds the
-/// squeeze and the broadcast Mul (which needs NCHW), so it stays NCHW in every precision.
-std::unique_ptr<Graph> se_block(const std::string& form, std::string* act) {
+/// squeeze and the broadcast Mul, whose result `excited` feeds the projection. `scale_first`
+/// writes the Mul as s * x; `affine` adds x * [C,1,1] + scalar after it (rank-3 and rank-0
+/// broadcasts).
+std::unique_ptr<Graph> se_block(const std::string& form, std::string* act, std::string* excited = nullptr,
+                                bool scale_first = false, bool affine = false) {
   GraphBuilder b(18);
   b.graph().opsets["ai.fusec"] = 1;
   Value* x = b.input("x", DType::Float32, {Dim(2), Dim(24), Dim(13), Dim(11)});
@@ -91,7 +94,12 @@ std::unique_ptr<Graph> se_block(const std::string& form, std::string* act) {
   Value* r = fused_conv(b, "fc1", s, 40, 16, 1, "Relu", 20);
   Value* e = fused_conv(b, "fc2", r, 16, 40, 1, "HardSigmoid", 30,
                         {attr("activation_params", std::vector<float>{1.0f / 6, 0.5f})});
-  Value* m = b.node("Mul", {a, e}, {}, "excite");
+  Value* m = b.node("Mul", scale_first ? std::vector<Value*>{e, a} : std::vector<Value*>{a, e}, {}, "excite");
+  if (affine) {
+    m = b.node("Mul", {m, weight(b, "gamma", {40, 1, 1}, 50)}, {}, "gamma");
+    m = b.node("Add", {m, b.initializer("beta", Tensor::from_float({0.25f}, {}))}, {}, "beta");
+  }
+  if (excited) *excited = m->name;
   b.output(
       b.node("Conv", {m, weight(b, "project.w", {24, 40, 1, 1}, 40), weight(b, "project.b", {24}, 41)}, {}, "project"));
   auto g = b.build();
@@ -135,23 +143,29 @@ std::unique_ptr<Graph> head(const std::string& form, std::string* act) {
 
 }  // namespace
 
-TEST(GpuLayout, SqueezeOfAnNchwActivationRunsNchwWithoutARelayout) {
+TEST(GpuLayout, SqueezeExciteBlocksRunInOneLayoutWithoutARelayout) {
   FUSEC_REQUIRE_GPU();
+  // The broadcast Mul x * s ([N,C,1,1]) follows x's layout like any elementwise op, so the block
+  // stays channels-last where convs run channels-last (tf32, fp16, bf16) and NCHW at fp32.
   const Tensor x = random_tensor(DType::Float32, {2, 24, 13, 11}, 60);
   for (Precision p : kAll) {
+    const bool nhwc = p != Precision::FP32;
     int steps_of_legacy = -1;
-    for (const char* form : {"legacy", "dynamo", "max"}) {
-      SCOPED_TRACE(std::string(precision_name(p)) + ", " + form);
-      std::string act;
-      auto g = se_block(form, &act);
-      expect_graph_gpu_matches_cpu(*g, {x}, p);
-      const Planned r = plan_and_run(*g, {x}, p);
-      EXPECT_EQ(relayouts(r, act), 0) << "the squeezed activation is read where it is";
-      EXPECT_EQ(kernel_of(r, "squeeze").find("NHWC"), std::string::npos) << kernel_of(r, "squeeze");
-      if (std::string(form) == "legacy") steps_of_legacy = static_cast<int>(r.steps.size());
-      if (std::string(form) == "dynamo")
-        EXPECT_EQ(static_cast<int>(r.steps.size()), steps_of_legacy) << "both forms plan the same steps";
-    }
+    for (const char* form : {"legacy", "dynamo", "max"})
+      for (int variant = 0; variant < 3; ++variant) {
+        SCOPED_TRACE(std::string(precision_name(p)) + ", " + form + ", variant " + std::to_string(variant));
+        std::string act, excited;
+        auto g = se_block(form, &act, &excited, /*scale_first=*/variant == 1, /*affine=*/variant == 2);
+        expect_graph_gpu_matches_cpu(*g, {x}, p);
+        const Planned r = plan_and_run(*g, {x}, p);
+        EXPECT_EQ(relayouts(r, act), 0) << "the squeezed activation is read where it is";
+        EXPECT_EQ(relayouts(r, excited), 0) << "the excited activation is read where it is";
+        EXPECT_EQ(kernel_of(r, "squeeze").find("NHWC") != std::string::npos, nhwc) << kernel_of(r, "squeeze");
+        if (variant != 0) continue;
+        if (std::string(form) == "legacy") steps_of_legacy = static_cast<int>(r.steps.size());
+        if (std::string(form) == "dynamo")
+          EXPECT_EQ(static_cast<int>(r.steps.size()), steps_of_legacy) << "both forms plan the same steps";
+      }
   }
 }
 
@@ -205,6 +219,59 @@ TEST(GpuLayout, ReductionsOfAChannelsLastInputMatchTheReference) {
       expect_graph_gpu_matches_cpu(*g, {x}, p);
       const Planned r = plan_and_run(*g, {x}, p);
       EXPECT_EQ(relayouts(r, act) > 0, p != Precision::FP32 && c.relayout);
+    }
+  }
+}
+
+namespace {
+
+/// A ConvNeXt block at odd sizes, as both exporters write it: depthwise 7x7 conv, permute to
+/// N,H,W,C, LayerNorm over C, the MLP as MatMul + Add, permute back, the per-channel layer scale
+/// ([C,1,1]) and the residual. `convs` stacks a second block so a permute back feeds a conv.
+std::unique_ptr<Graph> convnext_block(int blocks) {
+  GraphBuilder b(18);
+  const int64_t C = 24;
+  Value* x = b.input("x", DType::Float32, {Dim(2), Dim(C), Dim(9), Dim(7)});
+  for (int k = 0; k < blocks; ++k) {
+    const std::string p = "b" + std::to_string(k) + ".";
+    Value* dw = b.node("Conv", {x, weight(b, p + "dw.w", {C, 1, 7, 7}, 70 + k), weight(b, p + "dw.b", {C}, 71 + k)},
+                       {attr("group", C), attr("pads", std::vector<int64_t>{3, 3, 3, 3})}, p + "dwconv");
+    Value* t = b.node("Transpose", {dw}, {attr("perm", std::vector<int64_t>{0, 2, 3, 1})}, p + "to_nhwc");
+    Value* ln = b.node("LayerNormalization", {t, weight(b, p + "ln.s", {C}, 72 + k), weight(b, p + "ln.b", {C}, 73 + k)},
+                       {attr("axis", int64_t{-1})}, p + "ln");
+    Value* h = b.node("Add", {b.node("MatMul", {ln, weight(b, p + "fc1.w", {C, 4 * C}, 74 + k)}), weight(b, p + "fc1.b", {4 * C}, 75 + k)});
+    h = b.node("Relu", {h});
+    h = b.node("Add", {b.node("MatMul", {h, weight(b, p + "fc2.w", {4 * C, C}, 76 + k)}), weight(b, p + "fc2.b", {C}, 77 + k)});
+    Value* back = b.node("Transpose", {h}, {attr("perm", std::vector<int64_t>{0, 3, 1, 2})}, p + "to_nchw");
+    Value* scaled = b.node("Mul", {back, weight(b, p + "gamma", {C, 1, 1}, 78 + k)}, {}, p + "scale");
+    x = b.node("Add", {scaled, x}, {}, p + "residual");
+  }
+  b.output(x);
+  auto g = b.build();
+  infer_shapes(*g);
+  return g;
+}
+
+}  // namespace
+
+TEST(GpuLayout, PermutesToAndFromChannelsLastAreViewsOfIt) {
+  FUSEC_REQUIRE_GPU();
+  const Tensor x = random_tensor(DType::Float32, {2, 24, 9, 7}, 63);
+  for (Precision p : kAll) {
+    const bool nhwc = p != Precision::FP32;
+    for (int blocks : {1, 2}) {
+      SCOPED_TRACE(std::string(precision_name(p)) + ", " + std::to_string(blocks) + " blocks");
+      auto g = convnext_block(blocks);
+      expect_graph_gpu_matches_cpu(*g, {x}, p);
+      const Planned r = plan_and_run(*g, {x}, p);
+      for (int k = 0; k < blocks; ++k)
+        for (const char* t : {"to_nhwc", "to_nchw"}) {
+          const std::string node = "b" + std::to_string(k) + "." + t;
+          EXPECT_EQ(kernel_of(r, node) == "view of channels-last memory", nhwc) << node << ": " << kernel_of(r, node);
+        }
+      // Channels-last: the input changes layout for the first conv and the result for the graph
+      // output, nothing between.
+      if (nhwc) EXPECT_EQ(relayouts(r), 2);
     }
   }
 }

@@ -87,3 +87,25 @@ TEST(CudaLayoutRule, GlobalPoolsAndReductionsFollowTheirInputConvsStartRegions) 
   EXPECT_EQ(r.channels_last_kind("", "GlobalLpPool"), ChannelsLast::None);
   EXPECT_EQ(r.channels_last_kind("", "Softmax"), ChannelsLast::None);
 }
+
+TEST(CudaLayoutRule, ElementwiseOpsFollowWhereEveryInputIsTheOutputOrLayoutFree) {
+  const std::vector<int64_t> out = {16, 72, 28, 28};
+  EXPECT_TRUE(elementwise_follows({out, out}, out));
+  EXPECT_TRUE(elementwise_follows({out, {16, 72, 1, 1}}, out)) << "the SE block's x * s";
+  EXPECT_TRUE(elementwise_follows({{1, 72, 1, 1}, out}, out)) << "the scale first";
+  EXPECT_TRUE(elementwise_follows({out, {72, 1, 1}}, out)) << "a rank-3 per-channel constant";
+  EXPECT_TRUE(elementwise_follows({out, {}}, out)) << "a scalar";
+  EXPECT_TRUE(elementwise_follows({out, {28}}, out)) << "[1,1,1,W] is stored alike in both layouts";
+  EXPECT_TRUE(elementwise_follows({out, {28, 28}}, out)) << "an H x W plane: [1,1,H,W] is stored alike too";
+  EXPECT_FALSE(elementwise_follows({out, {16, 72, 28, 1}}, out));
+  EXPECT_FALSE(elementwise_follows({{16, 72, 28}}, {16, 72, 28})) << "not 4-D";
+  EXPECT_FALSE(elementwise_follows({{1, 16, 72, 28, 28}}, out));
+}
+
+TEST(CudaLayoutRule, ChannelsLastElementwiseDimsAreInMemoryOrder) {
+  EXPECT_EQ(nhwc_order({16, 72, 28, 14}), (std::vector<int64_t>{16, 28, 14, 72}));
+  EXPECT_EQ(nhwc_order({16, 72, 1, 1}), (std::vector<int64_t>{16, 1, 1, 72}));
+  EXPECT_EQ(nhwc_order({72, 1, 1}), (std::vector<int64_t>{1, 1, 1, 72}));
+  EXPECT_EQ(nhwc_order({}), (std::vector<int64_t>{1, 1, 1, 1}));
+  EXPECT_EQ(pad_to_4d({5}), (std::vector<int64_t>{1, 1, 1, 5}));
+}

@@ -50,7 +50,9 @@ struct PlanValue {
   DType dtype = DType::Undefined;       // device storage dtype
   DType onnx_dtype = DType::Undefined;  // the model's dtype
   const Tensor* constant = nullptr;     // host value when the input is an initializer
-  bool nhwc = false;                    // a 4-D activation stored channels-last (dims stay N, C, H, W)
+  // A 4-D activation stored channels-last. Its dims stay N, C, H, W, except for elementwise ops
+  // planned channels-last (layout_rule.h), which see every dim in memory order, N, H, W, C.
+  bool nhwc = false;
 };
 
 /// What a factory sees. Attribute getters (with schema defaults) come from NodeAttrs; fail()

@@ -30,7 +30,8 @@ bool Impl::nhwc_dtype(DType t) const {
   return t == DType::Float16 || t == DType::BFloat16 || (t == DType::Float32 && opts_.precision == Precision::TF32);
 }
 
-/// Elementwise nodes whose inputs all have the output's dims: memory order does not matter.
+/// Elementwise nodes that compute the same on channels-last memory (elementwise_follows: inputs
+/// of the output's dims or layout-free).
 bool Impl::layout_agnostic(const Node& n) {
   static const std::unordered_set<std::string> ops = {
       "Relu",        "Add",  "Sub",      "Mul",       "Div",
@@ -39,11 +40,15 @@ bool Impl::layout_agnostic(const Node& n) {
       "Neg",         "Abs",  "Max",      "Min",       "Sum",
       "Elu",         "Selu", "Softplus", "Mish",      "FusedElementwise"};
   if (!ops.count(n.op_type) || n.outputs.size() != 1 || !n.outputs[0] || !n.outputs[0]->type.shape) return false;
-  const Shape& out = *n.outputs[0]->type.shape;
-  if (out.size() != 4) return false;
-  for (Value* v : n.inputs)
-    if (v && (!v->type.shape || *v->type.shape != out)) return false;
-  return true;
+  std::vector<std::vector<int64_t>> ins;
+  for (Value* v : n.inputs) {
+    if (!v) continue;
+    if (!v->type.shape || !is_static(*v->type.shape)) return false;
+    ins.push_back(static_dims(*v->type.shape));
+    // Broadcasting before opset 7 aligns B at an `axis` of NCHW dims: equal dims only.
+    if (n.has_attr("broadcast") && *v->type.shape != *n.outputs[0]->type.shape) return false;
+  }
+  return is_static(*n.outputs[0]->type.shape) && elementwise_follows(ins, static_dims(*n.outputs[0]->type.shape));
 }
 
 /// Inputs that are activations (laid out like the output); weights and bias stay as they are.
@@ -60,8 +65,12 @@ bool Impl::consumers_take_nhwc(const Value& v, const Graph& g) const {
     probe.dims = static_dims(*v.type.shape);
     if (layout_free(probe)) return true;
   }
-  for (const Node* c : v.consumers)
-    if (!reg.find_channels_last(c->domain, c->op_type) && !layout_agnostic(*c)) return false;
+  for (const Node* c : v.consumers) {
+    // A permute to N,H,W,C dims reads channels-last memory as it is (transpose_view).
+    const bool permute_view = c->op_type == "Transpose" && c->domain.empty() &&
+                              transpose_view(c->attr_ints("perm"), true, false) == TransposeView::FromChannelsLast;
+    if (!reg.find_channels_last(c->domain, c->op_type) && !layout_agnostic(*c) && !permute_view) return false;
+  }
   return true;
 }
 

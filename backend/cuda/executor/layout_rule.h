@@ -4,8 +4,10 @@
 //
 // The rule, in order:
 //   - an op with no channels-last kernel runs NCHW (its input is made NCHW first if it is not);
-//   - an op that follows its input (elementwise over equal dims, reductions) runs in whichever
-//     layout its input is in: it never asks for a layout change;
+//   - an op that follows its input (elementwise, reductions) runs in whichever layout its input is
+//     in: it never asks for a layout change. An elementwise op follows where every input is the
+//     output's dims or layout-free (a per-channel [N,C,1,1] scale, a scalar): the SE block's
+//     x * sigmoid(s) stays channels-last, planned over N,H,W,C dims (nhwc_order);
 //   - an op whose every output is layout-free (a global pool's [N,C,1,1], a reduction over H and W)
 //     also follows its input: changing the layout of a whole activation for a result of a few
 //     bytes per channel costs more than anything the other layout could save. The SE blocks of
@@ -23,6 +25,50 @@ namespace fusec::cuda {
 /// A value whose NCHW and NHWC memory coincide ([N,1,H,W], [N,C,1,1]), or any value that is not
 /// 4-D: it never needs a layout change.
 inline bool layout_free(const std::vector<int64_t>& d) { return d.size() != 4 || d[1] == 1 || d[2] * d[3] == 1; }
+
+/// d left-padded with 1s to rank 4, as broadcasting aligns it against a 4-D output (rank <= 4).
+inline std::vector<int64_t> pad_to_4d(const std::vector<int64_t>& d) {
+  std::vector<int64_t> p(4 - (d.size() < 4 ? d.size() : 4), 1);
+  p.insert(p.end(), d.begin(), d.end());
+  return p;
+}
+
+/// Whether an elementwise op of 4-D output `out` computes the same on channels-last memory,
+/// planned over nhwc_order() dims: every input, padded to 4-D, is `out` itself (an activation,
+/// stored channels-last) or layout-free (its NCHW bytes are its NHWC bytes).
+inline bool elementwise_follows(const std::vector<std::vector<int64_t>>& ins, const std::vector<int64_t>& out) {
+  if (out.size() != 4) return false;
+  for (const auto& d : ins) {
+    if (d.size() > 4) return false;
+    const auto p = pad_to_4d(d);
+    if (p != out && !layout_free(p)) return false;
+  }
+  return true;
+}
+
+/// N,C,H,W dims (padded to 4-D) in channels-last memory order, N,H,W,C: what an elementwise op
+/// planned channels-last indexes by.
+inline std::vector<int64_t> nhwc_order(const std::vector<int64_t>& d) {
+  const auto p = pad_to_4d(d);
+  return {p[0], p[2], p[3], p[1]};
+}
+
+/// A Transpose between NCHW dims and N,H,W,C dims is a view of channels-last memory: ConvNeXt's
+/// permute to channels-last before its LayerNorm and back after its MLP, and any model written
+/// channels-last around convs.
+enum class TransposeView {
+  None,
+  FromChannelsLast,  // perm [0,2,3,1] of a channels-last activation: its bytes, as a plain [N,H,W,C]
+  ToChannelsLast,    // perm [0,3,1,2] of a plain [N,H,W,C]: its bytes, as a channels-last [N,C,H,W]
+};
+
+/// Which view a Transpose of `perm` is, given whether its 4-D input is stored channels-last and
+/// whether its output's type may be (the precision's channels-last types, layout_rule's nhwc_dtype).
+inline TransposeView transpose_view(const std::vector<int64_t>& perm, bool in_nhwc, bool out_may_be_nhwc) {
+  if (perm == std::vector<int64_t>{0, 2, 3, 1} && in_nhwc) return TransposeView::FromChannelsLast;
+  if (perm == std::vector<int64_t>{0, 3, 1, 2} && !in_nhwc && out_may_be_nhwc) return TransposeView::ToChannelsLast;
+  return TransposeView::None;
+}
 
 /// How an op takes channels-last memory.
 enum class ChannelsLast {

@@ -16,6 +16,7 @@
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/executor/executable.h"
 #include "backend/cuda/executor/layout_rule.h"
+#include "backend/cuda/ops/movement/view_op.h"
 #include "backend/device_memory.h"
 #include "ir/error.h"
 #include "ir/switches.h"
@@ -213,11 +214,38 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
       continue;
     }
 
+    // A Transpose between N,C,H,W and N,H,W,C dims over channels-last memory is a view.
+    if (channels_last_ && n.op_type == "Transpose" && n.domain.empty() && n.input(0) && n.outputs.size() == 1 &&
+        n.outputs[0]) {
+      const int in = slot_of.at(n.input(0));
+      const Slot& x = slots_[in];
+      const TransposeView tv = x.dims.size() == 4 && x.dtype == storage_dtype(opts_.precision, n.outputs[0]->type.dtype)
+                                   ? transpose_view(n.attr_ints("perm"), x.nhwc, nhwc_dtype(x.dtype))
+                                   : TransposeView::None;
+      if (tv != TransposeView::None) {
+        Step st;
+        st.kind = Step::Kind::Gpu;
+        st.node = &n;
+        st.label = n.name;
+        st.opset = opset;
+        st.op = make_view_op();
+        st.in_slots = {in};
+        const int s = new_slot(n.outputs[0]);
+        slots_[s].nhwc = tv == TransposeView::ToChannelsLast;
+        slot_of[n.outputs[0]] = s;
+        st.out_slots = {s};
+        placement_.push_back({n.name, n.op_type, true, false, "view of channels-last memory", ""});
+        steps_.push_back(std::move(st));
+        continue;
+      }
+    }
+
     // Layout (layout_rule.h): channels-last for conv regions (a channels-last factory exists,
     // every consumer can take NHWC); layout-agnostic elementwise nodes, reductions and nodes
     // whose outputs are layout-free ([N,C,1,1]) follow their input.
     const OpFactory* cl = channels_last_ ? factories.find_channels_last(n.domain, n.op_type) : nullptr;
     LayoutFacts facts;
+    bool elementwise = false;  // an elementwise op that follows its input (planned over N,H,W,C dims)
     if (n.input(0)) {
       const Slot& x = slots_[slot_of.at(n.input(0))];
       facts.in_dims = x.dims;
@@ -232,7 +260,16 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     } else if (layout_agnostic(n) && n.input(0)) {
       facts.kind = ChannelsLast::FollowInput;
       cl = nullptr;
+      elementwise = true;
+      // It follows its activation: the first input of the output's dims (x in s * x).
+      const auto out = static_dims(*n.outputs[0]->type.shape);
+      for (Value* v : n.inputs)
+        if (v && slots_[slot_of.at(v)].dims == out) {
+          facts.in_nhwc = slots_[slot_of.at(v)].nhwc;
+          break;
+        }
     }
+
     const bool want_nhwc = plan_channels_last(facts);
     auto plan_values = [&](bool nhwc, std::vector<PlanValue>* pin, std::vector<PlanValue>* pout) {
       pin->clear();
@@ -242,6 +279,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
         if (Value* v = n.inputs[i]) {
           const Slot& sl = slots_[slot_of.at(v)];
           pv = {true, sl.dims, sl.dtype, sl.onnx_dtype, sl.host_constant, nhwc && activation_input(n, i)};
+          if (nhwc && elementwise) pv.dims = nhwc_order(pv.dims);  // indexed in memory order
         }
         pin->push_back(pv);
       }
@@ -251,6 +289,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
           pv = {
               true, static_dims(*v->type.shape), storage_dtype(opts_.precision, v->type.dtype), v->type.dtype, nullptr,
               nhwc};
+        if (v && nhwc && elementwise) pv.dims = nhwc_order(pv.dims);
         pout->push_back(pv);
       }
     };

@@ -3,6 +3,8 @@
 // (the output is a graph output, or the input is an I/O buffer), launch() copies.
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/ops/movement/view_op.h"
+
 #include "backend/cuda/core/check.h"
 #include "backend/cuda/core/cuda_op.h"
 
@@ -52,6 +54,8 @@ std::unique_ptr<CudaOp> make_dropout(const PlanContext& c, std::string* why) {
 }
 
 }  // namespace
+
+std::unique_ptr<CudaOp> make_view_op() { return std::make_unique<ViewOp>(); }
 
 void register_view_ops(CudaOpRegistry& r) {
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) r.add(op, make_view);
