@@ -65,6 +65,10 @@ inline constexpr SwitchInfo kSwitches[] = {
      "the route is a timed candidate"},
     {"FUSEC_CONV_IGEMM", SwitchScope::Fusec, "0: no implicit-GEMM conv; N: take its configuration N (from 1) untimed",
      "0, N", "its configurations are timed candidates"},
+    {"FUSEC_CONV_DEPTHWISE", SwitchScope::Fusec,
+     "0: no depthwise conv route (channels-last depthwise convs stay on cuDNN, asymmetric pads on the CPU); "
+     "N: take its configuration N (from 1) untimed",
+     "0, N", "its configurations are timed against cuDNN's choice at every precision"},
     {"FUSEC_CONV_TAP", SwitchScope::Fusec,
      "keep the implicit-GEMM conv's K in the weights' (c, r, s) order, for A/B runs", "0",
      "(r, s, c) tap-major order for fp32 weights with C % 16 == 0"},
@@ -97,6 +101,8 @@ inline constexpr SwitchInfo kSwitches[] = {
      "the script-driven tests treat fusec as built with ASan/UBSan: a sanitizer report fails "
      "(tests/CMakeLists.txt sets it under -DFUSEC_SANITIZE=ON)",
      "1", "not sanitized"},
+    {"FUSEC_BENCH_PRINT", SwitchScope::Test,
+     "the GPU suite's kernel timings run and print their bandwidth (GpuDepthwise.Bandwidth)", "1", "they skip"},
     {"FUSEC_CHROMIUM", SwitchScope::Test, "the headless browser the HTML-report tests use", "a command name or path",
      "chromium, chromium-browser or google-chrome on PATH; the tests skip without one"},
     // ---- scripts

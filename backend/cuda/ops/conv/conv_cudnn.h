@@ -31,8 +31,7 @@ constexpr size_t kMaxConvWorkspace = 512u << 20;
 
 class CudnnConv {
  public:
-  /// `ep` is the op's epilogue: the op fills it as it plans (its dtype before set_tensors, the rest
-  /// after set_convolution); this route only reads it.
+  /// `ep` is the op's epilogue: the op fills it before set_tensors; this route only reads it.
   explicit CudnnConv(const ConvEpilogue& ep) : ep_(ep) {}
   ~CudnnConv();
   CudnnConv(const CudnnConv&) = delete;
@@ -100,6 +99,8 @@ class CudnnConv {
   size_t workspace() const { return workspace_; }
   /// The channels-last KRSC weights, or null (the op's input 1 is read).
   const void* owned_weights() const { return own_weights_.get(); }
+  /// Frees the KRSC weights when another route with its own copy runs the conv.
+  void release_weights() { own_weights_ = DeviceBuffer(); }
   /// [channels] zeros for the fused call of a bias-free node, or null.
   const void* zero_bias() const { return zero_bias_.get(); }
   std::string kernel_name() const;

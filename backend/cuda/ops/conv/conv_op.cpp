@@ -3,11 +3,14 @@
 // node and runs it unless another route is picked: at strict fp32 the tuner times cuDNN's usable
 // algorithms (each fused where cuDNN's fused call takes it), the 1x1 conv's GEMM route
 // (conv_gemm.h) and the implicit-GEMM route's candidates (conv_igemm_route.h), each as it will
-// launch, and keeps the fastest (tuning cache). A node without a bias input is a first-class case
-// on every route: fusec's own kernels (the implicit-GEMM conv, Winograd, the epilogue pass) and the
-// 1x1 GEMM route take a null bias; only cuDNN's fused call needs a bias tensor, and gets [C] zeros
-// made once at plan time. Asymmetric padding, which cuDNN's legacy API cannot express, runs on the
-// CPU reference. The tuner that times the candidates is conv_tune.cpp.
+// launch, and keeps the fastest (tuning cache). A channels-last depthwise conv is timed at every
+// precision: the depthwise route's candidates (depthwise_route.h) against cuDNN's choice. A node
+// without a bias input is a first-class case on every route: fusec's own kernels (the
+// implicit-GEMM conv, Winograd, the depthwise conv, the epilogue pass) and the 1x1 GEMM route take
+// a null bias; only cuDNN's fused call needs a bias tensor, and gets [C] zeros made once at plan
+// time. Asymmetric padding, which cuDNN's legacy API cannot express, runs on the depthwise route
+// where it applies, else on the CPU reference. The tuner that times the candidates is
+// conv_tune.cpp.
 #include "backend/cuda/ops/conv/conv_op.h"
 
 #include <cuda_runtime_api.h>
@@ -24,6 +27,7 @@
 #include "backend/cuda/ops/conv/conv_gemm.h"
 #include "backend/cuda/ops/conv/conv_igemm_route.h"
 #include "backend/cuda/ops/conv/conv_route.h"
+#include "backend/cuda/ops/conv/depthwise_route.h"
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
 #include "ir/switches.h"
 #include "ir/ops/conv_geometry.h"
@@ -56,11 +60,20 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
   std::vector<int64_t> in_sp(xd.begin() + 2, xd.end());
   std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
   WindowGeometry g = transpose ? conv_transpose_geometry(c, in_sp, kernel) : window_geometry(c, in_sp, kernel, false);
-  for (size_t i = 0; i < nsp; ++i)
-    if (g.pad_begin[i] != g.pad_end[i] || g.pad_begin[i] < 0) {
-      *why = "asymmetric padding runs on the CPU";
-      return false;
-    }
+  if (!plan_epilogue(c, nhwc, why)) return false;
+  const int group = static_cast<int>(c.attr_int("group"));
+  bool asymmetric = false;
+  for (size_t i = 0; i < nsp; ++i) asymmetric = asymmetric || g.pad_begin[i] != g.pad_end[i] || g.pad_begin[i] < 0;
+  // The depthwise route where it can be chosen: timed, forced, or as the only GPU route for
+  // asymmetric pads, which cuDNN cannot express.
+  if (!transpose &&
+      (asymmetric || conv_depthwise_forced() >= 0 || (conv_tuning_on(true) && TuningCache::global().enabled())))
+    dw_route_ = plan_conv_depthwise_route(c, g, group, ep_, nhwc);
+  if (asymmetric) {
+    if (dw_route_) return plan_depthwise_only();
+    *why = "asymmetric padding runs on the CPU";
+    return false;
+  }
   if (transpose) {
     for (size_t i = 0; i < nsp; ++i) {
       // cuDNN derives the forward-conv size from the output; it must give back the input.
@@ -83,7 +96,6 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
     strides.insert(strides.begin(), 1);
     dil.insert(dil.begin(), 1);
   }
-  int group = static_cast<int>(c.attr_int("group"));
   cudnn_.set_tensors(c, t, transpose, nhwc);
   auto phase_t0 = std::chrono::steady_clock::now();
   if (nhwc) cudnn_.own_weights(c);
@@ -93,34 +105,11 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
   const bool strict = ep_.dt == DType::Float32 && !c.allow_tf32();
   cudnn_.set_convolution(pads, strides, dil, group, strict);
 
-  // Epilogue: bias per output channel, FusedConv's residual and activation.
-  if (c.node().domain == "ai.fusec") {
-    if (!parse_activation(c.attr_string("activation"), c.attr_floats("activation_params"), &ep_.act)) {
-      *why = "unknown activation";
-      return false;
-    }
-    ep_.has_z = c.has_input(3);
-    if (ep_.has_z && c.in_dims(3) != c.out_dims(0)) {
-      *why = "residual shape differs from the output";
-      return false;
-    }
-  }
-  ep_.has_bias = c.has_input(2);
-  const auto& od = c.out_dims(0);
-  ep_.yelems = numel(od);
-  ep_.channels = od[1];
-  ep_.inner = 1;
-  if (!nhwc)  // NHWC: the channel is the innermost dim
-    for (size_t i = 2; i < od.size(); ++i) ep_.inner *= od[i];
-  if (ep_.has_bias) {
-    int64_t bn = 1;
-    for (int64_t d : c.in_dims(2)) bn *= d;
-    if (bn != ep_.channels) {
-      *why = "bias length differs from the output channels";
-      return false;
-    }
-  }
-  const bool tuning = !transpose && conv_tuning_on(strict) && TuningCache::global().enabled();
+  // A depthwise conv with its own route is timed at every precision: which of the two is faster
+  // depends on the device and the shape (cuDNN's channels-last depthwise kernels ran far below the
+  // copy peak on some).
+  const bool tuning = !transpose && conv_tuning_on(strict || dw_route_) && TuningCache::global().enabled();
+  const int dw_forced = dw_route_ ? conv_depthwise_forced() : -1;
   const char* no_fused = env_switch("FUSEC_CONV_FUSED");
   // Whether the bias exists does not matter: a conv without one (dynamo exports drop all-zero
   // biases; conv -> ReLU without BN has none) runs the same fused call on a zero bias made once
@@ -134,11 +123,19 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
   // algorithm and the fused call's outcome back instead of asking cuDNN's heuristics and making
   // a trial call. The first launch checks the fused call.
   std::string choice;
-  if (!transpose && !tuning && !conv_gemm_forced() && ep_.dt != DType::Float64 && TuningCache::global().enabled())
+  if (!transpose && !tuning && !conv_gemm_forced() && dw_forced < 0 && ep_.dt != DType::Float64 &&
+      TuningCache::global().enabled())
     choice = cudnn_.choice_key(c, "choice", strict, may_fuse);
   if (!choice.empty() && cudnn_.recall_choice(choice, may_fuse)) {
     BuildTrace::add("conv heuristics", c.node().op_type, c.node().name, ms_since(phase_t0));
+    keep_picked_route();
     cudnn_.keep_zero_bias_if_fused();
+    describe();
+    return true;
+  }
+  if (tuning && dw_forced < 0 && dw_route_ && recall_depthwise(c, strict, may_fuse)) {
+    BuildTrace::add("conv heuristics", c.node().op_type, c.node().name, ms_since(phase_t0));
+    keep_picked_route();
     describe();
     return true;
   }
@@ -172,8 +169,15 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
     ch.igemm = conv_igemm_forced();
     tuned = apply(ch);
   }
+  if (!tuned && dw_forced >= 0) {  // tests and A/B runs: one depthwise configuration, untimed
+    FwdChoice ch = cudnn_.choice();
+    ch.dw = dw_forced;
+    tuned = apply(ch);
+  }
   if (!tuned && tuning) {
     const FwdChoice heuristic = cudnn_.choice();
+    // Timed only for the depthwise route: against cuDNN's own choice, not each of its algorithms.
+    if (!conv_tuning_on(strict)) candidates.erase(candidates.begin() + 1, candidates.end());
     phase_t0 = std::chrono::steady_clock::now();
     tuned = tune_forward(c, candidates, may_fuse);
     BuildTrace::add("conv tuning", c.node().op_type, c.node().name, ms_since(phase_t0));
@@ -181,6 +185,7 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
       cudnn_.restore(heuristic);
       gemm_pick_ = -1;
       igemm_pick_ = -1;
+      dw_pick_ = -1;
     }
   }
   if (!tuned) {
@@ -190,14 +195,65 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
     BuildTrace::add("conv fused trial", c.node().op_type, c.node().name, ms_since(phase_t0));
     if (!choice.empty()) cudnn_.remember_choice(choice);
   }
+  keep_picked_route();
+  cudnn_.keep_zero_bias_if_fused();
+  describe();
+  return true;
+}
+
+bool ConvOp::plan_epilogue(const PlanContext& c, bool nhwc, std::string* why) {
+  // Bias per output channel, FusedConv's residual and activation.
+  if (c.node().domain == "ai.fusec") {
+    if (!parse_activation(c.attr_string("activation"), c.attr_floats("activation_params"), &ep_.act)) {
+      *why = "unknown activation";
+      return false;
+    }
+    ep_.has_z = c.has_input(3);
+    if (ep_.has_z && c.in_dims(3) != c.out_dims(0)) {
+      *why = "residual shape differs from the output";
+      return false;
+    }
+  }
+  ep_.has_bias = c.has_input(2);
+  const auto& od = c.out_dims(0);
+  ep_.yelems = numel(od);
+  ep_.channels = od[1];
+  ep_.inner = 1;
+  if (!nhwc)  // NHWC: the channel is the innermost dim
+    for (size_t i = 2; i < od.size(); ++i) ep_.inner *= od[i];
+  if (ep_.has_bias && numel(c.in_dims(2)) != ep_.channels) {
+    *why = "bias length differs from the output channels";
+    return false;
+  }
+  return true;
+}
+
+bool ConvOp::plan_depthwise_only() {
+  const int forced = conv_depthwise_forced();
+  FwdChoice ch{};
+  ch.dw = forced >= 0 && forced < dw_route_->candidates() ? forced : dw_route_->default_candidate();
+  if (!apply(ch)) internal_error("the depthwise route refused its own candidate");
+  describe();
+  return true;
+}
+
+void ConvOp::keep_picked_route() {
   if (gemm_pick_ < 0) gemm_route_.reset();  // cuDNN runs it: no descriptors or bias plane held for nothing
   if (igemm_pick_ < 0)
     igemm_route_.reset();
   else
     igemm_route_->keep_only(igemm_pick_);
-  cudnn_.keep_zero_bias_if_fused();
-  describe();
-  return true;
+  if (dw_pick_ < 0)
+    dw_route_.reset();
+  else
+    cudnn_.release_weights();  // the route reads its own copy
+}
+
+ConvRoute* ConvOp::picked(int* i) const {
+  if (igemm_pick_ >= 0) return *i = igemm_pick_, igemm_route_.get();
+  if (gemm_pick_ >= 0) return *i = gemm_pick_, gemm_route_.get();
+  if (dw_pick_ >= 0) return *i = dw_pick_, dw_route_.get();
+  return nullptr;
 }
 
 const void* ConvOp::bias_or_zero(const LaunchArgs& a) const {
@@ -205,55 +261,44 @@ const void* ConvOp::bias_or_zero(const LaunchArgs& a) const {
 }
 
 void ConvOp::describe() {
-  if (igemm_pick_ >= 0) {
-    name_ = igemm_route_->kernel_name(igemm_pick_);
-    return;
-  }
-  if (gemm_pick_ >= 0) {
-    name_ = gemm_route_->kernel_name(gemm_pick_);
-    return;
-  }
-  name_ = cudnn_.kernel_name();
+  int i = -1;
+  const ConvRoute* r = picked(&i);
+  name_ = r ? r->kernel_name(i) : cudnn_.kernel_name();
 }
 
 bool ConvOp::apply(const FwdChoice& ch) {
-  igemm_pick_ = -1;
-  if (ch.igemm >= 0) {
-    if (!igemm_route_ || ch.igemm >= igemm_route_->candidates() || !igemm_route_->prepare(ch.igemm)) return false;
-    igemm_pick_ = ch.igemm;
-    gemm_pick_ = -1;
+  gemm_pick_ = igemm_pick_ = dw_pick_ = -1;
+  // One of fusec's routes, if ch names one, with what it reads made (prepare); else cuDNN.
+  auto take = [&](ConvRoute* route, int i, int* pick) {
+    if (!route || i >= route->candidates() || !route->prepare(i)) return false;
+    *pick = i;
     cudnn_.unfuse();
     return true;
-  }
-  if (ch.gemm >= 0) {
-    if (!gemm_route_ || ch.gemm >= gemm_route_->candidates()) return false;
-    gemm_pick_ = ch.gemm;
-    cudnn_.unfuse();
-    return true;
-  }
-  gemm_pick_ = -1;
+  };
+  if (ch.igemm >= 0) return take(igemm_route_.get(), ch.igemm, &igemm_pick_);
+  if (ch.gemm >= 0) return take(gemm_route_.get(), ch.gemm, &gemm_pick_);
+  if (ch.dw >= 0) return take(dw_route_.get(), ch.dw, &dw_pick_);
   return cudnn_.apply(ch);
 }
 
 cudnnStatus_t ConvOp::run_conv(const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
                                cudaStream_t stream) {
-  if (igemm_pick_ >= 0)
-    return igemm_route_->run(igemm_pick_, x, w, b, z, y, ws, stream) ? CUDNN_STATUS_SUCCESS
-                                                                     : CUDNN_STATUS_EXECUTION_FAILED;
-  if (gemm_pick_ >= 0)
-    return gemm_route_->run(gemm_pick_, x, w, b, z, y, ws, stream) ? CUDNN_STATUS_SUCCESS
-                                                                   : CUDNN_STATUS_EXECUTION_FAILED;
+  int i = -1;
+  if (const ConvRoute* r = picked(&i))
+    return r->run(i, x, w, b, z, y, ws, stream) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_EXECUTION_FAILED;
   return cudnn_.run(x, w, b, z, y, ws, stream);
 }
 
 size_t ConvOp::workspace_bytes() const {
-  if (igemm_pick_ >= 0) return igemm_route_->workspace(igemm_pick_);
-  if (gemm_pick_ >= 0) return gemm_route_->workspace(gemm_pick_);
-  return cudnn_.workspace();
+  int i = -1;
+  const ConvRoute* r = picked(&i);
+  return r ? r->workspace(i) : cudnn_.workspace();
 }
 
 bool ConvOp::reads_input(size_t i) const {
-  return !(i == 1 && (cudnn_.owned_weights() || (igemm_pick_ >= 0 && igemm_route_->owns_weights(igemm_pick_))));
+  int k = -1;
+  const ConvRoute* r = picked(&k);
+  return !(i == 1 && (cudnn_.owned_weights() || (r && r->owns_weights(k))));
 }
 
 void ConvOp::launch(const LaunchArgs& a) {
@@ -268,12 +313,9 @@ void ConvOp::launch(const LaunchArgs& a) {
     return;
   }
   const void* w = cudnn_.owned_weights() ? cudnn_.owned_weights() : a.inputs[1].data;
-  if (igemm_pick_ >= 0) {
-    igemm_route_->launch(igemm_pick_, X.data, w, b, z, Y.data, a.workspace, a.stream);
-    return;
-  }
-  if (gemm_pick_ >= 0) {
-    gemm_route_->launch(gemm_pick_, X.data, w, b, z, Y.data, a.workspace, a.stream);
+  int i = -1;
+  if (const ConvRoute* r = picked(&i)) {
+    r->launch(i, X.data, w, b, z, Y.data, a.workspace, a.stream);
     return;
   }
   if (cudnn_.fused_unchecked()) {

@@ -12,6 +12,7 @@
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/ops/conv/conv_cudnn.h"
 #include "backend/cuda/ops/conv/conv_route.h"
+#include "backend/cuda/ops/conv/depthwise_route.h"
 
 namespace fusec::cuda {
 
@@ -27,12 +28,23 @@ class ConvOp : public CudaOp {
   bool reads_input(size_t i) const override;
 
  private:
-  /// Whether the tuner times this conv: FUSEC_CONV_TUNE=0 never, =all at every precision, else at
-  /// strict fp32.
-  static bool conv_tuning_on(bool strict);
+  /// Whether the tuner times this conv: FUSEC_CONV_TUNE=0 never, =all at every precision, else
+  /// where `timed` (strict fp32, or a depthwise conv with its own route).
+  static bool conv_tuning_on(bool timed);
+  /// Bias, residual and activation from the node into ep_; false (with why) where they do not fit.
+  bool plan_epilogue(const PlanContext& c, bool nhwc, std::string* why);
+  /// The depthwise route alone, untimed (a conv cuDNN cannot take: asymmetric pads).
+  bool plan_depthwise_only();
+  /// The route of fusec's own that runs the conv and its candidate in *i; null when cuDNN runs it.
+  ConvRoute* picked(int* i) const;
+  /// At the end of the plan: frees the routes (and cuDNN's weights) that the pick does not use.
+  void keep_picked_route();
   /// The fastest candidate by timing the real launch, remembered in the tuning cache; false
   /// (nothing changed) when tuning is off or there is no memory for the trial.
   bool tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bool may_fuse);
+  /// A depthwise pick remembered under the conv's "launch" key ("dw:index|identity"), applied
+  /// without asking cuDNN's heuristics (a warm build); false when there is none for this build.
+  bool recall_depthwise(const PlanContext& c, bool strict, bool may_fuse);
   /// Sets the op to run `ch`: a route's candidate, or cuDNN's algorithm, math mode, exact
   /// workspace, fused or not.
   bool apply(const FwdChoice& ch);
@@ -44,11 +56,13 @@ class ConvOp : public CudaOp {
   const void* bias_or_zero(const LaunchArgs& a) const;
   void describe();
 
-  std::unique_ptr<ConvRoute> gemm_route_;   // 1x1 convs: the GEMM route the tuner may pick
-  int gemm_pick_ = -1;                      // its chosen candidate, or -1: cuDNN runs the conv
-  std::unique_ptr<ConvRoute> igemm_route_;  // strict fp32 2-D convs: fusec's own kernel
-  int igemm_pick_ = -1;                     // its chosen configuration, or -1
-  ConvEpilogue ep_;                         // bias, residual, activation: what every route applies after the conv
+  std::unique_ptr<ConvRoute> gemm_route_;         // 1x1 convs: the GEMM route the tuner may pick
+  int gemm_pick_ = -1;                            // its chosen candidate, or -1: cuDNN runs the conv
+  std::unique_ptr<ConvRoute> igemm_route_;        // strict fp32 2-D convs: fusec's own kernel
+  int igemm_pick_ = -1;                           // its chosen configuration, or -1
+  std::unique_ptr<ConvDepthwiseRoute> dw_route_;  // channels-last depthwise convs: fusec's own kernel
+  int dw_pick_ = -1;                              // its chosen configuration, or -1
+  ConvEpilogue ep_;                               // bias, residual, activation: what every route applies after the conv
   CudnnConv cudnn_{ep_};  // after the routes: torn down before them, as when it was part of this class
   std::string name_;
 };

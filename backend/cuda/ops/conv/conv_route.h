@@ -1,9 +1,10 @@
 // What the conv op (conv_op.cpp) chooses among. A forward conv runs on cuDNN (conv_cudnn.h: its
 // algorithms, the default and the fallback) or on one of fusec's routes behind ConvRoute: the 1x1
-// conv as a cuBLASLt GEMM (conv_gemm.h) and the implicit-GEMM conv with its Winograd candidates
-// (conv_igemm_route.h). A route has numbered candidates that the tuner times beside cuDNN's
-// algorithms and remembers by index and identity; every route computes the same
-// y = act(conv(x, w) + b + z), with the node's epilogue (ConvEpilogue) fused or as a pass.
+// conv as a cuBLASLt GEMM (conv_gemm.h), the implicit-GEMM conv with its Winograd candidates
+// (conv_igemm_route.h) and the channels-last depthwise conv (depthwise_route.h). A route has
+// numbered candidates that the tuner times beside cuDNN's algorithms and remembers by index and
+// identity; every route computes the same y = act(conv(x, w) + b + z), with the node's epilogue
+// (ConvEpilogue) fused or as a pass.
 //
 // cuDNN is not a ConvRoute: its choice is state on its descriptors (the math mode is set on the
 // convolution descriptor; the fused call and its algorithm are tried at plan time), not an index
@@ -56,6 +57,7 @@ struct FwdChoice {
   size_t ws;
   int gemm = -1;   // >= 0: not cuDNN but the 1x1 conv's GEMM route, this cuBLASLt candidate
   int igemm = -1;  // >= 0: not cuDNN but fusec's implicit-GEMM conv, this configuration
+  int dw = -1;     // >= 0: not cuDNN but fusec's depthwise conv (depthwise_route.h), this configuration
 };
 
 /// A route of fusec's own beside cuDNN, planned for one node (each route's plan_conv_*_route

@@ -2,7 +2,7 @@
 // timed as it will launch (fused, or the conv and its epilogue pass), warm and repeated, on
 // scratch buffers; the fastest is kept unless the heuristics' first choice is within 3%, and
 // remembered in the tuning cache under the conv's "launch" key: "algo:math:fused" for cuDNN,
-// "gemm:index|identity" or "igemm:index|identity" for a route.
+// "gemm:index|identity", "igemm:index|identity" or "dw:index|identity" for a route.
 #include "ir/switches.h"
 #include "backend/cuda/ops/conv/conv_op.h"
 
@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,11 +23,30 @@
 
 namespace fusec::cuda {
 
-bool ConvOp::conv_tuning_on(bool strict) {
+bool ConvOp::conv_tuning_on(bool timed) {
   const char* e = env_switch("FUSEC_CONV_TUNE");
   if (e && std::string(e) == "0") return false;
   if (e && std::string(e) == "all") return true;
-  return strict;
+  return timed;
+}
+
+bool ConvOp::recall_depthwise(const PlanContext& c, bool strict, bool may_fuse) {
+  // tune_forward's key says " fma" where cuDNN's first algorithm runs FMA math, which only its
+  // heuristics tell; a depthwise pick under either key is this conv's.
+  for (bool fma : {strict, !strict}) {
+    const std::string key = cudnn_.choice_key(c, "launch", fma, may_fuse);
+    const auto v = key.empty() ? std::nullopt : TuningCache::global().get(key);
+    if (!v || v->rfind("dw:", 0) != 0) continue;
+    const auto bar = v->find('|');
+    const int i = std::atoi(v->c_str() + 3);
+    if (bar == std::string::npos || i < 0 || i >= dw_route_->candidates() ||
+        dw_route_->identity(i) != v->substr(bar + 1))
+      return false;
+    FwdChoice ch{};
+    ch.dw = i;
+    return apply(ch);
+  }
+  return false;
 }
 
 bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bool may_fuse) {
@@ -40,6 +61,7 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
   const int gemm_cands = gemm_route_ ? gemm_route_->candidates() : 0;
   for (int i = 0; i < gemm_cands; ++i) ws = std::max(ws, gemm_route_->workspace(i));
   for (int i = 0; igemm_route_ && i < igemm_route_->candidates(); ++i) ws = std::max(ws, igemm_route_->workspace(i));
+  for (int i = 0; dw_route_ && i < dw_route_->candidates(); ++i) ws = std::max(ws, dw_route_->workspace(i));
   if (xb + wb + 2 * yb + ws > (size_t{1} << 30)) return false;
   try {
     DeviceBuffer x(xb, "conv tuning"), w(wb, "conv tuning"), y(yb, "conv tuning"),
@@ -57,22 +79,33 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
       cudaGetLastError();
       return ok;
     };
-    // A remembered route pick, "gemm:index|identity" or "igemm:index|identity", taken when this
-    // build's route has the same candidate at that index and it runs.
-    auto recall_route = [&](const std::string& v, bool own) {
+    // The routes beside cuDNN: the tuning cache's prefix for each, and the FwdChoice field that
+    // names one of its candidates.
+    struct Route {
+      const char* prefix;
+      const ConvRoute* route;
+      int FwdChoice::*pick;
+    };
+    const Route routes[] = {{"gemm:", gemm_route_.get(), &FwdChoice::gemm},
+                            {"igemm:", igemm_route_.get(), &FwdChoice::igemm},
+                            {"dw:", dw_route_.get(), &FwdChoice::dw}};
+    // A remembered route pick, "prefix:index|identity", taken when this build's route has the same
+    // candidate at that index and it runs.
+    auto recall_route = [&](const std::string& v, const Route& r) {
       const auto bar = v.find('|');
-      const int i = std::atoi(v.c_str() + (own ? 6 : 5));
-      const int count = own ? (igemm_route_ ? igemm_route_->candidates() : 0) : gemm_cands;
-      if (bar == std::string::npos || i < 0 || i >= count) return false;
-      if ((own ? igemm_route_->identity(i) : gemm_route_->identity(i)) != v.substr(bar + 1)) return false;
+      const int i = std::atoi(v.c_str() + std::strlen(r.prefix));
+      if (!r.route || bar == std::string::npos || i < 0 || i >= r.route->candidates()) return false;
+      if (r.route->identity(i) != v.substr(bar + 1)) return false;
       FwdChoice ch = cands[0];
-      (own ? ch.igemm : ch.gemm) = i;
+      ch.*r.pick = i;
       return works(ch);
     };
-    if (auto v = cache.get(key); v && v->rfind("gemm:", 0) == 0) {
-      if (recall_route(*v, false)) return true;
-    } else if (v && v->rfind("igemm:", 0) == 0) {
-      if (recall_route(*v, true)) return true;
+    const Route* remembered = nullptr;
+    const auto v = cache.get(key);
+    for (const Route& r : routes)
+      if (v && v->rfind(r.prefix, 0) == 0) remembered = &r;
+    if (remembered) {
+      if (recall_route(*v, *remembered)) return true;
     } else if (v) {  // "algo:math:fused", checked again by one call
       int algo = -1, math = -1, fused = 0;
       if (std::sscanf(v->c_str(), "%d:%d:%d", &algo, &math, &fused) == 3)
@@ -97,18 +130,13 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
         }
       }
     }
-    for (int i = 0; i < gemm_cands; ++i) {
-      FwdChoice ch = cands[0];
-      ch.gemm = i;
-      ch.fused = false;
-      if (works(ch)) runs.push_back(ch);
-    }
-    for (int i = 0; igemm_route_ && i < igemm_route_->candidates(); ++i) {
-      FwdChoice ch = cands[0];
-      ch.igemm = i;
-      ch.fused = false;
-      if (igemm_route_->worth_timing(i) && works(ch)) runs.push_back(ch);
-    }
+    for (const Route& r : routes)
+      for (int i = 0; r.route && i < r.route->candidates(); ++i) {
+        FwdChoice ch = cands[0];
+        ch.*r.pick = i;
+        ch.fused = false;
+        if (r.route->worth_timing(i) && works(ch)) runs.push_back(ch);
+      }
     if (runs.empty()) return false;
     cudaEvent_t e0, e1;
     FUSEC_CUDA_CHECK(cudaEventCreate(&e0));
@@ -141,7 +169,10 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
     if (best[0] <= 1.03f * best[pick]) pick = 0;
     for (size_t i = 0; trace && i < runs.size(); ++i) {
       const char* chosen = i == pick ? "  <- chosen" : "";
-      if (runs[i].igemm >= 0)
+      if (runs[i].dw >= 0)
+        std::fprintf(stderr, "conv tune %s: depthwise [%s] %.4f ms%s\n", key.c_str(),
+                     dw_route_->identity(runs[i].dw).c_str(), best[i], chosen);
+      else if (runs[i].igemm >= 0)
         std::fprintf(stderr, "conv tune %s: implicit GEMM [%s] %.4f ms%s\n", key.c_str(),
                      igemm_route_->identity(runs[i].igemm).c_str(), best[i], chosen);
       else if (runs[i].gemm >= 0)
@@ -153,14 +184,11 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
                      runs[i].fused ? "fused" : "+epilogue", best[i], chosen);
     }
     if (!apply(runs[pick])) return false;
-    if (runs[pick].igemm >= 0) {
-      cache.put(key, "igemm:" + std::to_string(runs[pick].igemm) + "|" + igemm_route_->identity(runs[pick].igemm));
-      return true;
-    }
-    if (runs[pick].gemm >= 0) {
-      cache.put(key, "gemm:" + std::to_string(runs[pick].gemm) + "|" + gemm_route_->identity(runs[pick].gemm));
-      return true;
-    }
+    for (const Route& r : routes)
+      if (const int i = runs[pick].*r.pick; i >= 0) {
+        cache.put(key, r.prefix + std::to_string(i) + "|" + r.route->identity(i));
+        return true;
+      }
     cache.put(key, std::to_string(static_cast<int>(runs[pick].algo)) + ":" +
                        std::to_string(static_cast<int>(runs[pick].math)) + ":" + (runs[pick].fused ? "1" : "0"));
     return true;

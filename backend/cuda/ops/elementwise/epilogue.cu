@@ -1,44 +1,10 @@
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
-#include "backend/formulas.h"
+#include "backend/cuda/ops/elementwise/epilogue_act.cuh"
 
 namespace fusec::cuda {
 
 namespace {
-
-namespace fm = formulas;
-
-// The fused-epilogue formulas of backend/formulas.h, which the CPU reference (fused.cpp) also
-// calls. GELU multiplies by 1/√2 here where the CPU divides by √2 (gelu_erf_mul_f32 against
-// gelu_erf_f32), and rounds √(2/π) to the nearest float where the CPU's is one unit below: the
-// results differ in the last bits, well within tolerance.
-__device__ __forceinline__ float apply(float x, ActParams a) {
-  switch (a.act) {
-    case Act::None:
-      return x;
-    case Act::Relu:
-      return fm::relu_nan_to_zero(x);
-    case Act::LeakyRelu:
-      return fm::leaky_relu_ge(x, a.p0);
-    case Act::Clip:
-      return fm::clamp(x, a.p0, a.p1);
-    case Act::Sigmoid:
-      return fm::sigmoid_direct(x);
-    case Act::Tanh:
-      return tanhf(x);
-    case Act::HardSigmoid:
-      return fm::hard_sigmoid_sat(x, a.p0, a.p1);
-    case Act::HardSwish:
-      return fm::hard_swish_sat(x);
-    case Act::SiLU:
-      return fm::silu(x);
-    case Act::Gelu:
-      return fm::gelu_erf_mul_f32(x);
-    case Act::GeluTanh:
-      return fm::gelu_tanh_f32(x);
-  }
-  return x;
-}
 
 template <typename T>
 __global__ void epilogue_kernel(T* __restrict__ y, const T* __restrict__ z, const T* __restrict__ bias,
@@ -49,7 +15,7 @@ __global__ void epilogue_kernel(T* __restrict__ y, const T* __restrict__ z, cons
     // Same order as the reference: conv + bias first, then the residual, then the activation.
     if (bias) v += to_compute(bias[(i / inner) % channels]);
     if (z) v += to_compute(z[i]);
-    y[i] = from_compute<T>(apply(v, a));
+    y[i] = from_compute<T>(apply_act(v, a));
   }
 }
 
@@ -81,7 +47,7 @@ __global__ void epilogue_pack_kernel(T* __restrict__ y, const T* __restrict__ z,
       float v = to_compute(yv.v[k]);
       if (bias) v += to_compute(bias[inner == 1 ? c0 + k : c0]);
       if (z) v += to_compute(zv.v[k]);
-      yv.v[k] = from_compute<T>(apply(v, a));
+      yv.v[k] = from_compute<T>(apply_act(v, a));
     }
     reinterpret_cast<Pack<T, V>*>(y)[p] = yv;
   }

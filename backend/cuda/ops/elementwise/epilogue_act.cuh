@@ -1,0 +1,45 @@
+// The fused-epilogue activation as a device function, for every kernel that applies a
+// FusedConv/FusedMatMul `activation` in its own epilogue (epilogue.cu's pass, the depthwise conv):
+// one switch over Act onto backend/formulas.h's fused-epilogue family, which the CPU reference
+// (fused.cpp) also calls, so no kernel writes a formula again.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "backend/cuda/ops/elementwise/epilogue.cuh"
+#include "backend/formulas.h"
+
+namespace fusec::cuda {
+
+// GELU multiplies by 1/√2 here where the CPU divides by √2 (gelu_erf_mul_f32 against
+// gelu_erf_f32), and rounds √(2/π) to the nearest float where the CPU's is one unit below: the
+// results differ in the last bits, well within tolerance.
+__device__ __forceinline__ float apply_act(float x, ActParams a) {
+  namespace fm = formulas;
+  switch (a.act) {
+    case Act::None:
+      return x;
+    case Act::Relu:
+      return fm::relu_nan_to_zero(x);
+    case Act::LeakyRelu:
+      return fm::leaky_relu_ge(x, a.p0);
+    case Act::Clip:
+      return fm::clamp(x, a.p0, a.p1);
+    case Act::Sigmoid:
+      return fm::sigmoid_direct(x);
+    case Act::Tanh:
+      return tanhf(x);
+    case Act::HardSigmoid:
+      return fm::hard_sigmoid_sat(x, a.p0, a.p1);
+    case Act::HardSwish:
+      return fm::hard_swish_sat(x);
+    case Act::SiLU:
+      return fm::silu(x);
+    case Act::Gelu:
+      return fm::gelu_erf_mul_f32(x);
+    case Act::GeluTanh:
+      return fm::gelu_tanh_f32(x);
+  }
+  return x;
+}
+
+}  // namespace fusec::cuda
