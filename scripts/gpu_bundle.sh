@@ -6,6 +6,8 @@
 #   bash scripts/gpu_bundle.sh [BUILD_DIR] [DEST]          (default build, build-gpu)
 #   BINS="fusec" bash scripts/gpu_bundle.sh ...             only these binaries, no test data (a
 #                                                           smaller bundle, for timing runs)
+#   BINS="tests/fusec_conformance" TESTDATA=1 bash ...      a subset with the test data (the full
+#                                                           bundle can pass the 64 MiB carry limit)
 # On the GPU machine:  bash scripts/gpu_check.sh [steps...]   (unpacks and runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +29,7 @@ for bin in "$stage"/bin/*; do
   ldd "$bin" | awk '/=>/ {print $3}' | { grep -E 'libonnx|libprotobuf|libtomlplusplus' || true; } |
     while read -r lib; do cp -Ln "$lib" "$stage/lib/"; done
 done
-if [ -z "${BINS:-}" ] && [ -d /usr/share/libonnx-testdata/data ]; then
+if { [ -z "${BINS:-}" ] || [ -n "${TESTDATA:-}" ]; } && [ -d /usr/share/libonnx-testdata/data ]; then
   mkdir -p "$stage/testdata"
   cp -r /usr/share/libonnx-testdata/data "$stage/testdata/"
 fi
