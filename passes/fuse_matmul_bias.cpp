@@ -23,6 +23,7 @@
 #include "passes/fuse_matmul_bias.h"
 
 #include <cfloat>
+#include <cstring>
 
 #include "ir/error.h"
 #include "ir/op_schema.h"
@@ -203,38 +204,108 @@ bool fuse_at(Rewriter& r, Node* mm) {
   return true;
 }
 
-/// A product fused in an earlier sweep (FusedMatMul without activation, or a Gemm this pass
-/// wrote) followed by an activation: FusedMatMul takes it in when it became the only reader;
+/// A 2-D constant's transpose (any element type: bytes are moved, not values).
+Tensor transposed_2d(const Tensor& w) {
+  const int64_t rows = w.dims()[0], cols = w.dims()[1];
+  Tensor t(w.dtype(), {cols, rows});
+  const size_t es = dtype_size(w.dtype());
+  const auto* src = static_cast<const unsigned char*>(w.raw());
+  auto* dst = static_cast<unsigned char*>(t.raw());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      std::memcpy(dst + static_cast<size_t>(j * rows + i) * es, src + static_cast<size_t>(i * cols + j) * es, es);
+  return t;
+}
+
+/// Sets `inputs` to a Gemm's operands as FusedMatMul's (A, W [K,N], bias [N]) and returns "", or
+/// returns why it cannot. FusedMatMul is A·W + bias: alpha = beta = 1, A not transposed, C (if any) a constant
+/// along the last axis; a transposed B is taken when it is a constant (its [K,N] copy is added).
+std::string gemm_as_fused_matmul(Graph& g, Node* gemm, std::vector<Value*>* inputs) {
+  if (gemm->attr_float("alpha", 1.0f) != 1.0f) return "its alpha is not 1";
+  if (gemm->attr_int("transA", 0) != 0) return "it transposes A";
+  Value* a = gemm->input(0);
+  Value* b = gemm->input(1);
+  Value* c = gemm->input(2);
+  Value* out = gemm->outputs.empty() ? nullptr : gemm->outputs[0];
+  if (!a || !b || !out || !out->type.shape) return "an operand is missing";
+  if (c && gemm->attr_float("beta", 1.0f) != 1.0f) return "its beta is not 1";
+  if (c) {
+    const std::string why = bias_problem(c, *out->type.shape, out->type.dtype);
+    if (!why.empty()) return why;
+  }
+  if (gemm->attr_int("transB", 0) != 0) {
+    const Tensor* w = constant_of(b);
+    if (!w || w->rank() != 2) return "it transposes B, which is not a constant";
+    b = g.add_initializer(gemm->name + ".weight_kn", transposed_2d(*w));
+  }
+  inputs->assign({a, b});
+  if (c) {
+    const Tensor* t = constant_of(c);
+    inputs->push_back(t->rank() == 1 ? c : g.add_initializer(gemm->name + ".bias", t->reshaped({t->numel()})));
+  }
+  return "";
+}
+
+/// A product fused in an earlier sweep (FusedMatMul without activation, or a Gemm, the model's or
+/// this pass's) followed by an activation: FusedMatMul takes it in when it became the only reader;
 /// otherwise the near-miss is recorded again, so the fixed-point sweep --explain shows keeps it.
+/// A Reshape between them (GPT-2's Conv1D: a 2-D Gemm, then the view back to [B, S, N]) stays,
+/// after the product: an activation is the same before or after a reshape.
 bool fuse_activation_into(Rewriter& r, Node* fused) {
   Value* out = fused->outputs.empty() ? nullptr : fused->outputs[0];
   if (!out || out->consumers.empty()) return false;
+  Node* view = nullptr;
+  Node* next = out->consumers[0];
+  if (is_op(next, "Reshape") && next->input(0) == out && has_single_use(out) && next->outputs.size() == 1 &&
+      next->outputs[0] && has_single_use(next->outputs[0]) && !next->outputs[0]->is_graph_output) {
+    view = next;
+    next = view->outputs[0]->consumers[0];
+  }
   std::string why;
-  std::optional<Activation> act = activation_of(out->consumers[0], &why);
+  std::optional<Activation> act = activation_of(next, &why);
   if (!act && why.empty()) return false;
-  const std::string what = describe(out->consumers[0]) + " not fused into " + describe(fused);
+  const std::string what = describe(next) + " not fused into " + describe(fused);
   if (why.empty() && !has_single_use(out))
     why = out->is_graph_output
               ? "the output of " + describe(fused) + " is a graph output"
               : "the output of " + describe(fused) + " has " + std::to_string(use_count(out)) + " consumers";
-  if (why.empty() && fused->op_type == "Gemm") {
-    if (r.opts().portable)
-      why = "--portable writes standard ops only: the activation needs ai.fusec FusedMatMul";
-    else
-      return false;  // not one this pass would have left: FusedMatMul is written when the activation joins
-  }
-  if (!why.empty()) return r.near_miss(what, why);
-  if (!act->node->outputs[0] || act->node->outputs[0]->type.dtype != out->type.dtype) return false;
-  Value* result = act->node->outputs[0];
+  if (why.empty() && !fusable_dtype(out->type.dtype))
+    why = std::string("its data type is ") + dtype_name(out->type.dtype) + " (fused here: float32, float16, bfloat16)";
+  if (why.empty() && fused->op_type == "Gemm" && r.opts().portable)
+    why = "--portable writes standard ops only: the activation needs ai.fusec FusedMatMul";
+  if (why.empty() && (!act->node->outputs[0] || act->node->outputs[0]->type.dtype != out->type.dtype)) return false;
   std::vector<Value*> inputs = fused->inputs;
   std::vector<NamedAttribute> attrs = fused->attrs;
+  if (why.empty() && fused->op_type == "Gemm") {
+    why = gemm_as_fused_matmul(r.graph(), fused, &inputs);
+    attrs.clear();  // Gemm's alpha, beta and trans* are not FusedMatMul's
+  }
+  if (!why.empty()) return r.near_miss(what, why);
+  Value* result = act->node->outputs[0];
   const std::string name = fused->name;
+  if (!view) {
+    Replaced gone = r.remove({fused, act->node});
+    Node* n = r.add("FusedMatMul", inputs, {result}, name, "ai.fusec", gone.origins);
+    n->attrs = std::move(attrs);
+    n->set_attr("activation", act->name);
+    if (!act->params.empty()) n->set_attr("activation_params", act->params);
+    r.rewrote(gone.listed + " -> " + describe(n) + " (activation " + act->name + ")", gone.names, name);
+    return true;
+  }
+  // product -> Reshape -> act  =>  product+act -> Reshape (writing the activation's output).
+  const std::vector<Value*> view_in = view->inputs;
+  const std::vector<NamedAttribute> view_attrs = view->attrs;
+  const std::string view_name = view->name;
   Replaced gone = r.remove({fused, act->node});
-  Node* n = r.add("FusedMatMul", inputs, {result}, name, "ai.fusec", gone.origins);
+  Replaced view_gone = r.remove({view});
+  Node* n = r.add("FusedMatMul", inputs, {out}, name, "ai.fusec", gone.origins);
   n->attrs = std::move(attrs);
   n->set_attr("activation", act->name);
   if (!act->params.empty()) n->set_attr("activation_params", act->params);
-  r.rewrote(gone.listed + " -> " + describe(n) + " (activation " + act->name + ")", gone.names, name);
+  Node* v = r.add("Reshape", view_in, {result}, view_name, "", view_gone.origins);
+  v->attrs = view_attrs;
+  r.rewrote(gone.listed + " -> " + describe(n) + " (activation " + act->name + ", before " + describe(v) + ")",
+            gone.names, name);
   return true;
 }
 
@@ -295,8 +366,7 @@ bool FuseMatMulBiasPass::run(Graph& g, PassContext& ctx) {
     if (is_op(n, "MatMul")) matmuls.push_back(n);
     const bool bare_fused =
         n->op_type == "FusedMatMul" && n->domain == "ai.fusec" && n->attr_string("activation", "").empty();
-    const bool our_gemm = is_op(n, "Gemm") && !n->fused_from.empty();
-    if (bare_fused || our_gemm) earlier.push_back(n);
+    if (bare_fused || is_op(n, "Gemm")) earlier.push_back(n);
   }
   Rewriter r(g, ctx, kPass);
   for (Node* n : matmuls) fuse_at(r, n);

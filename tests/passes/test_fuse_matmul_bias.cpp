@@ -388,6 +388,104 @@ TEST(FuseMatMulBias, BareFusedMatMulTakesItsActivation) {
 
 namespace {
 
+/// The model's own Gemm (GPT-2's Conv1D, a classifier head) -> Gelu(tanh), as both exporters write
+/// it: A[5,8], B [8,6] or, with transB, [6,8], C [6] or `c_dims`.
+std::unique_ptr<Graph> gemm_then_gelu(std::vector<NamedAttribute> gemm_attrs, bool b_const = true,
+                                      std::vector<int64_t> c_dims = {6}) {
+  GraphBuilder b(20);
+  Value* a = b.input("A", DType::Float32, {5, 8});
+  bool tb = false;
+  for (const auto& at : gemm_attrs)
+    if (at.name == "transB") tb = true;
+  const std::vector<int64_t> bd = tb ? std::vector<int64_t>{6, 8} : std::vector<int64_t>{8, 6};
+  Value* w = b_const ? b.initializer("B", random_floats(bd, 1)) : b.input("B", DType::Float32, shape_of(bd));
+  std::vector<Value*> ins = {a, w};
+  if (!c_dims.empty()) ins.push_back(b.initializer("C", random_floats(c_dims, 2)));
+  Value* y = b.node("Gemm", ins, std::move(gemm_attrs), "fc");
+  b.output(b.node("Gelu", {y}, {attr("approximate", std::string("tanh"))}, "gelu"));
+  return b.build();
+}
+
+}  // namespace
+
+TEST(FuseMatMulBias, TheModelsGemmTakesItsActivation) {
+  for (bool trans_b : {false, true}) {
+    SCOPED_TRACE(trans_b ? "transB" : "B as [K,N]");
+    std::vector<NamedAttribute> attrs;
+    if (trans_b) attrs.push_back(attr("transB", int64_t{1}));
+    attrs.push_back(attr("alpha", 1.0f));
+    Result r = fuse(gemm_then_gelu(attrs));
+    ASSERT_EQ(r.optimized->nodes().size(), 1u);
+    const Node* f = find_op(*r.optimized, "FusedMatMul");
+    ASSERT_TRUE(f);
+    EXPECT_EQ(f->name, "fc");
+    EXPECT_EQ(f->attr_string("activation", ""), "GeluTanh");
+    EXPECT_FALSE(f->has_attr("transB"));
+    EXPECT_FALSE(f->has_attr("alpha"));
+    EXPECT_EQ(f->fused_from, (std::vector<std::string>{"fc", "gelu"}));
+    expect_equivalent(r);
+  }
+  // No C: no bias input.
+  Result r = fuse(gemm_then_gelu({}, true, {}));
+  const Node* f = find_op(*r.optimized, "FusedMatMul");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->inputs.size(), 2u);
+  expect_equivalent(r);
+}
+
+// GPT-2's Conv1D: the 2-D Gemm, the view back to [B, S, N], then the activation.
+TEST(FuseMatMulBias, AnActivationAfterAReshapeOfTheProductJoinsIt) {
+  GraphBuilder b(20);
+  Value* a = b.input("A", DType::Float32, {10, 8});
+  Value* y = b.node("Gemm", {a, b.initializer("B", random_floats({8, 6}, 1)), b.initializer("C", random_floats({6}, 2))},
+                    {}, "fc");
+  y = b.node("Reshape", {y, b.initializer("shape", Tensor::from_int64({2, 5, 6}, {3}))}, {}, "view");
+  y = b.node("Gelu", {y}, {attr("approximate", std::string("tanh"))}, "gelu");
+  b.output(b.node("Add", {y, b.input("R", DType::Float32, {2, 5, 6})}, {}, "after"));
+  Result r = fuse(b.build());
+  const Node* f = find_op(*r.optimized, "FusedMatMul");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->attr_string("activation", ""), "GeluTanh");
+  EXPECT_EQ(f->fused_from, (std::vector<std::string>{"fc", "gelu"}));
+  const Node* v = find_op(*r.optimized, "Reshape");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->input(0), f->outputs[0]);
+  EXPECT_EQ(v->outputs[0]->name, "gelu_out") << "the Reshape writes what the activation wrote";
+  EXPECT_EQ(r.optimized->nodes().size(), 3u);
+  expect_equivalent(r);
+}
+
+TEST(FuseMatMulBias, AGemmFusedMatMulCannotExpressIsANearMiss) {
+  struct Case {
+    std::vector<NamedAttribute> attrs;
+    bool b_const;
+    std::vector<int64_t> c_dims;
+    const char* why;
+  };
+  const Case cases[] = {{{attr("alpha", 2.0f)}, true, {6}, "alpha is not 1"},
+                        {{attr("beta", 0.5f)}, true, {6}, "beta is not 1"},
+                        {{attr("transA", int64_t{1})}, true, {6}, "transposes A"},
+                        {{attr("transB", int64_t{1})}, false, {6}, "which is not a constant"},
+                        {{}, true, {5, 6}, "broadcasts along more than the last axis"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.why);
+    auto g = c.attrs.size() && c.attrs[0].name == "transA" ? nullptr : gemm_then_gelu(c.attrs, c.b_const, c.c_dims);
+    if (!g) {  // A^T: A is [8,5]
+      GraphBuilder b(20);
+      Value* a = b.input("A", DType::Float32, {8, 5});
+      Value* y = b.node("Gemm", {a, b.initializer("B", random_floats({8, 6}, 1)), b.initializer("C", random_floats({6}, 2))},
+                        c.attrs, "fc");
+      b.output(b.node("Gelu", {y}, {attr("approximate", std::string("tanh"))}, "gelu"));
+      g = b.build();
+    }
+    Result r = fuse(std::move(g));
+    expect_unchanged(r);
+    EXPECT_TRUE(near_miss(r, c.why)) << c.why;
+  }
+}
+
+namespace {
+
 /// A[2,5,8] x W + bias -> SkipLayerNorm with a residual input R (as fuse_skip_layernorm writes a
 /// post-LN block's Add + LayerNorm): `swap` puts the product as skip instead of X, `sum_out` also
 /// returns the sum S as a graph output read by a Relu, `act` puts an activation on the product.
