@@ -344,7 +344,7 @@ def markdown(doc: dict) -> str:
     cmds = doc.get("parts") and [p["command"] for p in doc["parts"]] or [doc.get("command", "?")]
     lines = [f"# fusec model zoo against PyTorch, batch {doc.get('batch')}", "",
              f"GPU: {doc.get('gpu')}, driver {doc.get('driver') or '?'}; {doc.get('date')}; torch {doc.get('torch')}; "
-             f"{doc.get('fusec')}" + (f" (tree {doc['repo_commit']})" if doc.get("repo_commit") else "")
+             f"{doc.get('fusec')}" + (f" (built from {doc['repo_commit']})" if doc.get("repo_commit") else "")
              + f"; fusec {doc.get('fusec_precision', 'fp16')} on {doc.get('fusec_device', 'cuda')}, torch "
              f"{doc.get('torch_precision', 'fp16')} on {doc.get('torch_device', 'cuda')}; seq "
              f"{doc.get('seq')} for the text models.", "",
@@ -412,7 +412,9 @@ def final_print(doc: dict) -> None:
 
 # ---- merge ---------------------------------------------------------------------------------------
 
-SAME = ("gpu", "driver", "torch", "fusec", "repo_commit", "batch", "seq", "fusec_device", "torch_device")
+# Runs of different fusec commits merge (a model measured again after a change replaces its rows);
+# each row keeps its commit and the header lists them all.
+SAME = ("gpu", "driver", "torch", "fusec", "batch", "seq", "fusec_device", "torch_device")
 
 
 def merge(paths: list, out: str, argv: list, quiet: bool = False) -> int:
@@ -439,6 +441,7 @@ def merge(paths: list, out: str, argv: list, quiet: bool = False) -> int:
     rows: dict = {}
     for _, d in docs:
         for r in d.get("rows") or []:
+            r.setdefault("fusec_commit", d.get("repo_commit"))
             rows[(r["model"], r["export"])] = r
     merged = {k: first.get(k) for k in first if k not in ("rows", "parts", "command", "errors", "not_started", "date")}
     merged["date"] = max(str(d.get("date")) for _, d in docs)
@@ -448,6 +451,8 @@ def merge(paths: list, out: str, argv: list, quiet: bool = False) -> int:
         merged["parts"] += d.get("parts") or [{"command": d.get("command"), "date": d.get("date"), "file": path,
                                                "models": sorted({r["model"] for r in d.get("rows") or []})}]
     merged["rows"] = sort_rows([summarise(r) for r in rows.values()])
+    commits = sorted({r.get("fusec_commit") for r in merged["rows"] if r.get("fusec_commit")})
+    merged["repo_commit"] = ", ".join(commits) or None
     merged["errors"] = [e for _, d in docs for e in d.get("errors") or []]
     done = {r["model"] for r in merged["rows"]}
     merged["not_started"] = sorted({m for _, d in docs for m in d.get("not_started") or []} - done)
@@ -776,9 +781,18 @@ def gpu_driver() -> str | None:
         return None
 
 
+def fusec_commit(fusec: str) -> str | None:
+    """The commit fusec was built from: the COMMIT file scripts/gpu_bundle.sh puts beside the binary,
+    else HEAD of this checkout (a copy of the tree on another machine may carry a stale .git)."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(fusec)), "COMMIT")) as f:
+            return f.read().strip() or None
+    except OSError:
+        return repo_commit()
+
+
 def repo_commit() -> str | None:
-    """HEAD of the checkout this script is in (None without git): the source fusec was built from,
-    when the lead built it from this tree."""
+    """HEAD of the checkout this script is in (None without git)."""
     try:
         p = subprocess.run(["git", "-C", os.path.dirname(HERE), "rev-parse", "--short", "HEAD"], capture_output=True,
                            text=True, timeout=10)
@@ -842,7 +856,7 @@ def main(argv=None) -> int:
     now = datetime.datetime.now(datetime.timezone.utc)
     DOC.update({"schema": "fusec.bench_zoo/1", "gpu": None, "driver": None, "date": now.date().isoformat(),
                 "started": now.isoformat(timespec="seconds"), "torch": None, "fusec": None,
-                "repo_commit": repo_commit(), "batch": args.batch, "seq": args.seq,
+                "repo_commit": fusec_commit(args.fusec), "batch": args.batch, "seq": args.seq,
                 "command": shlex.join([os.path.basename(sys.executable) or "python3"] + sys.argv),
                 "fusec_device": args.fusec_device, "torch_device": args.device_torch,
                 "fusec_precision": "fp16" if args.fusec_device == "cuda" else "fp32",

@@ -29,6 +29,12 @@ for bin in "$stage"/bin/*; do
   ldd "$bin" | awk '/=>/ {print $3}' | { grep -E 'libonnx|libprotobuf|libtomlplusplus' || true; } |
     while read -r lib; do cp -Ln "$lib" "$stage/lib/"; done
 done
+# The commit the build came from (scripts/bench_zoo.py records it), "+changes" when its tree had
+# uncommitted edits.
+if commit=$(git -C "$src" rev-parse --short HEAD 2>/dev/null); then
+  [ -n "$(git -C "$src" status --porcelain --untracked-files=no 2>/dev/null)" ] && commit="$commit+changes"
+  echo "$commit" > "$stage/bin/COMMIT"
+fi
 if { [ -z "${BINS:-}" ] || [ -n "${TESTDATA:-}" ]; } && [ -d /usr/share/libonnx-testdata/data ]; then
   mkdir -p "$stage/testdata"
   cp -r /usr/share/libonnx-testdata/data "$stage/testdata/"
