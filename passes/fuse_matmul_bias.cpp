@@ -219,8 +219,9 @@ Tensor transposed_2d(const Tensor& w) {
 
 /// Sets `inputs` to a Gemm's operands as FusedMatMul's (A, W [K,N], bias [N]) and returns "", or
 /// returns why it cannot. FusedMatMul is A·W + bias: alpha = beta = 1, A not transposed, C (if any) a constant
-/// along the last axis; a transposed B is taken when it is a constant (its [K,N] copy is added).
-std::string gemm_as_fused_matmul(Graph& g, Node* gemm, std::vector<Value*>* inputs) {
+/// along the last axis; a transposed B is taken when it is a constant no larger than the fold cap
+/// (its [K,N] copy is added, written in memory like a folded constant).
+std::string gemm_as_fused_matmul(Graph& g, const PassOptions& opts, Node* gemm, std::vector<Value*>* inputs) {
   if (gemm->attr_float("alpha", 1.0f) != 1.0f) return "its alpha is not 1";
   if (gemm->attr_int("transA", 0) != 0) return "it transposes A";
   Value* a = gemm->input(0);
@@ -236,6 +237,9 @@ std::string gemm_as_fused_matmul(Graph& g, Node* gemm, std::vector<Value*>* inpu
   if (gemm->attr_int("transB", 0) != 0) {
     const Tensor* w = constant_of(b);
     if (!w || w->rank() != 2) return "it transposes B, which is not a constant";
+    if (static_cast<double>(w->nbytes()) > static_cast<double>(opts.fold_size_cap))
+      return "it transposes B, whose " + std::to_string(w->nbytes()) + " bytes are over the fold cap of " +
+             std::to_string(opts.fold_size_cap);
     b = g.add_initializer(gemm->name + ".weight_kn", transposed_2d(*w));
   }
   inputs->assign({a, b});
@@ -277,7 +281,7 @@ bool fuse_activation_into(Rewriter& r, Node* fused) {
   std::vector<Value*> inputs = fused->inputs;
   std::vector<NamedAttribute> attrs = fused->attrs;
   if (why.empty() && fused->op_type == "Gemm") {
-    why = gemm_as_fused_matmul(r.graph(), fused, &inputs);
+    why = gemm_as_fused_matmul(r.graph(), r.opts(), fused, &inputs);
     attrs.clear();  // Gemm's alpha, beta and trans* are not FusedMatMul's
   }
   if (!why.empty()) return r.near_miss(what, why);

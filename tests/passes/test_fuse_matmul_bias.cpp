@@ -433,6 +433,18 @@ TEST(FuseMatMulBias, TheModelsGemmTakesItsActivation) {
   expect_equivalent(r);
 }
 
+// Transposing B writes a new constant, held to the cap that bounds folded constants: an LLM's
+// weight is not copied into memory by the optimizer.
+TEST(FuseMatMulBias, ATransposedBOverTheFoldCapIsANearMiss) {
+  PassOptions opts;
+  opts.fold_size_cap = 6 * 8 * 4 - 1;  // one byte short of B [6,8] float32
+  Outcome o = run_one_pass<FuseMatMulBiasPass>(gemm_then_gelu({attr("transB", int64_t{1})}), opts);
+  EXPECT_FALSE(o.changed);
+  EXPECT_TRUE(find_near_miss(o.ctx.near_misses, "fuse_matmul_bias", "over the fold cap"));
+  opts.fold_size_cap = 6 * 8 * 4;
+  EXPECT_TRUE(run_one_pass<FuseMatMulBiasPass>(gemm_then_gelu({attr("transB", int64_t{1})}), opts).changed);
+}
+
 // GPT-2's Conv1D: the 2-D Gemm, the view back to [B, S, N], then the activation.
 TEST(FuseMatMulBias, AnActivationAfterAReshapeOfTheProductJoinsIt) {
   GraphBuilder b(20);
