@@ -195,17 +195,23 @@ FUSEC_HD float hard_swish_sat(float x) { return x * saturate01(x / 6.0f + 0.5f);
 /// GELU, 0.5·x·(1 + erf(x / √2)), in float, dividing by √2 (0x3fb504f3, which std::sqrt(2.0f)
 /// also gives): fused.cpp and norm.cu.
 FUSEC_HD float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + erf(x / 1.41421356237f)); }
-/// The same multiplying by 1/√2 (0x3f3504f3), which rounds differently: epilogue.cu.
-FUSEC_HD float gelu_erf_mul_f32(float x) { return 0.5f * x * (1.0f + erf(x * 0.70710678118654752f)); }
 /// GELU as x - 0.5·x·erfc(z) (x >= 0) or 0.5·x·erfc(z) (x < 0), z = |x|/√2, with erfc from a
 /// Chebyshev fit of relative error below 1.2e-7 (Numerical Recipes' erfcc): no branch, where
 /// erff's two paths both run in a warp with real data: in the model erff made BERT-base's FFN1
 /// epilogue a visible share of the kernel, which it was not on uniform scratch data. Within
 /// 1e-7·max(1, |x|) of the exact GELU over [-12, 12], and accurate relative to the result in the
-/// negative tail, where 1 + erff cancels. sgemm_core.cuh's GEMM and conv epilogues.
-FUSEC_HD float gelu_erfc_fit_f32(float x) {
+/// negative tail, where 1 + erff cancels. `Fast` takes the reciprocal and the exponential from the
+/// hardware's approximations on the device (__fdividef, __expf: a few units in the last place, so
+/// within 1e-6·max(1, |x|)); the host computes them exactly either way.
+template <bool Fast>
+FUSEC_HD float gelu_erfc_fit(float x) {
   const float z = fabs(x) * 0.70710678118654752f;
-  const float t = rcp_rn(::fmaf(0.5f, z, 1.0f));
+  const float d = ::fmaf(0.5f, z, 1.0f);
+#ifdef __CUDA_ARCH__
+  const float t = Fast ? __fdividef(1.0f, d) : rcp_rn(d);
+#else
+  const float t = rcp_rn(d);
+#endif
   float p = 0.17087277f;
   p = ::fmaf(p, t, -0.82215223f);
   p = ::fmaf(p, t, 1.48851587f);
@@ -216,10 +222,21 @@ FUSEC_HD float gelu_erfc_fit_f32(float x) {
   p = ::fmaf(p, t, 0.37409196f);
   p = ::fmaf(p, t, 1.00002368f);
   p = ::fmaf(p, t, -1.26551223f);
-  const float erfc_z = t * exp(::fmaf(-z, z, p));
+#ifdef __CUDA_ARCH__
+  const float e = Fast ? __expf(::fmaf(-z, z, p)) : exp(::fmaf(-z, z, p));
+#else
+  const float e = exp(::fmaf(-z, z, p));
+#endif
+  const float erfc_z = t * e;
   const float h = 0.5f * x;
   return x >= 0.0f ? ::fmaf(-h, erfc_z, x) : h * erfc_z;
 }
+/// sgemm_core.cuh's GEMM epilogue.
+FUSEC_HD float gelu_erfc_fit_f32(float x) { return gelu_erfc_fit<false>(x); }
+/// epilogue_act.cuh's: the pass after a cuBLASLt GEMM or a cuDNN conv, and the depthwise conv. The
+/// pass after an fp16 GEMM (BERT's, ViT's, ConvNeXt's first MLP layer) is compute-bound with erff,
+/// and was slower still with the exactly rounded reciprocal.
+FUSEC_HD float gelu_erfc_fit_fast_f32(float x) { return gelu_erfc_fit<true>(x); }
 
 }  // namespace formulas
 }  // namespace fusec

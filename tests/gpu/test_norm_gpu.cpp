@@ -84,7 +84,9 @@ bool placed_on_gpu(const OpCase& c, Precision p = Precision::FP32) {
   return false;
 }
 
-const int64_t kWidths[] = {1, 7, 64, 127, 768, 1024, 1025, 4096, 40000};
+// 96, 192 and 384 (ConvNeXt's channels-last LayerNorms) take the 4-, 8- and 16-lane row groups at
+// fp16; 300 rows leave a partial last block of groups.
+const int64_t kWidths[] = {1, 7, 64, 96, 127, 192, 384, 768, 1024, 1025, 4096, 40000};
 
 }  // namespace
 
@@ -105,6 +107,8 @@ TEST(GpuNorm, LayerNormModelShapes) {
   all_precisions(layernorm({16, 128, 768}, -1, true, 1));  // BERT-base, batch 16, seq 128
   all_precisions(layernorm({16, 1024}, -1, true, 2));      // the seed MLP
   all_precisions(layernorm({16, 128, 768}, -1, false, 3, 1, "ai.fusec"));
+  all_precisions(layernorm({2, 56, 56, 96}, -1, true, 4));   // ConvNeXt-T's first stage, channels-last
+  all_precisions(layernorm({3, 14, 14, 384}, -1, true, 5));  // its third
 }
 
 TEST(GpuNorm, LayerNormAxesAndOutputs) {

@@ -8,8 +8,10 @@
 // digits, as the CPU reference's double two-pass does), and the row is written from the registers.
 // The sums run over x - x[0] of the row, so a mean far from zero does not cost the float32
 // accumulator the digits of the spread.
-// Short rows get one warp each (no shared memory, no block barrier); longer rows, or few rows,
-// get a block each. Rows too long for registers (over 16 values a thread at 1024 threads) re-read
+// Short rows get a group of 4 to 32 lanes of a warp each, sized so that a lane loads about three
+// vectors (no shared memory, no block barrier): ConvNeXt's rows of 96 to 384 halves left most of a
+// warp idle and a single load in flight per lane at one warp a row. Longer rows, or few rows, get
+// a block each. Rows too long for registers (over 16 values a thread at 1024 threads) re-read
 // the row from global memory (L2 holds it) in three passes.
 #include <algorithm>
 #include "backend/cuda/core/common.cuh"
@@ -26,11 +28,18 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-/// Sum over the threads of one row: the warp alone (blockDim.x == 32) or the whole block
+/// Sum over an aligned group of `width` lanes (a power of two up to 32). Every lane of the warp
+/// takes part, whichever row it has.
+__device__ __forceinline__ float group_sum(float v, int width) {
+  for (int o = width >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/// Sum over the threads of one row: a lane group (blockDim.x <= 32) or the whole block
 /// (blockDim.y == 1 then, so the barriers are block-uniform). Every thread gets the total.
 __device__ __forceinline__ float row_sum(float v, float* smem) {
+  if (blockDim.x <= 32) return group_sum(v, blockDim.x);
   v = warp_sum(v);
-  if (blockDim.x == 32) return v;
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
   __syncthreads();  // the previous call's readers are done with smem
   if (lane == 0) smem[w] = v;
@@ -83,14 +92,18 @@ __device__ __forceinline__ void store_stat(void* p, DType t, int64_t i, float v)
   }
 }
 
-/// One row per (blockDim.x)-thread group: blockDim = (32, rows per block) or (threads, 1). Each
-/// thread holds K chunks of V values, chunk c = threadIdx.x + k * blockDim.x.
+/// One row per (blockDim.x)-thread group: blockDim = (4..32, rows per block) or (threads, 1).
+/// Each thread holds K chunks of V values, chunk c = threadIdx.x + k * blockDim.x.
 template <typename T, int V, int K>
 __global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
   pdl_wait_then_release();
   __shared__ float smem[32];
-  const int64_t row = blockIdx.x * int64_t(blockDim.y) + threadIdx.y;
-  if (row >= a.rows) return;  // a whole warp (warp rows) or the whole block (block rows)
+  int64_t row = blockIdx.x * int64_t(blockDim.y) + threadIdx.y;
+  // A lane group past the last row computes the last row again and stores nothing: its lanes
+  // still take part in the warp's shuffles. (Block rows: the whole block is past, and returns.)
+  const bool past = row >= a.rows;
+  if (past && blockDim.x > 32) return;
+  if (past) row = a.rows - 1;
   const int tid = threadIdx.x, tpr = blockDim.x;
   const int64_t n = a.n;
   const int chunks = static_cast<int>(n / V);
@@ -119,7 +132,7 @@ __global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int c = tid + k * tpr;
-      if (c < chunks) store_vec<T, V>(so + int64_t(c) * V, v[k]);
+      if (c < chunks && !past) store_vec<T, V>(so + int64_t(c) * V, v[k]);
     }
   }
 
@@ -156,10 +169,11 @@ __global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
   }
   sq = row_sum(sq, smem);
   const float inv = 1.0f / sqrtf(sq / static_cast<float>(n) + a.eps);
-  if (tid == 0) {
+  if (tid == 0 && !past) {
     if (a.mean_out) store_stat(a.mean_out, a.stat_dtype, row, shift + mean);
     if (a.inv_std_out) store_stat(a.inv_std_out, a.stat_dtype, row, inv);
   }
+  if (past) return;  // after the last shuffle
 
   const T* gamma = static_cast<const T*>(a.gamma);
   const T* beta = static_cast<const T*>(a.beta);
@@ -274,9 +288,12 @@ RowCfg choose(const RowNormArgs& a) {
   // Few rows cannot fill the GPU one warp each: spread each row over a block instead.
   const bool few_rows = a.rows < 2 * static_cast<int64_t>(a.multiprocessors);
   if (chunks <= 32 * max_k && !(few_rows && chunks > 64)) {
-    c.tpr = 32;
-    c.rows_per_block = 4;
-    c.k = pick_k(ceil_div(chunks, 32));
+    // The smallest power-of-two group (4 to 32 lanes) that gives a lane at most 3 vectors, or 32.
+    int tpr = 4;
+    while (tpr < 32 && ceil_div(chunks, tpr) > 3) tpr *= 2;
+    c.tpr = tpr;
+    c.rows_per_block = 128 / tpr;
+    c.k = pick_k(ceil_div(chunks, tpr));
     return c;
   }
   if (chunks <= 1024 * max_k) {
@@ -403,6 +420,9 @@ const char* row_norm_variant(const RowNormArgs& a) {
   const RowCfg c = choose(a);
   if (c.long_row) return "block/row, 3 passes";
   if (c.tpr == 32) return c.v > 1 ? "warp/row, 16B vectors" : "warp/row";
+  if (c.tpr == 16) return c.v > 1 ? "16 lanes/row, 16B vectors" : "16 lanes/row";
+  if (c.tpr == 8) return c.v > 1 ? "8 lanes/row, 16B vectors" : "8 lanes/row";
+  if (c.tpr == 4) return c.v > 1 ? "4 lanes/row, 16B vectors" : "4 lanes/row";
   return c.v > 1 ? "block/row, 16B vectors" : "block/row";
 }
 
