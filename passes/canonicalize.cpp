@@ -34,13 +34,6 @@ namespace {
 
 const char* kPass = "canonicalize";
 
-std::optional<std::vector<int64_t>> static_dims(const Value* v) {
-  if (!v || !v->type.shape || !is_static(*v->type.shape)) return std::nullopt;
-  std::vector<int64_t> d;
-  for (const auto& dim : *v->type.shape) d.push_back(dim.value);
-  return d;
-}
-
 /// Replaces `old` (one output) by a node `op` on `inputs` that writes the same value under the same
 /// name, standing for the nodes in `from` (old among them). Returns the new node.
 Node* replace_node(Rewriter& r, Node* old, const std::string& op, std::vector<Value*> inputs,
@@ -80,7 +73,7 @@ bool transpose_of_groups(Rewriter& r, Node* outer) {
   Node* inner = producer_of(t->input(0), "Reshape");
   if (!inner || !inner->domain.empty()) return false;
   Value* x = inner->input(0);
-  auto s = static_dims(x), s1 = static_dims(inner->outputs[0]), s2 = static_dims(outer->outputs[0]);
+  auto s = known_dims(x), s1 = known_dims(inner->outputs[0]), s2 = known_dims(outer->outputs[0]);
   if (!s || !s1 || !s2) return false;
   for (int64_t d : *s)
     if (d == 0) return false;
@@ -117,7 +110,7 @@ bool reciprocal(Rewriter& r, Node* n) {
   Value *one = n->input(0), *y = n->input(1), *out = n->outputs[0];
   if (!out) return false;
   if (!is_float(y->type.dtype) || !constant_of(one) || uniform_constant(one) != 1.0) return false;
-  auto ys = static_dims(y), os = static_dims(out);
+  auto ys = known_dims(y), os = known_dims(out);
   if (!ys || !os || *ys != *os) return false;  // the 1 must not broadcast y to a bigger shape
   const std::string what = describe(n);
   Node* rec = replace_node(r, n, "Reciprocal", {y}, {n});
@@ -129,7 +122,7 @@ bool reciprocal(Rewriter& r, Node* n) {
 bool gather_of_everything(Rewriter& r, Node* n) {
   if (!is_op(n, "Gather") || n->attr_int("axis", 0) != 0) return false;
   Value *d = n->input(0), *idx = n->input(1);
-  auto ds = static_dims(d);
+  auto ds = known_dims(d);
   const Tensor* t = constant_of(idx);
   if (!ds || ds->size() != 1 || !t || t->numel() != (*ds)[0] || t->numel() == 0) return false;
   for (int64_t i = 0; i < t->numel(); ++i)

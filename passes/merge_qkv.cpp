@@ -29,6 +29,8 @@
 //
 // Second form, GPT-2's c_attn: Q, K and V are outputs 0, 1, 2 of one Split of a 3-D T along its last
 // axis. T is packed QKV already ([Hq·D | Hkv·D | Hkv·D] per token): the Split goes, Attention(T, "", "").
+// The same for three Slices of T along its last axis, back to back from 0 to its end (torch's
+// nn.MultiheadAttention once compose_movement has composed its head split).
 //
 // Under --portable nothing changes (ONNX Attention has no packed form); a near-miss says so. Runs
 // after fuse_matmul_bias, so that the projections are whole FusedMatMuls by then.
@@ -133,12 +135,45 @@ std::string projection_problem(const Projection& p, DType t) {
   return "";
 }
 
-/// What feeds Q, K and V: three projections, or one Split; neither when `found` is false.
+/// What feeds Q, K and V: three projections, one Split, or three Slices of one tensor; none when
+/// `found` is false.
 struct Source {
   bool found = false;
   std::array<Projection, 3> proj;
   Node* split = nullptr;
+  std::array<Node*, 3> slices = {nullptr, nullptr, nullptr};
+  /// The packed tensor a Split or the Slices read, else nullptr.
+  Value* packed() const { return split ? split->input(0) : slices[0] ? slices[0]->input(0) : nullptr; }
 };
+
+/// Q, K and V as Slices (step 1) of one 3-D T along its last axis covering [0, a), [a, b), [b, end),
+/// each read by the attention alone; else nullopt.
+std::optional<std::array<Node*, 3>> slices_of(const std::array<Value*, 3>& qkv) {
+  std::array<Node*, 3> out{};
+  const Value* t = nullptr;
+  int64_t at = 0, width = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    Node* n = qkv[i] ? qkv[i]->producer : nullptr;
+    if (!is_op(n, "Slice") || !has_single_use(qkv[i]) || (t && n->input(0) != t)) return std::nullopt;
+    t = n->input(0);
+    auto ts = known_dims(t);
+    if (!ts || ts->size() != 3) return std::nullopt;
+    width = ts->back();
+    const Tensor *st = constant_of(n->input(1)), *en = constant_of(n->input(2));
+    const Tensor* ax = n->input(3) ? constant_of(n->input(3)) : nullptr;
+    const Tensor* step = n->input(4) ? constant_of(n->input(4)) : nullptr;
+    if (!st || !en || st->numel() != 1 || en->numel() != 1 || (n->input(3) && (!ax || ax->numel() != 1)) ||
+        (n->input(4) && (!step || step->numel() != 1 || step->as_int64(0) != 1)))
+      return std::nullopt;
+    const int64_t axis = ax ? (ax->as_int64(0) < 0 ? ax->as_int64(0) + 3 : ax->as_int64(0)) : 0;
+    const int64_t b = st->as_int64(0), e = std::min(en->as_int64(0), width);
+    if (axis != 2 || b != at || e <= b) return std::nullopt;
+    at = e;
+    out[i] = n;
+  }
+  if (at != width) return std::nullopt;
+  return out;
+}
 
 Source source_of(const Node* attn) {
   Source s;
@@ -147,6 +182,11 @@ Source source_of(const Node* attn) {
   if (is_op(sp, "Split") && sp->outputs.size() == 3 && sp->outputs[0] == q && sp->outputs[1] == k &&
       sp->outputs[2] == v) {
     s.split = sp;
+    s.found = true;
+    return s;
+  }
+  if (auto sl = slices_of({q, k, v})) {
+    s.slices = *sl;
     s.found = true;
     return s;
   }
@@ -162,6 +202,7 @@ Source source_of(const Node* attn) {
 /// "FusedMatMul 'q' + FusedMatMul 'k' + FusedMatMul 'v'" (or "Split 's'").
 std::string sources_str(const Source& s) {
   if (s.split) return describe(s.split);
+  if (s.slices[0]) return describe(s.slices[0]) + " + " + describe(s.slices[1]) + " + " + describe(s.slices[2]);
   return describe(s.proj[0].product()) + " + " + describe(s.proj[1].product()) + " + " + describe(s.proj[2].product());
 }
 
@@ -237,6 +278,7 @@ std::string attention_problem(const Node* attn, const Source& src) {
       if (!has_single_use(sp->outputs[i])) return kRole[i] + std::string(": ") + read_elsewhere(sp->outputs[i], sp);
     return "";
   }
+  if (src.slices[0]) return "";  // slices_of checked them
   const Value* x = src.proj[0].x;
   if (src.proj[1].x != x || src.proj[2].x != x)
     return "the projections read different inputs ('" + src.proj[0].x->name + "', '" + src.proj[1].x->name + "', '" +
@@ -341,7 +383,7 @@ bool try_attention(Rewriter& r, Node* attn) {
                            " is 4-D (Q, K and V are [B, heads, S, D], e.g. after RoPE): packed QKV is a "
                            "form of the 3-D attention, which reads the projections' outputs directly");
   }
-  const std::string what = sources_str(src) + " -> " + describe(attn) + (src.split ? " not packed" : " not merged");
+  const std::string what = sources_str(src) + " -> " + describe(attn) + (src.packed() ? " not packed" : " not merged");
   if (std::string why = attention_problem(attn, src); !why.empty()) return r.near_miss(what, why);
   if (r.opts().portable)
     return r.near_miss(what, "packing Q, K and V needs ai.fusec Attention (--portable writes standard ops only)");
@@ -350,15 +392,13 @@ bool try_attention(Rewriter& r, Node* attn) {
   std::string summary;
   std::vector<std::string> replaced;
   Node* fused;
-  if (src.split) {
-    summary = describe(src.split) + " + " + describe(attn);
-    Node* sp = src.split;
-    Value* packed = sp->input(0);
+  if (Value* packed = src.packed()) {
+    summary = sources_str(src) + " + " + describe(attn);
     Graph& g = r.graph();
-    g.set_input(attn, kQ, nullptr);  // the Split's outputs lose their reader first
+    g.set_input(attn, kQ, nullptr);  // the Split's (Slices') outputs lose their reader first
     g.set_input(attn, kK, nullptr);
     g.set_input(attn, kV, nullptr);
-    Replaced gone = r.remove({sp});
+    Replaced gone = src.split ? r.remove({src.split}) : r.remove({src.slices[0], src.slices[1], src.slices[2]});
     replaced = gone.names;
     fused = packed_attention(r, attn, packed, gone.origins);
   } else {
@@ -367,7 +407,7 @@ bool try_attention(Rewriter& r, Node* attn) {
     fused = merge_projections(r, attn, src, &summary);
   }
   summary += " -> ai.fusec." + describe(fused) + " (packed QKV" + (was_standard ? ", was ONNX Attention" : "") + ")";
-  r.rewrote(summary, std::move(replaced), src.split ? attn_name : fused->inputs[0]->producer->name);
+  r.rewrote(summary, std::move(replaced), src.packed() ? attn_name : fused->inputs[0]->producer->name);
   return true;
 }
 

@@ -13,6 +13,13 @@ Node* producer_of(const Value* v, const std::string& op) {
   return p->op_type == op && (p->domain.empty() || p->domain == "ai.fusec") ? p : nullptr;
 }
 
+std::optional<std::vector<int64_t>> known_dims(const Value* v) {
+  if (!v || !v->type.shape || !is_static(*v->type.shape)) return std::nullopt;
+  std::vector<int64_t> d;
+  for (const auto& dim : *v->type.shape) d.push_back(dim.value);
+  return d;
+}
+
 size_t use_count(const Value* v) { return v->consumers.size() + (v->is_graph_output ? 1 : 0); }
 
 bool has_single_use(const Value* v) { return v && v->consumers.size() == 1 && !v->is_graph_output; }

@@ -22,6 +22,8 @@ bool has_single_use(const Value* v);
 /// Number of reads of `v` (graph output counts as one).
 size_t use_count(const Value* v);
 
+/// `v`'s dims when its shape is known and static, else nullopt.
+std::optional<std::vector<int64_t>> known_dims(const Value* v);
 /// The initializer data of `v`, or nullptr (Constant nodes are turned into initializers by cleanup).
 const Tensor* constant_of(const Value* v);
 /// If `v` is a constant whose elements are all equal (any shape), that value.

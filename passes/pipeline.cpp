@@ -6,6 +6,7 @@
 #include "ir/error.h"
 #include "passes/cleanup.h"
 #include "passes/canonicalize.h"
+#include "passes/compose_movement.h"
 #include "passes/constant_folding.h"
 #include "passes/fold_batchnorm.h"
 #include "passes/fuse_attention.h"
@@ -33,6 +34,10 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // constant targets are folded: every pattern below then has one form to match, whichever
   // exporter wrote the model (dynamo's Kᵀ through a 3-D view, legacy's Div(1, y) in RMSNorm).
   p.push_back(std::make_unique<CanonicalizePass>());
+  // Movement chains composed (and row permutations moved across row-wise products) before
+  // fuse_attention: sequence-first attention (nn.MultiheadAttention) then has BERT's head split of
+  // packed QKV and its head merge, and fuses in the 3-D form.
+  p.push_back(std::make_unique<ComposeMovementPass>());
   // BN/per-channel Mul/Add into Conv/Gemm weights, before activation fusion hides the Conv -> BN edge.
   p.push_back(std::make_unique<FoldBatchNormPass>());
   // Recognizers run after folding (and fold_batchnorm): their epsilons, 0.5/√2 constants, axes and

@@ -4,6 +4,8 @@
 // numbers on the CPU reference; each guard leaves the graph alone with its reason.
 #include "passes/merge_qkv.h"
 
+#include <array>
+
 #include <algorithm>
 #include <cstring>
 
@@ -251,6 +253,44 @@ TEST(MergeQkv, Gpt2SplitOfPackedQkvGoes) {
   EXPECT_TRUE(has_origin(a, "attn") && has_origin(a, "split"));
   EXPECT_EQ(o.ctx.rewrites[0].replaced, (std::vector<std::string>{"split"}));
   expect_same_numbers(o);
+}
+
+TEST(MergeQkv, SlicesOfPackedQkvGo) {
+  // nn.MultiheadAttention once compose_movement has composed its head split: Q, K and V are Slices
+  // [0,16), [16,32), [32,48) of the in-projection's last axis; the Attention reads it packed. Slices
+  // that stop short of the end (a wider tensor), or are not in Q, K, V order, are not packed QKV.
+  for (int form = 0; form < 3; ++form) {
+    SCOPED_TRACE("form " + std::to_string(form));
+    GraphBuilder b(17);
+    Value* t = b.input("in_proj", DType::Float32, {2, 5, form == 1 ? 52 : 48});
+    const std::vector<std::array<int64_t, 2>> ranges =
+        form == 2 ? std::vector<std::array<int64_t, 2>>{{16, 32}, {0, 16}, {32, 48}}
+                  : std::vector<std::array<int64_t, 2>>{{0, 16}, {16, 32}, {32, 48}};
+    std::vector<Value*> qkv;
+    for (int i = 0; i < 3; ++i) {
+      const std::string n = std::to_string(i);
+      qkv.push_back(b.node("Slice",
+                           {t, b.initializer("st" + n, int64s({ranges[i][0]}, {1})),
+                            b.initializer("en" + n, int64s({ranges[i][1]}, {1})),
+                            b.initializer("ax" + n, int64s({-1}, {1}))},
+                           {}, "slice" + n));
+    }
+    b.output(b.node_n("Attention", qkv, 1, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{4})},
+                      "attn", "ai.fusec")[0]);
+    Outcome o = run_one_pass<MergeQkvPass>(b.build());
+    EXPECT_EQ(o.changed, form == 0);
+    if (form != 0) {
+      expect_unchanged(*o.original, *o.optimized);
+      continue;
+    }
+    ASSERT_EQ(o.optimized->nodes().size(), 1u);
+    const Node* a = o.optimized->nodes()[0].get();
+    EXPECT_EQ(a->input(0)->name, "in_proj");
+    EXPECT_FALSE(a->input(1));
+    EXPECT_FALSE(a->input(2));
+    EXPECT_EQ(o.ctx.rewrites[0].replaced, (std::vector<std::string>{"slice0", "slice1", "slice2"}));
+    expect_same_numbers(o);
+  }
 }
 
 TEST(MergeQkv, PipelineMergesAfterFusingTheBiases) {

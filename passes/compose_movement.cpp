@@ -1,0 +1,692 @@
+// compose_movement: a chain of data-movement ops becomes at most one Slice and one Transpose (with
+// free Reshapes around them), and a permutation of a row-wise product's rows moves to its other
+// side when the chains there then compose into fewer copies.
+//
+// torch's nn.MultiheadAttention (ViT, any batch_first=False user of it) runs sequence-first, and
+// the exporters write its head split as ten movement ops a layer. dynamo's ViT-B/16:
+//
+//   x [B,S,E] ─ Transpose(1,0,2) ─ Linear(3E) ─ Reshape [S,B,3,E] ─ Unsqueeze ─ Transpose(3,1,2,0,4)
+//     ─ Squeeze ─ Gather(0, i) ─ Reshape [S,B·H,D] ─ Transpose(1,0,2) ─ Reshape [B,H,S,D]   (Q, K, V)
+//   P·V [B,H,S,D] ─ Transpose(2,0,1,3) ─ Reshape [S·B,E] ─ Gemm ─ Reshape [S,B,E] ─ Transpose(1,0,2)
+//
+// Composed, Q is Transpose(0,2,1,3)(Reshape [B,S,H,D](Slice(Linear(x), last axis, [iE, (i+1)E]))),
+// BERT's head split of a slice of packed QKV, and P·V goes through Transpose(0,2,1,3) and Reshape
+// [B·S, E] to the Gemm: fuse_attention then takes the 3-D form, merge_qkv the packed one, and the
+// layer moves no data outside its GEMMs and its attention.
+//
+// The algebra. A chain's source X has dims; each dim is a list of atoms (mixed-radix digits of its
+// index, most significant first). A Transpose permutes the current dims' lists; a Reshape regroups
+// the flattened atom sequence into the new sizes, splitting an atom in two where a new dim ends
+// inside it (the split holds wherever the atom appears, since it is a digit of X's index); a
+// Gather of one index fixes its dim's atoms to that index's digits and drops the dim; Squeeze and
+// Unsqueeze are Reshapes. The end value Y is then X with some atoms fixed, the free atoms in Y's
+// order. When the fixed atoms of each X dim are its leading ones, that is Slice(X) on those dims;
+// atoms adjacent both in X and in Y merge; what is left is Reshape -> Transpose -> Reshape.
+//
+// A chain rewrites when the copies it makes (Transposes that move data, Gathers, Slices) go down
+// for the whole tree of chains from one source: shared steps count once, and every chain of the
+// tree must compose. Row-wise products (MatMul / FusedMatMul with a constant 2-D B and no
+// residual, Gemm with transA = 0 and a row-vector C) commute with a permutation of their leading
+// dims: a Transpose keeping the last axis before one moves after it when the tree of chains after
+// it then composes into fewer copies; a permutation after a 2-D one (Reshape -> Transpose) moves
+// before it when the chain before it then does.
+#include "passes/compose_movement.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <set>
+
+#include "passes/pattern.h"
+#include "passes/rewrite.h"
+
+namespace fusec {
+
+namespace {
+
+const char* kPass = "compose_movement";
+
+/// One movement op as data.
+struct Step {
+  enum Kind { Reshape, Transpose, Gather } kind = Reshape;
+  std::vector<int64_t> v;  // Reshape: the output dims; Transpose: the perm
+  int64_t axis = 0, index = 0;
+};
+
+int64_t product(const std::vector<int64_t>& d) {
+  return std::accumulate(d.begin(), d.end(), int64_t{1}, [](int64_t a, int64_t b) { return a * b; });
+}
+
+bool positive(const std::vector<int64_t>& d) {
+  return std::all_of(d.begin(), d.end(), [](int64_t x) { return x > 0; });
+}
+
+/// `n` as a step, or nullopt when it is not a movement op with static shapes (every dim > 0).
+std::optional<Step> step_of(const Node* n) {
+  if (!n || !n->domain.empty() || n->outputs.size() != 1 || !n->input(0)) return std::nullopt;
+  const auto in = known_dims(n->input(0)), out = known_dims(n->outputs[0]);
+  if (!in || !out || !positive(*in) || !positive(*out)) return std::nullopt;
+  Step s;
+  const std::string& op = n->op_type;
+  if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten") {
+    if (product(*in) != product(*out)) return std::nullopt;
+    s.v = *out;
+    return s;
+  }
+  if (op == "Transpose") {
+    std::vector<int64_t> p = n->attr_ints("perm");
+    if (p.empty()) {
+      p.resize(in->size());
+      std::iota(p.rbegin(), p.rend(), 0);
+    }
+    if (p.size() != in->size()) return std::nullopt;
+    std::vector<int64_t> sorted = p;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size(); ++i)
+      if (sorted[i] != static_cast<int64_t>(i)) return std::nullopt;
+    s.kind = Step::Transpose;
+    s.v = std::move(p);
+    return s;
+  }
+  if (op == "Gather") {
+    const Tensor* idx = constant_of(n->input(1));
+    if (!idx || idx->rank() != 0 || idx->numel() != 1) return std::nullopt;
+    int64_t axis = n->attr_int("axis", 0);
+    if (axis < 0) axis += static_cast<int64_t>(in->size());
+    if (axis < 0 || axis >= static_cast<int64_t>(in->size())) return std::nullopt;
+    int64_t i = idx->as_int64(0);
+    if (i < 0) i += (*in)[axis];
+    if (i < 0 || i >= (*in)[axis]) return std::nullopt;
+    s.kind = Step::Gather;
+    s.axis = axis;
+    s.index = i;
+    return s;
+  }
+  return std::nullopt;
+}
+
+/// Whether the step moves data: a Gather, or a Transpose that reorders dims larger than 1.
+bool copies(const Step& s, const std::vector<int64_t>& in) {
+  if (s.kind == Step::Gather) return true;
+  if (s.kind != Step::Transpose) return false;
+  int64_t last = -1;
+  for (int64_t k : s.v) {
+    if (in[k] == 1) continue;
+    if (k < last) return true;
+    last = k;
+  }
+  return false;
+}
+
+/// The atoms of a source and of the value the steps make of it (see the file comment).
+struct Composer {
+  std::vector<int64_t> size;          // per atom
+  std::vector<int64_t> fixed;         // per atom: -1 free, else the digit a Gather chose
+  std::vector<std::vector<int>> src;  // the source's dims
+  std::vector<std::vector<int>> cur;  // the current value's dims
+
+  explicit Composer(const std::vector<int64_t>& shape) {
+    for (int64_t d : shape) {
+      std::vector<int> dim;
+      if (d != 1) dim.push_back(atom(d));
+      src.push_back(dim);
+    }
+    cur = src;
+  }
+  int atom(int64_t s) {
+    size.push_back(s);
+    fixed.push_back(-1);
+    return static_cast<int>(size.size()) - 1;
+  }
+  /// Atom a becomes (hi, size/hi) wherever it appears; returns hi.
+  int split(int a, int64_t hi) {
+    const int h = atom(hi), l = atom(size[a] / hi);
+    for (auto* lists : {&src, &cur})
+      for (auto& d : *lists) {
+        auto it = std::find(d.begin(), d.end(), a);
+        if (it != d.end()) d.insert(d.erase(it), {h, l});
+      }
+    return h;
+  }
+  bool apply(const Step& s) {
+    switch (s.kind) {
+      case Step::Transpose: {
+        if (s.v.size() != cur.size()) return false;
+        std::vector<std::vector<int>> out;
+        for (int64_t k : s.v) out.push_back(cur[k]);
+        cur = std::move(out);
+        return true;
+      }
+      case Step::Gather: {
+        if (s.axis >= static_cast<int64_t>(cur.size())) return false;
+        int64_t i = s.index;
+        const std::vector<int>& d = cur[s.axis];
+        for (auto it = d.rbegin(); it != d.rend(); ++it) {
+          fixed[*it] = i % size[*it];
+          i /= size[*it];
+        }
+        if (i != 0) return false;
+        cur.erase(cur.begin() + s.axis);
+        return true;
+      }
+      case Step::Reshape:
+        return reshape(s.v);
+    }
+    return false;
+  }
+  bool reshape(const std::vector<int64_t>& to) {
+    std::vector<int> flat;
+    for (const auto& d : cur) flat.insert(flat.end(), d.begin(), d.end());
+    std::vector<std::vector<int>> out;
+    size_t pos = 0;
+    for (int64_t want : to) {
+      std::vector<int> dim;
+      int64_t prod = 1;
+      while (prod < want) {
+        if (pos >= flat.size()) return false;
+        const int a = flat[pos];
+        if (want % (prod * size[a]) == 0) {
+          dim.push_back(a);
+          prod *= size[a];
+          ++pos;
+        } else if (want % prod == 0 && size[a] % (want / prod) == 0) {
+          const int64_t hi = want / prod;
+          const int h = split(a, hi);
+          flat[pos] = h;
+          flat.insert(flat.begin() + static_cast<std::ptrdiff_t>(pos) + 1, h + 1);  // split made lo = h + 1
+          dim.push_back(h);
+          prod *= hi;
+          ++pos;
+        } else {
+          return false;
+        }
+      }
+      if (prod != want) return false;
+      out.push_back(std::move(dim));
+    }
+    if (pos != flat.size()) return false;
+    cur = std::move(out);
+    return true;
+  }
+};
+
+/// What a composed chain is: Slice(source) -> Reshape(mid) -> Transpose(perm) -> Reshape(out).
+struct Plan {
+  std::vector<int64_t> starts, ends, axes;  // the Slice; empty: none
+  std::vector<int64_t> sliced;              // the source's dims after the Slice
+  std::vector<int64_t> mid;                 // the merged atoms in the source's order
+  std::vector<int64_t> perm;                // over mid; empty: identity
+  std::vector<int64_t> out;
+  int copies() const { return (axes.empty() ? 0 : 1) + (perm.empty() ? 0 : 1); }
+};
+
+std::optional<Plan> plan_chain(const std::vector<int64_t>& source, const std::vector<Step>& steps,
+                               const std::vector<int64_t>& out) {
+  if (!positive(source) || !positive(out) || product(source) == 0) return std::nullopt;
+  Composer c(source);
+  for (const Step& s : steps)
+    if (!c.apply(s)) return std::nullopt;
+  if (c.cur.size() != out.size()) return std::nullopt;
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t p = 1;
+    for (int a : c.cur[i]) p *= c.size[a];
+    if (p != out[i]) return std::nullopt;
+  }
+  Plan plan;
+  plan.out = out;
+  std::vector<int> free_src;  // the free atoms in the source's order
+  for (size_t j = 0; j < c.src.size(); ++j) {
+    const auto& d = c.src[j];
+    size_t k = 0;
+    int64_t index = 0;
+    while (k < d.size() && c.fixed[d[k]] >= 0) index = index * c.size[d[k]] + c.fixed[d[k]], ++k;
+    int64_t rest = 1;
+    for (size_t m = k; m < d.size(); ++m) {
+      if (c.fixed[d[m]] >= 0) return std::nullopt;  // a fixed digit below a free one: no one Slice
+      rest *= c.size[d[m]];
+      free_src.push_back(d[m]);
+    }
+    if (k > 0) {
+      plan.axes.push_back(static_cast<int64_t>(j));
+      plan.starts.push_back(index * rest);
+      plan.ends.push_back((index + 1) * rest);
+    }
+    plan.sliced.push_back(k > 0 ? rest : source[j]);
+  }
+  std::vector<int> target;
+  for (const auto& d : c.cur) target.insert(target.end(), d.begin(), d.end());
+  if (target.size() != free_src.size()) return std::nullopt;
+  std::map<int, size_t> at;  // atom -> position in the target order
+  for (size_t i = 0; i < target.size(); ++i) at[target[i]] = i;
+  std::map<int, size_t> out_dim;  // atom -> the dim of the end value holding it
+  for (size_t i = 0; i < c.cur.size(); ++i)
+    for (int a : c.cur[i]) out_dim[a] = i;
+  // Groups of atoms consecutive in both orders, in the source's order. Atoms of different dims of
+  // the end value stay apart, so the Transpose reads as the head split the fusions match (Kᵀ as
+  // Transpose(0,2,3,1) of [B,S,H,D], not Transpose(0,2,1) of [B,S,H·D]); past 6 groups they merge
+  // anyway, within what the Transpose kernels take.
+  auto group = [&](bool by_out_dim) {
+    std::vector<std::pair<size_t, int64_t>> groups;  // (target position of the first atom, size)
+    for (size_t i = 0; i < free_src.size(); ++i) {
+      const int a = free_src[i];
+      const size_t t = at.at(a);
+      if (i > 0 && at.at(free_src[i - 1]) + 1 == t && (!by_out_dim || out_dim.at(free_src[i - 1]) == out_dim.at(a))) {
+        groups.back().second *= c.size[a];
+      } else {
+        groups.push_back({t, c.size[a]});
+      }
+    }
+    return groups;
+  };
+  auto groups = group(true);
+  if (groups.size() > 6) groups = group(false);
+  std::vector<int64_t> order(groups.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return groups[a].first < groups[b].first; });
+  for (const auto& g : groups) plan.mid.push_back(g.second);
+  bool identity = true;
+  for (size_t i = 0; i < order.size(); ++i) identity = identity && order[i] == static_cast<int64_t>(i);
+  if (!identity) plan.perm = order;
+  return plan;
+}
+
+/// The movement steps from the nearest non-movement value up to `y`, and their nodes (in order).
+struct Chain {
+  Value* source = nullptr;
+  std::vector<Step> steps;
+  std::vector<Node*> nodes;
+};
+
+Chain chain_to(Value* y) {
+  Chain c;
+  Value* v = y;
+  while (v->producer) {
+    auto s = step_of(v->producer);
+    if (!s) break;
+    c.steps.insert(c.steps.begin(), *s);
+    c.nodes.insert(c.nodes.begin(), v->producer);
+    v = v->producer->input(0);
+  }
+  c.source = v;
+  return c;
+}
+
+bool is_movement(const Node* n) { return step_of(n).has_value(); }
+
+/// The movement nodes reachable from `x` through movement nodes, and the values among their outputs
+/// that something else reads (a non-movement node, or the graph's outputs): the tree's chain ends.
+struct Tree {
+  std::vector<Node*> nodes;
+  std::vector<Value*> ends;
+};
+
+Tree tree_from(Value* x) {
+  Tree t;
+  std::vector<Value*> todo = {x};
+  std::set<const Node*> seen;
+  while (!todo.empty()) {
+    Value* v = todo.back();
+    todo.pop_back();
+    bool end = v != x && v->is_graph_output;
+    for (Node* c : v->consumers) {
+      if (c->input(0) == v && is_movement(c)) {
+        if (seen.insert(c).second) {
+          t.nodes.push_back(c);
+          todo.push_back(c->outputs[0]);
+        }
+      } else if (v != x) {
+        end = true;
+      }
+    }
+    if (end) t.ends.push_back(v);
+  }
+  return t;
+}
+
+int tree_copies(const Tree& t) {
+  int n = 0;
+  for (const Node* node : t.nodes) n += copies(*step_of(node), *known_dims(node->input(0)));
+  return n;
+}
+
+/// A new value of `dtype` and static `dims` (later rewrites of the same sweep read its shape).
+Value* typed_value(Graph& g, const std::string& stem, DType dtype, const std::vector<int64_t>& dims) {
+  Value* v = g.add_value(stem);
+  v->type.dtype = dtype;
+  v->type.shape = shape_of(dims);
+  return v;
+}
+
+Value* int_constant(Graph& g, const std::string& stem, const std::vector<int64_t>& v) {
+  return g.add_initializer(stem, Tensor::from_int64(v, {static_cast<int64_t>(v.size())}));
+}
+
+/// Writes `plan` on `x`: the last node writes `y` (whose producer, if any, must be gone already);
+/// the others write new values. Returns the nodes added.
+std::vector<Node*> emit(Graph& g, Value* x, const Plan& plan, Value* y, const std::string& stem) {
+  std::vector<Node*> added;
+  Value* v = x;
+  std::vector<int64_t> shape = *known_dims(x);
+  struct Op {
+    std::string type;
+    std::vector<int64_t> shape;  // Reshape: the target; Transpose: the perm
+  };
+  std::vector<Op> ops;
+  if (!plan.axes.empty()) ops.push_back({"Slice", {}});
+  if (plan.mid != plan.sliced) ops.push_back({"Reshape", plan.mid});
+  if (!plan.perm.empty()) ops.push_back({"Transpose", plan.perm});
+  std::vector<int64_t> before_out = plan.mid;
+  if (!plan.perm.empty())
+    for (size_t i = 0; i < plan.perm.size(); ++i) before_out[i] = plan.mid[plan.perm[i]];
+  if (ops.empty() ? shape != plan.out : before_out != plan.out) ops.push_back({"Reshape", plan.out});
+  if (ops.empty()) ops.push_back({"Reshape", plan.out});  // y must be written by something: a free view
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.type == "Slice") {
+      shape = plan.sliced;
+    } else if (op.type == "Reshape") {
+      shape = op.shape;
+    } else {
+      std::vector<int64_t> t(shape.size());
+      for (size_t k = 0; k < t.size(); ++k) t[k] = shape[op.shape[k]];
+      shape = t;
+    }
+    Value* out = i + 1 == ops.size() ? y : typed_value(g, stem + "_" + op.type, x->type.dtype, shape);
+    const std::string name = g.unique_node_name(stem + "_" + op.type);
+    Node* n = nullptr;
+    if (op.type == "Slice") {
+      n = g.add_node("Slice",
+                     {v, int_constant(g, name + "_starts", plan.starts), int_constant(g, name + "_ends", plan.ends),
+                      int_constant(g, name + "_axes", plan.axes)},
+                     {out}, name);
+    } else if (op.type == "Reshape") {
+      n = g.add_node("Reshape", {v, int_constant(g, name + "_shape", op.shape)}, {out}, name);
+    } else {
+      n = g.add_node("Transpose", {v}, {out}, name);
+      n->set_attr("perm", op.shape);
+    }
+    added.push_back(n);
+    v = out;
+  }
+  return added;
+}
+
+/// Removes the movement nodes of `nodes` that nothing reads any more, repeatedly.
+void erase_dead(Graph& g, std::vector<Node*> nodes) {
+  for (bool again = true; again;) {
+    again = false;
+    for (auto it = nodes.begin(); it != nodes.end();) {
+      bool used = false;
+      for (const Value* o : (*it)->outputs) used = used || (o && use_count(o) > 0);
+      if (used) {
+        ++it;
+        continue;
+      }
+      erase_nodes(g, {*it});
+      it = nodes.erase(it);
+      again = true;
+    }
+  }
+}
+
+/// Rewrites every end of `t` (rooted at `source`, optionally seen through a `prefix` step first)
+/// from `from`, which stands for the source after the prefix; `plans` are the ends' plans.
+void rewrite_ends(Rewriter& r, const Tree& t, Value* from, const std::vector<Plan>& plans, const std::string& why,
+                  std::vector<Node*> also_dead = {}) {
+  Graph& g = r.graph();
+  std::vector<std::string> replaced;
+  std::vector<Node*> gone = t.nodes;
+  gone.insert(gone.end(), also_dead.begin(), also_dead.end());
+  std::vector<Node*> moves;  // the new movement nodes stand for the old ones
+  for (Node* n : gone) {
+    replaced.push_back(n->name);
+    if (is_movement(n)) moves.push_back(n);
+  }
+  const std::vector<std::string> origins = fused_origins(moves);
+  std::string result;
+  for (size_t i = 0; i < t.ends.size(); ++i) {
+    Value* y = t.ends[i];
+    Node* old = y->producer;
+    const std::string stem = old->name;
+    old->outputs[0] = nullptr;  // y is written by the new chain below
+    y->producer = nullptr;
+    y->producer_output = -1;
+    std::vector<Node*> added = emit(g, from, plans[i], y, stem);
+    for (Node* n : added) n->fused_from = origins;
+    result = added.back()->name;
+    // The old producer writes a fresh value nobody reads, and goes with the dead ones.
+    old->outputs[0] = g.add_value(stem + "_unused");
+    old->outputs[0]->producer = old;
+    old->outputs[0]->producer_output = 0;
+  }
+  erase_dead(g, gone);
+  r.rewrote(why, replaced, result);
+}
+
+/// Plans every end of `t` from a source of shape `source` after `prefix`; nullopt if one does not
+/// compose.
+std::optional<std::vector<Plan>> plan_tree(const Tree& t, Value* root, const std::vector<int64_t>& source,
+                                           const std::vector<Step>& prefix) {
+  std::vector<Plan> plans;
+  for (Value* y : t.ends) {
+    Chain c = chain_to(y);
+    if (c.source != root) return std::nullopt;
+    auto out = known_dims(y);
+    if (!out) return std::nullopt;
+    std::vector<Step> steps = prefix;
+    steps.insert(steps.end(), c.steps.begin(), c.steps.end());
+    auto p = plan_chain(source, steps, *out);
+    if (!p) return std::nullopt;
+    plans.push_back(*p);
+  }
+  return plans;
+}
+
+int plan_copies(const std::vector<Plan>& plans) {
+  int n = 0;
+  for (const Plan& p : plans) n += p.copies();
+  return n;
+}
+
+/// A row-wise product: MatMul / FusedMatMul(A, B constant 2-D [, bias]) with no residual, or Gemm
+/// with transA = 0, a constant B and no C or a row-vector C. Its rows are A's leading dims.
+bool row_wise(const Node* n) {
+  if (!n || n->outputs.size() != 1 || !n->input(0)) return false;
+  const Tensor* b = constant_of(n->input(1));
+  if (!b || b->rank() != 2) return false;
+  if (is_op(n, "MatMul")) return n->inputs.size() == 2;
+  if (n->op_type == "FusedMatMul" && n->domain == "ai.fusec") return n->inputs.size() < 4 || !n->input(3);
+  if (is_op(n, "Gemm")) {
+    if (n->attr_int("transA", 0) != 0) return false;
+    if (n->inputs.size() < 3 || !n->input(2)) return true;
+    auto c = known_dims(n->input(2)), y = known_dims(n->outputs[0]);
+    return c && y && (c->size() == 1 || (c->size() == 2 && (*c)[0] == 1));
+  }
+  return false;
+}
+
+/// A copy of row-wise `n` reading `a` (of static dims) and writing a new value.
+Node* clone_row_wise(Graph& g, const Node* n, Value* a) {
+  std::vector<Value*> ins = n->inputs;
+  ins[0] = a;
+  std::vector<int64_t> dims = *known_dims(a);
+  dims.back() = known_dims(n->outputs[0])->back();
+  Value* out = typed_value(g, n->name + "_rows", n->outputs[0]->type.dtype, dims);
+  Node* c = g.add_node(n->op_type, ins, {out}, g.unique_node_name(n->name), n->domain);
+  c->attrs = n->attrs;
+  c->fused_from = n->fused_from;
+  return c;
+}
+
+/// Compose the chains of the tree rooted at `x` where that saves copies.
+bool compose_tree(Rewriter& r, Value* x) {
+  if (constant_of(x)) return false;  // constant folding's
+  const Tree t = tree_from(x);
+  auto xs = known_dims(x);
+  if (t.ends.empty() || !xs) return false;
+  auto plans = plan_tree(t, x, *xs, {});
+  if (!plans || plan_copies(*plans) >= tree_copies(t)) return false;
+  const std::string why = std::to_string(t.nodes.size()) + " movement ops from '" + x->name + "' (" +
+                          std::to_string(tree_copies(t)) + " copies) -> " + std::to_string(plan_copies(*plans)) +
+                          " copies for " + std::to_string(t.ends.size()) + " value(s)";
+  rewrite_ends(r, t, x, *plans, why);
+  return true;
+}
+
+/// The bias Add after a MatMul `n` (before fuse_matmul_bias): Add(y, b) or Add(b, y) with b a
+/// constant over the last dim only, y read by it alone; else nullptr.
+Node* bias_add_after(const Node* n) {
+  Value* y = n->outputs[0];
+  if (!is_op(n, "MatMul") || !has_single_use(y) || !is_op(y->consumers[0], "Add")) return nullptr;
+  Node* add = y->consumers[0];
+  const Value* b = other_input(add, y);
+  const Tensor* bt = constant_of(b);
+  auto ys = known_dims(y), os = known_dims(add->outputs[0]);
+  if (!bt || !ys || !os || *ys != *os || bt->numel() != ys->back() || bt->rank() > static_cast<int64_t>(ys->size()))
+    return nullptr;
+  return add;
+}
+
+/// A Transpose keeping the last axis before row-wise `n` (and the bias Add after it, if any) moves
+/// after it, where the chains after it then compose into fewer copies than the Transpose and the
+/// chains make now.
+bool sink_through(Rewriter& r, Node* n) {
+  if (!row_wise(n) || is_op(n, "Gemm")) return false;
+  Node* tr = producer_of(n->input(0), "Transpose");
+  if (!tr || !tr->domain.empty() || !has_single_use(tr->outputs[0])) return false;
+  auto step = step_of(tr);
+  auto zs = known_dims(tr->input(0)), ys = known_dims(n->outputs[0]);
+  if (!step || !zs || !ys || zs->size() < 3 || step->v.back() != static_cast<int64_t>(zs->size()) - 1) return false;
+  Node* add = bias_add_after(n);
+  Value* y = add ? add->outputs[0] : n->outputs[0];
+  if (y->is_graph_output) return false;
+  for (const Node* c : y->consumers)
+    if (c->input(0) != y || !is_movement(c)) return false;  // every reader must take the permutation
+  const Tree t = tree_from(y);
+  if (t.ends.empty()) return false;
+  std::vector<int64_t> source = *zs;
+  source.back() = ys->back();
+  auto plans = plan_tree(t, y, source, {*step});
+  const int before = tree_copies(t) + 1;
+  if (!plans || plan_copies(*plans) >= before) return false;
+  Graph& g = r.graph();
+  Node* moved = clone_row_wise(g, n, tr->input(0));
+  Value* from = moved->outputs[0];
+  if (add) {
+    std::vector<Value*> ins = add->inputs;
+    ins[ins[0] == n->outputs[0] ? 0 : 1] = from;
+    from = typed_value(g, add->name + "_rows", add->outputs[0]->type.dtype, *known_dims(from));
+    Node* a2 = g.add_node("Add", ins, {from}, g.unique_node_name(add->name));
+    a2->fused_from = add->fused_from;
+  }
+  const std::string why = describe(tr) + " moved after " + describe(n) + ", then " + std::to_string(t.nodes.size()) +
+                          " movement ops (" + std::to_string(before) + " copies) -> " +
+                          std::to_string(plan_copies(*plans)) + " copies";
+  std::vector<Node*> dead = {n, tr};
+  if (add) dead.insert(dead.begin(), add);
+  rewrite_ends(r, t, from, *plans, why, dead);
+  return true;
+}
+
+/// A permutation of the rows after a 2-D row-wise `n` (Reshape -> Transpose keeping the last axis
+/// -> Reshape, one chain) moves before it, where the chain before it then composes into fewer
+/// copies than the two chains make now.
+bool hoist_through(Rewriter& r, Node* n) {
+  if (!row_wise(n)) return false;
+  Value *a = n->input(0), *y2 = n->outputs[0];
+  auto as = known_dims(a), y2s = known_dims(y2);
+  if (!as || !y2s || as->size() != 2 || y2s->size() != 2 || y2->is_graph_output || !has_single_use(a)) return false;
+  for (const Node* c : y2->consumers)
+    if (c->input(0) != y2 || !is_movement(c)) return false;
+  const Tree after = tree_from(y2);
+  if (after.ends.size() != 1 || after.nodes.size() != chain_to(after.ends[0]).nodes.size()) return false;
+  auto pa = plan_tree(after, y2, *y2s, {});
+  if (!pa || !(*pa)[0].axes.empty() || (*pa)[0].perm.empty()) return false;
+  const Plan& p = (*pa)[0];
+  // The row permutation: the last merged atom must be exactly the columns, kept last.
+  if (p.mid.back() != (*y2s)[1] || p.perm.back() != static_cast<int64_t>(p.mid.size()) - 1) return false;
+  std::vector<int64_t> lead(p.mid.begin(), p.mid.end() - 1), perm = p.perm;
+  // The chain before: from its source to `a`, then the same permutation of a's rows.
+  Chain before = chain_to(a);
+  if (before.nodes.empty() || !known_dims(before.source)) return false;
+  for (const Node* m : before.nodes)
+    if (!has_single_use(m->outputs[0])) return false;
+  std::vector<Step> steps = before.steps;
+  Step rs;
+  rs.v = lead;
+  rs.v.push_back((*as)[1]);
+  Step tp;
+  tp.kind = Step::Transpose;
+  tp.v = perm;
+  Step back;
+  back.v = *as;
+  steps.insert(steps.end(), {rs, tp, back});
+  auto pb = plan_chain(*known_dims(before.source), steps, *as);
+  int old = p.copies();
+  for (size_t i = 0; i < before.nodes.size(); ++i)
+    old += copies(before.steps[i], *known_dims(before.nodes[i]->input(0)));
+  if (!pb || pb->copies() >= old) return false;
+  Graph& g = r.graph();
+  // a' = the chain before, with the rows in the order the chain after wants; then the product on
+  // it, and the value after it is a free Reshape of the product.
+  std::vector<std::string> replaced;
+  std::vector<Node*> gone = before.nodes;
+  gone.push_back(n);
+  gone.insert(gone.end(), after.nodes.begin(), after.nodes.end());
+  for (const Node* m : gone) replaced.push_back(m->name);
+  const std::vector<std::string> origins = fused_origins(gone);
+  Value* a2 = typed_value(g, a->name + "_rows", a->type.dtype, *as);
+  std::vector<Node*> added = emit(g, before.source, *pb, a2, a->name);
+  Node* moved = clone_row_wise(g, n, a2);
+  Value* y = after.ends[0];
+  Node* old_last = y->producer;
+  old_last->outputs[0] = g.add_value(old_last->name + "_unused");
+  old_last->outputs[0]->producer = old_last;
+  old_last->outputs[0]->producer_output = 0;
+  y->producer = nullptr;
+  y->producer_output = -1;
+  Node* view = g.add_node("Reshape", {moved->outputs[0], int_constant(g, old_last->name + "_rows_shape", *known_dims(y))},
+                          {y}, g.unique_node_name(old_last->name));
+  for (Node* m : added) m->fused_from = origins;
+  view->fused_from = origins;
+  const std::string why = "the row permutation after " + describe(n) + " moved before it: " + std::to_string(old) +
+                          " copies -> " + std::to_string(pb->copies());
+  erase_dead(g, gone);
+  r.rewrote(why, replaced, moved->name);
+  return true;
+}
+
+}  // namespace
+
+bool ComposeMovementPass::run(Graph& g, PassContext& ctx) {
+  Rewriter r(g, ctx, kPass);
+  // One rewrite at a time, each followed by a fresh look at the graph around it; every rewrite
+  // lowers the number of copies, so this ends. All in one run: fuse_attention, next in the
+  // pipeline, must see every layer composed.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (Node* n : g.node_list())
+      if (!r.removed(n) && (sink_through(r, n) || hoist_through(r, n))) {
+        changed = true;
+        break;
+      }
+    if (changed) continue;
+    std::set<const Value*> roots;
+    for (Node* n : g.node_list()) {
+      if (!is_movement(n)) continue;
+      Value* x = chain_to(n->outputs[0]).source;
+      if (roots.insert(x).second && compose_tree(r, x)) {
+        changed = true;
+        break;
+      }
+    }
+  }
+  if (r.changed()) {
+    g.remove_unused_values();
+    g.topo_sort();  // the new chains were appended after their readers
+  }
+  return r.changed();
+}
+
+}  // namespace fusec
