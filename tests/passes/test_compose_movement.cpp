@@ -158,3 +158,48 @@ TEST(ComposeMovement, WhatWouldNotSaveACopyIsLeftAlone) {
     expect_unchanged(*o.original, *o.optimized);
   }
 }
+
+namespace {
+
+/// x [2,3,8,8] -> Conv (4x4, stride `stride`, `pads`) -> Reshape [2,5,tokens] -> Transpose(0,2,1):
+/// ViT's patch embedding at a small size.
+std::unique_ptr<Graph> patch_embedding(int64_t stride, std::vector<int64_t> pads, bool relu = false) {
+  GraphBuilder b(18);
+  Value* x = b.input("x", DType::Float32, {2, 3, 8, 8});
+  Value* w = b.initializer("w", weights({5, 3, 4, 4}, 9));
+  Value* bias = b.initializer("b", weights({5}, 10));
+  Value* y = b.node("Conv", {x, w, bias},
+                    {attr("kernel_shape", std::vector<int64_t>{4, 4}), attr("strides", std::vector<int64_t>{stride, stride}),
+                     attr("pads", pads)},
+                    "patchify");
+  if (relu) y = b.node("Relu", {y}, {}, "relu");
+  const int64_t side = (8 + pads[0] + pads[2] - 4) / stride + 1;
+  Value* r = b.node("Reshape", {y, ints(b, "s", {2, 5, side * side})}, {}, "flatten");
+  b.output(b.node("Transpose", {r}, {attr("perm", std::vector<int64_t>{0, 2, 1})}, "tokens"));
+  return b.build();
+}
+
+}  // namespace
+
+TEST(ComposeMovement, PatchEmbeddingIsAGemmOverPatches) {
+  Outcome o = run_pass(patch_embedding(4, {0, 0, 0, 0}));
+  EXPECT_TRUE(o.changed);
+  expect_same_numbers(*o.original, *o.optimized, 11);
+  EXPECT_EQ(count(*o.optimized, "Conv"), 0);
+  EXPECT_EQ(count(*o.optimized, "Gemm"), 1);
+  // One copy for the patches; the tokens are a free view of the product.
+  ASSERT_EQ(count(*o.optimized, "Transpose"), 1);
+  EXPECT_EQ(find_op(*o.optimized, "Transpose")->attr_ints("perm"), (std::vector<int64_t>{0, 2, 4, 1, 3, 5}));
+  EXPECT_EQ(o.optimized->find_value("tokens_out")->producer->op_type, "Reshape");
+}
+
+TEST(ComposeMovement, ConvsThatAreNotPatchEmbeddingsAreLeftAlone) {
+  for (int form = 0; form < 3; ++form) {
+    // overlapping windows; padding; read by a Relu, not a chain of tokens
+    Outcome o = run_pass(form == 0   ? patch_embedding(2, {0, 0, 0, 0})
+                         : form == 1 ? patch_embedding(4, {2, 2, 2, 2})
+                                     : patch_embedding(4, {0, 0, 0, 0}, true));
+    EXPECT_FALSE(o.changed) << "form " << form;
+    expect_unchanged(*o.original, *o.optimized);
+  }
+}
