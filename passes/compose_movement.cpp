@@ -611,7 +611,7 @@ bool hoist_through(Rewriter& r, Node* n) {
   const Tree after = tree_from(y2);
   if (after.ends.size() != 1 || after.nodes.size() != chain_to(after.ends[0]).nodes.size()) return false;
   auto pa = plan_tree(after, y2, *y2s, {});
-  if (!pa || !(*pa)[0].axes.empty() || (*pa)[0].perm.empty()) return false;
+  if (!pa || !(*pa)[0].axes.empty() || (*pa)[0].perm.empty() || (*pa)[0].mid.size() < 2) return false;
   const Plan& p = (*pa)[0];
   // The row permutation: the last merged atom must be exactly the columns, kept last.
   if (p.mid.back() != (*y2s)[1] || p.perm.back() != static_cast<int64_t>(p.mid.size()) - 1) return false;

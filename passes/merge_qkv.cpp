@@ -392,6 +392,7 @@ bool try_attention(Rewriter& r, Node* attn) {
   std::string summary;
   std::vector<std::string> replaced;
   Node* fused;
+  const bool packed_form = src.packed() != nullptr;  // src's nodes may be gone below
   if (Value* packed = src.packed()) {
     summary = sources_str(src) + " + " + describe(attn);
     Graph& g = r.graph();
@@ -407,7 +408,7 @@ bool try_attention(Rewriter& r, Node* attn) {
     fused = merge_projections(r, attn, src, &summary);
   }
   summary += " -> ai.fusec." + describe(fused) + " (packed QKV" + (was_standard ? ", was ONNX Attention" : "") + ")";
-  r.rewrote(summary, std::move(replaced), src.packed() ? attn_name : fused->inputs[0]->producer->name);
+  r.rewrote(summary, std::move(replaced), packed_form ? attn_name : fused->inputs[0]->producer->name);
   return true;
 }
 
