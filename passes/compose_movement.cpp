@@ -46,6 +46,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <unordered_set>
 
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
@@ -332,17 +333,17 @@ struct Tree {
 
 Tree tree_from(Value* x) {
   Tree t;
-  std::vector<Value*> todo = {x};
+  std::vector<Value*> frontier = {x};
   std::set<const Node*> seen;
-  while (!todo.empty()) {
-    Value* v = todo.back();
-    todo.pop_back();
+  while (!frontier.empty()) {
+    Value* v = frontier.back();
+    frontier.pop_back();
     bool end = v != x && v->is_graph_output;
     for (Node* c : v->consumers) {
       if (c->input(0) == v && is_movement(c)) {
         if (seen.insert(c).second) {
           t.nodes.push_back(c);
-          todo.push_back(c->outputs[0]);
+          frontier.push_back(c->outputs[0]);
         }
       } else if (v != x) {
         end = true;
@@ -421,29 +422,49 @@ std::vector<Node*> emit(Graph& g, Value* x, const Plan& plan, Value* y, const st
   return added;
 }
 
-/// Removes the movement nodes of `nodes` that nothing reads any more, repeatedly.
-void erase_dead(Graph& g, std::vector<Node*> nodes) {
+/// One run of the pass: its rewriter, and the nodes its rewrites removed (a sweep over a snapshot
+/// of the node list skips them). Values nothing uses any more are dropped once, at the end.
+struct Sweep {
+  Rewriter& r;
+  std::unordered_set<const Node*> erased;
+  Graph& graph() const { return r.graph(); }
+};
+
+/// Removes the nodes of `nodes` that nothing reads any more, repeatedly.
+void erase_dead(Sweep& s, std::vector<Node*> nodes) {
   for (bool again = true; again;) {
     again = false;
     for (auto it = nodes.begin(); it != nodes.end();) {
+      if (s.erased.count(*it)) {  // removed already (release)
+        it = nodes.erase(it);
+        continue;
+      }
       bool used = false;
       for (const Value* o : (*it)->outputs) used = used || (o && use_count(o) > 0);
       if (used) {
         ++it;
         continue;
       }
-      erase_nodes(g, {*it});
+      s.graph().remove_node(*it);
+      s.erased.insert(*it);
       it = nodes.erase(it);
       again = true;
     }
   }
 }
 
+/// Removes the node writing `y` (one of a rewrite's dead nodes), so that a new one can write it.
+void release(Sweep& s, Value* y) {
+  Node* old = y->producer;
+  s.graph().remove_node(old);
+  s.erased.insert(old);
+}
+
 /// Rewrites every end of `t` (rooted at `source`, optionally seen through a `prefix` step first)
 /// from `from`, which stands for the source after the prefix; `plans` are the ends' plans.
-void rewrite_ends(Rewriter& r, const Tree& t, Value* from, const std::vector<Plan>& plans, const std::string& why,
+void rewrite_ends(Sweep& s, const Tree& t, Value* from, const std::vector<Plan>& plans, const std::string& why,
                   std::vector<Node*> also_dead = {}) {
-  Graph& g = r.graph();
+  Graph& g = s.graph();
   std::vector<std::string> replaced;
   std::vector<Node*> gone = t.nodes;
   gone.insert(gone.end(), also_dead.begin(), also_dead.end());
@@ -456,21 +477,14 @@ void rewrite_ends(Rewriter& r, const Tree& t, Value* from, const std::vector<Pla
   std::string result;
   for (size_t i = 0; i < t.ends.size(); ++i) {
     Value* y = t.ends[i];
-    Node* old = y->producer;
-    const std::string stem = old->name;
-    old->outputs[0] = nullptr;  // y is written by the new chain below
-    y->producer = nullptr;
-    y->producer_output = -1;
+    const std::string stem = y->producer->name;
+    release(s, y);  // y is written by the new chain below
     std::vector<Node*> added = emit(g, from, plans[i], y, stem);
     for (Node* n : added) n->fused_from = origins;
     result = added.back()->name;
-    // The old producer writes a fresh value nobody reads, and goes with the dead ones.
-    old->outputs[0] = g.add_value(stem + "_unused");
-    old->outputs[0]->producer = old;
-    old->outputs[0]->producer_output = 0;
   }
-  erase_dead(g, gone);
-  r.rewrote(why, replaced, result);
+  erase_dead(s, gone);
+  s.r.rewrote(why, replaced, result);
 }
 
 /// Plans every end of `t` from a source of shape `source` after `prefix`; nullopt if one does not
@@ -529,7 +543,7 @@ Node* clone_row_wise(Graph& g, const Node* n, Value* a) {
 }
 
 /// Compose the chains of the tree rooted at `x` where that saves copies.
-bool compose_tree(Rewriter& r, Value* x) {
+bool compose_tree(Sweep& s, Value* x) {
   if (constant_of(x)) return false;  // constant folding's
   const Tree t = tree_from(x);
   auto xs = known_dims(x);
@@ -539,7 +553,7 @@ bool compose_tree(Rewriter& r, Value* x) {
   const std::string why = std::to_string(t.nodes.size()) + " movement ops from '" + x->name + "' (" +
                           std::to_string(tree_copies(t)) + " copies) -> " + std::to_string(plan_copies(*plans)) +
                           " copies for " + std::to_string(t.ends.size()) + " value(s)";
-  rewrite_ends(r, t, x, *plans, why);
+  rewrite_ends(s, t, x, *plans, why);
   return true;
 }
 
@@ -552,7 +566,7 @@ Node* bias_add_after(const Node* n) {
   const Value* b = other_input(add, y);
   const Tensor* bt = constant_of(b);
   auto ys = known_dims(y), os = known_dims(add->outputs[0]);
-  if (!bt || !ys || !os || *ys != *os || bt->numel() != ys->back() || bt->rank() > static_cast<int64_t>(ys->size()))
+  if (!bt || !ys || !os || *ys != *os || bt->numel() != ys->back() || static_cast<size_t>(bt->rank()) > ys->size())
     return nullptr;
   return add;
 }
@@ -560,7 +574,7 @@ Node* bias_add_after(const Node* n) {
 /// A Transpose keeping the last axis before row-wise `n` (and the bias Add after it, if any) moves
 /// after it, where the chains after it then compose into fewer copies than the Transpose and the
 /// chains make now.
-bool sink_through(Rewriter& r, Node* n) {
+bool sink_through(Sweep& s, Node* n) {
   if (!row_wise(n) || is_op(n, "Gemm")) return false;
   Node* tr = producer_of(n->input(0), "Transpose");
   if (!tr || !tr->domain.empty() || !has_single_use(tr->outputs[0])) return false;
@@ -579,7 +593,7 @@ bool sink_through(Rewriter& r, Node* n) {
   auto plans = plan_tree(t, y, source, {*step});
   const int before = tree_copies(t) + 1;
   if (!plans || plan_copies(*plans) >= before) return false;
-  Graph& g = r.graph();
+  Graph& g = s.graph();
   Node* moved = clone_row_wise(g, n, tr->input(0));
   Value* from = moved->outputs[0];
   if (add) {
@@ -594,14 +608,14 @@ bool sink_through(Rewriter& r, Node* n) {
                           std::to_string(plan_copies(*plans)) + " copies";
   std::vector<Node*> dead = {n, tr};
   if (add) dead.insert(dead.begin(), add);
-  rewrite_ends(r, t, from, *plans, why, dead);
+  rewrite_ends(s, t, from, *plans, why, dead);
   return true;
 }
 
 /// A permutation of the rows after a 2-D row-wise `n` (Reshape -> Transpose keeping the last axis
 /// -> Reshape, one chain) moves before it, where the chain before it then composes into fewer
 /// copies than the two chains make now.
-bool hoist_through(Rewriter& r, Node* n) {
+bool hoist_through(Sweep& s, Node* n) {
   if (!row_wise(n)) return false;
   Value *a = n->input(0), *y2 = n->outputs[0];
   auto as = known_dims(a), y2s = known_dims(y2);
@@ -636,7 +650,7 @@ bool hoist_through(Rewriter& r, Node* n) {
   for (size_t i = 0; i < before.nodes.size(); ++i)
     old += copies(before.steps[i], *known_dims(before.nodes[i]->input(0)));
   if (!pb || pb->copies() >= old) return false;
-  Graph& g = r.graph();
+  Graph& g = s.graph();
   // a' = the chain before, with the rows in the order the chain after wants; then the product on
   // it, and the value after it is a free Reshape of the product.
   std::vector<std::string> replaced;
@@ -649,26 +663,22 @@ bool hoist_through(Rewriter& r, Node* n) {
   std::vector<Node*> added = emit(g, before.source, *pb, a2, a->name);
   Node* moved = clone_row_wise(g, n, a2);
   Value* y = after.ends[0];
-  Node* old_last = y->producer;
-  old_last->outputs[0] = g.add_value(old_last->name + "_unused");
-  old_last->outputs[0]->producer = old_last;
-  old_last->outputs[0]->producer_output = 0;
-  y->producer = nullptr;
-  y->producer_output = -1;
-  Node* view = g.add_node("Reshape", {moved->outputs[0], int_constant(g, old_last->name + "_rows_shape", *known_dims(y))},
-                          {y}, g.unique_node_name(old_last->name));
+  const std::string last = y->producer->name;
+  release(s, y);
+  Node* view = g.add_node("Reshape", {moved->outputs[0], int_constant(g, last + "_rows_shape", *known_dims(y))}, {y},
+                          g.unique_node_name(last));
   for (Node* m : added) m->fused_from = origins;
   view->fused_from = origins;
   const std::string why = "the row permutation after " + describe(n) + " moved before it: " + std::to_string(old) +
                           " copies -> " + std::to_string(pb->copies());
-  erase_dead(g, gone);
-  r.rewrote(why, replaced, moved->name);
+  erase_dead(s, gone);
+  s.r.rewrote(why, replaced, moved->name);
   return true;
 }
 
 /// A patch embedding (see the file comment) whose output's chains then compose into no more copies
 /// than they make now (one more for the patches): rewritten as a GEMM.
-bool patch_embedding(Rewriter& r, Node* conv) {
+bool patch_embedding(Sweep& s, Node* conv) {
   if (!is_op(conv, "Conv") || conv->outputs.size() != 1 || conv->inputs.size() < 2) return false;
   auto xs = known_dims(conv->input(0)), ys = known_dims(conv->outputs[0]);
   const Tensor* w = constant_of(conv->input(1));
@@ -695,7 +705,7 @@ bool patch_embedding(Rewriter& r, Node* conv) {
   to_nchw.v = {0, 3, 1, 2};
   auto plans = plan_tree(t, y, {n * oh * ow, m}, {to_nhwc, to_nchw});
   if (!plans || plan_copies(*plans) + 1 > tree_copies(t)) return false;
-  Graph& g = r.graph();
+  Graph& g = s.graph();
   const DType dt = conv->input(0)->type.dtype;
   const std::string stem = conv->name;
   Value* x6 = typed_value(g, stem + "_patches6", dt, {n, c, oh, kh, ow, kw});
@@ -718,7 +728,7 @@ bool patch_embedding(Rewriter& r, Node* conv) {
                           ") -> the patches' GEMM, then " + std::to_string(t.nodes.size()) + " movement ops (" +
                           std::to_string(tree_copies(t)) + " copies) -> " + std::to_string(plan_copies(*plans)) +
                           " copies and one for the patches";
-  rewrite_ends(r, t, tokens, *plans, why, {conv});
+  rewrite_ends(s, t, tokens, *plans, why, {conv});
   return true;
 }
 
@@ -726,25 +736,20 @@ bool patch_embedding(Rewriter& r, Node* conv) {
 
 bool ComposeMovementPass::run(Graph& g, PassContext& ctx) {
   Rewriter r(g, ctx, kPass);
-  // One rewrite at a time, each followed by a fresh look at the graph around it; every rewrite
-  // lowers the number of copies, so this ends. All in one run: fuse_attention, next in the
-  // pipeline, must see every layer composed.
+  // Sweeps over the node list until one rewrites nothing: a rewrite's new nodes are looked at in
+  // the next sweep, the nodes it removed are skipped in this one. Every rewrite lowers the number
+  // of copies, so this ends. All in one run: fuse_attention, next in the pipeline, must see every
+  // layer composed.
   for (bool changed = true; changed;) {
     changed = false;
+    Sweep s{r, {}};
     for (Node* n : g.node_list())
-      if (!r.removed(n) && (patch_embedding(r, n) || sink_through(r, n) || hoist_through(r, n))) {
-        changed = true;
-        break;
-      }
-    if (changed) continue;
+      if (!s.erased.count(n) && (patch_embedding(s, n) || sink_through(s, n) || hoist_through(s, n))) changed = true;
     std::set<const Value*> roots;
     for (Node* n : g.node_list()) {
-      if (!is_movement(n)) continue;
+      if (s.erased.count(n) || !is_movement(n)) continue;
       Value* x = chain_to(n->outputs[0]).source;
-      if (roots.insert(x).second && compose_tree(r, x)) {
-        changed = true;
-        break;
-      }
+      if (roots.insert(x).second && compose_tree(s, x)) changed = true;
     }
   }
   if (r.changed()) {
