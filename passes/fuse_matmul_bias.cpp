@@ -313,21 +313,31 @@ bool fuse_activation_into(Rewriter& r, Node* fused) {
   return true;
 }
 
-/// A bare FusedMatMul (no activation) read only by a SkipLayerNorm whose other summand has the
-/// product's shape and type: the sum moves into the GEMM as its residual Z and the SkipLayerNorm
-/// becomes a LayerNormalization of the GEMM's output, which is the sum S for whoever reads S.
-///   t = A·W + b;  S = t + r;  Y = LN(S)   =>   S = FusedMatMul(A, W, b, Z = r);  Y = LN(S)
+bool is_skip_norm(const Node* n) {
+  return n->domain == "ai.fusec" && (n->op_type == "SkipLayerNorm" || n->op_type == "SkipSimplifiedLayerNorm");
+}
+
+/// A bare product (a MatMul, or a FusedMatMul without activation or residual) read only by a
+/// SkipLayerNorm or SkipSimplifiedLayerNorm whose other summand has the product's shape and type:
+/// the sum moves into the GEMM as its residual Z and the skip norm becomes the plain norm of the
+/// GEMM's output, which is the sum S for whoever reads S.
+///   t = A·W [+ b];  S = t + r;  Y = Norm(S)   =>   S = FusedMatMul(A, W, [b], Z = r);  Y = Norm(S)
 /// One read of r by the GEMM (compute-bound: free) instead of one by the normalization.
 bool absorb_residual(Rewriter& r, Node* sln) {
   Graph& g = r.graph();
-  if (sln->op_type != "SkipLayerNorm" || sln->domain != "ai.fusec" || g.opset("") < 17) return false;
+  const bool rms = sln->op_type == "SkipSimplifiedLayerNorm";
+  // LayerNormalization is standard from opset 17; SimplifiedLayerNorm is always ai.fusec.
+  if (!is_skip_norm(sln) || (!rms && g.opset("") < 17)) return false;
   for (size_t side : {0u, 1u}) {
     Value* t = sln->input(side);
     Value* res = sln->input(1 - side);
     Node* mm = t ? t->producer : nullptr;
-    if (!mm || !res || mm->op_type != "FusedMatMul" || mm->domain != "ai.fusec" || mm->input(3) ||
-        !mm->attr_string("activation", "").empty())
-      continue;
+    const bool bare_fused = mm && mm->op_type == "FusedMatMul" && mm->domain == "ai.fusec" && !mm->input(3) &&
+                            mm->attr_string("activation", "").empty();
+    // A plain MatMul only with a 2-D weight: a batched product's residual would leave the GEMM.
+    const bool plain = is_op(mm, "MatMul") && rank_of(mm->input(1)) == 2;
+    if (!res || !(bare_fused || plain)) continue;
+    if (!fusable_dtype(t->type.dtype)) continue;
     const std::string what = describe(mm) + " + " + describe(sln) + " not merged";
     if (!has_single_use(t) || t->is_graph_output)
       return r.near_miss(what, "the product '" + t->name + "' is read elsewhere too");
@@ -339,7 +349,7 @@ bool absorb_residual(Rewriter& r, Node* sln) {
     if (!y || (sum && sum->is_graph_output)) return r.near_miss(what, "the sum S is a graph output");
     std::vector<Value*> mm_in = {mm->input(0), mm->input(1), mm->input(2), res};
     std::vector<Value*> ln_in = {t, sln->input(2)};
-    if (sln->input(3)) ln_in.push_back(sln->input(3));
+    if (!rms && sln->input(3)) ln_in.push_back(sln->input(3));
     const int64_t axis = sln->attr_int("axis", -1);
     const float eps = sln->attr_float("epsilon", 1e-5f);
     const std::vector<NamedAttribute> mm_attrs = mm->attrs;
@@ -348,7 +358,8 @@ bool absorb_residual(Rewriter& r, Node* sln) {
     Replaced mm_gone = r.remove({mm}), ln_gone = r.remove({sln});
     Node* fused = r.add("FusedMatMul", mm_in, {t}, mm_name, "ai.fusec", mm_gone.origins);
     fused->attrs = mm_attrs;
-    Node* ln = r.add("LayerNormalization", ln_in, {y}, ln_name, "", ln_gone.origins);
+    Node* ln = rms ? r.add("SimplifiedLayerNorm", ln_in, {y}, ln_name, "ai.fusec", ln_gone.origins)
+                   : r.add("LayerNormalization", ln_in, {y}, ln_name, "", ln_gone.origins);
     ln->set_attr("axis", axis);
     ln->set_attr("epsilon", eps);
     if (sum) g.replace_all_uses(sum, t);
@@ -379,7 +390,7 @@ bool FuseMatMulBiasPass::run(Graph& g, PassContext& ctx) {
   // the product before it, which a walk over a node list taken earlier would then read.
   std::vector<Node*> skips;
   for (Node* n : g.node_list())
-    if (n->op_type == "SkipLayerNorm" && n->domain == "ai.fusec") skips.push_back(n);
+    if (is_skip_norm(n)) skips.push_back(n);
   for (Node* n : skips) absorb_residual(r, n);
   if (r.changed()) g.remove_unused_values();
   return r.changed();

@@ -40,6 +40,17 @@ double activation_flops(const std::string& act) {
   return 4;  // sigmoid/tanh/erf-based: a handful of ops per element
 }
 
+/// SkipLayerNorm and SkipSimplifiedLayerNorm: Y and S have the shape of X + skip, which must be X's.
+void infer_skip_norm(InferContext& c) {
+  c.require_float(0);
+  if (c.input_dtype(1) != c.input_dtype(0)) c.fail("X and skip must have the same type");
+  std::optional<Shape> s = c.input_shape(0);
+  if (s && c.input_shape(1)) s = broadcast_shapes(*s, *c.input_shape(1), c);
+  if (s && c.input_shape(0) && s->size() != c.input_shape(0)->size()) c.fail("skip must broadcast to X's shape");
+  c.set_output(0, c.input_dtype(0), s);
+  c.set_output(1, c.input_dtype(0), s);
+}
+
 }  // namespace
 
 void register_fused_schemas(OpRegistry& r) {
@@ -120,16 +131,11 @@ void register_fused_schemas(OpRegistry& r) {
       })
       .set_doc("Y = Gelu(LayerNormalization(X, scale, bias))");
   ln_like("SkipLayerNorm", 3, 4, 2, 8 + 1)
-      .set_infer([](InferContext& c) {
-        c.require_float(0);
-        if (c.input_dtype(1) != c.input_dtype(0)) c.fail("X and skip must have the same type");
-        std::optional<Shape> s = c.input_shape(0);
-        if (s && c.input_shape(1)) s = broadcast_shapes(*s, *c.input_shape(1), c);
-        if (s && c.input_shape(0) && s->size() != c.input_shape(0)->size()) c.fail("skip must broadcast to X's shape");
-        c.set_output(0, c.input_dtype(0), s);
-        c.set_output(1, c.input_dtype(0), s);
-      })
+      .set_infer(infer_skip_norm)
       .set_doc("S = X + skip; Y = LayerNormalization(S, scale, bias); outputs Y and (optionally) S");
+  ln_like("SkipSimplifiedLayerNorm", 3, 3, 2, 4 + 1)
+      .set_infer(infer_skip_norm)
+      .set_doc("S = X + skip; Y = SimplifiedLayerNorm(S, scale); outputs Y and (optionally) S");
   ln_like("SimplifiedLayerNorm", 2, 2, 1, 4)
       .set_infer([](InferContext& c) {
         c.require_float(0);

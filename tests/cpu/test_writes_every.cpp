@@ -179,6 +179,7 @@ std::vector<Case> cases() {
   cs.push_back({"FusedMatMul", {u({2, 4, 8}, 71), u({8, 6}, 72)}, {}, 1, "ai.fusec"});
   cs.push_back({"SkipLayerNorm", {u({2, 3, 8}, 73), u({2, 3, 8}, 74), u({8}, 75), u({8}, 76)}, {}, 2, "ai.fusec"});
   cs.push_back({"SkipLayerNorm", {u({2, 3, 8}, 77), u({8}, 78), u({8}, 79), u({8}, 80)}, {}, 1, "ai.fusec"});
+  cs.push_back({"SkipSimplifiedLayerNorm", {u({2, 3, 8}, 81), u({2, 3, 8}, 82), u({8}, 83)}, {}, 2, "ai.fusec"});
   return cs;
 }
 

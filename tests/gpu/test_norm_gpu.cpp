@@ -1,7 +1,7 @@
 // Normalization kernels (norm.cu) against the CPU reference: LayerNormalization (ai.onnx and
 // ai.fusec, axis variants, optional bias, Mean/InvStdDev outputs), SkipLayerNorm (full skip, bias
 // vector, [S, H] table, the optional sum output), LayerNormGelu (erf and tanh), SimplifiedLayerNorm,
-// InstanceNormalization and BatchNormalization (inference), at fp32 (1e-5), fp16 and bf16 (1e-2),
+// SkipSimplifiedLayerNorm, InstanceNormalization and BatchNormalization (inference), at fp32 (1e-5), fp16 and bf16 (1e-2),
 // over row widths that take every kernel variant (warp rows, block rows, vector and scalar loads,
 // the long-row path), and the cases that must fall back to the CPU.
 #include <cmath>
@@ -193,6 +193,25 @@ TEST(GpuNorm, SimplifiedLayerNorm) {
   c.constant = {1};
   c.attrs = {attr("axis", int64_t{1}), attr("epsilon", 1e-3f)};
   all_precisions(c);
+}
+
+TEST(GpuNorm, SkipSimplifiedLayerNorm) {
+  FUSEC_REQUIRE_GPU();
+  auto skip_case = [](std::vector<int64_t> x, std::vector<int64_t> skip, size_t outputs, uint64_t seed) {
+    OpCase c;
+    c.op = "SkipSimplifiedLayerNorm";
+    c.domain = "ai.fusec";
+    c.inputs = {data(x, seed, -1, 1), data(skip, seed + 1, -1, 1), data({x.back()}, seed + 2, 0.5, 1.5)};
+    c.constant = {2};
+    c.num_outputs = outputs;
+    c.attrs = {attr("epsilon", 1e-6f)};
+    return c;
+  };
+  all_precisions(skip_case({16, 128, 2048}, {16, 128, 2048}, 2, 90));  // a Llama residual, sum kept
+  all_precisions(skip_case({16, 128, 2048}, {16, 128, 2048}, 1, 91));
+  all_precisions(skip_case({3, 33, 96}, {33, 96}, 2, 92));  // short rows in lane groups, a table skip
+  all_precisions(skip_case({5, 7}, {7}, 1, 93));
+  all_precisions(skip_case({2, 40000}, {2, 40000}, 2, 94));
 }
 
 TEST(GpuNorm, InstanceNormalization) {

@@ -542,6 +542,42 @@ TEST(FuseMatMulBias, SkipLayerNormResidualMovesIntoTheProduct) {
     }
 }
 
+// A decoder's bias-free projection: t = A·W; S = t + R; Y = RMSNorm(S)  ->
+// S = FusedMatMul(A, W, "", Z = R); Y = SimplifiedLayerNorm(S).
+TEST(FuseMatMulBias, SkipRmsNormResidualMovesIntoABiasFreeProduct) {
+  for (bool batched_weight : {false, true}) {
+    SCOPED_TRACE(batched_weight ? "batched weight" : "2-D weight");
+    GraphBuilder b(20);
+    b.graph().opsets["ai.fusec"] = 1;
+    Value* a = b.input("A", DType::Float32, {2, 5, 8});
+    Value* r = b.input("R", DType::Float32, {2, 5, 6});
+    Value* w = b.initializer("W", random_floats(batched_weight ? std::vector<int64_t>{2, 8, 6} : std::vector<int64_t>{8, 6}, 1));
+    Value* t = b.node("MatMul", {a, w}, {}, "o_proj");
+    auto outs = b.node_n("SkipSimplifiedLayerNorm", {r, t, b.initializer("gamma", random_floats({6}, 3))}, 2,
+                         {attr("epsilon", 1e-3f)}, "sln", "ai.fusec");
+    b.output(outs[0]);
+    b.output(b.node("Relu", {outs[1]}, {}, "after_sum"));
+    Result res = fuse(b.build());
+    expect_equivalent(res);
+    if (batched_weight) {  // a batched product's residual would not run in the GEMM: left alone
+      EXPECT_EQ(count_any_domain(*res.optimized, "SkipSimplifiedLayerNorm"), 1);
+      continue;
+    }
+    EXPECT_EQ(count_any_domain(*res.optimized, "SkipSimplifiedLayerNorm"), 0);
+    const Node* f = find_op(*res.optimized, "FusedMatMul");
+    ASSERT_TRUE(f);
+    ASSERT_EQ(f->inputs.size(), 4u);
+    EXPECT_EQ(f->inputs[2], nullptr);
+    EXPECT_EQ(f->inputs[3]->name, "R");
+    const Node* ln = find_op(*res.optimized, "SimplifiedLayerNorm");
+    ASSERT_TRUE(ln);
+    EXPECT_EQ(ln->domain, "ai.fusec");
+    EXPECT_EQ(ln->inputs.size(), 2u);
+    EXPECT_EQ(ln->inputs[0], f->outputs[0]);
+    EXPECT_EQ(find_op(*res.optimized, "Relu")->inputs[0], f->outputs[0]) << "S is the product's output";
+  }
+}
+
 TEST(FuseMatMulBias, SkipLayerNormResidualGuards) {
   // A broadcast residual is not C's shape: near-miss, SkipLayerNorm stays.
   Result bcast = fuse(residual_block(false, false, "", {5, 6}));

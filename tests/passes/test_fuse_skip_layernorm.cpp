@@ -1,5 +1,6 @@
-// fuse_skip_layernorm: residual Add + LayerNormalization -> SkipLayerNorm (with S when the sum is
-// read later); each guard leaves the graph alone and says why.
+// fuse_skip_layernorm: residual Add + LayerNormalization -> SkipLayerNorm, and residual Add +
+// SimplifiedLayerNorm -> SkipSimplifiedLayerNorm (with S when the sum is read later); each guard
+// leaves the graph alone and says why.
 #include "passes/fuse_skip_layernorm.h"
 
 #include "passes/pattern.h"
@@ -76,6 +77,39 @@ TEST(FuseSkipLayerNorm, SumReadLaterIsTheSecondOutput) {
   EXPECT_EQ(f->outputs[1]->name, "residual_out");
   EXPECT_EQ(o.optimized->nodes().size(), 2u);
   expect_same_numbers(o);
+}
+
+TEST(FuseSkipLayerNorm, ResidualAddAndRmsNormBecomeOne) {
+  // A pre-norm decoder block: h = x + attn; y = RMSNorm(h); the next residual reads h as well.
+  Net n;
+  n.b.graph().opsets["ai.fusec"] = 1;
+  Value* r = n.b.input("r", DType::Float32, {2, 4, 8});
+  Value* h = n.b.node("Add", {r, n.a}, {}, "residual");
+  Value* y = n.b.node_n("SimplifiedLayerNorm", {h, n.gamma}, 1, {attr("epsilon", 1e-3f)}, "rms", "ai.fusec")[0];
+  n.b.output(n.b.node("Add", {y, h}, {}, "next_residual"));
+  Outcome o = run_pass(n.b.build());
+  EXPECT_TRUE(o.changed);
+  const Node* f = find_op(*o.optimized, "SkipSimplifiedLayerNorm");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->domain, "ai.fusec");
+  EXPECT_EQ(f->fused_from, (std::vector<std::string>{"residual", "rms"}));
+  EXPECT_EQ(f->num_present_inputs(), 3u);
+  EXPECT_EQ(f->input(2)->name, "gamma");
+  EXPECT_FLOAT_EQ(f->attr_float("epsilon", 0), 1e-3f);
+  ASSERT_EQ(f->outputs.size(), 2u);
+  EXPECT_EQ(f->outputs[1]->name, "residual_out");
+  EXPECT_EQ(count(*o.optimized, "SimplifiedLayerNorm", "ai.fusec"), 0);
+  expect_same_numbers(o);
+
+  // Under --portable there is no standard op to write.
+  Net p;
+  p.b.graph().opsets["ai.fusec"] = 1;
+  Value* pr = p.b.input("r", DType::Float32, {2, 4, 8});
+  Value* ph = p.b.node("Add", {pr, p.a}, {}, "residual");
+  p.b.output(p.b.node_n("SimplifiedLayerNorm", {ph, p.gamma}, 1, {}, "rms", "ai.fusec")[0]);
+  PassOptions portable;
+  portable.portable = true;
+  expect_unchanged(run_pass(p.b.build(), portable), "SkipSimplifiedLayerNorm is not standard ONNX");
 }
 
 TEST(FuseSkipLayerNorm, SkipMayBroadcastToX) {

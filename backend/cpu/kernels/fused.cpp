@@ -152,11 +152,8 @@ void skip_layernorm(KernelContext& ctx) {
   standard_kernel("LayerNormalization")(inner);
 }
 
-void simplified_layernorm(KernelContext& ctx) {
-  if (has_half_io(ctx)) return via_float32(ctx, simplified_layernorm);
-  const Tensor& x = ctx.input(0);
-  const Tensor& scale = ctx.input(1);
-  require_f32(ctx, x);
+/// RMSNorm of x's rows (the dims from `axis` on) into y.
+void rms_rows(const KernelContext& ctx, const Tensor& x, const Tensor& scale, Tensor& y) {
   int64_t axis = normalize_axis(ctx.attr_int("axis"), static_cast<int64_t>(x.rank()), ctx);
   int64_t inner = 1;
   for (size_t i = static_cast<size_t>(axis); i < x.rank(); ++i) inner *= x.dim(i);
@@ -165,7 +162,7 @@ void simplified_layernorm(KernelContext& ctx) {
   float eps = ctx.attr_float("epsilon");
   const float* xp = x.data<float>();
   const float* sp = scale.data<float>();
-  float* yp = ctx.output(0).data<float>();
+  float* yp = y.data<float>();
   parallel_for(rows, 1, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const float* xr = xp + r * inner;
@@ -177,6 +174,26 @@ void simplified_layernorm(KernelContext& ctx) {
   });
 }
 
+void simplified_layernorm(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, simplified_layernorm);
+  require_f32(ctx, ctx.input(0));
+  rms_rows(ctx, ctx.input(0), ctx.input(1), ctx.output(0));
+}
+
+void skip_simplified_layernorm(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, skip_simplified_layernorm);
+  const Tensor& x = ctx.input(0);
+  require_f32(ctx, x);
+  Tensor sum_local;
+  Tensor* sum = ctx.has_output(1) ? &ctx.output(1) : nullptr;
+  if (!sum) {
+    sum_local = Tensor(x.dtype(), ctx.output(0).dims());
+    sum = &sum_local;
+  }
+  binary_broadcast<float, float, float>(x, ctx.input(1), *sum, [](float a, float b) { return a + b; });
+  rms_rows(ctx, *sum, ctx.input(2), ctx.output(0));
+}
+
 }  // namespace
 
 void register_fused_kernels(KernelRegistry& r) {
@@ -185,6 +202,7 @@ void register_fused_kernels(KernelRegistry& r) {
   r.add("LayerNormGelu", layernorm_gelu, "ai.fusec");
   r.add("SkipLayerNorm", skip_layernorm, "ai.fusec", Writes::Every);  // Add's S, LayerNormalization's Y
   r.add("SimplifiedLayerNorm", simplified_layernorm, "ai.fusec");
+  r.add("SkipSimplifiedLayerNorm", skip_simplified_layernorm, "ai.fusec", Writes::Every);
 }
 
 }  // namespace fusec::cpu

@@ -1,7 +1,7 @@
 // CUDA entry points of the normalization family: LayerNormalization (ai.onnx 17 and ai.fusec),
-// SkipLayerNorm, LayerNormGelu, SimplifiedLayerNorm, InstanceNormalization (all on the row kernel
-// of norm.cu) and BatchNormalization in inference mode. Factories validate shapes and attributes
-// at plan time and refuse (CPU fallback) what the kernels do not cover.
+// SkipLayerNorm, LayerNormGelu, SimplifiedLayerNorm, SkipSimplifiedLayerNorm, InstanceNormalization
+// (all on the row kernel of norm.cu) and BatchNormalization in inference mode. Factories validate
+// shapes and attributes at plan time and refuse (CPU fallback) what the kernels do not cover.
 #include <memory>
 #include <string>
 #include <vector>
@@ -134,9 +134,11 @@ std::unique_ptr<CudaOp> make_layernorm_gelu(const PlanContext& c, std::string* w
   return std::make_unique<RowNormOp>(a, s, "layernorm+gelu");
 }
 
-std::unique_ptr<CudaOp> make_skip_layernorm(const PlanContext& c, std::string* why) {
+/// SkipLayerNorm (X, skip, scale, B) and, with `rms`, SkipSimplifiedLayerNorm (X, skip, scale).
+std::unique_ptr<CudaOp> make_skip_norm(const PlanContext& c, std::string* why, bool rms) {
   RowNormArgs a;
   if (!setup_rows(c, 0, {2, 3}, a, why)) return nullptr;
+  a.rms = rms;
   if (c.out_dims(0) != c.in_dims(0)) return refuse(why, "skip broadcasts X to a larger shape");
   if (c.in_dtype(1) != a.dtype) return refuse(why, "X and skip are stored in different types");
   // skip must be a suffix of X's dims (leading 1s aside) holding whole rows: the same shape, a
@@ -156,7 +158,14 @@ std::unique_ptr<CudaOp> make_skip_layernorm(const PlanContext& c, std::string* w
   s.gamma = 2;
   s.beta = 3;
   if (c.has_output(1)) s.sum = 1;
-  return std::make_unique<RowNormOp>(a, s, "skip+layernorm");
+  return std::make_unique<RowNormOp>(a, s, rms ? "skip+rmsnorm" : "skip+layernorm");
+}
+
+std::unique_ptr<CudaOp> make_skip_layernorm(const PlanContext& c, std::string* why) {
+  return make_skip_norm(c, why, false);
+}
+std::unique_ptr<CudaOp> make_skip_rmsnorm(const PlanContext& c, std::string* why) {
+  return make_skip_norm(c, why, true);
 }
 
 std::unique_ptr<CudaOp> make_rmsnorm(const PlanContext& c, std::string* why) {
@@ -230,6 +239,7 @@ void register_normalization_ops(CudaOpRegistry& r) {
   r.add("LayerNormGelu", make_layernorm_gelu, "ai.fusec");
   r.add("SkipLayerNorm", make_skip_layernorm, "ai.fusec");
   r.add("SimplifiedLayerNorm", make_rmsnorm, "ai.fusec");
+  r.add("SkipSimplifiedLayerNorm", make_skip_rmsnorm, "ai.fusec");
   r.add("InstanceNormalization", make_instancenorm);
   r.add("BatchNormalization", make_batchnorm);
 }
