@@ -209,7 +209,8 @@ const std::vector<std::pair<std::string, std::string>>& gpu_kernel_families() {
                            "Xor"})
       t.emplace_back("", op);
     for (const char* op : {"Attention", "FusedConv", "FusedElementwise", "FusedMatMul", "Gelu", "LayerNormGelu",
-                           "LayerNormalization", "SimplifiedLayerNorm", "SkipLayerNorm", "SkipSimplifiedLayerNorm"})
+                           "LayerNormalization", "Rotary", "SimplifiedLayerNorm", "SkipLayerNorm",
+                           "SkipSimplifiedLayerNorm"})
       t.emplace_back("ai.fusec", op);
     std::sort(t.begin(), t.end());
     return t;

@@ -14,6 +14,7 @@
 #include "passes/fuse_elementwise.h"
 #include "passes/fuse_layernorm_gelu.h"
 #include "passes/fuse_matmul_bias.h"
+#include "passes/fuse_rotary.h"
 #include "passes/fuse_skip_layernorm.h"
 #include "passes/infer_shapes.h"
 #include "passes/merge_qkv.h"
@@ -34,6 +35,10 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // constant targets are folded: every pattern below then has one form to match, whichever
   // exporter wrote the model (dynamo's Kᵀ through a 3-D view, legacy's Div(1, y) in RMSNorm).
   p.push_back(std::make_unique<CanonicalizePass>());
+  // Rotary position embeddings before the movement and attention passes: the head split in front
+  // of each moves behind it, where compose_movement and fuse_attention see it, and before
+  // fuse_elementwise would take the rotation's Mul/Add into a kernel that still needs the Slices.
+  p.push_back(std::make_unique<FuseRotaryPass>());
   // Movement chains composed (and row permutations moved across row-wise products) before
   // fuse_attention: sequence-first attention (nn.MultiheadAttention) then has BERT's head split of
   // packed QKV and its head merge, and fuses in the 3-D form.

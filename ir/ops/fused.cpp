@@ -51,6 +51,44 @@ void infer_skip_norm(InferContext& c) {
   c.set_output(1, c.input_dtype(0), s);
 }
 
+/// The view Rotary's cos and sin broadcast against: X itself, or with `head_size`, X's last dim
+/// split into [W / head_size, head_size]. Empty when X's last dim is not known.
+std::optional<Shape> rotary_view(const Shape& x, int64_t head_size, InferContext& c) {
+  if (x.empty()) c.fail("X must have rank >= 1");
+  if (head_size == 0) return x;
+  if (head_size < 0) c.fail("head_size must be positive");
+  const Dim& w = x.back();
+  if (!w.is_static()) return std::nullopt;
+  if (w.value % head_size != 0)
+    c.fail("X's last dim " + std::to_string(w.value) + " is not a multiple of head_size " + std::to_string(head_size));
+  Shape v(x.begin(), x.end() - 1);
+  v.push_back(Dim(w.value / head_size));
+  v.push_back(Dim(head_size));
+  return v;
+}
+
+void infer_rotary(InferContext& c) {
+  c.require_float(0);
+  for (size_t i : {size_t(1), size_t(2)})
+    if (c.input_dtype(i) != c.input_dtype(0)) c.fail(std::string(i == 1 ? "cos" : "sin") + " must have X's type");
+  const std::optional<Shape>& xs = c.input_shape(0);
+  if (xs) {
+    std::optional<Shape> v = rotary_view(*xs, c.attr_int("head_size"), c);
+    if (v && v->back().is_static() && v->back().value % 2 != 0)
+      c.fail("the rotated size " + std::to_string(v->back().value) + " must be even");
+    for (size_t i : {size_t(1), size_t(2)}) {
+      const std::optional<Shape>& t = c.input_shape(i);
+      if (!v || !t) continue;
+      const char* name = i == 1 ? "cos" : "sin";
+      if (t->empty() || !(t->back() == v->back()))
+        c.fail(std::string(name) + " must have the rotated size " + v->back().str() + " as its last dim");
+      if (broadcast_shapes(*v, *t, c) != *v)
+        c.fail(std::string(name) + " " + shape_str(*t) + " must broadcast to X's view " + shape_str(*v));
+    }
+  }
+  c.propagate(0);
+}
+
 }  // namespace
 
 void register_fused_schemas(OpRegistry& r) {
@@ -133,6 +171,14 @@ void register_fused_schemas(OpRegistry& r) {
   ln_like("SkipLayerNorm", 3, 4, 2, 8 + 1)
       .set_infer(infer_skip_norm)
       .set_doc("S = X + skip; Y = LayerNormalization(S, scale, bias); outputs Y and (optionally) S");
+  r.add("Rotary", "ai.fusec")
+      .since(1)
+      .io(3, 3)
+      .attr("head_size", AttrKind::Int, AttrValue{int64_t{0}})
+      .set_infer(infer_rotary)
+      .set_cost([](const CostContext& c) { return cost_elementwise(c, 3); })
+      .set_doc("Y = X * cos + rotate_half(X) * sin over each head of head_size values (0: X's last dim)");
+
   ln_like("SkipSimplifiedLayerNorm", 3, 3, 2, 4 + 1)
       .set_infer(infer_skip_norm)
       .set_doc("S = X + skip; Y = SimplifiedLayerNorm(S, scale); outputs Y and (optionally) S");

@@ -194,6 +194,65 @@ void skip_simplified_layernorm(KernelContext& ctx) {
   rms_rows(ctx, *sum, ctx.input(2), ctx.output(0));
 }
 
+/// Strides (in elements) of `t` read at `view`'s index, right-aligned, 0 where t broadcasts.
+std::vector<int64_t> strides_in_view(const std::vector<int64_t>& t, const std::vector<int64_t>& view) {
+  std::vector<int64_t> st(view.size(), 0);
+  int64_t s = 1;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const size_t ax = t.size() - 1 - i, vax = view.size() - 1 - i;
+    st[vax] = t[ax] == 1 ? 0 : s;
+    s *= t[ax];
+  }
+  return st;
+}
+
+/// Y = X·cos + rotate_half(X)·sin per head: within each head of h values, rotate_half(x)[j] is
+/// −x[j + h/2] for j < h/2 and x[j − h/2] after, and cos/sin broadcast to X's head view. The
+/// arithmetic is the unfused graph's: Mul(x, cos) + Mul(Concat(Neg(x2), x1), sin).
+void rotary(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, rotary);
+  const Tensor& x = ctx.input(0);
+  const Tensor& cs = ctx.input(1);
+  const Tensor& sn = ctx.input(2);
+  require_f32(ctx, x);
+  std::vector<int64_t> view = x.dims();
+  const int64_t hs = ctx.attr_int("head_size");
+  if (view.empty()) ctx.fail("X must have rank >= 1");
+  if (hs > 0) {
+    if (view.back() % hs != 0) ctx.fail("X's last dim is not a multiple of head_size");
+    view.back() /= hs;
+    view.push_back(hs);
+  }
+  const int64_t h = view.back(), half = h / 2;
+  if (h % 2 != 0) ctx.fail("the rotated size must be even");
+  for (const Tensor* t : {&cs, &sn})
+    if (t->rank() > view.size() || t->rank() == 0 || t->dims().back() != h)
+      ctx.fail("cos and sin must broadcast to X's head view " + dims_str(view));
+  const std::vector<int64_t> cst = strides_in_view(cs.dims(), view), sst = strides_in_view(sn.dims(), view);
+  const float* xp = x.data<float>();
+  const float* cp = cs.data<float>();
+  const float* sp = sn.data<float>();
+  float* yp = ctx.output(0).data<float>();
+  const int64_t rows = h ? x.numel() / h : 0;
+  parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(h, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      int64_t co = 0, so = 0;
+      for (int64_t i = static_cast<int64_t>(view.size()) - 2, rem = r; i >= 0; --i) {
+        const int64_t idx = rem % view[i];
+        rem /= view[i];
+        co += idx * cst[i];
+        so += idx * sst[i];
+      }
+      const float* xr = xp + r * h;
+      float* yr = yp + r * h;
+      for (int64_t j = 0; j < half; ++j) {
+        yr[j] = xr[j] * cp[co + j] + (-xr[j + half]) * sp[so + j];
+        yr[j + half] = xr[j + half] * cp[co + j + half] + xr[j] * sp[so + j + half];
+      }
+    }
+  });
+}
+
 }  // namespace
 
 void register_fused_kernels(KernelRegistry& r) {
@@ -203,6 +262,7 @@ void register_fused_kernels(KernelRegistry& r) {
   r.add("SkipLayerNorm", skip_layernorm, "ai.fusec", Writes::Every);  // Add's S, LayerNormalization's Y
   r.add("SimplifiedLayerNorm", simplified_layernorm, "ai.fusec");
   r.add("SkipSimplifiedLayerNorm", skip_simplified_layernorm, "ai.fusec", Writes::Every);
+  r.add("Rotary", rotary, "ai.fusec");
 }
 
 }  // namespace fusec::cpu

@@ -49,6 +49,7 @@ const CudaOpRegistry& CudaOpRegistry::global() {
     register_normalization_ops(r);
     register_softmax_ops(r);
     register_attention_ops(r);
+    register_rotary_ops(r);
     register_reduce_ops(r);
     register_pool_ops(r);
     register_movement_ops(r);

@@ -1,0 +1,32 @@
+// ai.fusec Rotary (docs/ops.md): Y = X·cos + rotate_half(X)·sin per head, the cos/sin tables
+// broadcast to X's head view. One thread rotates a vector of pairs (j, j + h/2) of one head.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "ir/dtype.h"
+
+namespace fusec::cuda {
+
+constexpr int kRotaryMaxRank = 8;
+
+struct RotaryArgs {
+  DType dtype = DType::Undefined;
+  int64_t heads = 0;  // rows of X's head view: numel / head
+  int64_t head = 0;   // rotated values per head (even)
+  // The head view's dims but the last ([.., H] for head_size, else X's leading dims), and each
+  // table's row stride along them (in rows of `head` values, 0 where the table broadcasts).
+  int rank = 0;
+  int64_t dims[kRotaryMaxRank] = {}, cos_stride[kRotaryMaxRank] = {}, sin_stride[kRotaryMaxRank] = {};
+  const void* x = nullptr;
+  const void* cos = nullptr;
+  const void* sin = nullptr;
+  void* y = nullptr;
+};
+
+/// Enqueues the rotation, in vectors of up to 16 bytes where the head and the pointers allow;
+/// false when the dtype is not one it handles (float32, float16, bfloat16).
+[[nodiscard]] bool launch_rotary(const RotaryArgs& a, cudaStream_t s);
+
+}  // namespace fusec::cuda

@@ -1,0 +1,94 @@
+// CUDA entry point of ai.fusec Rotary (kernel in rotary.cu). The factory checks the head view
+// and turns each table's broadcast over the view's rows into strides; a table whose rows are not
+// contiguous runs on the CPU reference, which the planner reports with the reason.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/core/cuda_op.h"
+#include "backend/cuda/ops/attention/rotary.cuh"
+
+namespace fusec::cuda {
+
+namespace {
+
+class RotaryOp : public CudaOp {
+ public:
+  explicit RotaryOp(RotaryArgs a) : a_(a) {}
+  void launch(const LaunchArgs& l) override {
+    RotaryArgs a = a_;
+    a.x = l.inputs[0].data;
+    a.cos = l.inputs[1].data;
+    a.sin = l.inputs[2].data;
+    a.y = l.outputs[0].data;
+    require_launched(launch_rotary(a, l.stream), "rotary");
+  }
+  std::string kernel_name() const override {
+    return "rotary (" + std::to_string(a_.head) + " per head, " + dtype_name(a_.dtype) + ")";
+  }
+
+ private:
+  RotaryArgs a_;
+};
+
+std::unique_ptr<CudaOp> refuse(std::string* why, std::string reason) {
+  if (why) *why = std::move(reason);
+  return nullptr;
+}
+
+std::unique_ptr<CudaOp> make_rotary(const PlanContext& c, std::string* why) {
+  const DType t = c.in_dtype(0);
+  if (t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16)
+    return refuse(why, std::string("no CUDA rotary for ") + dtype_name(t));
+  if (c.in_dtype(1) != t || c.in_dtype(2) != t) return refuse(why, "cos/sin are stored in another type than X");
+  std::vector<int64_t> view = c.in_dims(0);
+  if (view.empty()) return refuse(why, "X must have rank >= 1");
+  const int64_t hs = c.attr_int("head_size");
+  if (hs > 0) {
+    if (view.back() % hs != 0) return refuse(why, "X's last dim is not a multiple of head_size");
+    view.back() /= hs;
+    view.push_back(hs);
+  }
+  RotaryArgs a;
+  a.dtype = t;
+  a.head = view.back();
+  if (a.head % 2 != 0) return refuse(why, "the rotated size is odd");
+  int64_t numel = 1;
+  for (int64_t d : c.in_dims(0)) numel *= d;
+  a.heads = a.head ? numel / a.head : 0;
+  // Dims of size 1 index nothing: dropped, so that a [B, S, H] view of rank 3 stays within the
+  // kernel's rank for any X.
+  const int lead = static_cast<int>(view.size()) - 1;
+  for (size_t i : {size_t(1), size_t(2)}) {
+    const std::vector<int64_t>& td = c.in_dims(i);
+    if (td.empty() || td.back() != a.head || td.size() > view.size())
+      return refuse(why, "a table does not hold the head's values along its last axis");
+  }
+  int64_t cs = 1, ss = 1;
+  std::vector<int64_t> dims, cst, sst;
+  for (int d = lead - 1; d >= 0; --d) {
+    auto table_dim = [&](size_t i) {
+      const std::vector<int64_t>& td = c.in_dims(i);
+      const int k = d - (lead - (static_cast<int>(td.size()) - 1));
+      return k >= 0 ? td[static_cast<size_t>(k)] : int64_t{1};
+    };
+    const int64_t cd = table_dim(1), sd = table_dim(2);
+    if (view[d] != 1) {
+      dims.insert(dims.begin(), view[d]);
+      cst.insert(cst.begin(), cd == 1 ? 0 : cs);
+      sst.insert(sst.begin(), sd == 1 ? 0 : ss);
+    }
+    cs *= cd;
+    ss *= sd;
+  }
+  if (dims.size() > static_cast<size_t>(kRotaryMaxRank)) return refuse(why, "X's head view has too many dims");
+  a.rank = static_cast<int>(dims.size());
+  for (size_t d = 0; d < dims.size(); ++d) a.dims[d] = dims[d], a.cos_stride[d] = cst[d], a.sin_stride[d] = sst[d];
+  return std::make_unique<RotaryOp>(a);
+}
+
+}  // namespace
+
+void register_rotary_ops(CudaOpRegistry& r) { r.add("Rotary", make_rotary, "ai.fusec"); }
+
+}  // namespace fusec::cuda

@@ -1,0 +1,230 @@
+// fuse_rotary: rotary position embedding in the half-split form (GPT-NeoX, Llama, Mistral, Qwen,
+// Gemma... as transformers' `rotate_half` writes it, in either torch exporter) becomes one
+// ai.fusec Rotary node, and the head split in front of it moves behind it.
+//
+//     x ─┬──────────────────────────── Mul(·, cos) ──┐
+//        ├─ Slice[..., h:] ─ Neg ─┐                  ├─ Add ──▶ y      (h = D/2, D = x's last dim)
+//        └─ Slice[..., :h] ───────┴─ Concat(-1) ─ Mul(·, sin)
+//
+//     =>  y = Rotary(x, cos, sin)
+//
+// cos and sin must broadcast to x without widening it, with D as their last dim (HF's tables
+// repeat the D/2 frequencies twice). The intermediates must be read by the pattern alone.
+//
+// Then the head split before the rotation moves after it, so that fuse_attention sees the split
+// it absorbs (Reshape -> Transpose straight after the projection) and the attention reads the
+// projection in place:
+//
+//     Transpose(perm keeps the last axis) -> Rotary(·, c, s)
+//         =>  Rotary(·, c', s') -> Transpose      c' = c transposed by perm's inverse
+//     Reshape(splits only the last axis into [H, D]) -> Rotary(·, c, s)   (no head_size yet)
+//         =>  Rotary(·, c, s; head_size = D) -> Reshape
+//
+// c' is a Transpose (after a Reshape adding leading 1s) of the table: constant folding folds it.
+// ai.fusec only: under --portable, a near-miss.
+#include "passes/fuse_rotary.h"
+
+#include "passes/pattern.h"
+#include "passes/rewrite.h"
+
+namespace fusec {
+
+namespace {
+
+/// [begin, end) of Slice `n` along the last axis of its data (of last dim `d`), step 1; else nullopt.
+std::optional<std::pair<int64_t, int64_t>> last_axis_range(const Node* n, size_t rank, int64_t d) {
+  if (!is_op(n, "Slice") || n->inputs.size() < 3) return std::nullopt;
+  const Tensor *st = constant_of(n->input(1)), *en = constant_of(n->input(2));
+  const Tensor* ax = n->input(3) ? constant_of(n->input(3)) : nullptr;
+  const Tensor* sp = n->input(4) ? constant_of(n->input(4)) : nullptr;
+  if (!st || !en || st->numel() != 1 || en->numel() != 1) return std::nullopt;
+  if (n->input(3) && (!ax || ax->numel() != 1)) return std::nullopt;
+  if (n->input(4) && (!sp || sp->numel() != 1 || sp->as_int64(0) != 1)) return std::nullopt;
+  const int64_t axis = ax ? ax->as_int64(0) : 0;
+  if (axis != -1 && axis != static_cast<int64_t>(rank) - 1) return std::nullopt;
+  auto clamp = [d](int64_t v) { return v < 0 ? std::max<int64_t>(v + d, 0) : std::min(v, d); };
+  return std::make_pair(clamp(st->as_int64(0)), clamp(en->as_int64(0)));
+}
+
+struct Match {
+  Node *add = nullptr, *mul_cos = nullptr, *mul_sin = nullptr, *concat = nullptr, *neg = nullptr;
+  Node *lo = nullptr, *hi = nullptr;
+  Value *x = nullptr, *cos = nullptr, *sin = nullptr;
+};
+
+/// The operand of binary `n` produced by `op`, and the other operand.
+std::pair<Node*, Value*> operand_from(Node* n, const std::string& op) {
+  for (int i = 0; i < 2; ++i)
+    if (Node* p = n->input(i) ? producer_of(n->input(i), op) : nullptr) return {p, n->input(1 - i)};
+  return {nullptr, nullptr};
+}
+
+/// rotate_half(x) = Concat(Neg(Slice(x, h:)), Slice(x, :h)) read by `mul_sin`; fills m.
+bool match_rotate_half(Node* mul_sin, Match& m) {
+  auto [cat, sin] = operand_from(mul_sin, "Concat");
+  if (!cat || cat->inputs.size() != 2 || !sin) return false;
+  Node* neg = producer_of(cat->input(0), "Neg");
+  Node* lo = cat->input(1)->producer;
+  Node* hi = neg ? neg->input(0)->producer : nullptr;
+  if (!neg || !is_op(lo, "Slice") || !is_op(hi, "Slice") || lo->input(0) != hi->input(0)) return false;
+  Value* x = lo->input(0);
+  auto xd = known_dims(x);
+  if (!xd || xd->empty()) return false;
+  const int64_t rank = static_cast<int64_t>(xd->size()), d = xd->back();
+  const int64_t axis = cat->attr_int("axis", 0);
+  if ((axis != -1 && axis != rank - 1) || d % 2 != 0) return false;
+  auto lr = last_axis_range(lo, xd->size(), d), hr = last_axis_range(hi, xd->size(), d);
+  if (!lr || !hr || *lr != std::make_pair(int64_t{0}, d / 2) || *hr != std::make_pair(d / 2, d)) return false;
+  m.mul_sin = mul_sin, m.concat = cat, m.neg = neg, m.lo = lo, m.hi = hi, m.x = x, m.sin = sin;
+  return true;
+}
+
+bool match_at(Node* add, Match& m) {
+  if (!is_op(add, "Add") || add->inputs.size() != 2 || !add->input(0) || !add->input(1)) return false;
+  for (int side = 0; side < 2; ++side) {
+    Node* ms = producer_of(add->input(side), "Mul");
+    Node* mc = producer_of(add->input(1 - side), "Mul");
+    if (!ms || !mc || ms == mc) continue;
+    Match t;
+    if (!match_rotate_half(ms, t)) continue;
+    if (mc->input(0) != t.x && mc->input(1) != t.x) continue;
+    t.cos = other_input(mc, t.x);
+    t.mul_cos = mc;
+    t.add = add;
+    m = t;
+    return true;
+  }
+  return false;
+}
+
+/// Why the matched nodes cannot become one Rotary, or "".
+std::string guard(const Match& m, const PassOptions& opts) {
+  for (const Node* n : {m.mul_cos, m.mul_sin, m.concat, m.neg, m.lo, m.hi})
+    if (!has_single_use(n->outputs[0]) || n->outputs[0]->is_graph_output)
+      return "'" + n->outputs[0]->name + "' is read outside the rotation";
+  const auto xd = known_dims(m.x), yd = known_dims(m.add->outputs[0]);
+  if (!yd || *yd != *xd) return "the sum does not have x's shape";
+  if (!is_float(m.x->type.dtype)) return std::string("x is ") + dtype_name(m.x->type.dtype);
+  for (const Value* t : {m.cos, m.sin}) {
+    if (t->type.dtype != m.x->type.dtype) return "the table '" + t->name + "' is not of x's type";
+    auto td = known_dims(t);
+    if (!td || td->empty() || td->size() > xd->size() || td->back() != xd->back())
+      return "the table '" + t->name + "' does not hold the head's " + std::to_string(xd->back()) +
+             " values along its last axis";
+    for (size_t i = 0; i < td->size(); ++i) {
+      const int64_t v = (*td)[td->size() - 1 - i];
+      if (v != 1 && v != (*xd)[xd->size() - 1 - i]) return "the table '" + t->name + "' does not broadcast to x";
+    }
+  }
+  if (opts.portable) return "Rotary is not standard ONNX; --portable writes standard ops only";
+  return "";
+}
+
+Value* typed_like(Graph& g, const std::string& stem, const Value* like, const std::vector<int64_t>& dims) {
+  Value* v = g.add_value(stem);
+  v->type.dtype = like->type.dtype;
+  v->type.shape = shape_of(dims);
+  return v;
+}
+
+/// Table `t` (cos or sin) read at the index of Transpose(perm)'s input: rank-aligned to perm, then
+/// transposed by perm's inverse.
+Value* permuted_table(Graph& g, Value* t, const std::vector<int64_t>& perm, const std::string& stem) {
+  std::vector<int64_t> td = *known_dims(t);
+  const size_t r = perm.size();
+  if (td.size() < r) {
+    td.insert(td.begin(), r - td.size(), 1);
+    Value* shape = g.add_initializer(stem + "_shape", Tensor::from_int64(td, {static_cast<int64_t>(r)}));
+    Value* aligned = typed_like(g, stem + "_aligned", t, td);
+    g.add_node("Reshape", {t, shape}, {aligned}, g.unique_node_name(stem + "_align"));
+    t = aligned;
+  }
+  std::vector<int64_t> inv(r), out(r);
+  for (size_t k = 0; k < r; ++k) inv[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
+  for (size_t k = 0; k < r; ++k) out[k] = td[static_cast<size_t>(inv[k])];
+  Value* p = typed_like(g, stem + "_permuted", t, out);
+  Node* tr = g.add_node("Transpose", {t}, {p}, g.unique_node_name(stem + "_permute"));
+  tr->set_attr("perm", inv);
+  return p;
+}
+
+/// Moves the Transpose or head-split Reshape in front of Rotary `rot` behind it (file comment);
+/// returns the new Rotary, or nullptr when nothing moved.
+Node* sink_one(Rewriter& r, Node* rot) {
+  Graph& g = r.graph();
+  Value* x = rot->input(0);
+  Value* y = rot->outputs[0];
+  if (rot->attr_int("head_size", 0) != 0 || !has_single_use(x) || x->is_graph_output) return nullptr;
+  Node* p = x->producer;
+  auto xd = known_dims(x);
+  if (!p || !p->domain.empty() || !xd) return nullptr;
+  Value* z = p->input(0);
+  auto zd = known_dims(z);
+  if (!zd) return nullptr;
+  Value* cos = rot->input(1);
+  Value* sin = rot->input(2);
+  int64_t head_size = 0;
+  if (p->op_type == "Transpose") {
+    std::vector<int64_t> perm = p->attr_ints("perm");
+    if (perm.empty())
+      for (size_t k = zd->size(); k-- > 0;) perm.push_back(static_cast<int64_t>(k));
+    if (perm.size() != zd->size() || perm.back() != static_cast<int64_t>(zd->size()) - 1) return nullptr;
+    cos = permuted_table(g, cos, perm, rot->name + "_cos");
+    sin = permuted_table(g, sin, perm, rot->name + "_sin");
+  } else if (p->op_type == "Reshape") {
+    const size_t n = zd->size();
+    if (xd->size() != n + 1 || n == 0) return nullptr;
+    for (size_t i = 0; i + 1 < n; ++i)
+      if ((*zd)[i] != (*xd)[i]) return nullptr;
+    if (zd->back() != (*xd)[n - 1] * (*xd)[n]) return nullptr;
+    head_size = xd->back();
+  } else {
+    return nullptr;
+  }
+  const std::vector<NamedAttribute> p_attrs = p->attrs;
+  const std::vector<Value*> p_ins = p->inputs;
+  const std::string p_op = p->op_type, p_name = p->name, rot_name = rot->name;
+  const std::vector<std::string> rot_from = rot->fused_from, p_from = p->fused_from;
+  Replaced gone = r.remove({p, rot});
+  Value* rotated = typed_like(g, rot_name + "_in_place", y, *zd);
+  Node* nr = r.add("Rotary", {z, cos, sin}, {rotated}, rot_name, "ai.fusec", rot_from);
+  if (head_size) nr->set_attr("head_size", head_size);
+  std::vector<Value*> ins = p_ins;
+  ins[0] = rotated;
+  Node* moved = g.add_node(p_op, ins, {y}, p_name);
+  moved->attrs = p_attrs;
+  moved->fused_from = p_from;
+  r.rewrote(gone.listed + " -> " + describe(nr) + " -> " + describe(moved) + " (the " + p_op +
+                " moved after the rotation" + (head_size ? ", per head of " + std::to_string(head_size) : "") + ")",
+            {}, rot_name);
+  return nr;
+}
+
+}  // namespace
+
+bool FuseRotaryPass::run(Graph& g, PassContext& ctx) {
+  Rewriter r(g, ctx, name());
+  std::vector<Node*> rotaries;
+  for (Node* n : g.node_list()) {
+    if (n->op_type == "Rotary" && n->domain == "ai.fusec") rotaries.push_back(n);
+    Match m;
+    if (r.removed(n) || !match_at(n, m)) continue;
+    const std::string why = guard(m, ctx.opts);
+    if (!why.empty()) {
+      r.near_miss("rotate_half at " + describe(n) + " not fused", why);
+      continue;
+    }
+    Value* y = m.add->outputs[0];
+    const std::string name = m.add->name;
+    Replaced gone = r.remove({m.lo, m.hi, m.neg, m.concat, m.mul_sin, m.mul_cos, m.add});
+    Node* rot = r.add("Rotary", {m.x, m.cos, m.sin}, {y}, name, "ai.fusec", gone.origins);
+    r.rewrote(gone.listed + " -> ai.fusec." + describe(rot), gone.names, name);
+    rotaries.push_back(rot);
+  }
+  for (Node* rot : rotaries)
+    while (rot) rot = sink_one(r, rot);
+  if (r.changed()) g.remove_unused_values();
+  return r.changed();
+}
+
+}  // namespace fusec

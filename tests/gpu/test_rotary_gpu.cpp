@@ -1,0 +1,60 @@
+// ai.fusec Rotary (rotary.cu) against the CPU reference at fp32, fp16 and bf16: the head-size form
+// on a projection [B, S, H·D] with [1, S, 1, D] tables (as fuse_rotary writes Llama's), the 4-D
+// form with per-batch and computed tables, GQA-sized K projections, and heads whose half is not a
+// multiple of the widest vector.
+#include "gpu_test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+const Precision kAll[] = {Precision::FP32, Precision::FP16, Precision::BF16};
+
+/// Values on a 1/64 grid in [-1, 1]: exact in every precision.
+Tensor grid(std::vector<int64_t> dims, uint64_t seed) {
+  Tensor t = random_tensor(DType::Float32, dims, seed, -1, 1);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::round(t.data<float>()[i] * 64.0f) / 64.0f;
+  return t;
+}
+
+OpCase rotary(std::vector<int64_t> x, std::vector<int64_t> table, int64_t head_size, uint64_t seed,
+              bool tables_constant = true) {
+  OpCase c;
+  c.op = "Rotary";
+  c.domain = "ai.fusec";
+  c.inputs = {grid(x, seed), grid(table, seed + 1), grid(table, seed + 2)};
+  if (tables_constant) c.constant = {1, 2};
+  if (head_size) c.attrs = {attr("head_size", head_size)};
+  return c;
+}
+
+void all_precisions(const OpCase& c) {
+  for (Precision p : kAll) {
+    SCOPED_TRACE(precision_name(p));
+    expect_gpu_matches_cpu(c, p, -1, true, "rotary");
+  }
+}
+
+}  // namespace
+
+TEST(GpuRotary, HeadSizeFormOnAProjection) {
+  FUSEC_REQUIRE_GPU();
+  all_precisions(rotary({2, 128, 32 * 64}, {1, 128, 1, 64}, 64, 10));  // Llama's Q, 16-byte vectors
+  all_precisions(rotary({2, 128, 8 * 64}, {1, 128, 1, 64}, 64, 20));   // its GQA K
+  all_precisions(rotary({3, 7, 5 * 128}, {1, 7, 1, 128}, 128, 30));
+}
+
+TEST(GpuRotary, FourDimFormsAndBroadcasts) {
+  FUSEC_REQUIRE_GPU();
+  all_precisions(rotary({2, 4, 9, 64}, {1, 1, 9, 64}, 0, 40));
+  all_precisions(rotary({2, 4, 9, 32}, {2, 1, 9, 32}, 0, 50, false));  // per-batch positions, computed tables
+  all_precisions(rotary({3, 9, 16}, {9, 16}, 0, 60));
+}
+
+TEST(GpuRotary, HalvesThatAreNotAVectorMultiple) {
+  FUSEC_REQUIRE_GPU();
+  all_precisions(rotary({2, 5, 3 * 6}, {1, 5, 1, 6}, 6, 70));    // half 3: scalar path
+  all_precisions(rotary({2, 5, 3 * 12}, {1, 5, 1, 12}, 12, 80));  // half 6: 8-byte vectors at fp32, else scalar
+  all_precisions(rotary({1, 1, 2}, {1, 1, 2}, 0, 90));
+}

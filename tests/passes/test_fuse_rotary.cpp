@@ -1,0 +1,140 @@
+// fuse_rotary: transformers' rotate_half rotation -> ai.fusec Rotary with the same numbers, the
+// head split in front of it moved behind it; other rotations and guarded cases are left alone.
+#include "passes/fuse_rotary.h"
+
+#include "pass_test_util.h"
+#include "test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+Outcome run_pass(std::unique_ptr<Graph> g, PassOptions opts = {}) {
+  return run_one_pass<FuseRotaryPass>(std::move(g), opts);
+}
+
+constexpr int64_t B = 2, S = 5, H = 3, D = 8, E = H * D;
+
+Value* ints(GraphBuilder& b, const std::string& name, std::vector<int64_t> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return b.initializer(name, int64s(std::move(v), {n}));
+}
+
+/// Seeded cos/sin-like tables of `dims`: values in [-1, 1).
+Tensor table(std::vector<int64_t> dims, int seed) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(((i * 5 + seed * 11) % 32) - 16) / 16.0f;
+  return floats(v, std::move(dims));
+}
+
+struct Rope {
+  bool swap_concat = false;      // Concat(x1, Neg(x2)): a different rotation
+  bool read_neg_elsewhere = false;
+  bool portable = false;
+  bool mul_order_swapped = false;  // Mul(cos, x), Add(sin-term, cos-term)
+};
+
+/// y = x·cos + rotate_half(x)·sin on x of `x_dims` (last dim D), as transformers' exporters write it.
+Value* rotate_half_of(GraphBuilder& b, Value* x, const std::vector<int64_t>& table_dims, const Rope& o,
+                      std::vector<Value*>* extra_outputs) {
+  Value* cos = b.initializer("cos", table(table_dims, 1));
+  Value* sin = b.initializer("sin", table(table_dims, 2));
+  Value* axis = ints(b, "axis", {-1});
+  Value* x1 = b.node("Slice", {x, ints(b, "zero", {0}), ints(b, "half", {D / 2}), axis}, {}, "slice_lo");
+  Value* x2 = b.node("Slice", {x, ints(b, "half2", {D / 2}), ints(b, "big", {INT64_MAX}), axis}, {}, "slice_hi");
+  Value* neg = b.node("Neg", {x2}, {}, "neg");
+  if (o.read_neg_elsewhere) extra_outputs->push_back(neg);
+  Value* cat = o.swap_concat ? b.node("Concat", {x1, neg}, {attr("axis", int64_t{-1})}, "cat")
+                             : b.node("Concat", {neg, x1}, {attr("axis", int64_t{-1})}, "cat");
+  Value* xc = o.mul_order_swapped ? b.node("Mul", {cos, x}, {}, "mul_cos") : b.node("Mul", {x, cos}, {}, "mul_cos");
+  Value* rs = b.node("Mul", {cat, sin}, {}, "mul_sin");
+  return o.mul_order_swapped ? b.node("Add", {rs, xc}, {}, "rope") : b.node("Add", {xc, rs}, {}, "rope");
+}
+
+/// Llama's query path: p [B, S, E] -> Reshape [B, S, H, D] -> Transpose(0, 2, 1, 3) -> rotation
+/// with [1, 1, S, D] tables -> output [B, H, S, D].
+std::unique_ptr<Graph> llama_query(const Rope& o = {}) {
+  GraphBuilder b(17);
+  Value* p = b.input("p", DType::Float32, {B, S, E});
+  Value* v = b.node("Reshape", {p, ints(b, "heads", {B, S, H, D})}, {}, "view");
+  v = b.node("Transpose", {v}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "transpose");
+  std::vector<Value*> extra;
+  b.output(rotate_half_of(b, v, {1, 1, S, D}, o, &extra));
+  for (Value* e : extra) b.output(e);
+  return b.build();
+}
+
+}  // namespace
+
+TEST(FuseRotary, RotateHalfBecomesOneRotaryAfterTheProjection) {
+  for (bool swapped : {false, true}) {
+    SCOPED_TRACE(swapped ? "operands swapped" : "exporter order");
+    Rope o;
+    o.mul_order_swapped = swapped;
+    Outcome r = run_pass(llama_query(o));
+    EXPECT_TRUE(r.changed);
+    ASSERT_EQ(count(*r.optimized, "Rotary", "ai.fusec"), 1);
+    for (const char* gone : {"Slice", "Neg", "Concat", "Mul", "Add"}) EXPECT_EQ(count(*r.optimized, gone), 0) << gone;
+    const Node* rot = find_op(*r.optimized, "Rotary");
+    // The head split moved behind the rotation: it reads the projection [B, S, E] per head of D.
+    EXPECT_EQ(rot->input(0)->name, "p");
+    EXPECT_EQ(rot->attr_int("head_size", 0), D);
+    ASSERT_EQ(rot->outputs[0]->consumers.size(), 1u);
+    const Node* reshape = rot->outputs[0]->consumers[0];
+    EXPECT_EQ(reshape->op_type, "Reshape");
+    ASSERT_EQ(reshape->outputs[0]->consumers.size(), 1u);
+    EXPECT_EQ(reshape->outputs[0]->consumers[0]->op_type, "Transpose");
+    EXPECT_EQ(rot->fused_from,
+              (std::vector<std::string>{"slice_lo", "slice_hi", "neg", "cat", "mul_sin", "mul_cos", "rope"}));
+    expect_same_numbers(*r.original, *r.optimized, 7);
+  }
+}
+
+TEST(FuseRotary, ARotationWithoutAHeadSplitStaysWhereItIs) {
+  // Tables per batch and position ([B, 1, S, D] against x [B, H, S, D]) and x a graph input.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {B, H, S, D});
+  std::vector<Value*> extra;
+  b.output(rotate_half_of(b, x, {B, 1, S, D}, {}, &extra));
+  Outcome r = run_pass(b.build());
+  const Node* rot = find_op(*r.optimized, "Rotary");
+  ASSERT_TRUE(rot);
+  EXPECT_EQ(rot->input(0)->name, "x");
+  EXPECT_EQ(rot->attr_int("head_size", 0), 0);
+  EXPECT_EQ(r.optimized->nodes().size(), 1u);
+  expect_same_numbers(*r.original, *r.optimized, 8);
+}
+
+TEST(FuseRotary, OtherRotationsAndGuardedCasesAreLeftAlone) {
+  {  // Concat(x1, -x2) is not rotate_half: no match at all
+    Rope o;
+    o.swap_concat = true;
+    Outcome r = run_pass(llama_query(o));
+    EXPECT_FALSE(r.changed);
+    expect_unchanged(*r.original, *r.optimized);
+  }
+  {
+    Rope o;
+    o.read_neg_elsewhere = true;
+    expect_near_miss(run_pass(llama_query(o)), "fuse_rotary", "is read outside the rotation");
+  }
+  {  // a table without the head's values along its last axis (a scalar here) is not a rotation table
+    GraphBuilder g2(17);
+    Value* x2 = g2.input("x", DType::Float32, {B, H, S, D});
+    Value* one = g2.initializer("one", table({1}, 3));
+    Value* axis = ints(g2, "axis", {-1});
+    Value* lo = g2.node("Slice", {x2, ints(g2, "zero", {0}), ints(g2, "half", {D / 2}), axis}, {}, "lo");
+    Value* hi = g2.node("Slice", {x2, ints(g2, "h2", {D / 2}), ints(g2, "big", {D}), axis}, {}, "hi");
+    Value* cat = g2.node("Concat", {g2.node("Neg", {hi}, {}, "neg"), lo}, {attr("axis", int64_t{-1})}, "cat");
+    g2.output(g2.node("Add", {g2.node("Mul", {x2, one}, {}, "mc"), g2.node("Mul", {cat, one}, {}, "ms")}, {}, "rope"));
+    expect_near_miss(run_pass(g2.build()), "fuse_rotary", "does not hold the head's 8 values");
+  }
+  {
+    PassOptions portable;
+    portable.portable = true;
+    expect_near_miss(run_pass(llama_query(), portable), "fuse_rotary", "--portable");
+  }
+}
