@@ -27,6 +27,11 @@
 // reads as "default", a mask exactly as wide as the keys since ONNX pads a narrower one where
 // ai.fusec broadcasts it): it becomes ai.fusec Attention, the only one that takes packed QKV.
 //
+// With rotary position embeddings (Llama, after fuse_rotary): Q and K are each ai.fusec Rotary(P,
+// cos, sin; head_size = D) of a projection P, both with the same tables, constant along the heads.
+// The three projections merge as above and one Rotary over the packed rows (rotated = (Hq + Hkv)·D)
+// rotates Q's and K's heads and copies V's: one GEMM and one rotation kernel instead of three and two.
+//
 // Second form, GPT-2's c_attn: Q, K and V are outputs 0, 1, 2 of one Split of a 3-D T along its last
 // axis. T is packed QKV already ([Hq·D | Hkv·D | Hkv·D] per token): the Split goes, Attention(T, "", "").
 // The same for three Slices of T along its last axis, back to back from 0 to its end (torch's
@@ -140,6 +145,9 @@ std::string projection_problem(const Projection& p, DType t) {
 struct Source {
   bool found = false;
   std::array<Projection, 3> proj;
+  /// Q's and K's rotary embeddings between their projections and the attention (fuse_rotary's),
+  /// or both nullptr.
+  std::array<Node*, 2> rotary = {nullptr, nullptr};
   Node* split = nullptr;
   std::array<Node*, 3> slices = {nullptr, nullptr, nullptr};
   /// The packed tensor a Split or the Slices read, else nullptr.
@@ -190,13 +198,44 @@ Source source_of(const Node* attn) {
     s.found = true;
     return s;
   }
+  // Llama's form: Q and K rotated per head after their projections (ai.fusec Rotary).
+  std::array<Value*, 3> in = {q, k, v};
+  for (size_t i = 0; i < 2; ++i) {
+    Node* rot = in[i] ? in[i]->producer : nullptr;
+    if (rot && rot->op_type == "Rotary" && rot->domain == "ai.fusec") {
+      s.rotary[i] = rot;
+      in[i] = rot->input(0);
+    }
+  }
+  if ((s.rotary[0] == nullptr) != (s.rotary[1] == nullptr)) return s;
   for (size_t i = 0; i < 3; ++i) {
-    auto p = projection_of(attn->input(i));
+    auto p = projection_of(in[i]);
     if (!p) return s;
     s.proj[i] = std::move(*p);
   }
   s.found = true;
   return s;
+}
+
+/// Why Q's and K's rotations (of head size `d`) cannot become one over packed QKV, or "".
+std::string rotary_problem(const Source& src, int64_t d) {
+  const Node *rq = src.rotary[0], *rk = src.rotary[1];
+  if (!rq) return "";
+  for (const Node* r : {rq, rk}) {
+    if (!has_single_use(r->outputs[0]) || r->outputs[0]->is_graph_output) return read_elsewhere(r->outputs[0], r);
+    if (r->attr_int("head_size", 0) != d || r->attr_int("rotated", 0) != 0)
+      return describe(r) + " does not rotate each head of " + std::to_string(d) + " values";
+  }
+  if (rq->input(1) != rk->input(1) || rq->input(2) != rk->input(2))
+    return describe(rq) + " and " + describe(rk) + " read different cos/sin tables";
+  // One rotation of the packed rows reads the tables at Q's and K's heads alike: a table must not
+  // vary along the heads.
+  for (size_t i : {size_t(1), size_t(2)}) {
+    auto td = known_dims(rq->input(i));
+    if (!td || (td->size() >= 2 && (*td)[td->size() - 2] != 1))
+      return "the table '" + rq->input(i)->name + "' of " + describe(rq) + " is not known to be one for all heads";
+  }
+  return "";
 }
 
 /// "FusedMatMul 'q' + FusedMatMul 'k' + FusedMatMul 'v'" (or "Split 's'").
@@ -285,7 +324,7 @@ std::string attention_problem(const Node* attn, const Source& src) {
            src.proj[2].x->name + "')";
   for (const auto& p : src.proj)
     if (std::string why = projection_problem(p, t); !why.empty()) return why;
-  return "";
+  return rotary_problem(src, dk);
 }
 
 /// [E, N0], [E, N1], [E, N2] -> [E, N0 + N1 + N2].
@@ -356,6 +395,18 @@ Node* merge_projections(Rewriter& r, Node* attn, const Source& src, std::string*
   Value* x = proj[0].x;
   std::vector<Node*> replaced;
   for (const auto& p : proj) replaced.insert(replaced.end(), p.nodes.begin(), p.nodes.end());
+  // The rotations of Q and K become one over the packed rows: Q's and K's heads rotate, V's are copied.
+  Node* rq = src.rotary[0];
+  Value *cos = rq ? rq->input(1) : nullptr, *sin = rq ? rq->input(2) : nullptr;
+  const int64_t head = rq ? rq->attr_int("head_size", 0) : 0;
+  const int64_t rotated = constant_of(proj[0].w)->dim(1) + constant_of(proj[1].w)->dim(1);
+  const std::string rot_name = rq ? rq->name : "";
+  Replaced rot_gone;
+  if (rq) {
+    g.set_input(attn, kQ, nullptr);  // the rotations' outputs lose their reader first
+    g.set_input(attn, kK, nullptr);
+    rot_gone = r.remove({src.rotary[0], src.rotary[1]});
+  }
   Replaced gone = r.remove(replaced);
 
   std::vector<Value*> ins = {x, g.add_initializer(name + ".qkv_weight", std::move(w))};
@@ -363,6 +414,14 @@ Node* merge_projections(Rewriter& r, Node* attn, const Source& src, std::string*
   Value* packed = g.add_value(attn->name + ".qkv");
   Node* mm = r.add(b ? "FusedMatMul" : "MatMul", ins, {packed}, name, b ? "ai.fusec" : "", gone.origins);
   *summary = gone.listed + " -> " + describe(mm) + " (W [" + std::to_string(e) + ", " + std::to_string(n) + "])";
+  if (rq) {
+    Value* rotated_qkv = g.add_value(attn->name + ".qkv_rotated");
+    Node* rot = r.add("Rotary", {packed, cos, sin}, {rotated_qkv}, rot_name, "ai.fusec", rot_gone.origins);
+    rot->set_attr("head_size", head);
+    rot->set_attr("rotated", rotated);
+    *summary += " + " + rot_gone.listed + " -> " + describe(rot) + " (Q's and K's heads of the packed rows)";
+    packed = rotated_qkv;
+  }
   return packed_attention(r, attn, packed, {});
 }
 
@@ -405,6 +464,8 @@ bool try_attention(Rewriter& r, Node* attn) {
   } else {
     for (const auto& p : src.proj)
       for (Node* n : p.nodes) replaced.push_back(n->name);
+    for (const Node* rot : src.rotary)
+      if (rot) replaced.push_back(rot->name);
     fused = merge_projections(r, attn, src, &summary);
   }
   summary += " -> ai.fusec." + describe(fused) + " (packed QKV" + (was_standard ? ", was ONNX Attention" : "") + ")";

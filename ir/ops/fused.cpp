@@ -73,9 +73,18 @@ void infer_rotary(InferContext& c) {
     if (c.input_dtype(i) != c.input_dtype(0)) c.fail(std::string(i == 1 ? "cos" : "sin") + " must have X's type");
   const std::optional<Shape>& xs = c.input_shape(0);
   if (xs) {
-    std::optional<Shape> v = rotary_view(*xs, c.attr_int("head_size"), c);
+    const int64_t hs = c.attr_int("head_size"), rotated = c.attr_int("rotated");
+    std::optional<Shape> v = rotary_view(*xs, hs, c);
     if (v && v->back().is_static() && v->back().value % 2 != 0)
       c.fail("the rotated size " + std::to_string(v->back().value) + " must be even");
+    if (rotated != 0) {
+      // Only the first rotated / head_size heads rotate: the tables broadcast to those.
+      if (hs <= 0 || rotated < 0 || rotated % hs != 0) c.fail("rotated must be a positive multiple of head_size");
+      if (v && (*v)[v->size() - 2].is_static()) {
+        if (rotated / hs > (*v)[v->size() - 2].value) c.fail("rotated is wider than X's last dim");
+        (*v)[v->size() - 2] = Dim(rotated / hs);
+      }
+    }
     for (size_t i : {size_t(1), size_t(2)}) {
       const std::optional<Shape>& t = c.input_shape(i);
       if (!v || !t) continue;
@@ -175,9 +184,11 @@ void register_fused_schemas(OpRegistry& r) {
       .since(1)
       .io(3, 3)
       .attr("head_size", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("rotated", AttrKind::Int, AttrValue{int64_t{0}})
       .set_infer(infer_rotary)
       .set_cost([](const CostContext& c) { return cost_elementwise(c, 3); })
-      .set_doc("Y = X * cos + rotate_half(X) * sin over each head of head_size values (0: X's last dim)");
+      .set_doc("Y = X * cos + rotate_half(X) * sin over each head of head_size values (0: X's last dim); "
+               "with `rotated`, only the heads in X's first `rotated` values, the others copied");
 
   ln_like("SkipSimplifiedLayerNorm", 3, 3, 2, 4 + 1)
       .set_infer(infer_skip_norm)

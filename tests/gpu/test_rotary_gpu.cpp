@@ -1,7 +1,7 @@
 // ai.fusec Rotary (rotary.cu) against the CPU reference at fp32, fp16 and bf16: the head-size form
 // on a projection [B, S, H·D] with [1, S, 1, D] tables (as fuse_rotary writes Llama's), the 4-D
-// form with per-batch and computed tables, GQA-sized K projections, and heads whose half is not a
-// multiple of the widest vector.
+// form with per-batch and computed tables, GQA-sized K projections, packed QKV rows where only Q's
+// and K's heads rotate, and heads whose half is not a multiple of the widest vector.
 #include "gpu_test_util.h"
 
 using namespace fusec;
@@ -50,6 +50,17 @@ TEST(GpuRotary, FourDimFormsAndBroadcasts) {
   all_precisions(rotary({2, 4, 9, 64}, {1, 1, 9, 64}, 0, 40));
   all_precisions(rotary({2, 4, 9, 32}, {2, 1, 9, 32}, 0, 50, false));  // per-batch positions, computed tables
   all_precisions(rotary({3, 9, 16}, {9, 16}, 0, 60));
+}
+
+TEST(GpuRotary, PackedQkvRotatesQueryAndKeyHeadsOnly) {
+  FUSEC_REQUIRE_GPU();
+  // Llama's packed rows [Q 32 heads | K 8 | V 8] of 64: 40 heads rotate, V's 8 are copied.
+  OpCase c = rotary({2, 128, 48 * 64}, {1, 128, 1, 64}, 64, 100);
+  c.attrs.push_back(attr("rotated", int64_t{40 * 64}));
+  all_precisions(c);
+  OpCase odd = rotary({3, 5, 7 * 6}, {1, 5, 1, 6}, 6, 110);  // scalar path, 5 of 7 heads
+  odd.attrs.push_back(attr("rotated", int64_t{5 * 6}));
+  all_precisions(odd);
 }
 
 TEST(GpuRotary, HalvesThatAreNotAVectorMultiple) {

@@ -34,6 +34,8 @@ struct Spec {
   bool v_reads_other = false;      // V's projection reads another tensor
   bool k_also_output = false;      // K's projection output is also a graph output
   float softcap = 0;               // standard only
+  bool rotary = false;             // Q and K rotated per head (ai.fusec Rotary, [1, S, 1, D] tables)
+  bool k_other_tables = false;     // K's rotation reads its own tables
 };
 
 Tensor constant(std::vector<int64_t> dims, unsigned seed) { return uniform_floats(std::move(dims), seed); }
@@ -69,6 +71,17 @@ std::unique_ptr<Graph> build(const Spec& s) {
       if (s.proj == Spec::Proj::MatMulAdd && bias) out = b.node("Add", {out, bias}, {}, n + "_add");
     }
     if (n == "k" && s.k_also_output) b.output(out);
+    if (s.rotary && n != "v") {
+      const bool own = n == "k" && s.k_other_tables;
+      const std::string t = own ? "_k" : "";
+      auto table = [&](const std::string& name, unsigned sd) {
+        if (Value* v = b.graph().find_value(name)) return v;
+        return b.initializer(name, constant({1, s.seq, 1, s.d}, sd));
+      };
+      Value* cos = table("cos" + t, own ? 40 : 30);
+      Value* sin = table("sin" + t, own ? 41 : 31);
+      out = b.node_n("Rotary", {out, cos, sin}, 1, {attr("head_size", s.d)}, "rope_" + n, "ai.fusec")[0];
+    }
     qkv.push_back(out);
   }
   if (s.mask) qkv.push_back(b.input("mask", DType::Float32, {s.batch, 1, 1, s.seq}));
@@ -214,6 +227,43 @@ TEST(MergeQkv, MatMulAddProjectionsMerge) {
   EXPECT_EQ(count(*o.optimized, "Add"), 0);
   for (const char* n : {"q_add", "k_add", "v_add"}) EXPECT_TRUE(has_origin(p, n)) << n;
   expect_same_numbers(o);
+}
+
+TEST(MergeQkv, RotatedQueriesAndKeysMergeWithOneRotationOfThePackedRows) {
+  // Llama after fuse_rotary: bias-free projections, Q and K rotated per head, GQA, causal.
+  Spec s;
+  s.proj = Spec::Proj::MatMul;
+  s.hkv = 2;
+  s.causal = true;
+  s.rotary = true;
+  Outcome o = merge(s);
+  EXPECT_TRUE(o.changed);
+  EXPECT_TRUE(o.ctx.near_misses.empty());
+  EXPECT_EQ(o.optimized->nodes().size(), 3u);
+  const Node* a = find_named(*o.optimized, "attn");
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(a->input(1));
+  const Node* rot = a->input(0)->producer;
+  ASSERT_TRUE(rot);
+  EXPECT_EQ(rot->op_type, "Rotary");
+  EXPECT_EQ(rot->attr_int("head_size", 0), 4);
+  EXPECT_EQ(rot->attr_int("rotated", 0), (4 + 2) * 4);  // Q's and K's heads; V's are copied
+  EXPECT_EQ(rot->input(1)->name, "cos");
+  const Node* mm = rot->input(0)->producer;
+  ASSERT_TRUE(mm);
+  EXPECT_EQ(mm->op_type, "MatMul");
+  EXPECT_EQ(constant_of(mm->input(1))->dims(), (std::vector<int64_t>{16, 32}));
+  EXPECT_EQ(o.ctx.rewrites[0].replaced, (std::vector<std::string>{"q", "k", "v", "rope_q", "rope_k"}));
+  expect_same_numbers(o);
+}
+
+TEST(MergeQkv, NearMissRotationsReadDifferentTables) {
+  Spec s;
+  s.proj = Spec::Proj::MatMul;
+  s.rotary = true;
+  s.k_other_tables = true;
+  expect_near_miss(s, "MatMul 'q' + MatMul 'k' + MatMul 'v' -> Attention 'attn' not merged",
+                   "Rotary 'rope_q' and Rotary 'rope_k' read different cos/sin tables");
 }
 
 TEST(MergeQkv, OnnxAttentionBecomesFusecAttention) {

@@ -208,7 +208,8 @@ std::vector<int64_t> strides_in_view(const std::vector<int64_t>& t, const std::v
 
 /// Y = X·cos + rotate_half(X)·sin per head: within each head of h values, rotate_half(x)[j] is
 /// −x[j + h/2] for j < h/2 and x[j − h/2] after, and cos/sin broadcast to X's head view. The
-/// arithmetic is the unfused graph's: Mul(x, cos) + Mul(Concat(Neg(x2), x1), sin).
+/// arithmetic is the unfused graph's: Mul(x, cos) + Mul(Concat(Neg(x2), x1), sin). The tables'
+/// strides come from their own dims, so a table sized to the rotated heads reads right for them.
 void rotary(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, rotary);
   const Tensor& x = ctx.input(0);
@@ -228,6 +229,10 @@ void rotary(KernelContext& ctx) {
   for (const Tensor* t : {&cs, &sn})
     if (t->rank() > view.size() || t->rank() == 0 || t->dims().back() != h)
       ctx.fail("cos and sin must broadcast to X's head view " + dims_str(view));
+  // With `rotated`, the heads from rotated / h on (of each row's view.end()[-2]) are copied.
+  const int64_t rotated = ctx.attr_int("rotated");
+  const int64_t per_row = hs > 0 ? view[view.size() - 2] : 1;
+  const int64_t rotated_heads = rotated > 0 && hs > 0 ? rotated / hs : per_row;
   const std::vector<int64_t> cst = strides_in_view(cs.dims(), view), sst = strides_in_view(sn.dims(), view);
   const float* xp = x.data<float>();
   const float* cp = cs.data<float>();
@@ -245,6 +250,10 @@ void rotary(KernelContext& ctx) {
       }
       const float* xr = xp + r * h;
       float* yr = yp + r * h;
+      if (r % per_row >= rotated_heads) {
+        std::copy(xr, xr + h, yr);
+        continue;
+      }
       for (int64_t j = 0; j < half; ++j) {
         yr[j] = xr[j] * cp[co + j] + (-xr[j + half]) * sp[so + j];
         yr[j + half] = xr[j + half] * cp[co + j + half] + xr[j] * sp[so + j + half];

@@ -41,6 +41,14 @@ __global__ void __launch_bounds__(kBlock) rotary_kernel(const __grid_constant__ 
     const int64_t row = i / per_head;
     const int64_t j = (i - row * per_head) * V;
     const int64_t xo = row * a.head + j;
+    float x1[V], x2[V], c1[V], c2[V], s1[V], s2[V], y1[V], y2[V];
+    load<T, V>(x + xo, x1);
+    load<T, V>(x + xo + half, x2);
+    if (a.rotated_heads < a.heads_per_row && row % a.heads_per_row >= a.rotated_heads) {
+      store<T, V>(y + xo, x1);
+      store<T, V>(y + xo + half, x2);
+      continue;
+    }
     int64_t co = 0, so = 0, rem = row;
     for (int d = a.rank - 1; d >= 0; --d) {
       const int64_t q = rem / a.dims[d];
@@ -51,9 +59,6 @@ __global__ void __launch_bounds__(kBlock) rotary_kernel(const __grid_constant__ 
     }
     co = co * a.head + j;
     so = so * a.head + j;
-    float x1[V], x2[V], c1[V], c2[V], s1[V], s2[V], y1[V], y2[V];
-    load<T, V>(x + xo, x1);
-    load<T, V>(x + xo + half, x2);
     load<T, V>(cs + co, c1);
     load<T, V>(cs + co + half, c2);
     load<T, V>(sn + so, s1);

@@ -15,6 +15,9 @@ struct RotaryArgs {
   DType dtype = DType::Undefined;
   int64_t heads = 0;  // rows of X's head view: numel / head
   int64_t head = 0;   // rotated values per head (even)
+  // Heads of each row of the view (its dim before the last) and how many of them rotate; the
+  // others are copied (ai.fusec Rotary's `rotated`, on packed QKV: V's heads).
+  int64_t heads_per_row = 1, rotated_heads = 1;
   // The head view's dims but the last ([.., H] for head_size, else X's leading dims), and each
   // table's row stride along them (in rows of `head` values, 0 where the table broadcasts).
   int rank = 0;

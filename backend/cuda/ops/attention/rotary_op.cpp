@@ -53,6 +53,12 @@ std::unique_ptr<CudaOp> make_rotary(const PlanContext& c, std::string* why) {
   a.dtype = t;
   a.head = view.back();
   if (a.head % 2 != 0) return refuse(why, "the rotated size is odd");
+  const int64_t rotated = c.attr_int("rotated");
+  if (rotated > 0) {
+    if (hs <= 0 || rotated % hs != 0) return refuse(why, "rotated is not a multiple of head_size");
+    a.heads_per_row = view[view.size() - 2];
+    a.rotated_heads = rotated / hs;
+  }
   int64_t numel = 1;
   for (int64_t d : c.in_dims(0)) numel *= d;
   a.heads = a.head ? numel / a.head : 0;
