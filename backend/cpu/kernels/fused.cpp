@@ -135,17 +135,23 @@ void layernorm_gelu(KernelContext& ctx) {
   map_inplace(y, [t](float x) { return gelu(x, t); });
 }
 
-void skip_layernorm(KernelContext& ctx) {
-  if (has_half_io(ctx)) return via_float32(ctx, skip_layernorm);
+/// S = X + skip of the skip norms, into their output S when it is wanted, else into `local`.
+Tensor* skip_sum(KernelContext& ctx, Tensor& local) {
   const Tensor& x = ctx.input(0);
   require_f32(ctx, x);
-  Tensor sum_local;
   Tensor* sum = ctx.has_output(1) ? &ctx.output(1) : nullptr;
   if (!sum) {
-    sum_local = Tensor(x.dtype(), ctx.output(0).dims());
-    sum = &sum_local;
+    local = Tensor(x.dtype(), ctx.output(0).dims());
+    sum = &local;
   }
   binary_broadcast<float, float, float>(x, ctx.input(1), *sum, [](float a, float b) { return a + b; });
+  return sum;
+}
+
+void skip_layernorm(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, skip_layernorm);
+  Tensor local;
+  Tensor* sum = skip_sum(ctx, local);
   std::vector<const Tensor*> ins = {sum, &ctx.input(2), ctx.has_input(3) ? &ctx.input(3) : nullptr};
   Tensor* y = &ctx.output(0);
   KernelContext inner(ctx.node(), standard_schema("LayerNormalization"), kFusedBaseOpset, ins, {y});
@@ -182,16 +188,8 @@ void simplified_layernorm(KernelContext& ctx) {
 
 void skip_simplified_layernorm(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, skip_simplified_layernorm);
-  const Tensor& x = ctx.input(0);
-  require_f32(ctx, x);
-  Tensor sum_local;
-  Tensor* sum = ctx.has_output(1) ? &ctx.output(1) : nullptr;
-  if (!sum) {
-    sum_local = Tensor(x.dtype(), ctx.output(0).dims());
-    sum = &sum_local;
-  }
-  binary_broadcast<float, float, float>(x, ctx.input(1), *sum, [](float a, float b) { return a + b; });
-  rms_rows(ctx, *sum, ctx.input(2), ctx.output(0));
+  Tensor local;
+  rms_rows(ctx, *skip_sum(ctx, local), ctx.input(2), ctx.output(0));
 }
 
 /// Strides (in elements) of `t` read at `view`'s index, right-aligned, 0 where t broadcasts.

@@ -114,6 +114,29 @@ void dispatch_vec(int bytes, F&& f) {
   }
 }
 
+/// V values of T for one vector access: p must be sizeof(T)·V aligned.
+template <typename T, int V>
+struct alignas(sizeof(T) * V) Pack {
+  T v[V];
+};
+
+/// V values of T at p, as floats, in one access.
+template <typename T, int V>
+__device__ __forceinline__ void load_vec(const T* p, float (&o)[V]) {
+  const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p);
+#pragma unroll
+  for (int i = 0; i < V; ++i) o[i] = to_compute(pk.v[i]);
+}
+
+/// V floats rounded to T, stored at p in one access.
+template <typename T, int V>
+__device__ __forceinline__ void store_vec(T* p, const float (&o)[V]) {
+  Pack<T, V> pk;
+#pragma unroll
+  for (int i = 0; i < V; ++i) pk.v[i] = from_compute<T>(o[i]);
+  *reinterpret_cast<Pack<T, V>*>(p) = pk;
+}
+
 /// Whether p may be read or written 16 bytes (a float4) at a time.
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 

@@ -10,26 +10,6 @@ namespace fusec::cuda {
 namespace {
 
 template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
-template <typename T, int V>
-__device__ __forceinline__ void load(const T* p, float (&o)[V]) {
-  const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p);
-#pragma unroll
-  for (int i = 0; i < V; ++i) o[i] = to_compute(pk.v[i]);
-}
-
-template <typename T, int V>
-__device__ __forceinline__ void store(T* p, const float (&o)[V]) {
-  Pack<T, V> pk;
-#pragma unroll
-  for (int i = 0; i < V; ++i) pk.v[i] = from_compute<T>(o[i]);
-  *reinterpret_cast<Pack<T, V>*>(p) = pk;
-}
-
-template <typename T, int V>
 __global__ void __launch_bounds__(kBlock) rotary_kernel(const __grid_constant__ RotaryArgs a) {
   pdl_wait_then_release();
   const T* x = static_cast<const T*>(a.x);
@@ -42,11 +22,11 @@ __global__ void __launch_bounds__(kBlock) rotary_kernel(const __grid_constant__ 
     const int64_t j = (i - row * per_head) * V;
     const int64_t xo = row * a.head + j;
     float x1[V], x2[V], c1[V], c2[V], s1[V], s2[V], y1[V], y2[V];
-    load<T, V>(x + xo, x1);
-    load<T, V>(x + xo + half, x2);
+    load_vec<T, V>(x + xo, x1);
+    load_vec<T, V>(x + xo + half, x2);
     if (a.rotated_heads < a.heads_per_row && row % a.heads_per_row >= a.rotated_heads) {
-      store<T, V>(y + xo, x1);
-      store<T, V>(y + xo + half, x2);
+      store_vec<T, V>(y + xo, x1);
+      store_vec<T, V>(y + xo + half, x2);
       continue;
     }
     int64_t co = 0, so = 0, rem = row;
@@ -59,17 +39,17 @@ __global__ void __launch_bounds__(kBlock) rotary_kernel(const __grid_constant__ 
     }
     co = co * a.head + j;
     so = so * a.head + j;
-    load<T, V>(cs + co, c1);
-    load<T, V>(cs + co + half, c2);
-    load<T, V>(sn + so, s1);
-    load<T, V>(sn + so + half, s2);
+    load_vec<T, V>(cs + co, c1);
+    load_vec<T, V>(cs + co + half, c2);
+    load_vec<T, V>(sn + so, s1);
+    load_vec<T, V>(sn + so + half, s2);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
       y1[k] = x1[k] * c1[k] + (-x2[k]) * s1[k];
       y2[k] = x2[k] * c2[k] + x1[k] * s2[k];
     }
-    store<T, V>(y + xo, y1);
-    store<T, V>(y + xo + half, y2);
+    store_vec<T, V>(y + xo, y1);
+    store_vec<T, V>(y + xo + half, y2);
   }
 }
 

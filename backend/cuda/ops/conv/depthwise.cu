@@ -96,14 +96,6 @@ __device__ __forceinline__ void load_rw(const T* p, float (&out)[NV]) {
   for (int i = 0; i < NV; ++i) out[i] = to_compute(q.v[i]);
 }
 
-template <typename T, int NV>
-__device__ __forceinline__ void store_vec(T* p, const float (&in)[NV]) {
-  Vec<T, NV> q;
-#pragma unroll
-  for (int i = 0; i < NV; ++i) q.v[i] = from_compute<T>(in[i]);
-  *reinterpret_cast<Vec<T, NV>*>(p) = q;
-}
-
 /// NV fp32 weights at p: 16-byte loads (8-byte for NV = 2).
 template <int NV>
 __device__ __forceinline__ void load_weights(const float* p, float (&out)[NV]) {

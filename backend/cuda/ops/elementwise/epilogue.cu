@@ -19,12 +19,6 @@ __global__ void epilogue_kernel(T* __restrict__ y, const T* __restrict__ z, cons
   }
 }
 
-/// 16 bytes of T: one vector load or store.
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
 // The same epilogue, 16 bytes per access and 32-bit indices: the scalar kernel's 2-byte fp16
 // loads and 64-bit index division made BERT's erf-GELU pass run far below the copy peak (fusec
 // profile). Used when whole packs share their bias layout: bias along the innermost dim (inner ==

@@ -24,11 +24,6 @@ struct NearestArgs {
 
 // Narrow: output and input index in 32 bits (checked on the host). kVec consecutive outputs of
 // the innermost dim per thread: one index decomposition and one packed store for all of them.
-template <typename U, int kVec>
-struct alignas(sizeof(U) * kVec) Pack {
-  U u[kVec];
-};
-
 template <typename U, bool kNarrow, int kVec>
 __global__ void __launch_bounds__(kBlock)
     resize_nearest_kernel(const U* __restrict__ x, U* __restrict__ y, U extrapolation,
@@ -62,7 +57,7 @@ __global__ void __launch_bounds__(kBlock)
     for (int j = 0; j < kVec; ++j) {
       const I c = c0 + j;
       const I src = a.map_offset[last] < 0 ? c : static_cast<I>(a.maps[a.map_offset[last] + c]);
-      pk.u[j] = outside || src < 0 ? extrapolation : x[off + src * static_cast<I>(a.in_strides[last])];
+      pk.v[j] = outside || src < 0 ? extrapolation : x[off + src * static_cast<I>(a.in_strides[last])];
     }
     *reinterpret_cast<Pack<U, kVec>*>(y + i * kVec) = pk;
   }

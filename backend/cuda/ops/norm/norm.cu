@@ -47,26 +47,6 @@ __device__ __forceinline__ float row_sum(float v, float* smem) {
   return warp_sum(lane < nw ? smem[lane] : 0.f);
 }
 
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
-template <typename T, int V>
-__device__ __forceinline__ void load_vec(const T* p, float (&o)[V]) {
-  const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p);
-#pragma unroll
-  for (int i = 0; i < V; ++i) o[i] = to_compute(pk.v[i]);
-}
-
-template <typename T, int V>
-__device__ __forceinline__ void store_vec(T* p, const float (&o)[V]) {
-  Pack<T, V> pk;
-#pragma unroll
-  for (int i = 0; i < V; ++i) pk.v[i] = from_compute<T>(o[i]);
-  *reinterpret_cast<Pack<T, V>*>(p) = pk;
-}
-
 // LayerNormGelu's GELU, in float: the erf form is the CPU reference's (fused.cpp); the tanh form
 // rounds √(2/π) to the nearest float, one unit above the CPU's.
 __device__ __forceinline__ float apply_act(float x, NormAct act) {

@@ -263,11 +263,6 @@ __device__ __forceinline__ A warp_comb(const Op& op, A v) {
   return v;
 }
 
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
 /// Where a finished group goes: its final value, or its partial for the finishing kernel.
 template <typename Op, typename A>
 __device__ __forceinline__ void emit(const ReduceArgs& a, const Op& op, int64_t out, A acc) {

@@ -48,26 +48,6 @@ struct IMin {
   __device__ int operator()(int a, int b) const { return a < b ? a : b; }
 };
 
-template <typename T, int V>
-struct alignas(sizeof(T) * V) Pack {
-  T v[V];
-};
-
-template <typename T, int V>
-__device__ __forceinline__ void load_vec(const T* p, float (&o)[V]) {
-  const Pack<T, V> pk = *reinterpret_cast<const Pack<T, V>*>(p);
-#pragma unroll
-  for (int i = 0; i < V; ++i) o[i] = to_compute(pk.v[i]);
-}
-
-template <typename T, int V>
-__device__ __forceinline__ void store_vec(T* p, const float (&o)[V]) {
-  Pack<T, V> pk;
-#pragma unroll
-  for (int i = 0; i < V; ++i) pk.v[i] = from_compute<T>(o[i]);
-  *reinterpret_cast<Pack<T, V>*>(p) = pk;
-}
-
 // ---- rows in registers ----
 
 template <typename T, int V, int K>
