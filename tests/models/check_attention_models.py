@@ -36,10 +36,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 GENERATOR = os.path.join(HERE, "..", "..", "scripts", "make_attention_models.py")
 TOL = 1e-4
 BATCH, SEQ, VOCAB, LAYERS = 2, 8, 64, 2
-# Models whose every layer gets packed QKV (merge_qkv); the others keep Q, K and V apart (Llama's
-# RoPE makes its attention 4-D; GPT-2 legacy's K and V are also the present outputs).
+# Models whose every layer gets packed QKV (merge_qkv); the others keep Q, K and V apart (GPT-2
+# legacy's K and V are also the present outputs). Llama's RoPE becomes one ai.fusec Rotary per
+# layer (fuse_rotary), over the packed rows.
 PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "vit_dynamo", "vit_legacy", "gpt2_dynamo",
-          "bert_sdpa_legacy", "bert_sdpa_dynamo", "gpt2_sdpa_legacy", "gpt2_sdpa_dynamo")
+          "bert_sdpa_legacy", "bert_sdpa_dynamo", "gpt2_sdpa_legacy", "gpt2_sdpa_dynamo", "llama_dynamo",
+          "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy")
+ROTARY = ("llama_dynamo", "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy")
 PAD = 3  # padded positions in the attention masks below
 
 
@@ -118,6 +121,11 @@ def check(fusec: str, path: str, work: str) -> list[str]:
         problems.append(f"{n_packed} of {len(attns)} Attention nodes read packed QKV")
     if any(n.op_type == "Softmax" for n in fused.graph.node):
         problems.append("a Softmax is left")
+    n_rotary = sum(n.op_type == "Rotary" and n.domain == "ai.fusec" for n in fused.graph.node)
+    if n_rotary != (LAYERS if name in ROTARY else 0):
+        problems.append(f"{n_rotary} ai.fusec Rotary nodes for {LAYERS} layers")
+    if name in ROTARY and any(n.op_type in ("Neg", "Concat", "Slice") for n in fused.graph.node):
+        problems.append("a piece of the rotary embedding (Neg, Concat, Slice) is left")
 
     feeds = feeds_for(model, seed=5)
     ref = [np.asarray(r, np.float64) for r in ort_session(path).run(None, feeds)]
