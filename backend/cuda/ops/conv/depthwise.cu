@@ -30,6 +30,8 @@
 // other short memory-bound kernels are (common.cuh).
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <type_traits>
 
 #include "backend/cuda/core/common.cuh"
@@ -51,6 +53,7 @@ struct DwParams {
   int h, w_in, c, k, m, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl;
   ActParams act;
   int sb, th, tiles_w, tiles_h;  // tiled: strips per patch row, rows per patch, patches across and down
+  int tw;                        // shared-memory kernel: columns per patch (th: its rows)
   int slices;                    // tiled: blocks across the channels
   int groups;                    // generic: channel groups of 4 per pixel
   int64_t total;                 // generic: pixels x groups
@@ -189,6 +192,107 @@ __global__ void __launch_bounds__(256) depthwise_tiled_kernel(DwParams p) {
   }
 }
 
+// The shared-memory kernel, for stride 1 without dilation, M = 1 and slices of 32 channels. A
+// block stages the input patch its th x tw outputs read ((th + KH - 1) x (tw + KW - 1) pixels of
+// its 32 channels, converted to fp32 once, zeros for the padding) and the slice's weights in
+// shared memory. A thread then computes 2 x 8 outputs of one channel pair: for each window row
+// it holds KW weight pairs, and each of the 2 x (8 + KW - 1) input pairs it reads feeds every
+// output whose window covers it, all operands 8-byte shared loads that a half-warp (16 channel
+// pairs, 128 bytes) reads without bank conflicts. The tiled kernel above reads each input vector
+// once per output row from L1 and converts it each time (ncu: 3.4 instructions per FMA at
+// ConvNeXt's first 7x7). Neither wins everywhere: the route's tuner times both per shape.
+constexpr int kSmemChannels = 32, kSmemRows = 2, kSmemCols = 8;
+
+/// Shared memory of the kernel for a patch of th x tw outputs of a kh x kw window, in bytes.
+size_t smem_bytes(int th, int tw, int kh, int kw) {
+  return sizeof(float) * kSmemChannels * (size_t(th + kh - 1) * (tw + kw - 1) + size_t(kh) * kw);
+}
+
+template <typename T, int KW>
+__global__ void __launch_bounds__(256) depthwise_smem_kernel(DwParams p) {
+  extern __shared__ float4 smem4[];
+  float* xs = reinterpret_cast<float*>(smem4);  // [rows][cols][32]: the input patch
+  pdl_wait_then_release();
+  const int rows = p.th + p.kh - 1, cols = p.tw + KW - 1;
+  float* ws = xs + rows * cols * kSmemChannels;  // [kh][KW][32]: the slice's weights
+  int b = blockIdx.x;
+  const int c0 = (b % p.slices) * kSmemChannels;
+  b /= p.slices;
+  const int oh0 = (b % p.tiles_h) * p.th;
+  b /= p.tiles_h;
+  const int ow0 = (b % p.tiles_w) * p.tw;
+  const int n = b / p.tiles_w;
+  const T* x = static_cast<const T*>(p.x);
+  // 4 channels (one vector of T) per thread and step; neighbouring threads take one pixel's 32.
+  for (int q = threadIdx.x; q < rows * cols * (kSmemChannels / 4); q += blockDim.x) {
+    const int pix = q / (kSmemChannels / 4), cq = (q % (kSmemChannels / 4)) * 4;
+    const int r = pix / cols, ih = oh0 - p.pt + r, iw = ow0 - p.pl + (pix - r * cols);
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (static_cast<unsigned>(ih) < static_cast<unsigned>(p.h) && static_cast<unsigned>(iw) < static_cast<unsigned>(p.w_in))
+      load_vec<T, 4>(x + ((static_cast<int64_t>(n) * p.h + ih) * p.w_in + iw) * p.k + c0 + cq, v);
+    reinterpret_cast<float4*>(xs)[q] = make_float4(v[0], v[1], v[2], v[3]);
+  }
+  for (int q = threadIdx.x; q < p.kh * KW * (kSmemChannels / 4); q += blockDim.x) {
+    const int tap = q / (kSmemChannels / 4), cq = (q % (kSmemChannels / 4)) * 4;
+    reinterpret_cast<float4*>(ws)[q] = __ldg(reinterpret_cast<const float4*>(p.w + tap * p.k + c0 + cq));
+  }
+  __syncthreads();
+
+  const int pair = threadIdx.x % (kSmemChannels / 2), spatial = threadIdx.x / (kSmemChannels / 2);
+  const int strips = p.tw / kSmemCols;
+  const int lr = (spatial / strips) * kSmemRows, lc = (spatial % strips) * kSmemCols;
+  float2 acc[kSmemRows][kSmemCols];
+#pragma unroll
+  for (int i = 0; i < kSmemRows; ++i)
+#pragma unroll
+    for (int j = 0; j < kSmemCols; ++j) acc[i][j] = make_float2(0.0f, 0.0f);
+  for (int r = 0; r < p.kh; ++r) {
+    float2 wv[KW];
+#pragma unroll
+    for (int s = 0; s < KW; ++s) wv[s] = reinterpret_cast<const float2*>(ws + (r * KW + s) * kSmemChannels)[pair];
+#pragma unroll
+    for (int i = 0; i < kSmemRows; ++i) {
+      const float2* row = reinterpret_cast<const float2*>(xs + ((lr + i + r) * cols + lc) * kSmemChannels) + pair;
+#pragma unroll
+      for (int ci = 0; ci < kSmemCols + KW - 1; ++ci) {
+        const float2 xv = row[ci * (kSmemChannels / 2)];
+        // Input column ci feeds output j through tap s = ci - j.
+#pragma unroll
+        for (int s = 0; s < KW; ++s) {
+          const int j = ci - s;
+          if (j >= 0 && j < kSmemCols) {
+            acc[i][j].x = fmaf(xv.x, wv[s].x, acc[i][j].x);
+            acc[i][j].y = fmaf(xv.y, wv[s].y, acc[i][j].y);
+          }
+        }
+      }
+    }
+  }
+
+  const int c = c0 + 2 * pair;
+  float bv[2] = {0.0f, 0.0f};
+  if (p.bias) load_vec<T, 2>(static_cast<const T*>(p.bias) + c, bv);
+#pragma unroll
+  for (int i = 0; i < kSmemRows; ++i) {
+    const int oh = oh0 + lr + i;
+    if (oh >= p.oh) break;
+#pragma unroll
+    for (int j = 0; j < kSmemCols; ++j) {
+      const int ow = ow0 + lc + j;
+      if (ow >= p.ow) break;
+      const int64_t o = ((static_cast<int64_t>(n) * p.oh + oh) * p.ow + ow) * p.k + c;
+      float out[2] = {acc[i][j].x + bv[0], acc[i][j].y + bv[1]};
+      if (p.z) {
+        float zv[2];
+        load_vec<T, 2>(static_cast<const T*>(p.z) + o, zv);
+        out[0] += zv[0], out[1] += zv[1];
+      }
+      out[0] = apply_act(out[0], p.act), out[1] = apply_act(out[1], p.act);
+      store_vec<T, 2>(static_cast<T*>(p.y) + o, out);
+    }
+  }
+}
+
 constexpr int kGenericChannels = 4;
 
 template <typename T>
@@ -236,15 +340,18 @@ __global__ void __launch_bounds__(256) depthwise_generic_kernel(DwParams p) {
 
 struct Config {
   const char* name;  // the tuning cache's identity: keep stable
-  int vec_bytes;     // 0: the generic kernel
+  int vec_bytes;     // 0: the generic kernel, or the shared-memory one when patch_rows > 0
   int pixels;        // PW
   int threads;       // per block, at most: fewer where the kernel holds many registers, for occupancy
+  int patch_rows = 0, patch_cols = 0;  // the shared-memory kernel's output patch
 };
 
 constexpr Config kConfigs[] = {
-    {"generic", 0, 1, 256},      {"v16 p4 b256", 16, 4, 256}, {"v16 p8 b256", 16, 8, 256},
-    {"v8 p4 b256", 8, 4, 256},   {"v8 p8 b256", 8, 8, 256},   {"v16 p4 b128", 16, 4, 128},
-    {"v16 p8 b128", 16, 8, 128}, {"v8 p4 b128", 8, 4, 128},   {"v8 p8 b128", 8, 8, 128},
+    {"generic", 0, 1, 256},         {"v16 p4 b256", 16, 4, 256},    {"v16 p8 b256", 16, 8, 256},
+    {"v8 p4 b256", 8, 4, 256},      {"v8 p8 b256", 8, 8, 256},      {"v16 p4 b128", 16, 4, 128},
+    {"v16 p8 b128", 16, 8, 128},    {"v8 p4 b128", 8, 4, 128},      {"v8 p8 b128", 8, 8, 128},
+    {"smem 4x8", 0, 0, 0, 4, 8},    {"smem 8x8", 0, 0, 0, 8, 8},    {"smem 8x16", 0, 0, 0, 8, 16},
+    {"smem 16x16", 0, 0, 0, 16, 16},
 };
 constexpr int kConfigCount = static_cast<int>(sizeof(kConfigs) / sizeof(kConfigs[0]));
 
@@ -325,6 +432,62 @@ void launch_tiled_config(const Config& cf, const DwParams& p, int kw, int sw, di
 
 bool aligned_to(const void* q, int bytes) { return reinterpret_cast<uintptr_t>(q) % bytes == 0; }
 
+/// Whether the shared-memory kernel takes the shape (the window's height bounded so that a patch
+/// of the largest configuration stays within the opt-in shared memory).
+bool smem_kernel_takes(const DepthwiseShape& s) {
+  return s.m == 1 && s.stride_h == 1 && s.stride_w == 1 && s.dil_h == 1 && s.dil_w == 1 &&
+         (s.kw == 3 || s.kw == 5 || s.kw == 7) && s.kh <= 7 && s.channels_out() % kSmemChannels == 0;
+}
+
+/// The grid of the shared-memory kernel for config cf; false when it does not fit.
+bool smem_tiles(const DepthwiseShape& s, const Config& cf, DwParams* p, dim3* grid, dim3* block) {
+  const int64_t tiles_h = (s.oh + cf.patch_rows - 1) / cf.patch_rows, tiles_w = (s.ow + cf.patch_cols - 1) / cf.patch_cols;
+  const int64_t slices = s.channels_out() / kSmemChannels, blocks = s.batch * tiles_h * tiles_w * slices;
+  if (!fits_int(blocks)) return false;
+  p->th = cf.patch_rows, p->tw = cf.patch_cols;
+  p->tiles_h = static_cast<int>(tiles_h), p->tiles_w = static_cast<int>(tiles_w), p->slices = static_cast<int>(slices);
+  *grid = dim3(static_cast<unsigned>(blocks));
+  *block = dim3((kSmemChannels / 2) * (cf.patch_rows / kSmemRows) * (cf.patch_cols / kSmemCols));
+  return true;
+}
+
+template <typename T, int KW>
+void launch_smem_kw(const DwParams& p, dim3 grid, dim3 block, cudaStream_t s) {
+  auto kernel = depthwise_smem_kernel<T, KW>;
+  // More than 48 KB of dynamic shared memory needs an opt-in, per kernel and device: made once
+  // each, for the largest patch a configuration stages (16 x 16 outputs, kh <= 7).
+  static std::mutex mu;
+  static std::set<int> opted;
+  int dev = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess)
+    throw_cuda_error(static_cast<int>(e), "depthwise_smem_kernel", __FILE__, __LINE__);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!opted.count(dev)) {
+      const int most = static_cast<int>(smem_bytes(16, 16, 7, KW));
+      if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+          e != cudaSuccess)
+        throw_cuda_error(static_cast<int>(e), "depthwise_smem_kernel (shared memory opt-in)", __FILE__, __LINE__);
+      opted.insert(dev);
+    }
+  }
+  launch_pdl("depthwise_smem_kernel", kernel, grid, block, smem_bytes(p.th, p.tw, p.kh, KW), s, p);
+}
+
+template <typename T>
+void launch_smem(const DwParams& p, dim3 grid, dim3 block, cudaStream_t s) {
+  switch (p.kw) {
+    case 3:
+      return launch_smem_kw<T, 3>(p, grid, block, s);
+    case 5:
+      return launch_smem_kw<T, 5>(p, grid, block, s);
+    case 7:
+      return launch_smem_kw<T, 7>(p, grid, block, s);
+    default:
+      internal_error("the shared-memory depthwise conv was asked for a window it has no kernel for");
+  }
+}
+
 }  // namespace
 
 const char* depthwise_refusal(const DepthwiseShape& s, DType dtype) {
@@ -349,6 +512,11 @@ const char* depthwise_config_name(int config) {
 bool depthwise_config_applies(const DepthwiseShape& s, DType dtype, int config) {
   if (config < 0 || config >= kConfigCount || depthwise_refusal(s, dtype)) return false;
   const Config& cf = kConfigs[config];
+  if (cf.patch_rows > 0) {
+    DwParams p{};
+    dim3 grid, block;
+    return smem_kernel_takes(s) && smem_tiles(s, cf, &p, &grid, &block);
+  }
   if (cf.vec_bytes == 0) return true;
   const int es = static_cast<int>(dtype_size(dtype));
   if (s.m != 1 || s.dil_w != 1 || (s.kw != 3 && s.kw != 5 && s.kw != 7) || (s.stride_w != 1 && s.stride_w != 2) ||
@@ -373,6 +541,19 @@ bool launch_depthwise(const DepthwiseArgs& a, int config, cudaStream_t stream) {
   p.dh = static_cast<int>(s.dil_h), p.dw = static_cast<int>(s.dil_w);
   p.pt = static_cast<int>(s.pad_top), p.pl = static_cast<int>(s.pad_left);
   p.act = a.act;
+  if (cf.patch_rows > 0) {
+    // Vectors of 4 elements in, pairs out: x 4-element aligned, y, z and the bias 2-element.
+    const int es = static_cast<int>(dtype_size(a.dtype));
+    if (!aligned_to(a.x, 4 * es) || !aligned_to(a.w, 16)) return false;
+    for (const void* q : {static_cast<const void*>(a.y), a.z, a.bias})
+      if (q && !aligned_to(q, 2 * es)) return false;
+    dim3 grid, block;
+    if (!smem_tiles(s, cf, &p, &grid, &block)) return false;
+    return dispatch_float_storage(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_same_v<T, double>) launch_smem<T>(p, grid, block, stream);
+    });
+  }
   if (cf.vec_bytes == 0) {
     p.groups = (p.k + kGenericChannels - 1) / kGenericChannels;
     p.total = s.batch * s.oh * s.ow * p.groups;
