@@ -57,6 +57,7 @@ std::string noop_reason(const Node& n) {
     }
     return "Slice of everything";
   }
+  if (op == "Concat" && n.inputs.size() == 1 && same_static_shape(in, out)) return "Concat of one input";
   if (op == "Transpose" && n.has_attr("perm")) {
     auto perm = n.attr_ints("perm");
     for (size_t i = 0; i < perm.size(); ++i)
@@ -83,6 +84,36 @@ bool constants_to_initializers(Graph& g, PassContext& ctx) {
     out->initializer = std::make_shared<const Tensor>(std::move(t[0]));
     changed = true;
     (void)name;
+  }
+  return changed;
+}
+
+/// Concat operands that are empty along the axis add nothing: dropped while another operand
+/// remains. (Phi-3's rotary embedding, exported by torch's legacy exporter, concatenates the
+/// rotated head with the empty Slice of its pass-through part.)
+bool drop_empty_concat_inputs(Graph& g, PassContext& ctx) {
+  bool changed = false;
+  for (Node* n : g.node_list()) {
+    if (!is_op(n, "Concat") || n->inputs.size() < 2 || !n->outputs[0] || !n->outputs[0]->type.shape) continue;
+    const int64_t rank = static_cast<int64_t>(n->outputs[0]->type.shape->size());
+    int64_t axis = n->attr_int("axis", 0);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) continue;
+    std::vector<size_t> empty;
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      auto d = known_dims(n->inputs[i]);
+      if (d && static_cast<int64_t>(d->size()) == rank && (*d)[static_cast<size_t>(axis)] == 0) empty.push_back(i);
+    }
+    if (empty.empty() || empty.size() == n->inputs.size()) continue;
+    std::string names;
+    for (size_t k = empty.size(); k-- > 0;) {
+      if (!names.empty()) names += ", ";
+      names += "'" + n->inputs[empty[k]]->name + "'";
+      g.set_input(n, empty[k], nullptr);
+      n->inputs.erase(n->inputs.begin() + static_cast<std::ptrdiff_t>(empty[k]));
+    }
+    ctx.rewrite(kPass, "dropped the empty operand(s) " + names + " of " + describe(n), {}, n->name);
+    changed = true;
   }
   return changed;
 }
@@ -198,6 +229,7 @@ bool deduplicate(Graph& g, PassContext& ctx) {
 
 bool CleanupPass::run(Graph& g, PassContext& ctx) {
   bool changed = constants_to_initializers(g, ctx);
+  changed |= drop_empty_concat_inputs(g, ctx);
   changed |= remove_noops(g, ctx);
   changed |= deduplicate(g, ctx);
   changed |= remove_dead_nodes(g, ctx);

@@ -41,9 +41,10 @@
 // or K), which the guard zeroes and Attention leaves NaN, as ONNX Attention and torch's fused
 // kernels do; finite Q and K with finite products never give one.
 //
-// Forms: the 3-D form when Q, K and V each come from a head split of a 3-D tensor and P·V goes
-// through the head merge; otherwise the 4-D form on [B, H, S, D] tensors (after RoPE, say), keeping
-// the transposes that must stay and adding Transpose(0,2,1,3) where the graph only has Kᵀ.
+// Forms: the 3-D form when Q, K and V each come from a head split of a 3-D tensor, or are each the
+// Transpose(0,2,1,3) of a [B, S, H, D] tensor (which the 3-D form reads through a free Reshape),
+// and P·V goes through the head merge; otherwise the 4-D form on [B, H, S, D] tensors, keeping the
+// transposes that must stay and adding Transpose(0,2,1,3) where the graph only has Kᵀ.
 // Written as ONNX Attention when the model's ai.onnx opset is >= 23, else as ai.fusec Attention (the
 // same semantics, docs/ops.md); under --portable, below opset 23, a near-miss. Needs cleanup first
 // (Dropout, Identity and no-op Casts between Softmax and P·V are gone) and folded constants (the
@@ -208,6 +209,27 @@ bool same_known(const Dim& a, const Dim& b) {
 }
 
 /// Finds the operands and checks what the fused node needs; returns why not, or "".
+/// Whether the 3-D form can read `o`: its head split's [B, S, H·D] input, or, where something else
+/// wrote the [B, S, H, D] tensor (RoPE after a per-head RMSNorm: Qwen3, Gemma 3), a view of it.
+bool viewable_3d(const Operand& o) {
+  if (o.v3) return true;
+  if (!o.bshd || !o.bshd->type.shape || o.bshd->type.shape->size() != 4) return false;
+  const Shape& s = *o.bshd->type.shape;
+  return s[2].is_static() && s[3].is_static();
+}
+
+/// `o` as the 3-D form reads it: the head split's input, or a Reshape [0, 0, H·D] of its
+/// [B, S, H, D] tensor (a view: no copy).
+Value* as_3d(Graph& g, const Operand& o) {
+  if (o.v3) return o.v3;
+  const Shape& s = *o.bshd->type.shape;
+  Value* shape = g.add_initializer(o.bshd->name + "_bse_shape",
+                                   Tensor::from_int64({0, 0, s[2].value * s[3].value}, {3}));
+  Value* out = g.add_value(o.bshd->name + "_bse");
+  g.add_node("Reshape", {o.bshd, shape}, {out}, g.unique_node_name(o.bshd->name + "_merge_heads"));
+  return out;
+}
+
 std::string match_operands(Match& m) {
   Value* q = attention::peel_scale(m.qk->input(0), m.scale, m.peeled);
   Value* kt = attention::peel_scale(m.qk->input(1), m.scale, m.peeled);
@@ -238,7 +260,7 @@ std::string match_operands(Match& m) {
     return "Q has " + std::to_string(m.q.heads) + " heads and K " + std::to_string(kv_seen);
   if (m.q.heads % m.k.heads != 0) return "Q's heads are not a multiple of K's";
   m.merge = attention::match_head_merge(m.pv);
-  m.three_d = m.merge && m.q.v3 && m.k.v3 && m.v.v3;
+  m.three_d = m.merge && viewable_3d(m.q) && viewable_3d(m.k) && viewable_3d(m.v);
   return "";
 }
 
@@ -307,7 +329,7 @@ Node* rewrite(Rewriter& r, Match& m) {
   // Inputs first (they may add a Transpose), while every matched node still exists.
   std::vector<Value*> ins;
   if (m.three_d) {
-    ins = {m.q.v3, m.k.v3, m.v.v3};
+    ins = {as_3d(g, m.q), as_3d(g, m.k), as_3d(g, m.v)};
   } else {
     ins = {m.q.v4, m.k.v4 ? m.k.v4 : to_bhsd(g, m.k.bshd), m.v.v4};
   }

@@ -31,6 +31,7 @@
 // cos, sin; head_size = D) of a projection P, both with the same tables, constant along the heads.
 // The three projections merge as above and one Rotary over the packed rows (rotated = (Hq + Hkv)·D)
 // rotates Q's and K's heads and copies V's: one GEMM and one rotation kernel instead of three and two.
+// The same for the packed forms below with rotated Q and K (Phi-3's fused qkv_proj, sliced).
 //
 // Second form, GPT-2's c_attn: Q, K and V are outputs 0, 1, 2 of one Split of a 3-D T along its last
 // axis. T is packed QKV already ([Hq·D | Hkv·D | Hkv·D] per token): the Split goes, Attention(T, "", "").
@@ -185,7 +186,18 @@ std::optional<std::array<Node*, 3>> slices_of(const std::array<Value*, 3>& qkv) 
 
 Source source_of(const Node* attn) {
   Source s;
-  Value *q = attn->input(kQ), *k = attn->input(kK), *v = attn->input(kV);
+  // Q and K may each be rotated per head first (ai.fusec Rotary, fuse_rotary's): Llama's
+  // projections, Phi-3's Slices of its fused qkv_proj. Both or neither.
+  std::array<Value*, 3> in = {attn->input(kQ), attn->input(kK), attn->input(kV)};
+  for (size_t i = 0; i < 2; ++i) {
+    Node* rot = in[i] ? in[i]->producer : nullptr;
+    if (rot && rot->op_type == "Rotary" && rot->domain == "ai.fusec") {
+      s.rotary[i] = rot;
+      in[i] = rot->input(0);
+    }
+  }
+  if ((s.rotary[0] == nullptr) != (s.rotary[1] == nullptr)) return s;
+  Value *q = in[0], *k = in[1], *v = in[2];
   Node* sp = q ? q->producer : nullptr;
   if (is_op(sp, "Split") && sp->outputs.size() == 3 && sp->outputs[0] == q && sp->outputs[1] == k &&
       sp->outputs[2] == v) {
@@ -198,16 +210,6 @@ Source source_of(const Node* attn) {
     s.found = true;
     return s;
   }
-  // Llama's form: Q and K rotated per head after their projections (ai.fusec Rotary).
-  std::array<Value*, 3> in = {q, k, v};
-  for (size_t i = 0; i < 2; ++i) {
-    Node* rot = in[i] ? in[i]->producer : nullptr;
-    if (rot && rot->op_type == "Rotary" && rot->domain == "ai.fusec") {
-      s.rotary[i] = rot;
-      in[i] = rot->input(0);
-    }
-  }
-  if ((s.rotary[0] == nullptr) != (s.rotary[1] == nullptr)) return s;
   for (size_t i = 0; i < 3; ++i) {
     auto p = projection_of(in[i]);
     if (!p) return s;
@@ -315,9 +317,9 @@ std::string attention_problem(const Node* attn, const Source& src) {
     if (axis != 2) return describe(sp) + " splits axis " + std::to_string(sp->attr_int("axis", 0)) + ", not the last";
     for (size_t i = 0; i < 3; ++i)
       if (!has_single_use(sp->outputs[i])) return kRole[i] + std::string(": ") + read_elsewhere(sp->outputs[i], sp);
-    return "";
+    return rotary_problem(src, dk);
   }
-  if (src.slices[0]) return "";  // slices_of checked them
+  if (src.slices[0]) return rotary_problem(src, dk);  // slices_of checked the Slices
   const Value* x = src.proj[0].x;
   if (src.proj[1].x != x || src.proj[2].x != x)
     return "the projections read different inputs ('" + src.proj[0].x->name + "', '" + src.proj[1].x->name + "', '" +
@@ -382,6 +384,25 @@ Node* packed_attention(Rewriter& r, Node* attn, Value* packed, const std::vector
   return n;
 }
 
+/// Q's and K's rotations (src.rotary, whose outputs the attention no longer reads) -> one Rotary
+/// over `packed` that rotates its first `rotated` values of each row (Q's and K's heads) and copies
+/// V's; returns the rotated tensor, or `packed` when there were no rotations.
+Value* rotate_packed(Rewriter& r, const Source& src, Value* packed, int64_t rotated, const std::string& stem,
+                     std::string* summary) {
+  Node* rq = src.rotary[0];
+  if (!rq) return packed;
+  Value *cos = rq->input(1), *sin = rq->input(2);
+  const int64_t head = rq->attr_int("head_size", 0);
+  const std::string name = rq->name;
+  Replaced gone = r.remove({src.rotary[0], src.rotary[1]});
+  Value* out = r.graph().add_value(stem + ".qkv_rotated");
+  Node* rot = r.add("Rotary", {packed, cos, sin}, {out}, name, "ai.fusec", gone.origins);
+  rot->set_attr("head_size", head);
+  rot->set_attr("rotated", rotated);
+  *summary += " + " + gone.listed + " -> " + describe(rot) + " (Q's and K's heads of the packed rows)";
+  return out;
+}
+
 /// The projections -> one product writing packed QKV; returns the Attention reading it.
 Node* merge_projections(Rewriter& r, Node* attn, const Source& src, std::string* summary) {
   Graph& g = r.graph();
@@ -395,34 +416,24 @@ Node* merge_projections(Rewriter& r, Node* attn, const Source& src, std::string*
   Value* x = proj[0].x;
   std::vector<Node*> replaced;
   for (const auto& p : proj) replaced.insert(replaced.end(), p.nodes.begin(), p.nodes.end());
-  // The rotations of Q and K become one over the packed rows: Q's and K's heads rotate, V's are copied.
-  Node* rq = src.rotary[0];
-  Value *cos = rq ? rq->input(1) : nullptr, *sin = rq ? rq->input(2) : nullptr;
-  const int64_t head = rq ? rq->attr_int("head_size", 0) : 0;
   const int64_t rotated = constant_of(proj[0].w)->dim(1) + constant_of(proj[1].w)->dim(1);
-  const std::string rot_name = rq ? rq->name : "";
-  Replaced rot_gone;
-  if (rq) {
-    g.set_input(attn, kQ, nullptr);  // the rotations' outputs lose their reader first
+  // The rotations' outputs lose their reader before the rotations go, and they before the
+  // projections they read.
+  Value* packed = g.add_value(attn->name + ".qkv");
+  Value* in = packed;
+  if (src.rotary[0]) {
+    g.set_input(attn, kQ, nullptr);
     g.set_input(attn, kK, nullptr);
-    rot_gone = r.remove({src.rotary[0], src.rotary[1]});
+    in = rotate_packed(r, src, packed, rotated, attn->name, summary);
   }
   Replaced gone = r.remove(replaced);
 
   std::vector<Value*> ins = {x, g.add_initializer(name + ".qkv_weight", std::move(w))};
   if (b) ins.push_back(g.add_initializer(name + ".qkv_bias", std::move(*b)));
-  Value* packed = g.add_value(attn->name + ".qkv");
   Node* mm = r.add(b ? "FusedMatMul" : "MatMul", ins, {packed}, name, b ? "ai.fusec" : "", gone.origins);
-  *summary = gone.listed + " -> " + describe(mm) + " (W [" + std::to_string(e) + ", " + std::to_string(n) + "])";
-  if (rq) {
-    Value* rotated_qkv = g.add_value(attn->name + ".qkv_rotated");
-    Node* rot = r.add("Rotary", {packed, cos, sin}, {rotated_qkv}, rot_name, "ai.fusec", rot_gone.origins);
-    rot->set_attr("head_size", head);
-    rot->set_attr("rotated", rotated);
-    *summary += " + " + rot_gone.listed + " -> " + describe(rot) + " (Q's and K's heads of the packed rows)";
-    packed = rotated_qkv;
-  }
-  return packed_attention(r, attn, packed, {});
+  *summary = gone.listed + " -> " + describe(mm) + " (W [" + std::to_string(e) + ", " + std::to_string(n) + "])" +
+             *summary;
+  return packed_attention(r, attn, in, {});
 }
 
 bool try_attention(Rewriter& r, Node* attn) {
@@ -452,15 +463,23 @@ bool try_attention(Rewriter& r, Node* attn) {
   std::vector<std::string> replaced;
   Node* fused;
   const bool packed_form = src.packed() != nullptr;  // src's nodes may be gone below
+  const std::string product_name = packed_form ? attn_name : src.proj[0].product()->name;
   if (Value* packed = src.packed()) {
     summary = sources_str(src) + " + " + describe(attn);
     Graph& g = r.graph();
-    g.set_input(attn, kQ, nullptr);  // the Split's (Slices') outputs lose their reader first
+    // Q's and K's widths, before the inputs are detached: what a packed rotation rotates.
+    const int64_t rotated = attn->input(kQ)->type.shape->back().value + attn->input(kK)->type.shape->back().value;
+    g.set_input(attn, kQ, nullptr);  // the Split's (Slices', rotations') outputs lose their reader first
     g.set_input(attn, kK, nullptr);
     g.set_input(attn, kV, nullptr);
+    std::string rotation;
+    for (const Node* rot : src.rotary)
+      if (rot) replaced.push_back(rot->name);
+    Value* in = rotate_packed(r, src, packed, rotated, attn->name, &rotation);
     Replaced gone = src.split ? r.remove({src.split}) : r.remove({src.slices[0], src.slices[1], src.slices[2]});
-    replaced = gone.names;
-    fused = packed_attention(r, attn, packed, gone.origins);
+    replaced.insert(replaced.begin(), gone.names.begin(), gone.names.end());
+    summary += rotation;
+    fused = packed_attention(r, attn, in, gone.origins);
   } else {
     for (const auto& p : src.proj)
       for (Node* n : p.nodes) replaced.push_back(n->name);
@@ -469,7 +488,7 @@ bool try_attention(Rewriter& r, Node* attn) {
     fused = merge_projections(r, attn, src, &summary);
   }
   summary += " -> ai.fusec." + describe(fused) + " (packed QKV" + (was_standard ? ", was ONNX Attention" : "") + ")";
-  r.rewrote(summary, std::move(replaced), packed_form ? attn_name : fused->inputs[0]->producer->name);
+  r.rewrote(summary, std::move(replaced), product_name);
   return true;
 }
 

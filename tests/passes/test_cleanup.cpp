@@ -177,6 +177,28 @@ TEST(Cleanup, ViewsToTheirOwnShapeAreRemoved) {
     EXPECT_TRUE(rewrote(o, what)) << what;
 }
 
+TEST(Cleanup, EmptyConcatOperandsAreDroppedAndAConcatOfOneGoes) {
+  // Phi-3's rotary embedding as the legacy exporter writes it: Concat(rotated, x[..., 16:]) with
+  // x's last dim 16, so the pass-through part is empty.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {2, 3, 16});
+  Value* rest = b.node("Slice", {x, ints(b, "st", {16}), ints(b, "en", {INT64_MAX}), ints(b, "ax", {-1})}, {}, "rest");
+  Value* r = b.node("Relu", {x}, {}, "rotated");
+  b.output(b.node("Concat", {r, rest}, {attr("axis", int64_t{-1})}, "cat"));
+  // A Concat with two non-empty operands and one empty one keeps the two.
+  Value* y = b.input("y", DType::Float32, {2, 3, 4});
+  Value* none = b.node("Slice", {y, ints(b, "st2", {4}), ints(b, "en2", {8}), ints(b, "ax2", {2})}, {}, "none");
+  b.output(b.node("Concat", {y, none, y}, {attr("axis", int64_t{2})}, "cat2"));
+  Outcome o = run_pass(b.build());
+  EXPECT_TRUE(o.changed);
+  EXPECT_EQ(count(*o.optimized, "Slice"), 0);
+  ASSERT_EQ(count(*o.optimized, "Concat"), 1);
+  EXPECT_EQ(node_named(*o.optimized, "cat2")->inputs.size(), 2u);
+  EXPECT_EQ(o.optimized->outputs[0]->producer->op_type, "Relu");
+  EXPECT_TRUE(rewrote(o, "removed Concat 'cat' (Concat of one input)"));
+  expect_same_numbers(*o.original, *o.optimized, 12, {0, 0});
+}
+
 TEST(Cleanup, ViewsThatMoveOrReorderAnythingStay) {
   // Each view feeds a Relu: a no-op between a graph input and a graph output could not go anyway.
   auto view_then_relu = [](Shape in, const std::function<Value*(GraphBuilder&, Value*)>& view) {

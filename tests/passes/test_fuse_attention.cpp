@@ -45,6 +45,7 @@ struct Spec {
   bool merge = true;        // Transpose(0,2,1,3) -> Reshape [B, S, H·D] after P·V
   bool merge_flat = false;  // ... -> Reshape [B·S, H·D] instead (GPT-2's dynamo export)
   bool rope = false;        // an elementwise op on Q and K after the head split (forces the 4-D form)
+  bool per_head = false;    // ... before the head split's Transpose instead, on [B, S, H, D] (Qwen3's norms)
   bool repeat = false;      // GQA repeat_kv on K and V
   bool probs_output = false;
   int64_t softmax_axis = -1;
@@ -103,8 +104,15 @@ std::unique_ptr<Graph> build(const Spec& s) {
   auto scalar = [&](const std::string& n, float v) { return b.initializer(n, as_type(floats({v}, {}), t)); };
   const float root_d = std::sqrt(static_cast<float>(s.d));
 
-  Value* q = to_bhsd(split(xq, s.hq, "q"), "q");
+  Value* q_bshd = split(xq, s.hq, "q");
   Value* k_bshd = split(xk, s.hkv, "k");
+  if (s.per_head) {
+    q_bshd = b.node("Mul", {q_bshd, b.initializer("norm_q", as_type(constant_floats({s.d}, 0.5f, 0.03f), t))}, {},
+                    "q_norm");
+    k_bshd = b.node("Mul", {k_bshd, b.initializer("norm_k", as_type(constant_floats({s.d}, 0.5f, 0.02f), t))}, {},
+                    "k_norm");
+  }
+  Value* q = to_bhsd(q_bshd, "q");
   Value* v = to_bhsd(split(xv, s.hkv, "v"), "v");
   if (s.rope)
     q = b.node("Mul", {q, b.initializer("rope_q", as_type(constant_floats({1, 1, s.sq, s.d}, 0.5f, 0.03f), t))}, {},
@@ -391,6 +399,29 @@ TEST(FuseAttention, LlamaRopeRepeatKvAndAdditiveCausalConstant) {
   // What must stay stays: Q's and K's head-split transposes feed RoPE, the merge stays after Y.
   EXPECT_EQ(count(*o.optimized, "Transpose"), 4);
   expect_same_numbers(o);
+}
+
+TEST(FuseAttention, OperandsWrittenPerHeadAreReadThroughAViewInThreeD) {
+  // Qwen3 / Gemma 3: a per-head norm (and RoPE) on [B, S, H, D] between the head split's Reshape
+  // and its Transpose. The 3-D form reads those tensors through a Reshape [0, 0, H·D] (a view),
+  // so no Transpose is left, GQA's repeat included.
+  for (bool gqa : {false, true}) {
+    SCOPED_TRACE(gqa ? "GQA" : "MHA");
+    Spec s;
+    s.per_head = true;
+    s.kt = Spec::Kt::Via0132;
+    if (gqa) s.hq = 4, s.hkv = 2, s.repeat = true;
+    Outcome o = fuse(s);
+    const Node* n = fused_node(o, "ai.fusec");
+    ASSERT_TRUE(n);
+    EXPECT_EQ(n->attr_int("q_num_heads", 0), s.hq);
+    EXPECT_EQ(n->attr_int("kv_num_heads", 0), s.hkv);
+    EXPECT_EQ(count(*o.optimized, "Transpose"), 0);
+    ASSERT_TRUE(n->inputs[0]->producer);
+    EXPECT_EQ(n->inputs[0]->producer->op_type, "Reshape");
+    EXPECT_EQ(n->inputs[0]->producer->input(0)->name, "q_norm_out");
+    expect_same_numbers(o);
+  }
 }
 
 TEST(FuseAttention, RepeatKvAbsorbedInThreeD) {

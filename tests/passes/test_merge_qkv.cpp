@@ -343,6 +343,43 @@ TEST(MergeQkv, SlicesOfPackedQkvGo) {
   }
 }
 
+TEST(MergeQkv, RotatedSlicesOfAFusedProjectionGoToo) {
+  // Phi-3: qkv_proj writes [Q 4 heads | K 2 | V 2] of 4 per token; Q and K are rotated per head
+  // after their Slices. One Rotary over the whole projection (rotated = 24) stands for both.
+  GraphBuilder b(17);
+  b.graph().opsets["ai.fusec"] = 1;
+  Value* t = b.input("qkv_proj", DType::Float32, {2, 5, 32});
+  Value* cos = b.initializer("cos", constant({1, 5, 1, 4}, 50));
+  Value* sin = b.initializer("sin", constant({1, 5, 1, 4}, 51));
+  const int64_t ranges[3][2] = {{0, 16}, {16, 24}, {24, 32}};
+  std::vector<Value*> qkv;
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = std::to_string(i);
+    Value* sl = b.node("Slice",
+                       {t, b.initializer("st" + n, int64s({ranges[i][0]}, {1})),
+                        b.initializer("en" + n, int64s({ranges[i][1]}, {1})), b.initializer("ax" + n, int64s({2}, {1}))},
+                       {}, "slice" + n);
+    if (i < 2) sl = b.node_n("Rotary", {sl, cos, sin}, 1, {attr("head_size", int64_t{4})}, "rope" + n, "ai.fusec")[0];
+    qkv.push_back(sl);
+  }
+  b.output(b.node_n("Attention", qkv, 1, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{2})},
+                    "attn", "ai.fusec")[0]);
+  Outcome o = run_one_pass<MergeQkvPass>(b.build());
+  EXPECT_TRUE(o.changed);
+  ASSERT_EQ(o.optimized->nodes().size(), 2u);
+  const Node* a = find_named(*o.optimized, "attn");
+  ASSERT_TRUE(a);
+  EXPECT_FALSE(a->input(1));
+  const Node* rot = a->input(0)->producer;
+  ASSERT_TRUE(rot);
+  EXPECT_EQ(rot->op_type, "Rotary");
+  EXPECT_EQ(rot->input(0)->name, "qkv_proj");
+  EXPECT_EQ(rot->attr_int("rotated", 0), 24);
+  EXPECT_EQ(o.ctx.rewrites[0].replaced,
+            (std::vector<std::string>{"slice0", "slice1", "slice2", "rope0", "rope1"}));
+  expect_same_numbers(o);
+}
+
 TEST(MergeQkv, PipelineMergesAfterFusingTheBiases) {
   // In the pipeline the projections are MatMul -> Add; fuse_matmul_bias makes them FusedMatMul,
   // then merge_qkv packs them.
