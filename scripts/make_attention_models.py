@@ -28,6 +28,8 @@ output is what the tests expect. Per family two forms:
              legacy (eager _attn): k.transpose(-1,-2), Div by √D, Where(bias[:, :, Sk−Sq:Sk, :Sk],
              scores, finfo.min) from the sliced causal buffer, + (1 − m)·−10000, Softmax, a no-op
              Cast, MatMul; present key/value are graph outputs (use_cache). dynamo: SDPA is_causal.
+  qwen3_*, phi3_*  llama_* with Qwen3's per-head RMSNorm of Q and K before their transposes, and
+             with Phi-3's one qkv_proj sliced into Q, K and V.
   llama_*    transformers' LlamaAttention: RMSNorm, bias-free projections, 4 query / 2 kv heads,
              RoPE (rotate_half via Slice/Neg/Concat; cos/sin from position ids), repeat_kv as
              Unsqueeze(2) -> Expand -> Reshape. legacy (eager): MatMul(q, kᵀ)·scaling + a constant
@@ -369,14 +371,17 @@ def gpt2(form: str) -> onnx.ModelProto:
 
 # ---- Llama ------------------------------------------------------------------------------------
 
-def llama(form: str) -> onnx.ModelProto:
+def llama(form: str, variant: str = "llama") -> onnx.ModelProto:
+    """variant "qwen3": an RMSNorm over each head of Q and K between the view and the transpose
+    (Qwen3's q_norm/k_norm, also Gemma 3's); "phi3": one fused qkv_proj sliced into Q, K and V
+    (Phi-3's)."""
     legacy = form in ("legacy", "sdpa_legacy")  # the exporter
     eager = form == "legacy"  # eager attention with the causal mask folded to a constant
     masked_sdpa = form.startswith("sdpa")
-    m = Model(f"llama_{form}", seed=14, legacy=legacy, opset=17 if legacy else 18)
+    m = Model(f"{variant}_{form}", seed=14, legacy=legacy, opset=17 if legacy else 18)
     kv_hidden, half = KV_HEADS * HEAD_DIM, HEAD_DIM // 2
 
-    def rmsnorm(x: str, name: str) -> str:
+    def rmsnorm(x: str, name: str, width: int = HIDDEN) -> str:
         sq = m.node("Pow", [x, m.f32("two", 2.0)], f"{name}.pow")
         if legacy:
             var = m.node("ReduceMean", [sq], f"{name}.mean", axes=[-1], keepdims=1)
@@ -384,8 +389,26 @@ def llama(form: str) -> onnx.ModelProto:
             var = m.node("ReduceMean", [sq, m.i64("axes_last", [-1])], f"{name}.mean", keepdims=1)
         inv = m.node("Reciprocal", [m.node("Sqrt", [m.node("Add", [var, m.f32("rms_eps", 1e-6)], f"{name}.add_eps")],
                                            f"{name}.sqrt")], f"{name}.rsqrt")
-        w = m.init(f"{name}.weight", m.uniform(HIDDEN, 0.9, 1.1))
+        w = m.init(f"{name}.weight", m.uniform(width, 0.9, 1.1))
         return m.node("Mul", [w, m.node("Mul", [x, inv], f"{name}.normalize")], f"{name}.scale")
+
+    def attention_inputs(h: str, p: str) -> tuple[str, str, str]:
+        """Q, K, V as [B, H, S, D] (before RoPE) in the variant's form."""
+        if variant == "phi3":
+            qkv = m.proj(h, HIDDEN, HIDDEN + 2 * kv_hidden, f"{p}.qkv_proj", bias=False)
+            bounds = [0, HIDDEN, HIDDEN + kv_hidden, HIDDEN + 2 * kv_hidden]
+            parts = [m.node("Slice", [qkv, m.i64(f"qkv_start{j}", [bounds[j]]), m.i64(f"qkv_end{j}", [bounds[j + 1]]),
+                                      m.i64("axis2", [2])], f"{p}.{n}_slice") for j, n in enumerate("qkv")]
+            return (m.split_heads(parts[0], h, HEADS, SEQ, f"{p}.q"), m.split_heads(parts[1], h, KV_HEADS, SEQ, f"{p}.k"),
+                    m.split_heads(parts[2], h, KV_HEADS, SEQ, f"{p}.v"))
+        qp = m.proj(h, HIDDEN, HIDDEN, f"{p}.q_proj", bias=False)
+        kp = m.proj(h, HIDDEN, kv_hidden, f"{p}.k_proj", bias=False)
+        v = m.split_heads(m.proj(h, HIDDEN, kv_hidden, f"{p}.v_proj", bias=False), h, KV_HEADS, SEQ, f"{p}.v")
+        if variant == "qwen3":
+            q = rmsnorm(m.split_heads(qp, h, HEADS, SEQ, f"{p}.q", transpose=False), f"{p}.q_norm", HEAD_DIM)
+            k = rmsnorm(m.split_heads(kp, h, KV_HEADS, SEQ, f"{p}.k", transpose=False), f"{p}.k_norm", HEAD_DIM)
+            return (m.transpose(q, [0, 2, 1, 3], f"{p}.q.transpose"), m.transpose(k, [0, 2, 1, 3], f"{p}.k.transpose"), v)
+        return m.split_heads(qp, h, HEADS, SEQ, f"{p}.q"), m.split_heads(kp, h, KV_HEADS, SEQ, f"{p}.k"), v
 
     def rotate_half(x: str, name: str) -> str:
         x1 = m.node("Slice", [x, m.i64("zero1", [0]), m.i64("half", [half]), m.i64("axis3", [3])], f"{name}.x1")
@@ -432,9 +455,7 @@ def llama(form: str) -> onnx.ModelProto:
     for i in range(LAYERS):
         p = f"layers.{i}.self_attn"
         h = rmsnorm(x, f"layers.{i}.input_layernorm")
-        q = m.split_heads(m.proj(h, HIDDEN, HIDDEN, f"{p}.q_proj", bias=False), h, HEADS, SEQ, f"{p}.q")
-        k = m.split_heads(m.proj(h, HIDDEN, kv_hidden, f"{p}.k_proj", bias=False), h, KV_HEADS, SEQ, f"{p}.k")
-        v = m.split_heads(m.proj(h, HIDDEN, kv_hidden, f"{p}.v_proj", bias=False), h, KV_HEADS, SEQ, f"{p}.v")
+        q, k, v = attention_inputs(h, p)
         q, k = rope(q, cos, sin, f"{p}.q_rope"), rope(k, cos, sin, f"{p}.k_rope")
         k, v = repeat_kv(k, f"{p}.k_repeat"), repeat_kv(v, f"{p}.v_repeat")
         if masked_sdpa:
@@ -461,7 +482,8 @@ def llama(form: str) -> onnx.ModelProto:
     if not eager:
         ins.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [b, SEQ]))
     return m.finish_model(ins, [helper.make_tensor_value_info(x, TensorProto.FLOAT, [b, SEQ, HIDDEN])],
-                          f"Llama-style decoder (GQA {HEADS}/{KV_HEADS}), attention as torch.onnx {form} writes LlamaAttention")
+                          f"{variant.capitalize()}-style decoder (GQA {HEADS}/{KV_HEADS}), attention as torch.onnx "
+                          f"{form} writes LlamaAttention")
 
 
 MODELS = {
@@ -472,6 +494,8 @@ MODELS = {
     "bert_sdpa_legacy": lambda: bert("sdpa_legacy"), "bert_sdpa_dynamo": lambda: bert("sdpa_dynamo"),
     "gpt2_sdpa_legacy": lambda: gpt2("sdpa_legacy"), "gpt2_sdpa_dynamo": lambda: gpt2("sdpa_dynamo"),
     "llama_sdpa_legacy": lambda: llama("sdpa_legacy"), "llama_sdpa_dynamo": lambda: llama("sdpa_dynamo"),
+    "qwen3_legacy": lambda: llama("legacy", "qwen3"), "qwen3_dynamo": lambda: llama("dynamo", "qwen3"),
+    "phi3_legacy": lambda: llama("legacy", "phi3"), "phi3_dynamo": lambda: llama("dynamo", "phi3"),
 }
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The attention fusion on whole models: BERT, ViT, GPT-2 and Llama-style models in the op
-sequences of both PyTorch exporters (scripts/make_attention_models.py, generated here at test time).
+"""The attention fusion on whole models: BERT, ViT, GPT-2 and Llama-style models (with Qwen3's and
+Phi-3's variants) in the op sequences of both PyTorch exporters (scripts/make_attention_models.py,
+generated here at test time).
 
 For each model, at batch 2:
   1. `fusec optimize MODEL --batch 2 -o OPT` must verify (exit 0);
@@ -37,12 +38,16 @@ GENERATOR = os.path.join(HERE, "..", "..", "scripts", "make_attention_models.py"
 TOL = 1e-4
 BATCH, SEQ, VOCAB, LAYERS = 2, 8, 64, 2
 # Models whose every layer gets packed QKV (merge_qkv); the others keep Q, K and V apart (GPT-2
-# legacy's K and V are also the present outputs). Llama's RoPE becomes one ai.fusec Rotary per
-# layer (fuse_rotary), over the packed rows.
+# legacy's K and V are also the present outputs). Llama's and Phi-3's RoPE becomes one ai.fusec
+# Rotary per layer (fuse_rotary), over the packed rows.
 PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "vit_dynamo", "vit_legacy", "gpt2_dynamo",
           "bert_sdpa_legacy", "bert_sdpa_dynamo", "gpt2_sdpa_legacy", "gpt2_sdpa_dynamo", "llama_dynamo",
-          "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy")
-ROTARY = ("llama_dynamo", "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy")
+          "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy", "phi3_legacy", "phi3_dynamo")
+# Rotary nodes per layer: one over the packed rows, or Q's and K's apart where a per-head norm sits
+# between the projections and the rotation (Qwen3: its attention still 3-D, read through views).
+ROTARY = {"llama_dynamo": 1, "llama_legacy": 1, "llama_sdpa_dynamo": 1, "llama_sdpa_legacy": 1, "phi3_legacy": 1,
+          "phi3_dynamo": 1, "qwen3_legacy": 2, "qwen3_dynamo": 2}
+THREE_D_ONLY = ("qwen3_legacy", "qwen3_dynamo")  # no Transpose may be left
 PAD = 3  # padded positions in the attention masks below
 
 
@@ -122,8 +127,10 @@ def check(fusec: str, path: str, work: str) -> list[str]:
     if any(n.op_type == "Softmax" for n in fused.graph.node):
         problems.append("a Softmax is left")
     n_rotary = sum(n.op_type == "Rotary" and n.domain == "ai.fusec" for n in fused.graph.node)
-    if n_rotary != (LAYERS if name in ROTARY else 0):
+    if n_rotary != LAYERS * ROTARY.get(name, 0):
         problems.append(f"{n_rotary} ai.fusec Rotary nodes for {LAYERS} layers")
+    if name in THREE_D_ONLY and any(n.op_type == "Transpose" for n in fused.graph.node):
+        problems.append("a Transpose is left (the 3-D attention reads the per-head tensors through views)")
     if name in ROTARY and any(n.op_type in ("Neg", "Concat", "Slice") for n in fused.graph.node):
         problems.append("a piece of the rotary embedding (Neg, Concat, Slice) is left")
 
