@@ -228,7 +228,14 @@ std::string rotary_problem(const Source& src, int64_t d) {
     if (r->attr_int("head_size", 0) != d || r->attr_int("rotated", 0) != 0)
       return describe(r) + " does not rotate each head of " + std::to_string(d) + " values";
   }
-  if (rq->input(1) != rk->input(1) || rq->input(2) != rk->input(2))
+  // The same tables: one value, or equal constants (cleanup shares equal constants only up to 1 MiB).
+  auto same = [](const Value* a, const Value* b) {
+    if (a == b) return true;
+    const Tensor *ta = constant_of(a), *tb = constant_of(b);
+    return ta && tb && ta->dtype() == tb->dtype() && ta->dims() == tb->dims() &&
+           std::memcmp(ta->raw(), tb->raw(), ta->nbytes()) == 0;
+  };
+  if (!same(rq->input(1), rk->input(1)) || !same(rq->input(2), rk->input(2)))
     return describe(rq) + " and " + describe(rk) + " read different cos/sin tables";
   // One rotation of the packed rows reads the tables at Q's and K's heads alike: a table must not
   // vary along the heads.
