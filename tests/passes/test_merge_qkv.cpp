@@ -143,6 +143,18 @@ void expect_near_miss(const Spec& s, const std::string& what, const std::string&
 
 const std::string kWhat = "FusedMatMul 'q' + FusedMatMul 'k' + FusedMatMul 'v' -> Attention 'attn' not merged";
 
+/// The Rotary a packed Attention 'attn' reads, in a rewritten graph of `nodes` nodes, or nullptr.
+const Node* packed_rotation(const Outcome& o, size_t nodes) {
+  EXPECT_TRUE(o.changed);
+  EXPECT_EQ(o.optimized->nodes().size(), nodes);
+  const Node* a = find_named(*o.optimized, "attn");
+  if (!a) return nullptr;
+  EXPECT_FALSE(a->input(1));
+  EXPECT_FALSE(a->input(2));
+  const Node* rot = a->input(0)->producer;
+  return rot && rot->op_type == "Rotary" && rot->domain == "ai.fusec" ? rot : nullptr;
+}
+
 }  // namespace
 
 TEST(MergeQkv, BertLikeBecomesOneGemmAndPackedAttention) {
@@ -237,15 +249,9 @@ TEST(MergeQkv, RotatedQueriesAndKeysMergeWithOneRotationOfThePackedRows) {
   s.causal = true;
   s.rotary = true;
   Outcome o = merge(s);
-  EXPECT_TRUE(o.changed);
   EXPECT_TRUE(o.ctx.near_misses.empty());
-  EXPECT_EQ(o.optimized->nodes().size(), 3u);
-  const Node* a = find_named(*o.optimized, "attn");
-  ASSERT_TRUE(a);
-  EXPECT_FALSE(a->input(1));
-  const Node* rot = a->input(0)->producer;
+  const Node* rot = packed_rotation(o, 3);
   ASSERT_TRUE(rot);
-  EXPECT_EQ(rot->op_type, "Rotary");
   EXPECT_EQ(rot->attr_int("head_size", 0), 4);
   EXPECT_EQ(rot->attr_int("rotated", 0), (4 + 2) * 4);  // Q's and K's heads; V's are copied
   EXPECT_EQ(rot->input(1)->name, "cos");
@@ -365,14 +371,8 @@ TEST(MergeQkv, RotatedSlicesOfAFusedProjectionGoToo) {
   b.output(b.node_n("Attention", qkv, 1, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{2})},
                     "attn", "ai.fusec")[0]);
   Outcome o = run_one_pass<MergeQkvPass>(b.build());
-  EXPECT_TRUE(o.changed);
-  ASSERT_EQ(o.optimized->nodes().size(), 2u);
-  const Node* a = find_named(*o.optimized, "attn");
-  ASSERT_TRUE(a);
-  EXPECT_FALSE(a->input(1));
-  const Node* rot = a->input(0)->producer;
+  const Node* rot = packed_rotation(o, 2);
   ASSERT_TRUE(rot);
-  EXPECT_EQ(rot->op_type, "Rotary");
   EXPECT_EQ(rot->input(0)->name, "qkv_proj");
   EXPECT_EQ(rot->attr_int("rotated", 0), 24);
   EXPECT_EQ(o.ctx.rewrites[0].replaced,
