@@ -360,14 +360,6 @@ int tree_copies(const Tree& t) {
   return n;
 }
 
-/// A new value of `dtype` and static `dims` (later rewrites of the same sweep read its shape).
-Value* typed_value(Graph& g, const std::string& stem, DType dtype, const std::vector<int64_t>& dims) {
-  Value* v = g.add_value(stem);
-  v->type.dtype = dtype;
-  v->type.shape = shape_of(dims);
-  return v;
-}
-
 Value* int_constant(Graph& g, const std::string& stem, const std::vector<int64_t>& v) {
   return g.add_initializer(stem, Tensor::from_int64(v, {static_cast<int64_t>(v.size())}));
 }

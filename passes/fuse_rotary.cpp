@@ -31,21 +31,6 @@ namespace fusec {
 
 namespace {
 
-/// [begin, end) of Slice `n` along the last axis of its data (of last dim `d`), step 1; else nullopt.
-std::optional<std::pair<int64_t, int64_t>> last_axis_range(const Node* n, size_t rank, int64_t d) {
-  if (!is_op(n, "Slice") || n->inputs.size() < 3) return std::nullopt;
-  const Tensor *st = constant_of(n->input(1)), *en = constant_of(n->input(2));
-  const Tensor* ax = n->input(3) ? constant_of(n->input(3)) : nullptr;
-  const Tensor* sp = n->input(4) ? constant_of(n->input(4)) : nullptr;
-  if (!st || !en || st->numel() != 1 || en->numel() != 1) return std::nullopt;
-  if (n->input(3) && (!ax || ax->numel() != 1)) return std::nullopt;
-  if (n->input(4) && (!sp || sp->numel() != 1 || sp->as_int64(0) != 1)) return std::nullopt;
-  const int64_t axis = ax ? ax->as_int64(0) : 0;
-  if (axis != -1 && axis != static_cast<int64_t>(rank) - 1) return std::nullopt;
-  auto clamp = [d](int64_t v) { return v < 0 ? std::max<int64_t>(v + d, 0) : std::min(v, d); };
-  return std::make_pair(clamp(st->as_int64(0)), clamp(en->as_int64(0)));
-}
-
 struct Match {
   Node *add = nullptr, *mul_cos = nullptr, *mul_sin = nullptr, *concat = nullptr, *neg = nullptr;
   Node *lo = nullptr, *hi = nullptr;
@@ -73,8 +58,10 @@ bool match_rotate_half(Node* mul_sin, Match& m) {
   const int64_t rank = static_cast<int64_t>(xd->size()), d = xd->back();
   const int64_t axis = cat->attr_int("axis", 0);
   if ((axis != -1 && axis != rank - 1) || d % 2 != 0) return false;
-  auto lr = last_axis_range(lo, xd->size(), d), hr = last_axis_range(hi, xd->size(), d);
-  if (!lr || !hr || *lr != std::make_pair(int64_t{0}, d / 2) || *hr != std::make_pair(d / 2, d)) return false;
+  auto lr = axis_slice(lo), hr = axis_slice(hi);
+  if (!lr || !hr || lr->axis != rank - 1 || hr->axis != rank - 1 || lr->begin != 0 || lr->end != d / 2 ||
+      hr->begin != d / 2 || hr->end != d)
+    return false;
   m.mul_sin = mul_sin, m.concat = cat, m.neg = neg, m.lo = lo, m.hi = hi, m.x = x, m.sin = sin;
   return true;
 }
@@ -120,13 +107,6 @@ std::string guard(const Match& m, const PassOptions& opts) {
   return "";
 }
 
-Value* typed_like(Graph& g, const std::string& stem, const Value* like, const std::vector<int64_t>& dims) {
-  Value* v = g.add_value(stem);
-  v->type.dtype = like->type.dtype;
-  v->type.shape = shape_of(dims);
-  return v;
-}
-
 /// Table `t` (cos or sin) read at the index of Transpose(perm)'s input: rank-aligned to perm, then
 /// transposed by perm's inverse.
 Value* permuted_table(Graph& g, Value* t, const std::vector<int64_t>& perm, const std::string& stem) {
@@ -135,14 +115,14 @@ Value* permuted_table(Graph& g, Value* t, const std::vector<int64_t>& perm, cons
   if (td.size() < r) {
     td.insert(td.begin(), r - td.size(), 1);
     Value* shape = g.add_initializer(stem + "_shape", Tensor::from_int64(td, {static_cast<int64_t>(r)}));
-    Value* aligned = typed_like(g, stem + "_aligned", t, td);
+    Value* aligned = typed_value(g, stem + "_aligned", t->type.dtype, td);
     g.add_node("Reshape", {t, shape}, {aligned}, g.unique_node_name(stem + "_align"));
     t = aligned;
   }
   std::vector<int64_t> inv(r), out(r);
   for (size_t k = 0; k < r; ++k) inv[static_cast<size_t>(perm[k])] = static_cast<int64_t>(k);
   for (size_t k = 0; k < r; ++k) out[k] = td[static_cast<size_t>(inv[k])];
-  Value* p = typed_like(g, stem + "_permuted", t, out);
+  Value* p = typed_value(g, stem + "_permuted", t->type.dtype, out);
   Node* tr = g.add_node("Transpose", {t}, {p}, g.unique_node_name(stem + "_permute"));
   tr->set_attr("perm", inv);
   return p;
@@ -186,7 +166,7 @@ Node* sink_one(Rewriter& r, Node* rot) {
   const std::string p_op = p->op_type, p_name = p->name, rot_name = rot->name;
   const std::vector<std::string> rot_from = rot->fused_from, p_from = p->fused_from;
   Replaced gone = r.remove({p, rot});
-  Value* rotated = typed_like(g, rot_name + "_in_place", y, *zd);
+  Value* rotated = typed_value(g, rot_name + "_in_place", y->type.dtype, *zd);
   Node* nr = r.add("Rotary", {z, cos, sin}, {rotated}, rot_name, "ai.fusec", rot_from);
   if (head_size) nr->set_attr("head_size", head_size);
   std::vector<Value*> ins = p_ins;

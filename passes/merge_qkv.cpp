@@ -168,16 +168,9 @@ std::optional<std::array<Node*, 3>> slices_of(const std::array<Value*, 3>& qkv) 
     auto ts = known_dims(t);
     if (!ts || ts->size() != 3) return std::nullopt;
     width = ts->back();
-    const Tensor *st = constant_of(n->input(1)), *en = constant_of(n->input(2));
-    const Tensor* ax = n->input(3) ? constant_of(n->input(3)) : nullptr;
-    const Tensor* step = n->input(4) ? constant_of(n->input(4)) : nullptr;
-    if (!st || !en || st->numel() != 1 || en->numel() != 1 || (n->input(3) && (!ax || ax->numel() != 1)) ||
-        (n->input(4) && (!step || step->numel() != 1 || step->as_int64(0) != 1)))
-      return std::nullopt;
-    const int64_t axis = ax ? (ax->as_int64(0) < 0 ? ax->as_int64(0) + 3 : ax->as_int64(0)) : 0;
-    const int64_t b = st->as_int64(0), e = std::min(en->as_int64(0), width);
-    if (axis != 2 || b != at || e <= b) return std::nullopt;
-    at = e;
+    const auto sl = axis_slice(n);
+    if (!sl || sl->axis != 2 || sl->begin != at || sl->end <= sl->begin) return std::nullopt;
+    at = sl->end;
     out[i] = n;
   }
   if (at != width) return std::nullopt;

@@ -20,6 +20,32 @@ std::optional<std::vector<int64_t>> known_dims(const Value* v) {
   return d;
 }
 
+Value* typed_value(Graph& g, const std::string& stem, DType dtype, const std::vector<int64_t>& dims) {
+  Value* v = g.add_value(stem);
+  v->type.dtype = dtype;
+  v->type.shape = shape_of(dims);
+  return v;
+}
+
+std::optional<AxisSlice> axis_slice(const Node* n) {
+  if (!is_op(n, "Slice") || n->inputs.size() < 3 || !n->input(0)) return std::nullopt;
+  auto xd = known_dims(n->input(0));
+  if (!xd || xd->empty()) return std::nullopt;
+  const Tensor *st = constant_of(n->input(1)), *en = constant_of(n->input(2));
+  const Tensor* ax = n->input(3) ? constant_of(n->input(3)) : nullptr;
+  const Tensor* sp = n->input(4) ? constant_of(n->input(4)) : nullptr;
+  if (!st || !en || st->numel() != 1 || en->numel() != 1) return std::nullopt;
+  if (n->input(3) && (!ax || ax->numel() != 1)) return std::nullopt;
+  if (n->input(4) && (!sp || sp->numel() != 1 || sp->as_int64(0) != 1)) return std::nullopt;
+  const int64_t rank = static_cast<int64_t>(xd->size());
+  int64_t axis = ax ? ax->as_int64(0) : 0;
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return std::nullopt;
+  const int64_t d = (*xd)[static_cast<size_t>(axis)];
+  auto clamp = [d](int64_t v) { return v < 0 ? std::max<int64_t>(v + d, 0) : std::min(v, d); };
+  return AxisSlice{axis, clamp(st->as_int64(0)), clamp(en->as_int64(0))};
+}
+
 size_t use_count(const Value* v) { return v->consumers.size() + (v->is_graph_output ? 1 : 0); }
 
 bool has_single_use(const Value* v) { return v && v->consumers.size() == 1 && !v->is_graph_output; }

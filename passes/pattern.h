@@ -40,6 +40,19 @@ bool is_op(const Node* n, const std::string& op);
 /// Removes `nodes` and any values only they used (their outputs must no longer be read).
 void erase_nodes(Graph& g, const std::vector<Node*>& nodes);
 
+/// A new value of `dtype` and static `dims`: later rewrites of the same sweep can read its shape
+/// before shape inference runs again.
+Value* typed_value(Graph& g, const std::string& stem, DType dtype, const std::vector<int64_t>& dims);
+
+/// A Slice along one axis with step 1: the axis (normalized) and [begin, end) clamped to its
+/// extent as ONNX clamps them.
+struct AxisSlice {
+  int64_t axis = 0, begin = 0, end = 0;
+};
+/// `n` as an AxisSlice when it is a Slice whose starts, ends, axes and steps are one-element
+/// constants (steps 1) and its data's shape is known; else nullopt.
+std::optional<AxisSlice> axis_slice(const Node* n);
+
 }  // namespace fusec
 
 namespace fusec {

@@ -22,13 +22,7 @@ Value* ints(GraphBuilder& b, const std::string& name, std::vector<int64_t> v) {
 }
 
 /// Seeded cos/sin-like tables of `dims`: values in [-1, 1).
-Tensor table(std::vector<int64_t> dims, int seed) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  std::vector<float> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(((i * 5 + seed * 11) % 32) - 16) / 16.0f;
-  return floats(v, std::move(dims));
-}
+Tensor table(std::vector<int64_t> dims, unsigned seed) { return uniform_floats(std::move(dims), seed); }
 
 struct Rope {
   bool swap_concat = false;      // Concat(x1, Neg(x2)): a different rotation
