@@ -81,6 +81,9 @@ inline constexpr SwitchInfo kSwitches[] = {
     // ---- fusec: CUDA backend, GEMM and attention routes
     {"FUSEC_SGEMM", SwitchScope::Fusec, "0: leave fusec's own SGEMM out; force: take it untimed against cuBLASLt",
      "0, force, 1", "timed beside cuBLASLt (as 1)"},
+    {"FUSEC_HGEMM", SwitchScope::Fusec,
+     "0: leave fusec's own fp16/bf16 wgmma GEMM out; force: take it untimed against cuBLASLt", "0, force, 1",
+     "timed beside cuBLASLt plus the activation pass (as 1)"},
     {"FUSEC_GEMM_TRACE", SwitchScope::Fusec, "print every GEMM candidate's time", "any value, even 0", "no trace"},
     {"FUSEC_CUDNN_SDPA", SwitchScope::Fusec, "fusec's own attention kernel at every precision", "0",
      "cuDNN's SDPA where it takes the case (fp16/bf16, additive or no mask)"},

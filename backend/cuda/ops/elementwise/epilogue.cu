@@ -49,33 +49,30 @@ __global__ void epilogue_pack_kernel(T* __restrict__ y, const T* __restrict__ z,
 
 }  // namespace
 
+namespace {
+// FusedConv/FusedMatMul's `activation` names, indexed by Act ("" is none).
+constexpr const char* kActNames[] = {"",          "Relu", "LeakyRelu", "Clip",    "Sigmoid", "Tanh", "HardSigmoid",
+                                     "HardSwish", "SiLU", "Gelu",      "GeluTanh"};
+static_assert(sizeof(kActNames) / sizeof(kActNames[0]) == static_cast<int>(Act::GeluTanh) + 1);
+}  // namespace
+
+const char* activation_name(Act a) { return a == Act::None ? "none" : kActNames[static_cast<int>(a)]; }
+
 bool parse_activation(const std::string& name, const std::vector<float>& p, ActParams* out) {
   auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
+  int found = -1;
+  for (int i = 0; i < static_cast<int>(sizeof(kActNames) / sizeof(kActNames[0])); ++i)
+    if (name == kActNames[i]) found = i;
+  if (found < 0) return false;
   ActParams a;
-  if (name.empty())
-    a.act = Act::None;
-  else if (name == "Relu")
-    a.act = Act::Relu;
-  else if (name == "LeakyRelu")
-    a = {Act::LeakyRelu, param(0, 0.01f), 0};
-  else if (name == "Clip")
-    a = {Act::Clip, param(0, -INFINITY), param(1, INFINITY)};
-  else if (name == "Sigmoid")
-    a.act = Act::Sigmoid;
-  else if (name == "Tanh")
-    a.act = Act::Tanh;
-  else if (name == "HardSigmoid")
-    a = {Act::HardSigmoid, param(0, 0.2f), param(1, 0.5f)};
-  else if (name == "HardSwish")
-    a.act = Act::HardSwish;
-  else if (name == "SiLU")
-    a.act = Act::SiLU;
-  else if (name == "Gelu")
-    a.act = Act::Gelu;
-  else if (name == "GeluTanh")
-    a.act = Act::GeluTanh;
-  else
-    return false;
+  a.act = static_cast<Act>(found);
+  // The CPU reference's defaults for the parameters the attribute leaves out.
+  if (a.act == Act::LeakyRelu)
+    a.p0 = param(0, 0.01f);
+  else if (a.act == Act::Clip)
+    a.p0 = param(0, -INFINITY), a.p1 = param(1, INFINITY);
+  else if (a.act == Act::HardSigmoid)
+    a.p0 = param(0, 0.2f), a.p1 = param(1, 0.5f);
   *out = a;
   return true;
 }

@@ -22,6 +22,9 @@ struct ActParams {
 /// Returns false for an unknown name.
 bool parse_activation(const std::string& name, const std::vector<float>& params, ActParams* out);
 
+/// The `activation` name of `a` ("none" for Act::None), for kernel names.
+const char* activation_name(Act a);
+
 /// y[i] = act(y[i] + bias[(i / inner) % channels] + z[i]) for a float storage type, where bias and
 /// z may be null (then 0). NCHW conv bias: inner = H*W; row bias: inner = 1, channels = N.
 /// Returns false for other dtypes.

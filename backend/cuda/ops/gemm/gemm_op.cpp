@@ -23,6 +23,7 @@
 #include "backend/cuda/core/cublaslt_util.h"
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
+#include "backend/cuda/ops/gemm/hgemm.cuh"
 #include "backend/cuda/ops/gemm/sgemm.cuh"
 #include "backend/cuda/core/tuning_cache.h"
 #include "ir/switches.h"
@@ -73,8 +74,9 @@ class GemmOp : public CudaOp {
     // refuse it.
     own_ok_ = dt == DType::Float32 && !tf32 && s_.batch == 1 && s_.loop_a.empty() && !s_.trans_a && alpha == 1.0f &&
               (!has_c_ || beta == 1.0f) && s_.m <= INT32_MAX && s_.n <= INT32_MAX && s_.k <= INT32_MAX &&
-              (act.act == Act::None || act.act == Act::Relu || act.act == Act::Gelu) && own_mode() != OwnMode::Off;
+              (act.act == Act::None || act.act == Act::Relu || act.act == Act::Gelu) && own_mode(false) != OwnMode::Off;
     own_act_ = act.act == Act::Relu ? SgemmAct::Relu : act.act == Act::Gelu ? SgemmAct::GeluErf : SgemmAct::None;
+    if (own_ok_) own_ = Own::Sgemm;
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
     if (dt == DType::Float64)
       compute = CUBLAS_COMPUTE_64F;
@@ -102,6 +104,14 @@ class GemmOp : public CudaOp {
       act_.act = Act::None;
     }
     LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    // fp16/bf16 products whose activation cuBLASLt cannot fuse (erf-GELU, SiLU, ...) can also run on
+    // our wgmma GEMM (hgemm.cuh) with the whole epilogue inside, on Hopper: the tuner times it
+    // beside cuBLASLt plus the separate activation pass (FUSEC_HGEMM=0 leaves it out).
+    if ((dt == DType::Float16 || dt == DType::BFloat16) && act_.act != Act::None && s_.batch == 1 &&
+        s_.loop_a.empty() && !s_.trans_a && alpha == 1.0f && (!has_c_ || beta == 1.0f) && s_.m <= INT32_MAX &&
+        s_.n <= INT32_MAX && s_.k <= INT32_MAX && s_.k % 8 == 0 && s_.n % 8 == 0 && own_mode(true) != OwnMode::Off &&
+        hgemm_available(ctx.device()))
+      own_ = Own::Hgemm;
     if (has_bias_) {
       cudaDataType_t bt = lt_type(dt);
       LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
@@ -153,8 +163,19 @@ class GemmOp : public CudaOp {
                std::to_string(s_.stride_a) + " sb" + std::to_string(s_.stride_b) + " sc" + std::to_string(s_.stride_c) +
                " t" + std::to_string(s_.trans_a) + std::to_string(s_.trans_b) + " epi" +
                std::to_string(static_cast<int>(epi)) + " c" + std::to_string(has_c_) + " al" + std::to_string(a32) +
-               (own_ok_ ? " act" + std::to_string(static_cast<int>(own_act_)) + " own" : "");
-    int pick = (found > 1 || own_ok_) && s_.loop_a.empty() ? choose(ctx, results.data(), found) : 0;
+               (own_ok_ ? " act" + std::to_string(static_cast<int>(own_act_)) + " own" : "") +
+               (own_ == Own::Hgemm ? " act" + std::to_string(static_cast<int>(act_.act)) + " hgemm" : "");
+    int pick = (found > 1 || own_ != Own::None) && s_.loop_a.empty() ? choose(ctx, results.data(), found) : 0;
+    if (pick >= kOwnPick && own_ == Own::Hgemm) {
+      own_config_ = pick - kOwnPick;
+      what_ = std::string("fusec HGEMM ") + (dt == DType::BFloat16 ? "bf16 " : "fp16 ") +
+              hgemm_config_name(own_config_) + (has_bias_ ? " + bias" : "") + (has_c_ ? " + residual" : "") + " + " +
+              activation_name(act_.act) + " fused";
+      // cuBLASLt's first candidate stays ready for a launch whose tensors the kernel refuses.
+      algo_ = results[0].algo;
+      workspace_ = results[0].workspaceSize;
+      return;
+    }
     if (pick >= kOwnPick) {
       own_config_ = pick - kOwnPick;
       what_ = std::string("fusec SGEMM fp32 ") + sgemm_config_name(own_config_) + (has_bias_ ? " + bias" : "") +
@@ -185,7 +206,15 @@ class GemmOp : public CudaOp {
     const DTensor& Y = a.outputs[0];
     if (Y.numel() == 0) return;
     const void* bias = has_bias_ ? a.inputs[bias_input_].data : nullptr;
-    if (own_config_ >= 0) {
+    if (own_config_ >= 0 && own_ == Own::Hgemm) {
+      const void* C = has_c_ ? a.inputs[c_input_].data : nullptr;
+      if (launch_hgemm(hgemm_args(A.data, B.data, bias, C, Y.data), own_config_, a.stream)) {
+        if (cudaError_t err = cudaGetLastError(); err != cudaSuccess)
+          throw_cuda_error(static_cast<int>(err), "fusec HGEMM", __FILE__, __LINE__);
+        return;
+      }
+      // Refused (a tensor not 16-byte aligned): cuBLASLt and the activation pass below.
+    } else if (own_config_ >= 0) {
       const void* C = has_c_ ? a.inputs[c_input_].data : nullptr;
       // The configuration was timed on 256-byte aligned scratch; tensors here are aligned the same
       // way, but should one not be, the generic configuration takes any address and stride.
@@ -224,16 +253,49 @@ class GemmOp : public CudaOp {
 
  private:
   static constexpr int kCandidates = 8;
-  static constexpr int kOwnPick = 1000;  // choose(): kOwnPick + i is our SGEMM's configuration i
+  static constexpr int kOwnPick = 1000;  // choose(): kOwnPick + i is our own GEMM's configuration i
   enum class OwnMode { Off, Tune, Force };
-  /// By default (or FUSEC_SGEMM=1) the tuner times our SGEMM beside cuBLASLt; FUSEC_SGEMM=force
-  /// takes it untimed against cuBLASLt (its own configurations still timed) wherever it applies;
-  /// FUSEC_SGEMM=0 leaves it out.
-  static OwnMode own_mode() {
-    const char* e = env_switch("FUSEC_SGEMM");
+  /// Which of our own GEMMs competes with cuBLASLt: the strict-fp32 SGEMM or the fp16/bf16 wgmma one.
+  enum class Own { None, Sgemm, Hgemm };
+  /// By default (or =1) the tuner times our GEMM beside cuBLASLt; =force takes it untimed against
+  /// cuBLASLt (its own configurations still timed) wherever it applies; =0 leaves it out. The
+  /// switch is FUSEC_SGEMM for the SGEMM and FUSEC_HGEMM for the wgmma GEMM.
+  OwnMode own_mode() const { return own_mode(own_ == Own::Hgemm); }
+  static OwnMode own_mode(bool hgemm) {
+    const char* e = hgemm ? env_switch("FUSEC_HGEMM") : env_switch("FUSEC_SGEMM");
     if (e && std::string(e) == "0") return OwnMode::Off;
     if (e && std::string(e) == "force") return OwnMode::Force;
     return OwnMode::Tune;
+  }
+
+  int own_count() const {
+    return own_ == Own::Sgemm ? sgemm_config_count() : own_ == Own::Hgemm ? hgemm_config_count() : 0;
+  }
+  const char* own_name(int i) const { return own_ == Own::Hgemm ? hgemm_config_name(i) : sgemm_config_name(i); }
+  const char* own_tag() const { return own_ == Own::Hgemm ? "hgemm" : "sgemm"; }
+  bool own_launch(int i, const void* A, const void* B, const void* bias, const void* C, void* Y, cudaStream_t st) {
+    if (own_ == Own::Hgemm) return launch_hgemm(hgemm_args(A, B, bias, C, Y), i, st);
+    return launch_sgemm_f32(own_args(A, B, bias, C, Y), i, st);
+  }
+
+  HgemmArgs hgemm_args(const void* A, const void* B, const void* bias, const void* C, void* Y) const {
+    HgemmArgs g;
+    g.M = static_cast<int>(s_.m);
+    g.N = static_cast<int>(s_.n);
+    g.K = static_cast<int>(s_.k);
+    g.A = A;
+    g.lda = s_.k;
+    g.B = B;
+    g.ldb = s_.trans_b ? s_.k : s_.n;
+    g.trans_b = s_.trans_b;
+    g.bias = bias;
+    g.residual = C;
+    g.ldr = s_.n;
+    g.C = Y;
+    g.ldc = s_.n;
+    g.act = act_;
+    g.bf16 = dt_ == DType::BFloat16;
+    return g;
   }
 
   SgemmArgs own_args(const void* A, const void* B, const void* bias, const void* C, void* Y) const {
@@ -263,18 +325,19 @@ class GemmOp : public CudaOp {
   /// GEMMs (the MLP's 16 x 1024 x 1024) and fp32 is not always its fastest.
   int choose(Context& ctx, const cublasLtMatmulHeuristicResult_t* r, int found) {
     TuningCache& cache = TuningCache::global();
-    if (!cache.enabled()) return 0;
+    const bool force_own = own_count() > 0 && own_mode() == OwnMode::Force;  // timed, never remembered
+    if (!cache.enabled() && !force_own) return 0;
     const std::string key =
         "cublasLt " + std::to_string(cublasLtGetVersion()) + "|" + tuning_device_key(ctx.device()) + "|" + problem_;
     // Remembered as "position|identity": candidates can share their configuration attributes (the
     // nvjet kernels do), so the position in the heuristic's list, which is the same for the same
     // query, names the one that was timed; the identity guards against a changed list.
-    if (auto v = cache.get(key)) {
+    if (auto v = force_own ? std::optional<std::string>() : cache.get(key)) {
       auto bar = v->find('|');
-      if (v->rfind("sgemm:", 0) == 0 && bar != std::string::npos) {  // "sgemm:config|name"
-        int i = std::atoi(v->c_str() + 6);
-        if (own_ok_ && i >= 0 && i < sgemm_config_count() && v->substr(bar + 1) == sgemm_config_name(i))
-          return kOwnPick + i;
+      const std::string tag = std::string(own_tag()) + ":";
+      if (v->rfind(tag, 0) == 0 && bar != std::string::npos) {  // "sgemm:config|name", "hgemm:..."
+        int i = std::atoi(v->c_str() + tag.size());
+        if (own_ != Own::None && i >= 0 && i < own_count() && v->substr(bar + 1) == own_name(i)) return kOwnPick + i;
       } else if (bar != std::string::npos) {
         int i = std::atoi(v->substr(0, bar).c_str());
         if (i >= 0 && i < found && lt_algo_identity(r[i].algo) == v->substr(bar + 1) && own_mode() != OwnMode::Force)
@@ -297,7 +360,7 @@ class GemmOp : public CudaOp {
     // timed faster than it then ran inside BERT-base, where the activation's branches diverge
     // within a warp; cuBLASLt with the separate pass timed the same both ways.
     int copies = 1;
-    if (own_ok_ && b_is_weight_ && b_bytes) {
+    if (own_ != Own::None && b_is_weight_ && b_bytes) {
       int l2 = 0;
       cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, ctx.device());
       const size_t want = (2 * static_cast<size_t>(std::max(l2, 1 << 20)) + b_bytes - 1) / b_bytes;
@@ -326,8 +389,10 @@ class GemmOp : public CudaOp {
     // (fp32), random values, so that the activation inside it costs what it will in the model.
     uint32_t seed = 1;
     auto fill = [&](void* p, size_t n) {
-      if (own_ok_)
+      if (own_ == Own::Sgemm)
         sgemm_fill_random(static_cast<float*>(p), static_cast<int64_t>(n / sizeof(float)), seed++, stream);
+      else if (own_ == Own::Hgemm)
+        hgemm_fill_random(p, static_cast<int64_t>(n / 2), dt_ == DType::BFloat16, seed++, stream);
       else
         FUSEC_CUDA_CHECK(cudaMemsetAsync(p, 0x3C, n, stream));
     };
@@ -350,13 +415,12 @@ class GemmOp : public CudaOp {
       return cublasLtMatmul(handle_, desc_, alpha, next_b(), la_, A.p, lb_, beta, has_c_ ? C.p : D.p, lc_, D.p, ld_,
                             &r[i].algo, wsb.p, r[i].workspaceSize, stream);
     };
-    // Candidates 0..found-1 are cuBLASLt's (plus the activation pass it cannot fuse), then our
-    // SGEMM's configurations, each with the whole epilogue inside.
-    const int own = own_ok_ ? sgemm_config_count() : 0;
-    const bool force_own = own_ok_ && own_mode() == OwnMode::Force;
+    // Candidates 0..found-1 are cuBLASLt's (plus the activation pass it cannot fuse), then our own
+    // GEMM's configurations (the SGEMM's or the wgmma GEMM's), each with the whole epilogue inside.
+    const int own = own_count();
     auto run_any = [&](int i) {
       if (i >= found)
-        return launch_sgemm_f32(own_args(A.p, next_b(), bias.p, has_c_ ? C.p : nullptr, D.p), i - found, stream) &&
+        return own_launch(i - found, A.p, next_b(), bias.p, has_c_ ? C.p : nullptr, D.p, stream) &&
                cudaGetLastError() == cudaSuccess;
       if (force_own) return false;
       if (run(i) != CUBLAS_STATUS_SUCCESS) return false;
@@ -404,11 +468,11 @@ class GemmOp : public CudaOp {
       for (int i = 0; i < total; ++i)
         std::fprintf(stderr, "gemm tune %s: candidate %d [%s] %.4f ms%s\n", problem_.c_str(), i,
                      i < found ? lt_algo_identity(r[i].algo).c_str()
-                               : (std::string("sgemm ") + sgemm_config_name(i - found)).c_str(),
+                               : (std::string(own_tag()) + " " + own_name(i - found)).c_str(),
                      ms_of[i] / kReps, i == best ? "  <- chosen" : "");
     if (force_own) return best >= found ? kOwnPick + best - found : 0;  // not a fair race: not remembered
     if (best >= found) {
-      cache.put(key, "sgemm:" + std::to_string(best - found) + "|" + sgemm_config_name(best - found));
+      cache.put(key, std::string(own_tag()) + ":" + std::to_string(best - found) + "|" + own_name(best - found));
       return kOwnPick + best - found;
     }
     cache.put(key, std::to_string(best) + "|" + lt_algo_identity(r[best].algo));
@@ -429,6 +493,7 @@ class GemmOp : public CudaOp {
   size_t workspace_ = 0;
   bool ok_ = true;
   bool own_ok_ = false;  // our SGEMM can run this problem
+  Own own_ = Own::None;  // which of our GEMMs competes
   SgemmAct own_act_ = SgemmAct::None;
   int own_config_ = -1;  // >= 0: it does, in this configuration
   std::string problem_;  // the tuning cache's key for this problem
