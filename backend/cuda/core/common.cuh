@@ -29,6 +29,14 @@ struct Compute<double> {
   using type = double;
 };
 
+/// A uniform value in [-1, 1) from a cheap integer hash of (i, seed): timing data for the tuners,
+/// random enough that an activation's branches diverge as on real data, and the same every run.
+__device__ __forceinline__ float hashed_uniform(int64_t i, uint32_t seed) {
+  uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed;
+  h ^= h >> 16, h *= 0x7FEB352Du, h ^= h >> 15, h *= 0x846CA68Bu, h ^= h >> 16;
+  return static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+}
+
 __device__ __forceinline__ float to_compute(float v) { return v; }
 __device__ __forceinline__ double to_compute(double v) { return v; }
 __device__ __forceinline__ float to_compute(__half v) { return __half2float(v); }

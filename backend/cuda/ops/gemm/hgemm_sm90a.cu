@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "backend/cuda/core/common.cuh"
 #include "backend/cuda/ops/elementwise/epilogue_act.cuh"
 #include "backend/cuda/ops/gemm/hgemm.cuh"
 
@@ -380,9 +381,7 @@ const Config kConfigs[] = {
 
 __global__ void fill_kernel(void* p, int64_t n, bool bf16, uint32_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed;  // a cheap integer hash
-    h ^= h >> 16, h *= 0x7FEB352Du, h ^= h >> 15, h *= 0x846CA68Bu, h ^= h >> 16;
-    const float v = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+    const float v = hashed_uniform(i, seed);
     if (bf16)
       static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16(v);
     else

@@ -20,9 +20,7 @@ using sgemm_core::activate;
 
 __global__ void fill_random_kernel(float* p, int64_t n, uint32_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed;  // a cheap integer hash
-    h ^= h >> 16, h *= 0x7FEB352Du, h ^= h >> 15, h *= 0x846CA68Bu, h ^= h >> 16;
-    p[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+    p[i] = hashed_uniform(i, seed);
   }
 }
 
