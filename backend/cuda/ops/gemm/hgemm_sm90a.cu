@@ -389,7 +389,6 @@ __global__ void fill_kernel(void* p, int64_t n, bool bf16, uint32_t seed) {
   }
 }
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 }  // namespace
 
