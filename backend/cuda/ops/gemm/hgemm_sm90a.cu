@@ -11,8 +11,9 @@
 // with zeros by the copy itself (src-size 0), so ragged edges need no other code; K and N must be
 // multiples of 8, as a 16-byte chunk is 8 elements.
 //
-// The accumulators stay in registers until the epilogue, which adds the bias and the residual,
-// applies the activation and rounds once: the same order as the CPU reference's FusedMatMul.
+// The accumulators stay in registers until the epilogue stages them in shared memory as fp32;
+// from there every thread adds the bias and the residual to 8 columns, applies the activation and
+// rounds once (the CPU reference's FusedMatMul order), and stores 16 bytes.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -143,7 +144,6 @@ __device__ __forceinline__ uint32_t swz(int row, int chunk) { return row * kRowB
 
 struct Params {
   HgemmArgs a;
-  int tiles_n;  // N tiles per row of tiles
 };
 
 constexpr int kEpiPad = 4;  // fp32 words after each staged output row: fewer bank conflicts
@@ -349,8 +349,8 @@ bool launch_one(const HgemmArgs& a, cudaStream_t s) {
   constexpr int bytes = smem_bytes<BN, STAGES>();
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (attr != cudaSuccess) return false;
-  Params p{a, (a.N + BN - 1) / BN};
-  const dim3 grid(p.tiles_n, (a.M + kBM - 1) / kBM);
+  const Params p{a};
+  const dim3 grid((a.N + BN - 1) / BN, (a.M + kBM - 1) / kBM);
   if (grid.y > 65535) return false;
   kernel<<<grid, kThreads, bytes, s>>>(p);
   return true;
