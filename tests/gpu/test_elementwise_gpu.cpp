@@ -17,6 +17,7 @@
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/ops/elementwise/elementwise_codegen.h"
 #include "backend/cuda/core/nvrtc_module.h"
+#include "backend/cuda/ops/elementwise/epilogue.cuh"
 #include "gpu_test_util.h"
 #include "ir/switches.h"
 
@@ -739,4 +740,35 @@ TEST(GpuElementwise, BandwidthReport) {
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
   }
+}
+
+// The fused epilogue's activation names: every Act prints a name that parses back to it (kernel
+// names print them, FusedConv/FusedMatMul attributes are parsed), no name and "" are none, an
+// unknown name is refused, and the parameters the attribute leaves out take the CPU reference's
+// defaults. Host code only: it runs without a GPU.
+TEST(CudaEpilogue, ActivationNamesParseAndPrintBack) {
+  using cuda::Act;
+  for (int i = 1; i <= static_cast<int>(Act::GeluTanh); ++i) {
+    const Act a = static_cast<Act>(i);
+    cuda::ActParams p;
+    ASSERT_TRUE(cuda::parse_activation(cuda::activation_name(a), {}, &p)) << cuda::activation_name(a);
+    EXPECT_EQ(p.act, a) << cuda::activation_name(a);
+  }
+  cuda::ActParams p{Act::Relu, 7, 7};
+  ASSERT_TRUE(cuda::parse_activation("", {}, &p));
+  EXPECT_EQ(p.act, Act::None);
+  EXPECT_STREQ(cuda::activation_name(Act::None), "none");
+  EXPECT_FALSE(cuda::parse_activation("none", {}, &p));
+  EXPECT_FALSE(cuda::parse_activation("gelu", {}, &p));  // names are case-sensitive, as in the IR
+  ASSERT_TRUE(cuda::parse_activation("LeakyRelu", {}, &p));
+  EXPECT_FLOAT_EQ(p.p0, 0.01f);
+  ASSERT_TRUE(cuda::parse_activation("Clip", {-2.0f}, &p));
+  EXPECT_FLOAT_EQ(p.p0, -2.0f);
+  EXPECT_TRUE(std::isinf(p.p1) && p.p1 > 0);
+  ASSERT_TRUE(cuda::parse_activation("HardSigmoid", {}, &p));
+  EXPECT_FLOAT_EQ(p.p0, 0.2f);
+  EXPECT_FLOAT_EQ(p.p1, 0.5f);
+  ASSERT_TRUE(cuda::parse_activation("HardSigmoid", {0.1f, 0.6f}, &p));
+  EXPECT_FLOAT_EQ(p.p0, 0.1f);
+  EXPECT_FLOAT_EQ(p.p1, 0.6f);
 }
