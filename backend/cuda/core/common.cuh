@@ -145,6 +145,21 @@ __device__ __forceinline__ void store_vec(T* p, const float (&o)[V]) {
   *reinterpret_cast<Pack<T, V>*>(p) = pk;
 }
 
+/// 16 bytes from global src into shared memory (address `smem` in the shared window) with cp.async,
+/// through L2 only. With !valid nothing is read, whatever src is, and the 16 bytes are zeros.
+__device__ __forceinline__ void cp_async16(uint32_t smem, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async16(void* smem, const void* src, bool valid) {
+  cp_async16(static_cast<uint32_t>(__cvta_generic_to_shared(smem)), src, valid);
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+/// Waits until at most N of this thread's committed cp.async groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 /// Whether p may be read or written 16 bytes (a float4) at a time.
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 

@@ -63,14 +63,8 @@ __device__ __forceinline__ void load_tile(float* dst, const T* src, int64_t seq_
 }
 
 // fp32 tiles stream in with cp.async (16 bytes, zero-filled past the end), so the next tile's
-// loads overlap this tile's arithmetic instead of stalling every warp at a barrier.
-__device__ __forceinline__ void cp_async16(float* dst, const float* src, bool valid) {
-  const unsigned saddr = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(saddr), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all_but_one() { asm volatile("cp.async.wait_group 1;\n" ::); }
-
+// loads overlap this tile's arithmetic instead of stalling every warp at a barrier (common.cuh's
+// cp_async16).
 /// dim and seq_stride multiples of 4, src 16-byte aligned (checked by the launcher).
 template <int NT, int HD>
 __device__ __forceinline__ void load_tile_async(float* dst, const float* src, int64_t seq_stride, int rows_valid,
@@ -155,7 +149,7 @@ __global__ void __launch_bounds__(threads_for<R>(), 3) attention_kernel(Attentio
       // V of this tile loads while its scores are computed; K of this tile was issued earlier.
       load_tile_async<NT, HD>(vs, Vf + static_cast<int64_t>(k0) * a.vs.seq, a.vs.seq, valid, a.v_head_dim);
       cp_async_commit();
-      cp_async_wait_all_but_one();
+      cp_async_wait<1>();
     } else {
       load_tile<NT>(ks, K + static_cast<int64_t>(k0) * a.ks.seq, a.ks.seq, valid, a.head_dim, 1.0f, kKeys, HD);
       load_tile<NT>(vs, V + static_cast<int64_t>(k0) * a.vs.seq, a.vs.seq, valid, a.v_head_dim, 1.0f, kKeys, HD);
@@ -232,7 +226,7 @@ __global__ void __launch_bounds__(threads_for<R>(), 3) attention_kernel(Attentio
         load_tile_async<NT, HD>(ks, Kf + static_cast<int64_t>(k0 + kKeys) * a.ks.seq, a.ks.seq,
                                 min(kKeys, a.kv_len - k0 - kKeys), a.head_dim);
       cp_async_commit();
-      cp_async_wait_all_but_one();  // this tile's V
+      cp_async_wait<1>();  // this tile's V
       __syncthreads();
     }
 
@@ -332,11 +326,6 @@ constexpr int kInvL = kAlpha + kRows;
 // behind the other two blocks' arithmetic.
 constexpr size_t kSmemBytes = static_cast<size_t>(kInvL + kRows) * sizeof(float);
 constexpr int kBlocksPerSm = 3;
-
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 /// rows × 64 floats at `pitch`, zero-filled past rows_valid and past dim (a multiple of 4).
 __device__ __forceinline__ void load_rows(float* dst, int pitch, const float* src, int64_t seq_stride, int rows,

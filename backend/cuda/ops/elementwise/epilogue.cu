@@ -2,6 +2,8 @@
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
 #include "backend/cuda/ops/elementwise/epilogue_act.cuh"
 
+#include <iterator>
+
 namespace fusec::cuda {
 
 namespace {
@@ -47,13 +49,10 @@ __global__ void epilogue_pack_kernel(T* __restrict__ y, const T* __restrict__ z,
   }
 }
 
-}  // namespace
-
-namespace {
 // FusedConv/FusedMatMul's `activation` names, indexed by Act ("" is none).
 constexpr const char* kActNames[] = {"",          "Relu", "LeakyRelu", "Clip",    "Sigmoid", "Tanh", "HardSigmoid",
                                      "HardSwish", "SiLU", "Gelu",      "GeluTanh"};
-static_assert(sizeof(kActNames) / sizeof(kActNames[0]) == static_cast<int>(Act::GeluTanh) + 1);
+static_assert(std::size(kActNames) == static_cast<size_t>(Act::GeluTanh) + 1);
 }  // namespace
 
 const char* activation_name(Act a) { return a == Act::None ? "none" : kActNames[static_cast<int>(a)]; }
@@ -61,7 +60,7 @@ const char* activation_name(Act a) { return a == Act::None ? "none" : kActNames[
 bool parse_activation(const std::string& name, const std::vector<float>& p, ActParams* out) {
   auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
   int found = -1;
-  for (int i = 0; i < static_cast<int>(sizeof(kActNames) / sizeof(kActNames[0])); ++i)
+  for (int i = 0; i < static_cast<int>(std::size(kActNames)); ++i)
     if (name == kActNames[i]) found = i;
   if (found < 0) return false;
   ActParams a;

@@ -72,8 +72,10 @@ class GemmOp : public CudaOp {
     // skinny configurations for a few rows (a classifier or an MLP at a small batch, where cuBLASLt
     // streamed the weights far below the memory's speed) and to the generic one; the tiled ones
     // refuse it.
-    own_ok_ = dt == DType::Float32 && !tf32 && s_.batch == 1 && s_.loop_a.empty() && !s_.trans_a && alpha == 1.0f &&
-              (!has_c_ || beta == 1.0f) && s_.m <= INT32_MAX && s_.n <= INT32_MAX && s_.k <= INT32_MAX &&
+    // Our GEMMs take one plain product: no batch, A not transposed, C = act(A·B + bias + R).
+    const bool plain = s_.batch == 1 && s_.loop_a.empty() && !s_.trans_a && alpha == 1.0f &&
+                       (!has_c_ || beta == 1.0f) && s_.m <= INT32_MAX && s_.n <= INT32_MAX && s_.k <= INT32_MAX;
+    own_ok_ = dt == DType::Float32 && !tf32 && plain &&
               (act.act == Act::None || act.act == Act::Relu || act.act == Act::Gelu) && own_mode(false) != OwnMode::Off;
     own_act_ = act.act == Act::Relu ? SgemmAct::Relu : act.act == Act::Gelu ? SgemmAct::GeluErf : SgemmAct::None;
     if (own_ok_) own_ = Own::Sgemm;
@@ -107,10 +109,8 @@ class GemmOp : public CudaOp {
     // fp16/bf16 products whose activation cuBLASLt cannot fuse (erf-GELU, SiLU, ...) can also run on
     // our wgmma GEMM (hgemm.cuh) with the whole epilogue inside, on Hopper: the tuner times it
     // beside cuBLASLt plus the separate activation pass (FUSEC_HGEMM=0 leaves it out).
-    if ((dt == DType::Float16 || dt == DType::BFloat16) && act_.act != Act::None && s_.batch == 1 &&
-        s_.loop_a.empty() && !s_.trans_a && alpha == 1.0f && (!has_c_ || beta == 1.0f) && s_.m <= INT32_MAX &&
-        s_.n <= INT32_MAX && s_.k <= INT32_MAX && s_.k % 8 == 0 && s_.n % 8 == 0 && own_mode(true) != OwnMode::Off &&
-        hgemm_available(ctx.device()))
+    if ((dt == DType::Float16 || dt == DType::BFloat16) && act_.act != Act::None && plain && s_.k % 8 == 0 &&
+        s_.n % 8 == 0 && own_mode(true) != OwnMode::Off && hgemm_available(ctx.device()))
       own_ = Own::Hgemm;
     if (has_bias_) {
       cudaDataType_t bt = lt_type(dt);
@@ -278,41 +278,33 @@ class GemmOp : public CudaOp {
     return launch_sgemm_f32(own_args(A, B, bias, C, Y), i, st);
   }
 
-  HgemmArgs hgemm_args(const void* A, const void* B, const void* bias, const void* C, void* Y) const {
-    HgemmArgs g;
+  /// Our GEMMs' arguments for this problem: both take the operands in the same layout.
+  template <typename Args>
+  Args own_problem(const void* A, const void* B, const void* bias, const void* C, void* Y) const {
+    Args g;
     g.M = static_cast<int>(s_.m);
     g.N = static_cast<int>(s_.n);
     g.K = static_cast<int>(s_.k);
-    g.A = A;
+    g.A = static_cast<decltype(g.A)>(A);
     g.lda = s_.k;
-    g.B = B;
-    g.ldb = s_.trans_b ? s_.k : s_.n;
+    g.B = static_cast<decltype(g.B)>(B);
+    g.ldb = s_.trans_b ? s_.k : s_.n;  // B stored [N,K] or [K,N]
     g.trans_b = s_.trans_b;
-    g.bias = bias;
-    g.residual = C;
+    g.bias = static_cast<decltype(g.bias)>(bias);
+    g.residual = static_cast<decltype(g.residual)>(C);
     g.ldr = s_.n;
-    g.C = Y;
+    g.C = static_cast<decltype(g.C)>(Y);
     g.ldc = s_.n;
+    return g;
+  }
+  HgemmArgs hgemm_args(const void* A, const void* B, const void* bias, const void* C, void* Y) const {
+    HgemmArgs g = own_problem<HgemmArgs>(A, B, bias, C, Y);
     g.act = act_;
     g.bf16 = dt_ == DType::BFloat16;
     return g;
   }
-
   SgemmArgs own_args(const void* A, const void* B, const void* bias, const void* C, void* Y) const {
-    SgemmArgs g;
-    g.M = static_cast<int>(s_.m);
-    g.N = static_cast<int>(s_.n);
-    g.K = static_cast<int>(s_.k);
-    g.A = static_cast<const float*>(A);
-    g.lda = s_.k;
-    g.B = static_cast<const float*>(B);
-    g.ldb = s_.trans_b ? s_.k : s_.n;  // B stored [N,K] or [K,N]
-    g.trans_b = s_.trans_b;
-    g.bias = static_cast<const float*>(bias);
-    g.residual = static_cast<const float*>(C);
-    g.ldr = s_.n;
-    g.C = static_cast<float*>(Y);
-    g.ldc = s_.n;
+    SgemmArgs g = own_problem<SgemmArgs>(A, B, bias, C, Y);
     g.act = own_act_;
     return g;
   }

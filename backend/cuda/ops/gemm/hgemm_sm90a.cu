@@ -124,14 +124,6 @@ __device__ __forceinline__ void fence_regs(float* d) {
 
 // ---- copies -------------------------------------------------------------------------------------
 
-__device__ __forceinline__ void cp_async16(uint32_t s, const void* gmem, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 // The tensor cores read shared memory through the async proxy; the copies wrote it through the
 // generic one.
 __device__ __forceinline__ void fence_proxy_async() {
@@ -142,10 +134,6 @@ __device__ __forceinline__ void fence_proxy_async() {
 
 __device__ __forceinline__ uint32_t swz(int row, int chunk) { return row * kRowBytes + ((chunk ^ (row & 7)) << 4); }
 
-struct Params {
-  HgemmArgs a;
-};
-
 constexpr int kEpiPad = 4;  // fp32 words after each staged output row: fewer bank conflicts
 
 // The operand slots, or the fp32 output tile the epilogue stages in the same memory, whichever is
@@ -154,23 +142,6 @@ template <int BN, int STAGES>
 constexpr int smem_bytes() {
   const int operands = STAGES * (kBM + BN) * kRowBytes, staged = kBM * (BN + kEpiPad) * 4;
   return (operands > staged ? operands : staged) + 1024;
-}
-
-// Eight consecutive values of the storage type, as one 16-byte access.
-template <typename T>
-__device__ __forceinline__ void add8(float* v, const T* p) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  const T* x = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) v[e] += static_cast<float>(x[e]);
-}
-template <typename T>
-__device__ __forceinline__ void store8(T* p, const float* v) {
-  uint4 raw;
-  T* x = reinterpret_cast<T*>(&raw);
-#pragma unroll
-  for (int e = 0; e < 8; ++e) x[e] = static_cast<T>(v[e]);
-  *reinterpret_cast<uint4*>(p) = raw;
 }
 
 // Marks store_tile's generic instance: the activation chosen at run time.
@@ -194,16 +165,25 @@ __device__ __forceinline__ void store_tile(const HgemmArgs& g, const float* out,
     const float4 lo = *reinterpret_cast<const float4*>(out + r * kLd + c);
     const float4 hi = *reinterpret_cast<const float4*>(out + r * kLd + c + 4);
     float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    if (bias) add8<T>(v, bias + col);
-    if (res) add8<T>(v, res + int64_t(row) * g.ldr + col);
+    float add[8];
+    if (bias) {
+      load_vec<T, 8>(bias + col, add);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] += add[e];
+    }
+    if (res) {
+      load_vec<T, 8>(res + int64_t(row) * g.ldr + col, add);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] += add[e];
+    }
 #pragma unroll
     for (int e = 0; e < 8; ++e) v[e] = apply_act(v[e], act);
-    store8<T>(C + int64_t(row) * g.ldc + col, v);
+    store_vec<T, 8>(C + int64_t(row) * g.ldc + col, v);
   }
 }
 
 template <int BN, int STAGES, bool BF16, bool TRANS_B, int MIN_BLOCKS>
-__global__ void __launch_bounds__(kThreads, MIN_BLOCKS) hgemm_kernel(const Params p) {
+__global__ void __launch_bounds__(kThreads, MIN_BLOCKS) hgemm_kernel(const HgemmArgs g) {
 #ifdef FUSEC_HGEMM_DEVICE
   using T = std::conditional_t<BF16, __nv_bfloat16, __half>;
   constexpr int kAcc = BN / 2;
@@ -213,7 +193,6 @@ __global__ void __launch_bounds__(kThreads, MIN_BLOCKS) hgemm_kernel(const Param
   uint8_t* sA = smem;
   uint8_t* sB = smem + STAGES * kStageA;
 
-  const HgemmArgs& g = p.a;
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * BN;
   const int kt_count = (g.K + kBK - 1) / kBK;
@@ -349,10 +328,9 @@ bool launch_one(const HgemmArgs& a, cudaStream_t s) {
   constexpr int bytes = smem_bytes<BN, STAGES>();
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (attr != cudaSuccess) return false;
-  const Params p{a};
   const dim3 grid((a.N + BN - 1) / BN, (a.M + kBM - 1) / kBM);
   if (grid.y > 65535) return false;
-  kernel<<<grid, kThreads, bytes, s>>>(p);
+  kernel<<<grid, kThreads, bytes, s>>>(a);
   return true;
 }
 
