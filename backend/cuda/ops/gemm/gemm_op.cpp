@@ -278,33 +278,33 @@ class GemmOp : public CudaOp {
     return launch_sgemm_f32(own_args(A, B, bias, C, Y), i, st);
   }
 
-  /// Our GEMMs' arguments for this problem: both take the operands in the same layout.
-  template <typename Args>
-  Args own_problem(const void* A, const void* B, const void* bias, const void* C, void* Y) const {
-    Args g;
+  /// Our GEMMs' operands for this problem: both take them in the same layout.
+  template <typename E>
+  void own_operands(GemmOperands<E>& g, const void* A, const void* B, const void* bias, const void* C, void* Y) const {
     g.M = static_cast<int>(s_.m);
     g.N = static_cast<int>(s_.n);
     g.K = static_cast<int>(s_.k);
-    g.A = static_cast<decltype(g.A)>(A);
+    g.A = static_cast<const E*>(A);
     g.lda = s_.k;
-    g.B = static_cast<decltype(g.B)>(B);
+    g.B = static_cast<const E*>(B);
     g.ldb = s_.trans_b ? s_.k : s_.n;  // B stored [N,K] or [K,N]
     g.trans_b = s_.trans_b;
-    g.bias = static_cast<decltype(g.bias)>(bias);
-    g.residual = static_cast<decltype(g.residual)>(C);
+    g.bias = static_cast<const E*>(bias);
+    g.residual = static_cast<const E*>(C);
     g.ldr = s_.n;
-    g.C = static_cast<decltype(g.C)>(Y);
+    g.C = static_cast<E*>(Y);
     g.ldc = s_.n;
-    return g;
   }
   HgemmArgs hgemm_args(const void* A, const void* B, const void* bias, const void* C, void* Y) const {
-    HgemmArgs g = own_problem<HgemmArgs>(A, B, bias, C, Y);
+    HgemmArgs g;
+    own_operands(g, A, B, bias, C, Y);
     g.act = act_;
     g.bf16 = dt_ == DType::BFloat16;
     return g;
   }
   SgemmArgs own_args(const void* A, const void* B, const void* bias, const void* C, void* Y) const {
-    SgemmArgs g = own_problem<SgemmArgs>(A, B, bias, C, Y);
+    SgemmArgs g;
+    own_operands(g, A, B, bias, C, Y);
     g.act = own_act_;
     return g;
   }

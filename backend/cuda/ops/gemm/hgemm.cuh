@@ -17,21 +17,11 @@
 #include <cstdint>
 
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
+#include "backend/cuda/ops/gemm/gemm_operands.h"
 
 namespace fusec::cuda {
 
-struct HgemmArgs {
-  int M = 0, N = 0, K = 0;
-  const void* A = nullptr;  // [M,K], row stride lda
-  int64_t lda = 0;
-  const void* B = nullptr;  // [K,N], row stride ldb; trans_b: [N,K], row stride ldb
-  int64_t ldb = 0;
-  bool trans_b = false;
-  const void* bias = nullptr;      // [N] or null
-  const void* residual = nullptr;  // [M,N], row stride ldr, or null
-  int64_t ldr = 0;
-  void* C = nullptr;  // [M,N], row stride ldc; may alias residual when ldr == ldc
-  int64_t ldc = 0;
+struct HgemmArgs : GemmOperands<void> {
   ActParams act;
   bool bf16 = false;  // storage type of every operand: bf16, else fp16
 };

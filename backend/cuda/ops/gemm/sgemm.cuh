@@ -15,22 +15,13 @@
 
 #include <cstdint>
 
+#include "backend/cuda/ops/gemm/gemm_operands.h"
+
 namespace fusec::cuda {
 
 enum class SgemmAct : int { None, Relu, GeluErf };  // Relu maps NaN to 0, as the CPU reference
 
-struct SgemmArgs {
-  int M = 0, N = 0, K = 0;
-  const float* A = nullptr;  // [M,K], row stride lda
-  int64_t lda = 0;
-  const float* B = nullptr;  // [K,N], row stride ldb; trans_b: [N,K], row stride ldb
-  int64_t ldb = 0;
-  bool trans_b = false;             // B stored [N,K]: element (k,n) at B[n*ldb + k] (Gemm transB=1)
-  const float* bias = nullptr;      // [N] or null
-  const float* residual = nullptr;  // [M,N], row stride ldr, or null
-  int64_t ldr = 0;
-  float* C = nullptr;  // [M,N], row stride ldc; may alias residual when ldr == ldc
-  int64_t ldc = 0;
+struct SgemmArgs : GemmOperands<float> {
   SgemmAct act = SgemmAct::None;
 };
 
