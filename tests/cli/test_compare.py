@@ -177,22 +177,27 @@ def test_fusion_off_is_a_regression(c: Ctx):
     # measured only 4.1% slower than the fused one (0.2574 against 0.2473 ms, p < 0.001, CI check
     # 2026-11-27), a real slowdown the default threshold calls "~".
     gate = ("--threshold", "2%")
-    for attempt in range(3):
-        base = c.bench("mlp_small", f"a{attempt}")
-        off = c.bench("mlp_small", f"off{attempt}", "--skip", ",".join(FUSION_PASSES))
-        p = c.expect(3, "compare", base, off, *gate)
-        t = rows(p)
-        if t.get(("as_given", "latency")) == "~":
-            break
-        print(f"     (attempt {attempt + 1}: the unchanged as-given model's latency moved too: the machine was busy; again)")
-    r = load(off)
-    if r.get("pipeline", {}).get("skip") != FUSION_PASSES:
-        raise Failure(f"bench --skip is not recorded in the report: {r.get('pipeline')}")
     # Under AddressSanitizer (scripts/test.sh's second pass sets ASAN_OPTIONS) the instrumentation
     # changes what each kernel costs: the unfused MLP once ran faster than the fused one there
     # (CI check, 2026-11-26, with a steady control). The optimized build's pass checks the latency
     # verdicts; the sanitized one checks the counts and exit codes, which timing cannot move.
     sanitized = "ASAN_OPTIONS" in os.environ
+    # A missed latency regression with a steady control is measured again too: on the 2-core VM the
+    # fused MLP's lead is a few percent and one pair in three missed it (CI checks, 2026-11-28);
+    # a gate that misses it three times running fails.
+    for attempt in range(3):
+        base = c.bench("mlp_small", f"a{attempt}")
+        off = c.bench("mlp_small", f"off{attempt}", "--skip", ",".join(FUSION_PASSES))
+        p = c.expect(3, "compare", base, off, *gate)
+        t = rows(p)
+        steady = t.get(("as_given", "latency")) == "~"
+        if steady and (sanitized or t.get(("optimized", "latency")) == "REGRESSION"):
+            break
+        print(f"     (attempt {attempt + 1}: " + ("the fused model's lead was not measured" if steady else
+              "the unchanged as-given model's latency moved too: the machine was busy") + "; again)")
+    r = load(off)
+    if r.get("pipeline", {}).get("skip") != FUSION_PASSES:
+        raise Failure(f"bench --skip is not recorded in the report: {r.get('pipeline')}")
     checked = [("optimized", "nodes")] if sanitized else [("optimized", "latency"), ("optimized", "nodes")]
     for key in checked:
         if t.get(key) != "REGRESSION":
