@@ -195,57 +195,67 @@ __global__ void __launch_bounds__(256) depthwise_tiled_kernel(DwParams p) {
 // The shared-memory kernel, for stride 1 without dilation, M = 1 and slices of 32 channels. A
 // block stages the input patch its th x tw outputs read ((th + KH - 1) x (tw + KW - 1) pixels of
 // its 32 channels, converted to fp32 once, zeros for the padding) and the slice's weights in
-// shared memory. A thread then computes 2 x 8 outputs of one channel pair: for each window row
-// it holds KW weight pairs, and each of the 2 x (8 + KW - 1) input pairs it reads feeds every
+// shared memory. A thread then computes 2 x PC outputs of one channel pair: for each window row
+// it holds KW weight pairs, and each of the 2 x (PC + KW - 1) input pairs it reads feeds every
 // output whose window covers it, all operands 8-byte shared loads that a half-warp (16 channel
 // pairs, 128 bytes) reads without bank conflicts. The tiled kernel above reads each input vector
 // once per output row from L1 and converts it each time (ncu: 3.4 instructions per FMA at
 // ConvNeXt's first 7x7). Neither wins everywhere: the route's tuner times both per shape.
-constexpr int kSmemChannels = 32, kSmemRows = 2, kSmemCols = 8;
+constexpr int kSmemChannels = 32, kSmemRows = 2;
 
 /// Shared memory of the kernel for a patch of th x tw outputs of a kh x kw window, in bytes.
 size_t smem_bytes(int th, int tw, int kh, int kw) {
   return sizeof(float) * kSmemChannels * (size_t(th + kh - 1) * (tw + kw - 1) + size_t(kh) * kw);
 }
 
-template <typename T, int KW>
+// TW, the patch's width, and PC, the outputs per thread along it, are compile-time: PC is 8, or 7
+// for a 14-wide patch, which tiles the maps of ImageNet CNNs (multiples of 7) where a 16-wide one
+// computed 30% more outputs than a 56x56 map has. The staging loop's pixel index is then a
+// division by a constant, and 4 of its loads are in flight; ncu had the staging at 36% of the
+// kernel's warp samples at ConvNeXt's first 7x7, but these two changes alone moved the 16x16
+// patch's time by 1% (docs/benchmarks.md).
+template <typename T, int KW, int TW, int PC>
 __global__ void __launch_bounds__(256) depthwise_smem_kernel(DwParams p) {
+  static_assert(TW % PC == 0, "a patch is whole strips");
+  constexpr int cols = TW + KW - 1, quads = kSmemChannels / 4;
   extern __shared__ float4 smem4[];
   float* xs = reinterpret_cast<float*>(smem4);  // [rows][cols][32]: the input patch
   pdl_wait_then_release();
-  const int rows = p.th + p.kh - 1, cols = p.tw + KW - 1;
+  const int rows = p.th + p.kh - 1;
   float* ws = xs + rows * cols * kSmemChannels;  // [kh][KW][32]: the slice's weights
   int b = blockIdx.x;
   const int c0 = (b % p.slices) * kSmemChannels;
   b /= p.slices;
   const int oh0 = (b % p.tiles_h) * p.th;
   b /= p.tiles_h;
-  const int ow0 = (b % p.tiles_w) * p.tw;
+  const int ow0 = (b % p.tiles_w) * TW;
   const int n = b / p.tiles_w;
-  const T* x = static_cast<const T*>(p.x);
+  const T* x = static_cast<const T*>(p.x) + static_cast<int64_t>(n) * p.h * p.w_in * p.k + c0;
   // 4 channels (one vector of T) per thread and step; neighbouring threads take one pixel's 32.
-  for (int q = threadIdx.x; q < rows * cols * (kSmemChannels / 4); q += blockDim.x) {
-    const int pix = q / (kSmemChannels / 4), cq = (q % (kSmemChannels / 4)) * 4;
+  const int total = rows * cols * quads;
+#pragma unroll 4
+  for (int q = threadIdx.x; q < total; q += blockDim.x) {
+    const int pix = q / quads, cq = (q % quads) * 4;
     const int r = pix / cols, ih = oh0 - p.pt + r, iw = ow0 - p.pl + (pix - r * cols);
     float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (static_cast<unsigned>(ih) < static_cast<unsigned>(p.h) && static_cast<unsigned>(iw) < static_cast<unsigned>(p.w_in))
-      load_vec<T, 4>(x + ((static_cast<int64_t>(n) * p.h + ih) * p.w_in + iw) * p.k + c0 + cq, v);
+      load_vec<T, 4>(x + (static_cast<int64_t>(ih) * p.w_in + iw) * p.k + cq, v);
     reinterpret_cast<float4*>(xs)[q] = make_float4(v[0], v[1], v[2], v[3]);
   }
-  for (int q = threadIdx.x; q < p.kh * KW * (kSmemChannels / 4); q += blockDim.x) {
-    const int tap = q / (kSmemChannels / 4), cq = (q % (kSmemChannels / 4)) * 4;
+  for (int q = threadIdx.x; q < p.kh * KW * quads; q += blockDim.x) {
+    const int tap = q / quads, cq = (q % quads) * 4;
     reinterpret_cast<float4*>(ws)[q] = __ldg(reinterpret_cast<const float4*>(p.w + tap * p.k + c0 + cq));
   }
   __syncthreads();
 
   const int pair = threadIdx.x % (kSmemChannels / 2), spatial = threadIdx.x / (kSmemChannels / 2);
-  const int strips = p.tw / kSmemCols;
-  const int lr = (spatial / strips) * kSmemRows, lc = (spatial % strips) * kSmemCols;
-  float2 acc[kSmemRows][kSmemCols];
+  constexpr int strips = TW / PC;
+  const int lr = (spatial / strips) * kSmemRows, lc = (spatial % strips) * PC;
+  float2 acc[kSmemRows][PC];
 #pragma unroll
   for (int i = 0; i < kSmemRows; ++i)
 #pragma unroll
-    for (int j = 0; j < kSmemCols; ++j) acc[i][j] = make_float2(0.0f, 0.0f);
+    for (int j = 0; j < PC; ++j) acc[i][j] = make_float2(0.0f, 0.0f);
   for (int r = 0; r < p.kh; ++r) {
     float2 wv[KW];
 #pragma unroll
@@ -254,13 +264,13 @@ __global__ void __launch_bounds__(256) depthwise_smem_kernel(DwParams p) {
     for (int i = 0; i < kSmemRows; ++i) {
       const float2* row = reinterpret_cast<const float2*>(xs + ((lr + i + r) * cols + lc) * kSmemChannels) + pair;
 #pragma unroll
-      for (int ci = 0; ci < kSmemCols + KW - 1; ++ci) {
+      for (int ci = 0; ci < PC + KW - 1; ++ci) {
         const float2 xv = row[ci * (kSmemChannels / 2)];
         // Input column ci feeds output j through tap s = ci - j.
 #pragma unroll
         for (int s = 0; s < KW; ++s) {
           const int j = ci - s;
-          if (j >= 0 && j < kSmemCols) {
+          if (j >= 0 && j < PC) {
             acc[i][j].x = fmaf(xv.x, wv[s].x, acc[i][j].x);
             acc[i][j].y = fmaf(xv.y, wv[s].y, acc[i][j].y);
           }
@@ -277,7 +287,7 @@ __global__ void __launch_bounds__(256) depthwise_smem_kernel(DwParams p) {
     const int oh = oh0 + lr + i;
     if (oh >= p.oh) break;
 #pragma unroll
-    for (int j = 0; j < kSmemCols; ++j) {
+    for (int j = 0; j < PC; ++j) {
       const int ow = ow0 + lc + j;
       if (ow >= p.ow) break;
       const int64_t o = ((static_cast<int64_t>(n) * p.oh + oh) * p.ow + ow) * p.k + c;
@@ -352,6 +362,7 @@ constexpr Config kConfigs[] = {
     {"v16 p8 b128", 16, 8, 128},    {"v8 p4 b128", 8, 4, 128},      {"v8 p8 b128", 8, 8, 128},
     {"smem 4x8", 0, 0, 0, 4, 8},    {"smem 8x8", 0, 0, 0, 8, 8},    {"smem 8x16", 0, 0, 0, 8, 16},
     {"smem 16x16", 0, 0, 0, 16, 16},
+    {"smem 14x14", 0, 0, 0, 14, 14},
 };
 constexpr int kConfigCount = static_cast<int>(sizeof(kConfigs) / sizeof(kConfigs[0]));
 
@@ -432,6 +443,9 @@ void launch_tiled_config(const Config& cf, const DwParams& p, int kw, int sw, di
 
 bool aligned_to(const void* q, int bytes) { return reinterpret_cast<uintptr_t>(q) % bytes == 0; }
 
+/// The outputs a thread of the shared-memory kernel computes along a row of a patch tw wide.
+int smem_strip(int tw) { return tw % 8 == 0 ? 8 : 7; }
+
 /// Whether the shared-memory kernel takes the shape (the window's height bounded so that a patch
 /// of the largest configuration stays within the opt-in shared memory).
 bool smem_kernel_takes(const DepthwiseShape& s) {
@@ -444,18 +458,18 @@ bool smem_tiles(const DepthwiseShape& s, const Config& cf, DwParams* p, dim3* gr
   const int64_t tiles_h = (s.oh + cf.patch_rows - 1) / cf.patch_rows, tiles_w = (s.ow + cf.patch_cols - 1) / cf.patch_cols;
   const int64_t slices = s.channels_out() / kSmemChannels, blocks = s.batch * tiles_h * tiles_w * slices;
   if (!fits_int(blocks)) return false;
-  p->th = cf.patch_rows, p->tw = cf.patch_cols;
+  p->th = cf.patch_rows, p->tw = cf.patch_cols;  // tw: the kernel's TW, checked at the launch
   p->tiles_h = static_cast<int>(tiles_h), p->tiles_w = static_cast<int>(tiles_w), p->slices = static_cast<int>(slices);
   *grid = dim3(static_cast<unsigned>(blocks));
-  *block = dim3((kSmemChannels / 2) * (cf.patch_rows / kSmemRows) * (cf.patch_cols / kSmemCols));
+  *block = dim3((kSmemChannels / 2) * (cf.patch_rows / kSmemRows) * (cf.patch_cols / smem_strip(cf.patch_cols)));
   return true;
 }
 
-template <typename T, int KW>
+template <typename T, int KW, int TW>
 void launch_smem_kw(const DwParams& p, dim3 grid, dim3 block, cudaStream_t s) {
-  auto kernel = depthwise_smem_kernel<T, KW>;
+  auto kernel = depthwise_smem_kernel<T, KW, TW, TW % 8 == 0 ? 8 : 7>;
   // More than 48 KB of dynamic shared memory needs an opt-in, per kernel and device: made once
-  // each, for the largest patch a configuration stages (16 x 16 outputs, kh <= 7).
+  // each, for the largest patch a configuration of this width stages (16 rows, kh <= 7).
   static std::mutex mu;
   static std::set<int> opted;
   int dev = 0;
@@ -464,25 +478,39 @@ void launch_smem_kw(const DwParams& p, dim3 grid, dim3 block, cudaStream_t s) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (!opted.count(dev)) {
-      const int most = static_cast<int>(smem_bytes(16, 16, 7, KW));
+      const int most = static_cast<int>(smem_bytes(16, TW, 7, KW));
       if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
           e != cudaSuccess)
         throw_cuda_error(static_cast<int>(e), "depthwise_smem_kernel (shared memory opt-in)", __FILE__, __LINE__);
       opted.insert(dev);
     }
   }
-  launch_pdl("depthwise_smem_kernel", kernel, grid, block, smem_bytes(p.th, p.tw, p.kh, KW), s, p);
+  launch_pdl("depthwise_smem_kernel", kernel, grid, block, smem_bytes(p.th, TW, p.kh, KW), s, p);
+}
+
+template <typename T, int KW>
+void launch_smem_tw(const DwParams& p, dim3 grid, dim3 block, cudaStream_t s) {
+  switch (p.tw) {
+    case 8:
+      return launch_smem_kw<T, KW, 8>(p, grid, block, s);
+    case 14:
+      return launch_smem_kw<T, KW, 14>(p, grid, block, s);
+    case 16:
+      return launch_smem_kw<T, KW, 16>(p, grid, block, s);
+    default:
+      internal_error("the shared-memory depthwise conv was asked for a patch width it has no kernel for");
+  }
 }
 
 template <typename T>
 void launch_smem(const DwParams& p, dim3 grid, dim3 block, cudaStream_t s) {
   switch (p.kw) {
     case 3:
-      return launch_smem_kw<T, 3>(p, grid, block, s);
+      return launch_smem_tw<T, 3>(p, grid, block, s);
     case 5:
-      return launch_smem_kw<T, 5>(p, grid, block, s);
+      return launch_smem_tw<T, 5>(p, grid, block, s);
     case 7:
-      return launch_smem_kw<T, 7>(p, grid, block, s);
+      return launch_smem_tw<T, 7>(p, grid, block, s);
     default:
       internal_error("the shared-memory depthwise conv was asked for a window it has no kernel for");
   }
