@@ -27,6 +27,10 @@ docstring says how), at --batch 16 and seq 128 for the text models. Per model:
        others). transformers' models cannot be captured by hand (their mask code copies from the
        host, docs in GPU.md): that peer's value then reads "unsupported: ..." and is not an error,
        reduce-overhead being the graph-captured peer for them.
+     Each peer but eager runs --peer-trials times (default 2; a compiled peer is compiled afresh each
+     time) and keeps its fastest trial's figures, every trial's median listed in its peer_details
+     (trials_median_ms): reduce-overhead's median on ConvNeXt-T moved from 1.455 to 1.716 ms between
+     two runs of the same day, and a target judged against the slow trial would be met by luck.
      best_torch_ms is the fastest peer measured, best_torch its name.
 
 The check (fusec's fp16 against torch's fp32, as check_exports.py judges it): per output,
@@ -199,6 +203,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--min-time", type=float, default=1.0, help="torch: least seconds per peer (default %(default)s)")
     p.add_argument("--max-time", type=float, default=5.0, help="torch: most seconds per peer (default %(default)s)")
     p.add_argument("--skip-compile", action="store_true", help="no torch.compile peers")
+    p.add_argument("--peer-trials", type=int, default=2,
+                   help="runs of each peer but eager, the fastest kept (default %(default)s; compiled afresh each "
+                        "run; later runs are skipped past --time-budget)")
     p.add_argument("--max-autotune", action="store_true", help='also torch.compile(mode="max-autotune"): minutes '
                                                                 "per model")
     p.add_argument("--time-budget", type=float, default=450.0,
@@ -218,6 +225,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     bad = [m for m in a.models if m not in ZOO_ORDER] + [f for f in a.exports if f not in FORMS]
     if bad:
         p.error(f"unknown model or export {bad}; models: {','.join(ZOO_ORDER)}; exports: {','.join(FORMS)}")
+    if a.peer_trials < 1:
+        p.error("--peer-trials wants at least 1")
     if a.work is None:
         a.work = os.path.join(a.zoo, "bench_zoo")
     return a
@@ -486,6 +495,8 @@ def self_check() -> int:
     md = markdown(doc([a, b]))
     assert "| resnet50 | legacy | 1.000 | 0.700 | 1.000 (eager+graph) | 0.70 met | 0.70 met |" in md, md
     assert exit_status(doc([a])) == 0 and exit_status(doc([a, b])) == 1
+    t = fastest_trial([{"median_ms": 1.716, "min_ms": 1.5, "compile_s": 10.4}, {"median_ms": 1.45549, "min_ms": 1.4}])
+    assert t == {"median_ms": 1.45549, "min_ms": 1.4, "trials_median_ms": [1.716, 1.4555]}, t
     with tempfile.TemporaryDirectory() as tmp:
         pa, pb, pc = (os.path.join(tmp, f"{n}.json") for n in "abc")
         for path, d in ((pa, doc([a])), (pb, doc([b], command="python3 scripts/bench_zoo.py --models bert")),
@@ -696,6 +707,13 @@ def fusec_bench(row: dict, name: str, form: str, args, env: dict) -> None:
 # ---- torch peers ---------------------------------------------------------------------------------
 
 
+def fastest_trial(runs: list) -> dict:
+    """The run (time_torch's dict) with the lowest median, with every run's median as trials_median_ms."""
+    best = dict(min(runs, key=lambda v: v["median_ms"]))
+    best["trials_median_ms"] = [round(v["median_ms"], 4) for v in runs]
+    return best
+
+
 def torch_peers(name: str, model, meta: dict, args, rows: list) -> None:
     """Times every peer of one model; fills each row's peers (ms or a reason) and peer_details."""
     import copy
@@ -724,13 +742,25 @@ def torch_peers(name: str, model, meta: dict, args, rows: list) -> None:
     for r in rows:
         r["peers"], r["peer_details"], r["peer_compile_s"] = peers, details, compile_s
 
+    def trials(f, *a) -> dict:
+        """f(*a) --peer-trials times (no new trial past --time-budget), reduced by fastest_trial."""
+        runs = []
+        for i in range(args.peer_trials):
+            if i and elapsed() > args.time_budget:
+                break
+            runs.append(f(*a))
+            if i:
+                log(f"  trial {i + 1}: median {runs[-1]['median_ms']:.4f} ms")
+        return fastest_trial(runs)
+
     def measure(config: str, f, *a):
         log(f"{name}: torch {config}")
         try:
-            v = f(*a)
+            v = f(*a) if config == "eager" else trials(f, *a)
             peers[config] = round(v["median_ms"], 4)
             details[config] = {k: v[k] for k in v if k in ("median_ms", "min_ms", "p90_ms", "iterations",
-                                                             "compile_s", "vs_eager_rel", "replay_vs_eager_rel")}
+                                                             "compile_s", "vs_eager_rel", "replay_vs_eager_rel",
+                                                             "trials_median_ms")}
             if "compile_s" in v:
                 compile_s[config] = v["compile_s"]
             log(f"  median {v['median_ms']:.4f} ms" + (f", compile {v['compile_s']} s" if "compile_s" in v else ""))
