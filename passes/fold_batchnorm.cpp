@@ -24,6 +24,12 @@
 //     BN then normalizes axis 1 of an N-D output, not the axis the weight's columns produce.
 //
 //   Gemm -> Add(c)                   C' = β·C + c, β' = 1        (c broadcasts to [rows, N])
+//
+//   MatMul(A N-D, W [K,N]) [-> Add(b)] [-> Transpose(perm)] -> Mul(c)
+//     c per feature (it varies only along the axis the product's last axis lands on; ConvNeXt's
+//     layer scale [C,1,1] after its MLP's permute back to NCHW, CaiT's and DeiT-III's after their
+//     projections): W'[·, n] = W[·, n]·c[n], b'[n] = b[n]·c[n], and the Mul is gone. The chain's
+//     values must each be read only by the next op. b must be per feature too.
 //   MatMul(A 2-D, B 2-D) -> Add(c) -> BatchNormalization
 //                                    Gemm(A, B, c), then Gemm -> BN as above
 //     A MatMul -> Add bias with no BN after it is left to fuse_matmul_bias, which runs after the
@@ -330,6 +336,7 @@ class Folder {
       // A non-constant operand is a residual or a gate (SiLU): other passes' patterns, not a miss.
       if (!p || !c || x == cv) continue;
       if (is_op(p, "Conv")) return conv_mul_add(p, op, x, *c, is_mul);
+      if (is_mul && matmul_scale(op, x, *c)) return true;
       if (!is_mul && (is_op(p, "Gemm") || is_op(p, "MatMul"))) return gemm_add(p, op, x, *c);
     }
     return false;
@@ -403,6 +410,65 @@ class Folder {
                {conv->name, op->name}, conv->name);
     fold_into_conv(g_, conv, a, x->type.dtype);
     absorb(conv, op);
+    return true;
+  }
+
+  /// MatMul [-> Add(bias)] [-> Transpose] -> Mul(c): c folds into W's columns and the bias (see top).
+  bool matmul_scale(Node* mul, Value* x, const Tensor& c) {
+    Node* keep = x->producer;  // the node that will write the Mul's output
+    Value* y = x;
+    std::vector<int64_t> perm;
+    if (is_op(keep, "Transpose")) {
+      y = keep->input(0);
+      perm = keep->attr_ints("perm");
+    }
+    Node* add = nullptr;
+    const Tensor* bias = nullptr;
+    int bias_at = -1;
+    Value* t = y;
+    if (Node* a = y->producer; is_op(a, "Add")) {
+      for (int i = 0; i < 2 && !bias; ++i)
+        if (const Tensor* b = constant_of(a->input(i)); b && a->input(1 - i) != a->input(i)) {
+          bias = b, bias_at = i, add = a, t = a->input(1 - i);
+        }
+      if (!add) return false;
+    }
+    Node* mm = t->producer;
+    const Tensor* w = mm && is_op(mm, "MatMul") ? constant_of(mm->input(1)) : nullptr;
+    if (!w || w->rank() != 2) return false;
+    what_ = describe(mm) + " -> " + describe(mul) + " not folded";
+    for (const Value* v : {t, y, x})  // the same value up to three times: checked once each is enough
+      if (std::string why = single_use_problem(v, v->producer->op_type); !why.empty()) return miss(why);
+    if (!is_float(x->type.dtype))
+      return miss(std::string("its type is ") + dtype_name(x->type.dtype) + ", not a floating-point type");
+    const size_t rank = t->type.shape ? t->type.shape->size() : 0;
+    if (rank < 1 || (!perm.empty() && perm.size() != rank))
+      return miss("the product's rank is unknown, or the Transpose's perm does not match it");
+    // The axis of x that the product's last axis lands on (a Transpose without perm reverses).
+    size_t axis = rank - 1;
+    const bool transposed = keep != add && keep != mm;
+    if (transposed) {
+      axis = perm.empty() ? 0 : std::find(perm.begin(), perm.end(), int64_t(rank - 1)) - perm.begin();
+      if (axis >= rank) return miss("the Transpose's perm does not name the product's last axis");
+    }
+    const int64_t n = w->dim(1);
+    std::string why;
+    auto scale = per_axis_values(c, rank, axis, n, "feature", &why);
+    if (!scale) return miss(why);
+    std::optional<std::vector<double>> b;
+    if (bias && !(b = per_axis_values(*bias, rank, rank - 1, n, "feature", &why))) return miss("the bias: " + why);
+    r_.rewrote(describe(mm) + (add ? " + " + describe(add) : "") + (transposed ? " + " + describe(keep) : "") + " + " +
+                   describe(mul) + " -> the same without the Mul (per-feature scale folded into the weight" +
+                   (add ? " and bias)" : ")"),
+               {mm->name, mul->name}, mm->name);
+    g_.set_input(mm, 1,
+                 g_.add_initializer(stem_of(mm) + ".W_folded", scaled(*w, [&](int64_t i) { return (*scale)[i % n]; })));
+    if (add) {
+      std::vector<double> nb(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) nb[j] = (*b)[j] * (*scale)[j];
+      g_.set_input(add, bias_at, g_.add_initializer(stem_of(add) + ".B_folded", tensor_from(bias->dtype(), {n}, nb)));
+    }
+    absorb(keep, mul);
     return true;
   }
 

@@ -371,6 +371,85 @@ bool absorb_residual(Rewriter& r, Node* sln) {
   return false;
 }
 
+/// A bare product (as absorb_residual takes) whose output t is read only by an Add whose other
+/// summand has t's shape and type: the sum moves into the GEMM as its residual Z.
+///   S = Add(t, r)                              =>   S = FusedMatMul(A, W, [b], Z = r)
+///   S = Add(Transpose_p(t), Transpose_p(s))    =>   S = Transpose_p(FusedMatMul(A, W, [b], Z = s))
+///   S = Add(Transpose_p(t), r)                 =>   S = Transpose_p(FusedMatMul(A, W, [b], Z = Transpose_p⁻¹(r)))
+/// The Transpose forms are ConvNeXt's block: its MLP output is permuted back to NCHW before the
+/// residual sum; the block's input is a permuted LayerNorm (stage 1), a downsampling conv (the
+/// first block of the later stages: its residual is transposed back), or the block before (then
+/// Transpose_p of the GEMM before, after this rewrite). The GEMM reads the residual once, where the
+/// Add was a pass of its own reading t and r and writing S. On the GPU those permutations are of
+/// channels-last tensors to and from NCHW, which move no data.
+bool absorb_residual_add(Rewriter& r, Node* add) {
+  Graph& g = r.graph();
+  if (!is_op(add, "Add") || add->outputs.empty() || !add->outputs[0]) return false;
+  for (size_t side : {0u, 1u}) {
+    Value* u = add->input(side);
+    Value* res = add->input(1 - side);
+    if (!u || !res || u == res) continue;
+    Node* tr = is_op(u->producer, "Transpose") && u->producer->has_attr("perm") ? u->producer : nullptr;
+    Value* t = tr ? tr->input(0) : u;
+    // Through the Transpose, the GEMM needs the residual in the product's order: s when the
+    // residual is Transpose_p(s) too, else the residual transposed back (made below).
+    Node* res_tr = tr && is_op(res->producer, "Transpose") && res->producer->attr_ints("perm") == tr->attr_ints("perm")
+                       ? res->producer
+                       : nullptr;
+    if (res_tr) res = res_tr->input(0);
+    Node* mm = t ? t->producer : nullptr;
+    const bool bare_fused = mm && mm->op_type == "FusedMatMul" && mm->domain == "ai.fusec" && !mm->input(3) &&
+                            mm->attr_string("activation", "").empty();
+    const bool plain = is_op(mm, "MatMul") && rank_of(mm->input(1)) == 2;
+    if (!(bare_fused || plain) || !fusable_dtype(t->type.dtype)) continue;
+    const std::string what = describe(mm) + " + " + describe(add) + " not merged";
+    if (r.opts().portable)
+      return r.near_miss(what, "--portable writes standard ops only: a residual needs FusedMatMul");
+    if (!has_single_use(t) || (tr && !has_single_use(u)))
+      return r.near_miss(what, "the product '" + t->name + "' is read elsewhere too");
+    const Value* matched = tr && !res_tr ? u : t;  // what the residual must match as it stands
+    if (!matched->type.shape || !res->type.shape || !is_static(*matched->type.shape) ||
+        *matched->type.shape != *res->type.shape || t->type.dtype != res->type.dtype)
+      return r.near_miss(what, "the residual '" + res->name + "' does not have the product's shape and type");
+    if (tr && !res_tr) {
+      const std::vector<int64_t> perm = tr->attr_ints("perm");
+      std::vector<int64_t> inverse(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+      Value* back = g.add_value(res->name + ".permuted");
+      back->type = t->type;
+      Node* undo = r.add("Transpose", {res}, {back}, g.unique_node_name(tr->name + ".residual"), "", {});
+      undo->set_attr("perm", inverse);
+      res = back;
+    }
+    Value* sum = add->outputs[0];
+    const std::vector<Value*> mm_in = {mm->input(0), mm->input(1), mm->input(2), res};
+    const std::vector<NamedAttribute> mm_attrs = mm->attrs;
+    const std::string mm_name = mm->name;
+    if (!tr) {
+      Replaced gone = r.remove({mm, add});
+      Node* fused = r.add("FusedMatMul", mm_in, {sum}, mm_name, "ai.fusec", gone.origins);
+      fused->attrs = mm_attrs;
+      r.rewrote(gone.listed + " -> " + describe(fused) + " (residual '" + res->name + "')", gone.names, mm_name);
+      return true;
+    }
+    const std::vector<NamedAttribute> tr_attrs = tr->attrs;
+    const std::string tr_name = tr->name;
+    Replaced gone = r.remove({mm, add});
+    Replaced tr_gone = r.remove({tr});
+    Node* fused = r.add("FusedMatMul", mm_in, {t}, mm_name, "ai.fusec", gone.origins);
+    fused->attrs = mm_attrs;
+    Node* moved = r.add("Transpose", {t}, {sum}, tr_name, "", tr_gone.origins);
+    moved->attrs = tr_attrs;
+    std::vector<std::string> names = gone.names;
+    names.push_back(tr_name);
+    r.rewrote(gone.listed + " + " + tr_gone.listed + " -> " + describe(fused) + " (residual '" + res->name +
+                  "', the sum's permutation moved after it) + " + describe(moved),
+              names, mm_name);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool FuseMatMulBiasPass::run(Graph& g, PassContext& ctx) {
@@ -392,6 +471,12 @@ bool FuseMatMulBiasPass::run(Graph& g, PassContext& ctx) {
   for (Node* n : g.node_list())
     if (is_skip_norm(n)) skips.push_back(n);
   for (Node* n : skips) absorb_residual(r, n);
+  // Then the residual Adds no norm reads: collected first for the same reason.
+  std::vector<Node*> adds;
+  for (Node* n : g.node_list())
+    if (is_op(n, "Add")) adds.push_back(n);
+  for (Node* n : adds)
+    if (!r.removed(n)) absorb_residual_add(r, n);
   if (r.changed()) g.remove_unused_values();
   return r.changed();
 }

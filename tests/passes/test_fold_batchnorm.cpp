@@ -463,3 +463,53 @@ TEST(FoldBatchNormNearMiss, GemmCNotConstant) {
   b.output(b.node("Add", {y, b.initializer("bias", random_tensor({4}, 91))}, {}, "add1"));
   expect_near_miss(fold(b.build()), "C 'C' is not a constant");
 }
+
+// ---- A per-feature scale after a MatMul, through its bias and a Transpose (layer scale) -------
+
+namespace {
+
+/// x[2,4,3,8]·W[8,6] [+ b[6]] [-> Transpose(0,3,1,2)] -> Mul(c): ConvNeXt's MLP tail and layer scale.
+std::unique_ptr<Graph> layer_scale_graph(bool bias, bool transpose, std::vector<int64_t> c_dims,
+                                         std::vector<int64_t> bias_dims = {6}) {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float32, shape_of({2, 4, 3, 8}));
+  Value* y = b.node("MatMul", {x, b.initializer("W", random_tensor({8, 6}, 80))}, {}, "fc2");
+  if (bias) y = b.node("Add", {y, b.initializer("b", random_tensor(bias_dims, 81))}, {}, "fc2_bias");
+  if (transpose) y = b.node("Transpose", {y}, {attr("perm", std::vector<int64_t>{0, 3, 1, 2})}, "to_nchw");
+  b.output(b.node("Mul", {b.initializer("gamma", random_tensor(c_dims, 82, 0.5f, 2.0f)), y}, {}, "layer_scale"));
+  return b.build();
+}
+
+}  // namespace
+
+TEST(FoldBatchNorm, MatMulLayerScaleFoldsThroughBiasAndTranspose) {
+  for (bool bias : {false, true})
+    for (bool transpose : {false, true}) {
+      SCOPED_TRACE(std::string(bias ? "bias" : "no bias") + (transpose ? ", transposed" : ""));
+      // Per feature: [6,1,1] on the NCHW side of the Transpose, [6] (or [1,1,1,6]) on the product's.
+      const std::vector<int64_t> c = transpose ? std::vector<int64_t>{6, 1, 1} : std::vector<int64_t>{1, 1, 1, 6};
+      Outcome f = fold(layer_scale_graph(bias, transpose, c));
+      EXPECT_TRUE(f.changed);
+      EXPECT_EQ(count_any_domain(*f.optimized, "Mul"), 0);
+      EXPECT_EQ(count_any_domain(*f.optimized, "MatMul"), 1);
+      EXPECT_EQ(count_any_domain(*f.optimized, "Transpose"), transpose ? 1 : 0);
+      EXPECT_EQ(f.optimized->outputs[0]->name, f.original->outputs[0]->name);
+      EXPECT_NE(node_named(*f.optimized, "fc2")->inputs[1]->name, "W") << "a new weight: W may be shared";
+      expect_same_numbers(f);
+    }
+}
+
+TEST(FoldBatchNormNearMiss, MatMulScaleNotPerFeatureOrSharedProduct) {
+  // [1,1,4,1] after the Transpose varies along H; [1,4,1,6] without it along H too.
+  expect_near_miss(fold(layer_scale_graph(true, true, {1, 1, 4, 1})), "is not per-feature");
+  expect_near_miss(fold(layer_scale_graph(true, false, {1, 4, 1, 6})), "is not per-feature");
+  // A bias that varies along H cannot take the scale either.
+  expect_near_miss(fold(layer_scale_graph(true, false, {6}, {4, 1, 6})), "the bias");
+  // The product read elsewhere too: scaling its weight would change that reader's value.
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float32, shape_of({2, 8}));
+  Value* y = b.node("MatMul", {x, b.initializer("W", random_tensor({8, 6}, 83))}, {}, "fc");
+  b.output(b.node("Mul", {y, b.initializer("gamma", random_tensor({6}, 84))}, {}, "scale"));
+  b.output(b.node("Relu", {y}, {}, "other"));
+  expect_near_miss(fold(b.build()), "consumers");
+}

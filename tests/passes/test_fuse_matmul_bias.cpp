@@ -592,3 +592,96 @@ TEST(FuseMatMulBias, SkipLayerNormResidualGuards) {
   Result old = fuse(residual_block(false, false, "", {2, 5, 6}, 16));
   EXPECT_EQ(count_any_domain(*old.optimized, "SkipLayerNorm"), 1);
 }
+
+// ---- Residual Adds no norm reads ---------------------------------------------------------------
+
+namespace {
+
+/// x[2,4,3,8]·W[8,6] + b, then S = t + R; `nchw`: both summands permuted (0,3,1,2) first, R given
+/// as NHWC and permuted too (`r_permuted`) or given as NCHW as it is.
+std::unique_ptr<Graph> residual_add_graph(bool nchw, bool r_permuted, bool swap, std::vector<int64_t> r_dims = {}) {
+  GraphBuilder b(20);
+  Value* x = b.input("x", DType::Float32, {2, 4, 3, 8});
+  if (r_dims.empty()) r_dims = nchw && !r_permuted ? std::vector<int64_t>{2, 6, 4, 3} : std::vector<int64_t>{2, 4, 3, 6};
+  Value* r = b.input("R", DType::Float32, shape_of(r_dims));
+  Value* t = b.node("MatMul", {x, b.initializer("W", random_floats({8, 6}, 1))}, {}, "fc2");
+  t = b.node("Add", {t, b.initializer("bias", random_floats({6}, 2))}, {}, "fc2_bias");
+  const std::vector<NamedAttribute> to_nchw = {attr("perm", std::vector<int64_t>{0, 3, 1, 2})};
+  if (nchw) {
+    t = b.node("Transpose", {t}, to_nchw, "t_nchw");
+    if (r_permuted) {
+      r = b.node("Transpose", {r}, to_nchw, "r_nchw");
+      b.output(b.node("Relu", {r}, {}, "r_other_reader"));  // the block input's other reader
+    }
+  }
+  b.output(b.node("Add", {swap ? r : t, swap ? t : r}, {}, "residual"));
+  return b.build();
+}
+
+}  // namespace
+
+// S = (A·W + b) + R -> S = FusedMatMul(A, W, b, Z = R): no pass of its own for the sum.
+TEST(FuseMatMulBias, ResidualAddMovesIntoTheProduct) {
+  for (bool swap : {false, true}) {
+    SCOPED_TRACE(swap ? "residual first" : "product first");
+    Result r = fuse(residual_add_graph(false, false, swap));
+    EXPECT_EQ(count_any_domain(*r.optimized, "Add"), 0);
+    const Node* f = find_op(*r.optimized, "FusedMatMul");
+    ASSERT_TRUE(f);
+    ASSERT_EQ(f->inputs.size(), 4u);
+    EXPECT_EQ(f->inputs[3]->name, "R");
+    EXPECT_EQ(f->outputs[0]->name, r.original->outputs[0]->name);
+    EXPECT_EQ(f->fused_from, (std::vector<std::string>{"fc2", "fc2_bias", "residual"}));
+    expect_equivalent(r);
+  }
+}
+
+// Add(Transpose_p(t), Transpose_p(s)) -> Transpose_p(FusedMatMul(.., Z = s)); with a residual that
+// is not permuted the same way, Z is the residual transposed back.
+TEST(FuseMatMulBias, ResidualAddMovesIntoTheProductThroughACommonTranspose) {
+  for (bool r_permuted : {true, false})
+    for (bool swap : {false, true}) {
+      SCOPED_TRACE(std::string(r_permuted ? "R permuted too" : "R as it is") + (swap ? ", residual first" : ""));
+      Result r = fuse(residual_add_graph(true, r_permuted, swap));
+      EXPECT_EQ(count_any_domain(*r.optimized, "Add"), 0);
+      const Node* f = find_op(*r.optimized, "FusedMatMul");
+      ASSERT_TRUE(f);
+      ASSERT_EQ(f->inputs.size(), 4u);
+      if (r_permuted) {
+        EXPECT_EQ(f->inputs[3]->name, "R") << "the residual read before its permutation";
+      } else {
+        const Node* back = f->inputs[3]->producer;
+        ASSERT_TRUE(back && back->op_type == "Transpose");
+        EXPECT_EQ(back->attr_ints("perm"), (std::vector<int64_t>{0, 2, 3, 1}));
+        EXPECT_EQ(back->inputs[0]->name, "R");
+      }
+      const Node* moved = node_named(*r.optimized, "t_nchw");
+      ASSERT_TRUE(moved);
+      EXPECT_EQ(moved->inputs[0], f->outputs[0]);
+      EXPECT_EQ(moved->outputs[0]->name, "residual_out") << "the sum keeps its name";
+      expect_equivalent(r);
+    }
+}
+
+TEST(FuseMatMulBias, ResidualAddGuards) {
+  // A residual that broadcasts is not the product's shape: near-miss, the Add stays.
+  Result bcast = fuse(residual_add_graph(false, false, false, {4, 3, 6}));
+  EXPECT_EQ(count_any_domain(*bcast.optimized, "Add"), 1);
+  EXPECT_TRUE(near_miss(bcast, "does not have the product's shape"));
+  expect_equivalent(bcast);
+  // --portable writes no FusedMatMul.
+  Result portable = fuse(residual_add_graph(false, false, false), true);
+  EXPECT_EQ(count_any_domain(*portable.optimized, "Add"), 2);
+  EXPECT_TRUE(near_miss(portable, "--portable"));
+  // The product read elsewhere too: its value must stay A·W + b.
+  GraphBuilder b(20);
+  Value* x = b.input("x", DType::Float32, {5, 8});
+  Value* rr = b.input("R", DType::Float32, {5, 6});
+  Value* t = b.node("MatMul", {x, b.initializer("W", random_floats({8, 6}, 1))}, {}, "fc");
+  b.output(b.node("Add", {t, rr}, {}, "residual"));
+  b.output(b.node("Relu", {t}, {}, "other"));
+  Result shared = fuse(b.build());
+  EXPECT_EQ(count_any_domain(*shared.optimized, "Add"), 1);
+  EXPECT_TRUE(near_miss(shared, "read elsewhere"));
+  expect_equivalent(shared);
+}
