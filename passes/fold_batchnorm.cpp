@@ -24,17 +24,17 @@
 //     BN then normalizes axis 1 of an N-D output, not the axis the weight's columns produce.
 //
 //   Gemm -> Add(c)                   C' = β·C + c, β' = 1        (c broadcasts to [rows, N])
+//   MatMul(A 2-D, B 2-D) -> Add(c) -> BatchNormalization
+//                                    Gemm(A, B, c), then Gemm -> BN as above
+//     A MatMul -> Add bias with no BN after it is left to fuse_matmul_bias, which runs after the
+//     GELU/LayerNorm fusions: it writes the same Gemm when nothing follows, but a FusedMatMul with
+//     the activation when one does, which a Gemm written here first would prevent.
 //
 //   MatMul(A N-D, W [K,N]) [-> Add(b)] [-> Transpose(perm)] -> Mul(c)
 //     c per feature (it varies only along the axis the product's last axis lands on; ConvNeXt's
 //     layer scale [C,1,1] after its MLP's permute back to NCHW, CaiT's and DeiT-III's after their
 //     projections): W'[·, n] = W[·, n]·c[n], b'[n] = b[n]·c[n], and the Mul is gone. The chain's
 //     values must each be read only by the next op. b must be per feature too.
-//   MatMul(A 2-D, B 2-D) -> Add(c) -> BatchNormalization
-//                                    Gemm(A, B, c), then Gemm -> BN as above
-//     A MatMul -> Add bias with no BN after it is left to fuse_matmul_bias, which runs after the
-//     GELU/LayerNorm fusions: it writes the same Gemm when nothing follows, but a FusedMatMul with
-//     the activation when one does, which a Gemm written here first would prevent.
 //
 // The folded op keeps its name and now writes the BN/Mul/Add output value; fused_from lists both.
 // New weights are new initializers (`<node>.W_folded`, `.B_folded`, `.C_folded`); the originals are

@@ -381,7 +381,8 @@ bool absorb_residual(Rewriter& r, Node* sln) {
 /// first block of the later stages: its residual is transposed back), or the block before (then
 /// Transpose_p of the GEMM before, after this rewrite). The GEMM reads the residual once, where the
 /// Add was a pass of its own reading t and r and writing S. On the GPU those permutations are of
-/// channels-last tensors to and from NCHW, which move no data.
+/// channels-last tensors to and from NCHW: the 46 Transposes of the optimized ConvNeXt-T took 0.005
+/// ms in all before this rewrite added three (fusec profile, H100).
 bool absorb_residual_add(Rewriter& r, Node* add) {
   Graph& g = r.graph();
   if (!is_op(add, "Add") || add->outputs.empty() || !add->outputs[0]) return false;
