@@ -30,6 +30,7 @@
 //     GELU/LayerNorm fusions: it writes the same Gemm when nothing follows, but a FusedMatMul with
 //     the activation when one does, which a Gemm written here first would prevent.
 //
+//   Gemm -> Mul(c), c per feature:   B'[·, n] = B[·, n]·c[n], C' = β·C·c, β' = 1
 //   MatMul(A N-D, W [K,N]) [-> Add(b)] [-> Transpose(perm)] -> Mul(c)
 //     c per feature (it varies only along the axis the product's last axis lands on; ConvNeXt's
 //     layer scale [C,1,1] after its MLP's permute back to NCHW, CaiT's and DeiT-III's after their
@@ -336,6 +337,7 @@ class Folder {
       // A non-constant operand is a residual or a gate (SiLU): other passes' patterns, not a miss.
       if (!p || !c || x == cv) continue;
       if (is_op(p, "Conv")) return conv_mul_add(p, op, x, *c, is_mul);
+      if (is_mul && is_op(p, "Gemm")) return gemm_mul(p, op, x, *c);
       if (is_mul && matmul_scale(op, x, *c)) return true;
       if (!is_mul && (is_op(p, "Gemm") || is_op(p, "MatMul"))) return gemm_add(p, op, x, *c);
     }
@@ -410,6 +412,26 @@ class Folder {
                {conv->name, op->name}, conv->name);
     fold_into_conv(g_, conv, a, x->type.dtype);
     absorb(conv, op);
+    return true;
+  }
+
+  /// Gemm -> Mul(c), c per feature (output axis 1): B's features and C scaled, β' = 1.
+  bool gemm_mul(Node* p, Node* op, Value* x, const Tensor& c) {
+    what_ = describe(p) + " -> " + describe(op) + " not folded";
+    if (!common_guards(p, x)) return false;
+    int64_t n = 0;
+    if (!gemm_weight(p, x, &n)) return false;
+    std::string why;
+    auto scale = per_axis_values(c, 2, 1, n, "feature", &why);
+    if (!scale) return miss(why);
+    r_.rewrote(describe(p) + " + " + describe(op) + " -> Gemm '" + p->name +
+                   "' (per-feature scale folded into its weight and C)",
+               {p->name, op->name}, p->name);
+    Addend2D none;
+    none.cols = n;
+    none.v.assign(static_cast<size_t>(n), 0.0);
+    fold_into_gemm(g_, p, n, &*scale, none, x->type.dtype);
+    absorb(p, op);
     return true;
   }
 

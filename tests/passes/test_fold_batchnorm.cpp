@@ -513,3 +513,27 @@ TEST(FoldBatchNormNearMiss, MatMulScaleNotPerFeatureOrSharedProduct) {
   b.output(b.node("Relu", {y}, {}, "other"));
   expect_near_miss(fold(b.build()), "consumers");
 }
+
+TEST(FoldBatchNorm, GemmLayerScaleFoldsIntoWeightAndC) {
+  // transB and alpha/beta other than 1: the scale reaches B's rows and C, alpha stays.
+  for (bool with_c : {true, false}) {
+    SCOPED_TRACE(with_c ? "with C" : "no C");
+    GraphBuilder b;
+    Value* a = b.input("a", DType::Float32, shape_of({3, 5}));
+    std::vector<Value*> ins = {a, b.initializer("B", random_tensor({4, 5}, 90))};
+    if (with_c) ins.push_back(b.initializer("C", random_tensor({4}, 91)));
+    Value* y = b.node("Gemm", ins, {attr("transB", int64_t{1}), attr("alpha", 0.5f), attr("beta", 2.0f)}, "g1");
+    b.output(b.node("Mul", {y, b.initializer("gamma", random_tensor({1, 4}, 92, 0.5f, 2.0f))}, {}, "ls"));
+    Outcome f = fold(b.build());
+    EXPECT_TRUE(f.changed);
+    EXPECT_EQ(count_any_domain(*f.optimized, "Mul"), 0);
+    EXPECT_EQ(node_named(*f.optimized, "g1")->fused_from, (std::vector<std::string>{"g1", "ls"}));
+    expect_same_numbers(f);
+  }
+  // A scale per row of the output is not per feature.
+  GraphBuilder b;
+  Value* a = b.input("a", DType::Float32, shape_of({3, 5}));
+  Value* y = b.node("Gemm", {a, b.initializer("B", random_tensor({5, 4}, 93))}, {}, "g1");
+  b.output(b.node("Mul", {y, b.initializer("gamma", random_tensor({3, 1}, 94))}, {}, "ls"));
+  expect_near_miss(fold(b.build()), "is not per-feature");
+}
