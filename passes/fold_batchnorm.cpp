@@ -427,10 +427,7 @@ class Folder {
     r_.rewrote(describe(p) + " + " + describe(op) + " -> Gemm '" + p->name +
                    "' (per-feature scale folded into its weight and C)",
                {p->name, op->name}, p->name);
-    Addend2D none;
-    none.cols = n;
-    none.v.assign(static_cast<size_t>(n), 0.0);
-    fold_into_gemm(g_, p, n, &*scale, none, x->type.dtype);
+    fold_into_gemm(g_, p, n, &*scale, Addend2D{}, x->type.dtype);  // a zero shift
     absorb(p, op);
     return true;
   }

@@ -317,6 +317,17 @@ bool is_skip_norm(const Node* n) {
   return n->domain == "ai.fusec" && (n->op_type == "SkipLayerNorm" || n->op_type == "SkipSimplifiedLayerNorm");
 }
 
+/// The producer of `t` when it is a bare product that can take a residual: a FusedMatMul without
+/// activation or residual, or a MatMul with a 2-D weight (a batched product's residual would leave
+/// the GEMM). Else nullptr.
+Node* bare_product(const Value* t) {
+  Node* mm = t ? t->producer : nullptr;
+  const bool bare_fused = mm && mm->op_type == "FusedMatMul" && mm->domain == "ai.fusec" && !mm->input(3) &&
+                          mm->attr_string("activation", "").empty();
+  const bool plain = is_op(mm, "MatMul") && rank_of(mm->input(1)) == 2;
+  return bare_fused || plain ? mm : nullptr;
+}
+
 /// A bare product (a MatMul, or a FusedMatMul without activation or residual) read only by a
 /// SkipLayerNorm or SkipSimplifiedLayerNorm whose other summand has the product's shape and type:
 /// the sum moves into the GEMM as its residual Z and the skip norm becomes the plain norm of the
@@ -331,12 +342,8 @@ bool absorb_residual(Rewriter& r, Node* sln) {
   for (size_t side : {0u, 1u}) {
     Value* t = sln->input(side);
     Value* res = sln->input(1 - side);
-    Node* mm = t ? t->producer : nullptr;
-    const bool bare_fused = mm && mm->op_type == "FusedMatMul" && mm->domain == "ai.fusec" && !mm->input(3) &&
-                            mm->attr_string("activation", "").empty();
-    // A plain MatMul only with a 2-D weight: a batched product's residual would leave the GEMM.
-    const bool plain = is_op(mm, "MatMul") && rank_of(mm->input(1)) == 2;
-    if (!res || !(bare_fused || plain)) continue;
+    Node* mm = bare_product(t);
+    if (!res || !mm) continue;
     if (!fusable_dtype(t->type.dtype)) continue;
     const std::string what = describe(mm) + " + " + describe(sln) + " not merged";
     if (!has_single_use(t) || t->is_graph_output)
@@ -398,11 +405,8 @@ bool absorb_residual_add(Rewriter& r, Node* add) {
                        ? res->producer
                        : nullptr;
     if (res_tr) res = res_tr->input(0);
-    Node* mm = t ? t->producer : nullptr;
-    const bool bare_fused = mm && mm->op_type == "FusedMatMul" && mm->domain == "ai.fusec" && !mm->input(3) &&
-                            mm->attr_string("activation", "").empty();
-    const bool plain = is_op(mm, "MatMul") && rank_of(mm->input(1)) == 2;
-    if (!(bare_fused || plain) || !fusable_dtype(t->type.dtype)) continue;
+    Node* mm = bare_product(t);
+    if (!mm || !fusable_dtype(t->type.dtype)) continue;
     const std::string what = describe(mm) + " + " + describe(add) + " not merged";
     if (r.opts().portable)
       return r.near_miss(what, "--portable writes standard ops only: a residual needs FusedMatMul");

@@ -203,6 +203,9 @@ __global__ void __launch_bounds__(256) depthwise_tiled_kernel(DwParams p) {
 // ConvNeXt's first 7x7). Neither wins everywhere: the route's tuner times both per shape.
 constexpr int kSmemChannels = 32, kSmemRows = 2;
 
+/// The outputs a thread of the shared-memory kernel computes along a row of a patch tw wide.
+constexpr int smem_strip(int tw) { return tw % 8 == 0 ? 8 : 7; }
+
 /// Shared memory of the kernel for a patch of th x tw outputs of a kh x kw window, in bytes.
 size_t smem_bytes(int th, int tw, int kh, int kw) {
   return sizeof(float) * kSmemChannels * (size_t(th + kh - 1) * (tw + kw - 1) + size_t(kh) * kw);
@@ -443,9 +446,6 @@ void launch_tiled_config(const Config& cf, const DwParams& p, int kw, int sw, di
 
 bool aligned_to(const void* q, int bytes) { return reinterpret_cast<uintptr_t>(q) % bytes == 0; }
 
-/// The outputs a thread of the shared-memory kernel computes along a row of a patch tw wide.
-int smem_strip(int tw) { return tw % 8 == 0 ? 8 : 7; }
-
 /// Whether the shared-memory kernel takes the shape (the window's height bounded so that a patch
 /// of the largest configuration stays within the opt-in shared memory).
 bool smem_kernel_takes(const DepthwiseShape& s) {
@@ -467,7 +467,7 @@ bool smem_tiles(const DepthwiseShape& s, const Config& cf, DwParams* p, dim3* gr
 
 template <typename T, int KW, int TW>
 void launch_smem_kw(const DwParams& p, dim3 grid, dim3 block, cudaStream_t s) {
-  auto kernel = depthwise_smem_kernel<T, KW, TW, TW % 8 == 0 ? 8 : 7>;
+  auto kernel = depthwise_smem_kernel<T, KW, TW, smem_strip(TW)>;
   // More than 48 KB of dynamic shared memory needs an opt-in, per kernel and device: made once
   // each, for the largest patch a configuration of this width stages (16 rows, kh <= 7).
   static std::mutex mu;
