@@ -201,14 +201,19 @@ FUSEC_HD float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + erf(x / 1.41421
 /// epilogue a visible share of the kernel, which it was not on uniform scratch data. Within
 /// 1e-7·max(1, |x|) of the exact GELU over [-12, 12], and accurate relative to the result in the
 /// negative tail, where 1 + erff cancels. `Fast` takes the reciprocal and the exponential from the
-/// hardware's approximations on the device (__fdividef, __expf: a few units in the last place, so
-/// within 1e-6·max(1, |x|)); the host computes them exactly either way.
+/// hardware's approximations on the device (rcp.approx and ex2.approx, flushing denormals, which
+/// spares each a range fix-up: a few units in the last place, so within 1e-6·max(1, |x|)); the
+/// host computes them exactly either way.
 template <bool Fast>
 FUSEC_HD float gelu_erfc_fit(float x) {
   const float z = fabs(x) * 0.70710678118654752f;
   const float d = ::fmaf(0.5f, z, 1.0f);
 #ifdef __CUDA_ARCH__
-  const float t = Fast ? __fdividef(1.0f, d) : rcp_rn(d);
+  float t;
+  if (Fast)  // d >= 1: no denormal to flush, so the approximation needs no range fix-up
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(d));
+  else
+    t = rcp_rn(d);
 #else
   const float t = rcp_rn(d);
 #endif
@@ -223,7 +228,11 @@ FUSEC_HD float gelu_erfc_fit(float x) {
   p = ::fmaf(p, t, 1.00002368f);
   p = ::fmaf(p, t, -1.26551223f);
 #ifdef __CUDA_ARCH__
-  const float e = Fast ? __expf(::fmaf(-z, z, p)) : exp(::fmaf(-z, z, p));
+  float e;
+  if (Fast)  // 2^(y·log2 e), flushing a result below 2^-126 to 0: erfc there is below every output's unit
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(::fmaf(-z, z, p) * 1.44269504088896341f));
+  else
+    e = exp(::fmaf(-z, z, p));
 #else
   const float e = exp(::fmaf(-z, z, p));
 #endif

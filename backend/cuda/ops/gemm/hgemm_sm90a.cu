@@ -147,38 +147,61 @@ constexpr int smem_bytes() {
 // Marks store_tile's generic instance: the activation chosen at run time.
 constexpr Act kAnyAct = static_cast<Act>(-1);
 
-// The epilogue's second step: every thread takes 8 consecutive columns of the staged fp32 tile
-// at a time, adds bias and residual, applies the activation, and stores 16 bytes.
+// The epilogue's second step: each thread owns one group of 8 columns of the staged fp32 tile
+// (kThreads is a multiple of the BN / 8 groups) and walks down its rows; per row it adds bias and
+// residual, applies the activation, and stores 16 bytes. The bias is read once per tile. Rows go 4
+// at a time with no branch between their loads and their activations, so that the compiler
+// interleaves 32 independent activations: a row at a time, behind a branch per row, left each
+// activation's dependent chain exposed. The staged tile is read with ld.shared at its shared-memory
+// address `out` (through the realigned generic pointer it compiled to generic loads). Reading a
+// later row's residual before an earlier row's store is safe when the residual is the output
+// itself (C = R): the rows differ.
 template <Act A, typename T, int BN>
-__device__ __forceinline__ void store_tile(const HgemmArgs& g, const float* out, int m0, int n0, int tid) {
-  constexpr int kLd = BN + kEpiPad;
+__device__ __forceinline__ void store_tile(const HgemmArgs& g, uint32_t out, int m0, int n0, int tid) {
+  constexpr int kLd = BN + kEpiPad, kGroups = BN / 8;
+  static_assert(kThreads % kGroups == 0, "a thread's column group must not change between its rows");
+  constexpr int kStep = kThreads / kGroups, kRows = kBM / kStep, kU = kRows < 4 ? kRows : 4;
+  static_assert(kRows % kU == 0, "rows are taken kU at a time");
   ActParams act = g.act;
   if constexpr (A != kAnyAct) act.act = A;
-  const T* bias = static_cast<const T*>(g.bias);
+  const int c = (tid % kGroups) * 8, r0 = tid / kGroups, col = n0 + c;
+  if (col >= g.N) return;  // N % 8 == 0: a group of 8 is all in or all out
   const T* res = static_cast<const T*>(g.residual);
   T* C = static_cast<T*>(g.C);
-#pragma unroll 2
-  for (int idx = tid; idx < kBM * BN / 8; idx += kThreads) {
-    const int r = idx / (BN / 8), c = (idx % (BN / 8)) * 8;
-    const int row = m0 + r, col = n0 + c;
-    if (row >= g.M || col >= g.N) continue;  // N % 8 == 0: a group of 8 is all in or all out
-    const float4 lo = *reinterpret_cast<const float4*>(out + r * kLd + c);
-    const float4 hi = *reinterpret_cast<const float4*>(out + r * kLd + c + 4);
-    float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    float add[8];
-    if (bias) {
-      load_vec<T, 8>(bias + col, add);
+  float b[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (g.bias) load_vec<T, 8>(static_cast<const T*>(g.bias) + col, b);
+  for (int i0 = 0; i0 < kRows && m0 + r0 + i0 * kStep < g.M; i0 += kU) {
+    float v[kU][8];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] += add[e];
+    for (int u = 0; u < kU; ++u) {
+      const int r = r0 + (i0 + u) * kStep;
+      const uint32_t at = out + uint32_t(r * kLd + c) * 4;
+      asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=f"(v[u][0]), "=f"(v[u][1]), "=f"(v[u][2]), "=f"(v[u][3])
+                   : "r"(at)
+                   : "memory");
+      asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=f"(v[u][4]), "=f"(v[u][5]), "=f"(v[u][6]), "=f"(v[u][7])
+                   : "r"(at + 16)
+                   : "memory");
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[u][e] += b[e];
+      if (res && m0 + r < g.M) {
+        float add[8];
+        load_vec<T, 8>(res + int64_t(m0 + r) * g.ldr + col, add);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[u][e] += add[e];
+      }
     }
-    if (res) {
-      load_vec<T, 8>(res + int64_t(row) * g.ldr + col, add);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] += add[e];
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[u][e] = apply_act(v[u][e], act);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int row = m0 + r0 + (i0 + u) * kStep;
+      if (row < g.M) store_vec<T, 8>(C + int64_t(row) * g.ldc + col, v[u]);
     }
-#pragma unroll
-    for (int e = 0; e < 8; ++e) v[e] = apply_act(v[e], act);
-    store_vec<T, 8>(C + int64_t(row) * g.ldc + col, v);
   }
 }
 
@@ -303,21 +326,22 @@ __global__ void __launch_bounds__(kThreads, MIN_BLOCKS) hgemm_kernel(const Hgemm
             make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
   }
   __syncthreads();
+  const uint32_t out_addr = static_cast<uint32_t>(__cvta_generic_to_shared(out));
   // One copy of the loop per common activation, so that its formula is inlined without the
   // per-element switch (which, with the conversions, was most of the epilogue's instructions).
   switch (g.act.act) {
     case Act::Gelu:
-      return store_tile<Act::Gelu, T, BN>(g, out, m0, n0, tid);
+      return store_tile<Act::Gelu, T, BN>(g, out_addr, m0, n0, tid);
     case Act::SiLU:
-      return store_tile<Act::SiLU, T, BN>(g, out, m0, n0, tid);
+      return store_tile<Act::SiLU, T, BN>(g, out_addr, m0, n0, tid);
     case Act::GeluTanh:
-      return store_tile<Act::GeluTanh, T, BN>(g, out, m0, n0, tid);
+      return store_tile<Act::GeluTanh, T, BN>(g, out_addr, m0, n0, tid);
     case Act::Sigmoid:
-      return store_tile<Act::Sigmoid, T, BN>(g, out, m0, n0, tid);
+      return store_tile<Act::Sigmoid, T, BN>(g, out_addr, m0, n0, tid);
     case Act::None:
-      return store_tile<Act::None, T, BN>(g, out, m0, n0, tid);
+      return store_tile<Act::None, T, BN>(g, out_addr, m0, n0, tid);
     default:
-      return store_tile<kAnyAct, T, BN>(g, out, m0, n0, tid);
+      return store_tile<kAnyAct, T, BN>(g, out_addr, m0, n0, tid);
   }
 #endif
 }
