@@ -229,7 +229,7 @@ FUSEC_HD float gelu_erfc_fit(float x) {
   p = ::fmaf(p, t, -1.26551223f);
 #ifdef __CUDA_ARCH__
   float e;
-  if (Fast)  // 2^(y·log2 e), flushing a result below 2^-126 to 0: erfc there is below every output's unit
+  if (Fast)  // 2^(y·log2 e); a result below 2^-126 flushes to 0, far inside the error bound above
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(::fmaf(-z, z, p) * 1.44269504088896341f));
   else
     e = exp(::fmaf(-z, z, p));
