@@ -14,6 +14,7 @@ namespace fusec::cuda {
 // (gelu_erfc_fit_fast_f32, within 1e-6·max(1, |x|) of the exact GELU): erff's two paths both ran
 // in a warp of real activations and made the pass after an fp16 GEMM (BERT's, ViT's and
 // ConvNeXt's first MLP layer) compute-bound.
+// Sigmoid and SiLU take the hardware's exponential and reciprocal too (sigmoid_fast_f32).
 // The tanh form rounds √(2/π) to the nearest float where the CPU's is one unit below: the results
 // differ in the last bits, well within tolerance.
 __device__ __forceinline__ float apply_act(float x, ActParams a) {
@@ -28,7 +29,7 @@ __device__ __forceinline__ float apply_act(float x, ActParams a) {
     case Act::Clip:
       return fm::clamp(x, a.p0, a.p1);
     case Act::Sigmoid:
-      return fm::sigmoid_direct(x);
+      return fm::sigmoid_fast_f32(x);
     case Act::Tanh:
       return tanhf(x);
     case Act::HardSigmoid:
@@ -36,7 +37,7 @@ __device__ __forceinline__ float apply_act(float x, ActParams a) {
     case Act::HardSwish:
       return fm::hard_swish_sat(x);
     case Act::SiLU:
-      return fm::silu(x);
+      return fm::silu_fast_f32(x);
     case Act::Gelu:
       return fm::gelu_erfc_fit_fast_f32(x);
     case Act::GeluTanh:
