@@ -15,6 +15,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/ops/conv/conv_igemm.cuh"
 #include "backend/cuda/ops/conv/conv_igemm_route.h"
+#include "backend/cuda/ops/gemm/hgemm.cuh"
 #include "backend/cuda/core/tuning_cache.h"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
@@ -504,6 +505,49 @@ TEST(GpuFusedConv, BiasFreeOnEveryRoute) {
         expect_outputs(exe->run(in), want, Precision::FP32, "implicit-GEMM");
       }
     }
+}
+
+TEST(GpuFusedConv, PointwiseRouteRunsTheWholeEpilogueInOneKernel) {
+  FUSEC_REQUIRE_GPU();
+  int device = 0;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  const bool wgmma = cuda::hgemm_available(device);
+  // Forced untimed (FUSEC_CONV_GEMM=force takes the route's first candidate: the few-rows kernel
+  // for up to 64 rows, else the wgmma GEMM's first configuration). The wgmma GEMM: partial tiles
+  // (M = N·H·W of 189 and 1800, Cout of 40 and 24). The few-rows kernel: 2 and 16 rows (a
+  // squeeze-excite block's layers), K of 8, 20 (scalar loads) and 120, Cout of 136, 120 and 20.
+  // Every activation family of the epilogue (the generic instance through LeakyRelu), bias or
+  // none, residual or none, every precision that runs channels-last.
+  struct Shape {
+    std::vector<int64_t> x, w;
+  };
+  const Shape shapes[] = {{{3, 24, 7, 9}, {40, 24, 1, 1}},  {{2, 96, 30, 30}, {24, 96, 1, 1}},
+                          {{2, 8, 1, 1}, {136, 8, 1, 1}},   {{16, 20, 1, 1}, {120, 20, 1, 1}},
+                          {{16, 120, 1, 1}, {20, 120, 1, 1}}};
+  ScopedEnv force("FUSEC_CONV_GEMM", "force");
+  for (Precision p : {Precision::FP16, Precision::BF16, Precision::TF32})
+    for (const Shape& sh : shapes)
+      for (const char* act : {"SiLU", "HardSwish", "Gelu", "Sigmoid", "LeakyRelu"})
+        for (bool residual : {false, true}) {
+          const bool few = sh.x[0] * sh.x[2] * sh.x[3] <= 64;
+          if (!few && (!wgmma || p == Precision::TF32)) continue;  // the wgmma GEMM: fp16/bf16 on Hopper
+          SCOPED_TRACE(std::string(precision_name(p)) + " " + act + (residual ? " + residual" : "") + " x " +
+                       std::to_string(sh.x[1]) + "->" + std::to_string(sh.w[0]));
+          auto g = twin_convs(sh.x, sh.w, 0, act, residual);
+          const auto in = twin_inputs(*g);
+          const auto want = cpu::CpuBackend().compile(*g)->run(in);
+          cuda::CudaOptions o;
+          o.precision = p;
+          auto exe = cuda::CudaBackend(o).compile_cuda(*g);
+          for (const char* node : {"biased", "bias_free"})
+            EXPECT_NE(kernel_of(*exe, node).find(few ? "fusec few-rows 1x1 conv" : "fusec wgmma GEMM 1x1 conv"),
+                      std::string::npos)
+                << kernel_of(*exe, node);
+          expect_outputs(exe->run(in), want, p, "1x1 route");
+          const auto n = kernels_per_step(*exe, in);
+          EXPECT_EQ(n.count("biased") ? n.at("biased") : 0, 1);
+          EXPECT_EQ(n.count("bias_free") ? n.at("bias_free") : 0, 1);
+        }
 }
 
 TEST(GpuFusedConv, BiasFreeLaunchesWhatTheBiasedFormLaunches) {

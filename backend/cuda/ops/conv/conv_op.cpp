@@ -4,7 +4,8 @@
 // algorithms (each fused where cuDNN's fused call takes it), the 1x1 conv's GEMM route
 // (conv_gemm.h) and the implicit-GEMM route's candidates (conv_igemm_route.h), each as it will
 // launch, and keeps the fastest (tuning cache). A channels-last depthwise conv is timed at every
-// precision: the depthwise route's candidates (depthwise_route.h) against cuDNN's choice. A node
+// precision: the depthwise route's candidates (depthwise_route.h) against cuDNN's choice; so is a
+// channels-last 1x1 conv that fusec's own pointwise kernels take (conv_pointwise_route.h). A node
 // without a bias input is a first-class case on every route: fusec's own kernels (the
 // implicit-GEMM conv, Winograd, the depthwise conv, the epilogue pass) and the 1x1 GEMM route take
 // a null bias; only cuDNN's fused call needs a bias tensor, and gets [C] zeros made once at plan
@@ -25,6 +26,7 @@
 #include "backend/cuda/core/tuning_cache.h"
 #include "backend/cuda/ops/conv/conv_cudnn.h"
 #include "backend/cuda/ops/conv/conv_gemm.h"
+#include "backend/cuda/ops/conv/conv_pointwise_route.h"
 #include "backend/cuda/ops/conv/conv_igemm_route.h"
 #include "backend/cuda/ops/conv/conv_route.h"
 #include "backend/cuda/ops/conv/depthwise_route.h"
@@ -69,6 +71,12 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
   if (!transpose &&
       (asymmetric || conv_depthwise_forced() >= 0 || (conv_tuning_on(true) && TuningCache::global().enabled())))
     dw_route_ = plan_conv_depthwise_route(c, g, group, ep_, nhwc);
+  // The channels-last 1x1 conv on fusec's own kernels with the whole epilogue inside (the wgmma
+  // GEMM where cuDNN would need the epilogue pass, a few-rows kernel for squeeze-excite layers):
+  // timed against cuDNN's choice at every precision.
+  if (!transpose && nhwc && !asymmetric &&
+      (conv_gemm_forced() || (conv_tuning_on(true) && TuningCache::global().enabled())))
+    gemm_route_ = plan_conv_pointwise_route(c, g, group, ep_);
   if (asymmetric) {
     if (dw_route_) return plan_depthwise_only();
     *why = "asymmetric padding runs on the CPU";
@@ -107,8 +115,9 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
 
   // A depthwise conv with its own route is timed at every precision: which of the two is faster
   // depends on the device and the shape (cuDNN's channels-last depthwise kernels ran far below the
-  // copy peak on some).
-  const bool tuning = !transpose && conv_tuning_on(strict || dw_route_) && TuningCache::global().enabled();
+  // copy peak on some). So is a channels-last 1x1 conv with its own route (conv_pointwise_route.h).
+  const bool tuning =
+      !transpose && conv_tuning_on(strict || dw_route_ || gemm_route_) && TuningCache::global().enabled();
   const int dw_forced = dw_route_ ? conv_depthwise_forced() : -1;
   const char* no_fused = env_switch("FUSEC_CONV_FUSED");
   // Whether the bias exists does not matter: a conv without one (dynamo exports drop all-zero
@@ -149,7 +158,7 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
 
   // The GEMM route only where it can be chosen: timed by the tuner, or forced.
   if (!transpose && !nhwc && ep_.dt == DType::Float32 && (tuning || conv_gemm_forced()))
-    gemm_route_ = plan_conv_gemm_route(c, g, group, ep_);
+    gemm_route_ = plan_conv_gemm_route(c, g, group, ep_);  // (channels-last: the pointwise route above)
   if (!transpose && !nhwc && strict && (tuning || conv_igemm_forced() >= 0))
     igemm_route_ = plan_conv_igemm_route(c, g, group, ep_);
   // The algorithm by timing the launch as it will run (fused, or the conv and its epilogue

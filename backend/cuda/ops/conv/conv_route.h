@@ -1,7 +1,8 @@
 // What the conv op (conv_op.cpp) chooses among. A forward conv runs on cuDNN (conv_cudnn.h: its
 // algorithms, the default and the fallback) or on one of fusec's routes behind ConvRoute: the 1x1
 // conv as a cuBLASLt GEMM (conv_gemm.h), the implicit-GEMM conv with its Winograd candidates
-// (conv_igemm_route.h) and the channels-last depthwise conv (depthwise_route.h). A route has
+// (conv_igemm_route.h), the channels-last depthwise conv (depthwise_route.h) and the channels-last
+// 1x1 conv on fusec's own kernels (conv_pointwise_route.h). A route has
 // numbered candidates that the tuner times beside cuDNN's algorithms and remembers by index and
 // identity; every route computes the same y = act(conv(x, w) + b + z), with the node's epilogue
 // (ConvEpilogue) fused or as a pass.

@@ -1,0 +1,113 @@
+// The channels-last 1x1 conv's own route (conv_pointwise_route.h): which convs it takes, its
+// candidates and their launch.
+#include "backend/cuda/ops/conv/conv_pointwise_route.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "backend/cuda/core/check.h"
+#include "backend/cuda/core/context.h"
+#include "ir/switches.h"
+
+namespace fusec::cuda {
+
+ConvPointwiseRoute::ConvPointwiseRoute(const HgemmArgs* hgemm, const PointwiseRowsArgs* rows, bool bias,
+                                       bool residual)
+    : bias_(bias), residual_(residual) {
+  // Few rows first: FUSEC_CONV_GEMM=force takes candidate 0, and where the few-rows kernel applies
+  // it is the one meant for the shape.
+  if (rows) {
+    rows_ = *rows;
+    kinds_.push_back(kRows);
+  }
+  if (hgemm) {
+    hgemm_ = *hgemm;
+    for (int i = 0; i < hgemm_config_count(); ++i) kinds_.push_back(i);
+  }
+}
+
+std::string ConvPointwiseRoute::identity(int i) const {
+  const int k = kinds_.at(i);
+  return k == kRows ? std::string("rows warp/channel") : std::string("hgemm ") + hgemm_config_name(k);
+}
+
+bool ConvPointwiseRoute::run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                             cudaStream_t stream) const {
+  if (i < 0 || i >= candidates()) return false;
+  if (kinds_[i] == kRows) {
+    PointwiseRowsArgs a = rows_;
+    a.x = x, a.w = w, a.bias = bias_ ? b : nullptr, a.z = residual_ ? z : nullptr, a.y = y;
+    return launch_pointwise_rows(a, stream);
+  }
+  HgemmArgs a = hgemm_;
+  a.A = x, a.B = w, a.bias = bias_ ? b : nullptr, a.residual = residual_ ? z : nullptr, a.C = y;
+  return launch_hgemm(a, kinds_[i], stream);
+}
+
+void ConvPointwiseRoute::launch(int i, const void* x, const void* w, const void* b, const void* z, void* y,
+                                void* ws, cudaStream_t stream) const {
+  const bool launched = run(i, x, w, b, z, y, ws, stream);
+  FUSEC_CUDA_CHECK(cudaGetLastError());
+  // Both were planned on the executor's 256-byte aligned buffers, as every launch gets them.
+  if (!launched) internal_error("fusec's 1x1 conv refused the launch it was planned for");
+}
+
+std::string ConvPointwiseRoute::kernel_name(int i) const {
+  const DType dt = kinds_.at(i) == kRows ? rows_.dtype : hgemm_.bf16 ? DType::BFloat16 : DType::Float16;
+  const ActParams act = kinds_[i] == kRows ? rows_.act : hgemm_.act;
+  const char* t = dt == DType::Float16 ? "fp16" : dt == DType::BFloat16 ? "bf16" : "fp32";
+  return std::string(kinds_[i] == kRows ? "fusec few-rows 1x1 conv " : "fusec wgmma GEMM 1x1 conv ") + t + " NHWC [" +
+         identity(i) + "]" + (act.act != Act::None ? std::string(" + ") + activation_name(act.act) : "") +
+         (bias_ ? " + bias" : "") + (residual_ ? " + residual" : "");
+}
+
+std::unique_ptr<ConvRoute> plan_conv_pointwise_route(const PlanContext& c, const WindowGeometry& g, int group,
+                                                     const ConvEpilogue& ep) {
+  if (ep.dt != DType::Float16 && ep.dt != DType::BFloat16 && ep.dt != DType::Float32) return nullptr;
+  const auto& xd = c.in_dims(0);
+  const auto& wd = c.in_dims(1);
+  const auto& od = c.out_dims(0);
+  if (xd.size() != 4 || wd.size() != 4 || od.size() != 4 || group != 1 || g.rank() != 2 || wd[2] != 1 ||
+      wd[3] != 1 || wd[1] != xd[1] || od[1] != wd[0])
+    return nullptr;
+  for (int i = 0; i < 2; ++i)
+    if (g.stride[i] != 1 || g.pad_begin[i] != 0 || g.pad_end[i] != 0 || od[2 + i] != xd[2 + i]) return nullptr;
+  const int64_t m = xd[0] * xd[2] * xd[3], k = xd[1], n = od[1];
+  if (m < 1 || m > INT32_MAX || k > INT32_MAX / 2 || n > INT32_MAX / 2) return nullptr;
+
+  std::optional<PointwiseRowsArgs> rows;
+  if (m <= kPointwiseRowsMax) {
+    PointwiseRowsArgs r;
+    r.dtype = ep.dt, r.rows = m, r.cin = k, r.cout = n, r.act = ep.act;
+    rows = r;
+  }
+  std::optional<HgemmArgs> hgemm;
+  const char* e = env_switch("FUSEC_HGEMM");
+  // ReLU and no activation go into cuDNN's fused call: no pass for the wgmma GEMM to save there.
+  if (!(e && std::string(e) == "0") && ep.act.act != Act::None && ep.act.act != Act::Relu &&
+      (ep.dt == DType::Float16 || ep.dt == DType::BFloat16) && hgemm_available(c.ctx().device())) {
+    HgemmArgs a;
+    a.M = static_cast<int>(m), a.N = static_cast<int>(n), a.K = static_cast<int>(k);
+    a.lda = k;
+    a.ldb = k;  // W [Cout][Cin]: B stored [N,K]
+    a.trans_b = true;
+    a.ldr = n, a.ldc = n;
+    a.act = ep.act;
+    a.bf16 = ep.dt == DType::BFloat16;
+    // hgemm_applies' layout checks (multiples of 8, aligned pointers) on stand-in pointers: the
+    // executor's buffers are 256-byte aligned.
+    HgemmArgs probe = a;
+    alignas(16) static const uint8_t stand_in[16] = {};
+    probe.A = probe.B = stand_in;
+    probe.C = const_cast<uint8_t*>(stand_in);
+    probe.bias = ep.has_bias ? stand_in : nullptr;
+    probe.residual = ep.has_z ? stand_in : nullptr;
+    if (hgemm_applies(probe)) hgemm = a;
+  }
+  if (!rows && !hgemm) return nullptr;
+  return std::make_unique<ConvPointwiseRoute>(hgemm ? &*hgemm : nullptr, rows ? &*rows : nullptr, ep.has_bias,
+                                              ep.has_z);
+}
+
+}  // namespace fusec::cuda
