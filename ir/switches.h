@@ -61,8 +61,9 @@ inline constexpr SwitchInfo kSwitches[] = {
     {"FUSEC_CONV_TUNE", SwitchScope::Fusec, "0: no conv timing at strict fp32; all: time fp16, bf16 and tf32 convs too",
      "0, all", "convs timed at strict fp32 only"},
     {"FUSEC_CONV_GEMM", SwitchScope::Fusec,
-     "0: no 1x1-conv-as-cuBLASLt-GEMM route; force: take it untimed wherever it applies", "0, force",
-     "the route is a timed candidate"},
+     "0: no 1x1-conv routes (the cuBLASLt GEMM at fp32 NCHW, fusec's pointwise kernels channels-last); force: "
+     "take a route's first candidate untimed wherever it applies",
+     "0, force", "the routes are timed candidates"},
     {"FUSEC_CONV_IGEMM", SwitchScope::Fusec, "0: no implicit-GEMM conv; N: take its configuration N (from 1) untimed",
      "0, N", "its configurations are timed candidates"},
     {"FUSEC_CONV_DEPTHWISE", SwitchScope::Fusec,
@@ -106,6 +107,10 @@ inline constexpr SwitchInfo kSwitches[] = {
      "1", "not sanitized"},
     {"FUSEC_BENCH_PRINT", SwitchScope::Test,
      "the GPU suite's kernel timings run and print their bandwidth (GpuDepthwise.Bandwidth)", "1", "they skip"},
+    {"FUSEC_UNDER_SANITIZER", SwitchScope::Test,
+     "the GPU suite runs under compute-sanitizer (scripts/gpu_check.sh sets it): a test that counts kernels through "
+     "CUPTI, which records nothing there, skips that count",
+     "1", "kernel counts are checked"},
     {"FUSEC_CHROMIUM", SwitchScope::Test, "the headless browser the HTML-report tests use", "a command name or path",
      "chromium, chromium-browser or google-chrome on PATH; the tests skip without one"},
     // ---- scripts

@@ -17,6 +17,7 @@
 #include "backend/cuda/ops/conv/conv_igemm_route.h"
 #include "backend/cuda/ops/gemm/hgemm.cuh"
 #include "backend/cuda/core/tuning_cache.h"
+#include "ir/switches.h"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
 #include "profiler/cuda/cuda_profiler.h"
@@ -544,7 +545,10 @@ TEST(GpuFusedConv, PointwiseRouteRunsTheWholeEpilogueInOneKernel) {
                       std::string::npos)
                 << kernel_of(*exe, node);
           expect_outputs(exe->run(in), want, p, "1x1 route");
+          // One kernel per conv. Under compute-sanitizer CUPTI records nothing at all (the sanitizer
+          // holds its callbacks), so there the count is left to a plain run.
           const auto n = kernels_per_step(*exe, in);
+          if (n.empty() && env_switch("FUSEC_UNDER_SANITIZER")) continue;
           EXPECT_EQ(n.count("biased") ? n.at("biased") : 0, 1);
           EXPECT_EQ(n.count("bias_free") ? n.at("bias_free") : 0, 1);
         }

@@ -64,6 +64,9 @@ std::string ConvPointwiseRoute::kernel_name(int i) const {
 
 std::unique_ptr<ConvRoute> plan_conv_pointwise_route(const PlanContext& c, const WindowGeometry& g, int group,
                                                      const ConvEpilogue& ep) {
+  if (const char* off = env_switch("FUSEC_CONV_GEMM"); off && std::string(off) == "0") return nullptr;
+  // ReLU and no activation go into cuDNN's fused call, one kernel: no pass for the route to save.
+  if (ep.act.act == Act::None || ep.act.act == Act::Relu) return nullptr;
   if (ep.dt != DType::Float16 && ep.dt != DType::BFloat16 && ep.dt != DType::Float32) return nullptr;
   const auto& xd = c.in_dims(0);
   const auto& wd = c.in_dims(1);
@@ -84,9 +87,8 @@ std::unique_ptr<ConvRoute> plan_conv_pointwise_route(const PlanContext& c, const
   }
   std::optional<HgemmArgs> hgemm;
   const char* e = env_switch("FUSEC_HGEMM");
-  // ReLU and no activation go into cuDNN's fused call: no pass for the wgmma GEMM to save there.
-  if (!(e && std::string(e) == "0") && ep.act.act != Act::None && ep.act.act != Act::Relu &&
-      (ep.dt == DType::Float16 || ep.dt == DType::BFloat16) && hgemm_available(c.ctx().device())) {
+  if (!(e && std::string(e) == "0") && (ep.dt == DType::Float16 || ep.dt == DType::BFloat16) &&
+      hgemm_available(c.ctx().device())) {
     HgemmArgs a;
     a.M = static_cast<int>(m), a.N = static_cast<int>(n), a.K = static_cast<int>(k);
     a.lda = k;

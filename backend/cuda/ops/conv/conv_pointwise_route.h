@@ -8,11 +8,12 @@
 // in the reference's order (conv + b) + z, then the activation. cuDNN's fused call takes bias,
 // residual and ReLU only, so a 1x1 conv followed by SiLU, HardSwish, Sigmoid or GELU ran as its
 // conv and then the epilogue pass, which reads and writes the whole output again. The candidates:
-//   * the wgmma GEMM (hgemm.cuh), fp16/bf16 on Hopper, where cuDNN would need that pass
-//     (EfficientNet's and MobileNetV3's expansion layers);
-//   * few rows (pointwise_rows.cuh), any activation and float storage: a squeeze-excite block's
-//     two layers, N·1·1 rows, where cuDNN launched a tile kernel and the pass for a few thousand
-//     multiply-adds.
+//   * the wgmma GEMM (hgemm.cuh), fp16/bf16 on Hopper (EfficientNet's and MobileNetV3's expansion
+//     layers);
+//   * few rows (pointwise_rows.cuh), float storage: a squeeze-excite block's two layers, N·1·1
+//     rows, where cuDNN launched a tile kernel and the pass for a few thousand multiply-adds.
+// Both only where cuDNN would need that pass: with ReLU or no activation its fused call is one
+// kernel already.
 #pragma once
 #include <memory>
 #include <string>
@@ -47,10 +48,11 @@ class ConvPointwiseRoute : public ConvRoute {
   static constexpr int kRows = -1;
 };
 
-/// The route for a channels-last, 1x1, stride-1, unpadded, ungrouped conv where one of its kernels
-/// applies: the wgmma GEMM for fp16/bf16 on Hopper with an activation cuDNN's fused call cannot
-/// apply (FUSEC_HGEMM=0 leaves it out), the few-rows kernel for at most kPointwiseRowsMax rows;
-/// null elsewhere.
+/// The route for a channels-last, 1x1, stride-1, unpadded, ungrouped conv with an activation
+/// cuDNN's fused call cannot apply (not ReLU, not none), where one of its kernels takes it: the
+/// wgmma GEMM for fp16/bf16 on Hopper (FUSEC_HGEMM=0 leaves it out), the few-rows kernel for at
+/// most kPointwiseRowsMax rows;
+/// null elsewhere. FUSEC_CONV_GEMM=0 leaves the route out, as it does the NCHW GEMM route.
 std::unique_ptr<ConvRoute> plan_conv_pointwise_route(const PlanContext& c, const WindowGeometry& g, int group,
                                                      const ConvEpilogue& ep);
 
