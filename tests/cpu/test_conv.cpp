@@ -1,6 +1,7 @@
 // Conv and ConvTranspose on the CPU reference: hand-computed cases, then every path (im2col +
 // GEMM, 1×1 without im2col, depthwise direct, per-group tasks) against direct loops over 1-D,
 // 2-D and 3-D with groups, strides, dilations, pads and auto_pad.
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -226,6 +227,20 @@ TEST(CpuConvTranspose, MatchesDirectLoops) {
     expect_close(y, naive_conv_transpose(x, w, c.bias ? &b : nullptr, c.group, c.strides, c.dilations, c.pads, out),
                  1e-4, 1e-5);
   }
+}
+
+TEST(CpuConvTranspose, EmptyInputWithAHugeDimGivesTheBias) {
+  // [1, 1, 2^32, 0]: no input value, so every output is the bias. The scatter walks only the input
+  // positions that land in the output (fuzz finding 16 walked all 2^32 rows per tap and channel).
+  Tensor x(DType::Float32, {1, 1, int64_t{1} << 32, 0});
+  Tensor w = uniform_floats({1, 2, 3, 3}, 3), b = floats({0.5f, -2.0f}, {2});
+  auto y = run_one("ConvTranspose", {x, w, b},
+                   {attr("strides", std::vector<int64_t>{3, 2}), attr("output_padding", std::vector<int64_t>{1, 1}),
+                    attr("output_shape", std::vector<int64_t>{10, 8})});
+  std::vector<float> want(2 * 10 * 8);
+  std::fill(want.begin(), want.begin() + 80, 0.5f);
+  std::fill(want.begin() + 80, want.end(), -2.0f);
+  expect_close(y, floats(want, {1, 2, 10, 8}));
 }
 
 TEST(CpuConvTranspose, OutputShapeAndAutoPad) {
