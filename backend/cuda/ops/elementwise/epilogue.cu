@@ -21,8 +21,9 @@ __global__ void epilogue_kernel(T* __restrict__ y, const T* __restrict__ z, cons
   }
 }
 
-// Marks epilogue_pack_kernel's generic instance: the activation chosen at run time. (The kernel
-// takes the activation as an int: nvcc's host stubs do not compile an enum-class template argument.)
+// Marks epilogue_pack_kernel's generic instance: the activation chosen at run time. The kernel
+// takes the activation as an int because nvcc's generated host-side launch wrappers reject an
+// enum-class template argument.
 constexpr int kAnyAct = -1;
 
 // The same epilogue, 16 bytes per access and 32-bit indices: the scalar kernel's 2-byte fp16
