@@ -6,7 +6,8 @@
 // in channels-last memory (for 1x1 spatial, NCHW is the same memory). cuDNN ran these as a
 // tensor-core tile kernel sized for hundreds of rows plus, for SiLU or Sigmoid, the epilogue pass:
 // two launches of a few microseconds each for a few thousand multiply-adds. One warp per output
-// channel walks the rows: its lanes split K, a shuffle tree sums, lane 0 applies the epilogue.
+// channel takes 16 rows at a time: its lanes split K, a shuffle tree sums each row, and lane r
+// applies the epilogue to row r.
 #pragma once
 #include <cuda_runtime.h>
 
