@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On the lent GPU: exports zoo models (scripts/export_zoo.py, dynamo unless EXPORT=legacy) if they
-# are not in $ZOO yet, optimizes each with the bundled fusec, benches it, profiles it with
+# are not in $ZOO yet, optimizes each with the bundled fusec at the batch it runs (as bench_zoo.py
+# does: a bound batch lets every shape-guarded fusion match), benches it, profiles it with
 # programmatic dependent launch off (so each kernel's time is its own, not its wait for the one
 # before) and prints the op-type and top-kernel summary of each report. Reports land in $OUT.
 #   bash scripts/lab/zoo_profile.sh gpt2 efficientnet_b0
@@ -20,7 +21,7 @@ for m in "$@"; do
       { echo "zoo_profile: export of $m failed"; tail -5 "$out/export_$m.log"; continue; }
   fi
   opt=$out/$m.opt.onnx
-  $fusec optimize "$model" -o "$opt" > "$out/optimize_$m.log" 2>&1 || { echo "zoo_profile: optimize $m failed"; tail -3 "$out/optimize_$m.log"; continue; }
+  $fusec optimize "$model" -o "$opt" --batch "$batch" > "$out/optimize_$m.log" 2>&1 || { echo "zoo_profile: optimize $m failed"; tail -3 "$out/optimize_$m.log"; continue; }
   echo "=== $m ($form, batch $batch, fp16)"
   $fusec bench "$opt" --batch "$batch" --precision fp16 2>&1 | grep -iE "median|ms" | head -4
   FUSEC_PDL=0 $fusec profile "$opt" --batch "$batch" --precision fp16 --no-stream --report "$out/$m.profile.json" \

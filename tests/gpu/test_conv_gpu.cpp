@@ -578,3 +578,40 @@ TEST(GpuFusedConv, BiasFreeLaunchesWhatTheBiasedFormLaunches) {
           if (kb.find("fused") != std::string::npos) EXPECT_EQ(kf.find("epilogue"), std::string::npos) << kf;
         }
 }
+
+TEST(GpuFusedConv, ActivationTheFusedCallCannotTakeRunsAsAPassAfterIt) {
+  FUSEC_REQUIRE_GPU();
+  // cuDNN's fused call takes the bias and the residual with an identity activation; SiLU,
+  // HardSwish and GELU then run as an activation-only pass: one kernel more than the same conv
+  // without the activation launches, as the unfused Conv and its activation node would, never
+  // cuDNN's plain forward call plus the whole epilogue. Untimed precisions, both layouts, a 3x3
+  // conv (no route of fusec's own for it at these precisions). Where cuDNN takes the identity
+  // fused call for the no-activation twin, it must take it here too.
+  ScopedEnv no_pointwise("FUSEC_CONV_GEMM", "0");
+  for (Precision p : {Precision::TF32, Precision::FP16, Precision::BF16})
+    for (bool channels_last : {true, false})
+      for (bool residual : {false, true})
+        for (const char* act : {"SiLU", "HardSwish", "Gelu"}) {
+          SCOPED_TRACE(std::string(precision_name(p)) + (channels_last ? " NHWC " : " NCHW ") + act +
+                       (residual ? " + residual" : ""));
+          cuda::CudaOptions o;
+          o.precision = p;
+          o.channels_last = channels_last;
+          auto plain = twin_convs({4, 32, 14, 14}, {32, 32, 3, 3}, 1, "", residual);
+          auto plain_exe = cuda::CudaBackend(o).compile_cuda(*plain);
+          const bool identity_fused = kernel_of(*plain_exe, "biased").find("fused") != std::string::npos;
+          auto g = twin_convs({4, 32, 14, 14}, {32, 32, 3, 3}, 1, act, residual);
+          const auto in = twin_inputs(*g);
+          auto exe = cuda::CudaBackend(o).compile_cuda(*g);
+          expect_outputs(exe->run(in), cpu::CpuBackend().compile(*g)->run(in), p, "fused call + activation pass");
+          if (!identity_fused) continue;
+          for (const char* node : {"biased", "bias_free"})
+            EXPECT_NE(kernel_of(*exe, node).find(std::string(" + ") + act + " pass"), std::string::npos)
+                << kernel_of(*exe, node);
+          const auto n = kernels_per_step(*exe, in);
+          if (n.empty() && env_switch("FUSEC_UNDER_SANITIZER")) continue;
+          const auto n_plain = kernels_per_step(*plain_exe, twin_inputs(*plain));
+          ASSERT_TRUE(n.count("biased") && n_plain.count("biased"));
+          EXPECT_EQ(n.at("biased"), n_plain.at("biased") + 1);
+        }
+}

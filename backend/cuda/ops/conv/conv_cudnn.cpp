@@ -267,9 +267,9 @@ bool CudnnConv::fused_desc_ready(bool may_fuse) {
 
 /// cudnnConvolutionBiasActivationForward supports some configurations only (ReLU or identity;
 /// identity only with IMPLICIT_PRECOMP_GEMM); the only reliable test is a call, made once here on
-/// scratch buffers.
+/// scratch buffers. Any other activation runs identity there, then as a pass of its own.
 void CudnnConv::try_fused(const PlanContext& c) {
-  try_fused(c, ep_.act.act == Act::None ? CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM : fwd_algo_);
+  try_fused(c, ep_.act.act != Act::Relu ? CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM : fwd_algo_);
   // The tuned algorithm may be one the fused call does not take; implicit GEMM it always takes.
   if (!fused_ && fwd_algo_ != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM)
     try_fused(c, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
@@ -316,10 +316,13 @@ cudnnStatus_t CudnnConv::run(const void* x, const void* w, const void* b, const 
   float one32 = 1, zero32 = 0;
   const void* one = ep_.dt == DType::Float64 ? static_cast<const void*>(&one64) : &one32;
   const void* zero = ep_.dt == DType::Float64 ? static_cast<const void*>(&zero64) : &zero32;
-  if (fused_)
-    return cudnnConvolutionBiasActivationForward(handle_, one, x_, x, w_, w, conv_, fused_algo_, ws, workspace_,
-                                                 ep_.has_z ? one : zero, y_, ep_.has_z ? z : y, bias_, b, act_desc_, y_,
-                                                 y);
+  if (fused_) {
+    const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
+        handle_, one, x_, x, w_, w, conv_, fused_algo_, ws, workspace_, ep_.has_z ? one : zero, y_, ep_.has_z ? z : y,
+        bias_, b, act_desc_, y_, y);
+    if (st == CUDNN_STATUS_SUCCESS) ep_.run_act_after_fused(y, stream);
+    return st;
+  }
   const cudnnStatus_t st =
       transpose_
           ? cudnnConvolutionBackwardData(handle_, one, w_, w, y_, x, conv_, bwd_algo_, ws, workspace_, zero, x_, y)
@@ -343,7 +346,10 @@ std::string CudnnConv::kernel_name() const {
           : ep_.dt == DType::BFloat16 ? "bf16"
                                       : "fp64") +
          (nhwc_ ? " NHWC" : " NCHW") +
-         (fused_ ? (ep_.has_bias ? " conv+bias+act fused" : " conv+act fused (zero bias)")
+         (fused_ && !ep_.act_in_cudnn()
+              ? std::string(ep_.has_bias ? " conv+bias fused" : " conv fused (zero bias)") + " + " +
+                    activation_name(ep_.act.act) + " pass"
+          : fused_ ? (ep_.has_bias ? " conv+bias+act fused" : " conv+act fused (zero bias)")
           : ep_.has_bias || ep_.has_z || ep_.act.act != Act::None ? " + epilogue"
                                                                   : "");
 }

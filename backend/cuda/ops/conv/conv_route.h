@@ -47,6 +47,15 @@ struct ConvEpilogue {
     if (!launch_epilogue(y, has_z ? z : nullptr, dt, yelems, act, stream, has_bias ? b : nullptr, channels, inner))
       internal_error("no epilogue kernel for this dtype");
   }
+  /// Whether cuDNN's fused call computes the activation itself (ReLU, or none).
+  bool act_in_cudnn() const { return act.act == Act::None || act.act == Act::Relu; }
+  /// The activation alone, in place over y: what is left after cuDNN's fused call took the bias
+  /// and the residual (nothing where the call took the activation too).
+  void run_act_after_fused(void* y, cudaStream_t stream) const {
+    if (act_in_cudnn()) return;
+    if (!launch_epilogue(y, nullptr, dt, yelems, act, stream, nullptr, channels, inner))
+      internal_error("no activation kernel for this dtype");
+  }
 };
 
 /// One way to run a forward conv: an algorithm, its math mode, and whether it runs as
