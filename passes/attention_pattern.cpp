@@ -6,12 +6,6 @@ namespace fusec::attention {
 
 namespace {
 
-/// Two dims known to be equal: the same static size, or the same symbol.
-bool same_dim(const Dim& a, const Dim& b) {
-  if (a.is_static() || b.is_static()) return a.is_static() && b.is_static() && a.value == b.value;
-  return !a.symbol.empty() && a.symbol == b.symbol;
-}
-
 const Shape* shape_of_rank(const Value* v, size_t rank) {
   return v && v->type.shape && v->type.shape->size() == rank ? &*v->type.shape : nullptr;
 }

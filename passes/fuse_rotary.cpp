@@ -53,9 +53,9 @@ bool match_rotate_half(Node* mul_sin, Match& m) {
   Node* hi = neg ? neg->input(0)->producer : nullptr;
   if (!neg || !is_op(lo, "Slice") || !is_op(hi, "Slice") || lo->input(0) != hi->input(0)) return false;
   Value* x = lo->input(0);
-  auto xd = known_dims(x);
-  if (!xd || xd->empty()) return false;
-  const int64_t rank = static_cast<int64_t>(xd->size()), d = xd->back();
+  const Shape* xd = known_rank(x);
+  if (!xd || xd->empty() || !xd->back().is_static()) return false;
+  const int64_t rank = static_cast<int64_t>(xd->size()), d = xd->back().value;
   const int64_t axis = cat->attr_int("axis", 0);
   if ((axis != -1 && axis != rank - 1) || d % 2 != 0) return false;
   auto lr = axis_slice(lo), hr = axis_slice(hi);
@@ -89,18 +89,21 @@ std::string guard(const Match& m, const PassOptions& opts) {
   for (const Node* n : {m.mul_cos, m.mul_sin, m.concat, m.neg, m.lo, m.hi})
     if (!has_single_use(n->outputs[0]) || n->outputs[0]->is_graph_output)
       return "'" + n->outputs[0]->name + "' is read outside the rotation";
-  const auto xd = known_dims(m.x), yd = known_dims(m.add->outputs[0]);
-  if (!yd || *yd != *xd) return "the sum does not have x's shape";
+  // x's dims other than the head's may be symbolic (a batch left open): a table then broadcasts
+  // along them only with 1s, so the sum has x's shape for every binding.
+  const Shape& xd = *known_rank(m.x);
+  const int64_t d = xd.back().value;
   if (!is_float(m.x->type.dtype)) return std::string("x is ") + dtype_name(m.x->type.dtype);
   for (const Value* t : {m.cos, m.sin}) {
     if (t->type.dtype != m.x->type.dtype) return "the table '" + t->name + "' is not of x's type";
     auto td = known_dims(t);
-    if (!td || td->empty() || td->size() > xd->size() || td->back() != xd->back())
-      return "the table '" + t->name + "' does not hold the head's " + std::to_string(xd->back()) +
+    if (!td || td->empty() || td->size() > xd.size() || td->back() != d)
+      return "the table '" + t->name + "' does not hold the head's " + std::to_string(d) +
              " values along its last axis";
     for (size_t i = 0; i < td->size(); ++i) {
       const int64_t v = (*td)[td->size() - 1 - i];
-      if (v != 1 && v != (*xd)[xd->size() - 1 - i]) return "the table '" + t->name + "' does not broadcast to x";
+      const Dim& xi = xd[xd.size() - 1 - i];
+      if (v != 1 && !(xi.is_static() && v == xi.value)) return "the table '" + t->name + "' does not broadcast to x";
     }
   }
   if (opts.portable) return "Rotary is not standard ONNX; --portable writes standard ops only";
@@ -136,11 +139,12 @@ Node* sink_one(Rewriter& r, Node* rot) {
   Value* y = rot->outputs[0];
   if (rot->attr_int("head_size", 0) != 0 || !has_single_use(x) || x->is_graph_output) return nullptr;
   Node* p = x->producer;
-  auto xd = known_dims(x);
+  const Shape* xd = known_rank(x);
   if (!p || !p->domain.empty() || !xd) return nullptr;
   Value* z = p->input(0);
-  auto zd = known_dims(z);
+  const Shape* zd = known_rank(z);
   if (!zd) return nullptr;
+  const Shape z_shape = *zd;  // z's value may go with the node that read it
   Value* cos = rot->input(1);
   Value* sin = rot->input(2);
   int64_t head_size = 0;
@@ -155,9 +159,10 @@ Node* sink_one(Rewriter& r, Node* rot) {
     const size_t n = zd->size();
     if (xd->size() != n + 1 || n == 0) return nullptr;
     for (size_t i = 0; i + 1 < n; ++i)
-      if ((*zd)[i] != (*xd)[i]) return nullptr;
-    if (zd->back() != (*xd)[n - 1] * (*xd)[n]) return nullptr;
-    head_size = xd->back();
+      if (!same_dim((*zd)[i], (*xd)[i])) return nullptr;
+    const Dim &e = zd->back(), &h = (*xd)[n - 1], &hd = (*xd)[n];
+    if (!e.is_static() || !h.is_static() || !hd.is_static() || e.value != h.value * hd.value) return nullptr;
+    head_size = hd.value;
   } else {
     return nullptr;
   }
@@ -166,7 +171,9 @@ Node* sink_one(Rewriter& r, Node* rot) {
   const std::string p_op = p->op_type, p_name = p->name, rot_name = rot->name;
   const std::vector<std::string> rot_from = rot->fused_from, p_from = p->fused_from;
   Replaced gone = r.remove({p, rot});
-  Value* rotated = typed_value(g, rot_name + "_in_place", y->type.dtype, *zd);
+  Value* rotated = g.add_value(rot_name + "_in_place");
+  rotated->type.dtype = y->type.dtype;
+  rotated->type.shape = z_shape;
   Node* nr = r.add("Rotary", {z, cos, sin}, {rotated}, rot_name, "ai.fusec", rot_from);
   if (head_size) nr->set_attr("head_size", head_size);
   std::vector<Value*> ins = p_ins;

@@ -63,11 +63,6 @@ bool standard_domain(const Node* n) { return n->domain.empty() || n->domain == "
 
 bool attention_type(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
 
-bool same_dim(const Dim& a, const Dim& b) {
-  return (a.is_static() && b.is_static() && a.value == b.value) || (!a.symbol.empty() && a.symbol == b.symbol);
-}
-
-const Shape* shape_of_value(const Value* v) { return v && v->type.shape ? &*v->type.shape : nullptr; }
 
 /// One projection: FusedMatMul(x, w [, bias]), MatMul(x, w), or MatMul(x, w) -> Add(bias).
 struct Projection {
@@ -277,8 +272,8 @@ std::string beyond_fusec_subset(const Node* a) {
   if (a->has_attr("scale") && a->attr_float("scale", 1) == 0)
     return "its scale is 0, which ai.fusec Attention reads as the default 1/√D";
   if (const Value* m = a->input(kMask)) {
-    const Shape* ms = shape_of_value(m);
-    const Shape* qs = shape_of_value(a->input(kQ));
+    const Shape* ms = known_rank(m);
+    const Shape* qs = known_rank(a->input(kQ));
     if (!ms || ms->empty() || !qs || qs->size() != 3 || !same_dim(ms->back(), (*qs)[1]))
       return "its attn_mask '" + m->name + "' is not known to be exactly as wide as the keys (ONNX Attention pads a " +
              "narrower mask, ai.fusec Attention broadcasts it)";
@@ -292,7 +287,7 @@ std::string attention_problem(const Node* attn, const Source& src) {
   const DType t = q->type.dtype;
   if (!attention_type(t))
     return std::string("its type is ") + dtype_name(t) + " (ai.fusec Attention: float32, float16, bfloat16)";
-  const Shape *qs = shape_of_value(q), *ks = shape_of_value(attn->input(kK)), *vs = shape_of_value(attn->input(kV));
+  const Shape *qs = known_rank(q), *ks = known_rank(attn->input(kK)), *vs = known_rank(attn->input(kV));
   if (!qs || !ks || !vs) return "the shapes of Q, K and V are not known";
   if (qs->size() == 4) return describe(attn) + " is 4-D: packed QKV is a form of the 3-D attention";
   if (qs->size() != 3 || ks->size() != 3 || vs->size() != 3) return "Q, K and V are not all 3-D";
@@ -310,7 +305,7 @@ std::string attention_problem(const Node* attn, const Source& src) {
            " (packed QKV has one head size)";
   if (src.split) {
     const Node* sp = src.split;
-    const Shape* ts = shape_of_value(sp->input(0));
+    const Shape* ts = known_rank(sp->input(0));
     if (!ts || ts->size() != 3) return "the input of " + describe(sp) + " is not known to be 3-D";
     int64_t axis = sp->attr_int("axis", 0);
     if (axis < 0) axis += 3;
@@ -441,7 +436,7 @@ bool try_attention(Rewriter& r, Node* attn) {
   const Source src = source_of(attn);
   if (!src.found) {
     // A 4-D attention whose operands trace back (head split, RoPE) to three projections of one X.
-    const Shape* qs = shape_of_value(attn->input(kQ));
+    const Shape* qs = known_rank(attn->input(kQ));
     if (!qs || qs->size() != 4) return false;
     std::array<std::optional<Projection>, 3> traced;
     for (size_t i = 0; i < 3; ++i)

@@ -20,6 +20,13 @@ std::optional<std::vector<int64_t>> known_dims(const Value* v) {
   return d;
 }
 
+const Shape* known_rank(const Value* v) { return v && v->type.shape ? &*v->type.shape : nullptr; }
+
+bool same_dim(const Dim& a, const Dim& b) {
+  if (a.is_static() || b.is_static()) return a.value == b.value;
+  return !a.symbol.empty() && a.symbol == b.symbol;
+}
+
 Value* typed_value(Graph& g, const std::string& stem, DType dtype, const std::vector<int64_t>& dims) {
   Value* v = g.add_value(stem);
   v->type.dtype = dtype;
@@ -29,7 +36,7 @@ Value* typed_value(Graph& g, const std::string& stem, DType dtype, const std::ve
 
 std::optional<AxisSlice> axis_slice(const Node* n) {
   if (!is_op(n, "Slice") || n->inputs.size() < 3 || !n->input(0)) return std::nullopt;
-  auto xd = known_dims(n->input(0));
+  const Shape* xd = known_rank(n->input(0));
   if (!xd || xd->empty()) return std::nullopt;
   const Tensor *st = constant_of(n->input(1)), *en = constant_of(n->input(2));
   const Tensor* ax = n->input(3) ? constant_of(n->input(3)) : nullptr;
@@ -41,7 +48,8 @@ std::optional<AxisSlice> axis_slice(const Node* n) {
   int64_t axis = ax ? ax->as_int64(0) : 0;
   if (axis < 0) axis += rank;
   if (axis < 0 || axis >= rank) return std::nullopt;
-  const int64_t d = (*xd)[static_cast<size_t>(axis)];
+  if (!(*xd)[static_cast<size_t>(axis)].is_static()) return std::nullopt;
+  const int64_t d = (*xd)[static_cast<size_t>(axis)].value;
   auto clamp = [d](int64_t v) { return v < 0 ? std::max<int64_t>(v + d, 0) : std::min(v, d); };
   return AxisSlice{axis, clamp(st->as_int64(0)), clamp(en->as_int64(0))};
 }

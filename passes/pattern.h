@@ -24,6 +24,11 @@ size_t use_count(const Value* v);
 
 /// `v`'s dims when its shape is known and static, else nullopt.
 std::optional<std::vector<int64_t>> known_dims(const Value* v);
+/// `v`'s shape when its rank is known, else nullptr; its dims may be symbolic (a batch the model
+/// leaves open) or unknown.
+const Shape* known_rank(const Value* v);
+/// Whether two dims are the same for every binding: equal static values or the same symbol.
+bool same_dim(const Dim& a, const Dim& b);
 /// The initializer data of `v`, or nullptr (Constant nodes are turned into initializers by cleanup).
 const Tensor* constant_of(const Value* v);
 /// If `v` is a constant whose elements are all equal (any shape), that value.
@@ -50,7 +55,8 @@ struct AxisSlice {
   int64_t axis = 0, begin = 0, end = 0;
 };
 /// `n` as an AxisSlice when it is a Slice whose starts, ends, axes and steps are one-element
-/// constants (steps 1) and its data's shape is known; else nullopt.
+/// constants (steps 1), its data's rank is known and the sliced axis is static (other dims may be
+/// symbolic); else nullopt.
 std::optional<AxisSlice> axis_slice(const Node* n);
 
 }  // namespace fusec

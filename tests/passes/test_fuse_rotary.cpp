@@ -1,6 +1,7 @@
 // fuse_rotary: transformers' rotate_half rotation -> ai.fusec Rotary with the same numbers, the
 // head split in front of it moved behind it; other rotations and guarded cases are left alone.
 #include "passes/fuse_rotary.h"
+#include "passes/infer_shapes.h"
 
 #include "pass_test_util.h"
 #include "test_util.h"
@@ -85,6 +86,40 @@ TEST(FuseRotary, RotateHalfBecomesOneRotaryAfterTheProjection) {
               (std::vector<std::string>{"slice_lo", "slice_hi", "neg", "cat", "mul_sin", "mul_cos", "rope"}));
     expect_same_numbers(*r.original, *r.optimized, 7);
   }
+}
+
+TEST(FuseRotary, ABatchLeftOpenStillFusesAndSinksTheHeadSplit) {
+  // As `fusec optimize` sees a dynamic-batch export: p [N, S, E] with N symbolic, the head split a
+  // Reshape to [-1, S, H, D].
+  GraphBuilder b(17);
+  Value* p = b.input("p", DType::Float32, {Dim::sym("N"), S, E});
+  Value* v = b.node("Reshape", {p, ints(b, "heads", {-1, S, H, D})}, {}, "view");
+  v = b.node("Transpose", {v}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "transpose");
+  std::vector<Value*> extra;
+  b.output(rotate_half_of(b, v, {1, 1, S, D}, {}, &extra));
+  auto g = b.build();
+  infer_shapes(*g);
+  Outcome r = run_pass(std::move(g));
+  ASSERT_EQ(count(*r.optimized, "Rotary", "ai.fusec"), 1);
+  for (const char* gone : {"Slice", "Neg", "Concat", "Mul", "Add"}) EXPECT_EQ(count(*r.optimized, gone), 0) << gone;
+  const Node* rot = find_op(*r.optimized, "Rotary");
+  EXPECT_EQ(rot->input(0)->name, "p");
+  EXPECT_EQ(rot->attr_int("head_size", 0), D);
+  ASSERT_TRUE(rot->outputs[0]->type.shape);
+  EXPECT_EQ(shape_str(*rot->outputs[0]->type.shape), "Nx5x24");
+  r.original->inputs[0]->type.shape = Shape{B, S, E};
+  r.optimized->inputs[0]->type.shape = Shape{B, S, E};
+  expect_same_numbers(*r.original, *r.optimized, 9);
+}
+
+TEST(FuseRotary, ATableThatWidensAnOpenDimIsLeftAlone) {
+  // x [N, H, S, D] with N open and tables of [2, 1, S, D]: the sum would be [2, ...] only for N = 1
+  // or 2, so the rotation cannot stand for it.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {Dim::sym("N"), H, S, D});
+  std::vector<Value*> extra;
+  b.output(rotate_half_of(b, x, {B, 1, S, D}, {}, &extra));
+  expect_near_miss(run_pass(b.build()), "fuse_rotary", "does not broadcast to x");
 }
 
 TEST(FuseRotary, ARotationWithoutAHeadSplitStaysWhereItIs) {
