@@ -43,6 +43,7 @@ struct NodePlacement {
   bool folded = false;  // computed once at plan time (every input constant, or only dims read)
   std::string kernel;   // what runs it ("cuBLASLt GEMM", "NVRTC elementwise", "view", ...)
   std::string reason;   // for CPU nodes: why no GPU kernel took it
+  std::string device_decision;  // the parts kept over a slower one-kernel candidate (CudaOp::device_decision)
 };
 
 struct DeviceMemoryStats {

@@ -53,6 +53,7 @@ struct Variant {
   bool device_memory = false;
   std::string placement, graph_status;
   std::vector<std::string> cpu_nodes;
+  std::vector<DeviceDecision> decisions;  // where the device kept a node's parts over its fused kernel
 };
 
 double host_ms(std::chrono::steady_clock::time_point t0) {
@@ -69,6 +70,7 @@ void measure(const BenchArgs& a, const ResolvedDevice& dev, Variant& v, const st
   exe->run(inputs);  // the first run plans (shapes from the inputs) and warms every library up
   v.build_ms = host_ms(t0);
   v.placement = placement_summary(*exe);
+  v.decisions = device_decisions(*exe);
   profiler::TimingSettings ts;
   ts.warmup = a.warmup;
   ts.rule.iterations = a.iterations;
@@ -129,6 +131,11 @@ nlohmann::ordered_json variant_json(const Variant& v, int64_t batch) {
   }
   j["memory"] = m;
   if (!v.graph_status.empty()) j["cuda_graph"] = v.graph_status;
+  if (v.device_memory) {
+    j["device_decisions"] = nlohmann::ordered_json::array();
+    for (const auto& d : v.decisions)
+      j["device_decisions"].push_back({{"node", d.node}, {"op_type", d.op_type}, {"decision", d.decision}});
+  }
   j["cpu_nodes"] = v.cpu_nodes;
   j["samples_ms"] = v.samples;
   return j;
@@ -242,6 +249,18 @@ int bench(const BenchArgs& a) {
       std::printf("warning: %s timings vary a lot (cv %.1f%%); close other work or raise --iterations\n",
                   v.name.c_str(), v.stats.cv * 100);
     if (!v.cpu_nodes.empty()) std::printf("%s: %s\n", v.name.c_str(), v.placement.c_str());
+    // The engine build timed these nodes' fused kernel against its parts on this GPU and kept the
+    // parts; the ONNX file still holds the fused node (the choice is the device's, not the file's).
+    if (!v.decisions.empty()) {
+      constexpr size_t kShown = 8;
+      std::printf("%s: %zu node(s) run as their parts, faster on this GPU than their fused kernel:\n", v.name.c_str(),
+                  v.decisions.size());
+      for (size_t i = 0; i < v.decisions.size() && i < kShown; ++i)
+        std::printf("  %s '%s': %s\n", v.decisions[i].op_type.c_str(), v.decisions[i].node.c_str(),
+                    v.decisions[i].decision.c_str());
+      if (v.decisions.size() > kShown)
+        std::printf("  ... and %zu more (--json lists every one)\n", v.decisions.size() - kShown);
+    }
     if (dev.cuda && v.graph_status != "on" && v.graph_status.find("--cuda-graph") == std::string::npos)
       std::printf("%s: CUDA graph %s\n", v.name.c_str(), v.graph_status.c_str());
   }

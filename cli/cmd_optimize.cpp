@@ -3,14 +3,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "cli/device_options.h"
 #include "cli/graph_pictures.h"
 #include "importer/onnx_export.h"
 #include "importer/onnx_import.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"
+#include "passes/verify.h"
 
 namespace fusec::cli {
 
@@ -27,6 +30,7 @@ struct OptimizeArgs {
   double rtol = 1e-4, atol = 1e-5;
   uint64_t seed = 0;
   double fold_cap_mib = 64;
+  DeviceOptions device;  // --explain --device cuda: the engine build's decisions on this GPU
 };
 
 std::vector<std::string> split_list(const std::vector<std::string>& in) {
@@ -66,8 +70,33 @@ std::unique_ptr<Graph> bound_for_check(const Graph& g, int64_t value, bool* rebo
   return c;
 }
 
+/// What the engine build for this GPU keeps as parts over the fused kernels of `g` (bound shapes
+/// only): the optimized model built as bench builds it, then run once (the plan is made then).
+std::vector<DeviceDecision> engine_decisions(const Graph& g, const DeviceOptions& o, const ResolvedDevice& dev) {
+  auto backend = make_backend(o, dev);
+  auto bad = backend->unsupported(g);
+  if (!bad.empty()) fusec::unsupported(describe_unsupported(bad));
+  backend->check_memory(g);
+  std::vector<Tensor> inputs;
+  for (const Value* v : g.inputs) inputs.push_back(random_input(*v, 0));
+  auto exe = backend->compile(g);
+  exe->run(inputs);
+  return device_decisions(*exe);
+}
+
 int optimize(const OptimizeArgs& a) {
   if (a.check < 0) bad_input("--check must be >= 0");
+  // The engine's decisions are the device's, not the file's: asked for with --explain only, on a
+  // GPU named explicitly, at shapes the user bound.
+  const bool engine = a.device.device != "cpu";
+  std::optional<ResolvedDevice> dev;
+  if (!engine && (a.device.precision != "fp32" || a.device.gpu != 0))
+    bad_input("--precision and --gpu choose the engine of --explain --device cuda; without it optimize builds none");
+  if (engine) {
+    if (!a.explain) bad_input("--device " + a.device.device + " applies to --explain (the device's decisions); the file optimize writes is device-independent");
+    dev = resolve_device(a.device);
+    if (!dev->cuda) bad_input("--explain --device " + a.device.device + ": no GPU to build the engine on" + (dev->why.empty() ? "" : " (" + dev->why + ")"));
+  }
   if (!a.passes.empty() && !a.skip.empty()) bad_input("give --passes or --skip, not both");
   if (a.fold_cap_mib <= 0) bad_input("--fold-cap-mb must be positive");
   check_picture_flags(a.dot, a.svg);
@@ -176,6 +205,20 @@ int optimize(const OptimizeArgs& a) {
     for (const auto& m : res.near_misses)
       std::printf("  [%s] %s: %s\n", m.pass.c_str(), m.what.c_str(), m.reason.c_str());
   }
+  std::optional<std::vector<DeviceDecision>> decisions;
+  if (engine && written) {
+    bool open = false;
+    for (const Value* v : optimized->inputs) open = open || !v->type.shape || !is_static(*v->type.shape);
+    if (open) {
+      std::printf("device decisions: not made: the model's input shapes are open; bind them (--batch, --shape) "
+                  "for the engine build\n");
+    } else {
+      decisions = engine_decisions(*optimized, a.device, *dev);
+      std::printf("device decisions on %s (%s): %zu node(s) run as their parts, faster than their fused kernel\n",
+                  dev->description.c_str(), precision_name(dev->precision), decisions->size());
+      for (const auto& d : *decisions) std::printf("  %s '%s': %s\n", d.op_type.c_str(), d.node.c_str(), d.decision.c_str());
+    }
+  }
   if (written) std::printf("\nwrote %s%s\n", out_path.c_str(), external ? " (+ external data)" : "");
 
   if (!a.report.empty()) {
@@ -198,6 +241,11 @@ int optimize(const OptimizeArgs& a) {
     j["near_misses"] = nlohmann::ordered_json::array();
     for (const auto& m : res.near_misses)
       j["near_misses"].push_back({{"pass", m.pass}, {"what", m.what}, {"reason", m.reason}});
+    if (decisions) {
+      j["device_decisions"] = nlohmann::ordered_json::array();
+      for (const auto& d : *decisions)
+        j["device_decisions"].push_back({{"node", d.node}, {"op_type", d.op_type}, {"decision", d.decision}});
+    }
     nlohmann::ordered_json v;
     v["runs"] = ver.runs;
     v["rtol"] = a.rtol;
@@ -248,6 +296,13 @@ void add_optimize(CLI::App& app, std::function<int()>& action) {
   sub->add_option("--skip", a->skip, "Skip these passes (comma-separated)");
   sub->add_flag("--portable", a->portable, "Write standard ONNX ops only (no ai.fusec domain)");
   sub->add_flag("--explain", a->explain, "List every rewrite and every near-miss with its reason");
+  a->device.device = "cpu";
+  sub->add_option("--device", a->device.device,
+                  "With --explain, cuda: also build the GPU engine for the optimized model at the bound shapes and "
+                  "name the nodes whose parts the device kept over their slower fused kernel (default cpu: no engine; "
+                  "the file written is the same either way)");
+  add_number(*sub, "--gpu", a->device.gpu, rules::kGpu, "GPU index for --device cuda (default 0)");
+  sub->add_option("--precision", a->device.precision, "The engine's precision for --device cuda: fp32 (default), tf32, fp16 or bf16");
   sub->add_option("--report", a->report, "Write the report as JSON (schema fusec.optimize/1)");
   sub->add_option("--dot", a->dot, "Write the graph before and after as Graphviz DOT: before.dot,after.dot");
   sub->add_option("--svg", a->svg, "Render them with Graphviz's dot (when installed): before.svg,after.svg");

@@ -83,6 +83,14 @@ std::string placement_summary(const Executable& exe) {
   return "";
 }
 
+std::vector<DeviceDecision> device_decisions(const Executable& exe) {
+  std::vector<DeviceDecision> out;
+  if (const auto* ce = dynamic_cast<const GpuExecutable*>(&exe))
+    for (const auto& p : ce->placement())
+      if (!p.device_decision.empty()) out.push_back({p.node, p.op_type, p.device_decision});
+  return out;
+}
+
 std::unique_ptr<Backend> make_backend(const DeviceOptions& o, const ResolvedDevice& d) {
   if (d.cuda) {
     GpuOptions co;

@@ -39,6 +39,13 @@ ResolvedDevice resolve_device(const DeviceOptions& o);
 /// For a CUDA executable: "57 nodes on the GPU, 2 folded at plan time" or "... 3 on the CPU:
 /// name (Op: why), ..."; empty for the CPU backend.
 std::string placement_summary(const Executable& exe);
+/// A node whose engine build kept its parts over a one-kernel candidate that timed slower on this
+/// GPU (NodePlacement::device_decision).
+struct DeviceDecision {
+  std::string node, op_type, decision;
+};
+/// Every such node of a GPU executable, in plan order (none for the CPU).
+std::vector<DeviceDecision> device_decisions(const Executable& exe);
 
 /// The backend for a resolved device.
 std::unique_ptr<Backend> make_backend(const DeviceOptions& o, const ResolvedDevice& d);

@@ -410,6 +410,22 @@ def test_bench_json(c: Ctx):
     c.usage_error("bench", c.tiny, "--batch", "2", "--precision", "fp8", mention=("--precision",))
 
 
+def test_optimize_device_flags(c: Ctx):
+    """The engine's decisions are asked for with --explain --device cuda only: --device without
+    --explain, and --precision/--gpu without --device cuda, are usage errors naming the flag, and
+    nothing is written."""
+    d = c.fresh("optimize_device")
+    out = os.path.join(d, "o.onnx")
+    c.usage_error("optimize", c.tiny, "--batch", "2", "-o", out, "--device", "cuda", mention=("--explain",))
+    c.usage_error("optimize", c.tiny, "--batch", "2", "-o", out, "--precision", "fp16", mention=("--precision",))
+    c.usage_error("optimize", c.tiny, "--batch", "2", "-o", out, "--gpu", "1", mention=("--gpu",))
+    if os.path.exists(out):
+        raise Failure("optimize wrote a model after a usage error")
+    p = c.ok("optimize", c.tiny, "--batch", "2", "-o", out, "--explain", "--device", "cpu")
+    if "device decisions" in p.stdout:
+        raise Failure("optimize --explain --device cpu built an engine and named device decisions")
+
+
 def test_no_gpu_errors(c: Ctx):
     """Without a usable GPU, asking for one is one clear error (exit 2), never a crash; auto picks the CPU."""
     probe = subprocess.run([c.fusec, "run", c.tiny, "--batch", "2", "--output-dir", c.fresh("auto")],
@@ -421,7 +437,8 @@ def test_no_gpu_errors(c: Ctx):
     if "device cpu" not in probe.stdout:
         raise Failure(f"run does not say which device it used: {probe.stdout!r}")
     for sub in (["run", c.tiny, "--batch", "2", "--output-dir", c.fresh("cuda")], ["bench", c.tiny, "--batch", "2"],
-                ["profile", c.tiny, "--batch", "2"], ["profile", c.tiny, "--batch", "2", "--counters"]):
+                ["profile", c.tiny, "--batch", "2"], ["profile", c.tiny, "--batch", "2", "--counters"],
+                ["optimize", c.tiny, "--batch", "2", "--explain", "-o", os.path.join(c.fresh("opt_cuda"), "o.onnx")]):
         p = subprocess.run([c.fusec] + sub + ["--device", "cuda"], capture_output=True, text=True)
         lines = [l for l in p.stderr.splitlines() if l.strip()]
         # Either no usable GPU, or (a build without the CUDA backend, as the ASan build) no CUDA.
@@ -755,7 +772,7 @@ def test_json_outputs_escape_non_utf8(c: Ctx):
 
 TESTS = [test_help, test_version, test_not_built, test_optimize_roundtrip, test_unknown_flag, test_no_or_unknown_subcommand,
          test_inspect_json, test_run_default_pb, test_run_npy, test_run_inputs_dir, test_batch_binding, test_seed,
-         test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_no_gpu_errors,
+         test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_optimize_device_flags, test_no_gpu_errors,
          test_mlp_inspect, test_mlp_run, test_newer_opset, test_max_memory, test_outputs_replaced_whole, test_profile_cpu,
          test_profile_project, test_profile_errors, test_optimize_verifies_masks_or_refuses, test_numeric_flags_are_checked,
          test_errors_are_one_line, test_json_outputs_escape_non_utf8]

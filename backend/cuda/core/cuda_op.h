@@ -127,6 +127,10 @@ class CudaOp {
   /// False for a constant input the op copied for itself at plan time (channels-last conv
   /// filters): the executor then does not upload the shared copy, and a.inputs[i].data is null.
   virtual bool reads_input(size_t i) const { return true; }
+  /// Where the engine build's timing kept the node's parts (a library kernel plus an epilogue
+  /// pass) over a candidate that runs the whole node in one kernel because the parts ran faster
+  /// on this GPU: a sentence naming both and their times, for bench and inspect; else "".
+  virtual std::string device_decision() const { return ""; }
 };
 
 /// Returns nullptr and sets *why when this node (this dtype, attribute, shape) has no CUDA kernel;

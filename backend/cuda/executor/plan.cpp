@@ -210,7 +210,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
         folded_.push_back(std::make_unique<Tensor>(std::move(outs[i])));
         constant_slot(n.outputs[i], folded_.back().get());
       }
-      placement_.push_back({n.name, n.op_type, false, true, "folded at plan time", "its inputs are constant"});
+      placement_.push_back({n.name, n.op_type, false, true, "folded at plan time", "its inputs are constant", ""});
       continue;
     }
 
@@ -234,7 +234,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
         slots_[s].nhwc = tv == TransposeView::ToChannelsLast;
         slot_of[n.outputs[0]] = s;
         st.out_slots = {s};
-        placement_.push_back({n.name, n.op_type, true, false, "view of channels-last memory", ""});
+        placement_.push_back({n.name, n.op_type, true, false, "view of channels-last memory", "", ""});
         steps_.push_back(std::move(st));
         continue;
       }
@@ -334,10 +334,10 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     if (st.op) {
       st.kind = Step::Kind::Gpu;
       workspace_bytes_ = std::max(workspace_bytes_, st.op->workspace_bytes());
-      placement_.push_back({n.name, n.op_type, true, false, st.op->kernel_name(), ""});
+      placement_.push_back({n.name, n.op_type, true, false, st.op->kernel_name(), "", st.op->device_decision()});
     } else {
       st.kind = Step::Kind::Cpu;
-      placement_.push_back({n.name, n.op_type, false, false, "cpu reference", why});
+      placement_.push_back({n.name, n.op_type, false, false, "cpu reference", why, ""});
     }
     steps_.push_back(std::move(st));
   }

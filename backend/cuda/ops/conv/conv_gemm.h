@@ -52,6 +52,7 @@ class Conv1x1Gemm : public ConvRoute {
   /// Short description for the kernel name: what goes through C and the epilogue pass.
   std::string describe() const;
   std::string kernel_name(int i) const override;
+  bool one_kernel(int) const override { return !bias_in_pass_ && pass_act_.act == Act::None; }
 
   /// y = act(conv(x, w) + b + z) with candidate `i`: the GEMM, then the epilogue pass if needed.
   cublasStatus_t run_gemm(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,

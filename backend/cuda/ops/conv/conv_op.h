@@ -26,6 +26,7 @@ class ConvOp : public CudaOp {
   size_t workspace_bytes() const override;
   std::string kernel_name() const override { return name_; }
   bool reads_input(size_t i) const override;
+  std::string device_decision() const override { return decision_; }
 
  private:
   /// Whether the tuner times this conv: FUSEC_CONV_TUNE=0 never, =all at every precision, else
@@ -65,6 +66,7 @@ class ConvOp : public CudaOp {
   ConvEpilogue ep_;                               // bias, residual, activation: what every route applies after the conv
   CudnnConv cudnn_{ep_};  // after the routes: torn down before them, as when it was part of this class
   std::string name_;
+  std::string decision_;  // device_decision(): set by tune_forward, or recalled with its pick
 };
 
 }  // namespace fusec::cuda

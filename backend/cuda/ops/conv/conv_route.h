@@ -97,6 +97,8 @@ class ConvRoute {
 
   /// What runs, for the kernel name (inspect, bench, the profiler).
   virtual std::string kernel_name(int i) const = 0;
+  /// Whether candidate i runs the node's whole epilogue inside the conv's kernel (no pass after).
+  virtual bool one_kernel(int i) const { return true; }
   /// Whether candidate i reads its own copy of the weights rather than the op's input 1.
   virtual bool owns_weights(int i) const { return false; }
   /// Once candidate i is picked, at the end of the plan: frees what only the others needed.

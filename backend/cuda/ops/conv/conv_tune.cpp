@@ -138,12 +138,19 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
       ch.*r.pick = i;
       return works(ch);
     };
+    // Where the timing kept the parts over a one-kernel candidate, the sentence that says so is
+    // remembered beside the pick (device_decision()), so a warm build names it too.
+    const std::string decision_key = "parts over one kernel|" + key;
+    auto recalled = [&] {
+      decision_ = cache.get(decision_key).value_or("");
+      return true;
+    };
     const Route* remembered = nullptr;
     const auto v = cache.get(key);
     for (const Route& r : routes)
       if (v && v->rfind(r.prefix, 0) == 0) remembered = &r;
     if (remembered) {
-      if (recall_route(*v, *remembered)) return true;
+      if (recall_route(*v, *remembered)) return recalled();
     } else if (v) {  // "algo:math:fused", checked again by one call
       int algo = -1, math = -1, fused = 0;
       if (std::sscanf(v->c_str(), "%d:%d:%d", &algo, &math, &fused) == 3)
@@ -151,7 +158,7 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
           if (static_cast<int>(ch0.algo) == algo && static_cast<int>(ch0.math) == math) {
             FwdChoice ch = ch0;
             ch.fused = fused != 0;
-            if (works(ch)) return true;
+            if (works(ch)) return recalled();
           }
     }
     // Each algorithm fused where cuDNN takes it (ReLU or identity, bias), else with the epilogue pass.
@@ -234,7 +241,35 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
                      static_cast<int>(runs[i].algo), static_cast<int>(runs[i].math),
                      runs[i].fused ? "fused" : "+epilogue", best[i], chosen);
     }
+    // The parts kept over a one-kernel candidate: the pick runs an epilogue pass after the conv
+    // while a candidate with the whole epilogue inside its kernel was timed, and slower.
+    auto describe_run = [&](const FwdChoice& ch) {
+      for (const Route& r : routes)
+        if (const int i = ch.*r.pick; i >= 0) return r.route->kernel_name(i);
+      return "cuDNN's conv (algorithm " + std::to_string(static_cast<int>(ch.algo)) + ")" +
+             (ch.fused ? " with the bias inside, then the " + std::string(activation_name(ep_.act.act)) + " pass"
+                       : ", then the epilogue pass");
+    };
+    auto one_kernel = [&](const FwdChoice& ch) {
+      for (const Route& r : routes)
+        if (const int i = ch.*r.pick; i >= 0) return r.route->one_kernel(i);
+      return ch.fused && ep_.act_in_cudnn();
+    };
+    auto us = [](float ms) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.1f us", ms * 1000.0f);
+      return std::string(buf);
+    };
+    std::optional<size_t> fused_best;
+    for (size_t i = 0; i < runs.size(); ++i)
+      if (one_kernel(runs[i]) && (!fused_best || best[i] < best[*fused_best])) fused_best = i;
+    const bool epilogue_work = ep_.has_bias || ep_.has_z || ep_.act.act != Act::None;
+    decision_ = epilogue_work && !one_kernel(runs[pick]) && fused_best
+                    ? describe_run(runs[pick]) + " (" + us(best[pick]) + ") ran faster than the one-kernel " +
+                          describe_run(runs[*fused_best]) + " (" + us(best[*fused_best]) + ")"
+                    : "";
     if (!apply(runs[pick])) return false;
+    cache.put(decision_key, decision_);
     for (const Route& r : routes)
       if (const int i = runs[pick].*r.pick; i >= 0) {
         cache.put(key, r.prefix + std::to_string(i) + "|" + r.route->identity(i));

@@ -199,6 +199,7 @@ class GemmOp : public CudaOp {
   bool ok() const { return ok_; }
   size_t workspace_bytes() const override { return workspace_; }
   std::string kernel_name() const override { return what_; }
+  std::string device_decision() const override { return decision_; }
 
   void launch(const LaunchArgs& a) override {
     const DTensor& A = a.inputs[0];
@@ -324,7 +325,11 @@ class GemmOp : public CudaOp {
     // Remembered as "position|identity": candidates can share their configuration attributes (the
     // nvjet kernels do), so the position in the heuristic's list, which is the same for the same
     // query, names the one that was timed; the identity guards against a changed list.
+    // Where the timing kept cuBLASLt and the activation pass over our GEMM with the activation
+    // inside, the sentence that says so is remembered beside the pick (device_decision()).
+    const std::string decision_key = "parts over one kernel|" + key;
     if (auto v = force_own ? std::optional<std::string>() : cache.get(key)) {
+      decision_ = cache.get(decision_key).value_or("");
       auto bar = v->find('|');
       const std::string tag = std::string(own_tag()) + ":";
       if (v->rfind(tag, 0) == 0 && bar != std::string::npos) {  // "sgemm:config|name", "hgemm:..."
@@ -463,6 +468,20 @@ class GemmOp : public CudaOp {
                                : (std::string(own_tag()) + " " + own_name(i - found)).c_str(),
                      ms_of[i] / kReps, i == best ? "  <- chosen" : "");
     if (force_own) return best >= found ? kOwnPick + best - found : 0;  // not a fair race: not remembered
+    decision_.clear();
+    int own_best = -1;
+    for (int i = found; i < total; ++i)
+      if (ms_of[i] > 0 && (own_best < 0 || ms_of[i] < ms_of[own_best])) own_best = i;
+    if (best < found && act_.act != Act::None && own_best >= 0) {
+      char buf[256];
+      std::snprintf(buf, sizeof buf,
+                    "cuBLASLt's GEMM, then the %s pass (%.1f us), ran faster than fusec's %s GEMM [%s] with the %s "
+                    "inside (%.1f us)",
+                    activation_name(act_.act), 1000.0f * ms_of[best] / kReps, own_tag(), own_name(own_best - found),
+                    activation_name(act_.act), 1000.0f * ms_of[own_best] / kReps);
+      decision_ = buf;
+    }
+    cache.put(decision_key, decision_);
     if (best >= found) {
       cache.put(key, std::string(own_tag()) + ":" + std::to_string(best - found) + "|" + own_name(best - found));
       return kOwnPick + best - found;
@@ -478,6 +497,7 @@ class GemmOp : public CudaOp {
   bool b_is_weight_;  // B is a constant (timed cold, see choose())
   ActParams act_;
   std::string what_;
+  std::string decision_;  // device_decision()
   cublasLtHandle_t handle_ = nullptr;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t la_ = nullptr, lb_ = nullptr, lc_ = nullptr, ld_ = nullptr;
