@@ -189,10 +189,10 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
     // Interleaved rounds, each candidate's best round kept (as the GEMM tuner does). Each
     // candidate's reps are captured once into a CUDA graph and replayed behind a hold kernel, so
     // the events time the GPU alone, as the model's CUDA graph runs it. A hold alone was not
-    // enough: cuDNN's fused call costs more host time per call than the hold covers for five
-    // (MobileNetV3's NHWC fp16 1x1 convs timed at 157 us against the 4 us they run in the graph),
-    // and the tuner passed it over. A candidate whose calls cannot be captured is timed on the
-    // stream behind the hold (gpu_hold.cuh).
+    // enough: cuDNN's fused call costs more host time per call than the hold covers for five, so
+    // short convs timed many times slower than they run in the graph and the tuner passed the
+    // call over (docs/cuda_backend.md). A candidate whose calls cannot be captured is timed on
+    // the stream behind the hold (gpu_hold.cuh).
     constexpr int kRounds = 3, kReps = 5, kHoldUs = 400;
     auto reps = [&] {
       for (int k = 0; k < kReps; ++k) run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);
