@@ -253,7 +253,7 @@ int bench(const BenchArgs& a) {
     // parts; the ONNX file still holds the fused node (the choice is the device's, not the file's).
     if (!v.decisions.empty()) {
       constexpr size_t kShown = 8;
-      std::printf("%s: %zu node(s) run as their parts, faster on this GPU than their fused kernel:\n", v.name.c_str(),
+      std::printf("%s: %zu node(s) run as their parts, kept over their fused kernel by this GPU's timing:\n", v.name.c_str(),
                   v.decisions.size());
       for (size_t i = 0; i < v.decisions.size() && i < kShown; ++i)
         std::printf("  %s '%s': %s\n", v.decisions[i].op_type.c_str(), v.decisions[i].node.c_str(),

@@ -93,9 +93,13 @@ int optimize(const OptimizeArgs& a) {
   if (!engine && (a.device.precision != "fp32" || a.device.gpu != 0))
     bad_input("--precision and --gpu choose the engine of --explain --device cuda; without it optimize builds none");
   if (engine) {
-    if (!a.explain) bad_input("--device " + a.device.device + " applies to --explain (the device's decisions); the file optimize writes is device-independent");
+    if (!a.explain)
+      bad_input("--device " + a.device.device +
+                " applies to --explain (the device's decisions); the file optimize writes is device-independent");
     dev = resolve_device(a.device);
-    if (!dev->cuda) bad_input("--explain --device " + a.device.device + ": no GPU to build the engine on" + (dev->why.empty() ? "" : " (" + dev->why + ")"));
+    if (!dev->cuda)
+      bad_input("--explain --device " + a.device.device + ": no GPU to build the engine on" +
+                (dev->why.empty() ? "" : " (" + dev->why + ")"));
   }
   if (!a.passes.empty() && !a.skip.empty()) bad_input("give --passes or --skip, not both");
   if (a.fold_cap_mib <= 0) bad_input("--fold-cap-mb must be positive");
@@ -210,13 +214,15 @@ int optimize(const OptimizeArgs& a) {
     bool open = false;
     for (const Value* v : optimized->inputs) open = open || !v->type.shape || !is_static(*v->type.shape);
     if (open) {
-      std::printf("device decisions: not made: the model's input shapes are open; bind them (--batch, --shape) "
-                  "for the engine build\n");
+      std::printf(
+          "device decisions: not made: the model's input shapes are open; bind them (--batch, --shape) "
+          "for the engine build\n");
     } else {
       decisions = engine_decisions(*optimized, a.device, *dev);
-      std::printf("device decisions on %s (%s): %zu node(s) run as their parts, faster than their fused kernel\n",
+      std::printf("device decisions on %s (%s): %zu node(s) run as their parts, kept over their fused kernel by the timing\n",
                   dev->description.c_str(), precision_name(dev->precision), decisions->size());
-      for (const auto& d : *decisions) std::printf("  %s '%s': %s\n", d.op_type.c_str(), d.node.c_str(), d.decision.c_str());
+      for (const auto& d : *decisions)
+        std::printf("  %s '%s': %s\n", d.op_type.c_str(), d.node.c_str(), d.decision.c_str());
     }
   }
   if (written) std::printf("\nwrote %s%s\n", out_path.c_str(), external ? " (+ external data)" : "");
@@ -302,7 +308,8 @@ void add_optimize(CLI::App& app, std::function<int()>& action) {
                   "name the nodes whose parts the device kept over their slower fused kernel (default cpu: no engine; "
                   "the file written is the same either way)");
   add_number(*sub, "--gpu", a->device.gpu, rules::kGpu, "GPU index for --device cuda (default 0)");
-  sub->add_option("--precision", a->device.precision, "The engine's precision for --device cuda: fp32 (default), tf32, fp16 or bf16");
+  sub->add_option("--precision", a->device.precision,
+                  "The engine's precision for --device cuda: fp32 (default), tf32, fp16 or bf16");
   sub->add_option("--report", a->report, "Write the report as JSON (schema fusec.optimize/1)");
   sub->add_option("--dot", a->dot, "Write the graph before and after as Graphviz DOT: before.dot,after.dot");
   sub->add_option("--svg", a->svg, "Render them with Graphviz's dot (when installed): before.svg,after.svg");

@@ -63,7 +63,6 @@ bool standard_domain(const Node* n) { return n->domain.empty() || n->domain == "
 
 bool attention_type(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
 
-
 /// One projection: FusedMatMul(x, w [, bias]), MatMul(x, w), or MatMul(x, w) -> Add(bias).
 struct Projection {
   std::vector<Node*> nodes;  // the product first, then its Add

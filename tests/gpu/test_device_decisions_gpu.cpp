@@ -78,7 +78,9 @@ TEST(GpuDeviceDecisions, ThePartsKeptOverAOneKernelCandidateAreNamedAndRecalled)
       if (fused_pick || !one_kernel_candidates) {
         EXPECT_EQ(pl->device_decision, "");
       } else {
-        EXPECT_NE(pl->device_decision.find("ran faster than"), std::string::npos);
+        // The parts ran faster, or were kept within the bar the heuristics' choice has.
+        EXPECT_TRUE(pl->device_decision.find("ran faster than") != std::string::npos ||
+                    pl->device_decision.find("was kept, within") != std::string::npos);
         EXPECT_NE(pl->device_decision.find(i == 0 ? "HardSwish" : "Gelu"), std::string::npos);
         EXPECT_NE(pl->device_decision.find(" us)"), std::string::npos);
       }

@@ -317,9 +317,9 @@ cudnnStatus_t CudnnConv::run(const void* x, const void* w, const void* b, const 
   const void* one = ep_.dt == DType::Float64 ? static_cast<const void*>(&one64) : &one32;
   const void* zero = ep_.dt == DType::Float64 ? static_cast<const void*>(&zero64) : &zero32;
   if (fused_) {
-    const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
-        handle_, one, x_, x, w_, w, conv_, fused_algo_, ws, workspace_, ep_.has_z ? one : zero, y_, ep_.has_z ? z : y,
-        bias_, b, act_desc_, y_, y);
+    const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(handle_, one, x_, x, w_, w, conv_, fused_algo_, ws,
+                                                                   workspace_, ep_.has_z ? one : zero, y_,
+                                                                   ep_.has_z ? z : y, bias_, b, act_desc_, y_, y);
     if (st == CUDNN_STATUS_SUCCESS) ep_.run_act_after_fused(y, stream);
     return st;
   }
@@ -346,9 +346,8 @@ std::string CudnnConv::kernel_name() const {
           : ep_.dt == DType::BFloat16 ? "bf16"
                                       : "fp64") +
          (nhwc_ ? " NHWC" : " NCHW") +
-         (fused_ && !ep_.act_in_cudnn()
-              ? std::string(ep_.has_bias ? " conv+bias fused" : " conv fused (zero bias)") + " + " +
-                    activation_name(ep_.act.act) + " pass"
+         (fused_ && !ep_.act_in_cudnn() ? std::string(ep_.has_bias ? " conv+bias fused" : " conv fused (zero bias)") +
+                                              " + " + activation_name(ep_.act.act) + " pass"
           : fused_ ? (ep_.has_bias ? " conv+bias+act fused" : " conv+act fused (zero bias)")
           : ep_.has_bias || ep_.has_z || ep_.act.act != Act::None ? " + epilogue"
                                                                   : "");

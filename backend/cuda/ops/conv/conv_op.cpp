@@ -128,8 +128,8 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
   // An activation the fused call cannot take (HardSwish, SiLU, ...) runs as a pass after it, the
   // bias and residual inside the call: the kernels the unfused Conv and its activation node get,
   // so fusing the activation into the node never leaves cuDNN's faster fused call out.
-  const bool may_fuse = !transpose && epilogue_work && ep_.dt != DType::Float64 &&
-                        !(no_fused && std::string(no_fused) == "0");
+  const bool may_fuse =
+      !transpose && epilogue_work && ep_.dt != DType::Float64 && !(no_fused && std::string(no_fused) == "0");
   // Untimed choices (fp16, bf16, tf32 by default) are remembered too: a warm build reads the
   // algorithm and the fused call's outcome back instead of asking cuDNN's heuristics and making
   // a trial call. The first launch checks the fused call.
