@@ -1,0 +1,233 @@
+// The warp-specialized wgmma GEMM (hgemm_tma.h): one producer warp loads the operands with TMA,
+// two warpgroups compute. Compiled for sm_90a only, like hgemm_sm90a.cu.
+//
+// In the cp.async kernel every thread computes its copies' addresses and bounds and the CTA meets
+// at two barriers per k-slice; on the transformers' GEMMs that kept it near half of cuBLASLt's
+// speed. Here one thread of the producer warp issues a tensor-map copy per operand and slice into a
+// ring of STAGES slots, each slot with two mbarriers: "full" (the copy engine counts the slot's
+// bytes in) and "empty" (every computing thread arrives once its products no longer read the
+// slot). The computing warpgroups wait only on "full", keep one group of products in flight, and
+// never meet until the epilogue.
+//
+// The tensor maps use the 128-byte swizzle, which lays each 64-element k-row out exactly as the
+// cp.async kernel does (chunk c of row r at c ^ (r % 8), hgemm_wgmma.cuh), so both kernels share
+// the wgmma descriptors and the epilogue. Out-of-range rows, columns and k are filled with zeros by
+// the copy engine; the epilogue stores only rows and columns in range.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/ops/gemm/hgemm_tma.h"
+#include "backend/cuda/ops/gemm/hgemm_wgmma.cuh"
+
+namespace fusec::cuda {
+
+namespace {
+
+using namespace wgmma_gemm;
+
+constexpr int kBlock = kThreads + 32;  // the computing warpgroups, then the producer warp
+
+// ---- mbarriers and tensor-map copies -------------------------------------------------------------
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+#ifdef FUSEC_HGEMM_DEVICE
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+#ifdef FUSEC_HGEMM_DEVICE
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+#ifdef FUSEC_HGEMM_DEVICE
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+// Waits until the barrier's phase of this parity has completed.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+#ifdef FUSEC_HGEMM_DEVICE
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+#endif
+}
+// The box at (c0, c1) of a 2-D tensor map (c0 along the contiguous dim) into shared memory at dst;
+// the copy engine counts its bytes into barrier bar.
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int c0, int c1, uint32_t bar) {
+#ifdef FUSEC_HGEMM_DEVICE
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+#endif
+}
+
+// The operand slots or the staged fp32 tile, whichever is larger, then the 2 x STAGES barriers,
+// + slack to align the slots to 1024 bytes (the swizzle's period).
+template <int BN, int STAGES>
+constexpr int region_bytes() {
+  const int operands = STAGES * (kBM + BN) * kRowBytes, staged = kBM * (BN + kEpiPad) * 4;
+  return operands > staged ? operands : staged;
+}
+template <int BN, int STAGES>
+constexpr int smem_bytes() {
+  return region_bytes<BN, STAGES>() + 2 * STAGES * 8 + 1024;
+}
+
+template <int BN, int STAGES, bool BF16, bool TRANS_B, int MIN_BLOCKS>
+__global__ void __launch_bounds__(kBlock, MIN_BLOCKS)
+    hgemm_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                     const HgemmArgs g) {
+#ifdef FUSEC_HGEMM_DEVICE
+  using T = std::conditional_t<BF16, __nv_bfloat16, __half>;
+  constexpr int kAcc = BN / 2;
+  constexpr int kStageA = kBM * kRowBytes, kStageB = BN * kRowBytes;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t sA = base, sB = base + STAGES * kStageA;
+  const uint32_t full = base + region_bytes<BN, STAGES>(), empty = full + STAGES * 8;
+
+  const int tid = threadIdx.x;
+  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * BN;
+  const int kt_count = (g.K + kBK - 1) / kBK;
+  if (tid == kThreads) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(full + 8 * s, 1);
+      mbar_init(empty + 8 * s, kThreads);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (tid >= kThreads) {  // the producer warp: one thread issues every copy
+    if (tid == kThreads) {
+      for (int kt = 0; kt < kt_count; ++kt) {
+        const int s = kt % STAGES;
+        if (kt >= STAGES) mbar_wait(empty + 8 * s, (kt / STAGES - 1) & 1);  // the slot's last round is read
+        const uint32_t bar = full + 8 * s;
+        mbar_expect_tx(bar, kStageA + kStageB);  // boxes count whole, zero-filled parts included
+        const int k0 = kt * kBK;
+        tma_load(sA + s * kStageA, &map_a, k0, m0, bar);
+        if constexpr (TRANS_B) {
+          tma_load(sB + s * kStageB, &map_b, k0, n0, bar);
+        } else {
+#pragma unroll
+          for (int j = 0; j < BN / 64; ++j)  // 64-column blocks of 64 k-rows each
+            tma_load(sB + s * kStageB + j * (kBK * kRowBytes), &map_b, n0 + 64 * j, k0, bar);
+        }
+      }
+    }
+    return;
+  }
+
+  const int wg = tid / 128;
+  float acc[kAcc];
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
+  const uint64_t da0 = smem_desc(smem + wg * 64 * kRowBytes, 16, 1024);
+  uint8_t* const sB_ptr = smem + STAGES * kStageA;
+  const uint64_t db0 = TRANS_B ? smem_desc(sB_ptr, 16, 1024) : smem_desc(sB_ptr, kBK * kRowBytes, 1024);
+  for (int kt = 0; kt < kt_count; ++kt) {
+    const int s = kt % STAGES;
+    mbar_wait(full + 8 * s, (kt / STAGES) & 1);
+    fence_regs<kAcc>(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      const uint64_t da = da0 + ((s * kStageA + kk * 32) >> 4);
+      const uint64_t db = db0 + ((s * kStageB + (TRANS_B ? kk * 32 : kk * 16 * kRowBytes)) >> 4);
+      wgmma<BN, BF16, TRANS_B ? 0 : 1>(acc, da, db);
+    }
+    wgmma_commit();
+    wgmma_wait<1>();  // the previous slice's products are done: its slot may be refilled
+    fence_regs<kAcc>(acc);
+    if (kt > 0) mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
+  }
+  wgmma_wait<0>();
+  fence_regs<kAcc>(acc);
+
+  // The epilogue stages the tile over the operand slots: every copy has landed (each slot's
+  // "full" was waited on), and the named barrier (the producer warp has left) waits for both
+  // warpgroups' products to be done reading them.
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+  float* out = reinterpret_cast<float*>(smem);
+  stage_acc<BN>(acc, out, tid);
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
+  store_staged<T, BN>(g, base, m0, n0, tid);
+#endif
+}
+
+// cuTensorMapEncodeTiled through the runtime's driver entry point: the backend links no libcuda
+// (CMakeLists.txt), so that it loads where there is no driver. Null where there is none.
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      return PFN_cuTensorMapEncodeTiled_v12000{nullptr};
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A row-major [outer, inner] matrix of 2-byte elements with row stride ld, read in boxes of
+// box_outer rows of 64 elements (128 bytes, the swizzle's row).
+bool make_map(CUtensorMap* map, const void* p, bool bf16, int64_t inner, int64_t outer, int64_t ld,
+              uint32_t box_outer) {
+  const auto encode = encode_tiled();
+  if (!encode) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(outer)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(ld) * 2};
+  const cuuint32_t box[2] = {static_cast<cuuint32_t>(kBK), box_outer};
+  const cuuint32_t steps[2] = {1, 1};
+  return encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+                const_cast<void*>(p), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <int BN, int STAGES, bool BF16, bool TRANS_B, int MIN_BLOCKS>
+bool launch_one(const HgemmArgs& a, cudaStream_t s) {
+  auto kernel = hgemm_tma_kernel<BN, STAGES, BF16, TRANS_B, MIN_BLOCKS>;
+  constexpr int bytes = smem_bytes<BN, STAGES>();
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (attr != cudaSuccess) return false;
+  const dim3 grid((a.N + BN - 1) / BN, (a.M + kBM - 1) / kBM);
+  if (grid.y > 65535) return false;
+  CUtensorMap map_a, map_b;
+  if (!make_map(&map_a, a.A, BF16, a.K, a.M, a.lda, kBM)) return false;
+  if (!(TRANS_B ? make_map(&map_b, a.B, BF16, a.K, a.N, a.ldb, BN) : make_map(&map_b, a.B, BF16, a.N, a.K, a.ldb, kBK)))
+    return false;
+  kernel<<<grid, kBlock, bytes, s>>>(map_a, map_b, a);
+  return true;
+}
+
+template <int BN, int STAGES, int MIN_BLOCKS>
+bool launch_config(const HgemmArgs& a, cudaStream_t s) {
+  if (a.bf16)
+    return a.trans_b ? launch_one<BN, STAGES, true, true, MIN_BLOCKS>(a, s)
+                     : launch_one<BN, STAGES, true, false, MIN_BLOCKS>(a, s);
+  return a.trans_b ? launch_one<BN, STAGES, false, true, MIN_BLOCKS>(a, s)
+                   : launch_one<BN, STAGES, false, false, MIN_BLOCKS>(a, s);
+}
+
+}  // namespace
+
+bool launch_hgemm_tma_128x128(const HgemmArgs& a, cudaStream_t s) { return launch_config<128, 3, 2>(a, s); }
+bool launch_hgemm_tma_128x256(const HgemmArgs& a, cudaStream_t s) { return launch_config<256, 4, 1>(a, s); }
+
+}  // namespace fusec::cuda

@@ -1,0 +1,225 @@
+// The device code both wgmma GEMM kernels share (hgemm_sm90a.cu, whose threads copy the operands
+// with cp.async, and hgemm_tma_sm90a.cu, whose producer warp loads them with TMA): the warpgroup
+// instructions, the shared-memory operand layout they read, and the epilogue that stages the
+// accumulators in shared memory and stores the tile. Included by _sm90a.cu files alone.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/core/common.cuh"
+#include "backend/cuda/ops/elementwise/epilogue_act.cuh"
+#include "backend/cuda/ops/gemm/hgemm.cuh"
+
+namespace fusec::cuda::wgmma_gemm {
+
+// kThreads: the threads that compute (two warpgroups of 64 rows each) and run the epilogue.
+constexpr int kBM = 128, kBK = 64, kThreads = 256;
+constexpr int kRowBytes = kBK * 2;  // one swizzled row: 64 elements of 2 bytes
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FUSEC_HGEMM_DEVICE 1
+#endif
+
+// ---- wgmma and its shared-memory operand descriptors -------------------------------------------
+
+#define FUSEC_WGMMA_R64                                                              \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "           \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define FUSEC_WGMMA_R128                                                                   \
+  FUSEC_WGMMA_R64                                                                          \
+  ", "                                                                                     \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "       \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "       \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, " \
+  "%111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define FUSEC_D8(i)                                                                                           \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+      "+f"(d[i + 7])
+#define FUSEC_D64 \
+  FUSEC_D8(0), FUSEC_D8(8), FUSEC_D8(16), FUSEC_D8(24), FUSEC_D8(32), FUSEC_D8(40), FUSEC_D8(48), FUSEC_D8(56)
+#define FUSEC_D128                                                                                               \
+  FUSEC_D64, FUSEC_D8(64), FUSEC_D8(72), FUSEC_D8(80), FUSEC_D8(88), FUSEC_D8(96), FUSEC_D8(104), FUSEC_D8(112), \
+      FUSEC_D8(120)
+
+// One m64 x BN x k16 product into d (BN / 2 fp32 per thread). TB: B is N-major (read transposed).
+template <int BN, bool BF16, int TB>
+__device__ __forceinline__ void wgmma(float* d, uint64_t a, uint64_t b) {
+#ifdef FUSEC_HGEMM_DEVICE
+  if constexpr (BN == 128 && !BF16)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" FUSEC_WGMMA_R64
+        "}, %64, %65, p, 1, 1, 0, %66;\n}\n"
+        : FUSEC_D64
+        : "l"(a), "l"(b), "n"(TB));
+  else if constexpr (BN == 128)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{" FUSEC_WGMMA_R64 "}, %64, %65, p, 1, 1, 0, %66;\n}\n"
+        : FUSEC_D64
+        : "l"(a), "l"(b), "n"(TB));
+  else if constexpr (!BF16)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16 {" FUSEC_WGMMA_R128
+        "}, %128, %129, p, 1, 1, 0, %130;\n}\n"
+        : FUSEC_D128
+        : "l"(a), "l"(b), "n"(TB));
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+        "{" FUSEC_WGMMA_R128 "}, %128, %129, p, 1, 1, 0, %130;\n}\n"
+        : FUSEC_D128
+        : "l"(a), "l"(b), "n"(TB));
+#endif
+}
+
+// A shared-memory matrix descriptor with the 128-byte swizzle. For a K-major operand, stride =
+// 1024 bytes between 8-row groups (lead unused); for an N-major one, lead = bytes between
+// 64-column blocks and stride = 1024 bytes between 8-k-row groups.
+__device__ __forceinline__ uint64_t smem_desc(const void* p, uint32_t lead, uint32_t stride) {
+  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));
+  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | static_cast<uint64_t>((lead >> 4) & 0x3FFF) << 16 |
+         static_cast<uint64_t>((stride >> 4) & 0x3FFF) << 32 | uint64_t{1} << 62;
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+#ifdef FUSEC_HGEMM_DEVICE
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#ifdef FUSEC_HGEMM_DEVICE
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+#ifdef FUSEC_HGEMM_DEVICE
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Keeps the compiler from moving accumulator reads or writes across an asynchronous wgmma.
+template <int R>
+__device__ __forceinline__ void fence_regs(float* d) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// ---- copies -------------------------------------------------------------------------------------
+
+// The tensor cores read shared memory through the async proxy; the copies wrote it through the
+// generic one.
+__device__ __forceinline__ void fence_proxy_async() {
+#ifdef FUSEC_HGEMM_DEVICE
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ uint32_t swz(int row, int chunk) { return row * kRowBytes + ((chunk ^ (row & 7)) << 4); }
+
+constexpr int kEpiPad = 4;  // fp32 words after each staged output row: fewer bank conflicts
+
+// Marks store_tile's generic instance: the activation chosen at run time.
+constexpr Act kAnyAct = static_cast<Act>(-1);
+
+// The epilogue's second step: each thread owns one group of 8 columns of the staged fp32 tile
+// (kThreads is a multiple of the BN / 8 groups) and walks down its rows; per row it adds bias and
+// residual, applies the activation, and stores 16 bytes. The bias is read once per tile. Rows go 4
+// at a time with no branch between their loads and their activations, so that the compiler
+// interleaves 32 independent activations: a row at a time, behind a branch per row, left each
+// activation's dependent chain exposed. The staged tile is read with ld.shared at its shared-memory
+// address `out` (through the realigned generic pointer it compiled to generic loads). Reading a
+// later row's residual before an earlier row's store is safe when the residual is the output
+// itself (C = R): the rows differ.
+template <Act A, typename T, int BN>
+__device__ __forceinline__ void store_tile(const HgemmArgs& g, uint32_t out, int m0, int n0, int tid) {
+  constexpr int kLd = BN + kEpiPad, kGroups = BN / 8;
+  static_assert(kThreads % kGroups == 0, "a thread's column group must not change between its rows");
+  constexpr int kStep = kThreads / kGroups, kRows = kBM / kStep, kU = kRows < 4 ? kRows : 4;
+  static_assert(kRows % kU == 0, "rows are taken kU at a time");
+  ActParams act = g.act;
+  if constexpr (A != kAnyAct) act.act = A;
+  const int c = (tid % kGroups) * 8, r0 = tid / kGroups, col = n0 + c;
+  if (col >= g.N) return;  // N % 8 == 0: a group of 8 is all in or all out
+  const T* res = static_cast<const T*>(g.residual);
+  T* C = static_cast<T*>(g.C);
+  float b[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (g.bias) load_vec<T, 8>(static_cast<const T*>(g.bias) + col, b);
+  for (int i0 = 0; i0 < kRows && m0 + r0 + i0 * kStep < g.M; i0 += kU) {
+    float v[kU][8];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int r = r0 + (i0 + u) * kStep;
+      const uint32_t at = out + uint32_t(r * kLd + c) * 4;
+      asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=f"(v[u][0]), "=f"(v[u][1]), "=f"(v[u][2]), "=f"(v[u][3])
+                   : "r"(at)
+                   : "memory");
+      asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                   : "=f"(v[u][4]), "=f"(v[u][5]), "=f"(v[u][6]), "=f"(v[u][7])
+                   : "r"(at + 16)
+                   : "memory");
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[u][e] += b[e];
+      if (res && m0 + r < g.M) {
+        float add[8];
+        load_vec<T, 8>(res + int64_t(m0 + r) * g.ldr + col, add);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[u][e] += add[e];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[u][e] = apply_act(v[u][e], act);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int row = m0 + r0 + (i0 + u) * kStep;
+      if (row < g.M) store_vec<T, 8>(C + int64_t(row) * g.ldc + col, v[u]);
+    }
+  }
+}
+
+// The epilogue's first step: the accumulators of a warpgroup's 64 x BN block go to shared memory
+// as fp32 rows of BN + kEpiPad words (d[4j + 2h + e] is row 16*warp + lane/4 + 8h, column
+// 8j + 2*(lane%4) + e of the block). The caller synchronizes the computing threads before (the
+// operand slots are free) and after (the tile is whole).
+template <int BN>
+__device__ __forceinline__ void stage_acc(const float* acc, float* out, int tid) {
+  constexpr int kLd = BN + kEpiPad;
+  const int wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
+  const int r0 = wg * 64 + warp * 16 + lane / 4;
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      *reinterpret_cast<float2*>(out + (r0 + 8 * h) * kLd + j * 8 + 2 * (lane % 4)) =
+          make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+}
+
+// The epilogue's second step over the staged tile at shared address `out`: one copy of the loop
+// per common activation, so that its formula is inlined without the per-element switch (which,
+// with the conversions, was most of the epilogue's instructions).
+template <typename T, int BN>
+__device__ __forceinline__ void store_staged(const HgemmArgs& g, uint32_t out, int m0, int n0, int tid) {
+  switch (g.act.act) {
+    case Act::Gelu:
+      return store_tile<Act::Gelu, T, BN>(g, out, m0, n0, tid);
+    case Act::SiLU:
+      return store_tile<Act::SiLU, T, BN>(g, out, m0, n0, tid);
+    case Act::GeluTanh:
+      return store_tile<Act::GeluTanh, T, BN>(g, out, m0, n0, tid);
+    case Act::Sigmoid:
+      return store_tile<Act::Sigmoid, T, BN>(g, out, m0, n0, tid);
+    case Act::None:
+      return store_tile<Act::None, T, BN>(g, out, m0, n0, tid);
+    default:
+      return store_tile<kAnyAct, T, BN>(g, out, m0, n0, tid);
+  }
+}
+
+}  // namespace fusec::cuda::wgmma_gemm
