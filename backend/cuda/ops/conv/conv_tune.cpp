@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/core/captured_reps.h"
 #include "backend/cuda/core/check.h"
 #include "backend/cuda/core/gpu_hold.cuh"
 #include "backend/cuda/core/tuning_cache.h"
@@ -48,44 +49,6 @@ bool ConvOp::recall_depthwise(const PlanContext& c, bool strict, bool may_fuse) 
   }
   return false;
 }
-
-namespace {
-
-/// A candidate's timed reps as one CUDA graph, or nothing where its calls cannot be captured.
-class CapturedReps {
- public:
-  CapturedReps() = default;
-  CapturedReps(const CapturedReps&) = delete;
-  CapturedReps& operator=(const CapturedReps&) = delete;
-  ~CapturedReps() {
-    if (exec_) cudaGraphExecDestroy(exec_);
-  }
-
-  template <typename Calls>
-  void capture(cudaStream_t stream, Calls&& calls) {
-    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-      cudaGetLastError();
-      return;
-    }
-    calls();
-    cudaGraph_t graph = nullptr;
-    const bool ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph &&
-                    cudaGraphInstantiate(&exec_, graph, 0) == cudaSuccess;
-    if (graph) cudaGraphDestroy(graph);
-    if (!ok) {
-      if (exec_) cudaGraphExecDestroy(exec_);
-      exec_ = nullptr;
-    }
-    cudaGetLastError();  // a call refused inside the capture leaves its error behind
-  }
-  /// Launches the graph; false when there is none (the caller runs the calls on the stream).
-  bool replay(cudaStream_t stream) const { return exec_ && cudaGraphLaunch(exec_, stream) == cudaSuccess; }
-
- private:
-  cudaGraphExec_t exec_ = nullptr;
-};
-
-}  // namespace
 
 bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bool may_fuse) {
   TuningCache& cache = TuningCache::global();
@@ -196,6 +159,7 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
     constexpr int kRounds = 3, kReps = 5, kHoldUs = 400;
     auto reps = [&] {
       for (int k = 0; k < kReps; ++k) run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);
+      return true;
     };
     std::vector<CapturedReps> captured(runs.size());
     for (size_t i = 0; i < runs.size(); ++i) {
