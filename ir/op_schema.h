@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/attribute.h"
+#include "ir/dim_values.h"
 #include "ir/graph.h"
 #include "ir/op_key.h"
 #include "ir/shape.h"
@@ -78,6 +79,14 @@ class InferContext : public NodeAttrs {
   const Tensor* input_value(size_t i) const;
   /// Rank of input i; fails if unknown (use when the op cannot proceed without it).
   size_t input_rank(size_t i) const;
+  /// What is known of a small integer input's elements when its value is not (ir/dim_values.h):
+  /// per element a known integer, a named symbol (a symbolic dim of some tensor's shape) or
+  /// nothing; nullptr when nothing is known of any. A shape-like input such as Reshape's target built from
+  /// Shape -> Gather -> Concat over an open batch reads [batch, 128, -1, 64].
+  const std::vector<DimValue>* input_dims_value(size_t i) const {
+    return i < input_dims_values_.size() ? input_dims_values_[i] : nullptr;
+  }
+  void set_input_dims_values(std::vector<const std::vector<DimValue>*> v) { input_dims_values_ = std::move(v); }
 
   size_t num_outputs() const { return outputs.size(); }
   void set_output(size_t i, DType dtype, std::optional<Shape> shape);
@@ -93,6 +102,7 @@ class InferContext : public NodeAttrs {
   int64_t opset_;
   std::vector<const TypeInfo*> input_types_;
   std::vector<const Tensor*> input_values_;
+  std::vector<const std::vector<DimValue>*> input_dims_values_;
 };
 
 /// Static input/output types of a node whose shapes are all known.

@@ -3,6 +3,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "ir/dim_values.h"
 #include "ir/error.h"
 #include "ir/op_schema.h"
 
@@ -107,7 +108,8 @@ void merge_type(Value& v, const TypeInfo& inferred, const Node& n) {
 
 /// Infers one node's output types (and, for small all-known inputs, its output values).
 void infer_node(Graph& g, Node& n, const NodeEvaluator& evaluate, const InferOptions& opts,
-                std::unordered_map<const Value*, Tensor>& known) {
+                std::unordered_map<const Value*, Tensor>& known,
+                std::unordered_map<const Value*, std::vector<DimValue>>& partial) {
   const auto& reg = OpRegistry::global();
   auto value_of = [&](const Value* v) -> const Tensor* {
     if (!v) return nullptr;
@@ -132,9 +134,37 @@ void infer_node(Graph& g, Node& n, const NodeEvaluator& evaluate, const InferOpt
   }
   if (!types_known) return;
   InferContext ctx(n, *schema, opset, types, values);
+  std::vector<const std::vector<DimValue>*> partials;
+  for (Value* v : n.inputs) {
+    auto it = v ? partial.find(v) : partial.end();
+    partials.push_back(it == partial.end() ? nullptr : &it->second);
+  }
+  ctx.set_input_dims_values(std::move(partials));
   schema->infer(ctx);
   for (size_t i = 0; i < n.outputs.size(); ++i)
     if (n.outputs[i]) merge_type(*n.outputs[i], ctx.outputs[i], n);
+
+  // What is known of a shape vector's elements when its value is not (dim_values.h); a vector
+  // whose elements all turn out static is a known value from here on.
+  if (Value* out = n.outputs.empty() ? nullptr : n.outputs[0]; out && !all_known) {
+    if (auto d = infer_dims_value(ctx)) {
+      bool all_static = true;
+      for (const DimValue& x : *d) all_static = all_static && x.known();
+      const auto& os = out->type.shape;
+      const bool vector_or_scalar =
+          os && (os->empty() ? d->size() == 1
+                             : os->size() == 1 && (!(*os)[0].is_static() || (*os)[0].value == int64_t(d->size())));
+      if (all_static && vector_or_scalar && out->type.dtype == DType::Int64) {
+        std::vector<int64_t> v;
+        for (const DimValue& x : *d) v.push_back(*x.value);
+        const std::vector<int64_t> dims =
+            os->empty() ? std::vector<int64_t>{} : std::vector<int64_t>{int64_t(v.size())};
+        known[out] = Tensor::from_int64(v, dims);
+      } else {
+        partial[out] = std::move(*d);
+      }
+    }
+  }
 
   // Value propagation: shape arithmetic becomes known, so Reshape & co. get static outputs.
   if (n.op_type == "Shape" || n.op_type == "Size") {
@@ -166,8 +196,9 @@ void infer_node(Graph& g, Node& n, const NodeEvaluator& evaluate, const InferOpt
 void infer_shapes(Graph& g, const NodeEvaluator& evaluate, const InferOptions& opts) {
   g.topo_sort();
   std::unordered_map<const Value*, Tensor> known;  // values computed during inference
+  std::unordered_map<const Value*, std::vector<DimValue>> partial;  // dim_values.h
   for (const auto& np : g.nodes())
-    with_node_context([&] { return np->ref(); }, [&] { infer_node(g, *np, evaluate, opts, known); });
+    with_node_context([&] { return np->ref(); }, [&] { infer_node(g, *np, evaluate, opts, known, partial); });
 }
 
 std::vector<std::string> non_static_values(const Graph& g) {

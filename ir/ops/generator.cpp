@@ -58,6 +58,14 @@ void infer_constant_of_shape(InferContext& c) {
       out.push_back(Dim(d));
     }
     c.set_output(0, t, out);
+  } else if (const std::vector<DimValue>* d = c.input_dims_value(0)) {
+    // Some dims known or named (dim_values.h): they are the output's.
+    Shape out;
+    for (const DimValue& e : *d) {
+      if (e.known() && *e.value < 0) c.fail("negative dimension " + std::to_string(*e.value));
+      out.push_back(e.known() ? Dim(*e.value) : e.named() ? Dim::sym(e.symbol) : Dim());
+    }
+    c.set_output(0, t, out);
   } else if (s && (*s)[0].is_static()) {
     c.set_output(0, t, Shape(dims::rank((*s)[0].value, c, "the shape input's length"), Dim()));
   } else {
@@ -83,7 +91,11 @@ void infer_range(InferContext& c) {
   }
   const Tensor *start = c.input_value(0), *limit = c.input_value(1), *delta = c.input_value(2);
   if (!start || !limit || !delta) {
-    c.set_output(0, t, Shape{Dim()});
+    // Range(0, n, 1) over a named dim n (dim_values.h: arange over the batch) has n elements.
+    const std::vector<DimValue>* lim = c.input_dims_value(1);
+    const bool counts = start && delta && !is_float(t) && start->as_int64(0) == 0 && delta->as_int64(0) == 1 && lim &&
+                        lim->size() == 1 && (*lim)[0].named();
+    c.set_output(0, t, Shape{counts ? Dim::sym((*lim)[0].symbol) : Dim()});
     return;
   }
   int64_t n;

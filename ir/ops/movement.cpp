@@ -352,6 +352,36 @@ void infer_expand(InferContext& c) {
     c.set_output(0, t, broadcast_shapes(*s, shape_of(shape), c));
     return;
   }
+  if (const std::vector<DimValue>* d = c.input_dims_value(1); d && s) {
+    // Some entries known or named (dim_values.h). An entry of 1 keeps the input's dim; an input
+    // dim of 1 takes the entry; a named entry and an input dim of that name agree; an input dim
+    // other than 1 survives whatever the entry (which must be 1 or it).
+    const size_t r = std::max(d->size(), s->size());
+    Shape out(r, Dim());
+    for (size_t i = 0; i < r; ++i) {
+      const Dim* in = i < s->size() ? &(*s)[s->size() - 1 - i] : nullptr;
+      const DimValue* e = i < d->size() ? &(*d)[d->size() - 1 - i] : nullptr;
+      Dim& o = out[r - 1 - i];
+      if (e && e->known() && *e->value < 0) c.fail("shape has a negative entry " + std::to_string(*e->value));
+      const Dim want = !e ? Dim(1) : e->known() ? Dim(*e->value) : e->named() ? Dim::sym(e->symbol) : Dim();
+      if (!in) {
+        o = want;
+      } else if (want.is_static() && want.value == 1) {
+        o = *in;
+      } else if (in->is_static() && in->value == 1) {
+        o = want;
+      } else if (in->is_static()) {
+        if (want.is_static() && want.value != in->value)
+          c.fail("cannot expand " + shape_str(*s) + ": a dim of " + std::to_string(in->value) + " against " +
+                 std::to_string(want.value));
+        o = *in;
+      } else if (want.is_static() || (!want.symbol.empty() && want.symbol == in->symbol)) {
+        o = want;
+      }
+    }
+    c.set_output(0, t, out);
+    return;
+  }
   const auto& ss = c.input_shape(1);
   if (!s || !ss || ss->size() != 1 || !(*ss)[0].is_static()) {
     c.set_output(0, t, std::nullopt);

@@ -63,20 +63,36 @@ void infer_reshape(InferContext& c) {
   require_1d(c, 1, "the shape input");
   const DType t = c.input_dtype(0);
   const bool allowzero = c.schema().find_attr("allowzero") && c.attr_int("allowzero") != 0;
-  auto want = known_ints(c, 1);
-  if (!want) {
+  // The target's entries: its value, else what inference carried of its elements (a symbolic
+  // entry is the input dim of that name, dim_values.h).
+  std::vector<DimValue> want;
+  if (auto known = known_ints(c, 1)) {
+    for (int64_t v : *known) want.push_back(DimValue(v));
+  } else if (const std::vector<DimValue>* d = c.input_dims_value(1)) {
+    want = *d;
+  } else {
     auto n = static_length(c, 1);
     c.set_output(0, t, n ? std::optional<Shape>(Shape(dims::rank(*n, c, "the shape input's length"))) : std::nullopt);
     return;
   }
   const auto& in = c.input_shape(0);
-  Shape out(want->size());
+  Shape out(want.size());
   int64_t infer_at = -1;
   bool has_zero = false;
   std::vector<bool> copied(in ? in->size() : 0, false);  // input dims carried over by a 0
   std::vector<int64_t> out_statics;
-  for (size_t i = 0; i < want->size(); ++i) {
-    int64_t v = (*want)[i];
+  std::multiset<std::string> out_syms;  // symbolic entries, which cancel the input's of that name
+  int out_unknown = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!want[i].known()) {
+      out[i] = want[i].named() ? Dim::sym(want[i].symbol) : Dim();
+      if (want[i].named())
+        out_syms.insert(want[i].symbol);
+      else
+        ++out_unknown;
+      continue;
+    }
+    const int64_t v = *want[i].value;
     if (v == -1) {
       if (infer_at >= 0) c.fail("the shape has more than one -1");
       infer_at = static_cast<int64_t>(i);
@@ -105,33 +121,42 @@ void infer_reshape(InferContext& c) {
     c.set_output(0, t, out);
     return;
   }
-  // Copied dims appear on both sides and cancel; what is left of the input must be static for the
-  // element count (and so -1) to be known.
+  // Copied dims appear on both sides and cancel, and so do symbolic dims of the same name; what is
+  // left of the input must be static for the element count (and so -1) to be known.
   std::vector<int64_t> in_statics;
-  int n_unknown = 0;
-  const Dim* unknown = nullptr;
+  std::vector<const Dim*> in_left;  // input dims not static and not cancelled
   for (size_t i = 0; i < in->size(); ++i) {
     if (copied[i]) continue;
-    if ((*in)[i].is_static())
-      in_statics.push_back((*in)[i].value);
-    else {
-      ++n_unknown;
-      unknown = &(*in)[i];
+    const Dim& d = (*in)[i];
+    if (d.is_static()) {
+      in_statics.push_back(d.value);
+    } else if (auto it = d.symbol.empty() ? out_syms.end() : out_syms.find(d.symbol); it != out_syms.end()) {
+      out_syms.erase(it);
+    } else {
+      in_left.push_back(&d);
     }
   }
   const int64_t in_static = dims::product(in_statics, c, "the element count of the input");
-  const bool in_known = n_unknown == 0;
+  const bool out_left = out_unknown > 0 || !out_syms.empty();
+  const bool in_known = in_left.empty() && !out_left;
+  auto target_str = [&] {  // as dims_str writes a known target
+    std::string s;
+    for (size_t i = 0; i < want.size(); ++i)
+      s += (i ? "x" : "") + (want[i].known() ? std::to_string(*want[i].value) : want[i].named() ? want[i].symbol : "?");
+    return s.empty() ? std::string("scalar") : s;
+  };
   if (infer_at >= 0) {
     if (!in_known) {
       // [N, 3, 4] -> [-1, 12]: the one symbolic dim left over is what -1 stands for.
-      out[infer_at] = n_unknown == 1 && in_static == out_static && out_static != 0 ? *unknown : Dim();
+      out[infer_at] =
+          in_left.size() == 1 && !out_left && in_static == out_static && out_static != 0 ? *in_left[0] : Dim();
     } else {
       if (out_static == 0 || in_static % out_static != 0)
-        c.fail("cannot reshape " + shape_str(*in) + " to " + dims_str(*want));
+        c.fail("cannot reshape " + shape_str(*in) + " to " + target_str());
       out[infer_at] = Dim(in_static / out_static);
     }
   } else if (in_known && in_static != out_static) {
-    c.fail("cannot reshape " + shape_str(*in) + " to " + dims_str(*want) + ": element counts differ");
+    c.fail("cannot reshape " + shape_str(*in) + " to " + target_str() + ": element counts differ");
   }
   c.set_output(0, t, out);
 }
