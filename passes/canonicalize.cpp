@@ -110,8 +110,7 @@ bool reciprocal(Rewriter& r, Node* n) {
   Value *one = n->input(0), *y = n->input(1), *out = n->outputs[0];
   if (!out) return false;
   if (!is_float(y->type.dtype) || !constant_of(one) || uniform_constant(one) != 1.0) return false;
-  auto ys = known_dims(y), os = known_dims(out);
-  if (!ys || !os || *ys != *os) return false;  // the 1 must not broadcast y to a bigger shape
+  if (!same_shape_and_type(y, out)) return false;  // the 1 must not broadcast y to a bigger shape
   const std::string what = describe(n);
   Node* rec = replace_node(r, n, "Reciprocal", {y}, {n});
   r.rewrote(what + " (1 / y) -> " + describe(rec), {rec->name}, rec->name);

@@ -44,8 +44,9 @@ std::string noop_reason(const Node& n) {
   }
   if (op == "Cast" && out->type.dtype == in->type.dtype && in->type.dtype != DType::Undefined)
     return "Cast to the same type";
+  // A view to the same shape is one for every binding of an open batch too (same symbol, same size).
   if ((op == "Reshape" || op == "Flatten" || op == "Expand" || op == "Squeeze" || op == "Unsqueeze") &&
-      same_static_shape(in, out))
+      same_shape_and_type(in, out))
     return op + " to the same shape";
   if (op == "Pad" && same_static_shape(in, out)) return "Pad by zero";
   if (op == "Slice" && same_static_shape(in, out)) {
@@ -57,7 +58,7 @@ std::string noop_reason(const Node& n) {
     }
     return "Slice of everything";
   }
-  if (op == "Concat" && n.inputs.size() == 1 && same_static_shape(in, out)) return "Concat of one input";
+  if (op == "Concat" && n.inputs.size() == 1 && same_shape_and_type(in, out)) return "Concat of one input";
   if (op == "Transpose" && n.has_attr("perm")) {
     auto perm = n.attr_ints("perm");
     for (size_t i = 0; i < perm.size(); ++i)

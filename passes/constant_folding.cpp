@@ -8,6 +8,8 @@
 // they are (folding a large Expand/Tile/ConstantOfShape would only bloat the file), and said so.
 #include "passes/constant_folding.h"
 
+#include <algorithm>
+
 #include "backend/cpu/kernel.h"
 #include "ir/error.h"
 #include "passes/pattern.h"
@@ -22,6 +24,29 @@ bool is_nondeterministic(const Node& n) {
   return n.op_type.rfind("Random", 0) == 0 || n.op_type == "Bernoulli" || n.op_type == "Multinomial";
 }
 
+/// Gather(Shape(x), constant indices) where every dim it picks is static, though x's batch may be
+/// open: x.shape[-1] // 2 (a rotation's half) or x.shape[1] (a sequence length) folds, and what
+/// reads it (Div, Unsqueeze, a Slice's bounds) folds after it.
+std::optional<Tensor> static_dims_picked(const Node* n) {
+  if (!is_op(n, "Gather") || n->attr_int("axis", 0) != 0 || !n->input(1)) return std::nullopt;
+  const Node* sh = n->input(0) ? n->input(0)->producer : nullptr;
+  const Tensor* idx = constant_of(n->input(1));
+  if (!is_op(sh, "Shape") || !idx || !sh->input(0)->type.shape) return std::nullopt;
+  const Shape& xs = *sh->input(0)->type.shape;
+  const int64_t r = static_cast<int64_t>(xs.size());
+  auto bound = [r](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + r : v, 0, r); };
+  const int64_t start = bound(sh->attr_int("start", 0)), end = bound(sh->attr_int("end", r));
+  const int64_t len = std::max<int64_t>(end - start, 0);
+  std::vector<int64_t> picked;
+  for (int64_t i : idx->to_int64_vector()) {
+    if (i < -len || i >= len) return std::nullopt;
+    const Dim& d = xs[static_cast<size_t>(start + (i < 0 ? i + len : i))];
+    if (!d.is_static()) return std::nullopt;
+    picked.push_back(d.value);
+  }
+  return Tensor::from_int64(picked, idx->dims());
+}
+
 }  // namespace
 
 bool ConstantFoldingPass::run(Graph& g, PassContext& ctx) {
@@ -33,6 +58,16 @@ bool ConstantFoldingPass::run(Graph& g, PassContext& ctx) {
     for (Value* o : n->outputs) any_output_is_graph_output |= o && o->is_graph_output;
     if (any_output_is_graph_output) continue;
 
+    if (auto t = static_dims_picked(n)) {
+      Value* out = n->outputs[0];
+      const std::string name = n->name, what = describe(n);
+      g.remove_node(n);
+      out->type = {DType::Int64, shape_of(t->dims())};
+      out->initializer = std::make_shared<const Tensor>(std::move(*t));
+      ctx.rewrite(kPass, "folded " + what + " (static dims of a shape with an open batch)", {name}, "");
+      changed = true;
+      continue;
+    }
     std::vector<const Tensor*> inputs;
     Tensor shape_only;
     bool foldable = true;

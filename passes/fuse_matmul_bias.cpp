@@ -348,8 +348,7 @@ bool absorb_residual(Rewriter& r, Node* sln) {
     const std::string what = describe(mm) + " + " + describe(sln) + " not merged";
     if (!has_single_use(t) || t->is_graph_output)
       return r.near_miss(what, "the product '" + t->name + "' is read elsewhere too");
-    if (!t->type.shape || !res->type.shape || !is_static(*t->type.shape) || *t->type.shape != *res->type.shape ||
-        t->type.dtype != res->type.dtype)
+    if (!same_shape_and_type(t, res))
       return r.near_miss(what, "the residual '" + res->name + "' does not have the product's shape and type");
     Value* y = sln->outputs.empty() ? nullptr : sln->outputs[0];
     Value* sum = sln->outputs.size() > 1 ? sln->outputs[1] : nullptr;
@@ -413,8 +412,7 @@ bool absorb_residual_add(Rewriter& r, Node* add) {
     if (!has_single_use(t) || (tr && !has_single_use(u)))
       return r.near_miss(what, "the product '" + t->name + "' is read elsewhere too");
     const Value* matched = tr && !res_tr ? u : t;  // what the residual must match as it stands
-    if (!matched->type.shape || !res->type.shape || !is_static(*matched->type.shape) ||
-        *matched->type.shape != *res->type.shape || t->type.dtype != res->type.dtype)
+    if (!same_shape_and_type(matched, res) || t->type.dtype != res->type.dtype)
       return r.near_miss(what, "the residual '" + res->name + "' does not have the product's shape and type");
     if (tr && !res_tr) {
       const std::vector<int64_t> perm = tr->attr_ints("perm");

@@ -27,6 +27,15 @@ bool same_dim(const Dim& a, const Dim& b) {
   return !a.symbol.empty() && a.symbol == b.symbol;
 }
 
+bool same_shape_and_type(const Value* a, const Value* b) {
+  if (!a || !b || !a->type.shape || !b->type.shape || a->type.dtype != b->type.dtype) return false;
+  const Shape &x = *a->type.shape, &y = *b->type.shape;
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!same_dim(x[i], y[i])) return false;
+  return true;
+}
+
 Value* typed_value(Graph& g, const std::string& stem, DType dtype, const std::vector<int64_t>& dims) {
   Value* v = g.add_value(stem);
   v->type.dtype = dtype;

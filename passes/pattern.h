@@ -29,6 +29,9 @@ std::optional<std::vector<int64_t>> known_dims(const Value* v);
 const Shape* known_rank(const Value* v);
 /// Whether two dims are the same for every binding: equal static values or the same symbol.
 bool same_dim(const Dim& a, const Dim& b);
+/// Whether two values have the same shape for every binding (same rank, every dim same_dim) and
+/// the same dtype: a batch left open under one name matches itself, an unnamed dim nothing.
+bool same_shape_and_type(const Value* a, const Value* b);
 /// The initializer data of `v`, or nullptr (Constant nodes are turned into initializers by cleanup).
 const Tensor* constant_of(const Value* v);
 /// If `v` is a constant whose elements are all equal (any shape), that value.

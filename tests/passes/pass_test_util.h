@@ -95,6 +95,15 @@ inline PipelineOutcome run_through_pipeline(std::unique_ptr<Graph> g, const std:
 
 /// Every output of `optimized` within `tol` (default 1e-4 relative / 1e-5 absolute) of `original`
 /// on seeded random inputs (two runs).
+/// Binds every open dim of the graph's inputs to n, as `fusec optimize` verifies a model whose batch
+/// is left open (verify_equivalence takes static inputs).
+inline void bind_open_dims(Graph& g, int64_t n = 2) {
+  for (Value* v : g.inputs)
+    if (v->type.shape)
+      for (Dim& d : *v->type.shape)
+        if (!d.is_static()) d = Dim(n);
+}
+
 inline void expect_same_numbers(const Graph& original, const Graph& optimized, uint64_t seed,
                                 const Tolerance& tol = {1e-4, 1e-5}) {
   VerifyResult v = verify_equivalence(original, optimized, 2, seed, tol);

@@ -120,3 +120,21 @@ TEST(Canonicalize, GatherOfSomeElementsIsLeftAlone) {
   b.output(b.node("Gather", {x, b.initializer("idx", int64s(idx, {12}))}, {attr("axis", int64_t{0})}));
   expect_left_alone(run_pass(b.build()));
 }
+
+TEST(Canonicalize, DivideOneByYOverAnOpenBatchIsReciprocal) {
+  // y and the quotient share the batch's name: the 1 broadcasts nothing for any binding.
+  GraphBuilder b(17);
+  Value* y = b.input("y", DType::Float32, {Dim::sym("N"), 8});
+  b.output(b.node("Div", {b.initializer("one", floats({1.0f}, {})), y}, {}, "inv"));
+  Outcome o = run_pass(b.build());
+  EXPECT_TRUE(o.changed);
+  ASSERT_TRUE(find_op(*o.optimized, "Reciprocal"));
+  bind_open_dims(*o.original);
+  bind_open_dims(*o.optimized);
+  expect_same_numbers(*o.original, *o.optimized, 3, {0, 0});
+  // An unnamed open dim could be 1 where the quotient's is not: left alone.
+  GraphBuilder c(17);
+  Value* z = c.input("z", DType::Float32, {Dim(), 8});
+  c.output(c.node("Div", {c.initializer("one", floats({1.0f}, {})), z}, {}, "inv"));
+  expect_left_alone(run_pass(c.build()));
+}

@@ -229,10 +229,25 @@ TEST(Cleanup, ViewsThatMoveOrReorderAnythingStay) {
   expect_left_alone(run_pass(view_then_relu({2, 3}, [](GraphBuilder& b, Value* x) {
     return b.node("Pad", {x, ints(b, "pads", {1, 0, 0, 0})}, {}, "pad");
   })));
-  // The shape is not static, so "the same shape" cannot be proven.
-  expect_left_alone(run_pass(view_then_relu({Dim::sym("N"), 3}, [](GraphBuilder& b, Value* x) {
+  // An unnamed open dim: "the same shape" cannot be proven.
+  expect_left_alone(run_pass(view_then_relu({Dim(), 3}, [](GraphBuilder& b, Value* x) {
     return b.node("Reshape", {x, ints(b, "shape", {-1, 3})}, {}, "reshape");
   })));
+}
+
+TEST(Cleanup, AViewOverAnOpenBatchToItsOwnShapeIsRemoved) {
+  // [N, 3] -> [-1, 3] is [N, 3] for every N.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 3});
+  Value* h = b.node("Reshape", {x, ints(b, "shape", {-1, 3})}, {}, "reshape");
+  b.output(b.node("Relu", {h}, {}, "relu"));
+  Outcome o = run_pass(b.build());
+  EXPECT_TRUE(o.changed);
+  ASSERT_EQ(ops(*o.optimized), (std::vector<std::string>{"Relu"}));
+  EXPECT_TRUE(rewrote(o, "removed Reshape 'reshape' (Reshape to the same shape)"));
+  bind_open_dims(*o.original);
+  bind_open_dims(*o.optimized);
+  expect_same_numbers(*o.original, *o.optimized, 3, {0, 0});
 }
 
 TEST(Cleanup, NoOpBeforeAGraphOutputHandsTheOutputToItsProducer) {

@@ -243,3 +243,24 @@ TEST(ConstantFolding, AKernelThatRefusesItsConstantsIsANearMiss) {
   b.output(b.node("Add", {x, g}, {}, "add"));
   expect_near_miss(run_pass(b.build()), "constant_folding", "evaluating it failed: index 7000 is out of range");
 }
+
+// x.shape[-1] // 2 with the batch left open: the dim it picks is static, so it folds, and the
+// division after it; the pick of the open batch stays.
+TEST(ConstantFolding, TheStaticDimsOfAShapeWithAnOpenBatchFold) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 5, 64});
+  Value* sh = b.node("Shape", {x}, {}, "shape");
+  Value* last = b.node("Gather", {sh, b.initializer("minus1", int64s({-1}, {}))}, {}, "last");
+  Value* half = b.node("Div", {last, b.initializer("two", int64s({2}, {}))}, {}, "half");
+  Value* n = b.node("Gather", {sh, b.initializer("zero", int64s({0}, {}))}, {}, "batch");
+  b.output(b.node("Mul", {n, half}, {}, "product"));
+  Outcome o = run_pass(b.build());
+  EXPECT_TRUE(o.changed);
+  EXPECT_EQ(ops(*o.optimized), (std::vector<std::string>{"Shape", "Gather", "Mul"}));
+  EXPECT_EQ(values_of(constant_input(*o.optimized, "product", 1)), (std::vector<double>{32}));
+  EXPECT_EQ(rewrites(o), (std::vector<std::string>{"folded Gather 'last' (static dims of a shape with an open batch)",
+                                                   "folded Div 'half'"}));
+  bind_open_dims(*o.original);
+  bind_open_dims(*o.optimized);
+  expect_same_numbers(*o.original, *o.optimized, 3);
+}

@@ -685,3 +685,23 @@ TEST(FuseMatMulBias, ResidualAddGuards) {
   EXPECT_TRUE(near_miss(shared, "read elsewhere"));
   expect_equivalent(shared);
 }
+
+// The batch left open under one name: the product and the residual are the same shape for every
+// binding, so the sum moves into the GEMM; an unnamed open dim matches nothing.
+TEST(FuseMatMulBias, AResidualOverAnOpenBatchMovesIntoTheProduct) {
+  for (bool named : {true, false}) {
+    SCOPED_TRACE(named ? "named batch" : "unnamed batch");
+    const Dim n = named ? Dim::sym("N") : Dim();
+    GraphBuilder b(20);
+    Value* x = b.input("x", DType::Float32, {n, 4, 8});
+    Value* rr = b.input("R", DType::Float32, {n, 4, 6});
+    Value* t = b.node("MatMul", {x, b.initializer("W", random_floats({8, 6}, 1))}, {}, "fc");
+    b.output(b.node("Add", {t, rr}, {}, "residual"));
+    Result r = fuse(b.build());
+    EXPECT_EQ(count_any_domain(*r.optimized, "Add"), named ? 0 : 1);
+    if (!named) EXPECT_TRUE(near_miss(r, "does not have the product's shape"));
+    bind_open_dims(*r.original);
+    bind_open_dims(*r.optimized);
+    expect_equivalent(r);
+  }
+}
