@@ -61,7 +61,11 @@ bool ConstantFoldingPass::run(Graph& g, PassContext& ctx) {
     if (auto t = static_dims_picked(n)) {
       Value* out = n->outputs[0];
       const std::string name = n->name, what = describe(n);
+      Node* shape = n->input(0)->producer;
       g.remove_node(n);
+      // A Shape read by nothing else goes with it, at once: its reader count would otherwise keep
+      // the tensor it measures from looking single-use to the fusions later in this sweep.
+      if (shape->outputs[0]->consumers.empty() && !shape->outputs[0]->is_graph_output) g.remove_node(shape);
       out->type = {DType::Int64, shape_of(t->dims())};
       out->initializer = std::make_shared<const Tensor>(std::move(*t));
       ctx.rewrite(kPass, "folded " + what + " (static dims of a shape with an open batch)", {name}, "");

@@ -263,4 +263,18 @@ TEST(ConstantFolding, TheStaticDimsOfAShapeWithAnOpenBatchFold) {
   bind_open_dims(*o.original);
   bind_open_dims(*o.optimized);
   expect_same_numbers(*o.original, *o.optimized, 3);
+  // A Shape that only the folded Gather read goes with it, in the same pass: its read of x would
+  // keep x from looking single-use to the fusions that run next (fuse_rotary's head-split sink).
+  GraphBuilder c(17);
+  Value* y = c.input("y", DType::Float32, {Dim::sym("N"), 5, 64});
+  Value* d = c.node("Gather", {c.node("Shape", {y}, {}, "shape"), c.initializer("m1", int64s({-1}, {}))}, {}, "last");
+  c.output(c.node("Reshape",
+                  {y, c.node("Concat",
+                             {c.initializer("m2", int64s({-1}, {1})),
+                              c.node("Unsqueeze", {d, c.initializer("ax", int64s({0}, {1}))})},
+                             {attr("axis", int64_t{0})}, "target")},
+                  {}, "flat"));
+  Outcome p = run_pass(c.build());
+  EXPECT_EQ(ops(*p.optimized), (std::vector<std::string>{"Reshape"}));
+  EXPECT_EQ(p.optimized->inputs[0]->consumers.size(), 1u);
 }
