@@ -15,6 +15,64 @@ DimValue DimValue::of(const Dim& d) {
   return e;
 }
 
+namespace {
+constexpr const char* kTimes = "\xC2\xB7";  // U+00B7, between the factors of a product's symbol
+}  // namespace
+
+std::optional<DimProduct> product_of(const Dim& d) {
+  DimProduct p;
+  if (d.is_static()) {
+    p.coef = d.value;
+    return p;
+  }
+  if (d.symbol.empty()) return std::nullopt;
+  const std::string sep = kTimes;
+  size_t at = 0;
+  while (true) {
+    const size_t next = d.symbol.find(sep, at);
+    const std::string f = d.symbol.substr(at, next == std::string::npos ? std::string::npos : next - at);
+    if (!f.empty() && std::all_of(f.begin(), f.end(), [](char ch) { return ch >= '0' && ch <= '9'; }) && f.size() < 18)
+      p.coef *= std::stoll(f);
+    else
+      p.names.push_back(f);
+    if (next == std::string::npos) break;
+    at = next + sep.size();
+  }
+  std::sort(p.names.begin(), p.names.end());
+  return p;
+}
+
+Dim dim_of(const DimProduct& p) {
+  if (p.names.empty() || p.coef == 0) return Dim(p.coef);
+  std::string s = p.coef == 1 ? "" : std::to_string(p.coef);
+  for (const std::string& n : p.names) s += (s.empty() ? "" : kTimes) + n;
+  return Dim::sym(s);
+}
+
+std::optional<DimProduct> times(const DimProduct& a, const DimProduct& b) {
+  DimProduct p;
+  if (__builtin_mul_overflow(a.coef, b.coef, &p.coef)) return std::nullopt;
+  if (p.coef == 0) return p;
+  p.names = a.names;
+  p.names.insert(p.names.end(), b.names.begin(), b.names.end());
+  std::sort(p.names.begin(), p.names.end());
+  return p;
+}
+
+std::optional<DimProduct> divided(const DimProduct& a, const DimProduct& b) {
+  if (b.coef == 0 || a.coef % b.coef != 0) return std::nullopt;
+  DimProduct p;
+  p.coef = a.coef / b.coef;
+  std::vector<std::string> rest = a.names;
+  for (const std::string& n : b.names) {
+    auto it = std::find(rest.begin(), rest.end(), n);
+    if (it == rest.end()) return std::nullopt;
+    rest.erase(it);
+  }
+  p.names = std::move(rest);
+  return p;
+}
+
 std::optional<std::vector<DimValue>> dims_value_of(const Tensor& t) {
   if ((t.dtype() != DType::Int64 && t.dtype() != DType::Int32) || t.dims().size() > 1 ||
       static_cast<size_t>(t.numel()) > kMaxDimsValue)
@@ -66,10 +124,27 @@ DimValue binary(const std::string& op, const DimValue& a, const DimValue& b) {
     return DimValue();
   }
   const bool a1 = a.known(), b1 = b.known();
+  // Products and exact quotients of dims stay dims (DimProduct): B * 12 is the dim "12·B".
+  auto as_product = [](const DimValue& e) -> std::optional<DimProduct> {
+    if (e.known()) return *e.value >= 0 ? std::optional<DimProduct>(DimProduct{*e.value, {}}) : std::nullopt;
+    return e.named() ? product_of(Dim::sym(e.symbol)) : std::nullopt;
+  };
+  auto as_value = [](const DimProduct& p) {
+    const Dim d = dim_of(p);
+    DimValue e = DimValue::of(d);
+    return e;
+  };
   if (op == "Mul") {
     if (a1 && *a.value == 1) return b;
     if (b1 && *b.value == 1) return a;
     if ((a1 && *a.value == 0) || (b1 && *b.value == 0)) return DimValue(0);
+    auto pa = as_product(a), pb = as_product(b);
+    if (pa && pb)
+      if (auto p = times(*pa, *pb)) return as_value(*p);
+  } else if (op == "Div" && !(b1 && *b.value == 1)) {
+    auto pa = as_product(a), pb = as_product(b);
+    if (pa && pb)
+      if (auto p = divided(*pa, *pb)) return as_value(*p);
   } else if (op == "Add") {
     if (a1 && *a.value == 0) return b;
     if (b1 && *b.value == 0) return a;

@@ -33,6 +33,24 @@ struct DimValue {
   bool operator==(const DimValue& o) const { return value == o.value && symbol == o.symbol; }
 };
 
+/// A dim as a product: a coefficient times open dims by name (sorted), which a Dim writes as one
+/// canonical symbol, "12·batch" (U+00B7 between factors). A view that merges an open batch with a
+/// static dim ([B, H, S, D] -> [B·H, S, D], dynamo's Kᵀ; GPT-2's [B·S, E] before its Gemms) then
+/// keeps a name the view back can divide out again.
+struct DimProduct {
+  int64_t coef = 1;
+  std::vector<std::string> names;
+  bool operator==(const DimProduct& o) const { return coef == o.coef && names == o.names; }
+};
+/// d as a product: its size, or its symbol's factors; nullopt for an unknown (unnamed) dim.
+std::optional<DimProduct> product_of(const Dim& d);
+/// The product as a Dim: static when no name is left, else the canonical symbol.
+Dim dim_of(const DimProduct& p);
+/// a·b, or nullopt on int64 overflow.
+std::optional<DimProduct> times(const DimProduct& a, const DimProduct& b);
+/// a / b when b divides a exactly (its names among a's, its coefficient dividing a's), else nullopt.
+std::optional<DimProduct> divided(const DimProduct& a, const DimProduct& b);
+
 /// The elements of a known int32/int64 tensor of rank 0 or 1 with at most kMaxDimsValue elements,
 /// nullopt otherwise.
 std::optional<std::vector<DimValue>> dims_value_of(const Tensor& t);

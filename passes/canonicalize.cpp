@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ir/dim_values.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
 
@@ -48,21 +49,39 @@ Node* replace_node(Rewriter& r, Node* old, const std::string& op, std::vector<Va
 /// The runs of `from`'s axes whose products are `to`'s dims, in order (a dim of 1 in `to` may be an
 /// empty run; unit dims of `from` join the run after them, trailing ones the last run), or nullopt
 /// when `to` is not such a merge of `from`.
-std::optional<std::vector<std::vector<int>>> merged_runs(const std::vector<int64_t>& from,
-                                                         const std::vector<int64_t>& to) {
+std::optional<std::vector<std::vector<int>>> merged_runs(const std::vector<DimProduct>& from,
+                                                         const std::vector<DimProduct>& to) {
+  // Dims are products (ir/dim_values.h) so that an open batch merges too: [B, H, S, D] -> [B·H, S, D].
+  // A run grows while its product is a proper divisor of the dim it builds.
   std::vector<std::vector<int>> runs(to.size());
   size_t i = 0;
+  const DimProduct one;
   for (size_t j = 0; j < to.size(); ++j) {
-    int64_t prod = 1;
+    DimProduct prod;
     const bool last = j + 1 == to.size();
-    while (i < from.size() && (prod < to[j] || (last && prod == to[j] && from[i] == 1))) {
-      prod *= from[i];
+    while (i < from.size() &&
+           ((!(prod == to[j]) && divided(to[j], prod)) || (last && prod == to[j] && from[i] == one))) {
+      auto next = times(prod, from[i]);
+      if (!next) return std::nullopt;
+      prod = *next;
       runs[j].push_back(static_cast<int>(i++));
     }
-    if (prod != to[j]) return std::nullopt;
+    if (!(prod == to[j])) return std::nullopt;
   }
   if (i != from.size()) return std::nullopt;
   return runs;
+}
+
+/// v's dims as products, or nullopt when one is unknown (or the rank is).
+std::optional<std::vector<DimProduct>> dim_products(const Value* v) {
+  if (!v || !v->type.shape) return std::nullopt;
+  std::vector<DimProduct> out;
+  for (const Dim& d : *v->type.shape) {
+    auto p = product_of(d);
+    if (!p) return std::nullopt;
+    out.push_back(*p);
+  }
+  return out;
 }
 
 /// Rule 1: Reshape -> Transpose -> Reshape that only moves whole groups of x's dims.
@@ -73,10 +92,10 @@ bool transpose_of_groups(Rewriter& r, Node* outer) {
   Node* inner = producer_of(t->input(0), "Reshape");
   if (!inner || !inner->domain.empty()) return false;
   Value* x = inner->input(0);
-  auto s = known_dims(x), s1 = known_dims(inner->outputs[0]), s2 = known_dims(outer->outputs[0]);
+  auto s = dim_products(x), s1 = dim_products(inner->outputs[0]), s2 = dim_products(outer->outputs[0]);
   if (!s || !s1 || !s2) return false;
-  for (int64_t d : *s)
-    if (d == 0) return false;
+  for (const DimProduct& d : *s)
+    if (d.coef == 0) return false;
   auto runs = merged_runs(*s, *s1);
   if (!runs) return false;
   std::vector<int64_t> p = t->attr_ints("perm");
@@ -85,7 +104,8 @@ bool transpose_of_groups(Rewriter& r, Node* outer) {
     std::iota(p.rbegin(), p.rend(), 0);
   }
   if (p.size() != s1->size()) return false;
-  std::vector<int64_t> perm, shape;
+  std::vector<int64_t> perm;
+  std::vector<DimProduct> shape;
   for (int64_t k : p) {
     if (k < 0 || k >= static_cast<int64_t>(runs->size())) return false;
     for (int a : (*runs)[k]) {

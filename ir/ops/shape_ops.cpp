@@ -10,6 +10,7 @@
 #include <set>
 
 #include "ir/dim_math.h"
+#include "ir/dim_values.h"
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
 
@@ -36,24 +37,22 @@ void require_1d(const InferContext& c, size_t i, const char* what) {
   if (s && s->size() != 1) c.fail(std::string(what) + " must be a 1-D tensor, got shape " + shape_str(*s));
 }
 
-/// Product of dims [b, e): static if all are, the one symbolic dim if the rest multiply to 1,
-/// else unknown.
+/// Product of dims [b, e): static if all are, else the product of the open dims by name
+/// (DimProduct: [N, 3, 4] flattened from 0 is "3·4·N" written "12·N"), unknown if one is unnamed.
 Dim dim_product(const Shape& s, size_t b, size_t e, const NodeAttrs& where) {
   std::vector<int64_t> statics;
-  int n_sym = 0;
-  const Dim* sym = nullptr;
-  for (size_t i = b; i < e; ++i) {
-    if (s[i].is_static())
-      statics.push_back(s[i].value);
-    else {
-      ++n_sym;
-      sym = &s[i];
-    }
-  }
+  for (size_t i = b; i < e; ++i)
+    if (s[i].is_static()) statics.push_back(s[i].value);
   const int64_t p = dims::product(statics, where, "the flattened dims");
-  if (n_sym == 0 || p == 0) return Dim(p);
-  if (n_sym == 1 && p == 1) return *sym;
-  return Dim();
+  if (p == 0) return Dim(0);
+  DimProduct prod;
+  for (size_t i = b; i < e; ++i) {
+    auto f = product_of(s[i]);
+    auto q = f ? times(prod, *f) : std::nullopt;
+    if (!q) return Dim();
+    prod = *q;
+  }
+  return dim_of(prod);
 }
 
 // ---- Reshape ----
@@ -80,16 +79,23 @@ void infer_reshape(InferContext& c) {
   int64_t infer_at = -1;
   bool has_zero = false;
   std::vector<bool> copied(in ? in->size() : 0, false);  // input dims carried over by a 0
-  std::vector<int64_t> out_statics;
-  std::multiset<std::string> out_syms;  // symbolic entries, which cancel the input's of that name
-  int out_unknown = 0;
+  // The target's entries as one product (DimProduct: a coefficient times open dims by name), and
+  // whether an unnamed entry leaves it unknown.
+  DimProduct out_prod;
+  bool out_unknown = false;
+  auto multiply = [&](DimProduct& into, const Dim& d, bool& unknown) {
+    auto p = product_of(d);
+    auto q = p ? times(into, *p) : std::nullopt;
+    if (!q) {
+      unknown = true;
+      return;
+    }
+    into = *q;
+  };
   for (size_t i = 0; i < want.size(); ++i) {
     if (!want[i].known()) {
       out[i] = want[i].named() ? Dim::sym(want[i].symbol) : Dim();
-      if (want[i].named())
-        out_syms.insert(want[i].symbol);
-      else
-        ++out_unknown;
+      multiply(out_prod, out[i], out_unknown);
       continue;
     }
     const int64_t v = *want[i].value;
@@ -111,34 +117,28 @@ void infer_reshape(InferContext& c) {
     } else {
       if (v == 0) has_zero = true;
       out[i] = Dim(v);
-      out_statics.push_back(v);
+      (void)dims::product({out_prod.coef, v}, c, "the element count of the target shape");
+      multiply(out_prod, out[i], out_unknown);
     }
   }
-  const int64_t out_static = dims::product(out_statics, c, "the element count of the target shape");
   if (allowzero && has_zero && infer_at >= 0) c.fail("with allowzero=1 the shape may not hold both 0 and -1");
   if (!in) {
     if (infer_at >= 0) out[infer_at] = Dim();
     c.set_output(0, t, out);
     return;
   }
-  // Copied dims appear on both sides and cancel, and so do symbolic dims of the same name; what is
-  // left of the input must be static for the element count (and so -1) to be known.
-  std::vector<int64_t> in_statics;
-  std::vector<const Dim*> in_left;  // input dims not static and not cancelled
-  for (size_t i = 0; i < in->size(); ++i) {
-    if (copied[i]) continue;
-    const Dim& d = (*in)[i];
-    if (d.is_static()) {
-      in_statics.push_back(d.value);
-    } else if (auto it = d.symbol.empty() ? out_syms.end() : out_syms.find(d.symbol); it != out_syms.end()) {
-      out_syms.erase(it);
-    } else {
-      in_left.push_back(&d);
+  // Copied dims appear on both sides and cancel; the rest of the input is one product too, and a
+  // named dim on both sides divides out ([N, S, 768] -> [N, S, 12, -1]: -1 is 64; [B, 12, S, D]
+  // -> [-1, S, D]: -1 is 12·B).
+  DimProduct in_prod;
+  bool in_unknown = false;
+  for (size_t i = 0; i < in->size(); ++i)
+    if (!copied[i]) {
+      if ((*in)[i].is_static())
+        (void)dims::product({in_prod.coef, (*in)[i].value}, c, "the element count of the input");
+      multiply(in_prod, (*in)[i], in_unknown);
     }
-  }
-  const int64_t in_static = dims::product(in_statics, c, "the element count of the input");
-  const bool out_left = out_unknown > 0 || !out_syms.empty();
-  const bool in_known = in_left.empty() && !out_left;
+  const bool both_static = !in_unknown && !out_unknown && in_prod.names.empty() && out_prod.names.empty();
   auto target_str = [&] {  // as dims_str writes a known target
     std::string s;
     for (size_t i = 0; i < want.size(); ++i)
@@ -146,16 +146,13 @@ void infer_reshape(InferContext& c) {
     return s.empty() ? std::string("scalar") : s;
   };
   if (infer_at >= 0) {
-    if (!in_known) {
-      // [N, 3, 4] -> [-1, 12]: the one symbolic dim left over is what -1 stands for.
-      out[infer_at] =
-          in_left.size() == 1 && !out_left && in_static == out_static && out_static != 0 ? *in_left[0] : Dim();
-    } else {
-      if (out_static == 0 || in_static % out_static != 0)
-        c.fail("cannot reshape " + shape_str(*in) + " to " + target_str());
-      out[infer_at] = Dim(in_static / out_static);
-    }
-  } else if (in_known && in_static != out_static) {
+    auto q = in_unknown || out_unknown ? std::nullopt : divided(in_prod, out_prod);
+    // No binding helps when the target's names all divide out and its coefficient does not.
+    const bool names_divide =
+        !in_unknown && !out_unknown && divided(DimProduct{1, in_prod.names}, DimProduct{1, out_prod.names}).has_value();
+    if (!q && names_divide) c.fail("cannot reshape " + shape_str(*in) + " to " + target_str());
+    out[infer_at] = q ? dim_of(*q) : Dim();
+  } else if (both_static && in_prod.coef != out_prod.coef) {
     c.fail("cannot reshape " + shape_str(*in) + " to " + target_str() + ": element counts differ");
   }
   c.set_output(0, t, out);

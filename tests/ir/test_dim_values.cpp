@@ -133,3 +133,24 @@ TEST(DimValues, WhatIsNotKnownStaysUnknown) {
   EXPECT_EQ(shape_of(r1), "?x?x8");
   EXPECT_EQ(shape_of(r2), "Mx?x8");
 }
+
+TEST(DimValues, AViewThatMergesTheBatchKeepsItsProduct) {
+  // dynamo's Kᵀ: [N, 12, 5, 8] -> [N·12, 5, 8] (target N * 12 computed from the shape), and back.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 12, 5, 8});
+  Value* n12 = b.node("Mul", {dim_of(b, x, 0, "n"), ints(b, "twelve", {12})}, {}, "n12");
+  Value* t1 = b.node("Concat", {n12, ints(b, "sd", {5, 8})}, {attr("axis", int64_t{0})}, "t1");
+  Value* y = b.node("Reshape", {x, t1}, {}, "merge");
+  Value* t2 = b.node("Concat", {dim_of(b, x, 0, "m"), ints(b, "rest", {12, 5, -1})}, {attr("axis", int64_t{0})}, "t2");
+  Value* z = b.node("Reshape", {y, t2}, {}, "split");
+  Value* f = b.node("Flatten", {x}, {attr("axis", int64_t{2})}, "flat");
+  Value* w = b.node("Reshape", {f, ints(b, "t3", {-1, 40})}, {}, "same");
+  b.output(z);
+  b.output(w);
+  auto g = b.build();
+  infer_shapes(*g);
+  EXPECT_EQ(shape_of(y), "12\xC2\xB7Nx5x8");
+  EXPECT_EQ(shape_of(z), "Nx12x5x8");
+  EXPECT_EQ(shape_of(f), "12\xC2\xB7Nx40");
+  EXPECT_EQ(shape_of(w), "12\xC2\xB7Nx40");
+}

@@ -138,3 +138,22 @@ TEST(Canonicalize, DivideOneByYOverAnOpenBatchIsReciprocal) {
   c.output(c.node("Div", {c.initializer("one", floats({1.0f}, {})), z}, {}, "inv"));
   expect_left_alone(run_pass(c.build()));
 }
+
+TEST(Canonicalize, TransposeThroughAMergedViewOverAnOpenBatchIsOneTranspose) {
+  // dynamo's Kᵀ with the batch left open: [N, H, S, D] -> [-1, S, D] ([H·N, S, D]) -> Transpose ->
+  // [-1, H, D, S] ([N, H, D, S]).
+  GraphBuilder b(20);
+  Value* k = b.input("k", DType::Float32, {Dim::sym("N"), 3, 5, 4});
+  Value* k3 = b.node("Reshape", {k, shape_const(b, "s3", {-1, 5, 4})}, {}, "to3d");
+  Value* t = b.node("Transpose", {k3}, {attr("perm", std::vector<int64_t>{0, 2, 1})}, "swap");
+  b.output(b.node("Reshape", {t, shape_const(b, "s4", {-1, 3, 4, 5})}, {}, "to4d"));
+  Outcome o = run_pass(b.build());
+  EXPECT_TRUE(o.changed);
+  const Node* tr = find_op(*o.optimized, "Transpose");
+  ASSERT_TRUE(tr);
+  EXPECT_EQ(tr->attr_ints("perm"), (std::vector<int64_t>{0, 1, 3, 2}));
+  EXPECT_EQ(o.optimized->nodes().size(), 1u);
+  bind_open_dims(*o.original);
+  bind_open_dims(*o.optimized);
+  expect_same_numbers(*o.original, *o.optimized, 3, {0, 0});
+}
