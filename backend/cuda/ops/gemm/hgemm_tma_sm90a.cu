@@ -141,17 +141,7 @@ __global__ void __launch_bounds__(kBlock, MIN_BLOCKS)
   for (int kt = 0; kt < kt_count; ++kt) {
     const int s = kt % STAGES;
     mbar_wait(full + 8 * s, (kt / STAGES) & 1);
-    fence_regs<kAcc>(acc);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < kBK / 16; ++kk) {
-      const uint64_t da = da0 + ((s * kStageA + kk * 32) >> 4);
-      const uint64_t db = db0 + ((s * kStageB + (TRANS_B ? kk * 32 : kk * 16 * kRowBytes)) >> 4);
-      wgmma<BN, BF16, TRANS_B ? 0 : 1>(acc, da, db);
-    }
-    wgmma_commit();
-    wgmma_wait<1>();  // the previous slice's products are done: its slot may be refilled
-    fence_regs<kAcc>(acc);
+    slice_products<BN, BF16, TRANS_B>(acc, da0, db0, s);  // then its slot may be refilled
     if (kt > 0) mbar_arrive(empty + 8 * ((kt - 1) % STAGES));
   }
   wgmma_wait<0>();
@@ -218,11 +208,8 @@ bool launch_one(const HgemmArgs& a, cudaStream_t s) {
 
 template <int BN, int STAGES, int MIN_BLOCKS>
 bool launch_config(const HgemmArgs& a, cudaStream_t s) {
-  if (a.bf16)
-    return a.trans_b ? launch_one<BN, STAGES, true, true, MIN_BLOCKS>(a, s)
-                     : launch_one<BN, STAGES, true, false, MIN_BLOCKS>(a, s);
-  return a.trans_b ? launch_one<BN, STAGES, false, true, MIN_BLOCKS>(a, s)
-                   : launch_one<BN, STAGES, false, false, MIN_BLOCKS>(a, s);
+  return by_operands(
+      a, [&]<bool BF16, bool TRANS_B>() { return launch_one<BN, STAGES, BF16, TRANS_B, MIN_BLOCKS>(a, s); });
 }
 
 }  // namespace

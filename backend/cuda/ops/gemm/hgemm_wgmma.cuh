@@ -184,6 +184,33 @@ __device__ __forceinline__ void store_tile(const HgemmArgs& g, uint32_t out, int
   }
 }
 
+// One k-slice's products from the operand slots of `stage`, added into acc (BN / 2 per thread);
+// returns once the previous slice's products are done, so that its slots may be refilled. The
+// caller has made the slice's operands visible to the tensor cores.
+template <int BN, bool BF16, bool TRANS_B>
+__device__ __forceinline__ void slice_products(float* acc, uint64_t da0, uint64_t db0, int stage) {
+  constexpr int kAcc = BN / 2, kStageA = kBM * kRowBytes, kStageB = BN * kRowBytes;
+  fence_regs<kAcc>(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kBK / 16; ++kk) {
+    const uint64_t da = da0 + ((stage * kStageA + kk * 32) >> 4);
+    const uint64_t db = db0 + ((stage * kStageB + (TRANS_B ? kk * 32 : kk * 16 * kRowBytes)) >> 4);
+    wgmma<BN, BF16, TRANS_B ? 0 : 1>(acc, da, db);
+  }
+  wgmma_commit();
+  wgmma_wait<1>();
+  fence_regs<kAcc>(acc);
+}
+
+/// Calls launch.template operator()<BF16, TRANS_B>() for a's storage type and weight layout: each
+/// kernel instance is compiled for one of the four.
+template <typename Launch>
+bool by_operands(const HgemmArgs& a, Launch&& launch) {
+  if (a.bf16) return a.trans_b ? launch.template operator()<true, true>() : launch.template operator()<true, false>();
+  return a.trans_b ? launch.template operator()<false, true>() : launch.template operator()<false, false>();
+}
+
 // The epilogue's first step: the accumulators of a warpgroup's 64 x BN block go to shared memory
 // as fp32 rows of BN + kEpiPad words (d[4j + 2h + e] is row 16*warp + lane/4 + 8h, column
 // 8j + 2*(lane%4) + e of the block). The caller synchronizes the computing threads before (the
