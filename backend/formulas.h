@@ -216,23 +216,11 @@ FUSEC_HD float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + erf(x / 1.41421
 /// erff's two paths both run in a warp with real data: in the model erff made BERT-base's FFN1
 /// epilogue a visible share of the kernel, which it was not on uniform scratch data. Within
 /// 1e-7·max(1, |x|) of the exact GELU over [-12, 12], and accurate relative to the result in the
-/// negative tail, where 1 + erff cancels. `Fast` takes the reciprocal and the exponential from the
-/// hardware's approximations on the device (rcp.approx and ex2.approx, flushing denormals, which
-/// spares each a range fix-up: a few units in the last place, so within 1e-6·max(1, |x|)); the
-/// host computes them exactly either way.
-template <bool Fast>
+/// negative tail, where 1 + erff cancels.
 FUSEC_HD float gelu_erfc_fit(float x) {
   const float z = fabs(x) * 0.70710678118654752f;
   const float d = ::fmaf(0.5f, z, 1.0f);
-#ifdef __CUDA_ARCH__
-  float t;
-  if (Fast)  // d >= 1: no denormal to flush, so the approximation needs no range fix-up
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(d));
-  else
-    t = rcp_rn(d);
-#else
   const float t = rcp_rn(d);
-#endif
   float p = 0.17087277f;
   p = ::fmaf(p, t, -0.82215223f);
   p = ::fmaf(p, t, 1.48851587f);
@@ -243,25 +231,56 @@ FUSEC_HD float gelu_erfc_fit(float x) {
   p = ::fmaf(p, t, 0.37409196f);
   p = ::fmaf(p, t, 1.00002368f);
   p = ::fmaf(p, t, -1.26551223f);
-#ifdef __CUDA_ARCH__
-  float e;
-  if (Fast)  // 2^(y·log2 e); a result below 2^-126 flushes to 0, far inside the error bound above
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(::fmaf(-z, z, p) * 1.44269504088896341f));
-  else
-    e = exp(::fmaf(-z, z, p));
-#else
   const float e = exp(::fmaf(-z, z, p));
-#endif
   const float erfc_z = t * e;
   const float h = 0.5f * x;
   return x >= 0.0f ? ::fmaf(-h, erfc_z, x) : h * erfc_z;
 }
+/// GELU as x·Φ(x) with Φ(x) = σ(g(x)), g(x) = ln(Φ(x) / Φ(-x)) odd: a least-squares fit of g on
+/// [0, 13.25] as a·P(a²), P of degree 6, weighted by how much an error in g moves the result
+/// (Φ(x)Φ(-x)·max(1, x)), so the fit is close where GELU needs it and merely large past 5. For
+/// a = min(|x|, 13.25), e = exp(-g(a)) = Φ(-a) / Φ(a) ∈ (0, 1]: Φ(a) = 1 / (1 + e) and
+/// Φ(-a) = e / (1 + e), so neither tail cancels. Within 1.4e-7·max(1, |x|) of the exact GELU
+/// with exact steps (checked on [-16, 16] and every fp16 value); GELU(+inf) = inf, and -inf gives
+/// NaN as 0.5·x·(1 + erf(x/√2)) does. Against gelu_erfc_fit it trades the nine-term Chebyshev
+/// series in 1 / (1 + z/2) for six terms in a², the reciprocal moving to the end: the pass after
+/// cuBLASLt and the wgmma GEMM's epilogue issue its instructions for every output, and that issue
+/// was their bound. `Fast` takes the exponential and the reciprocal from the hardware's
+/// approximations on the device (ex2.approx and rcp.approx, flushing denormals, which spares each a
+/// range fix-up: a few units in the last place more); the host computes them exactly either way.
+template <bool Fast>
+FUSEC_HD float gelu_logistic_fit(float x) {
+  const float a = fminf(fabsf(x), 13.25f);
+  const float s = a * a;
+  // -g(a)·log2(e) / a as a polynomial in a²
+  float p = -5.220722520959953e-09f;
+  p = ::fmaf(p, s, 3.8562350823667657e-07f);
+  p = ::fmaf(p, s, -1.1463984264992177e-05f);
+  p = ::fmaf(p, s, 0.0001594984350958839f);
+  p = ::fmaf(p, s, 9.50872854446061e-05f);
+  p = ::fmaf(p, s, -0.10483750700950623f);
+  p = ::fmaf(p, s, -2.3022079467773438f);
+  const float y = p * a;  // <= 0
+#ifdef __CUDA_ARCH__
+  float e, r;
+  if (Fast) {  // e <= 1 and 1 + e in [1, 2]: a flushed denormal is far inside the error bound
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(y));
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.0f + e));
+  } else {
+    e = exp2f(y);
+    r = rcp_rn(1.0f + e);
+  }
+#else
+  const float e = std::exp2(y);
+  const float r = rcp_rn(1.0f + e);
+#endif
+  return x * (x >= 0.0f ? r : e * r);
+}
+/// epilogue_act.cuh's: the pass after a cuBLASLt GEMM or a cuDNN conv, the wgmma GEMM's and the
+/// depthwise conv's epilogues.
+FUSEC_HD float gelu_logistic_fit_fast_f32(float x) { return gelu_logistic_fit<true>(x); }
 /// sgemm_core.cuh's GEMM epilogue.
-FUSEC_HD float gelu_erfc_fit_f32(float x) { return gelu_erfc_fit<false>(x); }
-/// epilogue_act.cuh's: the pass after a cuBLASLt GEMM or a cuDNN conv, and the depthwise conv. The
-/// pass after an fp16 GEMM (BERT's, ViT's, ConvNeXt's first MLP layer) is compute-bound with erff,
-/// and was slower still with the exactly rounded reciprocal.
-FUSEC_HD float gelu_erfc_fit_fast_f32(float x) { return gelu_erfc_fit<true>(x); }
+FUSEC_HD float gelu_erfc_fit_f32(float x) { return gelu_erfc_fit(x); }
 
 }  // namespace formulas
 }  // namespace fusec

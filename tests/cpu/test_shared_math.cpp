@@ -12,6 +12,7 @@
 #include "backend/axis_layout.h"
 #include "backend/dispatch_bytes.h"
 #include "backend/formulas.h"
+#include "ir/half.h"
 #include "ir/ops/resize_taps.h"
 
 using namespace fusec;
@@ -56,9 +57,28 @@ TEST(Formulas, TheGeluVariantsAgreeToTheirStatedAccuracy) {
     EXPECT_NEAR(fm::gelu_erf_f32(f), ref, 1e-5 * std::max(1.0, std::fabs(ref))) << x;
     EXPECT_NEAR(fm::gelu_erfc_f32(f), ref, tol) << x;
     EXPECT_NEAR(fm::gelu_erfc_fit_f32(f), ref, 1e-7 * std::max(1.0, std::fabs(x))) << x;
-    EXPECT_NEAR(fm::gelu_erfc_fit_fast_f32(f), ref, 1e-7 * std::max(1.0, std::fabs(x))) << x;  // host: exact steps
+    EXPECT_NEAR(fm::gelu_logistic_fit_fast_f32(f), ref, 2e-7 * std::max(1.0, std::fabs(x))) << x;  // host: exact steps
     EXPECT_NEAR(fm::gelu_tanh_f32(f), fm::gelu_tanh_via_f64(f), 1e-5 * std::max(1.0, std::fabs(ref))) << x;
   }
+}
+
+// The logistic fit past its fitted range, at every fp16 input, and at the infinities, where it
+// gives what 0.5·x·(1 + erf(x/√2)) gives.
+TEST(Formulas, TheLogisticGeluFitHoldsOnEveryHalfInputAndAtTheEdges) {
+  for (double x = -40; x <= 40; x += 1.0 / 16) {
+    const float f = static_cast<float>(x);
+    EXPECT_NEAR(fm::gelu_logistic_fit_fast_f32(f), exact_gelu(f), 2e-7 * std::max(1.0, std::fabs(x))) << x;
+  }
+  for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+    const float f = half_to_float(static_cast<uint16_t>(bits));
+    if (!std::isfinite(f)) continue;
+    ASSERT_NEAR(fm::gelu_logistic_fit_fast_f32(f), exact_gelu(f), 2e-7 * std::max(1.0, std::fabs(double(f)))) << f;
+  }
+  EXPECT_EQ(fm::gelu_logistic_fit_fast_f32(INFINITY), INFINITY);
+  EXPECT_TRUE(std::isnan(fm::gelu_logistic_fit_fast_f32(-INFINITY)));
+  EXPECT_TRUE(std::isnan(fm::gelu_erf_f32(-INFINITY)));
+  EXPECT_TRUE(std::isnan(fm::gelu_logistic_fit_fast_f32(NAN)));
+  EXPECT_EQ(fm::gelu_logistic_fit_fast_f32(0.0f), 0.0f);
 }
 
 TEST(Formulas, GeluTanhRoundsSqrt2OverPiToTheNearestFloatUnlessTheCallerPassesItsOwn) {

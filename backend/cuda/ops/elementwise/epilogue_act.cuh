@@ -10,10 +10,11 @@
 
 namespace fusec::cuda {
 
-// GELU is the branch-free erfc fit with the hardware's reciprocal and exponential
-// (gelu_erfc_fit_fast_f32, within 1e-6·max(1, |x|) of the exact GELU): erff's two paths both ran
-// in a warp of real activations and made the pass after an fp16 GEMM (BERT's, ViT's and
-// ConvNeXt's first MLP layer) compute-bound.
+// GELU is the branch-free logistic fit with the hardware's exponential and reciprocal
+// (gelu_logistic_fit_fast_f32, within 1e-6·max(1, |x|) of the exact GELU): erff's two paths both
+// ran in a warp of real activations and made the pass after an fp16 GEMM (BERT's, ViT's and
+// ConvNeXt's first MLP layer) compute-bound, and the fit's instructions are what that pass and the
+// wgmma GEMM's epilogue still issue most.
 // Sigmoid and SiLU take the hardware's exponential and reciprocal too (sigmoid_fast_f32).
 // The tanh form rounds √(2/π) to the nearest float where the CPU's is one unit below: the results
 // differ in the last bits, well within tolerance.
@@ -39,7 +40,7 @@ __device__ __forceinline__ float apply_act(float x, ActParams a) {
     case Act::SiLU:
       return fm::silu_fast_f32(x);
     case Act::Gelu:
-      return fm::gelu_erfc_fit_fast_f32(x);
+      return fm::gelu_logistic_fit_fast_f32(x);
     case Act::GeluTanh:
       return fm::gelu_tanh_f32(x);
   }

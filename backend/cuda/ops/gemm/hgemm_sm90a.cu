@@ -173,6 +173,7 @@ const Config kConfigs[] = {
     {"128x128 2st 2/SM", launch_config<128, 2, 2>},
     {"tma 128x128 3st 2/SM", launch_hgemm_tma_128x128},
     {"tma 128x256 4st", launch_hgemm_tma_128x256},
+    {"pingpong 128x128 4st", launch_hgemm_pingpong_128x128},
 };
 
 __global__ void fill_kernel(void* p, int64_t n, bool bf16, uint32_t seed) {

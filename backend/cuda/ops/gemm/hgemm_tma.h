@@ -1,4 +1,4 @@
-// The warp-specialized configurations of the wgmma GEMM (hgemm_tma_sm90a.cu), for the
+// The warp-specialized configurations of the wgmma GEMM (hgemm_tma_sm90a.cu, hgemm_pingpong_sm90a.cu), for the
 // configuration table in hgemm_sm90a.cu: each launches one tile shape, both storage types and both
 // weight layouts, and returns false, launching nothing, where it cannot (no driver entry point for
 // the tensor maps, a tensor map the driver refuses, a grid too tall).
@@ -13,5 +13,8 @@ namespace fusec::cuda {
 [[nodiscard]] bool launch_hgemm_tma_128x128(const HgemmArgs& a, cudaStream_t s);
 /// 128 x 256 tiles, 4 stages, one CTA per SM: the most work per byte loaded, for long K.
 [[nodiscard]] bool launch_hgemm_tma_128x256(const HgemmArgs& a, cudaStream_t s);
+/// 128 x 128 tiles, persistent, one CTA per SM whose two warpgroups take alternate tiles: one's
+/// epilogue overlaps the other's products (hgemm_pingpong_sm90a.cu).
+[[nodiscard]] bool launch_hgemm_pingpong_128x128(const HgemmArgs& a, cudaStream_t s);
 
 }  // namespace fusec::cuda

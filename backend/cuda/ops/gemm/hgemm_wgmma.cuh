@@ -77,6 +77,29 @@ __device__ __forceinline__ void wgmma(float* d, uint64_t a, uint64_t b) {
 #endif
 }
 
+// The m64n128k16 product with each descriptor given as its two 32-bit words: a caller that keeps
+// the high words (stride and swizzle) fixed moves through its slots with one 32-bit add per
+// operand, where a 64-bit descriptor took a 64-bit add, moves and a carry for each.
+template <bool BF16, int TB>
+__device__ __forceinline__ void wgmma128_words(float* d, uint32_t a_lo, uint32_t a_hi, uint32_t b_lo, uint32_t b_hi) {
+#ifdef FUSEC_HGEMM_DEVICE
+  if constexpr (!BF16)
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nmov.b64 da, {%64, %65};\nmov.b64 db, {%66, %67};\n"
+        "setp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" FUSEC_WGMMA_R64
+        "}, da, db, p, 1, 1, 0, %68;\n}\n"
+        : FUSEC_D64
+        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi), "n"(TB));
+  else
+    asm volatile(
+        "{\n.reg .pred p;\n.reg .b64 da, db;\nmov.b64 da, {%64, %65};\nmov.b64 db, {%66, %67};\n"
+        "setp.ne.b32 p, 1, 0;\nwgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {" FUSEC_WGMMA_R64
+        "}, da, db, p, 1, 1, 0, %68;\n}\n"
+        : FUSEC_D64
+        : "r"(a_lo), "r"(a_hi), "r"(b_lo), "r"(b_hi), "n"(TB));
+#endif
+}
+
 // A shared-memory matrix descriptor with the 128-byte swizzle. For a K-major operand, stride =
 // 1024 bytes between 8-row groups (lead unused); for an N-major one, lead = bytes between
 // 64-column blocks and stride = 1024 bytes between 8-k-row groups.
@@ -135,11 +158,12 @@ constexpr Act kAnyAct = static_cast<Act>(-1);
 // address `out` (through the realigned generic pointer it compiled to generic loads). Reading a
 // later row's residual before an earlier row's store is safe when the residual is the output
 // itself (C = R): the rows differ.
-template <Act A, typename T, int BN>
+// ROWS x BN is the staged tile, NT the threads storing it (tid counts from 0 among them).
+template <Act A, typename T, int BN, int ROWS = kBM, int NT = kThreads>
 __device__ __forceinline__ void store_tile(const HgemmArgs& g, uint32_t out, int m0, int n0, int tid) {
   constexpr int kLd = BN + kEpiPad, kGroups = BN / 8;
-  static_assert(kThreads % kGroups == 0, "a thread's column group must not change between its rows");
-  constexpr int kStep = kThreads / kGroups, kRows = kBM / kStep, kU = kRows < 4 ? kRows : 4;
+  static_assert(NT % kGroups == 0, "a thread's column group must not change between its rows");
+  constexpr int kStep = NT / kGroups, kRows = ROWS / kStep, kU = kRows < 4 ? kRows : 4;
   static_assert(kRows % kU == 0, "rows are taken kU at a time");
   ActParams act = g.act;
   if constexpr (A != kAnyAct) act.act = A;
@@ -231,21 +255,21 @@ __device__ __forceinline__ void stage_acc(const float* acc, float* out, int tid)
 // The epilogue's second step over the staged tile at shared address `out`: one copy of the loop
 // per common activation, so that its formula is inlined without the per-element switch (which,
 // with the conversions, was most of the epilogue's instructions).
-template <typename T, int BN>
+template <typename T, int BN, int ROWS = kBM, int NT = kThreads>
 __device__ __forceinline__ void store_staged(const HgemmArgs& g, uint32_t out, int m0, int n0, int tid) {
   switch (g.act.act) {
     case Act::Gelu:
-      return store_tile<Act::Gelu, T, BN>(g, out, m0, n0, tid);
+      return store_tile<Act::Gelu, T, BN, ROWS, NT>(g, out, m0, n0, tid);
     case Act::SiLU:
-      return store_tile<Act::SiLU, T, BN>(g, out, m0, n0, tid);
+      return store_tile<Act::SiLU, T, BN, ROWS, NT>(g, out, m0, n0, tid);
     case Act::GeluTanh:
-      return store_tile<Act::GeluTanh, T, BN>(g, out, m0, n0, tid);
+      return store_tile<Act::GeluTanh, T, BN, ROWS, NT>(g, out, m0, n0, tid);
     case Act::Sigmoid:
-      return store_tile<Act::Sigmoid, T, BN>(g, out, m0, n0, tid);
+      return store_tile<Act::Sigmoid, T, BN, ROWS, NT>(g, out, m0, n0, tid);
     case Act::None:
-      return store_tile<Act::None, T, BN>(g, out, m0, n0, tid);
+      return store_tile<Act::None, T, BN, ROWS, NT>(g, out, m0, n0, tid);
     default:
-      return store_tile<kAnyAct, T, BN>(g, out, m0, n0, tid);
+      return store_tile<kAnyAct, T, BN, ROWS, NT>(g, out, m0, n0, tid);
   }
 }
 
