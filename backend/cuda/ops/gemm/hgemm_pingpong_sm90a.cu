@@ -86,17 +86,7 @@ __global__ void __launch_bounds__(kBlock, 1)
         for (int kt = 0; kt < kt_count; ++kt, ++pos) {
           const int s = pos % kStages;
           if (pos >= kStages) mbar_wait(empty + 8 * s, (pos / kStages - 1) & 1);  // the slot's last round is read
-          const uint32_t bar = full + 8 * s;
-          mbar_expect_tx(bar, kStageA + kStageB);  // boxes count whole, zero-filled parts included
-          const int k0 = kt * kBK;
-          tma_load(sA + s * kStageA, &map_a, k0, m0, bar);
-          if constexpr (TRANS_B) {
-            tma_load(sB + s * kStageB, &map_b, k0, n0, bar);
-          } else {
-#pragma unroll
-            for (int j = 0; j < kBN / 64; ++j)  // 64-column blocks of 64 k-rows each
-              tma_load(sB + s * kStageB + j * (kBK * kRowBytes), &map_b, n0 + 64 * j, k0, bar);
-          }
+          load_slice<kBN, TRANS_B>(sA, sB, s, full + 8 * s, &map_a, &map_b, m0, n0, kt);
         }
       }
     }
@@ -104,7 +94,7 @@ __global__ void __launch_bounds__(kBlock, 1)
   }
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-  const int group = tid / 128, warp = tid % 128 / 32, lane = tid % 32;
+  const int group = tid / 128, lane = tid % 32;
   float* const out = reinterpret_cast<float*>(smem + kRing);
   uint8_t* const sB_ptr = smem + kStages * kStageA;
   // The descriptors' words (smem_desc): the high word is the same for every operand; the low word

@@ -52,6 +52,25 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, i
 #endif
 }
 
+// Arms ring slot s's "full" barrier (at address bar) with the slot's bytes and loads k-slice kt of
+// the 128 x BN tile at (m0, n0) into it: A's 128 rows of 64 k, and B's BN rows ([N,K]) or its BN
+// columns as BN / 64 blocks of 64 k-rows ([K,N], N-major). Boxes count whole, zero-filled parts
+// included.
+template <int BN, bool TRANS_B>
+__device__ __forceinline__ void load_slice(uint32_t sA, uint32_t sB, int s, uint32_t bar, const CUtensorMap* map_a,
+                                           const CUtensorMap* map_b, int m0, int n0, int kt) {
+  constexpr int kStageA = kBM * kRowBytes, kStageB = BN * kRowBytes;
+  mbar_expect_tx(bar, kStageA + kStageB);
+  const int k0 = kt * kBK;
+  tma_load(sA + s * kStageA, map_a, k0, m0, bar);
+  if constexpr (TRANS_B) {
+    tma_load(sB + s * kStageB, map_b, k0, n0, bar);
+  } else {
+#pragma unroll
+    for (int j = 0; j < BN / 64; ++j) tma_load(sB + s * kStageB + j * (kBK * kRowBytes), map_b, n0 + 64 * j, k0, bar);
+  }
+}
+
 // cuTensorMapEncodeTiled through the runtime's driver entry point: the backend links no libcuda
 // (CMakeLists.txt), so that it loads where there is no driver. Null where there is none.
 inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {

@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kBlock, MIN_BLOCKS)
 #ifdef FUSEC_HGEMM_DEVICE
   using T = std::conditional_t<BF16, __nv_bfloat16, __half>;
   constexpr int kAcc = BN / 2;
-  constexpr int kStageA = kBM * kRowBytes, kStageB = BN * kRowBytes;
+  constexpr int kStageA = kBM * kRowBytes;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -71,17 +71,7 @@ __global__ void __launch_bounds__(kBlock, MIN_BLOCKS)
       for (int kt = 0; kt < kt_count; ++kt) {
         const int s = kt % STAGES;
         if (kt >= STAGES) mbar_wait(empty + 8 * s, (kt / STAGES - 1) & 1);  // the slot's last round is read
-        const uint32_t bar = full + 8 * s;
-        mbar_expect_tx(bar, kStageA + kStageB);  // boxes count whole, zero-filled parts included
-        const int k0 = kt * kBK;
-        tma_load(sA + s * kStageA, &map_a, k0, m0, bar);
-        if constexpr (TRANS_B) {
-          tma_load(sB + s * kStageB, &map_b, k0, n0, bar);
-        } else {
-#pragma unroll
-          for (int j = 0; j < BN / 64; ++j)  // 64-column blocks of 64 k-rows each
-            tma_load(sB + s * kStageB + j * (kBK * kRowBytes), &map_b, n0 + 64 * j, k0, bar);
-        }
+        load_slice<BN, TRANS_B>(sA, sB, s, full + 8 * s, &map_a, &map_b, m0, n0, kt);
       }
     }
     return;
