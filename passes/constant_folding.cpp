@@ -4,11 +4,14 @@
 //   x[static 16x3x224x224] -> Shape  =>   [16, 3, 224, 224]      (likewise Size)
 //
 // After --batch/--shape bind the inputs, whole shape subgraphs (Shape -> Gather -> Unsqueeze ->
-// Concat -> Reshape, ConstantOfShape, Range...) fold away. Outputs over the size cap are left as
+// Concat -> Reshape, ConstantOfShape, Range...) fold away. With the batch left open, the static
+// dims a Gather picks from a Shape fold, and a Reshape whose output dims inference proved takes a
+// constant target (proved_reshape_target). Outputs over the size cap are left as
 // they are (folding a large Expand/Tile/ConstantOfShape would only bloat the file), and said so.
 #include "passes/constant_folding.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "backend/cpu/kernel.h"
 #include "ir/error.h"
@@ -47,13 +50,79 @@ std::optional<Tensor> static_dims_picked(const Node* n) {
   return Tensor::from_int64(picked, idx->dims());
 }
 
+/// The target of Reshape n as a constant, where shape inference proved every dim of its output
+/// though the target is computed from a shape with an open batch (Shape -> Slice/Gather -> Concat:
+/// GPT-2's Conv1D views, `x.size()[:-1] + (nf,)`): each static dim as it is, an open dim that is
+/// the input's dim at the same place as 0 (copy it; not under allowzero), and at most one other
+/// open dim as -1, which the input's size then fixes. With the target a constant the arithmetic
+/// behind it goes, and the view reads as it does at a bound batch.
+/// Removes the node that produces v, then the producers of its inputs, while what each produces is
+/// read by nothing: the shape arithmetic behind a value that folded goes in the same sweep, so
+/// that the tensor it measured looks single-use to the fusions later in the sweep.
+void remove_dead_producers(Graph& g, Value* v, std::unordered_set<const Node*>& removed) {
+  std::vector<Value*> work{v};
+  while (!work.empty()) {
+    Value* x = work.back();
+    work.pop_back();
+    Node* p = x ? x->producer : nullptr;
+    if (!p) continue;
+    bool used = false;
+    for (Value* o : p->outputs) used |= o && (!o->consumers.empty() || o->is_graph_output);
+    if (used) continue;
+    const std::vector<Value*> inputs = p->inputs;
+    removed.insert(p);
+    g.remove_node(p);
+    work.insert(work.end(), inputs.begin(), inputs.end());
+  }
+}
+
+std::optional<Tensor> proved_reshape_target(const Node* n) {
+  if (!is_op(n, "Reshape") || !n->input(1) || n->input(1)->initializer || !n->input(0)) return std::nullopt;
+  const Value* y = n->outputs[0];
+  const auto& xs = n->input(0)->type.shape;
+  if (!y || !xs || !y->type.shape || y->type.shape->empty()) return std::nullopt;
+  for (const Dim& d : *xs)
+    if (!d.is_static() && d.symbol.empty()) return std::nullopt;  // -1 would not be determined
+  const bool allowzero = n->attr_int("allowzero", 0) != 0;
+  const Shape& ys = *y->type.shape;
+  std::vector<int64_t> target;
+  bool inferred = false;
+  for (size_t i = 0; i < ys.size(); ++i) {
+    const Dim& d = ys[i];
+    if (d.is_static() && d.value > 0) {
+      target.push_back(d.value);
+    } else if (d.is_static() || d.symbol.empty()) {
+      return std::nullopt;  // an empty dim or an unknown one
+    } else if (!allowzero && i < xs->size() && (*xs)[i] == d) {
+      target.push_back(0);
+    } else if (!inferred) {
+      inferred = true;
+      target.push_back(-1);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return Tensor::from_int64(target, {static_cast<int64_t>(target.size())});
+}
+
 }  // namespace
 
 bool ConstantFoldingPass::run(Graph& g, PassContext& ctx) {
   bool changed = false;
+  std::unordered_set<const Node*> removed;  // by remove_dead_producers: skipped (compared, never read)
   for (Node* n : g.node_list()) {
+    if (removed.count(n)) continue;
     if (n->outputs.empty() || is_nondeterministic(*n) || !unsupported_reason(g, *n).empty()) continue;
     if (is_op(n, "Constant")) continue;  // cleanup turns these into initializers
+    if (auto t = proved_reshape_target(n)) {
+      Value* computed = n->input(1);
+      g.set_input(n, 1, g.add_initializer(n->name + "_shape", std::move(*t)));
+      remove_dead_producers(g, computed, removed);
+      ctx.rewrite(kPass, "the target of " + describe(n) + " is a constant (its output's dims are proved)", {n->name},
+                  "");
+      changed = true;
+      continue;  // the node stays: a graph output it writes is still written
+    }
     bool any_output_is_graph_output = false;
     for (Value* o : n->outputs) any_output_is_graph_output |= o && o->is_graph_output;
     if (any_output_is_graph_output) continue;
@@ -61,11 +130,9 @@ bool ConstantFoldingPass::run(Graph& g, PassContext& ctx) {
     if (auto t = static_dims_picked(n)) {
       Value* out = n->outputs[0];
       const std::string name = n->name, what = describe(n);
-      Node* shape = n->input(0)->producer;
+      Value* measured = n->input(0);
       g.remove_node(n);
-      // A Shape read by nothing else goes with it, at once: its reader count would otherwise keep
-      // the tensor it measures from looking single-use to the fusions later in this sweep.
-      if (shape->outputs[0]->consumers.empty() && !shape->outputs[0]->is_graph_output) g.remove_node(shape);
+      remove_dead_producers(g, measured, removed);  // the Shape, unless something else reads it
       out->type = {DType::Int64, shape_of(t->dims())};
       out->initializer = std::make_shared<const Tensor>(std::move(*t));
       ctx.rewrite(kPass, "folded " + what + " (static dims of a shape with an open batch)", {name}, "");

@@ -166,7 +166,9 @@ TEST(ConstantFolding, SizeOfAStaticInputFolds) {
 TEST(ConstantFolding, ShapeAndSizeOfASymbolicInputStay) {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 3});
-  b.output(b.node("Reshape", {x, b.node("Shape", {x}, {}, "shape")}, {}, "reshape"));
+  // (a Reshape to x's own Shape would take the proved target [0, 3], as the Reshape tests below show)
+  b.output(b.node("Relu", {b.node("Cast", {b.node("Shape", {x}, {}, "shape")}, {attr("to", int64_t{1})}, "cast")}, {},
+                  "relu"));
   b.output(b.node("Size", {x}, {}, "size_of_x"));
   expect_left_alone(run_pass(b.build()));
 }
@@ -277,4 +279,68 @@ TEST(ConstantFolding, TheStaticDimsOfAShapeWithAnOpenBatchFold) {
   Outcome p = run_pass(c.build());
   EXPECT_EQ(ops(*p.optimized), (std::vector<std::string>{"Reshape"}));
   EXPECT_EQ(p.optimized->inputs[0]->consumers.size(), 1u);
+}
+
+// GPT-2's Conv1D with the batch left open: the product's [6·N, 12] goes back to x.size()[:-1] +
+// (12,), a target computed from x's Shape. Inference proves the output [N, 6, 12]; the target
+// becomes [-1, 6, 12] (N is not the input's first dim, 6·N is), and the Shape -> Slice -> Concat
+// behind it goes in the same pass, so x has one reader again.
+TEST(ConstantFolding, AReshapeTargetComputedFromAnOpenBatchBecomesAConstant) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 6, 8});
+  Value* flat = b.node("Reshape", {x, b.initializer("flat_shape", int64s({-1, 8}, {2}))}, {}, "flat");
+  std::vector<float> w(96);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.01f * static_cast<float>(i % 17) - 0.08f;
+  Value* prod = b.node("MatMul", {flat, b.initializer("w", floats(w, {8, 12}))}, {}, "mm");
+  Value* lead = b.node("Slice",
+                       {b.node("Shape", {x}, {}, "shape"), b.initializer("s0", int64s({0}, {1})),
+                        b.initializer("s1", int64s({-1}, {1}))},
+                       {}, "lead");
+  Value* target =
+      b.node("Concat", {lead, b.initializer("nf", int64s({12}, {1}))}, {attr("axis", int64_t{0})}, "target");
+  b.output(b.node("Reshape", {prod, target}, {}, "back"));
+  Outcome o = run_pass(b.build());
+  EXPECT_TRUE(o.changed);
+  EXPECT_EQ(ops(*o.optimized), (std::vector<std::string>{"Reshape", "MatMul", "Reshape"}));
+  EXPECT_EQ(values_of(constant_input(*o.optimized, "back", 1)), (std::vector<double>{-1, 6, 12}));
+  EXPECT_EQ(o.optimized->inputs[0]->consumers.size(), 1u);
+  EXPECT_EQ(rewrites(o),
+            (std::vector<std::string>{"the target of Reshape 'back' is a constant (its output's dims are proved)"}));
+  bind_open_dims(*o.original);
+  bind_open_dims(*o.optimized);
+  expect_same_numbers(*o.original, *o.optimized, 7);
+}
+
+// A head split [N, 6, 8] -> [N, 6, 2, 4] keeps the input's open dim by copying it (0), or, under
+// allowzero (where 0 means an empty dim), as the one -1; a target whose output has two open dims
+// neither of which the input has in place stays computed.
+TEST(ConstantFolding, AProvedReshapeTargetCopiesADimInPlaceAndInfersAtMostOne) {
+  for (int64_t allowzero : {0, 1}) {
+    GraphBuilder b(17);
+    Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 6, 8});
+    Value* lead = b.node("Slice",
+                         {b.node("Shape", {x}, {}, "shape"), b.initializer("s0", int64s({0}, {1})),
+                          b.initializer("s1", int64s({2}, {1}))},
+                         {}, "lead");
+    Value* target =
+        b.node("Concat", {lead, b.initializer("hd", int64s({2, 4}, {2}))}, {attr("axis", int64_t{0})}, "target");
+    b.output(b.node("Reshape", {x, target}, {attr("allowzero", allowzero)}, "split"));
+    Outcome o = run_pass(b.build());
+    EXPECT_EQ(ops(*o.optimized), (std::vector<std::string>{"Reshape"})) << allowzero;
+    EXPECT_EQ(values_of(constant_input(*o.optimized, "split", 1)),
+              (std::vector<double>{allowzero ? -1.0 : 0.0, 6, 2, 4}));
+    bind_open_dims(*o.original);
+    bind_open_dims(*o.optimized);
+    expect_same_numbers(*o.original, *o.optimized, 11);
+  }
+  GraphBuilder c(17);
+  Value* y = c.input("y", DType::Float32, {Dim::sym("N"), Dim::sym("M"), 8});
+  Value* sh = c.node("Shape", {y}, {}, "shape");
+  Value* m = c.node("Gather", {sh, c.initializer("one", int64s({1}, {1}))}, {}, "m");
+  Value* n = c.node("Gather", {sh, c.initializer("zero", int64s({0}, {1}))}, {}, "n");
+  Value* swapped =
+      c.node("Concat", {m, n, c.initializer("e", int64s({8}, {1}))}, {attr("axis", int64_t{0})}, "swapped");
+  c.output(c.node("Reshape", {y, swapped}, {}, "view"));
+  Outcome p = run_pass(c.build());
+  EXPECT_FALSE(p.changed);
 }
