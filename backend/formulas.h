@@ -241,7 +241,7 @@ FUSEC_HD float gelu_erfc_fit(float x) {
 /// (Φ(x)Φ(-x)·max(1, x)), so the fit is close where GELU needs it and merely large past 5. For
 /// a = min(|x|, 13.25), e = exp(-g(a)) = Φ(-a) / Φ(a) ∈ (0, 1]: Φ(a) = 1 / (1 + e) and
 /// Φ(-a) = e / (1 + e), so neither tail cancels. Within 1.4e-7·max(1, |x|) of the exact GELU
-/// with exact steps (checked on [-16, 16] and every fp16 value); GELU(+inf) = inf, and -inf gives
+/// with exact steps (`Formulas.*` checks [-40, 40] and every fp16 value); GELU(+inf) = inf, -inf gives
 /// NaN as 0.5·x·(1 + erf(x/√2)) does. Against gelu_erfc_fit it trades the nine-term Chebyshev
 /// series in 1 / (1 + z/2) for six terms in a², the reciprocal moving to the end: the pass after
 /// cuBLASLt and the wgmma GEMM's epilogue issue its instructions for every output, and that issue

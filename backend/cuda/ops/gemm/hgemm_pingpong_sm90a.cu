@@ -2,16 +2,17 @@
 // hgemm_sm90a.cu.
 //
 // In the other wgmma kernels a CTA's tensor cores idle through its own epilogue, and with the
-// activation inside (an erf-GELU is ~30 instructions an element) that epilogue is a large share of
-// a short-K product: the transformers' first MLP layers (K = 768) spend about as long in it as in
-// the products. Two CTAs on an SM overlap one's epilogue with the other's products, but each then
-// has room for only 3 slices in flight, too few to hide the loads' latency from L2 once the other
-// CTA is in its epilogue and this one has the tensor cores alone.
+// activation inside (an erf-GELU and its conversions: some 20 instructions an element) that
+// epilogue is a large share of a short-K product: the transformers' first MLP layers (K = 768)
+// spend about as long in it as in the products. Two CTAs on an SM overlap one's epilogue with the
+// other's products, but each then has room for only 3 slices in flight, too few to hide the
+// loads' latency from L2 once the other CTA is in its epilogue and this one has the tensor cores
+// alone.
 //
 // Here one CTA per SM walks a static list of 128 x 128 tiles (tile blockIdx.x, then every
 // gridDim.x-th). Each of its two computing warpgroups takes every other tile of the list whole
 // (two m64n128 products per k16 step, 128 fp32 accumulators a thread), so that while one stores
-// its tile the other multiplies. One producer warp loads the tiles' k-slices in list order with
+// its tile the other multiplies. One producer thread loads the tiles' k-slices in list order with
 // TMA into a ring of 4 slots shared by both warpgroups, across tile boundaries and through the
 // epilogues; a slot's "full" barrier counts its bytes in, its "empty" barrier the four warps of
 // the warpgroup that read it. The warpgroups take turns, through two more barriers: at the
