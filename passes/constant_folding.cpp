@@ -27,35 +27,44 @@ bool is_nondeterministic(const Node& n) {
   return n.op_type.rfind("Random", 0) == 0 || n.op_type == "Bernoulli" || n.op_type == "Multinomial";
 }
 
-/// Gather(Shape(x), constant indices) where every dim it picks is static, though x's batch may be
-/// open: x.shape[-1] // 2 (a rotation's half) or x.shape[1] (a sequence length) folds, and what
-/// reads it (Div, Unsqueeze, a Slice's bounds) folds after it.
-std::optional<Tensor> static_dims_picked(const Node* n) {
-  if (!is_op(n, "Gather") || n->attr_int("axis", 0) != 0 || !n->input(1)) return std::nullopt;
+/// Gather(Shape(x), constant indices) or Slice(Shape(x), constant bounds) where every dim it picks
+/// is static, though x's batch may be open: x.shape[-1] // 2 (a rotation's half), x.shape[1] (a
+/// sequence length) or x.shape[-1:] (a head size, for a scale) folds, and what reads it (Div,
+/// Unsqueeze, Cast, Sqrt, a Slice's bounds) folds after it. The op runs on the CPU kernels over
+/// the dims' positions, so it picks exactly what it would pick from the dims themselves.
+std::optional<Tensor> static_dims_picked(const Node* n, int64_t opset) {
+  if (!(is_op(n, "Gather") && n->attr_int("axis", 0) == 0) && !is_op(n, "Slice")) return std::nullopt;
   const Node* sh = n->input(0) ? n->input(0)->producer : nullptr;
-  const Tensor* idx = constant_of(n->input(1));
-  if (!is_op(sh, "Shape") || !idx || !sh->input(0)->type.shape) return std::nullopt;
+  if (!is_op(sh, "Shape") || !sh->input(0)->type.shape) return std::nullopt;
+  std::vector<const Tensor*> inputs{nullptr};
+  for (size_t i = 1; i < n->inputs.size(); ++i) {
+    const Tensor* c = n->input(i) ? constant_of(n->input(i)) : nullptr;
+    if (n->input(i) && !c) return std::nullopt;
+    inputs.push_back(c);
+  }
   const Shape& xs = *sh->input(0)->type.shape;
   const int64_t r = static_cast<int64_t>(xs.size());
   auto bound = [r](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + r : v, 0, r); };
   const int64_t start = bound(sh->attr_int("start", 0)), end = bound(sh->attr_int("end", r));
-  const int64_t len = std::max<int64_t>(end - start, 0);
+  std::vector<int64_t> positions;
+  for (int64_t i = start; i < end; ++i) positions.push_back(i);
+  const Tensor where = Tensor::from_int64(positions, {static_cast<int64_t>(positions.size())});
+  inputs[0] = &where;
+  std::vector<Tensor> picked_at;
+  try {
+    picked_at = cpu::evaluate_node(*n, opset, inputs);
+  } catch (const Error&) {
+    return std::nullopt;  // out-of-range indices: left for the run to report
+  }
   std::vector<int64_t> picked;
-  for (int64_t i : idx->to_int64_vector()) {
-    if (i < -len || i >= len) return std::nullopt;
-    const Dim& d = xs[static_cast<size_t>(start + (i < 0 ? i + len : i))];
+  for (int64_t i : picked_at[0].to_int64_vector()) {
+    const Dim& d = xs[static_cast<size_t>(i)];
     if (!d.is_static()) return std::nullopt;
     picked.push_back(d.value);
   }
-  return Tensor::from_int64(picked, idx->dims());
+  return Tensor::from_int64(picked, picked_at[0].dims());
 }
 
-/// The target of Reshape n as a constant, where shape inference proved every dim of its output
-/// though the target is computed from a shape with an open batch (Shape -> Slice/Gather -> Concat:
-/// GPT-2's Conv1D views, `x.size()[:-1] + (nf,)`): each static dim as it is, an open dim that is
-/// the input's dim at the same place as 0 (copy it; not under allowzero), and at most one other
-/// open dim as -1, which the input's size then fixes. With the target a constant the arithmetic
-/// behind it goes, and the view reads as it does at a bound batch.
 /// Removes the node that produces v, then the producers of its inputs, while what each produces is
 /// read by nothing: the shape arithmetic behind a value that folded goes in the same sweep, so
 /// that the tensor it measured looks single-use to the fusions later in the sweep.
@@ -127,7 +136,7 @@ bool ConstantFoldingPass::run(Graph& g, PassContext& ctx) {
     for (Value* o : n->outputs) any_output_is_graph_output |= o && o->is_graph_output;
     if (any_output_is_graph_output) continue;
 
-    if (auto t = static_dims_picked(n)) {
+    if (auto t = static_dims_picked(n, g.opset(n->domain))) {
       Value* out = n->outputs[0];
       const std::string name = n->name, what = describe(n);
       Value* measured = n->input(0);

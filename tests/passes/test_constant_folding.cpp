@@ -4,6 +4,8 @@
 // cap (a near-miss), a node whose kernel refuses its constants (a near-miss).
 #include "passes/constant_folding.h"
 
+#include <limits>
+
 #include "pass_test_util.h"
 #include "test_util.h"
 
@@ -343,4 +345,25 @@ TEST(ConstantFolding, AProvedReshapeTargetCopiesADimInPlaceAndInfersAtMostOne) {
   c.output(c.node("Reshape", {y, swapped}, {}, "view"));
   Outcome p = run_pass(c.build());
   EXPECT_FALSE(p.changed);
+}
+
+// x.shape[-1:] as a Slice of an open-batch Shape (the legacy exporter's scale of
+// nn.MultiheadAttention: 1 / sqrt(sqrt(head size)) on both Q and Kᵀ) folds like a Gather of it,
+// and the Cast and Sqrt after it with it.
+TEST(ConstantFolding, AStaticSliceOfAShapeWithAnOpenBatchFolds) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 5, 64});
+  Value* last = b.node("Slice",
+                       {b.node("Shape", {x}, {}, "shape"), b.initializer("from", int64s({-1}, {1})),
+                        b.initializer("to", int64s({std::numeric_limits<int64_t>::max()}, {1}))},
+                       {}, "last");
+  Value* root = b.node("Sqrt", {b.node("Cast", {last}, {attr("to", int64_t{1})}, "cast")}, {}, "root");
+  b.output(b.node("Div", {x, root}, {}, "div"));
+  Outcome o = run_pass(b.build());
+  EXPECT_EQ(ops(*o.optimized), (std::vector<std::string>{"Div"}));
+  EXPECT_EQ(values_of(constant_input(*o.optimized, "div", 1)), (std::vector<double>{8}));
+  EXPECT_EQ(o.optimized->inputs[0]->consumers.size(), 1u);
+  bind_open_dims(*o.original);
+  bind_open_dims(*o.optimized);
+  expect_same_numbers(*o.original, *o.optimized, 5);
 }
