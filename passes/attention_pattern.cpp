@@ -1,5 +1,7 @@
 #include "passes/attention_pattern.h"
 
+#include "ir/dim_values.h"
+
 #include "passes/pattern.h"
 
 namespace fusec::attention {
@@ -259,10 +261,12 @@ Node* match_head_merge(Node* pv) {
   }
   // [B·S, H·Dv]: the head merge and the flattening for the output projection's Gemm in one view
   // (torch.export writes it so for GPT-2's Conv1D layers; legacy writes the two Reshapes).
+  // B·S may be a product over an open batch (ir/dim_values.h).
   const Shape* out = shape_of_rank(r->outputs[0], 2);
-  if (!out || !(*in)[0].is_static() || !(*in)[1].is_static() || !(*out)[0].is_static() || !(*out)[1].is_static() ||
-      (*out)[0].value != (*in)[0].value * (*in)[1].value || (*out)[1].value != h.value * d.value)
-    return nullptr;
+  if (!out || !(*out)[1].is_static() || (*out)[1].value != h.value * d.value) return nullptr;
+  const auto b = product_of((*in)[0]), sq = product_of((*in)[1]), rows = product_of((*out)[0]);
+  const auto bs = b && sq ? times(*b, *sq) : std::nullopt;
+  if (!bs || !rows || !(*bs == *rows)) return nullptr;
   return r;
 }
 

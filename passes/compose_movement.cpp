@@ -48,6 +48,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "ir/dim_values.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
 
@@ -56,6 +57,98 @@ namespace fusec {
 namespace {
 
 const char* kPass = "compose_movement";
+
+/// Open dims as numbers. Each name of an open dim (the batch, a product of it with static dims:
+/// ir/dim_values.h) stands for its own prime far above any static dim, so the algebra below runs on
+/// them as it runs on static ones: such an atom never splits (a prime has no factor to split
+/// off), it merges with static atoms into the products the views name (12·batch), and a dim is
+/// open exactly when it holds one. What is written back turns them into dims again, and a Reshape
+/// target into 0 (the input's dim in place) or -1 (at most one).
+class OpenDims {
+ public:
+  std::optional<std::vector<int64_t>> of(const Value* v) {
+    if (!v || !v->type.shape) return std::nullopt;
+    std::vector<int64_t> d;
+    int64_t total = 1;
+    for (const Dim& x : *v->type.shape) {
+      const auto p = product_of(x);
+      if (!p) return std::nullopt;
+      int64_t n = p->coef;
+      for (const std::string& name : p->names)
+        if (__builtin_mul_overflow(n, prime(name), &n)) return std::nullopt;
+      if (n <= 0 || __builtin_mul_overflow(total, n, &total) || total > (int64_t{1} << 62)) return std::nullopt;
+      d.push_back(n);
+    }
+    return d;
+  }
+  bool open(int64_t d) const {
+    for (const auto& [name, p] : primes_)
+      if (d % p == 0) return true;
+    return false;
+  }
+  Shape shape(const std::vector<int64_t>& dims) const {
+    Shape out;
+    for (int64_t d : dims) {
+      DimProduct p;
+      for (const auto& [name, q] : primes_)
+        while (d % q == 0) {
+          d /= q;
+          p.names.push_back(name);
+        }
+      p.coef = d;
+      std::sort(p.names.begin(), p.names.end());
+      out.push_back(dim_of(p));
+    }
+    return out;
+  }
+  /// The Reshape target from `in` to `to` that holds whatever the open dims are, or nullopt.
+  std::optional<std::vector<int64_t>> target(const std::vector<int64_t>& in, const std::vector<int64_t>& to) const {
+    std::vector<int64_t> t;
+    bool inferred = false;
+    for (size_t i = 0; i < to.size(); ++i) {
+      if (!open(to[i])) {
+        t.push_back(to[i]);
+      } else if (i < in.size() && in[i] == to[i]) {
+        t.push_back(0);
+      } else if (!inferred) {
+        inferred = true;
+        t.push_back(-1);
+      } else {
+        return std::nullopt;
+      }
+    }
+    return t;
+  }
+
+ private:
+  int64_t prime(const std::string& name) {
+    auto it = primes_.find(name);
+    if (it != primes_.end()) return it->second;
+    auto is_prime = [](int64_t n) {
+      for (int64_t k = 2; k * k <= n; ++k)
+        if (n % k == 0) return false;
+      return true;
+    };
+    do --next_;
+    while (!is_prime(next_));
+    return primes_[name] = next_;
+  }
+  int64_t next_ = int64_t{1} << 24;  // the primes below 2^24, one per name, descending
+  std::map<std::string, int64_t> primes_;
+};
+
+OpenDims* open_dims = nullptr;  // the running pass's (ComposeMovementPass::run)
+
+/// v's dims, open ones as OpenDims numbers; nullopt for an unknown dim.
+std::optional<std::vector<int64_t>> dims_of(const Value* v) { return open_dims->of(v); }
+
+/// A new value of these dims (OpenDims numbers).
+Value* typed(Graph& g, const std::string& stem, DType dtype, const std::vector<int64_t>& dims) {
+  Value* v = g.add_value(stem);
+  v->type.dtype = dtype;
+  v->type.shape = open_dims->shape(dims);
+  return v;
+}
 
 /// One movement op as data.
 struct Step {
@@ -75,7 +168,7 @@ bool positive(const std::vector<int64_t>& d) {
 /// `n` as a step, or nullopt when it is not a movement op with static shapes (every dim > 0).
 std::optional<Step> step_of(const Node* n) {
   if (!n || !n->domain.empty() || n->outputs.size() != 1 || !n->input(0)) return std::nullopt;
-  const auto in = known_dims(n->input(0)), out = known_dims(n->outputs[0]);
+  const auto in = dims_of(n->input(0)), out = dims_of(n->outputs[0]);
   if (!in || !out || !positive(*in) || !positive(*out)) return std::nullopt;
   Step s;
   const std::string& op = n->op_type;
@@ -105,6 +198,7 @@ std::optional<Step> step_of(const Node* n) {
     int64_t axis = n->attr_int("axis", 0);
     if (axis < 0) axis += static_cast<int64_t>(in->size());
     if (axis < 0 || axis >= static_cast<int64_t>(in->size())) return std::nullopt;
+    if (open_dims->open((*in)[axis])) return std::nullopt;  // an index into an open dim
     int64_t i = idx->as_int64(0);
     if (i < 0) i += (*in)[axis];
     if (i < 0 || i >= (*in)[axis]) return std::nullopt;
@@ -172,6 +266,8 @@ struct Composer {
         if (s.axis >= static_cast<int64_t>(cur.size())) return false;
         int64_t i = s.index;
         const std::vector<int>& d = cur[s.axis];
+        for (int a : d)
+          if (open_dims->open(size[a])) return false;
         for (auto it = d.rbegin(); it != d.rend(); ++it) {
           fixed[*it] = i % size[*it];
           i /= size[*it];
@@ -258,6 +354,7 @@ std::optional<Plan> plan_chain(const std::vector<int64_t>& source, const std::ve
       free_src.push_back(d[m]);
     }
     if (k > 0) {
+      if (open_dims->open(source[j])) return std::nullopt;  // a Slice of an open dim
       plan.axes.push_back(static_cast<int64_t>(j));
       plan.starts.push_back(index * rest);
       plan.ends.push_back((index + 1) * rest);
@@ -356,7 +453,7 @@ Tree tree_from(Value* x) {
 
 int tree_copies(const Tree& t) {
   int n = 0;
-  for (const Node* node : t.nodes) n += copies(*step_of(node), *known_dims(node->input(0)));
+  for (const Node* node : t.nodes) n += copies(*step_of(node), *dims_of(node->input(0)));
   return n;
 }
 
@@ -364,27 +461,25 @@ Value* int_constant(Graph& g, const std::string& stem, const std::vector<int64_t
   return g.add_initializer(stem, Tensor::from_int64(v, {static_cast<int64_t>(v.size())}));
 }
 
-/// Writes `plan` on `x`: the last node writes `y` (whose producer, if any, must be gone already);
-/// the others write new values. Returns the nodes added.
-std::vector<Node*> emit(Graph& g, Value* x, const Plan& plan, Value* y, const std::string& stem) {
-  std::vector<Node*> added;
-  Value* v = x;
-  std::vector<int64_t> shape = *known_dims(x);
-  struct Op {
-    std::string type;
-    std::vector<int64_t> shape;  // Reshape: the target; Transpose: the perm
-  };
+/// The nodes `plan` becomes on a source of dims `xs`: each op with the dims it reads.
+struct Op {
+  std::string type;
+  std::vector<int64_t> shape;  // Reshape: the target; Transpose: the perm
+  std::vector<int64_t> in;     // the dims it reads
+};
+std::vector<Op> ops_of(const Plan& plan, const std::vector<int64_t>& xs) {
   std::vector<Op> ops;
-  if (!plan.axes.empty()) ops.push_back({"Slice", {}});
-  if (plan.mid != plan.sliced) ops.push_back({"Reshape", plan.mid});
-  if (!plan.perm.empty()) ops.push_back({"Transpose", plan.perm});
+  if (!plan.axes.empty()) ops.push_back({"Slice", {}, {}});
+  if (plan.mid != plan.sliced) ops.push_back({"Reshape", plan.mid, {}});
+  if (!plan.perm.empty()) ops.push_back({"Transpose", plan.perm, {}});
   std::vector<int64_t> before_out = plan.mid;
   if (!plan.perm.empty())
     for (size_t i = 0; i < plan.perm.size(); ++i) before_out[i] = plan.mid[plan.perm[i]];
-  if (ops.empty() ? shape != plan.out : before_out != plan.out) ops.push_back({"Reshape", plan.out});
-  if (ops.empty()) ops.push_back({"Reshape", plan.out});  // y must be written by something: a free view
-  for (size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = ops[i];
+  if (ops.empty() ? xs != plan.out : before_out != plan.out) ops.push_back({"Reshape", plan.out, {}});
+  if (ops.empty()) ops.push_back({"Reshape", plan.out, {}});  // y must be written by something: a free view
+  std::vector<int64_t> shape = xs;
+  for (Op& op : ops) {
+    op.in = shape;
     if (op.type == "Slice") {
       shape = plan.sliced;
     } else if (op.type == "Reshape") {
@@ -394,7 +489,28 @@ std::vector<Node*> emit(Graph& g, Value* x, const Plan& plan, Value* y, const st
       for (size_t k = 0; k < t.size(); ++k) t[k] = shape[op.shape[k]];
       shape = t;
     }
-    Value* out = i + 1 == ops.size() ? y : typed_value(g, stem + "_" + op.type, x->type.dtype, shape);
+  }
+  return ops;
+}
+
+/// Whether every Reshape of the plan has a target that holds whatever the open dims are.
+bool writable(const Plan& plan, const std::vector<int64_t>& xs) {
+  for (const Op& op : ops_of(plan, xs))
+    if (op.type == "Reshape" && !open_dims->target(op.in, op.shape)) return false;
+  return true;
+}
+
+/// Writes `plan` on `x`: the last node writes `y` (whose producer, if any, must be gone already);
+/// the others write new values. Returns the nodes added.
+std::vector<Node*> emit(Graph& g, Value* x, const Plan& plan, Value* y, const std::string& stem) {
+  std::vector<Node*> added;
+  Value* v = x;
+  const std::vector<Op> ops = ops_of(plan, *dims_of(x));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    const std::vector<Op>::size_type next = i + 1;
+    const std::vector<int64_t> shape = next < ops.size() ? ops[next].in : plan.out;
+    Value* out = next == ops.size() ? y : typed(g, stem + "_" + op.type, x->type.dtype, shape);
     const std::string name = g.unique_node_name(stem + "_" + op.type);
     Node* n = nullptr;
     if (op.type == "Slice") {
@@ -403,7 +519,8 @@ std::vector<Node*> emit(Graph& g, Value* x, const Plan& plan, Value* y, const st
                       int_constant(g, name + "_axes", plan.axes)},
                      {out}, name);
     } else if (op.type == "Reshape") {
-      n = g.add_node("Reshape", {v, int_constant(g, name + "_shape", op.shape)}, {out}, name);
+      n = g.add_node("Reshape", {v, int_constant(g, name + "_shape", *open_dims->target(op.in, op.shape))}, {out},
+                     name);
     } else {
       n = g.add_node("Transpose", {v}, {out}, name);
       n->set_attr("perm", op.shape);
@@ -487,12 +604,12 @@ std::optional<std::vector<Plan>> plan_tree(const Tree& t, Value* root, const std
   for (Value* y : t.ends) {
     Chain c = chain_to(y);
     if (c.source != root) return std::nullopt;
-    auto out = known_dims(y);
+    auto out = dims_of(y);
     if (!out) return std::nullopt;
     std::vector<Step> steps = prefix;
     steps.insert(steps.end(), c.steps.begin(), c.steps.end());
     auto p = plan_chain(source, steps, *out);
-    if (!p) return std::nullopt;
+    if (!p || !writable(*p, source)) return std::nullopt;
     plans.push_back(*p);
   }
   return plans;
@@ -515,7 +632,7 @@ bool row_wise(const Node* n) {
   if (is_op(n, "Gemm")) {
     if (n->attr_int("transA", 0) != 0) return false;
     if (n->inputs.size() < 3 || !n->input(2)) return true;
-    auto c = known_dims(n->input(2)), y = known_dims(n->outputs[0]);
+    auto c = dims_of(n->input(2)), y = dims_of(n->outputs[0]);
     return c && y && (c->size() == 1 || (c->size() == 2 && (*c)[0] == 1));
   }
   return false;
@@ -525,9 +642,9 @@ bool row_wise(const Node* n) {
 Node* clone_row_wise(Graph& g, const Node* n, Value* a) {
   std::vector<Value*> ins = n->inputs;
   ins[0] = a;
-  std::vector<int64_t> dims = *known_dims(a);
-  dims.back() = known_dims(n->outputs[0])->back();
-  Value* out = typed_value(g, n->name + "_rows", n->outputs[0]->type.dtype, dims);
+  std::vector<int64_t> dims = *dims_of(a);
+  dims.back() = dims_of(n->outputs[0])->back();
+  Value* out = typed(g, n->name + "_rows", n->outputs[0]->type.dtype, dims);
   Node* c = g.add_node(n->op_type, ins, {out}, g.unique_node_name(n->name), n->domain);
   c->attrs = n->attrs;
   c->fused_from = n->fused_from;
@@ -538,7 +655,7 @@ Node* clone_row_wise(Graph& g, const Node* n, Value* a) {
 bool compose_tree(Sweep& s, Value* x) {
   if (constant_of(x)) return false;  // constant folding's
   const Tree t = tree_from(x);
-  auto xs = known_dims(x);
+  auto xs = dims_of(x);
   if (t.ends.empty() || !xs) return false;
   auto plans = plan_tree(t, x, *xs, {});
   if (!plans || plan_copies(*plans) >= tree_copies(t)) return false;
@@ -557,7 +674,7 @@ Node* bias_add_after(const Node* n) {
   Node* add = y->consumers[0];
   const Value* b = other_input(add, y);
   const Tensor* bt = constant_of(b);
-  auto ys = known_dims(y), os = known_dims(add->outputs[0]);
+  auto ys = dims_of(y), os = dims_of(add->outputs[0]);
   if (!bt || !ys || !os || *ys != *os || bt->numel() != ys->back() || static_cast<size_t>(bt->rank()) > ys->size())
     return nullptr;
   return add;
@@ -571,7 +688,7 @@ bool sink_through(Sweep& s, Node* n) {
   Node* tr = producer_of(n->input(0), "Transpose");
   if (!tr || !tr->domain.empty() || !has_single_use(tr->outputs[0])) return false;
   auto step = step_of(tr);
-  auto zs = known_dims(tr->input(0)), ys = known_dims(n->outputs[0]);
+  auto zs = dims_of(tr->input(0)), ys = dims_of(n->outputs[0]);
   if (!step || !zs || !ys || zs->size() < 3 || step->v.back() != static_cast<int64_t>(zs->size()) - 1) return false;
   Node* add = bias_add_after(n);
   Value* y = add ? add->outputs[0] : n->outputs[0];
@@ -591,7 +708,7 @@ bool sink_through(Sweep& s, Node* n) {
   if (add) {
     std::vector<Value*> ins = add->inputs;
     ins[ins[0] == n->outputs[0] ? 0 : 1] = from;
-    from = typed_value(g, add->name + "_rows", add->outputs[0]->type.dtype, *known_dims(from));
+    from = typed(g, add->name + "_rows", add->outputs[0]->type.dtype, *dims_of(from));
     Node* a2 = g.add_node("Add", ins, {from}, g.unique_node_name(add->name));
     a2->fused_from = add->fused_from;
   }
@@ -610,7 +727,7 @@ bool sink_through(Sweep& s, Node* n) {
 bool hoist_through(Sweep& s, Node* n) {
   if (!row_wise(n)) return false;
   Value *a = n->input(0), *y2 = n->outputs[0];
-  auto as = known_dims(a), y2s = known_dims(y2);
+  auto as = dims_of(a), y2s = dims_of(y2);
   if (!as || !y2s || as->size() != 2 || y2s->size() != 2 || y2->is_graph_output || !has_single_use(a)) return false;
   for (const Node* c : y2->consumers)
     if (c->input(0) != y2 || !is_movement(c)) return false;
@@ -624,7 +741,7 @@ bool hoist_through(Sweep& s, Node* n) {
   std::vector<int64_t> lead(p.mid.begin(), p.mid.end() - 1), perm = p.perm;
   // The chain before: from its source to `a`, then the same permutation of a's rows.
   Chain before = chain_to(a);
-  if (before.nodes.empty() || !known_dims(before.source)) return false;
+  if (before.nodes.empty() || !dims_of(before.source)) return false;
   for (const Node* m : before.nodes)
     if (!has_single_use(m->outputs[0])) return false;
   std::vector<Step> steps = before.steps;
@@ -637,11 +754,15 @@ bool hoist_through(Sweep& s, Node* n) {
   Step back;
   back.v = *as;
   steps.insert(steps.end(), {rs, tp, back});
-  auto pb = plan_chain(*known_dims(before.source), steps, *as);
+  auto pb = plan_chain(*dims_of(before.source), steps, *as);
+  if (pb && !writable(*pb, *dims_of(before.source))) return false;
   int old = p.copies();
-  for (size_t i = 0; i < before.nodes.size(); ++i)
-    old += copies(before.steps[i], *known_dims(before.nodes[i]->input(0)));
+  for (size_t i = 0; i < before.nodes.size(); ++i) old += copies(before.steps[i], *dims_of(before.nodes[i]->input(0)));
   if (!pb || pb->copies() >= old) return false;
+  std::vector<int64_t> rows = *as;  // the product's dims on a'
+  rows.back() = y2s->back();
+  const auto view_target = open_dims->target(rows, *dims_of(after.ends[0]));
+  if (!view_target) return false;
   Graph& g = s.graph();
   // a' = the chain before, with the rows in the order the chain after wants; then the product on
   // it, and the value after it is a free Reshape of the product.
@@ -651,13 +772,13 @@ bool hoist_through(Sweep& s, Node* n) {
   gone.insert(gone.end(), after.nodes.begin(), after.nodes.end());
   for (const Node* m : gone) replaced.push_back(m->name);
   const std::vector<std::string> origins = fused_origins(gone);
-  Value* a2 = typed_value(g, a->name + "_rows", a->type.dtype, *as);
+  Value* a2 = typed(g, a->name + "_rows", a->type.dtype, *as);
   std::vector<Node*> added = emit(g, before.source, *pb, a2, a->name);
   Node* moved = clone_row_wise(g, n, a2);
   Value* y = after.ends[0];
   const std::string last = y->producer->name;
   release(s, y);
-  Node* view = g.add_node("Reshape", {moved->outputs[0], int_constant(g, last + "_rows_shape", *known_dims(y))}, {y},
+  Node* view = g.add_node("Reshape", {moved->outputs[0], int_constant(g, last + "_rows_shape", *view_target)}, {y},
                           g.unique_node_name(last));
   for (Node* m : added) m->fused_from = origins;
   view->fused_from = origins;
@@ -672,7 +793,7 @@ bool hoist_through(Sweep& s, Node* n) {
 /// than they make now (one more for the patches): rewritten as a GEMM.
 bool patch_embedding(Sweep& s, Node* conv) {
   if (!is_op(conv, "Conv") || conv->outputs.size() != 1 || conv->inputs.size() < 2) return false;
-  auto xs = known_dims(conv->input(0)), ys = known_dims(conv->outputs[0]);
+  auto xs = dims_of(conv->input(0)), ys = dims_of(conv->outputs[0]);
   const Tensor* w = constant_of(conv->input(1));
   const Tensor* bias = conv->input(2) ? constant_of(conv->input(2)) : nullptr;
   if (!xs || !ys || !w || xs->size() != 4 || w->rank() != 4 || (conv->input(2) && !bias)) return false;
@@ -697,22 +818,25 @@ bool patch_embedding(Sweep& s, Node* conv) {
   to_nchw.v = {0, 3, 1, 2};
   auto plans = plan_tree(t, y, {n * oh * ow, m}, {to_nhwc, to_nchw});
   if (!plans || plan_copies(*plans) + 1 > tree_copies(t)) return false;
+  const auto six_target = open_dims->target(*xs, {n, c, oh, kh, ow, kw});
+  const auto patches_target = open_dims->target({n, oh, ow, c, kh, kw}, {n * oh * ow, c * kh * kw});
+  if (!six_target || !patches_target) return false;
   Graph& g = s.graph();
   const DType dt = conv->input(0)->type.dtype;
   const std::string stem = conv->name;
-  Value* x6 = typed_value(g, stem + "_patches6", dt, {n, c, oh, kh, ow, kw});
-  g.add_node("Reshape", {conv->input(0), int_constant(g, stem + "_patches6_shape", {n, c, oh, kh, ow, kw})}, {x6},
+  Value* x6 = typed(g, stem + "_patches6", dt, {n, c, oh, kh, ow, kw});
+  g.add_node("Reshape", {conv->input(0), int_constant(g, stem + "_patches6_shape", *six_target)}, {x6},
              g.unique_node_name(stem + "_patches6"));
-  Value* xt = typed_value(g, stem + "_patches_t", dt, {n, oh, ow, c, kh, kw});
+  Value* xt = typed(g, stem + "_patches_t", dt, {n, oh, ow, c, kh, kw});
   g.add_node("Transpose", {x6}, {xt}, g.unique_node_name(stem + "_patches_t"))
       ->set_attr("perm", std::vector<int64_t>{0, 2, 4, 1, 3, 5});
-  Value* patches = typed_value(g, stem + "_patches", dt, {n * oh * ow, c * kh * kw});
-  g.add_node("Reshape", {xt, int_constant(g, stem + "_patches_shape", {n * oh * ow, c * kh * kw})}, {patches},
+  Value* patches = typed(g, stem + "_patches", dt, {n * oh * ow, c * kh * kw});
+  g.add_node("Reshape", {xt, int_constant(g, stem + "_patches_shape", *patches_target)}, {patches},
              g.unique_node_name(stem + "_patches"));
   Value* w2 = g.add_initializer(conv->input(1)->name + "_rows", w->reshaped({m, c * kh * kw}));
   std::vector<Value*> ins = {patches, w2};
   if (bias) ins.push_back(conv->input(2));
-  Value* tokens = typed_value(g, stem + "_tokens", conv->outputs[0]->type.dtype, {n * oh * ow, m});
+  Value* tokens = typed(g, stem + "_tokens", conv->outputs[0]->type.dtype, {n * oh * ow, m});
   Node* gemm = g.add_node("Gemm", ins, {tokens}, g.unique_node_name(stem + "_gemm"));
   gemm->set_attr("transB", int64_t{1});
   gemm->fused_from = fused_origins({conv});
@@ -727,6 +851,11 @@ bool patch_embedding(Sweep& s, Node* conv) {
 }  // namespace
 
 bool ComposeMovementPass::run(Graph& g, PassContext& ctx) {
+  OpenDims dims;
+  open_dims = &dims;
+  struct Reset {
+    ~Reset() { open_dims = nullptr; }
+  } reset;
   Rewriter r(g, ctx, kPass);
   // Sweeps over the node list until one rewrites nothing: a rewrite's new nodes are looked at in
   // the next sweep, the nodes it removed are skipped in this one. Every rewrite lowers the number

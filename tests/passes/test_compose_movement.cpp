@@ -36,14 +36,16 @@ constexpr int64_t B = 2, S = 5, H = 3, D = 4, E = H * D;
 /// Transpose(1,0,2) -> MatMul(W [E,3E]) + b -> Reshape [S,B,3,E] -> Unsqueeze(0) ->
 /// Transpose(3,1,2,0,4) -> Squeeze(3) -> Gather(0, i) -> Reshape [S,B·H,D] -> Transpose(1,0,2) ->
 /// Reshape [B,H,S,D], for i = 0, 1, 2: Q, K and V as graph outputs.
-std::unique_ptr<Graph> sequence_first_head_split() {
+/// With `open`, the batch is a named dim and the targets write it as -1.
+std::unique_ptr<Graph> sequence_first_head_split(bool open = false) {
   GraphBuilder b(18);
-  Value* x = b.input("x", DType::Float32, {B, S, E});
+  const int64_t bt = open ? -1 : B;
+  Value* x = b.input("x", DType::Float32, {open ? Dim::sym("N") : Dim(B), S, E});
   Value* t = b.node("Transpose", {x}, {attr("perm", std::vector<int64_t>{1, 0, 2})}, "seq_first");
   Value* w = b.initializer("w", weights({E, 3 * E}, 1));
   Value* bias = b.initializer("b", weights({3 * E}, 2));
   Value* lin = b.node("Add", {b.node("MatMul", {t, w}, {}, "proj"), bias}, {}, "proj_bias");
-  Value* v = b.node("Reshape", {lin, ints(b, "s1", {S, B, 3, E})}, {}, "split3");
+  Value* v = b.node("Reshape", {lin, ints(b, "s1", {S, bt, 3, E})}, {}, "split3");
   v = b.node("Unsqueeze", {v, ints(b, "ax0", {0})}, {}, "unsq");
   v = b.node("Transpose", {v}, {attr("perm", std::vector<int64_t>{3, 1, 2, 0, 4})}, "to_front");
   v = b.node("Squeeze", {v, ints(b, "ax3", {3})}, {}, "sq");
@@ -51,9 +53,9 @@ std::unique_ptr<Graph> sequence_first_head_split() {
     const std::string n = std::to_string(i);
     Value* idx = b.initializer("i" + n, int64s({i}, {}));
     Value* sel = b.node("Gather", {v, idx}, {attr("axis", int64_t{0})}, "select" + n);
-    Value* r = b.node("Reshape", {sel, ints(b, "s2_" + n, {S, B * H, D})}, {}, "heads" + n);
+    Value* r = b.node("Reshape", {sel, ints(b, "s2_" + n, {S, open ? -1 : B * H, D})}, {}, "heads" + n);
     Value* tr = b.node("Transpose", {r}, {attr("perm", std::vector<int64_t>{1, 0, 2})}, "batch_first" + n);
-    b.output(b.node("Reshape", {tr, ints(b, "s3_" + n, {B, H, S, D})}, {}, "bhsd" + n));
+    b.output(b.node("Reshape", {tr, ints(b, "s3_" + n, {bt, H, S, D})}, {}, "bhsd" + n));
   }
   return b.build();
 }
@@ -80,6 +82,23 @@ TEST(ComposeMovement, SequenceFirstHeadSplitBecomesSlicesOfTheProjection) {
     ASSERT_TRUE(v);
     EXPECT_TRUE(v->is_graph_output);
   }
+}
+
+// The same with the batch left open: the batch is one atom of unknown size that merges with the
+// heads (B·H) and never splits, and the new targets write it as 0 or -1.
+TEST(ComposeMovement, SequenceFirstHeadSplitComposesWithAnOpenBatch) {
+  Outcome o = run_pass(sequence_first_head_split(true));
+  EXPECT_TRUE(o.changed);
+  EXPECT_EQ(count(*o.optimized, "Slice"), 3);
+  EXPECT_EQ(count(*o.optimized, "Gather"), 0);
+  EXPECT_EQ(count(*o.optimized, "Transpose"), 3);
+  EXPECT_EQ(find_op(*o.optimized, "MatMul")->inputs[0]->name, "x");
+  const Value* q = o.optimized->find_value("bhsd0_out");
+  ASSERT_TRUE(q && q->type.shape);
+  EXPECT_EQ(shape_str(*q->type.shape), "Nx3x5x4");
+  bind_open_dims(*o.original, 3);
+  bind_open_dims(*o.optimized, 3);
+  expect_same_numbers(*o.original, *o.optimized, 3);
 }
 
 TEST(ComposeMovement, RowPermutationAfterAGemmMovesBeforeIt) {

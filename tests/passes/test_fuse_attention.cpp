@@ -44,6 +44,7 @@ struct Spec {
   bool mask_before_scale = false;
   bool merge = true;        // Transpose(0,2,1,3) -> Reshape [B, S, H·D] after P·V
   bool merge_flat = false;  // ... -> Reshape [B·S, H·D] instead (GPT-2's dynamo export)
+  bool open_batch = false;  // Q, K and V's batch a named dim (the targets write it as 0 or -1)
   bool rope = false;        // an elementwise op on Q and K after the head split (forces the 4-D form)
   bool per_head = false;    // ... before the head split's Transpose instead, on [B, S, H, D] (Qwen3's norms)
   bool repeat = false;      // GQA repeat_kv on K and V
@@ -85,9 +86,10 @@ std::unique_ptr<Graph> build(const Spec& s) {
   GraphBuilder b(s.opset);
   const DType t = s.dtype;
   auto shape = [](std::vector<int64_t> v) { return int64s(v, {static_cast<int64_t>(v.size())}); };
-  Value* xq = b.input("xq", t, {s.batch, s.sq, s.hq * s.d});
-  Value* xk = b.input("xk", t, {s.batch, s.skv, s.hkv * s.d});
-  Value* xv = b.input("xv", t, {s.batch, s.skv, s.hkv * s.d});
+  const Dim batch = s.open_batch ? Dim::sym("N") : Dim(s.batch);
+  Value* xq = b.input("xq", t, {batch, s.sq, s.hq * s.d});
+  Value* xk = b.input("xk", t, {batch, s.skv, s.hkv * s.d});
+  Value* xv = b.input("xv", t, {batch, s.skv, s.hkv * s.d});
   auto split = [&](Value* x, int64_t heads, const std::string& n) {
     return b.node("Reshape", {x, b.initializer(n + "_shape", shape({0, 0, heads, s.d}))}, {}, n + "_split");
   };
@@ -183,10 +185,10 @@ std::unique_ptr<Graph> build(const Spec& s) {
   Value* y = b.node("MatMul", {p, v}, {}, "pv");
   if (s.merge) {
     y = b.node("Transpose", {y}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "merge_t");
-    y = b.node(
-        "Reshape",
-        {y, b.initializer("merged", s.merge_flat ? shape({s.batch * s.sq, s.hq * s.d}) : shape({0, 0, s.hq * s.d}))},
-        {}, "merge_r");
+    y = b.node("Reshape",
+               {y, b.initializer("merged", s.merge_flat ? shape({s.open_batch ? -1 : s.batch * s.sq, s.hq * s.d})
+                                                        : shape({0, 0, s.hq * s.d}))},
+               {}, "merge_r");
   }
   b.output(y);
   return b.build();
@@ -269,6 +271,21 @@ TEST(FuseAttention, HeadMergeStraightToTwoDIsThreeDAndAReshape) {
   EXPECT_EQ(r->inputs[0], n->outputs[0]);
   EXPECT_EQ(r->outputs[0], o.optimized->outputs[0]);
   EXPECT_EQ(o.optimized->outputs[0]->type.shape, (Shape{s.batch * s.sq, s.hq * s.d}));
+  expect_same_numbers(o);
+}
+
+// The same over an open batch: the merged rows are the product "4·N" (ir/dim_values.h).
+TEST(FuseAttention, HeadMergeStraightToTwoDOverAnOpenBatchIsThreeD) {
+  Spec s;
+  s.merge_flat = true;
+  s.open_batch = true;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->attr_int("q_num_heads", 0), 2);
+  EXPECT_EQ(count(*o.optimized, "Transpose"), 0);
+  bind_open_dims(*o.original);
+  bind_open_dims(*o.optimized);
   expect_same_numbers(o);
 }
 
