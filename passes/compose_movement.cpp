@@ -14,6 +14,9 @@
 // [B·S, E] to the Gemm: fuse_attention then takes the 3-D form, merge_qkv the packed one, and the
 // layer moves no data outside its GEMMs and its attention.
 //
+// An open batch takes part as one more atom of unknown size (OpenDims below): views merge it with
+// static dims and split it off again, and nothing indexes, slices or splits it.
+//
 // The algebra. A chain's source X has dims; each dim is a list of atoms (mixed-radix digits of its
 // index, most significant first). A Transpose permutes the current dims' lists; a Reshape regroups
 // the flattened atom sequence into the new sizes, splitting an atom in two where a new dim ends
@@ -165,7 +168,8 @@ bool positive(const std::vector<int64_t>& d) {
   return std::all_of(d.begin(), d.end(), [](int64_t x) { return x > 0; });
 }
 
-/// `n` as a step, or nullopt when it is not a movement op with static shapes (every dim > 0).
+/// `n` as a step, or nullopt when it is not a movement op of known dims (every dim > 0; an open
+/// one as its OpenDims number).
 std::optional<Step> step_of(const Node* n) {
   if (!n || !n->domain.empty() || n->outputs.size() != 1 || !n->input(0)) return std::nullopt;
   const auto in = dims_of(n->input(0)), out = dims_of(n->outputs[0]);
