@@ -106,21 +106,7 @@ class OpenDims {
   }
   /// The Reshape target from `in` to `to` that holds whatever the open dims are, or nullopt.
   std::optional<std::vector<int64_t>> target(const std::vector<int64_t>& in, const std::vector<int64_t>& to) const {
-    std::vector<int64_t> t;
-    bool inferred = false;
-    for (size_t i = 0; i < to.size(); ++i) {
-      if (!open(to[i])) {
-        t.push_back(to[i]);
-      } else if (i < in.size() && in[i] == to[i]) {
-        t.push_back(0);
-      } else if (!inferred) {
-        inferred = true;
-        t.push_back(-1);
-      } else {
-        return std::nullopt;
-      }
-    }
-    return t;
+    return reshape_target(shape(in), shape(to));
   }
 
  private:

@@ -85,6 +85,10 @@ void remove_dead_producers(Graph& g, Value* v, std::unordered_set<const Node*>& 
   }
 }
 
+/// The target of Reshape n as a constant, where shape inference proved every dim of its output
+/// though the target is computed from a shape with an open batch (Shape -> Slice/Gather -> Concat:
+/// GPT-2's Conv1D views, `x.size()[:-1] + (nf,)`), written by pattern.h's reshape_target. With the
+/// target a constant the arithmetic behind it goes, and the view reads as it does at a bound batch.
 std::optional<Tensor> proved_reshape_target(const Node* n) {
   if (!is_op(n, "Reshape") || !n->input(1) || n->input(1)->initializer || !n->input(0)) return std::nullopt;
   const Value* y = n->outputs[0];
@@ -92,26 +96,9 @@ std::optional<Tensor> proved_reshape_target(const Node* n) {
   if (!y || !xs || !y->type.shape || y->type.shape->empty()) return std::nullopt;
   for (const Dim& d : *xs)
     if (!d.is_static() && d.symbol.empty()) return std::nullopt;  // -1 would not be determined
-  const bool allowzero = n->attr_int("allowzero", 0) != 0;
-  const Shape& ys = *y->type.shape;
-  std::vector<int64_t> target;
-  bool inferred = false;
-  for (size_t i = 0; i < ys.size(); ++i) {
-    const Dim& d = ys[i];
-    if (d.is_static() && d.value > 0) {
-      target.push_back(d.value);
-    } else if (d.is_static() || d.symbol.empty()) {
-      return std::nullopt;  // an empty dim or an unknown one
-    } else if (!allowzero && i < xs->size() && (*xs)[i] == d) {
-      target.push_back(0);
-    } else if (!inferred) {
-      inferred = true;
-      target.push_back(-1);
-    } else {
-      return std::nullopt;
-    }
-  }
-  return Tensor::from_int64(target, {static_cast<int64_t>(target.size())});
+  const auto target = reshape_target(*xs, *y->type.shape, n->attr_int("allowzero", 0) != 0);
+  if (!target) return std::nullopt;
+  return Tensor::from_int64(*target, {static_cast<int64_t>(target->size())});
 }
 
 }  // namespace

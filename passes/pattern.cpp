@@ -20,6 +20,27 @@ std::optional<std::vector<int64_t>> known_dims(const Value* v) {
   return d;
 }
 
+std::optional<std::vector<int64_t>> reshape_target(const Shape& in, const Shape& out, bool allowzero) {
+  std::vector<int64_t> target;
+  bool inferred = false;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Dim& d = out[i];
+    if (d.is_static() && d.value > 0) {
+      target.push_back(d.value);
+    } else if (d.is_static() || d.symbol.empty()) {
+      return std::nullopt;
+    } else if (!allowzero && i < in.size() && in[i] == d) {
+      target.push_back(0);
+    } else if (!inferred) {
+      inferred = true;
+      target.push_back(-1);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return target;
+}
+
 const Shape* known_rank(const Value* v) { return v && v->type.shape ? &*v->type.shape : nullptr; }
 
 bool same_dim(const Dim& a, const Dim& b) {

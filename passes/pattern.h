@@ -24,6 +24,12 @@ size_t use_count(const Value* v);
 
 /// `v`'s dims when its shape is known and static, else nullopt.
 std::optional<std::vector<int64_t>> known_dims(const Value* v);
+/// The constant Reshape target that makes dims `out` of dims `in` whatever their open dims are:
+/// each static dim as it is, an open dim equal to in's at the same place as 0 (copy it; not under
+/// allowzero, where 0 is an empty dim), and at most one other open dim as -1, which the input's
+/// size then fixes. nullopt where no target can: an empty or unknown dim of `out`, two open dims
+/// to infer.
+std::optional<std::vector<int64_t>> reshape_target(const Shape& in, const Shape& out, bool allowzero = false);
 /// `v`'s shape when its rank is known, else nullptr; its dims may be symbolic (a batch the model
 /// leaves open) or unknown.
 const Shape* known_rank(const Value* v);
