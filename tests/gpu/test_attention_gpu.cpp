@@ -7,8 +7,9 @@
 // kernel), and its cases at fp32: no mask, row-broadcast float and bool masks, lengths off its
 // 64-row/64-key tiles (several key chunks), head sizes 32 and 64, grouped heads, packed QKV, and
 // rows that see only excluded keys in a whole chunk or in all of them.
-// At fp16/bf16 each case runs twice: through cuDNN's SDPA where it takes the case, and with
-// FUSEC_CUDNN_SDPA=0 through the own kernel.
+// At fp16/bf16 each case runs four times: as tuned, through cuDNN's SDPA where it takes the case
+// (FUSEC_CUDNN_SDPA=1), through the tensor-core kernel (attention_mma.cu, FUSEC_CUDNN_SDPA=0) where
+// its head sizes and strides allow, and through the streaming kernel (FUSEC_ATTN_MMA=0).
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
@@ -67,17 +68,32 @@ OpCase attention(const Case& k, uint64_t seed) {
   return c;
 }
 
+/// Runs check() once per kernel that takes half-precision attention: as tuned, cuDNN's SDPA
+/// (FUSEC_CUDNN_SDPA=1), the tensor-core kernel (=0) and the streaming kernel (FUSEC_ATTN_MMA=0).
+/// Where a kernel does not take the case, the next one in line runs it.
+template <typename Check>
+void each_half_kernel(Check check) {
+  const std::pair<const char*, const char*> runs[] = {{nullptr, nullptr}, {"1", nullptr}, {"0", nullptr}, {"0", "0"}};
+  const char* names[] = {"as tuned", "cuDNN SDPA (FUSEC_CUDNN_SDPA=1)", "tensor-core kernel (FUSEC_CUDNN_SDPA=0)",
+                         "streaming kernel (FUSEC_ATTN_MMA=0)"};
+  for (int i = 0; i < 4; ++i) {
+    SCOPED_TRACE(names[i]);
+    if (runs[i].first) ::setenv("FUSEC_CUDNN_SDPA", runs[i].first, 1);
+    if (runs[i].second) ::setenv("FUSEC_ATTN_MMA", runs[i].second, 1);
+    check();
+    ::unsetenv("FUSEC_CUDNN_SDPA");
+    ::unsetenv("FUSEC_ATTN_MMA");
+  }
+}
+
 void all_precisions(const Case& k, uint64_t seed, bool on_gpu = true) {
   OpCase c = attention(k, seed);
   for (Precision p : kAll) {
     SCOPED_TRACE(precision_name(p));
-    expect_gpu_matches_cpu(c, p, -1, on_gpu);
-    if (p != Precision::FP32) {
-      SCOPED_TRACE("own kernel (FUSEC_CUDNN_SDPA=0)");
-      ::setenv("FUSEC_CUDNN_SDPA", "0", 1);
+    if (p == Precision::FP32)
       expect_gpu_matches_cpu(c, p, -1, on_gpu);
-      ::unsetenv("FUSEC_CUDNN_SDPA");
-    }
+    else
+      each_half_kernel([&] { expect_gpu_matches_cpu(c, p, -1, on_gpu); });
   }
 }
 
@@ -124,6 +140,11 @@ TEST(GpuAttention, PackedQkv) {
   bert.packed = true;
   bert.q = {2, 128, 3 * 768};
   all_precisions(bert, 15);
+  Case vit;  // ViT-B/16's: 197 tokens (four 64-row blocks, the last of 5 rows), no mask
+  vit.packed = true;
+  vit.q = {2, 197, 3 * 768};
+  vit.q_heads = vit.kv_heads = 12;
+  all_precisions(vit, 17);
   Case gqa;  // 8 query heads, 2 kv heads of 64, causal, a length off the tiles
   gqa.packed = true;
   gqa.q = {2, 77, (8 + 2 * 2) * 64};
@@ -217,15 +238,33 @@ TEST(GpuAttention, KernelChoice) {
   const Case bert = bert_case();
   EXPECT_EQ(kernel_of(bert, Precision::FP32).rfind("fused attention float32", 0), 0u)
       << kernel_of(bert, Precision::FP32);
-  // cuDNN's SDPA at half precision (the build has the cuDNN frontend: scripts/setup.sh installs it).
+  // At half precision cuDNN's SDPA (the build has the cuDNN frontend: scripts/setup.sh installs it)
+  // or the tensor-core kernel, whichever the tuner timed faster; each can be forced.
+  const std::string tuned = kernel_of(bert, Precision::FP16);
+  EXPECT_TRUE(tuned.rfind("cuDNN SDPA float16", 0) == 0 || tuned.rfind("fused attention float16 tensor-core", 0) == 0)
+      << tuned;
+  ::setenv("FUSEC_CUDNN_SDPA", "1", 1);
   EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("cuDNN SDPA float16", 0), 0u) << kernel_of(bert, Precision::FP16);
   ::setenv("FUSEC_CUDNN_SDPA", "0", 1);
-  EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("fused attention float16", 0), 0u);
+  EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("fused attention float16 tensor-core", 0), 0u)
+      << kernel_of(bert, Precision::FP16);
+  ::setenv("FUSEC_ATTN_MMA", "0", 1);
+  EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("fused attention float16 streaming", 0), 0u)
+      << kernel_of(bert, Precision::FP16);
+  ::unsetenv("FUSEC_ATTN_MMA");
   ::unsetenv("FUSEC_CUDNN_SDPA");
+  // cuDNN takes no bool mask: the tensor-core kernel runs it, untimed.
   Case boolmask = bert;
   boolmask.mask_type = DType::Bool;
-  EXPECT_EQ(kernel_of(boolmask, Precision::BF16).rfind("fused attention bfloat16", 0), 0u)
+  EXPECT_EQ(kernel_of(boolmask, Precision::BF16).rfind("fused attention bfloat16 tensor-core", 0), 0u)
       << kernel_of(boolmask, Precision::BF16);
+  // A head size off the tensor-core kernel's 8-element chunks takes the streaming kernel.
+  Case odd;
+  odd.q = odd.k = odd.v = {1, 2, 30, 20};
+  odd.mask = {1, 1, 1, 30};
+  odd.mask_type = DType::Bool;
+  EXPECT_EQ(kernel_of(odd, Precision::FP16).rfind("fused attention float16 streaming", 0), 0u)
+      << kernel_of(odd, Precision::FP16);
 }
 
 TEST(GpuAttention, FullyMaskedRowIsZero) {
@@ -240,7 +279,10 @@ TEST(GpuAttention, FullyMaskedRowIsZero) {
   c.inputs.push_back(std::move(m));
   for (Precision p : kAll) {
     SCOPED_TRACE(precision_name(p));
-    expect_gpu_matches_cpu(c, p);
+    if (p == Precision::FP32)
+      expect_gpu_matches_cpu(c, p);
+    else
+      each_half_kernel([&] { expect_gpu_matches_cpu(c, p); });
   }
 }
 
@@ -263,13 +305,10 @@ TEST(GpuAttention, FullyMaskedRowsOfAnAdditiveMaskAreZero) {
     }
   for (Precision p : kAll) {
     SCOPED_TRACE(precision_name(p));
-    expect_gpu_matches_cpu(c, p);
-    if (p != Precision::FP32) {
-      SCOPED_TRACE("own kernel (FUSEC_CUDNN_SDPA=0)");
-      ::setenv("FUSEC_CUDNN_SDPA", "0", 1);
+    if (p == Precision::FP32)
       expect_gpu_matches_cpu(c, p);
-      ::unsetenv("FUSEC_CUDNN_SDPA");
-    }
+    else
+      each_half_kernel([&] { expect_gpu_matches_cpu(c, p); });
   }
 }
 
@@ -345,9 +384,27 @@ TEST(GpuAttention, TiledKernelChoice) {
   a = bert;
   a.mask_stride[2] = 128;
   EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "a mask per query row";
+  // At half precision: the tensor-core kernel, unless a head size or stride is off its 8-element
+  // chunks, or FUSEC_ATTN_MMA=0.
   a = bert;
   a.dtype = a.mask_dtype = DType::Float16;
-  EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "fp16";
+  EXPECT_STREQ(cuda::attention_variant(a), "tensor-core") << "fp16";
+  a.causal = true;
+  a.mask_stride[2] = 128;
+  a.kv_heads = 4;
+  a.head_dim = 128;
+  a.v_head_dim = 96;
+  EXPECT_STREQ(cuda::attention_variant(a), "tensor-core") << "fp16, causal, row mask, grouped heads, head 128/96";
+  a.head_dim = 60;
+  EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "fp16, head 60";
+  a.head_dim = 64;
+  a.ks.seq = 2300;
+  EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "fp16, a K row stride off 8 elements";
+  a = bert;
+  a.dtype = a.mask_dtype = DType::BFloat16;
+  ::setenv("FUSEC_ATTN_MMA", "0", 1);
+  EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "bf16 with FUSEC_ATTN_MMA=0";
+  ::unsetenv("FUSEC_ATTN_MMA");
   a = bert;
   a.head_dim = a.v_head_dim = 80;
   EXPECT_STREQ(cuda::attention_variant(a), "streaming") << "head 80";

@@ -1,6 +1,7 @@
 // Flash-style attention on CUDA cores, so the [Sq, Skv] score matrix never reaches memory.
 // Accumulation is float32 for every storage type, which is also what strict fp32 (no TF32) requires.
-// Two kernels:
+// Two kernels here; at fp16/bf16 the tensor-core kernel of attention_mma.cu takes every case whose
+// head sizes and strides are whole 16-byte chunks, and the streaming kernel the rest:
 //
 // Streaming (every case): one block per (64 query rows, head, batch); keys and values stream
 // through shared memory 64 at a time and each row keeps a running max, sum and output (online
@@ -33,6 +34,7 @@
 #include <type_traits>
 
 #include "backend/cuda/ops/attention/attention.cuh"
+#include "backend/cuda/ops/attention/attention_mma.cuh"
 #include "backend/cuda/core/common.cuh"
 #include "ir/switches.h"
 
@@ -566,10 +568,20 @@ void launch_tiled(const AttentionArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-const char* attention_variant(const AttentionArgs& a) { return tiled_ok(a) ? "fp32 tiled" : "streaming"; }
+/// The tensor-core kernel's cases (attention_mma.cu), pointers aside; FUSEC_ATTN_MMA=0 keeps the
+/// streaming kernel at half precision (to compare the two).
+bool mma_ok(const AttentionArgs& a) {
+  const char* e = env_switch("FUSEC_ATTN_MMA");
+  return !(e && std::string(e) == "0") && attention_mma_ok(a);
+}
+
+const char* attention_variant(const AttentionArgs& a) {
+  return tiled_ok(a) ? "fp32 tiled" : mma_ok(a) ? "tensor-core" : "streaming";
+}
 
 size_t attention_smem_bytes(const AttentionArgs& a) {
   if (tiled_ok(a)) return tiled::kSmemBytes;
+  if (mma_ok(a)) return attention_mma_smem_bytes(a);
   return (static_cast<size_t>(kRows + 2 * kKeys) * padded(head_tile(a)) + kKeys) * sizeof(float);
 }
 
@@ -601,6 +613,8 @@ void launch_attention(const AttentionArgs& a, cudaStream_t stream) {
         async ? launch_typed<T, 64, true>(a, stream) : launch_typed<T, 64, false>(a, stream);
       else
         async ? launch_typed<T, 128, true>(a, stream) : launch_typed<T, 128, false>(a, stream);
+    } else if (mma_ok(a) && attention_mma_aligned(a)) {
+      launch_attention_mma(a, stream);
     } else {
       if (hd == 64)
         launch_typed<T, 64, false>(a, stream);

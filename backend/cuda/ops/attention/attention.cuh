@@ -38,7 +38,8 @@ std::string attention_unsupported(const AttentionArgs& a);
 /// Shared memory the kernel asks for (bytes), for the profiler-facing description.
 size_t attention_smem_bytes(const AttentionArgs& a);
 
-/// Which kernel launch_attention runs for these arguments: "fp32 tiled" or "streaming".
+/// Which kernel launch_attention runs for these arguments: "fp32 tiled", "tensor-core" (fp16/bf16,
+/// attention_mma.cu; unaligned pointers still take the streaming kernel) or "streaming".
 const char* attention_variant(const AttentionArgs& a);
 
 void launch_attention(const AttentionArgs& a, cudaStream_t stream);

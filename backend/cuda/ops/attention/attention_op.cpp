@@ -7,6 +7,7 @@
 
 #include "backend/cuda/ops/attention/attention.cuh"
 #include "backend/cuda/core/cuda_op.h"
+#include "backend/cuda/ops/attention/attention_tune.h"
 #include "backend/cuda/ops/attention/sdpa_cudnn.h"
 #include "ir/ops/attention.h"
 #include "ir/switches.h"
@@ -36,8 +37,8 @@ class AttentionOp : public CudaOp {
   size_t workspace_bytes() const override { return sdpa_ ? sdpa_->workspace_bytes() : 0; }
   std::string kernel_name() const override {
     return std::string(sdpa_ ? "cuDNN SDPA " : "fused attention ") + dtype_name(a_.dtype) +
-           (a_.causal ? " causal" : "") + (a_.mask_dtype != DType::Undefined ? " masked" : "") +
-           (packed_ ? " packed-qkv" : "");
+           (sdpa_ ? "" : std::string(" ") + attention_variant(a_)) + (a_.causal ? " causal" : "") +
+           (a_.mask_dtype != DType::Undefined ? " masked" : "") + (packed_ ? " packed-qkv" : "");
   }
 
  private:
@@ -106,13 +107,18 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   }
   const std::string unsupported = attention_unsupported(a);
   if (!unsupported.empty()) return refuse(why, unsupported);
-  // Tensor cores through cuDNN where it takes the case (fp16/bf16, additive or no mask);
-  // FUSEC_CUDNN_SDPA=0 keeps the own kernel (to compare the two, and for the tests).
+  // At fp16/bf16 cuDNN's SDPA (where it takes the case: additive or no mask) and the own
+  // tensor-core kernel race once per problem (attention_tune.h). FUSEC_CUDNN_SDPA=0 keeps the own
+  // kernel, =1 cuDNN's untimed (to compare the two, and for the tests).
+  const size_t k_off = static_cast<size_t>(k.offset) * es, v_off = static_cast<size_t>(v.offset) * es;
   std::unique_ptr<CudnnSdpa> sdpa;
   const char* env = env_switch("FUSEC_CUDNN_SDPA");
-  if (!(env && std::string(env) == "0")) sdpa = CudnnSdpa::create(a, c.ctx(), nullptr);
-  return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, static_cast<size_t>(k.offset) * es,
-                                       static_cast<size_t>(v.offset) * es);
+  const std::string sw = env ? env : "";
+  if (sw != "0") sdpa = CudnnSdpa::create(a, c.ctx(), nullptr);
+  if (sdpa && sw != "1" && std::string(attention_variant(a)) == "tensor-core" &&
+      !cudnn_sdpa_wins(a, *sdpa, c.ctx(), packed, k_off, v_off))
+    sdpa.reset();
+  return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, k_off, v_off);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // additive bias) with fusec's strides, O written in Y's layout, inference only (no softmax stats).
 #include "backend/cuda/ops/attention/sdpa_cudnn.h"
 
+#include "backend/cuda/ops/attention/attention_tune.h"
+
 #ifdef FUSEC_HAVE_CUDNN_FRONTEND
 #include <cudnn_frontend.h>
 
@@ -51,35 +53,7 @@ class Sdpa : public CudnnSdpa {
 /// is slow, so BERT-base's 12 layers build one (graphs are immutable once built, and
 /// execute() takes the pointers per call). Keyed by everything the graph was built from.
 std::string problem_key(const AttentionArgs& a, const Context& ctx) {
-  std::string k = std::to_string(ctx.id()) + "|" + dtype_name(a.dtype) + "|" + dtype_name(a.mask_dtype);
-  for (int64_t v : {int64_t(a.batch),
-                    int64_t(a.q_heads),
-                    int64_t(a.kv_heads),
-                    int64_t(a.q_len),
-                    int64_t(a.kv_len),
-                    int64_t(a.head_dim),
-                    int64_t(a.v_head_dim),
-                    a.qs.batch,
-                    a.qs.head,
-                    a.qs.seq,
-                    a.ks.batch,
-                    a.ks.head,
-                    a.ks.seq,
-                    a.vs.batch,
-                    a.vs.head,
-                    a.vs.seq,
-                    a.ys.batch,
-                    a.ys.head,
-                    a.ys.seq,
-                    a.mask_stride[0],
-                    a.mask_stride[1],
-                    a.mask_stride[2],
-                    a.mask_stride[3],
-                    int64_t(a.causal)})
-    k += "|" + std::to_string(v);
-  char scale[32];
-  std::snprintf(scale, sizeof scale, "|%a", static_cast<double>(a.scale));
-  return k + scale;
+  return std::to_string(ctx.id()) + "|" + attention_problem_key(a);
 }
 
 struct Built {

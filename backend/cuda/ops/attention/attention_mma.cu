@@ -1,0 +1,418 @@
+// Flash attention on tensor cores (mma.sync m16n8k16, fp16/bf16 in, fp32 accumulators): fusec's
+// own kernel at half precision, raced against cuDNN's SDPA per problem (attention_tune.h).
+//
+// Why a block is 64 query rows of one head in 4 warps (16 rows each): at the short sequences of
+// encoders (BERT-base's 128, ViT's 197) 128-row blocks leave a wave and a half of blocks over the
+// SMs, and a block's load latency is not hidden; 64-row blocks of BERT-base fill one wave.
+//
+// Per block: Q (64 x HD) and two stages of K and V tiles (64 keys x HD) in shared memory, filled
+// by cp.async (zeros past the sequence or the head size), so tile t+1 loads while tile t is
+// computed. Rows of 16-byte chunks are XOR-swizzled by row (chunk ^ row % 8), so the ldmatrix
+// reads of 8 rows and the cp.async writes of a row's chunks hit distinct banks.
+// Per warp and key tile: S = Q·Kᵀ (Q's fragments stay in registers for the whole run, K's come
+// through ldmatrix), the scale and mask, an online softmax over the tile, and O += P·V with P
+// taken straight from S's accumulators (an m16n8 accumulator pair is an m16k16 operand) and V
+// through ldmatrix.trans. A row's max and sum live in the 4 lanes that hold it: two xor-shuffles.
+// What costs per key is kept off the common tile: the mask's form is a template parameter (no
+// branch per score), and only a tile that reaches past the last key or crosses a warp's causal
+// diagonal looks at key positions. A tile with few keys left (ViT's last: 5 of 64) computes 16
+// or 32 keys, not 64, and a warp past the last query row skips its products.
+// A row that sees no key is written as zeros, as the CPU reference does.
+#include "backend/cuda/ops/attention/attention_mma.cuh"
+
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/core/common.cuh"
+
+namespace fusec::cuda {
+
+namespace {
+
+constexpr int kBlockRows = 64;  // query rows per block, 16 per warp
+constexpr int kTileKeys = 64;   // keys per K/V tile
+constexpr int kThreads = 128;
+
+/// Blocks an SM must hold at once, which caps the registers: 3 at head tile 64 (about 165
+/// registers, no spills; 4 spilled and ran slower at ViT-B/16's and BERT-base's shapes), 2 at 128.
+template <int HD>
+constexpr int kMinBlocks = HD == 64 ? 3 : 2;
+
+template <int HD>
+constexpr int tile_bytes() {
+  return 64 * HD * 2;
+}
+template <int HD>
+constexpr size_t smem_bytes() {
+  return 5 * static_cast<size_t>(tile_bytes<HD>());  // Q, K x 2, V x 2
+}
+
+/// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of HD-element rows.
+template <int HD>
+__device__ __forceinline__ uint32_t swz(int row, int chunk) {
+  return static_cast<uint32_t>(row * (HD * 2) + ((chunk ^ (row & 7)) << 4));
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/// Two floats as one register of T pairs, `lo` in the low half.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  } else {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+  }
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+/// One thread's share of a 64-row tile load: a fixed 16-byte chunk of the head dim (threadIdx.x
+/// % C) in every RS-th row, so the address arithmetic is done once per block, not per copy.
+template <typename T, int HD>
+struct TileLoader {
+  static constexpr int C = HD / 8, RS = kThreads / C, N = 64 / RS;
+  static_assert(RS % 8 == 0, "a thread's rows must share their swizzle");
+  int row0;
+  uint32_t dst0;  // this thread's first chunk in a tile at offset 0
+  bool chunk_ok;  // the chunk lies inside the head size (zeros past it)
+  __device__ TileLoader(int chunks) {
+    const int c = threadIdx.x % C;
+    row0 = threadIdx.x / C;
+    dst0 = swz<HD>(row0, c);
+    chunk_ok = c < chunks;
+  }
+  /// Rows [0, valid) of src (rows `stride` elements apart) into the tile at `tile`; the others zero.
+  __device__ __forceinline__ void load(uint32_t tile, const T* src, int64_t stride, int valid) const {
+    const T* p = src + row0 * stride + (threadIdx.x % C) * 8;
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      const bool ok = chunk_ok && row0 + i * RS < valid;
+      cp_async16(tile + dst0 + i * RS * HD * 2, ok ? p + i * RS * stride : src, ok);
+    }
+  }
+};
+
+enum MaskKind { kNoMask = 0, kRowMask = 1, kFullMask = 2 };  // kRowMask: the same for every query row
+
+/// This thread's mask terms for one key tile: key 8j + 2qd + e of rows r0 (mt[0]) and r1 (mt[1]),
+/// the additive value or -inf for a false bool. Keys past the end read the last key (the caller
+/// excludes them).
+template <typename T, int MASK>
+__device__ __forceinline__ void load_mask(float (&mt)[2][16], const AttentionArgs& a, int64_t off0, int64_t off1,
+                                          int k0, int qd) {
+  const bool is_bool = a.mask_dtype == DType::Bool;
+  const unsigned char* mb = static_cast<const unsigned char*>(a.mask);
+  const T* mf = static_cast<const T*>(a.mask);
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int64_t col = static_cast<int64_t>(min(k0 + 8 * j + 2 * qd + e, a.kv_len - 1)) * a.mask_stride[3];
+      if (is_bool) {
+        mt[0][2 * j + e] = mb[off0 + col] ? 0.0f : -INFINITY;
+        mt[1][2 * j + e] = MASK == kRowMask ? mt[0][2 * j + e] : mb[off1 + col] ? 0.0f : -INFINITY;
+      } else {
+        mt[0][2 * j + e] = to_compute(mf[off0 + col]);
+        mt[1][2 * j + e] = MASK == kRowMask ? mt[0][2 * j + e] : to_compute(mf[off1 + col]);
+      }
+    }
+}
+
+template <typename T, int HD, int MASK, int MINB>
+__global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(AttentionArgs a) {
+  constexpr int KS = HD / 16;  // k16 steps over the head dim
+  constexpr int DN = HD / 8;   // n8 tiles over the head dim
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t s_q = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  // Stage st's K tile is at s_k(st), its V tile at s_v(st) (arithmetic, not an array: an array
+  // indexed by the loop's stage lives in local memory).
+  auto s_k = [s_q](int st) { return s_q + static_cast<uint32_t>((1 + st) * tile_bytes<HD>()); };
+  auto s_v = [s_q](int st) { return s_q + static_cast<uint32_t>((3 + st) * tile_bytes<HD>()); };
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, qd = lane & 3;
+  // Under the causal rule the last query blocks see the most keys: they start first.
+  const int qb = a.causal ? static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x) : blockIdx.x;
+  const int q0 = qb * kBlockRows, h = blockIdx.y, b = blockIdx.z;
+  const int hk = h / (a.q_heads / a.kv_heads);
+  const T* Q = static_cast<const T*>(a.q) + b * a.qs.batch + h * a.qs.head + static_cast<int64_t>(q0) * a.qs.seq;
+  const T* K = static_cast<const T*>(a.k) + b * a.ks.batch + hk * a.ks.head;
+  const T* V = static_cast<const T*>(a.v) + b * a.vs.batch + hk * a.vs.head;
+  // No row of this block sees a key past its last row under the causal rule.
+  const int kv_end = a.causal ? min(a.kv_len, q0 + kBlockRows) : a.kv_len;
+  const int tiles = (kv_end + kTileKeys - 1) / kTileKeys;
+  const TileLoader<T, HD> qk_load(a.head_dim / 8), v_load(a.v_head_dim / 8);
+
+  qk_load.load(s_q, Q, a.qs.seq, min(kBlockRows, a.q_len - q0));
+  if (tiles > 0) {
+    qk_load.load(s_k(0), K, a.ks.seq, min(kTileKeys, a.kv_len));
+    v_load.load(s_v(0), V, a.vs.seq, min(kTileKeys, a.kv_len));
+  }
+  cp_async_commit();
+
+  const int w0 = q0 + 16 * warp;       // this warp's first query row
+  const int r0 = w0 + g, r1 = r0 + 8;  // this thread's two query rows
+  constexpr float kLog2e = 1.4426950408889634f;
+  int64_t mask_r0 = 0, mask_r1 = 0;
+  if constexpr (MASK != kNoMask) {
+    const int64_t base = b * a.mask_stride[0] + h * a.mask_stride[1];
+    mask_r0 = base + static_cast<int64_t>(min(r0, a.q_len - 1)) * a.mask_stride[2];
+    mask_r1 = base + static_cast<int64_t>(min(r1, a.q_len - 1)) * a.mask_stride[2];
+  }
+
+  uint32_t qf[KS][4];
+  float o[DN][4];
+#pragma unroll
+  for (int n = 0; n < DN; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+
+  for (int t = 0; t < tiles; ++t) {
+    const int st = t & 1, k0 = t * kTileKeys;
+    if (t + 1 < tiles) {  // the other stage was last read in tile t - 1, before its closing barrier
+      const int k1 = k0 + kTileKeys;
+      qk_load.load(s_k(st ^ 1), K + static_cast<int64_t>(k1) * a.ks.seq, a.ks.seq, min(kTileKeys, a.kv_len - k1));
+      v_load.load(s_v(st ^ 1), V + static_cast<int64_t>(k1) * a.vs.seq, a.vs.seq, min(kTileKeys, a.kv_len - k1));
+    }
+    cp_async_commit();
+    float mt[2][16];
+    if constexpr (MASK != kNoMask) load_mask<T, MASK>(mt, a, mask_r0, mask_r1, k0, qd);  // in flight meanwhile
+    cp_async_wait<1>();  // tile t (and Q) landed for this thread
+    __syncthreads();     // ... and for every thread
+    if (t == 0) {
+#pragma unroll
+      for (int kk = 0; kk < KS; ++kk)
+        ldsm_x4(s_q + swz<HD>(16 * warp + (lane & 7) + ((lane >> 3) & 1) * 8, 2 * kk + (lane >> 4)), qf[kk]);
+    }
+
+    // Keys from k0 + lim on are excluded for every row of this warp (past the last key, or past
+    // the warp's last row under the causal rule). A tile of NJ·8 keys or fewer skips the rest of
+    // the products: ViT's last tile holds 5 of its 64 keys. A warp past the last query row (the
+    // last block of ViT's 197 rows) only loads and waits.
+    int lim = min(kTileKeys, a.kv_len - k0);
+    if (a.causal) lim = min(lim, w0 + 16 - k0);
+    auto tile = [&](auto nj) {
+      constexpr int NJ = decltype(nj)::value;  // n8 tiles of keys computed
+      // S = Q·Kᵀ for this warp's 16 rows: n8 tile j holds keys 8j..8j+7.
+      float s[NJ][4];
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < KS; kk += 2)
+#pragma unroll
+        for (int j = 0; j < NJ; ++j) {
+          uint32_t kb[4];
+          ldsm_x4(s_k(st) + swz<HD>(8 * j + (lane & 7), 2 * kk + (lane >> 3)), kb);
+          mma<T>(s[j], qf[kk], kb[0], kb[1]);
+          mma<T>(s[j], qf[kk + 1], kb[2], kb[3]);
+        }
+
+        // Scaled scores plus the mask. Only a tile that reaches past the last key, or one that
+        // crosses this warp's causal diagonal, looks at each key's position (a warp-uniform branch).
+#pragma unroll
+      for (int j = 0; j < NJ; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          if constexpr (MASK != kNoMask) {
+            s[j][e] = fmaf(s[j][e], a.scale, mt[0][2 * j + e]);
+            s[j][2 + e] = fmaf(s[j][2 + e], a.scale, mt[1][2 * j + e]);
+          } else {
+            s[j][e] *= a.scale;
+            s[j][2 + e] *= a.scale;
+          }
+        }
+      if (lim < kTileKeys || (a.causal && k0 + kTileKeys - 1 > w0)) {
+#pragma unroll
+        for (int j = 0; j < NJ; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int col = k0 + 8 * j + 2 * qd + e;
+            const bool out = col >= a.kv_len;
+            if (out || (a.causal && col > r0)) s[j][e] = -INFINITY;
+            if (out || (a.causal && col > r1)) s[j][2 + e] = -INFINITY;
+          }
+      }
+      // The tile's row maxima and the online softmax.
+      float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+        mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+        mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+      }
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+      // A row that has seen only excluded keys keeps exp(-inf) = 0 everywhere instead of NaN.
+      const float base0 = n0 == -INFINITY ? 0.0f : n0, base1 = n1 == -INFINITY ? 0.0f : n1;
+      const float alpha0 = fast_exp2((m0 - base0) * kLog2e), alpha1 = fast_exp2((m1 - base1) * kLog2e);
+      m0 = n0;
+      m1 = n1;
+      // exp(x - max) as 2^(x·log2 e - max·log2 e), one FFMA, where no mask is added: scaled
+      // products are far inside the float range. A mask's fill can be the largest finite value
+      // (bf16's -3.39e38), whose product with log2 e overflows to -inf where the row must stay
+      // uniform: there the difference is taken first.
+      const float c0 = base0 * kLog2e, c1 = base1 * kLog2e;
+      float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+      for (int j = 0; j < NJ; ++j) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          if constexpr (MASK == kNoMask) {
+            s[j][e] = fast_exp2(fmaf(s[j][e], kLog2e, -c0));
+            s[j][2 + e] = fast_exp2(fmaf(s[j][2 + e], kLog2e, -c1));
+          } else {
+            s[j][e] = fast_exp2((s[j][e] - base0) * kLog2e);
+            s[j][2 + e] = fast_exp2((s[j][2 + e] - base1) * kLog2e);
+          }
+        }
+        sum0 += s[j][0] + s[j][1];
+        sum1 += s[j][2] + s[j][3];
+      }
+      l0 = l0 * alpha0 + sum0;  // this lane's part; the row's 4 lanes add theirs at the end
+      l1 = l1 * alpha1 + sum1;
+#pragma unroll
+      for (int n = 0; n < DN; ++n) {
+        o[n][0] *= alpha0;
+        o[n][1] *= alpha0;
+        o[n][2] *= alpha1;
+        o[n][3] *= alpha1;
+      }
+
+      // O += P·V: keys 16kk..16kk+15 are S's n8 tiles 2kk and 2kk+1.
+#pragma unroll
+      for (int kk = 0; kk < NJ / 2; ++kk) {
+        const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                                pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                                pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+        for (int n = 0; n < DN; n += 2) {
+          uint32_t vb[4];
+          ldsm_x4_trans(s_v(st) + swz<HD>(16 * kk + (lane & 7) + ((lane >> 3) & 1) * 8, n + (lane >> 4)), vb);
+          mma<T>(o[n], pa, vb[0], vb[1]);
+          mma<T>(o[n + 1], pa, vb[2], vb[3]);
+        }
+      }
+    };
+    if (w0 < a.q_len && lim > 0) {
+      if (lim > 32)
+        tile(std::integral_constant<int, 8>{});
+      else if (lim > 16)
+        tile(std::integral_constant<int, 4>{});
+      else
+        tile(std::integral_constant<int, 2>{});
+    }
+    __syncthreads();  // every warp is done with this stage: tile t + 2 may land there
+  }
+  asm volatile("cp.async.wait_all;\n" ::);  // no copy outlives the block (a block with no key tile)
+
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+  T* Y = static_cast<T*>(a.y) + b * a.ys.batch + h * a.ys.head;
+#pragma unroll
+  for (int n = 0; n < DN; ++n) {
+    const int d = 8 * n + 2 * qd;
+    if (8 * n >= a.v_head_dim) break;
+    if (r0 < a.q_len)
+      *reinterpret_cast<uint32_t*>(Y + static_cast<int64_t>(r0) * a.ys.seq + d) =
+          pack2<T>(o[n][0] * inv0, o[n][1] * inv0);
+    if (r1 < a.q_len)
+      *reinterpret_cast<uint32_t*>(Y + static_cast<int64_t>(r1) * a.ys.seq + d) =
+          pack2<T>(o[n][2] * inv1, o[n][3] * inv1);
+  }
+}
+
+int mma_head_tile(const AttentionArgs& a) { return std::max(a.head_dim, a.v_head_dim) <= 64 ? 64 : 128; }
+
+template <typename T, int HD, int MASK, int MINB>
+void launch_mask(const AttentionArgs& a, cudaStream_t stream) {
+  constexpr size_t smem = smem_bytes<HD>();
+  static const cudaError_t opted_in = cudaFuncSetAttribute(
+      attention_mma_kernel<T, HD, MASK, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (opted_in != cudaSuccess)
+    throw_cuda_error(static_cast<int>(opted_in), "cudaFuncSetAttribute(attention_mma)", __FILE__, __LINE__);
+  const dim3 grid((a.q_len + kBlockRows - 1) / kBlockRows, a.q_heads, a.batch);
+  attention_mma_kernel<T, HD, MASK, MINB><<<grid, kThreads, smem, stream>>>(a);
+  check_launch("attention_mma");
+}
+
+template <typename T, int HD>
+void launch_hd(const AttentionArgs& a, cudaStream_t stream) {
+  if (!a.mask)
+    launch_mask<T, HD, kNoMask, kMinBlocks<HD>>(a, stream);
+  else if (a.mask_stride[2] == 0)
+    launch_mask<T, HD, kRowMask, kMinBlocks<HD>>(a, stream);
+  else
+    launch_mask<T, HD, kFullMask, kMinBlocks<HD>>(a, stream);
+}
+
+}  // namespace
+
+bool attention_mma_ok(const AttentionArgs& a) {
+  if (a.dtype != DType::Float16 && a.dtype != DType::BFloat16) return false;
+  if (a.head_dim < 8 || a.v_head_dim < 8 || a.head_dim % 8 || a.v_head_dim % 8 ||
+      std::max(a.head_dim, a.v_head_dim) > 128)
+    return false;
+  if (a.kv_heads < 1 || a.q_heads % a.kv_heads) return false;
+  if (a.mask_dtype != DType::Undefined && a.mask_dtype != DType::Bool && a.mask_dtype != a.dtype) return false;
+  for (const HeadStrides* s : {&a.qs, &a.ks, &a.vs, &a.ys})
+    if (s->batch % 8 || s->head % 8 || s->seq % 8) return false;
+  return true;
+}
+
+bool attention_mma_aligned(const AttentionArgs& a) {
+  for (const void* p : {a.q, a.k, a.v, static_cast<const void*>(a.y)})
+    if (!aligned16(p)) return false;
+  return true;
+}
+
+size_t attention_mma_smem_bytes(const AttentionArgs& a) {
+  return mma_head_tile(a) == 64 ? smem_bytes<64>() : smem_bytes<128>();
+}
+
+void launch_attention_mma(const AttentionArgs& a, cudaStream_t stream) {
+  if (a.batch == 0 || a.q_heads == 0 || a.q_len == 0) return;
+  const bool wide = mma_head_tile(a) == 128;
+  if (a.dtype == DType::Float16)
+    wide ? launch_hd<__half, 128>(a, stream) : launch_hd<__half, 64>(a, stream);
+  else
+    wide ? launch_hd<__nv_bfloat16, 128>(a, stream) : launch_hd<__nv_bfloat16, 64>(a, stream);
+}
+
+}  // namespace fusec::cuda

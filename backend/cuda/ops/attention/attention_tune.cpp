@@ -1,0 +1,157 @@
+#include "backend/cuda/ops/attention/attention_tune.h"
+
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+
+#include "backend/cuda/core/captured_reps.h"
+#include "backend/cuda/core/check.h"
+#include "backend/cuda/core/gpu_hold.cuh"
+#include "backend/cuda/core/tuning_cache.h"
+#include "backend/cuda/ops/attention/attention_mma.cuh"
+#include "ir/switches.h"
+
+namespace fusec::cuda {
+
+namespace {
+
+/// Elements from a tensor's first to one past its last, by its strides.
+int64_t extent(const HeadStrides& s, int batch, int heads, int len, int dim) {
+  return (batch - 1) * s.batch + int64_t(heads - 1) * s.head + int64_t(len - 1) * s.seq + dim;
+}
+
+}  // namespace
+
+std::string attention_problem_key(const AttentionArgs& a) {
+  std::string k = std::string(dtype_name(a.dtype)) + "|" + dtype_name(a.mask_dtype);
+  for (int64_t v : {int64_t(a.batch),
+                    int64_t(a.q_heads),
+                    int64_t(a.kv_heads),
+                    int64_t(a.q_len),
+                    int64_t(a.kv_len),
+                    int64_t(a.head_dim),
+                    int64_t(a.v_head_dim),
+                    a.qs.batch,
+                    a.qs.head,
+                    a.qs.seq,
+                    a.ks.batch,
+                    a.ks.head,
+                    a.ks.seq,
+                    a.vs.batch,
+                    a.vs.head,
+                    a.vs.seq,
+                    a.ys.batch,
+                    a.ys.head,
+                    a.ys.seq,
+                    a.mask_stride[0],
+                    a.mask_stride[1],
+                    a.mask_stride[2],
+                    a.mask_stride[3],
+                    int64_t(a.causal)})
+    k += "|" + std::to_string(v);
+  char scale[32];
+  std::snprintf(scale, sizeof scale, "|%a", static_cast<double>(a.scale));
+  return k + scale;
+}
+
+bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool packed, size_t k_off, size_t v_off) {
+  TuningCache& cache = TuningCache::global();
+  if (!cache.enabled() || a.batch == 0 || a.q_heads == 0 || a.q_len == 0 || a.kv_len == 0) return true;
+  const std::string key = "attention|cudnn " + std::to_string(cudnnGetVersion()) + "|" +
+                          tuning_device_key(ctx.device()) + "|" + attention_problem_key(a);
+  if (const auto v = cache.get(key); v && (*v == "cudnn" || *v == "own")) return *v == "cudnn";
+
+  const size_t es = dtype_size(a.dtype);
+  const int64_t q_ext = extent(a.qs, a.batch, a.q_heads, a.q_len, a.head_dim);
+  const int64_t k_ext = extent(a.ks, a.batch, a.kv_heads, a.kv_len, a.head_dim);
+  const int64_t v_ext = extent(a.vs, a.batch, a.kv_heads, a.kv_len, a.v_head_dim);
+  const int64_t y_ext = extent(a.ys, a.batch, a.q_heads, a.q_len, a.v_head_dim);
+  const int64_t full[4] = {a.batch, a.q_heads, a.q_len, a.kv_len};
+  int64_t m_ext = 1;
+  for (int i = 0; i < 4; ++i) m_ext += (full[i] - 1) * a.mask_stride[i];
+  const size_t q_bytes = packed ? std::max({size_t(q_ext) * es, k_off + size_t(k_ext) * es, v_off + size_t(v_ext) * es})
+                                : size_t(q_ext) * es;
+  const size_t m_bytes = a.mask_dtype == DType::Undefined ? 16 : size_t(m_ext) * (a.mask_dtype == DType::Bool ? 1 : es);
+  try {
+    DeviceBuffer q(q_bytes, "attention tuning"), k(packed ? 16 : size_t(k_ext) * es, "attention tuning"),
+        v(packed ? 16 : size_t(v_ext) * es, "attention tuning"), y(size_t(y_ext) * es, "attention tuning"),
+        m(m_bytes, "attention tuning"), ws(std::max<size_t>(sdpa.workspace_bytes(), 16), "attention tuning");
+    cudaStream_t stream = ctx.stream();
+    // Not zeros (0x3C3C is about 1 in fp16, 0.01 in bf16; a bool mask of 0x3C keeps every key).
+    for (DeviceBuffer* b : {&q, &k, &v, &m}) FUSEC_CUDA_CHECK(cudaMemsetAsync(b->get(), 0x3C, b->size(), stream));
+    AttentionArgs t = a;
+    t.q = q.get();
+    t.k = packed ? static_cast<const char*>(q.get()) + k_off : k.get();
+    t.v = packed ? static_cast<const char*>(q.get()) + v_off : v.get();
+    t.mask = a.mask_dtype == DType::Undefined ? nullptr : m.get();
+    t.y = y.get();
+    if (!attention_mma_aligned(t)) return true;
+    // 0: cuDNN's SDPA, 1: the tensor-core kernel. A call that fails leaves its candidate out.
+    auto run = [&](int i) {
+      try {
+        if (i == 0)
+          sdpa.launch(t, ws.get(), stream);
+        else
+          launch_attention_mma(t, stream);
+      } catch (const std::exception&) {
+        cudaGetLastError();
+        return false;
+      }
+      return cudaGetLastError() == cudaSuccess;
+    };
+    float best[2] = {-1.0f, -1.0f};
+    for (int i = 0; i < 2; ++i)
+      if (run(i) && run(i) && cudaStreamSynchronize(stream) == cudaSuccess) best[i] = 0.0f;  // warm
+    cudaGetLastError();
+    // As the GEMM and conv tuners: reps captured into a graph, replayed behind a hold kernel,
+    // three interleaved rounds, each candidate's best round (captured_reps.h).
+    constexpr int kReps = 10, kRounds = 3, kHoldUs = 400;
+    CapturedReps captured[2];
+    for (int i = 0; i < 2; ++i)
+      if (best[i] == 0.0f)
+        captured[i].capture(stream, [&] {
+          for (int r = 0; r < kReps; ++r)
+            if (!run(i)) return false;
+          return true;
+        });
+    cudaEvent_t e0, e1;
+    FUSEC_CUDA_CHECK(cudaEventCreate(&e0));
+    FUSEC_CUDA_CHECK(cudaEventCreate(&e1));
+    for (int round = 0; round < kRounds; ++round)
+      for (int i = 0; i < 2; ++i) {
+        if (best[i] < 0) continue;
+        launch_gpu_hold(stream, kHoldUs);
+        FUSEC_CUDA_CHECK(cudaEventRecord(e0, stream));
+        bool ok = true;
+        if (!captured[i].replay(stream))
+          for (int r = 0; r < kReps && ok; ++r) ok = run(i);
+        FUSEC_CUDA_CHECK(cudaEventRecord(e1, stream));
+        FUSEC_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        FUSEC_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        ms /= kReps;
+        if (!ok)
+          best[i] = -1.0f;
+        else if (best[i] == 0.0f || ms < best[i])
+          best[i] = ms;
+      }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (best[0] < 0 && best[1] < 0) return true;
+    const bool cudnn = best[1] < 0 || (best[0] >= 0 && best[0] <= best[1]);
+    if (env_switch("FUSEC_ATTN_TRACE"))
+      std::fprintf(stderr, "attention tune %s: cuDNN SDPA %.4f ms, tensor-core kernel %.4f ms  <- %s\n",
+                   attention_problem_key(a).c_str(), best[0], best[1], cudnn ? "cuDNN" : "tensor-core");
+    cache.put(key, cudnn ? "cudnn" : "own");
+    return cudnn;
+  } catch (const std::exception&) {
+    cudaGetLastError();  // no memory for the scratch buffers: the library, untimed
+    return true;
+  }
+}
+
+}  // namespace fusec::cuda
