@@ -351,8 +351,10 @@ def notes(doc: dict, rows: list) -> list:
 def markdown(doc: dict) -> str:
     rows = doc.get("rows") or []
     cmds = doc.get("parts") and [p["command"] for p in doc["parts"]] or [doc.get("command", "?")]
+    days = sorted({str(p.get("date")) for p in doc.get("parts") or []})
+    when = f"{days[0]} to {days[-1]}" if len(days) > 1 else doc.get("date")
     lines = [f"# fusec model zoo against PyTorch, batch {doc.get('batch')}", "",
-             f"GPU: {doc.get('gpu')}, driver {doc.get('driver') or '?'}; {doc.get('date')}; torch {doc.get('torch')}; "
+             f"GPU: {doc.get('gpu')}, driver {doc.get('driver') or '?'}; {when}; torch {doc.get('torch')}; "
              f"{doc.get('fusec')}" + (f" (built from {doc['repo_commit']})" if doc.get("repo_commit") else "")
              + f"; fusec {doc.get('fusec_precision', 'fp16')} on {doc.get('fusec_device', 'cuda')}, torch "
              f"{doc.get('torch_precision', 'fp16')} on {doc.get('torch_device', 'cuda')}; seq "
@@ -364,6 +366,17 @@ def markdown(doc: dict) -> str:
     lines += [f"    {c}" for c in cmds]
     if doc.get("parts"):
         lines.append(f"    {doc.get('command')}")
+        # A model's row is the last part's that ran it: say which build and day each row is from.
+        date_of = {m: p.get("date") for p in doc["parts"] for m in p.get("models") or []}
+        groups: dict = {}
+        for r in rows:
+            key = (r.get("fusec_commit") or "?", date_of.get(r["model"], "?"))
+            if r["model"] not in groups.setdefault(key, []):
+                groups[key].append(r["model"])
+        if len(groups) > 1:
+            lines += ["", "Rows by build and day: " + "; ".join(
+                f"{c} ({d}): {', '.join(ms)}" for (c, d), ms in sorted(groups.items(), key=lambda kv: kv[0][1],
+                                                                    reverse=True)) + "."]
     lines += ["", "Median ms per batch. fusec: `fusec bench` (as given and optimized, one process, CUDA events; "
               "engine build with cold caches). torch: the fastest of the peers below (model.half(), channels_last "
               "for CNNs; CUDA events, median). Targets (issue 27): optimized <= 0.8 x best torch; optimized <= "
@@ -509,6 +522,16 @@ def self_check() -> int:
             m = json.load(f)
         assert rc == 1 and [r["model"] for r in m["rows"]] == ["resnet50", "bert"] and len(m["parts"]) == 2
         assert merge([pa, pc], os.path.join(tmp, "out2"), [], quiet=True) == 2
+        # Parts from two builds and days: the header spans the days and says which rows are whose.
+        pd, pe = os.path.join(tmp, "d.json"), os.path.join(tmp, "e.json")
+        for path, d in ((pd, doc([a], repo_commit="aaa")), (pe, doc([b], repo_commit="bbb", date="2026-01-02"))):
+            with open(path, "w") as f:
+                json.dump(d, f)
+        merge([pd, pe], os.path.join(tmp, "out3"), [], quiet=True)
+        with open(os.path.join(tmp, "out3", "zoo.md")) as f:
+            md = f.read()
+        assert "; 2026-01-01 to 2026-01-02;" in md and \
+            "Rows by build and day: bbb (2026-01-02): bert; aaa (2026-01-01): resnet50." in md, md
     print("bench_zoo self-check: ok")
     return 0
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env python3
+"""Writes single-node ONNX models of the zoo's attention shapes (opset-23 Attention, 4-D fp32 Q, K,
+V of [B, H, S, D]), so the attention tuner's race can be timed alone, apart from a model:
+    python3 scripts/lab/attention_models.py OUT_DIR
+    FUSEC_ATTN_TRACE=1 fusec bench OUT_DIR/vit.onnx --batch 16 --precision fp16 --iterations 5
+prints "attention tune ...: cuDNN SDPA X ms, tensor-core kernel Y ms <- chosen" (on a cold tuning
+cache: rm -rf ~/.cache/fusec). bert: [16, 12, 128, 64] with a [16, 1, 1, 128] additive mask;
+vit: [16, 12, 197, 64], no mask."""
+import os
+import sys
+
+import onnx
+from onnx import TensorProto, helper
+
+
+def make(path: str, b: int, h: int, s: int, d: int, mask: bool) -> None:
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [b, h, s, d]) for n in "QKV"]
+    names = ["Q", "K", "V"]
+    if mask:
+        ins.append(helper.make_tensor_value_info("M", TensorProto.FLOAT, [b, 1, 1, s]))
+        names.append("M")
+    out = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [b, h, s, d])
+    graph = helper.make_graph([helper.make_node("Attention", names, ["Y"])], os.path.basename(path), ins, [out])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    model.ir_version = 10
+    onnx.save(model, path)
+
+
+def main() -> int:
+    if len(sys.argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    os.makedirs(sys.argv[1], exist_ok=True)
+    make(os.path.join(sys.argv[1], "bert.onnx"), 16, 12, 128, 64, mask=True)
+    make(os.path.join(sys.argv[1], "vit.onnx"), 16, 12, 197, 64, mask=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
