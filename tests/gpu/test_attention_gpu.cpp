@@ -13,7 +13,14 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 
+#include <unistd.h>
+
+#include "backend/cuda/core/tuning_cache.h"
 #include "backend/cuda/ops/attention/attention.cuh"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
@@ -265,6 +272,44 @@ TEST(GpuAttention, KernelChoice) {
   odd.mask_type = DType::Bool;
   EXPECT_EQ(kernel_of(odd, Precision::FP16).rfind("fused attention float16 streaming", 0), 0u)
       << kernel_of(odd, Precision::FP16);
+}
+
+// The attention tuner's pick is remembered in the tuning cache and obeyed by a warm plan: a
+// remembered "own" runs the tensor-core kernel, "cudnn" cuDNN's SDPA, and a value it cannot read
+// is timed again and rewritten.
+TEST(GpuAttention, TheTunersPickIsRememberedAndObeyed) {
+  FUSEC_REQUIRE_GPU();
+  auto dir = std::filesystem::temp_directory_path() / ("fusec_attention_tune_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "t.json").string();
+  ::setenv("FUSEC_TUNING_CACHE", path.c_str(), 1);
+  auto& cache = cuda::TuningCache::global();
+  cache.reload();
+  const Case bert = bert_case();
+  const std::string cold = kernel_of(bert, Precision::FP16);
+  auto read_key = [&] {
+    std::ifstream f(path);
+    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("\"attention|cudnn ");
+    const size_t close = at == std::string::npos ? at : text.find('"', at + 1);
+    return at == std::string::npos ? std::string() : text.substr(at + 1, close - at - 1);
+  };
+  const std::string key = read_key();
+  ASSERT_FALSE(key.empty()) << "no attention entry in " << path;
+  const std::string pick = cache.get(key).value_or("");
+  ASSERT_TRUE(pick == "own" || pick == "cudnn") << pick;
+  EXPECT_EQ(cold.rfind(pick == "own" ? "fused attention float16 tensor-core" : "cuDNN SDPA float16", 0), 0u) << cold;
+  cache.put(key, "own");
+  EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("fused attention float16 tensor-core", 0), 0u);
+  cache.put(key, "cudnn");
+  EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("cuDNN SDPA float16", 0), 0u);
+  cache.put(key, "garbage");
+  kernel_of(bert, Precision::FP16);
+  const std::string again = cache.get(key).value_or("");
+  EXPECT_TRUE(again == "own" || again == "cudnn") << again;
+  ::unsetenv("FUSEC_TUNING_CACHE");
+  cache.reload();
+  std::filesystem::remove_all(dir);
 }
 
 TEST(GpuAttention, FullyMaskedRowIsZero) {

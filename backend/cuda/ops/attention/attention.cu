@@ -566,14 +566,14 @@ void launch_tiled(const AttentionArgs& a, cudaStream_t stream) {
   check_launch("attention");
 }
 
-}  // namespace
-
 /// The tensor-core kernel's cases (attention_mma.cu), pointers aside; FUSEC_ATTN_MMA=0 keeps the
 /// streaming kernel at half precision (to compare the two).
 bool mma_ok(const AttentionArgs& a) {
   const char* e = env_switch("FUSEC_ATTN_MMA");
   return !(e && std::string(e) == "0") && attention_mma_ok(a);
 }
+
+}  // namespace
 
 const char* attention_variant(const AttentionArgs& a) {
   return tiled_ok(a) ? "fp32 tiled" : mma_ok(a) ? "tensor-core" : "streaming";
