@@ -1,10 +1,15 @@
 #include "gpu_test_util.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/kernels/common.h"
+#include "backend/cuda/core/tuning_cache.h"
 #include "passes/infer_shapes.h"
 
 namespace fusec::test {
@@ -149,6 +154,36 @@ void expect_graph_gpu_matches_cpu(const Graph& g, const std::vector<Tensor>& inp
       compare(got[i], want[i], tol,
               "output " + g.outputs[i]->name + " run " + std::to_string(run) + " at " + precision_name(p));
   }
+}
+
+ScopedTuningCache::ScopedTuningCache(const std::string& tag)
+    : dir_(std::filesystem::temp_directory_path() / ("fusec_" + tag + "_" + std::to_string(::getpid()))) {
+  std::filesystem::remove_all(dir_);
+  std::filesystem::create_directories(dir_);
+  path_ = (dir_ / "t.json").string();
+  setenv("FUSEC_TUNING_CACHE", path_.c_str(), 1);
+  cuda::TuningCache::global().reload();
+}
+
+ScopedTuningCache::~ScopedTuningCache() {
+  unsetenv("FUSEC_TUNING_CACHE");
+  cuda::TuningCache::global().reload();
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string ScopedTuningCache::text() const {
+  std::ifstream f(path_);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+std::string ScopedTuningCache::key_containing(const std::string& part) const {
+  const std::string t = text();
+  const size_t at = t.find(part);
+  if (at == std::string::npos) return "";
+  const size_t open = t.rfind('"', at), close = t.find('"', at);
+  if (open == std::string::npos || close == std::string::npos) return "";
+  return t.substr(open + 1, close - open - 1);
 }
 
 }  // namespace fusec::test

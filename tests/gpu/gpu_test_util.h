@@ -4,6 +4,8 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
@@ -50,5 +52,34 @@ void compare(const Tensor& got, const Tensor& want, double tol, const std::strin
 /// Same for a whole graph (already built; shapes must be bindable from the inputs).
 void expect_graph_gpu_matches_cpu(const Graph& g, const std::vector<Tensor>& inputs, Precision p, double tol = -1,
                                   bool cuda_graph = true);
+
+/// An environment variable set for a scope, unset at its end.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+};
+
+/// A tuning cache of the test's own for a scope (FUSEC_TUNING_CACHE in a fresh temporary folder,
+/// the process's cache read again at both ends), so a test that times or remembers choices
+/// starts cold and leaves the user's cache alone.
+class ScopedTuningCache {
+ public:
+  explicit ScopedTuningCache(const std::string& tag);
+  ~ScopedTuningCache();
+  ScopedTuningCache(const ScopedTuningCache&) = delete;
+  ScopedTuningCache& operator=(const ScopedTuningCache&) = delete;
+  const std::string& path() const { return path_; }
+  /// The cache file's whole text ("" before the first write).
+  std::string text() const;
+  /// The key of the first entry whose key contains `part` ("" when there is none).
+  std::string key_containing(const std::string& part) const;
+
+ private:
+  std::filesystem::path dir_;
+  std::string path_;
+};
 
 }  // namespace fusec::test

@@ -13,12 +13,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
-
-#include <unistd.h>
 
 #include "backend/cuda/core/tuning_cache.h"
 #include "backend/cuda/ops/attention/attention.cuh"
@@ -279,23 +274,12 @@ TEST(GpuAttention, KernelChoice) {
 // is timed again and rewritten.
 TEST(GpuAttention, TheTunersPickIsRememberedAndObeyed) {
   FUSEC_REQUIRE_GPU();
-  auto dir = std::filesystem::temp_directory_path() / ("fusec_attention_tune_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "t.json").string();
-  ::setenv("FUSEC_TUNING_CACHE", path.c_str(), 1);
+  const ScopedTuningCache scoped("attention_tune");
   auto& cache = cuda::TuningCache::global();
-  cache.reload();
   const Case bert = bert_case();
   const std::string cold = kernel_of(bert, Precision::FP16);
-  auto read_key = [&] {
-    std::ifstream f(path);
-    const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const size_t at = text.find("\"attention|cudnn ");
-    const size_t close = at == std::string::npos ? at : text.find('"', at + 1);
-    return at == std::string::npos ? std::string() : text.substr(at + 1, close - at - 1);
-  };
-  const std::string key = read_key();
-  ASSERT_FALSE(key.empty()) << "no attention entry in " << path;
+  const std::string key = scoped.key_containing("attention|cudnn ");
+  ASSERT_FALSE(key.empty()) << "no attention entry in " << scoped.path();
   const std::string pick = cache.get(key).value_or("");
   ASSERT_TRUE(pick == "own" || pick == "cudnn") << pick;
   EXPECT_EQ(cold.rfind(pick == "own" ? "fused attention float16 tensor-core" : "cuDNN SDPA float16", 0), 0u) << cold;
@@ -307,9 +291,6 @@ TEST(GpuAttention, TheTunersPickIsRememberedAndObeyed) {
   kernel_of(bert, Precision::FP16);
   const std::string again = cache.get(key).value_or("");
   EXPECT_TRUE(again == "own" || again == "cudnn") << again;
-  ::unsetenv("FUSEC_TUNING_CACHE");
-  cache.reload();
-  std::filesystem::remove_all(dir);
 }
 
 TEST(GpuAttention, FullyMaskedRowIsZero) {

@@ -1,14 +1,10 @@
 // Conv, FusedConv and ConvTranspose on cuDNN against the CPU reference.
 #include <cudnn.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <map>
 #include <set>
 
@@ -169,12 +165,6 @@ TEST(GpuConvChannelsLast, ResNetBlockMatchesTheReference) {
 namespace {
 
 /// Sets an environment variable for one scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
-
 /// x -> 1x1 conv(s) in each epilogue form the GEMM route has: bias plane + ReLU in the GEMM,
 /// residual as C with bias and ReLU in the pass, bias plane + another activation in the pass, no
 /// bias, and a 1-D conv.
@@ -246,20 +236,12 @@ TEST(GpuConvGemmRoute, StridedOrPaddedConvsStayOnCudnn) {
 // algorithm unfused at the first launch.
 TEST(GpuConvChoice, WarmBuildsRecallTheChoiceAndSurviveARefusedFusedCall) {
   FUSEC_REQUIRE_GPU();
-  auto dir = std::filesystem::temp_directory_path() / ("fusec_conv_choice_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "t.json").string();
-  ::setenv("FUSEC_TUNING_CACHE", path.c_str(), 1);
+  const ScopedTuningCache scoped("conv_choice");
   auto& cache = cuda::TuningCache::global();
-  cache.reload();
   OpCase c = conv({2, 16, 14, 14}, {32, 16, 3, 3}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})});
   expect_gpu_matches_cpu(c, Precision::FP16);  // cold: heuristics and the fused trial, remembered
-  std::ifstream f(path);
-  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const size_t at = text.find("|conv choice float16");
-  ASSERT_NE(at, std::string::npos) << text;
-  const size_t open = text.rfind('"', at), close = text.find('"', at);
-  const std::string key = text.substr(open + 1, close - open - 1);
+  const std::string key = scoped.key_containing("|conv choice float16");
+  ASSERT_FALSE(key.empty()) << scoped.text();
   const std::string value = cache.get(key).value_or("");
   int algo = -1, math = -1, fused = -1, falgo = -1;
   ASSERT_EQ(std::sscanf(value.c_str(), "%d:%d:%d:%d", &algo, &math, &fused, &falgo), 4) << value;
@@ -269,9 +251,6 @@ TEST(GpuConvChoice, WarmBuildsRecallTheChoiceAndSurviveARefusedFusedCall) {
   expect_gpu_matches_cpu(c, Precision::FP16);
   cache.put(key, "garbage");  // unreadable: the heuristics again
   expect_gpu_matches_cpu(c, Precision::FP16);
-  ::unsetenv("FUSEC_TUNING_CACHE");
-  cache.reload();
-  std::filesystem::remove_all(dir);
 }
 
 namespace {

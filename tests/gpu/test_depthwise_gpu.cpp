@@ -4,14 +4,10 @@
 // route leaves to cuDNN, and (FUSEC_BENCH_PRINT=1) its bandwidth on ConvNeXt's, MobileNetV3's and
 // EfficientNet's depthwise convs beside cuDNN's.
 #include <cuda_runtime_api.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -30,12 +26,6 @@ namespace {
 using V = std::vector<int64_t>;
 
 /// Sets an environment variable for one scope (unset after).
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
-
 /// One depthwise conv: x [n, c, h, w], weights [c·m, 1, kh, kw], group c.
 struct DwCase {
   const char* what;
@@ -281,21 +271,13 @@ TEST(GpuDepthwise, Tf32RunsTheRoute) {
 // whose identity this build does not have is timed again.
 TEST(GpuDepthwise, TheTunerPicksAndRemembers) {
   FUSEC_REQUIRE_GPU();
-  auto dir = std::filesystem::temp_directory_path() / ("fusec_dw_tune_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "t.json").string();
-  ScopedEnv cache_file("FUSEC_TUNING_CACHE", path.c_str());
+  const ScopedTuningCache scoped("dw_tune");
   auto& cache = cuda::TuningCache::global();
-  cache.reload();
   DwCase d{.what = "C96 7x7", .n = 2, .c = 96, .h = 28, .w = 28, .kh = 7, .kw = 7, .pads = {3, 3, 3, 3}};
   const OpCase c = make_case(d);
   expect_gpu_matches_cpu(c, Precision::FP16);  // cold: timed
-  std::ifstream f(path);
-  const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const size_t at = text.find("|conv launch float16");
-  ASSERT_NE(at, std::string::npos) << "a depthwise conv at fp16 is timed: " << text;
-  const size_t open = text.rfind('"', at), close = text.find('"', at);
-  const std::string key = text.substr(open + 1, close - open - 1);
+  const std::string key = scoped.key_containing("|conv launch float16");
+  ASSERT_FALSE(key.empty()) << "a depthwise conv at fp16 is timed: " << scoped.text();
   ASSERT_TRUE(cache.get(key).has_value());
   expect_gpu_matches_cpu(c, Precision::FP16);  // warm: recalled
   const std::string pick = std::string("dw:2|") + cuda::depthwise_config_name(2);
@@ -306,9 +288,6 @@ TEST(GpuDepthwise, TheTunerPicksAndRemembers) {
   EXPECT_NE(cache.get(key).value_or(""), "dw:2|a configuration this build does not have");
   cache.put(key, "dw:99|v16 p4 b256");  // an index past the route's
   expect_gpu_matches_cpu(c, Precision::FP16);
-  unsetenv("FUSEC_TUNING_CACHE");
-  cache.reload();
-  std::filesystem::remove_all(dir);
 }
 
 // Asymmetric pads, which cuDNN cannot express, run on the route even unforced; FUSEC_CONV_DEPTHWISE=0
@@ -427,11 +406,7 @@ TEST(GpuDepthwise, Bandwidth) {
       {"efficientnet", 32, 112, 3, 1, "SiLU"},     {"efficientnet", 96, 112, 3, 2, "SiLU"},
       {"efficientnet", 144, 56, 5, 2, "SiLU"},     {"efficientnet", 1152, 7, 3, 1, "SiLU"},
   };
-  auto dir = std::filesystem::temp_directory_path() / ("fusec_dw_bench_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  const std::string cache_path = (dir / "t.json").string();
-  ScopedEnv cache_file("FUSEC_TUNING_CACHE", cache_path.c_str());
-  cuda::TuningCache::global().reload();
+  const ScopedTuningCache scoped("dw_bench");
   cuda::Context ctx(0);
   cuda::DeviceBuffer flush(size_t{256} << 20, "L2 flush");
   std::printf("[depthwise] %-34s %-28s %9s %9s %8s %6s\n", "shape (batch 16)", "route", "warm ms", "cold ms",
@@ -500,7 +475,4 @@ TEST(GpuDepthwise, Bandwidth) {
       unsetenv("FUSEC_CONV_DEPTHWISE");
     }
   }
-  unsetenv("FUSEC_TUNING_CACHE");
-  cuda::TuningCache::global().reload();
-  std::filesystem::remove_all(dir);
 }

@@ -575,8 +575,10 @@ bool mma_ok(const AttentionArgs& a) {
 
 }  // namespace
 
+bool attention_on_tensor_cores(const AttentionArgs& a) { return !tiled_ok(a) && mma_ok(a); }
+
 const char* attention_variant(const AttentionArgs& a) {
-  return tiled_ok(a) ? "fp32 tiled" : mma_ok(a) ? "tensor-core" : "streaming";
+  return tiled_ok(a) ? "fp32 tiled" : attention_on_tensor_cores(a) ? "tensor-core" : "streaming";
 }
 
 size_t attention_smem_bytes(const AttentionArgs& a) {

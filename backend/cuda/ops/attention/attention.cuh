@@ -38,6 +38,9 @@ std::string attention_unsupported(const AttentionArgs& a);
 /// Shared memory the kernel asks for (bytes), for the profiler-facing description.
 size_t attention_smem_bytes(const AttentionArgs& a);
 
+/// Whether launch_attention runs the tensor-core kernel (attention_mma.cu) for these arguments.
+bool attention_on_tensor_cores(const AttentionArgs& a);
+
 /// Which kernel launch_attention runs for these arguments: "fp32 tiled", "tensor-core" (fp16/bf16,
 /// attention_mma.cu; unaligned pointers still take the streaming kernel) or "streaming".
 const char* attention_variant(const AttentionArgs& a);

@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
       // products are far inside the float range. A mask's fill can be the largest finite value
       // (bf16's -3.39e38), whose product with log2 e overflows to -inf where the row must stay
       // uniform: there the difference is taken first.
-      const float c0 = base0 * kLog2e, c1 = base1 * kLog2e;
+      [[maybe_unused]] const float c0 = base0 * kLog2e, c1 = base1 * kLog2e;  // used without a mask
       float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
       for (int j = 0; j < NJ; ++j) {

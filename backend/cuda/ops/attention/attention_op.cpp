@@ -115,8 +115,7 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   const char* env = env_switch("FUSEC_CUDNN_SDPA");
   const std::string sw = env ? env : "";
   if (sw != "0") sdpa = CudnnSdpa::create(a, c.ctx(), nullptr);
-  if (sdpa && sw != "1" && std::string(attention_variant(a)) == "tensor-core" &&
-      !cudnn_sdpa_wins(a, *sdpa, c.ctx(), packed, k_off, v_off))
+  if (sdpa && sw != "1" && attention_on_tensor_cores(a) && !cudnn_sdpa_wins(a, *sdpa, c.ctx(), packed, k_off, v_off))
     sdpa.reset();
   return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, k_off, v_off);
 }
