@@ -73,7 +73,11 @@ __global__ void __launch_bounds__(kBlock, 1)
       mbar_init(empty + 8 * s, 4);  // the reading warpgroup's warps
     }
     for (int w = 0; w < kGroups; ++w) mbar_init(turn + 8 * w, 4);
-    mbar_init(freed, 4);  // the staged tile has been stored by the warpgroup that staged it
+    // The staged tile has been read by every thread of the warpgroup that staged it: each thread
+    // arrives after its own reads, so that the next warpgroup's stores are ordered after each of
+    // them, not after one lane's arrival behind a named barrier (which compute-sanitizer's
+    // racecheck does not take as ordering the other threads' reads).
+    mbar_init(freed, 128);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -157,8 +161,7 @@ __global__ void __launch_bounds__(kBlock, 1)
     for (int h = 0; h < 2; ++h) stage_acc<kBN>(acc[h], out, h * 128 + tid % 128);
     group_sync(group);
     store_staged<T, kBN, kBM, 128>(g, staged, m0, n0, tid % 128);
-    group_sync(group);
-    if (lane == 0) mbar_arrive(freed);
+    mbar_arrive(freed);
   }
 #endif
 }
