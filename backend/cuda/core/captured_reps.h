@@ -1,11 +1,16 @@
-// How the tuners (conv_tune.cpp, gemm_op.cpp) time a candidate as the model's CUDA graph runs it:
-// its timed repetitions are captured once into a graph and replayed behind a hold kernel
-// (gpu_hold.cuh), so the events measure the GPU alone. Launched one by one, a library call's host
-// time can exceed its GPU time (cuDNN's fused conv, cuBLASLt's small GEMMs), and the candidate
-// then times slower than it runs in the model. A candidate whose calls cannot be captured is
-// timed on the stream behind the hold instead.
+// How the tuners (conv_tune.cpp, gemm_op.cpp, attention_tune.cpp) time a candidate as the model's
+// CUDA graph runs it: its timed repetitions are captured once into a graph and replayed behind a
+// hold kernel (gpu_hold.cuh), so the events measure the GPU alone. Launched one by one, a library
+// call's host time can exceed its GPU time (cuDNN's fused conv, cuBLASLt's small GEMMs), and the
+// candidate then times slower than it runs in the model. A candidate whose calls cannot be
+// captured is timed on the stream behind the hold instead.
 #pragma once
 #include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "backend/cuda/core/check.h"
+#include "backend/cuda/core/gpu_hold.cuh"
 
 namespace fusec::cuda {
 
@@ -46,5 +51,73 @@ class CapturedReps {
  private:
   cudaGraphExec_t exec_ = nullptr;
 };
+
+/// How many calls a timed round makes, how many rounds, and the hold before each.
+struct TimingPlan {
+  int reps = 10;
+  int rounds = 3;
+  int hold_us = 400;
+  /// One untimed call before each capture and one untimed replay before each round's hold: the
+  /// conv tuner's candidates change library state when selected (algorithm, workspace), and the
+  /// first call after that is not the one to time.
+  bool warm_each_round = false;
+};
+
+/// Times candidates 0..ms.size()-1 as every tuner does: each candidate's plan.reps calls are
+/// captured once, then plan.rounds rounds take the candidates in turn (so that a disturbance, a
+/// clock change or another process, does not decide one candidate's time alone), each replaying
+/// the calls behind a hold kernel; a candidate keeps its best round, in ms per call.
+/// On entry ms[i] < 0 leaves candidate i out (it failed its warm-up); on return it is the time, or
+/// -1 where a call failed in a round. select(i) runs before candidate i is captured or timed,
+/// outside both; call(i) makes one call and returns false when it was refused.
+template <typename Select, typename Call>
+void time_candidates(cudaStream_t stream, std::vector<float>& ms, const TimingPlan& plan, Select&& select,
+                     Call&& call) {
+  const size_t n = ms.size();
+  auto reps = [&](size_t i) {
+    for (int k = 0; k < plan.reps; ++k)
+      if (!call(i)) return false;
+    return true;
+  };
+  std::vector<CapturedReps> captured(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (ms[i] < 0) continue;
+    select(i);
+    if (plan.warm_each_round) call(i);
+    captured[i].capture(stream, [&] { return reps(i); });
+    ms[i] = 0;  // not timed yet
+  }
+  struct Events {
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    Events() {
+      FUSEC_CUDA_CHECK(cudaEventCreate(&e0));
+      FUSEC_CUDA_CHECK(cudaEventCreate(&e1));
+    }
+    ~Events() {
+      cudaEventDestroy(e0);
+      cudaEventDestroy(e1);
+    }
+    Events(const Events&) = delete;
+    Events& operator=(const Events&) = delete;
+  } ev;
+  for (int round = 0; round < plan.rounds; ++round)
+    for (size_t i = 0; i < n; ++i) {
+      if (ms[i] < 0) continue;
+      select(i);
+      if (plan.warm_each_round && !captured[i].replay(stream)) call(i);
+      launch_gpu_hold(stream, plan.hold_us);
+      FUSEC_CUDA_CHECK(cudaEventRecord(ev.e0, stream));
+      const bool ok = captured[i].replay(stream) || reps(i);
+      FUSEC_CUDA_CHECK(cudaEventRecord(ev.e1, stream));
+      FUSEC_CUDA_CHECK(cudaEventSynchronize(ev.e1));
+      float t = 0;
+      FUSEC_CUDA_CHECK(cudaEventElapsedTime(&t, ev.e0, ev.e1));
+      t /= static_cast<float>(plan.reps);
+      if (!ok)
+        ms[i] = -1.0f;
+      else if (ms[i] == 0 || t < ms[i])
+        ms[i] = t;
+    }
+}
 
 }  // namespace fusec::cuda

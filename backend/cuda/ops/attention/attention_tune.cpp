@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <vector>
 
 #include "backend/cuda/core/captured_reps.h"
 #include "backend/cuda/core/check.h"
-#include "backend/cuda/core/gpu_hold.cuh"
 #include "backend/cuda/core/tuning_cache.h"
 #include "backend/cuda/ops/attention/attention_mma.cuh"
 #include "ir/switches.h"
@@ -103,44 +103,12 @@ bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool
       }
       return cudaGetLastError() == cudaSuccess;
     };
-    float best[2] = {-1.0f, -1.0f};
+    std::vector<float> best(2, -1.0f);
     for (int i = 0; i < 2; ++i)
       if (run(i) && run(i) && cudaStreamSynchronize(stream) == cudaSuccess) best[i] = 0.0f;  // warm
     cudaGetLastError();
-    // As the GEMM and conv tuners: reps captured into a graph, replayed behind a hold kernel,
-    // three interleaved rounds, each candidate's best round (captured_reps.h).
-    constexpr int kReps = 10, kRounds = 3, kHoldUs = 400;
-    CapturedReps captured[2];
-    for (int i = 0; i < 2; ++i)
-      if (best[i] == 0.0f)
-        captured[i].capture(stream, [&] {
-          for (int r = 0; r < kReps; ++r)
-            if (!run(i)) return false;
-          return true;
-        });
-    cudaEvent_t e0, e1;
-    FUSEC_CUDA_CHECK(cudaEventCreate(&e0));
-    FUSEC_CUDA_CHECK(cudaEventCreate(&e1));
-    for (int round = 0; round < kRounds; ++round)
-      for (int i = 0; i < 2; ++i) {
-        if (best[i] < 0) continue;
-        launch_gpu_hold(stream, kHoldUs);
-        FUSEC_CUDA_CHECK(cudaEventRecord(e0, stream));
-        bool ok = true;
-        if (!captured[i].replay(stream))
-          for (int r = 0; r < kReps && ok; ++r) ok = run(i);
-        FUSEC_CUDA_CHECK(cudaEventRecord(e1, stream));
-        FUSEC_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        FUSEC_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        ms /= kReps;
-        if (!ok)
-          best[i] = -1.0f;
-        else if (best[i] == 0.0f || ms < best[i])
-          best[i] = ms;
-      }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    time_candidates(
+        stream, best, TimingPlan{}, [](size_t) {}, [&](size_t i) { return run(static_cast<int>(i)); });
     if (best[0] < 0 && best[1] < 0) return true;
     const bool cudnn = best[1] < 0 || (best[0] >= 0 && best[0] <= best[1]);
     if (env_switch("FUSEC_ATTN_TRACE"))

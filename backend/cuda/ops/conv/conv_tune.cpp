@@ -19,7 +19,6 @@
 
 #include "backend/cuda/core/captured_reps.h"
 #include "backend/cuda/core/check.h"
-#include "backend/cuda/core/gpu_hold.cuh"
 #include "backend/cuda/core/tuning_cache.h"
 
 namespace fusec::cuda {
@@ -146,44 +145,19 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
         if (r.route->worth_timing(i) && works(ch)) runs.push_back(ch);
       }
     if (runs.empty()) return false;
-    cudaEvent_t e0, e1;
-    FUSEC_CUDA_CHECK(cudaEventCreate(&e0));
-    FUSEC_CUDA_CHECK(cudaEventCreate(&e1));
-    // Interleaved rounds, each candidate's best round kept (as the GEMM tuner does). Each
-    // candidate's reps are captured once into a CUDA graph and replayed behind a hold kernel, so
-    // the events time the GPU alone, as the model's CUDA graph runs it. A hold alone was not
-    // enough: cuDNN's fused call costs more host time per call than the hold covers for five, so
-    // short convs timed many times slower than they run in the graph and the tuner passed the
-    // call over (docs/cuda_backend.md). A candidate whose calls cannot be captured is timed on
-    // the stream behind the hold (gpu_hold.cuh).
-    constexpr int kRounds = 3, kReps = 5, kHoldUs = 400;
-    auto reps = [&] {
-      for (int k = 0; k < kReps; ++k) run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);
-      return true;
-    };
-    std::vector<CapturedReps> captured(runs.size());
-    for (size_t i = 0; i < runs.size(); ++i) {
-      apply(runs[i]);
-      run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);  // warm, outside the capture
-      captured[i].capture(stream, reps);
-    }
-    std::vector<float> best(runs.size(), -1.0f);
-    for (int round = 0; round < kRounds; ++round)
-      for (size_t i = 0; i < runs.size(); ++i) {
-        apply(runs[i]);
-        if (!captured[i].replay(stream)) run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);
-        launch_gpu_hold(stream, kHoldUs);
-        FUSEC_CUDA_CHECK(cudaEventRecord(e0, stream));
-        if (!captured[i].replay(stream)) reps();
-        FUSEC_CUDA_CHECK(cudaEventRecord(e1, stream));
-        FUSEC_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        FUSEC_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        ms /= kReps;
-        if (best[i] < 0 || ms < best[i]) best[i] = ms;
-      }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
+    // A hold alone was not enough: cuDNN's fused call costs more host time per call than the hold
+    // covers for five, so short convs timed many times slower than they run in the graph and the
+    // tuner passed the call over (docs/cuda_backend.md); hence the captured reps (captured_reps.h).
+    TimingPlan plan;
+    plan.reps = 5;
+    plan.warm_each_round = true;
+    std::vector<float> best(runs.size(), 0.0f);
+    time_candidates(
+        stream, best, plan, [&](size_t i) { apply(runs[i]); },
+        [&](size_t) {
+          run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);
+          return true;
+        });
     size_t pick = 0;
     for (size_t i = 1; i < runs.size(); ++i)
       if (best[i] < best[pick]) pick = i;

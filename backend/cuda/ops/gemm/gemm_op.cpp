@@ -23,7 +23,6 @@
 #include "backend/cuda/core/check.h"
 #include "backend/cuda/core/cublaslt_util.h"
 #include "backend/cuda/core/cuda_op.h"
-#include "backend/cuda/core/gpu_hold.cuh"
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
 #include "backend/cuda/ops/gemm/hgemm.cuh"
 #include "backend/cuda/ops/gemm/sgemm.cuh"
@@ -405,11 +404,6 @@ class GemmOp : public CudaOp {
     float alpha32 = alpha_, beta32 = has_c_ ? beta_ : 0.0f;
     const void* alpha = dt_ == DType::Float64 ? static_cast<const void*>(&alpha64) : &alpha32;
     const void* beta = dt_ == DType::Float64 ? static_cast<const void*>(&beta64) : &beta32;
-    cudaEvent_t e0, e1;
-    FUSEC_CUDA_CHECK(cudaEventCreate(&e0));
-    FUSEC_CUDA_CHECK(cudaEventCreate(&e1));
-    // Three rounds over the candidates, each candidate's best round kept: one round in a row per
-    // candidate let a disturbance (another process on the GPU, a clock change) decide the pick.
     auto run = [&](int i) {
       return cublasLtMatmul(handle_, desc_, alpha, next_b(), la_, A.p, lb_, beta, has_c_ ? C.p : D.p, lc_, D.p, ld_,
                             &r[i].algo, wsb.p, r[i].workspaceSize, stream);
@@ -429,37 +423,12 @@ class GemmOp : public CudaOp {
     std::vector<float> ms_of(total, -1.0f);  // -1: the candidate failed or does not apply
     for (int i = 0; i < total; ++i)
       if (run_any(i) && run_any(i)) ms_of[i] = 0;  // warm-up
-    // Each candidate's reps are captured once and replayed behind a hold kernel (captured_reps.h):
-    // launched one by one, a short GEMM timed its host calls, not its kernels. A graph replays the
-    // weight copies it captured, so its reps take every copy once.
-    constexpr int kRounds = 3, kHoldUs = 400;
-    const int reps = std::max(10, copies);
-    std::vector<CapturedReps> captured(total);
-    for (int i = 0; i < total; ++i)
-      if (ms_of[i] == 0)
-        captured[i].capture(stream, [&] {
-          for (int k = 0; k < reps; ++k)
-            if (!run_any(i)) return false;
-          return true;
-        });
-    for (int round = 0; round < kRounds; ++round)
-      for (int i = 0; i < total; ++i) {
-        if (ms_of[i] < 0) continue;
-        launch_gpu_hold(stream, kHoldUs);
-        FUSEC_CUDA_CHECK(cudaEventRecord(e0, stream));
-        bool failed = false;
-        if (!captured[i].replay(stream))
-          for (int k = 0; k < reps && !failed; ++k) failed = !run_any(i);
-        FUSEC_CUDA_CHECK(cudaEventRecord(e1, stream));
-        FUSEC_CUDA_CHECK(cudaEventSynchronize(e1));
-        float ms = 0;
-        FUSEC_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        ms /= reps;
-        if (failed)
-          ms_of[i] = -1;
-        else if (ms_of[i] == 0 || ms < ms_of[i])
-          ms_of[i] = ms;
-      }
+    // Launched one by one, a short GEMM timed its host calls, not its kernels (captured_reps.h). A
+    // graph replays the weight copies it captured, so the reps take every copy once.
+    TimingPlan plan;
+    plan.reps = std::max(10, copies);
+    time_candidates(
+        stream, ms_of, plan, [](size_t) {}, [&](size_t i) { return run_any(static_cast<int>(i)); });
     int best = -1;
     float best_ms = 0;
     const float first_ms = force_own ? -1.0f : ms_of[0];
@@ -468,8 +437,6 @@ class GemmOp : public CudaOp {
         best = i;
         best_ms = ms_of[i];
       }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
     if (best < 0) return 0;
     // Timed alone on scratch buffers, a small win can be noise or vanish inside the model (the
     // MLP's 16-row GEMMs ran slower on such picks): leave the heuristic's choice unless the
