@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "backend/cuda/core/check.h"
+#include "backend/cuda/core/event_timer.h"
 #include "ir/error.h"
 #include "profiler/cuda/occupancy.h"
 #include "ir/switches.h"
@@ -282,28 +283,6 @@ void set_tag(uint64_t tag) {
   Cupti::get().tag = tag;
 }
 
-struct Events {
-  cudaEvent_t a = nullptr, b = nullptr;
-  Events() {
-    FUSEC_CUDA_CHECK(cudaEventCreate(&a));
-    FUSEC_CUDA_CHECK(cudaEventCreate(&b));
-  }
-  ~Events() {
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-  }
-  template <typename F>
-  double time_ms(cudaStream_t s, F&& f) {
-    FUSEC_CUDA_CHECK(cudaEventRecord(a, s));
-    f();
-    FUSEC_CUDA_CHECK(cudaEventRecord(b, s));
-    FUSEC_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    FUSEC_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    return ms;
-  }
-};
-
 /// Stops CUPTI and detaches the observer however the profile ends.
 struct Session {
   cuda::CudaExecutable& exe;
@@ -421,12 +400,12 @@ Collected profile_with_events(cuda::CudaExecutable& exe, const std::vector<Tenso
     Collected c;
     c.device_kind = "cuda";
     c.modes.push_back({"stream", {}});
-    Events ev;
+    cuda::EventTimer ev;
     uint64_t base = 0;
     for (int i = 0; i < s.iterations; ++i) {
       steps.iteration = i;
       c.modes[0].wall_ms.push_back(ev.time_ms(stream, [&] { exe.launch_uncaptured(); }));
-      steps.collect(ev.a, 0, base, c.records);
+      steps.collect(ev.start(), 0, base, c.records);
       base += static_cast<uint64_t>(c.modes[0].wall_ms.back() * 1e6) + 1000;
     }
     steps.iteration = -1;
@@ -468,7 +447,7 @@ Collected profile_cuda(cuda::CudaExecutable& exe, const std::vector<Tensor>& inp
   const bool graph = upload_and_warm_up(exe, inputs, s);
   cupti.discard();
 
-  Events ev;
+  cuda::EventTimer ev;
   if (graph) {
     const int mode = static_cast<int>(c.modes.size());
     c.modes.push_back({"cuda_graph", {}});

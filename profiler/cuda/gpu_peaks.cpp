@@ -8,6 +8,7 @@
 
 #include "backend/cuda/core/check.h"
 #include "backend/cuda/core/context.h"
+#include "backend/cuda/core/event_timer.h"
 #include "backend/cuda/core/cublaslt_util.h"
 #include "ir/half.h"
 #include "profiler/cuda/cuda_profiler.h"
@@ -27,22 +28,10 @@ struct Buffer {
 /// Median of `reps` timed calls after `warm` untimed ones, in seconds.
 template <typename F>
 double median_seconds(cudaStream_t s, int warm, int reps, F&& f) {
-  cudaEvent_t a, b;
-  FUSEC_CUDA_CHECK(cudaEventCreate(&a));
-  FUSEC_CUDA_CHECK(cudaEventCreate(&b));
+  cuda::EventTimer timer;
   for (int i = 0; i < warm; ++i) f();
   std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    FUSEC_CUDA_CHECK(cudaEventRecord(a, s));
-    f();
-    FUSEC_CUDA_CHECK(cudaEventRecord(b, s));
-    FUSEC_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    FUSEC_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms * 1e-3);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  for (int i = 0; i < reps; ++i) t.push_back(timer.time_ms(s, f) * 1e-3);
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }

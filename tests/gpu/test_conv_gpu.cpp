@@ -164,7 +164,6 @@ TEST(GpuConvChannelsLast, ResNetBlockMatchesTheReference) {
 
 namespace {
 
-/// Sets an environment variable for one scope.
 /// x -> 1x1 conv(s) in each epilogue form the GEMM route has: bias plane + ReLU in the GEMM,
 /// residual as C with bias and ReLU in the pass, bias plane + another activation in the pass, no
 /// bias, and a 1-D conv.

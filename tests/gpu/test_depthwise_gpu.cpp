@@ -25,7 +25,6 @@ namespace {
 
 using V = std::vector<int64_t>;
 
-/// Sets an environment variable for one scope (unset after).
 /// One depthwise conv: x [n, c, h, w], weights [c·m, 1, kh, kw], group c.
 struct DwCase {
   const char* what;

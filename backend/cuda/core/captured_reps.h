@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "backend/cuda/core/check.h"
+#include "backend/cuda/core/event_timer.h"
 #include "backend/cuda/core/gpu_hold.cuh"
 
 namespace fusec::cuda {
@@ -87,32 +87,16 @@ void time_candidates(cudaStream_t stream, std::vector<float>& ms, const TimingPl
     captured[i].capture(stream, [&] { return reps(i); });
     ms[i] = 0;  // not timed yet
   }
-  struct Events {
-    cudaEvent_t e0 = nullptr, e1 = nullptr;
-    Events() {
-      FUSEC_CUDA_CHECK(cudaEventCreate(&e0));
-      FUSEC_CUDA_CHECK(cudaEventCreate(&e1));
-    }
-    ~Events() {
-      cudaEventDestroy(e0);
-      cudaEventDestroy(e1);
-    }
-    Events(const Events&) = delete;
-    Events& operator=(const Events&) = delete;
-  } ev;
+  EventTimer timer;
   for (int round = 0; round < plan.rounds; ++round)
     for (size_t i = 0; i < n; ++i) {
       if (ms[i] < 0) continue;
       select(i);
       if (plan.warm_each_round && !captured[i].replay(stream)) call(i);
       launch_gpu_hold(stream, plan.hold_us);
-      FUSEC_CUDA_CHECK(cudaEventRecord(ev.e0, stream));
-      const bool ok = captured[i].replay(stream) || reps(i);
-      FUSEC_CUDA_CHECK(cudaEventRecord(ev.e1, stream));
-      FUSEC_CUDA_CHECK(cudaEventSynchronize(ev.e1));
-      float t = 0;
-      FUSEC_CUDA_CHECK(cudaEventElapsedTime(&t, ev.e0, ev.e1));
-      t /= static_cast<float>(plan.reps);
+      bool ok = true;
+      const float t =
+          timer.time_ms(stream, [&] { ok = captured[i].replay(stream) || reps(i); }) / static_cast<float>(plan.reps);
       if (!ok)
         ms[i] = -1.0f;
       else if (ms[i] == 0 || t < ms[i])
