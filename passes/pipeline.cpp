@@ -20,6 +20,7 @@
 #include "passes/merge_qkv.h"
 #include "passes/recognize_gelu.h"
 #include "passes/recognize_layernorm.h"
+#include "passes/select_rows_early.h"
 
 namespace fusec {
 
@@ -57,6 +58,11 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // would merge the scale, the mask and RoPE into one kernel. The Q/K/V projections' bias Adds are
   // not part of the pattern, so their FusedMatMul feeding the 3-D Attention comes after.
   p.push_back(std::make_unique<FuseAttentionPass>());
+  // A constant selection of rows (a classifier's [CLS] token) moves above the row-wise ops in front
+  // of it, so they compute only those rows: after the recognizers (a LayerNorm or a GELU is one
+  // node to move through, not a chain to break up) and after fuse_attention (an attention is not
+  // row-wise and is left whole); before the fusions, which then fuse the narrowed ops.
+  p.push_back(std::make_unique<SelectRowsEarlyPass>());
   // Residual Add + LayerNorm before LayerNorm + Gelu: a post-LN block's LayerNorm reads a residual sum;
   // a MatMul-bias Add is left alone, so a Linear -> LayerNorm -> Gelu still gets LayerNormGelu.
   p.push_back(std::make_unique<FuseSkipLayerNormPass>());

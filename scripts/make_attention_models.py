@@ -24,6 +24,8 @@ output is what the tests expect. Per family two forms:
              mask from attention_mask (legacy: (1 − m)·−10000 [B,1,1,S], as transformers < 4.30;
              dynamo (BertSdpaSelfAttention): an expanded [B,1,S,S] mask into SDPA).
   vit_*      transformers' ViTSelfAttention (no mask) after a Conv patch embedding and CLS token.
+             vit_cls_* add ViTForImageClassification's head: a Gemm of the final LayerNorm's
+             [CLS] row, Gather(axis 1, index 0), in place of the last_hidden_state output.
   gpt2_*     transformers' GPT2Attention: Conv1D (Reshape -> Gemm -> Reshape), Split into q/k/v.
              legacy (eager _attn): k.transpose(-1,-2), Div by √D, Where(bias[:, :, Sk−Sq:Sk, :Sk],
              scores, finfo.min) from the sliced causal buffer, + (1 − m)·−10000, Softmax, a no-op
@@ -65,6 +67,7 @@ from generate_models import Builder  # noqa: E402
 LAYERS, HIDDEN, HEADS, HEAD_DIM, SEQ, VOCAB = 2, 32, 4, 8, 8, 64
 KV_HEADS = 2  # Llama's grouped-query attention
 BATCH = 2     # the dynamo forms' static batch
+CLASSES = 5   # vit_cls_*'s classifier
 FMIN = float(np.finfo(np.float32).min)
 PRODUCER = "fusec scripts/make_attention_models.py"
 
@@ -251,9 +254,9 @@ def bert(form: str) -> onnx.ModelProto:
 
 # ---- ViT --------------------------------------------------------------------------------------
 
-def vit(form: str) -> onnx.ModelProto:
+def vit(form: str, classify: bool = False) -> onnx.ModelProto:
     legacy = form == "legacy"
-    m = Model(f"vit_{form}", seed=12, legacy=legacy, opset=17 if legacy else 18)
+    m = Model(f"vit_{'cls_' if classify else ''}{form}", seed=12, legacy=legacy, opset=17 if legacy else 18)
     patches, seq = 16, 17
     w = m.init("patch.weight", m.normal((HIDDEN, 3, 4, 4), math.sqrt(1.0 / 48)))
     e = m.node("Conv", ["pixel_values", w, m.init("patch.bias", m.uniform(HIDDEN, -0.1, 0.1))], "patch.conv",
@@ -286,12 +289,21 @@ def vit(form: str) -> onnx.ModelProto:
         f = m.layernorm(x, f"{p}.layernorm_after")
         f = m.gelu_erf(m.proj(f, HIDDEN, 2 * HIDDEN, f"{p}.intermediate"), f"{p}.gelu")
         x = m.node("Add", [m.proj(f, 2 * HIDDEN, HIDDEN, f"{p}.output"), x], f"{p}.residual2")
-    x = m.name_output(m.layernorm(x, "layernorm"), "last_hidden_state")
     b = batch_dim(m)
+    if classify:  # ViTForImageClassification: classifier(sequence_output[:, 0, :]), a Gather of index 0
+        cls = m.node("Gather", [m.layernorm(x, "layernorm"), m.init("cls_index", np.array(0, np.int64))], "cls_token",
+                     axis=1)
+        w = m.init("classifier.weight", m.normal((CLASSES, HIDDEN), math.sqrt(1.0 / HIDDEN)))
+        y = m.name_output(m.node("Gemm", [cls, w, m.init("classifier.bias", m.uniform(CLASSES, -0.1, 0.1))],
+                                 "classifier", transB=1), "logits")
+        out = helper.make_tensor_value_info(y, TensorProto.FLOAT, [b, CLASSES])
+    else:
+        x = m.name_output(m.layernorm(x, "layernorm"), "last_hidden_state")
+        out = helper.make_tensor_value_info(x, TensorProto.FLOAT, [b, seq, HIDDEN])
     return m.finish_model(
-        [helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, [b, 3, 16, 16])],
-        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [b, seq, HIDDEN])],
-        f"ViT-style encoder, attention as torch.onnx {form} writes HF ViTSelfAttention")
+        [helper.make_tensor_value_info("pixel_values", TensorProto.FLOAT, [b, 3, 16, 16])], [out],
+        f"ViT-style {'classifier' if classify else 'encoder'}, attention as torch.onnx {form} writes HF "
+        f"ViTSelfAttention")
 
 
 # ---- GPT-2 ------------------------------------------------------------------------------------
@@ -489,6 +501,7 @@ def llama(form: str, variant: str = "llama") -> onnx.ModelProto:
 MODELS = {
     "bert_legacy": lambda: bert("legacy"), "bert_dynamo": lambda: bert("dynamo"), "bert_opset23": lambda: bert("opset23"),
     "vit_legacy": lambda: vit("legacy"), "vit_dynamo": lambda: vit("dynamo"),
+    "vit_cls_legacy": lambda: vit("legacy", classify=True), "vit_cls_dynamo": lambda: vit("dynamo", classify=True),
     "gpt2_legacy": lambda: gpt2("legacy"), "gpt2_dynamo": lambda: gpt2("dynamo"),
     "llama_legacy": lambda: llama("legacy"), "llama_dynamo": lambda: llama("dynamo"),
     "bert_sdpa_legacy": lambda: bert("sdpa_legacy"), "bert_sdpa_dynamo": lambda: bert("sdpa_dynamo"),

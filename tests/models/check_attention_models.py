@@ -9,6 +9,8 @@ For each model, at batch 2:
      and no Softmax is left; where the Q, K and V projections read one tensor (BERT, ViT) or come
      from one Split (GPT-2 without the cache outputs), merge_qkv packs them: that Attention is the
      ai.fusec one with K and V omitted, at any opset;
+     A classifier of the [CLS] token (vit_cls_*) must have its Gather moved above the last
+     layer's MLP and LayerNorms by select_rows_early;
   3. on seeded inputs (token ids, a padding mask with zeros, pixels), `fusec run OPT` and `fusec run
      MODEL` must both match ONNX Runtime on the original MODEL (the outside oracle) within 1e-4 of
      each output's magnitude, and every output must be finite (ONNX Runtime's too). The *_sdpa_*
@@ -23,6 +25,7 @@ Exit 0 when every check passes, 1 otherwise; the last line is a summary.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -40,13 +43,19 @@ BATCH, SEQ, VOCAB, LAYERS = 2, 8, 64, 2
 # Models whose every layer gets packed QKV (merge_qkv); the others keep Q, K and V apart (GPT-2
 # legacy's K and V are also the present outputs). Llama's and Phi-3's RoPE becomes one ai.fusec
 # Rotary per layer (fuse_rotary), over the packed rows.
-PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "vit_dynamo", "vit_legacy", "gpt2_dynamo",
+PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "vit_dynamo", "vit_legacy", "vit_cls_dynamo", "vit_cls_legacy",
+          "gpt2_dynamo",
           "bert_sdpa_legacy", "bert_sdpa_dynamo", "gpt2_sdpa_legacy", "gpt2_sdpa_dynamo", "llama_dynamo",
           "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy", "phi3_legacy", "phi3_dynamo")
 # Rotary nodes per layer: one over the packed rows, or Q's and K's apart where a per-head norm sits
 # between the projections and the rotation (Qwen3: its attention still 3-D, read through views).
 ROTARY = {"llama_dynamo": 1, "llama_legacy": 1, "llama_sdpa_dynamo": 1, "llama_sdpa_legacy": 1, "phi3_legacy": 1,
           "phi3_dynamo": 1, "qwen3_legacy": 2, "qwen3_dynamo": 2}
+# Classifiers of one token: select_rows_early must move its Gather above the last layer's MLP and
+# LayerNorms (the user's node names, as rewrites record them), for the last layer's index.
+CLASSIFIERS = {f"vit_cls_{form}": lambda last: {f"encoder.{last}.{n}" for n in (
+    "layernorm_after", "intermediate.matmul", "intermediate.add", "output.matmul", "output.add", "residual2")}
+    | {"layernorm"} for form in ("legacy", "dynamo")}
 THREE_D_ONLY = ("qwen3_legacy", "qwen3_dynamo")  # no Transpose may be left
 PAD = 3  # padded positions in the attention masks below
 
@@ -111,12 +120,19 @@ def check(fusec: str, path: str, work: str) -> list[str]:
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
     domain = "" if opset >= 23 else "ai.fusec"
     opt = os.path.join(work, f"{name}.opt.onnx")
-    p = subprocess.run([fusec, "optimize", path, "--batch", str(BATCH), "--allow-newer-opset", "-o", opt],
-                       capture_output=True, text=True)
+    report = os.path.join(work, f"{name}.optimize.json")
+    p = subprocess.run([fusec, "optimize", path, "--batch", str(BATCH), "--allow-newer-opset", "-o", opt,
+                        "--report", report], capture_output=True, text=True)
     if p.returncode != 0:
         return [f"optimize exited {p.returncode}: {p.stderr.strip()}"]
     fused = onnx.load(opt)
     problems = []
+    if name in CLASSIFIERS:
+        with open(report) as f:
+            moved = {n for r in json.load(f)["rewrites"] if r["pass"] == "select_rows_early" for n in r["replaced"]}
+        want = CLASSIFIERS[name](LAYERS - 1)
+        if not want <= moved:
+            problems.append(f"the [CLS] Gather did not move above {sorted(want - moved)}")
     attns = [n for n in fused.graph.node if n.op_type == "Attention"]
     n_packed = sum(is_packed(n) for n in attns)
     n_attn = sum(n.domain == domain or is_packed(n) for n in attns)

@@ -1,0 +1,336 @@
+// select_rows_early: a selection of rows (a Gather or a Slice with constant indices, on one axis)
+// moves above the row-wise ops that feed it, so that they compute only the rows that are kept.
+//
+//   x [B,S,E] ─ LayerNorm ─ MatMul(W) ─ Add(b) ─ Gelu ─ Gather(axis 1, 0) ─▶ y [B,N]
+//     =>  x ─ Gather(axis 1, [0]) ─ LayerNorm ─ MatMul(W) ─ Add(b) ─ Gelu ─ Squeeze(1) ─▶ y
+//
+// A classifier reads one token of its encoder's last layer (ViT's and BERT's [CLS], a decoder's
+// last position), and everything after that layer's attention is row-wise along the token axis:
+// the output projection's residual, the MLP, the LayerNorms. Moved up, the selection leaves those
+// ops one row of S (ViT-B/16: 1 of 197) and the attention's output is the first thing read whole.
+//
+// The algebra. An op f is row-wise along axis a of its output when row i of the output (index i
+// of axis a) depends only on row i of each input that has axis a, and on all of an input that has
+// no axis a or broadcasts along it (size 1). Then, for any constant selection sel of rows,
+//     sel_a(f(x_1, .., x_n)) = f(sel_{a_1}(x_1), .., sel_{a_n}(x_n))    (x_k whole where it has no a_k)
+// It holds for elementwise ops (a_k from right-aligned broadcasting), MatMul with a 2-D B and
+// Gemm with transA = 0 (a is a row axis of A, not its last), and LayerNorm / RMSNorm whose
+// normalized axes all come after a. A Gather of a scalar index drops the axis: it moves as a
+// Gather of [index], and a Squeeze after the op drops the axis there, so every rule keeps ranks.
+//
+// Guards: the selection is its data's only reader (identical selections of one value merge
+// first, so the two that a residual's two branches bring back to the sum count as one); that data
+// is not a graph output and is the op's only used output; the selection keeps fewer rows than
+// the axis has; the rows are floats (an integer Gather is shape arithmetic, left to constant
+// folding). The pass runs after fuse_attention: an attention is not row-wise (P·V's B is 4-D)
+// and stays whole, and the fusions after this pass see the narrowed ops.
+#include "passes/select_rows_early.h"
+
+#include <map>
+#include <optional>
+#include <set>
+
+#include "passes/pattern.h"
+#include "passes/rewrite.h"
+
+namespace fusec {
+
+namespace {
+
+/// A constant selection of rows: `node` keeps `count` of the `extent` rows of axis `axis` of its
+/// data (input 0). Gather: `rows` are its indices; Slice (one axis, step 1): {begin, end}.
+struct Selection {
+  Node* node = nullptr;
+  int64_t axis = 0, count = 0, extent = 0;
+  bool scalar = false;  // a Gather of a rank-0 index, which drops the axis
+  std::vector<int64_t> rows;
+};
+
+std::optional<Selection> selection_of(Node* n) {
+  if (!n->input(0) || n->outputs.empty() || !n->outputs[0]) return std::nullopt;
+  const Shape* xd = known_rank(n->input(0));
+  if (!xd || xd->empty()) return std::nullopt;
+  const auto rank = static_cast<int64_t>(xd->size());
+  Selection s;
+  s.node = n;
+  if (is_op(n, "Gather")) {
+    const Tensor* idx = constant_of(n->input(1));
+    if (!idx || idx->rank() > 1 || idx->numel() == 0) return std::nullopt;
+    s.axis = n->attr_int("axis", 0);
+    if (s.axis < 0) s.axis += rank;
+    if (s.axis < 0 || s.axis >= rank || !(*xd)[static_cast<size_t>(s.axis)].is_static()) return std::nullopt;
+    s.extent = (*xd)[static_cast<size_t>(s.axis)].value;
+    s.rows = idx->to_int64_vector();
+    // An index out of range stays where the Gather reports it.
+    for (int64_t i : s.rows)
+      if (i < -s.extent || i >= s.extent) return std::nullopt;
+    s.count = static_cast<int64_t>(s.rows.size());
+    s.scalar = idx->rank() == 0;
+  } else if (auto sl = axis_slice(n)) {
+    s.axis = sl->axis;
+    s.extent = (*xd)[static_cast<size_t>(s.axis)].value;
+    s.rows = {sl->begin, sl->end};
+    s.count = sl->end > sl->begin ? sl->end - sl->begin : 0;
+  } else {
+    return std::nullopt;
+  }
+  if (s.count == 0 || s.count >= s.extent) return std::nullopt;
+  return s;
+}
+
+/// Two selections of one value with this key select the same rows the same way.
+std::string key_of(const Selection& s) {
+  std::string k = s.node->op_type + "/" + std::to_string(s.axis) + (s.scalar ? "/scalar" : "/");
+  for (int64_t i : s.rows) {
+    k += ',';
+    k += std::to_string(i);
+  }
+  return k;
+}
+
+bool is_elementwise(const Node* n) {
+  if (n->domain == "ai.fusec") return n->op_type == "Gelu";
+  if (!n->domain.empty()) return false;
+  static const std::set<std::string> ops = {
+      "Add",        "Sub",   "Mul",   "Div",         "Pow",         "Max",       "Min",
+      "Sum",        "Mean",  "Neg",   "Abs",         "Exp",         "Log",       "Sqrt",
+      "Reciprocal", "Erf",   "Tanh",  "Sigmoid",     "Relu",        "LeakyRelu", "Elu",
+      "Selu",       "Celu",  "Clip",  "HardSigmoid", "HardSwish",   "Softplus",  "Softsign",
+      "Floor",      "Ceil",  "Round", "Sign",        "Gelu",        "Mish",      "Cast",
+      "Identity",   "Where", "Equal", "Less",        "LessOrEqual", "Greater",   "GreaterOrEqual",
+      "And",        "Or",    "Xor",   "Not",         "IsNaN",       "IsInf",     "Sin",
+      "Cos",        "PRelu"};
+  return ops.count(n->op_type) > 0;
+}
+
+bool is_norm(const Node* n) {
+  if (n->op_type == "LayerNormalization") return n->domain.empty() || n->domain == "ai.fusec";
+  return n->op_type == "SimplifiedLayerNorm" && n->domain == "ai.fusec";
+}
+
+bool is_rowwise_kind(const Node* n) {
+  return is_elementwise(n) || is_norm(n) || is_op(n, "MatMul") || is_op(n, "Gemm");
+}
+
+/// When `p`'s output 0 (dims `out`) is row-wise along `axis`, the axis each input's rows are
+/// selected on (-1: the input is read whole) in `in_axes`, and ""; else why it is not.
+std::string rowwise_inputs(const Node* p, int64_t axis, const Shape& out, std::vector<int64_t>& in_axes) {
+  const auto r = static_cast<int64_t>(out.size());
+  in_axes.assign(p->inputs.size(), -1);
+  auto rank_of = [](const Value* v) -> int64_t {
+    const Shape* s = known_rank(v);
+    return s ? static_cast<int64_t>(s->size()) : -1;
+  };
+  if (is_elementwise(p)) {
+    if (p->has_attr("broadcast")) return "it broadcasts by its opset-6 'broadcast' attribute";
+    const Dim& od = out[static_cast<size_t>(axis)];
+    for (size_t k = 0; k < p->inputs.size(); ++k) {
+      const Value* v = p->inputs[k];
+      if (!v) continue;
+      const Shape* s = known_rank(v);
+      if (!s) return "input '" + v->name + "' has no known rank";
+      const int64_t j = axis - (r - static_cast<int64_t>(s->size()));
+      if (j < 0) continue;
+      const Dim& d = (*s)[static_cast<size_t>(j)];
+      if (d.is_static() && d.value == 1) continue;  // broadcast along the axis: read whole
+      if (!same_dim(d, od)) return "input '" + v->name + "' has " + d.str() + " rows on that axis, not " + od.str();
+      in_axes[k] = j;
+    }
+    return "";
+  }
+  if (is_norm(p)) {
+    int64_t k = p->attr_int("axis", -1);
+    if (k < 0) k += r;
+    if (k <= axis) return "it normalizes over axis " + std::to_string(axis);
+    in_axes[0] = axis;
+    return "";
+  }
+  if (is_op(p, "MatMul")) {
+    if (rank_of(p->input(1)) != 2) return "its B is not 2-D, so its rows are not A's alone";
+    if (rank_of(p->input(0)) != r || axis >= r - 1) return "the axis is not a row axis of A";
+    in_axes[0] = axis;
+    return "";
+  }
+  if (is_op(p, "Gemm")) {
+    if (p->attr_int("transA", 0) != 0) return "it transposes A";
+    if (axis != 0) return "the axis is not A's rows";
+    in_axes[0] = 0;
+    if (const Value* c = p->input(2)) {
+      const Shape* cs = known_rank(c);
+      if (!cs) return "its C has no known rank";
+      if (cs->size() == 2 && !((*cs)[0].is_static() && (*cs)[0].value == 1)) {
+        if (!same_dim((*cs)[0], out[0])) return "its C's rows are not the output's";
+        in_axes[2] = 0;
+      }
+    }
+    return "";
+  }
+  return p->op_type + " is not row-wise here";
+}
+
+class Mover {
+ public:
+  Mover(Graph& g, Rewriter& r) : g_(g), r_(r) {}
+
+  /// Merges selections of one value that select the same rows the same way into the first.
+  bool merge_duplicates() {
+    bool changed = false;
+    std::map<std::pair<const Value*, std::string>, Node*> first;
+    for (Node* n : g_.node_list()) {
+      auto s = selection_of(n);
+      if (!s) continue;
+      auto [it, fresh] = first.emplace(std::make_pair(n->input(0), key_of(*s)), n);
+      Value* dup = n->outputs[0];
+      if (fresh || dup->is_graph_output) continue;
+      Node* keep = it->second;
+      g_.replace_all_uses(dup, keep->outputs[0]);
+      made_.erase(n);
+      Replaced gone = r_.remove({n});
+      for (const std::string& o : gone.origins) keep->fused_from.push_back(o);
+      r_.rewrote(gone.listed + " selects what " + describe(keep) + " does: merged", gone.names, keep->name);
+      changed = true;
+    }
+    return changed;
+  }
+
+  /// Moves every selection of the graph one op up where it can; true when one moved.
+  bool move_all_up() {
+    // A node removed in this round may hand its address to one added after it: the snapshot's
+    // pointers are checked against this round's removals, not the Rewriter's (all rounds').
+    gone_.clear();
+    misses_.clear();
+    bool changed = false;
+    for (Node* n : g_.node_list()) {
+      if (gone_.count(n)) continue;
+      if (auto s = selection_of(n)) changed |= move_up(*s);
+    }
+    return changed;
+  }
+
+  /// The last round's near-misses: where each selection stopped (earlier rounds' may have been
+  /// waiting for a residual's other branch).
+  void report() {
+    for (const auto& [what, why] : misses_) r_.near_miss(what, why);
+  }
+
+ private:
+  /// Moves the selection above its data's producer when that is row-wise along the axis.
+  bool move_up(const Selection& s) {
+    Node* sel = s.node;
+    Value* x = sel->input(0);
+    Node* p = x->producer;
+    // Integer rows are shape arithmetic (Shape -> Gather), which constant folding reads as it is.
+    if (!p || !is_float(x->type.dtype)) return false;
+    // Where a selection stops is worth a near-miss when it moved before, or when it is one of rows
+    // of a row-wise op (not of features: the exporters' Q/K/V slices of a packed projection stop
+    // at its bias Add in every layer, and nothing is lost there).
+    const bool report =
+        made_.count(sel) || (is_rowwise_kind(p) && s.axis + 1 < static_cast<int64_t>(x->type.shape->size()));
+    const std::string what = describe(sel) + " not moved above " + describe(p);
+    auto miss = [&](const std::string& why) {
+      if (report) misses_.emplace_back(what, why);
+      return false;
+    };
+    if (x->is_graph_output) return miss("its rows are also a graph output");
+    if (x->consumers.size() != 1) return miss("its rows are read by " + std::to_string(x->consumers.size()) + " nodes");
+    if (p->outputs.empty() || p->outputs[0] != x) return miss("it reads another output than the first");
+    for (size_t i = 1; i < p->outputs.size(); ++i)
+      if (p->outputs[i] && use_count(p->outputs[i]) > 0)
+        return miss("its output '" + p->outputs[i]->name + "' is read");
+    std::vector<int64_t> in_axes;
+    const std::string why = rowwise_inputs(p, s.axis, *x->type.shape, in_axes);
+    if (!why.empty()) return miss(why);
+
+    // Everything the rewrite needs, before the nodes go.
+    const std::string sel_name = sel->name, sel_op = sel->op_type, p_name = p->name, p_op = p->op_type,
+                      p_domain = p->domain;
+    const std::string listed = describe(sel) + " moved above " + describe(p);
+    const std::vector<NamedAttribute> p_attrs = p->attrs;
+    const std::vector<Value*> p_inputs = p->inputs;
+    const std::vector<Value*> sel_inputs = sel->inputs;
+    Value* y = sel->outputs[0];
+    made_.erase(sel);
+    gone_.insert(sel);
+    gone_.insert(p);
+    const Replaced gone_sel = r_.remove({sel});
+    const Replaced gone_p = r_.remove({p});
+
+    // A scalar Gather's index as a 1-D one: the rows are selected keeping the axis.
+    Value* index = sel_inputs.size() > 1 ? sel_inputs[1] : nullptr;
+    if (s.scalar) index = g_.add_initializer(index->name + "_row", Tensor::from_int64({s.rows[0]}, {1}));
+    std::map<std::pair<Value*, int64_t>, Value*> selected;  // x*x selects x once
+    std::vector<Value*> ins = p_inputs;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      if (!ins[k] || in_axes[k] < 0) continue;
+      Value*& v = selected[{ins[k], in_axes[k]}];
+      if (!v) v = select(sel_op, sel_name, sel_inputs, index, ins[k], in_axes[k], gone_sel.origins);
+      ins[k] = v;
+    }
+    Value* out = s.scalar ? g_.add_value(y->name + "_rows") : y;
+    Node* np = r_.add(p_op, ins, {out}, p_name, p_domain, gone_p.origins);
+    np->attrs = p_attrs;
+    if (s.scalar) {
+      // Squeeze takes its axes as an input from opset 13, as an attribute before.
+      const bool axes_input = onnx_opset(g_) >= 13;
+      std::vector<Value*> sq_in = {out};
+      if (axes_input) sq_in.push_back(axes_constant(s.axis));
+      Node* sq = r_.add("Squeeze", sq_in, {y},
+                        g_.unique_node_name(gone_sel.origins.empty() ? sel_name : gone_sel.origins.front()), "",
+                        gone_sel.origins);
+      if (!axes_input) sq->set_attr("axes", std::vector<int64_t>{s.axis});
+    }
+    r_.rewrote(listed + ": " + std::to_string(s.count) + " of its " + std::to_string(s.extent) + " rows on axis " +
+                   std::to_string(s.axis),
+               {sel_name, p_name}, p_name);
+    return true;
+  }
+
+  /// The removed selection `op` (named `sel_name`, reading `sel_inputs`) of `v`'s rows on `axis`,
+  /// as a new node: a Gather of `index`, or a Slice.
+  Value* select(const std::string& op, const std::string& sel_name, const std::vector<Value*>& sel_inputs, Value* index,
+                Value* v, int64_t axis, const std::vector<std::string>& origins) {
+    Value* out = g_.add_value(v->name + "_rows");
+    // Named after the user's selection, which the profiler attributes it to.
+    const std::string stem = !origins.empty() ? origins.front() : sel_name.empty() ? "select_rows" : sel_name;
+    const std::string name = g_.unique_node_name(stem);
+    Node* n;
+    if (op == "Gather") {
+      n = r_.add("Gather", {v, index}, {out}, name, "", origins);
+      n->set_attr("axis", axis);
+    } else {
+      n = r_.add("Slice", {v, sel_inputs[1], sel_inputs[2], axes_constant(axis)}, {out}, name, "", origins);
+    }
+    made_.insert(n);
+    return out;
+  }
+
+  Value* axes_constant(int64_t axis) {
+    Value*& c = axes_[axis];
+    if (!c) c = g_.add_initializer("select_rows_axis_" + std::to_string(axis), Tensor::from_int64({axis}, {1}));
+    return c;
+  }
+
+  Graph& g_;
+  Rewriter& r_;
+  std::set<const Node*> made_, gone_;
+  std::vector<std::pair<std::string, std::string>> misses_;
+  std::map<int64_t, Value*> axes_;
+};
+
+}  // namespace
+
+bool SelectRowsEarlyPass::run(Graph& g, PassContext& ctx) {
+  Rewriter r(g, ctx, name());
+  Mover m(g, r);
+  // Each round moves every selection one op up; a chain of n row-wise ops takes n rounds. The
+  // rules read only the shapes of values that were there before the pass, so no inference between.
+  for (bool changed = true; changed;) {
+    changed = m.merge_duplicates();
+    changed |= m.move_all_up();
+  }
+  m.report();
+  if (r.changed()) g.remove_unused_values();
+  return r.changed();
+}
+
+}  // namespace fusec

@@ -1,0 +1,231 @@
+// select_rows_early: a constant selection of rows moves above the row-wise ops that feed it (an
+// encoder block's tail in front of a [CLS] Gather, a last-token Slice, a Gemm with per-row C), the
+// numbers stay the same, and each op it must stop at stops it with the reason.
+#include "passes/select_rows_early.h"
+
+#include "passes/pattern.h"
+#include "pass_test_util.h"
+#include "test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+Outcome run_pass(std::unique_ptr<Graph> g) { return run_one_pass<SelectRowsEarlyPass>(std::move(g)); }
+
+void expect_same_numbers(const Outcome& o) { fusec::test::expect_same_numbers(*o.original, *o.optimized, 7); }
+
+constexpr int64_t kB = 2, kS = 5, kE = 8, kF = 16;
+
+/// The tail of a pre-LN encoder block and its classifier, on tokens [kB, kS, kE]:
+///   x1 = a + x;  y = x1 + W2·relu(W1·LN2(x1) + b1) + b2;  out = head(LN(y)[select])
+struct Encoder {
+  GraphBuilder b;
+  Value* x;
+  Value* a;
+  explicit Encoder(int64_t opset = 17) : b(opset) {
+    x = b.input("x", DType::Float32, {kB, kS, kE});
+    a = b.input("a", DType::Float32, {kB, kS, kE});
+  }
+  Value* ln(Value* v, const std::string& name, int64_t axis = -1) {
+    Value* g = b.initializer(name + ".gamma", uniform_floats({kE}, 3));
+    Value* be = b.initializer(name + ".beta", uniform_floats({kE}, 4));
+    return b.node("LayerNormalization", {v, g, be}, {attr("axis", axis)}, name);
+  }
+  Value* linear(Value* v, int64_t in, int64_t out, const std::string& name, unsigned seed) {
+    Value* w = b.initializer(name + ".weight", uniform_floats({in, out}, seed));
+    Value* bias = b.initializer(name + ".bias", uniform_floats({out}, seed + 1));
+    return b.node("Add", {b.node("MatMul", {v, w}, {}, name + ".matmul"), bias}, {}, name + ".add");
+  }
+  /// The block's output y [kB, kS, kE].
+  Value* block() {
+    Value* x1 = b.node("Add", {a, x}, {}, "residual1");
+    Value* f = b.node("Relu", {linear(ln(x1, "ln2"), kE, kF, "fc1", 10)}, {}, "act");
+    return b.node("Add", {linear(f, kF, kE, "fc2", 20), x1}, {}, "residual2");
+  }
+  void head(Value* rows) {
+    Value* w = b.initializer("head.weight", uniform_floats({kE, 3}, 30));
+    b.output(b.node("MatMul", {rows, w}, {}, "head"));
+  }
+};
+
+/// The graph's Gather/Slice nodes read only graph inputs, and every op between them and the head
+/// sees `rows` rows on axis 1.
+void expect_selected_at_inputs(const Graph& g, const std::string& op, int64_t rows) {
+  int selections = 0;
+  for (const auto& n : g.nodes()) {
+    if (n->op_type == op) {
+      ++selections;
+      EXPECT_TRUE(n->input(0)->is_graph_input) << n->name << " reads " << n->input(0)->name;
+    }
+    if (n->op_type == "LayerNormalization" || n->op_type == "Relu") {
+      const Shape* s = known_rank(n->outputs[0]);
+      ASSERT_TRUE(s && s->size() == 3) << n->name;
+      EXPECT_EQ((*s)[1], Dim(rows)) << n->name;
+    }
+  }
+  EXPECT_EQ(selections, 2) << "x and a, each once";
+}
+
+}  // namespace
+
+TEST(SelectRowsEarly, ClassTokenGatherMovesAboveTheEncoderTail) {
+  Encoder e;
+  Value* idx = e.b.initializer("cls", int64s({0}, {}));
+  e.head(e.b.node("Gather", {e.ln(e.block(), "ln_final"), idx}, {attr("axis", int64_t{1})}, "cls_token"));
+  Outcome o = run_pass(e.b.build());
+  EXPECT_TRUE(o.changed);
+  expect_same_numbers(o);
+  expect_selected_at_inputs(*o.optimized, "Gather", 1);
+  // The scalar index dropped the axis; a Squeeze does that after the last moved op.
+  ASSERT_EQ(count(*o.optimized, "Squeeze"), 1);
+  const Node* sq = find_op(*o.optimized, "Squeeze");
+  EXPECT_EQ(sq->input(0)->producer->name, "ln_final");
+  EXPECT_EQ(constant_of(sq->input(1))->to_int64_vector(), (std::vector<int64_t>{1}));
+  // The Gather that both of x1's readers brought back to it was merged into one, then moved on.
+  bool merged = false;
+  for (const auto& r : o.ctx.rewrites) merged |= r.what.find("merged") != std::string::npos;
+  EXPECT_TRUE(merged);
+  // While the first Gather at x1 waited for the other branch's, it was not a near-miss.
+  EXPECT_EQ(find_near_miss(o.ctx.near_misses, "select_rows_early", "residual1"), nullptr);
+  // Every op kept its name, for the profiler.
+  for (const char* name : {"residual1", "residual2", "ln2", "fc1.matmul", "fc1.add", "act", "ln_final"})
+    EXPECT_NE(node_named(*o.optimized, name), nullptr) << name;
+}
+
+TEST(SelectRowsEarly, LastTokenSliceAndIndexListsMoveToo) {
+  {
+    SCOPED_TRACE("Slice [-1:] on axis 1");
+    Encoder e;
+    Value* y = e.ln(e.block(), "ln_final");
+    Value* s = e.b.node("Slice",
+                        {y, e.b.initializer("st", int64s({-1}, {1})), e.b.initializer("en", int64s({kS}, {1})),
+                         e.b.initializer("ax", int64s({1}, {1}))},
+                        {}, "last");
+    e.head(s);
+    Outcome o = run_pass(e.b.build());
+    EXPECT_TRUE(o.changed);
+    expect_same_numbers(o);
+    expect_selected_at_inputs(*o.optimized, "Slice", 1);
+    EXPECT_EQ(count(*o.optimized, "Squeeze"), 0);
+  }
+  {
+    SCOPED_TRACE("Gather [0, 3] on axis -2");
+    Encoder e;
+    Value* y = e.ln(e.block(), "ln_final");
+    e.head(e.b.node("Gather", {y, e.b.initializer("rows", int64s({0, -2}, {2}))}, {attr("axis", int64_t{-2})}, "two"));
+    Outcome o = run_pass(e.b.build());
+    EXPECT_TRUE(o.changed);
+    expect_same_numbers(o);
+    expect_selected_at_inputs(*o.optimized, "Gather", 2);
+  }
+}
+
+TEST(SelectRowsEarly, BeforeOpset13TheSqueezeTakesAnAttribute) {
+  Encoder e(11);
+  Value* y = e.b.node("Relu", {e.x}, {}, "relu");
+  e.head(e.b.node("Gather", {y, e.b.initializer("i", int64s({4}, {}))}, {attr("axis", int64_t{1})}, "pick"));
+  Outcome o = run_pass(e.b.build());
+  EXPECT_TRUE(o.changed);
+  expect_same_numbers(o);
+  const Node* sq = find_op(*o.optimized, "Squeeze");
+  ASSERT_TRUE(sq);
+  EXPECT_EQ(sq->num_present_inputs(), 1u);
+  EXPECT_EQ(sq->attr_ints("axes"), (std::vector<int64_t>{1}));
+}
+
+TEST(SelectRowsEarly, GemmRowsTakeTheirRowsOfC) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {6, 4});
+  Value* c = b.input("c", DType::Float32, {6, 3});
+  Value* y =
+      b.node("Gemm", {x, b.initializer("w", uniform_floats({3, 4}, 5)), c}, {attr("transB", int64_t{1})}, "gemm");
+  b.output(
+      b.node("Slice", {y, b.initializer("st", int64s({1}, {1})), b.initializer("en", int64s({3}, {1}))}, {}, "rows"));
+  Outcome o = run_pass(b.build());
+  EXPECT_TRUE(o.changed);
+  expect_same_numbers(o);
+  const Node* g = find_op(*o.optimized, "Gemm");
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->input(0)->producer->op_type, "Slice");
+  EXPECT_EQ(g->input(2)->producer->op_type, "Slice");
+  EXPECT_EQ(g->attr_int("transB", 0), 1);
+}
+
+TEST(SelectRowsEarly, BroadcastOperandsAreReadWhole) {
+  // pos [1, kS, kE] has the token axis and is selected; bias [kE] and scale [kB, 1, kE] are not.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {kB, kS, kE});
+  Value* pos = b.initializer("pos", uniform_floats({1, kS, kE}, 1));
+  Value* scale = b.input("scale", DType::Float32, {kB, 1, kE});
+  Value* y =
+      b.node("Mul",
+             {b.node("Add", {b.node("Add", {x, pos}, {}, "add_pos"), b.initializer("bias", uniform_floats({kE}, 2))},
+                     {}, "add_bias"),
+              scale},
+             {}, "mul_scale");
+  b.output(b.node("Gather", {y, b.initializer("i", int64s({2}, {}))}, {attr("axis", int64_t{1})}, "pick"));
+  Outcome o = run_pass(b.build());
+  EXPECT_TRUE(o.changed);
+  expect_same_numbers(o);
+  const Node* mul = node_named(*o.optimized, "mul_scale");
+  ASSERT_TRUE(mul);
+  EXPECT_EQ(mul->input(1)->name, "scale");
+  EXPECT_EQ(node_named(*o.optimized, "add_bias")->input(1)->name, "bias");
+  const Node* add_pos = node_named(*o.optimized, "add_pos");
+  EXPECT_EQ(add_pos->input(1)->producer->op_type, "Gather");
+  EXPECT_EQ(add_pos->input(1)->producer->input(0)->name, "pos");
+}
+
+TEST(SelectRowsEarly, StopsWhereRowsAreNotIndependent) {
+  auto picked = [](GraphBuilder& b, Value* y) {
+    b.output(b.node("Gather", {y, b.initializer("i", int64s({0}, {}))}, {attr("axis", int64_t{1})}, "pick"));
+  };
+  {
+    SCOPED_TRACE("the rows are also a graph output");
+    GraphBuilder b(17);
+    Value* y = b.node("Relu", {b.input("x", DType::Float32, {kB, kS, kE})}, {}, "relu");
+    b.output(y);
+    picked(b, y);
+    expect_near_miss(run_pass(b.build()), "select_rows_early", "also a graph output");
+  }
+  {
+    SCOPED_TRACE("another reader");
+    GraphBuilder b(17);
+    Value* y = b.node("Relu", {b.input("x", DType::Float32, {kB, kS, kE})}, {}, "relu");
+    b.output(b.node("Neg", {y}, {}, "neg"));
+    picked(b, y);
+    expect_near_miss(run_pass(b.build()), "select_rows_early", "read by 2 nodes");
+  }
+  {
+    SCOPED_TRACE("a LayerNorm over the selected axis");
+    GraphBuilder b(17);
+    Value* y = b.node("LayerNormalization",
+                      {b.input("x", DType::Float32, {kB, kS, kE}), b.initializer("g", uniform_floats({kS, kE}, 1))},
+                      {attr("axis", int64_t{1})}, "ln");
+    picked(b, y);
+    expect_near_miss(run_pass(b.build()), "select_rows_early", "normalizes over axis 1");
+  }
+  {
+    SCOPED_TRACE("a MatMul whose B has the batch");
+    GraphBuilder b(17);
+    Value* y =
+        b.node("MatMul", {b.input("q", DType::Float32, {kB, kS, kE}), b.input("k", DType::Float32, {kB, kE, kS})}, {},
+               "scores");
+    picked(b, y);
+    expect_near_miss(run_pass(b.build()), "select_rows_early", "B is not 2-D");
+  }
+  {
+    SCOPED_TRACE("a selection of every row is no selection");
+    GraphBuilder b(17);
+    Value* y = b.node("Relu", {b.input("x", DType::Float32, {kB, kS, kE})}, {}, "relu");
+    b.output(b.node("Slice",
+                    {y, b.initializer("st", int64s({0}, {1})), b.initializer("en", int64s({kS}, {1})),
+                     b.initializer("ax", int64s({1}, {1}))},
+                    {}, "all"));
+    Outcome o = run_pass(b.build());
+    EXPECT_FALSE(o.changed);
+    expect_unchanged(*o.original, *o.optimized);
+  }
+}
