@@ -18,6 +18,10 @@
 // normalized axes all come after a. A Gather of a scalar index drops the axis: it moves as a
 // Gather of [index], and a Squeeze after the op drops the axis there, so every rule keeps ranks.
 //
+// It moves above an elementwise op only on its way to a MatMul, a Gemm or a norm: elementwise
+// ops fuse into the kernel they read from, so a selection wedged between them splits the kernel
+// and saves less than it costs.
+//
 // Guards: the selection is its data's only reader (identical selections of one value merge
 // first, so the two that a residual's two branches bring back to the sum count as one); that data
 // is not a graph output and is the op's only used output; the selection keeps fewer rows than
@@ -168,6 +172,25 @@ std::string rowwise_inputs(const Node* p, int64_t axis, const Shape& out, std::v
   return p->op_type + " is not row-wise here";
 }
 
+/// Whether moving a selection above elementwise `p` (rows of input k on `in_axes[k]`) leads it, on
+/// through elementwise ops that only it would read, to an op whose work it cuts: a MatMul, a Gemm
+/// or a norm. Stopping short of one only moves the selection between ops that fuse into one
+/// kernel (a Conv and its activation, a residual Add and the GEMM it is the epilogue of), and the
+/// rows it saves are of an elementwise kernel that costs what it reads.
+bool leads_to_work(const Node* p, const std::vector<int64_t>& in_axes, int depth = 0) {
+  if (depth > 64) return false;
+  for (size_t k = 0; k < p->inputs.size(); ++k) {
+    const Value* v = p->inputs[k];
+    if (!v || in_axes[k] < 0 || v->is_graph_output || v->consumers.size() != 1) continue;
+    const Node* q = v->producer;
+    if (!q || !is_rowwise_kind(q) || q->outputs.empty() || q->outputs[0] != v || !v->type.shape) continue;
+    std::vector<int64_t> q_axes;
+    if (!rowwise_inputs(q, in_axes[k], *v->type.shape, q_axes).empty()) continue;
+    if (!is_elementwise(q) || leads_to_work(q, q_axes, depth + 1)) return true;
+  }
+  return false;
+}
+
 class Mover {
  public:
   Mover(Graph& g, Rewriter& r) : g_(g), r_(r) {}
@@ -240,6 +263,8 @@ class Mover {
     std::vector<int64_t> in_axes;
     const std::string why = rowwise_inputs(p, s.axis, *x->type.shape, in_axes);
     if (!why.empty()) return miss(why);
+    if (is_elementwise(p) && !leads_to_work(p, in_axes))
+      return miss("no MatMul, Gemm or norm above it would compute fewer rows, and it may fuse with what it reads");
 
     // Everything the rewrite needs, before the nodes go.
     const std::string sel_name = sel->name, sel_op = sel->op_type, p_name = p->name, p_op = p->op_type,
