@@ -24,8 +24,10 @@ output is what the tests expect. Per family two forms:
              mask from attention_mask (legacy: (1 − m)·−10000 [B,1,1,S], as transformers < 4.30;
              dynamo (BertSdpaSelfAttention): an expanded [B,1,S,S] mask into SDPA).
   vit_*      transformers' ViTSelfAttention (no mask) after a Conv patch embedding and CLS token.
-             vit_cls_* add ViTForImageClassification's head: a Gemm of the final LayerNorm's
-             [CLS] row, Gather(axis 1, index 0), in place of the last_hidden_state output.
+  bert_cls_*, vit_cls_*  with the classification head in place of the last_hidden_state output: a
+             Gather(axis 1, index 0) of the last LayerNorm's [CLS] row, then BERT's pooler (Gemm,
+             Tanh) and classifier Gemm (BertForSequenceClassification) or ViT's classifier Gemm
+             (ViTForImageClassification).
   gpt2_*     transformers' GPT2Attention: Conv1D (Reshape -> Gemm -> Reshape), Split into q/k/v.
              legacy (eager _attn): k.transpose(-1,-2), Div by √D, Where(bias[:, :, Sk−Sq:Sk, :Sk],
              scores, finfo.min) from the sliced causal buffer, + (1 − m)·−10000, Softmax, a no-op
@@ -195,11 +197,11 @@ def batch_dim(m: Model):
 
 # ---- BERT -------------------------------------------------------------------------------------
 
-def bert(form: str) -> onnx.ModelProto:
+def bert(form: str, classify: bool = False) -> onnx.ModelProto:
     legacy = form in ("legacy", "sdpa_legacy")
     masked_sdpa = form.startswith("sdpa")
     opset = {"legacy": 17, "dynamo": 18, "opset23": 23, "sdpa_legacy": 17, "sdpa_dynamo": 18}[form]
-    m = Model(f"bert_{form}", seed=11, legacy=legacy, opset=opset)
+    m = Model(f"bert_{'cls_' if classify else ''}{form}", seed=11, legacy=legacy, opset=opset)
     tok = m.init("embeddings.word", m.normal((VOCAB, HIDDEN), 1.0))
     pos = m.init("embeddings.position", m.normal((SEQ, HIDDEN), 0.5))
     x = m.node("Gather", [tok, "input_ids"], "embeddings.gather", axis=0)
@@ -243,13 +245,24 @@ def bert(form: str) -> onnx.ModelProto:
         f = m.gelu_erf(m.proj(x, HIDDEN, 4 * HIDDEN, f"encoder.{i}.intermediate"), f"encoder.{i}.gelu")
         f = m.proj(f, 4 * HIDDEN, HIDDEN, f"encoder.{i}.output")
         x = m.layernorm(m.node("Add", [f, x], f"encoder.{i}.residual"), f"encoder.{i}.ln")
-    x = m.name_output(x, "last_hidden_state")
     b = batch_dim(m)
+    if classify:  # BertForSequenceClassification: classifier(tanh(pooler.dense(hidden[:, 0])))
+        cls = m.node("Gather", [x, m.init("cls_index", np.array(0, np.int64))], "pooler.first_token", axis=1)
+        w = m.init("pooler.dense.weight", m.normal((HIDDEN, HIDDEN), math.sqrt(1.0 / HIDDEN)))
+        pooled = m.node("Tanh", [m.node("Gemm", [cls, w, m.init("pooler.dense.bias", m.uniform(HIDDEN, -0.1, 0.1))],
+                                        "pooler.dense", transB=1)], "pooler.activation")
+        w = m.init("classifier.weight", m.normal((CLASSES, HIDDEN), math.sqrt(1.0 / HIDDEN)))
+        y = m.name_output(m.node("Gemm", [pooled, w, m.init("classifier.bias", m.uniform(CLASSES, -0.1, 0.1))],
+                                 "classifier", transB=1), "logits")
+        out = helper.make_tensor_value_info(y, TensorProto.FLOAT, [b, CLASSES])
+    else:
+        x = m.name_output(x, "last_hidden_state")
+        out = helper.make_tensor_value_info(x, TensorProto.FLOAT, [b, SEQ, HIDDEN])
     return m.finish_model(
         [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [b, SEQ]),
-         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [b, SEQ])],
-        [helper.make_tensor_value_info(x, TensorProto.FLOAT, [b, SEQ, HIDDEN])],
-        f"BERT-style encoder, attention as torch.onnx {form} writes HF BertSelfAttention")
+         helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [b, SEQ])], [out],
+        f"BERT-style {'classifier' if classify else 'encoder'}, attention as torch.onnx {form} writes HF "
+        f"BertSelfAttention")
 
 
 # ---- ViT --------------------------------------------------------------------------------------
@@ -500,6 +513,7 @@ def llama(form: str, variant: str = "llama") -> onnx.ModelProto:
 
 MODELS = {
     "bert_legacy": lambda: bert("legacy"), "bert_dynamo": lambda: bert("dynamo"), "bert_opset23": lambda: bert("opset23"),
+    "bert_cls_legacy": lambda: bert("legacy", classify=True), "bert_cls_dynamo": lambda: bert("dynamo", classify=True),
     "vit_legacy": lambda: vit("legacy"), "vit_dynamo": lambda: vit("dynamo"),
     "vit_cls_legacy": lambda: vit("legacy", classify=True), "vit_cls_dynamo": lambda: vit("dynamo", classify=True),
     "gpt2_legacy": lambda: gpt2("legacy"), "gpt2_dynamo": lambda: gpt2("dynamo"),

@@ -9,8 +9,8 @@ For each model, at batch 2:
      and no Softmax is left; where the Q, K and V projections read one tensor (BERT, ViT) or come
      from one Split (GPT-2 without the cache outputs), merge_qkv packs them: that Attention is the
      ai.fusec one with K and V omitted, at any opset;
-     A classifier of the [CLS] token (vit_cls_*) must have its Gather moved above the last
-     layer's MLP and LayerNorms by select_rows_early;
+     A classifier of the [CLS] token (bert_cls_*, vit_cls_*) must have its Gather moved above the
+     last layer's MLP and LayerNorms by select_rows_early;
   3. on seeded inputs (token ids, a padding mask with zeros, pixels), `fusec run OPT` and `fusec run
      MODEL` must both match ONNX Runtime on the original MODEL (the outside oracle) within 1e-4 of
      each output's magnitude, and every output must be finite (ONNX Runtime's too). The *_sdpa_*
@@ -43,7 +43,7 @@ BATCH, SEQ, VOCAB, LAYERS = 2, 8, 64, 2
 # Models whose every layer gets packed QKV (merge_qkv); the others keep Q, K and V apart (GPT-2
 # legacy's K and V are also the present outputs). Llama's and Phi-3's RoPE becomes one ai.fusec
 # Rotary per layer (fuse_rotary), over the packed rows.
-PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "vit_dynamo", "vit_legacy", "vit_cls_dynamo", "vit_cls_legacy",
+PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "bert_cls_dynamo", "bert_cls_legacy", "vit_dynamo", "vit_legacy", "vit_cls_dynamo", "vit_cls_legacy",
           "gpt2_dynamo",
           "bert_sdpa_legacy", "bert_sdpa_dynamo", "gpt2_sdpa_legacy", "gpt2_sdpa_dynamo", "llama_dynamo",
           "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy", "phi3_legacy", "phi3_dynamo")
@@ -51,11 +51,17 @@ PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "vit_dynamo", "vit_legac
 # between the projections and the rotation (Qwen3: its attention still 3-D, read through views).
 ROTARY = {"llama_dynamo": 1, "llama_legacy": 1, "llama_sdpa_dynamo": 1, "llama_sdpa_legacy": 1, "phi3_legacy": 1,
           "phi3_dynamo": 1, "qwen3_legacy": 2, "qwen3_dynamo": 2}
-# Classifiers of one token: select_rows_early must move its Gather above the last layer's MLP and
-# LayerNorms (the user's node names, as rewrites record them), for the last layer's index.
-CLASSIFIERS = {f"vit_cls_{form}": lambda last: {f"encoder.{last}.{n}" for n in (
-    "layernorm_after", "intermediate.matmul", "intermediate.add", "output.matmul", "output.add", "residual2")}
-    | {"layernorm"} for form in ("legacy", "dynamo")}
+# Classifiers of one token: select_rows_early must move its Gather above the last layer's MLP,
+# LayerNorms and (BERT's, a MatMul on [B, S, E]) attention output projection: the user's node
+# names, as rewrites record them, for the last layer's index.
+VIT_TAIL = ("layernorm_after", "intermediate.matmul", "intermediate.add", "output.matmul", "output.add", "residual2")
+BERT_TAIL = ("ln", "residual", "output.matmul", "output.add", "intermediate.matmul", "intermediate.add",
+             "attention.ln", "attention.residual", "attention.output.matmul", "attention.output.add")
+CLASSIFIERS = {
+    **{f"vit_cls_{form}": lambda last: {f"encoder.{last}.{n}" for n in VIT_TAIL} | {"layernorm"}
+       for form in ("legacy", "dynamo")},
+    **{f"bert_cls_{form}": lambda last: {f"encoder.{last}.{n}" for n in BERT_TAIL} for form in ("legacy", "dynamo")},
+}
 THREE_D_ONLY = ("qwen3_legacy", "qwen3_dynamo")  # no Transpose may be left
 PAD = 3  # padded positions in the attention masks below
 
