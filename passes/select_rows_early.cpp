@@ -18,6 +18,12 @@
 // normalized axes all come after a. A Gather of a scalar index drops the axis: it moves as a
 // Gather of [index], and a Squeeze after the op drops the axis there, so every rule keeps ranks.
 //
+// A Reshape that regroups leading dims (torchvision's attention output, flattened to [B·S, E]
+// for its projection's Gemm and back to [B, S, E] for the residual; GPT-2's Conv1D) is crossed
+// when the kept rows of its output are, in order, the rows of one axis of its input taken whole
+// in every other: [CLS] of [B, S, E] is rows {b·S} of [B·S, E], a Gather of those B rows there.
+// Shapes must be static (--batch binds the batch), and the Reshape after it gets the new target.
+//
 // It moves above an elementwise op only on its way to a MatMul, a Gemm or a norm: elementwise
 // ops fuse into the kernel they read from, so a selection wedged between them splits the kernel
 // and saves less than it costs.
@@ -30,6 +36,7 @@
 // and stays whole, and the fusions after this pass see the narrowed ops.
 #include "passes/select_rows_early.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -80,6 +87,17 @@ std::optional<Selection> selection_of(Node* n) {
   }
   if (s.count == 0 || s.count >= s.extent) return std::nullopt;
   return s;
+}
+
+/// The rows `s` keeps, in the order it keeps them, each in [0, extent).
+std::vector<int64_t> kept_rows(const Selection& s) {
+  std::vector<int64_t> r;
+  if (s.node->op_type == "Gather") {
+    for (int64_t i : s.rows) r.push_back(i < 0 ? i + s.extent : i);
+  } else {
+    for (int64_t i = s.rows[0]; i < s.rows[1]; ++i) r.push_back(i);
+  }
+  return r;
 }
 
 /// Two selections of one value with this key select the same rows the same way.
@@ -172,6 +190,69 @@ std::string rowwise_inputs(const Node* p, int64_t axis, const Shape& out, std::v
   return p->op_type + " is not row-wise here";
 }
 
+/// A Reshape that regroups only leading dims: X's first `x_lead` dims and Y's first `y_lead` hold
+/// the same number of rows, and the dims after them are the same. Static shapes only.
+struct Regroup {
+  std::vector<int64_t> xd, yd;
+  size_t x_lead = 0, y_lead = 0;
+};
+
+int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= d[i];
+  return n;
+}
+
+/// Row-major enumerations of a Reshape's leading rows stay small enough to write as indices.
+constexpr int64_t kMaxRegroupRows = int64_t{1} << 22;
+
+std::optional<Regroup> regroup_of(const Node* p) {
+  if (!is_op(p, "Reshape") || !p->input(0) || p->outputs.empty() || !p->outputs[0]) return std::nullopt;
+  const auto xd = known_dims(p->input(0)), yd = known_dims(p->outputs[0]);
+  if (!xd || !yd || xd->empty() || yd->empty()) return std::nullopt;
+  for (size_t yl = 1; yl <= yd->size(); ++yl) {
+    if (yd->size() - yl > xd->size() - 1) continue;
+    const size_t xl = xd->size() - (yd->size() - yl);
+    if (!std::equal(xd->begin() + static_cast<std::ptrdiff_t>(xl), xd->end(),
+                    yd->begin() + static_cast<std::ptrdiff_t>(yl)))
+      continue;
+    const int64_t rows = product(*yd, 0, yl);
+    if (rows == product(*xd, 0, xl) && rows > 0 && rows <= kMaxRegroupRows) return Regroup{*xd, *yd, xl, yl};
+  }
+  return std::nullopt;
+}
+
+/// The axis of X and its rows that select, in Y's order, the rows of Y whose coordinate on axis `a`
+/// is in `rows` (in that order): a rows-of-Y selection as one of X. nullopt when no single axis
+/// of X does (the kept rows are not whole runs of one X axis).
+std::optional<std::pair<int64_t, std::vector<int64_t>>> rows_through(const Regroup& g, int64_t a,
+                                                                     const std::vector<int64_t>& rows) {
+  const auto au = static_cast<size_t>(a);
+  if (au >= g.y_lead) return std::make_pair(static_cast<int64_t>(au - g.y_lead + g.x_lead), rows);
+  // F: the flat leading-row indices the selection keeps, in the order of its output.
+  const int64_t outer = product(g.yd, 0, au), inner = product(g.yd, au + 1, g.y_lead);
+  std::vector<int64_t> f;
+  f.reserve(static_cast<size_t>(outer * inner) * rows.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t r : rows)
+      for (int64_t i = 0; i < inner; ++i) f.push_back((o * g.yd[au] + r) * inner + i);
+  const auto n = static_cast<int64_t>(f.size());
+  for (size_t c = 0; c < g.x_lead; ++c) {
+    const int64_t xo = product(g.xd, 0, c), xc = g.xd[c], stride = product(g.xd, c + 1, g.x_lead);
+    if (n % (xo * stride) != 0 || n / (xo * stride) >= xc) continue;
+    const int64_t k = n / (xo * stride);
+    std::vector<int64_t> r;
+    for (int64_t j = 0; j < k; ++j) r.push_back((f[static_cast<size_t>(j * stride)] / stride) % xc);
+    bool same = true;
+    size_t at = 0;
+    for (int64_t o = 0; o < xo && same; ++o)
+      for (int64_t rc : r)
+        for (int64_t i = 0; i < stride && same; ++i) same = f[at++] == (o * xc + rc) * stride + i;
+    if (same) return std::make_pair(static_cast<int64_t>(c), r);
+  }
+  return std::nullopt;
+}
+
 /// Whether moving a selection above elementwise `p` (rows of input k on `in_axes[k]`) leads it, on
 /// through elementwise ops that only it would read, to an op whose work it cuts: a MatMul, a Gemm
 /// or a norm. Stopping short of one only moves the selection between ops that fuse into one
@@ -183,6 +264,21 @@ bool leads_to_work(const Node* p, const std::vector<int64_t>& in_axes, int depth
     const Value* v = p->inputs[k];
     if (!v || in_axes[k] < 0 || v->is_graph_output || v->consumers.size() != 1) continue;
     const Node* q = v->producer;
+    if (const auto g = q ? regroup_of(q) : std::nullopt) {
+      // Which rows come out of the Reshape is not known here: any axis of X they could be on.
+      const auto a = static_cast<size_t>(in_axes[k]);
+      std::vector<int64_t> axes;
+      if (a >= g->y_lead)
+        axes = {static_cast<int64_t>(a - g->y_lead + g->x_lead)};
+      else
+        for (size_t c = 0; c < g->x_lead; ++c) axes.push_back(static_cast<int64_t>(c));
+      for (int64_t c : axes) {
+        std::vector<int64_t> q_axes(q->inputs.size(), -1);
+        q_axes[0] = c;
+        if (leads_to_work(q, q_axes, depth + 1)) return true;
+      }
+      continue;
+    }
     if (!q || !is_rowwise_kind(q) || q->outputs.empty() || q->outputs[0] != v || !v->type.shape) continue;
     std::vector<int64_t> q_axes;
     if (!rowwise_inputs(q, in_axes[k], *v->type.shape, q_axes).empty()) continue;
@@ -260,6 +356,15 @@ class Mover {
     for (size_t i = 1; i < p->outputs.size(); ++i)
       if (p->outputs[i] && use_count(p->outputs[i]) > 0)
         return miss("its output '" + p->outputs[i]->name + "' is read");
+    if (is_op(p, "Reshape")) {
+      const auto g = regroup_of(p);
+      const auto through = g ? rows_through(*g, s.axis, kept_rows(s)) : std::nullopt;
+      if (!through) return miss("the Reshape does not keep the selected rows whole runs of one axis of its input");
+      std::vector<int64_t> in_axes(p->inputs.size(), -1);
+      in_axes[0] = through->first;
+      if (!leads_to_work(p, in_axes)) return miss("no MatMul, Gemm or norm above it would compute fewer rows");
+      return move_above_reshape(s, *g, through->first, through->second);
+    }
     std::vector<int64_t> in_axes;
     const std::string why = rowwise_inputs(p, s.axis, *x->type.shape, in_axes);
     if (!why.empty()) return miss(why);
@@ -294,20 +399,58 @@ class Mover {
     Value* out = s.scalar ? g_.add_value(y->name + "_rows") : y;
     Node* np = r_.add(p_op, ins, {out}, p_name, p_domain, gone_p.origins);
     np->attrs = p_attrs;
-    if (s.scalar) {
-      // Squeeze takes its axes as an input from opset 13, as an attribute before.
-      const bool axes_input = onnx_opset(g_) >= 13;
-      std::vector<Value*> sq_in = {out};
-      if (axes_input) sq_in.push_back(axes_constant(s.axis));
-      Node* sq = r_.add("Squeeze", sq_in, {y},
-                        g_.unique_node_name(gone_sel.origins.empty() ? sel_name : gone_sel.origins.front()), "",
-                        gone_sel.origins);
-      if (!axes_input) sq->set_attr("axes", std::vector<int64_t>{s.axis});
-    }
+    if (s.scalar)
+      squeeze(out, y, s.axis, gone_sel.origins.empty() ? sel_name : gone_sel.origins.front(), gone_sel.origins);
     r_.rewrote(listed + ": " + std::to_string(s.count) + " of its " + std::to_string(s.extent) + " rows on axis " +
                    std::to_string(s.axis),
                {sel_name, p_name}, p_name);
     return true;
+  }
+
+  /// Y = Reshape(X) regrouping leading dims, its rows selected: X's rows `rows` on axis `axis`
+  /// (rows_through), then the Reshape to Y with the selected axis shortened.
+  bool move_above_reshape(const Selection& s, const Regroup& g, int64_t axis, const std::vector<int64_t>& rows) {
+    Node* sel = s.node;
+    Node* p = sel->input(0)->producer;
+    Value* x = p->input(0);
+    Value* y = sel->outputs[0];
+    const std::string sel_name = sel->name, p_name = p->name;
+    const std::string listed = describe(sel) + " moved above " + describe(p);
+    made_.erase(sel);
+    gone_.insert(sel);
+    gone_.insert(p);
+    const Replaced gone_sel = r_.remove({sel});
+    const Replaced gone_p = r_.remove({p});
+
+    const auto k = static_cast<int64_t>(rows.size());
+    Value* kept = g_.add_value(x->name + "_rows");
+    const std::string stem = gone_sel.origins.empty() ? sel_name : gone_sel.origins.front();
+    Node* n = r_.add("Gather", {x, g_.add_initializer(stem + "_rows", Tensor::from_int64(rows, {k}))}, {kept},
+                     g_.unique_node_name(stem), "", gone_sel.origins);
+    n->set_attr("axis", axis);
+    made_.insert(n);
+    std::vector<int64_t> target = g.yd;
+    target[static_cast<size_t>(s.axis)] = s.count;
+    Value* out = s.scalar ? g_.add_value(y->name + "_rows") : y;
+    r_.add("Reshape",
+           {kept, g_.add_initializer(p_name + "_rows_shape",
+                                     Tensor::from_int64(target, {static_cast<int64_t>(target.size())}))},
+           {out}, p_name, "", gone_p.origins);
+    if (s.scalar) squeeze(out, y, s.axis, stem, gone_sel.origins);
+    r_.rewrote(listed + ": " + std::to_string(k) + " of its input's " +
+                   std::to_string(g.xd[static_cast<size_t>(axis)]) + " rows on axis " + std::to_string(axis),
+               {sel_name, p_name}, p_name);
+    return true;
+  }
+
+  /// y = Squeeze(out, axis): a scalar Gather's dropped axis, after the ops it moved above.
+  void squeeze(Value* out, Value* y, int64_t axis, const std::string& stem, const std::vector<std::string>& origins) {
+    // Squeeze takes its axes as an input from opset 13, as an attribute before.
+    const bool axes_input = onnx_opset(g_) >= 13;
+    std::vector<Value*> in = {out};
+    if (axes_input) in.push_back(axes_constant(axis));
+    Node* sq = r_.add("Squeeze", in, {y}, g_.unique_node_name(stem), "", origins);
+    if (!axes_input) sq->set_attr("axes", std::vector<int64_t>{axis});
   }
 
   /// The removed selection `op` (named `sel_name`, reading `sel_inputs`) of `v`'s rows on `axis`,

@@ -157,6 +157,49 @@ TEST(SelectRowsEarly, GemmRowsTakeTheirRowsOfC) {
   EXPECT_EQ(g->attr_int("transB", 0), 1);
 }
 
+TEST(SelectRowsEarly, ReshapesThatRegroupRowsAreCrossed) {
+  // torchvision's attention output: [B, S, E] flattened to [B·S, E] for the projection's Gemm, then
+  // back to [B, S, F] for the residual: the [CLS] rows are rows b·S of the Gemm.
+  GraphBuilder b(17);
+  Value* a = b.input("a", DType::Float32, {kB, kS, kE});
+  Value* flat = b.node("Reshape", {a, b.initializer("to2", int64s({kB * kS, kE}, {2}))}, {}, "flatten");
+  Value* proj = b.node(
+      "Gemm", {flat, b.initializer("w", uniform_floats({kF, kE}, 5)), b.initializer("bias", uniform_floats({kF}, 6))},
+      {attr("transB", int64_t{1})}, "out_proj");
+  Value* back = b.node("Reshape", {proj, b.initializer("to3", int64s({kB, kS, kF}, {3}))}, {}, "unflatten");
+  Value* sum = b.node("Add", {back, b.input("r", DType::Float32, {kB, kS, kF})}, {}, "residual");
+  b.output(b.node("Gather", {sum, b.initializer("i", int64s({0}, {}))}, {attr("axis", int64_t{1})}, "cls"));
+  Outcome o = run_pass(b.build());
+  EXPECT_TRUE(o.changed);
+  expect_same_numbers(o);
+  // Above the Gemm it stops: the flatten's input is a graph input, and nothing more would shrink.
+  const Node* proj_node = node_named(*o.optimized, "out_proj");
+  ASSERT_TRUE(proj_node);
+  const Node* g = proj_node->input(0)->producer;
+  ASSERT_TRUE(g && g->op_type == "Gather");
+  EXPECT_EQ(g->input(0)->producer->name, "flatten");
+  EXPECT_EQ(g->attr_int("axis", 1), 0);
+  EXPECT_EQ(constant_of(g->input(1))->to_int64_vector(), (std::vector<int64_t>{0, kS}));
+  EXPECT_EQ(known_dims(proj_node->outputs[0]), (std::vector<int64_t>{kB, kF}));
+  EXPECT_NE(find_near_miss(o.ctx.near_misses, "select_rows_early", "would compute fewer rows"), nullptr);
+}
+
+TEST(SelectRowsEarly, AReshapeThatInterleavesRowsStopsIt) {
+  // [2, 3, E] -> [3, 2, E]: row 1 of the output is rows (0, 2) and (1, 0) of the input, no run of one axis.
+  GraphBuilder b(17);
+  Value* x =
+      b.node("MatMul", {b.input("x", DType::Float32, {2, 3, kE}), b.initializer("w", uniform_floats({kE, kE}, 2))}, {},
+             "proj");
+  Value* y = b.node("Reshape", {x, b.initializer("to", int64s({3, 2, kE}, {3}))}, {}, "regroup");
+  b.output(b.node("Gather", {b.node("Relu", {y}, {}, "relu"), b.initializer("i", int64s({1}, {1}))},
+                  {attr("axis", int64_t{0})}, "pick"));
+  Outcome o = run_pass(b.build());
+  EXPECT_TRUE(o.changed);  // above the Relu, on its way to the Reshape
+  expect_same_numbers(o);
+  EXPECT_NE(find_near_miss(o.ctx.near_misses, "select_rows_early", "whole runs of one axis"), nullptr);
+  EXPECT_EQ(node_named(*o.optimized, "proj")->outputs[0]->consumers[0]->op_type, "Reshape");
+}
+
 TEST(SelectRowsEarly, BroadcastOperandsAreReadWhole) {
   // pos [1, kS, kE] has the token axis and is selected; bias [kE] and scale [kB, 1, kE] are not.
   GraphBuilder b(17);
