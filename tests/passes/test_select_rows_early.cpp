@@ -293,7 +293,8 @@ TEST(SelectRowsEarly, StopsWhereRowsAreNotIndependent) {
 }
 
 // Random chains of the ops the pass moves through (elementwise with operands that have the axis,
-// broadcast along it or lack it; MatMul; LayerNorm; residual Adds that give a value two readers),
+// broadcast along it or lack it; MatMul; LayerNorm; residual Adds that give a value two readers;
+// Reshapes that flatten the rows for a Gemm, or regroup them so that they interleave),
 // ended by a random Gather or Slice on a random axis but the last: whatever the pass does, the
 // numbers must be the original's, and a second run must change nothing.
 TEST(SelectRowsEarly, RandomRowWiseChainsKeepTheirNumbers) {
@@ -313,7 +314,7 @@ TEST(SelectRowsEarly, RandomRowWiseChainsKeepTheirNumbers) {
       const std::string id = std::to_string(i);
       Value* v = chain.back();
       Value* out = nullptr;
-      switch (pick(6)) {
+      switch (pick(8)) {
         case 0:
           out = b.node(std::vector<const char*>{"Relu", "Tanh", "Sigmoid", "Neg"}[pick(4)], {v}, {}, "u" + id);
           break;
@@ -352,6 +353,21 @@ TEST(SelectRowsEarly, RandomRowWiseChainsKeepTheirNumbers) {
                         b.initializer("be" + id, uniform_floats({E}, 40 + i))},
                        {}, "ln" + id);
           break;
+        case 6: {  // a Linear on the flattened rows, as torchvision's and GPT-2's are written
+          const int64_t f = 3 + pick(3);
+          Value* flat = b.node("Reshape", {v, b.initializer("to2_" + id, int64s({B * S, E}, {2}))}, {}, "flat" + id);
+          Value* m = b.node("Gemm", {flat, b.initializer("w" + id, uniform_floats({f, E}, 20 + i))},
+                            {attr("transB", int64_t{1})}, "gemm" + id);
+          out = b.node("Reshape", {m, b.initializer("to3_" + id, int64s({B, S, f}, {3}))}, {}, "unflat" + id);
+          E = f;
+          break;
+        }
+        case 7: {  // [B, S, E] regrouped as [S, B, E] (rows interleave) and back, a Relu between
+          Value* r = b.node("Reshape", {v, b.initializer("sb" + id, int64s({S, B, E}, {3}))}, {}, "sb" + id);
+          r = b.node("Relu", {r}, {}, "sbrelu" + id);
+          out = b.node("Reshape", {r, b.initializer("bs" + id, int64s({B, S, E}, {3}))}, {}, "bs" + id);
+          break;
+        }
         default: {  // a residual from an earlier value of the same shape, when there is one
           Value* from = nullptr;
           for (size_t c = 0; c + 1 < chain.size(); ++c)
