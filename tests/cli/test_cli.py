@@ -56,8 +56,8 @@ class Ctx:
         except subprocess.TimeoutExpired:
             raise Failure(f"`fusec {' '.join(args)}` did not finish within {timeout:.0f} s")
 
-    def ok(self, *args: str) -> subprocess.CompletedProcess:
-        p = self.fusec_run(*args)
+    def ok(self, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        p = self.fusec_run(*args, timeout=timeout)
         if p.returncode != 0:
             raise Failure(f"`fusec {' '.join(args)}` exit {p.returncode}: {p.stderr.strip()[:300]}")
         return p
@@ -554,7 +554,10 @@ def profile_json(c: Ctx, model: str, *extra: str) -> tuple[dict, subprocess.Comp
     d = c.fresh("profile")
     j = os.path.join(d, "p.json")
     t = os.path.join(d, "t.json")
-    p = c.ok("profile", model, "--device", "cpu", "--iterations", "4", "--warmup", "1", "--report", j, "--trace", t, *extra)
+    # A profile without cached peaks measures them first (a large GEMM and a copy): 24 s under
+    # ASan on two cores, and past 30 s while ctest runs another test beside it.
+    p = c.ok("profile", model, "--device", "cpu", "--iterations", "4", "--warmup", "1", "--report", j, "--trace", t,
+             *extra, timeout=120)
     with open(j) as f:
         r = json.load(f)
     schema_file = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "schemas", "profile.schema.json")
