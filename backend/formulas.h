@@ -184,8 +184,10 @@ FUSEC_HD float silu(float x) { return x * (1.0f / (1.0f + exp(-x))); }
 /// sigmoid_direct with, on the device, the hardware's exponential and reciprocal (ex2.approx and
 /// rcp.approx, flushing denormals: within a few units in the last place). expf's range reduction
 /// and the IEEE division were most of the instructions of the pass that applies SiLU after a
-/// cuDNN conv (EfficientNet's), which ran at half the copy peak. 1 + e >= 1 has no denormal to
-/// flush; e = inf (x < -88) still gives 0, and NaN stays NaN. The host computes it exactly.
+/// cuDNN conv (EfficientNet's), which ran at half the copy peak; generated elementwise kernels take
+/// it too. 1 + e >= 1 has no denormal to flush; e = inf (x < -88) gives 0, where the exact result
+/// is denormal, and NaN stays NaN. The rounding of x·log2(e) bounds the relative error in the tail
+/// (about 4e-6 near x = -87, less as |x| shrinks). The host computes it exactly.
 FUSEC_HD float sigmoid_fast_f32(float x) {
 #ifdef __CUDA_ARCH__
   float e, r;

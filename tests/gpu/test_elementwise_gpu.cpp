@@ -270,6 +270,26 @@ TEST(GpuElementwise, NanAndInfInputs) {
   }
 }
 
+TEST(GpuElementwise, SigmoidHoldsItsTailAtFloat32) {
+  FUSEC_REQUIRE_GPU();
+  // Generated kernels take the hardware's exponential and reciprocal for Sigmoid. Band by band, so
+  // each band's largest value sets the comparison's scale and the tail answers for its own
+  // magnitude (over one wide range, max|ref| = 1 would hide any error below 1e-5). Below -87 the
+  // result is denormal and flushed to 0 on the device: formulas.h's sigmoid_fast_f32.
+  const std::pair<double, double> bands[] = {{-87, -80}, {-50, -40}, {-16, -8}, {-3, 3}, {8, 16}, {40, 87}};
+  Seeds seed{950};
+  for (const auto& [lo, hi] : bands) {
+    SCOPED_TRACE("x in [" + std::to_string(lo) + ", " + std::to_string(hi) + ")");
+    expect_gpu_matches_cpu(unary("Sigmoid", random_tensor(DType::Float32, {4097}, seed(), lo, hi)), Precision::FP32);
+    OpCase silu;
+    silu.op = "FusedElementwise";
+    silu.domain = "ai.fusec";
+    silu.inputs = {random_tensor(DType::Float32, {4097}, seed(), lo, hi)};
+    silu.attrs = {attr("program", std::string("r0 = sigmoid i0; r1 = mul r0 i0"))};
+    expect_gpu_matches_cpu(silu, Precision::FP32);
+  }
+}
+
 TEST(GpuElementwise, Broadcasting) {
   FUSEC_REQUIRE_GPU();
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> pairs = {
