@@ -17,6 +17,8 @@ and, once per model:
 
 Models (--models, comma-separated; default all):
     resnet50, vit_b_16, mobilenet_v3_large, efficientnet_b0, convnext_tiny   torchvision, 3x224x224
+    any other torchvision classifier by its builder's name (densenet121, regnet_y_800mf, swin_t, ...):
+             the same treatment, for checking the families beyond the zoo (issue 27 asks for that)
     bert     transformers BertModel(BertConfig()), output last_hidden_state (no pooler)
     gpt2     transformers GPT2Model(GPT2Config()), output last_hidden_state
     llama    transformers LlamaModel with Llama-3.2-1B's block sizes (hidden 2048, intermediate 8192,
@@ -69,6 +71,19 @@ import numpy as np
 CNN_MODELS = ("resnet50", "vit_b_16", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny")
 TEXT_MODELS = ("bert", "gpt2", "llama")
 ALL_MODELS = CNN_MODELS + TEXT_MODELS
+
+
+def torchvision_classifiers() -> list[str]:
+    """Builder names of torchvision's image classifiers (empty without torchvision)."""
+    try:
+        import torchvision
+    except ImportError:
+        return []
+    return list(torchvision.models.list_models(module=torchvision.models))
+
+
+def is_image_model(name: str) -> bool:
+    return name in CNN_MODELS or (name not in TEXT_MODELS and name in torchvision_classifiers())
 EXPORTS = ("legacy", "dynamo")
 
 T0 = time.perf_counter()
@@ -134,7 +149,7 @@ def build(name: str, args):
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed + 1)
     b = args.batch
-    if name in CNN_MODELS:
+    if is_image_model(name):
         import torchvision
 
         model = getattr(torchvision.models, name)(weights=None)
@@ -254,7 +269,7 @@ def references(name: str, model, inputs: dict, outputs: list, device: str, out_d
         info["fp16_note"] = "no fp16 reference: CUDA is not available (fp16 reference runs only on CUDA)"
     else:
         try:
-            cl = name in CNN_MODELS
+            cl = is_image_model(name)
             mh = copy.deepcopy(m).half()
             if cl:
                 mh = mh.to(memory_format=torch.channels_last)
@@ -444,9 +459,10 @@ def main() -> int:
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     forms = [f.strip() for f in args.exports.split(",") if f.strip()]
-    bad = [m for m in models if m not in ALL_MODELS] + [f for f in forms if f not in EXPORTS]
+    bad = [m for m in models if m not in ALL_MODELS and not is_image_model(m)] + [f for f in forms if f not in EXPORTS]
     if bad:
-        ap.error(f"unknown model or export {bad}; models: {', '.join(ALL_MODELS)}; exports: {', '.join(EXPORTS)}")
+        ap.error(f"unknown model or export {bad}; models: {', '.join(ALL_MODELS)} or any torchvision classifier; "
+                 f"exports: {', '.join(EXPORTS)}")
     if args.batch < 2 and not args.static:
         log("note: a dynamic batch dim needs an example batch >= 2 (torch.export specializes 0 and 1); "
             "exporting static")
