@@ -371,102 +371,112 @@ class Mover {
     if (is_elementwise(p) && !leads_to_work(p, in_axes))
       return miss("no MatMul, Gemm or norm above it would compute fewer rows, and it may fuse with what it reads");
 
-    // Everything the rewrite needs, before the nodes go.
-    const std::string sel_name = sel->name, sel_op = sel->op_type, p_name = p->name, p_op = p->op_type,
-                      p_domain = p->domain;
-    const std::string listed = describe(sel) + " moved above " + describe(p);
+    // The op's and the selection's parts, before the nodes go.
+    const std::string p_op = p->op_type, p_domain = p->domain;
     const std::vector<NamedAttribute> p_attrs = p->attrs;
-    const std::vector<Value*> p_inputs = p->inputs;
-    const std::vector<Value*> sel_inputs = sel->inputs;
-    Value* y = sel->outputs[0];
-    made_.erase(sel);
-    gone_.insert(sel);
-    gone_.insert(p);
-    const Replaced gone_sel = r_.remove({sel});
-    const Replaced gone_p = r_.remove({p});
+    std::vector<Value*> ins = p->inputs;
+    const Lifted l = lift(s);
 
     // A scalar Gather's index as a 1-D one: the rows are selected keeping the axis.
-    Value* index = sel_inputs.size() > 1 ? sel_inputs[1] : nullptr;
+    Value* index = l.sel_inputs.size() > 1 ? l.sel_inputs[1] : nullptr;
     if (s.scalar) index = g_.add_initializer(index->name + "_row", Tensor::from_int64({s.rows[0]}, {1}));
     std::map<std::pair<Value*, int64_t>, Value*> selected;  // x*x selects x once
-    std::vector<Value*> ins = p_inputs;
     for (size_t k = 0; k < ins.size(); ++k) {
       if (!ins[k] || in_axes[k] < 0) continue;
       Value*& v = selected[{ins[k], in_axes[k]}];
-      if (!v) v = select(sel_op, sel_name, sel_inputs, index, ins[k], in_axes[k], gone_sel.origins);
+      if (!v) v = select(l, index, ins[k], in_axes[k]);
       ins[k] = v;
     }
-    Value* out = s.scalar ? g_.add_value(y->name + "_rows") : y;
-    Node* np = r_.add(p_op, ins, {out}, p_name, p_domain, gone_p.origins);
+    Value* out = rows_output(s, l);
+    Node* np = r_.add(p_op, ins, {out}, l.p_name, p_domain, l.p.origins);
     np->attrs = p_attrs;
-    if (s.scalar)
-      squeeze(out, y, s.axis, gone_sel.origins.empty() ? sel_name : gone_sel.origins.front(), gone_sel.origins);
-    r_.rewrote(listed + ": " + std::to_string(s.count) + " of its " + std::to_string(s.extent) + " rows on axis " +
-                   std::to_string(s.axis),
-               {sel_name, p_name}, p_name);
+    land(s, l, out,
+         std::to_string(s.count) + " of its " + std::to_string(s.extent) + " rows on axis " + std::to_string(s.axis));
     return true;
   }
 
   /// Y = Reshape(X) regrouping leading dims, its rows selected: X's rows `rows` on axis `axis`
   /// (rows_through), then the Reshape to Y with the selected axis shortened.
   bool move_above_reshape(const Selection& s, const Regroup& g, int64_t axis, const std::vector<int64_t>& rows) {
-    Node* sel = s.node;
-    Node* p = sel->input(0)->producer;
-    Value* x = p->input(0);
-    Value* y = sel->outputs[0];
-    const std::string sel_name = sel->name, p_name = p->name;
-    const std::string listed = describe(sel) + " moved above " + describe(p);
-    made_.erase(sel);
-    gone_.insert(sel);
-    gone_.insert(p);
-    const Replaced gone_sel = r_.remove({sel});
-    const Replaced gone_p = r_.remove({p});
-
+    Value* x = s.node->input(0)->producer->input(0);
+    const Lifted l = lift(s);
     const auto k = static_cast<int64_t>(rows.size());
     Value* kept = g_.add_value(x->name + "_rows");
-    const std::string stem = gone_sel.origins.empty() ? sel_name : gone_sel.origins.front();
-    Node* n = r_.add("Gather", {x, g_.add_initializer(stem + "_rows", Tensor::from_int64(rows, {k}))}, {kept},
-                     g_.unique_node_name(stem), "", gone_sel.origins);
+    Node* n = r_.add("Gather", {x, g_.add_initializer(l.stem + "_rows", Tensor::from_int64(rows, {k}))}, {kept},
+                     g_.unique_node_name(l.stem), "", l.sel.origins);
     n->set_attr("axis", axis);
     made_.insert(n);
     std::vector<int64_t> target = g.yd;
     target[static_cast<size_t>(s.axis)] = s.count;
-    Value* out = s.scalar ? g_.add_value(y->name + "_rows") : y;
+    Value* out = rows_output(s, l);
     r_.add("Reshape",
-           {kept, g_.add_initializer(p_name + "_rows_shape",
+           {kept, g_.add_initializer(l.p_name + "_rows_shape",
                                      Tensor::from_int64(target, {static_cast<int64_t>(target.size())}))},
-           {out}, p_name, "", gone_p.origins);
-    if (s.scalar) squeeze(out, y, s.axis, stem, gone_sel.origins);
-    r_.rewrote(listed + ": " + std::to_string(k) + " of its input's " +
-                   std::to_string(g.xd[static_cast<size_t>(axis)]) + " rows on axis " + std::to_string(axis),
-               {sel_name, p_name}, p_name);
+           {out}, l.p_name, "", l.p.origins);
+    land(s, l, out,
+         std::to_string(k) + " of its input's " + std::to_string(g.xd[static_cast<size_t>(axis)]) + " rows on axis " +
+             std::to_string(axis));
     return true;
   }
 
-  /// y = Squeeze(out, axis): a scalar Gather's dropped axis, after the ops it moved above.
-  void squeeze(Value* out, Value* y, int64_t axis, const std::string& stem, const std::vector<std::string>& origins) {
-    // Squeeze takes its axes as an input from opset 13, as an attribute before.
-    const bool axes_input = onnx_opset(g_) >= 13;
-    std::vector<Value*> in = {out};
-    if (axes_input) in.push_back(axes_constant(axis));
-    Node* sq = r_.add("Squeeze", in, {y}, g_.unique_node_name(stem), "", origins);
-    if (!axes_input) sq->set_attr("axes", std::vector<int64_t>{axis});
+  /// A selection and the op it moves above, taken out of the graph: what the rewrite rebuilds
+  /// them from.
+  struct Lifted {
+    std::string sel_op, sel_name, p_name, listed;
+    std::vector<Value*> sel_inputs;
+    Value* y;               // the selection's output, which the rewrite ends in
+    Replaced sel, p;        // what each stood for
+    std::string stem;       // new nodes are named after the user's selection (the profiler's attribution)
+  };
+
+  Lifted lift(const Selection& s) {
+    Node* sel = s.node;
+    Node* p = sel->input(0)->producer;
+    Lifted l;
+    l.sel_op = sel->op_type;
+    l.sel_name = sel->name;
+    l.p_name = p->name;
+    l.listed = describe(sel) + " moved above " + describe(p);
+    l.sel_inputs = sel->inputs;
+    l.y = sel->outputs[0];
+    made_.erase(sel);
+    gone_.insert(sel);
+    gone_.insert(p);
+    l.sel = r_.remove({sel});
+    l.p = r_.remove({p});
+    l.stem = !l.sel.origins.empty() ? l.sel.origins.front() : l.sel_name.empty() ? "select_rows" : l.sel_name;
+    return l;
   }
 
-  /// The removed selection `op` (named `sel_name`, reading `sel_inputs`) of `v`'s rows on `axis`,
-  /// as a new node: a Gather of `index`, or a Slice.
-  Value* select(const std::string& op, const std::string& sel_name, const std::vector<Value*>& sel_inputs, Value* index,
-                Value* v, int64_t axis, const std::vector<std::string>& origins) {
+  /// Where the moved op writes: the selection's output itself, or, for a scalar Gather, the rows
+  /// with their axis kept, which land() squeezes into it.
+  Value* rows_output(const Selection& s, const Lifted& l) {
+    return s.scalar ? g_.add_value(l.y->name + "_rows") : l.y;
+  }
+
+  /// The rewrite's end: the scalar Gather's axis squeezed away, and the rewrite recorded.
+  void land(const Selection& s, const Lifted& l, Value* out, const std::string& rows) {
+    if (s.scalar) {
+      // Squeeze takes its axes as an input from opset 13, as an attribute before.
+      const bool axes_input = onnx_opset(g_) >= 13;
+      std::vector<Value*> in = {out};
+      if (axes_input) in.push_back(axes_constant(s.axis));
+      Node* sq = r_.add("Squeeze", in, {l.y}, g_.unique_node_name(l.stem), "", l.sel.origins);
+      if (!axes_input) sq->set_attr("axes", std::vector<int64_t>{s.axis});
+    }
+    r_.rewrote(l.listed + ": " + rows, {l.sel_name, l.p_name}, l.p_name);
+  }
+
+  /// The lifted selection of `v`'s rows on `axis`, as a new node: a Gather of `index`, or a Slice.
+  Value* select(const Lifted& l, Value* index, Value* v, int64_t axis) {
     Value* out = g_.add_value(v->name + "_rows");
-    // Named after the user's selection, which the profiler attributes it to.
-    const std::string stem = !origins.empty() ? origins.front() : sel_name.empty() ? "select_rows" : sel_name;
-    const std::string name = g_.unique_node_name(stem);
+    const std::string name = g_.unique_node_name(l.stem);
     Node* n;
-    if (op == "Gather") {
-      n = r_.add("Gather", {v, index}, {out}, name, "", origins);
+    if (l.sel_op == "Gather") {
+      n = r_.add("Gather", {v, index}, {out}, name, "", l.sel.origins);
       n->set_attr("axis", axis);
     } else {
-      n = r_.add("Slice", {v, sel_inputs[1], sel_inputs[2], axes_constant(axis)}, {out}, name, "", origins);
+      n = r_.add("Slice", {v, l.sel_inputs[1], l.sel_inputs[2], axes_constant(axis)}, {out}, name, "", l.sel.origins);
     }
     made_.insert(n);
     return out;

@@ -43,10 +43,12 @@ BATCH, SEQ, VOCAB, LAYERS = 2, 8, 64, 2
 # Models whose every layer gets packed QKV (merge_qkv); the others keep Q, K and V apart (GPT-2
 # legacy's K and V are also the present outputs). Llama's and Phi-3's RoPE becomes one ai.fusec
 # Rotary per layer (fuse_rotary), over the packed rows.
-PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "bert_cls_dynamo", "bert_cls_legacy", "vit_dynamo", "vit_legacy", "vit_cls_dynamo", "vit_cls_legacy",
-          "gpt2_dynamo",
-          "bert_sdpa_legacy", "bert_sdpa_dynamo", "gpt2_sdpa_legacy", "gpt2_sdpa_dynamo", "llama_dynamo",
-          "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy", "phi3_legacy", "phi3_dynamo")
+PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "bert_cls_dynamo", "bert_cls_legacy",
+          "bert_sdpa_legacy", "bert_sdpa_dynamo",
+          "vit_dynamo", "vit_legacy", "vit_cls_dynamo", "vit_cls_legacy",
+          "gpt2_dynamo", "gpt2_sdpa_legacy", "gpt2_sdpa_dynamo",
+          "llama_dynamo", "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy",
+          "phi3_legacy", "phi3_dynamo")
 # Rotary nodes per layer: one over the packed rows, or Q's and K's apart where a per-head norm sits
 # between the projections and the rotation (Qwen3: its attention still 3-D, read through views).
 ROTARY = {"llama_dynamo": 1, "llama_legacy": 1, "llama_sdpa_dynamo": 1, "llama_sdpa_legacy": 1, "phi3_legacy": 1,
