@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import json
 import os
 import platform
@@ -71,20 +72,21 @@ import numpy as np
 CNN_MODELS = ("resnet50", "vit_b_16", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny")
 TEXT_MODELS = ("bert", "gpt2", "llama")
 ALL_MODELS = CNN_MODELS + TEXT_MODELS
+EXPORTS = ("legacy", "dynamo")
 
 
-def torchvision_classifiers() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def torchvision_classifiers() -> tuple[str, ...]:
     """Builder names of torchvision's image classifiers (empty without torchvision)."""
     try:
         import torchvision
     except ImportError:
-        return []
-    return list(torchvision.models.list_models(module=torchvision.models))
+        return ()
+    return tuple(torchvision.models.list_models(module=torchvision.models))
 
 
 def is_image_model(name: str) -> bool:
     return name in CNN_MODELS or (name not in TEXT_MODELS and name in torchvision_classifiers())
-EXPORTS = ("legacy", "dynamo")
 
 T0 = time.perf_counter()
 
