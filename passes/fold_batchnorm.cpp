@@ -48,6 +48,7 @@
 
 #include "ir/error.h"
 #include "ir/half.h"
+#include "passes/batchnorm_affine.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
 
@@ -56,17 +57,6 @@ namespace fusec {
 namespace {
 
 const char* kPass = "fold_batchnorm";
-
-/// y = x·scale[c] + shift[c] along the channel (Conv) or feature (Gemm) axis.
-struct Affine {
-  std::vector<double> scale, shift;
-  bool scale_is_one() const {
-    return std::all_of(scale.begin(), scale.end(), [](double s) { return s == 1.0; });
-  }
-  bool shift_is_zero() const {
-    return std::all_of(shift.begin(), shift.end(), [](double s) { return s == 0.0; });
-  }
-};
 
 /// A constant of rank <= 2 broadcast over a [rows, N] Gemm output: (r, c) reads element
 /// (rows == 1 ? 0 : r, cols == 1 ? 0 : c).
@@ -84,29 +74,6 @@ struct Addend2D {
   }
 };
 
-Tensor tensor_from(DType dt, std::vector<int64_t> dims, const std::vector<double>& v) {
-  Tensor t(dt, std::move(dims));
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    switch (dt) {
-      case DType::Float32:
-        t.data<float>()[i] = static_cast<float>(v[i]);
-        break;
-      case DType::Float64:
-        t.data<double>()[i] = v[i];
-        break;
-      case DType::Float16:
-        t.data<uint16_t>()[i] = float_to_half(static_cast<float>(v[i]));
-        break;
-      case DType::BFloat16:
-        t.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(v[i]));
-        break;
-      default:
-        internal_error(std::string("fold_batchnorm: cannot write ") + dtype_name(dt));
-    }
-  }
-  return t;
-}
-
 /// A new tensor like `w` with element i multiplied by factor(i) (in double, rounded once).
 template <typename F>
 Tensor scaled(const Tensor& w, F&& factor) {
@@ -120,10 +87,6 @@ Tensor scaled(const Tensor& w, F&& factor) {
   std::vector<double> v(static_cast<size_t>(w.numel()));
   for (int64_t i = 0; i < w.numel(); ++i) v[i] = w.as_double(i) * factor(i);
   return tensor_from(w.dtype(), w.dims(), v);
-}
-
-bool all_finite(const std::vector<double>& v) {
-  return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
 }
 
 /// Stem for new initializer names: the node's name, or its output's when it has none.
@@ -170,55 +133,9 @@ std::optional<std::vector<double>> per_axis_values(const Tensor& c, size_t rank,
   return v;
 }
 
-/// BatchNormalization (inference) as y = x·s + t per channel, or nullopt with `why`.
-std::optional<Affine> batchnorm_affine(const Graph& g, const Node* bn, int64_t channels, std::string* why) {
-  if (bn->attr_int("training_mode", 0) != 0) {
-    *why = "it is in training mode (training_mode=1): it normalizes with batch statistics";
-    return std::nullopt;
-  }
-  for (size_t i = 1; i < bn->outputs.size(); ++i)
-    if (bn->outputs[i] && use_count(bn->outputs[i]) > 0) {
-      *why = "its statistics output '" + bn->outputs[i]->name + "' is used (training)";
-      return std::nullopt;
-    }
-  if (g.opset("") < 9 && bn->attr_int("spatial", 1) != 1) {
-    *why = "spatial=0: its statistics are per element, not per channel";
-    return std::nullopt;
-  }
-  static const char* kNames[] = {"scale", "B", "mean", "var"};
-  const Tensor* p[4];
-  std::string missing;
-  for (int i = 0; i < 4; ++i) {
-    p[i] = constant_of(bn->input(i + 1));
-    if (!p[i]) missing += (missing.empty() ? "" : ", ") + std::string(kNames[i]);
-  }
-  if (!missing.empty()) {
-    *why = "its " + missing + (missing.find(',') == std::string::npos ? " is" : " are") + " not constant";
-    return std::nullopt;
-  }
-  for (int i = 0; i < 4; ++i)
-    if (p[i]->numel() != channels) {
-      *why = std::string("its ") + kNames[i] + " has shape " + dims_str(p[i]->dims()) + ", not [" +
-             std::to_string(channels) + "] (one per channel)";
-      return std::nullopt;
-    }
-  double eps = bn->attr_float("epsilon", 1e-5f);
-  Affine a;
-  for (int64_t c = 0; c < channels; ++c) {
-    double s = p[0]->as_double(c) / std::sqrt(p[3]->as_double(c) + eps);
-    a.scale.push_back(s);
-    a.shift.push_back(p[1]->as_double(c) - p[2]->as_double(c) * s);
-  }
-  if (!all_finite(a.scale) || !all_finite(a.shift)) {
-    *why = "scale/√(var+ε) is not finite for some channel (var + epsilon <= 0?)";
-    return std::nullopt;
-  }
-  return a;
-}
-
 /// W'[m] = W[m]·scale[m], b'[m] = b[m]·scale[m] + shift[m]. The caller checked W (when scaled) and
 /// b (when present) are constants.
-void fold_into_conv(Graph& g, Node* conv, const Affine& a, DType dt) {
+void fold_into_conv(Graph& g, Node* conv, const ChannelAffine& a, DType dt) {
   int64_t m = static_cast<int64_t>(a.scale.size());
   if (!a.scale_is_one()) {
     const Tensor* w = constant_of(conv->input(1));
@@ -403,7 +320,7 @@ class Folder {
     std::string why;
     auto v = per_axis_values(c, ra->first, 1, ra->second, "channel", &why);
     if (!v) return miss(why);
-    Affine a;
+    ChannelAffine a;
     a.scale.assign(v->size(), 1.0);
     a.shift.assign(v->size(), 0.0);
     (is_mul ? a.scale : a.shift) = *v;

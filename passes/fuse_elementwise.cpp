@@ -19,7 +19,9 @@
 //
 // A region is ≥ 2 connected ops from the opcode set (Add Sub Mul Div Pow Max Min Sum Mean Neg Abs
 // Exp Log Sqrt Reciprocal Erf Tanh Sigmoid Relu LeakyRelu Clip HardSigmoid HardSwish Softplus Floor
-// Ceil Gelu), of one float type (float32/16, bfloat16), each producing the region's output shape.
+// Ceil Gelu, and BatchNormalization in inference, which joins as x·s + t with s and t per channel:
+// DenseNet's pre-activation BN -> ReLU after each concat, which no conv before it can take in), of
+// one float type (float32/16, bfloat16), each producing the region's output shape.
 // Every intermediate is read only inside the region and is not a graph output, so the region has
 // one output: its last node's, whose name and Value the fused node takes. Regions grow backwards
 // from each sink, so they are maximal. Scalar constants become program literals (unless one is
@@ -37,6 +39,7 @@
 #include "ir/error.h"
 #include "ir/op_schema.h"
 #include "ir/ops/elementwise_program.h"
+#include "passes/batchnorm_affine.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
 
@@ -77,13 +80,26 @@ bool in_opcode_set(const Node* n) {
   if (n->domain == "ai.fusec") return n->op_type == "Gelu";
   if (!n->domain.empty()) return false;
   const std::string& op = n->op_type;
-  return binary_ops().count(op) || variadic_ops().count(op) || unary_ops().count(op) || op == "LeakyRelu" ||
-         op == "HardSigmoid" || op == "Clip" || op == "Gelu";
+  return op == "BatchNormalization" || binary_ops().count(op) || variadic_ops().count(op) || unary_ops().count(op) ||
+         op == "LeakyRelu" || op == "HardSigmoid" || op == "Clip" || op == "Gelu";
 }
 
-/// Inputs that are operands of the elementwise expression (and broadcast); Clip's bounds are
-/// parameters instead.
-bool is_data_input(const Node* n, size_t i) { return !(n->op_type == "Clip" && i > 0); }
+/// Inputs that are operands of the elementwise expression (and broadcast); Clip's bounds and
+/// BatchNormalization's statistics are parameters instead.
+bool is_data_input(const Node* n, size_t i) {
+  return !((n->op_type == "Clip" || n->op_type == "BatchNormalization") && i > 0);
+}
+
+bool is_batchnorm(const Node* n) { return n->op_type == "BatchNormalization" && n->domain.empty(); }
+
+/// A BatchNormalization region member as y = x·s + t: its channel axis 1 is static and its
+/// statistics are constants of one entry per channel.
+std::optional<ChannelAffine> batchnorm_member(const Graph& g, const Node* n) {
+  const Value* x = n->input(0);
+  if (!x || !x->type.shape || x->type.shape->size() < 2 || !(*x->type.shape)[1].is_static()) return std::nullopt;
+  std::string why;
+  return batchnorm_affine(g, n, (*x->type.shape)[1].value, &why);
+}
 
 bool is_scalar_constant(const Value* v) {
   const Tensor* t = constant_of(v);
@@ -106,7 +122,9 @@ Fit fit(const Graph& g, const Node* n, std::string* why = nullptr) {
   if (!in_opcode_set(n)) return Fit::No;
   if (n->has_attr("broadcast") || n->has_attr("consumed_inputs")) return Fit::No;  // pre-opset-7 forms
   if (!unsupported_reason(g, *n).empty()) return Fit::No;
-  if (n->outputs.size() != 1 || !n->outputs[0] || !well_known_shape(n->outputs[0])) return Fit::No;
+  if (n->outputs.empty() || !n->outputs[0] || !well_known_shape(n->outputs[0])) return Fit::No;
+  for (size_t i = 1; i < n->outputs.size(); ++i)
+    if (n->outputs[i] && use_count(n->outputs[i]) > 0) return Fit::No;
   const DType t = n->outputs[0]->type.dtype;
   if (!fusable_dtype(t)) {
     if (why)
@@ -115,6 +133,11 @@ Fit fit(const Graph& g, const Node* n, std::string* why = nullptr) {
     return Fit::WrongType;
   }
   if (variadic_ops().count(n->op_type) && n->inputs.size() < 2) return Fit::No;
+  // Its statistics outputs are dropped: only an inference BN whose other outputs nobody reads.
+  if (is_batchnorm(n)) {
+    const Value* x = n->input(0);
+    return x && x->type.dtype == t && !x->is_initializer() && batchnorm_member(g, n) ? Fit::Yes : Fit::No;
+  }
   // Half types round every instruction, as one op per node does; the Sum (> 2 inputs) and Mean
   // kernels round once at the end instead, so those are left unfused to keep results identical.
   if (t != DType::Float32 && (n->op_type == "Mean" || (n->op_type == "Sum" && n->inputs.size() > 2))) return Fit::No;
@@ -306,38 +329,63 @@ EwOperand translate(const Node* n, const std::function<EwOperand(size_t)>& opera
 }
 
 struct Fused {
-  std::vector<Value*> inputs;
+  std::vector<Value*> inputs;                             // nullptr where constants[k] is to be added, in order
+  std::vector<std::pair<std::string, Tensor>> constants;  // name stem and value
   ElementwiseProgram program;
 };
 
-/// The region's inputs and program, or nullopt with `why` set.
-std::optional<Fused> lower(const Region& r, std::string* why) {
+/// The region's inputs and program, or nullopt with `why` set. A BatchNormalization member brings
+/// its per-channel s and t as new constants shaped [C, 1, ...] against its output's rank.
+std::optional<Fused> lower(const Graph& g, const Region& r, std::string* why) {
   std::unordered_set<const Node*> members(r.nodes.begin(), r.nodes.end());
   const Value* out = r.root->outputs[0];
   const Shape& out_shape = *out->type.shape;
-  // External data operands in order of first use; scalar constants start as literals.
-  std::vector<Value*> external;
-  std::unordered_map<const Value*, bool> as_literal;
-  for (const Node* n : r.nodes)
+  // External operands in order of first use: a value of the graph, or a new constant (value null,
+  // index into `constants`). Scalar constants start as literals.
+  struct External {
+    Value* v = nullptr;
+    int constant = -1;
+    Shape shape;
+    bool literal = false;
+  };
+  std::vector<External> external;
+  std::vector<std::pair<std::string, Tensor>> constants;
+  std::unordered_map<const Value*, size_t> external_of;
+  std::unordered_map<const Node*, std::pair<size_t, size_t>> affine_of;  // BN -> (s, t) in external
+  for (const Node* n : r.nodes) {
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       Value* v = n->inputs[i];
-      if (!v || !is_data_input(n, i) || (v->producer && members.count(v->producer)) || as_literal.count(v)) continue;
-      external.push_back(v);
-      as_literal[v] = is_scalar_constant(v);
+      if (!v || !is_data_input(n, i) || (v->producer && members.count(v->producer)) || external_of.count(v)) continue;
+      external_of[v] = external.size();
+      external.push_back({v, -1, *v->type.shape, is_scalar_constant(v)});
     }
+    if (!is_batchnorm(n)) continue;
+    const auto a = batchnorm_member(g, n);
+    if (!a) internal_error("fuse_elementwise: BatchNormalization member without its affine map" + n->ref());
+    std::vector<int64_t> dims(n->outputs[0]->type.shape->size() - 1, 1);
+    dims[0] = static_cast<int64_t>(a->scale.size());
+    const DType dt = n->outputs[0]->type.dtype;
+    const std::string stem = n->name.empty() ? n->outputs[0]->name : n->name;
+    affine_of[n] = {external.size(), external.size() + 1};
+    for (const auto& [suffix, values] :
+         {std::pair{".scale_folded", &a->scale}, std::pair{".shift_folded", &a->shift}}) {
+      external.push_back({nullptr, static_cast<int>(constants.size()), shape_of(dims), false});
+      constants.emplace_back(stem + suffix, tensor_from(dt, dims, *values));
+    }
+  }
   // The inputs alone must broadcast to the output's shape: a literal has no rank, so a scalar
   // constant that gives the output its rank (x[3] * c[1,1] is [1,3]) stays an input.
   auto input_shape = [&]() -> std::optional<Shape> {
     std::optional<Shape> s;
-    for (Value* v : external)
-      if (!as_literal[v]) s = s ? broadcast(*s, *v->type.shape) : std::optional<Shape>(*v->type.shape);
+    for (const External& e : external)
+      if (!e.literal) s = s ? broadcast(*s, e.shape) : std::optional<Shape>(e.shape);
     return s;
   };
-  std::vector<Value*> promotable;
-  for (Value* v : external)
-    if (as_literal[v] && v->type.dtype == out->type.dtype) promotable.push_back(v);
+  std::vector<External*> promotable;
+  for (External& e : external)
+    if (e.literal && e.v->type.dtype == out->type.dtype) promotable.push_back(&e);
   std::stable_sort(promotable.begin(), promotable.end(),
-                   [](Value* a, Value* b) { return a->type.shape->size() > b->type.shape->size(); });
+                   [](const External* a, const External* b) { return a->shape.size() > b->shape.size(); });
   for (size_t k = 0;; ++k) {
     auto s = input_shape();
     if (s && *s == out_shape) break;
@@ -345,23 +393,32 @@ std::optional<Fused> lower(const Region& r, std::string* why) {
       *why = "its inputs do not broadcast to its output shape " + shape_str(out_shape) + " without the region";
       return std::nullopt;
     }
-    as_literal[promotable[k]] = false;
+    promotable[k]->literal = false;
   }
 
   Fused f;
-  std::unordered_map<const Value*, EwOperand> operand_of;
-  for (Value* v : external) {
-    if (as_literal[v]) {
-      operand_of[v] = EwOperand::literal(scalar_of(v));
+  std::vector<EwOperand> operand(external.size());
+  for (size_t k = 0; k < external.size(); ++k) {
+    if (external[k].literal) {
+      operand[k] = EwOperand::literal(scalar_of(external[k].v));
     } else {
-      operand_of[v] = EwOperand::input(static_cast<int32_t>(f.inputs.size()));
-      f.inputs.push_back(v);
+      operand[k] = EwOperand::input(static_cast<int32_t>(f.inputs.size()));
+      f.inputs.push_back(external[k].v);
     }
   }
+  f.constants = std::move(constants);
+  std::unordered_map<const Value*, EwOperand> operand_of;
+  for (const auto& [v, k] : external_of) operand_of[v] = operand[k];
   Emitter e;
   for (const Node* n : r.nodes) {
-    EwOperand result = translate(
-        n, [&](size_t i) { return operand_of.at(n->inputs[i]); }, e);
+    EwOperand result;
+    if (is_batchnorm(n)) {
+      const auto [s, t] = affine_of.at(n);
+      result = e.emit(EwOp::Add, {e.emit(EwOp::Mul, {operand_of.at(n->inputs[0]), operand[s]}), operand[t]});
+    } else {
+      result = translate(
+          n, [&](size_t i) { return operand_of.at(n->inputs[i]); }, e);
+    }
     if (result.kind != EwOperand::Kind::Register)
       internal_error("fuse_elementwise: node without instructions" + n->ref());
     operand_of[n->outputs[0]] = result;
@@ -396,7 +453,7 @@ bool FuseElementwisePass::run(Graph& g, PassContext& ctx) {
       continue;
     }
     std::string why;
-    std::optional<Fused> f = lower(region, &why);
+    std::optional<Fused> f = lower(g, region, &why);
     if (!f) {
       r.near_miss(what + " not fused", why);
       continue;
@@ -405,6 +462,12 @@ bool FuseElementwisePass::run(Graph& g, PassContext& ctx) {
     const std::string name = region.root->name, summary = region_summary(region);
     Value* out = region.root->outputs[0];
     Replaced gone = r.remove(region.nodes);
+    auto constant = f->constants.begin();
+    for (Value*& v : f->inputs)
+      if (!v) {
+        v = g.add_initializer(constant->first, std::move(constant->second));
+        ++constant;
+      }
     Node* fused = r.add("FusedElementwise", f->inputs, {out}, name, "ai.fusec", gone.origins);
     fused->set_attr("program", f->program.to_string());
     r.rewrote(summary + " -> FusedElementwise '" + name + "'", gone.names, name);

@@ -275,3 +275,100 @@ TEST(GpuLayout, PermutesToAndFromChannelsLastAreViewsOfIt) {
     }
   }
 }
+
+namespace {
+
+/// A DenseNet dense block at odd sizes, as both exporters write torchvision's: each layer concats
+/// every feature so far, pre-activates the concat (BatchNormalization, Relu), then a 1x1 conv with
+/// its ReLU and a 3x3 conv whose output joins the next concat. The growth (6) and the stem's width
+/// (10) are not multiples of 8, so the BN and concat kernels also take their scalar paths. `fused`
+/// writes each BN -> Relu as the optimizer does (one FusedElementwise, BN as x·s + t); `bns` names
+/// the pre-activation nodes.
+std::unique_ptr<Graph> dense_block(int layers, bool fused, std::vector<std::string>* bns) {
+  GraphBuilder b(18);
+  b.graph().opsets["ai.fusec"] = 1;
+  Value* x = b.input("x", DType::Float32, {Dim(2), Dim(8), Dim(9), Dim(7)});
+  std::vector<Value*> features = {fused_conv(b, "stem", x, 8, 10, 3, "Relu", 80)};
+  int64_t c = 10;
+  for (int k = 0; k <= layers; ++k) {
+    const std::string p = "l" + std::to_string(k) + ".";
+    Value* cat =
+        features.size() == 1 ? features[0] : b.node("Concat", features, {attr("axis", int64_t{1})}, p + "concat");
+    Value* act = nullptr;
+    if (fused) {
+      const std::string program = "r0 = mul i0 i1; r1 = add r0 i2; r2 = relu r1";
+      act = b.node_n("FusedElementwise",
+                     {cat, weight(b, p + "s", {c, 1, 1}, 81 + k), weight(b, p + "t", {c, 1, 1}, 82 + k)}, 1,
+                     {attr("program", program)}, p + "norm", "ai.fusec")[0];
+    } else {
+      Value* bn = b.node("BatchNormalization",
+                         {cat, b.initializer(p + "scale", random_tensor(DType::Float32, {c}, 83 + k, 0.5, 1.5)),
+                          weight(b, p + "B", {c}, 84 + k), weight(b, p + "mean", {c}, 85 + k),
+                          b.initializer(p + "var", random_tensor(DType::Float32, {c}, 86 + k, 0.2, 2))},
+                         {}, p + "norm");
+      act = b.node("Relu", {bn}, {}, p + "relu");
+    }
+    bns->push_back(p + "norm");
+    if (k == layers) {
+      b.output(act);
+      break;
+    }
+    Value* bottleneck = fused_conv(b, p + "conv1", act, c, 16, 1, "Relu", 87 + k);
+    features.push_back(b.node("Conv", {bottleneck, weight(b, p + "conv2.w", {6, 16, 3, 3}, 88 + k)},
+                              {attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, p + "conv2"));
+    c += 6;
+  }
+  auto g = b.build();
+  infer_shapes(*g);
+  return g;
+}
+
+}  // namespace
+
+TEST(GpuLayout, DenseBlocksConcatAndNormalizeChannelsLastWithoutARelayout) {
+  FUSEC_REQUIRE_GPU();
+  // The convs' outputs join a Concat, which follows them channels-last, as do the BN (or its
+  // fused form) and the Relu after it: the only layout changes are the graph's input and output.
+  const Tensor x = random_tensor(DType::Float32, {2, 8, 9, 7}, 64);
+  for (Precision p : kAll) {
+    const bool nhwc = p != Precision::FP32;
+    for (bool fused : {false, true}) {
+      SCOPED_TRACE(std::string(precision_name(p)) + (fused ? ", fused BN" : ", BatchNormalization"));
+      std::vector<std::string> bns;
+      auto g = dense_block(3, fused, &bns);
+      expect_graph_gpu_matches_cpu(*g, {x}, p);
+      const Planned r = plan_and_run(*g, {x}, p);
+      EXPECT_EQ(relayouts(r), nhwc ? 2 : 0);
+      for (const std::string& bn : bns) {
+        EXPECT_NE(kernel_of(r, bn), "cpu reference") << bn;
+        if (!fused) EXPECT_EQ(kernel_of(r, bn).find("channels-last") != std::string::npos, nhwc) << kernel_of(r, bn);
+      }
+      EXPECT_EQ(kernel_of(r, "l2.conv2").find("NHWC") != std::string::npos, nhwc) << kernel_of(r, "l2.conv2");
+    }
+  }
+}
+
+TEST(GpuLayout, AConcatOfMixedLayoutsFollowsMostOfItsBytes) {
+  FUSEC_REQUIRE_GPU();
+  // Concat(conv output [2,24,9,7] channels-last, graph input [2,4,9,7] NCHW): the small NCHW input
+  // changes layout, not the conv's output; with the inputs' sizes swapped the concat runs NCHW.
+  for (bool conv_larger : {true, false}) {
+    SCOPED_TRACE(conv_larger ? "conv output larger" : "graph input larger");
+    const int64_t cc = conv_larger ? 24 : 4, ci = conv_larger ? 4 : 24;
+    GraphBuilder b(18);
+    b.graph().opsets["ai.fusec"] = 1;
+    Value* x = b.input("x", DType::Float32, {Dim(2), Dim(8), Dim(9), Dim(7)});
+    Value* side = b.input("side", DType::Float32, {Dim(2), Dim(ci), Dim(9), Dim(7)});
+    Value* conv = fused_conv(b, "conv", x, 8, cc, 3, "Relu", 90);
+    Value* cat = b.node("Concat", {conv, side}, {attr("axis", int64_t{1})}, "concat");
+    b.output(b.node("Conv", {cat, weight(b, "head.w", {5, cc + ci, 1, 1}, 91)}, {}, "head"));
+    auto g = b.build();
+    infer_shapes(*g);
+    const std::vector<Tensor> in = {random_tensor(DType::Float32, {2, 8, 9, 7}, 65),
+                                    random_tensor(DType::Float32, {2, ci, 9, 7}, 66)};
+    expect_graph_gpu_matches_cpu(*g, in, Precision::FP16);
+    const Planned r = plan_and_run(*g, in, Precision::FP16);
+    EXPECT_EQ(relayouts(r, "side"), conv_larger ? 1 : 0);
+    EXPECT_EQ(relayouts(r, conv->name), conv_larger ? 0 : 1);
+  }
+}

@@ -81,6 +81,11 @@ TEST(CudaLayoutRule, GlobalPoolsAndReductionsFollowTheirInputConvsStartRegions) 
     EXPECT_EQ(r.channels_last_kind("", op), ChannelsLast::FollowInput) << op;
     EXPECT_NE(r.find_channels_last("", op), nullptr) << op;
   }
+  // DenseNet's concat of conv outputs and the BatchNormalization after it follow too.
+  for (const char* op : {"Concat", "BatchNormalization"}) {
+    EXPECT_EQ(r.channels_last_kind("", op), ChannelsLast::FollowInput) << op;
+    EXPECT_NE(r.find_channels_last("", op), nullptr) << op;
+  }
   EXPECT_EQ(r.channels_last_kind("", "Conv"), ChannelsLast::Region);
   EXPECT_EQ(r.channels_last_kind("ai.fusec", "FusedConv"), ChannelsLast::Region);
   EXPECT_EQ(r.channels_last_kind("", "MaxPool"), ChannelsLast::Region);
@@ -108,4 +113,13 @@ TEST(CudaLayoutRule, ChannelsLastElementwiseDimsAreInMemoryOrder) {
   EXPECT_EQ(nhwc_order({72, 1, 1}), (std::vector<int64_t>{1, 1, 1, 72}));
   EXPECT_EQ(nhwc_order({}), (std::vector<int64_t>{1, 1, 1, 1}));
   EXPECT_EQ(pad_to_4d({5}), (std::vector<int64_t>{1, 1, 1, 5}));
+}
+
+// A follower of several activations (Concat) takes the layout most of their bytes are in.
+TEST(CudaLayoutRule, AFollowerOfSeveralActivationsTakesTheMajorityLayout) {
+  EXPECT_TRUE(majority_channels_last({{100, true}, {60, false}, {30, false}}));
+  EXPECT_FALSE(majority_channels_last({{100, true}, {60, false}, {50, false}}));
+  EXPECT_TRUE(majority_channels_last({{64, true}, {64, false}})) << "a tie: the first input's";
+  EXPECT_FALSE(majority_channels_last({{64, false}, {64, true}})) << "a tie: the first input's";
+  EXPECT_FALSE(majority_channels_last({}));
 }

@@ -359,3 +359,111 @@ TEST(FuseElementwise, Idempotent) {
   EXPECT_FALSE(pass.run(*r.optimized, ctx));
   EXPECT_EQ(graph_difference(*before, *r.optimized), "");
 }
+
+namespace {
+
+/// An inference BatchNormalization of `x` ([N, C, ...]) with seeded statistics (var > 0), in x's type.
+Value* batchnorm(GraphBuilder& b, Value* x, int64_t c, const std::string& name, uint64_t seed, DType t) {
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  auto param = [&](const char* what, float lo, float hi) {
+    std::uniform_real_distribution<float> d(lo, hi);
+    Tensor p(t, {c});
+    for (int64_t i = 0; i < c; ++i) {
+      const float v = d(rng);
+      if (t == DType::Float16)
+        p.data<uint16_t>()[i] = float_to_half(v);
+      else
+        p.data<float>()[i] = v;
+    }
+    return b.initializer(name + "." + what, p);
+  };
+  return b.node("BatchNormalization",
+                {x, param("scale", 0.5f, 1.5f), param("B", -1, 1), param("mean", -1, 1), param("var", 0.1f, 2)},
+                {attr("epsilon", 1e-3f)}, name);
+}
+
+}  // namespace
+
+// DenseNet's pre-activation: the concat of the features so far -> BatchNormalization -> Relu, which
+// no conv before it can take in. BN joins the region as x·s + t with s and t per channel ([C,1,1]
+// constants, in place of its four statistics); the concat stays outside.
+TEST(FuseElementwise, BatchNormJoinsAsAPerChannelAffineMap) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {Dim::sym("N"), 5, 4, 3});
+  Value* y = b.input("y", DType::Float32, {Dim::sym("N"), 6, 4, 3});
+  Value* cat = b.node("Concat", {x, y}, {attr("axis", int64_t{1})}, "cat");
+  Value* bn = batchnorm(b, cat, 11, "norm", 3, DType::Float32);
+  b.output(b.node("Relu", {bn}, {}, "relu"));
+  Result r = fuse(b.build());
+  EXPECT_EQ(count_any_domain(*r.optimized, "BatchNormalization"), 0);
+  EXPECT_EQ(count_any_domain(*r.optimized, "Concat"), 1);
+  const Node* f = find_op(*r.optimized, "FusedElementwise");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->fused_from, (std::vector<std::string>{"norm", "relu"}));
+  EXPECT_EQ(f->attr_string("program", ""), "r0 = mul i0 i1; r1 = add r0 i2; r2 = relu r1");
+  ASSERT_EQ(f->inputs.size(), 3u);
+  EXPECT_EQ(f->inputs[0], cat);
+  for (size_t i : {1, 2}) {
+    const Tensor* c = f->inputs[i]->initializer.get();
+    ASSERT_TRUE(c) << "s and t are constants";
+    EXPECT_EQ(c->dims(), (std::vector<int64_t>{11, 1, 1})) << "per channel, broadcast over H and W";
+  }
+  EXPECT_EQ(r.optimized->find_value("norm.var"), nullptr) << "the statistics are gone";
+  for (auto* g : {r.original.get(), r.optimized.get()})
+    for (Value* in : g->inputs) (*in->type.shape)[0] = Dim(2);
+  infer_shapes(*r.original);
+  infer_shapes(*r.optimized);
+  expect_equivalent(r);
+}
+
+// In float16 the per-channel s and t are rounded to half once, where the BN kernel computes them
+// in float: a half-sized tolerance, as fold_batchnorm's float16 folding has.
+TEST(FuseElementwise, BatchNormInFloat16) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float16, {2, 9, 5});
+  Value* y = b.node("Relu", {batchnorm(b, b.node("Neg", {x}, {}, "neg"), 9, "bn", 5, DType::Float16)}, {}, "relu");
+  b.output(y);
+  Result r = fuse(b.build());
+  EXPECT_EQ(r.optimized->nodes().size(), 1u);
+  const Node* f = find_op(*r.optimized, "FusedElementwise");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->inputs[1]->type.dtype, DType::Float16);
+  EXPECT_EQ(f->inputs[1]->initializer->dims(), (std::vector<int64_t>{9, 1}));
+  EXPECT_TRUE(verify_equivalence(*r.original, *r.optimized, 2, 9, {1e-2, 1e-2}).ok);
+}
+
+// What stays a BatchNormalization: statistics that are graph inputs, a used statistics output
+// (training), and a BN alone (already one kernel).
+TEST(FuseElementwise, BatchNormThatIsNotAnAffineMapStays) {
+  {
+    GraphBuilder b(17);
+    Value* x = b.input("x", DType::Float32, {2, 3, 4});
+    Value* mean = b.input("mean", DType::Float32, {3});
+    Value* one = b.initializer("one", Tensor::from_float({1, 1, 1}, {3}));
+    Value* zero = b.initializer("zero", Tensor::from_float({0, 0, 0}, {3}));
+    b.output(b.node("Relu", {b.node("BatchNormalization", {x, one, zero, mean, one}, {}, "bn")}, {}, "relu"));
+    Result r = fuse(b.build());
+    EXPECT_EQ(count_any_domain(*r.optimized, "BatchNormalization"), 1) << "its mean is a graph input";
+    EXPECT_EQ(count_any_domain(*r.optimized, "FusedElementwise"), 0);
+  }
+  {
+    GraphBuilder b(17);
+    Value* x = b.input("x", DType::Float32, {2, 3, 4});
+    b.output(b.node("Relu", {batchnorm(b, b.node("Neg", {x}), 3, "bn", 7, DType::Float32)}));
+    auto g = b.build();
+    Node* bn = nullptr;
+    for (const auto& n : g->nodes())
+      if (n->op_type == "BatchNormalization") bn = n.get();
+    ASSERT_TRUE(bn);
+    bn->set_attr("training_mode", int64_t{1});
+    Result r = fuse(std::move(g));
+    EXPECT_EQ(count_any_domain(*r.optimized, "BatchNormalization"), 1) << "training mode";
+  }
+  {
+    GraphBuilder b(17);
+    Value* x = b.input("x", DType::Float32, {2, 3, 4});
+    b.output(batchnorm(b, x, 3, "bn", 9, DType::Float32));
+    Result r = fuse(b.build());
+    expect_unchanged(r);
+  }
+}

@@ -90,6 +90,9 @@ class Impl : public CudaExecutable {
   bool nhwc_dtype(DType t) const;
   static bool layout_agnostic(const Node& n);
   static bool activation_input(const Node& n, size_t i);
+  // Most of the bytes of n's activation inputs that are not layout-free are stored channels-last
+  // (layout_rule.h's majority_channels_last).
+  bool activations_mostly_nhwc(const Node& n, const std::unordered_map<const Value*, int>& slot_of) const;
   bool consumers_take_nhwc(const Value& v, const Graph& g) const;
   int layout_slot(Value* v, bool nhwc, std::unordered_map<const Value*, int>& slot_of);
 

@@ -53,8 +53,21 @@ bool Impl::layout_agnostic(const Node& n) {
 
 /// Inputs that are activations (laid out like the output); weights and bias stay as they are.
 bool Impl::activation_input(const Node& n, size_t i) {
-  if (layout_agnostic(n)) return true;
+  if (layout_agnostic(n) || (n.op_type == "Concat" && n.domain.empty())) return true;
   return i == 0 || (n.op_type == "FusedConv" && i == 3);
+}
+
+bool Impl::activations_mostly_nhwc(const Node& n, const std::unordered_map<const Value*, int>& slot_of) const {
+  std::vector<std::pair<int64_t, bool>> activations;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (!n.inputs[i] || !activation_input(n, i)) continue;
+    const Slot& s = slots_[slot_of.at(n.inputs[i])];
+    if (layout_free(s)) continue;
+    int64_t elements = 1;
+    for (int64_t d : s.dims) elements *= d;
+    activations.push_back({elements, s.nhwc});
+  }
+  return majority_channels_last(activations);
 }
 
 bool Impl::consumers_take_nhwc(const Value& v, const Graph& g) const {

@@ -4,8 +4,10 @@
 //
 // The rule, in order:
 //   - an op with no channels-last kernel runs NCHW (its input is made NCHW first if it is not);
-//   - an op that follows its input (elementwise, reductions) runs in whichever layout its input is
-//     in: it never asks for a layout change. An elementwise op follows where every input is the
+//   - an op that follows its input (elementwise, reductions, BatchNormalization) runs in whichever
+//     layout its input is in: it never asks for a layout change. One that reads several activations
+//     (Concat) takes the layout most of their bytes are stored in, so the fewest bytes change layout:
+//     DenseNet's concats of conv outputs stay channels-last. An elementwise op follows where every input is the
 //     output's dims or layout-free (a per-channel [N,C,1,1] scale, a scalar): the SE block's
 //     x * sigmoid(s) stays channels-last, planned over N,H,W,C dims (nhwc_order);
 //   - an op whose every output is layout-free (a global pool's [N,C,1,1], a reduction over H and W)
@@ -18,6 +20,7 @@
 //     output can take channels-last: it starts or continues a channels-last region.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace fusec::cuda {
@@ -86,6 +89,16 @@ struct LayoutFacts {
   std::vector<std::vector<int64_t>> out_dims;  // each present output
   bool consumers_take_nhwc = false;            // every consumer of output 0 can take channels-last
 };
+
+/// The layout a follower of several activations takes: channels-last when most of their elements
+/// are stored channels-last, the first one's layout on a tie. Each entry is one activation's element
+/// count and whether it is stored channels-last.
+inline bool majority_channels_last(const std::vector<std::pair<int64_t, bool>>& activations) {
+  int64_t nhwc = 0, nchw = 0;
+  for (const auto& [elements, channels_last] : activations) (channels_last ? nhwc : nchw) += elements;
+  if (nhwc != nchw) return nhwc > nchw;
+  return !activations.empty() && activations.front().second;
+}
 
 /// Whether to plan the node channels-last (the header comment gives the rule).
 inline bool plan_channels_last(const LayoutFacts& f) {

@@ -257,6 +257,8 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
       for (Value* v : n.outputs)
         if (v) facts.out_dims.push_back(static_dims(*v->type.shape));
       facts.consumers_take_nhwc = consumers_take_nhwc(*n.outputs[0], g);
+      if (facts.kind == ChannelsLast::FollowInput && n.inputs.size() > 1 && activation_input(n, 1))
+        facts.in_nhwc = activations_mostly_nhwc(n, slot_of);
     } else if (layout_agnostic(n) && n.input(0)) {
       facts.kind = ChannelsLast::FollowInput;
       cl = nullptr;

@@ -270,30 +270,51 @@ class SplitOp : public CudaOp {
   std::vector<void*> parts_;
 };
 
-std::unique_ptr<CudaOp> make_concat(const PlanContext& c, std::string* why) {
+/// Concat over dims in memory order: `order` maps a memory position to the node's axis (identity
+/// for the node's own layout; N,H,W,C for channels-last 4-D values).
+std::unique_ptr<CudaOp> concat_in_order(const PlanContext& c, std::string* why, const std::vector<int64_t>& order) {
   if (!c.has_output(0) || c.num_inputs() == 0) return refuse(why, "missing input or output");
   const DType t = c.out_dtype(0);
   const size_t es = dtype_size(t);
   if (es != 1 && es != 2 && es != 4 && es != 8)
     return refuse(why, std::string("unsupported element type ") + dtype_name(t));
-  const Dims& out = c.out_dims(0);
-  const int64_t r = static_cast<int64_t>(out.size());
-  int64_t ax = 0;
-  if (!checked(why, [&] { ax = normalize_axis(c.attr_int("axis"), r, c); })) return nullptr;
+  const int64_t r = static_cast<int64_t>(c.out_dims(0).size());
+  if (static_cast<int64_t>(order.size()) != r) return refuse(why, "the output's rank does not match its layout");
+  auto in_memory_order = [&](const Dims& d) {
+    Dims m(d.size());
+    for (size_t i = 0; i < d.size(); ++i) m[i] = d[order[i]];
+    return m;
+  };
+  int64_t node_axis = 0;
+  if (!checked(why, [&] { node_axis = normalize_axis(c.attr_int("axis"), r, c); })) return nullptr;
+  const int64_t ax = std::find(order.begin(), order.end(), node_axis) - order.begin();
+  const Dims out = in_memory_order(c.out_dims(0));
   const int64_t rows = prod(out, 0, ax), inner = prod(out, ax + 1, r);
   Dims width;
   int64_t total = 0;
   for (size_t i = 0; i < c.num_inputs(); ++i) {
     if (!c.has_input(i)) return refuse(why, "an input is left out");
     if (c.in_dtype(i) != t) return refuse(why, "inputs have different storage types");
-    const Dims& d = c.in_dims(i);
-    if (static_cast<int64_t>(d.size()) != r) return refuse(why, "inputs have different ranks");
+    if (static_cast<int64_t>(c.in_dims(i).size()) != r) return refuse(why, "inputs have different ranks");
+    const Dims d = in_memory_order(c.in_dims(i));
     width.push_back(d[ax] * inner);
     total += d[ax];
   }
   if (total != out[ax]) return refuse(why, "input dims do not add up to the output");
-  auto op = std::make_unique<ConcatOp>(plan_parts(rows, out[ax] * inner, width, es));
-  return op;
+  return std::make_unique<ConcatOp>(plan_parts(rows, out[ax] * inner, width, es));
+}
+
+std::unique_ptr<CudaOp> make_concat(const PlanContext& c, std::string* why) {
+  std::vector<int64_t> order(c.has_output(0) ? c.out_dims(0).size() : 0);
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  return concat_in_order(c, why, order);
+}
+
+/// Concat of channels-last 4-D activations: the same copy over N,H,W,C memory (a channel concat
+/// writes each input's C-wide rows side by side).
+std::unique_ptr<CudaOp> make_concat_channels_last(const PlanContext& c, std::string* why) {
+  if (!c.has_output(0) || c.out_dims(0).size() != 4) return refuse(why, "channels-last Concat is 4-D only");
+  return concat_in_order(c, why, {0, 2, 3, 1});
 }
 
 std::unique_ptr<CudaOp> make_split(const PlanContext& c, std::string* why) {
@@ -778,6 +799,7 @@ void register_movement_ops(CudaOpRegistry& r) {
   r.add("DepthToSpace", make_depth_to_space);
   r.add("SpaceToDepth", make_space_to_depth);
   r.add("Concat", make_concat);
+  r.add_channels_last("Concat", make_concat_channels_last, "", ChannelsLast::FollowInput);
   r.add("Split", make_split);
   r.add("Gather", make_gather);
   r.add("GatherElements", make_gather_elements);

@@ -363,6 +363,38 @@ __global__ void batchnorm_kernel(const T* __restrict__ x, const T* __restrict__ 
   }
 }
 
+// Channels-last: x is [N*S, C] in memory; chunk i holds V adjacent channels of one pixel.
+template <typename T, int V, typename I>
+__global__ void batchnorm_nhwc_kernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
+                                      const T* __restrict__ mean, const T* __restrict__ var, T* __restrict__ y,
+                                      I chunks, I channel_chunks, float eps) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < chunks; i += I(gridDim.x) * blockDim.x) {
+    const I c0 = (i % channel_chunks) * V;
+    float v[V];
+    load_vec<T, V>(x + int64_t(i) * V, v);
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const float sc = to_compute(scale[c0 + k]) / sqrtf(to_compute(var[c0 + k]) + eps);
+      v[k] = (v[k] - to_compute(mean[c0 + k])) * sc + to_compute(bias[c0 + k]);
+    }
+    store_vec<T, V>(y + int64_t(i) * V, v);
+  }
+}
+
+template <typename T, int V>
+void launch_bn_nhwc_v(const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y, int64_t N,
+                      int64_t C, int64_t S, float eps, cudaStream_t s) {
+  const int64_t chunks = N * C * S / V;
+  const unsigned grid = grid_for(chunks);
+  if (chunks < (int64_t(1) << 31)) {
+    batchnorm_nhwc_kernel<T, V, uint32_t>
+        <<<grid, kBlock, 0, s>>>(x, scale, bias, mean, var, y, uint32_t(chunks), uint32_t(C / V), eps);
+  } else {
+    batchnorm_nhwc_kernel<T, V, int64_t><<<grid, kBlock, 0, s>>>(x, scale, bias, mean, var, y, chunks, C / V, eps);
+  }
+  check_launch("batchnorm_nhwc_kernel");
+}
+
 template <typename T, int V>
 void launch_bn_v(const T* x, const T* scale, const T* bias, const T* mean, const T* var, T* y, int64_t N, int64_t C,
                  int64_t S, float eps, cudaStream_t s) {
@@ -407,7 +439,8 @@ const char* row_norm_variant(const RowNormArgs& a) {
 }
 
 bool launch_batchnorm_inference(DType dtype, const void* x, const void* scale, const void* bias, const void* mean,
-                                const void* var, void* y, int64_t N, int64_t C, int64_t S, float eps, cudaStream_t s) {
+                                const void* var, void* y, int64_t N, int64_t C, int64_t S, float eps,
+                                bool channels_last, cudaStream_t s) {
   if (N * C * S == 0) return true;
   bool ok = false;
   auto go = [&](auto tag) {
@@ -417,7 +450,12 @@ bool launch_batchnorm_inference(DType dtype, const void* x, const void* scale, c
       const T *px = static_cast<const T*>(x), *ps = static_cast<const T*>(scale), *pb = static_cast<const T*>(bias),
               *pm = static_cast<const T*>(mean), *pv = static_cast<const T*>(var);
       T* py = static_cast<T*>(y);
-      if (S % vec == 0 && aligned16(x) && aligned16(y))
+      const bool vectors = (channels_last ? C : S) % vec == 0 && aligned16(x) && aligned16(y);
+      if (channels_last && vectors)
+        launch_bn_nhwc_v<T, vec>(px, ps, pb, pm, pv, py, N, C, S, eps, s);
+      else if (channels_last)
+        launch_bn_nhwc_v<T, 1>(px, ps, pb, pm, pv, py, N, C, S, eps, s);
+      else if (vectors)
         launch_bn_v<T, vec>(px, ps, pb, pm, pv, py, N, C, S, eps, s);
       else
         launch_bn_v<T, 1>(px, ps, pb, pm, pv, py, N, C, S, eps, s);

@@ -39,10 +39,10 @@ struct RowNormArgs {
 /// The kernel variant launch_row_norm picks for these sizes ("warp/row x4 vec" ...), for kernel_name().
 const char* row_norm_variant(const RowNormArgs& a);
 
-/// y = (x - mean[c]) * scale[c] / sqrt(var[c] + eps) + bias[c] over x of shape [N, C, S]; every
-/// tensor in `dtype` (float32, float16, bfloat16).
+/// y = (x - mean[c]) * scale[c] / sqrt(var[c] + eps) + bias[c] over x of shape [N, C, S], stored
+/// [N, S, C] when channels_last; every tensor in `dtype` (float32, float16, bfloat16).
 [[nodiscard]] bool launch_batchnorm_inference(DType dtype, const void* x, const void* scale, const void* bias,
                                               const void* mean, const void* var, void* y, int64_t N, int64_t C,
-                                              int64_t S, float eps, cudaStream_t s);
+                                              int64_t S, float eps, bool channels_last, cudaStream_t s);
 
 }  // namespace fusec::cuda

@@ -199,22 +199,26 @@ std::unique_ptr<CudaOp> make_instancenorm(const PlanContext& c, std::string* why
 
 class BatchNormOp : public CudaOp {
  public:
-  BatchNormOp(DType t, int64_t N, int64_t C, int64_t S, float eps) : t_(t), N_(N), C_(C), S_(S), eps_(eps) {}
+  BatchNormOp(DType t, int64_t N, int64_t C, int64_t S, float eps, bool channels_last)
+      : t_(t), N_(N), C_(C), S_(S), eps_(eps), channels_last_(channels_last) {}
   void launch(const LaunchArgs& a) override {
     require_launched(
         launch_batchnorm_inference(t_, a.inputs[0].data, a.inputs[1].data, a.inputs[2].data, a.inputs[3].data,
-                                   a.inputs[4].data, a.outputs[0].data, N_, C_, S_, eps_, a.stream),
+                                   a.inputs[4].data, a.outputs[0].data, N_, C_, S_, eps_, channels_last_, a.stream),
         "BatchNormalization");
   }
-  std::string kernel_name() const override { return std::string("batchnorm inference (") + dtype_name(t_) + ")"; }
+  std::string kernel_name() const override {
+    return std::string("batchnorm inference (") + dtype_name(t_) + (channels_last_ ? ", channels-last)" : ")");
+  }
 
  private:
   DType t_;
   int64_t N_, C_, S_;
   float eps_;
+  bool channels_last_;
 };
 
-std::unique_ptr<CudaOp> make_batchnorm(const PlanContext& c, std::string* why) {
+std::unique_ptr<CudaOp> make_batchnorm_in(const PlanContext& c, std::string* why, bool channels_last) {
   const DType t = c.in_dtype(0);
   if (!half_or_float(t)) return refuse(why, std::string("no CUDA BatchNormalization for ") + dtype_name(t));
   if (c.schema().find_attr("training_mode") && c.attr_int("training_mode") != 0)
@@ -228,7 +232,18 @@ std::unique_ptr<CudaOp> make_batchnorm(const PlanContext& c, std::string* why) {
     if (c.in_dtype(i) != t) return refuse(why, "scale/B/mean/var stored in a different type than X");
     if (numel(c.in_dims(i)) != C) return refuse(why, "per-activation (spatial=0) parameters");
   }
-  return std::make_unique<BatchNormOp>(t, d[0], C, product(d, 2, d.size()), c.attr_float("epsilon"));
+  if (channels_last && d.size() != 4) return refuse(why, "channels-last BatchNormalization is 4-D only");
+  return std::make_unique<BatchNormOp>(t, d[0], C, product(d, 2, d.size()), c.attr_float("epsilon"), channels_last);
+}
+
+std::unique_ptr<CudaOp> make_batchnorm(const PlanContext& c, std::string* why) {
+  return make_batchnorm_in(c, why, false);
+}
+
+// A channels-last activation's BatchNormalization (DenseNet's pre-activation after each concat)
+// normalizes it where it is, rather than through two layout changes.
+std::unique_ptr<CudaOp> make_batchnorm_channels_last(const PlanContext& c, std::string* why) {
+  return make_batchnorm_in(c, why, true);
 }
 
 }  // namespace
@@ -242,6 +257,7 @@ void register_normalization_ops(CudaOpRegistry& r) {
   r.add("SkipSimplifiedLayerNorm", make_skip_rmsnorm, "ai.fusec");
   r.add("InstanceNormalization", make_instancenorm);
   r.add("BatchNormalization", make_batchnorm);
+  r.add_channels_last("BatchNormalization", make_batchnorm_channels_last, "", ChannelsLast::FollowInput);
 }
 
 }  // namespace fusec::cuda
