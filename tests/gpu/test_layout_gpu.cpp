@@ -278,18 +278,17 @@ TEST(GpuLayout, PermutesToAndFromChannelsLastAreViewsOfIt) {
 
 namespace {
 
-/// A DenseNet dense block at odd sizes, as both exporters write torchvision's: each layer concats
-/// every feature so far, pre-activates the concat (BatchNormalization, Relu), then a 1x1 conv with
-/// its ReLU and a 3x3 conv whose output joins the next concat. The growth (6) and the stem's width
-/// (10) are not multiples of 8, so the BN and concat kernels also take their scalar paths. `fused`
-/// writes each BN -> Relu as the optimizer does (one FusedElementwise, BN as x·s + t); `bns` names
-/// the pre-activation nodes.
+/// A DenseNet dense block at odd spatial sizes, as both exporters write torchvision's: each layer
+/// concats every feature so far, pre-activates the concat (BatchNormalization, Relu), then a 1x1
+/// conv with its ReLU and a 3x3 conv whose output joins the next concat. Channel counts are
+/// multiples of 8, as DenseNet's are (a stem of 16, a growth of 8). `fused` writes each BN -> Relu
+/// as the optimizer does (one FusedElementwise, BN as x·s + t); `bns` names the pre-activation nodes.
 std::unique_ptr<Graph> dense_block(int layers, bool fused, std::vector<std::string>* bns) {
   GraphBuilder b(18);
   b.graph().opsets["ai.fusec"] = 1;
   Value* x = b.input("x", DType::Float32, {Dim(2), Dim(8), Dim(9), Dim(7)});
-  std::vector<Value*> features = {fused_conv(b, "stem", x, 8, 10, 3, "Relu", 80)};
-  int64_t c = 10;
+  std::vector<Value*> features = {fused_conv(b, "stem", x, 8, 16, 3, "Relu", 80)};
+  int64_t c = 16;
   for (int k = 0; k <= layers; ++k) {
     const std::string p = "l" + std::to_string(k) + ".";
     Value* cat =
@@ -314,9 +313,9 @@ std::unique_ptr<Graph> dense_block(int layers, bool fused, std::vector<std::stri
       break;
     }
     Value* bottleneck = fused_conv(b, p + "conv1", act, c, 16, 1, "Relu", 87 + k);
-    features.push_back(b.node("Conv", {bottleneck, weight(b, p + "conv2.w", {6, 16, 3, 3}, 88 + k)},
+    features.push_back(b.node("Conv", {bottleneck, weight(b, p + "conv2.w", {8, 16, 3, 3}, 88 + k)},
                               {attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, p + "conv2"));
-    c += 6;
+    c += 8;
   }
   auto g = b.build();
   infer_shapes(*g);
@@ -348,13 +347,47 @@ TEST(GpuLayout, DenseBlocksConcatAndNormalizeChannelsLastWithoutARelayout) {
   }
 }
 
+TEST(GpuLayout, ABatchNormBetweenConvsNormalizesChannelsLast) {
+  FUSEC_REQUIRE_GPU();
+  // conv -> BN -> Relu -> conv: the BN follows the first conv's layout. Its 12 channels take the
+  // one-channel-per-thread path at fp16 and bf16, whole 16-byte vectors at tf32.
+  GraphBuilder b(18);
+  b.graph().opsets["ai.fusec"] = 1;
+  Value* x = b.input("x", DType::Float32, {Dim(2), Dim(8), Dim(9), Dim(7)});
+  Value* a =
+      b.node("Conv", {x, weight(b, "c1.w", {12, 8, 3, 3}, 92)}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, "c1");
+  Value* bn =
+      b.node("BatchNormalization",
+             {a, b.initializer("scale", random_tensor(DType::Float32, {12}, 93, 0.5, 1.5)), weight(b, "B", {12}, 94),
+              weight(b, "mean", {12}, 95), b.initializer("var", random_tensor(DType::Float32, {12}, 96, 0.2, 2))},
+             {}, "bn");
+  b.output(b.node("Conv", {b.node("Relu", {bn}), weight(b, "c2.w", {8, 12, 1, 1}, 97)}, {}, "c2"));
+  auto g = b.build();
+  infer_shapes(*g);
+  const Tensor in = random_tensor(DType::Float32, {2, 8, 9, 7}, 67);
+  for (Precision p : kAll) {
+    SCOPED_TRACE(precision_name(p));
+    expect_graph_gpu_matches_cpu(*g, {in}, p);
+    const Planned r = plan_and_run(*g, {in}, p);
+    EXPECT_EQ(kernel_of(r, "bn").find("channels-last") != std::string::npos, p != Precision::FP32)
+        << kernel_of(r, "bn");
+    EXPECT_EQ(relayouts(r), p != Precision::FP32 ? 2 : 0);
+  }
+}
+
 TEST(GpuLayout, AConcatOfMixedLayoutsFollowsMostOfItsBytes) {
   FUSEC_REQUIRE_GPU();
-  // Concat(conv output [2,24,9,7] channels-last, graph input [2,4,9,7] NCHW): the small NCHW input
-  // changes layout, not the conv's output; with the inputs' sizes swapped the concat runs NCHW.
-  for (bool conv_larger : {true, false}) {
-    SCOPED_TRACE(conv_larger ? "conv output larger" : "graph input larger");
-    const int64_t cc = conv_larger ? 24 : 4, ci = conv_larger ? 4 : 24;
+  // Concat(conv output channels-last, graph input NCHW): the smaller input changes layout. A conv
+  // whose 12 channels cuDNN would pad channels-last runs NCHW instead, as nothing else needs it
+  // channels-last: no layout change at all.
+  struct Case {
+    int64_t conv_channels, side_channels;
+    int conv_relayouts, side_relayouts;
+    bool conv_nhwc;
+  };
+  for (const Case& k : {Case{24, 8, 0, 1, true}, Case{8, 24, 1, 0, true}, Case{12, 8, 0, 0, false}}) {
+    SCOPED_TRACE("conv " + std::to_string(k.conv_channels) + " channels, side " + std::to_string(k.side_channels));
+    const int64_t cc = k.conv_channels, ci = k.side_channels;
     GraphBuilder b(18);
     b.graph().opsets["ai.fusec"] = 1;
     Value* x = b.input("x", DType::Float32, {Dim(2), Dim(8), Dim(9), Dim(7)});
@@ -368,7 +401,8 @@ TEST(GpuLayout, AConcatOfMixedLayoutsFollowsMostOfItsBytes) {
                                     random_tensor(DType::Float32, {2, ci, 9, 7}, 66)};
     expect_graph_gpu_matches_cpu(*g, in, Precision::FP16);
     const Planned r = plan_and_run(*g, in, Precision::FP16);
-    EXPECT_EQ(relayouts(r, "side"), conv_larger ? 1 : 0);
-    EXPECT_EQ(relayouts(r, conv->name), conv_larger ? 0 : 1);
+    EXPECT_EQ(relayouts(r, "side"), k.side_relayouts);
+    EXPECT_EQ(relayouts(r, conv->name), k.conv_relayouts);
+    EXPECT_EQ(kernel_of(r, "conv").find("NHWC") != std::string::npos, k.conv_nhwc) << kernel_of(r, "conv");
   }
 }

@@ -209,3 +209,29 @@ TEST(GpuGlobalPool, ResNetHeadAndLargePlanes) {
   c.inputs[0].data<float>()[17] = std::numeric_limits<float>::quiet_NaN();
   expect_gpu_matches_cpu(c, Precision::FP32, 0.0);
 }
+
+// At tf32, fp16 and bf16 a window pool plans channels-last (its input comes from a conv region in a
+// model; here from the graph input): one thread per pixel and 16 bytes of channels where C fills
+// whole vectors (16, 24 channels), one channel per thread otherwise (5). Every geometry the NCHW
+// kernel takes: asymmetric pads, ceil_mode, dilations, count_include_pad, all-padding windows.
+TEST(GpuPool, ChannelsLastWindowPoolsMatchTheReference) {
+  FUSEC_REQUIRE_GPU();
+  const std::vector<std::vector<NamedAttribute>> geometries = {
+      {ks({2, 2}), st({2, 2})},
+      {ks({3, 3}), st({2, 2}), pads({1, 1, 1, 1})},
+      {ks({3, 2}), st({2, 1}), pads({1, 0, 2, 1}), attr("ceil_mode", int64_t{1})},
+      {ks({3, 3}), attr("dilations", I64s{2, 2}), pads({2, 2, 2, 2})},
+      {ks({3, 3}), st({2, 2}), pads({2, 2, 2, 2}), attr("count_include_pad", int64_t{1})},
+  };
+  for (int64_t c : {16, 24, 5})
+    for (const char* op : {"MaxPool", "AveragePool", "LpPool"})
+      for (size_t g = 0; g < geometries.size(); ++g) {
+        if (std::string(op) != "AveragePool" && g == 4) continue;  // count_include_pad is AveragePool's
+        SCOPED_TRACE(std::string(op) + ", C " + std::to_string(c) + ", geometry " + std::to_string(g));
+        std::vector<NamedAttribute> attrs = geometries[g];
+        if (std::string(op) == "LpPool") attrs.push_back(attr("p", int64_t{2}));
+        const OpCase pc = pool(op, {2, c, 11, 9}, attrs, 19, 1, 40 + g);
+        for (Precision p : {Precision::TF32, Precision::FP16, Precision::BF16})
+          expect_gpu_matches_cpu(pc, p, p == Precision::TF32 ? 1e-5 : 1e-2, true, "NHWC");
+      }
+}

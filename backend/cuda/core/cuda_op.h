@@ -173,9 +173,8 @@ void register_softmax_ops(CudaOpRegistry& r);             // Softmax, LogSoftmax
 void register_attention_ops(CudaOpRegistry& r);           // Attention (ONNX 23+ and ai.fusec), fused
 void register_rotary_ops(CudaOpRegistry& r);              // ai.fusec Rotary (rotary position embedding)
 void register_reduce_ops(CudaOpRegistry& r);              // Reduce* (either layout), ArgMax/ArgMin
-void register_pool_ops(CudaOpRegistry& r);                // MaxPool, AveragePool, Global*Pool (global: either layout)
+void register_pool_ops(CudaOpRegistry& r);                // MaxPool, AveragePool, LpPool, Global*Pool (either layout)
 void register_movement_ops(CudaOpRegistry& r);            // Transpose, Concat, Split, Slice, Gather, Pad, ...
 void register_view_ops(CudaOpRegistry& r);                // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout
-void register_channels_last_pool_ops(CudaOpRegistry& r);  // NHWC MaxPool/AveragePool (cuDNN)
 
 }  // namespace fusec::cuda

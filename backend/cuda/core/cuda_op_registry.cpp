@@ -53,7 +53,6 @@ const CudaOpRegistry& CudaOpRegistry::global() {
     register_reduce_ops(r);
     register_pool_ops(r);
     register_movement_ops(r);
-    register_channels_last_pool_ops(r);
     return r;
   }();
   return reg;

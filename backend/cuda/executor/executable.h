@@ -93,7 +93,10 @@ class Impl : public CudaExecutable {
   // Most of the bytes of n's activation inputs that are not layout-free are stored channels-last
   // (layout_rule.h's majority_channels_last).
   bool activations_mostly_nhwc(const Node& n, const std::unordered_map<const Value*, int>& slot_of) const;
-  bool consumers_take_nhwc(const Value& v, const Graph& g) const;
+  // Every consumer of v can take it channels-last; a Concat counts only with concat_counts.
+  bool consumers_take_nhwc(const Value& v, const Graph& g, bool concat_counts = true) const;
+  // A conv whose channels-last run cuDNN pads: channels per group not a multiple of 16 bytes.
+  static bool conv_pads_channels(const Node& n, const Slot& x);
   int layout_slot(Value* v, bool nhwc, std::unordered_map<const Value*, int>& slot_of);
 
   // memory.cpp

@@ -70,7 +70,19 @@ bool Impl::activations_mostly_nhwc(const Node& n, const std::unordered_map<const
   return majority_channels_last(activations);
 }
 
-bool Impl::consumers_take_nhwc(const Value& v, const Graph& g) const {
+bool Impl::conv_pads_channels(const Node& n, const Slot& x) {
+  const bool conv = (n.op_type == "Conv" && n.domain.empty()) || (n.op_type == "FusedConv" && n.domain == "ai.fusec");
+  if (!conv || x.dims.size() != 4 || n.outputs.empty() || !n.outputs[0] || !n.outputs[0]->type.shape ||
+      !is_static(*n.outputs[0]->type.shape))
+    return false;
+  const int64_t group = n.attr_int("group", 1), cin = x.dims[1];
+  const int64_t cout = static_dims(*n.outputs[0]->type.shape)[1];
+  if (group < 1 || (group > 1 && group == cin)) return false;  // depthwise: fusec's own kernels, any width
+  const int64_t v = 16 / static_cast<int64_t>(dtype_size(x.dtype));
+  return (cin / group) % v != 0 || (cout / group) % v != 0;
+}
+
+bool Impl::consumers_take_nhwc(const Value& v, const Graph& g, bool concat_counts) const {
   (void)g;
   const auto& reg = CudaOpRegistry::global();
   if (v.type.shape && v.type.shape->size() == 4) {
@@ -82,6 +94,7 @@ bool Impl::consumers_take_nhwc(const Value& v, const Graph& g) const {
     // A permute to N,H,W,C dims reads channels-last memory as it is (transpose_view).
     const bool permute_view = c->op_type == "Transpose" && c->domain.empty() &&
                               transpose_view(c->attr_ints("perm"), true, false) == TransposeView::FromChannelsLast;
+    if (!concat_counts && c->op_type == "Concat" && c->domain.empty()) return false;
     if (!reg.find_channels_last(c->domain, c->op_type) && !layout_agnostic(*c) && !permute_view) return false;
   }
   return true;

@@ -17,7 +17,10 @@
 //     Mul), once per block;
 //   - any other op with a channels-last kernel (convs, window pools) runs channels-last when its
 //     input is 4-D in a type that runs channels-last at this precision and every consumer of its
-//     output can take channels-last: it starts or continues a channels-last region.
+//     output can take channels-last: it starts or continues a channels-last region. A conv whose
+//     channels per group are not a multiple of 16 bytes, which cuDNN pads in channels-last on every
+//     call, does not count a Concat among those consumers: the Concat runs in either layout, and
+//     such a conv runs faster NCHW where nothing else needs it channels-last.
 #pragma once
 #include <cstdint>
 #include <utility>

@@ -256,7 +256,11 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
       facts.kind = factories.channels_last_kind(n.domain, n.op_type);
       for (Value* v : n.outputs)
         if (v) facts.out_dims.push_back(static_dims(*v->type.shape));
-      facts.consumers_take_nhwc = consumers_take_nhwc(*n.outputs[0], g);
+      // A conv that cuDNN would pad channels-last (ShuffleNet's 58- and 116-channel branches: ten
+      // kernels a call) goes channels-last only for a consumer that needs it, not for a Concat,
+      // which runs in either layout.
+      facts.consumers_take_nhwc =
+          consumers_take_nhwc(*n.outputs[0], g, !(n.input(0) && conv_pads_channels(n, slots_[slot_of.at(n.input(0))])));
       if (facts.kind == ChannelsLast::FollowInput && n.inputs.size() > 1 && activation_input(n, 1))
         facts.in_nhwc = activations_mostly_nhwc(n, slot_of);
     } else if (layout_agnostic(n) && n.input(0)) {

@@ -8,6 +8,7 @@
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/ops/movement/movement.cuh"
 #include "backend/cuda/ops/pool/pool.cuh"
+#include "backend/cuda/ops/pool/pool_taps.cuh"
 
 namespace fusec::cuda {
 
@@ -42,46 +43,12 @@ __device__ __forceinline__ T pstore(A v) {
   else
     return from_compute<T>(v);
 }
-template <typename A>
-__device__ __forceinline__ A qnan() {
-  return static_cast<A>(__int_as_float(0x7fffffff));
-}
-template <typename A>
-__device__ __forceinline__ A neg_inf() {
-  return -static_cast<A>(__int_as_float(0x7f800000));
-}
-
-__device__ __forceinline__ float lp_term(float v, int p) {
-  v = fabsf(v);
-  return p == 1 ? v : p == 2 ? v * v : powf(v, static_cast<float>(p));
-}
-__device__ __forceinline__ double lp_term(double v, int p) {
-  v = fabs(v);
-  return p == 1 ? v : p == 2 ? v * v : pow(v, static_cast<double>(p));
-}
-__device__ __forceinline__ float lp_root(float s, int p) { return p == 1 ? s : p == 2 ? sqrtf(s) : powf(s, 1.0f / p); }
-__device__ __forceinline__ double lp_root(double s, int p) { return p == 1 ? s : p == 2 ? sqrt(s) : pow(s, 1.0 / p); }
-
 /// NaN-propagating max (the first NaN seen wins; any NaN makes the result NaN).
 template <typename A>
 __device__ __forceinline__ A nan_max(A a, A b) {
   if (a != a) return a;
   if (b != b) return b;
   return a > b ? a : b;
-}
-
-/// The taps t in [0, count) with 0 <= off + t*step < limit, as [lo, hi) (the CPU's valid_range).
-template <typename I>
-__device__ __forceinline__ void tap_range(I count, I limit, I step, I off, I& lo, I& hi) {
-  if (step == 1) {  // no dilation: skip the 64-bit divisions (dozens of instructions each)
-    lo = off >= 0 ? 0 : -off;
-    hi = limit - off;
-  } else {
-    lo = off >= 0 ? 0 : (-off + step - 1) / step;
-    hi = off >= limit ? 0 : (limit - 1 - off) / step + 1;
-  }
-  lo = lo < count ? lo : count;
-  hi = hi < lo ? lo : (hi > count ? count : hi);
 }
 
 struct WinArgs {
@@ -403,6 +370,7 @@ bool max_pool2d_covers(const PoolPlan& p) {
 }
 
 bool launch_pool(const PoolPlan& p, const void* x, void* y, int64_t* indices, cudaStream_t s) {
+  if (p.channels_last) return !indices && launch_pool_nhwc(p, x, y, s);
   WinArgs a{};
   int64_t outs = 1;
   for (int q = 0; q < 3; ++q) {

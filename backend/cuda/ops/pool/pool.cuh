@@ -23,11 +23,19 @@ struct PoolPlan {
   bool include_pad = false;  // AveragePool count_include_pad
   bool col_major = false;    // MaxPool storage_order 1 (Indices only)
   int p = 2;                 // LpPool
+  // 2-D only: X is [N, H, W, C] in memory and Y [N, OH, OW, C] (planes = N * channels); no Indices.
+  bool channels_last = false;
+  int64_t channels = 0;
 };
 
 /// Float storage types (float32/float16/bfloat16/float64); MaxPool also int8/uint8. `indices`
 /// (int64, MaxPool only) may be null. Returns false for an unsupported dtype.
 [[nodiscard]] bool launch_pool(const PoolPlan& p, const void* x, void* y, int64_t* indices, cudaStream_t s);
+
+/// The channels-last window pools (pool_nhwc.cu): whether the plan fits them (2-D, a float storage
+/// type, 32-bit indexing), and the launch.
+bool pool_nhwc_covers(const PoolPlan& p);
+[[nodiscard]] bool launch_pool_nhwc(const PoolPlan& p, const void* x, void* y, cudaStream_t s);
 
 /// Whether a max pool without Indices runs on the 2-D small-window kernel (2x2 or 3x3, stride 1
 /// or 2 in both dims, no dilation) where its indices fit 32 bits, rather than the generic one.

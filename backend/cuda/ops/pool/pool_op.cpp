@@ -1,9 +1,10 @@
 // Entry points for the pools: MaxPool (with its optional Indices output), AveragePool, LpPool
 // and GlobalAveragePool / GlobalMaxPool (reductions over the spatial dims, in either layout) /
-// GlobalLpPool. The window geometry comes from the same
+// GlobalLpPool; the window pools also channels-last (pool_nhwc.cu). The window geometry comes from the same
 // window_geometry() the schema and the CPU kernels use, so pads, auto_pad and ceil_mode agree
 // exactly.
 #include <string>
+#include <utility>
 
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/ops/pool/pool.cuh"
@@ -38,7 +39,8 @@ class PoolOp : public CudaOp {
   std::string name_;
 };
 
-std::unique_ptr<CudaOp> make_window_pool(const PlanContext& c, std::string* why, PoolKind kind) {
+std::unique_ptr<CudaOp> make_window_pool(const PlanContext& c, std::string* why, PoolKind kind,
+                                         bool channels_last = false) {
   if (!c.has_input(0) || !c.has_output(0)) return refuse(why, "missing input or output");
   const DType t = c.in_dtype(0);
   if (t != c.out_dtype(0)) return refuse(why, "input and output storage types differ");
@@ -74,6 +76,12 @@ std::unique_ptr<CudaOp> make_window_pool(const PlanContext& c, std::string* why,
     p.pe[q] = g.pad_end[i];
     p.out[q] = g.out[i];
   }
+  if (channels_last) {
+    p.channels_last = true;
+    p.channels = x[1];
+    if (c.has_output(1)) return refuse(why, "channels-last MaxPool has no Indices output");
+    if (!pool_nhwc_covers(p)) return refuse(why, "channels-last pooling is 2-D, in float types, 32-bit indexed");
+  }
   std::string name;
   if (kind == PoolKind::Max) {
     name = "MaxPool " + std::to_string(nd) + "-D";
@@ -91,6 +99,7 @@ std::unique_ptr<CudaOp> make_window_pool(const PlanContext& c, std::string* why,
     p.p = static_cast<int>(pw);
     name = "LpPool " + std::to_string(nd) + "-D";
   }
+  if (channels_last) return std::make_unique<PoolOp>(p, name + " NHWC: thread per pixel and 16 bytes of channels");
   if (kind == PoolKind::Max && !c.has_output(1) && max_pool2d_covers(p))
     return std::make_unique<PoolOp>(p, name + ": " + std::to_string(p.k[1]) + "x" + std::to_string(p.k[1]) +
                                            " stride " + std::to_string(p.s[1]) + " kernel, 2 output rows per thread");
@@ -153,6 +162,14 @@ void register_pool_ops(CudaOpRegistry& r) {
   r.add("AveragePool",
         [](const PlanContext& c, std::string* why) { return make_window_pool(c, why, PoolKind::Average); });
   r.add("LpPool", [](const PlanContext& c, std::string* why) { return make_window_pool(c, why, PoolKind::Lp); });
+  // Window pools inside channels-last conv regions (a ResNet's stem pool, DenseNet's transitions)
+  // pool there, rather than through two layout changes.
+  for (const auto& [name, kind] : {std::pair{"MaxPool", PoolKind::Max}, std::pair{"AveragePool", PoolKind::Average},
+                                   std::pair{"LpPool", PoolKind::Lp}}) {
+    const PoolKind k = kind;
+    r.add_channels_last(name,
+                        [k](const PlanContext& c, std::string* why) { return make_window_pool(c, why, k, true); });
+  }
   // Global pools run in either layout, following their input's: their [N,C,1,1] output is the
   // same memory in both, so they never ask for a layout change of the activation they read.
   for (const PoolKind kind : {PoolKind::Average, PoolKind::Max}) {
