@@ -1,4 +1,4 @@
-// The cuDNN status check shared by the cuDNN-backed op families (conv, channels-last pooling).
+// The cuDNN status check shared by the cuDNN-backed code (the conv family, the context).
 #pragma once
 #include <cudnn.h>
 
