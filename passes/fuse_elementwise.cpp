@@ -329,7 +329,7 @@ EwOperand translate(const Node* n, const std::function<EwOperand(size_t)>& opera
 }
 
 struct Fused {
-  std::vector<Value*> inputs;                             // nullptr where constants[k] is to be added, in order
+  std::vector<Value*> inputs;                             // null where the next of `constants` is to be added
   std::vector<std::pair<std::string, Tensor>> constants;  // name stem and value
   ElementwiseProgram program;
 };
@@ -340,11 +340,10 @@ std::optional<Fused> lower(const Graph& g, const Region& r, std::string* why) {
   std::unordered_set<const Node*> members(r.nodes.begin(), r.nodes.end());
   const Value* out = r.root->outputs[0];
   const Shape& out_shape = *out->type.shape;
-  // External operands in order of first use: a value of the graph, or a new constant (value null,
-  // index into `constants`). Scalar constants start as literals.
+  // External operands in order of first use: a value of the graph, or a new constant (v null: the
+  // next of `constants`). Scalar constants start as literals.
   struct External {
     Value* v = nullptr;
-    int constant = -1;
     Shape shape;
     bool literal = false;
   };
@@ -357,7 +356,7 @@ std::optional<Fused> lower(const Graph& g, const Region& r, std::string* why) {
       Value* v = n->inputs[i];
       if (!v || !is_data_input(n, i) || (v->producer && members.count(v->producer)) || external_of.count(v)) continue;
       external_of[v] = external.size();
-      external.push_back({v, -1, *v->type.shape, is_scalar_constant(v)});
+      external.push_back({v, *v->type.shape, is_scalar_constant(v)});
     }
     if (!is_batchnorm(n)) continue;
     const auto a = batchnorm_member(g, n);
@@ -369,7 +368,7 @@ std::optional<Fused> lower(const Graph& g, const Region& r, std::string* why) {
     affine_of[n] = {external.size(), external.size() + 1};
     for (const auto& [suffix, values] :
          {std::pair{".scale_folded", &a->scale}, std::pair{".shift_folded", &a->shift}}) {
-      external.push_back({nullptr, static_cast<int>(constants.size()), shape_of(dims), false});
+      external.push_back({nullptr, shape_of(dims), false});
       constants.emplace_back(stem + suffix, tensor_from(dt, dims, *values));
     }
   }

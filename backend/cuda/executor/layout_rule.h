@@ -6,10 +6,11 @@
 //   - an op with no channels-last kernel runs NCHW (its input is made NCHW first if it is not);
 //   - an op that follows its input (elementwise, reductions, BatchNormalization) runs in whichever
 //     layout its input is in: it never asks for a layout change. One that reads several activations
-//     (Concat) takes the layout most of their bytes are stored in, so the fewest bytes change layout:
-//     DenseNet's concats of conv outputs stay channels-last. An elementwise op follows where every input is the
-//     output's dims or layout-free (a per-channel [N,C,1,1] scale, a scalar): the SE block's
-//     x * sigmoid(s) stays channels-last, planned over N,H,W,C dims (nhwc_order);
+//     (Concat) takes the layout most of their bytes are stored in, so the fewest bytes change
+//     layout: DenseNet's concats of conv outputs stay channels-last. An elementwise op follows
+//     where every input is the output's dims or layout-free (a per-channel [N,C,1,1] scale, a
+//     scalar): the SE block's x * sigmoid(s) stays channels-last, planned over N,H,W,C dims
+//     (nhwc_order);
 //   - an op whose every output is layout-free (a global pool's [N,C,1,1], a reduction over H and W)
 //     also follows its input: changing the layout of a whole activation for a result of a few
 //     bytes per channel costs more than anything the other layout could save. The SE blocks of
