@@ -5,7 +5,8 @@ V of [B, H, S, D]), so the attention tuner's race can be timed alone, apart from
     FUSEC_ATTN_TRACE=1 fusec bench OUT_DIR/vit.onnx --batch 16 --precision fp16 --iterations 5
 prints "attention tune ...: cuDNN SDPA X ms, tensor-core kernel Y ms <- chosen" (on a cold tuning
 cache: rm -rf ~/.cache/fusec). bert: [16, 12, 128, 64] with a [16, 1, 1, 128] additive mask;
-vit: [16, 12, 197, 64], no mask."""
+vit: [16, 12, 197, 64], no mask; llama: Q [16, 32, 128, 64], K and V [16, 8, 128, 64] (GQA) with a
+full [16, 1, 128, 128] additive mask (bench feeds it random values, so no key tile is masked)."""
 import os
 import sys
 
@@ -13,11 +14,12 @@ import onnx
 from onnx import TensorProto, helper
 
 
-def make(path: str, b: int, h: int, s: int, d: int, mask: bool) -> None:
-    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [b, h, s, d]) for n in "QKV"]
+def make(path: str, b: int, h: int, s: int, d: int, mask: bool, kv_heads: int = 0, full_mask: bool = False) -> None:
+    kv = kv_heads or h
+    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [b, h if n == "Q" else kv, s, d]) for n in "QKV"]
     names = ["Q", "K", "V"]
     if mask:
-        ins.append(helper.make_tensor_value_info("M", TensorProto.FLOAT, [b, 1, 1, s]))
+        ins.append(helper.make_tensor_value_info("M", TensorProto.FLOAT, [b, 1, s if full_mask else 1, s]))
         names.append("M")
     out = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [b, h, s, d])
     graph = helper.make_graph([helper.make_node("Attention", names, ["Y"])], os.path.basename(path), ins, [out])
@@ -33,6 +35,7 @@ def main() -> int:
     os.makedirs(sys.argv[1], exist_ok=True)
     make(os.path.join(sys.argv[1], "bert.onnx"), 16, 12, 128, 64, mask=True)
     make(os.path.join(sys.argv[1], "vit.onnx"), 16, 12, 197, 64, mask=False)
+    make(os.path.join(sys.argv[1], "llama.onnx"), 16, 32, 128, 64, mask=True, kv_heads=8, full_mask=True)
     return 0
 
 

@@ -12,6 +12,38 @@ __global__ void convert_kernel(const S* __restrict__ src, D* __restrict__ dst, i
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     dst[i] = from_compute<D>(to_compute(src[i]));
 }
+
+// V elements a thread and access (a 16-byte access on the narrower side), then the n % V last
+// elements one a thread: one element a thread moved a model's fp32 output at half the copy rate
+// (Llama's [16, 128, 2048]: 11 us).
+template <typename S, typename D, int V>
+__global__ void convert_vec_kernel(const S* __restrict__ src, D* __restrict__ dst, int64_t n) {
+  const int64_t chunks = n / V;
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  for (int64_t i = first; i < chunks; i += int64_t(gridDim.x) * blockDim.x) {
+    float v[V];
+    load_vec<S, V>(src + i * V, v);
+    store_vec<D, V>(dst + i * V, v);
+  }
+  const int64_t t = chunks * V + first;
+  if (t < n) dst[t] = from_compute<D>(to_compute(src[t]));
+}
+
+template <typename S, typename D>
+void launch_typed(const S* src, D* dst, int64_t n, cudaStream_t s) {
+  constexpr int V = 16 / (sizeof(S) < sizeof(D) ? sizeof(S) : sizeof(D));
+  const auto aligned = [](const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; };
+  // float64 keeps its own scalar path: the vector path computes in float.
+  if constexpr (sizeof(S) <= 4 && sizeof(D) <= 4) {
+    if (n >= V && aligned(src, V * sizeof(S)) && aligned(dst, V * sizeof(D))) {
+      convert_vec_kernel<S, D, V><<<grid_for(n / V), kBlock, 0, s>>>(src, dst, n);
+      check_launch("convert_vec_kernel");
+      return;
+    }
+  }
+  convert_kernel<S, D><<<grid_for(n), kBlock, 0, s>>>(src, dst, n);
+  check_launch("convert_kernel");
+}
 }  // namespace
 
 bool launch_convert_float(const void* src, DType src_t, void* dst, DType dst_t, int64_t n, cudaStream_t s) {
@@ -21,8 +53,7 @@ bool launch_convert_float(const void* src, DType src_t, void* dst, DType dst_t, 
     using S = decltype(s_tag);
     ok = dispatch_float_storage(dst_t, [&](auto d_tag) {
       using D = decltype(d_tag);
-      convert_kernel<S, D><<<grid_for(n), kBlock, 0, s>>>(static_cast<const S*>(src), static_cast<D*>(dst), n);
-      check_launch("convert_kernel");
+      launch_typed<S, D>(static_cast<const S*>(src), static_cast<D*>(dst), n, s);
     });
   });
   return ok;
