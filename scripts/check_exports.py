@@ -12,7 +12,12 @@ For each DIR/<model>.<form>.onnx (form legacy or dynamo) with its inputs and tor
                                                               error (export_zoo.py measured it)
     fusec bench    M --device cuda --batch B --precision fp16 as given and optimized, same process
 
-Then, per model, each form's optimized latency against the other form's: within 5%, or better.
+Then, per model, each form's optimized latency against the other form's: within 5%, or better. Where
+a pair misses it, both optimized files are benched again in turn (`fusec bench OPT --no-compare`,
+--parity-rebench rounds, the slower-measured form first) and each form's best median judges the pair: one
+bench per form sampled the clock of its moment, and twice (MobileNetV3, Swin-T) forms whose
+optimized graphs ran the same kernels read 5-7% apart. A real difference shows in every round. All
+samples go in the JSON ("parity_rebench").
 Writes OUT/check_exports.json (every number and command) and OUT/check_exports.md, and prints the
 table last. Exit 0 when every check passes, 1 otherwise.
 
@@ -162,6 +167,30 @@ def save(args, rows: list[dict]) -> str:
     return md
 
 
+def rebench_pair(args, name: str, batch: str, pair: list[dict], work: str, best: dict) -> None:
+    """Benches both optimized forms again in turn, the slower-measured one first; lowers best[form]
+    to the fastest median seen and records every sample in the rows."""
+    order = sorted(pair, key=lambda r: -r["optimized_ms"])  # the slower first, then alternate
+    for r in pair:
+        r["parity_rebench"] = []
+    for _ in range(args.parity_rebench):
+        for r in order:
+            form = r["export"]
+            out = os.path.join(work, f"{name}.{form}.rebench.json")
+            opt = os.path.join(work, f"{name}.{form}.opt.onnx")
+            cmd = [args.fusec, "bench", opt, "--device", "cuda", "--batch", batch,
+                   "--precision", "fp16", "--no-compare", "--duration", str(args.duration), "--quiet", "--json", out]
+            rc, text, _ = run(cmd, args.timeout)
+            if rc != 0:
+                r["parity_rebench"].append({"cmd": " ".join(cmd), "rc": rc, "error": text.strip()[-400:]})
+                continue
+            with open(out) as f:
+                ms = json.load(f)["variants"][0]["latency_ms"]["median"]
+            r["parity_rebench"].append({"cmd": " ".join(cmd), "median_ms": ms})
+            best[form] = min(best[form], ms)
+    log(f"{name}: parity re-benched, best medians " + ", ".join(f"{k} {v:.3f} ms" for k, v in best.items()))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fusec", required=True)
@@ -171,6 +200,8 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=2.0, help="seconds of timed iterations per bench variant")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per fusec command")
     ap.add_argument("--check", type=int, default=3, help="optimize's verification input sets (default 3)")
+    ap.add_argument("--parity-rebench", type=int, default=2,
+                    help="rounds of alternating re-benches where a pair misses parity (default 2; 0: none)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     work = os.path.join(args.zoo, "check_exports")  # optimized models and run outputs (large: not in OUT)
@@ -191,8 +222,11 @@ def main() -> int:
                 f"checks {r['checks']}")
         pair = [r for r in rows if r["model"] == name and r.get("optimized_ms")]
         if len(pair) == 2:
+            best = {r["export"]: r["optimized_ms"] for r in pair}
+            if max(best.values()) / min(best.values()) > PARITY:
+                rebench_pair(args, name, str(meta["batch"]), pair, work, best)
             for r, other in ((pair[0], pair[1]), (pair[1], pair[0])):
-                r["parity"] = r["optimized_ms"] / other["optimized_ms"]
+                r["parity"] = best[r["export"]] / best[other["export"]]
                 r["checks"]["parity"] = r["parity"] <= PARITY
         save(args, rows)  # after every model, so a run cut short keeps what it measured
     md = save(args, rows)
