@@ -9,23 +9,34 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
+# Each step's wall time, so that a CI log says where its minutes went.
+step_start=$SECONDS
+took() {
+  echo "test: $1 took $((SECONDS - step_start)) s (total $SECONDS s)"
+  step_start=$SECONDS
+}
 
 # The presets (CMakePresets.json) hold the flags; this script only says which and how wide.
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$jobs"
+took "release build"
 ctest --preset release -j"$jobs"
+took "release tests"
 
 if [ "${FUSEC_NO_ASAN:-0}" != 1 ]; then
   cmake --preset asan >/dev/null
   cmake --build --preset asan -j"$jobs"
+  took "ASan + UBSan build"
   # Leak checking stays on (the asan test preset's ASAN_OPTIONS); protobuf's static descriptors are
   # freed at exit, so none are reported.
   ctest --preset asan -j"$jobs"
+  took "ASan + UBSan tests"
 fi
 if [ "${FUSEC_NO_FUZZ:-0}" != 1 ]; then
   # Under CI the fuzz run starts from a fixed seed, so a red CI means a finding anyone can replay
   # (bash scripts/fuzz.sh with FUZZ_SEED=1), not the luck of one run; long runs stay random.
   if [ "${CI:-}" = true ]; then export FUZZ_SEED=${FUZZ_SEED:-1}; fi
   bash scripts/fuzz.sh "${FUSEC_FUZZ_SECONDS:-180}"
+  took "fuzz build and run"
 fi
 echo "test: all suites passed"
