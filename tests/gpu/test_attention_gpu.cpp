@@ -204,6 +204,23 @@ TEST(GpuAttention, BoolAndFloatMasksBroadcast) {
     }
 }
 
+// Row masks whose key rows fill whole 16-byte chunks: the tensor-core kernel copies each key
+// tile's mask values into shared memory beside K and V. Three key tiles, the last partial; one
+// row for all heads, one per head, one broadcast over the batch; bool and additive.
+TEST(GpuAttention, RowMasksStagedInSharedMemory) {
+  FUSEC_REQUIRE_GPU();
+  for (DType mt : {DType::Bool, DType::Float32})
+    for (std::vector<int64_t> md : {std::vector<int64_t>{2, 1, 1, 160}, {2, 4, 1, 160}, {1, 4, 1, 160}}) {
+      SCOPED_TRACE(std::string(dtype_name(mt)) + " mask " + dims_str(md));
+      Case k;
+      k.q = {2, 4, 70, 64};
+      k.k = k.v = {2, 4, 160, 64};
+      k.mask = md;
+      k.mask_type = mt;
+      all_precisions(k, 90);
+    }
+}
+
 TEST(GpuAttention, HeadSizesPadToTiles) {
   FUSEC_REQUIRE_GPU();
   for (auto [d, dv] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {40, 24}, {96, 128}, {128, 72}}) {

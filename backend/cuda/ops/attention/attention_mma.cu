@@ -43,9 +43,12 @@ template <int HD>
 constexpr int tile_bytes() {
   return 64 * HD * 2;
 }
+/// A key tile's values of a row mask (64 keys of at most 2 bytes), one per stage.
+constexpr int kMaskStageBytes = 128;
+
 template <int HD>
 constexpr size_t smem_bytes() {
-  return 5 * static_cast<size_t>(tile_bytes<HD>());  // Q, K x 2, V x 2
+  return 5 * static_cast<size_t>(tile_bytes<HD>()) + 2 * kMaskStageBytes;  // Q, K x 2, V x 2, mask x 2
 }
 
 /// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of HD-element rows.
@@ -125,7 +128,12 @@ struct TileLoader {
   }
 };
 
-enum MaskKind { kNoMask = 0, kRowMask = 1, kFullMask = 2 };  // kRowMask: the same for every query row
+// kRowMask: the same for every query row. kRowMaskStaged: the same, with each key tile's values
+// copied into shared memory by cp.async beside K and V (contiguous keys, 16-byte aligned rows,
+// a key count that fills whole 16-byte chunks): read from global memory per score, BERT-base's
+// row mask held a third of the kernel's stall samples (ncu, H200), the loads still in flight when
+// the scores needed them.
+enum MaskKind { kNoMask = 0, kRowMask = 1, kFullMask = 2, kRowMaskStaged = 3 };
 
 /// This thread's mask terms for one key tile: key 8j + 2qd + e of rows r0 (mt[0]) and r1 (mt[1]),
 /// the additive value or -inf for a false bool. Keys past the end read the last key (the caller
@@ -151,6 +159,32 @@ __device__ __forceinline__ void load_mask(float (&mt)[2][16], const AttentionArg
     }
 }
 
+/// The staged row mask's terms for one key tile (stage at `stage`): key 8j + 2qd + e, as
+/// load_mask gives them (both rows share them).
+template <typename T>
+__device__ __forceinline__ void staged_mask(float (&mt)[2][16], const unsigned char* stage, bool is_bool, int qd) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int key = 8 * j + 2 * qd + e;
+      mt[0][2 * j + e] = is_bool ? (stage[key] ? 0.0f : -INFINITY) : to_compute(reinterpret_cast<const T*>(stage)[key]);
+      mt[1][2 * j + e] = mt[0][2 * j + e];
+    }
+}
+
+/// This thread's share of a key tile's staged row mask: the tile's keys [k0, k0 + 64) of `row`,
+/// 16 bytes a thread from the first; chunks past the last key are zeros (those keys are excluded).
+__device__ __forceinline__ void stage_mask(uint32_t stage, const unsigned char* row, int esz, int k0, int kv_len) {
+  const int per_chunk = 16 / esz;
+  const int chunk = static_cast<int>(threadIdx.x);
+  if (chunk < kTileKeys / per_chunk) {
+    const int key = k0 + chunk * per_chunk;
+    const bool ok = key < kv_len;
+    cp_async16(stage + chunk * 16, ok ? row + static_cast<int64_t>(key) * esz : row, ok);
+  }
+}
+
 template <typename T, int HD, int MASK, int MINB>
 __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(AttentionArgs a) {
   constexpr int KS = HD / 16;  // k16 steps over the head dim
@@ -161,6 +195,7 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
   // indexed by the loop's stage lives in local memory).
   auto s_k = [s_q](int st) { return s_q + static_cast<uint32_t>((1 + st) * tile_bytes<HD>()); };
   auto s_v = [s_q](int st) { return s_q + static_cast<uint32_t>((3 + st) * tile_bytes<HD>()); };
+  [[maybe_unused]] auto s_m = [](int st) { return static_cast<uint32_t>(5 * tile_bytes<HD>() + st * kMaskStageBytes); };
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, qd = lane & 3;
@@ -176,10 +211,16 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
   const int tiles = (kv_end + kTileKeys - 1) / kTileKeys;
   const TileLoader<T, HD> qk_load(a.head_dim / 8), v_load(a.v_head_dim / 8);
 
+  [[maybe_unused]] const int mask_esz = a.mask_dtype == DType::Bool ? 1 : static_cast<int>(sizeof(T));
+  [[maybe_unused]] const unsigned char* mask_row = nullptr;
+  if constexpr (MASK == kRowMaskStaged)
+    mask_row = static_cast<const unsigned char*>(a.mask) + (b * a.mask_stride[0] + h * a.mask_stride[1]) * mask_esz;
+
   qk_load.load(s_q, Q, a.qs.seq, min(kBlockRows, a.q_len - q0));
   if (tiles > 0) {
     qk_load.load(s_k(0), K, a.ks.seq, min(kTileKeys, a.kv_len));
     v_load.load(s_v(0), V, a.vs.seq, min(kTileKeys, a.kv_len));
+    if constexpr (MASK == kRowMaskStaged) stage_mask(s_q + s_m(0), mask_row, mask_esz, 0, a.kv_len);
   }
   cp_async_commit();
 
@@ -187,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
   const int r0 = w0 + g, r1 = r0 + 8;  // this thread's two query rows
   constexpr float kLog2e = 1.4426950408889634f;
   int64_t mask_r0 = 0, mask_r1 = 0;
-  if constexpr (MASK != kNoMask) {
+  if constexpr (MASK == kRowMask || MASK == kFullMask) {
     const int64_t base = b * a.mask_stride[0] + h * a.mask_stride[1];
     mask_r0 = base + static_cast<int64_t>(min(r0, a.q_len - 1)) * a.mask_stride[2];
     mask_r1 = base + static_cast<int64_t>(min(r1, a.q_len - 1)) * a.mask_stride[2];
@@ -205,12 +246,15 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
       const int k1 = k0 + kTileKeys;
       qk_load.load(s_k(st ^ 1), K + static_cast<int64_t>(k1) * a.ks.seq, a.ks.seq, min(kTileKeys, a.kv_len - k1));
       v_load.load(s_v(st ^ 1), V + static_cast<int64_t>(k1) * a.vs.seq, a.vs.seq, min(kTileKeys, a.kv_len - k1));
+      if constexpr (MASK == kRowMaskStaged) stage_mask(s_q + s_m(st ^ 1), mask_row, mask_esz, k1, a.kv_len);
     }
     cp_async_commit();
     float mt[2][16];
-    if constexpr (MASK != kNoMask) load_mask<T, MASK>(mt, a, mask_r0, mask_r1, k0, qd);  // in flight meanwhile
+    if constexpr (MASK == kRowMask || MASK == kFullMask)
+      load_mask<T, MASK>(mt, a, mask_r0, mask_r1, k0, qd);  // in flight meanwhile
     cp_async_wait<1>();  // tile t (and Q) landed for this thread
     __syncthreads();     // ... and for every thread
+    if constexpr (MASK == kRowMaskStaged) staged_mask<T>(mt, smem + s_m(st), a.mask_dtype == DType::Bool, qd);
     if (t == 0) {
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk)
@@ -372,10 +416,21 @@ void launch_mask(const AttentionArgs& a, cudaStream_t stream) {
   check_launch("attention_mma");
 }
 
+/// Whether a row mask can be staged by 16-byte copies: contiguous keys, every (batch, head) row
+/// starting 16-byte aligned, and whole chunks up to the last key (so no copy reads past a row).
+template <typename T>
+bool row_mask_stages(const AttentionArgs& a) {
+  const int64_t esz = a.mask_dtype == DType::Bool ? 1 : static_cast<int64_t>(sizeof(T));
+  return a.mask_stride[3] == 1 && aligned16(a.mask) && (a.mask_stride[0] * esz) % 16 == 0 &&
+         (a.mask_stride[1] * esz) % 16 == 0 && (a.kv_len * esz) % 16 == 0;
+}
+
 template <typename T, int HD>
 void launch_hd(const AttentionArgs& a, cudaStream_t stream) {
   if (!a.mask)
     launch_mask<T, HD, kNoMask, kMinBlocks<HD>>(a, stream);
+  else if (a.mask_stride[2] == 0 && row_mask_stages<T>(a))
+    launch_mask<T, HD, kRowMaskStaged, kMinBlocks<HD>>(a, stream);
   else if (a.mask_stride[2] == 0)
     launch_mask<T, HD, kRowMask, kMinBlocks<HD>>(a, stream);
   else
