@@ -195,6 +195,8 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
   // indexed by the loop's stage lives in local memory).
   auto s_k = [s_q](int st) { return s_q + static_cast<uint32_t>((1 + st) * tile_bytes<HD>()); };
   auto s_v = [s_q](int st) { return s_q + static_cast<uint32_t>((3 + st) * tile_bytes<HD>()); };
+  // Stage st's row-mask values: a byte offset from the start of shared memory (written through
+  // s_q + s_m(st), read through smem + s_m(st)).
   [[maybe_unused]] auto s_m = [](int st) { return static_cast<uint32_t>(5 * tile_bytes<HD>() + st * kMaskStageBytes); };
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
