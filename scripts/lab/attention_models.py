@@ -6,7 +6,8 @@ V of [B, H, S, D]), so the attention tuner's race can be timed alone, apart from
 prints "attention tune ...: cuDNN SDPA X ms, tensor-core kernel Y ms <- chosen" (on a cold tuning
 cache: rm -rf ~/.cache/fusec). bert: [16, 12, 128, 64] with a [16, 1, 1, 128] additive mask;
 vit: [16, 12, 197, 64], no mask; llama: Q [16, 32, 128, 64], K and V [16, 8, 128, 64] (GQA) with a
-full [16, 1, 128, 128] additive mask (bench feeds it random values, so no key tile is masked)."""
+full [16, 1, 128, 128] additive mask (bench feeds it random values, so no key tile is masked);
+llama_causal: the same with is_causal=1 (the causal half of Llama's mask taken out of it)."""
 import os
 import sys
 
@@ -14,7 +15,8 @@ import onnx
 from onnx import TensorProto, helper
 
 
-def make(path: str, b: int, h: int, s: int, d: int, mask: bool, kv_heads: int = 0, full_mask: bool = False) -> None:
+def make(path: str, b: int, h: int, s: int, d: int, mask: bool, kv_heads: int = 0, full_mask: bool = False,
+         causal: bool = False) -> None:
     kv = kv_heads or h
     ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [b, h if n == "Q" else kv, s, d]) for n in "QKV"]
     names = ["Q", "K", "V"]
@@ -22,7 +24,7 @@ def make(path: str, b: int, h: int, s: int, d: int, mask: bool, kv_heads: int = 
         ins.append(helper.make_tensor_value_info("M", TensorProto.FLOAT, [b, 1, s if full_mask else 1, s]))
         names.append("M")
     out = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [b, h, s, d])
-    graph = helper.make_graph([helper.make_node("Attention", names, ["Y"])], os.path.basename(path), ins, [out])
+    graph = helper.make_graph([helper.make_node("Attention", names, ["Y"], is_causal=int(causal))], os.path.basename(path), ins, [out])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
     model.ir_version = 10
     onnx.save(model, path)
@@ -36,6 +38,8 @@ def main() -> int:
     make(os.path.join(sys.argv[1], "bert.onnx"), 16, 12, 128, 64, mask=True)
     make(os.path.join(sys.argv[1], "vit.onnx"), 16, 12, 197, 64, mask=False)
     make(os.path.join(sys.argv[1], "llama.onnx"), 16, 32, 128, 64, mask=True, kv_heads=8, full_mask=True)
+    make(os.path.join(sys.argv[1], "llama_causal.onnx"), 16, 32, 128, 64, mask=True, kv_heads=8, full_mask=True,
+         causal=True)
     return 0
 
 

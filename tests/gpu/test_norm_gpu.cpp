@@ -177,14 +177,17 @@ TEST(GpuNorm, SimplifiedLayerNorm) {
   FUSEC_REQUIRE_GPU();
   uint64_t seed = 60;
   for (int64_t w : kWidths) {
-    OpCase c;
-    c.op = "SimplifiedLayerNorm";
-    c.domain = "ai.fusec";
-    c.inputs = {data({5, w}, seed), data({w}, seed + 1, 0.5, 1.5)};
-    c.constant = {1};
-    seed += 2;
-    SCOPED_TRACE(w);
-    all_precisions(c);
+    // Few rows and many: RMSNorm has its own kernels for every row shape LayerNorm has.
+    for (int64_t rows : {int64_t(5), w >= 40000 ? int64_t(40) : int64_t(300)}) {
+      OpCase c;
+      c.op = "SimplifiedLayerNorm";
+      c.domain = "ai.fusec";
+      c.inputs = {data({rows, w}, seed), data({w}, seed + 1, 0.5, 1.5)};
+      c.constant = {1};
+      seed += 2;
+      SCOPED_TRACE("rows " + std::to_string(rows) + " width " + std::to_string(w));
+      all_precisions(c);
+    }
   }
   OpCase c;
   c.op = "SimplifiedLayerNorm";

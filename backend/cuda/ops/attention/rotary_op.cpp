@@ -61,6 +61,8 @@ std::unique_ptr<CudaOp> make_rotary(const PlanContext& c, std::string* why) {
   }
   int64_t numel = 1;
   for (int64_t d : c.in_dims(0)) numel *= d;
+  // The kernel indexes in 32 bits (a model's activations never reach 2^31 values).
+  if (numel >= (int64_t{1} << 31) - 1) return refuse(why, "X holds 2^31 values or more");
   a.heads = a.head ? numel / a.head : 0;
   // Dims of size 1 index nothing: dropped, so that a [B, S, H] view of rank 3 stays within the
   // kernel's rank for any X.

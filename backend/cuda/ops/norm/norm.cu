@@ -13,6 +13,11 @@
 // warp idle and a single load in flight per lane at one warp a row. Longer rows, or few rows, get
 // a block each. Rows too long for registers (over 16 values a thread at 1024 threads) re-read
 // the row from global memory (L2 holds it) in three passes.
+// A row norm is latency-bound at transformer sizes (BERT-base's 2048 rows of 768 halves fit in
+// half a wave): it waits on the row's loads, then two reductions, then gamma and beta, then the
+// stores. So each mode (LayerNorm with and without beta, RMSNorm, LayerNorm + GELU) is its own
+// kernel, and rows of a warp or more load gamma and beta with x: in `fusec profile` of BERT-base
+// (scripts/lab/zoo_profile.sh bert, H200) the 24 LayerNorms went from 0.126 to 0.105 ms.
 #include <algorithm>
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/ops/norm/norm.cuh"
@@ -72,10 +77,24 @@ __device__ __forceinline__ void store_stat(void* p, DType t, int64_t i, float v)
   }
 }
 
+/// What the row kernel computes, fixed at compile time so that each kernel holds only its own
+/// code: a warp runs a row norm's instructions once, so a kernel carrying the other modes' code
+/// (GELU's above all) stalled on instruction fetch, and a beta that may be absent cost
+/// LayerNorm 10-15% against one known to be there.
+enum class RowMode : int { Layer = 0, LayerNoBias = 1, Rms = 2, LayerAct = 3 };
+
+// Threads a block of a kPre kernel may have: x, gamma and beta held at once take more registers
+// than 1024 threads leave a thread (64), and at 64 the compiler moved them to the stack.
+constexpr int kRowPreThreads = 256;
+
 /// One row per (blockDim.x)-thread group: blockDim = (4..32, rows per block) or (threads, 1).
-/// Each thread holds K chunks of V values, chunk c = threadIdx.x + k * blockDim.x.
-template <typename T, int V, int K>
-__global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
+/// Each thread holds K chunks of V values, chunk c = threadIdx.x + k * blockDim.x. kPre loads
+/// gamma and beta with x, before the reductions, so that their latency is not paid after them;
+/// it pays where a row has a warp or more (lane groups re-read gamma for every row, and their
+/// extra loads cost more than the latency they hide).
+template <typename T, int V, int K, RowMode M, bool kPre>
+__global__ void __launch_bounds__(kPre ? kRowPreThreads : 1024) row_norm_kernel(RowNormArgs a) {
+  constexpr bool kRms = M == RowMode::Rms;
   pdl_wait_then_release();
   __shared__ float smem[32];
   int64_t row = blockIdx.x * int64_t(blockDim.y) + threadIdx.y;
@@ -89,22 +108,36 @@ __global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
   const int chunks = static_cast<int>(n / V);
   const T* x = static_cast<const T*>(a.x) + row * n;
   const T* sk = a.skip ? static_cast<const T*>(a.skip) + (row % a.skip_rows) * n : nullptr;
+  const T* gamma = static_cast<const T*>(a.gamma);
+  const T* beta = static_cast<const T*>(a.beta);
+  // kPre is only launched with gamma and beta per column (InstanceNorm's are per row).
+  const bool per_column = kPre || a.affine_channels == 0;
+  const bool has_beta = M == RowMode::Layer || (M == RowMode::LayerAct && beta != nullptr);
 
-  float v[K][V];
+  using P = Pack<T, V>;
+  P px[K], pg[K], pb[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) {
     const int c = tid + k * tpr;
     if (c < chunks) {
-      load_vec<T, V>(x + int64_t(c) * V, v[k]);
-      if (sk) {
-        float s[V];
-        load_vec<T, V>(sk + int64_t(c) * V, s);
-#pragma unroll
-        for (int i = 0; i < V; ++i) v[k][i] += s[i];
+      px[k] = *reinterpret_cast<const P*>(x + int64_t(c) * V);
+      if (kPre) {
+        pg[k] = *reinterpret_cast<const P*>(gamma + int64_t(c) * V);
+        pb[k] = has_beta ? *reinterpret_cast<const P*>(beta + int64_t(c) * V) : P{};
       }
-    } else {
+    }
+  }
+  float v[K][V];
 #pragma unroll
-      for (int i = 0; i < V; ++i) v[k][i] = 0.f;
+  for (int k = 0; k < K; ++k) {
+    const int c = tid + k * tpr;
+#pragma unroll
+    for (int i = 0; i < V; ++i) v[k][i] = c < chunks ? to_compute(px[k].v[i]) : 0.f;
+    if (sk && c < chunks) {
+      float s[V];
+      load_vec<T, V>(sk + int64_t(c) * V, s);
+#pragma unroll
+      for (int i = 0; i < V; ++i) v[k][i] += s[i];
     }
   }
   if (a.sum_out) {
@@ -117,8 +150,12 @@ __global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
   }
 
   float mean = 0.f, sq = 0.f, shift = 0.f;
-  if (!a.rms) {
-    shift = sk ? to_compute(x[0]) + to_compute(sk[0]) : to_compute(x[0]);
+  if constexpr (!kRms) {
+    // The row's first value (its group's first lane holds it as v[0][0]; a block row reads it).
+    if (tpr <= 32)
+      shift = __shfl_sync(0xffffffffu, v[0][0], (threadIdx.y * tpr) & 31);
+    else
+      shift = sk ? to_compute(x[0]) + to_compute(sk[0]) : to_compute(x[0]);
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       if (tid + k * tpr < chunks)
@@ -148,17 +185,15 @@ __global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
       for (int i = 0; i < V; ++i) sq += v[k][i] * v[k][i];  // padding is 0
   }
   sq = row_sum(sq, smem);
-  const float inv = 1.0f / sqrtf(sq / static_cast<float>(n) + a.eps);
+  const float inv = rsqrtf(sq / static_cast<float>(n) + a.eps);
   if (tid == 0 && !past) {
     if (a.mean_out) store_stat(a.mean_out, a.stat_dtype, row, shift + mean);
     if (a.inv_std_out) store_stat(a.inv_std_out, a.stat_dtype, row, inv);
   }
   if (past) return;  // after the last shuffle
 
-  const T* gamma = static_cast<const T*>(a.gamma);
-  const T* beta = static_cast<const T*>(a.beta);
   float g_row = 0.f, b_row = 0.f;
-  if (a.affine_channels) {
+  if (!per_column) {
     const int64_t ch = row % a.affine_channels;
     g_row = to_compute(gamma[ch]);
     b_row = beta ? to_compute(beta[ch]) : 0.f;
@@ -169,22 +204,26 @@ __global__ void __launch_bounds__(1024) row_norm_kernel(RowNormArgs a) {
     const int c = tid + k * tpr;
     if (c >= chunks) continue;
     float g[V], b[V];
-    if (a.affine_channels) {
+    if (per_column) {
+      if (!kPre) {
+        pg[k] = *reinterpret_cast<const P*>(gamma + int64_t(c) * V);
+        pb[k] = has_beta ? *reinterpret_cast<const P*>(beta + int64_t(c) * V) : P{};
+      }
+#pragma unroll
+      for (int i = 0; i < V; ++i) g[i] = to_compute(pg[k].v[i]), b[i] = to_compute(pb[k].v[i]);
+    } else {
 #pragma unroll
       for (int i = 0; i < V; ++i) g[i] = g_row, b[i] = b_row;
-    } else {
-      load_vec<T, V>(gamma + int64_t(c) * V, g);
-      if (beta)
-        load_vec<T, V>(beta + int64_t(c) * V, b);
-      else
-#pragma unroll
-        for (int i = 0; i < V; ++i) b[i] = 0.f;
     }
     float o[V];
 #pragma unroll
     for (int i = 0; i < V; ++i) {
-      const float t = a.rms ? v[k][i] * inv * g[i] : (v[k][i] - mean) * inv * g[i] + b[i];
-      o[i] = apply_act(t, a.act);
+      if constexpr (kRms) {
+        o[i] = v[k][i] * inv * g[i];
+      } else {
+        const float t = (v[k][i] - mean) * inv * g[i] + b[i];
+        o[i] = M == RowMode::LayerAct ? apply_act(t, a.act) : t;
+      }
     }
     store_vec<T, V>(y + int64_t(c) * V, o);
   }
@@ -244,6 +283,7 @@ __global__ void __launch_bounds__(1024) row_norm_long_kernel(RowNormArgs a) {
 struct RowCfg {
   int v = 1, k = 1, tpr = 32, rows_per_block = 1;
   bool long_row = false;
+  bool pre = false;  // gamma and beta loaded with x (row_norm_kernel's kPre)
 };
 
 int pick_k(int64_t need) {
@@ -254,6 +294,10 @@ int pick_k(int64_t need) {
 
 // Values a thread keeps in registers: 32 floats stay clear of spills at 1024 threads per block.
 constexpr int kRowRegs = 32;
+// Vectors a lane keeps when many rows fill the GPU. More vectors a thread and fewer threads a row
+// were slower at every width measured: a row norm is one load, two reductions and one store, so
+// what it waits on is latency, and more threads a row keep more loads in flight sooner.
+constexpr int kRowVectors = 3;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -267,67 +311,78 @@ RowCfg choose(const RowNormArgs& a) {
   const int max_k = kRowRegs / c.v < 16 ? kRowRegs / c.v : 16;  // 32 scalars would spill at 1024 threads
   // Few rows cannot fill the GPU one warp each: spread each row over a block instead.
   const bool few_rows = a.rows < 2 * static_cast<int64_t>(a.multiprocessors);
-  if (chunks <= 32 * max_k && !(few_rows && chunks > 64)) {
-    // The smallest power-of-two group (4 to 32 lanes) that gives a lane at most 3 vectors, or 32.
+  if (chunks <= 32 * kRowVectors && !(few_rows && chunks > 64)) {
+    // The smallest power-of-two group (4 to 32 lanes) that gives a lane at most 3 vectors.
     int tpr = 4;
-    while (tpr < 32 && ceil_div(chunks, tpr) > 3) tpr *= 2;
+    while (tpr < 32 && ceil_div(chunks, tpr) > kRowVectors) tpr *= 2;
     c.tpr = tpr;
     c.rows_per_block = 128 / tpr;
     c.k = pick_k(ceil_div(chunks, tpr));
-    return c;
-  }
-  if (chunks <= 1024 * max_k) {
+  } else if (chunks <= 1024 * max_k) {
     // Few rows leave most SMs idle, so a row's latency is the run's: rows of up to 128 vectors get
     // one vector a thread (the MLP's 16 rows of 1024 fp16 ran faster at 128 threads x 1 vector than
-    // at 64 x 2; at fp32, 256 x 1 was slower than 128 x 2).
-    const int64_t per_thread = few_rows ? (chunks <= 128 ? 1 : 2) : max_k < 4 ? 2 : 4;
+    // at 64 x 2; at fp32, 256 x 1 was slower than 128 x 2). Many rows take two vectors a thread:
+    // BERT-large's 2048 rows of 1024 halves and Llama's of 2048 ran fastest at 64 and 128 threads.
+    const int64_t per_thread = few_rows && chunks <= 128 ? 1 : 2;
     int64_t t = ceil_div(ceil_div(chunks, per_thread), 32) * 32;
     t = t < 64 ? 64 : t > 1024 ? 1024 : t;
     c.tpr = static_cast<int>(t);
     c.k = pick_k(ceil_div(chunks, t));
+  } else {
+    c.long_row = true;
+    c.tpr = 1024;
     return c;
   }
-  c.long_row = true;
-  c.tpr = 1024;
+  c.pre = c.tpr >= 32 && c.tpr * c.rows_per_block <= kRowPreThreads && c.k <= 4 && !a.affine_channels &&
+          a.act == NormAct::None;
   return c;
+}
+
+/// The row kernel for (M, kPre) with K vectors a thread; nullptr where none is built.
+template <typename T, int V, RowMode M, bool kPre>
+auto row_kernel_for(int k) -> void (*)(RowNormArgs) {
+  switch (k) {
+    case 1:
+      return row_norm_kernel<T, V, 1, M, kPre>;
+    case 2:
+      return row_norm_kernel<T, V, 2, M, kPre>;
+    case 3:
+      return row_norm_kernel<T, V, 3, M, kPre>;
+    case 4:
+      return row_norm_kernel<T, V, 4, M, kPre>;
+    default:
+      break;
+  }
+  if constexpr (!kPre && V * 8 <= kRowRegs) {
+    if (k == 6) return row_norm_kernel<T, V, 6, M, false>;
+    if (k == 8) return row_norm_kernel<T, V, 8, M, false>;
+  }
+  // Scalar rows (odd widths) keep up to 16 values a thread.
+  if constexpr (!kPre && V * 16 <= kRowRegs) {
+    if (k == 16) return row_norm_kernel<T, V, 16, M, false>;
+  }
+  return nullptr;
 }
 
 template <typename T, int V>
 void launch_vk(const RowCfg& c, const RowNormArgs& a, cudaStream_t s) {
   const dim3 block(c.tpr, c.rows_per_block);
   const unsigned grid = static_cast<unsigned>(ceil_div(a.rows, c.rows_per_block));
+  void (*kernel)(RowNormArgs) = nullptr;
+  if (a.act != NormAct::None && a.rms) internal_error("row norm: an activation after RMSNorm has no kernel");
+  if (a.act != NormAct::None)
+    kernel = row_kernel_for<T, V, RowMode::LayerAct, false>(c.k);
+  else if (a.rms)
+    kernel = c.pre ? row_kernel_for<T, V, RowMode::Rms, true>(c.k) : row_kernel_for<T, V, RowMode::Rms, false>(c.k);
+  else if (a.beta)
+    kernel = c.pre ? row_kernel_for<T, V, RowMode::Layer, true>(c.k) : row_kernel_for<T, V, RowMode::Layer, false>(c.k);
+  else
+    kernel = c.pre ? row_kernel_for<T, V, RowMode::LayerNoBias, true>(c.k)
+                   : row_kernel_for<T, V, RowMode::LayerNoBias, false>(c.k);
   // Every k choose() makes has a kernel; one without would leave the output unwritten.
-  const bool have = c.k <= 4 || (V * 8 <= kRowRegs && (c.k == 6 || c.k == 8)) || (V * 16 <= kRowRegs && c.k == 16);
-  if (!have)
+  if (!kernel)
     internal_error("row norm: no kernel for " + std::to_string(c.k) + " vectors of " + std::to_string(V) +
                    " per thread");
-  void (*kernel)(RowNormArgs) = nullptr;
-  switch (c.k) {
-    case 1:
-      kernel = row_norm_kernel<T, V, 1>;
-      break;
-    case 2:
-      kernel = row_norm_kernel<T, V, 2>;
-      break;
-    case 3:
-      kernel = row_norm_kernel<T, V, 3>;
-      break;
-    case 4:
-      kernel = row_norm_kernel<T, V, 4>;
-      break;
-    default:
-      if constexpr (V * 8 <= kRowRegs) {
-        if (c.k == 6)
-          kernel = row_norm_kernel<T, V, 6>;
-        else if (c.k == 8)
-          kernel = row_norm_kernel<T, V, 8>;
-      }
-      // Scalar rows (odd widths) keep up to 16 values a thread.
-      if constexpr (V * 16 <= kRowRegs) {
-        if (c.k == 16) kernel = row_norm_kernel<T, V, 16>;
-      }
-      break;
-  }
   launch_pdl("row_norm_kernel", kernel, dim3(grid), block, 0, s, a);
 }
 

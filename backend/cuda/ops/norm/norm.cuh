@@ -30,7 +30,7 @@ struct RowNormArgs {
   DType stat_dtype = DType::Float32;
   float eps = 1e-5f;
   bool rms = false;  // y = x / sqrt(mean(x^2) + eps) * gamma (no centring, no beta)
-  NormAct act = NormAct::None;
+  NormAct act = NormAct::None;  // after LayerNorm only (LayerNormGelu), never with rms
   int multiprocessors = 132;  // for the rows-per-block choice
 };
 
