@@ -6,28 +6,37 @@
 #   bash scripts/fuzz.sh 3600            # an hour
 #   FUZZ_JOBS=2 bash scripts/fuzz.sh 600 # two processes (libFuzzer -fork)
 #   FUZZ_SEED=1 bash scripts/fuzz.sh 180  # the fixed-seed run CI makes
+#   FUZZ_PRESET=asan bash scripts/fuzz.sh 180   # the fuzz target of the ASan + UBSan test build
 #
-# Builds build-fuzz/ (cmake --preset fuzz: clang, only the fuzz target). The seed corpus is made
+# Builds build-fuzz/ (cmake --preset fuzz: clang, only the fuzz target, -O1), or with
+# FUZZ_PRESET=asan uses build-asan/ (the ASan + UBSan suite's build, which has the fuzz target too:
+# scripts/test.sh fuzzes from it rather than build a third tree). The seed corpus is made
 # here, not committed: the shipped models, the committed reproducers and a sample of the ONNX
 # backend test models (/usr/share/libonnx-testdata). The corpus libFuzzer grows is kept in
-# build-fuzz/corpus/ between runs. A finding (crash, sanitizer report, timeout, out-of-memory) is
-# written to build-fuzz/findings/ and the script exits 1; reproduce it with
-#   build-fuzz/fuzz/fusec_fuzz build-fuzz/findings/crash-...
+# BUILD/corpus/ between runs. A finding (crash, sanitizer report, timeout, out-of-memory) is
+# written to BUILD/findings/ and the script exits 1; reproduce it with
+#   BUILD/fuzz/fusec_fuzz BUILD/findings/crash-...
 # and minimize it with -minimize_crash=1 before adding it to tests/fuzz_findings/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-600}
 jobs=${FUZZ_JOBS:-1}
 build_jobs=$(nproc 2>/dev/null || echo 2)
+preset=${FUZZ_PRESET:-fuzz}
+case $preset in
+  fuzz) build=build-fuzz ;;
+  asan) build=build-asan ;;
+  *) echo "fuzz: FUZZ_PRESET is fuzz or asan, not $preset" >&2; exit 2 ;;
+esac
 
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ is needed (Debian: apt-get install clang libclang-rt-14-dev)" >&2
   exit 2
 fi
-cmake --preset fuzz >/dev/null
-cmake --build build-fuzz -j"$build_jobs" --target fusec_fuzz
+cmake --preset "$preset" >/dev/null
+cmake --build "$build" -j"$build_jobs" --target fusec_fuzz
 
-seeds=build-fuzz/corpus-seed corpus=build-fuzz/corpus findings=build-fuzz/findings
+seeds=$build/corpus-seed corpus=$build/corpus findings=$build/findings
 mkdir -p "$seeds" "$corpus" "$findings"
 if [ -z "$(ls -A "$seeds")" ]; then
   cp models/*.onnx tests/fuzz_findings/*.onnx "$seeds"/
@@ -59,16 +68,16 @@ args=(-max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=3072 -malloc_
 [ -n "${FUZZ_SEED:-}" ] && args+=(-seed="$FUZZ_SEED")
 set +e
 ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  build-fuzz/fuzz/fusec_fuzz "${args[@]}" "$corpus" "$seeds" 2>&1 | tee build-fuzz/last_run.log | grep -v '^#[0-9]*.*\(NEW\|REDUCE\|pulse\)'
+  "$build/fuzz/fusec_fuzz" "${args[@]}" "$corpus" "$seeds" 2>&1 | tee "$build/last_run.log" | grep -v '^#[0-9]*.*\(NEW\|REDUCE\|pulse\)'
 rc=${PIPESTATUS[0]}
 set -e
 after=$(count_findings)
 slow_after=$(ls "$findings" | grep -c '^slow-unit-' || true)
 if [ "$slow_after" -gt "$slow_before" ]; then
   echo "fuzz: note: $((slow_after - slow_before)) slow unit(s) (over 10 s, under the ${timeout}s timeout): replay with" \
-       "build-fuzz/fuzz/fusec_fuzz build-fuzz/findings/slow-unit-... to see whether the input or the machine was slow"
+       "$build/fuzz/fusec_fuzz $build/findings/slow-unit-... to see whether the input or the machine was slow"
 fi
-grep -E '^#[0-9]+.*DONE|^stat::number_of_executed_units|^stat::peak_rss_mb|cov:' build-fuzz/last_run.log | tail -3 || true
+grep -E '^#[0-9]+.*DONE|^stat::number_of_executed_units|^stat::peak_rss_mb|cov:' "$build/last_run.log" | tail -3 || true
 if [ "$rc" -ne 0 ] || [ "$after" -gt "$before" ]; then
   echo "fuzz: FAIL: libFuzzer exit $rc; findings in $findings/:" >&2
   ls -t "$findings" | grep -E '^(crash|leak|timeout|oom)-' | head -n $((after - before + 1)) >&2

@@ -342,12 +342,13 @@ int main(int argc, char** argv) {
   }
   if (!roundtrip && !quiet) {
     std::printf("\n%-28s %6s %6s %12s\n", "op", "pass", "fail", "unsupported");
-    for (const auto& [op, c] : per_op) {
+    for (const auto& entry : per_op) {
+      const auto& c = entry.second;  // not a structured binding: clang 14 cannot capture one
       auto get = [&](const char* k) {
         auto it = c.find(k);
         return it == c.end() ? 0 : it->second;
       };
-      std::printf("%-28s %6d %6d %12d\n", op.c_str(), get("pass"), get("fail"), get("unsupported"));
+      std::printf("%-28s %6d %6d %12d\n", entry.first.c_str(), get("pass"), get("fail"), get("unsupported"));
     }
   }
   std::printf("\n%s: %zu cases: %d pass, %d fail, %d unsupported (%.1f s)\n", roundtrip ? "round trip" : "conformance",
