@@ -24,7 +24,8 @@ def make(path: str, b: int, h: int, s: int, d: int, mask: bool, kv_heads: int = 
         ins.append(helper.make_tensor_value_info("M", TensorProto.FLOAT, [b, 1, s if full_mask else 1, s]))
         names.append("M")
     out = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [b, h, s, d])
-    graph = helper.make_graph([helper.make_node("Attention", names, ["Y"], is_causal=int(causal))], os.path.basename(path), ins, [out])
+    node = helper.make_node("Attention", names, ["Y"], is_causal=int(causal))
+    graph = helper.make_graph([node], os.path.basename(path), ins, [out])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
     model.ir_version = 10
     onnx.save(model, path)
