@@ -1,13 +1,13 @@
 // Normalization kernels.
 //
 // Row normalizations (LayerNormalization, SkipLayerNorm, LayerNormGelu, RMSNorm, and
-// InstanceNormalization, whose rows are the [N*C] spatial planes) share one kernel: a row is read
-// once into registers (16-byte vector loads when the row length and the pointers allow), the mean
-// is reduced, then the squared deviations from that mean are reduced from the registers (an exact
-// two-pass variance that costs no second trip to memory, so long rows with a large mean keep their
-// digits, as the CPU reference's double two-pass does), and the row is written from the registers.
-// The sums run over x - x[0] of the row, so a mean far from zero does not cost the float32
-// accumulator the digits of the spread.
+// InstanceNormalization, whose rows are the [N*C] spatial planes) share one kernel template: a row
+// is read once into registers (16-byte vector loads when the row length and the pointers allow),
+// the mean is reduced, then the squared deviations from that mean are reduced from the registers
+// (an exact two-pass variance that costs no second trip to memory, so long rows with a large mean
+// keep their digits, as the CPU reference's double two-pass does), and the row is written from the
+// registers. The sums run over x - x[0] of the row, so a mean far from zero does not cost the
+// float32 accumulator the digits of the spread.
 // Short rows get a group of 4 to 32 lanes of a warp each, sized so that a lane loads about three
 // vectors (no shared memory, no block barrier): ConvNeXt's rows of 96 to 384 halves left most of a
 // warp idle and a single load in flight per lane at one warp a row. Longer rows, or few rows, get
@@ -16,8 +16,8 @@
 // A row norm is latency-bound at transformer sizes (BERT-base's 2048 rows of 768 halves fit in
 // half a wave): it waits on the row's loads, then two reductions, then gamma and beta, then the
 // stores. So each mode (LayerNorm with and without beta, RMSNorm, LayerNorm + GELU) is its own
-// kernel, and rows of a warp or more load gamma and beta with x: in `fusec profile` of BERT-base
-// (scripts/lab/zoo_profile.sh bert, H200) the 24 LayerNorms went from 0.126 to 0.085 ms.
+// kernel, and rows of a warp or more load gamma and beta with x (docs/benchmarks.md, "Row norms at
+// transformer sizes", has what that saved).
 #include <algorithm>
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/ops/norm/norm.cuh"
