@@ -1,21 +1,20 @@
-// Times the row-normalization kernels (backend/cuda/ops/norm/norm.cu) alone, at the zoo's shapes:
-// each case is 20 launches captured back to back in a CUDA graph (programmatic dependent launch on,
-// as in a model), replayed 100 times; the line gives the median per launch, the bytes it must move
-// over that time, and a device-to-device copy of the same bytes for scale. The data sits in L2, as
-// a model's activation does right after the kernel that wrote it.
+// Times the row-normalization kernels (backend/cuda/ops/norm/norm.cu) alone, at the zoo's shapes,
+// as the tuners time a candidate (captured_reps.h: 20 calls captured into a CUDA graph, replayed
+// behind a hold kernel, best of 20 rounds); the line gives the time per launch, the bytes it must
+// move over that time, and a device-to-device copy of the same bytes for scale. The data sits in
+// L2, as a model's activation does right after the kernel that wrote it.
 // Not built by default (CI has no GPU):
 //   cmake --build build --target fusec_row_norm_bench
 //   build/fusec_row_norm_bench [fp16|bf16|fp32]        (default fp16)
 // On the lent GPU: BINS="fusec_row_norm_bench" bash scripts/gpu_bundle.sh, then bin/fusec_row_norm_bench.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
 
+#include "backend/cuda/core/captured_reps.h"
 #include "backend/cuda/ops/norm/norm.cuh"
 
 using fusec::DType;
@@ -27,39 +26,6 @@ bool ok(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return true;
   std::fprintf(stderr, "row_norm_bench: %s: %s\n", what, cudaGetErrorString(e));
   return false;
-}
-
-/// Median microseconds per call of `launch`, over 100 replays of a graph of 20 calls; < 0 on error.
-template <typename F>
-double time_launches(F&& launch, cudaStream_t s) {
-  constexpr int kCalls = 20, kReplays = 100;
-  if (!launch() || !ok(cudaStreamSynchronize(s), "warm-up")) return -1;
-  cudaGraph_t g = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  if (!ok(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), "capture")) return -1;
-  bool launched = true;
-  for (int i = 0; i < kCalls; ++i) launched = launched && launch();
-  if (!ok(cudaStreamEndCapture(s, &g), "capture") || !launched) return -1;
-  if (!ok(cudaGraphInstantiate(&exec, g, 0), "instantiate")) return -1;
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<double> us;
-  for (int r = 0; r < kReplays + 5; ++r) {
-    cudaEventRecord(e0, s);
-    cudaGraphLaunch(exec, s);
-    cudaEventRecord(e1, s);
-    if (!ok(cudaEventSynchronize(e1), "replay")) return -1;
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (r >= 5) us.push_back(1000.0 * ms / kCalls);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(g);
-  std::sort(us.begin(), us.end());
-  return us[us.size() / 2];
 }
 
 struct Case {
@@ -93,7 +59,7 @@ int run(int argc, char** argv) {
   cudaStream_t s;
   if (!ok(cudaStreamCreate(&s), "stream")) return 1;
   const size_t esize = dt == DType::Float32 ? 4 : 2;
-  std::printf("%s, %s, %d launches a graph, median of 100 replays\n", prop.name, fusec::dtype_name(dt), 20);
+  std::printf("%s, %s, 20 launches a graph, best of 20 rounds\n", prop.name, fusec::dtype_name(dt));
   const Case cases[] = {
       {"BERT-base LayerNorm 2048 x 768", 2048, 768, false, false, false, true},
       {"LayerNorm without beta 2048 x 768", 2048, 768, false, false, false, false},
@@ -131,18 +97,25 @@ int run(int argc, char** argv) {
     a.eps = 1e-5f;
     a.multiprocessors = prop.multiProcessorCount;
     const double moved = static_cast<double>(bytes) * (2 + (c.skip ? 1 : 0) + (c.sum_out ? 1 : 0));
-    const double us =
-        time_launches([&] { return fusec::cuda::launch_row_norm(a, s) && cudaPeekAtLastError() == cudaSuccess; }, s);
-    const double copy_us = time_launches(
-        [&] {
-          return cudaMemcpyAsync(y, x, static_cast<size_t>(moved / 2), cudaMemcpyDeviceToDevice, s) == cudaSuccess;
-        },
-        s);
-    if (us < 0 || copy_us < 0) {
+    // Candidate 0 is the row norm, 1 the copy; each makes one warm-up call first.
+    auto call = [&](size_t i) {
+      if (i == 0) return fusec::cuda::launch_row_norm(a, s) && cudaPeekAtLastError() == cudaSuccess;
+      return cudaMemcpyAsync(y, x, static_cast<size_t>(moved / 2), cudaMemcpyDeviceToDevice, s) == cudaSuccess;
+    };
+    std::vector<float> ms(2);
+    for (size_t i = 0; i < ms.size(); ++i) ms[i] = call(i) && ok(cudaStreamSynchronize(s), "warm-up") ? 0.f : -1.f;
+    fusec::cuda::TimingPlan plan;
+    plan.reps = 20;
+    plan.rounds = 20;
+    fusec::cuda::time_candidates(
+        s, ms, plan, [](size_t) {}, call);
+    if (ms[0] < 0 || ms[1] < 0) {
+      std::fprintf(stderr, "row_norm_bench: %s: a call failed\n", c.name);
       status = 1;
     } else {
+      const double us = 1000.0 * ms[0];
       std::printf("%-38s %-26s %6.2f us %6.0f GB/s   copy of the same bytes %5.2f us\n", c.name,
-                  fusec::cuda::row_norm_variant(a), us, moved / us / 1e3, copy_us);
+                  fusec::cuda::row_norm_variant(a), us, moved / us / 1e3, 1000.0 * ms[1]);
     }
     for (void* p : {x, skip, sum, y, gamma, beta}) cudaFree(p);
   }
