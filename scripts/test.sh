@@ -35,7 +35,8 @@ if [ "${FUSEC_NO_ASAN:-0}" != 1 ]; then
 fi
 if [ "${FUSEC_NO_FUZZ:-0}" != 1 ]; then
   # Under CI the fuzz run starts from a fixed seed, so a red CI means a finding anyone can replay
-  # (bash scripts/fuzz.sh with FUZZ_SEED=1), not the luck of one run; long runs stay random.
+  # (FUZZ_PRESET=asan FUZZ_SEED=1 bash scripts/fuzz.sh 180), not the luck of one run; long runs
+  # stay random.
   if [ "${CI:-}" = true ]; then export FUZZ_SEED=${FUZZ_SEED:-1}; fi
   # The ASan + UBSan build (clang) has the fuzz target: fuzzing from it saves building a third tree.
   if [ "${FUSEC_NO_ASAN:-0}" != 1 ]; then export FUZZ_PRESET=${FUZZ_PRESET:-asan}; fi
