@@ -161,7 +161,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "torch and batch")
     p.add_argument("--no-lib-path", action="store_true",
                    help="leave LD_LIBRARY_PATH alone for fusec (default: prepend the torch venv's cuDNN "
-                        "lib folder and <fusec dir>/lib, as docs for the lent GPU ask)")
+                        "lib folder and the bundle's lib/ (beside bin/ or beside fusec), as docs for the lent GPU ask)")
     a = p.parse_args(argv)
     a.models = [m.strip() for m in a.models.split(",") if m.strip()]
     bad = [m for m in a.models if m not in MODELS]
@@ -492,9 +492,12 @@ def fusec_env(args) -> dict:
             extra.append(lib)
     except Exception:  # noqa: BLE001 - no pip cuDNN: fusec uses the system's
         pass
-    bundled = os.path.join(os.path.dirname(os.path.abspath(args.fusec)), "lib")
-    if os.path.isdir(bundled):
-        extra.append(bundled)
+    # The shared libraries scripts/gpu_bundle.sh packs: lib/ beside bin/ (the bundle's layout,
+    # fusec at bundle/bin/fusec), or lib/ beside fusec itself.
+    here = os.path.dirname(os.path.abspath(args.fusec))
+    for bundled in (os.path.join(os.path.dirname(here), "lib"), os.path.join(here, "lib")):
+        if os.path.isdir(bundled):
+            extra.append(bundled)
     if extra:
         env["LD_LIBRARY_PATH"] = ":".join(extra + [p for p in [env.get("LD_LIBRARY_PATH")] if p])
     return env

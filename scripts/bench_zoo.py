@@ -215,7 +215,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                         "still written (default %(default)s: a 10-minute device call minus one model's worst case)")
     p.add_argument("--no-lib-path", action="store_true",
                    help="leave LD_LIBRARY_PATH alone for fusec (default: prepend the torch venv's cuDNN and "
-                        "<fusec dir>/lib, as bench_peers.py does)")
+                        "the bundle's lib/ (beside bin/ or beside fusec), as bench_peers.py does)")
     p.add_argument("--merge", nargs="+", metavar="JSON", default=None,
                    help="measure nothing: merge the zoo.json files of earlier runs (same GPU, driver, torch, fusec "
                         "and batch; for a model x export measured twice the last file wins) into --out")

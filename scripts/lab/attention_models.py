@@ -7,7 +7,10 @@ prints "attention tune ...: cuDNN SDPA X ms, tensor-core kernel Y ms <- chosen" 
 cache: rm -rf ~/.cache/fusec). bert: [16, 12, 128, 64] with a [16, 1, 1, 128] additive mask;
 vit: [16, 12, 197, 64], no mask; llama: Q [16, 32, 128, 64], K and V [16, 8, 128, 64] (GQA) with a
 full [16, 1, 128, 128] additive mask (bench feeds it random values, so no key tile is masked);
-llama_causal: the same with is_causal=1 (the causal half of Llama's mask taken out of it)."""
+llama_causal: the same with is_causal=1 (the causal half of Llama's mask taken out of it);
+llama_row_causal: Llama's shapes with a [16, 1, 1, 128] row mask and is_causal=1 (the mask split into
+its causal and padding halves); gpt2: [16, 12, 128, 64] with a full mask; gpt2_row_causal: the
+same split as llama_row_causal."""
 import os
 import sys
 
@@ -41,6 +44,9 @@ def main() -> int:
     make(os.path.join(sys.argv[1], "llama.onnx"), 16, 32, 128, 64, mask=True, kv_heads=8, full_mask=True)
     make(os.path.join(sys.argv[1], "llama_causal.onnx"), 16, 32, 128, 64, mask=True, kv_heads=8, full_mask=True,
          causal=True)
+    make(os.path.join(sys.argv[1], "llama_row_causal.onnx"), 16, 32, 128, 64, mask=True, kv_heads=8, causal=True)
+    make(os.path.join(sys.argv[1], "gpt2.onnx"), 16, 12, 128, 64, mask=True, full_mask=True)
+    make(os.path.join(sys.argv[1], "gpt2_row_causal.onnx"), 16, 12, 128, 64, mask=True, causal=True)
     return 0
 
 

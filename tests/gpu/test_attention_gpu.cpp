@@ -221,6 +221,47 @@ TEST(GpuAttention, RowMasksStagedInSharedMemory) {
     }
 }
 
+// Full masks whose key rows fill whole 16-byte chunks: the tensor-core kernel copies the block's
+// 64 rows of each key tile into shared memory. Two query blocks (the second partial) and three key
+// tiles (the last partial); one mask for all heads, one per head, one broadcast over the batch;
+// bool and additive.
+TEST(GpuAttention, FullMasksStagedInSharedMemory) {
+  FUSEC_REQUIRE_GPU();
+  for (DType mt : {DType::Bool, DType::Float32})
+    for (std::vector<int64_t> md : {std::vector<int64_t>{2, 1, 70, 160}, {2, 4, 70, 160}, {1, 4, 70, 160}}) {
+      SCOPED_TRACE(std::string(dtype_name(mt)) + " mask " + dims_str(md));
+      Case k;
+      k.q = {2, 4, 70, 64};
+      k.k = k.v = {2, 4, 160, 64};
+      k.mask = md;
+      k.mask_type = mt;
+      all_precisions(k, 95);
+    }
+}
+
+// A decoder's mask as transformers exports it (GPT-2, Llama): causal and padding in one [B, 1, S, S]
+// tensor, Where(And(tril, attention_mask), 0, -FLT_MAX), over grouped heads (8 query heads on 2 key
+// heads); batch 1 has its last 40 tokens padded, so its rows see fewer keys than the diagonal allows.
+TEST(GpuAttention, DecoderCausalPaddingMaskOverGroupedHeads) {
+  FUSEC_REQUIRE_GPU();
+  Case k;
+  k.q = {2, 8, 136, 64};
+  k.k = k.v = {2, 2, 136, 64};
+  k.mask = {2, 1, 136, 136};
+  OpCase c = attention(k, 97);
+  float* m = c.inputs[3].data<float>();
+  for (int b = 0; b < 2; ++b)
+    for (int i = 0; i < 136; ++i)
+      for (int j = 0; j < 136; ++j) m[(b * 136 + i) * 136 + j] = j <= i && j < 136 - 40 * b ? 0.0f : -FLT_MAX;
+  for (Precision p : kAll) {
+    SCOPED_TRACE(precision_name(p));
+    if (p == Precision::FP32)
+      expect_gpu_matches_cpu(c, p);
+    else
+      each_half_kernel([&] { expect_gpu_matches_cpu(c, p); });
+  }
+}
+
 TEST(GpuAttention, HeadSizesPadToTiles) {
   FUSEC_REQUIRE_GPU();
   for (auto [d, dv] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {40, 24}, {96, 128}, {128, 72}}) {

@@ -43,12 +43,28 @@ template <int HD>
 constexpr int tile_bytes() {
   return 64 * HD * 2;
 }
-/// A key tile's values of a row mask (64 keys of at most 2 bytes), one per stage.
-constexpr int kMaskStageBytes = 128;
+// kRowMask: the same for every query row. kFullMask: a row per query. kRowMaskStaged and
+// kFullMaskStaged: the same, with each key tile's values (the block's 64 rows of them for a full
+// mask) copied into shared memory by cp.async beside K and V, where the mask's keys are contiguous,
+// its rows 16-byte aligned and its key count fills whole 16-byte chunks. Read from global memory
+// per score, BERT-base's row mask held a third of the kernel's stall samples (ncu, H200), the loads
+// still in flight when the scores needed them, and Llama's and GPT-2's [B, 1, S, S] masks (causal
+// and padding in one) kept the kernel well behind cuDNN's at their shapes.
+enum MaskKind { kNoMask = 0, kRowMask = 1, kFullMask = 2, kRowMaskStaged = 3, kFullMaskStaged = 4 };
 
-template <int HD>
+/// Bytes between a staged full mask's rows: 64 keys of at most 2 bytes, plus 16, so that the 8 rows
+/// a warp's lanes read at once start 4 banks apart.
+constexpr int kMaskPitch = 144;
+
+/// One stage of the staged mask: a row of 64 keys, or the block's 64 rows of them.
+template <int MASK>
+constexpr int mask_stage_bytes() {
+  return MASK == kFullMaskStaged ? 64 * kMaskPitch : MASK == kRowMaskStaged ? 128 : 0;
+}
+
+template <int HD, int MASK>
 constexpr size_t smem_bytes() {
-  return 5 * static_cast<size_t>(tile_bytes<HD>()) + 2 * kMaskStageBytes;  // Q, K x 2, V x 2, mask x 2
+  return 5 * static_cast<size_t>(tile_bytes<HD>()) + 2 * mask_stage_bytes<MASK>();  // Q, K x 2, V x 2, mask x 2
 }
 
 /// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of HD-element rows.
@@ -128,13 +144,6 @@ struct TileLoader {
   }
 };
 
-// kRowMask: the same for every query row. kRowMaskStaged: the same, with each key tile's values
-// copied into shared memory by cp.async beside K and V (contiguous keys, 16-byte aligned rows,
-// a key count that fills whole 16-byte chunks): read from global memory per score, BERT-base's
-// row mask held a third of the kernel's stall samples (ncu, H200), the loads still in flight when
-// the scores needed them.
-enum MaskKind { kNoMask = 0, kRowMask = 1, kFullMask = 2, kRowMaskStaged = 3 };
-
 /// This thread's mask terms for one key tile: key 8j + 2qd + e of rows r0 (mt[0]) and r1 (mt[1]),
 /// the additive value or -inf for a false bool. Keys past the end read the last key (the caller
 /// excludes them).
@@ -159,29 +168,33 @@ __device__ __forceinline__ void load_mask(float (&mt)[2][16], const AttentionArg
     }
 }
 
-/// The staged row mask's terms for one key tile (stage at `stage`): key 8j + 2qd + e, as
-/// load_mask gives them (both rows share them).
+/// Keys `key` and `key` + 1 (`key` even) of a staged mask row, as additive terms: the value, or
+/// -inf for a false bool.
 template <typename T>
-__device__ __forceinline__ void staged_mask(float (&mt)[2][16], const unsigned char* stage, bool is_bool, int qd) {
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int key = 8 * j + 2 * qd + e;
-      mt[0][2 * j + e] = is_bool ? (stage[key] ? 0.0f : -INFINITY) : to_compute(reinterpret_cast<const T*>(stage)[key]);
-      mt[1][2 * j + e] = mt[0][2 * j + e];
-    }
+__device__ __forceinline__ float2 staged_pair(const unsigned char* row, int key, bool is_bool) {
+  if (is_bool) {
+    const unsigned short v = *reinterpret_cast<const unsigned short*>(row + key);
+    return make_float2((v & 0xff) ? 0.0f : -INFINITY, (v >> 8) ? 0.0f : -INFINITY);
+  }
+  const T* p = reinterpret_cast<const T*>(row) + key;
+  return make_float2(to_compute(p[0]), to_compute(p[1]));
 }
 
-/// This thread's share of a key tile's staged row mask: the tile's keys [k0, k0 + 64) of `row`,
-/// 16 bytes a thread from the first; chunks past the last key are zeros (those keys are excluded).
-__device__ __forceinline__ void stage_mask(uint32_t stage, const unsigned char* row, int esz, int k0, int kv_len) {
-  const int per_chunk = 16 / esz;
-  const int chunk = static_cast<int>(threadIdx.x);
-  if (chunk < kTileKeys / per_chunk) {
+/// This thread's share of a key tile's staged mask: keys [k0, k0 + 64) of the row mask at `base`
+/// (kRowMaskStaged), or of rows [q0, q0 + 64) of the full mask at `base`, `row_bytes` apart, each
+/// row kMaskPitch apart in the stage (kFullMaskStaged). Chunks past the last key or query row are
+/// zeros: those keys are excluded and those rows never stored.
+template <int MASK>
+__device__ __forceinline__ void stage_mask(uint32_t stage, const unsigned char* base, int64_t row_bytes, int esz,
+                                           int q0, int q_len, int k0, int kv_len) {
+  const int per_chunk = 16 / esz, row_chunks = kTileKeys / per_chunk;
+  const int rows = MASK == kFullMaskStaged ? kBlockRows : 1;
+  for (int c = static_cast<int>(threadIdx.x); c < rows * row_chunks; c += kThreads) {
+    const int row = c / row_chunks, chunk = c % row_chunks;
     const int key = k0 + chunk * per_chunk;
-    const bool ok = key < kv_len;
-    cp_async16(stage + chunk * 16, ok ? row + static_cast<int64_t>(key) * esz : row, ok);
+    const bool ok = key < kv_len && q0 + row < q_len;
+    cp_async16(stage + row * kMaskPitch + chunk * 16,
+               ok ? base + row * row_bytes + static_cast<int64_t>(key) * esz : base, ok);
   }
 }
 
@@ -197,7 +210,10 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
   auto s_v = [s_q](int st) { return s_q + static_cast<uint32_t>((3 + st) * tile_bytes<HD>()); };
   // Stage st's row-mask values: a byte offset from the start of shared memory (written through
   // s_q + s_m(st), read through smem + s_m(st)).
-  [[maybe_unused]] auto s_m = [](int st) { return static_cast<uint32_t>(5 * tile_bytes<HD>() + st * kMaskStageBytes); };
+  [[maybe_unused]] auto s_m = [](int st) {
+    return static_cast<uint32_t>(5 * tile_bytes<HD>() + st * mask_stage_bytes<MASK>());
+  };
+  constexpr bool kStaged = MASK == kRowMaskStaged || MASK == kFullMaskStaged;
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, qd = lane & 3;
@@ -214,15 +230,19 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
   const TileLoader<T, HD> qk_load(a.head_dim / 8), v_load(a.v_head_dim / 8);
 
   [[maybe_unused]] const int mask_esz = a.mask_dtype == DType::Bool ? 1 : static_cast<int>(sizeof(T));
-  [[maybe_unused]] const unsigned char* mask_row = nullptr;
-  if constexpr (MASK == kRowMaskStaged)
-    mask_row = static_cast<const unsigned char*>(a.mask) + (b * a.mask_stride[0] + h * a.mask_stride[1]) * mask_esz;
+  // The staged mask's first row for this block: its (batch, head) row, or its first query row.
+  [[maybe_unused]] const unsigned char* mask_base = nullptr;
+  [[maybe_unused]] const int64_t mask_row_bytes = a.mask_stride[2] * mask_esz;
+  if constexpr (kStaged)
+    mask_base = static_cast<const unsigned char*>(a.mask) +
+                (b * a.mask_stride[0] + h * a.mask_stride[1] + static_cast<int64_t>(q0) * a.mask_stride[2]) * mask_esz;
 
   qk_load.load(s_q, Q, a.qs.seq, min(kBlockRows, a.q_len - q0));
   if (tiles > 0) {
     qk_load.load(s_k(0), K, a.ks.seq, min(kTileKeys, a.kv_len));
     v_load.load(s_v(0), V, a.vs.seq, min(kTileKeys, a.kv_len));
-    if constexpr (MASK == kRowMaskStaged) stage_mask(s_q + s_m(0), mask_row, mask_esz, 0, a.kv_len);
+    if constexpr (kStaged)
+      stage_mask<MASK>(s_q + s_m(0), mask_base, mask_row_bytes, mask_esz, q0, a.q_len, 0, a.kv_len);
   }
   cp_async_commit();
 
@@ -248,15 +268,20 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
       const int k1 = k0 + kTileKeys;
       qk_load.load(s_k(st ^ 1), K + static_cast<int64_t>(k1) * a.ks.seq, a.ks.seq, min(kTileKeys, a.kv_len - k1));
       v_load.load(s_v(st ^ 1), V + static_cast<int64_t>(k1) * a.vs.seq, a.vs.seq, min(kTileKeys, a.kv_len - k1));
-      if constexpr (MASK == kRowMaskStaged) stage_mask(s_q + s_m(st ^ 1), mask_row, mask_esz, k1, a.kv_len);
+      if constexpr (kStaged)
+        stage_mask<MASK>(s_q + s_m(st ^ 1), mask_base, mask_row_bytes, mask_esz, q0, a.q_len, k1, a.kv_len);
     }
     cp_async_commit();
-    float mt[2][16];
+    [[maybe_unused]] float mt[2][16];
     if constexpr (MASK == kRowMask || MASK == kFullMask)
       load_mask<T, MASK>(mt, a, mask_r0, mask_r1, k0, qd);  // in flight meanwhile
     cp_async_wait<1>();  // tile t (and Q) landed for this thread
     __syncthreads();     // ... and for every thread
-    if constexpr (MASK == kRowMaskStaged) staged_mask<T>(mt, smem + s_m(st), a.mask_dtype == DType::Bool, qd);
+    // This thread's two rows of the staged mask (the same row for a row mask), read where the
+    // scores take them: held in registers across the products, they cost the kernel a block an SM.
+    [[maybe_unused]] const unsigned char* ms0 =
+        smem + s_m(st) + (MASK == kFullMaskStaged ? (16 * warp + g) * kMaskPitch : 0);
+    [[maybe_unused]] const unsigned char* ms1 = MASK == kFullMaskStaged ? ms0 + 8 * kMaskPitch : ms0;
     if (t == 0) {
 #pragma unroll
       for (int kk = 0; kk < KS; ++kk)
@@ -288,17 +313,28 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
         // Scaled scores plus the mask. Only a tile that reaches past the last key, or one that
         // crosses this warp's causal diagonal, looks at each key's position (a warp-uniform branch).
 #pragma unroll
-      for (int j = 0; j < NJ; ++j)
+      for (int j = 0; j < NJ; ++j) {
+        if constexpr (kStaged) {
+          const bool is_bool = a.mask_dtype == DType::Bool;
+          const float2 v0 = staged_pair<T>(ms0, 8 * j + 2 * qd, is_bool);
+          const float2 v1 = MASK == kFullMaskStaged ? staged_pair<T>(ms1, 8 * j + 2 * qd, is_bool) : v0;
+          s[j][0] = fmaf(s[j][0], a.scale, v0.x);
+          s[j][1] = fmaf(s[j][1], a.scale, v0.y);
+          s[j][2] = fmaf(s[j][2], a.scale, v1.x);
+          s[j][3] = fmaf(s[j][3], a.scale, v1.y);
+        } else {
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          if constexpr (MASK != kNoMask) {
-            s[j][e] = fmaf(s[j][e], a.scale, mt[0][2 * j + e]);
-            s[j][2 + e] = fmaf(s[j][2 + e], a.scale, mt[1][2 * j + e]);
-          } else {
-            s[j][e] *= a.scale;
-            s[j][2 + e] *= a.scale;
+          for (int e = 0; e < 2; ++e) {
+            if constexpr (MASK != kNoMask) {
+              s[j][e] = fmaf(s[j][e], a.scale, mt[0][2 * j + e]);
+              s[j][2 + e] = fmaf(s[j][2 + e], a.scale, mt[1][2 * j + e]);
+            } else {
+              s[j][e] *= a.scale;
+              s[j][2 + e] *= a.scale;
+            }
           }
         }
+      }
       if (lim < kTileKeys || (a.causal && k0 + kTileKeys - 1 > w0)) {
 #pragma unroll
         for (int j = 0; j < NJ; ++j)
@@ -408,7 +444,7 @@ int mma_head_tile(const AttentionArgs& a) { return std::max(a.head_dim, a.v_head
 
 template <typename T, int HD, int MASK, int MINB>
 void launch_mask(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr size_t smem = smem_bytes<HD>();
+  constexpr size_t smem = smem_bytes<HD, MASK>();
   static const cudaError_t opted_in = cudaFuncSetAttribute(
       attention_mma_kernel<T, HD, MASK, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (opted_in != cudaSuccess)
@@ -418,25 +454,52 @@ void launch_mask(const AttentionArgs& a, cudaStream_t stream) {
   check_launch("attention_mma");
 }
 
-/// Whether a row mask can be staged by 16-byte copies: contiguous keys, every (batch, head) row
-/// starting 16-byte aligned, and whole chunks up to the last key (so no copy reads past a row).
-template <typename T>
-bool row_mask_stages(const AttentionArgs& a) {
-  const int64_t esz = a.mask_dtype == DType::Bool ? 1 : static_cast<int64_t>(sizeof(T));
+/// Whether the mask can be staged by 16-byte copies: contiguous keys, every row starting 16-byte
+/// aligned, and whole chunks up to the last key (so no copy reads past a row).
+bool mask_stages(const AttentionArgs& a) {
+  const int64_t esz = a.mask_dtype == DType::Bool ? 1 : 2;
   return a.mask_stride[3] == 1 && aligned16(a.mask) && (a.mask_stride[0] * esz) % 16 == 0 &&
-         (a.mask_stride[1] * esz) % 16 == 0 && (a.kv_len * esz) % 16 == 0;
+         (a.mask_stride[1] * esz) % 16 == 0 && (a.mask_stride[2] * esz) % 16 == 0 && (a.kv_len * esz) % 16 == 0;
+}
+
+/// The mask form the kernel is compiled for, for these arguments.
+MaskKind mask_kind(const AttentionArgs& a) {
+  if (!a.mask) return kNoMask;
+  if (a.mask_stride[2] == 0) return mask_stages(a) ? kRowMaskStaged : kRowMask;
+  return mask_stages(a) ? kFullMaskStaged : kFullMask;
 }
 
 template <typename T, int HD>
 void launch_hd(const AttentionArgs& a, cudaStream_t stream) {
-  if (!a.mask)
-    launch_mask<T, HD, kNoMask, kMinBlocks<HD>>(a, stream);
-  else if (a.mask_stride[2] == 0 && row_mask_stages<T>(a))
-    launch_mask<T, HD, kRowMaskStaged, kMinBlocks<HD>>(a, stream);
-  else if (a.mask_stride[2] == 0)
-    launch_mask<T, HD, kRowMask, kMinBlocks<HD>>(a, stream);
-  else
-    launch_mask<T, HD, kFullMask, kMinBlocks<HD>>(a, stream);
+  switch (mask_kind(a)) {
+    case kNoMask:
+      return launch_mask<T, HD, kNoMask, kMinBlocks<HD>>(a, stream);
+    case kRowMaskStaged:
+      return launch_mask<T, HD, kRowMaskStaged, kMinBlocks<HD>>(a, stream);
+    case kRowMask:
+      return launch_mask<T, HD, kRowMask, kMinBlocks<HD>>(a, stream);
+    case kFullMaskStaged:
+      return launch_mask<T, HD, kFullMaskStaged, kMinBlocks<HD>>(a, stream);
+    case kFullMask:
+      return launch_mask<T, HD, kFullMask, kMinBlocks<HD>>(a, stream);
+  }
+}
+
+template <int HD>
+size_t smem_for(const AttentionArgs& a) {
+  switch (mask_kind(a)) {
+    case kNoMask:
+      return smem_bytes<HD, kNoMask>();
+    case kRowMaskStaged:
+      return smem_bytes<HD, kRowMaskStaged>();
+    case kRowMask:
+      return smem_bytes<HD, kRowMask>();
+    case kFullMaskStaged:
+      return smem_bytes<HD, kFullMaskStaged>();
+    case kFullMask:
+      return smem_bytes<HD, kFullMask>();
+  }
+  return 0;
 }
 
 }  // namespace
@@ -460,7 +523,7 @@ bool attention_mma_aligned(const AttentionArgs& a) {
 }
 
 size_t attention_mma_smem_bytes(const AttentionArgs& a) {
-  return mma_head_tile(a) == 64 ? smem_bytes<64>() : smem_bytes<128>();
+  return mma_head_tile(a) == 64 ? smem_for<64>(a) : smem_for<128>(a);
 }
 
 void launch_attention_mma(const AttentionArgs& a, cudaStream_t stream) {
