@@ -123,6 +123,9 @@ ScoreChain walk_scores(Node* softmax) {
         return c;
       }
       s.fill = *f;
+    } else if (is_op(p, "Reshape") && p->inputs.size() == 2) {
+      next = p->input(0);
+      s.kind = ChainStep::Regroup;
     } else {
       c.why = "an unrecognized " + describe(p) + " sits between Q·Kᵀ and the Softmax";
       return c;

@@ -20,9 +20,10 @@ std::optional<double> scalar_factor(const Node* n, const Value* x);
 /// appends the nodes to `nodes`. Returns the value before them.
 Value* peel_scale(Value* v, double& scale, std::vector<Node*>& nodes);
 
-/// One op between Q·Kᵀ and the Softmax.
+/// One op between Q·Kᵀ and the Softmax. Regroup is a Reshape, which fuse_attention takes only as
+/// the pair that splits the batch into windows and merges it back (Swin's shifted windows).
 struct ChainStep {
-  enum Kind { Scale, AddMask, WhereMask } kind;
+  enum Kind { Scale, AddMask, WhereMask, Regroup } kind;
   Node* node = nullptr;
   double factor = 1;            // Scale
   Value* mask = nullptr;        // AddMask: the added tensor; WhereMask: the condition

@@ -41,6 +41,15 @@
 // or K), which the guard zeroes and Attention leaves NaN, as ONNX Attention and torch's fused
 // kernels do; finite Q and K with finite products never give one.
 //
+// Windows (Swin's shifted-window attention): the scores [B·G, H, N, M] of G windows per image are
+// reshaped to [B, G, H, N, M] for a mask per window ([1, G, 1, N, M], added) and reshaped back, with
+// a per-head bias ([1, H, N, M], added) before or after. That is attention over [B, G·H, N, ·]: the
+// views Q, K, V [B·G, H, N, D] -> [B, G·H, N, D] are free, query head g·H + h of an image reads its
+// own window's keys, and the masks, constant and the same for every image, sum to one constant
+// mask [1, G·H, N, M] (bias[h] + window[g]). The graph adds them one after the other, the fused node
+// adds their sum: one float32 rounding apart, only where both are non-zero (Swin's window masks
+// are 0 or −100). Both Reshapes must be exactly that split and merge, and every mask constant.
+//
 // Forms: the 3-D form when Q, K and V each come from a head split of a 3-D tensor, or are each the
 // Transpose(0,2,1,3) of a [B, S, H, D] tensor (which the 3-D form reads through a free Reshape),
 // and P·V goes through the head merge; otherwise the 4-D form on [B, H, S, D] tensors, keeping the
@@ -51,8 +60,10 @@
 // scale, the causal slice, the Reshape targets, so that shapes are known).
 #include "passes/fuse_attention.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "ir/half.h"
 #include "passes/attention_mask.h"
 #include "passes/attention_pattern.h"
 #include "passes/pattern.h"
@@ -84,6 +95,7 @@ struct Match {
   std::vector<Node*> peeled;  // scale Muls on Q and Kᵀ
   double scale = 1;
   Bias bias;
+  int64_t windows = 1;  // G: the batch regrouped as [B, G] windows, heads G·H (resolve_windows)
   bool three_d = false;
   std::string domain;
 };
@@ -105,9 +117,103 @@ bool power_of_two(double x) {
   return x > 0 && std::frexp(x, &e) == 0.5;
 }
 
+/// Element `flat` of a float constant, as float.
+float float_at(const Tensor& t, int64_t flat) {
+  switch (t.dtype()) {
+    case DType::Float16:
+      return half_to_float(t.data<uint16_t>()[flat]);
+    case DType::BFloat16:
+      return bf16_to_float(t.data<uint16_t>()[flat]);
+    case DType::Float64:
+      return static_cast<float>(t.data<double>()[flat]);
+    default:
+      return t.data<float>()[flat];
+  }
+}
+
+/// The windowed form (see the top of the file): the two Regroup steps split the scores' batch into
+/// [B, G] and merge it back, and every mask is a constant broadcast over the images. Sets
+/// m.windows, m.scale and m.bias (one constant [1, G·H, N, M]); returns why not, or "".
+std::string resolve_windows(Match& m) {
+  const auto& steps = m.chain.steps;
+  std::vector<size_t> at;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].kind == ChainStep::Regroup) at.push_back(i);
+  if (at.size() != 2)
+    return describe(steps[at[0]].node) +
+           " reshapes the scores, and is not one of a pair that splits their batch into windows and merges it back";
+  const Node* split = steps[at[0]].node;
+  const Node* merge = steps[at[1]].node;
+  const auto& in = split->input(0)->type.shape;
+  const auto& mid = split->outputs[0]->type.shape;
+  const auto& out = merge->outputs[0]->type.shape;
+  const bool pair = in && mid && out && in->size() == 4 && mid->size() == 5 && is_static(*in) && is_static(*mid) &&
+                    *out == *in && (*mid)[2] == (*in)[1] && (*mid)[3] == (*in)[2] && (*mid)[4] == (*in)[3] &&
+                    (*mid)[0].value * (*mid)[1].value == (*in)[0].value;
+  if (!pair)
+    return describe(split) + " and " + describe(merge) +
+           " do not split the batch of the scores into [images, windows] and merge it back (or their shapes are "
+           "unknown: bind them, e.g. --batch)";
+  const int64_t G = (*mid)[1].value, H = (*in)[1].value, N = (*in)[2].value, M = (*in)[3].value;
+  Tensor sum(DType::Float32, {1, G * H, N, M});
+  float* acc = sum.data<float>();
+  std::fill(acc, acc + sum.numel(), 0.0f);
+  bool masked = false;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const ChainStep& st = steps[i];
+    if (st.kind == ChainStep::Regroup) continue;
+    if (st.kind == ChainStep::Scale) {
+      if (masked) return describe(st.node) + " scales the scores after a window mask";
+      m.scale *= st.factor;
+      continue;
+    }
+    if (st.kind == ChainStep::WhereMask) return describe(st.node) + " masks windowed scores with a Where";
+    const Tensor* c = constant_of(st.mask);
+    if (!c || (c->dtype() != DType::Float32 && c->dtype() != DType::Float16 && c->dtype() != DType::BFloat16 &&
+               c->dtype() != DType::Float64))
+      return "the mask '" + st.mask->name + "' of windowed scores is not a float constant";
+    // The view the mask is added in: [B, G, H, N, M] between the Reshapes, else [B·G, H, N, M].
+    const bool grouped = i > at[0] && i < at[1];
+    const Shape& view = grouped ? *mid : *in;
+    if (st.node->outputs[0]->type.shape != view) return describe(st.node) + " broadcasts the scores to a larger shape";
+    const auto& cd = c->dims();
+    const size_t lead = view.size() - std::min(view.size(), cd.size());
+    if (cd.size() > view.size()) return "the mask '" + st.mask->name + "' has more dims than the scores";
+    std::vector<int64_t> stride(cd.size(), 0);  // 0 where the mask broadcasts
+    for (size_t d = cd.size(), run = 1; d-- > 0;) {
+      const int64_t want = view[lead + d].value;
+      if (cd[d] != 1 && cd[d] != want)
+        return "the mask '" + st.mask->name + "' does not broadcast to the scores " + shape_str(view);
+      if (lead + d == 0 && cd[d] != 1)
+        return "the mask '" + st.mask->name + "' differs from image to image (windows need one mask for all)";
+      stride[d] = cd[d] == 1 ? 0 : static_cast<int64_t>(run);
+      run *= static_cast<size_t>(cd[d]);
+    }
+    masked = true;
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t r = 0; r < N; ++r)
+          for (int64_t k = 0; k < M; ++k) {
+            const std::vector<int64_t> coord = grouped ? std::vector<int64_t>{0, g, h, r, k}
+                                                       : std::vector<int64_t>{0, h, r, k};
+            int64_t flat = 0;
+            for (size_t d = 0; d < cd.size(); ++d) flat += coord[lead + d] * stride[d];
+            acc[((g * H + h) * N + r) * M + k] += float_at(*c, flat);
+          }
+  }
+  m.windows = G;
+  if (masked) {
+    m.bias.made = std::move(sum);
+    m.bias.made_from = steps[at[0]].node->outputs[0]->name + "_window_masks";
+  }
+  return "";
+}
+
 /// Resolves the ops between Q·Kᵀ and the Softmax into `scale` and `bias`; returns why not, or "".
 std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
   const auto& steps = m.chain.steps;
+  for (const ChainStep& s : steps)
+    if (s.kind == ChainStep::Regroup) return resolve_windows(m);
   // after[i]: the product of the scales applied after step i (what its mask gets multiplied by).
   std::vector<double> after(steps.size(), 1.0);
   for (size_t i = steps.size(); i-- > 0;) {
@@ -297,6 +403,14 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
     return std::string("the scores are ") + dtype_name(t) + ", not float32, float16 or bfloat16";
   if (std::string why = match_operands(m); !why.empty()) return why;
   if (std::string why = resolve_steps(m, (*scores)[2], (*scores)[3]); !why.empty()) return why;
+  if (m.windows > 1) {
+    m.three_d = false;  // the windows regroup [B·G, H, S, D] tensors
+    for (const Operand* o : {&m.q, &m.k, &m.v}) {
+      const auto s = bhsd(*o);
+      if (!s || !(*s)[2].is_static() || !(*s)[3].is_static())
+        return "the windowed Q, K and V do not have static sequence and head sizes";
+    }
+  }
   if (g.opset("") >= kStandardAttentionOpset) {
     m.domain = "";
     // ONNX Attention pads a mask shorter than the keys (with −∞) instead of broadcasting it.
@@ -333,11 +447,30 @@ Node* rewrite(Rewriter& r, Match& m) {
   } else {
     ins = {m.q.v4, m.k.v4 ? m.k.v4 : to_bhsd(g, m.k.bshd), m.v.v4};
   }
+  // Windows: [B·G, H, S, D] viewed as [B, G·H, S, D], and the output viewed back.
+  auto regroup = [&g](Value* x, const std::vector<int64_t>& dims, const std::string& tag) {
+    Value* shape = g.add_initializer(x->name + "_" + tag + "_shape", Tensor::from_int64(dims, {4}));
+    Value* out = g.add_value(x->name + "_" + tag);
+    g.add_node("Reshape", {x, shape}, {out}, g.unique_node_name(x->name + "_" + tag));
+    return out;
+  };
+  if (m.windows > 1) {
+    const Operand* ops[] = {&m.q, &m.k, &m.v};
+    for (int i = 0; i < 3; ++i) {
+      const Shape s = *bhsd(*ops[i]);
+      ins[i] = regroup(ins[i], {-1, m.windows * s[1].value, s[2].value, s[3].value}, "windows");
+    }
+  }
   if (m.bias.made)
     ins.push_back(g.add_initializer(m.bias.made_from, std::move(*m.bias.made)));
   else if (m.bias.mask)
     ins.push_back(m.bias.mask);
   Value* y = m.three_d ? m.merge->outputs[0] : m.pv->outputs[0];
+  Value* by_window = nullptr;  // the windowed output [B·G, H, S, Dv] the graph reads
+  if (m.windows > 1) {
+    by_window = y;
+    y = g.add_value(by_window->name + "_images");
+  }
   // A merge straight to [B·S, H·Dv] (one view for the next Gemm): the 3-D Attention writes
   // [B, S, H·Dv] and a Reshape, free, gives the merge's shape.
   Value* flat = nullptr;
@@ -361,6 +494,12 @@ Node* rewrite(Rewriter& r, Match& m) {
   if (flat) {
     Value* dims = g.add_initializer(flat->name + "_shape", Tensor::from_int64(flat_dims, {2}));
     g.add_node("Reshape", {y, dims}, {flat}, g.unique_node_name(name + "_flatten"));
+  }
+  if (by_window) {
+    const Shape& s = *by_window->type.shape;
+    Value* dims =
+        g.add_initializer(by_window->name + "_shape", Tensor::from_int64({-1, s[1].value, s[2].value, s[3].value}, {4}));
+    g.add_node("Reshape", {y, dims}, {by_window}, g.unique_node_name(name + "_windows"));
   }
   // The operands' transposes, reshapes, repeats and scales go too where nothing else reads them.
   std::vector<Node*> candidates = m.peeled;
@@ -404,6 +543,7 @@ bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
     Node* fused = rewrite(r, m);
     std::string form = m.three_d ? "3-D, heads " + std::to_string(m.q.heads) + "/" + std::to_string(m.k.heads) : "4-D";
     if (fused->attr_int("is_causal", 0)) form += ", causal";
+    if (m.windows > 1) form += ", " + std::to_string(m.windows) + " windows an image";
     if (fused->inputs.size() > 3) form += ", mask";
     r.rewrote(what + " -> " + (m.domain.empty() ? "" : m.domain + ".") + describe(fused) + " (" + form + ")",
               fused->fused_from, fused->name);

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "ir/half.h"
+#include "passes/pattern.h"
 #include "passes/pipeline.h"
 #include "passes/verify.h"
 #include "pass_test_util.h"
@@ -810,4 +811,68 @@ TEST(FuseAttention, NearMissGuardedProbabilitiesAlsoAGraphOutput) {
       s,
       "the attention probabilities 'softmax_out' are a graph output; only torch's safe-softmax guard "
       "(IsNaN and Where) may read them");
+}
+
+namespace {
+
+/// Swin's shifted-window attention on Q, K, V [B·G, H, N, D] inputs: a per-head bias [1, H, N, N]
+/// added to the scores, then the scores regrouped [B, G, H, N, N] for a mask per window
+/// ([1, G, 1, N, N]: 0 or -100, as torchvision writes it) and merged back. `window_mask` gives the
+/// window mask's dims (an image dim other than 1 makes it differ from image to image);
+/// `merge_back` false reshapes the scores once (no pair).
+std::unique_ptr<Graph> build_windows(std::vector<int64_t> window_mask = {1, 4, 1, 5, 5}, bool merge_back = true) {
+  const int64_t B = 2, G = 4, H = 2, N = 5, D = 8;
+  GraphBuilder b(17);
+  auto shape = [](std::vector<int64_t> v) { return int64s(v, {static_cast<int64_t>(v.size())}); };
+  Value* q = b.input("q", DType::Float32, {B * G, H, N, D});
+  Value* k = b.input("k", DType::Float32, {B * G, H, N, D});
+  Value* v = b.input("v", DType::Float32, {B * G, H, N, D});
+  Value* qs = b.node("Mul", {q, b.initializer("q_scale", floats({0.35f}, {}))}, {}, "q_mul");
+  Value* kt = b.node("Transpose", {k}, {attr("perm", std::vector<int64_t>{0, 1, 3, 2})}, "k_t");
+  Value* x = b.node("MatMul", {qs, kt}, {}, "qk");
+  x = b.node("Add", {x, b.initializer("bias", constant_floats({1, H, N, N}, -0.4f, 0.013f))}, {}, "bias_add");
+  x = b.node("Reshape", {x, b.initializer("split_shape", shape({B, G, H, N, N}))}, {}, "split");
+  Tensor wm(DType::Float32, window_mask);
+  for (int64_t i = 0; i < wm.numel(); ++i) wm.data<float>()[i] = (i * 7) % 5 == 0 ? -100.0f : 0.0f;
+  x = b.node("Add", {x, b.initializer("window_mask", std::move(wm))}, {}, "window_add");
+  if (merge_back) x = b.node("Reshape", {x, b.initializer("merge_shape", shape({B * G, H, N, N}))}, {}, "merge");
+  Value* p = b.node("Softmax", {x}, {attr("axis", int64_t{-1})}, "softmax");
+  if (!merge_back) p = b.node("Reshape", {p, b.initializer("p_shape", shape({B * G, H, N, N}))}, {}, "p_merge");
+  b.output(b.node("MatMul", {p, v}, {}, "pv"));
+  return b.build();
+}
+
+}  // namespace
+
+TEST(FuseAttention, ShiftedWindowsBecomeHeadsWithOneSummedMask) {
+  Outcome o = run_one_pass<FuseAttentionPass>(build_windows());
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  // Q, K and V [8, 2, 5, 8] viewed as [2, 8, 5, 8]: 4 windows of 2 heads are 8 heads of an image.
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(n->inputs[i]->producer);
+    EXPECT_EQ(n->inputs[i]->producer->op_type, "Reshape");
+    EXPECT_EQ(shape_str(*n->inputs[i]->type.shape), "2x8x5x8");
+  }
+  ASSERT_EQ(n->inputs.size(), 4u);
+  const Tensor* mask = constant_of(n->inputs[3]);
+  ASSERT_TRUE(mask);
+  EXPECT_EQ(mask->dims(), (std::vector<int64_t>{1, 8, 5, 5}));
+  EXPECT_EQ(count(*o.optimized, "Add"), 0);
+  EXPECT_NEAR(n->attr_float("scale", 0), 0.35f, 1e-7);
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, NearMissWindowMaskThatDiffersFromImageToImage) {
+  Outcome o = run_one_pass<FuseAttentionPass>(build_windows({2, 4, 1, 5, 5}));
+  EXPECT_FALSE(o.changed);
+  ASSERT_EQ(o.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(o.ctx.near_misses[0].reason,
+            "the mask 'window_mask' differs from image to image (windows need one mask for all)");
+}
+
+TEST(FuseAttention, NearMissScoresReshapedWithoutTheMergeBack) {
+  Outcome o = run_one_pass<FuseAttentionPass>(build_windows({1, 4, 1, 5, 5}, false));
+  EXPECT_FALSE(o.changed);
+  EXPECT_EQ(graph_difference(*o.original, *o.optimized), "");
 }
