@@ -88,8 +88,8 @@ void each_half_kernel(Check check) {
   }
 }
 
-void all_precisions(const Case& k, uint64_t seed, bool on_gpu = true) {
-  OpCase c = attention(k, seed);
+/// `c` on the GPU against the CPU at every precision, through every half-precision kernel.
+void all_precisions(const OpCase& c, bool on_gpu = true) {
   for (Precision p : kAll) {
     SCOPED_TRACE(precision_name(p));
     if (p == Precision::FP32)
@@ -98,6 +98,8 @@ void all_precisions(const Case& k, uint64_t seed, bool on_gpu = true) {
       each_half_kernel([&] { expect_gpu_matches_cpu(c, p, -1, on_gpu); });
   }
 }
+
+void all_precisions(const Case& k, uint64_t seed, bool on_gpu = true) { all_precisions(attention(k, seed), on_gpu); }
 
 /// What runs the single Attention node of a graph built from `k` at precision `p`.
 std::string kernel_of(const Case& k, Precision p) {
@@ -204,39 +206,32 @@ TEST(GpuAttention, BoolAndFloatMasksBroadcast) {
     }
 }
 
-// Row masks whose key rows fill whole 16-byte chunks: the tensor-core kernel copies each key
-// tile's mask values into shared memory beside K and V. Three key tiles, the last partial; one
-// row for all heads, one per head, one broadcast over the batch; bool and additive.
-TEST(GpuAttention, RowMasksStagedInSharedMemory) {
-  FUSEC_REQUIRE_GPU();
+/// Q [2, 4, 70, 64] against K and V of 160 keys (two query blocks, the second partial; three key
+/// tiles, the last partial), under each mask shape of `dims`, bool and additive.
+void staged_masks(const std::vector<std::vector<int64_t>>& dims, uint64_t seed) {
   for (DType mt : {DType::Bool, DType::Float32})
-    for (std::vector<int64_t> md : {std::vector<int64_t>{2, 1, 1, 160}, {2, 4, 1, 160}, {1, 4, 1, 160}}) {
+    for (const auto& md : dims) {
       SCOPED_TRACE(std::string(dtype_name(mt)) + " mask " + dims_str(md));
       Case k;
       k.q = {2, 4, 70, 64};
       k.k = k.v = {2, 4, 160, 64};
       k.mask = md;
       k.mask_type = mt;
-      all_precisions(k, 90);
+      all_precisions(k, seed);
     }
 }
 
-// Full masks whose key rows fill whole 16-byte chunks: the tensor-core kernel copies the block's
-// 64 rows of each key tile into shared memory. Two query blocks (the second partial) and three key
-// tiles (the last partial); one mask for all heads, one per head, one broadcast over the batch;
-// bool and additive.
+// Masks whose key rows fill whole 16-byte chunks: the tensor-core kernel copies each key tile's
+// values (a row mask's one row, a full mask's 64 rows of the block) into shared memory beside K and
+// V. One mask for all heads, one per head, one broadcast over the batch.
+TEST(GpuAttention, RowMasksStagedInSharedMemory) {
+  FUSEC_REQUIRE_GPU();
+  staged_masks({{2, 1, 1, 160}, {2, 4, 1, 160}, {1, 4, 1, 160}}, 90);
+}
+
 TEST(GpuAttention, FullMasksStagedInSharedMemory) {
   FUSEC_REQUIRE_GPU();
-  for (DType mt : {DType::Bool, DType::Float32})
-    for (std::vector<int64_t> md : {std::vector<int64_t>{2, 1, 70, 160}, {2, 4, 70, 160}, {1, 4, 70, 160}}) {
-      SCOPED_TRACE(std::string(dtype_name(mt)) + " mask " + dims_str(md));
-      Case k;
-      k.q = {2, 4, 70, 64};
-      k.k = k.v = {2, 4, 160, 64};
-      k.mask = md;
-      k.mask_type = mt;
-      all_precisions(k, 95);
-    }
+  staged_masks({{2, 1, 70, 160}, {2, 4, 70, 160}, {1, 4, 70, 160}}, 95);
 }
 
 // A decoder's mask as transformers exports it (GPT-2, Llama): causal and padding in one [B, 1, S, S]
@@ -253,13 +248,7 @@ TEST(GpuAttention, DecoderCausalPaddingMaskOverGroupedHeads) {
   for (int b = 0; b < 2; ++b)
     for (int i = 0; i < 136; ++i)
       for (int j = 0; j < 136; ++j) m[(b * 136 + i) * 136 + j] = j <= i && j < 136 - 40 * b ? 0.0f : -FLT_MAX;
-  for (Precision p : kAll) {
-    SCOPED_TRACE(precision_name(p));
-    if (p == Precision::FP32)
-      expect_gpu_matches_cpu(c, p);
-    else
-      each_half_kernel([&] { expect_gpu_matches_cpu(c, p); });
-  }
+  all_precisions(c);
 }
 
 TEST(GpuAttention, HeadSizesPadToTiles) {
@@ -361,13 +350,7 @@ TEST(GpuAttention, FullyMaskedRowIsZero) {
   for (int64_t i = 0; i < m.numel(); ++i) m.data<uint8_t>()[i] = (i / 20 == 3) ? 0 : ((i * 7) % 5 != 0);
   for (int64_t i = 0; i < 20; ++i) m.data<uint8_t>()[i * 20 + i] = i == 3 ? 0 : 1;  // every other row sees its own key
   c.inputs.push_back(std::move(m));
-  for (Precision p : kAll) {
-    SCOPED_TRACE(precision_name(p));
-    if (p == Precision::FP32)
-      expect_gpu_matches_cpu(c, p);
-    else
-      each_half_kernel([&] { expect_gpu_matches_cpu(c, p); });
-  }
+  all_precisions(c);
 }
 
 TEST(GpuAttention, FullyMaskedRowsOfAnAdditiveMaskAreZero) {
@@ -387,13 +370,7 @@ TEST(GpuAttention, FullyMaskedRowsOfAnAdditiveMaskAreZero) {
       m[i * 40 + j] = j <= i && j >= 3 ? 0.0f : -INFINITY;
       m[1600 + i * 40 + j] = -INFINITY;
     }
-  for (Precision p : kAll) {
-    SCOPED_TRACE(precision_name(p));
-    if (p == Precision::FP32)
-      expect_gpu_matches_cpu(c, p);
-    else
-      each_half_kernel([&] { expect_gpu_matches_cpu(c, p); });
-  }
+  all_precisions(c);
 }
 
 TEST(GpuAttention, RowsMaskedWithFltMaxAverageV) {
