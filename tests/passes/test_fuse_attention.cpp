@@ -25,7 +25,10 @@ namespace {
 struct Spec {
   int64_t batch = 2, sq = 4, skv = 4, hq = 2, hkv = 2, d = 4;
   int64_t opset = 17;
-  enum class Kt { Direct0231, Via0132 } kt = Kt::Direct0231;      // BERT legacy / dynamo Kᵀ
+  // BERT legacy / dynamo Kᵀ; Via3d: torch's SDPA decomposition over repeated keys (Mistral, Qwen2):
+  // Reshape [B·H, S, D] -> Transpose(0,2,1) -> Reshape [B, H, D, S], the repeat's Expand merged
+  // straight into the first Reshape.
+  enum class Kt { Direct0231, Via0132, Via3d } kt = Kt::Direct0231;
   enum class Scale { Div, Mul, QandK, None } scale = Scale::Div;  // QandK: torch SDPA's D^-¼ on each
   // AddWhereInput: SDPA with a bool mask input `keep` [B, 1, 1, Skv] as both exporters write it,
   // Add(scores, Where(keep, 0, fill)); WhereInput: Where(keep, scores, fill).
@@ -123,6 +126,16 @@ std::unique_ptr<Graph> build(const Spec& s) {
   Value* kt;
   if (s.kt == Spec::Kt::Direct0231 && !s.rope && !s.repeat) {
     kt = b.node("Transpose", {k_bshd}, {attr("perm", std::vector<int64_t>{0, 2, 3, 1})}, "k_t");
+  } else if (s.kt == Spec::Kt::Via3d) {
+    Value* k = to_bhsd(k_bshd, "k");
+    if (s.repeat) {
+      const int64_t r = s.hq / s.hkv;
+      Value* u = b.node("Unsqueeze", {k, b.initializer("k_axes", int64s({2}, {1}))}, {}, "k_unsqueeze");
+      k = b.node("Expand", {u, b.initializer("k_expand", shape({s.batch, s.hkv, r, s.skv, s.d}))}, {}, "k_expand");
+    }
+    Value* k3 = b.node("Reshape", {k, b.initializer("k_flat", shape({s.batch * s.hq, s.skv, s.d}))}, {}, "k_flat");
+    Value* t = b.node("Transpose", {k3}, {attr("perm", std::vector<int64_t>{0, 2, 1})}, "k_t3");
+    kt = b.node("Reshape", {t, b.initializer("k_t_shape", shape({s.batch, s.hq, s.d, s.skv}))}, {}, "k_t");
   } else {
     Value* k = to_bhsd(k_bshd, "k");
     if (s.rope)
@@ -875,4 +888,33 @@ TEST(FuseAttention, NearMissScoresReshapedWithoutTheMergeBack) {
   Outcome o = run_one_pass<FuseAttentionPass>(build_windows({1, 4, 1, 5, 5}, false));
   EXPECT_FALSE(o.changed);
   EXPECT_EQ(graph_difference(*o.original, *o.optimized), "");
+}
+
+TEST(FuseAttention, SdpaKeyTransposedInThreeDOverRepeatedKeys) {
+  // Mistral's, Qwen2's and Gemma's dynamo exports: Kᵀ through [B·H, S, D], the repeat_kv's Expand
+  // merged straight into it. The repeat is absorbed and the 3-D form is written.
+  Spec s;
+  s.kt = Spec::Kt::Via3d;
+  s.hq = 4;
+  s.hkv = 2;
+  s.repeat = true;
+  s.mask = Spec::Mask::AddInput;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(n->attr_int("q_num_heads", 0), 4);
+  EXPECT_EQ(n->attr_int("kv_num_heads", 0), 2);
+  EXPECT_EQ(count(*o.optimized, "Expand"), 0);
+  EXPECT_EQ(count(*o.optimized, "Transpose"), 0);
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, SdpaKeyTransposedInThreeDWithoutRepeat) {
+  Spec s;
+  s.kt = Spec::Kt::Via3d;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_EQ(count(*o.optimized, "Transpose"), 0);
+  expect_same_numbers(o);
 }
