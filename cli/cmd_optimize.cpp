@@ -183,10 +183,11 @@ int optimize(const OptimizeArgs& a) {
   std::printf("\npasses (%d sweep%s to a fixed point)\n", res.iterations, res.iterations == 1 ? "" : "s");
   for (const auto& p : res.per_pass) std::printf("  %-24s %5d rewrites %9.2f ms\n", p.name.c_str(), p.rewrites, p.ms);
   if (check_runs > 0) {
-    std::printf("\nverification: %d seeded random input set%s on the CPU reference%s%s (rtol %g, atol %g)\n", ver.runs,
-                ver.runs == 1 ? "" : "s", rebound ? ", symbolic dims set to 2" : "",
-                ver.binary_ints ? ", integer inputs 0/1 (in [0, 64) the original gave no finite output)" : "", a.rtol,
-                a.atol);
+    std::printf(
+        "\nverification: %d seeded random input set%s on the CPU reference%s%s (rtol %g, atol %g)\n", ver.runs,
+        ver.runs == 1 ? "" : "s", rebound ? ", symbolic dims set to 2" : "",
+        ver.binary_ints ? ", integer inputs 0/1 (in [0, 64) the original refused them or gave no finite output)" : "",
+        a.rtol, a.atol);
     for (const auto& o : ver.outputs)
       std::printf("  %-30s max abs %.3e  max rel %.3e  %s%s\n", o.name.c_str(), o.max_abs, o.max_rel,
                   o.ok                   ? "ok"

@@ -37,7 +37,8 @@ struct VerifyResult {
   std::vector<OutputCheck> outputs;  // per graph output, worst over all runs
   bool ok = true;
   /// Integer inputs were drawn from {0, 1}: in [0, 64) the original gave no finite value for some
-  /// output (an attention mask computed as (1 - m) * finfo.min overflows), so the check ran again.
+  /// output (an attention mask computed as (1 - m) * finfo.min overflows), or refused them (an
+  /// index out of range: OPT's positions from its attention_mask), so the check ran again.
   bool binary_ints = false;
 };
 

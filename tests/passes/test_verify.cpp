@@ -31,7 +31,47 @@ std::unique_ptr<Graph> mask_softmax(float scale) {
   return g;
 }
 
+/// Gather(table [rows, 4], positions) with positions = CumSum(ids) over an int64 [2, 8] input, as
+/// OPT builds its positions from the attention mask: random ids in [0, 64) run past a table of
+/// 9 rows (the original model refuses them), ids in {0, 1} stay inside it. A table of 2 rows is
+/// past even for 0/1 ids.
+std::unique_ptr<Graph> positions_from_mask(int64_t rows) {
+  GraphBuilder b(17);
+  Value* m = b.input("attention_mask", DType::Int64, {2, 8});
+  Value* axis = b.initializer("axis", Tensor::from_int64({1}, {}));
+  Value* pos = b.node("CumSum", {m, axis}, {}, "cumsum");
+  std::vector<float> t(static_cast<size_t>(rows * 4));
+  for (size_t i = 0; i < t.size(); ++i) t[i] = 0.25f * static_cast<float>(i);
+  Value* table = b.initializer("table", Tensor::from_float(t, {rows, 4}));
+  b.output(b.node("Gather", {table, pos}, {attr("axis", int64_t{0})}, "positions"));
+  auto g = b.build();
+  infer_shapes(*g);
+  return g;
+}
+
 }  // namespace
+
+// Random ints in [0, 64) index past the model's own table: the original refuses them, so the check
+// runs on 0/1 ints (masks), which it takes, instead of failing optimize with the model's error.
+TEST(Verify, InputsTheOriginalRefusesRetryWithBinaryIntegers) {
+  auto g = positions_from_mask(9);
+  VerifyResult r = verify_equivalence(*g, *g, 2, 7, {});
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_TRUE(r.binary_ints);
+  EXPECT_TRUE(r.ok) << r.outputs[0].problem;
+  EXPECT_EQ(r.outputs[0].elements, 2 * 2 * 8 * 4);
+}
+
+// Refused both ways: not verified, and the problem names the model's own error.
+TEST(Verify, InputsRefusedEitherWayAreNotVerified) {
+  auto g = positions_from_mask(2);
+  VerifyResult r = verify_equivalence(*g, *g, 2, 7, {});
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.outputs[0].problem.find("refuses the random inputs"), std::string::npos) << r.outputs[0].problem;
+  EXPECT_NE(r.outputs[0].problem.find("0/1 ones"), std::string::npos) << r.outputs[0].problem;
+  EXPECT_NE(r.outputs[0].problem.find("--no-check"), std::string::npos) << r.outputs[0].problem;
+}
 
 // A (1 - m)·finfo.min mask on random ints in [0, 64) makes the original NaN everywhere; the check
 // runs again with the integer inputs as 0/1, which a mask means, and compares real values.
