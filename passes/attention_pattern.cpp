@@ -73,6 +73,27 @@ std::optional<double> scalar_factor(const Node* n, const Value* x) {
   return f;
 }
 
+namespace {
+
+/// Whether `n` multiplies the scores `x` by a float constant per head: broadcast to x's
+/// [.., H, Sq, Skv], every dim 1 but the head dim (H or 1), and x's shape kept.
+bool head_factor(const Node* n, const Value* x) {
+  if (!is_op(n, "Mul") || n->inputs.size() != 2) return false;
+  const Tensor* c = constant_of(n->input(n->input(0) == x ? 1 : 0));
+  const auto& xs = x->type.shape;
+  if (!c || !is_float(c->dtype()) || !xs || xs->size() < 3 || n->outputs[0]->type.shape != xs) return false;
+  const auto& cd = c->dims();
+  if (cd.size() > xs->size()) return false;
+  for (size_t i = 0; i < cd.size(); ++i) {
+    const size_t from_end = cd.size() - i;  // 1: the keys' dim, 2: the queries', 3: the heads'
+    const Dim& h = (*xs)[xs->size() - 3];
+    if (cd[i] != 1 && !(from_end == 3 && h.is_static() && cd[i] == h.value)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Value* peel_scale(Value* v, double& scale, std::vector<Node*>& nodes) {
   for (Node* p = v ? v->producer : nullptr; p && (is_op(p, "Mul") || is_op(p, "Div")); p = v->producer) {
     Value* x = constant_of(p->input(0)) ? p->input(1) : p->input(0);
@@ -101,6 +122,13 @@ ScoreChain walk_scores(Node* softmax) {
     if (is_op(p, "Mul") || is_op(p, "Div")) {
       next = score_input(p, {0, 1});
       auto f = next ? scalar_factor(p, next) : std::nullopt;
+      if (!f && next && head_factor(p, next)) {
+        s.kind = ChainStep::HeadScale;
+        s.mask = p->input(next == p->input(0) ? 1 : 0);
+        inward.push_back(s);
+        v = next;
+        continue;
+      }
       if (!f) {
         c.why = describe(p) + " scales the scores by '" + p->input(next == p->input(0) ? 1 : 0)->name +
                 "', which is not a constant scalar";

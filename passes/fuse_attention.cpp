@@ -50,6 +50,9 @@
 // adds their sum: one float32 rounding apart, only where both are non-zero (Swin's window masks
 // are 0 or −100). Both Reshapes must be exactly that split and merge, and every mask constant.
 //
+// A constant per head multiplying the scores before any mask (Swin V2's learned temperature,
+// [H, 1, 1]) moves onto Q as a Mul by [1, H, 1, 1]: (Q·Kᵀ)·s_h = (s_h·Q)·Kᵀ, one rounding apart.
+//
 // Forms: the 3-D form when Q, K and V each come from a head split of a 3-D tensor, or are each the
 // Transpose(0,2,1,3) of a [B, S, H, D] tensor (which the 3-D form reads through a free Reshape),
 // and P·V goes through the head merge; otherwise the 4-D form on [B, H, S, D] tensors, keeping the
@@ -62,6 +65,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "ir/half.h"
 #include "passes/attention_mask.h"
@@ -96,6 +100,7 @@ struct Match {
   double scale = 1;
   Bias bias;
   int64_t windows = 1;  // G: the batch regrouped as [B, G] windows, heads G·H (resolve_windows)
+  Value* head_scale = nullptr;  // a constant per head the scores are multiplied by, moved onto Q
   bool three_d = false;
   std::string domain;
 };
@@ -161,7 +166,7 @@ std::string resolve_windows(Match& m) {
   bool masked = false;
   for (size_t i = 0; i < steps.size(); ++i) {
     const ChainStep& st = steps[i];
-    if (st.kind == ChainStep::Regroup) continue;
+    if (st.kind == ChainStep::Regroup || st.kind == ChainStep::HeadScale) continue;
     if (st.kind == ChainStep::Scale) {
       if (masked) return describe(st.node) + " scales the scores after a window mask";
       m.scale *= st.factor;
@@ -209,9 +214,24 @@ std::string resolve_windows(Match& m) {
   return "";
 }
 
+/// A per-head factor on the scores (Swin V2's temperature) moves onto Q: (Q·Kᵀ)·s_h = (s_h·Q)·Kᵀ,
+/// one rounding apart. Only before any mask (after one it would scale the mask too); one at most.
+std::string take_head_scale(Match& m) {
+  bool masked = false;
+  for (const ChainStep& st : m.chain.steps) {
+    if (st.kind == ChainStep::AddMask || st.kind == ChainStep::WhereMask) masked = true;
+    if (st.kind != ChainStep::HeadScale) continue;
+    if (masked) return describe(st.node) + " scales the masked scores per head";
+    if (m.head_scale) return describe(st.node) + " scales the scores per head a second time";
+    m.head_scale = st.mask;
+  }
+  return "";
+}
+
 /// Resolves the ops between Q·Kᵀ and the Softmax into `scale` and `bias`; returns why not, or "".
 std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
   const auto& steps = m.chain.steps;
+  if (std::string why = take_head_scale(m); !why.empty()) return why;
   for (const ChainStep& s : steps)
     if (s.kind == ChainStep::Regroup) return resolve_windows(m);
   // after[i]: the product of the scales applied after step i (what its mask gets multiplied by).
@@ -226,7 +246,7 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
   Value* bool_mask = nullptr;
   for (size_t i = 0; i < steps.size(); ++i) {
     const ChainStep& s = steps[i];
-    if (s.kind == ChainStep::Scale) continue;
+    if (s.kind == ChainStep::Scale || s.kind == ChainStep::HeadScale) continue;
     const Tensor* c = constant_of(s.mask);
     if (s.kind == ChainStep::WhereMask) {
       if (++wheres > 1) return "more than one Where masks the scores";
@@ -403,6 +423,10 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
     return std::string("the scores are ") + dtype_name(t) + ", not float32, float16 or bfloat16";
   if (std::string why = match_operands(m); !why.empty()) return why;
   if (std::string why = resolve_steps(m, (*scores)[2], (*scores)[3]); !why.empty()) return why;
+  if (m.head_scale) {
+    m.three_d = false;  // the factor multiplies Q's [B, H, S, D] heads
+    if (!m.q.v4) return "the scores are scaled per head and Q is not a 4-D tensor to scale";
+  }
   if (m.windows > 1) {
     m.three_d = false;  // the windows regroup [B·G, H, S, D] tensors
     for (const Operand* o : {&m.q, &m.k, &m.v}) {
@@ -446,6 +470,16 @@ Node* rewrite(Rewriter& r, Match& m) {
     ins = {as_3d(g, m.q), as_3d(g, m.k), as_3d(g, m.v)};
   } else {
     ins = {m.q.v4, m.k.v4 ? m.k.v4 : to_bhsd(g, m.k.bshd), m.v.v4};
+  }
+  if (m.head_scale) {  // s_h·Q: the factor as [1, H, 1, 1]
+    const Tensor& c = *constant_of(m.head_scale);
+    const int64_t heads = (*bhsd(m.q))[1].value;
+    Tensor per_head(c.dtype(), {1, c.numel() == 1 ? 1 : heads, 1, 1});
+    std::memcpy(per_head.raw(), c.raw(), c.nbytes());
+    Value* f = g.add_initializer(m.head_scale->name + "_on_q", std::move(per_head));
+    Value* q = g.add_value(ins[0]->name + "_head_scaled");
+    g.add_node("Mul", {ins[0], f}, {q}, g.unique_node_name(ins[0]->name + "_head_scale"));
+    ins[0] = q;
   }
   // Windows: [B·G, H, S, D] viewed as [B, G·H, S, D], and the output viewed back.
   auto regroup = [&g](Value* x, const std::vector<int64_t>& dims, const std::string& tag) {

@@ -53,6 +53,9 @@ struct Spec {
   bool per_head = false;    // ... before the head split's Transpose instead, on [B, S, H, D] (Qwen3's norms)
   bool repeat = false;      // GQA repeat_kv on K and V
   bool probs_output = false;
+  // Swin V2's learned temperature: the scores times a constant [Hq, 1, 1], before the mask (or
+  // after it, which does not fuse).
+  enum class HeadScale { None, BeforeMask, AfterMask } head_scale = HeadScale::None;
   int64_t softmax_axis = -1;
   DType dtype = DType::Float32;
 };
@@ -151,6 +154,11 @@ std::unique_ptr<Graph> build(const Spec& s) {
     kt = b.node("Mul", {kt, c}, {}, "k_scale");
   }
   Value* x = b.node("MatMul", {q, kt}, {}, "qk");
+  auto head_scale = [&] {
+    return b.node("Mul", {x, b.initializer("temperature", as_type(constant_floats({s.hq, 1, 1}, 0.7f, 0.45f), t))}, {},
+                  "head_scale");
+  };
+  if (s.head_scale == Spec::HeadScale::BeforeMask) x = head_scale();
   auto add_mask = [&]() -> Value* {
     switch (s.mask) {
       case Spec::Mask::AddInput:
@@ -187,6 +195,7 @@ std::unique_ptr<Graph> build(const Spec& s) {
   if (s.scale == Spec::Scale::Div) x = b.node("Div", {x, scalar("root_d", root_d)}, {}, "scale");
   if (s.scale == Spec::Scale::Mul) x = b.node("Mul", {x, scalar("inv_root_d", 1 / root_d)}, {}, "scale");
   if (!s.mask_before_scale) x = add_mask();
+  if (s.head_scale == Spec::HeadScale::AfterMask) x = head_scale();
   Value* p = b.node("Softmax", {x}, {attr("axis", s.softmax_axis)}, "softmax");
   if (s.probs_output) b.output(p);
   if (s.guard != Spec::Guard::None) {
@@ -917,4 +926,28 @@ TEST(FuseAttention, SdpaKeyTransposedInThreeDWithoutRepeat) {
   ASSERT_TRUE(n);
   EXPECT_EQ(count(*o.optimized, "Transpose"), 0);
   expect_same_numbers(o);
+}
+
+TEST(FuseAttention, PerHeadScaleMovesOntoQ) {
+  // (Q·Kᵀ)·s_h = (s_h·Q)·Kᵀ: the factor becomes a Mul on the 4-D Q, the scale stays 1/√D.
+  Spec s;
+  s.head_scale = Spec::HeadScale::BeforeMask;
+  s.mask = Spec::Mask::AddInput;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  ASSERT_TRUE(n->inputs[0]->producer);
+  EXPECT_EQ(n->inputs[0]->producer->op_type, "Mul");
+  const Tensor* f = constant_of(n->inputs[0]->producer->input(1));
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->dims(), (std::vector<int64_t>{1, 2, 1, 1}));
+  EXPECT_NEAR(n->attr_float("scale", 0), 0.5f, 1e-7);  // 1/√4
+  expect_same_numbers(o);
+}
+
+TEST(FuseAttention, NearMissPerHeadScaleAfterTheMask) {
+  Spec s;
+  s.head_scale = Spec::HeadScale::AfterMask;
+  s.mask = Spec::Mask::AddInput;
+  expect_near_miss(s, "Mul 'head_scale' scales the masked scores per head");
 }
