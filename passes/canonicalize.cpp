@@ -20,12 +20,17 @@
 //
 //   Gather(d[n], indices = 0, 1, .., n-1 in row-major order, axis 0) -> Reshape(d, shape(indices))
 //       dynamo writes torch's as_strided view of a contiguous tensor as a Gather of every element.
+//
+//   Einsum(a, b) that is a batched matrix product -> MatMul with the transposes it needs
+//       (canonicalize_einsum.cpp): MaxViT's attention. The same sum over the contracted label
+//       (bit for bit on the CPU reference in tests/passes/test_canonicalize.cpp).
 #include "passes/canonicalize.h"
 
 #include <algorithm>
 #include <numeric>
 
 #include "ir/dim_values.h"
+#include "passes/canonicalize_einsum.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
 
@@ -160,7 +165,8 @@ bool CanonicalizePass::run(Graph& g, PassContext& ctx) {
   Rewriter r(g, ctx, kPass);
   for (Node* n : g.node_list()) {
     if (!n->domain.empty()) continue;
-    (void)(transpose_of_groups(r, n) || reciprocal(r, n) || gather_of_everything(r, n));  // the first rule that applies
+    // the first rule that applies
+    (void)(transpose_of_groups(r, n) || reciprocal(r, n) || gather_of_everything(r, n) || einsum_as_matmul(r, n));
   }
   if (r.changed()) g.remove_unused_values();
   return r.changed();

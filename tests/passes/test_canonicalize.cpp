@@ -157,3 +157,55 @@ TEST(Canonicalize, TransposeThroughAMergedViewOverAnOpenBatchIsOneTranspose) {
   bind_open_dims(*o.optimized);
   expect_same_numbers(*o.original, *o.optimized, 3, {0, 0});
 }
+
+namespace {
+
+/// Einsum(a [dims_a], b [dims_b], equation) as a graph's only node.
+std::unique_ptr<Graph> einsum(const std::string& eq, std::vector<int64_t> dims_a, std::vector<int64_t> dims_b) {
+  GraphBuilder b(17);
+  Value* x = b.input("a", DType::Float32, Shape(dims_a.begin(), dims_a.end()));
+  Value* y = b.input("b", DType::Float32, Shape(dims_b.begin(), dims_b.end()));
+  b.output(b.node("Einsum", {x, y}, {attr("equation", eq)}, "einsum"));
+  return b.build();
+}
+
+}  // namespace
+
+TEST(Canonicalize, EinsumScoresAreMatMulWithBTransposed) {
+  // MaxViT's Q·Kᵀ: "BGHID,BGHJD->BGHIJ" is MatMul(a, Transpose(b, 0,1,2,4,3)).
+  Outcome o = run_pass(einsum("BGHID,BGHJD->BGHIJ", {2, 3, 2, 5, 4}, {2, 3, 2, 6, 4}));
+  EXPECT_TRUE(o.changed);
+  expect_same_numbers(*o.original, *o.optimized, 3, {0, 0});
+  EXPECT_EQ(count(*o.optimized, "Einsum"), 0);
+  const Node* mm = find_op(*o.optimized, "MatMul");
+  ASSERT_TRUE(mm);
+  EXPECT_EQ(mm->name, "einsum");
+  EXPECT_EQ(mm->inputs[0]->name, "a");
+  ASSERT_TRUE(mm->inputs[1]->producer);
+  EXPECT_EQ(mm->inputs[1]->producer->attr_ints("perm"), (std::vector<int64_t>{0, 1, 2, 4, 3}));
+  EXPECT_EQ(o.optimized->nodes().size(), 2u);
+}
+
+TEST(Canonicalize, EinsumProductsWithOutputTransposeAreMatMul) {
+  // P·V needs no transpose; "bij,bjk->bki" needs one on the output, "ji,bjk->bik" one on a and
+  // broadcasts nothing (a has no batch label: not a matrix product here, left alone).
+  Outcome pv = run_pass(einsum("bhij,bhjd->bhid", {2, 3, 5, 6}, {2, 3, 6, 4}));
+  EXPECT_TRUE(pv.changed);
+  EXPECT_EQ(pv.optimized->nodes().size(), 1u);
+  expect_same_numbers(*pv.original, *pv.optimized, 3, {0, 0});
+  Outcome out_t = run_pass(einsum("bij,bjk->bki", {2, 5, 6}, {2, 6, 4}));
+  EXPECT_TRUE(out_t.changed);
+  EXPECT_EQ(count(*out_t.optimized, "Transpose"), 1);
+  expect_same_numbers(*out_t.original, *out_t.optimized, 3, {0, 0});
+}
+
+TEST(Canonicalize, EinsumThatIsNotOneMatrixProductIsLeftAlone) {
+  // A label summed out of one operand alone, two row labels, an ellipsis: left as Einsum.
+  expect_left_alone(run_pass(einsum("bij,bjk->bk", {2, 5, 6}, {2, 6, 4})));
+  expect_left_alone(run_pass(einsum("bijk,bkl->bijl", {2, 3, 5, 6}, {2, 6, 4})));
+  expect_left_alone(run_pass(einsum("...ij,...jk->...ik", {2, 5, 6}, {2, 6, 4})));
+  // Without batch labels it is a plain MatMul.
+  Outcome plain = run_pass(einsum("ij,jk->ik", {5, 6}, {6, 4}));
+  EXPECT_TRUE(plain.changed);
+  EXPECT_EQ(plain.optimized->nodes().size(), 1u);
+}
