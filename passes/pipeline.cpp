@@ -87,6 +87,36 @@ std::vector<std::string> pipeline_pass_names() {
   return names;
 }
 
+namespace {
+
+/// Whether `what` (a near-miss's description: "MatMul 'a' + MatMul 'b' -> ...") quotes one of
+/// `names` as a node's name.
+bool names_any(const std::string& what, const std::vector<std::string>& names) {
+  for (const auto& n : names)
+    if (!n.empty() && what.find("'" + n + "'") != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+void merge_near_misses(std::vector<NearMiss>& all, std::vector<NearMiss> sweep, const std::vector<Rewrite>& rewrites) {
+  // Near-misses accumulate over sweeps: a pattern that almost matched in sweep 1 may be consumed
+  // by a later pass (e.g. elementwise fusion) and be invisible in the final sweep.
+  for (auto& m : sweep) {
+    bool seen = false;
+    for (const auto& k : all) seen |= k.pass == m.pass && k.what == m.what && k.reason == m.reason;
+    if (!seen) all.push_back(std::move(m));
+  }
+  // But one that the same pass went on to rewrite (merge_qkv once a later sweep has made two
+  // rotations' tables one constant) was not missed: --explain would report a fusion that happened
+  // as one that did not.
+  std::erase_if(all, [&](const NearMiss& m) {
+    for (const auto& w : rewrites)
+      if (w.pass == m.pass && names_any(m.what, w.replaced)) return true;
+    return false;
+  });
+}
+
 OptimizeResult optimize_graph(Graph& g, const PipelineOptions& opts) {
   auto passes = default_pipeline();
   auto names = pipeline_pass_names();
@@ -127,13 +157,7 @@ OptimizeResult optimize_graph(Graph& g, const PipelineOptions& opts) {
       changed |= c;
     }
     r.rewrites.insert(r.rewrites.end(), ctx.rewrites.begin(), ctx.rewrites.end());
-    // Near-misses accumulate over sweeps: a pattern that almost matched in sweep 1 may be consumed
-    // by a later pass (e.g. elementwise fusion) and be invisible in the final sweep.
-    for (auto& m : ctx.near_misses) {
-      bool seen = false;
-      for (const auto& k : r.near_misses) seen |= k.pass == m.pass && k.what == m.what && k.reason == m.reason;
-      if (!seen) r.near_misses.push_back(std::move(m));
-    }
+    merge_near_misses(r.near_misses, std::move(ctx.near_misses), ctx.rewrites);
   }
   return r;
 }

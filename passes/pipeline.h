@@ -32,6 +32,11 @@ struct OptimizeResult {
 std::vector<std::unique_ptr<Pass>> default_pipeline();
 std::vector<std::string> pipeline_pass_names();
 
+/// Adds one sweep's near-misses to those of the sweeps before (each reported once), then drops
+/// every near-miss that names a node one of the sweep's rewrites by the same pass replaced: that
+/// pattern was not missed after all.
+void merge_near_misses(std::vector<NearMiss>& all, std::vector<NearMiss> sweep, const std::vector<Rewrite>& rewrites);
+
 /// Runs the pipeline on `g` (shapes should be bound and inferred) until nothing changes.
 /// Unknown names in only/skip are a BadInput error listing the real ones.
 OptimizeResult optimize_graph(Graph& g, const PipelineOptions& opts);
