@@ -208,6 +208,20 @@ std::string resolve_windows(Match& m) {
   }
   m.windows = G;
   if (masked) {
+    // Summed in float32, stored in the scores' type (an fp16 model adds an fp16 mask).
+    const DType t = m.qk->outputs[0]->type.dtype;
+    if (t != DType::Float32) {
+      Tensor typed(t, sum.dims());
+      for (int64_t i = 0; i < sum.numel(); ++i) {
+        if (t == DType::Float16)
+          typed.data<uint16_t>()[i] = float_to_half(acc[i]);
+        else if (t == DType::BFloat16)
+          typed.data<uint16_t>()[i] = float_to_bf16(acc[i]);
+        else
+          return "the windowed scores are " + std::string(dtype_name(t)) + ", not float32, float16 or bfloat16";
+      }
+      sum = std::move(typed);
+    }
     m.bias.made = std::move(sum);
     m.bias.made_from = steps[at[0]].node->outputs[0]->name + "_window_masks";
   }

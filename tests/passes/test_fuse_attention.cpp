@@ -842,21 +842,23 @@ namespace {
 /// ([1, G, 1, N, N]: 0 or -100, as torchvision writes it) and merged back. `window_mask` gives the
 /// window mask's dims (an image dim other than 1 makes it differ from image to image);
 /// `merge_back` false reshapes the scores once (no pair).
-std::unique_ptr<Graph> build_windows(std::vector<int64_t> window_mask = {1, 4, 1, 5, 5}, bool merge_back = true) {
+std::unique_ptr<Graph> build_windows(std::vector<int64_t> window_mask = {1, 4, 1, 5, 5}, bool merge_back = true,
+                                     DType t = DType::Float32) {
   const int64_t B = 2, G = 4, H = 2, N = 5, D = 8;
   GraphBuilder b(17);
   auto shape = [](std::vector<int64_t> v) { return int64s(v, {static_cast<int64_t>(v.size())}); };
-  Value* q = b.input("q", DType::Float32, {B * G, H, N, D});
-  Value* k = b.input("k", DType::Float32, {B * G, H, N, D});
-  Value* v = b.input("v", DType::Float32, {B * G, H, N, D});
-  Value* qs = b.node("Mul", {q, b.initializer("q_scale", floats({0.35f}, {}))}, {}, "q_mul");
+  Value* q = b.input("q", t, {B * G, H, N, D});
+  Value* k = b.input("k", t, {B * G, H, N, D});
+  Value* v = b.input("v", t, {B * G, H, N, D});
+  Value* qs = b.node("Mul", {q, b.initializer("q_scale", as_type(floats({0.35f}, {}), t))}, {}, "q_mul");
   Value* kt = b.node("Transpose", {k}, {attr("perm", std::vector<int64_t>{0, 1, 3, 2})}, "k_t");
   Value* x = b.node("MatMul", {qs, kt}, {}, "qk");
-  x = b.node("Add", {x, b.initializer("bias", constant_floats({1, H, N, N}, -0.4f, 0.013f))}, {}, "bias_add");
+  x = b.node("Add", {x, b.initializer("bias", as_type(constant_floats({1, H, N, N}, -0.4f, 0.013f), t))}, {},
+             "bias_add");
   x = b.node("Reshape", {x, b.initializer("split_shape", shape({B, G, H, N, N}))}, {}, "split");
   Tensor wm(DType::Float32, window_mask);
   for (int64_t i = 0; i < wm.numel(); ++i) wm.data<float>()[i] = (i * 7) % 5 == 0 ? -100.0f : 0.0f;
-  x = b.node("Add", {x, b.initializer("window_mask", std::move(wm))}, {}, "window_add");
+  x = b.node("Add", {x, b.initializer("window_mask", as_type(wm, t))}, {}, "window_add");
   if (merge_back) x = b.node("Reshape", {x, b.initializer("merge_shape", shape({B * G, H, N, N}))}, {}, "merge");
   Value* p = b.node("Softmax", {x}, {attr("axis", int64_t{-1})}, "softmax");
   if (!merge_back) p = b.node("Reshape", {p, b.initializer("p_shape", shape({B * G, H, N, N}))}, {}, "p_merge");
@@ -950,4 +952,16 @@ TEST(FuseAttention, NearMissPerHeadScaleAfterTheMask) {
   s.head_scale = Spec::HeadScale::AfterMask;
   s.mask = Spec::Mask::AddInput;
   expect_near_miss(s, "Mul 'head_scale' scales the masked scores per head");
+}
+
+TEST(FuseAttention, ShiftedWindowsInFloat16SumTheirMasksInFloat16) {
+  Outcome o = run_one_pass<FuseAttentionPass>(build_windows({1, 4, 1, 5, 5}, true, DType::Float16));
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  ASSERT_EQ(n->inputs.size(), 4u);
+  const Tensor* mask = constant_of(n->inputs[3]);
+  ASSERT_TRUE(mask);
+  EXPECT_EQ(mask->dtype(), DType::Float16);
+  VerifyResult v = verify_equivalence(*o.original, *o.optimized, 2, 7, {1e-2, 1e-3});
+  EXPECT_TRUE(v.ok);
 }
