@@ -254,9 +254,12 @@ Operand match_kv(Value* kv, bool absorb_repeat) {
 namespace {
 
 /// Kᵀ [B, H, D, S] as torch's SDPA decomposition writes it over repeated keys (Mistral, Qwen2,
-/// Gemma): Reshape [B, H, D, S] ◀ Transpose(0,2,1) ◀ Reshape [B·H, S, D] ◀ K, where K is a 4-D
-/// [B, H, S, D] tensor or repeat_kv's Expand [B, Hkv, r, S, D] (of Unsqueeze(2) of [B, Hkv, S, D]).
-/// Both Reshapes only merge and split the leading dims, so Kᵀ is K's Transpose(0,1,3,2).
+/// Gemma): Reshape [B, H, D, S] ◀ Transpose(0,2,1) ◀ Reshape [B·H, S, D] ◀ repeat_kv's Expand
+/// [B, Hkv, r, S, D] (of Unsqueeze(2) of K [B, Hkv, S, D]). Both Reshapes only merge and split the
+/// leading dims, so Kᵀ is the repeated K's Transpose(0,1,3,2). Over a 4-D K the same three nodes
+/// are one Transpose once canonicalize has run (transpose_of_groups); the repeat's merge of three
+/// dims into B·H, split back as B and Hkv·r, is not a transpose of whole groups, so it is matched
+/// here.
 std::optional<Operand> key_transposed_in_3d(Value* kt, bool absorb_repeat) {
   Node* split = kt ? kt->producer : nullptr;
   if (!is_op(split, "Reshape")) return std::nullopt;
@@ -268,30 +271,20 @@ std::optional<Operand> key_transposed_in_3d(Value* kt, bool absorb_repeat) {
   const int64_t B = (*out)[0].value, H = (*out)[1].value, D = (*out)[2].value, S = (*out)[3].value;
   if ((*flat)[0].value != B * H || (*flat)[1].value != S || (*flat)[2].value != D) return std::nullopt;
   Value* x = merge->input(0);
-  std::vector<Node*> nodes = {split, t, merge};
   Node* e = x->producer;
   Node* u = is_op(e, "Expand") ? e->input(0)->producer : nullptr;
-  if (const Shape* es = shape_of_rank(x, 5); es && is_op(u, "Unsqueeze")) {
-    // repeat_kv: x = Expand(Unsqueeze(k, 2)) [B, Hkv, r, S, D], merged straight to [B·H, S, D].
-    const Shape* ks = shape_of_rank(u->input(0), 4);
-    const Shape* us = shape_of_rank(u->outputs[0], 5);
-    if (!absorb_repeat || !ks || !us || !is_static(*es) || !is_static(*ks) || (*us)[2].value != 1) return std::nullopt;
-    const int64_t r = (*es)[2].value;
-    if ((*ks)[0].value != B || (*ks)[1].value * r != H || (*ks)[2].value != S || (*ks)[3].value != D ||
-        (*es)[0].value != B || (*es)[1].value != (*ks)[1].value || (*es)[3].value != S || (*es)[4].value != D)
-      return std::nullopt;
-    Operand op = match_query(u->input(0));
-    op.repeat = r;
-    op.nodes.insert(op.nodes.end(), {e, u});
-    op.nodes.insert(op.nodes.end(), nodes.begin(), nodes.end());
-    return op;
-  }
-  const Shape* ks = shape_of_rank(x, 4);
-  if (!ks || !is_static(*ks) || (*ks)[0].value != B || (*ks)[1].value != H || (*ks)[2].value != S ||
-      (*ks)[3].value != D)
+  const Shape* es = shape_of_rank(x, 5);
+  if (!absorb_repeat || !es || !is_op(u, "Unsqueeze")) return std::nullopt;
+  const Shape* ks = shape_of_rank(u->input(0), 4);
+  const Shape* us = shape_of_rank(u->outputs[0], 5);
+  if (!ks || !us || !is_static(*es) || !is_static(*ks) || (*us)[2].value != 1) return std::nullopt;
+  const int64_t r = (*es)[2].value;
+  if ((*ks)[0].value != B || (*ks)[1].value * r != H || (*ks)[2].value != S || (*ks)[3].value != D ||
+      (*es)[0].value != B || (*es)[1].value != (*ks)[1].value || (*es)[3].value != S || (*es)[4].value != D)
     return std::nullopt;
-  Operand op = match_kv(x, absorb_repeat);
-  op.nodes.insert(op.nodes.end(), nodes.begin(), nodes.end());
+  Operand op = match_query(u->input(0));
+  op.repeat = r;
+  op.nodes.insert(op.nodes.end(), {e, u, split, t, merge});
   return op;
 }
 

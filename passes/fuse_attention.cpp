@@ -67,9 +67,9 @@
 #include <cmath>
 #include <cstring>
 
-#include "ir/half.h"
 #include "passes/attention_mask.h"
 #include "passes/attention_pattern.h"
+#include "passes/batchnorm_affine.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
 
@@ -122,20 +122,6 @@ bool power_of_two(double x) {
   return x > 0 && std::frexp(x, &e) == 0.5;
 }
 
-/// Element `flat` of a float constant, as float.
-float float_at(const Tensor& t, int64_t flat) {
-  switch (t.dtype()) {
-    case DType::Float16:
-      return half_to_float(t.data<uint16_t>()[flat]);
-    case DType::BFloat16:
-      return bf16_to_float(t.data<uint16_t>()[flat]);
-    case DType::Float64:
-      return static_cast<float>(t.data<double>()[flat]);
-    default:
-      return t.data<float>()[flat];
-  }
-}
-
 /// The windowed form (see the top of the file): the two Regroup steps split the scores' batch into
 /// [B, G] and merge it back, and every mask is a constant broadcast over the images. Sets
 /// m.windows, m.scale and m.bias (one constant [1, G·H, N, M]); returns why not, or "".
@@ -160,9 +146,7 @@ std::string resolve_windows(Match& m) {
            " do not split the batch of the scores into [images, windows] and merge it back (or their shapes are "
            "unknown: bind them, e.g. --batch)";
   const int64_t G = (*mid)[1].value, H = (*in)[1].value, N = (*in)[2].value, M = (*in)[3].value;
-  Tensor sum(DType::Float32, {1, G * H, N, M});
-  float* acc = sum.data<float>();
-  std::fill(acc, acc + sum.numel(), 0.0f);
+  std::vector<float> acc(static_cast<size_t>(G * H * N * M), 0.0f);  // [1, G·H, N, M], added in float32
   bool masked = false;
   for (size_t i = 0; i < steps.size(); ++i) {
     const ChainStep& st = steps[i];
@@ -184,45 +168,33 @@ std::string resolve_windows(Match& m) {
     const auto& cd = c->dims();
     const size_t lead = view.size() - std::min(view.size(), cd.size());
     if (cd.size() > view.size()) return "the mask '" + st.mask->name + "' has more dims than the scores";
-    std::vector<int64_t> stride(cd.size(), 0);  // 0 where the mask broadcasts
+    // The mask's element stride along each dim of the view (0 where it broadcasts or is absent).
+    std::vector<int64_t> stride(view.size(), 0);
     for (size_t d = cd.size(), run = 1; d-- > 0;) {
       const int64_t want = view[lead + d].value;
       if (cd[d] != 1 && cd[d] != want)
         return "the mask '" + st.mask->name + "' does not broadcast to the scores " + shape_str(view);
       if (lead + d == 0 && cd[d] != 1)
         return "the mask '" + st.mask->name + "' differs from image to image (windows need one mask for all)";
-      stride[d] = cd[d] == 1 ? 0 : static_cast<int64_t>(run);
+      stride[lead + d] = cd[d] == 1 ? 0 : static_cast<int64_t>(run);
       run *= static_cast<size_t>(cd[d]);
     }
     masked = true;
+    // The view's dims after the images: [G, H, N, M] between the Reshapes, [H, N, M] outside.
+    const int64_t sg = grouped ? stride[1] : 0, sh = stride[view.size() - 3], sr = stride[view.size() - 2],
+                  sk = stride[view.size() - 1];
+    float* out = acc.data();
     for (int64_t g = 0; g < G; ++g)
       for (int64_t h = 0; h < H; ++h)
         for (int64_t r = 0; r < N; ++r)
-          for (int64_t k = 0; k < M; ++k) {
-            const std::vector<int64_t> coord = grouped ? std::vector<int64_t>{0, g, h, r, k}
-                                                       : std::vector<int64_t>{0, h, r, k};
-            int64_t flat = 0;
-            for (size_t d = 0; d < cd.size(); ++d) flat += coord[lead + d] * stride[d];
-            acc[((g * H + h) * N + r) * M + k] += float_at(*c, flat);
-          }
+          for (int64_t k = 0; k < M; ++k) *out++ += static_cast<float>(c->as_double(g * sg + h * sh + r * sr + k * sk));
   }
   m.windows = G;
   if (masked) {
-    // Summed in float32, stored in the scores' type (an fp16 model adds an fp16 mask).
-    const DType t = m.qk->outputs[0]->type.dtype;
-    if (t != DType::Float32) {
-      Tensor typed(t, sum.dims());
-      for (int64_t i = 0; i < sum.numel(); ++i) {
-        if (t == DType::Float16)
-          typed.data<uint16_t>()[i] = float_to_half(acc[i]);
-        else if (t == DType::BFloat16)
-          typed.data<uint16_t>()[i] = float_to_bf16(acc[i]);
-        else
-          return "the windowed scores are " + std::string(dtype_name(t)) + ", not float32, float16 or bfloat16";
-      }
-      sum = std::move(typed);
-    }
-    m.bias.made = std::move(sum);
+    const DType t = m.qk->outputs[0]->type.dtype;  // an fp16 model adds an fp16 mask
+    if (t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16)
+      return "the windowed scores are " + std::string(dtype_name(t)) + ", not float32, float16 or bfloat16";
+    m.bias.made = tensor_from(t, {1, G * H, N, M}, std::vector<double>(acc.begin(), acc.end()));
     m.bias.made_from = steps[at[0]].node->outputs[0]->name + "_window_masks";
   }
   return "";
