@@ -62,8 +62,8 @@ inline constexpr SwitchInfo kSwitches[] = {
      "0, all", "convs timed at strict fp32 only"},
     {"FUSEC_CONV_GEMM", SwitchScope::Fusec,
      "0: no 1x1-conv routes (the cuBLASLt GEMM at fp32 NCHW, fusec's pointwise kernels channels-last); force: "
-     "take a route's first candidate untimed wherever it applies",
-     "0, force", "the routes are timed candidates"},
+     "take a route's first candidate untimed wherever it applies; force:N: its candidate N (from 1)",
+     "0, force, force:N", "the routes are timed candidates"},
     {"FUSEC_CONV_IGEMM", SwitchScope::Fusec, "0: no implicit-GEMM conv; N: take its configuration N (from 1) untimed",
      "0, N", "its configurations are timed candidates"},
     {"FUSEC_CONV_DEPTHWISE", SwitchScope::Fusec,

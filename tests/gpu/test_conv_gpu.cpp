@@ -532,6 +532,50 @@ TEST(GpuFusedConv, PointwiseRouteRunsTheWholeEpilogueInOneKernel) {
         }
 }
 
+TEST(GpuFusedConv, NarrowChannelsRunUnpaddedInOneKernel) {
+  FUSEC_REQUIRE_GPU();
+  // 1x1 convs whose Cin or Cout is not a multiple of 16 bytes, which cuDNN pads channels-last on
+  // every call: ShuffleNetV2's 58 and 116 (116 is whole 16-byte groups in fp32, so not narrow at
+  // tf32), odd K (7, 3) against whole and partial 64-channel tiles (Cout 70, 130), rows that leave
+  // both configurations' last tile partial. Each configuration forced (candidates 1 and 2: no
+  // shape here has few enough rows for the few-rows kernel), ReLU, none and an activation cuDNN's
+  // fused call cannot take, bias or none, residual or none, every precision that runs
+  // channels-last.
+  struct Shape {
+    std::vector<int64_t> x, w;
+  };
+  const Shape shapes[] = {{{2, 58, 7, 9}, {58, 58, 1, 1}},
+                          {{3, 24, 5, 5}, {58, 24, 1, 1}},
+                          {{2, 116, 6, 6}, {116, 116, 1, 1}},
+                          {{1, 7, 9, 11}, {70, 7, 1, 1}},
+                          {{2, 3, 8, 8}, {130, 3, 1, 1}}};
+  for (const char* forced : {"force:1", "force:2"}) {
+    ScopedEnv force("FUSEC_CONV_GEMM", forced);
+    for (Precision p : {Precision::FP16, Precision::BF16, Precision::TF32})
+      for (const Shape& sh : shapes)
+        for (const char* act : {"Relu", "", "SiLU"})
+          for (bool residual : {false, true}) {
+            if (p == Precision::TF32 && sh.x[1] % 4 == 0 && sh.w[0] % 4 == 0) continue;  // whole fp32 groups
+            SCOPED_TRACE(std::string(forced) + " " + precision_name(p) + " " + act + (residual ? " + residual" : "") +
+                         " " + std::to_string(sh.x[1]) + "->" + std::to_string(sh.w[0]));
+            auto g = twin_convs(sh.x, sh.w, 0, act, residual);
+            const auto in = twin_inputs(*g);
+            const auto want = cpu::CpuBackend().compile(*g)->run(in);
+            cuda::CudaOptions o;
+            o.precision = p;
+            auto exe = cuda::CudaBackend(o).compile_cuda(*g);
+            for (const char* node : {"biased", "bias_free"})
+              EXPECT_NE(kernel_of(*exe, node).find("fusec narrow-channel 1x1 conv"), std::string::npos)
+                  << kernel_of(*exe, node);
+            expect_outputs(exe->run(in), want, p, "narrow 1x1 conv");
+            const auto n = kernels_per_step(*exe, in);
+            if (n.empty() && env_switch("FUSEC_UNDER_SANITIZER")) continue;
+            EXPECT_EQ(n.count("biased") ? n.at("biased") : 0, 1);
+            EXPECT_EQ(n.count("bias_free") ? n.at("bias_free") : 0, 1);
+          }
+  }
+}
+
 TEST(GpuFusedConv, BiasFreeLaunchesWhatTheBiasedFormLaunches) {
   FUSEC_REQUIRE_GPU();
   // Untimed precisions (the heuristics' choice, the same for both twins), both layouts. ReLU or

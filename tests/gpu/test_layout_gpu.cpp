@@ -377,22 +377,26 @@ TEST(GpuLayout, ABatchNormBetweenConvsNormalizesChannelsLast) {
 
 TEST(GpuLayout, AConcatOfMixedLayoutsFollowsMostOfItsBytes) {
   FUSEC_REQUIRE_GPU();
-  // Concat(conv output channels-last, graph input NCHW): the smaller input changes layout. A conv
-  // whose 12 channels cuDNN would pad channels-last runs NCHW instead, as nothing else needs it
-  // channels-last: no layout change at all.
+  // Concat(conv output channels-last, graph input NCHW): the smaller input changes layout. A 3x3
+  // conv whose 12 channels cuDNN would pad channels-last runs NCHW instead, as nothing else needs
+  // it channels-last: no layout change at all. A 1x1 conv of 12 channels runs unpadded on fusec's
+  // narrow-channel kernel, so it stays channels-last like the 24-channel one.
   struct Case {
     int64_t conv_channels, side_channels;
     int conv_relayouts, side_relayouts;
     bool conv_nhwc;
+    int64_t kernel = 3;
   };
-  for (const Case& k : {Case{24, 8, 0, 1, true}, Case{8, 24, 1, 0, true}, Case{12, 8, 0, 0, false}}) {
-    SCOPED_TRACE("conv " + std::to_string(k.conv_channels) + " channels, side " + std::to_string(k.side_channels));
+  for (const Case& k :
+       {Case{24, 8, 0, 1, true}, Case{8, 24, 1, 0, true}, Case{12, 8, 0, 0, false}, Case{12, 8, 0, 1, true, 1}}) {
+    SCOPED_TRACE("conv " + std::to_string(k.conv_channels) + " channels, " + std::to_string(k.kernel) + "x" +
+                 std::to_string(k.kernel) + ", side " + std::to_string(k.side_channels));
     const int64_t cc = k.conv_channels, ci = k.side_channels;
     GraphBuilder b(18);
     b.graph().opsets["ai.fusec"] = 1;
     Value* x = b.input("x", DType::Float32, {Dim(2), Dim(8), Dim(9), Dim(7)});
     Value* side = b.input("side", DType::Float32, {Dim(2), Dim(ci), Dim(9), Dim(7)});
-    Value* conv = fused_conv(b, "conv", x, 8, cc, 3, "Relu", 90);
+    Value* conv = fused_conv(b, "conv", x, 8, cc, k.kernel, "Relu", 90);
     Value* cat = b.node("Concat", {conv, side}, {attr("axis", int64_t{1})}, "concat");
     b.output(b.node("Conv", {cat, weight(b, "head.w", {5, cc + ci, 1, 1}, 91)}, {}, "head"));
     auto g = b.build();

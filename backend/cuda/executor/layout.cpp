@@ -12,6 +12,7 @@
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/executor/executable.h"
 #include "backend/cuda/executor/layout_rule.h"
+#include "backend/cuda/ops/conv/conv_pointwise_route.h"
 #include "backend/cuda/ops/movement/movement.cuh"
 #include "ir/error.h"
 #include "ir/switches.h"
@@ -78,6 +79,12 @@ bool Impl::conv_pads_channels(const Node& n, const Slot& x) {
   const int64_t group = n.attr_int("group", 1), cin = x.dims[1];
   const int64_t cout = static_dims(*n.outputs[0]->type.shape)[1];
   if (group < 1 || (group > 1 && group == cin)) return false;  // depthwise: fusec's own kernels, any width
+  // A 1x1 conv of such widths runs on fusec's narrow-channel kernel, unpadded.
+  if (n.inputs.size() > 1 && n.inputs[1] && n.inputs[1]->type.shape && is_static(*n.inputs[1]->type.shape) &&
+      pointwise_route_planned() &&
+      pointwise_narrow_applies(static_dims(*n.inputs[1]->type.shape), group, n.attr_ints("strides"),
+                               n.attr_ints("pads"), x.dtype))
+    return false;
   const int64_t v = 16 / static_cast<int64_t>(dtype_size(x.dtype));
   return (cin / group) % v != 0 || (cout / group) % v != 0;
 }

@@ -136,9 +136,17 @@ std::unique_ptr<ConvRoute> plan_conv_gemm_route(const PlanContext& c, const Wind
   return nullptr;
 }
 
-bool conv_gemm_forced() {
+int conv_gemm_forced_candidate() {
   const char* e = env_switch("FUSEC_CONV_GEMM");
-  return e && std::string(e) == "force";
+  if (!e) return -1;
+  const std::string v(e);
+  if (v == "force") return 0;
+  if (v.rfind("force:", 0) != 0) return -1;
+  char* end = nullptr;
+  const long n = std::strtol(v.c_str() + 6, &end, 10);
+  return end && *end == '\0' && n >= 1 && n <= 1024 ? static_cast<int>(n - 1) : -1;
 }
+
+bool conv_gemm_forced() { return conv_gemm_forced_candidate() >= 0; }
 
 }  // namespace fusec::cuda

@@ -79,7 +79,10 @@ class Conv1x1Gemm : public ConvRoute {
 std::unique_ptr<ConvRoute> plan_conv_gemm_route(const PlanContext& c, const WindowGeometry& g, int group,
                                                 const ConvEpilogue& ep);
 
-/// FUSEC_CONV_GEMM=force (tests, A/B runs): the route is taken untimed wherever it applies.
+/// FUSEC_CONV_GEMM=force or force:N (tests, A/B runs): the route is taken untimed wherever it
+/// applies, its first candidate or its candidate N (from 1).
 bool conv_gemm_forced();
+/// The candidate FUSEC_CONV_GEMM forces (0 for "force", N - 1 for "force:N"), or -1.
+int conv_gemm_forced_candidate();
 
 }  // namespace fusec::cuda

@@ -72,10 +72,9 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
       (asymmetric || conv_depthwise_forced() >= 0 || (conv_tuning_on(true) && TuningCache::global().enabled())))
     dw_route_ = plan_conv_depthwise_route(c, g, group, ep_, nhwc);
   // The channels-last 1x1 conv on fusec's own kernels with the whole epilogue inside (the wgmma
-  // GEMM where cuDNN would need the epilogue pass, a few-rows kernel for squeeze-excite layers):
-  // timed against cuDNN's choice at every precision.
-  if (!transpose && nhwc && !asymmetric &&
-      (conv_gemm_forced() || (conv_tuning_on(true) && TuningCache::global().enabled())))
+  // GEMM where cuDNN would need the epilogue pass, a few-rows kernel for squeeze-excite layers, the
+  // narrow-channel kernel where cuDNN pads): timed against cuDNN's choice at every precision.
+  if (!transpose && nhwc && !asymmetric && pointwise_route_planned())
     gemm_route_ = plan_conv_pointwise_route(c, g, group, ep_);
   if (asymmetric) {
     if (dw_route_) return plan_depthwise_only();
@@ -172,7 +171,8 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
   bool tuned = false;
   if (gemm_route_ && conv_gemm_forced()) {  // tests and A/B runs: the GEMM route without timing
     FwdChoice ch = cudnn_.choice();
-    ch.gemm = 0;
+    const int forced = conv_gemm_forced_candidate();
+    ch.gemm = forced < gemm_route_->candidates() ? forced : 0;
     tuned = apply(ch);
   }
   if (!tuned && igemm_route_ && conv_igemm_forced() >= 0) {  // tests: one implicit-GEMM configuration, untimed

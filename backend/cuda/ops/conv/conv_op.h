@@ -28,10 +28,11 @@ class ConvOp : public CudaOp {
   bool reads_input(size_t i) const override;
   std::string device_decision() const override { return decision_; }
 
- private:
   /// Whether the tuner times this conv: FUSEC_CONV_TUNE=0 never, =all at every precision, else
-  /// where `timed` (strict fp32, or a depthwise conv with its own route).
+  /// where `timed` (strict fp32, or a conv with a route of fusec's own).
   static bool conv_tuning_on(bool timed);
+
+ private:
   /// Bias, residual and activation from the node into ep_; false (with why) where they do not fit.
   bool plan_epilogue(const PlanContext& c, bool nhwc, std::string* why);
   /// The depthwise route alone, untimed (a conv cuDNN cannot take: asymmetric pads).

@@ -52,8 +52,8 @@ const char* depthwise_refusal(const DepthwiseShape& s, DType dtype);
 /// the tiled kernel's (a window 3, 5 or 7 wide, stride 1 or 2, no dilation along W, M = 1, c·m a
 /// multiple of the vector), each a vector width, a number of output pixels per thread and a block
 /// size; then the shared-memory kernel's (a window 3, 5 or 7 wide and at most 7 high, stride 1, no
-/// dilation, M = 1, c·m a multiple of 32), each an output patch 8, 14 or 16 wide. Their numbering
-/// is stable within a build of fusec.
+/// dilation, M = 1, c·m a multiple of 32), each an output patch 8, 14 or 16 wide; then the tiled
+/// kernel's on channel pairs (2-byte storage). Their numbering is stable within a build of fusec.
 int depthwise_config_count();
 const char* depthwise_config_name(int config);
 /// Whether `config` takes the shape (the launch also wants 16-byte aligned tensors).
