@@ -38,6 +38,15 @@
 // The same for three Slices of T along its last axis, back to back from 0 to its end (torch's
 // nn.MultiheadAttention once compose_movement has composed its head split).
 //
+// Third form, the head split of packed QKV that timm-style blocks write (Swin's windows, timm's ViT):
+// T [B, S, 3·H·D] -> Reshape [B, S, 3, H, D] -> Transpose(2, 0, 3, 1, 4) -> Gather(0 | 1 | 2, axis 0)
+// gives Q, K and V [B, H, S, D] of a 4-D Attention. Gather i of that Transpose is T's column block i
+// with its heads moved ahead of the tokens, which is what packed QKV's strided views read: the
+// Attention becomes ai.fusec Attention(T, "", "" [, mask]) with H heads, and its 4-D output
+// Y [B, H, S, D] the Transpose(0, 2, 1, 3) of its packed output [B, S, H·D] viewed [B, S, H, D]. The
+// head merge after it (Transpose(0, 2, 1, 3) -> Reshape [B, S, H·D]) then composes away with that
+// (compose_movement), so the QKV copy, the three Gathers and the head merge's copy all go.
+//
 // Under --portable nothing changes (ONNX Attention has no packed form); a near-miss says so. Runs
 // after fuse_matmul_bias, so that the projections are whole FusedMatMuls by then.
 #include "passes/merge_qkv.h"
@@ -148,6 +157,45 @@ struct Source {
   /// The packed tensor a Split or the Slices read, else nullptr.
   Value* packed() const { return split ? split->input(0) : slices[0] ? slices[0]->input(0) : nullptr; }
 };
+
+/// The third form: Q, K and V as Gather(i, axis 0) of Transpose(2, 0, 3, 1, 4) of Reshape(T) to
+/// [B, S, 3, H, D], T 3-D [B, S, 3·H·D].
+struct HeadSplit {
+  std::array<Node*, 3> gathers{};
+  Node *transpose = nullptr, *reshape = nullptr;
+  Value* packed = nullptr;
+  int64_t heads = 0, head_size = 0, tokens = 0;
+};
+
+/// Q, K and V of a 4-D attention in the third form, each Gather read by the attention alone; else
+/// nullopt.
+std::optional<HeadSplit> head_split_of(const std::array<Value*, 3>& qkv) {
+  HeadSplit h;
+  for (size_t i = 0; i < 3; ++i) {
+    Node* n = qkv[i] ? qkv[i]->producer : nullptr;
+    if (!is_op(n, "Gather") || !has_single_use(qkv[i]) || n->attr_int("axis", 0) != 0) return std::nullopt;
+    const Tensor* idx = constant_of(n->input(1));
+    if (!idx || !idx->dims().empty() || idx->as_double(0) != static_cast<double>(i)) return std::nullopt;
+    if (h.transpose && n->input(0) != h.transpose->outputs[0]) return std::nullopt;
+    h.gathers[i] = n;
+    h.transpose = n->input(0) ? n->input(0)->producer : nullptr;
+    if (!is_op(h.transpose, "Transpose") || h.transpose->attr_ints("perm") != std::vector<int64_t>{2, 0, 3, 1, 4})
+      return std::nullopt;
+  }
+  h.reshape = h.transpose->input(0) ? h.transpose->input(0)->producer : nullptr;
+  if (!is_op(h.reshape, "Reshape")) return std::nullopt;
+  h.packed = h.reshape->input(0);
+  const Shape *ts = known_rank(h.packed), *rs = known_rank(h.reshape->outputs[0]);
+  if (!ts || !rs || ts->size() != 3 || rs->size() != 5 || !same_dim((*ts)[0], (*rs)[0]) ||
+      !same_dim((*ts)[1], (*rs)[1]))
+    return std::nullopt;
+  const Dim &n = (*ts)[2], &three = (*rs)[2], &heads = (*rs)[3], &d = (*rs)[4], &tokens = (*rs)[1];
+  if (!n.is_static() || !three.is_static() || three.value != 3 || !heads.is_static() || !d.is_static() ||
+      !tokens.is_static() || 3 * heads.value * d.value != n.value)
+    return std::nullopt;
+  h.heads = heads.value, h.head_size = d.value, h.tokens = tokens.value;
+  return h;
+}
 
 /// Q, K and V as Slices (step 1) of one 3-D T along its last axis covering [0, a), [a, b), [b, end),
 /// each read by the attention alone; else nullopt.
@@ -430,8 +478,94 @@ Node* merge_projections(Rewriter& r, Node* attn, const Source& src, std::string*
   return packed_attention(r, attn, in, {});
 }
 
+/// The third form (HeadSplit) -> ai.fusec Attention over T, its 4-D output rebuilt as a view of the
+/// packed one; false (with a near-miss where the form is there) when it does not apply.
+bool try_head_split(Rewriter& r, Node* attn, const HeadSplit& h) {
+  Graph& g = r.graph();
+  const std::string what = describe(h.gathers[0]) + " + " + describe(h.gathers[1]) + " + " + describe(h.gathers[2]) +
+                           " of " + describe(h.transpose) + " -> " + describe(attn) + " not packed";
+  const Value* q = attn->input(kQ);
+  const DType t = q->type.dtype;
+  if (!attention_type(t))
+    return r.near_miss(
+        what, std::string("its type is ") + dtype_name(t) + " (ai.fusec Attention: float32, float16, bfloat16)");
+  if (standard_domain(attn)) {
+    // beyond_fusec_subset's mask check is for a 3-D Q: here the mask must cover the S keys.
+    for (size_t i = 4; i < attn->inputs.size(); ++i)
+      if (attn->input(i)) return r.near_miss(what, describe(attn) + " reads inputs ai.fusec Attention does not have");
+    for (size_t i = 1; i < attn->outputs.size(); ++i)
+      if (attn->outputs[i])
+        return r.near_miss(what, describe(attn) + " writes outputs ai.fusec Attention does not have");
+    if (attn->attr_float("softcap", 0) != 0 || attn->attr_int("left_window_size", -1) != -1 ||
+        attn->attr_int("right_window_size", -1) != -1 ||
+        (attn->has_attr("softmax_precision") && attn->attr_int("softmax_precision", 1) != 1) ||
+        (attn->has_attr("scale") && attn->attr_float("scale", 1) == 0))
+      return r.near_miss(what, describe(attn) + " uses ONNX Attention features ai.fusec Attention does not have");
+  }
+  if (const Value* m = attn->input(kMask)) {
+    const Shape* ms = known_rank(m);
+    if (!ms || ms->empty() || !ms->back().is_static() || ms->back().value != h.tokens)
+      return r.near_miss(what, "its attn_mask '" + m->name + "' is not known to be exactly as wide as the keys");
+  }
+  if (r.opts().portable)
+    return r.near_miss(what, "packing Q, K and V needs ai.fusec Attention (--portable writes standard ops only)");
+  const Shape* ys = known_rank(attn->outputs[0]);
+  if (!ys || ys->size() != 4) return r.near_miss(what, "the attention's output is not known to be 4-D");
+
+  const std::string name = attn->name;
+  const bool was_standard = standard_domain(attn);
+  std::string summary = what.substr(0, what.size() - std::string(" not packed").size());
+  std::vector<std::string> replaced;
+  for (Node* n : h.gathers) replaced.push_back(n->name);
+  // The Gathers lose their reader, then go; the Transpose and the Reshape too where nothing else
+  // reads them.
+  for (size_t i : {kQ, kK, kV}) g.set_input(attn, i, nullptr);
+  std::vector<Node*> gone_nodes(h.gathers.begin(), h.gathers.end());
+  if (use_count(h.transpose->outputs[0]) == 3 && !h.transpose->outputs[0]->is_graph_output) {
+    gone_nodes.push_back(h.transpose);
+    replaced.push_back(h.transpose->name);
+    if (has_single_use(h.reshape->outputs[0]) && !h.reshape->outputs[0]->is_graph_output) {
+      gone_nodes.push_back(h.reshape);
+      replaced.push_back(h.reshape->name);
+    }
+  }
+  Replaced gone = r.remove(gone_nodes);
+
+  std::vector<NamedAttribute> attrs;
+  for (const auto& a : attn->attrs)
+    if (a.name == "scale" || a.name == "is_causal") attrs.push_back(a);
+  std::vector<Value*> ins = {h.packed, nullptr, nullptr};
+  if (Value* m = attn->input(kMask)) ins.push_back(m);
+  Value* y4 = attn->outputs[0];
+  std::vector<std::string> origins = r.remove({attn}).origins;
+  origins.insert(origins.end(), gone.origins.begin(), gone.origins.end());
+  const DType yt = y4->type.dtype;
+  const Shape& tshape = *h.packed->type.shape;
+  Value* y3 = g.add_value(name + ".heads_packed");
+  y3->type.dtype = yt;
+  y3->type.shape = Shape{tshape[0], tshape[1], Dim(h.heads * h.head_size)};
+  Node* fused = r.add("Attention", ins, {y3}, name, "ai.fusec", std::move(origins));
+  fused->attrs = std::move(attrs);
+  fused->set_attr("q_num_heads", h.heads);
+  fused->set_attr("kv_num_heads", h.heads);
+  // Y [B, H, S, D] = Transpose(0, 2, 1, 3) of the packed output viewed [B, S, H, D] (0: B as it is).
+  Value* shape =
+      g.add_initializer(name + ".heads_view_shape", Tensor::from_int64({0, h.tokens, h.heads, h.head_size}, {4}));
+  Value* view = g.add_value(name + ".heads_view");
+  view->type.dtype = yt;
+  view->type.shape = Shape{tshape[0], tshape[1], Dim(h.heads), Dim(h.head_size)};
+  r.add("Reshape", {y3, shape}, {view}, name + ".heads_view", "", {});
+  Node* back = r.add("Transpose", {view}, {y4}, name + ".heads_merge", "", {});
+  back->set_attr("perm", std::vector<int64_t>{0, 2, 1, 3});
+  summary += " -> ai.fusec." + describe(fused) + " (packed QKV, " + std::to_string(h.heads) + " heads" +
+             (was_standard ? ", was ONNX Attention" : "") + ") + " + describe(back);
+  r.rewrote(summary, std::move(replaced), name);
+  return true;
+}
+
 bool try_attention(Rewriter& r, Node* attn) {
   if (!attn->input(kQ) || !attn->input(kK) || !attn->input(kV)) return false;  // packed already
+  if (auto h = head_split_of({attn->input(kQ), attn->input(kK), attn->input(kV)})) return try_head_split(r, attn, *h);
   const Source src = source_of(attn);
   if (!src.found) {
     // A 4-D attention whose operands trace back (head split, RoPE) to three projections of one X.

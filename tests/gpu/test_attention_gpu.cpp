@@ -156,6 +156,12 @@ TEST(GpuAttention, PackedQkv) {
   gqa.kv_heads = 2;
   gqa.causal = true;
   all_precisions(gqa, 16);
+  Case swin;  // Swin-T's windows after merge_qkv's head split: 49 tokens, 3 heads of 32, a per-head bias
+  swin.packed = true;
+  swin.q = {6, 49, 3 * 3 * 32};
+  swin.q_heads = swin.kv_heads = 3;
+  swin.mask = {1, 3, 49, 49};
+  all_precisions(swin, 18);
 }
 
 TEST(GpuAttention, FourDimensionalOddLengths) {

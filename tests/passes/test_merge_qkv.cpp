@@ -349,6 +349,94 @@ TEST(MergeQkv, SlicesOfPackedQkvGo) {
   }
 }
 
+namespace {
+
+/// The head split timm-style blocks write (Swin's windows): T [2, 5, 48] -> Reshape [B, 5, 3, 4, 4]
+/// (B as -1 or 2) -> Transpose(2, 0, 3, 1, 4) -> Gather(i, axis 0) with `order` as Q's, K's and V's
+/// i -> Attention (4-D, a constant per-head bias of `mask_dims`) -> its head merge,
+/// Transpose(0, 2, 1, 3) -> Reshape [2, 5, 16]; or with `output_4d`, the 4-D output itself.
+std::unique_ptr<Graph> head_split(bool minus_one, std::array<int64_t, 3> order = {0, 1, 2},
+                                  std::vector<int64_t> mask_dims = {1, 4, 5, 5}, bool output_4d = false) {
+  GraphBuilder b(17);
+  Value* t = b.input("t", DType::Float32, {2, 5, 48});
+  Value* r = b.node("Reshape", {t, b.initializer("split_shape", int64s({minus_one ? -1 : 2, 5, 3, 4, 4}, {5}))}, {},
+                    "split_heads");
+  Value* tr = b.node("Transpose", {r}, {attr("perm", std::vector<int64_t>{2, 0, 3, 1, 4})}, "permute");
+  std::vector<Value*> qkv;
+  for (int i = 0; i < 3; ++i)
+    qkv.push_back(b.node("Gather", {tr, b.initializer("i" + std::to_string(i), int64s({order[i]}, {}))},
+                         {attr("axis", int64_t{0})}, "select" + std::to_string(i)));
+  qkv.push_back(b.initializer("bias", uniform_floats(mask_dims, 5)));
+  Value* y = b.node_n("Attention", qkv, 1, {attr("scale", 0.4f)}, "attn", "ai.fusec")[0];
+  if (output_4d) {
+    b.output(y);
+  } else {
+    Value* m = b.node("Transpose", {y}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "merge");
+    b.output(b.node("Reshape", {m, b.initializer("merged_shape", int64s({-1, 5, 16}, {3}))}, {}, "merged"));
+  }
+  auto g = b.build();
+  infer_shapes(*g);
+  return g;
+}
+
+}  // namespace
+
+TEST(MergeQkv, HeadSplitOfPackedQkvBecomesPackedAttention) {
+  // Q, K and V are Gathers 0, 1, 2 of the head-split Transpose of T: the Attention reads T packed
+  // with 4 heads, the Gathers, the Transpose and the Reshape go, and its 4-D output is the packed
+  // output viewed [B, S, H, D] and transposed back. Whether the split's batch is -1 or given, and
+  // whether the 4-D output is a graph output or read by a head merge.
+  for (bool minus_one : {true, false})
+    for (bool output_4d : {false, true}) {
+      SCOPED_TRACE(std::string(minus_one ? "B -1" : "B 2") + (output_4d ? ", 4-D output" : ", head merge"));
+      Outcome o = run_one_pass<MergeQkvPass>(head_split(minus_one, {0, 1, 2}, {1, 4, 5, 5}, output_4d));
+      EXPECT_TRUE(o.changed);
+      EXPECT_TRUE(o.ctx.near_misses.empty());
+      EXPECT_EQ(count(*o.optimized, "Gather", ""), 0);
+      const Node* a = find_named(*o.optimized, "attn");
+      ASSERT_TRUE(a);
+      EXPECT_EQ(a->input(0)->name, "t");
+      EXPECT_FALSE(a->input(1));
+      EXPECT_FALSE(a->input(2));
+      EXPECT_EQ(a->input(3)->name, "bias");
+      EXPECT_EQ(a->attr_int("q_num_heads", 0), 4);
+      EXPECT_EQ(a->attr_int("kv_num_heads", 0), 4);
+      EXPECT_FLOAT_EQ(a->attr_float("scale", 0), 0.4f);
+      EXPECT_EQ(o.ctx.rewrites[0].replaced,
+                (std::vector<std::string>{"select0", "select1", "select2", "permute", "split_heads"}));
+      // The attention, its view and transpose back, and the head merge's two when there is one.
+      EXPECT_EQ(o.optimized->nodes().size(), output_4d ? 3u : 5u);
+      expect_same_numbers(o);
+    }
+}
+
+TEST(MergeQkv, HeadSplitMergeComposesAwayInThePipeline) {
+  // In the pipeline the view and transpose back meet the block's own head merge and compose away:
+  // the packed attention's output is the block's [B, S, H·D].
+  auto g = head_split(true);
+  auto original = g->clone();
+  optimize_graph(*g, PipelineOptions{});
+  ASSERT_EQ(g->nodes().size(), 1u) << g->nodes().size();
+  EXPECT_EQ(g->nodes()[0]->op_type, "Attention");
+  VerifyResult v = verify_equivalence(*original, *g, 2, 7, {1e-5, 1e-6});
+  EXPECT_TRUE(v.ok);
+}
+
+TEST(MergeQkv, HeadSplitOutOfOrderOrMaskNarrowerThanTheKeys) {
+  // Gathers in another order are not Q, K and V of packed QKV: silent. A mask narrower than the
+  // keys (broadcast along them) is a near-miss.
+  Outcome swapped = run_one_pass<MergeQkvPass>(head_split(true, {1, 0, 2}));
+  EXPECT_FALSE(swapped.changed);
+  EXPECT_TRUE(swapped.ctx.near_misses.empty());
+  Outcome narrow = run_one_pass<MergeQkvPass>(head_split(true, {0, 1, 2}, {1, 4, 5, 1}));
+  EXPECT_FALSE(narrow.changed);
+  ASSERT_EQ(narrow.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(narrow.ctx.near_misses[0].what,
+            "Gather 'select0' + Gather 'select1' + Gather 'select2' of Transpose 'permute' -> Attention 'attn' not "
+            "packed");
+  EXPECT_EQ(narrow.ctx.near_misses[0].reason, "its attn_mask 'bias' is not known to be exactly as wide as the keys");
+}
+
 TEST(MergeQkv, RotatedSlicesOfAFusedProjectionGoToo) {
   // Phi-3: qkv_proj writes [Q 4 heads | K 2 | V 2] of 4 per token; Q and K are rotated per head
   // after their Slices. One Rotary over the whole projection (rotated = 24) stands for both.
