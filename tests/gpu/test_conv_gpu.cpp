@@ -486,6 +486,27 @@ TEST(GpuFusedConv, BiasFreeOnEveryRoute) {
     }
 }
 
+/// twin_convs(x, w, 0, act, residual) at precision p: both twins run on the kernel named
+/// `kernel`, match the CPU reference, and launch one kernel each. Under compute-sanitizer CUPTI
+/// records nothing at all (the sanitizer holds its callbacks), so there the count is left to a
+/// plain run.
+void expect_one_route_kernel(const std::vector<int64_t>& x, const std::vector<int64_t>& w, const char* act,
+                             bool residual, Precision p, const std::string& kernel) {
+  auto g = twin_convs(x, w, 0, act, residual);
+  const auto in = twin_inputs(*g);
+  const auto want = cpu::CpuBackend().compile(*g)->run(in);
+  cuda::CudaOptions o;
+  o.precision = p;
+  auto exe = cuda::CudaBackend(o).compile_cuda(*g);
+  for (const char* node : {"biased", "bias_free"})
+    EXPECT_NE(kernel_of(*exe, node).find(kernel), std::string::npos) << kernel_of(*exe, node);
+  expect_outputs(exe->run(in), want, p, kernel);
+  const auto n = kernels_per_step(*exe, in);
+  if (n.empty() && env_switch("FUSEC_UNDER_SANITIZER")) return;
+  EXPECT_EQ(n.count("biased") ? n.at("biased") : 0, 1);
+  EXPECT_EQ(n.count("bias_free") ? n.at("bias_free") : 0, 1);
+}
+
 TEST(GpuFusedConv, PointwiseRouteRunsTheWholeEpilogueInOneKernel) {
   FUSEC_REQUIRE_GPU();
   int device = 0;
@@ -512,23 +533,8 @@ TEST(GpuFusedConv, PointwiseRouteRunsTheWholeEpilogueInOneKernel) {
           if (!few && (!wgmma || p == Precision::TF32)) continue;  // the wgmma GEMM: fp16/bf16 on Hopper
           SCOPED_TRACE(std::string(precision_name(p)) + " " + act + (residual ? " + residual" : "") + " x " +
                        std::to_string(sh.x[1]) + "->" + std::to_string(sh.w[0]));
-          auto g = twin_convs(sh.x, sh.w, 0, act, residual);
-          const auto in = twin_inputs(*g);
-          const auto want = cpu::CpuBackend().compile(*g)->run(in);
-          cuda::CudaOptions o;
-          o.precision = p;
-          auto exe = cuda::CudaBackend(o).compile_cuda(*g);
-          for (const char* node : {"biased", "bias_free"})
-            EXPECT_NE(kernel_of(*exe, node).find(few ? "fusec few-rows 1x1 conv" : "fusec wgmma GEMM 1x1 conv"),
-                      std::string::npos)
-                << kernel_of(*exe, node);
-          expect_outputs(exe->run(in), want, p, "1x1 route");
-          // One kernel per conv. Under compute-sanitizer CUPTI records nothing at all (the sanitizer
-          // holds its callbacks), so there the count is left to a plain run.
-          const auto n = kernels_per_step(*exe, in);
-          if (n.empty() && env_switch("FUSEC_UNDER_SANITIZER")) continue;
-          EXPECT_EQ(n.count("biased") ? n.at("biased") : 0, 1);
-          EXPECT_EQ(n.count("bias_free") ? n.at("bias_free") : 0, 1);
+          expect_one_route_kernel(sh.x, sh.w, act, residual, p,
+                                  few ? "fusec few-rows 1x1 conv" : "fusec wgmma GEMM 1x1 conv");
         }
 }
 
@@ -558,20 +564,7 @@ TEST(GpuFusedConv, NarrowChannelsRunUnpaddedInOneKernel) {
             if (p == Precision::TF32 && sh.x[1] % 4 == 0 && sh.w[0] % 4 == 0) continue;  // whole fp32 groups
             SCOPED_TRACE(std::string(forced) + " " + precision_name(p) + " " + act + (residual ? " + residual" : "") +
                          " " + std::to_string(sh.x[1]) + "->" + std::to_string(sh.w[0]));
-            auto g = twin_convs(sh.x, sh.w, 0, act, residual);
-            const auto in = twin_inputs(*g);
-            const auto want = cpu::CpuBackend().compile(*g)->run(in);
-            cuda::CudaOptions o;
-            o.precision = p;
-            auto exe = cuda::CudaBackend(o).compile_cuda(*g);
-            for (const char* node : {"biased", "bias_free"})
-              EXPECT_NE(kernel_of(*exe, node).find("fusec narrow-channel 1x1 conv"), std::string::npos)
-                  << kernel_of(*exe, node);
-            expect_outputs(exe->run(in), want, p, "narrow 1x1 conv");
-            const auto n = kernels_per_step(*exe, in);
-            if (n.empty() && env_switch("FUSEC_UNDER_SANITIZER")) continue;
-            EXPECT_EQ(n.count("biased") ? n.at("biased") : 0, 1);
-            EXPECT_EQ(n.count("bias_free") ? n.at("bias_free") : 0, 1);
+            expect_one_route_kernel(sh.x, sh.w, act, residual, p, "fusec narrow-channel 1x1 conv");
           }
   }
 }

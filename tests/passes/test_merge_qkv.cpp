@@ -1,5 +1,6 @@
 // merge_qkv: the Q, K and V projections of a 3-D attention -> one GEMM writing packed QKV that
-// ai.fusec Attention reads with K and V omitted; GPT-2's Split of packed QKV -> gone. Positive
+// ai.fusec Attention reads with K and V omitted; GPT-2's Split of packed QKV -> gone; a 4-D
+// attention over the head split of packed QKV (Swin's windows) -> packed. Positive
 // cases (BERT-like, GQA, each projection form, ONNX Attention, the Split) check the graph and the
 // numbers on the CPU reference; each guard leaves the graph alone with its reason.
 #include "passes/merge_qkv.h"

@@ -375,7 +375,7 @@ constexpr Config kConfigs[] = {
     {"smem 16x16", 0, 0, 0, 16, 16},
     {"smem 14x14", 0, 0, 0, 14, 14},
     // Channel pairs, 2-byte storage only: ShuffleNetV2's 58 and 116 channels, which no 8-byte
-    // vector divides, ran on the generic kernel at a third of these configurations' speed.
+    // vector divides, would otherwise take the generic kernel, one channel group per thread.
     {"v4 p4 b256", 4, 4, 256},
     {"v4 p8 b256", 4, 8, 256},
 };

@@ -3,32 +3,23 @@
 //
 //   Y[m, n] = act(Σ_k X[m, k] · W[n, k] + b[n] + Z[m, n]),   X: [rows, Cin], W: [Cout, Cin]
 //
-// cuDNN runs such a conv channels-last by padding the channels on every call: ten kernels
-// (padding, a filter transform, memsets, the conv, the unpadding), 15-40 µs for a conv of a few
-// microseconds' work. Rows whose pitch is not 16 bytes rule out the tensor-core tile loads, and
-// these convs are small (Cin·Cout of a few thousand to tens of thousands), so a plain fp32 tile
-// product does it in one kernel: each block stages a [BM rows x 16] slice of X and a [64 x 16]
-// slice of W in shared memory with element loads, and each thread accumulates a 4x4 block of Y.
+// cuDNN runs such a conv channels-last by padding the channels on every call: about ten kernels
+// (padding, a filter transform, memsets, the conv, the unpadding) for a conv of a few
+// microseconds' work (docs/benchmarks.md has the profile). Rows whose pitch is not 16 bytes rule out the tensor-core
+// tile loads, and these convs are small (Cin·Cout of a few thousand to tens of thousands), so a plain fp32 tile product
+// does it in one kernel: each block stages a [BM rows x 16] slice of X and a [64 x 16] slice of W in shared memory with
+// element loads, and each thread accumulates a 4x4 block of Y.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "backend/cuda/ops/elementwise/epilogue.cuh"
-#include "ir/dtype.h"
+#include "backend/cuda/ops/conv/pointwise_rows.cuh"
 
 namespace fusec::cuda {
 
-struct PointwiseNarrowArgs {
-  DType dtype = DType::Undefined;  // float32, float16 or bfloat16: every tensor
-  int64_t rows = 0, cin = 0, cout = 0;
-  const void* x = nullptr;     // [rows, cin]
-  const void* w = nullptr;     // [cout, cin]
-  const void* bias = nullptr;  // [cout] or null
-  const void* z = nullptr;     // [rows, cout] or null
-  void* y = nullptr;           // [rows, cout]
-  ActParams act;
-};
+/// The few-rows kernel's operands (pointwise_rows.cuh): the same product and epilogue.
+using PointwiseNarrowArgs = PointwiseRowsArgs;
 
 /// The rows a block takes, one per configuration: 64 for many rows, 32 to fill the SMs when there
 /// are few (ShuffleNetV2's 14x14 stage at batch 16 is 3136 rows: 49 blocks of 64 per 64 channels).
