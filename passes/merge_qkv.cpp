@@ -302,8 +302,9 @@ std::optional<Projection> traced_projection(Value* v) {
   return std::nullopt;
 }
 
-/// Standard ONNX Attention features ai.fusec Attention lacks, as a reason, or "".
-std::string beyond_fusec_subset(const Node* a) {
+/// Standard ONNX Attention features ai.fusec Attention lacks, the mask's width aside, as a reason,
+/// or "".
+std::string features_beyond_fusec(const Node* a) {
   const char* extra_in[] = {"past_key", "past_value", "nonpad_kv_seqlen"};
   for (size_t i = 4; i < 7; ++i)
     if (a->input(i)) return std::string("it reads ") + extra_in[i - 4] + ", which ai.fusec Attention does not have";
@@ -318,6 +319,12 @@ std::string beyond_fusec_subset(const Node* a) {
     return "its softmax_precision is not float (ai.fusec Attention computes the softmax in float32)";
   if (a->has_attr("scale") && a->attr_float("scale", 1) == 0)
     return "its scale is 0, which ai.fusec Attention reads as the default 1/√D";
+  return "";
+}
+
+/// features_beyond_fusec, and a mask narrower than the keys of a 3-D Q, as a reason, or "".
+std::string beyond_fusec_subset(const Node* a) {
+  if (std::string why = features_beyond_fusec(a); !why.empty()) return why;
   if (const Value* m = a->input(kMask)) {
     const Shape* ms = known_rank(m);
     const Shape* qs = known_rank(a->input(kQ));
@@ -489,19 +496,9 @@ bool try_head_split(Rewriter& r, Node* attn, const HeadSplit& h) {
   if (!attention_type(t))
     return r.near_miss(
         what, std::string("its type is ") + dtype_name(t) + " (ai.fusec Attention: float32, float16, bfloat16)");
-  if (standard_domain(attn)) {
-    // beyond_fusec_subset's mask check is for a 3-D Q: here the mask must cover the S keys.
-    for (size_t i = 4; i < attn->inputs.size(); ++i)
-      if (attn->input(i)) return r.near_miss(what, describe(attn) + " reads inputs ai.fusec Attention does not have");
-    for (size_t i = 1; i < attn->outputs.size(); ++i)
-      if (attn->outputs[i])
-        return r.near_miss(what, describe(attn) + " writes outputs ai.fusec Attention does not have");
-    if (attn->attr_float("softcap", 0) != 0 || attn->attr_int("left_window_size", -1) != -1 ||
-        attn->attr_int("right_window_size", -1) != -1 ||
-        (attn->has_attr("softmax_precision") && attn->attr_int("softmax_precision", 1) != 1) ||
-        (attn->has_attr("scale") && attn->attr_float("scale", 1) == 0))
-      return r.near_miss(what, describe(attn) + " uses ONNX Attention features ai.fusec Attention does not have");
-  }
+  // The mask's width is checked below, against the S keys (beyond_fusec_subset's is for a 3-D Q).
+  if (standard_domain(attn))
+    if (std::string why = features_beyond_fusec(attn); !why.empty()) return r.near_miss(what, describe(attn) + ": " + why);
   if (const Value* m = attn->input(kMask)) {
     const Shape* ms = known_rank(m);
     if (!ms || ms->empty() || !ms->back().is_static() || ms->back().value != h.tokens)
