@@ -12,6 +12,7 @@
 #include "passes/fuse_attention.h"
 #include "passes/fuse_conv_activation.h"
 #include "passes/fuse_elementwise.h"
+#include "passes/fuse_gated_matmul.h"
 #include "passes/fuse_layernorm_gelu.h"
 #include "passes/fuse_matmul_bias.h"
 #include "passes/fuse_rotary.h"
@@ -76,6 +77,9 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // (the Attention exists) and right after fuse_matmul_bias (each projection is one FusedMatMul
   // whose bias is a constant operand, so three of them concatenate into one).
   p.push_back(std::make_unique<MergeQkvPass>());
+  // The gated MLP's projections and gating -> GatedMatMul: after fuse_matmul_bias (a projection's
+  // bias and a GELU gate are inside its FusedMatMul), before fuse_elementwise takes the gating.
+  p.push_back(std::make_unique<FuseGatedMatMulPass>());
   // Last: mops up the elementwise chains the specific fusions left, one kernel per region.
   p.push_back(std::make_unique<FuseElementwisePass>());
   return p;

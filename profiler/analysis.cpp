@@ -24,9 +24,9 @@ const char* record_kind_name(RecordKind k) {
 }
 
 bool tensor_core_op(const std::string& op) {
-  static const char* const kOps[] = {
-      "MatMul",        "Gemm",        "Conv",        "ConvTranspose", "FusedConv", "FusedMatMul",       "MatMulInteger",
-      "QLinearMatMul", "QLinearConv", "ConvInteger", "Einsum",        "Attention", "MultiHeadAttention"};
+  static const char* const kOps[] = {"MatMul",      "Gemm",        "Conv",          "ConvTranspose",     "FusedConv",
+                                     "FusedMatMul", "GatedMatMul", "MatMulInteger", "QLinearMatMul",     "QLinearConv",
+                                     "ConvInteger", "Einsum",      "Attention",     "MultiHeadAttention"};
   for (const char* o : kOps)
     if (op == o) return true;
   return false;

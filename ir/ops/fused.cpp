@@ -161,6 +161,42 @@ void register_fused_schemas(OpRegistry& r) {
       })
       .set_doc("Y = act(MatMul(A, B) + bias + Z)");
 
+  // The gated MLP of Llama, Mistral, Qwen, Gemma and T5 v1.1 (SwiGLU, GeGLU): both projections of
+  // one input and their gating. The weights stay the model's own tensors (no concatenated copy in
+  // the file, and none in memory while optimizing); a backend packs them as its kernels want.
+  OpSchema& gm = r.add("GatedMatMul", "ai.fusec").since(1).io(3, 5);
+  declare_activation(gm);
+  gm.set_infer([](InferContext& c) {
+      c.require_float(0);
+      for (size_t i = 1; i < 5; ++i)
+        if (c.has_input(i) && c.input_dtype(i) != c.input_dtype(0)) c.fail("every input must have A's type");
+      const auto& wg = c.input_shape(1);
+      const auto& wv = c.input_shape(2);
+      if ((wg && wg->size() != 2) || (wv && wv->size() != 2)) c.fail("the weights must be 2-D [K, N]");
+      if (wg && wv && *wg != *wv) c.fail("the gate's and the value's weights must have one shape");
+      for (size_t i : {size_t{3}, size_t{4}}) {
+        if (!c.has_input(i)) continue;
+        const auto& b = c.input_shape(i);
+        if (b && b->size() != 1) c.fail("the biases must be 1-D [N]");
+        if (b && wg && (*b)[0].is_static() && (*wg)[1].is_static() && (*b)[0].value != (*wg)[1].value)
+          c.fail("a bias must have the weights' column count N");
+      }
+      infer_like("MatMul", c, 2);
+    })
+      .set_cost([](const CostContext& c) {
+        // Two products of A (read once) and the output's elements: the gating's product plus the
+        // activation and the biases; Y is the only output written.
+        std::vector<std::vector<int64_t>> in2(c.in_dims.begin(), c.in_dims.begin() + 2);
+        std::vector<DType> t2(c.in_dtypes.begin(), c.in_dtypes.begin() + 2);
+        CostContext mc{c.node, in2, t2, c.out_dims, c.out_dtypes};
+        Cost k = standard("MatMul").cost(mc);
+        k.flops = 2 * k.flops + c.out_numel(0) * (1 + (c.has_input(3) ? 1 : 0) + (c.has_input(4) ? 1 : 0) +
+                                                  activation_flops(c.node.attr_string("activation", "")));
+        k.bytes_read += c.in_bytes(2) + c.in_bytes(3) + c.in_bytes(4);
+        return k;
+      })
+      .set_doc("Y = act(MatMul(A, Wg) + bg) · (MatMul(A, Wv) + bv)");
+
   auto ln_like = [&](const char* name, int min_in, int max_in, int max_out, double flops_per_elem) -> OpSchema& {
     return r.add(name, "ai.fusec")
         .since(1)

@@ -6,7 +6,9 @@
 // power limit, where energy per product, not issue rate, sets the clock. After cuBLASLt's
 // candidates come fusec's wgmma GEMM's configurations (hgemm.cuh), then cuBLASLt's first with a
 // SiLU pass after it against fusec's GEMM with the SiLU inside (the tuner's race for an activation
-// cuBLASLt cannot fuse).
+// cuBLASLt cannot fuse), then, where N is a whole number of gated blocks (gated_layout.h), the
+// same race for SwiGLU over N / 2 outputs: cuBLASLt's first and the gated pass against fusec's
+// gated configurations.
 // Not built by default (CI has no GPU):
 //   cmake --build build --target fusec_gemm_sustained
 //   build/fusec_gemm_sustained M N K [candidates=8] [secs=0.6]     (row-major [M,K] x [K,N], fp16)
@@ -23,6 +25,7 @@
 
 #include "backend/cuda/core/captured_reps.h"
 #include "backend/cuda/core/cublaslt_util.h"
+#include "backend/cuda/ops/gemm/gated_pass.cuh"
 #include "backend/cuda/ops/gemm/hgemm.cuh"
 
 namespace {
@@ -66,10 +69,11 @@ int run(int argc, char** argv) {
   }
   cudaStream_t s;
   if (!ok(cudaStreamCreate(&s), "stream")) return 1;
-  __half *x = nullptr, *w = nullptr, *d = nullptr;
+  __half *x = nullptr, *w = nullptr, *d = nullptr, *y = nullptr;
   void* ws = nullptr;
   if (!ok(cudaMalloc(&x, M * K * 2), "malloc") || !ok(cudaMalloc(&w, K * N * 2), "malloc") ||
-      !ok(cudaMalloc(&d, M * N * 2), "malloc") || !ok(cudaMalloc(&ws, kLtWorkspace), "malloc"))
+      !ok(cudaMalloc(&d, M * N * 2), "malloc") || !ok(cudaMalloc(&y, M * N), "malloc") ||
+      !ok(cudaMalloc(&ws, kLtWorkspace), "malloc"))
     return 1;
   if (!fill_random(x, M * K, 1) || !fill_random(w, K * N, 2)) return 1;
 
@@ -112,6 +116,12 @@ int run(int argc, char** argv) {
     names.push_back("cuBLASLt 0 + SiLU pass");
     for (int i = 0; i < own; ++i) names.push_back(std::string("fusec ") + hgemm_config_name(i) + " + SiLU inside");
   }
+  const size_t gated_lt = names.size();
+  const bool gated = own && N % (2 * kGatedBlock) == 0;
+  if (gated) {
+    names.push_back("cuBLASLt 0 + gated SiLU pass (N/2 out)");
+    for (int i = 0; i < own; ++i) names.push_back(std::string("fusec ") + hgemm_config_name(i) + " gated SiLU");
+  }
   ActParams silu;
   silu.act = Act::SiLU;
   auto call = [&](size_t i) {
@@ -120,7 +130,13 @@ int run(int argc, char** argv) {
     if (i == silu_lt) return lt_call(0) && launch_epilogue(d, nullptr, fusec::DType::Float16, M * N, silu, s);
     HgemmArgs ga = g;
     ga.act = silu;
-    return launch_hgemm(ga, static_cast<int>(i - silu_lt - 1), s) && cudaPeekAtLastError() == cudaSuccess;
+    if (i < gated_lt)
+      return launch_hgemm(ga, static_cast<int>(i - silu_lt - 1), s) && cudaPeekAtLastError() == cudaSuccess;
+    if (i == gated_lt) return lt_call(0) && launch_gated_pass(y, d, fusec::DType::Float16, M, N / 2, silu, s);
+    ga.gated_n = static_cast<int>(N / 2);
+    ga.C = y;
+    ga.ldc = N / 2;
+    return launch_hgemm(ga, static_cast<int>(i - gated_lt - 1), s) && cudaPeekAtLastError() == cudaSuccess;
   };
   const size_t n = names.size();
   std::vector<float> burst(n, 0.0f);

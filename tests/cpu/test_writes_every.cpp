@@ -170,13 +170,18 @@ std::vector<Case> cases() {
   cs.push_back({"Gemm", {u({4, 5}, 63), u({5, 6}, 64), u({1}, 65)}, {attr("beta", 0.0f)}});
   cs.push_back({"Gemm", {u({40, 50}, 66), u({50, 30}, 67)}});
   cs.push_back({"Gemm", {int32s({3, 4}, 0), int32s({4, 2}, 2), int32s({2}, 1)}});
-  // ai.fusec: FusedMatMul with bias and activation; SkipLayerNorm with and without its sum output.
+  // ai.fusec: FusedMatMul with bias and activation; GatedMatMul; SkipLayerNorm with and without its sum output.
   cs.push_back({"FusedMatMul",
                 {u({2, 4, 8}, 68), u({8, 6}, 69), u({6}, 70)},
                 {attr("activation", std::string("Gelu"))},
                 1,
                 "ai.fusec"});
   cs.push_back({"FusedMatMul", {u({2, 4, 8}, 71), u({8, 6}, 72)}, {}, 1, "ai.fusec"});
+  cs.push_back({"GatedMatMul",
+                {u({2, 4, 8}, 84), u({8, 6}, 85), u({8, 6}, 86), u({6}, 87), u({6}, 88)},
+                {attr("activation", std::string("SiLU"))},
+                1,
+                "ai.fusec"});
   cs.push_back({"SkipLayerNorm", {u({2, 3, 8}, 73), u({2, 3, 8}, 74), u({8}, 75), u({8}, 76)}, {}, 2, "ai.fusec"});
   cs.push_back({"SkipLayerNorm", {u({2, 3, 8}, 77), u({8}, 78), u({8}, 79), u({8}, 80)}, {}, 1, "ai.fusec"});
   cs.push_back({"SkipSimplifiedLayerNorm", {u({2, 3, 8}, 81), u({2, 3, 8}, 82), u({8}, 83)}, {}, 2, "ai.fusec"});

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/ops/gemm/gated_pass.cuh"
 #include "backend/cuda/ops/gemm/hgemm.cuh"
 #include "gpu_test_util.h"
 
@@ -88,6 +89,8 @@ double act_ref(cuda::Act a, double v) {
       return v / (1 + std::exp(-v));
     case cuda::Act::HardSwish:
       return v * std::clamp(v / 6 + 0.5, 0.0, 1.0);
+    case cuda::Act::GeluTanh:
+      return 0.5 * v * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
     default:
       return v;
   }
@@ -179,6 +182,102 @@ TEST(GpuHgemmConfigs, EveryConfigurationMatchesTheReference) {
     }
 }
 
+// A gated product (gated_layout.h): the gate's and the value's [K, n] weights packed into blocks
+// with pack_gated, and C = act(X·Wg + bg) · (X·Wv + bv) over n outputs. n not a whole
+// number of blocks (zero padding), partial row tiles, K with a tail, with and without a bias, every
+// gated activation, both storage types. The configurations that take no gated product refuse it;
+// the ones that do must match, and leave the padding of C alone.
+TEST(GpuHgemmConfigs, GatedProductMatchesTheReference) {
+  FUSEC_REQUIRE_HGEMM();
+  struct Case {
+    int m, n, k, pad;
+  };
+  const Case cases[] = {{1, 8, 8, 0}, {130, 136, 72, 8}, {300, 392, 200, 0}, {257, 128, 64, 0}, {64, 256, 1032, 16}};
+  int ran = 0;
+  for (bool bf16 : {false, true})
+    for (const Case& c : cases) {
+      const int ldc = c.n + c.pad;
+      const int64_t np = cuda::gated_packed_n(c.n);
+      const Half16 A = random_half(size_t(c.m) * c.k, bf16, 81), Wg = random_half(size_t(c.k) * c.n, bf16, 82),
+                   Wv = random_half(size_t(c.k) * c.n, bf16, 84), bias = random_half(size_t(2) * c.n, bf16, 83);
+      std::vector<uint16_t> wpb(size_t(c.k) * np), bpb(np);
+      cuda::pack_gated(Wg.bits.data(), Wv.bits.data(), c.k, c.n, 2, wpb.data());
+      cuda::pack_gated(bias.bits.data(), bias.bits.data() + c.n, 1, c.n, 2, bpb.data());
+      DeviceBuf dA(A.bits), dW(wpb), dbias(bpb), dC(std::vector<uint16_t>(size_t(c.m) * ldc));
+      for (bool with_bias : {false, true})
+        for (cuda::Act act : {cuda::Act::SiLU, cuda::Act::Gelu, cuda::Act::GeluTanh}) {
+          std::vector<double> want(size_t(c.m) * c.n);
+          double mx = 0;
+          for (int m = 0; m < c.m; ++m)
+            for (int n = 0; n < c.n; ++n) {
+              double g = with_bias ? bias.value[n] : 0.0, v = with_bias ? bias.value[c.n + n] : 0.0;
+              for (int k = 0; k < c.k; ++k) {
+                g += A.value[size_t(m) * c.k + k] * Wg.value[size_t(k) * c.n + n];
+                v += A.value[size_t(m) * c.k + k] * Wv.value[size_t(k) * c.n + n];
+              }
+              want[size_t(m) * c.n + n] = act_ref(act, g) * v;
+              mx = std::max(mx, std::fabs(want[size_t(m) * c.n + n]));
+            }
+          cuda::HgemmArgs a;
+          a.M = c.m, a.N = static_cast<int>(np), a.K = c.k, a.A = dA.p, a.lda = c.k, a.B = dW.p, a.ldb = np;
+          a.bias = with_bias ? dbias.p : nullptr;
+          a.C = dC.p, a.ldc = ldc, a.act.act = act, a.bf16 = bf16, a.gated_n = c.n;
+          ASSERT_TRUE(cuda::hgemm_applies(a));
+          for (int cfg = 0; cfg < cuda::hgemm_config_count(); ++cfg) {
+            SCOPED_TRACE("m" + std::to_string(c.m) + " n" + std::to_string(c.n) + " k" + std::to_string(c.k) +
+                         (bf16 ? " bf16" : " fp16") + (with_bias ? " bias " : " ") + cuda::activation_name(act) + " [" +
+                         cuda::hgemm_config_name(cfg) + "]");
+            const std::vector<uint16_t> init(size_t(c.m) * ldc, bf16 ? uint16_t{0x7FC0} : uint16_t{0x7E00});  // NaN
+            ASSERT_EQ(cudaMemcpy(dC.p, init.data(), init.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+            if (!cuda::launch_hgemm(a, cfg, nullptr)) continue;
+            ++ran;
+            ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+            const std::vector<uint16_t> got = dC.download(init.size());
+            double err = 0;
+            for (int m = 0; m < c.m; ++m)
+              for (int n = 0; n < c.n; ++n) {
+                const double d = std::fabs(to_double(got[size_t(m) * ldc + n], bf16) - want[size_t(m) * c.n + n]);
+                err = std::isnan(d) ? INFINITY : std::max(err, d);
+              }
+            EXPECT_LE(err, (bf16 ? 8e-3 : 1e-3) * std::max(mx, 1.0));
+            for (int m = 0; m < c.m; ++m)
+              for (int n = c.n; n < ldc; ++n)
+                ASSERT_EQ(got[size_t(m) * ldc + n], init[size_t(m) * ldc + n]) << "padding written at m" << m;
+          }
+        }
+    }
+  EXPECT_GT(ran, 0) << "no configuration took a gated product";
+}
+
+// The pass after a library GEMM of packed gate and value columns: fp16 and bf16, n a multiple of
+// 8 (16-byte packs) and not (one element a thread), a block's tail padded.
+TEST(GpuHgemmConfigs, GatedPassMatchesTheReference) {
+  FUSEC_REQUIRE_GPU();
+  for (bool bf16 : {false, true})
+    for (int n : {8, 136, 300, 389})
+      for (cuda::Act act : {cuda::Act::SiLU, cuda::Act::Gelu}) {
+        const int rows = 37;
+        const int64_t np = cuda::gated_packed_n(n);
+        const Half16 P = random_half(size_t(rows) * np, bf16, 71);
+        DeviceBuf dP(P.bits), dY(std::vector<uint16_t>(size_t(rows) * n, 0x7E00));
+        cuda::ActParams ap;
+        ap.act = act;
+        ASSERT_TRUE(cuda::launch_gated_pass(dY.p, dP.p, bf16 ? DType::BFloat16 : DType::Float16, rows, n, ap, nullptr));
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        const std::vector<uint16_t> got = dY.download(size_t(rows) * n);
+        double err = 0;
+        for (int r = 0; r < rows; ++r)
+          for (int j = 0; j < n; ++j) {
+            const int64_t at = r * np + cuda::gated_packed_col(j);
+            const double want = act_ref(act, P.value[at]) * P.value[at + cuda::kGatedBlock];
+            const double d = std::fabs(to_double(got[size_t(r) * n + j], bf16) - want);
+            err = std::isnan(d) ? INFINITY : std::max(err, d / std::max(1.0, std::fabs(want)));
+          }
+        EXPECT_LE(err, bf16 ? 8e-3 : 1e-3) << "n " << n << (bf16 ? " bf16" : " fp16");
+      }
+}
+
 // What the kernels cannot take is refused, launching nothing: K or N not a multiple of 8 (a
 // 16-byte chunk), a misaligned operand, an unknown configuration.
 TEST(GpuHgemmConfigs, RefusesWhatItCannotTake) {
@@ -227,4 +326,38 @@ TEST(GpuHgemmRoute, FusedMatMulRunsOnItAgainstTheReference) {
         expect_gpu_matches_cpu(c, p, -1, true, "fusec HGEMM");
       }
   ::unsetenv("FUSEC_HGEMM");
+}
+
+// GatedMatMul inside a model against the CPU reference, on each route: fusec's GEMM with the gating
+// inside (FUSEC_HGEMM=force; fp16 and bf16) and cuBLASLt's product plus the gating pass
+// (FUSEC_HGEMM=0; every precision). Rows folded from a 3-D input (201: a partial tile), N = 136
+// (a partial packed block), without a bias, with both, and with the value's alone.
+TEST(GpuHgemmRoute, GatedMatMulRunsOnEitherRouteAgainstTheReference) {
+  FUSEC_REQUIRE_GPU();
+  for (const char* mode : {"force", "0"}) {
+    ScopedEnv env{"FUSEC_HGEMM", mode};
+    const bool own = std::string(mode) == "force";
+    if (own && !cuda::hgemm_available(0)) continue;
+    for (Precision p : {Precision::FP16, Precision::BF16, Precision::FP32})
+      for (const char* act : {"SiLU", "GeluTanh", "Gelu"})
+        for (int form = 0; form < 3; ++form) {
+          if (own && p == Precision::FP32) continue;
+          OpCase c;
+          c.op = "GatedMatMul";
+          c.domain = "ai.fusec";
+          c.inputs = {random_tensor(DType::Float32, {3, 67, 96}, 41, -0.5, 0.5),
+                      random_tensor(DType::Float32, {96, 136}, 42, -0.5, 0.5),
+                      random_tensor(DType::Float32, {96, 136}, 43, -0.5, 0.5)};
+          c.constant = {1, 2};
+          if (form >= 1) {
+            c.inputs.push_back(form == 1 ? random_tensor(DType::Float32, {136}, 44, -0.25, 0.25) : Tensor());
+            c.inputs.push_back(random_tensor(DType::Float32, {136}, 45, -0.25, 0.25));
+            if (form == 1) c.constant.insert(3);
+            c.constant.insert(4);
+          }
+          c.attrs = {attr("activation", std::string(act))};
+          SCOPED_TRACE(std::string(act) + " form " + std::to_string(form) + " " + precision_name(p) + " HGEMM=" + mode);
+          expect_gpu_matches_cpu(c, p, -1, true, own ? "fusec HGEMM" : "gated");
+        }
+  }
 }

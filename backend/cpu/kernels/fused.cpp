@@ -93,6 +93,20 @@ void add_residual(KernelContext& ctx, const Tensor& z, Tensor& y) {
   });
 }
 
+/// Adds a 1-D bias of y's last dim to every row of y.
+void add_row_bias(KernelContext& ctx, const Tensor& bias, Tensor& y) {
+  const int64_t n = y.rank() ? y.dims().back() : 1;
+  if (bias.numel() != n)
+    ctx.fail("bias has " + std::to_string(bias.numel()) + " elements, the output's last dim is " + std::to_string(n));
+  const float* bp = bias.data<float>();
+  float* yp = y.data<float>();
+  parallel_for(y.numel() / std::max<int64_t>(n, 1), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t r = b; r < e; ++r)
+                   for (int64_t j = 0; j < n; ++j) yp[r * n + j] += bp[j];
+               });
+}
+
 void fused_conv(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, fused_conv);
   Tensor& y = ctx.output(0);
@@ -107,19 +121,7 @@ void fused_matmul(KernelContext& ctx) {
   Tensor& y = ctx.output(0);
   require_f32(ctx, y);
   run_standard("MatMul", ctx, 2, &y);
-  if (ctx.has_input(2)) {
-    const Tensor& bias = ctx.input(2);
-    int64_t n = y.rank() ? y.dims().back() : 1;
-    if (bias.numel() != n)
-      ctx.fail("bias has " + std::to_string(bias.numel()) + " elements, the output's last dim is " + std::to_string(n));
-    const float* bp = bias.data<float>();
-    float* yp = y.data<float>();
-    parallel_for(y.numel() / std::max<int64_t>(n, 1), std::max<int64_t>(1, 16384 / std::max<int64_t>(n, 1)),
-                 [&](int64_t b, int64_t e) {
-                   for (int64_t r = b; r < e; ++r)
-                     for (int64_t j = 0; j < n; ++j) yp[r * n + j] += bp[j];
-                 });
-  }
+  if (ctx.has_input(2)) add_row_bias(ctx, ctx.input(2), y);
   if (ctx.has_input(3)) add_residual(ctx, ctx.input(3), y);  // after the bias, as FusedConv: act(A·B + bias + Z)
   apply_activation(ctx, y);
 }
@@ -260,11 +262,34 @@ void rotary(KernelContext& ctx) {
   });
 }
 
+/// GatedMatMul (docs/ops.md): each projection as FusedMatMul computes it (the product, then its
+/// bias), the activation of the gate, then the element-wise product.
+void gated_matmul(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, gated_matmul);
+  Tensor& y = ctx.output(0);
+  require_f32(ctx, y);
+  Tensor value(DType::Float32, y.dims());
+  for (int half = 0; half < 2; ++half) {
+    Tensor& out = half == 0 ? y : value;
+    KernelContext inner(ctx.node(), standard_schema("MatMul"), kFusedBaseOpset, {&ctx.input(0), &ctx.input(1 + half)},
+                        {&out});
+    standard_kernel("MatMul")(inner);
+    if (ctx.has_input(3 + half)) add_row_bias(ctx, ctx.input(3 + half), out);
+  }
+  apply_activation(ctx, y);
+  const float* vp = value.data<float>();
+  float* yp = y.data<float>();
+  parallel_for(y.numel(), 16384, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) yp[i] *= vp[i];
+  });
+}
+
 }  // namespace
 
 void register_fused_kernels(KernelRegistry& r) {
   r.add("FusedConv", fused_conv, "ai.fusec");
   r.add("FusedMatMul", fused_matmul, "ai.fusec", Writes::Every);  // MatMul's, then in place
+  r.add("GatedMatMul", gated_matmul, "ai.fusec", Writes::Every);
   r.add("LayerNormGelu", layernorm_gelu, "ai.fusec");
   r.add("SkipLayerNorm", skip_layernorm, "ai.fusec", Writes::Every);  // Add's S, LayerNormalization's Y
   r.add("SimplifiedLayerNorm", simplified_layernorm, "ai.fusec");

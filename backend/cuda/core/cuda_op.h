@@ -166,7 +166,7 @@ class CudaOpRegistry {
 
 // One function per op family file in backend/cuda/.
 void register_elementwise_ops(CudaOpRegistry& r);         // NVRTC: standalone elementwise + FusedElementwise
-void register_gemm_ops(CudaOpRegistry& r);                // cuBLASLt: MatMul, Gemm, FusedMatMul
+void register_gemm_ops(CudaOpRegistry& r);                // cuBLASLt: MatMul, Gemm, FusedMatMul, GatedMatMul
 void register_conv_ops(CudaOpRegistry& r);                // cuDNN: Conv, FusedConv, ConvTranspose
 void register_normalization_ops(CudaOpRegistry& r);       // LayerNorm family, BatchNorm, InstanceNorm
 void register_softmax_ops(CudaOpRegistry& r);             // Softmax, LogSoftmax

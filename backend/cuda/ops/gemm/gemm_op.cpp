@@ -1,4 +1,4 @@
-// MatMul, Gemm and ai.fusec FusedMatMul through cuBLASLt.
+// MatMul, Gemm and ai.fusec FusedMatMul and GatedMatMul through cuBLASLt.
 //
 // cuBLASLt is column-major; a row-major C[M,N] = A[M,K]·B[K,N] is the column-major product
 // Cᵀ[N,M] = Bᵀ[N,K]·Aᵀ[K,M] over the same memory, so every call passes B as cuBLASLt's "A" and A
@@ -21,9 +21,11 @@
 
 #include "backend/cuda/core/captured_reps.h"
 #include "backend/cuda/core/check.h"
+#include "backend/cuda/core/constant_upload.h"
 #include "backend/cuda/core/cublaslt_util.h"
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
+#include "backend/cuda/ops/gemm/gated_pass.cuh"
 #include "backend/cuda/ops/gemm/hgemm.cuh"
 #include "backend/cuda/ops/gemm/sgemm.cuh"
 #include "backend/cuda/core/tuning_cache.h"
@@ -51,8 +53,10 @@ struct GemmShape {
 
 class GemmOp : public CudaOp {
  public:
+  /// gated_n > 0: GatedMatMul's product of gated_n outputs, over B and the bias packed as
+  /// gated_layout.h lays them out (s.n their packed column count); the activation is the gate's.
   GemmOp(Context& ctx, GemmShape s, DType dt, bool tf32, float alpha, float beta, bool has_c_matrix, bool has_bias,
-         ActParams act, std::string what, bool b_is_weight)
+         ActParams act, std::string what, bool b_is_weight, int64_t gated_n = 0)
       : s_(std::move(s)),
         dt_(dt),
         alpha_(alpha),
@@ -61,6 +65,7 @@ class GemmOp : public CudaOp {
         has_bias_(has_bias),
         b_is_weight_(b_is_weight),
         act_(act),
+        gated_n_(gated_n),
         what_(std::move(what)) {
     handle_ = ctx.cublaslt();
     // Strict fp32 plain products can also run on our own SGEMM (sgemm.cuh), with the whole
@@ -76,7 +81,7 @@ class GemmOp : public CudaOp {
     // Our GEMMs take one plain product: no batch, A not transposed, C = act(A·B + bias + R).
     const bool plain = s_.batch == 1 && s_.loop_a.empty() && !s_.trans_a && alpha == 1.0f &&
                        (!has_c_ || beta == 1.0f) && s_.m <= INT32_MAX && s_.n <= INT32_MAX && s_.k <= INT32_MAX;
-    own_ok_ = dt == DType::Float32 && !tf32 && plain &&
+    own_ok_ = dt == DType::Float32 && !tf32 && plain && !gated_n_ &&
               (act.act == Act::None || act.act == Act::Relu || act.act == Act::Gelu) && own_mode(false) != OwnMode::Off;
     own_act_ = act.act == Act::Relu ? SgemmAct::Relu : act.act == Act::Gelu ? SgemmAct::GeluErf : SgemmAct::None;
     if (own_ok_) own_ = Own::Sgemm;
@@ -92,8 +97,11 @@ class GemmOp : public CudaOp {
     cublasOperation_t op_b = s_.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    // A gated product's activation is the gate's alone: never cuBLASLt's, which would take both halves.
     cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-    if (has_bias_) {
+    if (gated_n_) {
+      if (has_bias_) epi = CUBLASLT_EPILOGUE_BIAS;
+    } else if (has_bias_) {
       epi = CUBLASLT_EPILOGUE_BIAS;
       if (act_.act == Act::Relu) {
         epi = CUBLASLT_EPILOGUE_RELU_BIAS;
@@ -110,8 +118,9 @@ class GemmOp : public CudaOp {
     // fp16/bf16 products whose activation cuBLASLt cannot fuse (erf-GELU, SiLU, ...) can also run on
     // our wgmma GEMM (hgemm.cuh) with the whole epilogue inside, on Hopper: the tuner times it
     // beside cuBLASLt plus the separate activation pass (FUSEC_HGEMM=0 leaves it out).
-    if ((dt == DType::Float16 || dt == DType::BFloat16) && act_.act != Act::None && plain && s_.k % 8 == 0 &&
-        s_.n % 8 == 0 && own_mode(true) != OwnMode::Off && hgemm_available(ctx.device()))
+    // A gated product races it whatever the activation: its gating is a pass of its own.
+    if ((dt == DType::Float16 || dt == DType::BFloat16) && (act_.act != Act::None || gated_n_) && plain &&
+        s_.k % 8 == 0 && s_.n % 8 == 0 && own_mode(true) != OwnMode::Off && hgemm_available(ctx.device()))
       own_ = Own::Hgemm;
     if (has_bias_) {
       cudaDataType_t bt = lt_type(dt);
@@ -159,19 +168,20 @@ class GemmOp : public CudaOp {
       ok_ = false;
       return;
     }
-    problem_ = dtype_name(dt) + std::string(tf32 ? " tf32" : "") + " m" + std::to_string(s_.m) + " n" +
-               std::to_string(s_.n) + " k" + std::to_string(s_.k) + " b" + std::to_string(s_.batch) + " sa" +
-               std::to_string(s_.stride_a) + " sb" + std::to_string(s_.stride_b) + " sc" + std::to_string(s_.stride_c) +
-               " t" + std::to_string(s_.trans_a) + std::to_string(s_.trans_b) + " epi" +
-               std::to_string(static_cast<int>(epi)) + " c" + std::to_string(has_c_) + " al" + std::to_string(a32) +
-               (own_ok_ ? " act" + std::to_string(static_cast<int>(own_act_)) + " own" : "") +
-               (own_ == Own::Hgemm ? " act" + std::to_string(static_cast<int>(act_.act)) + " hgemm" : "");
+    problem_ =
+        dtype_name(dt) + std::string(tf32 ? " tf32" : "") + " m" + std::to_string(s_.m) + " n" + std::to_string(s_.n) +
+        " k" + std::to_string(s_.k) + " b" + std::to_string(s_.batch) + " sa" + std::to_string(s_.stride_a) + " sb" +
+        std::to_string(s_.stride_b) + " sc" + std::to_string(s_.stride_c) + " t" + std::to_string(s_.trans_a) +
+        std::to_string(s_.trans_b) + " epi" + std::to_string(static_cast<int>(epi)) + " c" + std::to_string(has_c_) +
+        " al" + std::to_string(a32) + (own_ok_ ? " act" + std::to_string(static_cast<int>(own_act_)) + " own" : "") +
+        (own_ == Own::Hgemm ? " act" + std::to_string(static_cast<int>(act_.act)) + " hgemm" : "") +
+        (gated_n_ ? " gated" + std::to_string(gated_n_) + " act" + std::to_string(static_cast<int>(act_.act)) : "");
     int pick = (found > 1 || own_ != Own::None) && s_.loop_a.empty() ? choose(ctx, results.data(), found) : 0;
     if (pick >= kOwnPick && own_ == Own::Hgemm) {
       own_config_ = pick - kOwnPick;
       what_ = std::string("fusec HGEMM ") + (dt == DType::BFloat16 ? "bf16 " : "fp16 ") +
               hgemm_config_name(own_config_) + (has_bias_ ? " + bias" : "") + (has_c_ ? " + residual" : "") + " + " +
-              activation_name(act_.act) + " fused";
+              (gated_n_ ? std::string("gated ") : std::string()) + activation_name(act_.act) + " fused";
       // cuBLASLt's first candidate stays ready for a launch whose tensors the kernel refuses.
       algo_ = results[0].algo;
       workspace_ = results[0].workspaceSize;
@@ -198,19 +208,21 @@ class GemmOp : public CudaOp {
   }
 
   bool ok() const { return ok_; }
-  size_t workspace_bytes() const override { return workspace_; }
+  /// cuBLASLt's, then (a gated product) the product its gating pass reads, 256-byte aligned.
+  size_t workspace_bytes() const override { return gated_n_ ? product_offset() + product_bytes() : workspace_; }
+  bool reads_input(size_t i) const override { return !gated_n_ || i == 0; }  // the packed copies instead
   std::string kernel_name() const override { return what_; }
   std::string device_decision() const override { return decision_; }
 
   void launch(const LaunchArgs& a) override {
     const DTensor& A = a.inputs[0];
-    const DTensor& B = a.inputs[1];
     const DTensor& Y = a.outputs[0];
     if (Y.numel() == 0) return;
-    const void* bias = has_bias_ ? a.inputs[bias_input_].data : nullptr;
+    const void* B_data = gated_n_ ? packed_w_.get() : a.inputs[1].data;
+    const void* bias = !has_bias_ ? nullptr : gated_n_ ? packed_bias_.get() : a.inputs[bias_input_].data;
     if (own_config_ >= 0 && own_ == Own::Hgemm) {
       const void* C = has_c_ ? a.inputs[c_input_].data : nullptr;
-      if (launch_hgemm(hgemm_args(A.data, B.data, bias, C, Y.data), own_config_, a.stream)) {
+      if (launch_hgemm(hgemm_args(A.data, B_data, bias, C, Y.data), own_config_, a.stream)) {
         if (cudaError_t err = cudaGetLastError(); err != cudaSuccess)
           throw_cuda_error(static_cast<int>(err), "fusec HGEMM", __FILE__, __LINE__);
         return;
@@ -220,7 +232,7 @@ class GemmOp : public CudaOp {
       const void* C = has_c_ ? a.inputs[c_input_].data : nullptr;
       // The configuration was timed on 256-byte aligned scratch; tensors here are aligned the same
       // way, but should one not be, the generic configuration takes any address and stride.
-      const SgemmArgs g = own_args(A.data, B.data, bias, C, Y.data);
+      const SgemmArgs g = own_args(A.data, B_data, bias, C, Y.data);
       if (!launch_sgemm_f32(g, own_config_, a.stream)) {
         cudaGetLastError();  // a refused cluster launch leaves its error behind
         if (!launch_sgemm_f32(g, sgemm_config_count() - 1, a.stream))
@@ -232,7 +244,9 @@ class GemmOp : public CudaOp {
     }
     if (has_bias_)
       LT_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    const void* C = has_c_ ? a.inputs[c_input_].data : Y.data;
+    // A gated product goes to the workspace, for the gating pass to read.
+    void* D = gated_n_ ? static_cast<char*>(a.workspace) + product_offset() : Y.data;
+    const void* C = has_c_ ? a.inputs[c_input_].data : D;
     double alpha64 = alpha_, beta64 = has_c_ ? beta_ : 0.0;
     float alpha32 = alpha_, beta32 = has_c_ ? beta_ : 0.0f;
     const void* alpha = dt_ == DType::Float64 ? static_cast<const void*>(&alpha64) : &alpha32;
@@ -243,11 +257,37 @@ class GemmOp : public CudaOp {
     for (size_t i = 0; i < calls; ++i) {
       int64_t oa = s_.loop_a.empty() ? 0 : s_.loop_a[i], ob = s_.loop_a.empty() ? 0 : s_.loop_b[i],
               oc = s_.loop_a.empty() ? 0 : s_.loop_c[i];
-      LT_CHECK(cublasLtMatmul(handle_, desc_, alpha, at(B.data, ob), la_, at(A.data, oa), lb_, beta, at(C, oc), lc_,
-                              const_cast<char*>(at(Y.data, oc)), ld_, &algo_, a.workspace, workspace_, a.stream));
+      LT_CHECK(cublasLtMatmul(handle_, desc_, alpha, at(B_data, ob), la_, at(A.data, oa), lb_, beta, at(C, oc), lc_,
+                              const_cast<char*>(at(D, oc)), ld_, &algo_, a.workspace, workspace_, a.stream));
+    }
+    if (gated_n_) {
+      require_launched(launch_gated_pass(Y.data, D, Y.dtype, s_.m, gated_n_, act_, a.stream), "the gating pass");
+      return;
     }
     if (act_.act != Act::None && !launch_epilogue(Y.data, nullptr, Y.dtype, Y.numel(), act_, a.stream))
       internal_error("no activation kernel for this dtype");
+  }
+
+  /// Copies GatedMatMul's weights (inputs 1 and 2) and biases (3 and 4, where given) into the
+  /// packed layout the product runs on, converted to the storage type.
+  void pack_gated_operands(const PlanContext& c) {
+    const Tensor &wg = *c.constant(1), &wv = *c.constant(2);
+    const int64_t k = wg.dim(0), n = gated_n_, np = gated_packed_n(n);
+    const size_t hs = dtype_size(wg.dtype()), es = dtype_size(dt_);
+    Tensor w(wg.dtype(), {k, np});
+    pack_gated(wg.raw(), wv.raw(), k, n, hs, w.raw());
+    packed_w_ = DeviceBuffer(static_cast<size_t>(k * np) * es, "GatedMatMul's packed weights");
+    ConstantUploader up(c.ctx().stream());
+    up.upload(w, packed_w_.get(), dt_);
+    if (has_bias_) {
+      const Tensor* bg = c.constant(3);
+      const Tensor* bv = c.constant(4);
+      Tensor b((bg ? bg : bv)->dtype(), {np});
+      pack_gated(bg ? bg->raw() : nullptr, bv ? bv->raw() : nullptr, 1, n, dtype_size(b.dtype()), b.raw());
+      packed_bias_ = DeviceBuffer(static_cast<size_t>(np) * es, "GatedMatMul's packed biases");
+      up.upload(b, packed_bias_.get(), dt_);
+    }
+    up.finish();
   }
 
   size_t bias_input_ = 2;
@@ -302,8 +342,14 @@ class GemmOp : public CudaOp {
     own_operands(g, A, B, bias, C, Y);
     g.act = act_;
     g.bf16 = dt_ == DType::BFloat16;
+    if (gated_n_) {
+      g.gated_n = static_cast<int>(gated_n_);
+      g.ldc = gated_n_;
+    }
     return g;
   }
+  size_t product_offset() const { return (workspace_ + 255) / 256 * 256; }
+  size_t product_bytes() const { return static_cast<size_t>(s_.m * s_.n) * dtype_size(dt_); }
   SgemmArgs own_args(const void* A, const void* B, const void* bias, const void* C, void* Y) const {
     SgemmArgs g;
     own_operands(g, A, B, bias, C, Y);
@@ -386,7 +432,8 @@ class GemmOp : public CudaOp {
       }
       Scratch(const Scratch&) = delete;
       Scratch& operator=(const Scratch&) = delete;
-    } A(a_bytes), C(c_bytes), bias(static_cast<size_t>(s_.n) * es), wsb(ws);
+    } A(a_bytes), C(c_bytes), bias(static_cast<size_t>(s_.n) * es), wsb(ws),
+        gated_out(static_cast<size_t>(s_.m * gated_n_) * es);  // the gating pass's output
     std::vector<std::unique_ptr<Scratch>> Bs, Ds;
     for (int i = 0; i < copies; ++i) Bs.push_back(std::make_unique<Scratch>(b_bytes));
     for (int i = 0; i < d_copies; ++i) Ds.push_back(std::make_unique<Scratch>(c_bytes));
@@ -394,7 +441,7 @@ class GemmOp : public CudaOp {
     bool have_bd = true;
     for (const auto* v : {&Bs, &Ds})
       for (const auto& b : *v) have_bd = have_bd && b->p;
-    if (!A.p || !have_bd || !C.p || !bias.p || (ws && !wsb.p)) return 0;
+    if (!A.p || !have_bd || !C.p || !bias.p || (ws && !wsb.p) || (gated_n_ && !gated_out.p)) return 0;
     cudaStream_t stream = ctx.stream();
     // Not zeros: the tensor cores' timing depends on the data they see. Where our SGEMM competes
     // (fp32), random values, so that the activation inside it costs what it will in the model.
@@ -432,6 +479,7 @@ class GemmOp : public CudaOp {
                cudaGetLastError() == cudaSuccess;
       if (force_own) return false;
       if (run(i, d) != CUBLAS_STATUS_SUCCESS) return false;
+      if (gated_n_) return launch_gated_pass(gated_out.p, d, dt_, s_.m, gated_n_, act_, stream);
       return act_.act == Act::None || launch_epilogue(d, nullptr, dt_, s_.m * s_.n * s_.batch, act_, stream);
     };
     const int total = found + own;
@@ -471,16 +519,17 @@ class GemmOp : public CudaOp {
     int own_best = -1;
     for (int i = found; i < total; ++i)
       if (ms_of[i] > 0 && (own_best < 0 || ms_of[i] < ms_of[own_best])) own_best = i;
-    if (best < found && act_.act != Act::None && own_best >= 0) {
+    if (best < found && (act_.act != Act::None || gated_n_) && own_best >= 0) {
       // The heuristic's pick stays unless another is clearly faster (kMinGain): then the parts did
       // not run faster, they were kept, and the sentence says that instead.
       char buf[320];
       std::snprintf(
           buf, sizeof buf,
-          "cuBLASLt's GEMM, then the %s pass (%.1f us), %s fusec's %s GEMM [%s] with the %s inside (%.1f us)",
-          activation_name(act_.act), 1000.0f * ms_of[best],
+          "cuBLASLt's GEMM, then the %s%s pass (%.1f us), %s fusec's %s GEMM [%s] with the %s%s inside (%.1f us)",
+          gated_n_ ? "gated " : "", activation_name(act_.act), 1000.0f * ms_of[best],
           ms_of[best] <= ms_of[own_best] ? "ran faster than" : "was kept, within the bar a pick must clear, over",
-          own_tag(), own_name(own_best - found), activation_name(act_.act), 1000.0f * ms_of[own_best]);
+          own_tag(), own_name(own_best - found), gated_n_ ? "gated " : "", activation_name(act_.act),
+          1000.0f * ms_of[own_best]);
       decision_ = buf;
     }
     cache.put(decision_key, decision_);
@@ -498,6 +547,8 @@ class GemmOp : public CudaOp {
   bool has_c_, has_bias_;
   bool b_is_weight_;  // B is a constant (timed cold, see choose())
   ActParams act_;
+  int64_t gated_n_ = 0;                  // > 0: a gated product (see the constructor)
+  DeviceBuffer packed_w_, packed_bias_;  // its packed weights and biases
   std::string what_;
   std::string decision_;  // device_decision()
   cublasLtHandle_t handle_ = nullptr;
@@ -682,12 +733,59 @@ std::unique_ptr<CudaOp> make_gemm(const PlanContext& c, std::string* why) {
   return finish(std::move(op), why);
 }
 
+/// GatedMatMul (docs/ops.md): one product over the gate's and the value's weights packed side by
+/// side (gated_layout.h), then the gating, in fusec's GEMM epilogue or a pass after cuBLASLt's,
+/// whichever the tuner times faster. The weights are copied into the packed layout at plan time,
+/// so they must be constants.
+std::unique_ptr<CudaOp> make_gated_matmul(const PlanContext& c, std::string* why) {
+  const DType dt = c.in_dtype(0);
+  if (!supported(dt)) {
+    *why = std::string("GatedMatMul on ") + dtype_name(dt) + " runs on the CPU";
+    return nullptr;
+  }
+  const Tensor *wg = c.constant(1), *wv = c.constant(2);
+  if (!wg || !wv) {
+    *why = "GatedMatMul's weights are computed, not constants: it runs on the CPU";
+    return nullptr;
+  }
+  if (wg->rank() != 2 || wg->dims() != wv->dims() || c.in_dtype(1) != dt || c.in_dtype(2) != dt) {
+    *why = "GatedMatMul's weights are not two [K, N] of A's type";
+    return nullptr;
+  }
+  for (size_t i : {size_t{3}, size_t{4}})
+    if (c.has_input(i) && (!c.constant(i) || c.constant(i)->numel() != wg->dim(1) || c.in_dtype(i) != dt)) {
+      *why = "a GatedMatMul bias is computed or not [N] of A's type: it runs on the CPU";
+      return nullptr;
+    }
+  const int64_t n = wg->dim(1);
+  GemmShape s;
+  if (!matmul_shape(c.in_dims(0), {wg->dim(0), gated_packed_n(n)}, &s, why)) return nullptr;
+  if (s.k == 0 || n == 0) {
+    *why = "empty inner or output dimension";
+    return nullptr;
+  }
+  ActParams act;
+  if (!parse_activation(c.attr_string("activation"), c.attr_floats("activation_params"), &act)) {
+    *why = "unknown activation";
+    return nullptr;
+  }
+  const bool has_bias = c.has_input(3) || c.has_input(4);
+  auto op = std::make_unique<GemmOp>(
+      c.ctx(), s, dt, c.allow_tf32(), 1.0f, 0.0f, false, has_bias, act,
+      gemm_name(dt, c.allow_tf32(), 1, (std::string(" + gated ") + activation_name(act.act) + " pass").c_str()), true,
+      n);
+  if (!op->ok()) return finish(std::move(op), why);
+  op->pack_gated_operands(c);
+  return op;
+}
+
 }  // namespace
 
 void register_gemm_ops(CudaOpRegistry& r) {
   r.add("MatMul", make_matmul);
   r.add("Gemm", make_gemm);
   r.add("FusedMatMul", make_matmul, "ai.fusec");
+  r.add("GatedMatMul", make_gated_matmul, "ai.fusec");
 }
 
 }  // namespace fusec::cuda

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
+#include "backend/cuda/ops/gemm/gated_layout.h"
 #include "backend/cuda/ops/gemm/gemm_operands.h"
 
 namespace fusec::cuda {
@@ -24,6 +25,10 @@ namespace fusec::cuda {
 struct HgemmArgs : GemmOperands<void> {
   ActParams act;
   bool bf16 = false;  // storage type of every operand: bf16, else fp16
+  // > 0: a gated product (gated_layout.h) of gated_n output columns. B ([K,N], N-major) holds the
+  // gate's and the value's columns packed, N = gated_packed_n(gated_n), and so does the bias;
+  // C [M, gated_n] = act(gate) · value.
+  int gated_n = 0;
 };
 
 /// True when `device` can run these kernels (compute capability 9.0) and they were compiled in.

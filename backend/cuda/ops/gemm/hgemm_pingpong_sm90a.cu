@@ -54,7 +54,7 @@ __device__ __forceinline__ void group_sync(int group) {
 template <bool BF16, bool TRANS_B>
 __global__ void __launch_bounds__(kBlock, 1)
     hgemm_pingpong_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                          const HgemmArgs g) {
+                          const HgemmArgs g, const TileOrder order) {
 #ifdef FUSEC_HGEMM_DEVICE
   using T = std::conditional_t<BF16, __nv_bfloat16, __half>;
   extern __shared__ uint8_t smem_raw[];
@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(kBlock, 1)
   const uint32_t freed = turn + kGroups * 8;
 
   const int tid = threadIdx.x;
-  const int tiles_n = (g.N + kBN - 1) / kBN, tiles = (g.M + kBM - 1) / kBM * tiles_n;
+  const int tiles = order.tiles_m * order.tiles_n;
   const int kt_count = (g.K + kBK - 1) / kBK;
   if (tid == kProducer) {
     for (int s = 0; s < kStages; ++s) {
@@ -87,7 +87,8 @@ __global__ void __launch_bounds__(kBlock, 1)
     if (tid == kProducer) {
       int pos = 0;  // the slice's place in the ring's sequence
       for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const int m0 = t / tiles_n * kBM, n0 = t % tiles_n * kBN;
+        const int2 tile = tile_at(order, t);
+        const int m0 = tile.x * kBM, n0 = tile.y * kBN;
         for (int kt = 0; kt < kt_count; ++kt, ++pos) {
           const int s = pos % kStages;
           if (pos >= kStages) mbar_wait(empty + 8 * s, (pos / kStages - 1) & 1);  // the slot's last round is read
@@ -116,7 +117,8 @@ __global__ void __launch_bounds__(kBlock, 1)
   // cores: warpgroup 0 starts, then each starts a tile when the other's products are issued.
   for (int i = group, t = blockIdx.x + group * gridDim.x; t < tiles; i += 2, t += 2 * gridDim.x) {
     if (i > 0) mbar_wait(turn + 8 * group, ((i - 1) / 2) & 1);
-    const int m0 = t / tiles_n * kBM, n0 = t % tiles_n * kBN;
+    const int2 tile = tile_at(order, t);
+    const int m0 = tile.x * kBM, n0 = tile.y * kBN;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -173,25 +175,22 @@ bool launch_one(const HgemmArgs& a, cudaStream_t s) {
   if (attr != cudaSuccess) return false;
   const int64_t tiles = (a.M + kBM - 1) / kBM * ((a.N + kBN - 1) / kBN);
   if (tiles > (int64_t{1} << 30)) return false;
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) {
-    cudaGetLastError();
-    return false;
-  }
+  const int sms = resident_ctas(1, 0);
+  if (sms <= 0) return false;
   CUtensorMap map_a, map_b;
   if (!make_map(&map_a, a.A, BF16, a.K, a.M, a.lda, kBM)) return false;
   if (!(TRANS_B ? make_map(&map_b, a.B, BF16, a.K, a.N, a.ldb, kBN)
                 : make_map(&map_b, a.B, BF16, a.N, a.K, a.ldb, kBK)))
     return false;
   const int grid = static_cast<int>(tiles < sms ? tiles : sms);
-  kernel<<<grid, kBlock, kSmemBytes, s>>>(map_a, map_b, a);
+  kernel<<<grid, kBlock, kSmemBytes, s>>>(map_a, map_b, a, tile_order(a.M, a.N, kBM, kBN, grid));
   return true;
 }
 
 }  // namespace
 
 bool launch_hgemm_pingpong_128x128(const HgemmArgs& a, cudaStream_t s) {
+  if (a.gated_n > 0) return false;
   return by_operands(a, [&]<bool BF16, bool TRANS_B>() { return launch_one<BF16, TRANS_B>(a, s); });
 }
 

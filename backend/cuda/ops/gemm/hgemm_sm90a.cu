@@ -36,7 +36,7 @@ constexpr int smem_bytes() {
 }
 
 template <int BN, int STAGES, bool BF16, bool TRANS_B, int MIN_BLOCKS>
-__global__ void __launch_bounds__(kThreads, MIN_BLOCKS) hgemm_kernel(const HgemmArgs g) {
+__global__ void __launch_bounds__(kThreads, MIN_BLOCKS) hgemm_kernel(const HgemmArgs g, const TileOrder order) {
 #ifdef FUSEC_HGEMM_DEVICE
   using T = std::conditional_t<BF16, __nv_bfloat16, __half>;
   constexpr int kAcc = BN / 2;
@@ -47,7 +47,8 @@ __global__ void __launch_bounds__(kThreads, MIN_BLOCKS) hgemm_kernel(const Hgemm
   uint8_t* sB = smem + STAGES * kStageA;
 
   const int tid = threadIdx.x, wg = tid / 128;
-  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * BN;
+  const int2 tile = tile_at(order, blockIdx.x);
+  const int m0 = tile.x * kBM, n0 = tile.y * BN;
   const int kt_count = (g.K + kBK - 1) / kBK;
   const T* A = static_cast<const T*>(g.A);
   const T* B = static_cast<const T*>(g.B);
@@ -146,14 +147,16 @@ bool launch_one(const HgemmArgs& a, cudaStream_t s) {
   constexpr int bytes = smem_bytes<BN, STAGES>();
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (attr != cudaSuccess) return false;
-  const dim3 grid((a.N + BN - 1) / BN, (a.M + kBM - 1) / kBM);
-  if (grid.y > 65535) return false;
-  kernel<<<grid, kThreads, bytes, s>>>(a);
+  const TileOrder order = tile_order(a.M, a.N, kBM, BN, resident_ctas(MIN_BLOCKS));
+  const int64_t tiles = int64_t{order.tiles_m} * order.tiles_n;
+  if (tiles >= (int64_t{1} << 31)) return false;
+  kernel<<<static_cast<unsigned>(tiles), kThreads, bytes, s>>>(a, order);
   return true;
 }
 
 template <int BN, int STAGES, int MIN_BLOCKS>
 bool launch_config(const HgemmArgs& a, cudaStream_t s) {
+  if (a.gated_n > 0) return false;  // gated products take the TMA 128 x 256 configuration alone
   return by_operands(
       a, [&]<bool BF16, bool TRANS_B>() { return launch_one<BN, STAGES, BF16, TRANS_B, MIN_BLOCKS>(a, s); });
 }
@@ -208,6 +211,10 @@ bool hgemm_applies(const HgemmArgs& a) {
   // The copies step through an operand by 32-bit element offsets.
   if (int64_t(kThreads) * a.lda >= (int64_t{1} << 31) || int64_t(kThreads) * a.ldb >= (int64_t{1} << 31)) return false;
   const bool residual_ok = !a.residual || (a.ldr % 8 == 0 && aligned16(a.residual));
+  // A gated product: the packed weight's layout, no residual, and whole groups of 8 outputs.
+  if (a.gated_n < 0 || (a.gated_n > 0 && (a.residual || a.trans_b || a.gated_n % 8 != 0 ||
+                                          a.N != gated_packed_n(a.gated_n) || a.ldc < a.gated_n)))
+    return false;
   return a.M > 0 && a.N > 0 && a.K > 0 && a.K % 8 == 0 && a.N % 8 == 0 && a.lda % 8 == 0 && a.ldb % 8 == 0 &&
          a.ldc % 8 == 0 && aligned16(a.A) && aligned16(a.B) && aligned16(a.C) && residual_ok &&
          (!a.bias || aligned16(a.bias));

@@ -40,10 +40,10 @@ constexpr int smem_bytes() {
   return region_bytes<BN, STAGES>() + 2 * STAGES * 8 + 1024;
 }
 
-template <int BN, int STAGES, bool BF16, bool TRANS_B, int MIN_BLOCKS>
+template <int BN, int STAGES, bool BF16, bool TRANS_B, int MIN_BLOCKS, bool GATED>
 __global__ void __launch_bounds__(kBlock, MIN_BLOCKS)
     hgemm_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                     const HgemmArgs g) {
+                     const HgemmArgs g, const TileOrder order) {
 #ifdef FUSEC_HGEMM_DEVICE
   using T = std::conditional_t<BF16, __nv_bfloat16, __half>;
   constexpr int kAcc = BN / 2;
@@ -55,7 +55,8 @@ __global__ void __launch_bounds__(kBlock, MIN_BLOCKS)
   const uint32_t full = base + region_bytes<BN, STAGES>(), empty = full + STAGES * 8;
 
   const int tid = threadIdx.x;
-  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * BN;
+  const int2 tile = tile_at(order, blockIdx.x);
+  const int m0 = tile.x * kBM, n0 = tile.y * BN;
   const int kt_count = (g.K + kBK - 1) / kBK;
   if (tid == kThreads) {
     for (int s = 0; s < STAGES; ++s) {
@@ -100,28 +101,35 @@ __global__ void __launch_bounds__(kBlock, MIN_BLOCKS)
   float* out = reinterpret_cast<float*>(smem);
   stage_acc<BN>(acc, out, tid);
   asm volatile("bar.sync 1, %0;\n" ::"n"(kThreads) : "memory");
-  store_staged<T, BN>(g, base, m0, n0, tid);
+  store_staged<T, BN, kBM, kThreads, GATED>(g, base, m0, n0, tid);
 #endif
 }
 
-template <int BN, int STAGES, bool BF16, bool TRANS_B, int MIN_BLOCKS>
+template <int BN, int STAGES, bool BF16, bool TRANS_B, int MIN_BLOCKS, bool GATED = false>
 bool launch_one(const HgemmArgs& a, cudaStream_t s) {
-  auto kernel = hgemm_tma_kernel<BN, STAGES, BF16, TRANS_B, MIN_BLOCKS>;
+  auto kernel = hgemm_tma_kernel<BN, STAGES, BF16, TRANS_B, MIN_BLOCKS, GATED>;
   constexpr int bytes = smem_bytes<BN, STAGES>();
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (attr != cudaSuccess) return false;
-  const dim3 grid((a.N + BN - 1) / BN, (a.M + kBM - 1) / kBM);
-  if (grid.y > 65535) return false;
+  const TileOrder order = tile_order(a.M, a.N, kBM, BN, resident_ctas(MIN_BLOCKS));
+  const int64_t tiles = int64_t{order.tiles_m} * order.tiles_n;
+  if (tiles >= (int64_t{1} << 31)) return false;
   CUtensorMap map_a, map_b;
   if (!make_map(&map_a, a.A, BF16, a.K, a.M, a.lda, kBM)) return false;
   if (!(TRANS_B ? make_map(&map_b, a.B, BF16, a.K, a.N, a.ldb, BN) : make_map(&map_b, a.B, BF16, a.N, a.K, a.ldb, kBK)))
     return false;
-  kernel<<<grid, kBlock, bytes, s>>>(map_a, map_b, a);
+  kernel<<<static_cast<unsigned>(tiles), kBlock, bytes, s>>>(map_a, map_b, a, order);
   return true;
 }
 
 template <int BN, int STAGES, int MIN_BLOCKS>
 bool launch_config(const HgemmArgs& a, cudaStream_t s) {
+  if (a.gated_n > 0) {  // a gated tile is a whole 128-output block; its weights are N-major
+    if constexpr (BN != 2 * kGatedBlock) return false;
+    if (a.trans_b) return false;
+    return a.bf16 ? launch_one<BN, STAGES, true, false, MIN_BLOCKS, true>(a, s)
+                  : launch_one<BN, STAGES, false, false, MIN_BLOCKS, true>(a, s);
+  }
   return by_operands(
       a, [&]<bool BF16, bool TRANS_B>() { return launch_one<BN, STAGES, BF16, TRANS_B, MIN_BLOCKS>(a, s); });
 }

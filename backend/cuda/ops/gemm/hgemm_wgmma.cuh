@@ -6,6 +6,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <type_traits>
 
@@ -22,6 +24,49 @@ constexpr int kRowBytes = kBK * 2;  // one swizzled row: 64 elements of 2 bytes
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define FUSEC_HGEMM_DEVICE 1
 #endif
+
+// ---- the order tiles are taken in ---------------------------------------------------------------
+
+// CTAs start in about the order of their index, so tiles with neighbouring indices run at the same
+// time and share what they load through L2. In row-major order (every tile of one tile row, then
+// the next) a wave of CTAs covers a row or two of tiles and so reads all of B: where B is larger
+// than L2 (gate and up as one product, 64 MB at Llama-3.2-1B's sizes), each wave read it from
+// memory again. Tiles go instead in bands of group_m tile rows, down the band's rows first, so that
+// a wave covers a block of about group_m x (wave / group_m) tiles whose A rows and B columns are
+// about as many bytes each (group_m * BM ~ (wave / group_m) * BN): the fewest bytes per wave.
+struct TileOrder {
+  int tiles_m = 1, tiles_n = 1, group_m = 1;
+};
+
+/// The order for an M x N product in BM x BN tiles, `wave` CTAs resident at once.
+inline TileOrder tile_order(int64_t M, int64_t N, int bm, int bn, int wave) {
+  TileOrder o;
+  o.tiles_m = static_cast<int>((M + bm - 1) / bm);
+  o.tiles_n = static_cast<int>((N + bn - 1) / bn);
+  const double g = std::sqrt(static_cast<double>(std::max(wave, 1)) * bn / bm);
+  o.group_m = std::clamp(static_cast<int>(g + 0.5), 1, std::max(o.tiles_m, 1));
+  return o;
+}
+
+/// The CTAs an SM of the current device holds at once times its SMs, or `fallback` where the
+/// device cannot be asked.
+inline int resident_ctas(int per_sm, int fallback = 132) {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) {
+    cudaGetLastError();
+    return fallback;
+  }
+  return sms * per_sm;
+}
+
+/// Tile t of the order: its tile row (x) and tile column (y).
+__device__ __forceinline__ int2 tile_at(const TileOrder& o, int t) {
+  const int band = o.group_m * o.tiles_n;
+  const int first = t / band * o.group_m, r = t % band;
+  const int rows = min(o.group_m, o.tiles_m - first);
+  return make_int2(first + r % rows, r / rows);
+}
 
 // ---- wgmma and its shared-memory operand descriptors -------------------------------------------
 
@@ -158,23 +203,28 @@ constexpr Act kAnyAct = static_cast<Act>(-1);
 // address `out` (through the realigned generic pointer it compiled to generic loads). Reading a
 // later row's residual before an earlier row's store is safe when the residual is the output
 // itself (C = R): the rows differ.
+// GATED (HgemmArgs::gated_n): the tile's left half is the gate of BN / 2 outputs and its right half
+// their value, so a thread reads both halves of its 8 outputs and stores act(gate) · value; there
+// is no residual.
 // ROWS x BN is the staged tile, NT the threads storing it (tid counts from 0 among them).
-template <Act A, typename T, int BN, int ROWS = kBM, int NT = kThreads>
+template <Act A, typename T, int BN, int ROWS = kBM, int NT = kThreads, bool GATED = false>
 __device__ __forceinline__ void store_tile(const HgemmArgs& g, uint32_t out, int m0, int n0, int tid) {
-  constexpr int kLd = BN + kEpiPad, kGroups = BN / 8;
+  constexpr int kLd = BN + kEpiPad, kCols = GATED ? BN / 2 : BN, kGroups = kCols / 8;
   static_assert(NT % kGroups == 0, "a thread's column group must not change between its rows");
   constexpr int kStep = NT / kGroups, kRows = ROWS / kStep, kU = kRows < 4 ? kRows : 4;
   static_assert(kRows % kU == 0, "rows are taken kU at a time");
   ActParams act = g.act;
   if constexpr (A != kAnyAct) act.act = A;
-  const int c = (tid % kGroups) * 8, r0 = tid / kGroups, col = n0 + c;
-  if (col >= g.N) return;  // N % 8 == 0: a group of 8 is all in or all out
-  const T* res = static_cast<const T*>(g.residual);
+  const int c = (tid % kGroups) * 8, r0 = tid / kGroups;
+  const int col = GATED ? n0 / 2 + c : n0 + c;
+  if (col >= (GATED ? g.gated_n : g.N)) return;  // a multiple of 8: a group of 8 is all in or all out
+  const T* res = GATED ? nullptr : static_cast<const T*>(g.residual);
   T* C = static_cast<T*>(g.C);
-  float b[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  if (g.bias) load_vec<T, 8>(static_cast<const T*>(g.bias) + col, b);
+  float b[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}, bv[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (g.bias) load_vec<T, 8>(static_cast<const T*>(g.bias) + n0 + c, b);
+  if (GATED && g.bias) load_vec<T, 8>(static_cast<const T*>(g.bias) + n0 + c + kCols, bv);
   for (int i0 = 0; i0 < kRows && m0 + r0 + i0 * kStep < g.M; i0 += kU) {
-    float v[kU][8];
+    float v[kU][8], w[kU][8];
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int r = r0 + (i0 + u) * kStep;
@@ -189,7 +239,18 @@ __device__ __forceinline__ void store_tile(const HgemmArgs& g, uint32_t out, int
                    : "memory");
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[u][e] += b[e];
-      if (res && m0 + r < g.M) {
+      if constexpr (GATED) {
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=f"(w[u][0]), "=f"(w[u][1]), "=f"(w[u][2]), "=f"(w[u][3])
+                     : "r"(at + kCols * 4)
+                     : "memory");
+        asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=f"(w[u][4]), "=f"(w[u][5]), "=f"(w[u][6]), "=f"(w[u][7])
+                     : "r"(at + kCols * 4 + 16)
+                     : "memory");
+#pragma unroll
+        for (int e = 0; e < 8; ++e) w[u][e] += bv[e];
+      } else if (res && m0 + r < g.M) {
         float add[8];
         load_vec<T, 8>(res + int64_t(m0 + r) * g.ldr + col, add);
 #pragma unroll
@@ -199,7 +260,10 @@ __device__ __forceinline__ void store_tile(const HgemmArgs& g, uint32_t out, int
 #pragma unroll
     for (int u = 0; u < kU; ++u)
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[u][e] = apply_act(v[u][e], act);
+      for (int e = 0; e < 8; ++e) {
+        v[u][e] = apply_act(v[u][e], act);
+        if constexpr (GATED) v[u][e] *= w[u][e];
+      }
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int row = m0 + r0 + (i0 + u) * kStep;
@@ -255,21 +319,23 @@ __device__ __forceinline__ void stage_acc(const float* acc, float* out, int tid)
 // The epilogue's second step over the staged tile at shared address `out`: one copy of the loop
 // per common activation, so that its formula is inlined without the per-element switch (which,
 // with the conversions, was most of the epilogue's instructions).
-template <typename T, int BN, int ROWS = kBM, int NT = kThreads>
+template <typename T, int BN, int ROWS = kBM, int NT = kThreads, bool GATED = false>
 __device__ __forceinline__ void store_staged(const HgemmArgs& g, uint32_t out, int m0, int n0, int tid) {
   switch (g.act.act) {
     case Act::Gelu:
-      return store_tile<Act::Gelu, T, BN, ROWS, NT>(g, out, m0, n0, tid);
+      return store_tile<Act::Gelu, T, BN, ROWS, NT, GATED>(g, out, m0, n0, tid);
     case Act::SiLU:
-      return store_tile<Act::SiLU, T, BN, ROWS, NT>(g, out, m0, n0, tid);
+      return store_tile<Act::SiLU, T, BN, ROWS, NT, GATED>(g, out, m0, n0, tid);
     case Act::GeluTanh:
-      return store_tile<Act::GeluTanh, T, BN, ROWS, NT>(g, out, m0, n0, tid);
+      return store_tile<Act::GeluTanh, T, BN, ROWS, NT, GATED>(g, out, m0, n0, tid);
     case Act::Sigmoid:
-      return store_tile<Act::Sigmoid, T, BN, ROWS, NT>(g, out, m0, n0, tid);
+      if constexpr (!GATED) return store_tile<Act::Sigmoid, T, BN, ROWS, NT>(g, out, m0, n0, tid);
+      [[fallthrough]];
     case Act::None:
-      return store_tile<Act::None, T, BN, ROWS, NT>(g, out, m0, n0, tid);
+      if constexpr (!GATED) return store_tile<Act::None, T, BN, ROWS, NT>(g, out, m0, n0, tid);
+      [[fallthrough]];
     default:
-      return store_tile<kAnyAct, T, BN, ROWS, NT>(g, out, m0, n0, tid);
+      return store_tile<kAnyAct, T, BN, ROWS, NT, GATED>(g, out, m0, n0, tid);
   }
 }
 

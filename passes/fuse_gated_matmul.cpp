@@ -1,0 +1,170 @@
+// fuse_gated_matmul: the gated MLP's two projections of one input and their gating -> one node.
+//
+//          X                                           X   Wg   Wv  [bg]  [bv]
+//        /   \                                          \   |    |   |    /
+//   MatMul 'g'  MatMul 'u'                        =>    GatedMatMul 'g'  (ai.fusec, activation = act)
+//   [+ bg]      [+ bv]                                        |
+//      |          |                                           y
+//     act         |
+//       \        /
+//        Mul 'm'           y = act(X·Wg + bg) · (X·Wv + bv)
+//          |
+//          y
+//
+// act is SiLU written x · Sigmoid(x) (Llama, Mistral, Qwen2: SwiGLU), or the activation that
+// fuse_matmul_bias took into the gate's FusedMatMul (Gemma's tanh-GELU and T5 v1.1's GELU: GeGLU;
+// Sigmoid: GLU). A projection is MatMul(X, W) or ai.fusec FusedMatMul(X, W [, b]) with no residual,
+// W a 2-D constant; both read the same X, their weights have one shape and type, and each
+// intermediate is read only inside the pattern. The weights stay the model's tensors:
+// GatedMatMul takes both, and a backend packs them as its kernels want (the CUDA backend into
+// one product whose epilogue does the gating: backend/cuda/ops/gemm/gated_layout.h).
+//
+// Why: the gating is an element-wise pass over both products (on Llama-3.2-1B's MLP, 96 MB read
+// and written per layer at batch 16, seq 128, fp16) that a GEMM with the gating inside never
+// writes or reads back.
+#include "passes/fuse_gated_matmul.h"
+
+#include "passes/pattern.h"
+#include "passes/rewrite.h"
+
+namespace fusec {
+
+namespace {
+
+const char* kPass = "fuse_gated_matmul";
+
+/// One projection: MatMul or bare/activated FusedMatMul(X, W [, b]), no residual.
+struct Projection {
+  Node* node = nullptr;
+  Value* x = nullptr;
+  Value* w = nullptr;
+  Value* bias = nullptr;
+  std::string act;  // the FusedMatMul's activation ("" for none)
+  std::vector<float> act_params;
+};
+
+std::optional<Projection> projection_of(const Value* v) {
+  Node* n = v ? v->producer : nullptr;
+  if (!n || n->outputs.empty() || n->outputs[0] != v) return std::nullopt;
+  Projection p;
+  p.node = n;
+  if (is_op(n, "MatMul")) {
+    p.x = n->input(0);
+    p.w = n->input(1);
+  } else if (n->op_type == "FusedMatMul" && n->domain == "ai.fusec") {
+    if (n->inputs.size() > 3 && n->input(3)) return std::nullopt;  // a residual
+    p.x = n->input(0);
+    p.w = n->input(1);
+    p.bias = n->inputs.size() > 2 ? n->input(2) : nullptr;
+    p.act = n->attr_string("activation", "");
+    p.act_params = n->attr_floats("activation_params", {});
+  } else {
+    return std::nullopt;
+  }
+  if (!p.x || !p.w) return std::nullopt;
+  return p;
+}
+
+/// The gate side of the Mul: either x · Sigmoid(x) of a bare projection (SiLU), or a projection
+/// with its activation inside. `inner` collects the gating's own nodes (the Sigmoid and its Mul).
+struct Gate {
+  Projection proj;
+  std::string act;
+  std::vector<float> params;
+  std::vector<Node*> inner;
+};
+
+std::optional<Gate> gate_of(const Value* v) {
+  if (!has_single_use(v)) return std::nullopt;
+  if (Node* mul = producer_of(v, "Mul")) {
+    // x · Sigmoid(x), either order.
+    for (int side = 0; side < 2; ++side) {
+      Value* x = mul->input(side);
+      Value* s = mul->input(1 - side);
+      Node* sig = producer_of(s, "Sigmoid");
+      if (!sig || sig->input(0) != x || !has_single_use(s) || use_count(x) != 2 || x->is_graph_output) continue;
+      std::optional<Projection> p = projection_of(x);
+      if (!p || !p->act.empty()) return std::nullopt;
+      return Gate{*p, "SiLU", {}, {sig, mul}};
+    }
+    return std::nullopt;
+  }
+  std::optional<Projection> p = projection_of(v);
+  if (!p || p->act.empty()) return std::nullopt;
+  return Gate{*p, p->act, p->act_params, {}};
+}
+
+/// Why the two projections cannot be one GatedMatMul, or "".
+std::string problem(const Gate& gate, const Projection& value, const Value* y) {
+  const Projection& g = gate.proj;
+  if (g.x != value.x)
+    return "the gate and the value project different inputs ('" + g.x->name + "', '" + value.x->name + "')";
+  const Tensor *wg = constant_of(g.w), *wv = constant_of(value.w);
+  if (!wg || !wv) return "a projection's weight is not a constant";
+  if (wg->rank() != 2 || wg->dims() != wv->dims() || wg->dtype() != wv->dtype())
+    return "the weights " + dims_str(wg->dims()) + " and " + dims_str(wv->dims()) +
+           " are not two 2-D [K, N] of one type";
+  const DType t = y->type.dtype;
+  if (t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16)
+    return std::string("its type is ") + dtype_name(t) + " (fused here: float32, float16, bfloat16)";
+  if (wg->dtype() != t) return "the weights' type differs from the output's";
+  for (const Value* b : {g.bias, value.bias})
+    if (b && (!constant_of(b) || constant_of(b)->rank() != 1)) return "a projection's bias is not a 1-D constant";
+  const Shape* ys = known_rank(y);
+  if (!ys || ys->empty() || !ys->back().is_static() || ys->back().value != wg->dim(1))
+    return "the product is not known to have the weights' N columns";
+  if (!same_shape_and_type(g.node->outputs[0], value.node->outputs[0]))
+    return "the two products do not have one shape and type";
+  return "";
+}
+
+bool fuse_at(Rewriter& r, Node* mul) {
+  Value* y = mul->outputs.empty() ? nullptr : mul->outputs[0];
+  if (!y || !mul->input(0) || !mul->input(1) || mul->input(0) == mul->input(1)) return false;
+  for (int side = 0; side < 2; ++side) {
+    std::optional<Gate> gate = gate_of(mul->input(side));
+    if (!gate) continue;
+    Value* vv = mul->input(1 - side);
+    std::optional<Projection> value = projection_of(vv);
+    if (!value || !value->act.empty() || value->node == gate->proj.node) continue;
+    const std::string what =
+        describe(gate->proj.node) + " + " + describe(value->node) + " -> " + describe(mul) + " not fused";
+    if (!has_single_use(vv)) return r.near_miss(what, "the value's product '" + vv->name + "' is read elsewhere");
+    if (std::string why = problem(*gate, *value, y); !why.empty()) return r.near_miss(what, why);
+    if (r.opts().portable)
+      return r.near_miss(what, "--portable writes standard ops only: the gating needs ai.fusec GatedMatMul");
+
+    const std::string name = gate->proj.node->name;
+    std::vector<Value*> ins = {gate->proj.x, gate->proj.w, value->w};
+    if (gate->proj.bias || value->bias) {
+      ins.push_back(gate->proj.bias);
+      ins.push_back(value->bias);
+    }
+    std::vector<Node*> replaced = {gate->proj.node, value->node};
+    replaced.insert(replaced.end(), gate->inner.begin(), gate->inner.end());
+    replaced.push_back(mul);
+    Replaced gone = r.remove(replaced);
+    Node* fused = r.add("GatedMatMul", ins, {y}, name, "ai.fusec", gone.origins);
+    fused->set_attr("activation", gate->act);
+    if (!gate->params.empty()) fused->set_attr("activation_params", gate->params);
+    r.rewrote(gone.listed + " -> " + describe(fused) + " (activation " + gate->act + ")", gone.names, name);
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool FuseGatedMatMulPass::run(Graph& g, PassContext& ctx) {
+  // Collected first: a rewrite removes Muls of the gating.
+  std::vector<Node*> muls;
+  for (Node* n : g.node_list())
+    if (is_op(n, "Mul")) muls.push_back(n);
+  Rewriter r(g, ctx, kPass);
+  for (Node* n : muls)
+    if (!r.removed(n)) fuse_at(r, n);
+  if (r.changed()) g.remove_unused_values();
+  return r.changed();
+}
+
+}  // namespace fusec

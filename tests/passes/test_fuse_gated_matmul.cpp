@@ -1,0 +1,119 @@
+// fuse_gated_matmul: the gated MLP's projections and gating -> ai.fusec GatedMatMul with the same
+// numbers (SwiGLU written x·Sigmoid(x), a GELU gate inside its FusedMatMul, biases on either side);
+// guarded cases are left alone with a near-miss.
+#include "passes/fuse_gated_matmul.h"
+
+#include "pass_test_util.h"
+#include "test_util.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+Outcome run_pass(std::unique_ptr<Graph> g, PassOptions opts = {}) {
+  return run_one_pass<FuseGatedMatMulPass>(std::move(g), opts);
+}
+
+constexpr int64_t B = 2, S = 5, K = 12, N = 20;
+
+struct Mlp {
+  bool swap_mul = false;     // Mul(up, act) and Mul(Sigmoid(x), x)
+  bool gelu_gate = false;    // FusedMatMul(X, Wg, activation = GeluTanh) as the gate
+  bool value_bias = false;   // FusedMatMul(X, Wv, bv) as the value
+  bool other_input = false;  // the value projects another input
+  bool value_read_elsewhere = false;
+  bool computed_weight = false;  // Wv is a graph input
+};
+
+/// Llama's MLP before its down projection: SiLU(X·Wg) · (X·Wv) over X [B, S, K].
+std::unique_ptr<Graph> mlp(const Mlp& o = {}) {
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {B, S, K});
+  Value* x2 = o.other_input ? b.input("x2", DType::Float32, {B, S, K}) : x;
+  Value* wg = b.initializer("wg", uniform_floats({K, N}, 1));
+  Value* wv =
+      o.computed_weight ? b.input("wv", DType::Float32, {K, N}) : b.initializer("wv", uniform_floats({K, N}, 2));
+  Value* gate;
+  if (o.gelu_gate) {
+    gate = b.node_n("FusedMatMul", {x, wg}, 1, {attr("activation", std::string("GeluTanh"))}, "gate", "ai.fusec")[0];
+  } else {
+    Value* g = b.node("MatMul", {x, wg}, {}, "gate");
+    Value* s = b.node("Sigmoid", {g}, {}, "sig");
+    gate = o.swap_mul ? b.node("Mul", {s, g}, {}, "silu") : b.node("Mul", {g, s}, {}, "silu");
+  }
+  Value* up = o.value_bias ? b.node_n("FusedMatMul", {x2, wv, b.initializer("bv", uniform_floats({N}, 3))}, 1, {}, "up",
+                                      "ai.fusec")[0]
+                           : b.node("MatMul", {x2, wv}, {}, "up");
+  if (o.value_read_elsewhere) b.output(up);
+  b.output(o.swap_mul ? b.node("Mul", {up, gate}, {}, "gating") : b.node("Mul", {gate, up}, {}, "gating"));
+  return b.build();
+}
+
+}  // namespace
+
+TEST(FuseGatedMatMul, SwiGluBecomesOneGatedMatMulWithTheSameNumbers) {
+  for (bool swapped : {false, true}) {
+    SCOPED_TRACE(swapped ? "operands swapped" : "exporter order");
+    Mlp o;
+    o.swap_mul = swapped;
+    Outcome r = run_pass(mlp(o));
+    EXPECT_TRUE(r.changed);
+    ASSERT_EQ(count(*r.optimized, "GatedMatMul", "ai.fusec"), 1);
+    for (const char* gone : {"MatMul", "Sigmoid", "Mul"}) EXPECT_EQ(count(*r.optimized, gone), 0) << gone;
+    const Node* gm = find_op(*r.optimized, "GatedMatMul");
+    EXPECT_EQ(gm->attr_string("activation", ""), "SiLU");
+    EXPECT_EQ(gm->input(0)->name, "x");
+    // The model's own weights, not a concatenated copy.
+    EXPECT_EQ(gm->input(1)->name, "wg");
+    EXPECT_EQ(gm->input(2)->name, "wv");
+    EXPECT_EQ(gm->name, "gate");
+    expect_same_numbers(*r.original, *r.optimized, 7);
+  }
+}
+
+TEST(FuseGatedMatMul, AnActivatedGateAndABiasedValueFuse) {
+  Mlp o;
+  o.gelu_gate = true;
+  o.value_bias = true;
+  Outcome r = run_pass(mlp(o));
+  EXPECT_TRUE(r.changed);
+  const Node* gm = find_op(*r.optimized, "GatedMatMul");
+  ASSERT_NE(gm, nullptr);
+  EXPECT_EQ(gm->attr_string("activation", ""), "GeluTanh");
+  // No gate bias: input 3 absent, the value's bias at 4.
+  ASSERT_EQ(gm->inputs.size(), 5u);
+  EXPECT_EQ(gm->input(3), nullptr);
+  EXPECT_EQ(gm->input(4)->name, "bv");
+  expect_same_numbers(*r.original, *r.optimized, 8);
+}
+
+TEST(FuseGatedMatMul, GuardedCasesAreNearMisses) {
+  Mlp other;
+  other.other_input = true;
+  expect_near_miss(run_pass(mlp(other)), "fuse_gated_matmul", "project different inputs");
+  Mlp elsewhere;
+  elsewhere.value_read_elsewhere = true;
+  expect_near_miss(run_pass(mlp(elsewhere)), "fuse_gated_matmul", "read elsewhere");
+  Mlp computed;
+  computed.computed_weight = true;
+  expect_near_miss(run_pass(mlp(computed)), "fuse_gated_matmul", "not a constant");
+  Outcome portable = run_pass(mlp(), [] {
+    PassOptions p;
+    p.portable = true;
+    return p;
+  }());
+  expect_near_miss(portable, "fuse_gated_matmul", "--portable");
+}
+
+// Through the whole pipeline, the GatedMatMul is what fuse_elementwise finds: nothing of the gating
+// is left for it, and the numbers hold.
+TEST(FuseGatedMatMul, ThePipelineLeavesOneNode) {
+  auto g = mlp();
+  infer_shapes(*g);
+  auto original = g->clone();
+  OptimizeResult res = optimize_graph(*g, PipelineOptions{});
+  EXPECT_EQ(count(*g, "GatedMatMul", "ai.fusec"), 1);
+  EXPECT_EQ(g->nodes().size(), 1u);
+  expect_same_numbers(*original, *g, 9);
+}
