@@ -15,7 +15,9 @@
 // fuse_matmul_bias took into the gate's FusedMatMul (Gemma's tanh-GELU and T5 v1.1's GELU: GeGLU;
 // Sigmoid: GLU). A projection is MatMul(X, W) or ai.fusec FusedMatMul(X, W [, b]) with no residual,
 // W a 2-D constant; both read the same X, their weights have one shape and type, and each
-// intermediate is read only inside the pattern. The weights stay the model's tensors:
+// intermediate is read only inside the pattern. Or both are the halves of one such product of a
+// [K, 2N] weight, split along its last axis (Phi-3's gate_up_proj): GatedMatMul then takes the
+// weight's halves, as two new initializers. Otherwise the weights stay the model's tensors:
 // GatedMatMul takes both, and a backend packs them as its kernels want (the CUDA backend into
 // one product whose epilogue does the gating: backend/cuda/ops/gemm/gated_layout.h).
 //
@@ -23,6 +25,8 @@
 // and written per layer at batch 16, seq 128, fp16) that a GEMM with the gating inside never
 // writes or reads back.
 #include "passes/fuse_gated_matmul.h"
+
+#include <cstring>
 
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
@@ -33,7 +37,9 @@ namespace {
 
 const char* kPass = "fuse_gated_matmul";
 
-/// One projection: MatMul or bare/activated FusedMatMul(X, W [, b]), no residual.
+/// One projection: MatMul or bare/activated FusedMatMul(X, W [, b]), no residual; or one half of
+/// such a product of both (Phi-3's gate_up_proj): `split` is then the Split of its last axis into
+/// two equal halves, and `half` which of them (W [K, 2N] holds the gate's and the value's columns).
 struct Projection {
   Node* node = nullptr;
   Value* x = nullptr;
@@ -41,9 +47,11 @@ struct Projection {
   Value* bias = nullptr;
   std::string act;  // the FusedMatMul's activation ("" for none)
   std::vector<float> act_params;
+  Node* split = nullptr;
+  int half = -1;
 };
 
-std::optional<Projection> projection_of(const Value* v) {
+std::optional<Projection> product_of(const Value* v) {
   Node* n = v ? v->producer : nullptr;
   if (!n || n->outputs.empty() || n->outputs[0] != v) return std::nullopt;
   Projection p;
@@ -62,6 +70,34 @@ std::optional<Projection> projection_of(const Value* v) {
     return std::nullopt;
   }
   if (!p.x || !p.w) return std::nullopt;
+  return p;
+}
+
+/// Whether `sp` splits its input's last axis into two equal halves.
+bool halves_last_axis(const Node* sp) {
+  const Shape* in = known_rank(sp->input(0));
+  if (!in || in->empty() || sp->outputs.size() != 2) return false;
+  const int64_t rank = static_cast<int64_t>(in->size());
+  int64_t axis = sp->attr_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis != rank - 1) return false;
+  std::vector<int64_t> sizes = sp->attr_ints("split", {});
+  if (const Value* sv = sp->inputs.size() > 1 ? sp->input(1) : nullptr) {
+    const Tensor* t = constant_of(sv);
+    if (!t || t->numel() != 2) return false;
+    sizes = {static_cast<int64_t>(t->as_double(0)), static_cast<int64_t>(t->as_double(1))};
+  }
+  return sizes.empty() || (sizes.size() == 2 && sizes[0] == sizes[1]);
+}
+
+std::optional<Projection> projection_of(const Value* v) {
+  Node* sp = v ? v->producer : nullptr;
+  if (!sp || !is_op(sp, "Split")) return product_of(v);
+  if (!halves_last_axis(sp) || !has_single_use(sp->input(0))) return std::nullopt;
+  std::optional<Projection> p = product_of(sp->input(0));
+  if (!p || !p->act.empty()) return std::nullopt;
+  p->split = sp;
+  p->half = sp->outputs[0] == v ? 0 : 1;
   return p;
 }
 
@@ -99,11 +135,21 @@ std::string problem(const Gate& gate, const Projection& value, const Value* y) {
   const Projection& g = gate.proj;
   if (g.x != value.x)
     return "the gate and the value project different inputs ('" + g.x->name + "', '" + value.x->name + "')";
-  const Tensor *wg = constant_of(g.w), *wv = constant_of(value.w);
-  if (!wg || !wv) return "a projection's weight is not a constant";
-  if (wg->rank() != 2 || wg->dims() != wv->dims() || wg->dtype() != wv->dtype())
-    return "the weights " + dims_str(wg->dims()) + " and " + dims_str(wv->dims()) +
-           " are not two 2-D [K, N] of one type";
+  if (g.split || value.split) {
+    if (g.split != value.split || g.half == value.half)
+      return "the gate and the value are not the two halves of one product";
+    const Tensor* w = constant_of(g.w);
+    if (!w) return "the projection's weight is not a constant";
+    if (w->rank() != 2 || w->dim(1) % 2) return "the weight " + dims_str(w->dims()) + " is not 2-D [K, 2N]";
+  } else {
+    const Tensor *wg = constant_of(g.w), *wv = constant_of(value.w);
+    if (!wg || !wv) return "a projection's weight is not a constant";
+    if (wg->rank() != 2 || wg->dims() != wv->dims() || wg->dtype() != wv->dtype())
+      return "the weights " + dims_str(wg->dims()) + " and " + dims_str(wv->dims()) +
+             " are not two 2-D [K, N] of one type";
+  }
+  const Tensor* wg = constant_of(g.w);
+  const int64_t n = g.split ? wg->dim(1) / 2 : wg->dim(1);
   const DType t = y->type.dtype;
   if (t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16)
     return std::string("its type is ") + dtype_name(t) + " (fused here: float32, float16, bfloat16)";
@@ -111,11 +157,24 @@ std::string problem(const Gate& gate, const Projection& value, const Value* y) {
   for (const Value* b : {g.bias, value.bias})
     if (b && (!constant_of(b) || constant_of(b)->rank() != 1)) return "a projection's bias is not a 1-D constant";
   const Shape* ys = known_rank(y);
-  if (!ys || ys->empty() || !ys->back().is_static() || ys->back().value != wg->dim(1))
+  if (!ys || ys->empty() || !ys->back().is_static() || ys->back().value != n)
     return "the product is not known to have the weights' N columns";
-  if (!same_shape_and_type(g.node->outputs[0], value.node->outputs[0]))
-    return "the two products do not have one shape and type";
+  const Value* gv = g.split ? g.split->outputs[g.half] : g.node->outputs[0];
+  const Value* vv = value.split ? value.split->outputs[value.half] : value.node->outputs[0];
+  if (!same_shape_and_type(gv, vv)) return "the two products do not have one shape and type";
   return "";
+}
+
+/// Columns [c0, c0 + n) of a 2-D constant, or elements [c0, c0 + n) of a 1-D one.
+Tensor columns(const Tensor& t, int64_t c0, int64_t n) {
+  const int64_t rows = t.rank() == 2 ? t.dim(0) : 1, cols = t.rank() == 2 ? t.dim(1) : t.dim(0);
+  Tensor out(t.dtype(), t.rank() == 2 ? std::vector<int64_t>{rows, n} : std::vector<int64_t>{n});
+  const size_t es = dtype_size(t.dtype());
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(static_cast<unsigned char*>(out.raw()) + static_cast<size_t>(r * n) * es,
+                static_cast<const unsigned char*>(t.raw()) + static_cast<size_t>(r * cols + c0) * es,
+                static_cast<size_t>(n) * es);
+  return out;
 }
 
 bool fuse_at(Rewriter& r, Node* mul) {
@@ -126,7 +185,7 @@ bool fuse_at(Rewriter& r, Node* mul) {
     if (!gate) continue;
     Value* vv = mul->input(1 - side);
     std::optional<Projection> value = projection_of(vv);
-    if (!value || !value->act.empty() || value->node == gate->proj.node) continue;
+    if (!value || !value->act.empty() || (value->node == gate->proj.node && !value->split)) continue;
     const std::string what =
         describe(gate->proj.node) + " + " + describe(value->node) + " -> " + describe(mul) + " not fused";
     if (!has_single_use(vv)) return r.near_miss(what, "the value's product '" + vv->name + "' is read elsewhere");
@@ -140,7 +199,22 @@ bool fuse_at(Rewriter& r, Node* mul) {
       ins.push_back(gate->proj.bias);
       ins.push_back(value->bias);
     }
-    std::vector<Node*> replaced = {gate->proj.node, value->node};
+    std::vector<Node*> replaced = {gate->proj.node};
+    if (gate->proj.split) {
+      // One product of both: its weight's (and bias's) halves become the two operands.
+      Graph& g = r.graph();
+      const Tensor& w = *constant_of(gate->proj.w);
+      const int64_t n = w.dim(1) / 2, gh = gate->proj.half;
+      ins[1] = g.add_initializer(name + ".gate_weight", columns(w, gh * n, n));
+      ins[2] = g.add_initializer(name + ".value_weight", columns(w, (1 - gh) * n, n));
+      if (const Tensor* b = constant_of(gate->proj.bias)) {
+        ins[3] = g.add_initializer(name + ".gate_bias", columns(*b, gh * n, n));
+        ins[4] = g.add_initializer(name + ".value_bias", columns(*b, (1 - gh) * n, n));
+      }
+      replaced.push_back(gate->proj.split);
+    } else {
+      replaced.push_back(value->node);
+    }
     replaced.insert(replaced.end(), gate->inner.begin(), gate->inner.end());
     replaced.push_back(mul);
     Replaced gone = r.remove(replaced);

@@ -2,6 +2,7 @@
 // numbers (SwiGLU written x·Sigmoid(x), a GELU gate inside its FusedMatMul, biases on either side);
 // guarded cases are left alone with a near-miss.
 #include "passes/fuse_gated_matmul.h"
+#include "passes/pattern.h"
 
 #include "pass_test_util.h"
 #include "test_util.h"
@@ -116,4 +117,47 @@ TEST(FuseGatedMatMul, ThePipelineLeavesOneNode) {
   EXPECT_EQ(count(*g, "GatedMatMul", "ai.fusec"), 1);
   EXPECT_EQ(g->nodes().size(), 1u);
   expect_same_numbers(*original, *g, 9);
+}
+
+// Phi-3's form: one product of a [K, 2N] weight split into the gate's and the value's halves. The
+// GatedMatMul takes the weight's halves as two new initializers, gate first whichever output the
+// gate is; a split of another axis, or a product read beside its halves, is left alone.
+TEST(FuseGatedMatMul, TheHalvesOfOneProductFuse) {
+  for (int gate_half : {0, 1})
+    for (int variant = 0; variant < 3; ++variant) {  // 0: fuses; 1: split axis 1; 2: the product read too
+      SCOPED_TRACE("gate half " + std::to_string(gate_half) + " variant " + std::to_string(variant));
+      GraphBuilder b(17);
+      Value* x = b.input("x", DType::Float32, {B, S, K});
+      Value* w = b.initializer("wgu", uniform_floats({K, 2 * N}, 4));
+      Value* p = b.node_n("FusedMatMul", {x, w, b.initializer("bgu", uniform_floats({2 * N}, 5))}, 1, {}, "gate_up",
+                          "ai.fusec")[0];
+      Value* sizes = b.initializer("sizes", int64s({N, N}, {2}));
+      if (variant == 2) b.output(p);
+      const int64_t axis = variant == 1 ? 1 : -1;
+      Value* pp = p;
+      if (variant == 1) {  // a [B, 2S, N]-shaped product, split along S
+        pp = b.node("Reshape", {p, b.initializer("shape", int64s({B, 2 * S, N}, {3}))}, {}, "view");
+        sizes = b.initializer("sizes_s", int64s({S, S}, {2}));
+      }
+      std::vector<Value*> halves = b.node_n("Split", {pp, sizes}, 2, {attr("axis", axis)}, "split");
+      Value* g = halves[gate_half];
+      Value* v = halves[1 - gate_half];
+      Value* s = b.node("Sigmoid", {g}, {}, "sig");
+      Value* silu = b.node("Mul", {g, s}, {}, "silu");
+      b.output(b.node("Mul", {v, silu}, {}, "gating"));
+      Outcome r = run_pass(b.build());
+      if (variant != 0) {
+        EXPECT_FALSE(r.changed);
+        EXPECT_EQ(count(*r.optimized, "GatedMatMul", "ai.fusec"), 0);
+        continue;
+      }
+      EXPECT_TRUE(r.changed);
+      const Node* gm = find_op(*r.optimized, "GatedMatMul");
+      ASSERT_NE(gm, nullptr);
+      EXPECT_EQ(count(*r.optimized, "Split"), 0);
+      ASSERT_EQ(gm->inputs.size(), 5u);
+      EXPECT_EQ(constant_of(gm->input(1))->dims(), (std::vector<int64_t>{K, N}));
+      EXPECT_EQ(constant_of(gm->input(4))->dims(), (std::vector<int64_t>{N}));
+      expect_same_numbers(*r.original, *r.optimized, 10 + gate_half);
+    }
 }
