@@ -96,6 +96,22 @@ double act_ref(cuda::Act a, double v) {
   }
 }
 
+// Checks C (rows x ldc of the storage type, downloaded) against `want` (rows x n): within one
+// rounding of the output relative to the largest output, and its padding columns still `init`.
+void expect_output(const std::vector<uint16_t>& got, const std::vector<uint16_t>& init, const std::vector<double>& want,
+                   int rows, int n, int ldc, bool bf16, double mx) {
+  double err = 0;
+  for (int m = 0; m < rows; ++m)
+    for (int j = 0; j < n; ++j) {
+      const double d = std::fabs(to_double(got[size_t(m) * ldc + j], bf16) - want[size_t(m) * n + j]);
+      err = std::isnan(d) ? INFINITY : std::max(err, d);
+    }
+  EXPECT_LE(err, (bf16 ? 8e-3 : 1e-3) * std::max(mx, 1.0));
+  for (int m = 0; m < rows; ++m)
+    for (int j = n; j < ldc; ++j)
+      ASSERT_EQ(got[size_t(m) * ldc + j], init[size_t(m) * ldc + j]) << "padding written at m" << m;
+}
+
 }  // namespace
 
 // Every configuration, both storage types and both weight layouts, on shapes with partial tiles in
@@ -164,18 +180,7 @@ TEST(GpuHgemmConfigs, EveryConfigurationMatchesTheReference) {
             ASSERT_TRUE(cuda::launch_hgemm(a, cfg, nullptr));
             ASSERT_EQ(cudaGetLastError(), cudaSuccess);
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            const std::vector<uint16_t> got = dC.download(init.size());
-            double err = 0;
-            for (int m = 0; m < c.m; ++m)
-              for (int n = 0; n < c.n; ++n) {
-                const double d = std::fabs(to_double(got[size_t(m) * ldc + n], bf16) - want[size_t(m) * c.n + n]);
-                err = std::isnan(d) ? INFINITY : std::max(err, d);
-              }
-            // One rounding of the output to the storage type, relative to the largest output.
-            EXPECT_LE(err, (bf16 ? 8e-3 : 1e-3) * std::max(mx, 1.0));
-            for (int m = 0; m < c.m && c.pad; ++m)
-              for (int n = c.n; n < ldc; ++n)
-                ASSERT_EQ(got[size_t(m) * ldc + n], init[size_t(m) * ldc + n]) << "padding written at m" << m;
+            expect_output(dC.download(init.size()), init, want, c.m, c.n, ldc, bf16, mx);
           }
         }
       }
@@ -233,17 +238,7 @@ TEST(GpuHgemmConfigs, GatedProductMatchesTheReference) {
             ++ran;
             ASSERT_EQ(cudaGetLastError(), cudaSuccess);
             ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-            const std::vector<uint16_t> got = dC.download(init.size());
-            double err = 0;
-            for (int m = 0; m < c.m; ++m)
-              for (int n = 0; n < c.n; ++n) {
-                const double d = std::fabs(to_double(got[size_t(m) * ldc + n], bf16) - want[size_t(m) * c.n + n]);
-                err = std::isnan(d) ? INFINITY : std::max(err, d);
-              }
-            EXPECT_LE(err, (bf16 ? 8e-3 : 1e-3) * std::max(mx, 1.0));
-            for (int m = 0; m < c.m; ++m)
-              for (int n = c.n; n < ldc; ++n)
-                ASSERT_EQ(got[size_t(m) * ldc + n], init[size_t(m) * ldc + n]) << "padding written at m" << m;
+            expect_output(dC.download(init.size()), init, want, c.m, c.n, ldc, bf16, mx);
           }
         }
     }
