@@ -16,6 +16,7 @@
 #include "passes/fuse_layernorm_gelu.h"
 #include "passes/fuse_matmul_bias.h"
 #include "passes/fuse_rotary.h"
+#include "passes/fuse_rotary_attention.h"
 #include "passes/fuse_skip_layernorm.h"
 #include "passes/infer_shapes.h"
 #include "passes/merge_qkv.h"
@@ -77,6 +78,9 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // (the Attention exists) and right after fuse_matmul_bias (each projection is one FusedMatMul
   // whose bias is a constant operand, so three of them concatenate into one).
   p.push_back(std::make_unique<MergeQkvPass>());
+  // The rotation of packed QKV's Q and K heads into the attention reading them: after merge_qkv,
+  // which writes that rotation as one Rotary over the packed rows.
+  p.push_back(std::make_unique<FuseRotaryAttentionPass>());
   // The gated MLP's projections and gating -> GatedMatMul: after fuse_matmul_bias (a projection's
   // bias and a GELU gate are inside its FusedMatMul), before fuse_elementwise takes the gating.
   p.push_back(std::make_unique<FuseGatedMatMulPass>());

@@ -3,12 +3,13 @@
 //   ONNX Attention (opset 23; 24 adds nonpad_kv_seqlen; 25 adds left/right_window_size):
 //     inputs  Q, K, V, [attn_mask], [past_key], [past_value], [nonpad_kv_seqlen]
 //     outputs Y, [present_key], [present_value], [qk_matmul_output]
-//   ai.fusec Attention (since 1): inputs Q, [K], [V], [attn_mask]; output Y; attributes scale,
-//     is_causal, q_num_heads, kv_num_heads — ONNX Attention restricted to those, which is what
-//     fusec's attention fusion writes for models older than opset 23 (docs/ops.md). K and V may
-//     both be omitted: Q then packs all three, [B, S, (Hq + 2·Hkv)·D], each token's row
+//   ai.fusec Attention (since 1): inputs Q, [K], [V], [attn_mask], [cos], [sin]; output Y;
+//     attributes scale, is_causal, q_num_heads, kv_num_heads — ONNX Attention restricted to those,
+//     which is what fusec's attention fusion writes for models older than opset 23 (docs/ops.md).
+//     K and V may both be omitted: Q then packs all three, [B, S, (Hq + 2·Hkv)·D], each token's row
 //     [Q heads | K heads | V heads] (one merged projection GEMM wrote it, passes/merge_qkv.cpp);
-//     Sq = Skv = S, Dv = D, Y [B, S, Hq·D].
+//     Sq = Skv = S, Dv = D, Y [B, S, Hq·D]. Packed, cos and sin (both or neither) rotate Q's and
+//     K's heads first, as ai.fusec Rotary does (passes/fuse_rotary_attention.cpp).
 //
 //   Q [B, Hq, Sq, D] or [B, Sq, Hq·D];  K [B, Hkv, Skv, D] or [B, Skv, Hkv·D];  V likewise with Dv.
 //   K' = concat(past_key, K) and V' = concat(past_value, V) along the sequence (T = Sp + Skv keys).
@@ -29,6 +30,8 @@ namespace fusec {
 namespace {
 
 enum Input : size_t { kQ = 0, kK, kV, kMask, kPastKey, kPastValue, kNonpad };
+// ai.fusec's rotary tables take the slots ONNX gives the cache.
+constexpr size_t kCos = 4, kSin = 5;
 enum Output : size_t { kY = 0, kPresentKey, kPresentValue, kQk };
 
 bool differ(const Dim& a, const Dim& b) { return a.is_static() && b.is_static() && a.value != b.value; }
@@ -111,6 +114,28 @@ void check_mask(const InferContext& c, const Shape& target, bool standard) {
     c.fail("attn_mask shape " + shape_str(*m) + " does not broadcast to the scores' " + shape_str(target));
 }
 
+/// cos and sin of the packed form: Q's type, broadcasting (right-aligned) to [B, S, 1, D].
+void check_rotary_tables(const InferContext& c, const Dim& batch, const Dim& seq, const Dim& head) {
+  if (head.is_static() && head.value % 2 != 0)
+    c.fail("rotary tables need an even head size, not " + std::to_string(head.value));
+  const Shape want{batch, seq, Dim(1), head};
+  for (size_t i : {kCos, kSin}) {
+    const char* name = i == kCos ? "cos" : "sin";
+    if (c.input_dtype(i) != c.input_dtype(kQ)) c.fail(std::string(name) + " must have Q's type");
+    const auto& t = c.input_shape(i);
+    if (!t) continue;
+    bool fits = !t->empty() && t->size() <= 4;
+    for (size_t k = 0; fits && k < t->size(); ++k) {
+      const Dim& d = (*t)[t->size() - 1 - k];
+      const Dim& w = want[3 - k];
+      fits = k == 0 ? !differ(d, w) : !(d.is_static() && d.value != 1 && differ(d, w));
+      if (k == 1 && d.is_static() && d.value != 1) fits = false;  // the same rotation for every head
+    }
+    if (!fits)
+      c.fail(std::string(name) + " " + shape_str(*t) + " does not broadcast to [B, S, 1, D] = " + shape_str(want));
+  }
+}
+
 /// The packed form (ai.fusec, K and V omitted): Q is [B, S, (Hq + 2·Hkv)·D].
 void infer_packed(InferContext& c) {
   const DType t = c.input_dtype(kQ);
@@ -137,12 +162,14 @@ void infer_packed(InferContext& c) {
   }
   const Dim batch = (*qs)[0], seq = (*qs)[1];
   if (c.has_input(kMask)) check_mask(c, Shape{batch, Dim(hq), seq, seq}, false);
+  if (c.has_input(kCos)) check_rotary_tables(c, batch, seq, head);
   c.set_output(kY, t,
                Shape{batch, seq, head.is_static() ? Dim(dims::mul(hq, head.value, c, "Y's hidden size")) : Dim()});
 }
 
 void infer_attention(InferContext& c) {
   const bool standard = is_standard_attention(c);
+  if (!standard && c.has_input(kCos) != c.has_input(kSin)) c.fail("cos and sin must be given together");
   check_types(c, standard);
   check_attributes(c, standard);
   if (!c.has_input(kK) || !c.has_input(kV)) {
@@ -152,6 +179,8 @@ void infer_attention(InferContext& c) {
              std::string(c.has_input(kK) ? "K" : "V"));
     return infer_packed(c);
   }
+  if (!standard && (c.has_input(kCos) || c.has_input(kSin)))
+    c.fail("rotary tables (cos, sin) need packed QKV (K and V omitted)");
   const DType t = c.input_dtype(kQ);
   const auto &qs = c.input_shape(kQ), &ks = c.input_shape(kK), &vs = c.input_shape(kV);
   if (!qs || !ks || !vs) {
@@ -363,6 +392,25 @@ AttentionDims packed_attention_dims(const NodeAttrs& n, const std::vector<int64_
   return a;
 }
 
+RotaryTableStrides rotary_table_strides(const NodeAttrs& n, const std::vector<int64_t>& t, const AttentionDims& a,
+                                        const char* name) {
+  const int64_t want[4] = {a.batch, a.q_seq, 1, a.head_size};
+  bool fits = !t.empty() && t.size() <= 4 && t.back() == a.head_size && a.head_size % 2 == 0;
+  RotaryTableStrides st;
+  int64_t stride = a.head_size;
+  for (size_t k = 1; fits && k < t.size(); ++k) {
+    const int64_t d = t[t.size() - 1 - k];
+    if (d != 1 && (k == 1 || d != want[3 - k])) fits = false;
+    if (k == 2) st.seq = d == 1 ? 0 : stride;
+    if (k == 3) st.batch = d == 1 ? 0 : stride;
+    stride *= d;
+  }
+  if (!fits)
+    n.fail(std::string(name) + " " + dims_str(t) +
+           " does not broadcast to [B, S, 1, D] = " + dims_str({a.batch, a.q_seq, 1, a.head_size}));
+  return st;
+}
+
 float attention_scale(const NodeAttrs& n, int64_t head_size) {
   const bool given = n.has_attr("scale") && (is_standard_attention(n) || n.attr_float("scale") != 0.0f);
   if (given) return n.attr_float("scale");
@@ -376,10 +424,10 @@ void register_attention_schemas(OpRegistry& r) {
       .attr("left_window_size", AttrKind::Int, AttrValue{int64_t{-1}})
       .attr("right_window_size", AttrKind::Int, AttrValue{int64_t{-1}})
       .set_doc("Attention-24 plus a sliding window (left/right_window_size)");
-  attention_common(r.add("Attention", "ai.fusec").since(1).io(1, 4))
+  attention_common(r.add("Attention", "ai.fusec").since(1).io(1, 6))
       .set_doc(
           "Y = softmax(scale·Q·Kᵀ + mask [causal]) · V (ONNX Attention without cache or extra outputs); "
-          "K and V omitted: Q packs [Q | K | V] per token");
+          "K and V omitted: Q packs [Q | K | V] per token, and cos, sin rotate its Q and K heads first");
 }
 
 }  // namespace fusec

@@ -70,6 +70,16 @@ AttentionDims packed_attention_dims(const NodeAttrs& node, const std::vector<int
 /// True when the node is the packed form: K and V both omitted (only ai.fusec Attention allows it).
 inline bool is_packed_attention(const Node& n) { return !n.input(1) && !n.input(2); }
 
+/// Where row (b, s) of a rotary table (packed ai.fusec Attention's cos or sin) starts: b·batch +
+/// s·seq elements in, its D values contiguous (0 along a broadcast dim).
+struct RotaryTableStrides {
+  int64_t batch = 0, seq = 0;
+};
+/// The strides of a table of these dims against the packed node's geometry; fails naming the node
+/// (and `name`) when the table does not broadcast to [B, S, 1, D].
+RotaryTableStrides rotary_table_strides(const NodeAttrs& node, const std::vector<int64_t>& table,
+                                        const AttentionDims& a, const char* name);
+
 /// The factor applied to Q·Kᵀ: the `scale` attribute, or 1/√head_size when it is absent (and, for
 /// ai.fusec Attention, when it is 0).
 float attention_scale(const NodeAttrs& node, int64_t head_size);

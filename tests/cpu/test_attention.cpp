@@ -478,6 +478,85 @@ TEST(CpuAttention, PackedQkvShapeErrorsNameTheProblem) {
       "required input 1 is empty");
 }
 
+TEST(CpuAttention, RotaryTablesRotateQAndKHeadsAsRotaryDoes) {
+  // ai.fusec Attention(qkv, "", "", mask, cos, sin) is Rotary(qkv, cos, sin; head_size D, rotated
+  // (Hq + Hkv)·D) then the packed attention, bit for bit: tables per position ([1, S, 1, D]) and
+  // per batch and position ([B, S, 1, D]), GQA, causal, a mask, the GEMM path.
+  struct Case {
+    int64_t batch, seq, hq, hkv, d;
+    bool per_batch;
+    const char* what;
+  };
+  for (const Case& c :
+       {Case{2, 5, 4, 2, 4, false, "GQA 4/2, [1, S, 1, D]"}, Case{2, 6, 3, 3, 8, true, "MHA, [B, S, 1, D]"},
+        Case{1, 100, 4, 1, 16, false, "GEMM path, MQA"}}) {
+    SCOPED_TRACE(c.what);
+    const int64_t w = (c.hq + 2 * c.hkv) * c.d;
+    const Tensor qkv = uniform_floats({c.batch, c.seq, w}, 70);
+    const std::vector<int64_t> tdims = {c.per_batch ? c.batch : 1, c.seq, 1, c.d};
+    const Tensor cs = uniform_floats(tdims, 71), sn = uniform_floats(tdims, 72);
+    const Tensor mask = uniform_floats({c.batch, 1, 1, c.seq}, 73);
+    for (int causal : {0, 1}) {
+      SCOPED_TRACE(causal ? "causal" : "not causal");
+      const std::vector<NamedAttribute> a = {heads("q_num_heads", c.hq), heads("kv_num_heads", c.hkv),
+                                             attr("is_causal", int64_t{causal})};
+      // Two nodes: the rotation, then the attention reading its output.
+      GraphBuilder two(17);
+      Value* x = two.input("QKV", DType::Float32, shape_of(qkv.dims()));
+      Value* m = two.input("attn_mask", DType::Float32, shape_of(mask.dims()));
+      Value* cv = two.initializer("cos", cs);
+      Value* sv = two.initializer("sin", sn);
+      Value* r = two.node_n("Rotary", {x, cv, sv}, 1, {attr("head_size", c.d), attr("rotated", (c.hq + c.hkv) * c.d)},
+                            "rope", "ai.fusec")[0];
+      two.output(two.node_n("Attention", {r, nullptr, nullptr, m}, 1, a, "attn", "ai.fusec")[0]);
+      // One node with the tables.
+      GraphBuilder one(17);
+      Value* x1 = one.input("QKV", DType::Float32, shape_of(qkv.dims()));
+      Value* m1 = one.input("attn_mask", DType::Float32, shape_of(mask.dims()));
+      one.output(one.node_n("Attention",
+                            {x1, nullptr, nullptr, m1, one.initializer("cos", cs), one.initializer("sin", sn)}, 1, a,
+                            "attn", "ai.fusec")[0]);
+      const Tensor want = run_cpu(*two.build(), {qkv, mask})[0];
+      const Tensor got = run_cpu(*one.build(), {qkv, mask})[0];
+      expect_bit_identical(got, want);
+    }
+  }
+}
+
+TEST(CpuAttention, RotaryTableErrorsNameTheProblem) {
+  const Tensor qkv = uniform_floats({2, 3, 24}, 74);  // 2 + 2·2 = 6 heads of 4
+  auto fails_with = [&](std::vector<int64_t> cos_dims, std::vector<int64_t> sin_dims, bool packed,
+                        const std::string& what) {
+    try {
+      GraphBuilder b(17);
+      std::vector<Value*> ins;
+      std::vector<Tensor> feeds;
+      if (packed) {
+        ins = {b.input("QKV", DType::Float32, {2, 3, 24}), nullptr, nullptr, nullptr};
+        feeds = {qkv};
+      } else {
+        ins = {b.input("Q", DType::Float32, {2, 3, 8}), b.input("K", DType::Float32, {2, 3, 8}),
+               b.input("V", DType::Float32, {2, 3, 8}), nullptr};
+        feeds = {uniform_floats({2, 3, 8}, 1), uniform_floats({2, 3, 8}, 2), uniform_floats({2, 3, 8}, 3)};
+      }
+      ins.push_back(cos_dims.empty() ? nullptr : b.initializer("cos", uniform_floats(cos_dims, 5)));
+      ins.push_back(sin_dims.empty() ? nullptr : b.initializer("sin", uniform_floats(sin_dims, 6)));
+      b.output(
+          b.node_n("Attention", ins, 1, {heads("q_num_heads", 2), heads("kv_num_heads", 2)}, "attn", "ai.fusec")[0]);
+      run_cpu(*b.build(), feeds);
+      ADD_FAILURE() << "no error, expected: " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("node 'attn'"), std::string::npos) << e.what();
+    }
+  };
+  fails_with({1, 3, 1, 4}, {}, true, "cos and sin must be given together");
+  fails_with({1, 3, 1, 4}, {1, 3, 1, 4}, false, "need packed QKV");
+  fails_with({1, 3, 1, 8}, {1, 3, 1, 8}, true, "does not broadcast to [B, S, 1, D]");
+  fails_with({1, 3, 6, 4}, {1, 3, 6, 4}, true, "does not broadcast to [B, S, 1, D]");  // per head
+  fails_with({3, 3, 1, 4}, {1, 3, 1, 4}, true, "does not broadcast to [B, S, 1, D]");  // batch 3 of 2
+}
+
 TEST(CpuAttention, PackedQkvCost) {
   // B 2, S 8, Hq 4, Hkv 2, D 8: packed [2, 8, (4 + 2·2)·8 = 64]; FLOPs as for Q, K, V apart
   // (2·B·Hq·S·S·(D + D) + 5·B·Hq·S·S), bytes read = the packed tensor, written = Y [2, 8, 32].

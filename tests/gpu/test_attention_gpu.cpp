@@ -2,7 +2,8 @@
 // bf16 (1e-2): the 3-D form the fusion pass writes (BERT-base heads, an additive [B,1,1,S] mask),
 // the 4-D form, lengths that are not multiples of the 64-row/64-key tiles, causal masking with
 // Sq != Skv, grouped-query heads, bool masks broadcast from [Sq, Skv], head sizes that pad to the
-// 64 and 128 tiles, the standard opset-23 op, and the head size the kernel refuses (CPU fallback).
+// 64 and 128 tiles, the standard opset-23 op, and the head size the kernel refuses (CPU fallback);
+// packed QKV with rotary tables on every route.
 // The register-tiled fp32 kernel: which arguments select it (and which fall back to the streaming
 // kernel), and its cases at fp32: no mask, row-broadcast float and bool masks, lengths off its
 // 64-row/64-key tiles (several key chunks), head sizes 32 and 64, grouped heads, packed QKV, and
@@ -37,6 +38,7 @@ struct Case {
   float scale = 0.0f;  // 0: the default 1/sqrt(head size)
   bool standard = false;
   bool packed = false;  // ai.fusec packed QKV: q is [B, S, (Hq + 2·Hkv)·D], K and V left out
+  std::vector<int64_t> table;  // packed: the rotary tables' dims (cos and sin); empty: none
 };
 
 OpCase attention(const Case& k, uint64_t seed) {
@@ -62,6 +64,11 @@ OpCase attention(const Case& k, uint64_t seed) {
       for (int64_t i = 0; i < m.numel(); ++i)
         if (m.data<float>()[i] < -3.5f) m.data<float>()[i] = -10000.0f;
     c.inputs.push_back(std::move(m));
+  }
+  if (!k.table.empty()) {
+    if (k.mask.empty()) c.inputs.emplace_back();
+    c.inputs.push_back(random_tensor(DType::Float32, k.table, seed + 4));
+    c.inputs.push_back(random_tensor(DType::Float32, k.table, seed + 5));
   }
   if (k.q_heads) c.attrs.push_back(attr("q_num_heads", k.q_heads));
   if (k.kv_heads) c.attrs.push_back(attr("kv_num_heads", k.kv_heads));
@@ -107,15 +114,22 @@ std::string kernel_of(const Case& k, Precision p) {
   GraphBuilder b(c.opset);
   if (!c.domain.empty()) b.graph().opsets[c.domain] = 1;
   std::vector<Value*> ins;
-  for (size_t i = 0; i < c.inputs.size(); ++i)
+  std::vector<Tensor> feeds;  // the packed form's K and V are left out
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!c.inputs[i].defined()) {
+      ins.push_back(nullptr);
+      continue;
+    }
     ins.push_back(b.input("in" + std::to_string(i), c.inputs[i].dtype(), shape_of(c.inputs[i].dims())));
+    feeds.push_back(c.inputs[i]);
+  }
   b.output(b.node_n(c.op, ins, 1, c.attrs, "attention", c.domain)[0]);
   auto g = b.build();
   infer_shapes(*g);
   cuda::CudaOptions o;
   o.precision = p;
   auto exe = cuda::CudaBackend(o).compile_cuda(*g);
-  exe->run(c.inputs);
+  exe->run(feeds);
   for (const auto& pl : exe->placement())
     if (pl.op_type == "Attention") return pl.on_gpu ? pl.kernel : "cpu: " + pl.reason;
   return "none";
@@ -162,6 +176,53 @@ TEST(GpuAttention, PackedQkv) {
   swin.q_heads = swin.kv_heads = 3;
   swin.mask = {1, 3, 49, 49};
   all_precisions(swin, 18);
+}
+
+// Packed QKV with rotary tables (fuse_rotary_attention's form): the tensor-core kernel rotates Q
+// and K tiles in shared memory as they land; cuDNN's SDPA, the streaming kernel, fp32 and head sizes
+// off 16-value halves run after the rotary kernel. Tables per position and per batch, head sizes
+// 32 to 128, lengths off the 64-row tiles, masks and causal.
+TEST(GpuAttention, PackedQkvRotaryTables) {
+  FUSEC_REQUIRE_GPU();
+  auto packed = [](int64_t b, int64_t s, int64_t hq, int64_t hkv, int64_t d) {
+    Case k;
+    k.packed = true;
+    k.q = {b, s, (hq + 2 * hkv) * d};
+    k.q_heads = hq;
+    k.kv_heads = hkv;
+    return k;
+  };
+  Case llama = packed(2, 77, 8, 2, 64);  // GQA, causal and a padding row mask, as Llama's
+  llama.causal = true;
+  llama.mask = {2, 1, 1, 77};
+  llama.table = {1, 77, 1, 64};
+  all_precisions(llama, 81);
+  Case wide = packed(1, 130, 4, 2, 128);  // D = 128, three key tiles, the last of 2 rows
+  wide.table = {1, 130, 1, 128};
+  all_precisions(wide, 82);
+  Case per_batch = packed(2, 65, 3, 3, 32);  // tables per batch, a full bool mask
+  per_batch.table = {2, 65, 1, 32};
+  per_batch.mask = {2, 1, 65, 65};
+  per_batch.mask_type = DType::Bool;
+  all_precisions(per_batch, 83);
+  Case halves_off = packed(1, 50, 2, 1, 40);  // halves of 20: not whole 16-byte chunks
+  halves_off.table = {1, 50, 1, 40};
+  halves_off.causal = true;
+  all_precisions(halves_off, 84);
+
+  // Which route runs each: the kernel rotating inside where it can, else the rotary kernel first.
+  ::setenv("FUSEC_CUDNN_SDPA", "0", 1);
+  EXPECT_NE(kernel_of(llama, Precision::FP16).find("tensor-core causal masked packed-qkv rotary-inside"),
+            std::string::npos)
+      << kernel_of(llama, Precision::FP16);
+  EXPECT_NE(kernel_of(halves_off, Precision::FP16).find("after rotary"), std::string::npos)
+      << kernel_of(halves_off, Precision::FP16);
+  ::setenv("FUSEC_CUDNN_SDPA", "1", 1);
+  const std::string cudnn = kernel_of(llama, Precision::BF16);
+  EXPECT_TRUE(cudnn.rfind("cuDNN SDPA bfloat16", 0) == 0 && cudnn.find("after rotary") != std::string::npos) << cudnn;
+  ::unsetenv("FUSEC_CUDNN_SDPA");
+  EXPECT_NE(kernel_of(llama, Precision::FP32).find("after rotary"), std::string::npos)
+      << kernel_of(llama, Precision::FP32);
 }
 
 TEST(GpuAttention, FourDimensionalOddLengths) {

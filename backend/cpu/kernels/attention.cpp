@@ -24,6 +24,7 @@ namespace fusec::cpu {
 namespace {
 
 enum Input : size_t { kQ = 0, kK, kV, kMask, kPastKey, kPastValue, kNonpad };
+constexpr size_t kCos = 4, kSin = 5;  // ai.fusec's rotary tables (packed QKV)
 enum Output : size_t { kY = 0, kPresentKey, kPresentValue, kQk };
 
 /// attn_mask viewed as [B, Hq, Sq, len] through element strides (0 on broadcast dims). Keys at
@@ -97,7 +98,42 @@ struct Plan {
   MaskView mask;
   const int64_t* nonpad = nullptr;  // points into `nonpad_store`
   std::vector<int64_t> nonpad_store;
+  const Tensor* qkv = nullptr;  // packed QKV read in place of input 0 (its heads rotated), or null
 };
+
+/// Packed QKV with its Q and K heads rotated by ai.fusec Attention's cos and sin, as ai.fusec Rotary
+/// computes them (rotated = (Hq + Hkv)·D; V's heads copied).
+template <typename T>
+Tensor rotated_qkv(const KernelContext& ctx, const AttentionDims& a) {
+  const Tensor& x = ctx.input(kQ);
+  const Tensor &cs = ctx.input(kCos), &sn = ctx.input(kSin);
+  for (const Tensor* t : {&cs, &sn})
+    if (t->dtype() != x.dtype()) ctx.fail("cos and sin must have Q's type");
+  const RotaryTableStrides cst = rotary_table_strides(ctx, cs.dims(), a, "cos");
+  const RotaryTableStrides sst = rotary_table_strides(ctx, sn.dims(), a, "sin");
+  Tensor y(x.dtype(), x.dims());
+  const int64_t d = a.head_size, half = d / 2, w = a.packed_width(), rotated = (a.q_heads + a.kv_heads) * d;
+  const T* xp = x.data<T>();
+  const T* cp = cs.data<T>();
+  const T* sp = sn.data<T>();
+  T* yp = y.data<T>();
+  parallel_for(a.batch * a.q_seq, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t b = r / a.q_seq, pos = r % a.q_seq;
+      const T* xr = xp + r * w;
+      T* yr = yp + r * w;
+      const T* c = cp + b * cst.batch + pos * cst.seq;
+      const T* s = sp + b * sst.batch + pos * sst.seq;
+      for (int64_t h0 = 0; h0 < rotated; h0 += d)
+        for (int64_t j = 0; j < half; ++j) {
+          yr[h0 + j] = xr[h0 + j] * c[j] + (-xr[h0 + j + half]) * s[j];
+          yr[h0 + j + half] = xr[h0 + j + half] * c[j + half] + xr[h0 + j] * s[j + half];
+        }
+      std::copy(xr + rotated, xr + w, yr + rotated);
+    }
+  });
+  return y;
+}
 
 /// True when some key may be masked: otherwise the bias is zero everywhere and is skipped.
 bool has_bias(const Plan& p) { return p.mask.t || p.causal || p.nonpad || p.left >= 0 || p.right >= 0; }
@@ -172,8 +208,10 @@ template <typename T>
 void run_attention(KernelContext& ctx, const Plan& p) {
   const AttentionDims& a = p.a;
   const int64_t total = a.total_kv(), d = a.head_size, dv = a.v_head_size;
-  const Tensor* past_k = ctx.has_input(kPastKey) ? &ctx.input(kPastKey) : nullptr;
-  const Tensor* past_v = ctx.has_input(kPastValue) ? &ctx.input(kPastValue) : nullptr;
+  // ai.fusec's inputs 4 and 5 are the rotary tables, not a cache.
+  const bool cache = is_standard_attention(ctx);
+  const Tensor* past_k = cache && ctx.has_input(kPastKey) ? &ctx.input(kPastKey) : nullptr;
+  const Tensor* past_v = cache && ctx.has_input(kPastValue) ? &ctx.input(kPastValue) : nullptr;
   // K' and V' as rows (b, g, j) at base + b·st.b + g·st.h + j·st.s: the inputs themselves when
   // there is no cache to prepend and no present output to write, else [B, Hkv, T, size] copies.
   // Packed, K and V are views of Q's tensor.
@@ -184,7 +222,7 @@ void run_attention(KernelContext& ctx, const Plan& p) {
   Tensor k_scratch, v_scratch;  // Tensors, so the host memory budget counts them
   auto rows = [&](size_t in, AttentionDims::View view, const Tensor* past, size_t out, Tensor& scratch,
                   int64_t size) -> Rows {
-    const Tensor& src = ctx.input(a.packed ? kQ : in);
+    const Tensor& src = a.packed && p.qkv ? *p.qkv : ctx.input(a.packed ? kQ : in);
     if (!past && !ctx.has_output(out)) return {src.template data<T>() + view.offset, view.st};
     T* dst;
     if (ctx.has_output(out)) {
@@ -202,7 +240,7 @@ void run_attention(KernelContext& ctx, const Plan& p) {
   const auto qv = a.q_view();
   const auto qs = qv.st;
   const auto ys = a.y_strides();
-  const T* q = ctx.input(kQ).data<T>() + qv.offset;
+  const T* q = (p.qkv ? *p.qkv : ctx.input(kQ)).data<T>() + qv.offset;
   T* y = ctx.output(kY).data<T>();
   T* qk = ctx.has_output(kQk) ? ctx.output(kQk).data<T>() : nullptr;
   const T scale = static_cast<T>(p.scale), cap = static_cast<T>(p.softcap);
@@ -278,8 +316,9 @@ void attention_kernel(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, attention_kernel);
   const bool standard = is_standard_attention(ctx);
   const Tensor& q = ctx.input(kQ);
-  const Tensor* past_k = ctx.has_input(kPastKey) ? &ctx.input(kPastKey) : nullptr;
-  if (ctx.has_input(kPastKey) != ctx.has_input(kPastValue)) ctx.fail("past_key and past_value must be given together");
+  const Tensor* past_k = standard && ctx.has_input(kPastKey) ? &ctx.input(kPastKey) : nullptr;
+  if (standard && ctx.has_input(kPastKey) != ctx.has_input(kPastValue))
+    ctx.fail("past_key and past_value must be given together");
   Plan p;
   if (!standard && !ctx.has_input(kK) && !ctx.has_input(kV)) {
     p.a = packed_attention_dims(ctx, q.dims());  // ai.fusec has no cache inputs
@@ -315,10 +354,18 @@ void attention_kernel(KernelContext& ctx) {
     for (int64_t& v : p.nonpad_store) v = std::clamp<int64_t>(v, -kFar, kFar);
     p.nonpad = p.nonpad_store.data();
   }
+  const bool rotary = !standard && (ctx.has_input(kCos) || ctx.has_input(kSin));
+  if (rotary && !(a.packed && ctx.has_input(kCos) && ctx.has_input(kSin)))
+    ctx.fail("rotary tables (cos and sin, both) need packed QKV (K and V omitted)");
   dispatch_float(q.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);
     if (p.mask.t && p.mask.t->dtype() != DType::Bool && p.mask.t->dtype() != q.dtype())
       ctx.fail(std::string("attn_mask has type ") + dtype_name(p.mask.t->dtype()) + "; it must be bool or Q's type");
+    Tensor rotated;
+    if (rotary) {
+      rotated = rotated_qkv<T>(ctx, a);
+      p.qkv = &rotated;
+    }
     run_attention<T>(ctx, p);
   });
 }

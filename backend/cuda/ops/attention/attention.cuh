@@ -30,6 +30,12 @@ struct AttentionArgs {
   int64_t mask_stride[4] = {0, 0, 0, 0};  // over [B, Hq, Sq, Skv]; 0 where the mask broadcasts
   float scale = 1.0f;
   bool causal = false;  // key j excluded for query i when j > i (upper-left, as ONNX)
+  // Packed ai.fusec Attention's rotary tables, or null: Q's and K's heads rotate first, as ai.fusec
+  // Rotary does (only attention_mma.cu's kernel takes them). Row (b, s) of a table starts b·batch +
+  // s·seq elements in (0 along a broadcast dim), its head_dim values contiguous.
+  const void* rot_cos = nullptr;
+  const void* rot_sin = nullptr;
+  HeadStrides cos_st, sin_st;  // batch and seq used; head unused (the same rotation for every head)
 };
 
 /// Why the kernel cannot run these arguments ("" when it can).

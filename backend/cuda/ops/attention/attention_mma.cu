@@ -198,6 +198,101 @@ __device__ __forceinline__ void stage_mask(uint32_t stage, const unsigned char* 
   }
 }
 
+/// Bytes of the rotary tables' stage (AttentionArgs::rot_cos): a key tile's 64 rows of cos, then of
+/// sin, each row HD values.
+template <int HD>
+constexpr int rot_stage_bytes() {
+  return 2 * 64 * HD * 2;
+}
+
+/// One thread's share of a 64-row tile's rotation (ai.fusec Rotary's rotate_half form, rotary.cu's
+/// arithmetic): item k is i = threadIdx.x + kThreads·k, row i / pairs, chunk pair i % pairs (pairs =
+/// D / 16: chunk c, 8 values, pairs with chunk c + pairs, the other half of the head). Its tables'
+/// chunks (cos and sin at both halves) are held here, loaded ahead of the rotation.
+template <int HD>
+struct RotChunks {
+  static constexpr int kItems = HD / 32;  // 64 rows x HD / 16 pairs over kThreads threads
+  uint4 c1[kItems], c2[kItems], s1[kItems], s2[kItems];
+};
+
+/// Loads this thread's table chunks for rows [0, valid) at positions pos0 + row of batch b, from
+/// global memory (Q's, once per block, issued before its tile lands).
+template <typename T, int HD>
+__device__ __forceinline__ void load_rot(RotChunks<HD>& rc, const AttentionArgs& a, int b, int pos0, int valid) {
+  const int pairs = a.head_dim / 16, half = a.head_dim / 2;
+  const T* cs = static_cast<const T*>(a.rot_cos) + b * a.cos_st.batch + pos0 * a.cos_st.seq;
+  const T* sn = static_cast<const T*>(a.rot_sin) + b * a.sin_st.batch + pos0 * a.sin_st.seq;
+#pragma unroll
+  for (int k = 0; k < RotChunks<HD>::kItems; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + kThreads * k, r = i / pairs, c = i % pairs;
+    if (r >= valid) continue;
+    const T* cr = cs + r * a.cos_st.seq + 8 * c;
+    const T* sr = sn + r * a.sin_st.seq + 8 * c;
+    rc.c1[k] = __ldg(reinterpret_cast<const uint4*>(cr));
+    rc.c2[k] = __ldg(reinterpret_cast<const uint4*>(cr + half));
+    rc.s1[k] = __ldg(reinterpret_cast<const uint4*>(sr));
+    rc.s2[k] = __ldg(reinterpret_cast<const uint4*>(sr + half));
+  }
+}
+
+/// Stages a key tile's table rows [0, valid) (positions pos0 + row of batch b) into the rotary stage
+/// at shared address `stage` (cos rows, then sin rows, HD values apart); the rest is not read.
+template <typename T, int HD>
+__device__ __forceinline__ void stage_rot(uint32_t stage, const AttentionArgs& a, int b, int pos0, int valid) {
+  const int chunks = a.head_dim / 8;
+  const T* cs = static_cast<const T*>(a.rot_cos) + b * a.cos_st.batch + pos0 * a.cos_st.seq;
+  const T* sn = static_cast<const T*>(a.rot_sin) + b * a.sin_st.batch + pos0 * a.sin_st.seq;
+  for (int i = static_cast<int>(threadIdx.x); i < 2 * valid * chunks; i += kThreads) {
+    const int table = i / (valid * chunks), r = i % (valid * chunks) / chunks, c = i % chunks;
+    const T* src = table ? sn + r * a.sin_st.seq : cs + r * a.cos_st.seq;
+    cp_async16(stage + static_cast<uint32_t>((table * 64 + r) * HD * 2 + c * 16), src + 8 * c, true);
+  }
+}
+
+/// Rotates this thread's items of rows [0, valid) of a landed tile in shared memory (`tile` its
+/// generic address) with table chunks from `rc`, or, where `staged` is not null, from the rotary
+/// stage at that generic address (stage_rot's layout). The caller synchronizes the block before
+/// (the tile and the stage landed) and after (ldmatrix reads the tile).
+template <typename T, int HD>
+__device__ __forceinline__ void rotate_tile(unsigned char* tile, const RotChunks<HD>& rc, const unsigned char* staged,
+                                            int head_dim, int valid) {
+  const int pairs = head_dim / 16;
+#pragma unroll
+  for (int k = 0; k < RotChunks<HD>::kItems; ++k) {
+    const int i = static_cast<int>(threadIdx.x) + kThreads * k, r = i / pairs, c = i % pairs;
+    if (r >= valid) continue;
+    uint4 c1, c2, s1, s2;
+    if (staged) {
+      const unsigned char* row = staged + r * HD * 2 + c * 16;
+      c1 = *reinterpret_cast<const uint4*>(row);
+      c2 = *reinterpret_cast<const uint4*>(row + head_dim);  // half a head of 2-byte values on
+      s1 = *reinterpret_cast<const uint4*>(row + 64 * HD * 2);
+      s2 = *reinterpret_cast<const uint4*>(row + 64 * HD * 2 + head_dim);
+    } else {
+      c1 = rc.c1[k];
+      c2 = rc.c2[k];
+      s1 = rc.s1[k];
+      s2 = rc.s2[k];
+    }
+    T* lo = reinterpret_cast<T*>(tile + swz<HD>(r, c));
+    T* hi = reinterpret_cast<T*>(tile + swz<HD>(r, c + pairs));
+    float x1[8], x2[8], y1[8], y2[8];
+    load_vec<T, 8>(lo, x1);
+    load_vec<T, 8>(hi, x2);
+    const T* cl = reinterpret_cast<const T*>(&c1);
+    const T* ch = reinterpret_cast<const T*>(&c2);
+    const T* sl = reinterpret_cast<const T*>(&s1);
+    const T* sh = reinterpret_cast<const T*>(&s2);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      y1[e] = x1[e] * to_compute(cl[e]) + (-x2[e]) * to_compute(sl[e]);
+      y2[e] = x2[e] * to_compute(ch[e]) + x1[e] * to_compute(sh[e]);
+    }
+    store_vec<T, 8>(lo, y1);
+    store_vec<T, 8>(hi, y2);
+  }
+}
+
 template <typename T, int HD, int MASK, int MINB>
 __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(AttentionArgs a) {
   constexpr int KS = HD / 16;  // k16 steps over the head dim
@@ -237,14 +332,28 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
     mask_base = static_cast<const unsigned char*>(a.mask) +
                 (b * a.mask_stride[0] + h * a.mask_stride[1] + static_cast<int64_t>(q0) * a.mask_stride[2]) * mask_esz;
 
+  // With rotary tables each K tile is rotated in shared memory once it lands, from its table rows
+  // staged beside it, and Q once, from table chunks loaded here while its tile is in flight. The
+  // next tile's loads then go out after the rotation (its stage and the table stage are free), not
+  // before the wait: with one tile in flight either way, the overlap with the products is the same.
+  const bool rot = a.rot_cos != nullptr;
+  const uint32_t s_rot = s_q + static_cast<uint32_t>(5 * tile_bytes<HD>() + 2 * mask_stage_bytes<MASK>());
   qk_load.load(s_q, Q, a.qs.seq, min(kBlockRows, a.q_len - q0));
   if (tiles > 0) {
     qk_load.load(s_k(0), K, a.ks.seq, min(kTileKeys, a.kv_len));
     v_load.load(s_v(0), V, a.vs.seq, min(kTileKeys, a.kv_len));
     if constexpr (kStaged)
       stage_mask<MASK>(s_q + s_m(0), mask_base, mask_row_bytes, mask_esz, q0, a.q_len, 0, a.kv_len);
+    if (rot) stage_rot<T, HD>(s_rot, a, b, 0, min(kTileKeys, a.kv_len));
   }
   cp_async_commit();
+  if (rot) {  // Q's table chunks load while its tile is in flight; Q is rotated before the loop
+    RotChunks<HD> q_rot;
+    load_rot<T, HD>(q_rot, a, b, q0, min(kBlockRows, a.q_len - q0));
+    cp_async_wait<0>();
+    __syncthreads();
+    rotate_tile<T, HD>(smem, q_rot, nullptr, a.head_dim, min(kBlockRows, a.q_len - q0));
+  }
 
   const int w0 = q0 + 16 * warp;       // this warp's first query row
   const int r0 = w0 + g, r1 = r0 + 8;  // this thread's two query rows
@@ -264,19 +373,33 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
 
   for (int t = 0; t < tiles; ++t) {
     const int st = t & 1, k0 = t * kTileKeys;
-    if (t + 1 < tiles) {  // the other stage was last read in tile t - 1, before its closing barrier
-      const int k1 = k0 + kTileKeys;
-      qk_load.load(s_k(st ^ 1), K + static_cast<int64_t>(k1) * a.ks.seq, a.ks.seq, min(kTileKeys, a.kv_len - k1));
-      v_load.load(s_v(st ^ 1), V + static_cast<int64_t>(k1) * a.vs.seq, a.vs.seq, min(kTileKeys, a.kv_len - k1));
-      if constexpr (kStaged)
-        stage_mask<MASK>(s_q + s_m(st ^ 1), mask_base, mask_row_bytes, mask_esz, q0, a.q_len, k1, a.kv_len);
-    }
-    cp_async_commit();
+    // Tile t + 1 into the other stage, last read in tile t - 1, before its closing barrier.
+    auto load_next = [&] {
+      if (t + 1 < tiles) {
+        const int k1 = k0 + kTileKeys;
+        qk_load.load(s_k(st ^ 1), K + static_cast<int64_t>(k1) * a.ks.seq, a.ks.seq, min(kTileKeys, a.kv_len - k1));
+        v_load.load(s_v(st ^ 1), V + static_cast<int64_t>(k1) * a.vs.seq, a.vs.seq, min(kTileKeys, a.kv_len - k1));
+        if constexpr (kStaged)
+          stage_mask<MASK>(s_q + s_m(st ^ 1), mask_base, mask_row_bytes, mask_esz, q0, a.q_len, k1, a.kv_len);
+        if (rot) stage_rot<T, HD>(s_rot, a, b, k1, min(kTileKeys, a.kv_len - k1));
+      }
+      cp_async_commit();
+    };
+    if (!rot) load_next();
     [[maybe_unused]] float mt[2][16];
     if constexpr (MASK == kRowMask || MASK == kFullMask)
       load_mask<T, MASK>(mt, a, mask_r0, mask_r1, k0, qd);  // in flight meanwhile
-    cp_async_wait<1>();  // tile t (and Q) landed for this thread
-    __syncthreads();     // ... and for every thread
+    if (rot)
+      cp_async_wait<0>();  // tile t, its tables (and Q) landed for this thread
+    else
+      cp_async_wait<1>();  // tile t (and Q) landed for this thread
+    __syncthreads();       // ... and for every thread
+    if (rot) {             // rotated in place before any warp reads it (Q was, before the loop)
+      rotate_tile<T, HD>(smem + (s_k(st) - s_q), RotChunks<HD>{}, smem + (s_rot - s_q), a.head_dim,
+                         min(kTileKeys, a.kv_len - k0));
+      __syncthreads();  // the tiles are whole, and the table stage may be refilled
+      load_next();
+    }
     // This thread's two rows of the staged mask (the same row for a row mask), read where the
     // scores take them: held in registers across the products, they cost the kernel a block an SM.
     [[maybe_unused]] const unsigned char* ms0 =
@@ -444,9 +567,11 @@ int mma_head_tile(const AttentionArgs& a) { return std::max(a.head_dim, a.v_head
 
 template <typename T, int HD, int MASK, int MINB>
 void launch_mask(const AttentionArgs& a, cudaStream_t stream) {
-  constexpr size_t smem = smem_bytes<HD, MASK>();
+  // Opted in for the rotary stage too; a launch without tables asks for less.
+  constexpr size_t most = smem_bytes<HD, MASK>() + rot_stage_bytes<HD>();
+  const size_t smem = smem_bytes<HD, MASK>() + (a.rot_cos ? rot_stage_bytes<HD>() : 0);
   static const cudaError_t opted_in = cudaFuncSetAttribute(
-      attention_mma_kernel<T, HD, MASK, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+      attention_mma_kernel<T, HD, MASK, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(most));
   if (opted_in != cudaSuccess)
     throw_cuda_error(static_cast<int>(opted_in), "cudaFuncSetAttribute(attention_mma)", __FILE__, __LINE__);
   const dim3 grid((a.q_len + kBlockRows - 1) / kBlockRows, a.q_heads, a.batch);
@@ -517,12 +642,22 @@ bool attention_mma_ok(const AttentionArgs& a) {
 }
 
 bool attention_mma_aligned(const AttentionArgs& a) {
-  for (const void* p : {a.q, a.k, a.v, static_cast<const void*>(a.y)})
-    if (!aligned16(p)) return false;
+  for (const void* p : {a.q, a.k, a.v, static_cast<const void*>(a.y), a.rot_cos, a.rot_sin})
+    if (p && !aligned16(p)) return false;
+  return true;
+}
+
+bool attention_mma_rotates(const AttentionArgs& a) {
+  // Halves of whole 16-byte chunks, an even number of chunk pairs (RotChunks' items).
+  if (!attention_mma_ok(a) || a.head_dim % 32 != 0 || a.v_head_dim != a.head_dim) return false;
+  for (const HeadStrides* s : {&a.cos_st, &a.sin_st})
+    if (s->batch % 8 || s->seq % 8) return false;
   return true;
 }
 
 size_t attention_mma_smem_bytes(const AttentionArgs& a) {
+  if (a.rot_cos)
+    return mma_head_tile(a) == 64 ? smem_for<64>(a) + rot_stage_bytes<64>() : smem_for<128>(a) + rot_stage_bytes<128>();
   return mma_head_tile(a) == 64 ? smem_for<64>(a) : smem_for<128>(a);
 }
 

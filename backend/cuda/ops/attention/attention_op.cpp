@@ -5,8 +5,12 @@
 // planner reports with the reason.
 #include <cstdlib>
 
+#include <optional>
+
 #include "backend/cuda/ops/attention/attention.cuh"
 #include "backend/cuda/core/cuda_op.h"
+#include "backend/cuda/ops/attention/attention_mma.cuh"
+#include "backend/cuda/ops/attention/rotary.cuh"
 #include "backend/cuda/ops/attention/attention_tune.h"
 #include "backend/cuda/ops/attention/sdpa_cudnn.h"
 #include "ir/ops/attention.h"
@@ -19,9 +23,12 @@ namespace {
 class AttentionOp : public CudaOp {
  public:
   /// K and V are read from node inputs 1 and 2, or, packed, from input 0 (views into Q's tensor),
-  /// `k_off`/`v_off` bytes in.
-  AttentionOp(AttentionArgs a, std::unique_ptr<CudnnSdpa> sdpa, bool packed, size_t k_off, size_t v_off)
-      : a_(a), sdpa_(std::move(sdpa)), packed_(packed), k_off_(k_off), v_off_(v_off) {}
+  /// `k_off`/`v_off` bytes in. With rotary tables (inputs 4 and 5, `rot` their rotation of the packed
+  /// rows), the tensor-core kernel rotates Q and K tiles as it loads them where `fused`, and
+  /// otherwise the rotary kernel writes rotated rows into the workspace for the chosen kernel.
+  AttentionOp(AttentionArgs a, std::unique_ptr<CudnnSdpa> sdpa, bool packed, size_t k_off, size_t v_off,
+              std::optional<RotaryArgs> rot, bool fused)
+      : a_(a), sdpa_(std::move(sdpa)), packed_(packed), k_off_(k_off), v_off_(v_off), rot_(rot), fused_(fused) {}
   void launch(const LaunchArgs& l) override {
     AttentionArgs a = a_;
     a.q = l.inputs[0].data;
@@ -29,23 +36,47 @@ class AttentionOp : public CudaOp {
     a.v = static_cast<const char*>(l.inputs[packed_ ? 0 : 2].data) + v_off_;
     a.mask = l.inputs.size() > 3 && l.inputs[3].defined() ? l.inputs[3].data : nullptr;
     a.y = l.outputs[0].data;
+    if (rot_) {
+      a.rot_cos = l.inputs[4].data;
+      a.rot_sin = l.inputs[5].data;
+      if (fused_ && attention_mma_aligned(a)) return launch_attention_mma(a, l.stream);
+      RotaryArgs r = *rot_;
+      r.x = l.inputs[0].data;
+      r.cos = a.rot_cos;
+      r.sin = a.rot_sin;
+      r.y = static_cast<char*>(l.workspace) + rotated_offset();
+      require_launched(launch_rotary(r, l.stream), "rotary");
+      a.rot_cos = a.rot_sin = nullptr;
+      a.q = r.y;
+      a.k = static_cast<const char*>(r.y) + k_off_;
+      a.v = static_cast<const char*>(r.y) + v_off_;
+    }
     if (sdpa_)
       sdpa_->launch(a, l.workspace, l.stream);
     else
       launch_attention(a, l.stream);
   }
-  size_t workspace_bytes() const override { return sdpa_ ? sdpa_->workspace_bytes() : 0; }
+  size_t workspace_bytes() const override {
+    return rot_ ? rotated_offset() + static_cast<size_t>(rot_->heads * rot_->head) * dtype_size(a_.dtype)
+                : sdpa_bytes();
+  }
   std::string kernel_name() const override {
+    const std::string rot = !rot_ ? "" : fused_ ? " rotary-inside" : " after rotary";
     return std::string(sdpa_ ? "cuDNN SDPA " : "fused attention ") + dtype_name(a_.dtype) +
            (sdpa_ ? "" : std::string(" ") + attention_variant(a_)) + (a_.causal ? " causal" : "") +
-           (a_.mask_dtype != DType::Undefined ? " masked" : "") + (packed_ ? " packed-qkv" : "");
+           (a_.mask_dtype != DType::Undefined ? " masked" : "") + (packed_ ? " packed-qkv" : "") + rot;
   }
 
  private:
+  size_t sdpa_bytes() const { return sdpa_ ? sdpa_->workspace_bytes() : 0; }
+  size_t rotated_offset() const { return (sdpa_bytes() + 255) / 256 * 256; }
+
   AttentionArgs a_;
   std::unique_ptr<CudnnSdpa> sdpa_;
   bool packed_ = false;
   size_t k_off_ = 0, v_off_ = 0;
+  std::optional<RotaryArgs> rot_;
+  bool fused_ = false;
 };
 
 std::unique_ptr<CudaOp> refuse(std::string* why, std::string reason) {
@@ -55,9 +86,33 @@ std::unique_ptr<CudaOp> refuse(std::string* why, std::string reason) {
 
 HeadStrides head_strides(const AttentionDims::Strides& s) { return {s.b, s.h, s.s}; }
 
+/// The rotation of packed rows [B, S, W] that ai.fusec Attention's tables ask for: Q's and K's heads
+/// of D values, the tables' rows at their strides (rotary.cuh's head view [B, S, W / D]).
+RotaryArgs packed_rotation(const AttentionDims& d, DType t, const RotaryTableStrides& cs,
+                           const RotaryTableStrides& ss) {
+  RotaryArgs r;
+  r.dtype = t;
+  r.head = d.head_size;
+  r.heads_per_row = d.q_heads + 2 * d.kv_heads;
+  r.rotated_heads = d.q_heads + d.kv_heads;
+  r.heads = d.batch * d.q_seq * r.heads_per_row;
+  r.rank = 3;
+  const int64_t dims[3] = {d.batch, d.q_seq, r.heads_per_row};
+  const int64_t cos_rows[3] = {cs.batch / d.head_size, cs.seq / d.head_size, 0};
+  const int64_t sin_rows[3] = {ss.batch / d.head_size, ss.seq / d.head_size, 0};
+  for (int i = 0; i < 3; ++i) {
+    r.dims[i] = dims[i];
+    r.cos_stride[i] = cos_rows[i];
+    r.sin_stride[i] = sin_rows[i];
+  }
+  return r;
+}
+
 std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
+  const bool fusec_domain = !is_standard_attention(c);
   for (size_t i = 4; i < c.num_inputs(); ++i)
-    if (c.has_input(i)) return refuse(why, "the CUDA attention kernel takes no KV cache or nonpad_kv_seqlen");
+    if (c.has_input(i) && !(fusec_domain && i < 6))
+      return refuse(why, "the CUDA attention kernel takes no KV cache or nonpad_kv_seqlen");
   for (size_t i = 1; i < c.num_outputs(); ++i)
     if (c.has_output(i))
       return refuse(why, "the CUDA attention kernel writes only Y (no present_key/value or qk output)");
@@ -107,6 +162,20 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   }
   const std::string unsupported = attention_unsupported(a);
   if (!unsupported.empty()) return refuse(why, unsupported);
+  std::optional<RotaryArgs> rot;
+  if (fusec_domain && (c.has_input(4) || c.has_input(5))) {
+    if (!packed || !c.has_input(4) || !c.has_input(5))
+      return refuse(why, "rotary tables (cos and sin, both) need packed QKV");
+    if (c.in_dtype(4) != a.dtype || c.in_dtype(5) != a.dtype)
+      return refuse(why, "the rotary tables are not of Q's type");
+    const RotaryTableStrides cs = rotary_table_strides(c, c.in_dims(4), d, "cos");
+    const RotaryTableStrides ss = rotary_table_strides(c, c.in_dims(5), d, "sin");
+    a.cos_st = {cs.batch, 0, cs.seq};
+    a.sin_st = {ss.batch, 0, ss.seq};
+    if (d.batch * d.q_seq * d.packed_width() >= (int64_t{1} << 31) - 1)
+      return refuse(why, "the packed QKV holds 2^31 values or more (the rotary kernel indexes in 32 bits)");
+    rot = packed_rotation(d, a.dtype, cs, ss);
+  }
   // At fp16/bf16 cuDNN's SDPA (where it takes the case: additive or no mask) and the own
   // tensor-core kernel race once per problem (attention_tune.h). FUSEC_CUDNN_SDPA=0 keeps the own
   // kernel, =1 cuDNN's untimed (to compare the two, and for the tests).
@@ -114,10 +183,14 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   std::unique_ptr<CudnnSdpa> sdpa;
   const char* env = env_switch("FUSEC_CUDNN_SDPA");
   const std::string sw = env ? env : "";
+  // With rotary tables the race is the tensor-core kernel rotating as it loads against the rotary
+  // kernel then cuDNN's SDPA; where the kernel cannot rotate, the rotary kernel runs first.
+  const bool rotates = rot && attention_on_tensor_cores(a) && attention_mma_rotates(a);
   if (sw != "0") sdpa = CudnnSdpa::create(a, c.ctx(), nullptr);
-  if (sdpa && sw != "1" && attention_on_tensor_cores(a) && !cudnn_sdpa_wins(a, *sdpa, c.ctx(), packed, k_off, v_off))
+  if (sdpa && sw != "1" && attention_on_tensor_cores(a) &&
+      !cudnn_sdpa_wins(a, *sdpa, c.ctx(), packed, k_off, v_off, rotates ? &*rot : nullptr))
     sdpa.reset();
-  return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, k_off, v_off);
+  return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, k_off, v_off, rot, rotates && !sdpa);
 }
 
 }  // namespace

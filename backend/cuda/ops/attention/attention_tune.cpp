@@ -58,11 +58,16 @@ std::string attention_problem_key(const AttentionArgs& a) {
   return k + scale;
 }
 
-bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool packed, size_t k_off, size_t v_off) {
+bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool packed, size_t k_off, size_t v_off,
+                     const RotaryArgs* rot) {
   TuningCache& cache = TuningCache::global();
   if (!cache.enabled() || a.batch == 0 || a.q_heads == 0 || a.q_len == 0 || a.kv_len == 0) return true;
-  const std::string key = "attention|cudnn " + std::to_string(cudnnGetVersion()) + "|" +
-                          tuning_device_key(ctx.device()) + "|" + attention_problem_key(a);
+  std::string problem = attention_problem_key(a);
+  if (rot)
+    for (int64_t v : {a.cos_st.batch, a.cos_st.seq, a.sin_st.batch, a.sin_st.seq})
+      problem += "|rot " + std::to_string(v);
+  const std::string key =
+      "attention|cudnn " + std::to_string(cudnnGetVersion()) + "|" + tuning_device_key(ctx.device()) + "|" + problem;
   if (const auto v = cache.get(key); v && (*v == "cudnn" || *v == "own")) return *v == "cudnn";
 
   const size_t es = dtype_size(a.dtype);
@@ -77,26 +82,47 @@ bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool
                                 : size_t(q_ext) * es;
   const size_t m_bytes = a.mask_dtype == DType::Undefined ? 16 : size_t(m_ext) * (a.mask_dtype == DType::Bool ? 1 : es);
   try {
+    // Rotary tables as long as the packed rows (they broadcast over no more), and the rotated rows.
+    const size_t rot_bytes = rot ? q_bytes : 16;
     DeviceBuffer q(q_bytes, "attention tuning"), k(packed ? 16 : size_t(k_ext) * es, "attention tuning"),
         v(packed ? 16 : size_t(v_ext) * es, "attention tuning"), y(size_t(y_ext) * es, "attention tuning"),
-        m(m_bytes, "attention tuning"), ws(std::max<size_t>(sdpa.workspace_bytes(), 16), "attention tuning");
+        m(m_bytes, "attention tuning"), ws(std::max<size_t>(sdpa.workspace_bytes(), 16), "attention tuning"),
+        cs(rot_bytes, "attention tuning"), sn(rot_bytes, "attention tuning"), rq(rot_bytes, "attention tuning");
     cudaStream_t stream = ctx.stream();
     // Not zeros (0x3C3C is about 1 in fp16, 0.01 in bf16; a bool mask of 0x3C keeps every key).
-    for (DeviceBuffer* b : {&q, &k, &v, &m}) FUSEC_CUDA_CHECK(cudaMemsetAsync(b->get(), 0x3C, b->size(), stream));
+    for (DeviceBuffer* b : {&q, &k, &v, &m, &cs, &sn})
+      FUSEC_CUDA_CHECK(cudaMemsetAsync(b->get(), 0x3C, b->size(), stream));
     AttentionArgs t = a;
     t.q = q.get();
     t.k = packed ? static_cast<const char*>(q.get()) + k_off : k.get();
     t.v = packed ? static_cast<const char*>(q.get()) + v_off : v.get();
     t.mask = a.mask_dtype == DType::Undefined ? nullptr : m.get();
     t.y = y.get();
+    // cuDNN reads the rotated rows; the tensor-core kernel rotates as it loads.
+    AttentionArgs after = t;
+    RotaryArgs r;
+    if (rot) {
+      t.rot_cos = cs.get();
+      t.rot_sin = sn.get();
+      r = *rot;
+      r.x = q.get();
+      r.cos = cs.get();
+      r.sin = sn.get();
+      r.y = rq.get();
+      after.q = rq.get();
+      after.k = static_cast<const char*>(rq.get()) + k_off;
+      after.v = static_cast<const char*>(rq.get()) + v_off;
+    }
     if (!attention_mma_aligned(t)) return true;
     // 0: cuDNN's SDPA, 1: the tensor-core kernel. A call that fails leaves its candidate out.
     auto run = [&](int i) {
       try {
-        if (i == 0)
-          sdpa.launch(t, ws.get(), stream);
-        else
+        if (i == 0) {
+          if (rot && !launch_rotary(r, stream)) return false;
+          sdpa.launch(after, ws.get(), stream);
+        } else {
           launch_attention_mma(t, stream);
+        }
       } catch (const std::exception&) {
         cudaGetLastError();
         return false;
@@ -112,8 +138,9 @@ bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool
     if (best[0] < 0 && best[1] < 0) return true;
     const bool cudnn = best[1] < 0 || (best[0] >= 0 && best[0] <= best[1]);
     if (env_switch("FUSEC_ATTN_TRACE"))
-      std::fprintf(stderr, "attention tune %s: cuDNN SDPA %.4f ms, tensor-core kernel %.4f ms  <- %s\n",
-                   attention_problem_key(a).c_str(), best[0], best[1], cudnn ? "cuDNN" : "tensor-core");
+      std::fprintf(stderr, "attention tune %s: cuDNN SDPA%s %.4f ms, tensor-core kernel%s %.4f ms  <- %s\n",
+                   problem.c_str(), rot ? " after rotary" : "", best[0], rot ? " rotating" : "", best[1],
+                   cudnn ? "cuDNN" : "tensor-core");
     cache.put(key, cudnn ? "cudnn" : "own");
     return cudnn;
   } catch (const std::exception&) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/cuda/ops/attention/attention.cuh"
+#include "backend/cuda/ops/attention/rotary.cuh"
 #include "backend/cuda/ops/attention/sdpa_cudnn.h"
 
 namespace fusec::cuda {
@@ -16,8 +17,11 @@ namespace fusec::cuda {
 std::string attention_problem_key(const AttentionArgs& a);
 
 /// Whether cuDNN's SDPA (`sdpa`, built for `a`) runs `a` faster than the tensor-core kernel.
-/// `packed`: K and V live in Q's tensor, `k_off` and `v_off` bytes in. Under FUSEC_TUNE=0, or when
+/// `packed`: K and V live in Q's tensor, `k_off` and `v_off` bytes in. `rot`: the packed rows'
+/// rotation (ai.fusec Attention's tables), timed as the rotary kernel then cuDNN's SDPA against the
+/// tensor-core kernel rotating as it loads; null where there is none. Under FUSEC_TUNE=0, or when
 /// the timing cannot run, cuDNN's SDPA is kept.
-bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool packed, size_t k_off, size_t v_off);
+bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool packed, size_t k_off, size_t v_off,
+                     const RotaryArgs* rot = nullptr);
 
 }  // namespace fusec::cuda
