@@ -242,8 +242,9 @@ TEST(GpuHgemmConfigs, GatedProductMatchesTheReference) {
           }
         }
     }
-  // The TMA 128 x 256 configuration takes every case.
-  EXPECT_EQ(ran, 2 * 5 * 2 * 3) << "the gated configuration refused a case";
+  // The TMA 128 x 128 and the ping-pong configurations (a tile is one gate block and its value
+  // block) take every case.
+  EXPECT_EQ(ran, 2 * 2 * 5 * 2 * 3) << "a gated configuration refused a case";
 }
 
 // The pass after a library GEMM of packed gate and value columns: fp16 and bf16, n a multiple of

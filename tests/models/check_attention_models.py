@@ -42,7 +42,8 @@ TOL = 1e-4
 BATCH, SEQ, VOCAB, LAYERS = 2, 8, 64, 2
 # Models whose every layer gets packed QKV (merge_qkv); the others keep Q, K and V apart (GPT-2
 # legacy's K and V are also the present outputs). Llama's and Phi-3's RoPE becomes one ai.fusec
-# Rotary per layer (fuse_rotary), over the packed rows.
+# Rotary per layer (fuse_rotary), over the packed rows, and then the attention's cos and sin
+# (fuse_rotary_attention).
 PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "bert_cls_dynamo", "bert_cls_legacy",
           "bert_sdpa_legacy", "bert_sdpa_dynamo",
           "vit_dynamo", "vit_legacy", "vit_cls_dynamo", "vit_cls_legacy",
@@ -51,8 +52,10 @@ PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "bert_cls_dynamo", "bert
           "phi3_legacy", "phi3_dynamo")
 # Rotary nodes per layer: one over the packed rows, or Q's and K's apart where a per-head norm sits
 # between the projections and the rotation (Qwen3: its attention still 3-D, read through views).
-ROTARY = {"llama_dynamo": 1, "llama_legacy": 1, "llama_sdpa_dynamo": 1, "llama_sdpa_legacy": 1, "phi3_legacy": 1,
-          "phi3_dynamo": 1, "qwen3_legacy": 2, "qwen3_dynamo": 2}
+ROTARY = {"qwen3_legacy": 2, "qwen3_dynamo": 2}
+# Models whose packed attentions rotate Q and K themselves (inputs 4 and 5, no Rotary node left).
+ROTATED_INSIDE = ("llama_dynamo", "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy", "phi3_legacy",
+                  "phi3_dynamo")
 # Classifiers of one token: select_rows_early must move its Gather above the last layer's MLP,
 # LayerNorms and (BERT's, a MatMul on [B, S, E]) attention output projection: the user's node
 # names, as rewrites record them, for the last layer's index.
@@ -155,7 +158,11 @@ def check(fusec: str, path: str, work: str) -> list[str]:
         problems.append(f"{n_rotary} ai.fusec Rotary nodes for {LAYERS} layers")
     if name in THREE_D_ONLY and any(n.op_type == "Transpose" for n in fused.graph.node):
         problems.append("a Transpose is left (the 3-D attention reads the per-head tensors through views)")
-    if name in ROTARY and any(n.op_type in ("Neg", "Concat", "Slice") for n in fused.graph.node):
+    n_inside = sum(len(n.input) == 6 and n.input[4] != "" and n.input[5] != "" for n in attns)
+    if n_inside != (LAYERS if name in ROTATED_INSIDE else 0):
+        problems.append(f"{n_inside} of {len(attns)} Attention nodes rotate Q and K themselves")
+    if (name in ROTARY or name in ROTATED_INSIDE) and any(n.op_type in ("Neg", "Concat", "Slice")
+                                                          for n in fused.graph.node):
         problems.append("a piece of the rotary embedding (Neg, Concat, Slice) is left")
 
     feeds = feeds_for(model, seed=5)

@@ -9,9 +9,11 @@
 namespace fusec::cuda {
 
 /// Packed columns alternate kGatedBlock gate columns and the kGatedBlock value columns of the same
-/// outputs: block b holds outputs [b·128, b·128 + 128), gate first. A 128 x 256 tile of the
-/// product is then a whole block, gate and value.
-constexpr int kGatedBlock = 128;
+/// outputs: block b holds outputs [b·64, b·64 + 64), gate first. A 128 x 128 tile of the product
+/// (the ping-pong kernel's, hgemm_pingpong_sm90a.cu, and the TMA kernel's 128 x 128) is then a
+/// whole block, gate and value. (Blocks of 128, for the TMA kernel's 128 x 256 tiles, ran 1-3%
+/// behind the ping-pong kernel at Llama-3.2-1B's gate and up products.)
+constexpr int kGatedBlock = 64;
 
 /// The packed column count for n gated outputs: whole blocks, gate and value, zero-padded.
 inline int64_t gated_packed_n(int64_t n) { return 2 * ((n + kGatedBlock - 1) / kGatedBlock) * kGatedBlock; }

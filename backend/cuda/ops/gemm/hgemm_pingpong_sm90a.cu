@@ -51,7 +51,9 @@ __device__ __forceinline__ void group_sync(int group) {
 // The 128 accumulators stay live through the epilogue, more than the 168 registers a thread of 384
 // gets: the producer warpgroup gives most of its registers to the computing ones (40 + 2 x 232
 // per thread of each warpgroup, 65536 in all).
-template <bool BF16, bool TRANS_B>
+// GATED (HgemmArgs::gated_n): each 128-column tile is a whole gated block pair (gated_layout.h),
+// which the epilogue gates as store_tile describes.
+template <bool BF16, bool TRANS_B, bool GATED>
 __global__ void __launch_bounds__(kBlock, 1)
     hgemm_pingpong_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                           const HgemmArgs g, const TileOrder order) {
@@ -162,15 +164,15 @@ __global__ void __launch_bounds__(kBlock, 1)
 #pragma unroll
     for (int h = 0; h < 2; ++h) stage_acc<kBN>(acc[h], out, h * 128 + tid % 128);
     group_sync(group);
-    store_staged<T, kBN, kBM, 128>(g, staged, m0, n0, tid % 128);
+    store_staged<T, kBN, kBM, 128, GATED>(g, staged, m0, n0, tid % 128);
     mbar_arrive(freed);
   }
 #endif
 }
 
-template <bool BF16, bool TRANS_B>
+template <bool BF16, bool TRANS_B, bool GATED = false>
 bool launch_one(const HgemmArgs& a, cudaStream_t s) {
-  auto kernel = hgemm_pingpong_kernel<BF16, TRANS_B>;
+  auto kernel = hgemm_pingpong_kernel<BF16, TRANS_B, GATED>;
   static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (attr != cudaSuccess) return false;
   const int64_t tiles = (a.M + kBM - 1) / kBM * ((a.N + kBN - 1) / kBN);
@@ -190,7 +192,11 @@ bool launch_one(const HgemmArgs& a, cudaStream_t s) {
 }  // namespace
 
 bool launch_hgemm_pingpong_128x128(const HgemmArgs& a, cudaStream_t s) {
-  if (a.gated_n > 0) return false;
+  if (a.gated_n > 0) {  // a tile is a gate block and its value block; the packed weights are N-major
+    static_assert(kBN == 2 * kGatedBlock, "a gated tile is one block pair");
+    if (a.trans_b) return false;
+    return a.bf16 ? launch_one<true, false, true>(a, s) : launch_one<false, false, true>(a, s);
+  }
   return by_operands(a, [&]<bool BF16, bool TRANS_B>() { return launch_one<BF16, TRANS_B>(a, s); });
 }
 

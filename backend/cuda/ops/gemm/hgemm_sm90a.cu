@@ -156,7 +156,7 @@ bool launch_one(const HgemmArgs& a, cudaStream_t s) {
 
 template <int BN, int STAGES, int MIN_BLOCKS>
 bool launch_config(const HgemmArgs& a, cudaStream_t s) {
-  if (a.gated_n > 0) return false;  // gated products take the TMA 128 x 256 configuration alone
+  if (a.gated_n > 0) return false;  // gated products take the TMA-fed kernels' 128 x 128 tiles
   return by_operands(
       a, [&]<bool BF16, bool TRANS_B>() { return launch_one<BN, STAGES, BF16, TRANS_B, MIN_BLOCKS>(a, s); });
 }
