@@ -333,26 +333,40 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
                 (b * a.mask_stride[0] + h * a.mask_stride[1] + static_cast<int64_t>(q0) * a.mask_stride[2]) * mask_esz;
 
   // With rotary tables each K tile is rotated in shared memory once it lands, from its table rows
-  // staged beside it, and Q once, from table chunks loaded here while its tile is in flight. The
-  // next tile's loads then go out after the rotation (its stage and the table stage are free), not
-  // before the wait: with one tile in flight either way, the overlap with the products is the same.
+  // staged beside it by cp.async; Q once, from table chunks loaded while its tile is in flight.
+  // Tile t + 1's K and V still go out before tile t is waited for; only its table rows wait for
+  // the one table stage to be free (after tile t's rotation). Q and tile 0 are rotated before the
+  // loop, with tile 1 already in flight, so that Q's chunks are not live across the loop.
   const bool rot = a.rot_cos != nullptr;
   const uint32_t s_rot = s_q + static_cast<uint32_t>(5 * tile_bytes<HD>() + 2 * mask_stage_bytes<MASK>());
+  // Tile t's K and V (and mask) into stage t & 1, last read in tile t - 2, before its closing barrier.
+  auto load_kv = [&](int t) {
+    const int st = t & 1, k1 = t * kTileKeys;
+    qk_load.load(s_k(st), K + static_cast<int64_t>(k1) * a.ks.seq, a.ks.seq, min(kTileKeys, a.kv_len - k1));
+    v_load.load(s_v(st), V + static_cast<int64_t>(k1) * a.vs.seq, a.vs.seq, min(kTileKeys, a.kv_len - k1));
+    if constexpr (kStaged)
+      stage_mask<MASK>(s_q + s_m(st), mask_base, mask_row_bytes, mask_esz, q0, a.q_len, k1, a.kv_len);
+  };
   qk_load.load(s_q, Q, a.qs.seq, min(kBlockRows, a.q_len - q0));
   if (tiles > 0) {
-    qk_load.load(s_k(0), K, a.ks.seq, min(kTileKeys, a.kv_len));
-    v_load.load(s_v(0), V, a.vs.seq, min(kTileKeys, a.kv_len));
-    if constexpr (kStaged)
-      stage_mask<MASK>(s_q + s_m(0), mask_base, mask_row_bytes, mask_esz, q0, a.q_len, 0, a.kv_len);
+    load_kv(0);
     if (rot) stage_rot<T, HD>(s_rot, a, b, 0, min(kTileKeys, a.kv_len));
   }
   cp_async_commit();
-  if (rot) {  // Q's table chunks load while its tile is in flight; Q is rotated before the loop
+  if (rot) {
     RotChunks<HD> q_rot;
     load_rot<T, HD>(q_rot, a, b, q0, min(kBlockRows, a.q_len - q0));
-    cp_async_wait<0>();
-    __syncthreads();
+    if (tiles > 1) load_kv(1);
+    cp_async_commit();
+    cp_async_wait<1>();  // Q, tile 0 and its table rows landed for this thread
+    __syncthreads();     // ... and for every thread
     rotate_tile<T, HD>(smem, q_rot, nullptr, a.head_dim, min(kBlockRows, a.q_len - q0));
+    if (tiles > 0)
+      rotate_tile<T, HD>(smem + (s_k(0) - s_q), RotChunks<HD>{}, smem + (s_rot - s_q), a.head_dim,
+                         min(kTileKeys, a.kv_len));
+    __syncthreads();  // the tiles are whole, and the table stage may be refilled
+    if (tiles > 1) stage_rot<T, HD>(s_rot, a, b, kTileKeys, min(kTileKeys, a.kv_len - kTileKeys));
+    cp_async_commit();
   }
 
   const int w0 = q0 + 16 * warp;       // this warp's first query row
@@ -373,32 +387,26 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
 
   for (int t = 0; t < tiles; ++t) {
     const int st = t & 1, k0 = t * kTileKeys;
-    // Tile t + 1 into the other stage, last read in tile t - 1, before its closing barrier.
-    auto load_next = [&] {
-      if (t + 1 < tiles) {
-        const int k1 = k0 + kTileKeys;
-        qk_load.load(s_k(st ^ 1), K + static_cast<int64_t>(k1) * a.ks.seq, a.ks.seq, min(kTileKeys, a.kv_len - k1));
-        v_load.load(s_v(st ^ 1), V + static_cast<int64_t>(k1) * a.vs.seq, a.vs.seq, min(kTileKeys, a.kv_len - k1));
-        if constexpr (kStaged)
-          stage_mask<MASK>(s_q + s_m(st ^ 1), mask_base, mask_row_bytes, mask_esz, q0, a.q_len, k1, a.kv_len);
-        if (rot) stage_rot<T, HD>(s_rot, a, b, k1, min(kTileKeys, a.kv_len - k1));
-      }
+    // Tile t + 1 into the other stage, last read in tile t - 1, before its closing barrier. With
+    // tables, tile 0 and its rotation were the prologue's, and tile 1's loads are in flight.
+    const bool ahead = !rot || t > 0;
+    if (ahead) {
+      if (t + 1 < tiles) load_kv(t + 1);
       cp_async_commit();
-    };
-    if (!rot) load_next();
+    }
     [[maybe_unused]] float mt[2][16];
     if constexpr (MASK == kRowMask || MASK == kFullMask)
       load_mask<T, MASK>(mt, a, mask_r0, mask_r1, k0, qd);  // in flight meanwhile
-    if (rot)
-      cp_async_wait<0>();  // tile t, its tables (and Q) landed for this thread
-    else
-      cp_async_wait<1>();  // tile t (and Q) landed for this thread
-    __syncthreads();       // ... and for every thread
-    if (rot) {             // rotated in place before any warp reads it (Q was, before the loop)
+    if (ahead) {
+      cp_async_wait<1>();  // tile t, its table rows (and Q) landed for this thread
+      __syncthreads();     // ... and for every thread
+    }
+    if (rot && t > 0) {  // rotated in place before any warp reads it
       rotate_tile<T, HD>(smem + (s_k(st) - s_q), RotChunks<HD>{}, smem + (s_rot - s_q), a.head_dim,
                          min(kTileKeys, a.kv_len - k0));
-      __syncthreads();  // the tiles are whole, and the table stage may be refilled
-      load_next();
+      __syncthreads();  // the tile is whole, and the table stage may be refilled
+      if (t + 1 < tiles) stage_rot<T, HD>(s_rot, a, b, k0 + kTileKeys, min(kTileKeys, a.kv_len - k0 - kTileKeys));
+      cp_async_commit();
     }
     // This thread's two rows of the staged mask (the same row for a row mask), read where the
     // scores take them: held in registers across the products, they cost the kernel a block an SM.
