@@ -184,13 +184,19 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   const char* env = env_switch("FUSEC_CUDNN_SDPA");
   const std::string sw = env ? env : "";
   // With rotary tables the race is the tensor-core kernel rotating as it loads against the rotary
-  // kernel then cuDNN's SDPA; where the kernel cannot rotate, the rotary kernel runs first.
+  // kernel then cuDNN's SDPA. The kernel rotates only where it won that race (or is forced,
+  // FUSEC_CUDNN_SDPA=0): untimed (cuDNN does not take the case), the rotary kernel then the
+  // unrotated kernel runs, the faster of the two at every shape measured (docs/benchmarks.md).
   const bool rotates = rot && attention_on_tensor_cores(a) && attention_mma_rotates(a);
   if (sw != "0") sdpa = CudnnSdpa::create(a, c.ctx(), nullptr);
+  bool own_won = false;
   if (sdpa && sw != "1" && attention_on_tensor_cores(a) &&
-      !cudnn_sdpa_wins(a, *sdpa, c.ctx(), packed, k_off, v_off, rotates ? &*rot : nullptr))
+      !cudnn_sdpa_wins(a, *sdpa, c.ctx(), packed, k_off, v_off, rotates ? &*rot : nullptr)) {
     sdpa.reset();
-  return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, k_off, v_off, rot, rotates && !sdpa);
+    own_won = true;
+  }
+  const bool fused = rotates && (own_won || sw == "0");
+  return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, k_off, v_off, rot, fused);
 }
 
 }  // namespace
