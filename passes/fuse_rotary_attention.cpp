@@ -13,7 +13,9 @@
 // before its attention; merge_qkv writes that as one Rotary over the packed rows. As a node of its
 // own the rotation reads and writes the whole packed tensor (12 MB a layer at Llama-3.2-1B's sizes,
 // batch 16, seq 128, fp16), where the attention kernel can rotate each Q and K tile in shared
-// memory as it loads it. The tables must be the same for every head (broadcasting to [B, S, 1, D],
+// memory as it loads it. On CUDA that is one candidate of the attention tuner's race, beside the
+// rotary kernel followed by cuDNN's SDPA, which has won at every shape measured so far
+// (docs/benchmarks.md). The tables must be the same for every head (broadcasting to [B, S, 1, D],
 // as transformers' [1, S, 1, D] and [B, S, 1, D] do) and the rotation must cover exactly Q's and K's
 // heads, each of the attention's head size; the Rotary's output must have no other reader.
 #include "passes/fuse_rotary_attention.h"

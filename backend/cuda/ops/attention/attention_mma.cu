@@ -656,7 +656,8 @@ bool attention_mma_aligned(const AttentionArgs& a) {
 }
 
 bool attention_mma_rotates(const AttentionArgs& a) {
-  // Halves of whole 16-byte chunks, an even number of chunk pairs (RotChunks' items).
+  // Halves of whole 16-byte chunks; head sizes a multiple of 32, the ones the rotation is tested at
+  // on the GPU (32, 64, 128: GpuAttention.PackedQkvRotaryTables).
   if (!attention_mma_ok(a) || a.head_dim % 32 != 0 || a.v_head_dim != a.head_dim) return false;
   for (const HeadStrides* s : {&a.cos_st, &a.sin_st})
     if (s->batch % 8 || s->seq % 8) return false;
