@@ -11,6 +11,7 @@
 #include "cli/graph_pictures.h"
 #include "importer/onnx_export.h"
 #include "importer/onnx_import.h"
+#include "importer/scratch_weights.h"
 #include "ir/error.h"
 #include "passes/pipeline.h"
 #include "passes/verify.h"
@@ -111,6 +112,12 @@ int optimize(const OptimizeArgs& a) {
   }
   claim_output(out_path, "-o");
   claim_output(a.report, "--report");
+  // Derived weights beside the output, where their bytes go: the same filesystem, so the writer's
+  // copy can be a reflink, and no copy of them in a temporary folder that may be memory (tmpfs).
+  // (Not for `-`, a descriptor, a device or a FIFO: the temporary folder main() chose.)
+  std::error_code ec;
+  if (is_regular_output(out_path) || (out_path != "-" && !fs::exists(fs::symlink_status(out_path, ec))))
+    use_scratch_weights(fs::absolute(out_path).parent_path());
   auto original = load_model(a.model, a.shapes);
   if (a.external_data || original->meta.external_data)
     claim_output(out_path + ".data", "the output model's external data");

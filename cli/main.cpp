@@ -9,6 +9,7 @@
 
 #include "cli/common.h"
 #include "importer/file_claims.h"
+#include "importer/scratch_weights.h"
 #include "ir/error.h"
 #include "ir/escape.h"
 
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   // What this command reads and writes: no output may land on an input or on another output.
   fusec::CommandFiles files;
   try {
+    fusec::use_scratch_weights();  // weights passes derive stay out of memory (cmd_optimize: beside the output)
     return action ? action() : 2;
   } catch (const fusec::Error& e) {
     print_error(e.what());

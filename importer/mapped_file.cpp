@@ -54,11 +54,36 @@ std::shared_ptr<MappedFile> MappedFile::map(int fd_in, const std::filesystem::pa
   m->fd_ = fd;
   m->mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   m->path_ = file;
-  m->sigbus_handle_ = register_mapped_range(base, m->size_, file.string());
+  enroll(m);
+  return m;
+}
+
+std::shared_ptr<MappedFile> MappedFile::map_scratch(int fd_in, uint64_t offset, size_t size, const std::string& what) {
+  if (size == 0) return nullptr;
+  const int fd = ::fcntl(fd_in, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
+  void* base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(offset));
+  if (base == MAP_FAILED) {
+    ::close(fd);
+    return nullptr;
+  }
+  std::shared_ptr<MappedFile> m(new MappedFile());
+  m->base_ = base;
+  m->size_ = size;
+  m->file_offset_ = offset;
+  m->scratch_ = true;
+  m->fd_ = fd;
+  m->path_ = what;
+  enroll(m);
+  return m;
+}
+
+/// Registers this map with the SIGBUS handler and with find_mapped_range.
+void MappedFile::enroll(const std::shared_ptr<MappedFile>& m) {
+  m->sigbus_handle_ = register_mapped_range(m->base_, m->size_, m->path_.string());
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
   r.by_start[m->data()] = m;
-  return m;
 }
 
 void check_mapped_files_unchanged() {
@@ -70,6 +95,7 @@ void check_mapped_files_unchanged() {
       if (auto m = weak.lock()) live.push_back(std::move(m));
   }
   for (const auto& m : live) {
+    if (m->scratch_) continue;  // fusec's own, and growing
     struct stat st {};
     if (::fstat(m->fd_, &st) != 0) continue;
     const int64_t mtime = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
@@ -102,7 +128,7 @@ std::optional<MappedRange> find_mapped_range(const void* p, size_t bytes) {
   std::shared_ptr<MappedFile> m = it->second.lock();
   if (!m || c < m->data() || bytes > m->size() || static_cast<size_t>(c - m->data()) > m->size() - bytes)
     return std::nullopt;
-  return MappedRange{m, static_cast<uint64_t>(c - m->data())};
+  return MappedRange{m, m->file_offset() + static_cast<uint64_t>(c - m->data())};
 }
 
 std::shared_ptr<MappedFile> MappedFiles::get(const std::filesystem::path& file) {

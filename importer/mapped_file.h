@@ -30,6 +30,11 @@ class MappedFile {
   static std::shared_ptr<MappedFile> open(const std::filesystem::path& file);
   /// Maps the regular file open as `fd` (the map keeps its own copy of the descriptor).
   static std::shared_ptr<MappedFile> map(int fd, const std::filesystem::path& file);
+  /// Maps bytes [offset, offset + size) of a scratch file fusec writes itself (offset a multiple
+  /// of the page size; importer/scratch_weights.h): found by find_mapped_range like any map, but
+  /// left out of check_mapped_files_unchanged, since the file grows as fusec appends to it.
+  /// `what` names it in messages. nullptr if it cannot be mapped.
+  static std::shared_ptr<MappedFile> map_scratch(int fd, uint64_t offset, size_t size, const std::string& what);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -37,13 +42,18 @@ class MappedFile {
   const char* data() const { return static_cast<const char*>(base_); }
   size_t size() const { return size_; }
   int fd() const { return fd_; }
+  /// Where data() lies in the file (0 but for a scratch range).
+  uint64_t file_offset() const { return file_offset_; }
   const std::filesystem::path& path() const { return path_; }
 
  private:
   MappedFile() = default;
   friend void check_mapped_files_unchanged();
+  static void enroll(const std::shared_ptr<MappedFile>& m);
   void* base_ = nullptr;
   size_t size_ = 0;
+  uint64_t file_offset_ = 0;  // of base_ in the file
+  bool scratch_ = false;
   int fd_ = -1;
   int64_t mtime_ns_ = 0;
   void* sigbus_handle_ = nullptr;

@@ -26,8 +26,7 @@
 // writes or reads back.
 #include "passes/fuse_gated_matmul.h"
 
-#include <cstring>
-
+#include "ir/derived_weight.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
 
@@ -168,13 +167,12 @@ std::string problem(const Gate& gate, const Projection& value, const Value* y) {
 /// Columns [c0, c0 + n) of a 2-D constant, or elements [c0, c0 + n) of a 1-D one.
 Tensor columns(const Tensor& t, int64_t c0, int64_t n) {
   const int64_t rows = t.rank() == 2 ? t.dim(0) : 1, cols = t.rank() == 2 ? t.dim(1) : t.dim(0);
-  Tensor out(t.dtype(), t.rank() == 2 ? std::vector<int64_t>{rows, n} : std::vector<int64_t>{n});
   const size_t es = dtype_size(t.dtype());
+  std::vector<ByteRun> runs;
   for (int64_t r = 0; r < rows; ++r)
-    std::memcpy(static_cast<unsigned char*>(out.raw()) + static_cast<size_t>(r * n) * es,
-                static_cast<const unsigned char*>(t.raw()) + static_cast<size_t>(r * cols + c0) * es,
-                static_cast<size_t>(n) * es);
-  return out;
+    append_run(runs, static_cast<const unsigned char*>(t.raw()) + static_cast<size_t>(r * cols + c0) * es,
+               static_cast<size_t>(n) * es);
+  return derived_weight(t.dtype(), t.rank() == 2 ? std::vector<int64_t>{rows, n} : std::vector<int64_t>{n}, runs);
 }
 
 bool fuse_at(Rewriter& r, Node* mul) {

@@ -52,10 +52,10 @@
 #include "passes/merge_qkv.h"
 
 #include <array>
-#include <cstring>
 #include <optional>
 #include <set>
 
+#include "ir/derived_weight.h"
 #include "ir/dtype.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
@@ -378,41 +378,35 @@ std::string attention_problem(const Node* attn, const Source& src) {
   return rotary_problem(src, dk);
 }
 
-/// [E, N0], [E, N1], [E, N2] -> [E, N0 + N1 + N2].
+/// [E, N0], [E, N1], [E, N2] -> [E, N0 + N1 + N2] (ir/derived_weight.h: file to file where the
+/// sources are mapped).
 Tensor concat_columns(const std::array<const Tensor*, 3>& w) {
   const int64_t rows = w[0]->dim(0);
   int64_t cols = 0;
   for (const Tensor* t : w) cols += t->dim(1);
-  Tensor out(w[0]->dtype(), {rows, cols});
-  const size_t es = dtype_size(out.dtype());
-  auto* dst = static_cast<unsigned char*>(out.raw());
+  const size_t es = dtype_size(w[0]->dtype());
+  std::vector<ByteRun> runs;
   for (int64_t r = 0; r < rows; ++r)
     for (const Tensor* t : w) {
       const size_t n = static_cast<size_t>(t->dim(1)) * es;
-      std::memcpy(dst, static_cast<const unsigned char*>(t->raw()) + static_cast<size_t>(r) * n, n);
-      dst += n;
+      append_run(runs, static_cast<const unsigned char*>(t->raw()) + static_cast<size_t>(r) * n, n);
     }
-  return out;
+  return derived_weight(w[0]->dtype(), {rows, cols}, runs);
 }
 
 /// [bq | bk | bv] (zeros for a projection without a bias), or nullopt when none has one.
 std::optional<Tensor> concat_bias(const std::array<Projection, 3>& proj, DType t) {
   int64_t cols = 0;
   bool any = false;
+  std::vector<ByteRun> runs;
   for (const auto& p : proj) {
-    cols += constant_of(p.w)->dim(1);
+    const int64_t n = constant_of(p.w)->dim(1);
+    cols += n;
     any |= p.bias != nullptr;
+    append_run(runs, p.bias ? constant_of(p.bias)->raw() : nullptr, static_cast<size_t>(n) * dtype_size(t));
   }
   if (!any) return std::nullopt;
-  Tensor out(t, {cols});  // zero-initialised
-  const size_t es = dtype_size(t);
-  auto* dst = static_cast<unsigned char*>(out.raw());
-  for (const auto& p : proj) {
-    const size_t n = static_cast<size_t>(constant_of(p.w)->dim(1)) * es;
-    if (p.bias) std::memcpy(dst, constant_of(p.bias)->raw(), n);
-    dst += n;
-  }
-  return out;
+  return derived_weight(t, {cols}, runs);
 }
 
 /// Replaces `attn` by ai.fusec Attention(packed, "", "" [, mask]) with its attributes, name and

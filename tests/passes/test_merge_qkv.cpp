@@ -5,6 +5,8 @@
 // numbers on the CPU reference; each guard leaves the graph alone with its reason.
 #include "passes/merge_qkv.h"
 
+#include "ir/derived_weight.h"
+
 #include <array>
 
 #include <algorithm>
@@ -188,6 +190,29 @@ TEST(MergeQkv, BertLikeBecomesOneGemmAndPackedAttention) {
   EXPECT_EQ(o.optimized->find_value("wq"), nullptr);  // the separate weights are gone
   EXPECT_EQ(o.ctx.rewrites[0].replaced, (std::vector<std::string>{"q", "k", "v"}));
   EXPECT_EQ(o.ctx.rewrites[0].result, "q");
+  expect_same_numbers(o);
+}
+
+TEST(MergeQkv, ConcatenatedWeightsAreDerivedThroughTheStore) {
+  // The packed weight and bias go through ir/derived_weight.h, so a command's scratch-file store
+  // (importer/scratch_weights.h) keeps them out of memory: here a store that counts its calls.
+  struct Counting : DerivedWeightStore {
+    std::vector<size_t> bytes;
+    Tensor make(DType, const std::vector<int64_t>&, const std::vector<ByteRun>& runs) override {
+      size_t n = 0;
+      for (const ByteRun& r : runs) n += r.bytes;
+      bytes.push_back(n);
+      return {};  // built in memory all the same
+    }
+  };
+  auto store = std::make_shared<Counting>();
+  set_derived_weight_store(store);
+  Spec s;
+  s.k_bias = false;
+  Outcome o = merge(s);
+  set_derived_weight_store(nullptr);
+  ASSERT_TRUE(merged(o, "FusedMatMul", "ai.fusec"));
+  EXPECT_EQ(store->bytes, (std::vector<size_t>{16 * 48 * 4, 48 * 4}));  // W, then b with K's zeros
   expect_same_numbers(o);
 }
 
