@@ -117,7 +117,7 @@ int optimize(const OptimizeArgs& a) {
   // (Not for `-`, a descriptor, a device or a FIFO: the temporary folder main() chose.)
   std::error_code ec;
   if (is_regular_output(out_path) || (out_path != "-" && !fs::exists(fs::symlink_status(out_path, ec))))
-    use_scratch_weights(fs::absolute(out_path).parent_path());
+    use_scratch_weights(fs::absolute(out_path).parent_path(), print_warning);
   auto original = load_model(a.model, a.shapes);
   if (a.external_data || original->meta.external_data)
     claim_output(out_path + ".data", "the output model's external data");

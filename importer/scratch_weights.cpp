@@ -114,8 +114,16 @@ class RunWriter {
 
 }  // namespace
 
-ScratchWeightFile::ScratchWeightFile(std::filesystem::path dir, size_t min_bytes)
-    : dir_(std::move(dir)), min_bytes_(min_bytes) {}
+ScratchWeightFile::ScratchWeightFile(std::filesystem::path dir, size_t min_bytes, Warn warn)
+    : dir_(std::move(dir)), min_bytes_(min_bytes), warn_(std::move(warn)) {}
+
+void ScratchWeightFile::give_up(const char* what) {
+  const std::string why = std::strerror(errno);
+  unusable_ = true;
+  if (warn_)
+    warn_(std::string("weights derived by passes are built in memory: cannot ") + what + " a scratch file in '" +
+          dir_.string() + "' (" + why + ")");
+}
 
 ScratchWeightFile::~ScratchWeightFile() {
   if (fd_ >= 0) ::close(fd_);  // each map holds its own descriptor
@@ -129,8 +137,8 @@ bool ScratchWeightFile::open_file() {
     fd_ = ::mkostemp(name.data(), O_CLOEXEC);
     if (fd_ >= 0) ::unlink(name.c_str());
   }
-  unusable_ = fd_ < 0;
-  return !unusable_;
+  if (fd_ < 0) give_up("make");
+  return fd_ >= 0;
 }
 
 Tensor ScratchWeightFile::make(DType dtype, const std::vector<int64_t>& dims, const std::vector<ByteRun>& runs) {
@@ -147,10 +155,11 @@ Tensor ScratchWeightFile::make(DType dtype, const std::vector<int64_t>& dims, co
   std::shared_ptr<MappedFile> map =
       ok ? MappedFile::map_scratch(fd_, start, total, "fusec's scratch file for derived weights in " + dir_.string())
          : nullptr;
-  if (!map) {  // a full disk, a map refused: give the space back, and memory from now on
+  if (!map) {  // a full disk, a map refused: memory from now on, and the space given back
+    give_up(ok ? "map" : "write");
     if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) {
+      // the file is unused from now on and goes with the process
     }
-    unusable_ = true;
     return {};
   }
   end_ = start + total;
@@ -158,14 +167,14 @@ Tensor ScratchWeightFile::make(DType dtype, const std::vector<int64_t>& dims, co
   return Tensor::view(dtype, dims, const_cast<char*>(map->data()), map);
 }
 
-void use_scratch_weights(const std::filesystem::path& dir) {
+void use_scratch_weights(const std::filesystem::path& dir, ScratchWeightFile::Warn warn) {
   std::filesystem::path d = dir;
   if (d.empty()) {
     std::error_code ec;
     d = std::filesystem::temp_directory_path(ec);
     if (ec) d = "/tmp";
   }
-  set_derived_weight_store(std::make_shared<ScratchWeightFile>(d));
+  set_derived_weight_store(std::make_shared<ScratchWeightFile>(d, size_t{1} << 20, std::move(warn)));
 }
 
 }  // namespace fusec

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,8 +25,10 @@ namespace fusec {
 
 class ScratchWeightFile final : public DerivedWeightStore {
  public:
+  /// Says why, once, when the weights go to memory after all (fusec: warning: ...).
+  using Warn = std::function<void(const std::string&)>;
   /// The file goes into `dir` when the first weight of at least `min_bytes` is made.
-  explicit ScratchWeightFile(std::filesystem::path dir, size_t min_bytes = size_t{1} << 20);
+  explicit ScratchWeightFile(std::filesystem::path dir, size_t min_bytes = size_t{1} << 20, Warn warn = nullptr);
   ~ScratchWeightFile() override;
   ScratchWeightFile(const ScratchWeightFile&) = delete;
   ScratchWeightFile& operator=(const ScratchWeightFile&) = delete;
@@ -37,9 +40,12 @@ class ScratchWeightFile final : public DerivedWeightStore {
 
  private:
   bool open_file();
+  /// Memory from now on, and the warning, naming the folder and errno's reason.
+  void give_up(const char* what);
 
   std::filesystem::path dir_;
   size_t min_bytes_;
+  Warn warn_;
   std::mutex mu_;
   int fd_ = -1;
   bool unusable_ = false;  // the file could not be made: memory from now on
@@ -49,6 +55,6 @@ class ScratchWeightFile final : public DerivedWeightStore {
 
 /// Installs a ScratchWeightFile in `dir` (the system's temporary folder where empty) as the
 /// derived-weight store.
-void use_scratch_weights(const std::filesystem::path& dir = {});
+void use_scratch_weights(const std::filesystem::path& dir = {}, ScratchWeightFile::Warn warn = nullptr);
 
 }  // namespace fusec

@@ -148,11 +148,18 @@ TEST(ScratchWeights, SmallWeightsAndAnUnusableFolderAreBuiltInMemory) {
     EXPECT_FALSE(find_mapped_range(t.raw(), t.nbytes()));
     EXPECT_TRUE(same_floats(t, c.expect));
   }
-  {
-    StoreGuard guard(std::make_shared<ScratchWeightFile>(dir / "no" / "such" / "folder", 1));
-    Tensor t = derived_weight(DType::Float32, {64, 131}, c.runs);
-    EXPECT_FALSE(find_mapped_range(t.raw(), t.nbytes()));
-    EXPECT_TRUE(same_floats(t, c.expect));
+  {  // a folder that is not there: memory, and one warning naming it however many weights follow
+    std::vector<std::string> warned;
+    StoreGuard guard(std::make_shared<ScratchWeightFile>(dir / "no" / "such" / "folder", 1,
+                                                         [&](const std::string& w) { warned.push_back(w); }));
+    for (int i = 0; i < 2; ++i) {
+      Tensor t = derived_weight(DType::Float32, {64, 131}, c.runs);
+      EXPECT_FALSE(find_mapped_range(t.raw(), t.nbytes()));
+      EXPECT_TRUE(same_floats(t, c.expect));
+    }
+    ASSERT_EQ(warned.size(), 1u);
+    EXPECT_NE(warned[0].find((dir / "no" / "such" / "folder").string()), std::string::npos) << warned[0];
+    EXPECT_NE(warned[0].find("No such file"), std::string::npos) << warned[0];
   }
   {  // no store at all: memory
     Tensor t = derived_weight(DType::Float32, {64, 131}, c.runs);
