@@ -41,28 +41,29 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& file) 
 std::shared_ptr<MappedFile> MappedFile::map(int fd_in, const std::filesystem::path& file) {
   struct stat st {};
   if (::fstat(fd_in, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) return nullptr;
-  const int fd = ::fcntl(fd_in, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return nullptr;
-  void* base = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-  if (base == MAP_FAILED) {
-    ::close(fd);
-    return nullptr;
-  }
-  std::shared_ptr<MappedFile> m(new MappedFile());
-  m->base_ = base;
-  m->size_ = static_cast<size_t>(st.st_size);
-  m->fd_ = fd;
+  auto m = map_bytes(fd_in, 0, static_cast<size_t>(st.st_size), MAP_PRIVATE, file);
+  if (!m) return nullptr;
   m->mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  m->path_ = file;
   enroll(m);
   return m;
 }
 
 std::shared_ptr<MappedFile> MappedFile::map_scratch(int fd_in, uint64_t offset, size_t size, const std::string& what) {
   if (size == 0) return nullptr;
+  auto m = map_bytes(fd_in, offset, size, MAP_SHARED, what);
+  if (!m) return nullptr;
+  m->scratch_ = true;
+  enroll(m);
+  return m;
+}
+
+/// Maps bytes [offset, offset + size) of `fd_in` read-only over a copy of the descriptor; not yet
+/// enrolled.
+std::shared_ptr<MappedFile> MappedFile::map_bytes(int fd_in, uint64_t offset, size_t size, int flags,
+                                                  const std::filesystem::path& path) {
   const int fd = ::fcntl(fd_in, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return nullptr;
-  void* base = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, static_cast<off_t>(offset));
+  void* base = ::mmap(nullptr, size, PROT_READ, flags, fd, static_cast<off_t>(offset));
   if (base == MAP_FAILED) {
     ::close(fd);
     return nullptr;
@@ -71,14 +72,11 @@ std::shared_ptr<MappedFile> MappedFile::map_scratch(int fd_in, uint64_t offset, 
   m->base_ = base;
   m->size_ = size;
   m->file_offset_ = offset;
-  m->scratch_ = true;
   m->fd_ = fd;
-  m->path_ = what;
-  enroll(m);
+  m->path_ = path;
   return m;
 }
 
-/// Registers this map with the SIGBUS handler and with find_mapped_range.
 void MappedFile::enroll(const std::shared_ptr<MappedFile>& m) {
   m->sigbus_handle_ = register_mapped_range(m->base_, m->size_, m->path_.string());
   Registry& r = registry();

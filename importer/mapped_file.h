@@ -49,6 +49,9 @@ class MappedFile {
  private:
   MappedFile() = default;
   friend void check_mapped_files_unchanged();
+  static std::shared_ptr<MappedFile> map_bytes(int fd, uint64_t offset, size_t size, int flags,
+                                               const std::filesystem::path& path);
+  /// Registers the map with the SIGBUS handler and with find_mapped_range.
   static void enroll(const std::shared_ptr<MappedFile>& m);
   void* base_ = nullptr;
   size_t size_ = 0;

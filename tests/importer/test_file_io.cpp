@@ -4,6 +4,7 @@
 // none of them writes to a real device.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include "temp_dir.h"
 #include "onnx/onnx-ml.pb.h"
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -26,16 +27,10 @@
 #include "ir/memory_limit.h"
 
 using namespace fusec;
+using fusec::test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("fusec_test_io_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 std::string read_all(const fs::path& f) {
   std::ifstream in(f, std::ios::binary);
@@ -106,7 +101,7 @@ TEST(FileClaims, DescriptorNames) {
 }
 
 TEST(FileClaims, AnOutputMayNotBeAnInputByAnyName) {
-  fs::path d = temp_dir("claims_input");
+  fs::path d = temp_dir("io_claims_input");
   put(d / "m.onnx", "model");
   fs::create_symlink("m.onnx", d / "link.onnx");
   fs::create_hard_link(d / "m.onnx", d / "hard.onnx");
@@ -122,7 +117,7 @@ TEST(FileClaims, AnOutputMayNotBeAnInputByAnyName) {
 }
 
 TEST(FileClaims, AClaimMadeBeforeTheInputIsReadStillCounts) {
-  fs::path d = temp_dir("claims_order");
+  fs::path d = temp_dir("io_claims_order");
   put(d / "w.data", "weights");
   CommandFiles files;
   claim_output((d / "w.data").string(), "the output model's external data");
@@ -133,7 +128,7 @@ TEST(FileClaims, AClaimMadeBeforeTheInputIsReadStillCounts) {
 }
 
 TEST(FileClaims, TwoOutputsMayNotShareAFile) {
-  fs::path d = temp_dir("claims_outputs");
+  fs::path d = temp_dir("io_claims_outputs");
   CommandFiles files;
   claim_output((d / "r.json").string(), "--report");
   const std::string msg = bad_input_of([&] { claim_output((d / "." / "r.json").string(), "--html"); });
@@ -153,7 +148,7 @@ TEST(FileClaims, TwoOutputsMayNotShareAFile) {
 }
 
 TEST(FileClaims, ReadingBackItsOwnOutputAndRewritingACacheAreFine) {
-  fs::path d = temp_dir("claims_fine");
+  fs::path d = temp_dir("io_claims_fine");
   CommandFiles files;
   write_output_file(d / "o.onnx", "model");
   InputFile back(d / "o.onnx", {"the input model"});  // optimize loads what it wrote
@@ -166,7 +161,7 @@ TEST(FileClaims, ReadingBackItsOwnOutputAndRewritingACacheAreFine) {
 
 TEST(FileClaims, WithoutACommandNothingIsChecked) {
   // A library caller may replace its own input (the map keeps the old inode).
-  fs::path d = temp_dir("claims_none");
+  fs::path d = temp_dir("io_claims_none");
   put(d / "m.onnx", "model");
   ASSERT_EQ(CommandFiles::current(), nullptr);
   InputFile in(d / "m.onnx");
@@ -178,7 +173,7 @@ TEST(FileClaims, WithoutACommandNothingIsChecked) {
 // ---- output_file: what each kind of destination gets ----
 
 TEST(OutputFile, ARegularFileIsReplacedWholeKeepingItsMode) {
-  fs::path d = temp_dir("out_regular");
+  fs::path d = temp_dir("io_out_regular");
   put(d / "r.json", "old");
   ::chmod((d / "r.json").c_str(), 0600);
   const ino_t before = inode(d / "r.json");
@@ -202,7 +197,7 @@ TEST(OutputFile, ARegularFileIsReplacedWholeKeepingItsMode) {
 }
 
 TEST(OutputFile, ALinkTheUserNamedHasItsTargetReplaced) {
-  fs::path d = temp_dir("out_named_link");
+  fs::path d = temp_dir("io_out_named_link");
   fs::create_directories(d / "runs");
   put(d / "runs" / "1.json", "old");
   fs::create_symlink("runs/1.json", d / "latest.json");
@@ -219,7 +214,7 @@ TEST(OutputFile, ALinkTheUserNamedHasItsTargetReplaced) {
 }
 
 TEST(OutputFile, ALinkFusecDidNotNameIsReplacedNotFollowed) {
-  fs::path d = temp_dir("out_derived_link");
+  fs::path d = temp_dir("io_out_derived_link");
   fs::create_directories(d / "out");
   put(d / "precious.txt", "precious");
   fs::create_symlink("../precious.txt", d / "out" / "output_0.pb");
@@ -231,7 +226,7 @@ TEST(OutputFile, ALinkFusecDidNotNameIsReplacedNotFollowed) {
 }
 
 TEST(OutputFile, FoldersAndMissingFoldersAreErrors) {
-  fs::path d = temp_dir("out_folders");
+  fs::path d = temp_dir("io_out_folders");
   EXPECT_NE(bad_input_of([&] { write_output_file(d, "x"); }).find("it is a folder"), std::string::npos);
   const std::string msg = bad_input_of([&] { write_output_file(d / "no" / "r.json", "x"); });
   EXPECT_NE(msg.find("folder '" + (d / "no").string() + "'"), std::string::npos) << msg;
@@ -244,7 +239,7 @@ TEST(OutputFile, FoldersAndMissingFoldersAreErrors) {
 }
 
 TEST(OutputFile, AFifoIsWrittenInPlaceAndOneWithoutAReaderIsAnError) {
-  fs::path d = temp_dir("out_fifo");
+  fs::path d = temp_dir("io_out_fifo");
   const fs::path fifo = d / "fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   // Nobody reading: an error at once, not a hang.
@@ -300,7 +295,7 @@ TEST(OutputFile, ADescriptorIsWrittenInPlace) {
 TEST(OutputFile, ADeviceIsWrittenInPlace) {
   // A null device node of the test's own (never /dev's): if the writer wrongly renamed over it,
   // only this copy would turn into a file.
-  fs::path d = temp_dir("out_device");
+  fs::path d = temp_dir("io_out_device");
   const fs::path dev = d / "null";
   if (::mknod(dev.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
     fs::remove_all(d);
@@ -322,7 +317,7 @@ TEST(OutputFile, ADeviceIsWrittenInPlace) {
 }
 
 TEST(OutputFile, NothingIsCommittedOnceAMappedInputChanged) {
-  fs::path d = temp_dir("out_mapped_changed");
+  fs::path d = temp_dir("io_out_mapped_changed");
   put(d / "w.bin", std::string(4096, 'w'));
   auto map = MappedFile::open(d / "w.bin");
   ASSERT_TRUE(map);
@@ -374,7 +369,7 @@ TEST(InputFile, AStreamIsReadWithABound) {
 }
 
 TEST(InputFile, WholeFileReadsHonourTheMemoryLimit) {
-  fs::path d = temp_dir("in_memory");
+  fs::path d = temp_dir("io_in_memory");
   put(d / "big.pb", std::string(1 << 20, 'b'));
   {
     MemoryLimit limit(64 << 10);
@@ -389,7 +384,7 @@ TEST(InputFile, ReadErrorsAndShortFilesAreBadInput) {
   // /proc/self/mem reads fail with EIO at address 0.
   const std::string eio = bad_input_of([] { read_input_file("/proc/self/mem", 4096, "a page"); });
   EXPECT_NE(eio.find("cannot read '/proc/self/mem'"), std::string::npos) << eio;
-  fs::path d = temp_dir("in_short");
+  fs::path d = temp_dir("io_in_short");
   put(d / "w.bin", "0123456789");
   InputFile in(d / "w.bin");
   char buf[16];
@@ -400,7 +395,7 @@ TEST(InputFile, ReadErrorsAndShortFilesAreBadInput) {
 }
 
 TEST(InputFile, NpyDeclaredSizeIsCheckedBeforeAnythingIsAllocated) {
-  fs::path d = temp_dir("in_npy");
+  fs::path d = temp_dir("io_in_npy");
   put(d / "big.npy", npy_bytes("(2, 500000000)", 512));
   {
     // With 1 MiB of memory, allocating first would fail with the memory error instead.
@@ -434,7 +429,7 @@ TEST(InputFile, NpyFromAStreamIsCheckedAsItIsRead) {
 }
 
 TEST(InputFile, TensorProtoRawSizeIsCheckedBeforeAnythingIsAllocated) {
-  fs::path d = temp_dir("in_pb");
+  fs::path d = temp_dir("io_in_pb");
   onnx::TensorProto p;
   p.set_data_type(onnx::TensorProto::FLOAT);
   p.add_dims(2);
@@ -450,7 +445,7 @@ TEST(InputFile, TensorProtoRawSizeIsCheckedBeforeAnythingIsAllocated) {
 // ---- signal_cleanup: temporaries go on a signal, a truncated map is one error ----
 
 TEST(SignalCleanup, TemporariesAreRemovedAndTheSignalRaisedAgain) {
-  fs::path d = temp_dir("sig_temps");
+  fs::path d = temp_dir("io_sig_temps");
   put(d / "out.onnx", "previous");
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction now {};
@@ -504,7 +499,7 @@ TEST(SignalCleanup, TheStepRunningIsStoppedFirst) {
 }
 
 TEST(SignalCleanup, AMapTruncatedUnderFusecIsOneErrorNotASignal) {
-  fs::path d = temp_dir("sig_bus");
+  fs::path d = temp_dir("io_sig_bus");
   put(d / "w.bin", std::string(1 << 20, 'w'));
   EXPECT_EXIT(
       {

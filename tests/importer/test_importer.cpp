@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include "temp_dir.h"
 #include "onnx/onnx-ml.pb.h"
 
 #include <filesystem>
@@ -19,16 +20,10 @@
 #include "passes/infer_shapes.h"
 
 using namespace fusec;
+using fusec::test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("fusec_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 // A graph exercising every attribute kind, an initializer and symbolic dims.
 std::unique_ptr<Graph> sample_graph() {

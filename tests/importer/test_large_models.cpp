@@ -2,6 +2,7 @@
 // copied file to file on export, inline tensors streamed instead of copied into a second proto,
 // and every output file replaced whole or not at all.
 #include <gtest/gtest.h>
+#include "temp_dir.h"
 #include "onnx/onnx-ml.pb.h"
 #include <unistd.h>
 
@@ -18,16 +19,10 @@
 #include "ir/memory_limit.h"
 
 using namespace fusec;
+using fusec::test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("fusec_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 std::string read_all(const fs::path& f) {
   std::ifstream in(f, std::ios::binary);

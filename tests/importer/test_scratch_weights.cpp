@@ -2,6 +2,7 @@
 // (importer/scratch_weights.h): copied file to file from mapped sources, mapped back, and written
 // to an output file to file again; built in memory where the store cannot take them.
 #include <gtest/gtest.h>
+#include "temp_dir.h"
 #include <unistd.h>
 
 #include <cstring>
@@ -18,16 +19,10 @@
 #include "ir/memory_limit.h"
 
 using namespace fusec;
+using fusec::test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-fs::path temp_dir(const std::string& name) {
-  fs::path d = fs::temp_directory_path() / ("fusec_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
 
 /// Installs a store for one test and takes it away after.
 struct StoreGuard {
