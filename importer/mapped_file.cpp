@@ -41,33 +41,33 @@ std::shared_ptr<MappedFile> MappedFile::open(const std::filesystem::path& file) 
 std::shared_ptr<MappedFile> MappedFile::map(int fd_in, const std::filesystem::path& file) {
   struct stat st {};
   if (::fstat(fd_in, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) return nullptr;
-  auto m = map_bytes(fd_in, 0, static_cast<size_t>(st.st_size), MAP_PRIVATE, file);
-  if (!m) return nullptr;
+  const int fd = ::fcntl(fd_in, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
+  auto m = map_bytes(fd, 0, static_cast<size_t>(st.st_size), MAP_PRIVATE, file);
+  if (!m) {
+    ::close(fd);
+    return nullptr;
+  }
   m->mtime_ns_ = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   enroll(m);
   return m;
 }
 
-std::shared_ptr<MappedFile> MappedFile::map_scratch(int fd_in, uint64_t offset, size_t size, const std::string& what) {
-  if (size == 0) return nullptr;
-  auto m = map_bytes(fd_in, offset, size, MAP_SHARED, what);
+std::shared_ptr<MappedFile> MappedFile::map_scratch(std::shared_ptr<const int> fd, uint64_t offset, size_t size,
+                                                    const std::string& what) {
+  if (size == 0 || !fd) return nullptr;
+  auto m = map_bytes(*fd, offset, size, MAP_SHARED, what);
   if (!m) return nullptr;
+  m->fd_owner_ = std::move(fd);
   m->scratch_ = true;
   enroll(m);
   return m;
 }
 
-/// Maps bytes [offset, offset + size) of `fd_in` read-only over a copy of the descriptor; not yet
-/// enrolled.
-std::shared_ptr<MappedFile> MappedFile::map_bytes(int fd_in, uint64_t offset, size_t size, int flags,
+std::shared_ptr<MappedFile> MappedFile::map_bytes(int fd, uint64_t offset, size_t size, int flags,
                                                   const std::filesystem::path& path) {
-  const int fd = ::fcntl(fd_in, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0) return nullptr;
   void* base = ::mmap(nullptr, size, PROT_READ, flags, fd, static_cast<off_t>(offset));
-  if (base == MAP_FAILED) {
-    ::close(fd);
-    return nullptr;
-  }
+  if (base == MAP_FAILED) return nullptr;
   std::shared_ptr<MappedFile> m(new MappedFile());
   m->base_ = base;
   m->size_ = size;
@@ -113,7 +113,7 @@ MappedFile::~MappedFile() {
   }
   unregister_mapped_range(sigbus_handle_);
   ::munmap(base_, size_);
-  ::close(fd_);
+  if (!fd_owner_) ::close(fd_);
 }
 
 std::optional<MappedRange> find_mapped_range(const void* p, size_t bytes) {

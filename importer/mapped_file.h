@@ -32,9 +32,12 @@ class MappedFile {
   static std::shared_ptr<MappedFile> map(int fd, const std::filesystem::path& file);
   /// Maps bytes [offset, offset + size) of a scratch file fusec writes itself (offset a multiple
   /// of the page size; importer/scratch_weights.h): found by find_mapped_range like any map, but
-  /// left out of check_mapped_files_unchanged, since the file grows as fusec appends to it.
-  /// `what` names it in messages. nullptr if it cannot be mapped.
-  static std::shared_ptr<MappedFile> map_scratch(int fd, uint64_t offset, size_t size, const std::string& what);
+  /// left out of check_mapped_files_unchanged, since the file grows as fusec appends to it. The
+  /// map uses the scratch file's one descriptor, `*fd`, which `fd` keeps open (one descriptor
+  /// however many weights the file holds). `what` names it in messages. nullptr if it cannot be
+  /// mapped.
+  static std::shared_ptr<MappedFile> map_scratch(std::shared_ptr<const int> fd, uint64_t offset, size_t size,
+                                                 const std::string& what);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -49,6 +52,8 @@ class MappedFile {
  private:
   MappedFile() = default;
   friend void check_mapped_files_unchanged();
+  /// Maps bytes [offset, offset + size) of `fd` read-only; the map owns `fd` (closes it) unless
+  /// fd_owner_ is set after. Not yet enrolled.
   static std::shared_ptr<MappedFile> map_bytes(int fd, uint64_t offset, size_t size, int flags,
                                                const std::filesystem::path& path);
   /// Registers the map with the SIGBUS handler and with find_mapped_range.
@@ -58,6 +63,7 @@ class MappedFile {
   uint64_t file_offset_ = 0;  // of base_ in the file
   bool scratch_ = false;
   int fd_ = -1;
+  std::shared_ptr<const int> fd_owner_;  // where the descriptor is shared (scratch maps)
   int64_t mtime_ns_ = 0;
   void* sigbus_handle_ = nullptr;
   std::filesystem::path path_;

@@ -125,20 +125,23 @@ void ScratchWeightFile::give_up(const char* what) {
           dir_.string() + "' (" + why + ")");
 }
 
-ScratchWeightFile::~ScratchWeightFile() {
-  if (fd_ >= 0) ::close(fd_);  // each map holds its own descriptor
-}
-
 bool ScratchWeightFile::open_file() {
-  if (fd_ >= 0) return true;
-  fd_ = ::open(dir_.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-  if (fd_ < 0) {  // a filesystem without O_TMPFILE: a named file, unlinked at once
+  if (fd_) return true;
+  int fd = ::open(dir_.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) {  // a filesystem without O_TMPFILE: a named file, unlinked at once
     std::string name = (dir_ / "fusec-weights-XXXXXX").string();
-    fd_ = ::mkostemp(name.data(), O_CLOEXEC);
-    if (fd_ >= 0) ::unlink(name.c_str());
+    fd = ::mkostemp(name.data(), O_CLOEXEC);
+    if (fd >= 0) ::unlink(name.c_str());
   }
-  if (fd_ < 0) give_up("make");
-  return fd_ >= 0;
+  if (fd < 0) {
+    give_up("make");
+    return false;
+  }
+  fd_ = std::shared_ptr<const int>(new int(fd), [](const int* p) {
+    ::close(*p);
+    delete p;
+  });
+  return true;
 }
 
 Tensor ScratchWeightFile::make(DType dtype, const std::vector<int64_t>& dims, const std::vector<ByteRun>& runs) {
@@ -148,8 +151,9 @@ Tensor ScratchWeightFile::make(DType dtype, const std::vector<int64_t>& dims, co
   std::lock_guard<std::mutex> lock(mu_);
   if (unusable_ || !open_file()) return {};
   const uint64_t start = (end_ + page_size() - 1) / page_size() * page_size();
-  bool ok = ::ftruncate(fd_, static_cast<off_t>(start + total)) == 0;
-  RunWriter w(fd_, start);
+  const int fd = *fd_;
+  bool ok = ::ftruncate(fd, static_cast<off_t>(start + total)) == 0;
+  RunWriter w(fd, start);
   for (size_t i = 0; ok && i < runs.size(); ++i) ok = w.put(runs[i]);
   ok = ok && w.flush();
   std::shared_ptr<MappedFile> map =
@@ -157,7 +161,7 @@ Tensor ScratchWeightFile::make(DType dtype, const std::vector<int64_t>& dims, co
          : nullptr;
   if (!map) {  // a full disk, a map refused: memory from now on, and the space given back
     give_up(ok ? "map" : "write");
-    if (::ftruncate(fd_, static_cast<off_t>(end_)) != 0) {
+    if (::ftruncate(fd, static_cast<off_t>(end_)) != 0) {
       // the file is unused from now on and goes with the process
     }
     return {};

@@ -29,7 +29,6 @@ class ScratchWeightFile final : public DerivedWeightStore {
   using Warn = std::function<void(const std::string&)>;
   /// The file goes into `dir` when the first weight of at least `min_bytes` is made.
   explicit ScratchWeightFile(std::filesystem::path dir, size_t min_bytes = size_t{1} << 20, Warn warn = nullptr);
-  ~ScratchWeightFile() override;
   ScratchWeightFile(const ScratchWeightFile&) = delete;
   ScratchWeightFile& operator=(const ScratchWeightFile&) = delete;
 
@@ -47,7 +46,7 @@ class ScratchWeightFile final : public DerivedWeightStore {
   size_t min_bytes_;
   Warn warn_;
   std::mutex mu_;
-  int fd_ = -1;
+  std::shared_ptr<const int> fd_;  // closed when this store and every weight mapped from it are gone
   bool unusable_ = false;  // the file could not be made: memory from now on
   uint64_t end_ = 0;
   uint64_t stored_ = 0;

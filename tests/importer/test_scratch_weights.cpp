@@ -67,6 +67,12 @@ Concat side_by_side(const Tensor& a, const Tensor& b, int64_t zeros) {
   return c;
 }
 
+size_t open_descriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
 bool same_floats(const Tensor& t, const std::vector<float>& v) {
   return t.nbytes() == v.size() * 4 && std::memcmp(t.raw(), v.data(), t.nbytes()) == 0;
 }
@@ -101,6 +107,7 @@ TEST(ScratchWeights, DerivedFromMappedWeightsLivesInTheScratchFileNotInMemory) {
 
   const Concat c = side_by_side(wa, wb, 8);
   const size_t used_before = host_memory().used();
+  const size_t fds_before = open_descriptors();
   Tensor t = derived_weight(DType::Float32, {64, 136}, c.runs);
   EXPECT_EQ(host_memory().used(), used_before);  // no tensor storage was allocated
   EXPECT_EQ(store->bytes_stored(), t.nbytes());
@@ -120,6 +127,7 @@ TEST(ScratchWeights, DerivedFromMappedWeightsLivesInTheScratchFileNotInMemory) {
   EXPECT_GE(urange->offset, range->offset + t.nbytes());
   EXPECT_TRUE(same_floats(u, mem));
   EXPECT_TRUE(same_floats(t, c.expect));
+  EXPECT_EQ(open_descriptors(), fds_before + 1);  // the file's one descriptor, shared by its maps
 
   // Written into a model with external data, it is copied from the scratch file and reads back.
   GraphBuilder b(17);
