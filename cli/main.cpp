@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
   // What this command reads and writes: no output may land on an input or on another output.
   fusec::CommandFiles files;
   try {
-    fusec::use_scratch_weights(
-        {}, fusec::cli::print_warning);  // weights passes derive stay out of memory (cmd_optimize: beside the output)
+    // Weights the passes derive stay out of memory (optimize moves them beside its output).
+    fusec::use_scratch_weights({}, fusec::cli::print_warning);
     return action ? action() : 2;
   } catch (const fusec::Error& e) {
     print_error(e.what());

@@ -35,9 +35,9 @@ bool pwrite_all(int fd, const char* p, size_t n, uint64_t at) {
 
 /// Writes a weight's runs into the scratch file from `at` on. Large runs of mapped files are
 /// copied in the kernel (copy_file_range); small ones (a concatenation's row pieces, thousands of
-/// a few KiB each, where a copy_file_range call costs about 90 µs on ext4) are gathered through a
-/// bounded buffer by pread, not through the source's map, whose pages would then count against
-/// this process, and written out in large pieces.
+/// a few KiB each, where one copy_file_range call each was several times slower: benchmarks.md,
+/// scale) are gathered through a bounded buffer by pread, not through the source's map, whose
+/// pages would then count against this process, and written out in large pieces.
 class RunWriter {
  public:
   RunWriter(int fd, uint64_t at) : fd_(fd), at_(at) { buf_.reserve(kBuffer); }

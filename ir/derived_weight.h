@@ -1,10 +1,10 @@
 // Weights a pass builds by rearranging the bytes of others: merge_qkv's concatenation of Q, K and V
 // projections, fuse_gated_matmul's halves of a packed gate/up weight. Built in memory, such a
 // weight costs its whole size in RAM and makes the writer write it from memory, where the
-// weights it came from are memory-mapped and copied file to file: a 1.27B-parameter encoder went
-// from 25 MiB of peak RSS to 2.27 GiB under merge_qkv alone. A command that writes models installs
-// a store (importer/scratch_weights.h) that builds them in a scratch file instead, in the kernel
-// and from the source files where they are mapped; the IR only sees the interface.
+// weights it came from are memory-mapped and copied file to file, so fusec's memory would grow
+// with the model (docs/benchmarks.md, scale). The commands install a store
+// (importer/scratch_weights.h) that builds them in a scratch file instead, from the source files
+// where they are mapped; the IR only sees the interface.
 #pragma once
 #include <cstddef>
 #include <cstdint>
