@@ -48,8 +48,7 @@ class AttentionOp : public CudaOp {
       require_launched(launch_rotary(r, l.stream), "rotary");
       a.rot_cos = a.rot_sin = nullptr;
       a.q = r.y;
-      a.k = static_cast<const char*>(r.y) + k_off_;
-      a.v = static_cast<const char*>(r.y) + v_off_;
+      a.k = static_cast<const char*>(r.y) + k_off_;  // V stays where it is: packed_rotation copies no V
     }
     if (sdpa_)
       sdpa_->launch(a, l.workspace, l.stream);
@@ -95,6 +94,7 @@ RotaryArgs packed_rotation(const AttentionDims& d, DType t, const RotaryTableStr
   r.head = d.head_size;
   r.heads_per_row = d.q_heads + 2 * d.kv_heads;
   r.rotated_heads = d.q_heads + d.kv_heads;
+  r.copy_rest = false;  // V's heads: the attention reads them from the packed rows
   r.heads = d.batch * d.q_seq * r.heads_per_row;
   r.rank = 3;
   const int64_t dims[3] = {d.batch, d.q_seq, r.heads_per_row};

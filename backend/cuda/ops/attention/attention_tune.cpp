@@ -110,8 +110,7 @@ bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool
       r.sin = sn.get();
       r.y = rq.get();
       after.q = rq.get();
-      after.k = static_cast<const char*>(rq.get()) + k_off;
-      after.v = static_cast<const char*>(rq.get()) + v_off;
+      after.k = static_cast<const char*>(rq.get()) + k_off;  // V read in place, as the op does
     }
     if (!attention_mma_aligned(t)) return true;
     // 0: cuDNN's SDPA, 1: the tensor-core kernel. A call that fails leaves its candidate out.

@@ -21,6 +21,7 @@ struct RotaryIndex {
   FastDiv dims[kRotaryMaxRank];
   uint32_t cos_stride[kRotaryMaxRank] = {}, sin_stride[kRotaryMaxRank] = {};
   uint32_t n = 0, head = 0, heads_per_row = 1, rotated_heads = 1;
+  bool copy_rest = true;
   FastDiv heads_per_row_div;
 };
 
@@ -38,13 +39,17 @@ __global__ void __launch_bounds__(kBlock)
     const uint32_t j = (i - row * q.per_head.d) * V;
     const uint32_t xo = row * q.head + j;
     float x1[V], x2[V], c1[V], c2[V], s1[V], s2[V], y1[V], y2[V];
-    load_vec<T, V>(x + xo, x1);
-    load_vec<T, V>(x + xo + half, x2);
     if (q.rotated_heads < q.heads_per_row && row - q.heads_per_row_div.div(row) * q.heads_per_row >= q.rotated_heads) {
-      store_vec<T, V>(y + xo, x1);
-      store_vec<T, V>(y + xo + half, x2);
+      if (q.copy_rest) {
+        load_vec<T, V>(x + xo, x1);
+        load_vec<T, V>(x + xo + half, x2);
+        store_vec<T, V>(y + xo, x1);
+        store_vec<T, V>(y + xo + half, x2);
+      }
       continue;
     }
+    load_vec<T, V>(x + xo, x1);
+    load_vec<T, V>(x + xo + half, x2);
     uint32_t co = 0, so = 0, rem = row;
     for (int d = q.rank - 1; d >= 0; --d) {
       const uint32_t quot = q.dims[d].div(rem);
@@ -96,6 +101,7 @@ void launch_typed(const RotaryArgs& a, cudaStream_t s) {
     q.head = static_cast<uint32_t>(a.head);
     q.heads_per_row = static_cast<uint32_t>(a.heads_per_row);
     q.rotated_heads = static_cast<uint32_t>(a.rotated_heads);
+    q.copy_rest = a.copy_rest;
     q.heads_per_row_div = FastDiv(q.heads_per_row);
     launch_pdl("rotary", rotary_kernel<T, V>, dim3(grid_for(n)), dim3(kBlock), 0, s, a, q);
   };

@@ -18,6 +18,9 @@ struct RotaryArgs {
   // Heads of each row of the view (its dim before the last) and how many of them rotate; the
   // others are copied (ai.fusec Rotary's `rotated`, on packed QKV: V's heads).
   int64_t heads_per_row = 1, rotated_heads = 1;
+  // false: the heads past rotated_heads are not written (a reader takes them from x: V's heads of
+  // packed QKV, which the attention reads in place instead of from the rotated copy).
+  bool copy_rest = true;
   // The head view's dims but the last ([.., H] for head_size, else X's leading dims), and each
   // table's row stride along them (in rows of `head` values, 0 where the table broadcasts).
   int rank = 0;
