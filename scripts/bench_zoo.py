@@ -58,7 +58,9 @@ table is printed last (the device returns only the last 12,000 characters of out
 
 Exit status: 0 when every row's check is "ok" and no stage errored, else 1 (2: bad arguments, or a
 --merge refused). Skipped stages (over --time-budget, --skip-compile, torch on the CPU) and models
-not started for the budget are listed, not errors.
+not started for the budget are listed, not errors. A row whose best torch misses a peer the budget
+skipped reads "unknown" against the 0.8 target instead of "met", and --merge prefers a row that
+measured that peer over a later one that did not.
 
 On the lent GPU (repo root, fusec built into build-gpu/ with its lib/; one call per line, each under
 10 minutes; then merge):
@@ -248,8 +250,16 @@ def verdict(ratio, target: float) -> str:
     return "unknown" if ratio is None else ("met" if ratio <= target else "missed")
 
 
+def unmeasured_peers(row: dict) -> list:
+    """Peers this run meant to measure and did not reach (the time budget ran out first): a faster
+    one among them could make the best torch figure, and a "met" against it, untrue."""
+    return sorted(k for k, v in (row.get("peers") or {}).items()
+                  if isinstance(v, str) and v.startswith("skipped:") and "--time-budget" in v)
+
+
 def summarise(row: dict) -> dict:
-    """Fills best_torch, the ratios and the targets from the row's measurements."""
+    """Fills best_torch, the ratios and the targets from the row's measurements. Against a best
+    torch that misses a peer the budget skipped, "met" is not known ("unknown"); "missed" stands."""
     timed = {k: v for k, v in (row.get("peers") or {}).items() if isinstance(v, (int, float))}
     best = min(timed, key=timed.get) if timed else None
     row["best_torch"] = best
@@ -257,8 +267,11 @@ def summarise(row: dict) -> dict:
     opt, given, bt = row.get("optimized_ms"), row.get("as_given_ms"), row.get("best_torch_ms")
     row["vs_best_torch"] = round(opt / bt, 3) if opt and bt else None
     row["vs_as_given"] = round(opt / given, 3) if opt and given else None
-    row["targets"] = {"vs_best_torch": verdict(row["vs_best_torch"], TARGET_VS_BEST_TORCH),
-                      "vs_as_given": verdict(row["vs_as_given"], TARGET_VS_AS_GIVEN)}
+    row["unmeasured_peers"] = unmeasured_peers(row)
+    vs_best = verdict(row["vs_best_torch"], TARGET_VS_BEST_TORCH)
+    if vs_best == "met" and row["unmeasured_peers"]:
+        vs_best = "unknown"
+    row["targets"] = {"vs_best_torch": vs_best, "vs_as_given": verdict(row["vs_as_given"], TARGET_VS_AS_GIVEN)}
     return row
 
 
@@ -286,8 +299,13 @@ def peer_cell(v) -> str:
     return word if word in ("error", "skipped", "unsupported") else "-"
 
 
-def ratio_cell(x, target: float) -> str:
-    return "-" if x is None else f"{x:.2f} {verdict(x, target)}"
+def ratio_cell(x, target: float, unmeasured: list = ()) -> str:
+    if x is None:
+        return "-"
+    v = verdict(x, target)
+    if v == "met" and unmeasured:
+        return f"{x:.2f} unknown ({', '.join(unmeasured)} not run)"
+    return f"{x:.2f} {v}"
 
 
 def main_table(rows: list) -> list:
@@ -301,7 +319,7 @@ def main_table(rows: list) -> list:
         if r.get("errors") and check == "ok":
             check = f"ok; {len(r['errors'])} stage error(s)"
         lines.append(f"| {r['model']} | {r['export']} | {ms(r.get('as_given_ms'))} | {ms(r.get('optimized_ms'))} | "
-                     f"{bt} | {ratio_cell(r.get('vs_best_torch'), TARGET_VS_BEST_TORCH)} | "
+                     f"{bt} | {ratio_cell(r.get('vs_best_torch'), TARGET_VS_BEST_TORCH, r.get('unmeasured_peers') or [])} | "
                      f"{ratio_cell(r.get('vs_as_given'), TARGET_VS_AS_GIVEN)} | "
                      f"{'-' if eb is None else f'{eb:.2f}'} | {check.replace('|', '/')} |")
     return lines
@@ -463,11 +481,16 @@ def merge(paths: list, out: str, argv: list, quiet: bool = False) -> int:
                 print(f"bench_zoo: {path} has {k} {d.get(k)!r}, {first_path} has {first.get(k)!r}: not merged",
                       file=sys.stderr)
                 return 2
+    # A later run's row replaces an earlier one's, unless it has peers the budget skipped that
+    # the earlier one measured: an incomplete row never hides a complete one.
     rows: dict = {}
     for _, d in docs:
         for r in d.get("rows") or []:
             r.setdefault("fusec_commit", d.get("repo_commit"))
-            rows[(r["model"], r["export"])] = r
+            key = (r["model"], r["export"])
+            if key in rows and len(unmeasured_peers(r)) > len(unmeasured_peers(rows[key])):
+                continue
+            rows[key] = r
     merged = {k: first.get(k) for k in first if k not in ("rows", "parts", "command", "errors", "not_started", "date")}
     merged["date"] = max(str(d.get("date")) for _, d in docs)
     merged["command"] = shlex.join(["python3"] + argv)
@@ -535,6 +558,29 @@ def self_check() -> int:
             md = f.read()
         assert "; 2026-01-01 to 2026-01-02;" in md and \
             "Rows by build and day: bbb (2026-01-02): bert; aaa (2026-01-01): resnet50." in md, md
+        # A peer the budget skipped: "met" is unknown, and a merge keeps the complete row whatever
+        # the order of the parts.
+        inc = new_row("gpt2", "legacy")
+        inc.update(as_given_ms=2.0, optimized_ms=0.95, check="ok",
+                   peers={"eager": 6.0, "eager+graph": 1.7, "compile": 2.3,
+                          "reduce-overhead": "skipped: 180 s spent, over --time-budget 176 s"})
+        summarise(inc)
+        assert inc["unmeasured_peers"] == ["reduce-overhead"] and inc["targets"]["vs_best_torch"] == "unknown"
+        assert "| 0.56 unknown (reduce-overhead not run) |" in markdown(doc([inc])), markdown(doc([inc]))
+        full = json.loads(json.dumps(inc))
+        full["peers"]["reduce-overhead"] = 1.3
+        summarise(full)
+        assert full["targets"]["vs_best_torch"] == "met" and full["best_torch"] == "reduce-overhead"
+        pf, pi = os.path.join(tmp, "f.json"), os.path.join(tmp, "i.json")
+        for path, d in ((pf, doc([full])), (pi, doc([inc]))):
+            with open(path, "w") as f:
+                json.dump(d, f)
+        for order in ([pf, pi], [pi, pf]):
+            out4 = os.path.join(tmp, "out4")
+            merge(order, out4, [], quiet=True)
+            with open(os.path.join(out4, "zoo.json")) as f:
+                kept = json.load(f)["rows"]
+            assert len(kept) == 1 and kept[0]["best_torch_ms"] == 1.3, (order, kept)
     print("bench_zoo self-check: ok")
     return 0
 
