@@ -88,10 +88,15 @@ inline constexpr SwitchInfo kSwitches[] = {
     {"FUSEC_GEMM_TRACE", SwitchScope::Fusec, "print every GEMM candidate's time", "any value, even 0", "no trace"},
     {"FUSEC_CUDNN_SDPA", SwitchScope::Fusec,
      "0: fusec's own attention kernel at every precision; 1: cuDNN's SDPA wherever it takes the case, untimed", "0, 1",
-     "at fp16/bf16, cuDNN's SDPA or fusec's tensor-core kernel, whichever the tuner timed faster"},
+     "at fp16/bf16, cuDNN's SDPA, fusec's tensor-core kernel or its grouped kernel, whichever the tuner timed "
+     "fastest"},
+    {"FUSEC_ATTN_GROUP", SwitchScope::Fusec,
+     "0: leave the grouped attention kernel out of the tuner's race; N (with FUSEC_CUDNN_SDPA=0): run it at N query "
+     "heads a block (the largest divisor of the group up to N) wherever it takes the case",
+     "0, N", "raced at the whole group and at half of it a block where it takes the case"},
     {"FUSEC_ATTN_MMA", SwitchScope::Fusec, "the streaming attention kernel at fp16/bf16 instead of the tensor-core one",
      "0", "the tensor-core kernel where it applies"},
-    {"FUSEC_ATTN_TRACE", SwitchScope::Fusec, "print the attention tuner's times (cuDNN's SDPA, the own kernel)",
+    {"FUSEC_ATTN_TRACE", SwitchScope::Fusec, "print the attention tuner's times (cuDNN's SDPA, the own kernels)",
      "any value, even 0", "no trace"},
     {"FUSEC_ATTN_TILED", SwitchScope::Fusec,
      "the streaming fp32 attention kernel instead of the register-tiled one (read once)", "0",

@@ -13,7 +13,8 @@ its causal and padding halves); gpt2: [16, 12, 128, 64] with a full mask; gpt2_r
 same split as llama_row_causal. The packed forms with rotary tables (fuse_rotary_attention's: ai.fusec
 Attention(QKV, "", "", "", cos, sin), causal, GQA 32/8, [1, S, 1, D] tables), to time the tensor-core
 kernel rotating as it loads against the rotary kernel then cuDNN's SDPA: llama_rope (batch 16,
-seq 128, D 64: the zoo's Llama), llama_rope_2k (batch 2, seq 2048, D 64) and llama_rope_2k_d128
+seq 128, D 64: the zoo's Llama's shapes), llama_rope_mask (the same with Llama's full [16, 1, 128,
+128] mask instead of is_causal: the zoo's Llama's attention as it runs), llama_rope_2k (batch 2, seq 2048, D 64) and llama_rope_2k_d128
 (batch 2, seq 2048, D 128)."""
 import math
 import os
@@ -39,18 +40,21 @@ def make(path: str, b: int, h: int, s: int, d: int, mask: bool, kv_heads: int = 
     onnx.save(model, path)
 
 
-def make_packed_rotary(path: str, b: int, s: int, hq: int, hkv: int, d: int) -> None:
+def make_packed_rotary(path: str, b: int, s: int, hq: int, hkv: int, d: int, full_mask: bool = False) -> None:
     w = (hq + 2 * hkv) * d
     qkv = helper.make_tensor_value_info("QKV", TensorProto.FLOAT, [b, s, w])
+    ins = [qkv]
+    if full_mask:
+        ins.append(helper.make_tensor_value_info("M", TensorProto.FLOAT, [b, 1, s, s]))
     out = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [b, s, hq * d])
     # Llama's tables: cos/sin of position x inverse frequency, the half repeated.
     inv = [10000.0 ** (-2.0 * i / d) for i in range(d // 2)]
     angles = [p * f for p in range(s) for f in inv + inv]
     cos = helper.make_tensor("cos", TensorProto.FLOAT, [1, s, 1, d], [math.cos(a) for a in angles])
     sin = helper.make_tensor("sin", TensorProto.FLOAT, [1, s, 1, d], [math.sin(a) for a in angles])
-    node = helper.make_node("Attention", ["QKV", "", "", "", "cos", "sin"], ["Y"], domain="ai.fusec", is_causal=1,
-                            q_num_heads=hq, kv_num_heads=hkv)
-    graph = helper.make_graph([node], os.path.basename(path), [qkv], [out], initializer=[cos, sin])
+    node = helper.make_node("Attention", ["QKV", "", "", "M" if full_mask else "", "cos", "sin"], ["Y"],
+                            domain="ai.fusec", is_causal=int(not full_mask), q_num_heads=hq, kv_num_heads=hkv)
+    graph = helper.make_graph([node], os.path.basename(path), ins, [out], initializer=[cos, sin])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.fusec", 1)])
     model.ir_version = 10
     onnx.save(model, path)
@@ -70,6 +74,7 @@ def main() -> int:
     make(os.path.join(sys.argv[1], "gpt2.onnx"), 16, 12, 128, 64, mask=True, full_mask=True)
     make(os.path.join(sys.argv[1], "gpt2_row_causal.onnx"), 16, 12, 128, 64, mask=True, causal=True)
     make_packed_rotary(os.path.join(sys.argv[1], "llama_rope.onnx"), 16, 128, 32, 8, 64)
+    make_packed_rotary(os.path.join(sys.argv[1], "llama_rope_mask.onnx"), 16, 128, 32, 8, 64, full_mask=True)
     make_packed_rotary(os.path.join(sys.argv[1], "llama_rope_2k.onnx"), 2, 2048, 32, 8, 64)
     make_packed_rotary(os.path.join(sys.argv[1], "llama_rope_2k_d128.onnx"), 2, 2048, 32, 8, 128)
     return 0

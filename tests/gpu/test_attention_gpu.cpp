@@ -8,9 +8,11 @@
 // kernel), and its cases at fp32: no mask, row-broadcast float and bool masks, lengths off its
 // 64-row/64-key tiles (several key chunks), head sizes 32 and 64, grouped heads, packed QKV, and
 // rows that see only excluded keys in a whole chunk or in all of them.
-// At fp16/bf16 each case runs four times: as tuned, through cuDNN's SDPA where it takes the case
+// At fp16/bf16 each case runs six times: as tuned, through cuDNN's SDPA where it takes the case
 // (FUSEC_CUDNN_SDPA=1), through the tensor-core kernel (attention_mma.cu, FUSEC_CUDNN_SDPA=0) where
-// its head sizes and strides allow, and through the streaming kernel (FUSEC_ATTN_MMA=0).
+// its head sizes and strides allow, through the grouped kernel (attention_group.cu) at the whole
+// group and at one head a block where it takes the case (up to 128 keys, head sizes up to 64, a
+// mask the same for every head), and through the streaming kernel (FUSEC_ATTN_MMA=0).
 #include <cfloat>
 #include <cmath>
 #include <cstdlib>
@@ -78,20 +80,31 @@ OpCase attention(const Case& k, uint64_t seed) {
 }
 
 /// Runs check() once per kernel that takes half-precision attention: as tuned, cuDNN's SDPA
-/// (FUSEC_CUDNN_SDPA=1), the tensor-core kernel (=0) and the streaming kernel (FUSEC_ATTN_MMA=0).
+/// (FUSEC_CUDNN_SDPA=1), the tensor-core kernel (=0), the grouped kernel at two head counts a block
+/// (=0 and FUSEC_ATTN_GROUP) and the streaming kernel (FUSEC_ATTN_MMA=0).
 /// Where a kernel does not take the case, the next one in line runs it.
 template <typename Check>
 void each_half_kernel(Check check) {
-  const std::pair<const char*, const char*> runs[] = {{nullptr, nullptr}, {"1", nullptr}, {"0", nullptr}, {"0", "0"}};
-  const char* names[] = {"as tuned", "cuDNN SDPA (FUSEC_CUDNN_SDPA=1)", "tensor-core kernel (FUSEC_CUDNN_SDPA=0)",
-                         "streaming kernel (FUSEC_ATTN_MMA=0)"};
-  for (int i = 0; i < 4; ++i) {
-    SCOPED_TRACE(names[i]);
-    if (runs[i].first) ::setenv("FUSEC_CUDNN_SDPA", runs[i].first, 1);
-    if (runs[i].second) ::setenv("FUSEC_ATTN_MMA", runs[i].second, 1);
+  struct Run {
+    const char *sdpa, *mma, *group, *name;
+  };
+  const Run runs[] = {
+      {nullptr, nullptr, nullptr, "as tuned"},
+      {"1", nullptr, nullptr, "cuDNN SDPA (FUSEC_CUDNN_SDPA=1)"},
+      {"0", nullptr, nullptr, "tensor-core kernel (FUSEC_CUDNN_SDPA=0)"},
+      {"0", nullptr, "64", "grouped kernel, the whole group a block (FUSEC_ATTN_GROUP=64)"},
+      {"0", nullptr, "1", "grouped kernel, one head a block (FUSEC_ATTN_GROUP=1)"},
+      {"0", "0", nullptr, "streaming kernel (FUSEC_ATTN_MMA=0)"},
+  };
+  for (const Run& r : runs) {
+    SCOPED_TRACE(r.name);
+    if (r.sdpa) ::setenv("FUSEC_CUDNN_SDPA", r.sdpa, 1);
+    if (r.mma) ::setenv("FUSEC_ATTN_MMA", r.mma, 1);
+    if (r.group) ::setenv("FUSEC_ATTN_GROUP", r.group, 1);
     check();
     ::unsetenv("FUSEC_CUDNN_SDPA");
     ::unsetenv("FUSEC_ATTN_MMA");
+    ::unsetenv("FUSEC_ATTN_GROUP");
   }
 }
 
@@ -304,18 +317,22 @@ TEST(GpuAttention, FullMasksStagedInSharedMemory) {
 // A decoder's mask as transformers exports it (GPT-2, Llama): causal and padding in one [B, 1, S, S]
 // tensor, Where(And(tril, attention_mask), 0, -FLT_MAX), over grouped heads (8 query heads on 2 key
 // heads); batch 1 has its last 40 tokens padded, so its rows see fewer keys than the diagonal allows.
+// 136 tokens take the flash kernel; 128 and 104 the grouped kernel too.
 TEST(GpuAttention, DecoderCausalPaddingMaskOverGroupedHeads) {
   FUSEC_REQUIRE_GPU();
-  Case k;
-  k.q = {2, 8, 136, 64};
-  k.k = k.v = {2, 2, 136, 64};
-  k.mask = {2, 1, 136, 136};
-  OpCase c = attention(k, 97);
-  float* m = c.inputs[3].data<float>();
-  for (int b = 0; b < 2; ++b)
-    for (int i = 0; i < 136; ++i)
-      for (int j = 0; j < 136; ++j) m[(b * 136 + i) * 136 + j] = j <= i && j < 136 - 40 * b ? 0.0f : -FLT_MAX;
-  all_precisions(c);
+  for (int64_t s : {136, 128, 104}) {
+    SCOPED_TRACE("S " + std::to_string(s));
+    Case k;
+    k.q = {2, 8, s, 64};
+    k.k = k.v = {2, 2, s, 64};
+    k.mask = {2, 1, s, s};
+    OpCase c = attention(k, 97);
+    float* m = c.inputs[3].data<float>();
+    for (int b = 0; b < 2; ++b)
+      for (int i = 0; i < s; ++i)
+        for (int j = 0; j < s; ++j) m[(b * s + i) * s + j] = j <= i && j < s - 40 * b ? 0.0f : -FLT_MAX;
+    all_precisions(c);
+  }
 }
 
 TEST(GpuAttention, HeadSizesPadToTiles) {
@@ -392,19 +409,64 @@ TEST(GpuAttention, TheTunersPickIsRememberedAndObeyed) {
   auto& cache = cuda::TuningCache::global();
   const Case bert = bert_case();
   const std::string cold = kernel_of(bert, Precision::FP16);
-  const std::string key = scoped.key_containing("attention|cudnn ");
+  const std::string key = scoped.key_containing("attention2|cudnn ");
   ASSERT_FALSE(key.empty()) << "no attention entry in " << scoped.path();
   const std::string pick = cache.get(key).value_or("");
-  ASSERT_TRUE(pick == "own" || pick == "cudnn") << pick;
-  EXPECT_EQ(cold.rfind(pick == "own" ? "fused attention float16 tensor-core" : "cuDNN SDPA float16", 0), 0u) << cold;
+  // BERT's heads share no keys, so the grouped kernel runs one head a block.
+  ASSERT_TRUE(pick == "own" || pick == "cudnn" || pick == "group 1") << pick;
+  const char* expected = pick == "own"     ? "fused attention float16 tensor-core"
+                         : pick == "cudnn" ? "cuDNN SDPA float16"
+                                           : "fused attention float16 grouped, 1 heads a block";
+  EXPECT_EQ(cold.rfind(expected, 0), 0u) << cold;
   cache.put(key, "own");
   EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("fused attention float16 tensor-core", 0), 0u);
   cache.put(key, "cudnn");
   EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("cuDNN SDPA float16", 0), 0u);
+  cache.put(key, "group 1");
+  EXPECT_EQ(kernel_of(bert, Precision::FP16).rfind("fused attention float16 grouped, 1 heads a block", 0), 0u);
   cache.put(key, "garbage");
   kernel_of(bert, Precision::FP16);
   const std::string again = cache.get(key).value_or("");
-  EXPECT_TRUE(again == "own" || again == "cudnn") << again;
+  EXPECT_TRUE(again == "own" || again == "cudnn" || again == "group 1") << again;
+}
+
+// Which cases the grouped kernel takes, and what a forced run is called: Llama's packed, rotated,
+// causal GQA at 128 tokens at the whole group (4 heads) or at 2 heads a block; not at 130 keys
+// (the flash kernel), nor with a mask per head.
+TEST(GpuAttention, GroupedKernelChoice) {
+  FUSEC_REQUIRE_GPU();
+  Case llama;
+  llama.packed = true;
+  llama.q = {2, 128, (16 + 2 * 4) * 64};
+  llama.q_heads = 16;
+  llama.kv_heads = 4;
+  llama.causal = true;
+  llama.mask = {2, 1, 1, 128};
+  llama.table = {1, 128, 1, 64};
+  ::setenv("FUSEC_CUDNN_SDPA", "0", 1);
+  ::setenv("FUSEC_ATTN_GROUP", "64", 1);
+  EXPECT_NE(kernel_of(llama, Precision::FP16).find("grouped, 4 heads a block causal masked packed-qkv rotary-inside"),
+            std::string::npos)
+      << kernel_of(llama, Precision::FP16);
+  ::setenv("FUSEC_ATTN_GROUP", "3", 1);  // the largest divisor of 4 up to 3
+  EXPECT_NE(kernel_of(llama, Precision::BF16).find("grouped, 2 heads a block"), std::string::npos)
+      << kernel_of(llama, Precision::BF16);
+  Case longer = llama;
+  longer.q = {2, 130, (16 + 2 * 4) * 64};
+  longer.mask = {2, 1, 1, 130};
+  longer.table = {1, 130, 1, 64};
+  EXPECT_NE(kernel_of(longer, Precision::FP16).find("tensor-core causal"), std::string::npos)
+      << kernel_of(longer, Precision::FP16);
+  Case per_head;
+  per_head.q = {2, 8, 64, 64};
+  per_head.k = per_head.v = {2, 2, 64, 64};
+  per_head.mask = {2, 8, 64, 64};
+  EXPECT_NE(kernel_of(per_head, Precision::FP16).find("tensor-core"), std::string::npos)
+      << kernel_of(per_head, Precision::FP16);
+  ::unsetenv("FUSEC_ATTN_GROUP");
+  ::unsetenv("FUSEC_CUDNN_SDPA");
+  all_precisions(attention(llama, 171));
+  all_precisions(attention(longer, 172));
 }
 
 TEST(GpuAttention, FullyMaskedRowIsZero) {

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/ops/attention/attention.cuh"
 #include "backend/cuda/core/cuda_op.h"
+#include "backend/cuda/ops/attention/attention_group.cuh"
 #include "backend/cuda/ops/attention/attention_mma.cuh"
 #include "backend/cuda/ops/attention/rotary.cuh"
 #include "backend/cuda/ops/attention/attention_tune.h"
@@ -26,9 +27,18 @@ class AttentionOp : public CudaOp {
   /// `k_off`/`v_off` bytes in. With rotary tables (inputs 4 and 5, `rot` their rotation of the packed
   /// rows), the tensor-core kernel rotates Q and K tiles as it loads them where `fused`, and
   /// otherwise the rotary kernel writes rotated rows into the workspace for the chosen kernel.
+  /// Without cuDNN's SDPA, `group_heads` (nonzero) runs the grouped kernel with that many query
+  /// heads a block where it takes the launch's arguments, and the flash kernel otherwise.
   AttentionOp(AttentionArgs a, std::unique_ptr<CudnnSdpa> sdpa, bool packed, size_t k_off, size_t v_off,
-              std::optional<RotaryArgs> rot, bool fused)
-      : a_(a), sdpa_(std::move(sdpa)), packed_(packed), k_off_(k_off), v_off_(v_off), rot_(rot), fused_(fused) {}
+              std::optional<RotaryArgs> rot, bool fused, int group_heads)
+      : a_(a),
+        sdpa_(std::move(sdpa)),
+        packed_(packed),
+        k_off_(k_off),
+        v_off_(v_off),
+        rot_(rot),
+        fused_(fused),
+        group_heads_(group_heads) {}
   void launch(const LaunchArgs& l) override {
     AttentionArgs a = a_;
     a.q = l.inputs[0].data;
@@ -39,7 +49,7 @@ class AttentionOp : public CudaOp {
     if (rot_) {
       a.rot_cos = l.inputs[4].data;
       a.rot_sin = l.inputs[5].data;
-      if (fused_ && attention_mma_aligned(a)) return launch_attention_mma(a, l.stream);
+      if (fused_ && attention_mma_aligned(a)) return launch_own(a, l.stream);
       RotaryArgs r = *rot_;
       r.x = l.inputs[0].data;
       r.cos = a.rot_cos;
@@ -53,7 +63,7 @@ class AttentionOp : public CudaOp {
     if (sdpa_)
       sdpa_->launch(a, l.workspace, l.stream);
     else
-      launch_attention(a, l.stream);
+      launch_own(a, l.stream);
   }
   size_t workspace_bytes() const override {
     return rot_ ? rotated_offset() + static_cast<size_t>(rot_->heads * rot_->head) * dtype_size(a_.dtype)
@@ -61,12 +71,24 @@ class AttentionOp : public CudaOp {
   }
   std::string kernel_name() const override {
     const std::string rot = !rot_ ? "" : fused_ ? " rotary-inside" : " after rotary";
+    const std::string variant = group_heads_ ? "grouped, " + std::to_string(group_heads_) + " heads a block"
+                                             : std::string(attention_variant(a_));
     return std::string(sdpa_ ? "cuDNN SDPA " : "fused attention ") + dtype_name(a_.dtype) +
-           (sdpa_ ? "" : std::string(" ") + attention_variant(a_)) + (a_.causal ? " causal" : "") +
+           (sdpa_ ? "" : " " + variant) + (a_.causal ? " causal" : "") +
            (a_.mask_dtype != DType::Undefined ? " masked" : "") + (packed_ ? " packed-qkv" : "") + rot;
   }
 
  private:
+  /// The own kernels: the grouped one where chosen and it takes these pointers (a mask's rows
+  /// 16-byte aligned), else the flash kernel (rotating where `a` has tables).
+  void launch_own(const AttentionArgs& a, cudaStream_t stream) const {
+    if (group_heads_ && attention_group_ok(a) && attention_mma_aligned(a))
+      launch_attention_group(a, group_heads_, stream);
+    else if (a.rot_cos)
+      launch_attention_mma(a, stream);
+    else
+      launch_attention(a, stream);
+  }
   size_t sdpa_bytes() const { return sdpa_ ? sdpa_->workspace_bytes() : 0; }
   size_t rotated_offset() const { return (sdpa_bytes() + 255) / 256 * 256; }
 
@@ -76,6 +98,7 @@ class AttentionOp : public CudaOp {
   size_t k_off_ = 0, v_off_ = 0;
   std::optional<RotaryArgs> rot_;
   bool fused_ = false;
+  int group_heads_ = 0;
 };
 
 std::unique_ptr<CudaOp> refuse(std::string* why, std::string reason) {
@@ -176,27 +199,44 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
       return refuse(why, "the packed QKV holds 2^31 values or more (the rotary kernel indexes in 32 bits)");
     rot = packed_rotation(d, a.dtype, cs, ss);
   }
-  // At fp16/bf16 cuDNN's SDPA (where it takes the case: additive or no mask) and the own
-  // tensor-core kernel race once per problem (attention_tune.h). FUSEC_CUDNN_SDPA=0 keeps the own
-  // kernel, =1 cuDNN's untimed (to compare the two, and for the tests).
+  // At fp16/bf16 cuDNN's SDPA (where it takes the case: additive or no mask), the own flash kernel
+  // and, at short sequences, the grouped kernel race once per problem (attention_tune.h).
+  // FUSEC_CUDNN_SDPA=0 keeps the own kernels, =1 cuDNN's untimed (to compare them, and for the
+  // tests); FUSEC_ATTN_GROUP=0 leaves the grouped kernel out of the race, and =N with
+  // FUSEC_CUDNN_SDPA=0 runs it at N query heads a block (the largest divisor of the group up to N)
+  // where it takes the case.
   const size_t k_off = static_cast<size_t>(k.offset) * es, v_off = static_cast<size_t>(v.offset) * es;
   std::unique_ptr<CudnnSdpa> sdpa;
   const char* env = env_switch("FUSEC_CUDNN_SDPA");
   const std::string sw = env ? env : "";
-  // With rotary tables the race is the tensor-core kernel rotating as it loads against the rotary
-  // kernel then cuDNN's SDPA. The kernel rotates only where it won that race (or is forced,
-  // FUSEC_CUDNN_SDPA=0): untimed (cuDNN does not take the case), the rotary kernel then the
-  // unrotated kernel runs, the faster of the two at every shape measured (docs/benchmarks.md).
-  const bool rotates = rot && attention_on_tensor_cores(a) && attention_mma_rotates(a);
+  const char* group_env = env_switch("FUSEC_ATTN_GROUP");
+  const int group_want = group_env ? std::atoi(group_env) : 0;  // opt-in until the kernel has run on a GPU
+  // With rotary tables the race is the own kernels rotating as they load against the rotary
+  // kernel then cuDNN's SDPA. They rotate only where they won that race (or are forced,
+  // FUSEC_CUDNN_SDPA=0): otherwise the rotary kernel then the unrotated kernel runs.
+  const bool on_tc = attention_on_tensor_cores(a);
+  const bool rotates = rot && on_tc && attention_mma_rotates(a);
+  const bool grouped = on_tc && group_want != 0 && attention_group_ok(a) && (!rot || rotates);
   if (sw != "0") sdpa = CudnnSdpa::create(a, c.ctx(), nullptr);
-  bool own_won = false;
-  if (sdpa && sw != "1" && attention_on_tensor_cores(a) &&
-      !cudnn_sdpa_wins(a, *sdpa, c.ctx(), packed, k_off, v_off, rotates ? &*rot : nullptr)) {
-    sdpa.reset();
-    own_won = true;
+  AttentionPick pick{sdpa != nullptr, 0};
+  if (sw == "0") {
+    pick.cudnn = false;
+    if (grouped && group_want > 0) pick.group_heads = attention_group_heads(a, group_want);
+  } else if (sw != "1" && on_tc && (sdpa || grouped)) {
+    // The grouped kernel at the whole group a block, and at half of it (twice the blocks: the
+    // better of the two depends on how the blocks fill the SMs).
+    const int group = a.q_heads / a.kv_heads;
+    int counts[2] = {0, 0};
+    if (grouped) {
+      counts[0] = attention_group_heads(a, group);
+      const int half = attention_group_heads(a, group / 2);
+      if (half != counts[0]) counts[1] = half;
+    }
+    pick = pick_attention(a, sdpa.get(), c.ctx(), packed, k_off, v_off, rotates ? &*rot : nullptr, counts);
   }
-  const bool fused = rotates && (own_won || sw == "0");
-  return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, k_off, v_off, rot, fused);
+  if (!pick.cudnn) sdpa.reset();
+  const bool fused = rotates && !pick.cudnn;
+  return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, k_off, v_off, rot, fused, pick.group_heads);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "backend/cuda/core/captured_reps.h"
 #include "backend/cuda/core/check.h"
 #include "backend/cuda/core/tuning_cache.h"
+#include "backend/cuda/ops/attention/attention_group.cuh"
 #include "backend/cuda/ops/attention/attention_mma.cuh"
 #include "ir/switches.h"
 
@@ -58,17 +59,27 @@ std::string attention_problem_key(const AttentionArgs& a) {
   return k + scale;
 }
 
-bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool packed, size_t k_off, size_t v_off,
-                     const RotaryArgs* rot) {
+AttentionPick pick_attention(const AttentionArgs& a, CudnnSdpa* sdpa, Context& ctx, bool packed, size_t k_off,
+                             size_t v_off, const RotaryArgs* rot, const int (&group)[2]) {
+  // Candidate 0: cuDNN's SDPA (after the rotary kernel); 1: the flash kernel; 2 + i: the grouped
+  // kernel at group[i] heads a block.
+  const AttentionPick fallback{sdpa != nullptr, 0};
+  auto pick_of = [](size_t i, const int(&g)[2]) { return AttentionPick{i == 0, i >= 2 ? g[i - 2] : 0}; };
   TuningCache& cache = TuningCache::global();
-  if (!cache.enabled() || a.batch == 0 || a.q_heads == 0 || a.q_len == 0 || a.kv_len == 0) return true;
+  if (!cache.enabled() || a.batch == 0 || a.q_heads == 0 || a.q_len == 0 || a.kv_len == 0) return fallback;
   std::string problem = attention_problem_key(a);
   if (rot)
     for (int64_t v : {a.cos_st.batch, a.cos_st.seq, a.sin_st.batch, a.sin_st.seq})
       problem += "|rot " + std::to_string(v);
-  const std::string key =
-      "attention|cudnn " + std::to_string(cudnnGetVersion()) + "|" + tuning_device_key(ctx.device()) + "|" + problem;
-  if (const auto v = cache.get(key); v && (*v == "cudnn" || *v == "own")) return *v == "cudnn";
+  const std::string names[4] = {"cudnn", "own", "group " + std::to_string(group[0]),
+                                "group " + std::to_string(group[1])};
+  const size_t n = group[1] ? 4 : group[0] ? 3 : 2;
+  const std::string key = "attention2|cudnn " + (sdpa ? std::to_string(cudnnGetVersion()) : std::string("none")) + "|" +
+                          tuning_device_key(ctx.device()) + "|" + problem + "|group " + std::to_string(group[0]) + "," +
+                          std::to_string(group[1]);
+  if (const auto v = cache.get(key))
+    for (size_t i = sdpa ? 0 : 1; i < n; ++i)
+      if (*v == names[i]) return pick_of(i, group);
 
   const size_t es = dtype_size(a.dtype);
   const int64_t q_ext = extent(a.qs, a.batch, a.q_heads, a.q_len, a.head_dim);
@@ -86,7 +97,8 @@ bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool
     const size_t rot_bytes = rot ? q_bytes : 16;
     DeviceBuffer q(q_bytes, "attention tuning"), k(packed ? 16 : size_t(k_ext) * es, "attention tuning"),
         v(packed ? 16 : size_t(v_ext) * es, "attention tuning"), y(size_t(y_ext) * es, "attention tuning"),
-        m(m_bytes, "attention tuning"), ws(std::max<size_t>(sdpa.workspace_bytes(), 16), "attention tuning"),
+        m(m_bytes, "attention tuning"),
+        ws(std::max<size_t>(sdpa ? sdpa->workspace_bytes() : 0, 16), "attention tuning"),
         cs(rot_bytes, "attention tuning"), sn(rot_bytes, "attention tuning"), rq(rot_bytes, "attention tuning");
     cudaStream_t stream = ctx.stream();
     // Not zeros (0x3C3C is about 1 in fp16, 0.01 in bf16; a bool mask of 0x3C keeps every key).
@@ -98,7 +110,7 @@ bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool
     t.v = packed ? static_cast<const char*>(q.get()) + v_off : v.get();
     t.mask = a.mask_dtype == DType::Undefined ? nullptr : m.get();
     t.y = y.get();
-    // cuDNN reads the rotated rows; the tensor-core kernel rotates as it loads.
+    // cuDNN reads the rotated rows; the own kernels rotate as they load.
     AttentionArgs after = t;
     RotaryArgs r;
     if (rot) {
@@ -112,15 +124,18 @@ bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool
       after.q = rq.get();
       after.k = static_cast<const char*>(rq.get()) + k_off;  // V read in place, as the op does
     }
-    if (!attention_mma_aligned(t)) return true;
-    // 0: cuDNN's SDPA, 1: the tensor-core kernel. A call that fails leaves its candidate out.
-    auto run = [&](int i) {
+    if (!attention_mma_aligned(t)) return fallback;
+    // A call that fails leaves its candidate out.
+    auto run = [&](size_t i) {
       try {
         if (i == 0) {
           if (rot && !launch_rotary(r, stream)) return false;
-          sdpa.launch(after, ws.get(), stream);
-        } else {
+          sdpa->launch(after, ws.get(), stream);
+        } else if (i == 1) {
           launch_attention_mma(t, stream);
+        } else {
+          if (!attention_group_ok(t)) return false;
+          launch_attention_group(t, group[i - 2], stream);
         }
       } catch (const std::exception&) {
         cudaGetLastError();
@@ -128,23 +143,34 @@ bool cudnn_sdpa_wins(const AttentionArgs& a, CudnnSdpa& sdpa, Context& ctx, bool
       }
       return cudaGetLastError() == cudaSuccess;
     };
-    std::vector<float> best(2, -1.0f);
-    for (int i = 0; i < 2; ++i)
+    std::vector<float> best(n, -1.0f);
+    for (size_t i = sdpa ? 0 : 1; i < n; ++i)
       if (run(i) && run(i) && cudaStreamSynchronize(stream) == cudaSuccess) best[i] = 0.0f;  // warm
     cudaGetLastError();
     time_candidates(
-        stream, best, TimingPlan{}, [](size_t) {}, [&](size_t i) { return run(static_cast<int>(i)); });
-    if (best[0] < 0 && best[1] < 0) return true;
-    const bool cudnn = best[1] < 0 || (best[0] >= 0 && best[0] <= best[1]);
-    if (env_switch("FUSEC_ATTN_TRACE"))
-      std::fprintf(stderr, "attention tune %s: cuDNN SDPA%s %.4f ms, tensor-core kernel%s %.4f ms  <- %s\n",
-                   problem.c_str(), rot ? " after rotary" : "", best[0], rot ? " rotating" : "", best[1],
-                   cudnn ? "cuDNN" : "tensor-core");
-    cache.put(key, cudnn ? "cudnn" : "own");
-    return cudnn;
+        stream, best, TimingPlan{}, [](size_t) {}, [&](size_t i) { return run(i); });
+    size_t won = n;
+    for (size_t i = 0; i < n; ++i)
+      if (best[i] >= 0 && (won == n || best[i] < best[won])) won = i;
+    if (won == n) return fallback;
+    if (env_switch("FUSEC_ATTN_TRACE")) {
+      std::fprintf(stderr, "attention tune %s:", problem.c_str());
+      const char* labels[4] = {rot ? "cuDNN SDPA after rotary" : "cuDNN SDPA",
+                               rot ? "tensor-core kernel rotating" : "tensor-core kernel", "grouped kernel",
+                               "grouped kernel"};
+      for (size_t i = 0; i < n; ++i) {
+        if (i == 0 && !sdpa) continue;
+        std::fprintf(stderr, "%s %s", i == (sdpa ? 0u : 1u) ? "" : ",", labels[i]);
+        if (i >= 2) std::fprintf(stderr, " (%d heads a block)", group[i - 2]);
+        std::fprintf(stderr, best[i] >= 0 ? " %.4f ms" : " failed", best[i]);
+      }
+      std::fprintf(stderr, "  <- %s\n", names[won].c_str());
+    }
+    cache.put(key, names[won]);
+    return pick_of(won, group);
   } catch (const std::exception&) {
-    cudaGetLastError();  // no memory for the scratch buffers: the library, untimed
-    return true;
+    cudaGetLastError();  // no memory for the scratch buffers: untimed
+    return fallback;
   }
 }
 
