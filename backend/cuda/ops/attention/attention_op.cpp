@@ -71,7 +71,8 @@ class AttentionOp : public CudaOp {
   }
   std::string kernel_name() const override {
     const std::string rot = !rot_ ? "" : fused_ ? " rotary-inside" : " after rotary";
-    const std::string variant = group_heads_ ? "grouped, " + std::to_string(group_heads_) + " heads a block"
+    const std::string variant = group_heads_ ? "grouped, " + std::to_string(group_heads_) +
+                                                   (group_heads_ == 1 ? " head a block" : " heads a block")
                                              : std::string(attention_variant(a_));
     return std::string(sdpa_ ? "cuDNN SDPA " : "fused attention ") + dtype_name(a_.dtype) +
            (sdpa_ ? "" : " " + variant) + (a_.causal ? " causal" : "") +
@@ -210,7 +211,7 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   const char* env = env_switch("FUSEC_CUDNN_SDPA");
   const std::string sw = env ? env : "";
   const char* group_env = env_switch("FUSEC_ATTN_GROUP");
-  const int group_want = group_env ? std::atoi(group_env) : 0;  // opt-in until the kernel has run on a GPU
+  const int group_want = group_env ? std::atoi(group_env) : -1;
   // With rotary tables the race is the own kernels rotating as they load against the rotary
   // kernel then cuDNN's SDPA. They rotate only where they won that race (or are forced,
   // FUSEC_CUDNN_SDPA=0): otherwise the rotary kernel then the unrotated kernel runs.
