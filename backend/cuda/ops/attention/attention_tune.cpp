@@ -161,7 +161,7 @@ AttentionPick pick_attention(const AttentionArgs& a, CudnnSdpa* sdpa, Context& c
       for (size_t i = 0; i < n; ++i) {
         if (i == 0 && !sdpa) continue;
         std::fprintf(stderr, "%s %s", i == (sdpa ? 0u : 1u) ? "" : ",", labels[i]);
-        if (i >= 2) std::fprintf(stderr, " (%d heads a block)", group[i - 2]);
+        if (i >= 2) std::fprintf(stderr, " (%d head%s a block)", group[i - 2], group[i - 2] == 1 ? "" : "s");
         std::fprintf(stderr, best[i] >= 0 ? " %.4f ms" : " failed", best[i]);
       }
       std::fprintf(stderr, "  <- %s\n", names[won].c_str());
