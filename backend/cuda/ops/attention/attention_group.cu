@@ -200,18 +200,6 @@ int attention_group_heads(const AttentionArgs& a, int want) {
   return 1;
 }
 
-size_t attention_group_smem_bytes(const AttentionArgs& a) {
-  const bool rot = a.rot_cos != nullptr;
-  switch (group_mask_kind(a)) {
-    case kRowMaskStaged:
-      return group_smem<kRowMaskStaged>(rot);
-    case kFullMaskStaged:
-      return group_smem<kFullMaskStaged>(rot);
-    default:
-      return group_smem<kNoMask>(rot);
-  }
-}
-
 void launch_attention_group(const AttentionArgs& a, int heads, cudaStream_t stream) {
   if (a.batch == 0 || a.q_heads == 0 || a.q_len == 0) return;
   if (heads < 1 || (a.q_heads / a.kv_heads) % heads != 0)

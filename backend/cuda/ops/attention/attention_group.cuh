@@ -5,8 +5,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <cstddef>
-
 #include "backend/cuda/ops/attention/attention.cuh"
 
 namespace fusec::cuda {
@@ -23,9 +21,6 @@ bool attention_group_ok(const AttentionArgs& a);
 /// The query heads a block takes: the largest divisor of the group (q_heads / kv_heads) that is at
 /// most `want` (at least 1).
 int attention_group_heads(const AttentionArgs& a, int want);
-
-/// Shared memory one block asks for (bytes).
-size_t attention_group_smem_bytes(const AttentionArgs& a);
 
 /// Runs `a` with `heads` query heads a block (a divisor of the group; attention_group_heads).
 /// Needs attention_group_ok and attention_mma_aligned.
