@@ -53,7 +53,10 @@ std::string attention_problem_key(const AttentionArgs& a) {
                     a.mask_stride[2],
                     a.mask_stride[3],
                     int64_t(a.causal)})
-    k += "|" + std::to_string(v);
+  {
+    k += '|';
+    k += std::to_string(v);  // not "|" + to_string(v), which trips g++ 12's -Wrestrict (as below)
+  }
   char scale[32];
   std::snprintf(scale, sizeof scale, "|%a", static_cast<double>(a.scale));
   return k + scale;
@@ -74,9 +77,12 @@ AttentionPick pick_attention(const AttentionArgs& a, CudnnSdpa* sdpa, Context& c
   const std::string names[4] = {"cudnn", "own", "group " + std::to_string(group[0]),
                                 "group " + std::to_string(group[1])};
   const size_t n = group[1] ? 4 : group[0] ? 3 : 2;
-  const std::string key = "attention2|cudnn " + (sdpa ? std::to_string(cudnnGetVersion()) : std::string("none")) + "|" +
-                          tuning_device_key(ctx.device()) + "|" + problem + "|group " + std::to_string(group[0]) + "," +
-                          std::to_string(group[1]);
+  // Appended piece by piece: a literal + a temporary string trips g++ 12's -Wrestrict (a false positive).
+  std::string key = "attention2|cudnn ";
+  for (const std::string& part : {sdpa ? std::to_string(cudnnGetVersion()) : std::string("none"), std::string("|"),
+                                  tuning_device_key(ctx.device()), std::string("|"), problem, std::string("|group "),
+                                  std::to_string(group[0]), std::string(","), std::to_string(group[1])})
+    key += part;
   if (const auto v = cache.get(key))
     for (size_t i = sdpa ? 0 : 1; i < n; ++i)
       if (*v == names[i]) return pick_of(i, group);
