@@ -49,6 +49,9 @@ struct Row {
   double run_ms = 0;     // Timing of a node/kernel: the run's median; a change must be Thresholds::share of it
   int multiplicity = 1;  // Timing: tests of its kind (every node of a profile); the row is
                          // tested at alpha / multiplicity (Bonferroni), so 100 nodes do not cry wolf once each
+  // Timing of work that is the same in both reports (bench's as-given model, same graph): when it
+  // moves, the machine ran at another speed between the two runs, and evaluate() says so in a note.
+  bool control = false;
   // Filled by evaluate():
   Verdict verdict = Verdict::Same;
   double delta = 0;                                // next / base - 1 (0 when not computable)
@@ -69,6 +72,7 @@ struct Comparison {
   std::string label;                    // "mlp_small.onnx · cpu (2 threads) · fp32 · batch 4"
   std::vector<Difference> differences;  // allowed by --allow-different (otherwise an error)
   std::vector<std::string> notes;       // what else differs and explains the rows (a skipped pass)
+  std::string drift_note;               // the one of `notes` evaluate() derived from a moved control row
   std::vector<Row> rows;
   Thresholds thresholds;
   /// False when the reports come from different machines (fusec check against another CPU's
@@ -97,7 +101,9 @@ Comparison compare_files(const std::string& base_path, const std::string& next_p
 Comparison compare_reports(const nlohmann::json& base, const std::string& base_path, const nlohmann::json& next,
                            const std::string& next_path, const Thresholds& t, bool allow_different);
 
-/// Sets each row's verdict, delta, p-value and note; counts regressions and improvements.
+/// Sets each row's verdict, delta, p-value and note; counts regressions and improvements; notes a
+/// control row (Row::control) whose timing moved. Safe to call again after changing thresholds or
+/// `timings_comparable`: the drift note is derived afresh.
 void evaluate(Comparison& c);
 
 /// One comparison of a multi-model table (fusec check): its model and report kind.

@@ -84,6 +84,7 @@ void match_bench(const Report& base, const Report& next, Comparison& c) {
                       : optional_number(r, m, key, where + ".memory");
     };
 
+    const size_t latency_row = c.rows.size();
     Row& lat = add_row(c, name, "latency", Kind::Timing, std::nullopt, std::nullopt);
     if (b) {
       lat.base_samples = numbers_at(base, *b, "samples_ms", where);
@@ -93,11 +94,16 @@ void match_bench(const Report& base, const Report& next, Comparison& c) {
       lat.next_samples = numbers_at(next, *n, "samples_ms", where);
       lat.next = number_at(next, object_at(next, *n, "latency_ms", where), "median", where + ".latency_ms");
     }
-    add_row(c, name, "nodes", Kind::Count, num(base, b, "nodes"), num(next, n, "nodes"));
+    const auto nodes_base = num(base, b, "nodes"), nodes_next = num(next, n, "nodes");
+    const auto weights_base = mem(base, b, "weight_bytes", true), weights_next = mem(next, n, "weight_bytes", true);
+    add_row(c, name, "nodes", Kind::Count, nodes_base, nodes_next);
     add_row(c, name, "activations", Kind::Bytes, mem(base, b, "peak_activation_bytes", true),
             mem(next, n, "peak_activation_bytes", true));
-    add_row(c, name, "weights", Kind::Bytes, mem(base, b, "weight_bytes", true), mem(next, n, "weight_bytes", true),
-            false);
+    add_row(c, name, "weights", Kind::Bytes, weights_base, weights_next, false);
+    // The model as given, unchanged between the reports, is a control: only the machine moves it.
+    if (name == "as_given" && b && n && text(base, "model") == text(next, "model") && nodes_base == nodes_next &&
+        weights_base == weights_next)
+      c.rows[latency_row].control = true;
     // GPU runs: library scratch and what the device lost to the run.
     for (auto [key, label] :
          {std::pair{"workspace_bytes", "workspace"}, std::pair{"device_in_use_bytes", "device memory"}}) {

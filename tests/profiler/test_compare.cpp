@@ -113,6 +113,46 @@ TEST(Compare, BenchRegressionsInLatencyNodesAndMemory) {
       Verdict::Worse);
 }
 
+// The as-given model, the same graph in both reports, is a control: when it moves, the machine
+// changed speed between the runs. The verdicts stand (a slower backend slows it too); a note says so.
+TEST(Compare, AMovedControlIsNotedAsMachineDrift) {
+  auto scaled = [](json r, double f) {
+    for (auto& v : r["variants"]) {
+      for (auto& x : v["samples_ms"]) x = x.get<double>() * f;
+      v["latency_ms"]["median"] = v["latency_ms"]["median"].get<double>() * f;
+    }
+    return r;
+  };
+  auto has_drift = [](const Comparison& c) {
+    return std::any_of(c.notes.begin(), c.notes.end(), [](const std::string& n) {
+      return n.find("as_given ran the same graph in both reports, yet its latency moved +60.0%") == 0;
+    });
+  };
+  const json base = bench_report(1.0, 10, 2048);
+  auto c = cmp(base, scaled(base, 1.6));
+  EXPECT_TRUE(row(c, "as_given", "latency").control);
+  EXPECT_EQ(row(c, "as_given", "latency").verdict, Verdict::Worse);
+  EXPECT_EQ(row(c, "optimized", "latency").verdict, Verdict::Worse);
+  EXPECT_TRUE(has_drift(c)) << (c.notes.empty() ? "" : c.notes.back());
+  EXPECT_EQ(c.notes.back(), c.drift_note);
+  // Evaluated again with timings not comparable (fusec check, another machine's baseline): the
+  // control has no verdict, so the note goes, and it is never there twice.
+  c.timings_comparable = false;
+  evaluate(c);
+  EXPECT_TRUE(c.notes.empty());
+  c.timings_comparable = true;
+  evaluate(c);
+  evaluate(c);
+  EXPECT_EQ(std::count(c.notes.begin(), c.notes.end(), c.drift_note), 1);
+  // A steady control: no note. Another as-given graph (a node more): not a control.
+  EXPECT_TRUE(cmp(base, bench_report(1.6, 10, 2048, 3)).notes.empty());
+  json other = scaled(base, 1.6);
+  other["variants"][0]["nodes"] = 21;
+  auto o = cmp(base, other);
+  EXPECT_FALSE(row(o, "as_given", "latency").control);
+  EXPECT_FALSE(has_drift(o));
+}
+
 TEST(Compare, MemoryAndCountThresholds) {
   Thresholds t;
   t.memory = 0.10;
