@@ -601,7 +601,7 @@ def stale(name: str, meta: dict | None, args) -> str | None:
         return "no JSON"
     if meta.get("error"):
         return "the last build failed"
-    want = {"batch": args.batch, "seq": args.seq if name in ez.TEXT_MODELS else None, "seed": args.seed}
+    want = {"batch": args.batch, "seq": args.seq if ez.is_text_model(name) else None, "seed": args.seed}
     for k, v in want.items():
         if meta.get(k, 0 if k == "seed" else None) != v:
             return f"{k} {meta.get(k)} there, {v} asked"
@@ -838,7 +838,7 @@ def torch_peers(name: str, model, meta: dict, args, rows: list) -> None:
             log(f"  median {v['median_ms']:.4f} ms" + (f", compile {v['compile_s']} s" if "compile_s" in v else ""))
         except Exception as e:  # noqa: BLE001
             text = f"{type(e).__name__}: {first_line(str(e), 300)}"
-            if config == "eager+graph" and name in ez.TEXT_MODELS:
+            if config == "eager+graph" and ez.is_text_model(name):
                 # GPU.md: transformers' mask code copies from the host, which capture forbids. Known, so
                 # not an error; reduce-overhead is the graph-captured peer for these models.
                 peers[config] = f"unsupported: {text}"

@@ -18,6 +18,13 @@ a pair misses it, both optimized files are benched again in turn (`fusec bench O
 bench per form sampled the clock of its moment, and twice (MobileNetV3, Swin-T) forms whose
 optimized graphs ran the same kernels read 5-7% apart. A real difference shows in every round. All
 samples go in the JSON ("parity_rebench").
+
+--device cpu (no GPU needed) keeps the correctness half: inspect, optimize, and both fp32 runs on the
+CPU against torch's fp32 outputs; no fp16 run, no bench, no parity. For the families beyond the zoo
+(scripts/families.py) on any machine:
+
+    python3 scripts/export_zoo.py --models mistral,segformer,r3d_18 --batch 2 --seq 32 --out /tmp/fam
+    python3 scripts/check_exports.py --fusec build/fusec --zoo /tmp/fam --out /tmp/fam-check --device cpu
 Writes OUT/check_exports.json (every number and command) and OUT/check_exports.md, and prints the
 table last. Exit 0 when every check passes, 1 otherwise.
 
@@ -99,12 +106,14 @@ def check_form(args, name: str, form: str, meta: dict, work: str) -> dict:
         if rc != 0:
             rec[step]["error"] = text.strip()[-800:]
         rec["checks"][step] = rc == 0
-    for key, model, prec in (("fp32_as_given", src, "fp32"), ("fp32_optimized", opt, "fp32"),
-                             ("fp16_optimized", opt, "fp16")):
+    runs = [("fp32_as_given", src, "fp32"), ("fp32_optimized", opt, "fp32")]
+    if args.device == "cuda":
+        runs.append(("fp16_optimized", opt, "fp16"))
+    for key, model, prec in runs:
         if model == opt and not rec["checks"]["optimize"]:
             rec["checks"][key] = False
             continue
-        got = fusec_outputs(args, model, inputs, prec, work, rec, key)
+        got = fusec_outputs(args, model, inputs, prec, work, rec, key, device=args.device)
         if got is None or len(got) != len(refs):
             rec["checks"][key] = False
             continue
@@ -116,6 +125,8 @@ def check_form(args, name: str, form: str, meta: dict, work: str) -> dict:
             bounds = [FP16_FACTOR * (fp16_torch.get(o) or {}).get("max_rel", float("nan")) for o in meta["outputs"]]
             rec[key]["bound"] = bounds
             rec["checks"][key] = all(e <= b for e, b in zip(errs, bounds))  # NaN bound (no torch fp16): fails
+    if args.device != "cuda":
+        return rec
     bench_json = os.path.join(work, f"{name}.{form}.bench.json")
     cmd = [args.fusec, "bench", src, "--device", "cuda", "--batch", batch, "--precision", "fp16",
            "--duration", str(args.duration), "--quiet", "--json", bench_json]
@@ -138,18 +149,23 @@ def fmt(x, spec=".3f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def table(rows: list[dict]) -> str:
-    lines = ["| model | export | as given ms | optimized ms | vs other form | fp32 max rel (given / opt) | fp16 max rel (bound) | checks |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+def table(rows: list[dict], device: str = "cuda") -> str:
+    gpu = device == "cuda"
+    lines = (["| model | export | as given ms | optimized ms | vs other form | fp32 max rel (given / opt) | fp16 max rel (bound) | checks |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"] if gpu else
+             ["| model | export | fp32 max rel (given / opt) | checks |", "| --- | --- | --- | --- |"])
     for r in rows:
         e32 = [max((r.get(k) or {}).get("max_rel") or [float("nan")]) for k in ("fp32_as_given", "fp32_optimized")]
         f16 = r.get("fp16_optimized") or {}
         e16 = max(f16.get("max_rel") or [float("nan")])
         b16 = max(f16.get("bound") or [float("nan")])
         failed = [k for k, ok in r["checks"].items() if not ok]
+        verdict = "ok" if not failed else "FAILED: " + ", ".join(failed)
+        if not gpu:
+            lines.append(f"| {r['model']} | {r['export']} | {e32[0]:.1e} / {e32[1]:.1e} | {verdict} |")
+            continue
         lines.append(f"| {r['model']} | {r['export']} | {fmt(r.get('as_given_ms'))} | {fmt(r.get('optimized_ms'))} | "
-                     f"{fmt(r.get('parity'), '.3f')} | {e32[0]:.1e} / {e32[1]:.1e} | {e16:.1e} ({b16:.1e}) | "
-                     f"{'ok' if not failed else 'FAILED: ' + ', '.join(failed)} |")
+                     f"{fmt(r.get('parity'), '.3f')} | {e32[0]:.1e} / {e32[1]:.1e} | {e16:.1e} ({b16:.1e}) | {verdict} |")
     return "\n".join(lines)
 
 
@@ -157,11 +173,13 @@ def save(args, rows: list[dict]) -> str:
     """Writes OUT/check_exports.json and .md; returns the Markdown."""
     doc = {"date": datetime.date.today().isoformat(),
            "device_name": next((r["device_name"] for r in rows if "device_name" in r), None),
-           "fusec": args.fusec, "rules": {"fp32_max_rel": FP32_TOL, "fp16_factor_of_torch": FP16_FACTOR, "parity": PARITY},
+           "fusec": args.fusec, "device": args.device, "rules": {"fp32_max_rel": FP32_TOL, "fp16_factor_of_torch": FP16_FACTOR, "parity": PARITY},
            "rows": rows}
     with open(os.path.join(args.out, "check_exports.json"), "w") as f:
         json.dump(doc, f, indent=1)
-    md = f"{doc['device_name']}, {doc['date']}; fp16, the batch exported; latency: fusec bench median\n\n" + table(rows)
+    head = (f"{doc['device_name']}, {doc['date']}; fp16, the batch exported; latency: fusec bench median"
+            if args.device == "cuda" else f"CPU, {doc['date']}; fp32 runs on the CPU only, the batch exported")
+    md = head + "\n\n" + table(rows, args.device)
     with open(os.path.join(args.out, "check_exports.md"), "w") as f:
         f.write(md + "\n")
     return md
@@ -200,6 +218,8 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=2.0, help="seconds of timed iterations per bench variant")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per fusec command")
     ap.add_argument("--check", type=int, default=3, help="optimize's verification input sets (default 3)")
+    ap.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                    help="where fusec runs (cpu: the fp32 checks only, no fp16, bench or parity)")
     ap.add_argument("--parity-rebench", type=int, default=2,
                     help="rounds of alternating re-benches where a pair misses parity (default 2; 0: none)")
     args = ap.parse_args()

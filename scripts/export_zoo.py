@@ -19,6 +19,9 @@ Models (--models, comma-separated; default all):
     resnet50, vit_b_16, mobilenet_v3_large, efficientnet_b0, convnext_tiny   torchvision, 3x224x224
     any other torchvision classifier by its builder's name (densenet121, regnet_y_800mf, swin_t, ...):
              the same treatment, for checking the families beyond the zoo (issue 27 asks for that)
+    the families of scripts/families.py (mistral, qwen3, deberta_v2, bloom, segformer, wav2vec2,
+             fcn_resnet50, r3d_18, ...): small configs of other transformers families (text ones
+             with a padded attention_mask), torchvision's segmentation and video models
     bert     transformers BertModel(BertConfig()), output last_hidden_state (no pooler)
     gpt2     transformers GPT2Model(GPT2Config()), output last_hidden_state
     llama    transformers LlamaModel with Llama-3.2-1B's block sizes (hidden 2048, intermediate 8192,
@@ -69,6 +72,9 @@ import warnings
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import families  # noqa: E402
+
 CNN_MODELS = ("resnet50", "vit_b_16", "mobilenet_v3_large", "efficientnet_b0", "convnext_tiny")
 TEXT_MODELS = ("bert", "gpt2", "llama")
 ALL_MODELS = CNN_MODELS + TEXT_MODELS
@@ -87,6 +93,10 @@ def torchvision_classifiers() -> tuple[str, ...]:
 
 def is_image_model(name: str) -> bool:
     return name in CNN_MODELS or (name not in TEXT_MODELS and name in torchvision_classifiers())
+
+
+def is_text_model(name: str) -> bool:
+    return name in TEXT_MODELS or name in families.TEXT
 
 T0 = time.perf_counter()
 
@@ -151,7 +161,9 @@ def build(name: str, args):
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed + 1)
     b = args.batch
-    if is_image_model(name):
+    if name in families.FAMILIES:
+        model, inputs, outputs = families.build(name, b, args.seq, gen)
+    elif is_image_model(name):
         import torchvision
 
         model = getattr(torchvision.models, name)(weights=None)
@@ -386,7 +398,7 @@ def export_one_model(name: str, forms: list, args, device: str, env: dict) -> tu
     strings, the fp32 model on the CPU, or None when the build failed). Nothing raises: each stage's
     failure is logged and recorded in the JSON.
     """
-    res: dict = {"model": name, "batch": args.batch, "seq": args.seq if name in TEXT_MODELS else None,
+    res: dict = {"model": name, "batch": args.batch, "seq": args.seq if is_text_model(name) else None,
                  "seed": args.seed, "env": env, "exports": {}}
     json_path = os.path.join(args.out, f"{name}.json")
     failures = []
@@ -461,9 +473,11 @@ def main() -> int:
 
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     forms = [f.strip() for f in args.exports.split(",") if f.strip()]
-    bad = [m for m in models if m not in ALL_MODELS and not is_image_model(m)] + [f for f in forms if f not in EXPORTS]
+    bad = [m for m in models if m not in ALL_MODELS and m not in families.FAMILIES and not is_image_model(m)] + \
+        [f for f in forms if f not in EXPORTS]
     if bad:
-        ap.error(f"unknown model or export {bad}; models: {', '.join(ALL_MODELS)} or any torchvision classifier; "
+        ap.error(f"unknown model or export {bad}; models: {', '.join(ALL_MODELS)}, any torchvision classifier, "
+                 f"or a family of scripts/families.py ({', '.join(families.FAMILIES)}); "
                  f"exports: {', '.join(EXPORTS)}")
     if args.batch < 2 and not args.static:
         log("note: a dynamic batch dim needs an example batch >= 2 (torch.export specializes 0 and 1); "
