@@ -349,9 +349,9 @@ void evaluate(Comparison& c) {
   }
   if (!c.drift_note.empty()) std::erase(c.notes, c.drift_note);
   c.drift_note.clear();
-  // Two runs minutes apart on a shared machine can differ by half (a 2-core CI VM read one model
-  // 0.52 ms, then 0.29 ms). A control that moved is the evidence: say so beside the verdicts it
-  // taints, without changing them (a slower backend slows the control too, and that is real).
+  // Two runs seconds apart on a shared machine can differ by half (docs/ci.md, "Machine drift"). A
+  // control that moved is the evidence: say so beside the verdicts it taints, without changing
+  // them (a slower backend slows the control too, and that is real).
   for (const Row& r : c.rows) {
     if (!r.control || r.kind != Kind::Timing || r.verdict == Verdict::Same) continue;
     c.drift_note = r.group + " ran the same graph in both reports, yet its " + r.metric + " moved " + percent(r.delta) +
