@@ -12,7 +12,8 @@ and built from a config with seeded random weights; nothing is downloaded.
   the last sample's final seq/8 tokens padded (a mask that is not all ones: the zoo's is); output
   last_hidden_state.
 - OTHER: vision and speech transformers (CLIP's and DINOv2's vision towers, SegFormer, ConvNeXt-V2,
-  wav2vec 2.0, T5's encoder) and torchvision's segmentation and video models; one output each.
+  wav2vec 2.0, T5's encoder), torchvision's segmentation and video models, and its optical flow
+  (RAFT-small: GridSample, three refinement steps on two 128 x 128 frames); one output each.
 """
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ ENCODERS = ("distilbert", "roberta", "albert", "electra", "deberta_v2", "mobileb
 DECODERS = ("opt", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gpt_neox", "bloom", "falcon")
 TEXT = ENCODERS + DECODERS
 OTHER = ("clip_vision", "dinov2", "segformer", "convnextv2", "wav2vec2", "t5_encoder",
-         "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "lraspp_mobilenet_v3_large", "r3d_18", "r2plus1d_18")
+         "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "lraspp_mobilenet_v3_large", "r3d_18", "r2plus1d_18",
+         "raft_small")
 FAMILIES = TEXT + OTHER
 
 
@@ -129,6 +131,19 @@ def build(name: str, batch: int, seq: int, gen):
 
     import torchvision
 
+    if name == "raft_small":
+        raft = torchvision.models.optical_flow.raft_small(weights=None)
+
+        class LastFlow(torch.nn.Module):
+            def __init__(self, m):
+                super().__init__()
+                self.m = m
+
+            def forward(self, image1, image2):
+                return self.m(image1, image2, num_flow_updates=3)[-1]
+
+        frames = {k: torch.randn(batch, 3, 128, 128, generator=gen).numpy() for k in ("image1", "image2")}
+        return LastFlow(raft), frames, ["flow"]
     if name in ("r3d_18", "r2plus1d_18"):
         clip = {"video": torch.randn(batch, 3, 8, 112, 112, generator=gen).numpy()}
         return getattr(torchvision.models.video, name)(weights=None), clip, ["logits"]

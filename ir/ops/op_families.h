@@ -23,6 +23,7 @@
   X(movement)                \
   X(generator)               \
   X(resize)                  \
+  X(grid_sample)             \
   X(attention)               \
   X(fused)                   \
   X(fused_elementwise)

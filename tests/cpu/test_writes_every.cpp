@@ -185,6 +185,23 @@ std::vector<Case> cases() {
   cs.push_back({"SkipLayerNorm", {u({2, 3, 8}, 73), u({2, 3, 8}, 74), u({8}, 75), u({8}, 76)}, {}, 2, "ai.fusec"});
   cs.push_back({"SkipLayerNorm", {u({2, 3, 8}, 77), u({8}, 78), u({8}, 79), u({8}, 80)}, {}, 1, "ai.fusec"});
   cs.push_back({"SkipSimplifiedLayerNorm", {u({2, 3, 8}, 81), u({2, 3, 8}, 82), u({8}, 83)}, {}, 2, "ai.fusec"});
+  // GridSample: each mode and padding, 2 and 3 spatial axes, half data; grids reach outside [-1, 1].
+  const std::string s_nearest = "nearest", s_reflection = "reflection", s_cubic = "cubic", s_border = "border";
+  cs.push_back({"GridSample", {u({2, 3, 5, 6}, 89), u({2, 4, 7, 2}, 90)}, {}, 1, "", 16});
+  cs.push_back({"GridSample",
+                {u({1, 2, 4, 4}, 91), u({1, 3, 3, 2}, 92)},
+                {attr("mode", s_nearest), attr("padding_mode", s_reflection)},
+                1,
+                "",
+                16});
+  cs.push_back({"GridSample",
+                {u({1, 2, 4, 4}, 93), u({1, 3, 3, 2}, 94)},
+                {attr("mode", s_cubic), attr("padding_mode", s_border), attr("align_corners", int64_t{1})},
+                1,
+                "",
+                20});
+  cs.push_back({"GridSample", {u({1, 2, 3, 4, 5}, 95), u({1, 2, 3, 4, 3}, 96)}, {}, 1, "", 20});
+  cs.push_back({"GridSample", {halves({1, 1, 3, 3}, 97), halves({1, 2, 2, 2}, 98)}, {}, 1, "", 16});
   return cs;
 }
 

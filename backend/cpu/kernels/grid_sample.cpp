@@ -1,0 +1,180 @@
+// CPU kernel for GridSample, any number of spatial axes, as the ONNX reference computes it.
+//
+// Each output position gets, per spatial axis, up to four taps (index and weight) after the padding
+// mode has moved its coordinate; the position's taps are the product of its axes' taps, and every
+// channel sums its input over them in float64. fp16/bf16 run through float32.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "backend/cpu/kernels/common.h"
+#include "ir/ops/grid_sample.h"
+
+namespace fusec::cpu {
+
+namespace {
+
+using grid_sample::Config;
+using grid_sample::Mode;
+using grid_sample::Padding;
+
+/// One axis's taps at one output position; index -1 reads zero (zeros padding, outside the input).
+struct AxisTaps {
+  int count = 0;
+  std::array<int64_t, 4> index{};
+  std::array<double, 4> weight{};
+  bool nan = false;  // no position at all (a NaN coordinate under border or reflection padding)
+};
+
+/// Keys' cubic convolution weights (a = -0.75, as the reference and PyTorch use) for taps at
+/// offsets -1, 0, 1, 2 from floor(x), t = x - floor(x).
+std::array<double, 4> cubic_weights(double t) {
+  constexpr double a = -0.75;
+  auto near = [](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };       // |d| <= 1
+  auto far = [](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };  // 1 < |d| < 2
+  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
+}
+
+AxisTaps axis_taps(double g, int64_t size, const Config& c) {
+  AxisTaps taps;
+  const double lo = grid_sample::reflect_lo(c.align_corners), hi = grid_sample::reflect_hi(size, c.align_corners);
+  double x = grid_sample::denormalize(g, size, c.align_corners);
+  if (c.mode == Mode::Nearest) x = std::nearbyint(x);  // halfway rounds to even, as PyTorch does
+  if (std::isnan(x) && c.padding != Padding::Zeros) {
+    taps.nan = true;
+    return taps;
+  }
+  if (!(x >= lo && x <= hi)) {
+    if (c.padding == Padding::Border) x = std::clamp(x, 0.0, static_cast<double>(size - 1));
+    if (c.padding == Padding::Reflection)
+      x = std::isinf(x) ? std::numeric_limits<double>::quiet_NaN() : grid_sample::reflect(x, lo, hi);
+    if (std::isnan(x) && c.padding != Padding::Zeros) {
+      taps.nan = true;
+      return taps;
+    }
+  }
+  // Only zeros padding leaves x outside the input here; far outside, every tap reads zero.
+  if (!(x > -4 && x < static_cast<double>(size) + 4)) return taps;
+  auto fetch = [&](int64_t i) -> int64_t {
+    switch (c.padding) {
+      case Padding::Zeros:
+        return i >= 0 && i < size ? i : -1;
+      case Padding::Border:
+        return std::clamp<int64_t>(i, 0, size - 1);
+      case Padding::Reflection:
+        return std::clamp<int64_t>(static_cast<int64_t>(grid_sample::reflect(static_cast<double>(i), lo, hi)), 0,
+                                   size - 1);
+    }
+    return -1;
+  };
+  const double f = std::floor(x);
+  const auto i0 = static_cast<int64_t>(f);
+  const double t = x - f;
+  switch (c.mode) {
+    case Mode::Nearest:
+      taps.count = 1;
+      taps.index[0] = fetch(static_cast<int64_t>(x));
+      taps.weight[0] = 1;
+      break;
+    case Mode::Linear:
+      taps.count = 2;
+      taps.index = {fetch(i0), fetch(i0 + 1)};
+      taps.weight = {1 - t, t};
+      break;
+    case Mode::Cubic: {
+      taps.count = 4;
+      taps.weight = cubic_weights(t);
+      for (int k = 0; k < 4; ++k) taps.index[k] = fetch(i0 - 1 + k);
+      break;
+    }
+  }
+  return taps;
+}
+
+template <typename T, typename G>
+void sample(KernelContext& ctx, const Config& cfg) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& grid = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  const size_t r = x.rank() - 2;
+  const int64_t batch = x.dim(0), channels = x.dim(1);
+  std::vector<int64_t> size(r), stride(r);
+  int64_t in_plane = 1;
+  for (size_t i = r; i-- > 0;) {
+    size[i] = x.dim(2 + i);
+    stride[i] = in_plane;
+    in_plane *= size[i];
+  }
+  int64_t out_plane = 1;
+  for (size_t i = 0; i < r; ++i) out_plane *= y.dim(2 + i);
+  const T* xd = x.data<T>();
+  const G* gd = grid.data<G>();
+  T* yd = y.data<T>();
+  const int64_t positions = batch * out_plane;
+  parallel_for(positions, 64, [&](int64_t p0, int64_t p1) {
+    std::vector<AxisTaps> axes(r);
+    std::vector<int64_t> offsets, next_offsets;
+    std::vector<double> weights, next_weights;
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t n = p / out_plane, o = p % out_plane;
+      // grid[n, o, :] lists the coordinates last axis first (x, then y, then z).
+      const G* coords = gd + p * static_cast<int64_t>(r);
+      bool nan = false;
+      for (size_t i = 0; i < r; ++i) {
+        axes[i] = axis_taps(static_cast<double>(coords[r - 1 - i]), size[i], cfg);
+        nan = nan || axes[i].nan;
+      }
+      // The position's taps: every combination of its axes' taps that reads inside the input.
+      offsets.assign(1, 0);
+      weights.assign(1, 1.0);
+      for (size_t i = 0; i < r && !nan; ++i) {
+        next_offsets.clear();
+        next_weights.clear();
+        for (size_t k = 0; k < offsets.size(); ++k)
+          for (int t = 0; t < axes[i].count; ++t) {
+            if (axes[i].index[t] < 0) continue;
+            next_offsets.push_back(offsets[k] + axes[i].index[t] * stride[i]);
+            next_weights.push_back(weights[k] * axes[i].weight[t]);
+          }
+        offsets.swap(next_offsets);
+        weights.swap(next_weights);
+      }
+      for (int64_t ch = 0; ch < channels; ++ch) {
+        const T* plane = xd + (n * channels + ch) * in_plane;
+        double acc = nan ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+        for (size_t k = 0; k < offsets.size() && !nan; ++k) acc += weights[k] * static_cast<double>(plane[offsets[k]]);
+        yd[(n * channels + ch) * out_plane + o] = static_cast<T>(acc);
+      }
+    }
+  });
+}
+
+void grid_sample_kernel(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, grid_sample_kernel);
+  const Config cfg = grid_sample::check_attrs(ctx, ctx.opset());
+  const Tensor& x = ctx.input(0);
+  const Tensor& grid = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  if (x.rank() < 3 || grid.rank() != x.rank() || grid.dim(grid.rank() - 1) != static_cast<int64_t>(x.rank() - 2))
+    ctx.fail("X and grid disagree: X is " + dims_str(x.dims()) + ", grid " + dims_str(grid.dims()));
+  if (y.numel() == 0) return;
+  for (size_t i = 2; i < x.rank(); ++i)
+    if (x.dim(i) == 0) ctx.fail("X " + dims_str(x.dims()) + " has an empty spatial axis: nothing to sample");
+  auto with_grid = [&](auto xt) {
+    using T = decltype(xt);
+    if (grid.dtype() == DType::Float32)
+      sample<T, float>(ctx, cfg);
+    else if (grid.dtype() == DType::Float64)
+      sample<T, double>(ctx, cfg);
+    else
+      ctx.unsupported(std::string("grid of type ") + dtype_name(grid.dtype()));
+  };
+  dispatch_float(x.dtype(), ctx, with_grid);
+}
+
+}  // namespace
+
+void register_grid_sample_kernels(KernelRegistry& r) { r.add("GridSample", grid_sample_kernel, "", Writes::Every); }
+
+}  // namespace fusec::cpu
