@@ -96,7 +96,7 @@ def is_image_model(name: str) -> bool:
 
 
 def is_text_model(name: str) -> bool:
-    return name in TEXT_MODELS or name in families.TEXT
+    return name in TEXT_MODELS or name in families.SEQUENCE
 
 T0 = time.perf_counter()
 

@@ -13,7 +13,9 @@ and built from a config with seeded random weights; nothing is downloaded.
   last_hidden_state.
 - OTHER: vision and speech transformers (CLIP's and DINOv2's vision towers, SegFormer, ConvNeXt-V2,
   wav2vec 2.0, T5's encoder), torchvision's segmentation and video models, and its optical flow
-  (RAFT-small: GridSample, three refinement steps on two 128 x 128 frames); one output each.
+  (RAFT-small: GridSample, three refinement steps on two 128 x 128 frames); and a token tagger
+  of torch's own recurrent layers (embedding, a two-layer bidirectional batch-first LSTM or GRU, a
+  linear head); one output each.
 """
 from __future__ import annotations
 
@@ -24,8 +26,10 @@ DECODERS = ("opt", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gpt_neox", "bl
 TEXT = ENCODERS + DECODERS
 OTHER = ("clip_vision", "dinov2", "segformer", "convnextv2", "wav2vec2", "t5_encoder",
          "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "lraspp_mobilenet_v3_large", "r3d_18", "r2plus1d_18",
-         "raft_small")
+         "raft_small", "lstm_tagger", "gru_tagger")
 FAMILIES = TEXT + OTHER
+# the families whose inputs are --seq tokens long
+SEQUENCE = TEXT + ("t5_encoder", "lstm_tagger", "gru_tagger")
 
 
 def _small() -> dict:
@@ -131,6 +135,21 @@ def build(name: str, batch: int, seq: int, gen):
 
     import torchvision
 
+    if name in ("lstm_tagger", "gru_tagger"):
+        cell = getattr(torch.nn, name.split("_")[0].upper())
+
+        class Tagger(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.embed = torch.nn.Embedding(1000, 64)
+                self.rnn = cell(64, 96, num_layers=2, batch_first=True, bidirectional=True)
+                self.head = torch.nn.Linear(192, 10)
+
+            def forward(self, input_ids):
+                return self.head(self.rnn(self.embed(input_ids))[0])
+
+        ids = {"input_ids": torch.randint(0, 1000, (batch, seq), generator=gen, dtype=torch.int64).numpy()}
+        return Tagger(), ids, ["logits"]
     if name == "raft_small":
         raft = torchvision.models.optical_flow.raft_small(weights=None)
 

@@ -24,6 +24,7 @@
   X(generator)               \
   X(resize)                  \
   X(grid_sample)             \
+  X(recurrent)               \
   X(attention)               \
   X(fused)                   \
   X(fused_elementwise)

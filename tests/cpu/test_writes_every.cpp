@@ -92,6 +92,11 @@ Tensor int32s(std::vector<int64_t> dims, int32_t start) {
   for (int64_t i = 0; i < t.numel(); ++i) t.data<int32_t>()[i] = static_cast<int32_t>(start + i % 7);
   return t;
 }
+Tensor int32s_of(std::vector<int32_t> v, std::vector<int64_t> dims) {
+  Tensor t(DType::Int32, std::move(dims));
+  std::copy(v.begin(), v.end(), t.data<int32_t>());
+  return t;
+}
 Tensor bools(std::vector<int64_t> dims) {
   Tensor t(DType::Bool, std::move(dims));
   for (int64_t i = 0; i < t.numel(); ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(i % 3 == 0);
@@ -202,6 +207,20 @@ std::vector<Case> cases() {
                 20});
   cs.push_back({"GridSample", {u({1, 2, 3, 4, 5}, 95), u({1, 2, 3, 4, 3}, 96)}, {}, 1, "", 20});
   cs.push_back({"GridSample", {halves({1, 1, 3, 3}, 97), halves({1, 2, 2, 2}, 98)}, {}, 1, "", 16});
+  // RNN, GRU, LSTM: every output, both directions, rows shorter than the sequence, batch-major.
+  const std::string s_bidi = "bidirectional";
+  cs.push_back({"RNN", {u({4, 2, 3}, 99), u({1, 5, 3}, 100), u({1, 5, 5}, 101)}, {}, 2});
+  cs.push_back({"GRU",
+                {u({4, 3, 3}, 102), u({2, 15, 3}, 103), u({2, 15, 5}, 104), u({2, 30}, 105), int32s_of({4, 1, 0}, {3})},
+                {attr("direction", s_bidi), attr("hidden_size", int64_t{5})},
+                2});
+  cs.push_back(
+      {"LSTM",
+       {u({2, 4, 3}, 106), u({1, 20, 3}, 107), u({1, 20, 5}, 108), kNone, kNone, kNone, kNone, u({1, 15}, 109)},
+       {attr("layout", int64_t{1})},
+       3,
+       "",
+       14});
   return cs;
 }
 
