@@ -26,21 +26,13 @@ MODELS = {"mlp_small": 3, "mobilenetv2_small": 2, "bert_small": 2}  # model: bat
 
 
 def make_zoo(root: str, zoo: str) -> None:
-    rng = np.random.default_rng(0)
+    sys.path.insert(0, os.path.join(root, "tests", "models"))
+    from check_models import make_inputs  # the shipped models' inputs, as the onnxruntime check makes them
+
     for name, batch in MODELS.items():
         src = os.path.join(root, "models", f"{name}.onnx")
         m = onnx.load(src)
-        weights = {i.name for i in m.graph.initializer}
-        inputs = {}
-        for i in m.graph.input:
-            if i.name in weights:
-                continue
-            t = i.type.tensor_type
-            shape = [batch if k == 0 else d.dim_value for k, d in enumerate(t.shape.dim)]
-            if t.elem_type == onnx.TensorProto.INT64:
-                inputs[i.name] = rng.integers(0, 100, size=shape, dtype=np.int64)
-            else:
-                inputs[i.name] = rng.standard_normal(shape).astype(np.float32)
+        inputs = make_inputs(m, batch, seed=0)
         outs = [o.name for o in m.graph.output]
         got = ort.InferenceSession(src, providers=["CPUExecutionProvider"]).run(outs, inputs)
         for k, v in inputs.items():
