@@ -2,9 +2,11 @@
 // (ir/ops/recurrent.cpp) and the CPU kernel (backend/cpu/kernels/recurrent.cpp).
 #pragma once
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "ir/op_schema.h"
