@@ -27,6 +27,11 @@ bool is_nondeterministic(const Node& n) {
   return n.op_type.rfind("Random", 0) == 0 || n.op_type == "Bernoulli" || n.op_type == "Multinomial";
 }
 
+/// A quantized weight's DequantizeLinear stays: folding it would store the weight as float (four
+/// times the bytes) and drop the quantization its author chose, which other runtimes (TensorRT,
+/// ONNX Runtime's QDQ fusions) build int8 kernels from. fusec's CUDA plan folds it at load.
+bool keeps_quantized_weight(const Node& n) { return n.domain.empty() && n.op_type == "DequantizeLinear"; }
+
 /// Gather(Shape(x), constant indices) or Slice(Shape(x), constant bounds) where every dim it picks
 /// is static, though x's batch may be open: x.shape[-1] // 2 (a rotation's half), x.shape[1] (a
 /// sequence length) or x.shape[-1:] (a head size, for a scale) folds, and what reads it (Div,
@@ -108,7 +113,9 @@ bool ConstantFoldingPass::run(Graph& g, PassContext& ctx) {
   std::unordered_set<const Node*> removed;  // by remove_dead_producers: skipped (compared, never read)
   for (Node* n : g.node_list()) {
     if (removed.count(n)) continue;
-    if (n->outputs.empty() || is_nondeterministic(*n) || !unsupported_reason(g, *n).empty()) continue;
+    if (n->outputs.empty() || is_nondeterministic(*n) || keeps_quantized_weight(*n) ||
+        !unsupported_reason(g, *n).empty())
+      continue;
     if (is_op(n, "Constant")) continue;  // cleanup turns these into initializers
     if (auto t = proved_reshape_target(n)) {
       Value* computed = n->input(1);

@@ -10,15 +10,18 @@ namespace {
 Dim dim_or_unknown(int64_t v) { return v >= 0 ? Dim(v) : Dim(); }
 int64_t static_or(const Dim& d) { return d.is_static() ? d.value : -1; }
 
-/// Spatial rank and dims of X, the weight's dims, and the kernel (kernel_shape or the weight's
-/// trailing dims). Returns false when the rank cannot be known yet.
-bool conv_inputs(InferContext& c, size_t& nd, std::vector<int64_t>& in, std::vector<int64_t>& w,
-                 std::vector<int64_t>& kernel) {
+void require_conv_types(const InferContext& c) {
   c.require_float(0);
   if (c.input_dtype(1) != c.input_dtype(0)) c.fail("X and W have different types");
   if (c.has_input(2) && c.input_dtype(2) != c.input_dtype(0)) c.fail("X and B have different types");
-  const auto& xs = c.input_shape(0);
-  const auto& ws = c.input_shape(1);
+}
+
+/// Spatial rank and dims of X (input xi), the weight's (input wi) dims, and the kernel
+/// (kernel_shape or the weight's trailing dims). Returns false when the rank cannot be known yet.
+bool conv_inputs(InferContext& c, size_t xi, size_t wi, size_t& nd, std::vector<int64_t>& in, std::vector<int64_t>& w,
+                 std::vector<int64_t>& kernel) {
+  const auto& xs = c.input_shape(xi);
+  const auto& ws = c.input_shape(wi);
   if (!xs && !ws) return false;
   const size_t rank = xs ? xs->size() : ws->size();
   if (rank < 3) c.fail("X and W must have rank >= 3 (N, C, spatial...)");
@@ -44,36 +47,46 @@ bool conv_inputs(InferContext& c, size_t& nd, std::vector<int64_t>& in, std::vec
   return true;
 }
 
-void infer_conv(InferContext& c) {
+}  // namespace
+
+void infer_conv_output(InferContext& c, size_t xi, size_t wi, size_t bi, DType out_type) {
   size_t nd;
   std::vector<int64_t> in, w, kernel;
-  if (!conv_inputs(c, nd, in, w, kernel)) {
-    c.set_output(0, c.input_dtype(0), std::nullopt);
+  if (!conv_inputs(c, xi, wi, nd, in, w, kernel)) {
+    c.set_output(0, out_type, std::nullopt);
     return;
   }
   const int64_t group = c.attr_int("group");
-  const auto& xs = c.input_shape(0);
+  const auto& xs = c.input_shape(xi);
   const int64_t channels = xs ? static_or((*xs)[1]) : -1;
   if (channels >= 0 && w[1] >= 0 && channels != dims::mul(w[1], group, c, "W's input channels x group"))
     c.fail("X has " + std::to_string(channels) + " channels but W expects " + std::to_string(w[1]) + " x group " +
            std::to_string(group));
   if (w[0] >= 0 && w[0] % group != 0)
     c.fail("output channels (" + std::to_string(w[0]) + ") are not divisible by group");
-  if (c.has_input(2) && c.input_shape(2)) {
-    const Shape& bs = *c.input_shape(2);
+  if (c.has_input(bi) && c.input_shape(bi)) {
+    const Shape& bs = *c.input_shape(bi);
     if (bs.size() != 1 || (bs[0].is_static() && w[0] >= 0 && bs[0].value != w[0]))
       c.fail("B must be 1-D with one value per output channel, got " + shape_str(bs));
   }
   WindowGeometry g = window_geometry(c, in, kernel, false);
-  Shape out{xs ? (*xs)[0] : Dim(), c.input_shape(1) ? (*c.input_shape(1))[0] : Dim()};
+  Shape out{xs ? (*xs)[0] : Dim(), c.input_shape(wi) ? (*c.input_shape(wi))[0] : Dim()};
   for (size_t i = 0; i < nd; ++i) out.push_back(dim_or_unknown(g.out[i]));
-  c.set_output(0, c.input_dtype(0), out);
+  c.set_output(0, out_type, out);
+}
+
+namespace {
+
+void infer_conv(InferContext& c) {
+  require_conv_types(c);
+  infer_conv_output(c, 0, 1, 2, c.input_dtype(0));
 }
 
 void infer_conv_transpose(InferContext& c) {
+  require_conv_types(c);
   size_t nd;
   std::vector<int64_t> in, w, kernel;
-  if (!conv_inputs(c, nd, in, w, kernel)) {
+  if (!conv_inputs(c, 0, 1, nd, in, w, kernel)) {
     c.set_output(0, c.input_dtype(0), std::nullopt);
     return;
   }

@@ -140,4 +140,9 @@ inline WindowGeometry conv_transpose_geometry(const NodeAttrs& a, const std::vec
   return g;
 }
 
+/// A convolution's output type (out_type, dims [N, M, spatial out...]) from X (input xi), W (input
+/// wi) and the optional bias (input bi), with group, strides, pads and dilations checked as Conv
+/// checks them. Conv, ConvInteger and QLinearConv share it (defined in ir/ops/conv.cpp).
+void infer_conv_output(InferContext& c, size_t xi, size_t wi, size_t bi, DType out_type);
+
 }  // namespace fusec

@@ -25,6 +25,7 @@
   X(resize)                  \
   X(grid_sample)             \
   X(recurrent)               \
+  X(quantize)                \
   X(attention)               \
   X(fused)                   \
   X(fused_elementwise)

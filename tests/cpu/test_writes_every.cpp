@@ -102,6 +102,13 @@ Tensor bools(std::vector<int64_t> dims) {
   for (int64_t i = 0; i < t.numel(); ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(i % 3 == 0);
   return t;
 }
+/// uint8 or int8 data, `start` + i stepping by 37 (wrapping).
+Tensor bytes_of(DType t, std::vector<int64_t> dims, int start) {
+  Tensor out(t, std::move(dims));
+  for (int64_t i = 0; i < out.numel(); ++i) out.data<uint8_t>()[i] = static_cast<uint8_t>(start + 37 * i);
+  return out;
+}
+Tensor byte_scalar(DType t, int v) { return bytes_of(t, {}, v); }
 const Tensor kNone;
 
 std::vector<Case> cases() {
@@ -221,6 +228,45 @@ std::vector<Case> cases() {
        3,
        "",
        14});
+  // Quantization: per-axis and blocked scales, every integer product with zero points.
+  const DType U8 = DType::UInt8, I8 = DType::Int8;
+  cs.push_back({"QuantizeLinear", {u({2, 3, 4}, 110), positive({3}, 111), bytes_of(I8, {3}, 5)}, {}, 1, "", 13});
+  cs.push_back({"QuantizeLinear",
+                {u({2, 5}, 112), positive({2, 3}, 113)},
+                {attr("axis", int64_t{1}), attr("block_size", int64_t{2})},
+                1,
+                "",
+                21});
+  cs.push_back(
+      {"DequantizeLinear", {bytes_of(U8, {2, 3, 4}, 7), positive({3}, 114), bytes_of(U8, {3}, 9)}, {}, 1, "", 13});
+  cs.push_back({"DynamicQuantizeLinear", {u({3, 5}, 115)}, {}, 3, "", 11});
+  cs.push_back({"MatMulInteger",
+                {bytes_of(U8, {2, 3, 4}, 1), bytes_of(I8, {4, 5}, 2), bytes_of(U8, {3}, 3), bytes_of(I8, {5}, 4)},
+                {},
+                1,
+                "",
+                10});
+  cs.push_back({"QLinearMatMul",
+                {bytes_of(U8, {3, 4}, 1), positive({}, 116), byte_scalar(U8, 3), bytes_of(I8, {4, 2}, 2),
+                 positive({2}, 117), bytes_of(I8, {2}, 4), positive({}, 118), byte_scalar(I8, 1)},
+                {},
+                1,
+                "",
+                10});
+  cs.push_back(
+      {"ConvInteger",
+       {bytes_of(U8, {1, 2, 5, 5}, 1), bytes_of(I8, {4, 1, 3, 3}, 2), byte_scalar(U8, 3), bytes_of(I8, {4}, 4)},
+       {attr("group", int64_t{2}), attr("pads", V{1, 1, 0, 0})},
+       1,
+       "",
+       10});
+  cs.push_back({"QLinearConv",
+                {bytes_of(U8, {1, 2, 5, 5}, 1), positive({}, 119), byte_scalar(U8, 3), bytes_of(I8, {3, 2, 2, 2}, 2),
+                 positive({3}, 120), bytes_of(I8, {3}, 4), positive({}, 121), byte_scalar(U8, 100), int32s({3}, -5)},
+                {attr("strides", V{2, 2})},
+                1,
+                "",
+                10});
   return cs;
 }
 

@@ -1,7 +1,8 @@
 // constant_folding: a node whose inputs are all constants (or a Shape/Size of a static shape)
 // becomes initializers with the CPU kernels' values; what must stay computed stays: a node reading
-// a graph input, a graph output, a Constant node (cleanup's), random ops, an output over the size
-// cap (a near-miss), a node whose kernel refuses its constants (a near-miss).
+// a graph input, a graph output, a Constant node (cleanup's), random ops, a quantized weight's
+// DequantizeLinear, an output over the size cap (a near-miss), a node whose kernel refuses its
+// constants (a near-miss).
 #include "passes/constant_folding.h"
 
 #include <limits>
@@ -209,6 +210,23 @@ TEST(ConstantFolding, RandomOpsAreNotFolded) {
   Value* like = b.node("RandomNormalLike", {b.initializer("c", floats({1, 2, 3, 4, 5, 6}, {2, 3}))}, {}, "rand_like");
   b.output(b.node("Sum", {x, r, like}, {}, "sum"));
   expect_left_alone(run_pass(b.build()));
+}
+
+TEST(ConstantFolding, AQuantizedWeightStaysQuantized) {
+  // DequantizeLinear of an int8 initializer (a QDQ model's weight) is left for the runtime: folded,
+  // it would be a float32 weight four times the size. What computes its scale still folds.
+  GraphBuilder b(13);
+  Value* x = b.input("x", DType::Float32, {2, 4});
+  Tensor w(DType::Int8, {4, 3});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>(i * 7 - 40);
+  Value* scale =
+      b.node("Mul", {b.initializer("s", floats({0.5f}, {})), b.initializer("t", floats({0.25f}, {}))}, {}, "scale");
+  Value* wf = b.node("DequantizeLinear", {b.initializer("w", std::move(w)), scale}, {}, "dq");
+  b.output(b.node("MatMul", {x, wf}, {}, "mm"));
+  Outcome o = run_pass(b.build());
+  EXPECT_TRUE(o.changed);
+  EXPECT_EQ(ops(*o.optimized), (std::vector<std::string>{"DequantizeLinear", "MatMul"}));
+  expect_same_numbers(*o.original, *o.optimized, 13, {0, 0});
 }
 
 TEST(ConstantFolding, AnOutputOverTheSizeCapIsANearMiss) {

@@ -7,6 +7,7 @@
 
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels/common.h"
+#include "backend/cpu/kernels/linalg.h"
 #include "ir/ops/einsum.h"
 
 namespace fusec::cpu {
@@ -66,11 +67,9 @@ void batched_matmul(const T* A, const std::vector<int64_t>& a_off, bool ta, int6
 
 // ---- MatMul ----
 
-void matmul_kernel(KernelContext& ctx) {
-  if (has_half_io(ctx)) return via_float32(ctx, matmul_kernel);
-  const Tensor& a = ctx.input(0);
-  const Tensor& b = ctx.input(1);
-  Tensor& y = ctx.output(0);
+}  // namespace
+
+void matmul(const NodeAttrs& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
   if (a.dtype() != b.dtype()) ctx.fail("A and B have different types");
   std::vector<int64_t> ad = a.dims(), bd = b.dims();
   if (ad.empty() || bd.empty()) ctx.fail("MatMul operands must have rank >= 1");
@@ -134,6 +133,13 @@ void matmul_kernel(KernelContext& ctx) {
     }
     batched_matmul<T>(pa, a_off, false, K, pb, b_off, false, N, py, M, N, K);
   });
+}
+
+namespace {
+
+void matmul_kernel(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, matmul_kernel);
+  matmul(ctx, ctx.input(0), ctx.input(1), ctx.output(0));
 }
 
 // ---- Gemm ----
