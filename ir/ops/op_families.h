@@ -26,6 +26,7 @@
   X(grid_sample)             \
   X(recurrent)               \
   X(quantize)                \
+  X(selection)               \
   X(attention)               \
   X(fused)                   \
   X(fused_elementwise)

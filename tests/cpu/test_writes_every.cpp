@@ -267,6 +267,10 @@ std::vector<Case> cases() {
                 1,
                 "",
                 10});
+  // NonZero and Unique: outputs sized from the data.
+  cs.push_back({"NonZero", {ints({0, 3, 0, -1, 2, 0}, {2, 3})}});
+  cs.push_back({"Unique", {ints({4, 1, 4, 2, 1, 9}, {3, 2})}, {attr("axis", int64_t{0})}, 4});
+  cs.push_back({"Unique", {u({7}, 122)}, {attr("sorted", int64_t{0})}, 4});
   return cs;
 }
 

@@ -1,0 +1,76 @@
+// CPU kernels for NonZero and Unique, copying out what ir/ops/selection.h computes (the same
+// computation inference sized the outputs from).
+#include <cstring>
+
+#include "backend/cpu/kernels/common.h"
+#include "ir/ops/selection.h"
+
+namespace fusec::cpu {
+
+namespace {
+
+void require_output_dims(const KernelContext& ctx, size_t i, const std::vector<int64_t>& want) {
+  if (ctx.output(i).dims() != want)
+    ctx.fail("output " + std::to_string(i) + " has shape " + dims_str(ctx.output(i).dims()) + ", expected " +
+             dims_str(want));
+}
+
+/// The coordinates of x's nonzero elements, in C order: y[axis, k] is element k's index on axis.
+void nonzero_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  const int64_t n = selection::count_nonzero(x), rank = static_cast<int64_t>(x.rank());
+  require_output_dims(ctx, 0, {rank, n});
+  int64_t* py = y.data<int64_t>();
+  const bool floats = is_float(x.dtype());
+  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+  int64_t k = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (floats ? x.as_double(i) != 0 : x.as_int64(i) != 0) {
+      for (int64_t a = 0; a < rank; ++a) py[a * n + k] = idx[static_cast<size_t>(a)];
+      ++k;
+    }
+    for (int64_t a = rank - 1; a >= 0; --a) {
+      if (++idx[static_cast<size_t>(a)] < x.dim(static_cast<size_t>(a))) break;
+      idx[static_cast<size_t>(a)] = 0;
+    }
+  }
+}
+
+void unique_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  std::optional<int64_t> axis;
+  if (ctx.has_attr("axis")) axis = normalize_axis(ctx.attr_int("axis"), static_cast<int64_t>(x.rank()), ctx);
+  const selection::Unique u = selection::unique(x, axis, ctx.attr_int("sorted") != 0);
+  const int64_t m = static_cast<int64_t>(u.first.size());
+  std::vector<int64_t> ydims{m};
+  if (axis) {
+    ydims = x.dims();
+    ydims[static_cast<size_t>(*axis)] = m;
+  }
+  require_output_dims(ctx, 0, ydims);
+  // Y: each distinct slice copied from its first appearance.
+  const size_t row = static_cast<size_t>(u.inner) * dtype_size(x.dtype());
+  const char* src = static_cast<const char*>(x.raw());
+  char* dst = static_cast<char*>(ctx.output(0).raw());
+  for (int64_t o = 0; o < u.outer; ++o)
+    for (int64_t j = 0; j < m; ++j)
+      std::memcpy(dst + static_cast<size_t>(o * m + j) * row, src + static_cast<size_t>(o * u.d + u.first[j]) * row,
+                  row);
+  const std::vector<int64_t>* lists[] = {nullptr, &u.first, &u.inverse, &u.counts};
+  for (size_t i = 1; i < 4; ++i) {
+    if (!ctx.has_output(i)) continue;
+    const std::vector<int64_t>& v = *lists[i];
+    require_output_dims(ctx, i, {static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), ctx.output(i).data<int64_t>());
+  }
+}
+
+}  // namespace
+
+void register_selection_kernels(KernelRegistry& r) {
+  r.add("NonZero", nonzero_kernel, "", Writes::Every);
+  r.add("Unique", unique_kernel, "", Writes::Every);
+}
+
+}  // namespace fusec::cpu

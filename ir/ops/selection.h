@@ -1,0 +1,26 @@
+// NonZero and Unique: ops whose output dims depend on their input's values. Inference computes the
+// selection from the value (known at run time, and for constants at import) and the CPU kernels
+// (backend/cpu/kernels/selection.cpp) copy from the same computation, so the two cannot disagree.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ir/tensor.h"
+
+namespace fusec::selection {
+
+/// How many elements of x are not zero (NaN counts, as in numpy; -0.0 does not).
+int64_t count_nonzero(const Tensor& x);
+
+/// Unique's answer over x's slices along `axis` (already normalized), or over its elements when
+/// there is no axis: for each distinct slice, in ascending order when `sorted` (slices compare
+/// element by element, in C order), else in order of first appearance, where it first appears and
+/// how often; and for each of x's slices, which distinct slice it is.
+struct Unique {
+  std::vector<int64_t> first, counts, inverse;
+  int64_t outer = 1, d = 0, inner = 1;  // x seen as [outer, d, inner] around the axis
+};
+Unique unique(const Tensor& x, std::optional<int64_t> axis, bool sorted);
+
+}  // namespace fusec::selection
