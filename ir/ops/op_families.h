@@ -27,6 +27,7 @@
   X(recurrent)               \
   X(quantize)                \
   X(selection)               \
+  X(detection)               \
   X(attention)               \
   X(fused)                   \
   X(fused_elementwise)

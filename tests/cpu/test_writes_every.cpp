@@ -271,6 +271,19 @@ std::vector<Case> cases() {
   cs.push_back({"NonZero", {ints({0, 3, 0, -1, 2, 0}, {2, 3})}});
   cs.push_back({"Unique", {ints({4, 1, 4, 2, 1, 9}, {3, 2})}, {attr("axis", int64_t{0})}, 4});
   cs.push_back({"Unique", {u({7}, 122)}, {attr("sorted", int64_t{0})}, 4});
+  // Detection: NonMaxSuppression's selection, RoiAlign's bins (one roi partly outside X).
+  cs.push_back({"NonMaxSuppression",
+                {u({1, 6, 4}, 123), positive({1, 2, 6}, 124), ints({4}, {1}), floats({0.3f}, {1})},
+                {},
+                1,
+                "",
+                11});
+  cs.push_back({"RoiAlign",
+                {u({2, 3, 5, 4}, 125), floats({0, 0, 3, 2, -1, 1, 6, 7}, {2, 4}), ints({1, 0}, {2})},
+                {attr("output_height", int64_t{2}), attr("output_width", int64_t{3})},
+                1,
+                "",
+                16});
   return cs;
 }
 
