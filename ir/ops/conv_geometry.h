@@ -140,6 +140,25 @@ inline WindowGeometry conv_transpose_geometry(const NodeAttrs& a, const std::vec
   return g;
 }
 
+/// MaxUnpool's spatial output dims from its input's: (in - 1)·stride + kernel - pads. -1 where
+/// the input dim is unknown.
+inline std::vector<int64_t> unpooled_dims(const NodeAttrs& a, const std::vector<int64_t>& in) {
+  const std::vector<int64_t> k = a.attr_ints("kernel_shape");
+  const size_t n = in.size();
+  if (k.size() != n)
+    a.fail("kernel_shape has " + std::to_string(k.size()) + " values for " + std::to_string(n) + " spatial dims");
+  const std::vector<int64_t> s = window_ints(a, "strides", n, 1), p = window_ints(a, "pads", 2 * n, 0);
+  std::vector<int64_t> out(n, -1);
+  for (size_t i = 0; i < n; ++i) {
+    if (k[i] < 1 || s[i] < 1) a.fail("kernel_shape and strides must be >= 1");
+    if (in[i] < 0) continue;
+    out[i] =
+        dims::add(dims::mul(in[i] - 1, s[i], a, "the unpooled size"), k[i] - p[i] - p[i + n], a, "the unpooled size");
+    if (out[i] < 0) a.fail("the pads leave a negative output size");
+  }
+  return out;
+}
+
 /// A convolution's output type (out_type, dims [N, M, spatial out...]) from X (input xi), W (input
 /// wi) and the optional bias (input bi), with group, strides, pads and dilations checked as Conv
 /// checks them. Conv, ConvInteger and QLinearConv share it (defined in ir/ops/conv.cpp).

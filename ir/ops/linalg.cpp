@@ -154,9 +154,28 @@ Cost cost_einsum(const CostContext& c) {
   return {iterations * static_cast<double>(c.in_dims.size()), c.all_in_bytes(), c.all_out_bytes()};
 }
 
+// Det: [*, M, M] -> [*].
+void infer_det(InferContext& c) {
+  c.require_float(0);
+  const auto& s = c.input_shape(0);
+  if (!s) return c.set_output(0, c.input_dtype(0), std::nullopt);
+  if (s->size() < 2) c.fail("Det needs a matrix or a batch of them, got " + shape_str(*s));
+  const Dim &m = (*s)[s->size() - 2], &n = (*s)[s->size() - 1];
+  if (m.is_static() && n.is_static() && m.value != n.value) c.fail("Det needs square matrices, got " + shape_str(*s));
+  c.set_output(0, c.input_dtype(0), Shape(s->begin(), s->end() - 2));
+}
+
+/// An LU factorization per matrix: about (2/3)·M^3 flops.
+Cost cost_det(const CostContext& c) {
+  const auto& d = c.in_dims[0];
+  const double m = d.empty() ? 0 : static_cast<double>(d.back());
+  return {c.out_numel(0) * 2 * m * m * m / 3, c.all_in_bytes(), c.all_out_bytes()};
+}
+
 }  // namespace
 
 void register_linalg_schemas(OpRegistry& r) {
+  r.add("Det").since(11).io(1, 1).set_infer(infer_det).set_cost(cost_det);
   r.add("MatMul").since(1).io(2, 2).set_infer(infer_matmul).set_cost(cost_matmul);
 
   // Gemm 1-6 carry a `broadcast` flag for C; 7 made C's broadcast implicit; 11 made C optional.

@@ -65,6 +65,35 @@ OpSchema& window_attrs(OpSchema& s) {
       .attr("strides", AttrKind::Ints);
 }
 
+// X [N, C, spatial], I (X's shape, int64), optional output_shape: the unpooled tensor.
+void infer_max_unpool(InferContext& c) {
+  c.require_float(0);
+  c.require_dtype(1, {DType::Int64});
+  const auto& xs = c.input_shape(0);
+  if (c.has_input(2)) {
+    c.require_dtype(2, {DType::Int64});
+    if (const Tensor* shape = c.input_value(2)) {
+      std::vector<int64_t> dims = shape->to_int64_vector();
+      for (int64_t d : dims)
+        if (d < 0) c.fail("output_shape has a negative dim: " + dims_str(dims));
+      if (xs && dims.size() != xs->size())
+        c.fail("output_shape " + dims_str(dims) + " does not have X's rank " + std::to_string(xs->size()));
+      c.set_output(0, c.input_dtype(0), shape_of(dims));
+      return;
+    }
+    c.set_output(0, c.input_dtype(0), xs ? std::optional<Shape>(Shape(xs->size(), Dim())) : std::nullopt);
+    return;
+  }
+  if (!xs) return c.set_output(0, c.input_dtype(0), std::nullopt);
+  if (xs->size() < 3) c.fail("X must have rank >= 3 (N, C, spatial...)");
+  std::vector<int64_t> in;
+  for (size_t i = 2; i < xs->size(); ++i) in.push_back((*xs)[i].is_static() ? (*xs)[i].value : -1);
+  const std::vector<int64_t> out = unpooled_dims(c, in);
+  Shape y{(*xs)[0], (*xs)[1]};
+  for (int64_t d : out) y.push_back(d >= 0 ? Dim(d) : Dim());
+  c.set_output(0, c.input_dtype(0), y);
+}
+
 }  // namespace
 
 void register_pool_schemas(OpRegistry& r) {
@@ -122,6 +151,15 @@ void register_pool_schemas(OpRegistry& r) {
       .attr("p", AttrKind::Int, AttrValue{int64_t{2}})
       .set_infer(infer_global_pool)
       .set_cost(cost_global_pool);
+  // MaxUnpool 9; 11 only widened the documented index semantics.
+  r.add("MaxUnpool")
+      .since(9)
+      .io(2, 3)
+      .required_attr("kernel_shape", AttrKind::Ints)
+      .attr("pads", AttrKind::Ints)
+      .attr("strides", AttrKind::Ints)
+      .set_infer(infer_max_unpool)
+      .set_cost(cost_data_movement);
 }
 
 }  // namespace fusec

@@ -260,3 +260,19 @@ TEST(CpuMatMul, HalfTypesComputeInFloat) {
   for (int i = 0; i < 4; ++i) b.data<uint16_t>()[i] = float_to_bf16(bv[i]);
   EXPECT_THROW(run_one("MatMul", {a, b}), Error);
 }
+
+TEST(CpuLinalg, DetPivotsAndBatches) {
+  // The first matrix needs a row swap (a zero pivot); the second is singular.
+  expect_close(run_one("Det", {floats({0, 2, 1, 1, 1, 1, 2, 0, 3, 1, 2, 3, 2, 4, 6, 0, 1, 1}, {2, 3, 3})}),
+               floats({-4, 0}, {2}));
+  expect_close(run_one("Det", {floats({4, 7, 2, 6}, {2, 2})}), floats({10}, {}));
+  // Empty batch and a 0x0 matrix (whose determinant is 1).
+  expect_close(run_one("Det", {floats({}, {0, 2, 2})}), floats({}, {0}));
+  expect_close(run_one("Det", {floats({}, {3, 0, 0})}), floats({1, 1, 1}, {3}));
+  try {
+    run_one("Det", {floats({1, 2, 3, 4, 5, 6}, {2, 3})});
+    ADD_FAILURE() << "a 2x3 matrix has no determinant";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("square"), std::string::npos) << e.what();
+  }
+}

@@ -123,3 +123,33 @@ TEST(CpuPool, BadAttributesAreErrors) {
   EXPECT_THROW(run_pool("AveragePool", grid4(), {attr("kernel_shape", ints({2, 2})), attr("dilations", ints({1, 1}))}),
                Error);
 }
+
+TEST(CpuPool, MaxUnpoolUndoesMaxPoolIndices) {
+  // MaxPool 2x2 stride 2 over 1..16 picks the bottom-right of each window; unpooling puts the
+  // maxima back there and zeros elsewhere.
+  const auto pooled =
+      run_pool("MaxPool", grid4(), {attr("kernel_shape", ints({2, 2})), attr("strides", ints({2, 2}))}, 2);
+  GraphBuilder b(11);
+  Value* x = b.input("x", DType::Float32, shape_of({1, 1, 2, 2}));
+  Value* i = b.input("i", DType::Int64, shape_of({1, 1, 2, 2}));
+  b.output(b.node("MaxUnpool", {x, i}, {attr("kernel_shape", ints({2, 2})), attr("strides", ints({2, 2}))}));
+  auto g = b.build();
+  expect_close(run_cpu(*g, {pooled[0], pooled[1]})[0],
+               floats({0, 0, 0, 0, 0, 6, 0, 8, 0, 0, 0, 0, 0, 14, 0, 16}, {1, 1, 4, 4}));
+  // output_shape larger than the unpooled dims: the unpooled 4x4 is its leading corner.
+  GraphBuilder b2(11);
+  Value* x2 = b2.input("x", DType::Float32, shape_of({1, 1, 2, 2}));
+  Value* i2 = b2.input("i", DType::Int64, shape_of({1, 1, 2, 2}));
+  Value* s2 = b2.initializer("shape", int64s({1, 1, 5, 5}, {4}));
+  b2.output(b2.node("MaxUnpool", {x2, i2, s2}, {attr("kernel_shape", ints({2, 2})), attr("strides", ints({2, 2}))}));
+  auto g2 = b2.build();
+  expect_close(run_cpu(*g2, {pooled[0], pooled[1]})[0],
+               floats({0, 0, 0, 0, 0, 0, 6, 0, 8, 0, 0, 0, 0, 0, 0, 0, 14, 0, 16, 0, 0, 0, 0, 0, 0}, {1, 1, 5, 5}));
+  // An index outside the unpooled tensor is an error naming the node, not a stray write.
+  try {
+    run_cpu(*g, {pooled[0], int64s({0, 1, 2, 16}, {1, 1, 2, 2})});
+    ADD_FAILURE() << "index 16 of a 16-element tensor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index 16 is out of range"), std::string::npos) << e.what();
+  }
+}

@@ -284,6 +284,13 @@ std::vector<Case> cases() {
                 1,
                 "",
                 16});
+  cs.push_back({"Det", {u({3, 4, 4}, 126)}, {}, 1, "", 11});
+  cs.push_back({"MaxUnpool",
+                {u({1, 2, 2, 2}, 127), ints({0, 3, 9, 14, 16, 19, 26, 31}, {1, 2, 2, 2})},
+                {attr("kernel_shape", V{2, 2}), attr("strides", V{2, 2})},
+                1,
+                "",
+                11});
   return cs;
 }
 

@@ -1,6 +1,7 @@
 // CPU kernels for MatMul, Gemm and Einsum. Float types run on the packed GEMM
 // (backend/cpu/gemm.h); integer types use plain loops with wrap-around arithmetic.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <type_traits>
@@ -467,9 +468,53 @@ void einsum_kernel(KernelContext& ctx) {
   });
 }
 
+// ---- Det ----
+
+/// Each matrix's determinant by LU with partial pivoting, in float64.
+void det_kernel(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, det_kernel);
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  if (x.rank() < 2 || x.dim(x.rank() - 1) != x.dim(x.rank() - 2))
+    ctx.fail("Det needs square matrices, got " + dims_str(x.dims()));
+  const int64_t m = x.dim(x.rank() - 1);
+  const std::vector<int64_t> want(x.dims().begin(), x.dims().end() - 2);
+  if (y.dims() != want) ctx.fail("output has shape " + dims_str(y.dims()) + ", expected " + dims_str(want));
+  dispatch_float(x.dtype(), ctx, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    std::vector<double> a(static_cast<size_t>(m * m));
+    for (int64_t b = 0; b < y.numel(); ++b) {
+      for (int64_t i = 0; i < m * m; ++i) a[i] = static_cast<double>(px[b * m * m + i]);
+      double det = 1;
+      for (int64_t k = 0; k < m && det != 0; ++k) {
+        int64_t p = k;
+        for (int64_t i = k + 1; i < m; ++i)
+          if (std::fabs(a[i * m + k]) > std::fabs(a[p * m + k])) p = i;
+        if (a[p * m + k] == 0) {
+          det = 0;
+          break;
+        }
+        if (p != k) {
+          for (int64_t j = 0; j < m; ++j) std::swap(a[k * m + j], a[p * m + j]);
+          det = -det;
+        }
+        det *= a[k * m + k];
+        for (int64_t i = k + 1; i < m; ++i) {
+          const double f = a[i * m + k] / a[k * m + k];
+          for (int64_t j = k + 1; j < m; ++j) a[i * m + j] -= f * a[k * m + j];
+        }
+      }
+      py[b] = static_cast<T>(det);
+    }
+  });
+}
+
 }  // namespace
 
 void register_linalg_kernels(KernelRegistry& r) {
+  r.add("Det", det_kernel, "", Writes::Every);
   r.add("MatMul", matmul_kernel, "", Writes::Every);  // GEMM with beta 0 (or zeros when K is 0)
   r.add("Gemm", gemm_kernel, "", Writes::Every);      // C copied in first, or beta 0
   r.add("Einsum", einsum_kernel);

@@ -2,6 +2,7 @@
 // independent; planes run in parallel, and every output walks the part of its window that
 // lies inside the input (padding never contributes a value).
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "backend/cpu/kernels/common.h"
@@ -257,12 +258,52 @@ Kernel global_pool(Reduce reduce) {
   };
 }
 
+/// MaxUnpool as the ONNX reference defines it: X's values land at their indices in a zeroed
+/// tensor of the unpooled dims (indices count over that whole tensor, batch and channel included);
+/// with output_shape, that tensor is the leading corner of a zeroed output of that shape.
+void max_unpool_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& idx = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  if (x.rank() < 3) ctx.fail("X must have rank >= 3 (N, C, spatial...)");
+  if (idx.dims() != x.dims()) ctx.fail("I " + dims_str(idx.dims()) + " does not have X's shape " + dims_str(x.dims()));
+  std::vector<int64_t> inner{x.dim(0), x.dim(1)};
+  const std::vector<int64_t> spatial = unpooled_dims(ctx, std::vector<int64_t>(x.dims().begin() + 2, x.dims().end()));
+  inner.insert(inner.end(), spatial.begin(), spatial.end());
+  if (!ctx.has_input(2) && y.dims() != inner)
+    ctx.fail("output has shape " + dims_str(y.dims()) + ", expected " + dims_str(inner));
+  if (y.rank() != inner.size()) ctx.fail("output_shape does not have X's rank");
+  for (size_t i = 0; i < inner.size(); ++i)
+    if (y.dim(i) < inner[i])
+      ctx.fail("output_shape " + dims_str(y.dims()) + " is smaller than the unpooled " + dims_str(inner));
+  std::memset(y.raw(), 0, y.nbytes());
+  const int64_t total = checked_numel(inner);
+  const size_t esize = dtype_size(x.dtype());
+  const char* px = static_cast<const char*>(x.raw());
+  char* py = static_cast<char*>(y.raw());
+  const int64_t* pi = idx.data<int64_t>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t at = pi[i];
+    if (at < 0 || at >= total)
+      ctx.fail("index " + std::to_string(at) + " is out of range for the unpooled " + dims_str(inner));
+    // The unpooled position, then its place in the (possibly larger) output.
+    int64_t off = 0, stride = 1;
+    for (size_t d = inner.size(); d-- > 0;) {
+      off += (at % inner[d]) * stride;
+      at /= inner[d];
+      stride *= y.dim(d);
+    }
+    std::memcpy(py + static_cast<size_t>(off) * esize, px + static_cast<size_t>(i) * esize, esize);
+  }
+}
+
 }  // namespace
 
 void register_pool_kernels(KernelRegistry& r) {
   r.add("MaxPool", max_pool_kernel);
   r.add("AveragePool", average_pool_kernel);
   r.add("LpPool", lp_pool_kernel);
+  r.add("MaxUnpool", max_unpool_kernel, "", Writes::Every);
   r.add("GlobalAveragePool", global_pool([](const KernelContext&, const auto* x, int64_t n) {
           double s = 0;
           for (int64_t i = 0; i < n; ++i) s += x[i];
