@@ -28,6 +28,7 @@
   X(quantize)                \
   X(selection)               \
   X(detection)               \
+  X(signal)                  \
   X(attention)               \
   X(fused)                   \
   X(fused_elementwise)

@@ -291,6 +291,19 @@ std::vector<Case> cases() {
                 1,
                 "",
                 11});
+  // Signal: a window, each DFT form, STFT with a window, MelWeightMatrix.
+  cs.push_back({"HannWindow", {ints({6}, {})}, {}, 1, "", 17});
+  cs.push_back({"HammingWindow", {ints({5}, {})}, {attr("periodic", int64_t{0})}, 1, "", 17});
+  cs.push_back({"BlackmanWindow", {ints({7}, {})}, {}, 1, "", 17});
+  cs.push_back({"DFT", {u({2, 5, 1}, 128), ints({7}, {})}, {attr("onesided", int64_t{1})}, 1, "", 17});
+  cs.push_back({"DFT", {u({2, 4, 2}, 129)}, {attr("inverse", int64_t{1}), attr("onesided", int64_t{1})}, 1, "", 17});
+  cs.push_back({"STFT", {u({2, 9, 1}, 130), ints({2}, {}), u({4}, 131)}, {}, 1, "", 17});
+  cs.push_back({"MelWeightMatrix",
+                {ints({3}, {}), ints({32}, {}), ints({1000}, {}), floats({50}, {}), floats({480}, {})},
+                {},
+                1,
+                "",
+                17});
   return cs;
 }
 
