@@ -2,8 +2,28 @@
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
 #include "ir/ops/einsum.h"
+#include "ir/ops/linalg.h"
 
 namespace fusec {
+
+std::optional<Shape> matmul_output_shape(const InferContext& c, size_t ai, size_t bi) {
+  const auto& sa = c.input_shape(ai);
+  const auto& sb = c.input_shape(bi);
+  if (!sa || !sb) return std::nullopt;
+  if (sa->empty() || sb->empty()) c.fail("MatMul operands must have rank >= 1");
+  Shape a = *sa, b = *sb;
+  const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  if (a_vec) a.insert(a.begin(), Dim(1));
+  if (b_vec) b.push_back(Dim(1));
+  const Dim& k1 = a[a.size() - 1];
+  const Dim& k2 = b[b.size() - 2];
+  if (k1.is_static() && k2.is_static() && k1.value != k2.value)
+    c.fail("inner dimensions differ: " + shape_str(*sa) + " x " + shape_str(*sb));
+  Shape out = broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2), c);
+  if (!a_vec) out.push_back(a[a.size() - 2]);
+  if (!b_vec) out.push_back(b[b.size() - 1]);
+  return out;
+}
 
 namespace {
 
@@ -23,26 +43,7 @@ void require_matmul_type(const InferContext& c, size_t i) {
 void infer_matmul(InferContext& c) {
   require_same_types(c);
   require_matmul_type(c, 0);
-  const DType t = c.input_dtype(0);
-  const auto& sa = c.input_shape(0);
-  const auto& sb = c.input_shape(1);
-  if (!sa || !sb) {
-    c.set_output(0, t, std::nullopt);
-    return;
-  }
-  if (sa->empty() || sb->empty()) c.fail("MatMul operands must have rank >= 1");
-  Shape a = *sa, b = *sb;
-  const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
-  if (a_vec) a.insert(a.begin(), Dim(1));
-  if (b_vec) b.push_back(Dim(1));
-  const Dim& k1 = a[a.size() - 1];
-  const Dim& k2 = b[b.size() - 2];
-  if (k1.is_static() && k2.is_static() && k1.value != k2.value)
-    c.fail("inner dimensions differ: " + shape_str(*sa) + " x " + shape_str(*sb));
-  Shape out = broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2), c);
-  if (!a_vec) out.push_back(a[a.size() - 2]);
-  if (!b_vec) out.push_back(b[b.size() - 1]);
-  c.set_output(0, t, out);
+  c.set_output(0, c.input_dtype(0), matmul_output_shape(c, 0, 1));
 }
 
 Cost cost_matmul(const CostContext& c) {

@@ -7,6 +7,7 @@
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
 #include "ir/ops/conv_geometry.h"
+#include "ir/ops/linalg.h"
 #include "ir/ops/quantize.h"
 
 namespace fusec {
@@ -95,63 +96,45 @@ void infer_dynamic_quantize_linear(InferContext& c) {
   c.set_output(2, DType::UInt8, Shape{});
 }
 
-/// MatMul's output dims for inputs ai and bi: [broadcast batch..., M, N].
-std::optional<Shape> matmul_shape(InferContext& c, size_t ai, size_t bi) {
-  const auto& sa = c.input_shape(ai);
-  const auto& sb = c.input_shape(bi);
-  if (!sa || !sb) return std::nullopt;
-  if (sa->empty() || sb->empty()) c.fail("the operands must have rank >= 1");
-  Shape a = *sa, b = *sb;
-  const bool a_vec = a.size() == 1, b_vec = b.size() == 1;
-  if (a_vec) a.insert(a.begin(), Dim(1));
-  if (b_vec) b.push_back(Dim(1));
-  const Dim& k1 = a[a.size() - 1];
-  const Dim& k2 = b[b.size() - 2];
-  if (k1.is_static() && k2.is_static() && k1.value != k2.value)
-    c.fail("inner dimensions differ: " + shape_str(*sa) + " x " + shape_str(*sb));
-  Shape out = broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2), c);
-  if (!a_vec) out.push_back(a[a.size() - 2]);
-  if (!b_vec) out.push_back(b[b.size() - 1]);
-  return out;
+/// The integer products' two operands (inputs a, b), uint8 or int8, and their optional zero points
+/// (za, zb: of the operands' types).
+void require_int8_operands(const InferContext& c, size_t a, size_t za, size_t b, size_t zb, const char* names) {
+  c.require_dtype(a, kInt8s);
+  c.require_dtype(b, kInt8s);
+  if ((c.has_input(za) && c.input_dtype(za) != c.input_dtype(a)) ||
+      (c.has_input(zb) && c.input_dtype(zb) != c.input_dtype(b)))
+    c.fail(std::string("a zero point's type is not its operand's (") + names + ")");
+}
+
+/// QLinearMatMul's and QLinearConv's operands (0, 3), their scales (1, 4) and y's (6), each scale
+/// with its zero point after it; the output takes y's zero point's type.
+void require_qlinear_operands(const InferContext& c, const char* names) {
+  require_int8_operands(c, 0, 2, 3, 5, names);
+  for (size_t s : {1, 4, 6}) require_scale(c, s, s + 1);
+  c.require_dtype(7, kInt8s);
 }
 
 // int32 A·B of zero-point-shifted uint8/int8 operands.
 void infer_matmul_integer(InferContext& c) {
-  c.require_dtype(0, kInt8s);
-  c.require_dtype(1, kInt8s);
-  if (c.has_input(2) && c.input_dtype(2) != c.input_dtype(0)) c.fail("a_zero_point's type is not A's");
-  if (c.has_input(3) && c.input_dtype(3) != c.input_dtype(1)) c.fail("b_zero_point's type is not B's");
-  c.set_output(0, DType::Int32, matmul_shape(c, 0, 1));
+  require_int8_operands(c, 0, 2, 1, 3, "A, B");
+  c.set_output(0, DType::Int32, matmul_output_shape(c, 0, 1));
 }
 
 // a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point: the product requantized.
 void infer_qlinear_matmul(InferContext& c) {
-  c.require_dtype(0, kInt8s);
-  c.require_dtype(3, kInt8s);
-  for (size_t s : {1, 4, 6}) require_scale(c, s, s + 1);
-  if (c.input_dtype(2) != c.input_dtype(0)) c.fail("a_zero_point's type is not a's");
-  if (c.input_dtype(5) != c.input_dtype(3)) c.fail("b_zero_point's type is not b's");
-  c.require_dtype(7, kInt8s);
-  c.set_output(0, c.input_dtype(7), matmul_shape(c, 0, 3));
+  require_qlinear_operands(c, "a, b");
+  c.set_output(0, c.input_dtype(7), matmul_output_shape(c, 0, 3));
 }
 
 // x, w, x_zero_point, w_zero_point: an int32 convolution of the shifted operands.
 void infer_conv_integer(InferContext& c) {
-  c.require_dtype(0, kInt8s);
-  c.require_dtype(1, kInt8s);
-  if (c.has_input(2) && c.input_dtype(2) != c.input_dtype(0)) c.fail("x_zero_point's type is not x's");
-  if (c.has_input(3) && c.input_dtype(3) != c.input_dtype(1)) c.fail("w_zero_point's type is not w's");
+  require_int8_operands(c, 0, 2, 1, 3, "x, w");
   infer_conv_output(c, 0, 1, 8, DType::Int32);
 }
 
 // x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B (int32).
 void infer_qlinear_conv(InferContext& c) {
-  c.require_dtype(0, kInt8s);
-  c.require_dtype(3, kInt8s);
-  for (size_t s : {1, 4, 6}) require_scale(c, s, s + 1);
-  if (c.input_dtype(2) != c.input_dtype(0)) c.fail("x_zero_point's type is not x's");
-  if (c.input_dtype(5) != c.input_dtype(3)) c.fail("w_zero_point's type is not w's");
-  c.require_dtype(7, kInt8s);
+  require_qlinear_operands(c, "x, w");
   if (c.has_input(8)) c.require_dtype(8, {DType::Int32});
   infer_conv_output(c, 0, 3, 8, c.input_dtype(7));
 }

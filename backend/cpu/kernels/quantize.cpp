@@ -76,16 +76,34 @@ ScaleLayout checked_layout(const KernelContext& ctx, const Tensor& x, const Tens
   return quant::scale_layout(ctx, x.dims(), scale.dims(), axis, block);
 }
 
-void quantize_linear_kernel(KernelContext& ctx) {
+/// Quantize- and DequantizeLinear's x (input 0) with its scales and zero points (inputs 1, 2), and
+/// how they line up.
+struct Linear {
+  ScaleLayout layout;
+  std::vector<float> scale;
+  std::vector<int64_t> zp;
+};
+
+Linear linear_params(const KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
   const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
+  require_dims(ctx, ctx.output(0), x.dims());
+  Linear p;
+  p.layout = checked_layout(ctx, x, scale, zp);
+  p.scale.resize(static_cast<size_t>(scale.numel()));
+  for (int64_t i = 0; i < scale.numel(); ++i) p.scale[i] = static_cast<float>(scale.as_double(i));
+  p.zp = zp ? ints(*zp) : std::vector<int64_t>(p.scale.size(), 0);
+  return p;
+}
+
+void quantize_linear_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  require_dims(ctx, y, x.dims());
-  const ScaleLayout l = checked_layout(ctx, x, scale, zp);
-  std::vector<float> s(static_cast<size_t>(scale.numel()));
-  for (int64_t i = 0; i < scale.numel(); ++i) s[i] = static_cast<float>(scale.as_double(i));
-  const std::vector<int64_t> z = zp ? ints(*zp) : std::vector<int64_t>(s.size(), 0);
+  const Linear p = linear_params(ctx);
+  const ScaleLayout& l = p.layout;
+  const std::vector<float>& s = p.scale;
+  const std::vector<int64_t>& z = p.zp;
   int64_t lo, hi;
   quant::quantized_range(y.dtype(), lo, hi);
   // x / scale in float32, as the reference divides float32 by float32.
@@ -99,15 +117,12 @@ void quantize_linear_kernel(KernelContext& ctx) {
 
 void dequantize_linear_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const Tensor& scale = ctx.input(1);
-  const Tensor* zp = ctx.has_input(2) ? &ctx.input(2) : nullptr;
   Tensor& y = ctx.output(0);
-  require_dims(ctx, y, x.dims());
-  if (zp && zp->dtype() != x.dtype()) ctx.fail("the zero point's type is not x's");
-  const ScaleLayout l = checked_layout(ctx, x, scale, zp);
-  std::vector<float> s(static_cast<size_t>(scale.numel()));
-  for (int64_t i = 0; i < scale.numel(); ++i) s[i] = static_cast<float>(scale.as_double(i));
-  const std::vector<int64_t> z = zp ? ints(*zp) : std::vector<int64_t>(s.size(), 0);
+  if (ctx.has_input(2) && ctx.input(2).dtype() != x.dtype()) ctx.fail("the zero point's type is not x's");
+  const Linear p = linear_params(ctx);
+  const ScaleLayout& l = p.layout;
+  const std::vector<float>& s = p.scale;
+  const std::vector<int64_t>& z = p.zp;
   if (x.dtype() == DType::Int32)
     for (int64_t v : z)
       if (v != 0) ctx.fail("an int32 x must have a zero point of 0, got " + std::to_string(v));
