@@ -115,6 +115,16 @@ TEST(CpuDetection, BadBoxesNameTheNode) {
   EXPECT_NE(e.find("not finite"), std::string::npos) << e;
   e = error_of("RoiAlign", {feature_map(), floats({0, 0, 3e9f, 3e9f}, {1, 4}), int64s({0}, {1})}, {}, 16);
   EXPECT_NE(e.find("far larger than X"), std::string::npos) << e;
+  // A box of no width but absurd height: a zero-by-huge sample grid is still refused.
+  e = error_of("RoiAlign", {feature_map(), floats({1, 0, 1, 3e9f}, {1, 4}), int64s({0}, {1})}, {}, 16);
+  EXPECT_NE(e.find("far larger than X"), std::string::npos) << e;
   e = error_of("NonMaxSuppression", {floats({0, 0, 1, 1}, {1, 1, 4}), floats({1, 1}, {1, 1, 2})}, {}, 11);
   EXPECT_NE(e.find("scores must be [batches, classes, boxes]"), std::string::npos) << e;
+}
+
+TEST(CpuDetection, AnInvertedRoiSamplesNothing) {
+  // half_pixel keeps a box whose end is before its start: no samples, so every bin reads 0.
+  const Tensor got = run_node("RoiAlign", {feature_map(), floats({3, 3, 1, 1}, {1, 4}), int64s({0}, {1})},
+                              {attr("output_height", int64_t{2}), attr("output_width", int64_t{2})}, 16);
+  expect_close(got, floats(std::vector<float>(8, 0.0f), {1, 2, 2, 2}));
 }

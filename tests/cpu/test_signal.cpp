@@ -120,4 +120,12 @@ TEST(CpuSignal, MelWeightMatrixTriangles) {
       {8, 2, 2.0f / 3}, {9, 2, 1}, {10, 2, 2.0f / 3}, {11, 2, 1.0f / 3}};
   for (const auto& [j, i, v] : nonzero) want[static_cast<size_t>(j * 3 + i)] = v;
   expect_close(m, floats(want, {17, 3}));
+  // An upper edge far above Nyquist (the mel scale overflows to inf) is an error, not a cast of inf.
+  try {
+    run_node("MelWeightMatrix",
+             {scalar_int(3), scalar_int(32), scalar_int(1000), floats({50}, {}), floats({1e30f}, {})});
+    ADD_FAILURE() << "an upper edge of 1e30 Hz at a 1 kHz sample rate";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("above the Nyquist frequency"), std::string::npos) << e.what();
+  }
 }

@@ -92,11 +92,13 @@ void roi_align(KernelContext& ctx) {
     const double gw = ratio > 0 ? static_cast<double>(ratio) : std::ceil(bin_w);
     // A bounded sample table: a box vastly larger than X (a corrupt roi) is an error, not a hang.
     constexpr double kMaxSamples = 1 << 22;
-    if (std::max(gh, 0.0) * std::max(gw, 0.0) * static_cast<double>(oh * ow) > kMaxSamples)
+    if (gh > kMaxSamples || gw > kMaxSamples ||
+        std::max(gh, 0.0) * std::max(gw, 0.0) * static_cast<double>(oh) * static_cast<double>(ow) > kMaxSamples)
       ctx.fail("roi " + std::to_string(r) + " would take more than " +
                std::to_string(static_cast<int64_t>(kMaxSamples)) + " bilinear samples; its box is far larger than X");
-    const int64_t grid_h = std::max<int64_t>(static_cast<int64_t>(gh), 0);
-    const int64_t grid_w = std::max<int64_t>(static_cast<int64_t>(gw), 0);
+    // An empty or inverted box (possible with half_pixel) samples nothing: its bins read 0.
+    const int64_t grid_h = gh > 0 ? static_cast<int64_t>(gh) : 0;
+    const int64_t grid_w = gw > 0 ? static_cast<int64_t>(gw) : 0;
     const double count = static_cast<double>(std::max<int64_t>(grid_h * grid_w, 1));
     // The bins' samples, shared by every channel.
     std::vector<Sample> samples(static_cast<size_t>(oh * ow * grid_h * grid_w));

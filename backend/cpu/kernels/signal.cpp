@@ -77,7 +77,10 @@ Lines lines_of(const Tensor& x, int64_t axis) {
 
 /// e^(sign·2πi·k·t/n), the angle reduced first.
 inline void twiddle(int64_t k, int64_t t, int64_t n, double sign, double& c, double& s) {
-  const double a = sign * 2 * kPi * static_cast<double>((k % n) * (t % n) % n) / static_cast<double>(n);
+  // In 128 bits: k·t overflows int64 for transforms of more than about 3e9 points.
+  const auto r =
+      static_cast<unsigned __int128>(k) * static_cast<unsigned __int128>(t) % static_cast<unsigned __int128>(n);
+  const double a = sign * 2 * kPi * static_cast<double>(static_cast<uint64_t>(r)) / static_cast<double>(n);
   c = std::cos(a);
   s = std::sin(a);
 }
@@ -201,11 +204,11 @@ void mel_weight_matrix_kernel(KernelContext& ctx) {
   std::vector<int64_t> edge(static_cast<size_t>(mels + 2));
   for (int64_t i = 0; i < mels + 2; ++i) {
     const double f = 700 * std::expm1((static_cast<double>(i) * step + lo_mel) / 2595 * std::log(10.0));
-    edge[static_cast<size_t>(i)] =
-        static_cast<int64_t>(std::floor(static_cast<double>(len + 1) * f / static_cast<double>(rate)));
-    if (edge[static_cast<size_t>(i)] >= spectrum)
+    const double bin = std::floor(static_cast<double>(len + 1) * f / static_cast<double>(rate));
+    if (!(bin >= 0 && bin < static_cast<double>(spectrum)))  // also an overflow to inf, before the cast
       ctx.fail("upper_edge_hertz " + std::to_string(hi) + " is above the Nyquist frequency of sample_rate " +
                std::to_string(rate));
+    edge[static_cast<size_t>(i)] = static_cast<int64_t>(bin);
   }
   std::vector<double> m(static_cast<size_t>(spectrum * mels), 0.0);
   auto at = [&](int64_t j, int64_t i) -> double& { return m[static_cast<size_t>(j * mels + i)]; };
