@@ -4,6 +4,7 @@
 // units gives Y [seq, directions, batch, hidden] (layout 1: [batch, seq, directions, hidden]) and
 // the last states Y_h (and LSTM's Y_c) [directions, batch, hidden] (layout 1: [batch, directions,
 // hidden]).
+#include "ir/dim_math.h"
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
 #include "ir/ops/recurrent.h"
@@ -44,17 +45,19 @@ void infer_recurrent(InferContext& c) {
 
   int64_t hidden = cfg.hidden;
   if (hidden < 0 && c.input_shape(kR) && (*c.input_shape(kR))[2].is_static()) hidden = (*c.input_shape(kR))[2].value;
-  const int64_t d = cfg.directions, rows = hidden < 0 ? -1 : cfg.gates * hidden;
+  // hidden_size comes from the file: its products are checked, never wrapped.
+  const int64_t d = cfg.directions, rows = hidden < 0 ? -1 : dims::mul(cfg.gates, hidden, c, "hidden_size x gates");
   expect_dim(c, kW, 0, d, "W", "direction");
   expect_dim(c, kW, 1, rows, "W", "hidden_size x gates");
   expect_dim(c, kR, 0, d, "R", "direction");
   expect_dim(c, kR, 1, rows, "R", "hidden_size x gates");
   expect_dim(c, kR, 2, hidden, "R", "hidden_size");
   expect_dim(c, kB, 0, d, "B", "direction");
-  expect_dim(c, kB, 1, rows < 0 ? -1 : 2 * rows, "B", "2 x hidden_size x gates");
+  expect_dim(c, kB, 1, rows < 0 ? -1 : dims::mul(2, rows, c, "2 x hidden_size x gates"), "B",
+             "2 x hidden_size x gates");
   if (cfg.cell == Cell::Lstm && c.num_inputs() > kP) {
     expect_dim(c, kP, 0, d, "P", "direction");
-    expect_dim(c, kP, 1, hidden < 0 ? -1 : 3 * hidden, "P", "3 x hidden_size");
+    expect_dim(c, kP, 1, hidden < 0 ? -1 : dims::mul(3, hidden, c, "3 x hidden_size"), "P", "3 x hidden_size");
   }
   if (c.input_shape(kX) && c.input_shape(kW)) {
     const Dim& in = (*c.input_shape(kX))[2];

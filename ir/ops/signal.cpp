@@ -2,6 +2,7 @@
 // axis to an input), STFT and MelWeightMatrix: what audio front ends (spectrograms, log-mel
 // features) export to. Complex tensors are real ones with a trailing dim of 2 (real, imaginary);
 // a real signal may have a trailing dim of 1.
+#include "ir/dim_math.h"
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
 
@@ -72,7 +73,8 @@ void infer_dft(InferContext& c) {
   Shape out = *s;
   const Dim& n = (*s)[static_cast<size_t>(*axis)];
   Dim len = c.has_input(1) ? (length ? Dim(*length) : Dim()) : n;
-  if (!c.has_input(1) && inverse && onesided) len = n.is_static() ? Dim(2 * (n.value - 1)) : Dim();
+  if (!c.has_input(1) && inverse && onesided)
+    len = n.is_static() ? Dim(dims::mul(2, n.value - 1, c, "the inverse's length")) : Dim();
   if (inverse && onesided) {
     out[static_cast<size_t>(*axis)] = len;
     out.back() = Dim(1);

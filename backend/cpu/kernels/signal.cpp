@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cpu/kernels/common.h"
+#include "ir/dim_math.h"
 
 namespace fusec::cpu {
 
@@ -97,7 +98,9 @@ void dft_kernel(KernelContext& ctx) {
   if (axis < 0) axis += r;
   const bool inverse = ctx.attr_int("inverse") != 0, onesided = ctx.attr_int("onesided") != 0;
   const Lines in = lines_of(x, axis);
-  int64_t len = ctx.has_input(1) ? scalar_input(ctx, 1) : (inverse && onesided ? 2 * (in.n - 1) : in.n);
+  int64_t len = ctx.has_input(1)      ? scalar_input(ctx, 1)
+                : inverse && onesided ? dims::mul(2, in.n - 1, ctx, "the inverse's length")
+                                      : in.n;
   if (len < 1) ctx.fail("dft_length must be >= 1, got " + std::to_string(len));
   const int64_t lines = in.outer * in.inner;
   const int64_t out_n = inverse && onesided ? len : onesided ? len / 2 + 1 : len;
