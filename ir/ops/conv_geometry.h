@@ -152,8 +152,9 @@ inline std::vector<int64_t> unpooled_dims(const NodeAttrs& a, const std::vector<
   for (size_t i = 0; i < n; ++i) {
     if (k[i] < 1 || s[i] < 1) a.fail("kernel_shape and strides must be >= 1");
     if (in[i] < 0) continue;
-    out[i] =
-        dims::add(dims::mul(in[i] - 1, s[i], a, "the unpooled size"), k[i] - p[i] - p[i + n], a, "the unpooled size");
+    out[i] = dims::add(dims::mul(in[i] - 1, s[i], a, "the unpooled size"),
+                       dims::sub(dims::sub(k[i], p[i], a, "the unpooled size"), p[i + n], a, "the unpooled size"), a,
+                       "the unpooled size");
     if (out[i] < 0) a.fail("the pads leave a negative output size");
   }
   return out;
