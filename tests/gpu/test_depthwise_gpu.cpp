@@ -211,6 +211,26 @@ const std::vector<DwCase>& edge_cases() {
        .kw = 7,
        .pads = {3, 3, 3, 3},
        .act = "HardSwish"},
+      {.what = "C16 7x7 s1 p3, 37x61 (banded kernel: row and column tiles cut at both edges)",
+       .n = 1,
+       .c = 16,
+       .h = 37,
+       .w = 61,
+       .kh = 7,
+       .kw = 7,
+       .pads = {3, 3, 3, 3}},
+      {.what = "C16 5x5 s2 dilation 2, pads (2,4,3,1), 41x45, residual + SiLU",
+       .n = 2,
+       .c = 16,
+       .h = 41,
+       .w = 45,
+       .kh = 5,
+       .kw = 5,
+       .strides = {2, 2},
+       .pads = {2, 4, 3, 1},
+       .dil = {2, 2},
+       .act = "SiLU",
+       .residual = true},
       {.what = "C96 7x7 s1 p3, residual + GELU",
        .n = 1,
        .c = 96,
@@ -242,6 +262,29 @@ TEST(GpuDepthwise, EveryConfigurationMatchesTheReference) {
         SCOPED_TRACE(std::string(d.what) + ", configuration " + forced + " " + name + " at " + precision_name(p));
         expect_gpu_matches_cpu(make_case(d), p, -1, true, name);
       }
+  }
+}
+
+// The banded kernel multiplies whole column blocks by a band that is zero outside the window, and
+// 0·inf is NaN: a patch with a non-finite input takes the direct path instead, so that every output
+// whose window misses the inf or the NaN stays as the reference has it.
+TEST(GpuDepthwise, NonFiniteInputsReachOnlyTheirWindows) {
+  FUSEC_REQUIRE_GPU();
+  ScopedEnv nhwc("FUSEC_CHANNELS_LAST", "all");
+  const DwCase d = {.what = "C16 7x7 s1 p3", .n = 2, .c = 16, .h = 20, .w = 30, .kh = 7, .kw = 7, .pads = {3, 3, 3, 3}};
+  OpCase c = make_case(d);
+  float* x = c.inputs[0].data<float>();
+  x[((0 * 16 + 3) * 20 + 5) * 30 + 9] = INFINITY;  // image 0, channel 3
+  x[((1 * 16 + 12) * 20 + 17) * 30 + 26] = NAN;    // image 1, channel 12, near a corner
+  x[((1 * 16 + 12) * 20 + 2) * 30 + 2] = -INFINITY;
+  for (int i = 0; i < cuda::depthwise_config_count(); ++i) {
+    if (!cuda::depthwise_config_applies(d.shape(), DType::Float16, i)) continue;
+    const std::string forced = std::to_string(i + 1);
+    ScopedEnv force("FUSEC_CONV_DEPTHWISE", forced.c_str());
+    for (Precision p : {Precision::FP16, Precision::BF16}) {
+      SCOPED_TRACE(std::string("configuration ") + cuda::depthwise_config_name(i) + " at " + precision_name(p));
+      expect_gpu_matches_cpu(c, p, -1, true, cuda::depthwise_config_name(i));
+    }
   }
 }
 

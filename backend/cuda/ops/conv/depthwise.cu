@@ -1,5 +1,6 @@
-// The depthwise conv's kernels (depthwise.cuh): a tiled kernel for the common windows and a
-// generic one for the rest, both with the FusedConv epilogue.
+// The depthwise conv's FMA kernels (depthwise.cuh): a tiled kernel for the common windows and a
+// generic one for the rest, both with the FusedConv epilogue, and the configuration table that
+// also offers the banded tensor-core kernel (depthwise_mma.cu) at fp16 and bf16.
 //
 // The tiled kernel. A thread computes PW neighbouring output pixels of one row for one vector of
 // NV channels (16 or 8 bytes: 8 or 4 halves, 4 or 2 floats). For each window row it reads the
@@ -36,6 +37,7 @@
 
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/ops/conv/depthwise.cuh"
+#include "backend/cuda/ops/conv/depthwise_mma.cuh"
 #include "backend/cuda/ops/elementwise/epilogue_act.cuh"
 
 namespace fusec::cuda {
@@ -357,6 +359,13 @@ struct Config {
   int pixels;        // PW
   int threads;       // per block, at most: fewer where the kernel holds many registers, for occupancy
   int patch_rows = 0, patch_cols = 0;  // the shared-memory kernel's output patch
+  int mma_channels = 0, mma_row_tiles = 0, mma_col_tiles = 0;  // the banded tensor-core kernel's tile
+  bool banded() const { return mma_channels > 0; }
+  DepthwiseMmaTile mma_tile() const {
+    DepthwiseMmaTile t;
+    t.channels = mma_channels, t.row_tiles = mma_row_tiles, t.col_tiles = mma_col_tiles;
+    return t;
+  }
 };
 
 constexpr Config kConfigs[] = {
@@ -378,6 +387,15 @@ constexpr Config kConfigs[] = {
     // vector divides, would otherwise take the generic kernel, one channel group per thread.
     {"v4 p4 b256", 4, 4, 256},
     {"v4 p8 b256", 4, 8, 256},
+    // The banded kernel on tensor cores (depthwise_mma.cuh), fp16 and bf16: channels, then output
+    // rows x columns a block. 56, 28, 14 and 7 wide maps (ImageNet CNNs' stages) each have a tile.
+    {"mma c8 16x56", 0, 0, 0, 0, 0, 8, 1, 7},
+    {"mma c8 32x56", 0, 0, 0, 0, 0, 8, 2, 7},
+    {"mma c8 32x32", 0, 0, 0, 0, 0, 8, 2, 4},
+    {"mma c16 16x56", 0, 0, 0, 0, 0, 16, 1, 7},
+    {"mma c16 16x32", 0, 0, 0, 0, 0, 16, 1, 4},
+    {"mma c16 16x16", 0, 0, 0, 0, 0, 16, 1, 2},
+    {"mma c16 16x8", 0, 0, 0, 0, 0, 16, 1, 1},
 };
 constexpr int kConfigCount = static_cast<int>(sizeof(kConfigs) / sizeof(kConfigs[0]));
 
@@ -556,6 +574,7 @@ const char* depthwise_config_name(int config) {
 bool depthwise_config_applies(const DepthwiseShape& s, DType dtype, int config) {
   if (config < 0 || config >= kConfigCount || depthwise_refusal(s, dtype)) return false;
   const Config& cf = kConfigs[config];
+  if (cf.banded()) return depthwise_mma_takes(s, dtype, cf.mma_tile());
   if (cf.patch_rows > 0) {
     DwParams p{};
     dim3 grid, block;
@@ -576,6 +595,7 @@ bool launch_depthwise(const DepthwiseArgs& a, int config, cudaStream_t stream) {
   if (!depthwise_config_applies(a.s, a.dtype, config) || !a.x || !a.w || !a.y) return false;
   const DepthwiseShape& s = a.s;
   const Config& cf = kConfigs[config];
+  if (cf.banded()) return launch_depthwise_mma(a, cf.mma_tile(), stream);
   DwParams p{};
   p.x = a.x, p.w = a.w, p.bias = a.bias, p.z = a.z, p.y = a.y;
   p.h = static_cast<int>(s.h), p.w_in = static_cast<int>(s.w), p.c = static_cast<int>(s.c);

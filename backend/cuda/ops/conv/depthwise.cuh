@@ -39,6 +39,7 @@ struct DepthwiseArgs {
   DType dtype = DType::Undefined;  // storage of x, y, z and the bias: float32, float16 or bfloat16
   const void* x = nullptr;
   const float* w = nullptr;    // [kh][kw][c·m] float32
+  const void* band = nullptr;  // the banded kernel's fragments (depthwise_mma_band), or null
   const void* bias = nullptr;  // [c·m] or null
   const void* z = nullptr;     // like y, or null
   void* y = nullptr;
@@ -53,7 +54,8 @@ const char* depthwise_refusal(const DepthwiseShape& s, DType dtype);
 /// multiple of the vector), each a vector width, a number of output pixels per thread and a block
 /// size; then the shared-memory kernel's (a window 3, 5 or 7 wide and at most 7 high, stride 1, no
 /// dilation, M = 1, c·m a multiple of 32), each an output patch 8, 14 or 16 wide; then the tiled
-/// kernel's on channel pairs (2-byte storage). Their numbering is stable within a build of fusec.
+/// kernel's on channel pairs (2-byte storage); then the banded tensor-core kernel's (fp16 and bf16,
+/// depthwise_mma.cuh), each a block tile. Their numbering is stable within a build of fusec.
 int depthwise_config_count();
 const char* depthwise_config_name(int config);
 /// Whether `config` takes the shape (the launch also wants 16-byte aligned tensors).

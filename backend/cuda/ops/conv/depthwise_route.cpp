@@ -7,6 +7,7 @@
 
 #include "backend/cuda/core/check.h"
 #include "backend/cuda/core/constant_upload.h"
+#include "backend/cuda/ops/conv/depthwise_mma.cuh"
 #include "ir/switches.h"
 
 namespace fusec::cuda {
@@ -30,6 +31,10 @@ bool ConvDepthwiseRoute::plan(const DepthwiseShape& s, DType dtype, const ConvEp
   ConstantUploader up(stream);
   up.upload(as_krsc, w_.get(), DType::Float32, /*krsc=*/true);
   up.finish();
+  if (const std::vector<uint32_t> band = depthwise_mma_band(s, dtype, weights); !band.empty()) {
+    band_ = DeviceBuffer(band.size() * sizeof(uint32_t), "a depthwise conv's band fragments");
+    FUSEC_CUDA_CHECK(cudaMemcpy(band_.get(), band.data(), band.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
+  }
   return true;
 }
 
@@ -58,6 +63,7 @@ bool ConvDepthwiseRoute::run(int i, const void* x, const void* w, const void* b,
   a.dtype = dt_;
   a.x = x;
   a.w = static_cast<const float*>(w_.get());
+  a.band = band_.get();
   a.bias = bias_ ? b : nullptr;
   a.z = residual_ ? z : nullptr;
   a.y = y;

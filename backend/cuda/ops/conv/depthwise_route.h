@@ -54,7 +54,8 @@ class ConvDepthwiseRoute : public ConvRoute {
   DType dt_ = DType::Undefined;
   bool bias_ = false, residual_ = false;
   ActParams act_;
-  DeviceBuffer w_;  // [R][S][K] float32
+  DeviceBuffer w_;     // [R][S][K] float32
+  DeviceBuffer band_;  // the banded kernel's fragments (depthwise_mma.cuh), where it takes the shape
 };
 
 /// The route for a channels-last 2-D depthwise conv (group == C_in, one input channel per group)
