@@ -3,6 +3,9 @@
 #include <cuda_runtime_api.h>
 
 #include <filesystem>
+#include <map>
+#include <mutex>
+#include <utility>
 
 namespace fusec::cuda {
 
@@ -36,6 +39,21 @@ void throw_library_error(const char* library, int code, const std::string& text,
       std::string(library) + " error " + std::to_string(code) + ": " + text + " (" + where(call, file, line) + ")";
   if (out_of_memory) throw Error(ErrorKind::BadInput, "out of GPU memory: " + msg);
   throw Error(ErrorKind::Internal, msg);
+}
+
+void allow_dynamic_smem(const void* kernel, int bytes, const char* what) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, int> allowed;  // (kernel, device) -> bytes
+  int dev = 0;
+  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess)
+    throw_cuda_error(static_cast<int>(e), what, __FILE__, __LINE__);
+  std::lock_guard<std::mutex> lock(mu);
+  int& most = allowed[{kernel, dev}];
+  if (most >= bytes) return;
+  if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+      e != cudaSuccess)
+    throw_cuda_error(static_cast<int>(e), what, __FILE__, __LINE__);
+  most = bytes;
 }
 
 }  // namespace fusec::cuda

@@ -16,6 +16,11 @@ namespace fusec::cuda {
 [[noreturn]] void throw_library_error(const char* library, int code, const std::string& text, bool out_of_memory,
                                       const char* call, const char* file, int line);
 
+/// Lets `kernel` take `bytes` of dynamic shared memory past the default 48 KB on the current
+/// device: the attribute is per kernel and device, so it is set once for each pair (and again for a
+/// larger `bytes`). Throws, naming `what`, where the device refuses.
+void allow_dynamic_smem(const void* kernel, int bytes, const char* what);
+
 }  // namespace fusec::cuda
 
 #define FUSEC_CUDA_CHECK(expr)                                                                                     \

@@ -31,10 +31,9 @@
 // other short memory-bound kernels are (common.cuh).
 #include <algorithm>
 #include <cstring>
-#include <mutex>
-#include <set>
 #include <type_traits>
 
+#include "backend/cuda/core/check.h"
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/ops/conv/depthwise.cuh"
 #include "backend/cuda/ops/conv/depthwise_mma.cuh"
@@ -502,23 +501,9 @@ bool smem_tiles(const DepthwiseShape& s, const Config& cf, DwParams* p, dim3* gr
 template <typename T, int KW, int TW>
 void launch_smem_kw(const DwParams& p, dim3 grid, dim3 block, cudaStream_t s) {
   auto kernel = depthwise_smem_kernel<T, KW, TW, smem_strip(TW)>;
-  // More than 48 KB of dynamic shared memory needs an opt-in, per kernel and device: made once
-  // each, for the largest patch a configuration of this width stages (16 rows, kh <= 7).
-  static std::mutex mu;
-  static std::set<int> opted;
-  int dev = 0;
-  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess)
-    throw_cuda_error(static_cast<int>(e), "depthwise_smem_kernel", __FILE__, __LINE__);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!opted.count(dev)) {
-      const int most = static_cast<int>(smem_bytes(16, TW, 7, KW));
-      if (const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most);
-          e != cudaSuccess)
-        throw_cuda_error(static_cast<int>(e), "depthwise_smem_kernel (shared memory opt-in)", __FILE__, __LINE__);
-      opted.insert(dev);
-    }
-  }
+  // The largest patch a configuration of this width stages (16 rows, kh <= 7).
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), static_cast<int>(smem_bytes(16, TW, 7, KW)),
+                     "depthwise_smem_kernel (shared memory past 48 KB)");
   launch_pdl("depthwise_smem_kernel", kernel, grid, block, smem_bytes(p.th, TW, p.kh, KW), s, p);
 }
 

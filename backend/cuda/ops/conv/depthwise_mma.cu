@@ -23,10 +23,9 @@
 // whose patch holds a non-finite value (checked while staging) computes its outputs the direct way
 // instead, in fp32 from the staged patch, as the FMA kernels do.
 #include <algorithm>
-#include <mutex>
-#include <set>
 #include <type_traits>
 
+#include "backend/cuda/core/check.h"
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/core/mma_sync.cuh"
 #include "backend/cuda/ops/conv/depthwise_mma.cuh"
@@ -106,6 +105,8 @@ __device__ __forceinline__ float finish(float v, const T* bias, int c, const T* 
   return apply_act(v, act);
 }
 
+// Registers for 4 blocks a multiprocessor where a warp holds at most 16 accumulators, 3 up to 32,
+// else 2 (GpuDepthwise.Bandwidth: the 32-accumulator tiles ran slower held to 64 registers).
 template <typename T, int CH, int MT, int NT, int SW>
 __global__ void __launch_bounds__(kThreads, SW == 2 || CH / 8 * MT * NT > 8 ? 2
                                             : CH / 8 * MT * NT > 4          ? 3
@@ -315,22 +316,8 @@ template <typename T, int CH, int MT, int NT, int SW>
 void launch_tile(const MmaParams& p, dim3 grid, size_t smem, cudaStream_t s) {
   static_assert(sums_bytes(CH, MT, NT) <= kSmemCap, "the sums' tile fits the shared memory asked");
   auto kernel = depthwise_mma_kernel<T, CH, MT, NT, SW>;
-  // Past 48 KB of dynamic shared memory needs an opt-in, per kernel and device, made once each.
-  static std::mutex mu;
-  static std::set<int> opted;
-  int dev = 0;
-  if (const cudaError_t e = cudaGetDevice(&dev); e != cudaSuccess)
-    throw_cuda_error(static_cast<int>(e), "depthwise_mma_kernel", __FILE__, __LINE__);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!opted.count(dev)) {
-      if (const cudaError_t e =
-              cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmemCap));
-          e != cudaSuccess)
-        throw_cuda_error(static_cast<int>(e), "depthwise_mma_kernel (shared memory opt-in)", __FILE__, __LINE__);
-      opted.insert(dev);
-    }
-  }
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), static_cast<int>(kSmemCap),
+                     "depthwise_mma_kernel (shared memory past 48 KB)");
   launch_pdl("depthwise_mma_kernel", kernel, grid, dim3(kThreads), smem, s, p);
 }
 
