@@ -12,9 +12,9 @@
 // 1. It stages the input patch the outputs need into shared memory, channel-major (a channel's
 //    rows of columns, contiguous: ldmatrix's layout), zeros outside the image, from 16-byte loads
 //    of each pixel's channels.
-// 2. Each warp takes its channels: it builds the band fragments of every window row in registers
-//    from the route's fp32 [R][S][K] weights (rounded to the storage type, as every fp16 conv's
-//    weights are), then runs the products, A straight from the staged rows by ldmatrix.
+// 2. Each warp takes its channels: it loads its lanes' band fragments of every window row, built
+//    once at plan time from the weights rounded to the storage type (depthwise_mma_band), then
+//    runs the products, A straight from the staged rows by ldmatrix.
 // 3. The sums go through shared memory back to channels-last, and the epilogue (bias, residual,
 //    activation: epilogue_act.cuh, in fp32, one rounding at the store) writes 16-byte vectors.
 //
