@@ -15,7 +15,9 @@
 #include "backend/cuda/core/gpu_hold.cuh"
 #include "backend/cuda/core/tuning_cache.h"
 #include "backend/cuda/ops/conv/depthwise.cuh"
+#include "backend/cuda/ops/conv/depthwise_mma.cuh"
 #include "gpu_test_util.h"
+#include "ir/half.h"
 #include "ir/switches.h"
 
 using namespace fusec;
@@ -263,6 +265,51 @@ TEST(GpuDepthwise, EveryConfigurationMatchesTheReference) {
         expect_gpu_matches_cpu(make_case(d), p, -1, true, name);
       }
   }
+}
+
+// The banded kernel's fragments (host-built, no GPU needed): read back through the m16n8k16 B
+// layout (lane l holds column l / 4 at rows 2(l % 4) + {0, 1}, and 8 further), each window row's
+// product matrix must be the band B[k][j] = w[r][s] where k = SW·j + s·dw, zero elsewhere, in the
+// storage type, at both strides and with W dilation.
+TEST(GpuDepthwise, BandFragmentsFollowTheMmaLayout) {
+  struct Band {
+    int64_t kh, kw, sw, dw;
+  };
+  for (const Band b : {Band{2, 3, 1, 1}, Band{1, 7, 1, 1}, Band{1, 5, 2, 1}, Band{3, 3, 1, 3}, Band{1, 3, 2, 4}})
+    for (DType t : {DType::Float16, DType::BFloat16}) {
+      SCOPED_TRACE(std::to_string(b.kh) + "x" + std::to_string(b.kw) + " stride " + std::to_string(b.sw) +
+                   " dilation " + std::to_string(b.dw) + " " + dtype_name(t));
+      cuda::DepthwiseShape s;
+      s.batch = 1, s.c = 16, s.h = 20, s.w = 40, s.kh = b.kh, s.kw = b.kw, s.stride_w = b.sw, s.dil_w = b.dw;
+      s.oh = s.h - b.kh + 1, s.ow = (s.w - (b.kw - 1) * b.dw - 1) / b.sw + 1;
+      ASSERT_TRUE(cuda::depthwise_mma_shape_ok(s, t));
+      Tensor w = random_tensor(DType::Float32, {s.c, 1, b.kh, b.kw}, 1);
+      auto weight = [&](int64_t c, int64_t r, int64_t tap) { return float(1 + tap + 8 * r + 32 * (c % 8)); };
+      for (int64_t c = 0; c < s.c; ++c)
+        for (int64_t r = 0; r < b.kh; ++r)
+          for (int64_t tap = 0; tap < b.kw; ++tap) w.data<float>()[(c * b.kh + r) * b.kw + tap] = weight(c, r, tap);
+      const std::vector<uint32_t> band = cuda::depthwise_mma_band(s, t, w);
+      ASSERT_EQ(band.size(), size_t(s.c * b.kh * b.sw * 32 * 2));
+      auto value = [&](uint32_t bits) { return t == DType::Float16 ? half_to_float(bits) : bf16_to_float(bits); };
+      size_t at = 0;
+      for (int64_t c = 0; c < s.c; ++c)
+        for (int64_t r = 0; r < b.kh; ++r) {
+          float got[32][8] = {};  // rows k of the product (16 a K-step), columns j
+          for (int64_t q = 0; q < b.sw; ++q)
+            for (int lane = 0; lane < 32; ++lane)
+              for (int h = 0; h < 2; ++h) {
+                const uint32_t word = band[at++];
+                const int k = int(16 * q) + 8 * h + 2 * (lane % 4);
+                got[k][lane / 4] = value(word & 0xFFFFu), got[k + 1][lane / 4] = value(word >> 16);
+              }
+          for (int64_t k = 0; k < 16 * b.sw; ++k)
+            for (int64_t j = 0; j < 8; ++j) {
+              const int64_t d = k - b.sw * j;
+              const float want = d >= 0 && d % b.dw == 0 && d / b.dw < b.kw ? weight(c, r, d / b.dw) : 0.0f;
+              ASSERT_EQ(got[k][j], want) << "channel " << c << ", window row " << r << ", B[" << k << "][" << j << "]";
+            }
+        }
+    }
 }
 
 // The banded kernel multiplies whole column blocks by a band that is zero outside the window, and
