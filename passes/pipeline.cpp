@@ -18,6 +18,7 @@
 #include "passes/fuse_rotary.h"
 #include "passes/fuse_rotary_attention.h"
 #include "passes/fuse_skip_layernorm.h"
+#include "passes/fuse_squeeze_excite.h"
 #include "passes/infer_shapes.h"
 #include "passes/merge_qkv.h"
 #include "passes/recognize_gelu.h"
@@ -84,6 +85,9 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // The gated MLP's projections and gating -> GatedMatMul: after fuse_matmul_bias (a projection's
   // bias and a GELU gate are inside its FusedMatMul), before fuse_elementwise takes the gating.
   p.push_back(std::make_unique<FuseGatedMatMulPass>());
+  // Squeeze-and-excite blocks -> one node: after fuse_conv_activation (each layer is one FusedConv
+  // with its activation inside), before fuse_elementwise would take the broadcast Mul.
+  p.push_back(std::make_unique<FuseSqueezeExcitePass>());
   // Last: mops up the elementwise chains the specific fusions left, one kernel per region.
   p.push_back(std::make_unique<FuseElementwisePass>());
   return p;

@@ -197,6 +197,58 @@ void register_fused_schemas(OpRegistry& r) {
       })
       .set_doc("Y = act(MatMul(A, Wg) + bg) · (MatMul(A, Wv) + bv)");
 
+  // A squeeze-and-excite block (MobileNetV3, EfficientNet, RegNetY): X scaled per channel by a
+  // gate computed from X's mean over its spatial dims through two 1x1 convs. One node, so that a
+  // backend can run the pooling and both layers in one kernel and the scaling in a second.
+  OpSchema& se = r.add("SqueezeExcite", "ai.fusec").since(1).io(3, 5);
+  declare_activation(se);
+  se.attr("gate", AttrKind::String, AttrValue{std::string("Sigmoid")})
+      .attr("gate_params", AttrKind::Floats, AttrValue{std::vector<float>{}});
+  se.set_infer([](InferContext& c) {
+      c.require_float(0);
+      for (size_t i = 1; i < 5; ++i)
+        if (c.has_input(i) && c.input_dtype(i) != c.input_dtype(0)) c.fail("every input must have X's type");
+      const std::optional<Shape>& xs = c.input_shape(0);
+      if (xs && xs->size() < 3) c.fail("X must be [N, C, spatial...]");
+      // W1 [Cr, C, 1...] and W2 [C, Cr, 1...]: the two 1x1 convs over the pooled [N, C, 1...].
+      const std::optional<Shape>&w1 = c.input_shape(1), &w2 = c.input_shape(2);
+      for (const auto* w : {&w1, &w2}) {
+        if (!*w) continue;
+        if (xs && (*w)->size() != xs->size()) c.fail("the weights must have X's rank (1x1 conv weights)");
+        for (size_t d = 2; d < (*w)->size(); ++d)
+          if (!((**w)[d] == Dim(1))) c.fail("the weights must be 1x1 conv weights [out, in, 1...]");
+      }
+      auto same = [](const Dim& a, const Dim& b) { return !a.is_static() || !b.is_static() || a.value == b.value; };
+      if (w1 && w2 && w1->size() >= 2 && w2->size() >= 2 && (!same((*w1)[0], (*w2)[1]) || !same((*w1)[1], (*w2)[0])))
+        c.fail("W1 " + shape_str(*w1) + " and W2 " + shape_str(*w2) + " are not [Cr, C, 1...] and [C, Cr, 1...]");
+      if (xs && w1 && w1->size() >= 2 && !same((*xs)[1], (*w1)[1]))
+        c.fail("W1 " + shape_str(*w1) + " does not take X's " + (*xs)[1].str() + " channels");
+      for (size_t i : {size_t{3}, size_t{4}}) {
+        if (!c.has_input(i) || !c.input_shape(i)) continue;
+        const Shape& b = *c.input_shape(i);
+        const std::optional<Shape>& w = i == 3 ? w1 : w2;
+        if (b.size() != 1 || (w && !w->empty() && !same(b[0], (*w)[0])))
+          c.fail(std::string(i == 3 ? "B1" : "B2") + " must be 1-D, one value per output channel of its layer");
+      }
+      c.propagate(0);
+    })
+      .set_cost([](const CostContext& c) {
+        // X is read twice (the pooling, then the scaling); each layer is an [N, in] x [in, out]
+        // product; the activation runs on N x Cr values, the gate on N x C.
+        const auto& w1 = c.in_dims[1];
+        const double n = c.in_dims[0].empty() ? 1 : static_cast<double>(c.in_dims[0][0]);
+        const double cr = w1.size() > 1 ? static_cast<double>(w1[0]) : 0,
+                     ch = w1.size() > 1 ? static_cast<double>(w1[1]) : 0;
+        Cost k;
+        k.flops = 2 * c.in_numel(0) + 4 * n * cr * ch +
+                  n * cr * activation_flops(c.node.attr_string("activation", "")) +
+                  n * ch * activation_flops(c.node.attr_string("gate", "Sigmoid"));
+        k.bytes_read = c.all_in_bytes() + c.in_bytes(0);
+        k.bytes_written = c.all_out_bytes();
+        return k;
+      })
+      .set_doc("Y = X * gate(Conv(act(Conv(GlobalAveragePool(X), W1, B1)), W2, B2))");
+
   auto ln_like = [&](const char* name, int min_in, int max_in, int max_out, double flops_per_elem) -> OpSchema& {
     return r.add(name, "ai.fusec")
         .since(1)

@@ -51,9 +51,7 @@ float gelu(float x, bool tanh_approx) {
 /// Applies the node's `activation` in place, with the fused-epilogue formulas of
 /// backend/formulas.h that epilogue.cu also calls. Each case is its own inlined loop: an indirect
 /// call per element would cost more than the activation itself.
-void apply_activation(const KernelContext& ctx, Tensor& y) {
-  std::string act = ctx.attr_string("activation");
-  std::vector<float> p = ctx.attr_floats("activation_params");
+void apply_activation(const KernelContext& ctx, Tensor& y, const std::string& act, const std::vector<float>& p) {
   auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
   if (act.empty()) return;
   if (act == "Relu") return map_inplace(y, [](float x) { return fm::relu_nan_to_zero(x); });
@@ -76,6 +74,10 @@ void apply_activation(const KernelContext& ctx, Tensor& y) {
   if (act == "Gelu") return map_inplace(y, [](float x) { return gelu(x, false); });
   if (act == "GeluTanh") return map_inplace(y, [](float x) { return gelu(x, true); });
   ctx.fail("unknown activation '" + act + "'");
+}
+
+void apply_activation(const KernelContext& ctx, Tensor& y) {
+  apply_activation(ctx, y, ctx.attr_string("activation"), ctx.attr_floats("activation_params"));
 }
 
 void require_f32(const KernelContext& ctx, const Tensor& t) {
@@ -284,6 +286,36 @@ void gated_matmul(KernelContext& ctx) {
   });
 }
 
+/// Runs the standard op `op` on `ins` into `out`.
+void run_standard_on(const char* op, KernelContext& ctx, std::vector<const Tensor*> ins, Tensor* out) {
+  KernelContext inner(ctx.node(), standard_schema(op), kFusedBaseOpset, std::move(ins), {out});
+  standard_kernel(op)(inner);
+}
+
+/// SqueezeExcite (docs/ops.md) as the block it replaces runs: GlobalAveragePool, the first 1x1
+/// conv and its activation, the second and its gate, then the broadcast Mul.
+void squeeze_excite(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, squeeze_excite);
+  const Tensor& x = ctx.input(0);
+  require_f32(ctx, x);
+  const Tensor &w1 = ctx.input(1), &w2 = ctx.input(2);
+  if (x.rank() < 3 || w1.rank() != x.rank() || w2.rank() != x.rank() || w1.dim(1) != x.dim(1) ||
+      w2.dim(0) != x.dim(1) || w2.dim(1) != w1.dim(0))
+    ctx.fail("X " + dims_str(x.dims()) + ", W1 " + dims_str(w1.dims()) + " and W2 " + dims_str(w2.dims()) +
+             " are not [N, C, ...], [Cr, C, 1...] and [C, Cr, 1...]");
+  std::vector<int64_t> pooled_dims(x.rank(), 1), hidden_dims(x.rank(), 1);
+  pooled_dims[0] = hidden_dims[0] = x.dim(0);
+  pooled_dims[1] = x.dim(1);
+  hidden_dims[1] = w1.dim(0);
+  Tensor pooled(DType::Float32, pooled_dims), hidden(DType::Float32, hidden_dims), gate(DType::Float32, pooled_dims);
+  run_standard_on("GlobalAveragePool", ctx, {&x}, &pooled);
+  run_standard_on("Conv", ctx, {&pooled, &w1, ctx.has_input(3) ? &ctx.input(3) : nullptr}, &hidden);
+  apply_activation(ctx, hidden);
+  run_standard_on("Conv", ctx, {&hidden, &w2, ctx.has_input(4) ? &ctx.input(4) : nullptr}, &gate);
+  apply_activation(ctx, gate, ctx.attr_string("gate"), ctx.attr_floats("gate_params"));
+  binary_broadcast<float, float, float>(x, gate, ctx.output(0), [](float a, float b) { return a * b; });
+}
+
 }  // namespace
 
 void register_fused_kernels(KernelRegistry& r) {
@@ -295,6 +327,7 @@ void register_fused_kernels(KernelRegistry& r) {
   r.add("SimplifiedLayerNorm", simplified_layernorm, "ai.fusec");
   r.add("SkipSimplifiedLayerNorm", skip_simplified_layernorm, "ai.fusec", Writes::Every);
   r.add("Rotary", rotary, "ai.fusec");
+  r.add("SqueezeExcite", squeeze_excite, "ai.fusec");
 }
 
 }  // namespace fusec::cpu

@@ -52,6 +52,7 @@ const CudaOpRegistry& CudaOpRegistry::global() {
     register_rotary_ops(r);
     register_reduce_ops(r);
     register_pool_ops(r);
+    register_squeeze_excite_ops(r);
     register_movement_ops(r);
     return r;
   }();
