@@ -23,6 +23,7 @@ struct Shape4 {
   const char* act;
   const char* gate;
   bool biases;
+  const char* body = "Relu";  // the activation of the conv in front of the block
 };
 
 Value* weight(GraphBuilder& b, const std::string& name, std::vector<int64_t> d, uint64_t seed, double scale = 0.3) {
@@ -126,19 +127,23 @@ TEST(GpuSqueezeExcite, NchwAndOneDimensionalMapsMatchTheReference) {
   }
 }
 
-// Non-finite values reach the gates of their own image only.
+// Non-finite values reach the gates of their own image only. The conv in front has no activation
+// (the CPU's ReLU maps NaN to 0, cuDNN's passes it on), and SiLU carries them into the gates. The
+// later images are checked by what the block must give, not against the reference: on the lent
+// machine the CPU reference gave finite outputs for the image holding the NaN (this machine's
+// gives NaN, as fusec's CUDA run does).
 TEST(GpuSqueezeExcite, NonFiniteValuesStayInTheirImage) {
   FUSEC_REQUIRE_GPU();
-  const Shape4 s = {3, 16, 4, 6, 5, "Relu", "Sigmoid", true};
+  const Shape4 s = {3, 16, 4, 6, 5, "SiLU", "Sigmoid", true, ""};
   auto g = block(s);
   Tensor x = random_tensor(DType::Float32, {s.n, s.c, s.h, s.w}, 31);
   x.data<float>()[1 * s.c * s.h * s.w + 7] = std::numeric_limits<float>::infinity();
   x.data<float>()[2 * s.c * s.h * s.w + 3] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<Tensor> want = cpu::CpuBackend().compile(*g)->run({x});
   for (Precision p : {Precision::FP32, Precision::FP16}) {
     cuda::CudaOptions o;
     o.precision = p;
     auto exe = cuda::CudaBackend(o).compile_cuda(*g);
-    auto want = cpu::CpuBackend().compile(*g)->run({x});
     for (int run = 0; run < 2; ++run) {
       auto got = exe->run({x});
       const int64_t per = 8 * s.h * s.w;
@@ -151,13 +156,12 @@ TEST(GpuSqueezeExcite, NonFiniteValuesStayInTheirImage) {
       for (int64_t i = 0; i < per; ++i) ASSERT_TRUE(std::isfinite(gp[i])) << precision_name(p) << " value " << i;
       compare(g0, w0, default_tolerance(p),
               std::string("image 0 at ") + precision_name(p) + " run " + std::to_string(run));
-      for (int64_t img : {1, 2}) {  // each later image's outputs are as non-finite as the reference's
-        int64_t got_bad = 0, want_bad = 0;
-        for (int64_t i = img * per; i < (img + 1) * per; ++i) {
-          got_bad += !std::isfinite(gp[i]);
-          want_bad += !std::isfinite(wp[i]);
-        }
-        EXPECT_EQ(got_bad, want_bad) << precision_name(p) << " image " << img;
+      // An infinite or NaN input makes its image's mean non-finite, SiLU carries that into every
+      // hidden unit and so every gate: each output of images 1 and 2 is non-finite.
+      for (int64_t img : {1, 2}) {
+        int64_t bad = 0;
+        for (int64_t i = img * per; i < (img + 1) * per; ++i) bad += !std::isfinite(gp[i]);
+        EXPECT_EQ(bad, per) << precision_name(p) << " image " << img << " run " << run;
       }
     }
   }

@@ -1,6 +1,6 @@
-// CUDA entry point of ai.fusec SqueezeExcite (kernels in squeeze_excite.cu). The op owns the
-// per-channel sums and the per-image tickets its squeeze kernel keeps between launches (zeroed
-// once here; every launch leaves them zero), and takes the gates from the shared workspace.
+// CUDA entry point of ai.fusec SqueezeExcite (kernels in squeeze_excite.cu). The op owns the hidden
+// sums its two kernels pass between them and the ticket that zeroes them after (zeroed once here;
+// every launch leaves them zero).
 // It runs in whichever layout X is stored: channels-last inside a conv region, NCHW otherwise.
 #include <memory>
 #include <string>
@@ -19,8 +19,7 @@ namespace {
 class SqueezeExciteOp : public CudaOp {
  public:
   SqueezeExciteOp(SqueezeExciteArgs a, DeviceBuffer state) : a_(a), state_(std::move(state)) {
-    a_.sums = static_cast<float*>(state_.get());
-    a_.tickets = reinterpret_cast<unsigned*>(a_.sums + a_.n * a_.c);
+    a_.state = state_.get();
   }
   void launch(const LaunchArgs& l) override {
     SqueezeExciteArgs a = a_;
@@ -30,14 +29,12 @@ class SqueezeExciteOp : public CudaOp {
     a.b1 = l.inputs.size() > 3 && l.inputs[3].defined() ? l.inputs[3].data : nullptr;
     a.b2 = l.inputs.size() > 4 && l.inputs[4].defined() ? l.inputs[4].data : nullptr;
     a.y = l.outputs[0].data;
-    a.gates = static_cast<float*>(l.workspace);
     require_launched(launch_squeeze_excite(a, l.stream), "squeeze-excite");
   }
-  size_t workspace_bytes() const override { return static_cast<size_t>(a_.n * a_.c) * sizeof(float); }
   std::string kernel_name() const override {
     return std::string("squeeze-excite (") + dtype_name(a_.dtype) + (a_.nhwc ? " NHWC" : " NCHW") + ", " +
-           std::to_string(a_.blocks_per_image) + " squeeze blocks per image, " + activation_name(a_.act.act) + " / " +
-           activation_name(a_.gate.act) + ")";
+           std::to_string(a_.squeeze_chunks) + "/" + std::to_string(a_.scale_chunks) + " pixel chunks, " +
+           activation_name(a_.act.act) + " / " + activation_name(a_.gate.act) + ")";
   }
 
  private:
@@ -71,16 +68,15 @@ std::unique_ptr<CudaOp> make_squeeze_excite(const PlanContext& c, std::string* w
   for (size_t d = 2; d < x.size(); ++d) a.hw *= x[d];
   if (a.n < 1 || a.c < 1 || a.hw < 1) return refuse(why, "X is empty");
   if (a.n * a.c * a.hw >= (int64_t{1} << 31) - 1 || a.n > 65535) return refuse(why, "X holds 2^31 values or more");
-  // The squeeze kernel keeps a channel's sum and a squeezed channel's value in shared memory.
-  if ((a.c + a.cr) * static_cast<int64_t>(sizeof(float)) > 48 * 1024)
-    return refuse(why, "more than 12288 channels and squeezed channels together");
+  // The scaling kernel keeps the image's hidden units in shared memory.
+  if (a.cr > 10240) return refuse(why, "more than 10240 squeezed channels");
   if (!parse_activation(c.attr_string("activation"), c.attr_floats("activation_params"), &a.act))
     return refuse(why, "unknown activation '" + c.attr_string("activation") + "'");
   if (!parse_activation(c.attr_string("gate"), c.attr_floats("gate_params"), &a.gate))
     return refuse(why, "unknown gate '" + c.attr_string("gate") + "'");
-  a.blocks_per_image = squeeze_excite_blocks(a.n, a.c, a.hw, c.ctx().multiprocessors());
-  const size_t bytes = squeeze_excite_state_bytes(a.n, a.c);
-  DeviceBuffer state(bytes, "a squeeze-excite block's sums");
+  squeeze_excite_chunks(a.n, a.c, a.hw, c.ctx().multiprocessors(), &a.squeeze_chunks, &a.scale_chunks);
+  const size_t bytes = squeeze_excite_state_bytes(a.n, a.cr);
+  DeviceBuffer state(bytes, "a squeeze-excite block's hidden sums");
   FUSEC_CUDA_CHECK(cudaMemset(state.get(), 0, bytes));
   return std::make_unique<SqueezeExciteOp>(a, std::move(state));
 }

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# On the lent GPU: what one pass is worth on whole models. Each model (scripts/export_zoo.py's
+# names, dynamo unless EXPORT=legacy) is optimized twice at the batch it runs, with every pass and
+# with PASS skipped (`fusec optimize --skip PASS`); then `fusec bench --no-compare` of the two
+# files, alternating for ROUNDS rounds so clock drift hits both alike; each side's best median
+# is printed (the bench JSON stays in $ZOO).
+#   PASS=fuse_squeeze_excite bash scripts/lab/pass_ab.sh efficientnet_b0 mobilenet_v3_large
+# Needs the bundle unpacked in /tmp/fusec (scripts/gpu_check.sh does it) and torch on the machine.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+: "${PASS:?PASS=the pass to measure}"
+zoo=${ZOO:-/tmp/fusec-zoo-ab}
+form=${EXPORT:-dynamo}
+batch=${BATCH:-16}
+rounds=${ROUNDS:-2}
+fusec=${FUSEC:-/tmp/fusec/bin/fusec}
+mkdir -p "$zoo"
+printf '%-22s %12s %12s %8s\n' model "with ms" "skipped ms" ratio
+for m in "$@"; do
+  model=$zoo/$m.$form.onnx
+  if [ ! -f "$model" ]; then
+    python3 scripts/export_zoo.py --models "$m" --exports "$form" --out "$zoo" --skip-reference > "$zoo/export_$m.log" 2>&1 ||
+      { echo "pass_ab: export of $m failed"; tail -3 "$zoo/export_$m.log"; continue; }
+  fi
+  "$fusec" optimize "$model" -o "$zoo/$m.with.onnx" --batch "$batch" > "$zoo/opt_$m.with.log" 2>&1 &&
+    "$fusec" optimize "$model" -o "$zoo/$m.skip.onnx" --batch "$batch" --skip "$PASS" > "$zoo/opt_$m.skip.log" 2>&1 ||
+    { echo "pass_ab: optimize $m failed"; continue; }
+  for r in $(seq "$rounds"); do
+    for side in with skip; do
+      "$fusec" bench "$zoo/$m.$side.onnx" --batch "$batch" --precision "${PRECISION:-fp16}" --no-compare --quiet \
+        --duration "${DURATION:-2}" --json "$zoo/$m.$side.$r.json" > /dev/null 2>&1 || echo "pass_ab: bench $m $side failed"
+    done
+  done
+  python3 - "$zoo" "$m" "$rounds" <<'PY'
+import json, sys
+zoo, m, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def best(side):
+    ms = []
+    for r in range(1, rounds + 1):
+        try:
+            doc = json.load(open(f"{zoo}/{m}.{side}.{r}.json"))
+        except (OSError, ValueError):
+            continue
+        # the first variant's median (bench --no-compare runs the file as given)
+        v = doc["variants"][0] if "variants" in doc else doc
+        ms.append(v["latency_ms"]["median"] if "latency_ms" in v else v["median_ms"])
+    return min(ms) if ms else float("nan")
+w, s = best("with"), best("skip")
+print(f"{m:22s} {w:12.4f} {s:12.4f} {w / s:8.3f}")
+PY
+done
