@@ -210,7 +210,8 @@ const std::vector<std::pair<std::string, std::string>>& gpu_kernel_families() {
       t.emplace_back("", op);
     for (const char* op :
          {"Attention", "FusedConv", "FusedElementwise", "FusedMatMul", "GatedMatMul", "Gelu", "LayerNormGelu",
-          "LayerNormalization", "Rotary", "SimplifiedLayerNorm", "SkipLayerNorm", "SkipSimplifiedLayerNorm"})
+          "LayerNormalization", "Rotary", "SimplifiedLayerNorm", "SkipLayerNorm", "SkipSimplifiedLayerNorm",
+          "SqueezeExcite"})
       t.emplace_back("ai.fusec", op);
     std::sort(t.begin(), t.end());
     return t;
