@@ -145,6 +145,16 @@ __device__ __forceinline__ void store_vec(T* p, const float (&o)[V]) {
   *reinterpret_cast<Pack<T, V>*>(p) = pk;
 }
 
+// ---- warp reductions ----
+
+/// The sum of v over the warp's 32 lanes, in every lane (a butterfly: every lane adds in the same
+/// order, so all 32 hold the same bits). Every lane must take part.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 /// 16 bytes from global src into shared memory (address `smem` in the shared window) with cp.async,
 /// through L2 only. With !valid nothing is read, whatever src is, and the 16 bytes are zeros.
 __device__ __forceinline__ void cp_async16(uint32_t smem, const void* src, bool valid) {

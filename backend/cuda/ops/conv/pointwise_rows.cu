@@ -8,12 +8,6 @@ namespace {
 
 constexpr int kWarps = 8;
 
-__device__ __forceinline__ float warp_total(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // Rows a warp takes at once: their loads are all in flight together. One row at a time put the
 // L2 latency of every row's loads, its shuffle tree and its store in series (10 µs for 16 rows).
 constexpr int kRowGroup = 16;
@@ -53,7 +47,7 @@ __global__ void __launch_bounds__(kWarps * 32) pointwise_rows_kernel(PointwiseRo
     float mine = 0.0f;
 #pragma unroll
     for (int r = 0; r < kRowGroup; ++r) {
-      const float t = warp_total(s[r]);
+      const float t = warp_sum(s[r]);
       mine = lane == r ? t : mine;
     }
     const int m = m0 + lane;

@@ -27,12 +27,6 @@ namespace fusec::cuda {
 
 namespace {
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 /// Sum over an aligned group of `width` lanes (a power of two up to 32). Every lane of the warp
 /// takes part, whichever row it has.
 __device__ __forceinline__ float group_sum(float v, int width) {

@@ -10,12 +10,6 @@ namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / 32, kSlice = kSqueezeExciteSlice;
 
-__device__ __forceinline__ float warp_total(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 __host__ __device__ inline int64_t slices_of(int64_t c) { return (c + kSlice - 1) / kSlice; }
 
 /// The kernels' view of the op's state (squeeze_excite_state_bytes).
@@ -123,7 +117,7 @@ __global__ void __launch_bounds__(kThreads) squeeze_kernel(SqueezeExciteArgs a) 
       float acc = 0.0f;
 #pragma unroll 4
       for (int64_t p = p0 + lane; p < p1; p += 32) acc += to_compute(row[p]);
-      acc = warp_total(acc);
+      acc = warp_sum(acc);
       if (lane == 0) part[ch] = acc;
     }
   }
