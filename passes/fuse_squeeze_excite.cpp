@@ -94,21 +94,11 @@ Value* spatial_mean_source(const Value* p) {
   if (!is_op(n, "ReduceMean") || n->attr_int("keepdims", 1) != 1) return nullptr;
   const Shape* xs = known_rank(n->input(0));
   if (!xs || xs->size() < 3) return nullptr;
-  std::vector<int64_t> axes = n->attr_ints("axes", {});
-  if (n->inputs.size() > 1 && n->input(1)) {
-    const Tensor* t = constant_of(n->input(1));
-    if (!t) return nullptr;
-    axes.clear();
-    for (int64_t i = 0; i < t->numel(); ++i) axes.push_back(static_cast<int64_t>(t->as_double(i)));
-  }
   const int64_t rank = static_cast<int64_t>(xs->size());
-  std::vector<bool> seen(static_cast<size_t>(rank), false);
-  for (int64_t a : axes) {
-    if (a < 0) a += rank;
-    if (a < 2 || a >= rank || seen[static_cast<size_t>(a)]) return nullptr;
-    seen[static_cast<size_t>(a)] = true;
-  }
-  return static_cast<int64_t>(axes.size()) == rank - 2 ? n->input(0) : nullptr;
+  std::string why;
+  const std::optional<std::vector<int64_t>> axes = reduced_axes(n, rank, &why);
+  if (!axes || static_cast<int64_t>(axes->size()) != rank - 2 || axes->front() != 2) return nullptr;
+  return n->input(0);
 }
 
 bool fuse_at(Rewriter& r, Node* mul) {

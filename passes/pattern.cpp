@@ -43,6 +43,37 @@ std::optional<std::vector<int64_t>> reshape_target(const Shape& in, const Shape&
 
 const Shape* known_rank(const Value* v) { return v && v->type.shape ? &*v->type.shape : nullptr; }
 
+std::optional<std::vector<int64_t>> reduced_axes(const Node* r, int64_t rank, std::string* why) {
+  std::vector<int64_t> axes;
+  if (r->has_attr("axes")) {
+    axes = r->attr_ints("axes");
+  } else if (Value* a = r->input(1)) {
+    const Tensor* t = constant_of(a);
+    if (!t) {
+      *why = describe(r) + " takes its axes from '" + a->name + "', which is not a constant";
+      return std::nullopt;
+    }
+    axes = t->to_int64_vector();
+  }
+  if (axes.empty()) {
+    if (r->attr_int("noop_with_empty_axes", 0)) {
+      *why = describe(r) + " reduces nothing (noop_with_empty_axes=1 and no axes)";
+      return std::nullopt;
+    }
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  }
+  for (auto& a : axes) {
+    if (a < -rank || a >= rank) {
+      *why = describe(r) + " has axis " + std::to_string(a) + " out of range for rank " + std::to_string(rank);
+      return std::nullopt;
+    }
+    if (a < 0) a += rank;
+  }
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
 bool same_dim(const Dim& a, const Dim& b) {
   if (a.is_static() || b.is_static()) return a.value == b.value;
   return !a.symbol.empty() && a.symbol == b.symbol;

@@ -33,6 +33,10 @@ std::optional<std::vector<int64_t>> reshape_target(const Shape& in, const Shape&
 /// `v`'s shape when its rank is known, else nullptr; its dims may be symbolic (a batch the model
 /// leaves open) or unknown.
 const Shape* known_rank(const Value* v);
+/// The axes a reduction (ReduceMean and its kin) reduces over an input of rank `rank`, from its
+/// `axes` attribute or constant input (none: every axis), normalized and sorted; nullopt with
+/// `why` set when they are not constant, out of range, or none with noop_with_empty_axes.
+std::optional<std::vector<int64_t>> reduced_axes(const Node* r, int64_t rank, std::string* why);
 /// Whether two dims are the same for every binding: equal static values or the same symbol.
 bool same_dim(const Dim& a, const Dim& b);
 /// Whether two values have the same shape for every binding (same rank, every dim same_dim) and

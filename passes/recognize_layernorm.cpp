@@ -225,38 +225,6 @@ bool match_rms(Node* r, NormMatch& m) {
 
 // ---- guards ----
 
-/// The axes a ReduceMean reduces, normalized and sorted, for an input of rank `rank`.
-std::optional<std::vector<int64_t>> reduced_axes(const Node* r, int64_t rank, std::string* why) {
-  std::vector<int64_t> axes;
-  if (r->has_attr("axes")) {
-    axes = r->attr_ints("axes");
-  } else if (Value* a = r->input(1)) {
-    const Tensor* t = constant_of(a);
-    if (!t) {
-      *why = describe(r) + " takes its axes from '" + a->name + "', which is not a constant";
-      return std::nullopt;
-    }
-    axes = t->to_int64_vector();
-  }
-  if (axes.empty()) {
-    if (r->attr_int("noop_with_empty_axes", 0)) {
-      *why = describe(r) + " reduces nothing (noop_with_empty_axes=1 and no axes)";
-      return std::nullopt;
-    }
-    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
-  }
-  for (auto& a : axes) {
-    if (a < -rank || a >= rank) {
-      *why = describe(r) + " has axis " + std::to_string(a) + " out of range for rank " + std::to_string(rank);
-      return std::nullopt;
-    }
-    if (a < 0) a += rank;
-  }
-  std::sort(axes.begin(), axes.end());
-  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
-  return axes;
-}
-
 /// Sets m.axis from the ReduceMeans, or says why they do not reduce the trailing axes alike.
 std::string check_reduces(NormMatch& m) {
   int64_t rank = rank_of(m.x);

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/ops/elementwise/epilogue_act.cuh"
@@ -248,19 +249,11 @@ bool launch_squeeze_excite(const SqueezeExciteArgs& a, cudaStream_t s) {
       slices_of(a.c) * std::max(a.squeeze_chunks, a.scale_chunks) > INT32_MAX ||
       a.cr * static_cast<int64_t>(sizeof(float)) > 40 * 1024 || !a.state)
     return false;
-  switch (a.dtype) {
-    case DType::Float32:
-      launch_t<float>(a, s);
-      return true;
-    case DType::Float16:
-      launch_t<__half>(a, s);
-      return true;
-    case DType::BFloat16:
-      launch_t<__nv_bfloat16>(a, s);
-      return true;
-    default:
-      return false;
-  }
+  if (a.dtype == DType::Float64) return false;  // kernels for fp32, fp16 and bf16 storage
+  return dispatch_float_storage(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, double>) launch_t<T>(a, s);
+  });
 }
 
 }  // namespace fusec::cuda
