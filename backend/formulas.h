@@ -10,8 +10,10 @@
 //    or double; integers where the op takes them), NaN kept where ONNX keeps it;
 //  - fused-epilogue semantics (the `activation` of FusedConv/FusedMatMul and LayerNormGelu:
 //    fused.cpp on the CPU, epilogue.cu, norm.cu and sgemm_core.cuh on the GPU): float32 only,
-//    written as those kernels have always computed them (Relu maps NaN to 0, Sigmoid is the
-//    direct 1 / (1 + e^-x)).
+//    written as those kernels have always computed them (Sigmoid is the direct 1 / (1 + e^-x)).
+//    Relu, LeakyRelu, Clip, HardSigmoid and HardSwish take the standalone templates: a fused
+//    activation keeps a NaN where the op it replaces keeps it, so fusing never turns a NaN into a
+//    number.
 // Where two places compute "the same" function with different arithmetic (GELU alone has eight:
 // in double or float, erf or erfc or a fitted erfc, x/√2 or x·(1/√2), two roundings of √(2/π)),
 // each variant is its own named function here, with what tells it apart: this file moves no bit
@@ -174,10 +176,6 @@ FUSEC_HD float gelu_tanh_f32(float x, float k = 0.797884560802865356f) {
 
 // ---- fused-epilogue semantics (fused.cpp, epilogue.cu, norm.cu, sgemm_core.cuh), float32 ----
 
-/// NaN -> 0 (unlike relu).
-FUSEC_HD float relu_nan_to_zero(float x) { return x > 0.0f ? x : 0.0f; }
-/// Tests x >= 0 (relu tests x < 0): a NaN goes through alpha · x.
-FUSEC_HD float leaky_relu_ge(float x, float alpha) { return x >= 0.0f ? x : alpha * x; }
 /// 1 / (1 + e^-x), direct: e^-x overflows to inf for x < -88, giving 0.
 FUSEC_HD float sigmoid_direct(float x) { return 1.0f / (1.0f + exp(-x)); }
 FUSEC_HD float silu(float x) { return x * (1.0f / (1.0f + exp(-x))); }
@@ -199,17 +197,6 @@ FUSEC_HD float sigmoid_fast_f32(float x) {
 #endif
 }
 FUSEC_HD float silu_fast_f32(float x) { return x * sigmoid_fast_f32(x); }
-/// max(0, min(1, v)); NaN -> 1. std::max/std::min on the host, fmaxf/fminf on the device, as
-/// each side computed it before this was shared.
-FUSEC_HD float saturate01(float v) {
-#ifdef __CUDA_ARCH__
-  return fmaxf(0.0f, fminf(1.0f, v));
-#else
-  return std::max(0.0f, std::min(1.0f, v));
-#endif
-}
-FUSEC_HD float hard_sigmoid_sat(float x, float alpha, float beta) { return saturate01(alpha * x + beta); }
-FUSEC_HD float hard_swish_sat(float x) { return x * saturate01(x / 6.0f + 0.5f); }
 /// GELU, 0.5·x·(1 + erf(x / √2)), in float, dividing by √2 (0x3fb504f3, which std::sqrt(2.0f)
 /// also gives): fused.cpp and norm.cu.
 FUSEC_HD float gelu_erf_f32(float x) { return 0.5f * x * (1.0f + erf(x / 1.41421356237f)); }

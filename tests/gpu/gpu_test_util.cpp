@@ -43,9 +43,6 @@ double default_tolerance(Precision p) {
   return 1e-5;
 }
 
-namespace {
-
-/// One context for the whole suite: creating cuDNN/cuBLASLt handles per case would dominate.
 std::shared_ptr<cuda::Context> shared_context() {
   static std::shared_ptr<cuda::Context> ctx = std::make_shared<cuda::Context>(0);
   return ctx;
@@ -72,8 +69,6 @@ std::unique_ptr<Graph> build_case(const OpCase& c, std::vector<Tensor>* feeds) {
   for (Value* v : b.node_n(c.op, ins, c.num_outputs, c.attrs, "node_under_test", c.domain)) b.output(v);
   return b.build();
 }
-
-}  // namespace
 
 void compare(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
   ASSERT_EQ(got.dtype(), want.dtype()) << what;

@@ -36,6 +36,13 @@ struct OpCase {
   size_t num_outputs = 1;
 };
 
+/// One CUDA context for the whole suite: creating cuDNN/cuBLASLt handles per case would dominate.
+std::shared_ptr<cuda::Context> shared_context();
+
+/// The case's one-node graph (its node is named "node_under_test"); the inputs that are not
+/// constants are appended to `feeds`.
+std::unique_ptr<Graph> build_case(const OpCase& c, std::vector<Tensor>* feeds);
+
 /// Tolerance for a precision, relative to the output's largest magnitude (the figures).
 double default_tolerance(Precision p);
 

@@ -2,8 +2,11 @@
 // positive case checks the fused node (name, output value, attributes) and numbers against the
 // unfused graph; each guard has a near-miss case that leaves the graph unchanged.
 #include <cfloat>
+#include <cmath>
+#include <limits>
 #include <random>
 
+#include "backend/cpu/cpu_backend.h"
 #include "ir/half.h"
 
 #include "passes/fuse_conv_activation.h"
@@ -192,6 +195,55 @@ TEST(FuseConvActivation, ConvVariants) {
   three_d.spatial = {3, 4, 5}, three_d.kernel = {1, 3, 3};
   for (const ConvSpec& s : {depthwise, grouped, no_bias, one_d, three_d})
     expect_activation(conv_act_graph(s, "Relu"), "Relu", {});
+}
+
+// A NaN or an infinity in x reaches the same outputs, as the same values, with the activation fused
+// as without it: fusing must not turn a NaN into a number (ReLU's max, HardSigmoid's saturation).
+TEST(FuseConvActivation, NonFiniteValuesComeOutAsTheUnfusedGraphGivesThem) {
+  struct Case {
+    std::string op;
+    std::vector<NamedAttribute> attrs;
+    int64_t opset;
+    std::vector<Tensor> extra;
+  };
+  const std::vector<Case> cases = {
+      {"Relu", {}, 17, {}},
+      {"LeakyRelu", {attr("alpha", 0.2f)}, 17, {}},
+      {"Clip", {}, 17, {floats({-0.5f}, {}), floats({0.5f}, {})}},
+      {"HardSigmoid", {attr("alpha", 0.3f), attr("beta", 0.4f)}, 17, {}},
+      {"HardSwish", {}, 17, {}},
+      {"Sigmoid", {}, 17, {}},
+      {"Tanh", {}, 17, {}},
+      {"Gelu", {}, 20, {}},
+  };
+  ConvSpec s;
+  s.spatial = {7, 7};
+  Tensor x = random_tensor({s.n, s.c, 7, 7}, 5);
+  float* xp = x.data<float>();
+  xp[10] = std::numeric_limits<float>::quiet_NaN();            // image 0
+  xp[s.c * 49 + 30] = std::numeric_limits<float>::infinity();  // image 1
+  xp[s.c * 49 + 2 * 49 + 3] = -std::numeric_limits<float>::infinity();
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.op);
+    Outcome f = fuse(conv_act_graph(s, c.op, c.attrs, c.opset, c.extra));
+    expect_one_fused(f);
+    const Tensor want = cpu::CpuBackend().compile(*f.original)->run({x})[0];
+    const Tensor got = cpu::CpuBackend().compile(*f.optimized)->run({x})[0];
+    ASSERT_EQ(got.numel(), want.numel());
+    int64_t non_finite = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const float w = want.data<float>()[i], g = got.data<float>()[i];
+      non_finite += !std::isfinite(w);
+      if (std::isnan(w)) {
+        EXPECT_TRUE(std::isnan(g)) << "element " << i << " is " << g << ", unfused NaN";
+      } else if (std::isinf(w)) {
+        EXPECT_EQ(g, w) << "element " << i;
+      } else {
+        EXPECT_NEAR(g, w, 1e-5 + 1e-5 * std::fabs(w)) << "element " << i;
+      }
+    }
+    EXPECT_GT(non_finite, 0) << "the input's NaN must reach some output";
+  }
 }
 
 // ---- Conv -> Add(residual) [-> activation] ---------------------------------------------------

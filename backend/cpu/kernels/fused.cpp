@@ -54,10 +54,10 @@ float gelu(float x, bool tanh_approx) {
 void apply_activation(const KernelContext& ctx, Tensor& y, const std::string& act, const std::vector<float>& p) {
   auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
   if (act.empty()) return;
-  if (act == "Relu") return map_inplace(y, [](float x) { return fm::relu_nan_to_zero(x); });
+  if (act == "Relu") return map_inplace(y, [](float x) { return fm::relu(x); });
   if (act == "LeakyRelu") {
     float a = param(0, 0.01f);
-    return map_inplace(y, [a](float x) { return fm::leaky_relu_ge(x, a); });
+    return map_inplace(y, [a](float x) { return fm::leaky_relu(x, a); });
   }
   if (act == "Clip") {
     float lo = param(0, -INFINITY), hi = param(1, INFINITY);
@@ -67,9 +67,9 @@ void apply_activation(const KernelContext& ctx, Tensor& y, const std::string& ac
   if (act == "Tanh") return map_inplace(y, [](float x) { return std::tanh(x); });
   if (act == "HardSigmoid") {
     float a = param(0, 0.2f), b = param(1, 0.5f);
-    return map_inplace(y, [a, b](float x) { return fm::hard_sigmoid_sat(x, a, b); });
+    return map_inplace(y, [a, b](float x) { return fm::hard_sigmoid(x, a, b); });
   }
-  if (act == "HardSwish") return map_inplace(y, [](float x) { return fm::hard_swish_sat(x); });
+  if (act == "HardSwish") return map_inplace(y, [](float x) { return fm::hard_swish(x); });
   if (act == "SiLU") return map_inplace(y, [](float x) { return fm::silu(x); });
   if (act == "Gelu") return map_inplace(y, [](float x) { return gelu(x, false); });
   if (act == "GeluTanh") return map_inplace(y, [](float x) { return gelu(x, true); });

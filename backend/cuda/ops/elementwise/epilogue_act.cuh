@@ -24,9 +24,9 @@ __device__ __forceinline__ float apply_act(float x, ActParams a) {
     case Act::None:
       return x;
     case Act::Relu:
-      return fm::relu_nan_to_zero(x);
+      return fm::relu(x);
     case Act::LeakyRelu:
-      return fm::leaky_relu_ge(x, a.p0);
+      return fm::leaky_relu(x, a.p0);
     case Act::Clip:
       return fm::clamp(x, a.p0, a.p1);
     case Act::Sigmoid:
@@ -34,9 +34,9 @@ __device__ __forceinline__ float apply_act(float x, ActParams a) {
     case Act::Tanh:
       return tanhf(x);
     case Act::HardSigmoid:
-      return fm::hard_sigmoid_sat(x, a.p0, a.p1);
+      return fm::hard_sigmoid(x, a.p0, a.p1);
     case Act::HardSwish:
-      return fm::hard_swish_sat(x);
+      return fm::hard_swish(x);
     case Act::SiLU:
       return fm::silu_fast_f32(x);
     case Act::Gelu:

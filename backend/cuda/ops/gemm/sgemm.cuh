@@ -19,7 +19,7 @@
 
 namespace fusec::cuda {
 
-enum class SgemmAct : int { None, Relu, GeluErf };  // Relu maps NaN to 0, as the CPU reference
+enum class SgemmAct : int { None, Relu, GeluErf };  // Relu keeps NaN, as the CPU reference
 
 struct SgemmArgs : GemmOperands<float> {
   SgemmAct act = SgemmAct::None;

@@ -68,12 +68,12 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-// The epilogue activations are backend/formulas.h's: ReLU maps NaN to 0 as the CPU's FusedMatMul
+// The epilogue activations are backend/formulas.h's: ReLU keeps NaN as the CPU's FusedMatMul
 // does, and GELU is gelu_erfc_fit_f32, a branch-free Chebyshev fit (why, and how close: there).
 __device__ __forceinline__ float activate(float x, SgemmAct act) {
   switch (act) {
     case SgemmAct::Relu:
-      return formulas::relu_nan_to_zero(x);
+      return formulas::relu(x);
     case SgemmAct::GeluErf:
       return formulas::gelu_erfc_fit_f32(x);
     default:
@@ -437,7 +437,7 @@ __device__ __forceinline__ void finish_tile(const P& p, float (&acc)[TM][TN], in
       finish_rank([](float x) { return formulas::gelu_erfc_fit_f32(x); });
       break;
     case SgemmAct::Relu:
-      finish_rank([](float x) { return formulas::relu_nan_to_zero(x); });
+      finish_rank([](float x) { return formulas::relu(x); });
       break;
     default:
       finish_rank([](float x) { return x; });
