@@ -53,6 +53,10 @@
 // A constant per head multiplying the scores before any mask (Swin V2's learned temperature,
 // [H, 1, 1]) moves onto Q as a Mul by [1, H, 1, 1]: (Q·Kᵀ)·s_h = (s_h·Q)·Kᵀ, one rounding apart.
 //
+// Two batch dims: a core over [B, G, H, S, D] tensors (MaxViT's block and grid attention, G windows
+// or grid cells an image) is first rewritten to [B·G, H, S, D] (attention_batch.h), then matched
+// as any other.
+//
 // Forms: the 3-D form when Q, K and V each come from a head split of a 3-D tensor, or are each the
 // Transpose(0,2,1,3) of a [B, S, H, D] tensor (which the 3-D form reads through a free Reshape),
 // and P·V goes through the head merge; otherwise the 4-D form on [B, H, S, D] tensors, keeping the
@@ -67,6 +71,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "passes/attention_batch.h"
 #include "passes/attention_mask.h"
 #include "passes/attention_pattern.h"
 #include "passes/batchnorm_affine.h"
@@ -552,6 +557,10 @@ bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
   Rewriter r(g, ctx, kPass);
   for (Node* sm : g.node_list()) {
     if (r.removed(sm) || !is_op(sm, "Softmax")) continue;
+    // Rank-5 cores ([B, G, H, S, D]: MaxViT) become rank 4 first, where Attention can take them.
+    const auto& rank = sm->outputs[0]->type.shape;
+    const bool merged = rank && rank->size() == 5 && !(ctx.opts.portable && g.opset("") < kStandardAttentionOpset) &&
+                        attention::merge_batch_dims(g, sm);
     Match m;
     const std::string why = match(g, ctx.opts, sm, m);
     if (!m.qk && why.empty()) continue;  // no Q·Kᵀ behind this Softmax: not attention
@@ -565,6 +574,7 @@ bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
     if (fused->attr_int("is_causal", 0)) form += ", causal";
     if (m.windows > 1) form += ", " + std::to_string(m.windows) + " windows an image";
     if (fused->inputs.size() > 3) form += ", mask";
+    if (merged) form += ", batch and group dims merged";
     r.rewrote(what + " -> " + (m.domain.empty() ? "" : m.domain + ".") + describe(fused) + " (" + form + ")",
               fused->fused_from, fused->name);
   }

@@ -286,6 +286,22 @@ TEST(GpuAttention, BoolAndFloatMasksBroadcast) {
     }
 }
 
+// MaxViT's block and grid attention once fuse_attention merged its [B, G] batch (attention_batch.h):
+// many windows of 49 tokens, heads of 32, a relative-position bias per head broadcast over every
+// window, in the 3-D form.
+TEST(GpuAttention, WindowsOfFortyNineTokensWithAPerHeadBias) {
+  FUSEC_REQUIRE_GPU();
+  for (int64_t heads : {int64_t{2}, int64_t{5}}) {
+    SCOPED_TRACE(std::to_string(heads) + " heads");
+    Case k;
+    k.q = k.k = k.v = {37, 49, heads * 32};
+    k.q_heads = k.kv_heads = heads;
+    k.mask = {1, heads, 49, 49};
+    k.scale = 0.18f;
+    all_precisions(k, 120);
+  }
+}
+
 /// Q [2, 4, 70, 64] against K and V of 160 keys (two query blocks, the second partial; three key
 /// tiles, the last partial), under each mask shape of `dims`, bool and additive.
 void staged_masks(const std::vector<std::vector<int64_t>>& dims, uint64_t seed) {

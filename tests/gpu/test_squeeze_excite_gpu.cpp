@@ -37,7 +37,7 @@ std::unique_ptr<Graph> block(const Shape4& s) {
   b.graph().opsets["ai.fusec"] = 1;
   Value* x = b.input("x", DType::Float32, {Dim(s.n), Dim(s.c), Dim(s.h), Dim(s.w)});
   Value* a = b.node_n("FusedConv", {x, weight(b, "body.w", {s.c, s.c, 3, 3}, 1, 0.1), weight(b, "body.b", {s.c}, 2)}, 1,
-                      {attr("activation", std::string("Relu")), attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, "body",
+                      {attr("activation", std::string(s.body)), attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, "body",
                       "ai.fusec")[0];
   std::vector<Value*> ins = {a, weight(b, "fc1.w", {s.cr, s.c, 1, 1}, 3), weight(b, "fc2.w", {s.c, s.cr, 1, 1}, 4)};
   if (s.biases) {
@@ -128,10 +128,8 @@ TEST(GpuSqueezeExcite, NchwAndOneDimensionalMapsMatchTheReference) {
 }
 
 // Non-finite values reach the gates of their own image only. The conv in front has no activation
-// (the CPU's ReLU maps NaN to 0, cuDNN's passes it on), and SiLU carries them into the gates. The
-// later images are checked by what the block must give, not against the reference: on the lent
-// machine the CPU reference gave finite outputs for the image holding the NaN (this machine's
-// gives NaN, as fusec's CUDA run does).
+// (cuDNN's fused ReLU call maps NaN to 0), and SiLU carries them into the gates. The later images
+// are checked by what the block must give: every output non-finite.
 TEST(GpuSqueezeExcite, NonFiniteValuesStayInTheirImage) {
   FUSEC_REQUIRE_GPU();
   const Shape4 s = {3, 16, 4, 6, 5, "SiLU", "Sigmoid", true, ""};
