@@ -30,6 +30,7 @@
 #include "backend/cuda/ops/conv/conv_pointwise_route.h"
 #include "backend/cuda/ops/conv/conv_route.h"
 #include "backend/cuda/ops/conv/depthwise_route.h"
+#include "backend/cuda/ops/conv/grouped_route.h"
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
 #include "ir/switches.h"
 #include "ir/ops/conv_geometry.h"
@@ -71,6 +72,10 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
   if (!transpose &&
       (asymmetric || conv_depthwise_forced() >= 0 || (conv_tuning_on(true) && TuningCache::global().enabled())))
     dw_route_ = plan_conv_depthwise_route(c, g, group, ep_, nhwc);
+  // The channels-last grouped conv where it can be chosen: timed, or forced.
+  if (!transpose && !asymmetric &&
+      (conv_grouped_forced() >= 0 || (conv_tuning_on(true) && TuningCache::global().enabled())))
+    grp_route_ = plan_conv_grouped_route(c, g, group, ep_, nhwc);
   // The channels-last 1x1 conv on fusec's own kernels with the whole epilogue inside (the wgmma
   // GEMM where cuDNN would need the epilogue pass, a few-rows kernel for squeeze-excite layers, the
   // narrow-channel kernel where cuDNN pads): timed against cuDNN's choice at every precision.
@@ -116,7 +121,7 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
   // depends on the device and the shape (cuDNN's channels-last depthwise kernels ran far below the
   // copy peak on some). So is a channels-last 1x1 conv with its own route (conv_pointwise_route.h).
   const bool tuning =
-      !transpose && conv_tuning_on(strict || dw_route_ || gemm_route_) && TuningCache::global().enabled();
+      !transpose && conv_tuning_on(strict || dw_route_ || gemm_route_ || grp_route_) && TuningCache::global().enabled();
   const int dw_forced = dw_route_ ? conv_depthwise_forced() : -1;
   const char* no_fused = env_switch("FUSEC_CONV_FUSED");
   // Whether the bias exists does not matter: a conv without one (dynamo exports drop all-zero
@@ -180,6 +185,11 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
     ch.igemm = conv_igemm_forced();
     tuned = apply(ch);
   }
+  if (!tuned && grp_route_ && conv_grouped_forced() >= 0) {  // tests and A/B runs: a grouped configuration, untimed
+    FwdChoice ch = cudnn_.choice();
+    ch.grp = conv_grouped_forced();
+    tuned = apply(ch);
+  }
   if (!tuned && dw_forced >= 0) {  // tests and A/B runs: one depthwise configuration, untimed
     FwdChoice ch = cudnn_.choice();
     ch.dw = dw_forced;
@@ -197,6 +207,7 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
       gemm_pick_ = -1;
       igemm_pick_ = -1;
       dw_pick_ = -1;
+      grp_pick_ = -1;
     }
   }
   if (!tuned) {
@@ -258,12 +269,17 @@ void ConvOp::keep_picked_route() {
     dw_route_.reset();
   else
     cudnn_.release_weights();  // the route reads its own copy
+  if (grp_pick_ < 0)
+    grp_route_.reset();
+  else
+    cudnn_.release_weights();
 }
 
 ConvRoute* ConvOp::picked(int* i) const {
   if (igemm_pick_ >= 0) return *i = igemm_pick_, igemm_route_.get();
   if (gemm_pick_ >= 0) return *i = gemm_pick_, gemm_route_.get();
   if (dw_pick_ >= 0) return *i = dw_pick_, dw_route_.get();
+  if (grp_pick_ >= 0) return *i = grp_pick_, grp_route_.get();
   return nullptr;
 }
 
@@ -278,7 +294,7 @@ void ConvOp::describe() {
 }
 
 bool ConvOp::apply(const FwdChoice& ch) {
-  gemm_pick_ = igemm_pick_ = dw_pick_ = -1;
+  gemm_pick_ = igemm_pick_ = dw_pick_ = grp_pick_ = -1;
   // One of fusec's routes, if ch names one, with what it reads made (prepare); else cuDNN.
   auto take = [&](ConvRoute* route, int i, int* pick) {
     if (!route || i >= route->candidates() || !route->prepare(i)) return false;
@@ -289,6 +305,7 @@ bool ConvOp::apply(const FwdChoice& ch) {
   if (ch.igemm >= 0) return take(igemm_route_.get(), ch.igemm, &igemm_pick_);
   if (ch.gemm >= 0) return take(gemm_route_.get(), ch.gemm, &gemm_pick_);
   if (ch.dw >= 0) return take(dw_route_.get(), ch.dw, &dw_pick_);
+  if (ch.grp >= 0) return take(grp_route_.get(), ch.grp, &grp_pick_);
   return cudnn_.apply(ch);
 }
 

@@ -64,6 +64,8 @@ class ConvOp : public CudaOp {
   int igemm_pick_ = -1;                           // its chosen configuration, or -1
   std::unique_ptr<ConvDepthwiseRoute> dw_route_;  // channels-last depthwise convs: fusec's own kernel
   int dw_pick_ = -1;                              // its chosen configuration, or -1
+  std::unique_ptr<ConvRoute> grp_route_;          // channels-last grouped convs: fusec's own kernel
+  int grp_pick_ = -1;                             // its chosen candidate, or -1
   ConvEpilogue ep_;                               // bias, residual, activation: what every route applies after the conv
   CudnnConv cudnn_{ep_};  // after the routes: torn down before them, as when it was part of this class
   std::string name_;

@@ -1,8 +1,9 @@
 // What the conv op (conv_op.cpp) chooses among. A forward conv runs on cuDNN (conv_cudnn.h: its
 // algorithms, the default and the fallback) or on one of fusec's routes behind ConvRoute: the 1x1
 // conv as a cuBLASLt GEMM (conv_gemm.h), the implicit-GEMM conv with its Winograd candidates
-// (conv_igemm_route.h), the channels-last depthwise conv (depthwise_route.h) and the channels-last
-// 1x1 conv on fusec's own kernels (conv_pointwise_route.h). A route has
+// (conv_igemm_route.h), the channels-last depthwise conv (depthwise_route.h), the channels-last
+// grouped conv (grouped_route.h) and the channels-last 1x1 conv on fusec's own kernels
+// (conv_pointwise_route.h). A route has
 // numbered candidates that the tuner times beside cuDNN's algorithms and remembers by index and
 // identity; every route computes the same y = act(conv(x, w) + b + z), with the node's epilogue
 // (ConvEpilogue) fused or as a pass.
@@ -68,6 +69,7 @@ struct FwdChoice {
   int gemm = -1;   // >= 0: not cuDNN but the 1x1 conv's GEMM route, this cuBLASLt candidate
   int igemm = -1;  // >= 0: not cuDNN but fusec's implicit-GEMM conv, this configuration
   int dw = -1;     // >= 0: not cuDNN but fusec's depthwise conv (depthwise_route.h), this configuration
+  int grp = -1;    // >= 0: not cuDNN but fusec's grouped conv (grouped_route.h), this candidate
 };
 
 /// A route of fusec's own beside cuDNN, planned for one node (each route's plan_conv_*_route

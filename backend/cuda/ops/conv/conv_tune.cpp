@@ -62,6 +62,7 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
   for (int i = 0; i < gemm_cands; ++i) ws = std::max(ws, gemm_route_->workspace(i));
   for (int i = 0; igemm_route_ && i < igemm_route_->candidates(); ++i) ws = std::max(ws, igemm_route_->workspace(i));
   for (int i = 0; dw_route_ && i < dw_route_->candidates(); ++i) ws = std::max(ws, dw_route_->workspace(i));
+  for (int i = 0; grp_route_ && i < grp_route_->candidates(); ++i) ws = std::max(ws, grp_route_->workspace(i));
   if (xb + wb + 2 * yb + ws > (size_t{1} << 30)) return false;
   try {
     DeviceBuffer x(xb, "conv tuning"), w(wb, "conv tuning"), y(yb, "conv tuning"),
@@ -88,7 +89,8 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
     };
     const Route routes[] = {{"gemm:", gemm_route_.get(), &FwdChoice::gemm},
                             {"igemm:", igemm_route_.get(), &FwdChoice::igemm},
-                            {"dw:", dw_route_.get(), &FwdChoice::dw}};
+                            {"dw:", dw_route_.get(), &FwdChoice::dw},
+                            {"grp:", grp_route_.get(), &FwdChoice::grp}};
     // A remembered route pick, "prefix:index|identity", taken when this build's route has the same
     // candidate at that index and it runs.
     auto recall_route = [&](const std::string& v, const Route& r) {
@@ -168,6 +170,9 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
       if (runs[i].dw >= 0)
         std::fprintf(stderr, "conv tune %s: depthwise [%s] %.4f ms%s\n", key.c_str(),
                      dw_route_->identity(runs[i].dw).c_str(), best[i], chosen);
+      else if (runs[i].grp >= 0)
+        std::fprintf(stderr, "conv tune %s: grouped [%s] %.4f ms%s\n", key.c_str(),
+                     grp_route_->identity(runs[i].grp).c_str(), best[i], chosen);
       else if (runs[i].igemm >= 0)
         std::fprintf(stderr, "conv tune %s: implicit GEMM [%s] %.4f ms%s\n", key.c_str(),
                      igemm_route_->identity(runs[i].igemm).c_str(), best[i], chosen);

@@ -1,0 +1,98 @@
+// The grouped route of the conv op (grouped_route.h): which convs it takes, its weights, its launch.
+#include "backend/cuda/ops/conv/grouped_route.h"
+
+#include <string>
+#include <vector>
+
+#include "backend/cuda/core/check.h"
+#include "ir/switches.h"
+
+namespace fusec::cuda {
+
+bool ConvGroupedRoute::plan(const GroupedShape& s, DType dtype, const ConvEpilogue& ep, const Tensor& weights,
+                            std::string* why) {
+  if (const char* no = grouped_refusal(s, dtype)) {
+    *why = no;
+    return false;
+  }
+  s_ = s;
+  dt_ = dtype;
+  bias_ = ep.has_bias;
+  residual_ = ep.has_z;
+  act_ = ep.act;
+  // ONNX's [G·Kg][Cg][R][S] as [G][R][S][Cg][Kg]: a tap's weights for neighbouring output
+  // channels side by side, as a thread loads them.
+  std::vector<float> w(static_cast<size_t>(weights.numel()));
+  for (int64_t g = 0; g < s.groups; ++g)
+    for (int64_t k = 0; k < s.kg; ++k)
+      for (int64_t c = 0; c < s.cg; ++c)
+        for (int64_t r = 0; r < s.kh; ++r)
+          for (int64_t q = 0; q < s.kw; ++q)
+            w[static_cast<size_t>((((g * s.kh + r) * s.kw + q) * s.cg + c) * s.kg + k)] =
+                static_cast<float>(weights.as_double((((g * s.kg + k) * s.cg + c) * s.kh + r) * s.kw + q));
+  w_ = DeviceBuffer(w.size() * sizeof(float), "a grouped conv's [G][R][S][Cg][Kg] weights");
+  FUSEC_CUDA_CHECK(cudaMemcpy(w_.get(), w.data(), w.size() * sizeof(float), cudaMemcpyHostToDevice));
+  return true;
+}
+
+bool ConvGroupedRoute::run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                           cudaStream_t stream) const {
+  GroupedArgs a;
+  a.s = s_;
+  a.dtype = dt_;
+  a.x = x;
+  a.w = static_cast<const float*>(w_.get());
+  a.bias = bias_ ? b : nullptr;
+  a.z = residual_ ? z : nullptr;
+  a.y = y;
+  a.act = act_;
+  return launch_grouped(a, i, stream);
+}
+
+void ConvGroupedRoute::launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
+                              cudaStream_t stream) const {
+  const bool launched = run(i, x, w, b, z, y, ws, stream);
+  FUSEC_CUDA_CHECK(cudaGetLastError());
+  if (!launched) internal_error("the grouped conv refused the launch it was planned for");
+}
+
+std::string ConvGroupedRoute::kernel_name(int i) const {
+  const char* t = dt_ == DType::Float16 ? "fp16" : dt_ == DType::BFloat16 ? "bf16" : "fp32";
+  return std::string("fusec grouped conv ") + t + " NHWC " + std::to_string(s_.kh) + "x" + std::to_string(s_.kw) +
+         ", " + std::to_string(s_.groups) + " groups of " + std::to_string(s_.cg) + " [" + identity(i) + "]" +
+         (bias_ || residual_ || act_.act != Act::None ? " + fused epilogue" : "");
+}
+
+std::unique_ptr<ConvGroupedRoute> plan_conv_grouped_route(const PlanContext& c, const WindowGeometry& g, int group,
+                                                          const ConvEpilogue& ep, bool nhwc) {
+  const char* e = env_switch("FUSEC_CONV_GROUPED");
+  if (e && std::string(e) == "0") return nullptr;
+  const auto& xd = c.in_dims(0);
+  const auto& wd = c.in_dims(1);
+  const auto& od = c.out_dims(0);
+  const Tensor* weights = c.constant(1);
+  if (!nhwc || xd.size() != 4 || wd.size() != 4 || od.size() != 4 || !weights || group < 2 || group >= xd[1] ||
+      xd[1] % group != 0 || wd[0] % group != 0 || wd[1] != xd[1] / group || od[1] != wd[0] || g.rank() != 2)
+    return nullptr;
+  GroupedShape s;
+  s.batch = xd[0], s.h = xd[2], s.w = xd[3];
+  s.groups = group, s.cg = xd[1] / group, s.kg = wd[0] / group;
+  s.oh = od[2], s.ow = od[3];
+  s.kh = wd[2], s.kw = wd[3];
+  s.stride_h = g.stride[0], s.stride_w = g.stride[1];
+  s.dil_h = g.dilation[0], s.dil_w = g.dilation[1];
+  s.pad_top = g.pad_begin[0], s.pad_left = g.pad_begin[1];
+  auto route = std::make_unique<ConvGroupedRoute>();
+  std::string why;
+  if (route->plan(s, ep.dt, ep, *weights, &why)) return route;
+  return nullptr;
+}
+
+int conv_grouped_forced() {
+  const char* e = env_switch("FUSEC_CONV_GROUPED");
+  if (!e) return -1;
+  const std::string v = e;
+  return v == "force" ? 0 : v == "force2" ? 1 : -1;
+}
+
+}  // namespace fusec::cuda
