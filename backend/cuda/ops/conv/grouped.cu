@@ -67,7 +67,10 @@ int64_t patch_floats(const GroupedShape& s, int tw) {
 int64_t weight_floats(const GroupedShape& s) { return s.kh * s.kw * s.cg * block_channels(s); }
 
 int patch_width(const GroupedShape& s) { return patch_floats(s, 16) * 4 <= kWideSmem ? 16 : 8; }
-int64_t smem_bytes(const GroupedShape& s) { return (patch_floats(s, patch_width(s)) + weight_floats(s)) * 4; }
+/// Shared memory a block takes: the patch, rounded up to 16 bytes, then the weights' slice.
+int64_t smem_bytes(const GroupedShape& s) {
+  return ((patch_floats(s, patch_width(s)) + 3) / 4 * 4 + weight_floats(s)) * 4;
+}
 
 template <typename T, int CO, int PX>
 __global__ void __launch_bounds__(256) grouped_conv_kernel(GcParams p) {
@@ -214,7 +217,7 @@ bool launch_grouped(const GroupedArgs& a, int config, cudaStream_t st) {
   const int64_t blocks = s.batch * p.tiles_h * p.tiles_w * p.groups * p.chunks;
   if (blocks > INT32_MAX) return false;
   const int threads = p.tw * (kRows / px) * p.nv;
-  const size_t smem = (static_cast<size_t>(p.wpatch) + weight_floats(s)) * sizeof(float);
+  const size_t smem = static_cast<size_t>(smem_bytes(s));
   return dispatch_float_storage(a.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (!std::is_same_v<T, double>) {
