@@ -24,7 +24,7 @@ out=${OUT:-$PWD/gpu-out}
 mkdir -p "$out"
 root=/tmp/fusec
 if [ ! -x $root/bin/fusec ]; then
-  mkdir -p $root && tar -C $root -xzf build-gpu/bundle.tar.gz || { echo "gpu_check: no build-gpu/bundle.tar.gz"; exit 2; }
+  mkdir -p $root && tar -C $root -xJf build-gpu/bundle.tar.xz || { echo "gpu_check: no build-gpu/bundle.tar.xz"; exit 2; }
 fi
 cudnn=$(python3 -c 'import nvidia.cudnn,os;print(os.path.join(nvidia.cudnn.__path__[0],"lib"))' 2>/dev/null || true)
 export LD_LIBRARY_PATH=$root/lib${cudnn:+:$cudnn}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
