@@ -2,7 +2,8 @@
 // (backend/formulas.h: ReLU's max and HardSigmoid's saturation keep NaN), on the routes a FusedConv
 // or FusedMatMul can take: cuDNN's calls and the epilogue pass after them, fusec's implicit-GEMM,
 // depthwise and 1x1 kernels, cuBLASLt's epilogues and fusec's GEMMs. Each route is pinned by its
-// switch; the CPU reference is the oracle. Not pinned: cuDNN's plain conv followed by the pass
+// switch; the CPU reference is the oracle. The one exception allowed: cuDNN's fused
+// conv+bias+ReLU call maps NaN to 0 (docs/ops.md). Not pinned: cuDNN's plain conv followed by the pass
 // (FUSEC_CONV_FUSED=0), whose Winograd and FFT algorithms spread a NaN to outputs outside its
 // window (more NaNs, never fewer: a property of those algorithms, not of the epilogue).
 #include <cmath>
