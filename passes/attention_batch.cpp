@@ -4,8 +4,10 @@
 #include <deque>
 #include <optional>
 #include <set>
+#include <string>
 
 #include "ir/dim_values.h"
+#include "passes/pass.h"
 #include "passes/pattern.h"
 
 namespace fusec::attention {
@@ -91,10 +93,13 @@ struct Core {
   std::vector<Value*> values;  // every rank-5 value, each once
 };
 
-/// The closed core around `softmax`, or nullopt.
-std::optional<Core> collect(const Graph& g, Node* softmax) {
+/// The closed core around `softmax`, or nullopt with why not.
+std::optional<Core> collect(const Graph& g, Node* softmax, std::string* why) {
   const Shape* scores = rank5(softmax->outputs[0]);
-  if (!scores || !inner_op(g, softmax)) return std::nullopt;
+  if (!scores || !inner_op(g, softmax)) {
+    *why = "the Softmax is not over the last axis";
+    return std::nullopt;
+  }
   Core c;
   std::set<const Node*> seen = {softmax};
   std::set<const Value*> visited;
@@ -111,17 +116,28 @@ std::optional<Core> collect(const Graph& g, Node* softmax) {
     work.pop_front();
     if (!visited.insert(v).second) continue;
     // A [B, G] that a MatMul broadcasts (1 on one side) would not merge: every value has the scores'.
-    if (!rank5(v) || v->is_graph_output || !same_lead(*v->type.shape, *scores)) return std::nullopt;
+    if (!rank5(v) || v->is_graph_output || !same_lead(*v->type.shape, *scores)) {
+      *why = "'" + v->name + "' " +
+             (v->is_graph_output ? "is a graph output" : "does not keep the scores' two batch dims");
+      return std::nullopt;
+    }
     c.values.push_back(v);
     Node* p = v->producer;
-    if (!p) return std::nullopt;
+    if (!p) {
+      *why = "'" + v->name + "' is a graph input";
+      return std::nullopt;
+    }
     if (seen.insert(p).second) {
       if (batch_keeping_reshape(p, true))
         c.entries.push_back(p);
       else if (inner_op(g, p))
         take(p);
-      else
+      else {
+        *why = describe(p) +
+               " is not an op that treats [B, G] as one batch (or its constant differs from one "
+               "[B, G] pair to another)";
         return std::nullopt;
+      }
     }
     for (Node* u : v->consumers) {
       if (!seen.insert(u).second) continue;
@@ -129,19 +145,31 @@ std::optional<Core> collect(const Graph& g, Node* softmax) {
         c.exits.push_back(u);
       else if (inner_op(g, u))
         take(u);
-      else
+      else {
+        *why = describe(u) + " reads the core and is not an op that treats [B, G] as one batch";
         return std::nullopt;
+      }
     }
-    if (c.inner.size() > kMaxCore) return std::nullopt;
+    if (c.inner.size() > kMaxCore) {
+      *why = "the ops around the Softmax are more than an attention core";
+      return std::nullopt;
+    }
   }
   int matmuls = 0, softmaxes = 0;
   for (const Node* n : c.inner) {
     matmuls += is_op(n, "MatMul");
     softmaxes += is_op(n, "Softmax");
   }
-  if (matmuls != 2 || softmaxes != 1 || c.entries.empty() || c.exits.empty()) return std::nullopt;
+  if (matmuls != 2 || softmaxes != 1 || c.entries.empty() || c.exits.empty()) {
+    *why = "the core has " + std::to_string(matmuls) + " MatMuls and " + std::to_string(softmaxes) +
+           " Softmaxes, not Q·Kᵀ, one Softmax and P·V between Reshapes that keep [B, G]";
+    return std::nullopt;
+  }
   // Each exit's target is written again in full: at most one of B and G may be open there.
-  if (!(*scores)[0].is_static() && !(*scores)[1].is_static()) return std::nullopt;
+  if (!(*scores)[0].is_static() && !(*scores)[1].is_static()) {
+    *why = "both batch dims are open (bind one, e.g. --batch)";
+    return std::nullopt;
+  }
   return c;
 }
 
@@ -173,13 +201,32 @@ Value* target_of(Graph& g, const Shape& s, const std::string& stem) {
 
 }  // namespace
 
-bool merge_batch_dims(Graph& g, Node* softmax) {
-  const auto core = collect(g, softmax);
+bool scores_matmul_behind(const Node* softmax) {
+  const Value* v = softmax->input(0);
+  for (int depth = 0; depth < 4 && v && v->producer; ++depth) {
+    const Node* p = v->producer;
+    if (is_op(p, "MatMul")) return rank5(p->outputs[0]) != nullptr;
+    const Value* next = nullptr;  // the one input that is not a constant
+    for (const Value* in : p->inputs)
+      if (in && !constant_of(in)) {
+        if (next) return false;
+        next = in;
+      }
+    v = next;
+  }
+  return false;
+}
+
+bool merge_batch_dims(Graph& g, Node* softmax, std::string* why) {
+  const auto core = collect(g, softmax, why);
   if (!core) return false;
   const Shape lead = *softmax->outputs[0]->type.shape;
   const auto b = product_of(lead[0]), grp = product_of(lead[1]);
   const auto bg = b && grp ? times(*b, *grp) : std::nullopt;
-  if (!bg) return false;
+  if (!bg) {
+    *why = "B·G is not a known dim";
+    return false;
+  }
   const Dim merged = dim_of(*bg);
   auto merge = [&](const Shape& s) {
     Shape m = {merged};

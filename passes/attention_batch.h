@@ -5,6 +5,8 @@
 // tensors, which fuse_attention matches. merge_batch_dims rewrites it so.
 #pragma once
 
+#include <string>
+
 #include "ir/graph.h"
 
 namespace fusec::attention {
@@ -17,7 +19,11 @@ namespace fusec::attention {
 /// left through the same ([B, G, P, H, D] -> [B, G, P, C]). No value of it may be read outside
 /// it. Each entry becomes Reshape [B·G, P, C] -> [B·G, P, H, D] (the 3-D head split
 /// fuse_attention reads), each exit Reshape [B·G, P, C] -> [B, G, P, C]; every other node keeps
-/// its op with the merged shape. Changes nothing and returns false otherwise.
-bool merge_batch_dims(Graph& g, Node* softmax);
+/// its op with the merged shape. Changes nothing and returns false otherwise, with why not.
+bool merge_batch_dims(Graph& g, Node* softmax, std::string* why);
+
+/// Whether a rank-5 MatMul (Q·Kᵀ) is behind `softmax`, through at most three ops with one
+/// non-constant input each: what makes a rank-5 Softmax attention worth a near-miss.
+bool scores_matmul_behind(const Node* softmax);
 
 }  // namespace fusec::attention

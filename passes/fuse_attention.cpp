@@ -559,8 +559,16 @@ bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
     if (r.removed(sm) || !is_op(sm, "Softmax")) continue;
     // Rank-5 cores ([B, G, H, S, D]: MaxViT) become rank 4 first, where Attention can take them.
     const auto& rank = sm->outputs[0]->type.shape;
-    const bool merged = rank && rank->size() == 5 && !(ctx.opts.portable && g.opset("") < kStandardAttentionOpset) &&
-                        attention::merge_batch_dims(g, sm);
+    bool merged = false;
+    if (rank && rank->size() == 5 && !(ctx.opts.portable && g.opset("") < kStandardAttentionOpset)) {
+      std::string why5;
+      merged = attention::merge_batch_dims(g, sm, &why5);
+      // Said only where Q·Kᵀ is right behind the Softmax: a rank-5 Softmax elsewhere is not attention.
+      if (!merged && attention::scores_matmul_behind(sm)) {
+        r.near_miss(describe(sm) + " over [B, G, H, S, D] scores not fused into Attention", why5);
+        continue;
+      }
+    }
     Match m;
     const std::string why = match(g, ctx.opts, sm, m);
     if (!m.qk && why.empty()) continue;  // no Q·Kᵀ behind this Softmax: not attention

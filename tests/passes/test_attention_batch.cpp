@@ -137,4 +137,8 @@ TEST(AttentionBatch, ABiasThatDiffersFromGroupToGroupKeepsTheCore) {
   EXPECT_EQ(count(*r.optimized, "Attention", "ai.fusec"), 0);
   EXPECT_EQ(count(*r.optimized, "Softmax"), 1);
   expect_same_numbers(*r.original, *r.optimized, 18);
+  // --explain says why, naming the Add of the bias.
+  const NearMiss* m = find_near_miss(r.opt.near_misses, "fuse_attention", "over [B, G, H, S, D] scores");
+  ASSERT_NE(m, nullptr);
+  EXPECT_NE(m->reason.find("Add 'bias_add'"), std::string::npos) << m->reason;
 }
