@@ -2,6 +2,7 @@
 // axis to an input), STFT and MelWeightMatrix: what audio front ends (spectrograms, log-mel
 // features) export to. Complex tensors are real ones with a trailing dim of 2 (real, imaginary);
 // a real signal may have a trailing dim of 1.
+#include "ir/ops/signal_axis.h"
 #include "ir/dim_math.h"
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
@@ -51,9 +52,11 @@ std::optional<int64_t> dft_axis(const InferContext& c, size_t rank) {
     axis = *a;
   }
   const int64_t r = static_cast<int64_t>(rank);
-  if (axis < -r || axis >= r - 1)
-    c.fail("axis " + std::to_string(axis) + " is not a signal axis of a rank-" + std::to_string(r) + " input");
-  return axis < 0 ? axis + r : axis;
+  const auto normalized = dft_signal_axis(axis, r);
+  if (!normalized)
+    c.fail("axis " + std::to_string(axis) + " is not a signal axis of a rank-" + std::to_string(r) +
+           " input (the last dim holds the real and imaginary parts)");
+  return normalized;
 }
 
 // x [..., n, ..., 1 or 2] -> [..., bins, ..., 2] (or [..., n, ..., 1] for a one-sided inverse).

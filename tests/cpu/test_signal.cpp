@@ -86,12 +86,22 @@ TEST(CpuSignal, DftAxisIsAnInputFromOpset20) {
     for (int64_t s = 0; s < 3; ++s)
       for (int64_t c = 0; c < 2; ++c)
         EXPECT_NEAR(along0.as_double((k * 3 + s) * 2 + c), along1.as_double((s * 2 + k) * 2 + c), 1e-6);
-  // The trailing complex dim is not a signal axis.
-  try {
-    run_node("DFT", {x, Tensor(), scalar_int(2)}, {}, 20);
-    ADD_FAILURE() << "axis 2 of a [2, 3, 1] input";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not a signal axis"), std::string::npos) << e.what();
+  // The trailing complex dim is not a signal axis, counted from the front or, as -1, from the back
+  // (fuzz finding 18), as an input or as opset 17's attribute.
+  for (int64_t axis : {int64_t{2}, int64_t{-1}}) {
+    SCOPED_TRACE(axis);
+    try {
+      run_node("DFT", {x, Tensor(), scalar_int(axis)}, {}, 20);
+      ADD_FAILURE() << "axis " << axis << " of a [2, 3, 1] input (opset 20)";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not a signal axis"), std::string::npos) << e.what();
+    }
+    try {
+      run_node("DFT", {x}, {attr("axis", axis)}, 17);
+      ADD_FAILURE() << "axis " << axis << " of a [2, 3, 1] input (opset 17)";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not a signal axis"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/kernels/common.h"
 #include "ir/dim_math.h"
+#include "ir/ops/signal_axis.h"
 
 namespace fusec::cpu {
 
@@ -93,9 +94,10 @@ void dft_kernel(KernelContext& ctx) {
   const int64_t r = static_cast<int64_t>(x.rank());
   if (r < 2 || (x.dim(x.rank() - 1) != 1 && x.dim(x.rank() - 1) != 2))
     ctx.fail("the input must end in a dim of 1 (real) or 2 (complex), got " + dims_str(x.dims()));
-  int64_t axis = ctx.opset() < 20 ? ctx.attr_int("axis") : ctx.has_input(2) ? scalar_input(ctx, 2) : -2;
-  if (axis < -r || axis >= r - 1) ctx.fail("axis " + std::to_string(axis) + " is not a signal axis");
-  if (axis < 0) axis += r;
+  const int64_t given = ctx.opset() < 20 ? ctx.attr_int("axis") : ctx.has_input(2) ? scalar_input(ctx, 2) : -2;
+  const auto normalized = dft_signal_axis(given, r);
+  if (!normalized) ctx.fail("axis " + std::to_string(given) + " is not a signal axis");
+  const int64_t axis = *normalized;
   const bool inverse = ctx.attr_int("inverse") != 0, onesided = ctx.attr_int("onesided") != 0;
   const Lines in = lines_of(x, axis);
   int64_t len = ctx.has_input(1)      ? scalar_input(ctx, 1)
