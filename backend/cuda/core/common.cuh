@@ -172,6 +172,8 @@ __device__ __forceinline__ void cp_async_wait() {
 
 /// Whether p may be read or written 16 bytes (a float4) at a time.
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+/// Whether p is a multiple of `bytes` (vector loads and stores of that width).
+inline bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // ---- launch sizing ----
 constexpr int kBlock = 256;

@@ -74,8 +74,6 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-bool aligned_to(const void* p, int bytes) { return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0; }
-
 template <typename T>
 void launch_typed(const RotaryArgs& a, cudaStream_t s) {
   const int64_t half = a.head / 2;

@@ -477,8 +477,6 @@ void launch_tiled_config(const Config& cf, const DwParams& p, int kw, int sw, di
   internal_error("a depthwise configuration without a kernel");
 }
 
-bool aligned_to(const void* q, int bytes) { return reinterpret_cast<uintptr_t>(q) % bytes == 0; }
-
 /// Whether the shared-memory kernel takes the shape (the window's height bounded so that a patch
 /// of the largest configuration stays within the opt-in shared memory).
 bool smem_kernel_takes(const DepthwiseShape& s) {

@@ -164,8 +164,6 @@ __global__ void __launch_bounds__(256) grouped_conv_kernel(GcParams p) {
   }
 }
 
-bool aligned_to(const void* q, size_t bytes) { return reinterpret_cast<uintptr_t>(q) % bytes == 0; }
-
 }  // namespace
 
 const char* grouped_refusal(const GroupedShape& s, DType dtype) {
