@@ -72,8 +72,8 @@ inline constexpr SwitchInfo kSwitches[] = {
      "0, N", "its configurations are timed against cuDNN's choice at every precision"},
     {"FUSEC_CONV_GROUPED", SwitchScope::Fusec,
      "0: no grouped conv route (channels-last grouped convs stay on cuDNN); force, force2: take its first or second "
-     "configuration untimed",
-     "0, force, force2", "its configurations are timed against cuDNN's choice at every precision"},
+     "configuration (FMA) untimed; force3: its tensor-core configuration untimed",
+     "0, force, force2, force3", "its configurations are timed against cuDNN's choice at every precision"},
     {"FUSEC_CONV_TAP", SwitchScope::Fusec,
      "keep the implicit-GEMM conv's K in the weights' (c, r, s) order, for A/B runs", "0",
      "(r, s, c) tap-major order for fp32 weights with C % 16 == 0"},

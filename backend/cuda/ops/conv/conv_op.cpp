@@ -269,10 +269,12 @@ void ConvOp::keep_picked_route() {
     dw_route_.reset();
   else
     cudnn_.release_weights();  // the route reads its own copy
-  if (grp_pick_ < 0)
+  if (grp_pick_ < 0) {
     grp_route_.reset();
-  else
+  } else {
+    grp_route_->keep_only(grp_pick_);
     cudnn_.release_weights();
+  }
 }
 
 ConvRoute* ConvOp::picked(int* i) const {

@@ -166,26 +166,38 @@ __global__ void __launch_bounds__(256) grouped_conv_kernel(GcParams p) {
 
 }  // namespace
 
-const char* grouped_refusal(const GroupedShape& s, DType dtype) {
-  if (dtype != DType::Float32 && dtype != DType::Float16 && dtype != DType::BFloat16)
-    return "the grouped conv kernel takes float32, float16 and bfloat16";
-  if (s.groups < 2 || s.cg < 1 || s.kg % 4 != 0) return "the grouped conv kernel wants groups of 4k output channels";
+const char* grouped_shape_refusal(const GroupedShape& s) {
   const int64_t c = s.groups * s.cg, k = s.groups * s.kg;
   for (int64_t v : {s.batch * s.h * s.w * c, s.batch * s.oh * s.ow * k, s.groups * s.kh * s.kw * s.cg * s.kg})
     if (v <= 0 || v > INT32_MAX) return "the grouped conv's tensors pass 32-bit indexing";
   if (s.stride_h < 1 || s.stride_w < 1 || s.dil_h < 1 || s.dil_w < 1 || s.stride_h > 4 || s.stride_w > 4)
     return "the grouped conv kernel takes strides 1 to 4";
+  return nullptr;
+}
+
+const char* grouped_refusal(const GroupedShape& s, DType dtype) {
+  if (dtype != DType::Float32 && dtype != DType::Float16 && dtype != DType::BFloat16)
+    return "the grouped conv kernel takes float32, float16 and bfloat16";
+  if (s.groups < 2 || s.cg < 1 || s.kg % 4 != 0) return "the grouped conv kernel wants groups of 4k output channels";
+  if (const char* no = grouped_shape_refusal(s)) return no;
   if (smem_bytes(s) > kMaxSmem) return "the grouped conv's input patch and weights pass shared memory";
   return nullptr;
 }
 
-int grouped_config_count() { return 2; }
+int grouped_config_count() { return 3; }
 const char* grouped_config_name(int config) {
-  return config == 0 ? "direct fma, 2 pixels a thread" : "direct fma, 4 pixels a thread";
+  return config == 0   ? "direct fma, 2 pixels a thread"
+         : config == 1 ? "direct fma, 4 pixels a thread"
+                       : "tensor cores, mma.sync m16n8k16";
+}
+const char* grouped_config_refusal(int config, const GroupedShape& s, DType dtype) {
+  if (config < 0 || config >= grouped_config_count()) return "no such grouped conv configuration";
+  return config == kGroupedMmaConfig ? grouped_mma_refusal(s, dtype) : grouped_refusal(s, dtype);
 }
 
 bool launch_grouped(const GroupedArgs& a, int config, cudaStream_t st) {
   const GroupedShape& s = a.s;
+  if (config == kGroupedMmaConfig) return launch_grouped_mma(a, st);
   if (config < 0 || config >= grouped_config_count() || grouped_refusal(s, a.dtype)) return false;
   const int px = config == 0 ? 2 : 4;
   const int co = vector_width(s);

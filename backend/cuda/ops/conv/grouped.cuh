@@ -35,21 +35,37 @@ struct GroupedArgs {
   GroupedShape s;
   DType dtype = DType::Undefined;  // storage of x, y, z and the bias
   const void* x = nullptr;
-  const float* w = nullptr;    // [groups][kh][kw][cg][kg] float32
+  const float* w = nullptr;     // [groups][kh][kw][cg][kg] float32: the FMA configurations'
+  const void* w_mma = nullptr;  // [groups][kg][grouped_mma_k_stride] of dtype: the tensor-core one's
   const void* bias = nullptr;  // [groups·kg] or null
   const void* z = nullptr;     // like y, or null
   void* y = nullptr;
   ActParams act;
 };
 
-/// Why the kernel does not take the conv (a dtype, a group width that is not a multiple of 4
+/// Why no configuration takes the conv's sizes (dims past 32 bits, strides past 4), or null.
+const char* grouped_shape_refusal(const GroupedShape& s);
+/// Why the FMA configurations do not take the conv (a dtype, a group width that is not a multiple of 4
 /// output channels, an input patch past shared memory, dims past 32 bits), or null.
 const char* grouped_refusal(const GroupedShape& s, DType dtype);
 
 /// The kernel's configurations: 0 computes 2 pixels a thread, 1 computes 4 (more FMAs per weight
-/// read, fewer threads a block). Their numbering is stable within a build of fusec.
+/// read, fewer threads a block), 2 is the tensor-core kernel (grouped_mma.cu). Their numbering is
+/// stable within a build of fusec.
 int grouped_config_count();
 const char* grouped_config_name(int config);
+constexpr int kGroupedMmaConfig = 2;
+/// Why `config` does not take the conv, or null (grouped_refusal for the FMA configurations).
+const char* grouped_config_refusal(int config, const GroupedShape& s, DType dtype);
+
+/// The tensor-core configuration (grouped_mma.cu): an implicit GEMM per group on mma.sync, fp16 or
+/// bf16 operands and fp32 accumulators, for groups of 8k input and 8k output channels.
+const char* grouped_mma_refusal(const GroupedShape& s, DType dtype);
+/// Its weights' row length: a group's output channel holds its R·S·Cg taps in (r, s, c) order,
+/// zeros after them up to this multiple of 16.
+int64_t grouped_mma_k_stride(const GroupedShape& s);
+/// launch_grouped's configuration kGroupedMmaConfig (a.w_mma).
+[[nodiscard]] bool launch_grouped_mma(const GroupedArgs& a, cudaStream_t st);
 
 /// Runs the conv with `config` on stream st; false, launching nothing, where the kernel does not
 /// take the shape, the dtype or the tensors' alignment.
