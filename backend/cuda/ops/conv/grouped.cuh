@@ -4,9 +4,11 @@
 //                                 · w[g, r, s, c, k] + b[g·Kg + k] + z[n, oh, ow, g·Kg + k] )
 //
 // for a 2-D conv of G groups, each Cg input and Kg output channels wide (1 < G < C: the depthwise
-// kind has its own kernels), fp32/fp16/bf16 storage with fp32 accumulation. The weights are the
-// route's own fp32 copy in [G][R][S][Cg][Kg] order, made once at plan time from ONNX's
-// [G·Kg][Cg][R][S] (grouped_route.cpp).
+// kind has its own kernels), fp32/fp16/bf16 storage with fp32 accumulation. Two kinds of kernel:
+// FMA (grouped.cu, every storage type) and tensor-core (grouped_mma.cu, fp16/bf16, groups of 8k
+// channels). Each reads the route's own copy of the weights, made once at plan time from ONNX's
+// [G·Kg][Cg][R][S] (grouped_route.cpp): fp32 in [G][R][S][Cg][Kg] order for the FMA kernels, the
+// storage type in [G][Kg][R·S·Cg] for the tensor-core one.
 //
 // Why: cuDNN runs a channels-last grouped conv whose groups are not a multiple of its tile's
 // channels (RegNetX-1.6GF's 24-wide groups) as a layout transform of the input, of the filter
