@@ -10,6 +10,7 @@
 
 #include "backend/cpu/parallel.h"
 #include "cli/common.h"
+#include "cli/random_inputs.h"
 #include "cli/device_options.h"
 #include "cli/project_args.h"
 #include "ir/error.h"
@@ -182,9 +183,9 @@ int bench(const BenchArgs& a) {
     variants.push_back(std::move(opt));
   }
   const Graph& g = *variants[0].graph;
-  std::vector<Tensor> inputs;
-  for (auto* v : g.inputs) inputs.push_back(random_input(*v, a.seed));
-  for (Variant& v : variants) measure(a, dev, v, inputs);
+  const std::vector<Tensor> inputs =
+      random_inputs_that_run(g, a.seed, [&](const std::vector<Tensor>& in) { measure(a, dev, variants[0], in); });
+  for (size_t i = 1; i < variants.size(); ++i) measure(a, dev, variants[i], inputs);
 
   int64_t batch = 1;
   if (!g.inputs.empty() && g.inputs[0]->type.shape && !g.inputs[0]->type.shape->empty())

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/parallel.h"
 #include "cli/common.h"
+#include "cli/random_inputs.h"
 #include "cli/device_options.h"
 #include "cli/project_args.h"
 #include "ir/error.h"
@@ -104,8 +105,6 @@ int profile(const ProfileArgs& a) {
   }
   require_static_shapes(*given);
   make_backend(a.device, dev)->check_memory(*given);  // before the inputs are made
-  std::vector<Tensor> inputs;
-  for (auto* v : given->inputs) inputs.push_back(random_input(*v, a.seed));
   if (a.compare_unfused || a.as_given) {
     Variant v;
     v.name = "as_given";
@@ -155,7 +154,9 @@ int profile(const ProfileArgs& a) {
   }
   if (!warning.empty()) print_warning(warning);
 
-  for (Variant& v : variants) profile_variant(a, dev, v, inputs, peaks);
+  const std::vector<Tensor> inputs = random_inputs_that_run(
+      *given, a.seed, [&](const std::vector<Tensor>& in) { profile_variant(a, dev, variants[0], in, peaks); });
+  for (size_t i = 1; i < variants.size(); ++i) profile_variant(a, dev, variants[i], inputs, peaks);
   Variant& main = variants.back();
   meta.variant = main.name;
   meta.cuda_graph = main.cuda_graph;

@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "cli/common.h"
+#include "cli/random_inputs.h"
 #include "cli/device_options.h"
 #include "importer/npy.h"
 #include "importer/tensor_proto.h"
@@ -92,10 +93,10 @@ int run(RunArgs& a) {
   }
   auto backend = make_backend(a.device, dev);
   backend->check_memory(*g);  // before random inputs are made
-  std::vector<Tensor> inputs;
-  for (auto* v : g->inputs) inputs.push_back(given.count(v->name) ? given[v->name] : random_input(*v, a.seed));
   auto exe = backend->compile(*g);
-  auto outputs = exe->run(inputs);
+  std::vector<Tensor> outputs;
+  random_inputs_that_run(
+      *g, a.seed, [&](const std::vector<Tensor>& in) { outputs = exe->run(in); }, given);
   std::printf("device %s, precision %s%s\n", dev.description.c_str(), precision_name(dev.precision),
               dev.why.empty() ? "" : (" [" + dev.why + "]").c_str());
   if (std::string placed = placement_summary(*exe); !placed.empty()) std::printf("placement %s\n", placed.c_str());

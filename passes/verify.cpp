@@ -89,24 +89,24 @@ void compare_outputs(const Tensor& got, const Tensor& want, const Tolerance& tol
   c.max_rel = c.max_ref > 0 ? c.max_abs / c.max_ref : 0;
 }
 
-namespace {
-
-std::vector<Tensor> inputs_for(const Graph& g, uint64_t seed, int64_t int_end = 64) {
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, int64_t int_end) {
   std::vector<Tensor> in;
   for (const Value* v : g.inputs) in.push_back(random_input(*v, seed, int_end));
   return in;
-}
-
-OutputCheck named_check(const std::string& name) {
-  OutputCheck c;
-  c.name = name;
-  return c;
 }
 
 bool has_integer_input(const Graph& g) {
   for (const Value* v : g.inputs)
     if (is_integer(v->type.dtype)) return true;
   return false;
+}
+
+namespace {
+
+OutputCheck named_check(const std::string& name) {
+  OutputCheck c;
+  c.name = name;
+  return c;
 }
 
 }  // namespace
@@ -128,7 +128,7 @@ VerifyResult verify_equivalence(const Graph& original, const Graph& optimized, i
     r.binary_ints = int_end == 2;
     for (const Value* v : original.outputs) r.outputs.push_back(named_check(v->name));
     for (int k = 0; k < runs; ++k) {
-      auto in = inputs_for(original, seed + static_cast<uint64_t>(k), int_end);
+      auto in = random_inputs(original, seed + static_cast<uint64_t>(k), int_end);
       std::vector<Tensor> want;
       try {
         want = a->run(in);
@@ -194,7 +194,7 @@ LayerCheck check_layers(const Graph& original, const Graph& optimized, uint64_t 
   };
   auto a = expose(original), b = expose(optimized);
   cpu::CpuBackend backend;
-  auto in = inputs_for(original, seed);
+  auto in = random_inputs(original, seed);
   auto ra = backend.compile(*a)->run(in);
   auto rb = backend.compile(*b)->run(in);
   std::unordered_map<std::string, const Tensor*> orig_values;

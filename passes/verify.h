@@ -13,6 +13,11 @@ namespace fusec {
 /// default, small enough for token ids; bools 0/1). The input's name is mixed into the seed so
 /// inputs of the same shape differ.
 Tensor random_input(const Value& v, uint64_t seed, int64_t int_end = 64);
+/// random_input for each of the graph's inputs, in order.
+std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, int64_t int_end = 64);
+/// Whether an input of g is an integer tensor: random values in [0, 64) can be out of the model's
+/// own range there, and 0/1 (masks, small ids) the values to draw instead.
+bool has_integer_input(const Graph& g);
 
 struct Tolerance {
   double rtol = 1e-4, atol = 1e-5;

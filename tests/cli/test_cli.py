@@ -689,6 +689,49 @@ def test_optimize_verifies_masks_or_refuses(c: Ctx):
     c.ok("optimize", nan_model, "-o", out, "--no-check")
 
 
+def test_made_up_inputs_a_model_refuses(c: Ctx):
+    """Positions as a running sum of an int mask, then a table lookup (OPT's learned positions):
+    random ints in [0, 64) index past the table, so bench, profile and run draw them from {0, 1}
+    instead and say so on stderr; a model that refuses 0/1 too gets its own error, one line, exit 2.
+    An input given as a file is never redrawn."""
+    d = c.fresh("made_up_inputs")
+    axis = numpy_helper.from_array(np.array(1, np.int64), "axis")
+
+    def save(table_rows: int, name: str) -> str:
+        t = numpy_helper.from_array(np.arange(table_rows * 4, dtype=np.float32).reshape(table_rows, 4), "table")
+        g = helper.make_graph(
+            [helper.make_node("CumSum", ["attention_mask", "axis"], ["pos"], name="positions"),
+             helper.make_node("Gather", ["table", "pos"], ["y"], axis=0, name="lookup")],
+            "positions", [helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [2, 8])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8, 4])], [t, axis])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        path = os.path.join(d, name)
+        onnx.save(m, path)
+        return path
+
+    model = save(10, "positions.onnx")  # running sums of 0/1 over 8 tokens stay below 10
+    note = "drawn from {0, 1} instead"
+    for args in (("bench", model, "--device", "cpu", "--iterations", "2", "--warmup", "0"),
+                 ("profile", model, "--device", "cpu", "--iterations", "2", "--warmup", "0"),
+                 ("run", model, "--output-dir", os.path.join(d, "out"))):
+        p = c.ok(*args)
+        if note not in p.stderr or "is out of range" not in p.stderr:
+            raise Failure(f"`fusec {args[0]}`: expected the note naming the refusal, stderr: {p.stderr!r}")
+    out = read_pb(os.path.join(d, "out", "output_0.pb"))[1]
+    if out.shape != (2, 8, 4) or out.max() > 39:
+        raise Failure(f"run on 0/1 masks: output {out.shape}, max {out.max()}")
+    # A table of one row: 0/1 masks index past it too; the error is the model's, once, exit 2.
+    c.usage_error("bench", save(1, "one_row.onnx"), "--device", "cpu", "--iterations", "2",
+                  mention=("is out of range", "lookup"))
+    # The mask given as a file is the user's data: not redrawn, its error stands.
+    mask = os.path.join(d, "mask.npy")
+    np.save(mask, np.full((2, 8), 5, np.int64))
+    p = c.fusec_run("run", model, "--input", f"attention_mask={mask}", "--output-dir", os.path.join(d, "out2"))
+    if p.returncode != 2 or note in p.stderr or "is out of range" not in p.stderr:
+        raise Failure(f"run with a given mask: exit {p.returncode}, stderr {p.stderr!r}")
+
+
 def test_numeric_flags_are_checked(c: Ctx):
     """Every numeric flag is a finite number in its range (project/numbers.h), else one error naming
     the flag and the value, exit 2, before any work: NaN once made bench run forever and optimize
@@ -777,7 +820,8 @@ TESTS = [test_help, test_version, test_not_built, test_optimize_roundtrip, test_
          test_inspect_json, test_run_default_pb, test_run_npy, test_run_inputs_dir, test_batch_binding, test_seed,
          test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_optimize_device_flags, test_no_gpu_errors,
          test_mlp_inspect, test_mlp_run, test_newer_opset, test_max_memory, test_outputs_replaced_whole, test_profile_cpu,
-         test_profile_project, test_profile_errors, test_optimize_verifies_masks_or_refuses, test_numeric_flags_are_checked,
+         test_profile_project, test_profile_errors, test_optimize_verifies_masks_or_refuses, test_made_up_inputs_a_model_refuses,
+         test_numeric_flags_are_checked,
          test_errors_are_one_line, test_json_outputs_escape_non_utf8]
 
 
