@@ -173,8 +173,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__.split("\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default=",".join(ZOO_ORDER),
-                   help="comma-separated subset of " + ",".join(ZOO_ORDER) + ", or any torchvision classifier "
-                        "(densenet121, swin_t, ...: the families beyond the zoo, timed the same way)")
+                   help="comma-separated subset of " + ",".join(ZOO_ORDER) + ", any torchvision classifier "
+                        "(densenet121, swin_t, ...) or family of scripts/families.py (qwen2, gemma, ...: small "
+                        "configs, for checking fp16 on the GPU): the families beyond the zoo, timed the same way")
     p.add_argument("--exports", default=",".join(FORMS), help="comma-separated: legacy, dynamo (default both)")
     p.add_argument("--batch", type=int, default=16, help="batch (default %(default)s)")
     p.add_argument("--seq", type=int, default=128, help="sequence length of the text models (default %(default)s)")
@@ -974,10 +975,11 @@ def main(argv=None) -> int:
         save()
         final_print(DOC)
         return 1
-    unknown = [m for m in args.models if m not in ZOO_ORDER and not ez.is_image_model(m)]
+    unknown = [m for m in args.models
+               if m not in ZOO_ORDER and m not in ez.families.FAMILIES and not ez.is_image_model(m)]
     if unknown:
-        print(f"bench_zoo: unknown model {unknown}; models: {','.join(ZOO_ORDER)} or a torchvision classifier",
-              file=sys.stderr)
+        print(f"bench_zoo: unknown model {unknown}; models: {','.join(ZOO_ORDER)}, a torchvision classifier or a "
+              f"family of scripts/families.py", file=sys.stderr)
         return 2
     DOC["torch"] = torch.__version__
     DOC["rules"]["fp16_bound"] = f"max({ce.FP16_FACTOR:g} x torch's own fp16 error, {args.fp16_floor:g})"
