@@ -177,5 +177,6 @@ void register_pool_ops(CudaOpRegistry& r);                // MaxPool, AveragePoo
 void register_squeeze_excite_ops(CudaOpRegistry& r);      // ai.fusec SqueezeExcite (either layout)
 void register_movement_ops(CudaOpRegistry& r);            // Transpose, Concat, Split, Slice, Gather, Pad, ...
 void register_view_ops(CudaOpRegistry& r);                // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout
+void register_recurrent_ops(CudaOpRegistry& r);           // cuDNN: RNN, GRU, LSTM
 
 }  // namespace fusec::cuda

@@ -54,6 +54,7 @@ const CudaOpRegistry& CudaOpRegistry::global() {
     register_pool_ops(r);
     register_squeeze_excite_ops(r);
     register_movement_ops(r);
+    register_recurrent_ops(r);
     return r;
   }();
   return reg;
