@@ -120,6 +120,15 @@ class RecurrentOp final : public CudaOp {
       if (v > INT32_MAX) return *why = "cuDNN's RNN: sizes past 32 bits", false;
 
     cudnnHandle_t h = c.ctx().cudnn();
+    // A configuration cuDNN's RNN does not take (its status at plan time) stays on the CPU, named;
+    // any other failure is an error.
+    auto accepts = [](cudnnStatus_t st, const char* call, std::string* no) {
+      if (st == CUDNN_STATUS_SUCCESS) return true;
+      if (st != CUDNN_STATUS_NOT_SUPPORTED && st != CUDNN_STATUS_BAD_PARAM)
+        throw_cudnn_error(st, call, __FILE__, __LINE__);
+      *no = std::string("cuDNN's RNN: ") + call + " refused the configuration (" + cudnnGetErrorString(st) + ")";
+      return false;
+    };
     const cudnnDataType_t data = dt_ == DType::Float16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
     const cudnnMathType_t math = dt_ == DType::Float16 ? CUDNN_TENSOR_OP_MATH
                                  : c.allow_tf32()      ? CUDNN_DEFAULT_MATH
@@ -130,28 +139,36 @@ class RecurrentOp final : public CudaOp {
     drop_states_ = DeviceBuffer(states, "cuDNN's dropout states (an RNN descriptor needs them; dropout is 0)");
     DNN_CHECK(cudnnSetDropoutDescriptor(drop_, h, 0.0f, drop_states_.get(), states, 0));
     DNN_CHECK(cudnnCreateRNNDescriptor(&rnn_));
-    DNN_CHECK(cudnnSetRNNDescriptor_v8(rnn_, CUDNN_RNN_ALGO_STANDARD, mode, CUDNN_RNN_DOUBLE_BIAS,
-                                       dirs_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
-                                       data, CUDNN_DATA_FLOAT, math, static_cast<int32_t>(input_),
-                                       static_cast<int32_t>(hidden_), static_cast<int32_t>(hidden_), 1, drop_,
-                                       CUDNN_RNN_PADDED_IO_ENABLED));
+    if (!accepts(cudnnSetRNNDescriptor_v8(rnn_, CUDNN_RNN_ALGO_STANDARD, mode, CUDNN_RNN_DOUBLE_BIAS,
+                                          dirs_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
+                                          data, CUDNN_DATA_FLOAT, math, static_cast<int32_t>(input_),
+                                          static_cast<int32_t>(hidden_), static_cast<int32_t>(hidden_), 1, drop_,
+                                          CUDNN_RNN_PADDED_IO_ENABLED),
+                 "cudnnSetRNNDescriptor_v8", why))
+      return false;
     const cudnnRNNDataLayout_t layout =
         batch_major_ ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
     const std::vector<int> lens(static_cast<size_t>(batch_), static_cast<int>(seq_));
     float fill = 0.0f;
     DNN_CHECK(cudnnCreateRNNDataDescriptor(&xd_));
-    DNN_CHECK(cudnnSetRNNDataDescriptor(xd_, data, layout, static_cast<int>(seq_), static_cast<int>(batch_),
-                                        static_cast<int>(input_), lens.data(), &fill));
+    if (!accepts(cudnnSetRNNDataDescriptor(xd_, data, layout, static_cast<int>(seq_), static_cast<int>(batch_),
+                                           static_cast<int>(input_), lens.data(), &fill),
+                 "cudnnSetRNNDataDescriptor", why))
+      return false;
     DNN_CHECK(cudnnCreateRNNDataDescriptor(&yd_));
-    DNN_CHECK(cudnnSetRNNDataDescriptor(yd_, data, layout, static_cast<int>(seq_), static_cast<int>(batch_),
-                                        static_cast<int>(dirs_ * hidden_), lens.data(), &fill));
+    if (!accepts(cudnnSetRNNDataDescriptor(yd_, data, layout, static_cast<int>(seq_), static_cast<int>(batch_),
+                                           static_cast<int>(dirs_ * hidden_), lens.data(), &fill),
+                 "cudnnSetRNNDataDescriptor", why))
+      return false;
     const int hdims[3] = {static_cast<int>(dirs_), static_cast<int>(batch_), static_cast<int>(hidden_)};
     const int hstrides[3] = {static_cast<int>(batch_ * hidden_), static_cast<int>(hidden_), 1};
     DNN_CHECK(cudnnCreateTensorDescriptor(&hd_));
     DNN_CHECK(cudnnSetTensorNdDescriptor(hd_, data, 3, hdims, hstrides));
     dev_lens_ = DeviceBuffer(lens.size() * sizeof(int32_t), "cuDNN's RNN sequence lengths");
     FUSEC_CUDA_CHECK(cudaMemcpy(dev_lens_.get(), lens.data(), lens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-    DNN_CHECK(cudnnGetRNNTempSpaceSizes(h, rnn_, CUDNN_FWD_MODE_INFERENCE, xd_, &ws_bytes_, &reserve_bytes_));
+    if (!accepts(cudnnGetRNNTempSpaceSizes(h, rnn_, CUDNN_FWD_MODE_INFERENCE, xd_, &ws_bytes_, &reserve_bytes_),
+                 "cudnnGetRNNTempSpaceSizes", why))
+      return false;
     pack_weights(h, *c.constant(kW), *c.constant(kR), c.constant(kB));
 
     // Y through the workspace where ONNX's layout is not cuDNN's (two directions, layout 0), or
