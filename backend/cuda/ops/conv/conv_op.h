@@ -41,6 +41,9 @@ class ConvOp : public CudaOp {
   ConvRoute* picked(int* i) const;
   /// At the end of the plan: frees the routes (and cuDNN's weights) that the pick does not use.
   void keep_picked_route();
+  /// The tuning cache's key for the conv's launch choice: cuDNN's problem key and a signature of
+  /// the routes' candidates, so that a pick is recalled only by a build with the same race.
+  std::string launch_key(const PlanContext& c, bool fma, bool may_fuse) const;
   /// The fastest candidate by timing the real launch, remembered in the tuning cache; false
   /// (nothing changed) when tuning is off or there is no memory for the trial.
   bool tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bool may_fuse);

@@ -1,8 +1,9 @@
 // The conv op's tuner (ConvOp, conv_op.h): every candidate of every route planned for a conv,
 // timed as it will launch (fused, or the conv and its epilogue pass), warm and repeated, on
 // scratch buffers; the fastest is kept unless the heuristics' first choice is within 3%, and
-// remembered in the tuning cache under the conv's "launch" key: "algo:math:fused" for cuDNN,
-// "gemm:index|identity", "igemm:index|identity" or "dw:index|identity" for a route.
+// remembered in the tuning cache under the conv's "launch" key (launch_key: the problem and the
+// candidates raced): "algo:math:fused" for cuDNN, "gemm:index|identity", "igemm:index|identity",
+// "dw:index|identity" or "grp:index|identity" for a route.
 #include "ir/switches.h"
 #include "backend/cuda/ops/conv/conv_op.h"
 
@@ -10,6 +11,7 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,11 +32,29 @@ bool ConvOp::conv_tuning_on(bool timed) {
   return timed;
 }
 
+std::string ConvOp::launch_key(const PlanContext& c, bool fma, bool may_fuse) const {
+  const std::string key = cudnn_.choice_key(c, "launch", fma, may_fuse);
+  if (key.empty()) return key;
+  // A pick is only as good as the race it won. The routes' candidates, by identity, are part of
+  // the key, so a build that adds a candidate (the grouped conv's tensor-core one) or drops one
+  // times the conv again instead of recalling a race the new candidate was not in.
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over "identity;" of every candidate timed
+  for (const ConvRoute* r :
+       {static_cast<const ConvRoute*>(gemm_route_.get()), static_cast<const ConvRoute*>(igemm_route_.get()),
+        static_cast<const ConvRoute*>(dw_route_.get()), static_cast<const ConvRoute*>(grp_route_.get())})
+    for (int i = 0; r && i < r->candidates(); ++i)
+      if (r->worth_timing(i))
+        for (unsigned char ch : r->identity(i) + ";") h = (h ^ ch) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return key + " routes " + hex;
+}
+
 bool ConvOp::recall_depthwise(const PlanContext& c, bool strict, bool may_fuse) {
   // tune_forward's key says " fma" where cuDNN's first algorithm runs FMA math, which only its
   // heuristics tell; a depthwise pick under either key is this conv's.
   for (bool fma : {strict, !strict}) {
-    const std::string key = cudnn_.choice_key(c, "launch", fma, may_fuse);
+    const std::string key = launch_key(c, fma, may_fuse);
     const auto v = key.empty() ? std::nullopt : TuningCache::global().get(key);
     if (!v || v->rfind("dw:", 0) != 0) continue;
     const auto bar = v->find('|');
@@ -52,7 +72,7 @@ bool ConvOp::recall_depthwise(const PlanContext& c, bool strict, bool may_fuse) 
 bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bool may_fuse) {
   TuningCache& cache = TuningCache::global();
   if (!cache.enabled() || cands.empty() || ep_.dt == DType::Float64 || !cudnn_.fused_desc_ready(may_fuse)) return false;
-  const std::string key = cudnn_.choice_key(c, "launch", cands[0].math == CUDNN_FMA_MATH, may_fuse);
+  const std::string key = launch_key(c, cands[0].math == CUDNN_FMA_MATH, may_fuse);
   if (key.empty()) return false;
   const bool trace = env_switch("FUSEC_CONV_TRACE") != nullptr;
   size_t es = dtype_size(ep_.dt);
