@@ -35,13 +35,14 @@ bool ConvOp::conv_tuning_on(bool timed) {
 std::string ConvOp::launch_key(const PlanContext& c, bool fma, bool may_fuse) const {
   const std::string key = cudnn_.choice_key(c, "launch", fma, may_fuse);
   if (key.empty()) return key;
-  // A pick is only as good as the race it won. The routes' candidates, by identity, are part of
-  // the key, so a build that adds a candidate (the grouped conv's tensor-core one) or drops one
-  // times the conv again instead of recalling a race the new candidate was not in.
+  // A pick is only as good as the race it won. The candidates of the depthwise and grouped routes,
+  // by identity, are part of the key, so a build that adds one (the grouped conv's tensor-core
+  // kernel) or drops one times the conv again instead of recalling a race it was not in. Only
+  // these two: they are planned before the first recall (recall_depthwise), so the key is the same
+  // there and in tune_forward; the NCHW GEMM and implicit-GEMM routes are planned after it.
   uint64_t h = 1469598103934665603ull;  // FNV-1a over "identity;" of every candidate timed
   for (const ConvRoute* r :
-       {static_cast<const ConvRoute*>(gemm_route_.get()), static_cast<const ConvRoute*>(igemm_route_.get()),
-        static_cast<const ConvRoute*>(dw_route_.get()), static_cast<const ConvRoute*>(grp_route_.get())})
+       {static_cast<const ConvRoute*>(dw_route_.get()), static_cast<const ConvRoute*>(grp_route_.get())})
     for (int i = 0; r && i < r->candidates(); ++i)
       if (r->worth_timing(i))
         for (unsigned char ch : r->identity(i) + ";") h = (h ^ ch) * 1099511628211ull;
