@@ -87,7 +87,8 @@ TEST(GpuRecurrent, EachCellMatchesTheReferenceOnCudnn) {
 TEST(GpuRecurrent, WhatCudnnsCellsDoNotHaveStaysOnTheCpu) {
   FUSEC_REQUIRE_GPU();
   // GRU applying the reset gate before its recurrent product, a clip, LSTM's input_forget, a
-  // reverse direction, activations of other shapes: each runs on the CPU reference and matches.
+  // reverse direction, activations of other shapes, peepholes: each runs on the CPU reference and
+  // matches.
   const std::vector<RecCase> refused = {
       {"GRU", 6, 3, 5, 8},  // linear_before_reset = 0, ONNX's default
       {"LSTM", 6, 3, 5, 8, "forward", true, true, 0, {attr("clip", 0.5f)}},
@@ -109,4 +110,9 @@ TEST(GpuRecurrent, WhatCudnnsCellsDoNotHaveStaysOnTheCpu) {
     SCOPED_TRACE(std::string(d.op) + " " + d.direction);
     expect_gpu_matches_cpu(make_case(d, seed += 7), Precision::FP32, -1, false);
   }
+  // Peepholes given at run time (not a constant the planner could see is zero).
+  SCOPED_TRACE("LSTM with P as a graph input");
+  OpCase peep = make_case({"LSTM", 6, 3, 5, 8}, 470);
+  peep.inputs.push_back(random_tensor(DType::Float32, {1, 3 * 8}, 471, -0.3, 0.3));
+  expect_gpu_matches_cpu(peep, Precision::FP32, -1, false);
 }

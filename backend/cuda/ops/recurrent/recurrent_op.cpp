@@ -99,7 +99,8 @@ class RecurrentOp final : public CudaOp {
       return *why = "cuDNN's RNN: float32 and float16 storage only", false;
     if (!c.constant(kW) || !c.constant(kR) || (c.has_input(kB) && !c.constant(kB)))
       return *why = "cuDNN's RNN: W, R and B must be constants (packed into its weight space at plan time)", false;
-    if (c.has_input(kP) && !all_zero(*c.constant(kP))) return *why = "cuDNN's RNN: peepholes (P)", false;
+    if (c.has_input(kP) && (!c.constant(kP) || !all_zero(*c.constant(kP))))
+      return *why = "cuDNN's RNN: peepholes (P)", false;
     const auto& xd = c.in_dims(kX);
     const auto& rd = c.in_dims(kR);
     if (xd.size() != 3 || rd.size() != 3) return *why = "cuDNN's RNN: X and R of rank 3", false;
