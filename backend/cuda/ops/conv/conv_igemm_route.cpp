@@ -203,13 +203,6 @@ bool ConvIgemmRoute::run(int i, const void* x, const void* w, const void* b, con
   return launch_conv_igemm_f32(a, cfg, stream);
 }
 
-void ConvIgemmRoute::launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
-                            cudaStream_t stream) const {
-  const bool launched = run(i, x, w, b, z, y, ws, stream);
-  FUSEC_CUDA_CHECK(cudaGetLastError());
-  if (!launched) internal_error("the implicit-GEMM conv refused the launch it was planned for");
-}
-
 std::string ConvIgemmRoute::kernel_name(int i) const {
   return std::string("fusec implicit-GEMM conv fp32 NCHW ") + identity(i) +
          (bias_ || residual_ || act_ != SgemmAct::None ? " + fused epilogue" : "");

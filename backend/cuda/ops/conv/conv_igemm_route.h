@@ -62,8 +62,6 @@ class ConvIgemmRoute : public ConvRoute {
   bool run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
            cudaStream_t stream) const override;
   /// run, an error when it launched nothing or the launch failed.
-  void launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
-              cudaStream_t stream) const override;
   std::string kernel_name(int i) const override;
 
   /// Makes what candidate i reads beyond the op's inputs (a Winograd layout's transformed filter),

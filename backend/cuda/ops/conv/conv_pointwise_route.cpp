@@ -64,14 +64,6 @@ bool ConvPointwiseRoute::run(int i, const void* x, const void* w, const void* b,
   return launch_hgemm(a, kinds_[i], stream);
 }
 
-void ConvPointwiseRoute::launch(int i, const void* x, const void* w, const void* b, const void* z, void* y,
-                                void* ws, cudaStream_t stream) const {
-  const bool launched = run(i, x, w, b, z, y, ws, stream);
-  FUSEC_CUDA_CHECK(cudaGetLastError());
-  // Each was planned on the executor's 256-byte aligned buffers, as every launch gets them.
-  if (!launched) internal_error("fusec's 1x1 conv refused the launch it was planned for");
-}
-
 std::string ConvPointwiseRoute::kernel_name(int i) const {
   const int k = kinds_.at(i);
   const DType dt = dtype(k);

@@ -41,8 +41,6 @@ class ConvPointwiseRoute : public ConvRoute {
   size_t workspace(int i) const override { return 0; }
   bool run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
            cudaStream_t stream) const override;
-  void launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
-              cudaStream_t stream) const override;
   std::string kernel_name(int i) const override;
 
  private:

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/core/check.h"
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/ops/elementwise/epilogue.cuh"
 #include "ir/error.h"
@@ -93,9 +94,16 @@ class ConvRoute {
   /// y = act(conv(x, w) + b + z) with candidate i; false when it failed (plan-time trials).
   virtual bool run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
                    cudaStream_t stream) const = 0;
-  /// The same at launch time: throws, with the library's or the kernel's error, when it fails.
+  /// The same at launch time: throws, with the library's or the kernel's error, when it fails. By
+  /// default run(), the launch's error, and an internal error where the route refused a launch it
+  /// was planned for (fusec's own kernels, whose trials ran on the 256-byte aligned buffers every
+  /// launch gets); a library route throws the library's status instead.
   virtual void launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
-                      cudaStream_t stream) const = 0;
+                      cudaStream_t stream) const {
+    const bool launched = run(i, x, w, b, z, y, ws, stream);
+    FUSEC_CUDA_CHECK(cudaGetLastError());
+    if (!launched) internal_error(kernel_name(i) + " refused the launch it was planned for");
+  }
 
   /// What runs, for the kernel name (inspect, bench, the profiler).
   virtual std::string kernel_name(int i) const = 0;

@@ -71,13 +71,6 @@ bool ConvDepthwiseRoute::run(int i, const void* x, const void* w, const void* b,
   return launch_depthwise(a, config(i), stream);
 }
 
-void ConvDepthwiseRoute::launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
-                                cudaStream_t stream) const {
-  const bool launched = run(i, x, w, b, z, y, ws, stream);
-  FUSEC_CUDA_CHECK(cudaGetLastError());
-  if (!launched) internal_error("the depthwise conv refused the launch it was planned for");
-}
-
 std::string ConvDepthwiseRoute::kernel_name(int i) const {
   const char* t = dt_ == DType::Float16 ? "fp16" : dt_ == DType::BFloat16 ? "bf16" : "fp32";
   return std::string("fusec depthwise conv ") + t + " NHWC " + std::to_string(s_.kh) + "x" + std::to_string(s_.kw) +

@@ -41,8 +41,6 @@ class ConvDepthwiseRoute : public ConvRoute {
   /// copy is); false when it launched nothing.
   bool run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
            cudaStream_t stream) const override;
-  void launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
-              cudaStream_t stream) const override;
   std::string kernel_name(int i) const override;
   bool owns_weights(int i) const override { return true; }
 

@@ -44,11 +44,6 @@ struct GcParams {
   int tiles_w, tiles_h;
 };
 
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
-
 int staged_rows(int rows, int stride, int k, int dil) { return (rows - 1) * stride + (k - 1) * dil + 1; }
 
 int vector_width(const GroupedShape& s) { return s.kg % 8 == 0 ? 8 : 4; }

@@ -91,11 +91,6 @@ Plan plan_of(const GroupedShape& s) {
   return p;
 }
 
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack {
-  T v[N];
-};
-
 template <typename T, int NT>
 __global__ void __launch_bounds__(kThreads) grouped_mma_kernel(MmaParams p) {
   pdl_wait_then_release();

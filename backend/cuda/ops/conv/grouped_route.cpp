@@ -85,13 +85,6 @@ bool ConvGroupedRoute::run(int i, const void* x, const void* w, const void* b, c
   return launch_grouped(a, i, stream);
 }
 
-void ConvGroupedRoute::launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
-                              cudaStream_t stream) const {
-  const bool launched = run(i, x, w, b, z, y, ws, stream);
-  FUSEC_CUDA_CHECK(cudaGetLastError());
-  if (!launched) internal_error("the grouped conv refused the launch it was planned for");
-}
-
 std::string ConvGroupedRoute::kernel_name(int i) const {
   const char* t = dt_ == DType::Float16 ? "fp16" : dt_ == DType::BFloat16 ? "bf16" : "fp32";
   return std::string("fusec grouped conv ") + t + " NHWC " + std::to_string(s_.kh) + "x" + std::to_string(s_.kw) +

@@ -30,8 +30,6 @@ class ConvGroupedRoute : public ConvRoute {
   size_t workspace(int i) const override { return 0; }
   bool run(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
            cudaStream_t stream) const override;
-  void launch(int i, const void* x, const void* w, const void* b, const void* z, void* y, void* ws,
-              cudaStream_t stream) const override;
   std::string kernel_name(int i) const override;
   bool owns_weights(int i) const override { return true; }
 
