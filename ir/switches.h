@@ -105,6 +105,12 @@ inline constexpr SwitchInfo kSwitches[] = {
     {"FUSEC_ATTN_TILED", SwitchScope::Fusec,
      "the streaming fp32 attention kernel instead of the register-tiled one (read once)", "0",
      "the register-tiled kernel where it applies"},
+    // ---- fusec: CUDA backend, recurrent cells
+    {"FUSEC_RNN_ALGO", SwitchScope::Fusec,
+     "run RNN, GRU and LSTM nodes on this cuDNN RNN algorithm, untimed (the standard one where cuDNN refuses it)",
+     "standard, static, small_h, dynamic",
+     "the standard and static persistent algorithms cuDNN accepts for the shape are timed (the standard one "
+     "under FUSEC_TUNE=0)"},
     // ---- fusec: profiler
     {"FUSEC_PROFILE_NO_CUPTI", SwitchScope::Fusec, "profile with CUDA events around each step instead of CUPTI", "1",
      "CUPTI"},

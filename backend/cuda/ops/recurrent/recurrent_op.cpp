@@ -20,6 +20,8 @@
 // with two directions the op writes y into its workspace and copies it across (a strided copy);
 // at layout 1 Y is cuDNN's batch-major y as it is, and the states are [batch, directions,
 // hidden], the same memory as cuDNN's with one direction (two stay on the CPU).
+//
+// Which of cuDNN's algorithms runs the node is raced per shape and GPU (recurrent_algo.h).
 #include <cudnn.h>
 
 #include <memory>
@@ -30,6 +32,7 @@
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/core/dnn_check.h"
 #include "backend/cuda/ops/movement/movement.cuh"
+#include "backend/cuda/ops/recurrent/recurrent_algo.h"
 #include "ir/half.h"
 #include "ir/ops/recurrent.h"
 
@@ -81,7 +84,6 @@ std::string cell_refusal(const recurrent::Config& c, Cell cell, cudnnRNNMode_t* 
 class RecurrentOp final : public CudaOp {
  public:
   ~RecurrentOp() override {
-    if (rnn_) cudnnDestroyRNNDescriptor(rnn_);
     if (xd_) cudnnDestroyRNNDataDescriptor(xd_);
     if (yd_) cudnnDestroyRNNDataDescriptor(yd_);
     if (hd_) cudnnDestroyTensorDescriptor(hd_);
@@ -121,7 +123,7 @@ class RecurrentOp final : public CudaOp {
       if (v > INT32_MAX) return *why = "cuDNN's RNN: sizes past 32 bits", false;
 
     cudnnHandle_t h = c.ctx().cudnn();
-    // A configuration cuDNN's RNN does not take (its status at plan time) stays on the CPU, named;
+    // A data layout cuDNN's RNN does not take (its status at plan time) stays on the CPU, named;
     // any other failure is an error.
     auto accepts = [](cudnnStatus_t st, const char* call, std::string* no) {
       if (st == CUDNN_STATUS_SUCCESS) return true;
@@ -130,46 +132,45 @@ class RecurrentOp final : public CudaOp {
       *no = std::string("cuDNN's RNN: ") + call + " refused the configuration (" + cudnnGetErrorString(st) + ")";
       return false;
     };
-    const cudnnDataType_t data = dt_ == DType::Float16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
-    const cudnnMathType_t math = dt_ == DType::Float16 ? CUDNN_TENSOR_OP_MATH
-                                 : c.allow_tf32()      ? CUDNN_DEFAULT_MATH
-                                                       : CUDNN_FMA_MATH;
+    RnnProblem p;
+    p.mode = mode;
+    p.dirs = dirs_, p.seq = seq_, p.batch = batch_, p.input = input_, p.hidden = hidden_;
+    p.batch_major = batch_major_;
+    p.data = dt_ == DType::Float16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+    p.math = dt_ == DType::Float16 ? CUDNN_TENSOR_OP_MATH : c.allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    p.elem_bytes = dtype_size(dt_);
     size_t states = 0;
     DNN_CHECK(cudnnCreateDropoutDescriptor(&drop_));
     DNN_CHECK(cudnnDropoutGetStatesSize(h, &states));
     drop_states_ = DeviceBuffer(states, "cuDNN's dropout states (an RNN descriptor needs them; dropout is 0)");
     DNN_CHECK(cudnnSetDropoutDescriptor(drop_, h, 0.0f, drop_states_.get(), states, 0));
-    DNN_CHECK(cudnnCreateRNNDescriptor(&rnn_));
-    if (!accepts(cudnnSetRNNDescriptor_v8(rnn_, CUDNN_RNN_ALGO_STANDARD, mode, CUDNN_RNN_DOUBLE_BIAS,
-                                          dirs_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL, CUDNN_LINEAR_INPUT,
-                                          data, CUDNN_DATA_FLOAT, math, static_cast<int32_t>(input_),
-                                          static_cast<int32_t>(hidden_), static_cast<int32_t>(hidden_), 1, drop_,
-                                          CUDNN_RNN_PADDED_IO_ENABLED),
-                 "cudnnSetRNNDescriptor_v8", why))
-      return false;
+    p.dropout = drop_;
     const cudnnRNNDataLayout_t layout =
         batch_major_ ? CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED : CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_UNPACKED;
     const std::vector<int> lens(static_cast<size_t>(batch_), static_cast<int>(seq_));
     float fill = 0.0f;
     DNN_CHECK(cudnnCreateRNNDataDescriptor(&xd_));
-    if (!accepts(cudnnSetRNNDataDescriptor(xd_, data, layout, static_cast<int>(seq_), static_cast<int>(batch_),
+    if (!accepts(cudnnSetRNNDataDescriptor(xd_, p.data, layout, static_cast<int>(seq_), static_cast<int>(batch_),
                                            static_cast<int>(input_), lens.data(), &fill),
                  "cudnnSetRNNDataDescriptor", why))
       return false;
     DNN_CHECK(cudnnCreateRNNDataDescriptor(&yd_));
-    if (!accepts(cudnnSetRNNDataDescriptor(yd_, data, layout, static_cast<int>(seq_), static_cast<int>(batch_),
+    if (!accepts(cudnnSetRNNDataDescriptor(yd_, p.data, layout, static_cast<int>(seq_), static_cast<int>(batch_),
                                            static_cast<int>(dirs_ * hidden_), lens.data(), &fill),
                  "cudnnSetRNNDataDescriptor", why))
       return false;
     const int hdims[3] = {static_cast<int>(dirs_), static_cast<int>(batch_), static_cast<int>(hidden_)};
     const int hstrides[3] = {static_cast<int>(batch_ * hidden_), static_cast<int>(hidden_), 1};
     DNN_CHECK(cudnnCreateTensorDescriptor(&hd_));
-    DNN_CHECK(cudnnSetTensorNdDescriptor(hd_, data, 3, hdims, hstrides));
+    DNN_CHECK(cudnnSetTensorNdDescriptor(hd_, p.data, 3, hdims, hstrides));
     dev_lens_ = DeviceBuffer(lens.size() * sizeof(int32_t), "cuDNN's RNN sequence lengths");
     FUSEC_CUDA_CHECK(cudaMemcpy(dev_lens_.get(), lens.data(), lens.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
-    if (!accepts(cudnnGetRNNTempSpaceSizes(h, rnn_, CUDNN_FWD_MODE_INFERENCE, xd_, &ws_bytes_, &reserve_bytes_),
-                 "cudnnGetRNNTempSpaceSizes", why))
-      return false;
+    p.x = xd_, p.y = yd_, p.h = hd_;
+    p.dev_lens = static_cast<const int32_t*>(dev_lens_.get());
+    algo_ = pick_rnn_algo(p, c.ctx(), why);
+    if (!algo_) return false;
+    rnn_ = algo_->desc;
+    ws_bytes_ = algo_->workspace_bytes, reserve_bytes_ = algo_->reserve_bytes;
     pack_weights(h, *c.constant(kW), *c.constant(kR), c.constant(kB));
 
     // Y through the workspace where ONNX's layout is not cuDNN's (two directions, layout 0), or
@@ -213,7 +214,8 @@ class RecurrentOp final : public CudaOp {
   std::string kernel_name() const override {
     const char* cell = cell_ == Cell::Lstm ? "LSTM" : cell_ == Cell::Gru ? "GRU" : "RNN";
     return std::string("cuDNN RNN ") + cell + (dirs_ == 2 ? " bidirectional " : " ") +
-           (dt_ == DType::Float16 ? "fp16" : "fp32") + ", hidden " + std::to_string(hidden_);
+           (dt_ == DType::Float16 ? "fp16" : "fp32") + ", hidden " + std::to_string(hidden_) + ", " +
+           rnn_algo_name(algo_->algo);
   }
 
  private:
@@ -277,7 +279,8 @@ class RecurrentOp final : public CudaOp {
   DType dt_ = DType::Float32;
   bool batch_major_ = false, y_direct_ = true;
   int64_t seq_ = 0, batch_ = 0, input_ = 0, hidden_ = 0, dirs_ = 1, gates_ = 4;
-  cudnnRNNDescriptor_t rnn_ = nullptr;
+  std::unique_ptr<RnnAlgo> algo_;
+  cudnnRNNDescriptor_t rnn_ = nullptr;  // algo_'s
   cudnnRNNDataDescriptor_t xd_ = nullptr, yd_ = nullptr;
   cudnnTensorDescriptor_t hd_ = nullptr;
   cudnnDropoutDescriptor_t drop_ = nullptr;
