@@ -139,6 +139,7 @@ const std::vector<std::pair<std::string, std::string>>& gpu_kernel_families() {
                            "GlobalMaxPool",
                            "Greater",
                            "GreaterOrEqual",
+                           "GridSample",
                            "Hardmax",
                            "HardSigmoid",
                            "HardSwish",

@@ -178,5 +178,6 @@ void register_squeeze_excite_ops(CudaOpRegistry& r);      // ai.fusec SqueezeExc
 void register_movement_ops(CudaOpRegistry& r);            // Transpose, Concat, Split, Slice, Gather, Pad, ...
 void register_view_ops(CudaOpRegistry& r);                // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout
 void register_recurrent_ops(CudaOpRegistry& r);           // cuDNN: RNN, GRU, LSTM
+void register_grid_sample_ops(CudaOpRegistry& r);         // GridSample
 
 }  // namespace fusec::cuda

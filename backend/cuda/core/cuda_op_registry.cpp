@@ -55,6 +55,7 @@ const CudaOpRegistry& CudaOpRegistry::global() {
     register_squeeze_excite_ops(r);
     register_movement_ops(r);
     register_recurrent_ops(r);
+    register_grid_sample_ops(r);
     return r;
   }();
   return reg;

@@ -1,0 +1,156 @@
+// One thread per output position (batch, spatial): it finds the position's taps once, then sums
+// every channel over them, so a one-channel input (RAFT's correlation lookup: a volume per pixel)
+// still gives every thread a position, and writes stay coalesced along the output's last axis.
+#include <cmath>
+#include <type_traits>
+
+#include "backend/cuda/core/common.cuh"
+#include "backend/cuda/ops/movement/grid_sample.cuh"
+
+namespace fusec::cuda {
+
+namespace {
+
+using grid_sample::Mode;
+using grid_sample::Padding;
+
+/// One axis's taps at one position; index -1 reads zero.
+struct Taps {
+  int count = 0;
+  int64_t index[4];
+  float weight[4];
+  bool nan = false;  // no position at all: a NaN coordinate under border or reflection padding
+};
+
+__device__ float reflect(float x, float lo, float hi) {
+  const float span = hi - lo;
+  if (!(span > 0)) return lo;
+  if (x >= lo && x <= hi) return x;
+  const bool below = x < lo;
+  const float d = below ? lo - x : x - hi;
+  const float turns = floorf(d / span);
+  const float r = d - turns * span;
+  const bool even = fmodf(turns, 2.0f) == 0;
+  return below == even ? lo + r : hi - r;
+}
+
+__device__ Taps axis_taps(float g, int64_t size, const grid_sample::Config& c) {
+  Taps t;
+  const float n = static_cast<float>(size);
+  const float lo = c.align_corners ? 0.0f : -0.5f, hi = c.align_corners ? n - 1 : n - 0.5f;
+  float x = c.align_corners ? (g + 1) * 0.5f * (n - 1) : ((g + 1) * n - 1) * 0.5f;
+  if (c.mode == Mode::Nearest) x = rintf(x);  // halfway rounds to even
+  if (isnan(x) && c.padding != Padding::Zeros) return t.nan = true, t;
+  if (!(x >= lo && x <= hi)) {
+    if (c.padding == Padding::Border) x = fminf(fmaxf(x, 0.0f), n - 1);
+    if (c.padding == Padding::Reflection) x = isinf(x) ? NAN : reflect(x, lo, hi);
+    if (isnan(x) && c.padding != Padding::Zeros) return t.nan = true, t;
+  }
+  if (!(x > -4 && x < n + 4)) return t;  // zeros padding, far outside: every tap reads zero
+  auto fetch = [&](int64_t i) -> int64_t {
+    if (c.padding == Padding::Zeros) return i >= 0 && i < size ? i : -1;
+    if (c.padding == Padding::Reflection) i = static_cast<int64_t>(reflect(static_cast<float>(i), lo, hi));
+    return i < 0 ? 0 : i >= size ? size - 1 : i;
+  };
+  const float f = floorf(x);
+  const auto i0 = static_cast<int64_t>(f);
+  const float u = x - f;
+  if (c.mode == Mode::Nearest) {
+    t.count = 1;
+    t.index[0] = fetch(static_cast<int64_t>(x));
+    t.weight[0] = 1;
+  } else if (c.mode == Mode::Linear) {
+    t.count = 2;
+    t.index[0] = fetch(i0), t.index[1] = fetch(i0 + 1);
+    t.weight[0] = 1 - u, t.weight[1] = u;
+  } else {  // Keys' cubic convolution, a = -0.75
+    constexpr float a = -0.75f;
+    auto near = [](float d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };
+    auto far = [](float d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };
+    t.count = 4;
+    t.weight[0] = far(u + 1), t.weight[1] = near(u), t.weight[2] = near(1 - u), t.weight[3] = far(2 - u);
+    for (int k = 0; k < 4; ++k) t.index[k] = fetch(i0 - 1 + k);
+  }
+  return t;
+}
+
+template <typename T, typename G, int kAxes>
+__global__ void __launch_bounds__(kBlock)
+    grid_sample_kernel(const T* __restrict__ x, const G* __restrict__ grid, T* __restrict__ y,
+                       const __grid_constant__ GridSampleArgs a) {
+  const int64_t positions = a.batch * a.out_plane;
+  for (int64_t p = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; p < positions;
+       p += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = p / a.out_plane, o = p - n * a.out_plane;
+    // grid[n, o, :] lists the coordinates innermost axis first (x, then y, then z).
+    Taps t[kAxes];
+    bool nan = false;
+#pragma unroll
+    for (int i = 0; i < kAxes; ++i) {
+      t[i] = axis_taps(to_compute(grid[p * kAxes + (kAxes - 1 - i)]), a.in_size[i], a.config);
+      nan = nan || t[i].nan;
+    }
+    int64_t stride[kAxes];
+    stride[kAxes - 1] = 1;
+#pragma unroll
+    for (int i = kAxes - 1; i > 0; --i) stride[i - 1] = stride[i] * a.in_size[i];
+    const T* plane = x + n * a.channels * a.in_plane;
+    T* out = y + n * a.channels * a.out_plane + o;
+    for (int64_t ch = 0; ch < a.channels; ++ch, plane += a.in_plane, out += a.out_plane) {
+      float acc = 0;
+      if (nan) {
+        acc = NAN;
+      } else if constexpr (kAxes == 2) {
+        for (int j = 0; j < t[0].count; ++j) {
+          if (t[0].index[j] < 0) continue;
+          const T* row = plane + t[0].index[j] * stride[0];
+          float r = 0;
+          for (int k = 0; k < t[1].count; ++k)
+            if (t[1].index[k] >= 0) r += t[1].weight[k] * to_compute(row[t[1].index[k]]);
+          acc += t[0].weight[j] * r;
+        }
+      } else {
+        for (int j = 0; j < t[0].count; ++j) {
+          if (t[0].index[j] < 0) continue;
+          for (int k = 0; k < t[1].count; ++k) {
+            if (t[1].index[k] < 0) continue;
+            const T* row = plane + t[0].index[j] * stride[0] + t[1].index[k] * stride[1];
+            float r = 0;
+            for (int l = 0; l < t[2].count; ++l)
+              if (t[2].index[l] >= 0) r += t[2].weight[l] * to_compute(row[t[2].index[l]]);
+            acc += t[0].weight[j] * t[1].weight[k] * r;
+          }
+        }
+      }
+      *out = from_compute<T>(acc);
+    }
+  }
+}
+
+}  // namespace
+
+bool launch_grid_sample(const GridSampleArgs& a, const void* x, const void* grid, void* y, cudaStream_t stream) {
+  const int64_t positions = a.batch * a.out_plane;
+  bool ok = false;
+  dispatch_float_storage(a.x_dtype, [&](auto xt) {
+    using T = decltype(xt);
+    dispatch_float_storage(a.grid_dtype, [&](auto gt) {
+      using G = decltype(gt);
+      if constexpr (!std::is_same_v<T, double> && !std::is_same_v<G, double>) {
+        ok = a.axes == 2 || a.axes == 3;
+        if (!ok || positions == 0 || a.channels == 0) return;
+        auto* xp = static_cast<const T*>(x);
+        auto* gp = static_cast<const G*>(grid);
+        auto* yp = static_cast<T*>(y);
+        if (a.axes == 2)
+          grid_sample_kernel<T, G, 2><<<grid_for(positions), kBlock, 0, stream>>>(xp, gp, yp, a);
+        else
+          grid_sample_kernel<T, G, 3><<<grid_for(positions), kBlock, 0, stream>>>(xp, gp, yp, a);
+        check_launch("grid_sample_kernel");
+      }
+    });
+  });
+  return ok;
+}
+
+}  // namespace fusec::cuda
