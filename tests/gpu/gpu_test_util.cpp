@@ -107,7 +107,7 @@ void compare(const Tensor& got, const Tensor& want, double tol, const std::strin
 }
 
 void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol, bool require_gpu_kernel,
-                            const std::string& kernel_has) {
+                            const std::string& kernel_has, std::string* ran_as) {
   if (tol < 0) tol = default_tolerance(p);
   std::vector<Tensor> feeds;
   auto g = build_case(c, &feeds);
@@ -120,6 +120,8 @@ void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol, bool requi
   auto exe = backend.compile_cuda(*g);
   auto got = exe->run(feeds);
   ASSERT_EQ(got.size(), want.size());
+  for (const auto& pl : exe->placement())
+    if (pl.node == "node_under_test" && ran_as) *ran_as = pl.kernel;
   if (require_gpu_kernel) {
     for (const auto& pl : exe->placement())
       if (pl.node == "node_under_test") {

@@ -50,8 +50,9 @@ double default_tolerance(Precision p);
 /// (negative: default_tolerance(p)) of the reference relative to max|reference| (exact for
 /// integer and bool outputs). With `require_gpu_kernel`, also expects the node to have run on the
 /// GPU rather than through the CPU fallback; with `kernel_has`, that its kernel's name contains it.
+/// `ran_as`, where given, receives the kernel the node ran as ("cpu reference" on the CPU).
 void expect_gpu_matches_cpu(const OpCase& c, Precision p, double tol = -1, bool require_gpu_kernel = true,
-                            const std::string& kernel_has = "");
+                            const std::string& kernel_has = "", std::string* ran_as = nullptr);
 
 /// Expects `got` within `tol` of `want` relative to max|want| (exact for integers and bools).
 void compare(const Tensor& got, const Tensor& want, double tol, const std::string& what);

@@ -9,9 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_backend.h"
 #include "gpu_test_util.h"
-#include "passes/infer_shapes.h"
 
 using namespace fusec;
 using namespace fusec::test;
@@ -92,25 +90,9 @@ const std::vector<RecCase>& tagger_cases() {
 /// step's products in another order than the reference, and 24 steps of recurrence carry the
 /// difference (1.7e-5 at worst, seen on the H200).
 std::string run_on_gpu(const OpCase& c, Precision p) {
-  std::vector<Tensor> feeds;
-  auto g = build_case(c, &feeds);
-  infer_shapes(*g);
-  auto want = cpu::CpuBackend().compile(*g)->run(feeds);
-  cuda::CudaOptions o;
-  o.precision = p;
-  o.context = shared_context();
-  auto exe = cuda::CudaBackend(o).compile_cuda(*g);
-  auto got = exe->run(feeds);
-  EXPECT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < want.size() && i < got.size(); ++i)
-    compare(got[i], want[i], p == Precision::FP32 ? 4e-5 : default_tolerance(p), c.op + " output " + std::to_string(i));
-  for (const auto& pl : exe->placement())
-    if (pl.node == "node_under_test") {
-      EXPECT_TRUE(pl.on_gpu) << c.op << " ran on the CPU: " << pl.reason;
-      return pl.kernel;
-    }
-  ADD_FAILURE() << "no placement for the node under test";
-  return "";
+  std::string kernel;
+  expect_gpu_matches_cpu(c, p, p == Precision::FP32 ? 4e-5 : -1, true, "cuDNN RNN", &kernel);
+  return kernel;
 }
 
 }  // namespace
