@@ -5,8 +5,8 @@
 // the H200, scripts/families.py's two-layer bidirectional LSTM tagger (hidden 96, batch 16, 128
 // steps, fp16) ran 1024 launches on the standard algorithm where torch's cuDNN call ran 4
 // persistent ones. Which algorithm wins depends on the shape and the GPU, and cuDNN has no
-// heuristic for it, so the engine build times every algorithm cuDNN accepts for the shape and
-// remembers the winner in the tuning cache (tuning_cache.h).
+// heuristic for it, so the engine build times the standard and static persistent algorithms cuDNN
+// accepts for the shape and remembers the winner in the tuning cache (tuning_cache.h).
 #pragma once
 #include <cudnn.h>
 
@@ -50,9 +50,9 @@ const char* rnn_algo_name(cudnnRNNAlgo_t algo);
 /// The algorithm the node runs: FUSEC_RNN_ALGO's where it names one cuDNN accepts (untimed); else,
 /// with tuning on, the fastest of the standard and static persistent ones cuDNN accepts, timed on
 /// scratch buffers once per shape and GPU and then read from the tuning cache; else (FUSEC_TUNE=0)
-/// the standard algorithm. nullptr,
-/// with why, where cuDNN refuses even the standard algorithm (NOT_SUPPORTED or BAD_PARAM: the node
-/// stays on the CPU); any other failure of the standard algorithm is an error.
+/// the standard algorithm. nullptr, with why, where cuDNN refuses even the standard algorithm
+/// (NOT_SUPPORTED or BAD_PARAM: the node stays on the CPU); any other failure of the standard
+/// algorithm is an error.
 std::unique_ptr<RnnAlgo> pick_rnn_algo(const RnnProblem& p, Context& ctx, std::string* why);
 
 }  // namespace fusec::cuda
