@@ -28,7 +28,8 @@ struct OutputCheck {
   double max_abs = 0;           // max |optimized - original|
   double max_rel = 0;           // max |optimized - original| / max |original| (relative to the output's scale)
   double max_ref = 0;           // max |original|, the scale max_rel divides by
-  bool ok = true;               // every element within atol + rtol * |original| (NaN matches NaN)
+  bool ok = true;               // every element within max(atol, rtol / 10 * max|original|) + rtol * |original|
+                                // (NaN matches NaN)
   std::string problem;          // dtype/shape mismatch, or why nothing could be compared
   int64_t elements = 0;         // elements seen over all runs
   int64_t finite_original = 0;  // of them, where the original's value is finite (compared in value)

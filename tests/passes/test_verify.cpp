@@ -131,3 +131,30 @@ TEST(Verify, NanWhereBothAreNanStillComparesTheRest) {
   compare_outputs(nan_where_finite, want, {}, e);
   EXPECT_FALSE(e.ok);
 }
+
+TEST(Verify, ElementsNearZeroOfALargeOutputCarryItsScalesRounding) {
+  // An output of magnitude 5: an element near zero off by 1.5e-5 (3e-6 of the scale) is float32
+  // rounding the fused model moved, within max(atol, rtol / 10 * 5) = 5e-5.
+  Tensor want = Tensor::from_float({5.0f, -4.0f, 1e-4f, 0.0f}, {4});
+  Tensor got = Tensor::from_float({5.0f, -4.0f, 1e-4f + 1.5e-5f, -1.5e-5f}, {4});
+  OutputCheck c{"flow"};
+  compare_outputs(got, want, {}, c);
+  EXPECT_TRUE(c.ok);
+  // Twice the floor is beyond it.
+  Tensor far = Tensor::from_float({5.0f, -4.0f, 1e-4f, 1e-4f}, {4});
+  OutputCheck d{"flow"};
+  compare_outputs(far, want, {}, d);
+  EXPECT_FALSE(d.ok);
+  // An output of magnitude 1 keeps atol: the same 1.5e-5 near zero is a mismatch.
+  Tensor unit = Tensor::from_float({1.0f, -0.5f, 0.0f}, {3});
+  Tensor unit_off = Tensor::from_float({1.0f, -0.5f, 1.5e-5f}, {3});
+  OutputCheck e{"probs"};
+  compare_outputs(unit_off, unit, {}, e);
+  EXPECT_FALSE(e.ok);
+  // A non-finite original does not set the scale.
+  Tensor inf_want = Tensor::from_float({INFINITY, 1.0f, 0.0f}, {3});
+  Tensor inf_got = Tensor::from_float({INFINITY, 1.0f, 1.5e-5f}, {3});
+  OutputCheck f{"y"};
+  compare_outputs(inf_got, inf_want, {}, f);
+  EXPECT_FALSE(f.ok);
+}
