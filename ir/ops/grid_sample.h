@@ -48,31 +48,55 @@ inline Config check_attrs(const NodeAttrs& a, int64_t opset) {
   return c;
 }
 
+// The geometry below is shared by the CPU reference (in double) and the CUDA kernel
+// (backend/cuda/ops/movement/grid_sample.cu, in float), so the GPU's taps are the reference's.
+#if defined(__CUDACC__)
+#define FUSEC_GRID_SAMPLE_HD __host__ __device__
+#else
+#define FUSEC_GRID_SAMPLE_HD
+#endif
+
 /// A normalized coordinate in [-1, 1] as a position along an axis of `size` elements: -1 and 1 are
 /// the centers of the end elements with align_corners, their outer edges without.
-inline double denormalize(double g, int64_t size, bool align_corners) {
-  const double n = static_cast<double>(size);
+template <typename F>
+FUSEC_GRID_SAMPLE_HD inline F denormalize(F g, int64_t size, bool align_corners) {
+  const F n = static_cast<F>(size);
   return align_corners ? (g + 1) / 2 * (n - 1) : ((g + 1) * n - 1) / 2;
 }
 
 /// The bounds that reflection mirrors at: the end elements' centers with align_corners, their
 /// outer edges without.
-inline double reflect_lo(bool align_corners) { return align_corners ? 0.0 : -0.5; }
-inline double reflect_hi(int64_t size, bool align_corners) {
-  return align_corners ? static_cast<double>(size - 1) : static_cast<double>(size) - 0.5;
+template <typename F>
+FUSEC_GRID_SAMPLE_HD inline F reflect_lo(bool align_corners) {
+  return align_corners ? F(0) : F(-0.5);
+}
+template <typename F>
+FUSEC_GRID_SAMPLE_HD inline F reflect_hi(int64_t size, bool align_corners) {
+  return align_corners ? static_cast<F>(size - 1) : static_cast<F>(size) - F(0.5);
 }
 
 /// x mirrored at lo and hi, again and again, until it lies between them.
-inline double reflect(double x, double lo, double hi) {
-  const double span = hi - lo;
+template <typename F>
+FUSEC_GRID_SAMPLE_HD inline F reflect(F x, F lo, F hi) {
+  const F span = hi - lo;
   if (!(span > 0)) return lo;
   if (x >= lo && x <= hi) return x;
   const bool below = x < lo;
-  const double d = below ? lo - x : x - hi;
-  const double turns = std::floor(d / span);
-  const double r = d - turns * span;
-  const bool even = std::fmod(turns, 2.0) == 0;
+  const F d = below ? lo - x : x - hi;
+  const F turns = std::floor(d / span);
+  const F r = d - turns * span;
+  const bool even = std::fmod(turns, F(2)) == 0;
   return below == even ? lo + r : hi - r;
+}
+
+/// Keys' cubic convolution weights (a = -0.75, as the ONNX reference and PyTorch use) for taps at
+/// offsets -1, 0, 1, 2 from floor(x), t = x - floor(x), into w[0..3].
+template <typename F>
+FUSEC_GRID_SAMPLE_HD inline void cubic_weights(F t, F* w) {
+  constexpr F a = F(-0.75);
+  auto near = [](F d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };       // |d| <= 1
+  auto far = [](F d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };  // 1 < |d| < 2
+  w[0] = far(t + 1), w[1] = near(t), w[2] = near(1 - t), w[3] = far(2 - t);
 }
 
 }  // namespace fusec::grid_sample

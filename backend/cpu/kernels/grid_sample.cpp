@@ -27,18 +27,10 @@ struct AxisTaps {
   bool nan = false;  // no position at all (a NaN coordinate under border or reflection padding)
 };
 
-/// Keys' cubic convolution weights (a = -0.75, as the reference and PyTorch use) for taps at
-/// offsets -1, 0, 1, 2 from floor(x), t = x - floor(x).
-std::array<double, 4> cubic_weights(double t) {
-  constexpr double a = -0.75;
-  auto near = [](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };       // |d| <= 1
-  auto far = [](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };  // 1 < |d| < 2
-  return {far(t + 1), near(t), near(1 - t), far(2 - t)};
-}
-
 AxisTaps axis_taps(double g, int64_t size, const Config& c) {
   AxisTaps taps;
-  const double lo = grid_sample::reflect_lo(c.align_corners), hi = grid_sample::reflect_hi(size, c.align_corners);
+  const double lo = grid_sample::reflect_lo<double>(c.align_corners),
+               hi = grid_sample::reflect_hi<double>(size, c.align_corners);
   double x = grid_sample::denormalize(g, size, c.align_corners);
   if (c.mode == Mode::Nearest) x = std::nearbyint(x);  // halfway rounds to even, as PyTorch does
   if (std::isnan(x) && c.padding != Padding::Zeros) {
@@ -84,7 +76,7 @@ AxisTaps axis_taps(double g, int64_t size, const Config& c) {
       break;
     case Mode::Cubic: {
       taps.count = 4;
-      taps.weight = cubic_weights(t);
+      grid_sample::cubic_weights(t, taps.weight.data());
       for (int k = 0; k < 4; ++k) taps.index[k] = fetch(i0 - 1 + k);
       break;
     }

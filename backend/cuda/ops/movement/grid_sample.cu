@@ -22,23 +22,13 @@ struct Taps {
   bool nan = false;  // no position at all: a NaN coordinate under border or reflection padding
 };
 
-__device__ float reflect(float x, float lo, float hi) {
-  const float span = hi - lo;
-  if (!(span > 0)) return lo;
-  if (x >= lo && x <= hi) return x;
-  const bool below = x < lo;
-  const float d = below ? lo - x : x - hi;
-  const float turns = floorf(d / span);
-  const float r = d - turns * span;
-  const bool even = fmodf(turns, 2.0f) == 0;
-  return below == even ? lo + r : hi - r;
-}
-
 __device__ Taps axis_taps(float g, int64_t size, const grid_sample::Config& c) {
   Taps t;
+  using grid_sample::reflect;
   const float n = static_cast<float>(size);
-  const float lo = c.align_corners ? 0.0f : -0.5f, hi = c.align_corners ? n - 1 : n - 0.5f;
-  float x = c.align_corners ? (g + 1) * 0.5f * (n - 1) : ((g + 1) * n - 1) * 0.5f;
+  const float lo = grid_sample::reflect_lo<float>(c.align_corners),
+              hi = grid_sample::reflect_hi<float>(size, c.align_corners);
+  float x = grid_sample::denormalize(g, size, c.align_corners);
   if (c.mode == Mode::Nearest) x = rintf(x);  // halfway rounds to even
   if (isnan(x) && c.padding != Padding::Zeros) return t.nan = true, t;
   if (!(x >= lo && x <= hi)) {
@@ -63,12 +53,9 @@ __device__ Taps axis_taps(float g, int64_t size, const grid_sample::Config& c) {
     t.count = 2;
     t.index[0] = fetch(i0), t.index[1] = fetch(i0 + 1);
     t.weight[0] = 1 - u, t.weight[1] = u;
-  } else {  // Keys' cubic convolution, a = -0.75
-    constexpr float a = -0.75f;
-    auto near = [](float d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };
-    auto far = [](float d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };
+  } else {
     t.count = 4;
-    t.weight[0] = far(u + 1), t.weight[1] = near(u), t.weight[2] = near(1 - u), t.weight[3] = far(2 - u);
+    grid_sample::cubic_weights(u, t.weight);
     for (int k = 0; k < 4; ++k) t.index[k] = fetch(i0 - 1 + k);
   }
   return t;
