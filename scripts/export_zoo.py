@@ -45,7 +45,8 @@ zero class token) gets seeded random values: the exporters' optimizers drop x + 
 trained model never allows (--library-init keeps the libraries' initialization).
 
 The fp32 reference runs on CUDA when available (else CPU), with TF32 off. The fp16 reference
-(copy.deepcopy(model).half(), channels_last for CNNs) runs only on CUDA; its max relative error is
+(copy.deepcopy(model).half(), channels_last for CNNs; torch.autocast float16 for a model that fails
+under .half(), fp16_module() says when) runs only on CUDA; its max relative error is
 max|fp16 - fp32| / max|fp32| per output, as `fusec optimize`'s verification reports it. On CPU the
 JSON says "fp16": null with the reason. The exports themselves always trace the model on the CPU.
 
@@ -239,23 +240,59 @@ def attn_impl(model) -> str | None:
 # ---- references ----------------------------------------------------------------------------------
 
 
-def run_torch(model, inputs: dict, device: str, half: bool = False, channels_last: bool = False):
+def run_torch(model, inputs: dict, device: str):
     import torch
 
-    ts = []
-    for v in inputs.values():
-        t = torch.from_numpy(v).to(device)
-        if t.is_floating_point():
-            t = t.half() if half else t
-            if channels_last and t.dim() == 4:
-                t = t.contiguous(memory_format=torch.channels_last)
-        ts.append(t)
+    ts = [torch.from_numpy(v).to(device) for v in inputs.values()]
     with torch.no_grad():
         out = model(*ts)
     outs = out if isinstance(out, (tuple, list)) else (out,)
     if device == "cuda":
         torch.cuda.synchronize()
     return [o.float().cpu().numpy() for o in outs]
+
+
+def fp16_module(model, inputs: list, channels_last: bool = False):
+    """The model in fp16 as a peer runs it: (module, inputs, how, why).
+
+    First copy.deepcopy(model).half() with half inputs (how "half"), tried once here. A model that
+    builds float32 tensors of its own and mixes them with its inputs fails that way (RAFT builds its
+    GridSample grid in float32, and grid_sample wants both in one type): it then runs as float32
+    under torch.autocast(float16) (how "autocast", why: .half()'s error), which keeps such ops in
+    float32 as its authors meant. The autocast cache stays off so the module can be captured in a
+    CUDA graph. Inputs are tensors on the model's device; call under no_grad/inference_mode.
+    The model itself is not moved."""
+    import torch
+
+    device = inputs[0].device if inputs else torch.device("cuda")
+
+    def prepare(m, xs):
+        m = m.to(device)
+        if channels_last:
+            m = m.to(memory_format=torch.channels_last)
+            xs = [x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in xs]
+        return m, xs
+
+    mh, xh = prepare(copy.deepcopy(model).half(), [x.half() if x.is_floating_point() else x for x in inputs])
+    try:
+        mh(*xh)
+        return mh, xh, "half", None
+    except (RuntimeError, TypeError) as e:
+        why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+    del mh, xh
+    device_type = device.type
+
+    class Autocast16(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, *xs):
+            with torch.autocast(device_type, dtype=torch.float16, cache_enabled=False):
+                return self.inner(*xs)
+
+    m32, x32 = prepare(copy.deepcopy(model), [x.float() if x.is_floating_point() else x for x in inputs])
+    return Autocast16(m32), x32, "autocast", why
 
 
 def rel_err(got: np.ndarray, ref: np.ndarray) -> dict:
@@ -284,14 +321,19 @@ def references(name: str, model, inputs: dict, outputs: list, device: str, out_d
     else:
         try:
             cl = is_image_model(name)
-            mh = copy.deepcopy(m).half()
-            if cl:
-                mh = mh.to(memory_format=torch.channels_last)
-            got = run_torch(mh, inputs, device, half=True, channels_last=cl)
+            xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
+            with torch.no_grad():
+                mh, xh, how, why = fp16_module(m, xs, channels_last=cl)
+                out = mh(*xh)
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            got = [o.float().cpu().numpy() for o in outs]
             info["fp16"] = {o: rel_err(g, r) for o, g, r in zip(outputs, got, ref)}
-            info["fp16_note"] = ("torch fp16 (model.half()" + (", channels_last" if cl else "")
+            info["fp16_mode"] = how
+            info["fp16_note"] = (("torch fp16 (model.half()" if how == "half" else
+                                  f"torch fp16 (torch.autocast float16, as model.half() failed: {why}")
+                                 + (", channels_last" if cl else "")
                                  + ") against torch fp32 on the same GPU; max_rel = max_abs / max|fp32|")
-            del mh
+            del mh, xh, xs
         except Exception as e:  # noqa: BLE001
             info["fp16"] = None
             info["fp16_note"] = f"fp16 reference failed: {type(e).__name__}: {e}"
