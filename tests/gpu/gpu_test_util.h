@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/core/context.h"
@@ -60,6 +61,13 @@ void compare(const Tensor& got, const Tensor& want, double tol, const std::strin
 /// Same for a whole graph (already built; shapes must be bindable from the inputs).
 void expect_graph_gpu_matches_cpu(const Graph& g, const std::vector<Tensor>& inputs, Precision p, double tol = -1,
                                   bool cuda_graph = true);
+
+/// The steps of the runs it observes, as the executor enqueues them: (kind, label).
+struct StepLog : StepObserver {
+  std::vector<std::pair<std::string, std::string>> steps;
+  void step_begin(const StepInfo& s) override { steps.emplace_back(s.kind, s.label); }
+  void step_end(const StepInfo&) override {}
+};
 
 /// An environment variable set for a scope, unset at its end.
 struct ScopedEnv {

@@ -17,13 +17,6 @@ namespace {
 
 const Precision kAll[] = {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16};
 
-/// The steps of one run as the executor enqueues them: (kind, label).
-struct StepLog : StepObserver {
-  std::vector<std::pair<std::string, std::string>> steps;
-  void step_begin(const StepInfo& s) override { steps.emplace_back(s.kind, s.label); }
-  void step_end(const StepInfo&) override {}
-};
-
 struct Planned {
   std::unique_ptr<cuda::CudaExecutable> exe;
   std::vector<std::pair<std::string, std::string>> steps;

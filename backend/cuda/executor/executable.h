@@ -84,6 +84,7 @@ class Impl : public CudaExecutable {
   void reset_plan();
   void build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value);
   std::string placement_reason(const std::string& node) const;
+  int typed_slot(int s, DType dtype, const std::string& name);
 
   // layout.cpp
   static bool layout_free(const Slot& s);
@@ -130,6 +131,7 @@ class Impl : public CudaExecutable {
   std::vector<std::unique_ptr<Tensor>> folded_;
   std::vector<int> input_slots_, output_slots_;
   std::map<std::pair<const Value*, bool>, int> relayouts_;  // (value, nhwc) -> slot
+  std::map<std::pair<int, DType>, int> retyped_;            // (slot, storage type) -> slot
   bool channels_last_ = true;
   std::vector<NodePlacement> placement_;
   DeviceBuffer arena_, weights_, io_, workspace_;  // workspace: this plan's, never shared

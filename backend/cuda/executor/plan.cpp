@@ -18,6 +18,7 @@
 #include "backend/cuda/executor/layout_rule.h"
 #include "backend/cuda/ops/movement/view_op.h"
 #include "backend/device_memory.h"
+#include "backend/float32_island.h"
 #include "ir/error.h"
 #include "ir/switches.h"
 #include "ir/shape_inference.h"
@@ -28,6 +29,8 @@ namespace {
 
 constexpr int64_t kMaxSpecializedElements = 1024;
 constexpr int64_t kMaxSpecializedFloats = 16;
+// What the placement adds to the kernel of a node the run keeps in float32 (float32_island.h).
+constexpr const char* kIslandNote = " (float32 island)";
 
 // Ops whose output depends only on input dims: folded at plan time even when the input is not
 // a constant.
@@ -81,6 +84,7 @@ void Impl::reset_plan() {
   placement_.clear();
   folded_.clear();
   relayouts_.clear();
+  retyped_.clear();
   input_slots_.clear();
   output_slots_.clear();
   arena_ = DeviceBuffer();
@@ -122,12 +126,16 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
   // Before any kernel is planned or tuned (conv tuning allocates and times candidates): a plan
   // that cannot fit fails now, from the shapes alone.
   check_device_memory(estimate_device_memory(g, opts_.precision), device_limit(), "the model");
+  // Values whose absolute precision a consumer needs stay float32 under fp16/bf16, with the cheap
+  // nodes computing them (float32_island.h); empty in most models.
+  const Float32Island island = float32_island(g, opts_.precision);
+  auto storage = [&](const Value* v) { return island.storage(opts_.precision, *v); };
 
   std::unordered_map<const Value*, int> slot_of;
   auto new_slot = [&](const Value* v) {
     Slot s;
     s.onnx_dtype = v->type.dtype;
-    s.dtype = storage_dtype(opts_.precision, v->type.dtype);
+    s.dtype = storage(v);
     s.dims = static_dims(*v->type.shape);
     slots_.push_back(s);
     return static_cast<int>(slots_.size()) - 1;
@@ -157,7 +165,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     slots_[io].dtype = v->type.dtype;
     slots_[io].place = Slot::Place::Input;
     input_slots_.push_back(io);
-    if (slots_[io].dtype != storage_dtype(opts_.precision, v->type.dtype)) {
+    if (slots_[io].dtype != storage(v)) {
       int internal = new_slot(v);
       input_converts.push_back({io, internal, v->name});
       slot_of[v] = internal;
@@ -219,7 +227,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
         n.outputs[0]) {
       const int in = slot_of.at(n.input(0));
       const Slot& x = slots_[in];
-      const TransposeView tv = x.dims.size() == 4 && x.dtype == storage_dtype(opts_.precision, n.outputs[0]->type.dtype)
+      const TransposeView tv = x.dims.size() == 4 && x.dtype == storage(n.outputs[0])
                                    ? transpose_view(n.attr_ints("perm"), x.nhwc, nhwc_dtype(x.dtype))
                                    : TransposeView::None;
       if (tv != TransposeView::None) {
@@ -277,6 +285,14 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     }
 
     const bool want_nhwc = plan_channels_last(facts);
+    // An island node runs at strict float32 on float32 inputs; any other node reads its inputs in
+    // the run's storage type, but for the one an island value is kept for (reads_absolute_value).
+    const bool in_island = island.nodes.count(&n) > 0;
+    const Precision node_precision = in_island ? Precision::FP32 : opts_.precision;
+    auto input_dtype = [&](size_t i, const Slot& sl) {
+      if (sl.onnx_dtype != DType::Float32 || reads_absolute_value(n, i)) return sl.dtype;
+      return in_island ? DType::Float32 : storage_dtype(opts_.precision, DType::Float32);
+    };
     auto plan_values = [&](bool nhwc, std::vector<PlanValue>* pin, std::vector<PlanValue>* pout) {
       pin->clear();
       pout->clear();
@@ -284,17 +300,15 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
         PlanValue pv;
         if (Value* v = n.inputs[i]) {
           const Slot& sl = slots_[slot_of.at(v)];
-          pv = {true, sl.dims, sl.dtype, sl.onnx_dtype, sl.host_constant, nhwc && activation_input(n, i)};
+          const DType dt = input_dtype(i, sl);
+          pv = {true, sl.dims, dt, sl.onnx_dtype, sl.host_constant, nhwc && activation_input(n, i)};
           if (nhwc && elementwise) pv.dims = nhwc_order(pv.dims);  // indexed in memory order
         }
         pin->push_back(pv);
       }
       for (Value* v : n.outputs) {
         PlanValue pv;
-        if (v)
-          pv = {
-              true, static_dims(*v->type.shape), storage_dtype(opts_.precision, v->type.dtype), v->type.dtype, nullptr,
-              nhwc};
+        if (v) pv = {true, static_dims(*v->type.shape), storage(v), v->type.dtype, nullptr, nhwc};
         if (v && nhwc && elementwise) pv.dims = nhwc_order(pv.dims);
         pout->push_back(pv);
       }
@@ -309,7 +323,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     bool nhwc = false;
     if (want_nhwc) {
       plan_values(true, &pin, &pout);
-      PlanContext pc(n, *schema, opset, opts_.precision, ctx_, pin, pout);
+      PlanContext pc(n, *schema, opset, node_precision, ctx_, pin, pout);
       const OpFactory* f = cl ? cl : factories.find(n.domain, n.op_type);
       if (f) st.op = (*f)(pc, &why);
       nhwc = st.op != nullptr;
@@ -318,16 +332,19 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
       plan_values(false, &pin, &pout);
       const OpFactory* f = factories.find(n.domain, n.op_type);
       if (f) {
-        PlanContext pc(n, *schema, opset, opts_.precision, ctx_, pin, pout);
+        PlanContext pc(n, *schema, opset, node_precision, ctx_, pin, pout);
         st.op = (*f)(pc, &why);
       } else {
         why = "no CUDA kernel for " + std::string(n.domain.empty() ? "" : n.domain + ".") + n.op_type;
       }
     }
     BuildTrace::add("plan", n.op_type, n.name, ms_since(plan_t0));
-    // Inputs in the layout the op was planned for (inserting a relayout before it if needed).
+    // Inputs in the layout and type the op was planned for (inserting a relayout or a conversion
+    // before it if needed).
     for (size_t i = 0; i < n.inputs.size(); ++i)
-      st.in_slots.push_back(n.inputs[i] ? layout_slot(n.inputs[i], pin[i].nhwc, slot_of) : -1);
+      st.in_slots.push_back(
+          n.inputs[i] ? typed_slot(layout_slot(n.inputs[i], pin[i].nhwc, slot_of), pin[i].dtype, n.inputs[i]->name)
+                      : -1);
     for (Value* v : n.outputs) {
       int s = -1;
       if (v) {
@@ -340,10 +357,12 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     if (st.op) {
       st.kind = Step::Kind::Gpu;
       workspace_bytes_ = std::max(workspace_bytes_, st.op->workspace_bytes());
-      placement_.push_back({n.name, n.op_type, true, false, st.op->kernel_name(), "", st.op->device_decision()});
+      placement_.push_back({n.name, n.op_type, true, false, st.op->kernel_name() + (in_island ? kIslandNote : ""), "",
+                            st.op->device_decision()});
     } else {
       st.kind = Step::Kind::Cpu;
-      placement_.push_back({n.name, n.op_type, false, false, "cpu reference", why, ""});
+      placement_.push_back(
+          {n.name, n.op_type, false, false, std::string("cpu reference") + (in_island ? kIslandNote : ""), why, ""});
     }
     steps_.push_back(std::move(st));
   }
@@ -401,6 +420,34 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
       graph_status_ = "off: node '" + st.node->name + "' (" + st.node->op_type + ") runs on the CPU";
     }
   }
+}
+
+// Slot s in another storage type: a constant uploaded a second time in it, anything else converted
+// by a step before its first reader (once per slot and type).
+int Impl::typed_slot(int s, DType dtype, const std::string& name) {
+  if (slots_[s].dtype == dtype) return s;
+  const auto key = std::make_pair(s, dtype);
+  if (auto it = retyped_.find(key); it != retyped_.end()) return it->second;
+  Slot copy = slots_[s];
+  copy.dtype = dtype;
+  copy.pinned = false;
+  copy.unread = false;
+  copy.first = copy.last = -1;
+  copy.offset = 0;
+  copy.alias_of = -1;
+  if (!copy.host_constant) copy.place = Slot::Place::Arena;
+  slots_.push_back(copy);
+  const int t = static_cast<int>(slots_.size()) - 1;
+  if (!copy.host_constant) {
+    Step st;
+    st.kind = Step::Kind::Convert;
+    st.label = "convert '" + name + "' to " + dtype_name(dtype);
+    st.in_slots = {s};
+    st.out_slots = {t};
+    steps_.push_back(std::move(st));
+  }
+  retyped_[key] = t;
+  return t;
 }
 
 std::string Impl::placement_reason(const std::string& node) const {

@@ -1,0 +1,39 @@
+// The values a reduced-precision run keeps in float32. fp16 and bf16 storage keep about three
+// significant digits, which is harmless where a consumer needs relative precision (a product, an
+// activation) and wrong where it needs the absolute value of a number that can be large:
+//   - the angle of Sin, Cos or Tan: a rotary embedding's position x frequency, where fp16's step
+//     is 2 radians at position 2048;
+//   - a GridSample grid or RoiAlign's boxes: coordinates, 0.25 px apart on a 1024-px axis;
+//   - a float cast to an integer type: an index, and fp16 has no 2049.
+// Such a value stays float32, and so does the cheap arithmetic and data movement that computes it,
+// followed back from the consumer to graph inputs, constants, and ops that compute with weights (a
+// Conv's or a larger MatMul's output carries a relative error of its own and stays in the run's
+// type). The island's nodes run at strict float32: TF32's 10-bit mantissa rounds positions too.
+#pragma once
+#include <cstddef>
+#include <unordered_set>
+
+#include "backend/precision.h"
+#include "ir/graph.h"
+
+namespace fusec {
+
+struct Float32Island {
+  std::unordered_set<const Node*> nodes;    // run at float32: float inputs widened, outputs float32
+  std::unordered_set<const Value*> values;  // stored float32 (island outputs, inputs and constants it reads)
+
+  bool empty() const { return nodes.empty() && values.empty(); }
+  /// v's device storage type in a run at precision p: float32 in the island, else storage_dtype().
+  DType storage(Precision p, const Value& v) const;
+};
+
+/// The island of graph g at precision p (empty at fp32). Reads shapes only for MatMul's
+/// contraction size: a MatMul over K = 1 (an outer product, as a rotary embedding's positions x
+/// frequencies) is cheap; an unknown or larger K is a computation and ends the island.
+Float32Island float32_island(const Graph& g, Precision p);
+
+/// Whether n reads input i for its absolute value (the consumers listed above). Such an input is
+/// read as it is stored; every other input of a node outside the island in the run's type.
+bool reads_absolute_value(const Node& n, size_t i);
+
+}  // namespace fusec

@@ -1,0 +1,154 @@
+// The float32 island on the GPU (backend/float32_island.h, planned in executor/plan.cpp): at fp16,
+// bf16 and tf32, values read for their absolute size (a rotary embedding's angles, a GridSample
+// grid, floats cast to indices) are computed and stored in float32 and match the CPU reference to
+// the precision of the run's type; where the island meets the rest of the model, one conversion
+// per value.
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/cpu/cpu_backend.h"
+#include "gpu_test_util.h"
+#include "passes/infer_shapes.h"
+
+using namespace fusec;
+using namespace fusec::test;
+
+namespace {
+
+/// Converts to `dtype` ("float32", "float16") in one run of g at p.
+std::vector<std::string> conversions(const Graph& g, const std::vector<Tensor>& in, Precision p,
+                                     const std::string& dtype, std::vector<NodePlacement>* placement = nullptr) {
+  cuda::CudaOptions o;
+  o.precision = p;
+  o.context = shared_context();
+  auto exe = cuda::CudaBackend(o).compile_cuda(g);
+  StepLog log;
+  exe->set_step_observer(&log);
+  exe->run(in);
+  exe->set_step_observer(nullptr);
+  if (placement) *placement = exe->placement();
+  std::vector<std::string> out;
+  for (const auto& [kind, label] : log.steps)
+    if (kind == "convert" && label.size() > dtype.size() &&
+        label.compare(label.size() - dtype.size(), dtype.size(), dtype) == 0)
+      out.push_back(label);
+  return out;
+}
+
+std::string kernel_of(const std::vector<NodePlacement>& placement, const std::string& op) {
+  for (const auto& pl : placement)
+    if (pl.op_type == op) return pl.kernel;
+  return "";
+}
+
+Value* unsqueeze(GraphBuilder& b, Value* x, int64_t axis) {
+  return b.node("Unsqueeze", {x, b.initializer("axes_" + x->name, Tensor::from_int64({axis}, {1}))});
+}
+
+/// transformers' rotary tables from position ids: Cast -> Unsqueeze -> MatMul(inv_freq) -> Concat ->
+/// Cos, Sin.
+std::unique_ptr<Graph> rotary_tables(int64_t batch, int64_t seq, int64_t half) {
+  GraphBuilder b;
+  Value* pos = b.input("position_ids", DType::Int64, {Dim(batch), Dim(seq)});
+  Value* pf = b.node("Cast", {pos}, {attr("to", int64_t{1})});
+  std::vector<float> f(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    f[static_cast<size_t>(i)] =
+        static_cast<float>(std::pow(10000.0, -static_cast<double>(i) / static_cast<double>(half)));
+  Value* freqs = b.node("MatMul", {unsqueeze(b, pf, 2), b.initializer("inv_freq", Tensor::from_float(f, {1, half}))});
+  Value* emb = b.node("Concat", {freqs, freqs}, {attr("axis", int64_t{-1})});
+  b.output(b.node("Cos", {emb}));
+  b.output(b.node("Sin", {emb}));
+  auto g = b.build();
+  infer_shapes(*g);
+  return g;
+}
+
+}  // namespace
+
+TEST(GpuFloat32Island, RotaryTablesAtPositionsPastHalfPrecisionsIntegersMatchTheReference) {
+  FUSEC_REQUIRE_GPU();
+  // Positions up to 32767: fp16 steps by 16 there, TF32 and bf16 coarser still, so an angle
+  // rounded to the run's type misses by radians; within the island it is the reference's float32.
+  auto g = rotary_tables(2, 257, 24);
+  const Tensor pos = random_tensor(DType::Int64, {2, 257}, 7, 0, 32768);
+  for (auto [p, tol] : {std::pair{Precision::FP16, 2e-3}, {Precision::BF16, 8e-3}, {Precision::TF32, 1e-3}}) {
+    SCOPED_TRACE(precision_name(p));
+    expect_graph_gpu_matches_cpu(*g, {pos}, p, tol);
+    std::vector<NodePlacement> placement;
+    conversions(*g, {pos}, p, "float32", &placement);
+    EXPECT_NE(kernel_of(placement, "MatMul").find("(float32 island)"), std::string::npos)
+        << kernel_of(placement, "MatMul");
+    EXPECT_EQ(kernel_of(placement, "Cos").find("island"), std::string::npos) << "the tables are in the run's type";
+  }
+}
+
+TEST(GpuFloat32Island, AGridComputedOnAWideImageSamplesThePixelsTheReferenceDoes) {
+  FUSEC_REQUIRE_GPU();
+  // Pixel coordinates -> normalized grid at run time, on a 1021-pixel-wide image of noise: a grid
+  // rounded to fp16 lands a quarter pixel off, which moves a linear sample by a quarter of the
+  // noise's range.
+  const int64_t w = 1021;
+  GraphBuilder b(20);
+  Value* x = b.input("x", DType::Float32, {Dim(1), Dim(3), Dim(5), Dim(w)});
+  Value* px = b.input("px", DType::Float32, {Dim(1), Dim(7), Dim(301), Dim(2)});
+  Value* scale = b.initializer("scale", Tensor::from_float({2.0f / (w - 1), 2.0f / 4}, {2}));
+  Value* grid =
+      b.node("Sub", {b.node("Mul", {px, scale}), b.initializer("one", Tensor::scalar_float(1.0f))}, {}, "grid");
+  b.output(b.node("GridSample", {x, grid}, {attr("align_corners", int64_t{1})}));
+  b.output(b.node("Relu", {grid}));  // read outside the island: converted once
+  auto g = b.build();
+  infer_shapes(*g);
+  Tensor coords = random_tensor(DType::Float32, {1, 7, 301, 2}, 3, 0, 4);
+  float* c = coords.data<float>();
+  for (int64_t i = 0; i < coords.numel(); i += 2) c[i] *= static_cast<float>(w - 1) / 4;  // x across the width
+  const std::vector<Tensor> in = {random_tensor(DType::Float32, {1, 3, 5, w}, 4), coords};
+  for (Precision p : {Precision::FP16, Precision::BF16}) {
+    SCOPED_TRACE(precision_name(p));
+    expect_graph_gpu_matches_cpu(*g, in, p, p == Precision::FP16 ? 4e-3 : 2e-2);
+    const std::string half = dtype_name(storage_dtype(p, DType::Float32));
+    EXPECT_EQ(conversions(*g, in, p, "float32").size(), 0u) << "px and the grid are float32 from the start";
+    EXPECT_EQ(conversions(*g, in, p, half), std::vector<std::string>{"convert 'grid_out' to " + half})
+        << "the grid for the Relu, once";
+  }
+}
+
+TEST(GpuFloat32Island, FloatsCastToIndicesStayExactAndAConvOutputWidensOnce) {
+  FUSEC_REQUIRE_GPU();
+  // floor(3 (big + conv(small))) as int64, big up to 20000 (past fp16's integers): big and the
+  // arithmetic stay float32; the conv runs in the run's type and enters the island through one
+  // conversion, so its rounding (|conv| < 2, about 1e-3 at fp16) moves an index by one where
+  // 3 (big + conv) lies that close to an integer, and never by more.
+  GraphBuilder b;
+  const std::vector<int64_t> d = {1, 4, 33, 65};
+  Value* small = b.input("small", DType::Float32, shape_of(d));
+  Value* big = b.input("big", DType::Float32, shape_of(d));
+  Value* w = b.initializer("w", random_tensor(DType::Float32, {4, 4, 3, 3}, 5, -0.3, 0.3));
+  Value* conv = b.node("Conv", {small, w}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, "conv");
+  Value* idx =
+      b.node("Floor", {b.node("Mul", {b.node("Add", {big, conv}), b.initializer("k", Tensor::scalar_float(3.0f))})});
+  b.output(b.node("Cast", {idx}, {attr("to", int64_t{7})}));
+  auto g = b.build();
+  infer_shapes(*g);
+  const std::vector<Tensor> in = {random_tensor(DType::Float32, d, 6), random_tensor(DType::Float32, d, 8, 0, 20000)};
+  auto want = cpu::CpuBackend().compile(*g)->run(in);
+  for (Precision p : {Precision::FP16, Precision::BF16}) {
+    SCOPED_TRACE(precision_name(p));
+    cuda::CudaOptions o;
+    o.precision = p;
+    o.context = shared_context();
+    auto got = cuda::CudaBackend(o).compile_cuda(*g)->run(in);
+    ASSERT_EQ(got[0].dtype(), DType::Int64);
+    int64_t off = 0, far = 0;
+    for (int64_t i = 0; i < want[0].numel(); ++i) {
+      const int64_t diff = got[0].data<int64_t>()[i] - want[0].data<int64_t>()[i];
+      off += diff != 0;
+      far += diff > 1 || diff < -1;
+    }
+    EXPECT_EQ(far, 0) << "an index moved by more than the conv's rounding";
+    EXPECT_LE(off, want[0].numel() / 20) << off << " of " << want[0].numel() << " indices off by one";
+    EXPECT_EQ(conversions(*g, in, p, "float32"), std::vector<std::string>{"convert 'conv_out' to float32"});
+  }
+}

@@ -1,0 +1,135 @@
+// The float32 island of a reduced-precision run (backend/float32_island.h), without a GPU: which
+// nodes run at float32 and which values are stored so, for the consumers that read an absolute
+// value (angles, coordinates, indices), and where the island ends.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/float32_island.h"
+#include "ir/graph_builder.h"
+#include "passes/infer_shapes.h"
+
+using namespace fusec;
+
+namespace {
+
+std::vector<std::string> island_ops(const Graph& g, const Float32Island& is) {
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes())  // graph order, so the expectation reads like the model
+    if (is.nodes.count(n.get())) ops.push_back(n->op_type);
+  return ops;
+}
+
+Value* unsqueeze(GraphBuilder& b, Value* x, int64_t axis) {
+  return b.node("Unsqueeze",
+                {x, b.initializer("axes" + std::to_string(axis) + x->name, Tensor::from_int64({axis}, {1}))});
+}
+
+/// A rotary embedding's tables from position ids, as transformers exports them: positions (int64)
+/// -> Cast -> Unsqueeze -> MatMul(., inv_freq [1, half]) -> Concat(freqs, freqs) -> Cos, Sin.
+struct Rotary {
+  std::unique_ptr<Graph> g;
+  Value *pos_f, *freqs, *emb, *cos, *inv_freq;
+};
+
+Rotary rotary_tables(int64_t seq, int64_t half) {
+  GraphBuilder b;
+  Rotary r;
+  Value* pos = b.input("position_ids", DType::Int64, {Dim(1), Dim(seq)});
+  r.pos_f = b.node("Cast", {pos}, {attr("to", int64_t{1})});
+  std::vector<float> f(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i) f[static_cast<size_t>(i)] = 1.0f / static_cast<float>(1 + i);
+  r.inv_freq = b.initializer("inv_freq", Tensor::from_float(f, {1, half}));
+  r.freqs = b.node("MatMul", {unsqueeze(b, r.pos_f, 2), r.inv_freq});
+  r.emb = b.node("Concat", {r.freqs, r.freqs}, {attr("axis", int64_t{-1})});
+  r.cos = b.node("Cos", {r.emb});
+  b.output(r.cos);
+  b.output(b.node("Sin", {r.emb}));
+  r.g = b.build();
+  infer_shapes(*r.g);
+  return r;
+}
+
+}  // namespace
+
+TEST(Float32Island, ARotaryEmbeddingsAnglesStayFloat32FromThePositionsOn) {
+  Rotary r = rotary_tables(4096, 8);
+  for (Precision p : {Precision::FP16, Precision::BF16}) {
+    const Float32Island is = float32_island(*r.g, p);
+    EXPECT_EQ(island_ops(*r.g, is), (std::vector<std::string>{"Cast", "Unsqueeze", "MatMul", "Concat"}));
+    for (const Value* v : {r.pos_f, r.freqs, r.emb, r.inv_freq}) {
+      EXPECT_TRUE(is.values.count(v)) << v->name;
+      EXPECT_EQ(is.storage(p, *v), DType::Float32) << v->name;
+    }
+    // The tables themselves are within [-1, 1]: the run's type holds them to its precision.
+    EXPECT_FALSE(is.values.count(r.cos));
+    EXPECT_EQ(is.storage(p, *r.cos), storage_dtype(p, DType::Float32));
+  }
+  // At fp32 there is nothing to keep; at tf32 storage is float32 already, but the island's MatMul
+  // still runs strict (TF32 rounds a position past 2048 as fp16 does).
+  EXPECT_TRUE(float32_island(*r.g, Precision::FP32).empty());
+  EXPECT_EQ(island_ops(*r.g, float32_island(*r.g, Precision::TF32)),
+            (std::vector<std::string>{"Cast", "Unsqueeze", "MatMul", "Concat"}));
+}
+
+TEST(Float32Island, AGridSampleGridStaysFloat32BackToTheConvThatPredictsItsOffsets) {
+  // flow = Conv(x); grid = Transpose(flow) + base; y = GridSample(x, grid). The conv's output
+  // carries its own relative error and stays in the run's type; the coordinates after it do not.
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float32, {Dim(1), Dim(8), Dim(16), Dim(16)});
+  Tensor w(DType::Float32, {2, 8, 3, 3});
+  Value* flow = b.node("Conv", {x, b.initializer("w", std::move(w))}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})});
+  Value* nhwc = b.node("Transpose", {flow}, {attr("perm", std::vector<int64_t>{0, 2, 3, 1})});
+  Value* base = b.initializer("base", Tensor(DType::Float32, {1, 16, 16, 2}));
+  Value* grid = b.node("Add", {nhwc, base});
+  b.output(b.node("GridSample", {x, grid}));
+  auto g = b.build();
+  infer_shapes(*g);
+  const Float32Island is = float32_island(*g, Precision::FP16);
+  EXPECT_EQ(island_ops(*g, is), (std::vector<std::string>{"Transpose", "Add"}));
+  EXPECT_TRUE(is.values.count(grid) && is.values.count(nhwc) && is.values.count(base));
+  EXPECT_FALSE(is.values.count(flow)) << "a conv's output stays fp16";
+  EXPECT_FALSE(is.values.count(x)) << "the sampled image is read for its relative value";
+  EXPECT_TRUE(reads_absolute_value(*grid->consumers[0], 1));
+  EXPECT_FALSE(reads_absolute_value(*grid->consumers[0], 0));
+}
+
+TEST(Float32Island, AMatMulOverMoreThanOneTermEndsTheIsland) {
+  GraphBuilder b;
+  Value* h = b.input("h", DType::Float32, {Dim(2), Dim(5), Dim(64)});
+  Value* angles = b.node("MatMul", {h, b.initializer("w", Tensor(DType::Float32, {64, 32}))});
+  Value* scaled = b.node("Mul", {angles, b.initializer("s", Tensor::scalar_float(2.0f))});
+  b.output(b.node("Sin", {scaled}));
+  auto g = b.build();
+  infer_shapes(*g);
+  const Float32Island is = float32_island(*g, Precision::FP16);
+  EXPECT_EQ(island_ops(*g, is), std::vector<std::string>{"Mul"});
+  EXPECT_FALSE(is.values.count(angles));
+  EXPECT_FALSE(is.values.count(h));
+}
+
+TEST(Float32Island, AFloatCastToAnIndexKeepsItsArithmeticInFloat32) {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float32, {Dim(7)});
+  Value* fl = b.node("Floor", {b.node("Mul", {x, b.initializer("k", Tensor::scalar_float(3.0f))})});
+  b.output(b.node("Cast", {fl}, {attr("to", int64_t{7})}));  // int64
+  Value* y = b.node("Relu", {x});
+  b.output(b.node("Cast", {y}, {attr("to", int64_t{10})}));  // float16: not an index
+  auto g = b.build();
+  infer_shapes(*g);
+  const Float32Island is = float32_island(*g, Precision::BF16);
+  EXPECT_EQ(island_ops(*g, is), (std::vector<std::string>{"Mul", "Floor"}));
+  EXPECT_TRUE(is.values.count(x)) << "a graph input the island reads is stored as given";
+  EXPECT_FALSE(is.values.count(y));
+}
+
+TEST(Float32Island, AModelWithoutSuchConsumersHasNone) {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float32, {Dim(4), Dim(16)});
+  Value* h = b.node("Relu", {b.node("MatMul", {x, b.initializer("w", Tensor(DType::Float32, {16, 16}))})});
+  b.output(b.node("Add", {h, x}));
+  auto g = b.build();
+  infer_shapes(*g);
+  EXPECT_TRUE(float32_island(*g, Precision::FP16).empty());
+}
