@@ -10,7 +10,9 @@ and built from a config with seeded random weights; nothing is downloaded.
 
 - TEXT: transformers encoders and decoders. Inputs input_ids and attention_mask [batch, seq], with
   the last sample's final seq/8 tokens padded (a mask that is not all ones: the zoo's is); output
-  last_hidden_state.
+  last_hidden_state. llama_positions also takes position_ids, from 8000 on: a decoder called
+  part-way through a long sequence, whose rotary angles (position x frequency) a half type cannot
+  hold (fp16 steps by 8 there: the float32 island's case, docs/cuda_backend.md).
 - OTHER: vision and speech transformers (CLIP's and DINOv2's vision towers, SegFormer, ConvNeXt-V2,
   wav2vec 2.0, T5's encoder), torchvision's segmentation and video models, and its optical flow
   (RAFT-small: GridSample, three refinement steps on two 128 x 128 frames); and a token tagger
@@ -22,7 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 ENCODERS = ("distilbert", "roberta", "albert", "electra", "deberta_v2", "mobilebert", "xlm_roberta")
-DECODERS = ("opt", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gpt_neox", "bloom", "falcon")
+DECODERS = ("opt", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gpt_neox", "bloom", "falcon", "llama_positions")
+POSITION_OFFSET = 8000  # llama_positions' first position
 TEXT = ENCODERS + DECODERS
 OTHER = ("clip_vision", "dinov2", "segformer", "convnextv2", "wav2vec2", "t5_encoder",
          "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "lraspp_mobilenet_v3_large", "r3d_18", "r2plus1d_18",
@@ -58,6 +61,8 @@ def _text_model(name: str):
         "gpt_neox": lambda: (tf.GPTNeoXConfig(**s), tf.GPTNeoXModel),
         "bloom": lambda: (tf.BloomConfig(n_layer=2, n_head=4, hidden_size=256), tf.BloomModel),
         "falcon": lambda: (tf.FalconConfig(num_hidden_layers=2, num_attention_heads=4, hidden_size=256), tf.FalconModel),
+        "llama_positions": lambda: (tf.LlamaConfig(num_key_value_heads=2, max_position_embeddings=16384, **s),
+                                    tf.LlamaModel),
     }
     cfg, cls = configs[name]()
     # SDPA where transformers has it for the family (what a user gets), else its eager attention.
@@ -87,10 +92,16 @@ def _wrap(model, key: str | None, kwargs: tuple[str, ...], extra: dict | None = 
                 return self.pick(self.m(**{kwargs[0]: x}, **(extra or {})) if kwargs[0] else self.m(x))
         return One(model)
 
-    class Two(Wrapped):
-        def forward(self, x, y):
-            return self.pick(self.m(**{kwargs[0]: x, kwargs[1]: y}, **(extra or {})))
-    return Two(model)
+    if len(kwargs) == 2:
+        class Two(Wrapped):
+            def forward(self, x, y):
+                return self.pick(self.m(**{kwargs[0]: x, kwargs[1]: y}, **(extra or {})))
+        return Two(model)
+
+    class Three(Wrapped):
+        def forward(self, x, y, z):
+            return self.pick(self.m(**{kwargs[0]: x, kwargs[1]: y, kwargs[2]: z}, **(extra or {})))
+    return Three(model)
 
 
 def build(name: str, batch: int, seq: int, gen):
@@ -100,11 +111,15 @@ def build(name: str, batch: int, seq: int, gen):
     if name in TEXT:
         cfg, base = _text_model(name)
         extra = None if name in ENCODERS else {"use_cache": False}
-        model = _wrap(base, "last_hidden_state", ("input_ids", "attention_mask"), extra)
+        names = ("input_ids", "attention_mask") + (("position_ids",) if name == "llama_positions" else ())
+        model = _wrap(base, "last_hidden_state", names, extra)
         ids = torch.randint(1, min(cfg.vocab_size, 1000), (batch, seq), generator=gen, dtype=torch.int64)
         mask = np.ones((batch, seq), dtype=np.int64)
         mask[-1, seq - max(1, seq // 8):] = 0
-        return model, {"input_ids": ids.numpy(), "attention_mask": mask}, ["last_hidden_state"]
+        inputs = {"input_ids": ids.numpy(), "attention_mask": mask}
+        if name == "llama_positions":
+            inputs["position_ids"] = np.tile(np.arange(POSITION_OFFSET, POSITION_OFFSET + seq, dtype=np.int64), (batch, 1))
+        return model, inputs, ["last_hidden_state"]
 
     import transformers as tf
 
