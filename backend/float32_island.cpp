@@ -1,5 +1,6 @@
 #include "backend/float32_island.h"
 
+#include <cmath>
 #include <string_view>
 #include <vector>
 
@@ -31,6 +32,68 @@ bool moves_or_combines(const Node& n) {
     return k.is_static() && k.value == 1;
   }
   return false;
+}
+
+bool is_onnx(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
+// The constant scalar input i of n (an initializer or a Constant node's value), or NaN.
+double constant_scalar(const Node& n, size_t i) {
+  const Value* v = n.input(i);
+  const Tensor* t = !v                                                  ? nullptr
+                    : v->is_initializer()                               ? v->initializer.get()
+                    : v->producer && v->producer->op_type == "Constant" ? v->producer->attr_tensor("value")
+                                                                        : nullptr;
+  return t && t->numel() == 1 ? t->as_double(0) : std::nan("");
+}
+
+// x·x or x², element by element: a value whose range is the square of its input's.
+bool squares(const Node& n) {
+  if (!is_onnx(n) || n.outputs.size() != 1 || !is_float32(n.outputs[0])) return false;
+  if (n.op_type == "Pow") return constant_scalar(n, 1) == 2.0;
+  return n.op_type == "Mul" && n.inputs.size() == 2 && n.inputs[0] && n.inputs[0] == n.inputs[1];
+}
+
+bool sums(const Node& n) {
+  return is_onnx(n) && (n.op_type == "ReduceMean" || n.op_type == "ReduceSum" || n.op_type == "ReduceSumSquare");
+}
+
+// What a sum of squares goes through on its way back to an activation's range: its epsilon and
+// scale (arithmetic with a constant), and the root that ends it.
+bool scales_by_constant(const Node& n) {
+  if (!is_onnx(n) || n.inputs.size() != 2) return false;
+  if (n.op_type != "Add" && n.op_type != "Sub" && n.op_type != "Mul" && n.op_type != "Div" && n.op_type != "Max")
+    return false;
+  return !std::isnan(constant_scalar(n, 0)) || !std::isnan(constant_scalar(n, 1));
+}
+bool takes_root(const Node& n) {
+  if (!is_onnx(n)) return false;
+  if (n.op_type == "Sqrt") return true;
+  const double e = n.op_type == "Pow" ? constant_scalar(n, 1) : std::nan("");
+  return std::fabs(e) <= 0.5;  // false for NaN
+}
+
+// A normalization's sum of squares, followed from the square to its root: past about 256 the
+// square of an activation overflows fp16 (65504), and a row's statistic becomes inf. From the
+// square on, the island holds it: the square, the sum, its epsilon, the root. The square's input is
+// an activation in range, so the island does not extend back from it.
+void add_sums_of_squares(const Graph& g, Float32Island& island) {
+  std::vector<const Node*> work;
+  for (const auto& n : g.nodes()) {
+    bool seed = n->op_type == "ReduceSumSquare" && is_onnx(*n);
+    if (squares(*n))
+      for (const Node* c : n->outputs[0]->consumers) seed = seed || sums(*c);
+    if (seed && island.nodes.insert(n.get()).second) work.push_back(n.get());
+  }
+  while (!work.empty()) {
+    const Node* n = work.back();
+    work.pop_back();
+    if (takes_root(*n)) continue;  // back in an activation's range
+    for (const Value* out : n->outputs) {
+      if (!is_float32(out)) continue;
+      for (const Node* c : out->consumers)
+        if ((sums(*c) || scales_by_constant(*c) || takes_root(*c)) && island.nodes.insert(c).second) work.push_back(c);
+    }
+  }
 }
 
 }  // namespace
@@ -71,6 +134,7 @@ Float32Island float32_island(const Graph& g, Precision p) {
     if (!moves_or_combines(*producer) || !island.nodes.insert(producer).second) continue;
     for (const Value* in : producer->inputs) want(in);
   }
+  add_sums_of_squares(g, island);
   for (const Node* n : island.nodes)
     for (const Value* out : n->outputs)
       if (is_float32(out)) island.values.insert(out);

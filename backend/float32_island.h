@@ -9,6 +9,10 @@
 // followed back from the consumer to graph inputs, constants, and ops that compute with weights (a
 // Conv's or a larger MatMul's output carries a relative error of its own and stays in the run's
 // type). The island's nodes run at strict float32: TF32's 10-bit mantissa rounds positions too.
+// It also holds a normalization's sum of squares, from the square to its root: an activation past
+// 256 squares past fp16's 65504 (transformers' outlier features reach thousands), and an unfused
+// LayerNorm or RMSNorm then divides its row by inf. That part does not extend back from the square:
+// the activation squared is in range.
 #pragma once
 #include <cstddef>
 #include <unordered_set>

@@ -1,8 +1,8 @@
 // The float32 island on the GPU (backend/float32_island.h, planned in executor/plan.cpp): at fp16,
 // bf16 and tf32, values read for their absolute size (a rotary embedding's angles, a GridSample
-// grid, floats cast to indices) are computed and stored in float32 and match the CPU reference to
-// the precision of the run's type; where the island meets the rest of the model, one conversion
-// per value.
+// grid, floats cast to indices, a norm's sum of squares) are computed and stored in float32 and
+// match the CPU reference to the precision of the run's type; where the island meets the rest of
+// the model, one conversion per value, none where an island kernel widens its input as it loads it.
 #include <cmath>
 #include <string>
 #include <utility>
@@ -115,11 +115,11 @@ TEST(GpuFloat32Island, AGridComputedOnAWideImageSamplesThePixelsTheReferenceDoes
   }
 }
 
-TEST(GpuFloat32Island, FloatsCastToIndicesStayExactAndAConvOutputWidensOnce) {
+TEST(GpuFloat32Island, FloatsCastToIndicesStayExactAndAConvOutputIsWidenedAsItIsRead) {
   FUSEC_REQUIRE_GPU();
   // floor(3 (big + conv(small))) as int64, big up to 20000 (past fp16's integers): big and the
-  // arithmetic stay float32; the conv runs in the run's type and enters the island through one
-  // conversion, so its rounding (|conv| < 2, about 1e-3 at fp16) moves an index by one where
+  // arithmetic stay float32; the conv runs in the run's type and the island's Add reads it as
+  // stored, so its rounding (|conv| < 2, about 1e-3 at fp16) moves an index by one where
   // 3 (big + conv) lies that close to an integer, and never by more.
   GraphBuilder b;
   const std::vector<int64_t> d = {1, 4, 33, 65};
@@ -149,6 +149,53 @@ TEST(GpuFloat32Island, FloatsCastToIndicesStayExactAndAConvOutputWidensOnce) {
     }
     EXPECT_EQ(far, 0) << "an index moved by more than the conv's rounding";
     EXPECT_LE(off, want[0].numel() / 20) << off << " of " << want[0].numel() << " indices off by one";
+    EXPECT_TRUE(conversions(*g, in, p, "float32").empty())
+        << "the island's Add widens the conv's output as it loads it";
+  }
+}
+
+TEST(GpuFloat32Island, ANormOfActivationsWhoseSquaresPassFp16sRangeMatchesTheReference) {
+  FUSEC_REQUIRE_GPU();
+  // RMSNorm as exporters write it, unfused, over activations up to 2000 (a transformer's outlier
+  // features reach that): their squares pass fp16's 65504, which made the row's statistic inf and
+  // its output 0. The square, the mean, epsilon and the root run in float32; x and y stay fp16.
+  for (bool mul_form : {false, true}) {
+    SCOPED_TRACE(mul_form ? "Mul(x, x), Reciprocal" : "Pow(x, 2), Div");
+    GraphBuilder b(18);
+    Value* x = b.input("x", DType::Float32, {Dim(3), Dim(7), Dim(96)});
+    Value* sq = mul_form ? b.node("Mul", {x, x}) : b.node("Pow", {x, b.initializer("two", Tensor::scalar_float(2.0f))});
+    Value* mean = b.node("ReduceMean", {sq, b.initializer("axes", Tensor::from_int64({-1}, {1}))});
+    Value* root = b.node("Sqrt", {b.node("Add", {mean, b.initializer("eps", Tensor::scalar_float(1e-6f))})});
+    Value* normed = mul_form ? b.node("Mul", {x, b.node("Reciprocal", {root})}) : b.node("Div", {x, root});
+    b.output(b.node("Mul", {normed, b.initializer("gamma", random_tensor(DType::Float32, {96}, 9, 0.5, 1.5))}));
+    auto g = b.build();
+    infer_shapes(*g);
+    const std::vector<Tensor> in = {random_tensor(DType::Float32, {3, 7, 96}, 11, -2000, 2000)};
+    for (Precision p : {Precision::FP16, Precision::BF16}) {
+      SCOPED_TRACE(precision_name(p));
+      expect_graph_gpu_matches_cpu(*g, in, p);
+      EXPECT_TRUE(conversions(*g, in, p, "float32").empty()) << "the square widens x as it loads it";
+    }
+  }
+}
+
+TEST(GpuFloat32Island, AnIslandNodeThatMovesDataReadsAHalfActivationConvertedOnce) {
+  FUSEC_REQUIRE_GPU();
+  // A conv predicts offsets; Transpose (data movement: no widening load) and Add put them on a base
+  // grid for GridSample. The conv stays in the run's type; the Transpose reads it converted up.
+  GraphBuilder b(20);
+  Value* img = b.input("img", DType::Float32, {Dim(2), Dim(3), Dim(9), Dim(13)});
+  Value* w = b.initializer("w", random_tensor(DType::Float32, {2, 3, 3, 3}, 12, -0.05, 0.05));
+  Value* flow = b.node("Conv", {img, w}, {attr("pads", std::vector<int64_t>{1, 1, 1, 1})}, "conv");
+  Value* offsets = b.node("Transpose", {flow}, {attr("perm", std::vector<int64_t>{0, 2, 3, 1})});
+  Value* base = b.initializer("base", random_tensor(DType::Float32, {1, 9, 13, 2}, 13, -1, 1));
+  b.output(b.node("GridSample", {img, b.node("Add", {offsets, base})}));
+  auto g = b.build();
+  infer_shapes(*g);
+  const std::vector<Tensor> in = {random_tensor(DType::Float32, {2, 3, 9, 13}, 14)};
+  for (Precision p : {Precision::FP16, Precision::BF16}) {
+    SCOPED_TRACE(precision_name(p));
+    expect_graph_gpu_matches_cpu(*g, in, p, p == Precision::FP16 ? 1e-2 : 3e-2);
     EXPECT_EQ(conversions(*g, in, p, "float32"), std::vector<std::string>{"convert 'conv_out' to float32"});
   }
 }

@@ -133,3 +133,66 @@ TEST(Float32Island, AModelWithoutSuchConsumersHasNone) {
   infer_shapes(*g);
   EXPECT_TRUE(float32_island(*g, Precision::FP16).empty());
 }
+
+namespace {
+
+/// y = x / sqrt(mean(x^2) + eps) * gamma over the last axis, as exporters write RMSNorm; the square
+/// as Pow(x, 2) with the exponent from an initializer or a Constant node, or as Mul(x, x); the
+/// root as Sqrt then Div, or Sqrt then Reciprocal then Mul (dynamo's rsqrt).
+struct Norm {
+  std::unique_ptr<Graph> g;
+  Value *x, *sq, *mean, *root, *y;
+};
+
+Norm rms_norm(const std::string& square, bool reciprocal) {
+  GraphBuilder b(18);
+  Norm r;
+  r.x = b.input("x", DType::Float32, {Dim(2), Dim(5), Dim(64)});
+  if (square == "mul") {
+    r.sq = b.node("Mul", {r.x, r.x});
+  } else {
+    Value* two = square == "constant_node" ? b.node("Constant", {}, {attr("value", Tensor::scalar_float(2.0f))})
+                                           : b.initializer("two", Tensor::scalar_float(2.0f));
+    r.sq = b.node("Pow", {r.x, two});
+  }
+  r.mean = b.node("ReduceMean", {r.sq, b.initializer("axes", Tensor::from_int64({-1}, {1}))},
+                  {attr("keepdims", int64_t{1})});
+  r.root = b.node("Sqrt", {b.node("Add", {r.mean, b.initializer("eps", Tensor::scalar_float(1e-6f))})});
+  Value* normed = reciprocal ? b.node("Mul", {r.x, b.node("Reciprocal", {r.root})}) : b.node("Div", {r.x, r.root});
+  r.y = b.node("Mul", {normed, b.initializer("gamma", Tensor::from_float(std::vector<float>(64, 0.5f), {64}))});
+  b.output(r.y);
+  r.g = b.build();
+  infer_shapes(*r.g);
+  return r;
+}
+
+}  // namespace
+
+TEST(Float32Island, ANormsSumOfSquaresStaysFloat32FromTheSquareToTheRoot) {
+  // Past |x| = 256 a square overflows fp16; the activation itself and the normalized output do not.
+  for (const char* square : {"initializer", "constant_node", "mul"})
+    for (bool reciprocal : {false, true}) {
+      SCOPED_TRACE(std::string(square) + (reciprocal ? ", rsqrt" : ", div"));
+      Norm r = rms_norm(square, reciprocal);
+      const Float32Island is = float32_island(*r.g, Precision::FP16);
+      const std::string sq = std::string(square) == "mul" ? "Mul" : "Pow";
+      EXPECT_EQ(island_ops(*r.g, is), (std::vector<std::string>{sq, "ReduceMean", "Add", "Sqrt"}));
+      for (const Value* v : {r.sq, r.mean, r.root}) EXPECT_TRUE(is.values.count(v)) << v->name;
+      EXPECT_FALSE(is.values.count(r.x)) << "the activation is in range: read in the run's type";
+      EXPECT_FALSE(is.values.count(r.y));
+      EXPECT_TRUE(float32_island(*r.g, Precision::FP32).empty());
+    }
+}
+
+TEST(Float32Island, ASquareThatNoSumReadsIsLeftInTheRunsType) {
+  // GELU's tanh form cubes x; x^2 * c feeds no reduction: an overflow there saturates tanh the
+  // same way, so nothing is kept.
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float32, {Dim(4), Dim(32)});
+  Value* sq = b.node("Pow", {x, b.initializer("two", Tensor::scalar_float(2.0f))});
+  Value* cube = b.node("Pow", {x, b.initializer("three", Tensor::scalar_float(3.0f))});
+  b.output(b.node("Add", {b.node("Mul", {sq, b.initializer("c", Tensor::scalar_float(0.1f))}), cube}));
+  auto g = b.build();
+  infer_shapes(*g);
+  EXPECT_TRUE(float32_island(*g, Precision::FP16).empty());
+}

@@ -16,6 +16,7 @@
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/executor/executable.h"
 #include "backend/cuda/executor/layout_rule.h"
+#include "backend/cuda/ops/elementwise/elementwise_codegen.h"
 #include "backend/cuda/ops/movement/view_op.h"
 #include "backend/device_memory.h"
 #include "backend/float32_island.h"
@@ -285,13 +286,17 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     }
 
     const bool want_nhwc = plan_channels_last(facts);
-    // An island node runs at strict float32 on float32 inputs; any other node reads its inputs in
-    // the run's storage type, but for the one an island value is kept for (reads_absolute_value).
+    // An island node runs at strict float32; any other node reads its inputs in the run's storage
+    // type, but for the one an island value is kept for (reads_absolute_value).
     const bool in_island = island.nodes.count(&n) > 0;
     const Precision node_precision = in_island ? Precision::FP32 : opts_.precision;
     auto input_dtype = [&](size_t i, const Slot& sl) {
       if (sl.onnx_dtype != DType::Float32 || reads_absolute_value(n, i)) return sl.dtype;
-      return in_island ? DType::Float32 : storage_dtype(opts_.precision, DType::Float32);
+      if (!in_island) return storage_dtype(opts_.precision, DType::Float32);
+      // Island constants are uploaded in float32; an activation in a half type is widened as the
+      // generated kernel loads it (exactly, and without a pass of its own), or converted first.
+      if (!sl.host_constant && ew_widens_float_inputs(n.domain, n.op_type)) return sl.dtype;
+      return DType::Float32;
     };
     auto plan_values = [&](bool nhwc, std::vector<PlanValue>* pin, std::vector<PlanValue>* pout) {
       pin->clear();

@@ -437,6 +437,18 @@ EwFunction cast_function(Builder& b, DType src, DType dst) {
 
 }  // namespace
 
+bool ew_widens_float_inputs(const std::string& domain, const std::string& op) {
+  if (domain == "ai.fusec") return op == "FusedElementwise";
+  if (!domain.empty() && domain != "ai.onnx") return false;
+  // Each loads its inputs through Builder::arg() without `raw`: float storage becomes float32.
+  static const char* kOps[] = {"Add",  "Sub",  "Mul", "Div", "Pow", "Max",  "Min",        "Sum",
+                               "Mean", "Sqrt", "Exp", "Log", "Abs", "Neg",  "Reciprocal", "Floor",
+                               "Ceil", "Sin",  "Cos", "Tan", "Mod", "Relu", "Sigmoid",    "Tanh"};
+  for (const char* o : kOps)
+    if (op == o) return true;
+  return false;
+}
+
 const char* ew_storage_ctype(DType t) {
   switch (t) {
     case DType::Float32:

@@ -93,4 +93,9 @@ FastDivider fast_divider(uint32_t d);
 /// C type of a storage dtype in generated code ("float", "unsigned short" for float16, ...).
 const char* ew_storage_ctype(DType t);
 
+/// Whether the generated kernel of this op widens every float input to float32 as it loads it, so
+/// that its inputs may be stored in different float types (fp16 beside float32): arithmetic, not
+/// selection (Where copies storage values) or casts.
+bool ew_widens_float_inputs(const std::string& domain, const std::string& op);
+
 }  // namespace fusec::cuda
