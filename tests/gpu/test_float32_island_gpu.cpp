@@ -98,7 +98,8 @@ TEST(GpuFloat32Island, AGridComputedOnAWideImageSamplesThePixelsTheReferenceDoes
   Value* grid =
       b.node("Sub", {b.node("Mul", {px, scale}), b.initializer("one", Tensor::scalar_float(1.0f))}, {}, "grid");
   b.output(b.node("GridSample", {x, grid}, {attr("align_corners", int64_t{1})}));
-  b.output(b.node("Relu", {grid}));  // read outside the island: converted once
+  b.output(b.node("Relu", {grid}));  // read outside the island, widened as it is loaded
+  b.output(b.node("Transpose", {grid}, {attr("perm", std::vector<int64_t>{0, 3, 1, 2})}));  // converted once
   auto g = b.build();
   infer_shapes(*g);
   Tensor coords = random_tensor(DType::Float32, {1, 7, 301, 2}, 3, 0, 4);
@@ -111,7 +112,7 @@ TEST(GpuFloat32Island, AGridComputedOnAWideImageSamplesThePixelsTheReferenceDoes
     const std::string half = dtype_name(storage_dtype(p, DType::Float32));
     EXPECT_EQ(conversions(*g, in, p, "float32").size(), 0u) << "px and the grid are float32 from the start";
     EXPECT_EQ(conversions(*g, in, p, half), std::vector<std::string>{"convert 'grid_out' to " + half})
-        << "the grid for the Relu, once";
+        << "the grid for the Transpose, once; the Relu reads it as stored";
   }
 }
 

@@ -286,17 +286,17 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     }
 
     const bool want_nhwc = plan_channels_last(facts);
-    // An island node runs at strict float32; any other node reads its inputs in the run's storage
-    // type, but for the one an island value is kept for (reads_absolute_value).
+    // An island node runs at strict float32; any other node computes in the run's type, reading
+    // the inputs an island value is kept for (reads_absolute_value) as they are stored.
     const bool in_island = island.nodes.count(&n) > 0;
     const Precision node_precision = in_island ? Precision::FP32 : opts_.precision;
     auto input_dtype = [&](size_t i, const Slot& sl) {
       if (sl.onnx_dtype != DType::Float32 || reads_absolute_value(n, i)) return sl.dtype;
-      if (!in_island) return storage_dtype(opts_.precision, DType::Float32);
-      // Island constants are uploaded in float32; an activation in a half type is widened as the
-      // generated kernel loads it (exactly, and without a pass of its own), or converted first.
+      // A generated elementwise kernel widens each float input as it loads it, so it reads an
+      // activation as stored, in or out of the island (no conversion pass); island constants are
+      // uploaded in float32; other nodes read their inputs converted to their own type.
       if (!sl.host_constant && ew_widens_float_inputs(n.domain, n.op_type)) return sl.dtype;
-      return DType::Float32;
+      return in_island ? DType::Float32 : storage_dtype(opts_.precision, DType::Float32);
     };
     auto plan_values = [&](bool nhwc, std::vector<PlanValue>* pin, std::vector<PlanValue>* pout) {
       pin->clear();
