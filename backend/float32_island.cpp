@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fusec {
@@ -53,18 +54,17 @@ bool squares(const Node& n) {
   return n.op_type == "Mul" && n.inputs.size() == 2 && n.inputs[0] && n.inputs[0] == n.inputs[1];
 }
 
-bool sums(const Node& n) {
-  return is_onnx(n) && (n.op_type == "ReduceMean" || n.op_type == "ReduceSum" || n.op_type == "ReduceSumSquare");
+// The arithmetic a statistic takes between its square and its root: sums, epsilon, scale and, in a
+// one-pass variance, the squared mean it subtracts.
+bool carries_statistic(const Node& n) {
+  if (!is_onnx(n)) return false;
+  static constexpr std::string_view kOps[] = {"ReduceMean", "ReduceSum", "ReduceSumSquare", "Add", "Sub", "Mul", "Div",
+                                              "Max",        "Min"};
+  for (std::string_view op : kOps)
+    if (n.op_type == op) return true;
+  return false;
 }
 
-// What a sum of squares goes through on its way back to an activation's range: its epsilon and
-// scale (arithmetic with a constant), and the root that ends it.
-bool scales_by_constant(const Node& n) {
-  if (!is_onnx(n) || n.inputs.size() != 2) return false;
-  if (n.op_type != "Add" && n.op_type != "Sub" && n.op_type != "Mul" && n.op_type != "Div" && n.op_type != "Max")
-    return false;
-  return !std::isnan(constant_scalar(n, 0)) || !std::isnan(constant_scalar(n, 1));
-}
 bool takes_root(const Node& n) {
   if (!is_onnx(n)) return false;
   if (n.op_type == "Sqrt") return true;
@@ -72,28 +72,47 @@ bool takes_root(const Node& n) {
   return std::fabs(e) <= 0.5;  // false for NaN
 }
 
-// A normalization's sum of squares, followed from the square to its root: past about 256 the
-// square of an activation overflows fp16 (65504), and a row's statistic becomes inf. From the
-// square on, the island holds it: the square, the sum, its epsilon, the root. The square's input is
-// an activation in range, so the island does not extend back from it.
-void add_sums_of_squares(const Graph& g, Float32Island& island) {
-  std::vector<const Node*> work;
-  for (const auto& n : g.nodes()) {
-    bool seed = n->op_type == "ReduceSumSquare" && is_onnx(*n);
-    if (squares(*n))
-      for (const Node* c : n->outputs[0]->consumers) seed = seed || sums(*c);
-    if (seed && island.nodes.insert(n.get()).second) work.push_back(n.get());
-  }
+// A statistic of squares, from the square to its root (a norm's mean of squares, a variance, an L2
+// norm): past about 256 an activation's square overflows fp16 (65504), and the row's statistic
+// becomes inf. The island holds every node on a path from a square to a root through the
+// statistic's arithmetic; a path that reaches no root (GELU's cube) is not one. The square's input
+// is an activation in range, so this part does not extend back from it.
+void add_statistics_of_squares(const Graph& g, Float32Island& island) {
+  // A norm's path is 3 to 6 nodes long (square, sum, [squared mean, difference,] epsilon, root);
+  // the bound keeps a square that meets a residual stream from reaching a later norm's root.
+  constexpr int kMaxSteps = 8;
+  std::unordered_set<const Node*> reached;
+  std::vector<std::pair<const Node*, int>> work;
+  for (const auto& n : g.nodes())
+    if (squares(*n) || (is_onnx(*n) && n->op_type == "ReduceSumSquare")) {
+      reached.insert(n.get());
+      work.push_back({n.get(), 0});
+    }
+  std::vector<const Node*> roots;
   while (!work.empty()) {
-    const Node* n = work.back();
+    const auto [n, steps] = work.back();
     work.pop_back();
-    if (takes_root(*n)) continue;  // back in an activation's range
+    if (takes_root(*n)) {  // back in an activation's range
+      roots.push_back(n);
+      continue;
+    }
+    if (steps == kMaxSteps) continue;
     for (const Value* out : n->outputs) {
       if (!is_float32(out)) continue;
       for (const Node* c : out->consumers)
-        if ((sums(*c) || scales_by_constant(*c) || takes_root(*c)) && island.nodes.insert(c).second) work.push_back(c);
+        if ((carries_statistic(*c) || takes_root(*c)) && reached.insert(c).second) work.push_back({c, steps + 1});
     }
   }
+  std::unordered_set<const Node*> kept(roots.begin(), roots.end());
+  std::vector<const Node*> back = roots;
+  while (!back.empty()) {
+    const Node* n = back.back();
+    back.pop_back();
+    for (const Value* in : n->inputs)
+      if (in && in->producer && reached.count(in->producer) && kept.insert(in->producer).second)
+        back.push_back(in->producer);
+  }
+  island.nodes.insert(kept.begin(), kept.end());
 }
 
 }  // namespace
@@ -134,7 +153,7 @@ Float32Island float32_island(const Graph& g, Precision p) {
     if (!moves_or_combines(*producer) || !island.nodes.insert(producer).second) continue;
     for (const Value* in : producer->inputs) want(in);
   }
-  add_sums_of_squares(g, island);
+  add_statistics_of_squares(g, island);
   for (const Node* n : island.nodes)
     for (const Value* out : n->outputs)
       if (is_float32(out)) island.values.insert(out);

@@ -200,3 +200,25 @@ TEST(GpuFloat32Island, AnIslandNodeThatMovesDataReadsAHalfActivationConvertedOnc
     EXPECT_EQ(conversions(*g, in, p, "float32"), std::vector<std::string>{"convert 'conv_out' to float32"});
   }
 }
+
+TEST(GpuFloat32Island, AOnePassLayerNormOfLargeActivationsMatchesTheReference) {
+  FUSEC_REQUIRE_GPU();
+  // var = mean(x·x) − μ·μ, as the ONNX LayerNormalization function body writes it, over rows whose
+  // mean is past 256 too: both squares, their difference, epsilon and the root run in float32.
+  GraphBuilder b(18);
+  Value* x = b.input("x", DType::Float32, {Dim(5), Dim(3), Dim(77)});
+  Value* axes = b.initializer("axes", Tensor::from_int64({-1}, {1}));
+  Value* mu = b.node("ReduceMean", {x, axes});
+  Value* var = b.node("Sub", {b.node("ReduceMean", {b.node("Mul", {x, x}), axes}), b.node("Mul", {mu, mu})});
+  Value* s = b.node("Sqrt", {b.node("Add", {var, b.initializer("eps", Tensor::scalar_float(1e-5f))})});
+  b.output(b.node("Div", {b.node("Sub", {x, mu}), s}));
+  auto g = b.build();
+  infer_shapes(*g);
+  // Rows around 1000 with a spread of 300: the difference of the two squares keeps ~5 digits of a
+  // float32 (1e6 against 9e4), so the reference itself is good to ~1e-4 of the output.
+  const std::vector<Tensor> in = {random_tensor(DType::Float32, {5, 3, 77}, 15, 700, 1300)};
+  for (Precision p : {Precision::FP16, Precision::BF16}) {
+    SCOPED_TRACE(precision_name(p));
+    expect_graph_gpu_matches_cpu(*g, in, p, p == Precision::FP16 ? 2e-2 : 5e-2);
+  }
+}

@@ -196,3 +196,21 @@ TEST(Float32Island, ASquareThatNoSumReadsIsLeftInTheRunsType) {
   infer_shapes(*g);
   EXPECT_TRUE(float32_island(*g, Precision::FP16).empty());
 }
+
+TEST(Float32Island, AOnePassVarianceKeepsBothSquaresAndTheirDifference) {
+  // var = mean(x·x) − μ·μ (the ONNX LayerNormalization function body): μ itself is in range, its
+  // square is not.
+  GraphBuilder b(18);
+  Value* x = b.input("x", DType::Float32, {Dim(3), Dim(40)});
+  Value* axes = b.initializer("axes", Tensor::from_int64({-1}, {1}));
+  Value* mu = b.node("ReduceMean", {x, axes});
+  Value* ex2 = b.node("ReduceMean", {b.node("Mul", {x, x}), axes});
+  Value* var = b.node("Sub", {ex2, b.node("Mul", {mu, mu})});
+  Value* s = b.node("Sqrt", {b.node("Add", {var, b.initializer("eps", Tensor::scalar_float(1e-5f))})});
+  b.output(b.node("Div", {b.node("Sub", {x, mu}), s}));
+  auto g = b.build();
+  infer_shapes(*g);
+  const Float32Island is = float32_island(*g, Precision::FP16);
+  EXPECT_EQ(island_ops(*g, is), (std::vector<std::string>{"Mul", "ReduceMean", "Mul", "Sub", "Add", "Sqrt"}));
+  EXPECT_FALSE(is.values.count(mu));
+}
