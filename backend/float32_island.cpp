@@ -153,7 +153,7 @@ Float32Island float32_island(const Graph& g, Precision p) {
     if (!moves_or_combines(*producer) || !island.nodes.insert(producer).second) continue;
     for (const Value* in : producer->inputs) want(in);
   }
-  add_statistics_of_squares(g, island);
+  if (p != Precision::TF32) add_statistics_of_squares(g, island);  // tf32 stores float32: no overflow
   for (const Node* n : island.nodes)
     for (const Value* out : n->outputs)
       if (is_float32(out)) island.values.insert(out);

@@ -9,10 +9,10 @@
 // followed back from the consumer to graph inputs, constants, and ops that compute with weights (a
 // Conv's or a larger MatMul's output carries a relative error of its own and stays in the run's
 // type). The island's nodes run at strict float32: TF32's 10-bit mantissa rounds positions too.
-// It also holds a normalization's sum of squares, from the square to its root: an activation past
-// 256 squares past fp16's 65504 (transformers' outlier features reach thousands), and an unfused
-// LayerNorm or RMSNorm then divides its row by inf. That part does not extend back from the square:
-// the activation squared is in range.
+// At fp16 and bf16 it also holds a statistic of squares, from the square to its root: an activation
+// past 256 squares past fp16's 65504 (transformers' outlier features reach thousands), and an
+// unfused LayerNorm or RMSNorm then divides its row by inf. That part does not extend back from the
+// square: the activation being squared is in range.
 #pragma once
 #include <cstddef>
 #include <unordered_set>
@@ -24,7 +24,8 @@ namespace fusec {
 
 struct Float32Island {
   std::unordered_set<const Node*> nodes;    // run at float32: float inputs widened, outputs float32
-  std::unordered_set<const Value*> values;  // stored float32 (island outputs, inputs and constants it reads)
+  std::unordered_set<const Value*> values;  // stored float32: island outputs, and the graph inputs and
+                                            // constants an absolute value is computed from
 
   bool empty() const { return nodes.empty() && values.empty(); }
   /// v's device storage type in a run at precision p: float32 in the island, else storage_dtype().

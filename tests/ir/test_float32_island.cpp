@@ -181,6 +181,7 @@ TEST(Float32Island, ANormsSumOfSquaresStaysFloat32FromTheSquareToTheRoot) {
       EXPECT_FALSE(is.values.count(r.x)) << "the activation is in range: read in the run's type";
       EXPECT_FALSE(is.values.count(r.y));
       EXPECT_TRUE(float32_island(*r.g, Precision::FP32).empty());
+      EXPECT_TRUE(float32_island(*r.g, Precision::TF32).empty()) << "tf32 stores float32: nothing overflows";
     }
 }
 
