@@ -44,6 +44,7 @@ struct NodePlacement {
   std::string kernel;   // what runs it ("cuBLASLt GEMM", "NVRTC elementwise", "view", ...)
   std::string reason;   // for CPU nodes: why no GPU kernel took it
   std::string device_decision;  // the parts kept over a slower one-kernel candidate (CudaOp::device_decision)
+  bool float32 = false;         // kept in float32 at fp16/bf16/tf32 (backend/float32_island.h)
 };
 
 struct DeviceMemoryStats {

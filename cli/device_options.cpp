@@ -62,10 +62,11 @@ ResolvedDevice resolve_device(const DeviceOptions& o) {
 
 std::string placement_summary(const Executable& exe) {
   if (const auto* ce = dynamic_cast<const GpuExecutable*>(&exe)) {
-    int gpu = 0, folded = 0;
+    int gpu = 0, folded = 0, float32 = 0;
     std::string cpu;
     int cpu_count = 0;
     for (const auto& p : ce->placement()) {
+      float32 += p.float32;
       if (p.on_gpu)
         ++gpu;
       else if (p.folded)
@@ -78,6 +79,7 @@ std::string placement_summary(const Executable& exe) {
     std::string s = std::to_string(gpu) + " node(s) on the GPU";
     if (folded) s += ", " + std::to_string(folded) + " folded at plan time";
     if (cpu_count) s += ", " + std::to_string(cpu_count) + " on the CPU: " + cpu + (cpu_count > 8 ? ", ..." : "");
+    if (float32) s += "; " + std::to_string(float32) + " kept in float32 (values read for their absolute size)";
     return s;
   }
   return "";

@@ -30,8 +30,6 @@ namespace {
 
 constexpr int64_t kMaxSpecializedElements = 1024;
 constexpr int64_t kMaxSpecializedFloats = 16;
-// What the placement adds to the kernel of a node the run keeps in float32 (float32_island.h).
-constexpr const char* kIslandNote = " (float32 island)";
 
 // Ops whose output depends only on input dims: folded at plan time even when the input is not
 // a constant.
@@ -362,12 +360,11 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     if (st.op) {
       st.kind = Step::Kind::Gpu;
       workspace_bytes_ = std::max(workspace_bytes_, st.op->workspace_bytes());
-      placement_.push_back({n.name, n.op_type, true, false, st.op->kernel_name() + (in_island ? kIslandNote : ""), "",
-                            st.op->device_decision()});
+      placement_.push_back(
+          {n.name, n.op_type, true, false, st.op->kernel_name(), "", st.op->device_decision(), in_island});
     } else {
       st.kind = Step::Kind::Cpu;
-      placement_.push_back(
-          {n.name, n.op_type, false, false, std::string("cpu reference") + (in_island ? kIslandNote : ""), why, ""});
+      placement_.push_back({n.name, n.op_type, false, false, "cpu reference", why, "", in_island});
     }
     steps_.push_back(std::move(st));
   }
