@@ -12,7 +12,7 @@ and built from a config with seeded random weights; nothing is downloaded.
   the last sample's final seq/8 tokens padded (a mask that is not all ones: the zoo's is); output
   last_hidden_state. llama_positions also takes position_ids, from 8000 on: a decoder called
   part-way through a long sequence, whose rotary angles (position x frequency) a half type cannot
-  hold (fp16 steps by 8 there: the float32 island's case, docs/cuda_backend.md).
+  hold (fp16 steps by 4 there: the float32 island's case, docs/cuda_backend.md).
 - OTHER: vision and speech transformers (CLIP's and DINOv2's vision towers, SegFormer, ConvNeXt-V2,
   wav2vec 2.0, T5's encoder), torchvision's segmentation and video models, and its optical flow
   (RAFT-small: GridSample, three refinement steps on two 128 x 128 frames); and a token tagger
