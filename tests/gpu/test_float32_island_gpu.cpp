@@ -174,7 +174,8 @@ TEST(GpuFloat32Island, ANormOfActivationsWhoseSquaresPassFp16sRangeMatchesTheRef
     const std::vector<Tensor> in = {random_tensor(DType::Float32, {3, 7, 96}, 11, -2000, 2000)};
     for (Precision p : {Precision::FP16, Precision::BF16}) {
       SCOPED_TRACE(precision_name(p));
-      expect_graph_gpu_matches_cpu(*g, in, p);
+      // bf16 rounds x, gamma and y by up to 2^-8 each.
+      expect_graph_gpu_matches_cpu(*g, in, p, p == Precision::BF16 ? 2e-2 : -1);
       EXPECT_TRUE(conversions(*g, in, p, "float32").empty()) << "the square widens x as it loads it";
     }
   }
@@ -204,7 +205,9 @@ TEST(GpuFloat32Island, AnIslandNodeThatMovesDataReadsAHalfActivationConvertedOnc
 TEST(GpuFloat32Island, AOnePassLayerNormOfLargeActivationsMatchesTheReference) {
   FUSEC_REQUIRE_GPU();
   // var = mean(x·x) − μ·μ, as the ONNX LayerNormalization function body writes it, over rows whose
-  // mean is past 256 too: both squares, their difference, epsilon and the root run in float32.
+  // mean is past 256 too (its square, 9e4, is past fp16's range as x's are): both squares, their
+  // difference, epsilon and the root run in float32. μ itself is stored in the run's type, as torch
+  // would store it: at x in [0, 600] its rounding (0.125 at fp16) moves var (3e4) by 0.25%.
   GraphBuilder b(18);
   Value* x = b.input("x", DType::Float32, {Dim(5), Dim(3), Dim(77)});
   Value* axes = b.initializer("axes", Tensor::from_int64({-1}, {1}));
@@ -214,9 +217,7 @@ TEST(GpuFloat32Island, AOnePassLayerNormOfLargeActivationsMatchesTheReference) {
   b.output(b.node("Div", {b.node("Sub", {x, mu}), s}));
   auto g = b.build();
   infer_shapes(*g);
-  // Rows around 1000 with a spread of 300: the difference of the two squares keeps ~5 digits of a
-  // float32 (1e6 against 9e4), so the reference itself is good to ~1e-4 of the output.
-  const std::vector<Tensor> in = {random_tensor(DType::Float32, {5, 3, 77}, 15, 700, 1300)};
+  const std::vector<Tensor> in = {random_tensor(DType::Float32, {5, 3, 77}, 15, 0, 600)};
   for (Precision p : {Precision::FP16, Precision::BF16}) {
     SCOPED_TRACE(precision_name(p));
     expect_graph_gpu_matches_cpu(*g, in, p, p == Precision::FP16 ? 2e-2 : 5e-2);
