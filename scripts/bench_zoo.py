@@ -813,17 +813,16 @@ def torch_peers(name: str, model, meta: dict, args, rows: list) -> None:
     cnn = ez.is_image_model(name)
     xs = [torch.from_numpy(np.load(os.path.join(args.zoo, f"{name}.input.{k}.npy"))).to(dev) for k in meta["inputs"]]
     if cuda:
-        with torch.inference_mode():
+        # no_grad, not inference_mode: the half copy's parameters must not be inference tensors,
+        # which torch.compile and graph capture then meet outside it.
+        with torch.no_grad():
             m, xs, how, why = ez.fp16_module(model, xs, channels_last=cnn)
         for r in rows:
             r["torch_fp16"] = "model.half()" if how == "half" else f"torch.autocast float16 (model.half() failed: {why})"
         if how != "half":
             log(f"{name}: torch runs under torch.autocast float16: model.half() failed: {why}")
     else:
-        m = copy.deepcopy(model).to(dev)
-        if cnn:
-            m = m.to(memory_format=torch.channels_last)
-            xs = [x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in xs]
+        m, xs = ez.place(copy.deepcopy(model), xs, channels_last=cnn)
 
     def fn():
         return m(*xs)

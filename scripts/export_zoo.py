@@ -252,6 +252,17 @@ def run_torch(model, inputs: dict, device: str):
     return [o.float().cpu().numpy() for o in outs]
 
 
+def place(model, inputs: list, channels_last: bool = False):
+    """(model on the inputs' device, inputs), both channels_last (its 4-D inputs) when asked."""
+    import torch
+
+    model = model.to(inputs[0].device if inputs else torch.device("cuda"))
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+        inputs = [x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in inputs]
+    return model, inputs
+
+
 def fp16_module(model, inputs: list, channels_last: bool = False):
     """The model in fp16 as a peer runs it: (module, inputs, how, why).
 
@@ -264,23 +275,15 @@ def fp16_module(model, inputs: list, channels_last: bool = False):
     The model itself is not moved."""
     import torch
 
-    device = inputs[0].device if inputs else torch.device("cuda")
-
-    def prepare(m, xs):
-        m = m.to(device)
-        if channels_last:
-            m = m.to(memory_format=torch.channels_last)
-            xs = [x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in xs]
-        return m, xs
-
-    mh, xh = prepare(copy.deepcopy(model).half(), [x.half() if x.is_floating_point() else x for x in inputs])
+    mh, xh = place(copy.deepcopy(model).half(), [x.half() if x.is_floating_point() else x for x in inputs],
+                   channels_last)
     try:
         mh(*xh)
         return mh, xh, "half", None
     except (RuntimeError, TypeError) as e:
         why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
     del mh, xh
-    device_type = device.type
+    device_type = inputs[0].device.type if inputs else "cuda"
 
     class Autocast16(torch.nn.Module):
         def __init__(self, inner):
@@ -291,7 +294,7 @@ def fp16_module(model, inputs: list, channels_last: bool = False):
             with torch.autocast(device_type, dtype=torch.float16, cache_enabled=False):
                 return self.inner(*xs)
 
-    m32, x32 = prepare(copy.deepcopy(model), [x.float() if x.is_floating_point() else x for x in inputs])
+    m32, x32 = place(copy.deepcopy(model), [x.float() if x.is_floating_point() else x for x in inputs], channels_last)
     return Autocast16(m32), x32, "autocast", why
 
 
