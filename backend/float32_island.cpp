@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -115,6 +116,80 @@ void add_statistics_of_squares(const Graph& g, Float32Island& island) {
   island.nodes.insert(kept.begin(), kept.end());
 }
 
+// What a position stays a position through: its sum with another value (an offset, a flow), a
+// difference with a non-position, a scaling by a constant, a sign change, and data movement.
+bool carries_position(const Node& n) {
+  if (!is_onnx(n) || n.outputs.size() < 1) return false;
+  static constexpr std::string_view kOps[] = {"Add",     "Sub",       "Neg",       "Identity", "Reshape", "Flatten",
+                                              "Squeeze", "Unsqueeze", "Transpose", "Concat",   "Slice",   "Split",
+                                              "Expand",  "Tile",      "Gather",    "Cast"};
+  for (std::string_view op : kOps)
+    if (n.op_type == op) return true;
+  if (n.op_type == "Mul" || n.op_type == "Div") return !std::isnan(constant_scalar(n, 1));
+  return false;
+}
+
+bool is_constant(const Value* v) {
+  return v && (v->is_initializer() || (v->producer && v->producer->op_type == "Constant"));
+}
+
+size_t numel_of(const Value* v) {
+  if (!v || !v->type.shape || !is_static(*v->type.shape)) return 0;
+  size_t n = 1;
+  for (const Dim& d : *v->type.shape) n *= static_cast<size_t>(d.value);
+  return n;
+}
+
+// The difference of two positions, computed from float32 operands: where the island's coordinates
+// are carried forward past their last sampling (RAFT's final coordinates, from which the flow it
+// returns is coords - grid), a difference of positions cancels their leading digits, and fp16's
+// step at the positions' size (1/16 px at 128) becomes the flow's error. The island takes every
+// node that carries a position forward to such a difference, within 8 steps, and the difference
+// itself (its operands read in float32); a difference is small and leaves the island there.
+void add_differences_of_positions(const Graph& g, Float32Island& island) {
+  constexpr int kMaxSteps = 8;
+  const std::unordered_set<const Value*> positions = island.values;
+  std::unordered_map<const Value*, const Node*> carried;  // a position's carry forward -> its node
+  std::vector<std::pair<const Value*, int>> work;
+  for (const Value* v : positions) work.push_back({v, 0});
+  auto is_position = [&](const Value* v) { return positions.count(v) || carried.count(v); };
+  std::vector<const Node*> differences;
+  std::unordered_set<const Node*> seen;
+  while (!work.empty()) {
+    const auto [v, steps] = work.back();
+    work.pop_back();
+    for (const Node* c : v->consumers) {
+      if (island.nodes.count(c) || !carries_position(*c) || steps == kMaxSteps) continue;
+      if (c->op_type == "Add" || c->op_type == "Sub") {
+        const Value* other = c->input(c->input(0) == v ? 1 : 0);
+        const bool cancels =
+            other && is_float32(other) && (is_position(other) || (is_constant(other) && numel_of(other) > 1));
+        if (cancels) {
+          if (seen.insert(c).second) differences.push_back(c);
+          continue;
+        }
+      }
+      for (const Value* out : c->outputs)
+        if (is_float32(out) && !is_position(out)) {
+          carried[out] = c;
+          work.push_back({out, steps + 1});
+        }
+    }
+  }
+  std::vector<const Value*> back;
+  for (const Node* d : differences) {
+    island.nodes.insert(d);
+    for (const Value* in : d->inputs) back.push_back(in);
+  }
+  while (!back.empty()) {
+    const Value* v = back.back();
+    back.pop_back();
+    auto it = carried.find(v);
+    if (it == carried.end() || !island.nodes.insert(it->second).second) continue;
+    for (const Value* in : it->second->inputs) back.push_back(in);
+  }
+}
+
 }  // namespace
 
 bool reads_absolute_value(const Node& n, size_t i) {
@@ -153,11 +228,77 @@ Float32Island float32_island(const Graph& g, Precision p) {
     if (!moves_or_combines(*producer) || !island.nodes.insert(producer).second) continue;
     for (const Value* in : producer->inputs) want(in);
   }
+  for (const Node* n : island.nodes)
+    for (const Value* out : n->outputs)
+      if (is_float32(out)) island.values.insert(out);
+  add_differences_of_positions(g, island);
   if (p != Precision::TF32) add_statistics_of_squares(g, island);  // tf32 stores float32: no overflow
   for (const Node* n : island.nodes)
     for (const Value* out : n->outputs)
       if (is_float32(out)) island.values.insert(out);
   return island;
+}
+
+}  // namespace fusec
+
+namespace fusec {
+
+namespace {
+
+// A conv or matmul with a fused residual and nothing after it: Y = Conv(X) + Z, MatMul(A) + b + Z.
+bool is_plain_residual_sum(const Node& n) {
+  if (n.domain != "ai.fusec" || (n.op_type != "FusedConv" && n.op_type != "FusedMatMul")) return false;
+  return n.input(3) && n.outputs.size() == 1 && n.outputs[0] && n.attr_string("activation", "").empty();
+}
+
+// Y = product + Z becomes product -> Add(product, Z) -> Y: the product keeps Y's type and shape.
+void split_residual(Graph& g, Node* n) {
+  Value* y = n->outputs[0];
+  Value* z = n->inputs[3];
+  Value* product = g.add_value(y->name + "_product");
+  product->type = y->type;
+  y->producer = nullptr;
+  y->producer_output = -1;
+  n->outputs[0] = product;
+  product->producer = n;
+  product->producer_output = 0;
+  g.set_input(n, 3, nullptr);
+  n->inputs.resize(3);
+  const bool has_bias = n->input(2) != nullptr;
+  if (n->op_type == "FusedConv" || !has_bias) {  // nothing fused is left: the model's own op
+    n->op_type = n->op_type == "FusedConv" ? "Conv" : "MatMul";
+    n->domain.clear();
+    std::erase_if(n->attrs, [](const NamedAttribute& a) { return a.name.rfind("activation", 0) == 0; });
+    if (n->op_type == "MatMul") n->inputs.resize(2);
+  }
+  g.add_node("Add", {product, z}, {y}, g.unique_node_name(n->name + "_residual"));
+}
+
+}  // namespace
+
+size_t split_position_sums(Graph& g, Precision p) {
+  if (p == Precision::FP32) return 0;
+  size_t split = 0;
+  for (bool changed = true; changed;) {  // a split sum can make the next conv's residual a position
+    changed = false;
+    const Float32Island island = float32_island(g, p);
+    for (Node* n : g.node_list()) {
+      if (!is_plain_residual_sum(*n)) continue;
+      bool wanted = island.values.count(n->inputs[3]) > 0;
+      for (size_t k = 0; !wanted && k < n->outputs[0]->consumers.size(); ++k) {
+        const Node* c = n->outputs[0]->consumers[k];
+        wanted = island.nodes.count(c) > 0;
+        for (size_t i = 0; !wanted && i < c->inputs.size(); ++i)
+          wanted = c->inputs[i] == n->outputs[0] && reads_absolute_value(*c, i);
+      }
+      if (!wanted) continue;
+      split_residual(g, n);
+      ++split;
+      changed = true;
+    }
+  }
+  if (split) g.topo_sort();
+  return split;
 }
 
 }  // namespace fusec

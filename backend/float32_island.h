@@ -9,6 +9,9 @@
 // followed back from the consumer to graph inputs, constants, and ops that compute with weights (a
 // Conv's or a larger MatMul's output carries a relative error of its own and stays in the run's
 // type). The island's nodes run at strict float32: TF32's 10-bit mantissa rounds positions too.
+// Where a position is carried forward (an offset added, a scaling) to a difference with another
+// position, the carry and the difference join the island: the difference cancels the positions'
+// leading digits, and their fp16 rounding becomes its error.
 // At fp16 and bf16 it also holds a statistic of squares, from the square to its root: an activation
 // past 256 squares past fp16's 65504 (transformers' outlier features reach thousands), and an
 // unfused LayerNorm or RMSNorm then divides its row by inf. That part does not extend back from the
@@ -36,6 +39,13 @@ struct Float32Island {
 /// contraction size: a MatMul over K = 1 (an outer product, as a rotary embedding's positions x
 /// frequencies) is cheap; an unknown or larger K is a computation and ends the island.
 Float32Island float32_island(const Graph& g, Precision p);
+
+/// In a plan's own copy of a graph: undoes the fusion of a position's sum into a conv or a matmul
+/// (FusedConv or FusedMatMul with a residual Z and no activation, Y = product + Z) where the island
+/// wants Y or holds Z, as where RAFT's optimized refinement adds each predicted flow to its
+/// coordinates in the flow conv's epilogue. The product stays in the run's type and the sum becomes
+/// an Add the island holds; nothing changes at fp32. Returns how many sums it split off.
+size_t split_position_sums(Graph& g, Precision p);
 
 /// Whether n reads input i for its absolute value (the consumers listed above). Such an input is
 /// read as it is stored; every other input of a node outside the island in the run's type.

@@ -25,6 +25,8 @@ int main(int argc, char** argv) {
     const Precision p = parse_precision(argc > 2 ? argv[2] : "fp16");
     auto g = import_onnx_file(argv[1]);
     infer_shapes(*g);
+    const size_t split = split_position_sums(*g, p);
+    if (split) std::printf("split %zu position sum(s) out of fused convs and matmuls\n", split);
     std::unordered_set<const Value*> constant;
     for (const Value* v : g->values())
       if (v->is_initializer()) constant.insert(v);

@@ -223,3 +223,54 @@ TEST(GpuFloat32Island, AOnePassLayerNormOfLargeActivationsMatchesTheReference) {
     expect_graph_gpu_matches_cpu(*g, in, p, p == Precision::FP16 ? 2e-2 : 5e-2);
   }
 }
+
+TEST(GpuFloat32Island, AFlowReadOffCoordinatesPastTheirLastSampleMatchesTheReference) {
+  FUSEC_REQUIRE_GPU();
+  // RAFT's refinement on a 1021-px-wide image: coordinates start on the pixel grid, each step
+  // samples at them and adds a conv's flow, and the model returns the last coordinates less the
+  // grid. Rounded to fp16 at 1000 px (a step of 0.5), the last coordinates would put an error of
+  // up to 0.25 px into a flow of about 1 px; in the island the flow is the convs' own precision.
+  // Fused as the optimizer leaves it (each sum a FusedConv's residual), the plan splits the sums
+  // back out first.
+  const int64_t w = 1021, h = 5;
+  std::vector<float> px(2 * h * w);
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x) {
+      px[static_cast<size_t>(y * w + x)] = static_cast<float>(x);
+      px[static_cast<size_t>(h * w + y * w + x)] = static_cast<float>(y);
+    }
+  for (bool fused : {false, true}) {
+    SCOPED_TRACE(fused ? "fused" : "as exported");
+    GraphBuilder b(20);
+    b.graph().opsets["ai.fusec"] = 1;
+    Value* img = b.input("img", DType::Float32, {Dim(1), Dim(2), Dim(h), Dim(w)});
+    Value* grid = b.initializer("grid", Tensor::from_float(px, {1, 2, h, w}));
+    auto step = [&](Value* in, Value* z, int k) {
+      Value* wt =
+          b.initializer("w" + std::to_string(k), random_tensor(DType::Float32, {2, 2, 3, 3}, 20 + k, -0.3, 0.3));
+      Value* bias = b.initializer("b" + std::to_string(k), random_tensor(DType::Float32, {2}, 30 + k, -0.5, 0.5));
+      const std::vector<NamedAttribute> pads = {attr("pads", std::vector<int64_t>{1, 1, 1, 1})};
+      const std::string name = "conv" + std::to_string(k);
+      if (fused) return b.node_n("FusedConv", {in, wt, bias, z}, 1, pads, name, "ai.fusec")[0];
+      return b.node("Add", {z, b.node("Conv", {in, wt, bias}, pads, name)});
+    };
+    Value* c1 = step(img, grid, 1);
+    Value* nhwc = b.node("Transpose", {c1}, {attr("perm", std::vector<int64_t>{0, 2, 3, 1})});
+    Value* scale = b.initializer("scale", Tensor::from_float({2.0f / (w - 1), 2.0f / (h - 1)}, {2}));
+    Value* normed = b.node("Sub", {b.node("Mul", {nhwc, scale}), b.initializer("one", Tensor::scalar_float(1.0f))});
+    Value* sampled = b.node("GridSample", {img, normed}, {attr("align_corners", int64_t{1})});
+    b.output(b.node("Sub", {step(sampled, c1, 2), grid}));
+    auto g = b.build();
+    infer_shapes(*g);
+    const std::vector<Tensor> in = {random_tensor(DType::Float32, {1, 2, h, w}, 16)};
+    for (auto [p, tol] : {std::pair{Precision::FP16, 4e-3}, {Precision::BF16, 3e-2}}) {
+      SCOPED_TRACE(precision_name(p));
+      expect_graph_gpu_matches_cpu(*g, in, p, tol);
+      std::vector<NodePlacement> placement;
+      conversions(*g, in, p, "float32", &placement);
+      int float32_adds = 0;
+      for (const auto& pl : placement) float32_adds += pl.op_type == "Add" && pl.float32;
+      EXPECT_EQ(float32_adds, 2) << "both coordinate sums, the last one for the difference";
+    }
+  }
+}

@@ -215,3 +215,87 @@ TEST(Float32Island, AOnePassVarianceKeepsBothSquaresAndTheirDifference) {
   EXPECT_EQ(island_ops(*g, is), (std::vector<std::string>{"Mul", "ReduceMean", "Mul", "Sub", "Add", "Sqrt"}));
   EXPECT_FALSE(is.values.count(mu));
 }
+
+namespace {
+
+/// RAFT's refinement in small: coordinates start on a pixel grid; a step samples the image at
+/// them and adds the flow a conv predicts; the model returns its last coordinates less the grid.
+///   c1 = grid + Conv(x); s = GridSample(x, Transpose(c1)); c2 = c1 + Conv(s); out = c2 - grid
+/// Fused (as fuse_conv_activation leaves it), each sum is a FusedConv's residual Z. With
+/// `difference` false the model returns 3·c2 instead: no difference reads the last coordinates.
+struct Refinement {
+  std::unique_ptr<Graph> g;
+  Value *grid, *c1, *c2, *out;
+};
+
+Refinement refinement(bool fused, bool difference = true, const std::string& activation = "") {
+  GraphBuilder b;
+  b.graph().opsets["ai.fusec"] = 1;
+  Refinement r;
+  Value* x = b.input("x", DType::Float32, {Dim(1), Dim(2), Dim(16), Dim(16)});
+  r.grid = b.initializer("grid", Tensor(DType::Float32, {1, 2, 16, 16}));
+  auto step = [&](Value* in, Value* z, const std::string& k) {
+    Value* w = b.initializer("w" + k, Tensor(DType::Float32, {2, 2, 3, 3}));
+    Value* bias = b.initializer("b" + k, Tensor(DType::Float32, {2}));
+    std::vector<NamedAttribute> attrs = {attr("pads", std::vector<int64_t>{1, 1, 1, 1})};
+    if (!fused) return b.node("Add", {z, b.node("Conv", {in, w, bias}, attrs)});
+    if (!activation.empty()) attrs.push_back(attr("activation", activation));
+    return b.node_n("FusedConv", {in, w, bias, z}, 1, attrs, "conv" + k, "ai.fusec")[0];
+  };
+  r.c1 = step(x, r.grid, "1");
+  Value* s = b.node("GridSample", {x, b.node("Transpose", {r.c1}, {attr("perm", std::vector<int64_t>{0, 2, 3, 1})})});
+  r.c2 = step(s, r.c1, "2");
+  r.out =
+      difference ? b.node("Sub", {r.c2, r.grid}) : b.node("Mul", {r.c2, b.initializer("k", Tensor::scalar_float(3))});
+  b.output(r.out);
+  r.g = b.build();
+  infer_shapes(*r.g);
+  return r;
+}
+
+}  // namespace
+
+TEST(Float32Island, CoordinatesCarriedPastTheirLastSampleToADifferenceStayFloat32) {
+  // c2 is sampled by nothing, but c2 - grid cancels the coordinates' leading digits: rounded to
+  // fp16 at 128 px, c2 would be 1/16 px off, and so would the flow the model returns.
+  Refinement r = refinement(false);
+  const Float32Island is = float32_island(*r.g, Precision::FP16);
+  EXPECT_EQ(island_ops(*r.g, is), (std::vector<std::string>{"Add", "Transpose", "Add", "Sub"}));
+  for (const Value* v : {r.grid, r.c1, r.c2}) EXPECT_TRUE(is.values.count(v)) << v->name;
+  for (const Value* in : r.c2->producer->inputs)
+    if (in != r.c1) EXPECT_FALSE(is.values.count(in)) << "the conv's flow stays in the run's type";
+  EXPECT_TRUE(float32_island(*r.g, Precision::FP32).empty());
+}
+
+TEST(Float32Island, CoordinatesThatNoDifferenceReadsAfterTheirLastSampleAreLeftInTheRunsType) {
+  Refinement r = refinement(false, /*difference=*/false);
+  const Float32Island is = float32_island(*r.g, Precision::FP16);
+  EXPECT_EQ(island_ops(*r.g, is), (std::vector<std::string>{"Add", "Transpose"}));
+  EXPECT_FALSE(is.values.count(r.c2));
+}
+
+TEST(Float32Island, ACoordinateSumFusedIntoAConvComesBackOutAsAnAddTheIslandHolds) {
+  // Optimized, each step's sum is the conv's epilogue, whose output a plan would store in fp16.
+  // The first is split because the island samples at its output, the second because its
+  // residual is then a position, each to a plain Conv and an Add.
+  Refinement r = refinement(true);
+  EXPECT_EQ(split_position_sums(*r.g, Precision::FP32), 0u);
+  EXPECT_EQ(split_position_sums(*r.g, Precision::FP16), 2u);
+  std::vector<std::string> ops;
+  for (const auto& n : r.g->nodes()) ops.push_back(n->op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"Conv", "Add", "Transpose", "GridSample", "Conv", "Add", "Sub"}));
+  for (const auto& n : r.g->nodes()) EXPECT_TRUE(n->domain.empty()) << n->name;
+  EXPECT_EQ(r.c1->producer->op_type, "Add");
+  EXPECT_EQ(r.c2->producer->op_type, "Add");
+  EXPECT_EQ(r.c2->producer->name, "conv2_residual");
+  const Float32Island is = float32_island(*r.g, Precision::FP16);
+  EXPECT_EQ(island_ops(*r.g, is), (std::vector<std::string>{"Add", "Transpose", "Add", "Sub"}));
+  EXPECT_EQ(split_position_sums(*r.g, Precision::FP16), 0u) << "nothing left to split";
+}
+
+TEST(Float32Island, AFusedConvWithAnActivationAfterItsResidualIsNotSplit) {
+  // Relu(conv + z) is not a position however z is: its residual stays fused.
+  Refinement r = refinement(true, true, "Relu");
+  EXPECT_EQ(split_position_sums(*r.g, Precision::FP16), 0u);
+  EXPECT_EQ(r.c1->producer->op_type, "FusedConv");
+}

@@ -122,6 +122,9 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
                   ErrorCause::ShapeNeedsValues);
     }
   }
+  // A position's sum that a fusion put in a conv's or matmul's epilogue comes back out as an Add
+  // the float32 island can hold (float32_island.h); none in most models.
+  split_position_sums(g, opts_.precision);
   // Before any kernel is planned or tuned (conv tuning allocates and times candidates): a plan
   // that cannot fit fails now, from the shapes alone.
   check_device_memory(estimate_device_memory(g, opts_.precision), device_limit(), "the model");
