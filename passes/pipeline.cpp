@@ -6,6 +6,7 @@
 #include "ir/error.h"
 #include "passes/cleanup.h"
 #include "passes/canonicalize.h"
+#include "passes/channels_last_tokens.h"
 #include "passes/compose_movement.h"
 #include "passes/constant_folding.h"
 #include "passes/fold_batchnorm.h"
@@ -47,6 +48,10 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // fuse_attention: sequence-first attention (nn.MultiheadAttention) then has BERT's head split of
   // packed QKV and its head merge, and fuses in the 3-D form.
   p.push_back(std::make_unique<ComposeMovementPass>());
+  // Tokens into and out of a conv through 4-D channels-last permutations, which a CUDA plan stores
+  // as views: after compose_movement, which has made patch embeddings GEMMs and composed the
+  // chains (it leaves this form alone: it has no more copies than the 3-D one).
+  p.push_back(std::make_unique<ChannelsLastTokensPass>());
   // BN/per-channel Mul/Add into Conv/Gemm weights, before activation fusion hides the Conv -> BN edge.
   p.push_back(std::make_unique<FoldBatchNormPass>());
   // Recognizers run after folding (and fold_batchnorm): their epsilons, 0.5/√2 constants, axes and

@@ -659,6 +659,10 @@ def prepare(name: str, args, env: dict, rows: list) -> tuple[dict, object]:
         record_error(where, f"export {f}", last_line(text or "failed"))
     if model is None:
         raise RuntimeError("the model was not built (see the export error)")
+    # The peers get a fresh build, as when the files are reused: an export can leave the module
+    # unfit to copy (the TorchScript trace of RAFT-small leaves tensors on it that are not graph
+    # leaves, and copy.deepcopy refuses them).
+    model, _, _ = ez.build(name, zargs)
     return meta, model
 
 
