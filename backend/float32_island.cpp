@@ -186,6 +186,8 @@ void add_differences_of_positions(const Graph& g, Float32Island& island) {
     back.pop_back();
     auto it = carried.find(v);
     if (it == carried.end() || !island.nodes.insert(it->second).second) continue;
+    for (const Value* out : it->second->outputs)
+      if (is_float32(out)) island.values.insert(out);
     for (const Value* in : it->second->inputs) back.push_back(in);
   }
 }
@@ -232,6 +234,7 @@ Float32Island float32_island(const Graph& g, Precision p) {
     for (const Value* out : n->outputs)
       if (is_float32(out)) island.values.insert(out);
   add_differences_of_positions(g, island);
+  island.positions = island.values;  // before the differences' outputs and the statistics join
   if (p != Precision::TF32) add_statistics_of_squares(g, island);  // tf32 stores float32: no overflow
   for (const Node* n : island.nodes)
     for (const Value* out : n->outputs)
@@ -284,12 +287,14 @@ size_t split_position_sums(Graph& g, Precision p) {
     const Float32Island island = float32_island(g, p);
     for (Node* n : g.node_list()) {
       if (!is_plain_residual_sum(*n)) continue;
-      bool wanted = island.values.count(n->inputs[3]) > 0;
-      for (size_t k = 0; !wanted && k < n->outputs[0]->consumers.size(); ++k) {
-        const Node* c = n->outputs[0]->consumers[k];
-        wanted = island.nodes.count(c) > 0;
-        for (size_t i = 0; !wanted && i < c->inputs.size(); ++i)
-          wanted = c->inputs[i] == n->outputs[0] && reads_absolute_value(*c, i);
+      // A position's sum: its residual is one, or a reader takes its output for one. A statistic
+      // of squares does not count: the square reads an activation in range.
+      bool wanted = island.positions.count(n->inputs[3]) > 0;
+      for (const Node* c : n->outputs[0]->consumers) {
+        for (size_t i = 0; i < c->inputs.size(); ++i)
+          wanted = wanted || (c->inputs[i] == n->outputs[0] && reads_absolute_value(*c, i));
+        if (island.nodes.count(c))
+          for (const Value* out : c->outputs) wanted = wanted || island.positions.count(out) > 0;
       }
       if (!wanted) continue;
       split_residual(g, n);

@@ -29,6 +29,9 @@ struct Float32Island {
   std::unordered_set<const Node*> nodes;    // run at float32: float inputs widened, outputs float32
   std::unordered_set<const Value*> values;  // stored float32: island outputs, and the graph inputs and
                                             // constants an absolute value is computed from
+  std::unordered_set<const Value*> positions;  // the values among them that hold an absolute size
+                                               // (read for it, computing it, or carried forward to a
+                                               // difference); not the statistics of squares
 
   bool empty() const { return nodes.empty() && values.empty(); }
   /// v's device storage type in a run at precision p: float32 in the island, else storage_dtype().

@@ -299,3 +299,50 @@ TEST(Float32Island, AFusedConvWithAnActivationAfterItsResidualIsNotSplit) {
   EXPECT_EQ(split_position_sums(*r.g, Precision::FP16), 0u);
   EXPECT_EQ(r.c1->producer->op_type, "FusedConv");
 }
+
+TEST(Float32Island, ALinearsOffsetsFusedOntoReferencePointsComeBackOutAndKeepTheirBias) {
+  // Deformable attention's sampling points: reference points + Linear(query) offsets, fused by
+  // fuse_matmul_bias into one FusedMatMul with the points as its residual, then a GridSample grid.
+  GraphBuilder b;
+  b.graph().opsets["ai.fusec"] = 1;
+  Value* q = b.input("q", DType::Float32, {Dim(1), Dim(6), Dim(10), Dim(16)});
+  Value* ref = b.input("ref", DType::Float32, {Dim(1), Dim(6), Dim(10), Dim(2)});
+  Value* img = b.input("img", DType::Float32, {Dim(1), Dim(4), Dim(9), Dim(9)});
+  Value* points = b.node_n(
+      "FusedMatMul",
+      {q, b.initializer("w", Tensor(DType::Float32, {16, 2})), b.initializer("bias", Tensor(DType::Float32, {2})), ref},
+      1, {}, "offsets", "ai.fusec")[0];
+  b.output(b.node("GridSample", {img, points}));
+  auto g = b.build();
+  infer_shapes(*g);
+  EXPECT_EQ(split_position_sums(*g, Precision::BF16), 1u);
+  const Node* mm = g->nodes().front().get();
+  EXPECT_EQ(mm->op_type, "FusedMatMul") << "the bias stays fused";
+  EXPECT_EQ(mm->inputs.size(), 3u);
+  EXPECT_EQ(points->producer->op_type, "Add");
+  const Float32Island is = float32_island(*g, Precision::BF16);
+  EXPECT_EQ(island_ops(*g, is), std::vector<std::string>{"Add"});
+  EXPECT_TRUE(is.values.count(ref));
+}
+
+TEST(Float32Island, AResidualStreamReadByAnUnfusedNormStaysFusedIntoItsMatMul) {
+  // h = FusedMatMul(a, w, b, Z = x) then RMSNorm(h) written out: the norm's square is in the
+  // island, but it reads h as an activation in range, so the residual stays in the epilogue.
+  GraphBuilder b(18);
+  b.graph().opsets["ai.fusec"] = 1;
+  Value* a = b.input("a", DType::Float32, {Dim(2), Dim(5), Dim(32)});
+  Value* x = b.input("x", DType::Float32, {Dim(2), Dim(5), Dim(32)});
+  Value* h = b.node_n(
+      "FusedMatMul",
+      {a, b.initializer("w", Tensor(DType::Float32, {32, 32})), b.initializer("bias", Tensor(DType::Float32, {32})), x},
+      1, {}, "proj", "ai.fusec")[0];
+  Value* mean = b.node("ReduceMean", {b.node("Pow", {h, b.initializer("two", Tensor::scalar_float(2.0f))}),
+                                      b.initializer("axes", Tensor::from_int64({-1}, {1}))});
+  Value* root = b.node("Sqrt", {b.node("Add", {mean, b.initializer("eps", Tensor::scalar_float(1e-6f))})});
+  b.output(b.node("Div", {h, root}));
+  auto g = b.build();
+  infer_shapes(*g);
+  EXPECT_FALSE(float32_island(*g, Precision::FP16).empty());
+  EXPECT_EQ(split_position_sums(*g, Precision::FP16), 0u);
+  EXPECT_EQ(h->producer->op_type, "FusedMatMul");
+}
