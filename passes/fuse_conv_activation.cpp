@@ -24,6 +24,11 @@
 // Projection shortcut, Add(Conv a, Conv b): fused into the conv that comes later in topological
 // order, so the other conv's output (the residual Z) is already computed when it runs.
 //
+// An activation a few data-movement ops after the conv (a conv's image turned into tokens, then
+// the activation: SegFormer's and PVT's Mix-FFN, conv -> Transpose -> Reshape -> Gelu) moves in
+// front of them first: an activation is elementwise, so it commutes with the movement, and then
+// fuses as above.
+//
 // fold_batchnorm runs first, so Conv -> BatchNormalization -> (Add) -> Relu ends as one FusedConv.
 // Under --portable (standard ops only) nothing is fused; each candidate is a near-miss.
 #include "passes/fuse_conv_activation.h"
@@ -271,10 +276,64 @@ class ConvFuser {
   std::unordered_map<const Node*, size_t> pos_;
 };
 
+bool moves_data(const Node* n) {
+  static const char* kOps[] = {"Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze"};
+  for (const char* op : kOps)
+    if (is_op(n, op)) return true;
+  return false;
+}
+
+/// conv -> movement... -> activation  =>  conv -> activation -> movement...: the activation then
+/// reads the conv's output and fuses. Each value on the way has the one reader; the activation is
+/// elementwise on its first input alone (PRelu's slope is laid out like the moved value: left).
+bool hoist_activation(Rewriter& r, Node* conv) {
+  Value* y = conv->outputs.empty() ? nullptr : conv->outputs[0];
+  if (!y || !has_single_use(y)) return false;
+  std::vector<Node*> chain;
+  for (Node* n = y->consumers[0]; moves_data(n) && n->input(0) && n->outputs[0]; n = n->outputs[0]->consumers[0]) {
+    if (n->input(0) != (chain.empty() ? y : chain.back()->outputs[0])) return false;
+    chain.push_back(n);
+    if (!has_single_use(n->outputs[0])) return false;
+  }
+  if (chain.empty()) return false;
+  Value* moved = chain.back()->outputs[0];
+  Node* act = moved->consumers[0];
+  if (!is_activation(act) || act->op_type == "PRelu" || act->input(0) != moved || act->outputs.size() != 1 ||
+      !act->outputs[0] || act->outputs[0]->type.dtype != y->type.dtype)
+    return false;
+  Graph& g = r.graph();
+  // The activation now writes a value of y's shape; the chain's last op writes the activation's
+  // old output, so its name, readers and graph-output status stay.
+  Value* out = act->outputs[0];
+  Value* activated = g.add_value(y->name + "_" + act->op_type);
+  activated->type = y->type;
+  g.set_input(act, 0, y);
+  out->producer = nullptr;
+  act->outputs[0] = activated;
+  activated->producer = act;
+  activated->producer_output = 0;
+  g.set_input(chain.front(), 0, activated);
+  moved->producer = nullptr;
+  moved->producer_output = -1;
+  chain.back()->outputs[0] = out;
+  out->producer = chain.back();
+  out->producer_output = 0;
+  g.topo_sort();
+  r.rewrote(
+      describe(act) + " moved in front of " + std::to_string(chain.size()) + " movement op(s) after " + describe(conv),
+      {}, act->name);
+  return true;
+}
+
 }  // namespace
 
 bool FuseConvActivationPass::run(Graph& g, PassContext& ctx) {
   Rewriter r(g, ctx, kPass);
+  bool hoisted = false;
+  if (!ctx.opts.portable)
+    for (Node* n : g.node_list())
+      if (is_op(n, "Conv")) hoisted = hoist_activation(r, n) || hoisted;
+  if (hoisted) g.remove_unused_values();  // the chain's old last value
   ConvFuser f(r);
   // A rewrite removes only nodes after the conv (Add, activation), never allocates one, and turns
   // the conv itself into FusedConv in place; removed nodes are skipped by identity.

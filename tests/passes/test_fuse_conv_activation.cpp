@@ -430,3 +430,58 @@ TEST(FuseConvActivationNearMiss, Portable) {
   expect_near_miss(f, "--portable");
   EXPECT_EQ(f.optimized->opset("ai.fusec"), 0);
 }
+
+namespace {
+
+/// A depthwise conv whose image becomes tokens before its activation (SegFormer's Mix-FFN):
+/// Conv [2,6,3,4] -> Reshape [2,6,12] -> Transpose(0,2,1) -> `act` -> y [2,12,6].
+struct TokensThenActivation {
+  GraphBuilder b{20};  // Gelu is an ai.onnx op from opset 20
+  Value *flat, *tokens, *y;
+  explicit TokensThenActivation(const std::string& act) {
+    ConvSpec s;
+    s.c = s.m = s.group = 6;
+    s.spatial = {3, 4};
+    Value* conv = add_conv(b, add_input(b, "x", s), s, "c1", 3);
+    flat = b.node("Reshape", {conv, b.initializer("flat", Tensor::from_int64({2, 6, 12}, {3}))}, {}, "flatten");
+    tokens = b.node("Transpose", {flat}, {attr("perm", std::vector<int64_t>{0, 2, 1})}, "to_tokens");
+    std::vector<Value*> ins = {tokens};
+    if (act == "PRelu") ins.push_back(b.initializer("slope", random_tensor({6}, 4, 0, 0.5)));
+    y = b.node(act, ins, {}, "act");
+    b.output(y);
+  }
+};
+
+}  // namespace
+
+TEST(FuseConvActivation, AnActivationAfterTheConvsImageBecameTokensMovesInFrontAndFuses) {
+  TokensThenActivation t("Gelu");
+  Outcome f = run_one_pass<FuseConvActivationPass>(t.b.build());
+  ASSERT_TRUE(f.changed);
+  const Node* c = node_named(*f.optimized, "c1");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->op_type, "FusedConv");
+  EXPECT_EQ(c->attr_string("activation", ""), "Gelu");
+  EXPECT_EQ(count(*f.optimized, "Gelu"), 0);
+  // The graph's output is still 'act''s value, now written by the Transpose.
+  ASSERT_EQ(f.optimized->outputs.size(), 1u);
+  EXPECT_EQ(f.optimized->outputs[0]->name, t.y->name);
+  EXPECT_EQ(f.optimized->outputs[0]->producer->op_type, "Transpose");
+  expect_same_numbers(f);
+}
+
+TEST(FuseConvActivationNearMiss, APReluAfterTheTokensOrAMovedValueWithAnotherReaderStaysWhereItIs) {
+  {
+    TokensThenActivation t("PRelu");  // its slope is laid out for the tokens, not the image
+    Outcome f = run_one_pass<FuseConvActivationPass>(t.b.build());
+    EXPECT_FALSE(f.changed);
+    expect_unchanged(*f.original, *f.optimized);
+  }
+  {
+    TokensThenActivation t("Relu");
+    t.b.output(t.flat);  // the flattened image is a result too: the Relu must not move above it
+    Outcome f = run_one_pass<FuseConvActivationPass>(t.b.build());
+    EXPECT_FALSE(f.changed);
+    expect_unchanged(*f.original, *f.optimized);
+  }
+}
