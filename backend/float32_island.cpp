@@ -38,13 +38,17 @@ bool moves_or_combines(const Node& n) {
 
 bool is_onnx(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
 
-// The constant scalar input i of n (an initializer or a Constant node's value), or NaN.
+// v's data when it is a constant (an initializer or a Constant node's value), else nullptr.
+const Tensor* constant_tensor(const Value* v) {
+  return !v                                                  ? nullptr
+         : v->is_initializer()                               ? v->initializer.get()
+         : v->producer && v->producer->op_type == "Constant" ? v->producer->attr_tensor("value")
+                                                             : nullptr;
+}
+
+// The constant scalar input i of n, or NaN.
 double constant_scalar(const Node& n, size_t i) {
-  const Value* v = n.input(i);
-  const Tensor* t = !v                                                  ? nullptr
-                    : v->is_initializer()                               ? v->initializer.get()
-                    : v->producer && v->producer->op_type == "Constant" ? v->producer->attr_tensor("value")
-                                                                        : nullptr;
+  const Tensor* t = constant_tensor(n.input(i));
   return t && t->numel() == 1 ? t->as_double(0) : std::nan("");
 }
 
@@ -129,17 +133,6 @@ bool carries_position(const Node& n) {
   return false;
 }
 
-bool is_constant(const Value* v) {
-  return v && (v->is_initializer() || (v->producer && v->producer->op_type == "Constant"));
-}
-
-size_t numel_of(const Value* v) {
-  if (!v || !v->type.shape || !is_static(*v->type.shape)) return 0;
-  size_t n = 1;
-  for (const Dim& d : *v->type.shape) n *= static_cast<size_t>(d.value);
-  return n;
-}
-
 // The difference of two positions, computed from float32 operands: where the island's coordinates
 // are carried forward past their last sampling (RAFT's final coordinates, from which the flow it
 // returns is coords - grid), a difference of positions cancels their leading digits, and fp16's
@@ -162,8 +155,8 @@ void add_differences_of_positions(const Graph& g, Float32Island& island) {
       if (island.nodes.count(c) || !carries_position(*c) || steps == kMaxSteps) continue;
       if (c->op_type == "Add" || c->op_type == "Sub") {
         const Value* other = c->input(c->input(0) == v ? 1 : 0);
-        const bool cancels =
-            other && is_float32(other) && (is_position(other) || (is_constant(other) && numel_of(other) > 1));
+        const bool cancels = other && is_float32(other) &&
+                             (is_position(other) || (constant_tensor(other) && constant_tensor(other)->numel() > 1));
         if (cancels) {
           if (seen.insert(c).second) differences.push_back(c);
           continue;
@@ -241,10 +234,6 @@ Float32Island float32_island(const Graph& g, Precision p) {
       if (is_float32(out)) island.values.insert(out);
   return island;
 }
-
-}  // namespace fusec
-
-namespace fusec {
 
 namespace {
 
