@@ -27,9 +27,14 @@ TEST(CudaLayoutRule, LayoutFreeValues) {
   EXPECT_TRUE(layout_free({16, 72, 1, 1}));
   EXPECT_TRUE(layout_free({16, 1, 28, 28}));
   EXPECT_TRUE(layout_free({16, 72}));
-  EXPECT_TRUE(layout_free({2, 3, 4, 5, 6}));
+  EXPECT_TRUE(layout_free({2, 3, 4, 5, 6, 7})) << "rank 6 is never stored channels-last";
   EXPECT_FALSE(layout_free({16, 72, 28, 28}));
   EXPECT_FALSE(layout_free({16, 72, 1, 28}));
+  // N,C,D,H,W: a video model's activations, stored N,D,H,W,C.
+  EXPECT_FALSE(layout_free({2, 3, 4, 5, 6}));
+  EXPECT_FALSE(layout_free({16, 64, 8, 1, 1})) << "frames are a spatial dim too";
+  EXPECT_TRUE(layout_free({16, 512, 1, 1, 1}));
+  EXPECT_TRUE(layout_free({16, 1, 8, 56, 56}));
 }
 
 TEST(CudaLayoutRule, ConvRegionsStartWhereEveryConsumerTakesChannelsLast) {
@@ -45,6 +50,8 @@ TEST(CudaLayoutRule, ConvRegionsStartWhereEveryConsumerTakesChannelsLast) {
   f.in_dims = {16, 64, 56};
   f.out_dims = {{16, 64, 56}};
   EXPECT_FALSE(plan_channels_last(f)) << "1-D convs stay NCHW";
+  EXPECT_TRUE(plan_channels_last(facts(ChannelsLast::Region, {16, 64, 8, 56, 56}, false, {16, 64, 8, 56, 56})))
+      << "3-D convs run N,D,H,W,C";
   EXPECT_FALSE(plan_channels_last(facts(ChannelsLast::None, {16, 64, 56, 56}, true, {16, 64, 56, 56})));
 }
 
@@ -105,6 +112,10 @@ TEST(CudaLayoutRule, ElementwiseOpsFollowWhereEveryInputIsTheOutputOrLayoutFree)
   EXPECT_FALSE(elementwise_follows({out, {16, 72, 28, 1}}, out));
   EXPECT_FALSE(elementwise_follows({{16, 72, 28}}, {16, 72, 28})) << "not 4-D";
   EXPECT_FALSE(elementwise_follows({{1, 16, 72, 28, 28}}, out));
+  const std::vector<int64_t> video = {16, 64, 8, 28, 28};
+  EXPECT_TRUE(elementwise_follows({video, {64, 1, 1, 1}}, video)) << "a per-channel constant of a 3-D conv";
+  EXPECT_TRUE(elementwise_follows({video, video}, video)) << "the residual add";
+  EXPECT_FALSE(elementwise_follows({video, {64, 8, 1, 1}}, video)) << "per channel and frame";
 }
 
 TEST(CudaLayoutRule, ChannelsLastElementwiseDimsAreInMemoryOrder) {
@@ -112,7 +123,24 @@ TEST(CudaLayoutRule, ChannelsLastElementwiseDimsAreInMemoryOrder) {
   EXPECT_EQ(nhwc_order({16, 72, 1, 1}), (std::vector<int64_t>{16, 1, 1, 72}));
   EXPECT_EQ(nhwc_order({72, 1, 1}), (std::vector<int64_t>{1, 1, 1, 72}));
   EXPECT_EQ(nhwc_order({}), (std::vector<int64_t>{1, 1, 1, 1}));
-  EXPECT_EQ(pad_to_4d({5}), (std::vector<int64_t>{1, 1, 1, 5}));
+  EXPECT_EQ(pad_to_rank({5}, 4), (std::vector<int64_t>{1, 1, 1, 5}));
+  EXPECT_EQ(nhwc_order({16, 64, 8, 28, 14}, 5), (std::vector<int64_t>{16, 8, 28, 14, 64}));
+  EXPECT_EQ(nhwc_order({64, 1, 1, 1}, 5), (std::vector<int64_t>{1, 1, 1, 1, 64}));
+}
+
+TEST(CudaLayoutRule, TransposesToAndFromChannelsLastAreViewsAtRanks4And5) {
+  EXPECT_EQ(channels_last_perm(4), (std::vector<int64_t>{0, 2, 3, 1}));
+  EXPECT_EQ(channels_first_perm(4), (std::vector<int64_t>{0, 3, 1, 2}));
+  EXPECT_EQ(channels_last_perm(5), (std::vector<int64_t>{0, 2, 3, 4, 1}));
+  EXPECT_EQ(channels_first_perm(5), (std::vector<int64_t>{0, 4, 1, 2, 3}));
+  EXPECT_EQ(transpose_view({0, 2, 3, 1}, true, true), TransposeView::FromChannelsLast);
+  EXPECT_EQ(transpose_view({0, 3, 1, 2}, false, true), TransposeView::ToChannelsLast);
+  EXPECT_EQ(transpose_view({0, 2, 3, 4, 1}, true, true), TransposeView::FromChannelsLast);
+  EXPECT_EQ(transpose_view({0, 4, 1, 2, 3}, false, true), TransposeView::ToChannelsLast);
+  EXPECT_EQ(transpose_view({0, 2, 3, 4, 1}, false, true), TransposeView::None) << "an NCDHW input is not a view";
+  EXPECT_EQ(transpose_view({0, 4, 1, 2, 3}, false, false), TransposeView::None) << "strict fp32";
+  EXPECT_EQ(transpose_view({0, 2, 1}, true, true), TransposeView::None);
+  EXPECT_EQ(transpose_view({0, 3, 4, 2, 1}, true, true), TransposeView::None);
 }
 
 // A follower of several activations (Concat) takes the layout most of their bytes are in.

@@ -11,6 +11,13 @@
 namespace fusec::cuda {
 namespace {
 
+/// A filter's taps per (output, input) channel pair: R·S, or T·R·S for a 3-D conv.
+int64_t filter_taps(const Tensor& w) {
+  int64_t taps = 1;
+  for (size_t i = 2; i < w.dims().size(); ++i) taps *= w.dims()[i];
+  return taps;
+}
+
 /// The host path, for constants that are not float32: convert (fp16 saturating, as on the
 /// device) and permute element by element.
 std::vector<char> host_convert(const Tensor& t, DType to, bool krsc) {
@@ -20,7 +27,7 @@ std::vector<char> host_convert(const Tensor& t, DType to, bool krsc) {
   int64_t C = 1, RS = 1;
   if (krsc) {
     C = t.dims()[1];
-    RS = t.dims()[2] * t.dims()[3];
+    RS = filter_taps(t);
   }
   for (int64_t i = 0; i < n; ++i) {
     int64_t from = i;
@@ -67,7 +74,8 @@ void ConstantUploader::finish() { FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream_
 void ConstantUploader::upload(const Tensor& host, void* dst, DType to, bool krsc) {
   const int64_t n = host.numel();
   if (n == 0) return;
-  if (krsc && host.dims().size() != 4) internal_error("a channels-last filter upload needs 4-D weights");
+  if (krsc && host.dims().size() != 4 && host.dims().size() != 5)
+    internal_error("a channels-last filter upload needs 4-D or 5-D weights");
   if (host.dtype() == to && !krsc) {
     FUSEC_CUDA_CHECK(cudaMemcpyAsync(dst, host.raw(), host.nbytes(), cudaMemcpyHostToDevice, stream_));
     return;
@@ -90,7 +98,7 @@ void ConstantUploader::upload(const Tensor& host, void* dst, DType to, bool krsc
     finish();  // the old staging buffer may still feed a conversion
     staging_ = DeviceBuffer(staging_bytes, "the weight upload staging buffer");
   }
-  const int64_t C = krsc ? host.dims()[1] : 0, RS = krsc ? host.dims()[2] * host.dims()[3] : 0;
+  const int64_t C = krsc ? host.dims()[1] : 0, RS = krsc ? filter_taps(host) : 0;
   const size_t out_es = dtype_size(to);
   for (int64_t at = 0; at < n; at += piece) {
     const int64_t count = std::min(piece, n - at);

@@ -25,7 +25,8 @@ class ConstantUploader {
   ConstantUploader& operator=(const ConstantUploader&) = delete;
 
   /// Writes `host` to dst as dtype `to` (the same number of elements), [K, C, R, S] permuted
-  /// to [K, R, S, C] when krsc. Stream-ordered on the uploader's stream; finish() waits.
+  /// to [K, R, S, C] ([K, C, T, R, S] to [K, T, R, S, C]) when krsc. Stream-ordered on the
+  /// uploader's stream; finish() waits.
   void upload(const Tensor& host, void* dst, DType to, bool krsc = false);
   void finish();
 

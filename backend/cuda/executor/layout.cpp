@@ -73,7 +73,7 @@ bool Impl::activations_mostly_nhwc(const Node& n, const std::unordered_map<const
 
 bool Impl::conv_pads_channels(const Node& n, const Slot& x) {
   const bool conv = (n.op_type == "Conv" && n.domain.empty()) || (n.op_type == "FusedConv" && n.domain == "ai.fusec");
-  if (!conv || x.dims.size() != 4 || n.outputs.empty() || !n.outputs[0] || !n.outputs[0]->type.shape ||
+  if (!conv || !channels_last_rank(x.dims.size()) || n.outputs.empty() || !n.outputs[0] || !n.outputs[0]->type.shape ||
       !is_static(*n.outputs[0]->type.shape))
     return false;
   const int64_t group = n.attr_int("group", 1), cin = x.dims[1];
@@ -92,7 +92,7 @@ bool Impl::conv_pads_channels(const Node& n, const Slot& x) {
 bool Impl::consumers_take_nhwc(const Value& v, const Graph& g, bool concat_counts) const {
   (void)g;
   const auto& reg = CudaOpRegistry::global();
-  if (v.type.shape && v.type.shape->size() == 4) {
+  if (v.type.shape && channels_last_rank(v.type.shape->size()) && is_static(*v.type.shape)) {
     Slot probe;
     probe.dims = static_dims(*v.type.shape);
     if (layout_free(probe)) return true;
@@ -122,15 +122,25 @@ int Impl::layout_slot(Value* v, bool nhwc, std::unordered_map<const Value*, int>
   copy.first = copy.last = -1;
   slots_.push_back(copy);
   int t = static_cast<int>(slots_.size()) - 1;
-  const auto& d = copy.dims;  // N, C, H, W
-  int64_t N = d[0], C = d[1], H = d[2], W = d[3];
+  // N, C, spatial...: the copy walks the output in memory order, reading the input by strides.
+  const auto& d = copy.dims;
+  const size_t rank = d.size();
+  int64_t spatial = 1;
+  for (size_t i = 2; i < rank; ++i) spatial *= d[i];
+  const int64_t N = d[0], C = d[1];
+  // Each spatial dim's stride among the spatial dims alone (packed, innermost last).
+  std::vector<int64_t> sp_stride(rank, 1);
+  for (size_t i = rank - 1; i-- > 2;) sp_stride[i] = sp_stride[i + 1] * d[i + 1];
   std::vector<int64_t> out_dims, strides;
-  if (nhwc) {  // output N,H,W,C read from NCHW
-    out_dims = {N, H, W, C};
-    strides = {C * H * W, W, 1, H * W};
-  } else {  // output N,C,H,W read from NHWC
-    out_dims = {N, C, H, W};
-    strides = {H * W * C, 1, W * C, C};
+  if (nhwc) {  // output N,spatial...,C read from NCHW
+    out_dims = nhwc_order(d, rank);
+    strides.push_back(C * spatial);
+    for (size_t i = 2; i < rank; ++i) strides.push_back(sp_stride[i]);
+    strides.push_back(spatial);
+  } else {  // output N,C,spatial... read from channels-last
+    out_dims = d;
+    strides = {spatial * C, 1};
+    for (size_t i = 2; i < rank; ++i) strides.push_back(sp_stride[i] * C);
   }
   Step st;
   st.kind = Step::Kind::Relayout;
@@ -138,7 +148,7 @@ int Impl::layout_slot(Value* v, bool nhwc, std::unordered_map<const Value*, int>
   st.in_slots = {s};
   st.out_slots = {t};
   bool ok = true;
-  st.relayout = plan_strided_copy(out_dims, strides, 0, dtype_size(copy.dtype), N * C * H * W, &ok);
+  st.relayout = plan_strided_copy(out_dims, strides, 0, dtype_size(copy.dtype), N * C * spatial, &ok);
   if (!ok) internal_error("cannot plan the layout change of '" + v->name + "'");
   steps_.push_back(std::move(st));
   relayouts_[key] = t;

@@ -224,12 +224,12 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
       continue;
     }
 
-    // A Transpose between N,C,H,W and N,H,W,C dims over channels-last memory is a view.
+    // A Transpose between N,C,H,W and N,H,W,C dims (or their 5-D forms) over channels-last memory is a view.
     if (channels_last_ && n.op_type == "Transpose" && n.domain.empty() && n.input(0) && n.outputs.size() == 1 &&
         n.outputs[0]) {
       const int in = slot_of.at(n.input(0));
       const Slot& x = slots_[in];
-      const TransposeView tv = x.dims.size() == 4 && x.dtype == storage(n.outputs[0])
+      const TransposeView tv = channels_last_rank(x.dims.size()) && x.dtype == storage(n.outputs[0])
                                    ? transpose_view(n.attr_ints("perm"), x.nhwc, nhwc_dtype(x.dtype))
                                    : TransposeView::None;
       if (tv != TransposeView::None) {
@@ -299,6 +299,8 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
       if (!sl.host_constant && ew_widens_float_inputs(n.domain, n.op_type)) return sl.dtype;
       return in_island ? DType::Float32 : storage_dtype(opts_.precision, DType::Float32);
     };
+    // An elementwise op planned channels-last indexes every value in memory order, at its output's rank.
+    const size_t ew_rank = elementwise ? n.outputs[0]->type.shape->size() : 0;
     auto plan_values = [&](bool nhwc, std::vector<PlanValue>* pin, std::vector<PlanValue>* pout) {
       pin->clear();
       pout->clear();
@@ -308,14 +310,14 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
           const Slot& sl = slots_[slot_of.at(v)];
           const DType dt = input_dtype(i, sl);
           pv = {true, sl.dims, dt, sl.onnx_dtype, sl.host_constant, nhwc && activation_input(n, i)};
-          if (nhwc && elementwise) pv.dims = nhwc_order(pv.dims);  // indexed in memory order
+          if (nhwc && elementwise) pv.dims = nhwc_order(pv.dims, ew_rank);
         }
         pin->push_back(pv);
       }
       for (Value* v : n.outputs) {
         PlanValue pv;
         if (v) pv = {true, static_dims(*v->type.shape), storage(v), v->type.dtype, nullptr, nhwc};
-        if (v && nhwc && elementwise) pv.dims = nhwc_order(pv.dims);
+        if (v && nhwc && elementwise) pv.dims = nhwc_order(pv.dims, ew_rank);
         pout->push_back(pv);
       }
     };

@@ -25,7 +25,7 @@ struct Slot {
   int first = -1, last = -1;
   bool pinned = false;                    // lives for the whole run (graph output)
   const Tensor* host_constant = nullptr;  // constant slots: the host value (ONNX dtype)
-  bool nhwc = false;                      // 4-D activation stored channels-last
+  bool nhwc = false;                      // 4-D or 5-D activation stored channels-last
   bool unread = false;                    // Place::Weights read by no step on the device: not uploaded
   size_t nbytes() const {
     int64_t n = 1;

@@ -22,8 +22,17 @@ std::vector<int> packed_strides(const std::vector<int>& dims) {
   return s;
 }
 
-/// Strides of N, C, H, W dims stored channels-last.
-std::vector<int> nhwc_strides(const std::vector<int>& d) { return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]}; }
+/// Strides of N, C, spatial... dims stored channels-last (N, spatial..., C).
+std::vector<int> nhwc_strides(const std::vector<int>& d) {
+  std::vector<int> s(d.size(), 1);
+  int inner = d[1];
+  for (size_t i = d.size(); i-- > 2;) {
+    s[i] = inner;
+    inner *= d[i];
+  }
+  s[0] = inner;
+  return s;
+}
 
 /// NC + spatial dims as cuDNN wants them: at least 4-D (a 1-D conv gains H = 1).
 std::vector<int> as_dnn_dims(const std::vector<int64_t>& d) {
@@ -76,6 +85,7 @@ void CudnnConv::set_tensors(const PlanContext& c, cudnnDataType_t t, bool transp
   std::vector<int> xdims = as_dnn_dims(transpose ? c.out_dims(0) : xd);
   std::vector<int> ydims = as_dnn_dims(transpose ? xd : c.out_dims(0));
   std::vector<int> wdims = as_dnn_dims(wd);
+  rank_ = static_cast<int>(ydims.size());
   DNN_CHECK(cudnnSetTensorNdDescriptor(x_, t, static_cast<int>(xdims.size()), xdims.data(),
                                        (nhwc ? nhwc_strides(xdims) : packed_strides(xdims)).data()));
   DNN_CHECK(cudnnSetTensorNdDescriptor(y_, t, static_cast<int>(ydims.size()), ydims.data(),
@@ -245,8 +255,11 @@ bool CudnnConv::fused_desc_ready(bool may_fuse) {
   cudnnDataType_t t = CUDNN_DATA_FLOAT;
   if (!data_type(ep_.dt, &t)) return false;
   if (!bias_ && cudnnCreateTensorDescriptor(&bias_) != CUDNN_STATUS_SUCCESS) return false;
-  int bdims[4] = {1, static_cast<int>(ep_.channels), 1, 1}, bstrides[4] = {static_cast<int>(ep_.channels), 1, 1, 1};
-  if (cudnnSetTensorNdDescriptor(bias_, t, 4, bdims, bstrides) != CUDNN_STATUS_SUCCESS) return false;
+  // [1, C, 1, ...] at the output's rank (4 for 1-D and 2-D convs, 5 for 3-D).
+  std::vector<int> bdims(static_cast<size_t>(rank_), 1), bstrides(static_cast<size_t>(rank_), 1);
+  bdims[1] = static_cast<int>(ep_.channels);
+  bstrides[0] = static_cast<int>(ep_.channels);
+  if (cudnnSetTensorNdDescriptor(bias_, t, rank_, bdims.data(), bstrides.data()) != CUDNN_STATUS_SUCCESS) return false;
   if (!ep_.has_bias && !zero_bias_.get()) {
     try {
       zero_bias_ = DeviceBuffer(static_cast<size_t>(ep_.channels) * dtype_size(ep_.dt),
@@ -278,7 +291,7 @@ void CudnnConv::try_fused(const PlanContext& c) {
 void CudnnConv::try_fused(const PlanContext& c, cudnnConvolutionFwdAlgo_t algo) {
   size_t ws = 0;
   if (cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, algo, &ws) != CUDNN_STATUS_SUCCESS) return;
-  if (!fused_desc_ready(true) || c.in_dims(0).size() != 4) return;
+  if (!fused_desc_ready(true)) return;
   size_t es = dtype_size(ep_.dt);
   const size_t unfused_ws = workspace_;
   fused_ = true;

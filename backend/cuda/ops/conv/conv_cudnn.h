@@ -110,6 +110,7 @@ class CudnnConv {
 
   const ConvEpilogue& ep_;
   bool transpose_ = false, nhwc_ = false, found_ = false, fused_ = false, strict_ = false;
+  int rank_ = 4;                  // of the cuDNN tensors: 4 for 1-D and 2-D convs, 5 for 3-D
   bool unchecked_fused_ = false;  // fused_ from the tuning cache, not yet called
   DeviceBuffer own_weights_;      // NHWC: KRSC weights
   cudnnTensorDescriptor_t bias_ = nullptr;

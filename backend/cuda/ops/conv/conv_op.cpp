@@ -50,8 +50,8 @@ bool ConvOp::plan(const PlanContext& c, bool transpose, bool nhwc, std::string* 
     *why = "only 1-D, 2-D and 3-D convolutions run on cuDNN";
     return false;
   }
-  if (nhwc && (xd.size() != 4 || transpose || !c.constant(1))) {
-    *why = "channels-last needs a 2-D conv with constant weights";
+  if (nhwc && ((xd.size() != 4 && xd.size() != 5) || transpose || !c.constant(1))) {
+    *why = "channels-last needs a 2-D or 3-D conv with constant weights";
     return false;
   }
   for (int64_t d : xd)

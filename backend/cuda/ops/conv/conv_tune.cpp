@@ -151,7 +151,7 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
     for (const auto& ch0 : cands) {
       if (ch0.ws > kMaxConvWorkspace) continue;
       for (bool fused : {true, false}) {
-        if (fused && (!may_fuse || c.in_dims(0).size() != 4)) continue;
+        if (fused && !may_fuse) continue;
         FwdChoice ch = ch0;
         ch.fused = fused;
         if (works(ch)) {

@@ -313,8 +313,9 @@ std::unique_ptr<CudaOp> make_concat(const PlanContext& c, std::string* why) {
 /// Concat of channels-last 4-D activations: the same copy over N,H,W,C memory (a channel concat
 /// writes each input's C-wide rows side by side).
 std::unique_ptr<CudaOp> make_concat_channels_last(const PlanContext& c, std::string* why) {
-  if (!c.has_output(0) || c.out_dims(0).size() != 4) return refuse(why, "channels-last Concat is 4-D only");
-  return concat_in_order(c, why, {0, 2, 3, 1});
+  if (!c.has_output(0) || !channels_last_rank(c.out_dims(0).size()))
+    return refuse(why, "channels-last Concat is 4-D or 5-D only");
+  return concat_in_order(c, why, channels_last_perm(c.out_dims(0).size()));
 }
 
 std::unique_ptr<CudaOp> make_split(const PlanContext& c, std::string* why) {

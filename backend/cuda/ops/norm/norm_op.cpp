@@ -232,7 +232,8 @@ std::unique_ptr<CudaOp> make_batchnorm_in(const PlanContext& c, std::string* why
     if (c.in_dtype(i) != t) return refuse(why, "scale/B/mean/var stored in a different type than X");
     if (numel(c.in_dims(i)) != C) return refuse(why, "per-activation (spatial=0) parameters");
   }
-  if (channels_last && d.size() != 4) return refuse(why, "channels-last BatchNormalization is 4-D only");
+  if (channels_last && !channels_last_rank(d.size()))
+    return refuse(why, "channels-last BatchNormalization is 4-D or 5-D only");
   return std::make_unique<BatchNormOp>(t, d[0], C, product(d, 2, d.size()), c.attr_float("epsilon"), channels_last);
 }
 

@@ -61,20 +61,27 @@ std::unique_ptr<CudaOp> plan_reduce(const PlanContext& c, ReduceKind kind, std::
   a.kind = kind;
   a.multiprocessors = c.ctx().multiprocessors();
   std::vector<int64_t> dims = c.in_dims(0);
-  const bool nhwc = c.input(0).nhwc && dims.size() == 4;
+  const bool nhwc = c.input(0).nhwc;
   if (nhwc) {
-    // Memory order N, H, W, C. The kept dims (size 1 aside) come out in that order; a 4-D output is
-    // stored channels-last too, a lower-rank one row-major in the model's order: they must agree.
-    const size_t order[4] = {0, 2, 3, 1};
+    // Memory order N, spatial..., C. The kept dims (size 1 aside) come out in that order; an output
+    // of the input's rank is stored channels-last too, a lower-rank one row-major in the model's
+    // order: they must agree.
+    if (!channels_last_rank(dims.size())) return refuse(why, "channels-last input of an unexpected rank");
+    const std::vector<int64_t> order = channels_last_perm(dims.size());
     std::vector<size_t> kept_model, kept_memory;
-    for (size_t i = 0; i < 4; ++i) {
+    std::vector<int64_t> mem_dims;
+    std::vector<bool> mem_mask;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      const size_t o = static_cast<size_t>(order[i]);
       if (!mask[i] && dims[i] != 1) kept_model.push_back(i);
-      if (!mask[order[i]] && dims[order[i]] != 1) kept_memory.push_back(order[i]);
+      if (!mask[o] && dims[o] != 1) kept_memory.push_back(o);
+      mem_dims.push_back(dims[o]);
+      mem_mask.push_back(mask[o]);
     }
-    if (c.out_dims(0).size() != 4 && kept_model != kept_memory)
+    if (c.out_dims(0).size() != dims.size() && kept_model != kept_memory)
       return refuse(why, "channels-last: the kept dims would come out in another order");
-    dims = {dims[0], dims[2], dims[3], dims[1]};
-    mask = {mask[0], mask[2], mask[3], mask[1]};
+    dims = mem_dims;
+    mask = mem_mask;
   }
   if (!reduce_plan(dims, mask, a)) return refuse(why, "reduction over more than 8 separate dims");
   if (numel(c.out_dims(0)) != a.outputs) return refuse(why, "output size does not match the reduction");
