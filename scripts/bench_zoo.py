@@ -22,7 +22,7 @@ docstring says how), at --batch 16 and seq 128 for the text models. Per model:
   3. PyTorch peers, once per model, in this process: copy.deepcopy(model).half() on the GPU (a model
      that fails under .half(), as RAFT does, runs in float32 under torch.autocast float16 instead:
      export_zoo.fp16_module; its rows' torch_fp16 and zoo.md's notes say so), channels_last for the
-     torchvision models, the same input files fusec ran; CUDA events per call
+     torchvision models (channels_last_3d for the video models), the same input files fusec ran; CUDA events per call
      after --warmup calls, median (bench_peers.py's time_torch):
        eager; torch.compile default; torch.compile mode="reduce-overhead"; mode="max-autotune" (only
        with --max-autotune); eager + manual CUDA graph (last: a failed capture must not cost the
@@ -408,7 +408,7 @@ def markdown(doc: dict) -> str:
                                                                     reverse=True)) + "."]
     lines += ["", "Median ms per batch. fusec: `fusec bench` (as given and optimized, one process, CUDA events; "
               "engine build with cold caches). torch: the fastest of the peers below (model.half(), or autocast "
-              "where the notes say; channels_last for CNNs; CUDA events, median). Targets (issue 27): optimized <= 0.8 x best torch; optimized <= "
+              "where the notes say; channels_last for CNNs (channels_last_3d for video models); CUDA events, median). Targets (issue 27): optimized <= 0.8 x best torch; optimized <= "
               "1.02 x as given. check: fusec's optimized fp16 against torch fp32 (scripts/bench_zoo.py says the "
               "rule).", ""]
     lines += main_table(rows)
@@ -814,7 +814,7 @@ def torch_peers(name: str, model, meta: dict, args, rows: list) -> None:
 
     dev = torch.device(args.device_torch)
     cuda = dev.type == "cuda"
-    cnn = ez.is_image_model(name)
+    cnn = ez.is_conv_model(name)
     xs = [torch.from_numpy(np.load(os.path.join(args.zoo, f"{name}.input.{k}.npy"))).to(dev) for k in meta["inputs"]]
     if cuda:
         # no_grad, not inference_mode: the half copy's parameters must not be inference tensors,

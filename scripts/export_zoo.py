@@ -96,6 +96,12 @@ def is_image_model(name: str) -> bool:
     return name in CNN_MODELS or (name not in TEXT_MODELS and name in torchvision_classifiers())
 
 
+def is_conv_model(name: str) -> bool:
+    """Whether torch peers run the model channels-last: 2-D CNNs (channels_last) and video models
+    (channels_last_3d), as a user tuning them in torch would."""
+    return is_image_model(name) or name in families.VIDEO
+
+
 def is_text_model(name: str) -> bool:
     return name in TEXT_MODELS or name in families.SEQUENCE
 
@@ -253,13 +259,16 @@ def run_torch(model, inputs: dict, device: str):
 
 
 def place(model, inputs: list, channels_last: bool = False):
-    """(model on the inputs' device, inputs), both channels_last (its 4-D inputs) when asked."""
+    """(model on the inputs' device, inputs), both channels-last when asked: channels_last for a
+    model of 4-D inputs, channels_last_3d for one of 5-D clips (its 5-D inputs)."""
     import torch
 
     model = model.to(inputs[0].device if inputs else torch.device("cuda"))
     if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-        inputs = [x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in inputs]
+        rank = 5 if any(x.dim() == 5 for x in inputs) else 4
+        fmt = torch.channels_last_3d if rank == 5 else torch.channels_last
+        model = model.to(memory_format=fmt)
+        inputs = [x.contiguous(memory_format=fmt) if x.dim() == rank else x for x in inputs]
     return model, inputs
 
 
@@ -323,7 +332,7 @@ def references(name: str, model, inputs: dict, outputs: list, device: str, out_d
         info["fp16_note"] = "no fp16 reference: CUDA is not available (fp16 reference runs only on CUDA)"
     else:
         try:
-            cl = is_image_model(name)
+            cl = is_conv_model(name)
             xs = [torch.from_numpy(v).to(device) for v in inputs.values()]
             with torch.no_grad():
                 mh, xh, how, why = fp16_module(m, xs, channels_last=cl)

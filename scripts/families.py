@@ -29,8 +29,10 @@ POSITION_OFFSET = 8000  # llama_positions' first position
 TEXT = ENCODERS + DECODERS
 OTHER = ("clip_vision", "dinov2", "segformer", "convnextv2", "wav2vec2", "t5_encoder",
          "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "lraspp_mobilenet_v3_large", "r3d_18", "r2plus1d_18",
-         "raft_small", "lstm_tagger", "gru_tagger")
+         "mc3_18", "s3d", "raft_small", "lstm_tagger", "gru_tagger")
 FAMILIES = TEXT + OTHER
+# the families of 3-D convs over [N, C, frames, H, W] clips (torch peers run them channels_last_3d)
+VIDEO = ("r3d_18", "r2plus1d_18", "mc3_18", "s3d")
 # the families whose inputs are --seq tokens long
 SEQUENCE = TEXT + ("t5_encoder", "lstm_tagger", "gru_tagger")
 
@@ -178,8 +180,10 @@ def build(name: str, batch: int, seq: int, gen):
 
         frames = {k: torch.randn(batch, 3, 128, 128, generator=gen).numpy() for k in ("image1", "image2")}
         return LastFlow(raft), frames, ["flow"]
-    if name in ("r3d_18", "r2plus1d_18"):
-        clip = {"video": torch.randn(batch, 3, 8, 112, 112, generator=gen).numpy()}
+    if name in VIDEO:
+        # S3D pools frames 8-fold before its (2, 7, 7) average: it needs 16 frames of 224 px.
+        t, px = (16, 224) if name == "s3d" else (8, 112)
+        clip = {"video": torch.randn(batch, 3, t, px, px, generator=gen).numpy()}
         return getattr(torchvision.models.video, name)(weights=None), clip, ["logits"]
     seg = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None)
     return _wrap(seg, "out", ("",)), {"input": torch.randn(batch, 3, 224, 224, generator=gen).numpy()}, ["out"]

@@ -5,7 +5,7 @@ their total device time and count over N calls, so a fusec profile can be read a
     python3 scripts/lab/torch_kernels.py lstm_tagger [--calls 20] [--top 25]
 
 The model is built as bench_zoo.py builds its peer: export_zoo.build's seeded weights, .half() on the
-GPU, channels_last for the torchvision CNNs.
+GPU, channels_last for the torchvision CNNs (channels_last_3d for the video models).
 """
 import argparse
 import collections
@@ -37,9 +37,8 @@ def main() -> int:
     for v in inputs.values():
         x = torch.from_numpy(v).to(dev)
         xs.append(x.half() if x.is_floating_point() else x)
-    if ez.is_image_model(args.model):
-        m = m.to(memory_format=torch.channels_last)
-        xs = [x.contiguous(memory_format=torch.channels_last) if x.dim() == 4 else x for x in xs]
+    if ez.is_conv_model(args.model):
+        m, xs = ez.place(m, xs, channels_last=True)
     with torch.no_grad():
         for _ in range(5):
             m(*xs)

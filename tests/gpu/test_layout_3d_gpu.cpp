@@ -138,3 +138,44 @@ TEST(GpuLayout3d, AVideoModelStoredInHalfPrecisionMatchesTheReference) {
   const Planned r = plan_and_run(*g, {x}, Precision::FP16);
   EXPECT_NE(kernel_of(r, "head").find("NHWC"), std::string::npos) << kernel_of(r, "head");
 }
+
+TEST(GpuLayout3d, WindowPoolsOverFramesPoolChannelsLast) {
+  FUSEC_REQUIRE_GPU();
+  // conv -> MaxPool3d -> conv -> AveragePool3d: S3D's pools, at odd sizes, with ceil_mode, dilation,
+  // count_include_pad and uneven pads; 20 channels (vectors of 4 at fp16, no vectors at 1-wide
+  // tails). The pools read the convs' N,D,H,W,C memory where it is.
+  struct Case {
+    std::vector<int64_t> k, s, pads, dil;
+    int64_t ceil, include_pad;
+  };
+  const Case cases[] = {{{3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, 0, 0},
+                        {{2, 3, 3}, {1, 2, 2}, {0, 1, 1, 1, 1, 0}, {1, 1, 1}, 1, 1},
+                        {{3, 2, 2}, {1, 1, 1}, {1, 0, 0, 1, 0, 0}, {1, 2, 1}, 0, 1}};
+  const Tensor x = random_tensor(DType::Float32, {2, 8, 7, 11, 9}, 32);
+  for (const Case& k : cases)
+    for (Precision p : {Precision::FP32, Precision::FP16, Precision::BF16}) {
+      SCOPED_TRACE(std::string(precision_name(p)) + ", kernel " + std::to_string(k.k[0]) + "x" +
+                   std::to_string(k.k[1]) + "x" + std::to_string(k.k[2]));
+      const bool nhwc = p != Precision::FP32;
+      GraphBuilder b(18);
+      b.graph().opsets["ai.fusec"] = 1;
+      Value* in = b.input("x", DType::Float32, {Dim(2), Dim(8), Dim(7), Dim(11), Dim(9)});
+      Value* a = conv3d(b, "c1", in, 8, 24, {3, 3, 3}, "Relu", 40, DType::Float32);
+      std::vector<NamedAttribute> geo = {attr("kernel_shape", k.k), attr("strides", k.s), attr("pads", k.pads),
+                                         attr("ceil_mode", k.ceil)};
+      std::vector<NamedAttribute> max_attrs = geo;
+      max_attrs.push_back(attr("dilations", k.dil));
+      Value* m = b.node("MaxPool", {a}, max_attrs, "maxpool");
+      Value* c = conv3d(b, "c2", m, 24, 20, {1, 3, 3}, "", 42, DType::Float32);
+      std::vector<NamedAttribute> avg_attrs = geo;
+      avg_attrs.push_back(attr("count_include_pad", k.include_pad));
+      b.output(b.node("AveragePool", {c}, avg_attrs, "avgpool"));
+      auto g = b.build();
+      infer_shapes(*g);
+      expect_graph_gpu_matches_cpu(*g, {x}, p);
+      const Planned r = plan_and_run(*g, {x}, p);
+      EXPECT_EQ(relayout_labels(r).size(), nhwc ? 2u : 0u) << "the input and the output only";
+      for (const char* pool : {"maxpool", "avgpool"})
+        EXPECT_EQ(kernel_of(r, pool).find("NHWC") != std::string::npos, nhwc) << pool << ": " << kernel_of(r, pool);
+    }
+}

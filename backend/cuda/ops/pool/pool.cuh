@@ -23,7 +23,8 @@ struct PoolPlan {
   bool include_pad = false;  // AveragePool count_include_pad
   bool col_major = false;    // MaxPool storage_order 1 (Indices only)
   int p = 2;                 // LpPool
-  // 2-D only: X is [N, H, W, C] in memory and Y [N, OH, OW, C] (planes = N * channels); no Indices.
+  // 2-D and 3-D: X is [N, (D,) H, W, C] in memory and Y [N, (OD,) OH, OW, C] (planes = N * channels);
+  // no Indices.
   bool channels_last = false;
   int64_t channels = 0;
 };
@@ -32,7 +33,7 @@ struct PoolPlan {
 /// (int64, MaxPool only) may be null. Returns false for an unsupported dtype.
 [[nodiscard]] bool launch_pool(const PoolPlan& p, const void* x, void* y, int64_t* indices, cudaStream_t s);
 
-/// The channels-last window pools (pool_nhwc.cu): whether the plan fits them (2-D, a float storage
+/// The channels-last window pools (pool_nhwc.cu): whether the plan fits them (2-D or 3-D, a float storage
 /// type, 32-bit indexing), and the launch.
 bool pool_nhwc_covers(const PoolPlan& p);
 [[nodiscard]] bool launch_pool_nhwc(const PoolPlan& p, const void* x, void* y, cudaStream_t s);

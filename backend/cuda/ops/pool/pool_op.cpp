@@ -80,7 +80,7 @@ std::unique_ptr<CudaOp> make_window_pool(const PlanContext& c, std::string* why,
     p.channels_last = true;
     p.channels = x[1];
     if (c.has_output(1)) return refuse(why, "channels-last MaxPool has no Indices output");
-    if (!pool_nhwc_covers(p)) return refuse(why, "channels-last pooling is 2-D, in float types, 32-bit indexed");
+    if (!pool_nhwc_covers(p)) return refuse(why, "channels-last pooling is 2-D or 3-D, in float types, 32-bit indexed");
   }
   std::string name;
   if (kind == PoolKind::Max) {
