@@ -133,6 +133,7 @@ class Impl : public CudaExecutable {
   std::map<std::pair<const Value*, bool>, int> relayouts_;  // (value, nhwc) -> slot
   std::map<std::pair<int, DType>, int> retyped_;            // (slot, storage type) -> slot
   bool channels_last_ = true;
+  bool channels_last_3d_ = false;  // rank-5 regions too (FUSEC_CHANNELS_LAST_3D=1)
   std::vector<NodePlacement> placement_;
   DeviceBuffer arena_, weights_, io_, workspace_;  // workspace: this plan's, never shared
   DeviceBuffer error_record_;                      // one DeviceErrorRecord, at one address for the executable's life

@@ -100,6 +100,10 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
   reset_plan();
   channels_last_ = opts_.channels_last;
   if (const char* env = env_switch("FUSEC_CHANNELS_LAST"); env && std::string(env) == "0") channels_last_ = false;
+  // Rank-5 regions (video models' 3-D convs) stay opt-in until their GPU tests (GpuLayout3d.*)
+  // have passed on a device: they were built in a session that was lent none.
+  if (const char* env = env_switch("FUSEC_CHANNELS_LAST_3D"); env && std::string(env) == "1")
+    channels_last_3d_ = channels_last_;
   by_value_ = by_value;
   plan_ = graph_->clone();
   Graph& g = *plan_;
@@ -229,7 +233,8 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
         n.outputs[0]) {
       const int in = slot_of.at(n.input(0));
       const Slot& x = slots_[in];
-      const TransposeView tv = channels_last_rank(x.dims.size()) && x.dtype == storage(n.outputs[0])
+      const TransposeView tv = channels_last_rank(x.dims.size()) && (x.dims.size() == 4 || channels_last_3d_) &&
+                                       x.dtype == storage(n.outputs[0])
                                    ? transpose_view(n.attr_ints("perm"), x.nhwc, nhwc_dtype(x.dtype))
                                    : TransposeView::None;
       if (tv != TransposeView::None) {
@@ -260,7 +265,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
       const Slot& x = slots_[slot_of.at(n.input(0))];
       facts.in_dims = x.dims;
       facts.in_nhwc = x.nhwc;
-      facts.nhwc_dtype = nhwc_dtype(x.dtype);
+      facts.nhwc_dtype = nhwc_dtype(x.dtype) && (x.dims.size() != 5 || channels_last_3d_);
     }
     if (cl && n.input(0) && n.outputs.size() >= 1 && n.outputs[0]) {
       facts.kind = factories.channels_last_kind(n.domain, n.op_type);

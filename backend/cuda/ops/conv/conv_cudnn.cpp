@@ -291,7 +291,7 @@ void CudnnConv::try_fused(const PlanContext& c) {
 void CudnnConv::try_fused(const PlanContext& c, cudnnConvolutionFwdAlgo_t algo) {
   size_t ws = 0;
   if (cudnnGetConvolutionForwardWorkspaceSize(handle_, x_, w_, conv_, y_, algo, &ws) != CUDNN_STATUS_SUCCESS) return;
-  if (!fused_desc_ready(true)) return;
+  if (!fusable_rank() || !fused_desc_ready(true)) return;
   size_t es = dtype_size(ep_.dt);
   const size_t unfused_ws = workspace_;
   fused_ = true;

@@ -151,7 +151,7 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
     for (const auto& ch0 : cands) {
       if (ch0.ws > kMaxConvWorkspace) continue;
       for (bool fused : {true, false}) {
-        if (fused && !may_fuse) continue;
+        if (fused && (!may_fuse || !cudnn_.fusable_rank())) continue;
         FwdChoice ch = ch0;
         ch.fused = fused;
         if (works(ch)) {
