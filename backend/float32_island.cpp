@@ -249,11 +249,7 @@ void split_residual(Graph& g, Node* n) {
   Value* z = n->inputs[3];
   Value* product = g.add_value(y->name + "_product");
   product->type = y->type;
-  y->producer = nullptr;
-  y->producer_output = -1;
-  n->outputs[0] = product;
-  product->producer = n;
-  product->producer_output = 0;
+  g.set_output(n, 0, product);
   g.set_input(n, 3, nullptr);
   n->inputs.resize(3);
   const bool has_bias = n->input(2) != nullptr;

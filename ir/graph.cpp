@@ -171,6 +171,22 @@ void Graph::set_input(Node* n, size_t i, Value* v) {
   if (v) v->consumers.push_back(n);
 }
 
+void Graph::set_output(Node* n, size_t i, Value* v) {
+  if (i >= n->outputs.size()) n->outputs.resize(i + 1, nullptr);
+  if (Value* old = n->outputs[i]; old && old != v && old->producer == n) {
+    old->producer = nullptr;
+    old->producer_output = -1;
+  }
+  if (v && v->producer)
+    for (auto*& o : v->producer->outputs)
+      if (o == v) o = nullptr;
+  n->outputs[i] = v;
+  if (v) {
+    v->producer = n;
+    v->producer_output = static_cast<int>(i);
+  }
+}
+
 void Graph::remove_node(Node* n) {
   for (auto* v : n->inputs)
     if (v) erase_one(v->consumers, n);

@@ -101,6 +101,9 @@ class Graph {
   Node* add_node(const std::string& op_type, std::vector<Value*> inputs, std::vector<Value*> outputs,
                  const std::string& name = "", const std::string& domain = "");
   void set_input(Node* n, size_t i, Value* v);
+  /// n's output i is now v: the value it wrote there loses its producer, and v leaves the node
+  /// that wrote it before (that node's output slot is then empty).
+  void set_output(Node* n, size_t i, Value* v);
   /// Removes a node (its outputs keep existing but lose their producer).
   void remove_node(Node* n);
   /// Every use of `from` (node inputs and graph outputs) now reads `to`.

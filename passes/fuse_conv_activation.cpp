@@ -308,16 +308,9 @@ bool hoist_activation(Rewriter& r, Node* conv) {
   Value* activated = g.add_value(y->name + "_" + act->op_type);
   activated->type = y->type;
   g.set_input(act, 0, y);
-  out->producer = nullptr;
-  act->outputs[0] = activated;
-  activated->producer = act;
-  activated->producer_output = 0;
+  g.set_output(act, 0, activated);
   g.set_input(chain.front(), 0, activated);
-  moved->producer = nullptr;
-  moved->producer_output = -1;
-  chain.back()->outputs[0] = out;
-  out->producer = chain.back();
-  out->producer_output = 0;
+  g.set_output(chain.back(), 0, out);
   g.topo_sort();
   r.rewrote(
       describe(act) + " moved in front of " + std::to_string(chain.size()) + " movement op(s) after " + describe(conv),

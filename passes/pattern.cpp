@@ -171,20 +171,10 @@ bool forward_value(Graph& g, Value* out, Value* in) {
   // `out` names a graph output: keep that name by letting in's producer write it.
   Node* p = in->producer;
   if (!p || in->is_graph_output || in->is_graph_input) return false;
-  if (out->producer) {
-    // Detach `out` from the node being bypassed.
-    Node* old = out->producer;
-    for (auto*& o : old->outputs)
-      if (o == out) o = nullptr;
-    out->producer = nullptr;
-  }
   g.replace_all_uses(in, out);  // in's other readers now read out; out stays a graph output
-  p->outputs[in->producer_output] = out;
-  out->producer = p;
-  out->producer_output = in->producer_output;
+  // out leaves the node being bypassed; in loses its producer.
+  g.set_output(p, static_cast<size_t>(in->producer_output), out);
   out->type = in->type.shape ? in->type : out->type;
-  in->producer = nullptr;
-  in->producer_output = -1;
   return true;
 }
 

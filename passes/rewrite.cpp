@@ -40,14 +40,9 @@ Replaced Rewriter::absorb(Node* keep, const std::vector<Node*>& chain) {
   std::vector<Node*> all = {keep};
   all.insert(all.end(), chain.begin(), chain.end());
   std::vector<std::string> origins = fused_origins(all);
-  Value* mid = keep->outputs[0];
   Value* out = chain.back()->outputs[0];
   Replaced r = remove(chain);
-  mid->producer = nullptr;
-  mid->producer_output = -1;
-  keep->outputs[0] = out;
-  out->producer = keep;
-  out->producer_output = 0;
+  g_.set_output(keep, 0, out);  // keep's own output loses its producer
   keep->fused_from = std::move(origins);
   return r;
 }

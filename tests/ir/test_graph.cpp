@@ -54,6 +54,34 @@ TEST(Graph, CloneIsEqualAndIndependent) {
   EXPECT_NE(graph_difference(g, *c), "");
 }
 
+TEST(Graph, SetOutputMovesAValueBetweenProducers) {
+  // a -> Relu "r" -> b -> Neg "n" -> c; the Neg now writes b, Relu a fresh value (a fusion that
+  // keeps the later node's output name, as Rewriter::absorb and fuse_conv_activation's hoist do).
+  Graph g;
+  Value* a = g.add_named_value("a");
+  Value* b = g.add_named_value("b");
+  Value* c = g.add_named_value("c");
+  Node* r = g.add_node("Relu", {a}, {b}, "r");
+  Node* n = g.add_node("Neg", {b}, {c}, "n");
+  Value* fresh = g.add_named_value("fresh");
+  g.set_output(r, 0, fresh);
+  EXPECT_EQ(fresh->producer, r);
+  EXPECT_EQ(fresh->producer_output, 0);
+  EXPECT_EQ(b->producer, nullptr) << "the value r wrote before loses its producer";
+  EXPECT_EQ(b->producer_output, -1);
+  g.set_output(r, 0, c);
+  EXPECT_EQ(c->producer, r);
+  EXPECT_EQ(n->outputs[0], nullptr) << "c left the node that wrote it";
+  EXPECT_EQ(fresh->producer, nullptr);
+  g.set_output(n, 1, b);
+  ASSERT_EQ(n->outputs.size(), 2u);
+  EXPECT_EQ(b->producer, n);
+  EXPECT_EQ(b->producer_output, 1);
+  g.set_output(n, 1, b);  // the same value again changes nothing
+  EXPECT_EQ(b->producer, n);
+  EXPECT_EQ(b->producer_output, 1);
+}
+
 TEST(Half, RoundTripsAndRounds) {
   for (float v : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f})
     EXPECT_EQ(half_to_float(float_to_half(v)), v) << v;
