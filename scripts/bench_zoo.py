@@ -22,8 +22,8 @@ docstring says how), at --batch 16 and seq 128 for the text models. Per model:
   3. PyTorch peers, once per model, in this process: copy.deepcopy(model).half() on the GPU (a model
      that fails under .half(), as RAFT does, runs in float32 under torch.autocast float16 instead:
      export_zoo.fp16_module; its rows' torch_fp16 and zoo.md's notes say so), channels_last for the
-     torchvision models (channels_last_3d for the video models), the same input files fusec ran; CUDA events per call
-     after --warmup calls, median (bench_peers.py's time_torch):
+     torchvision models (channels_last_3d for the video models), the same input files fusec ran;
+     CUDA events per call after --warmup calls, median (bench_peers.py's time_torch):
        eager; torch.compile default; torch.compile mode="reduce-overhead"; mode="max-autotune" (only
        with --max-autotune); eager + manual CUDA graph (last: a failed capture must not cost the
        others). transformers' models cannot be captured by hand (their mask code copies from the
