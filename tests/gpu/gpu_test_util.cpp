@@ -183,4 +183,30 @@ std::string ScopedTuningCache::key_containing(const std::string& part) const {
   return t.substr(open + 1, close - open - 1);
 }
 
+std::string kernel_of(const cuda::CudaExecutable& exe, const std::string& node) {
+  for (const auto& pl : exe.placement())
+    if (pl.node == node) return pl.kernel;
+  return "";
+}
+
+int PlannedRun::relayouts(const std::string& v) const {
+  int n = 0;
+  for (const auto& [kind, label] : steps)
+    n += kind == "relayout" && (v.empty() || label.find("'" + v + "'") != std::string::npos);
+  return n;
+}
+
+PlannedRun plan_and_run(const Graph& g, const std::vector<Tensor>& inputs, Precision p) {
+  cuda::CudaOptions o;
+  o.precision = p;
+  PlannedRun r;
+  r.exe = cuda::CudaBackend(o).compile_cuda(g);
+  StepLog log;
+  r.exe->set_step_observer(&log);
+  r.exe->run(inputs);
+  r.exe->set_step_observer(nullptr);
+  r.steps = std::move(log.steps);
+  return r;
+}
+
 }  // namespace fusec::test

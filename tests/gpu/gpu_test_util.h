@@ -69,6 +69,19 @@ struct StepLog : StepObserver {
   void step_end(const StepInfo&) override {}
 };
 
+/// The kernel a node ran as: its placement's kernel name ("" for a node the plan does not list).
+std::string kernel_of(const cuda::CudaExecutable& exe, const std::string& node);
+
+/// A graph compiled at a precision and run once, with the steps that run enqueued.
+struct PlannedRun {
+  std::unique_ptr<cuda::CudaExecutable> exe;
+  std::vector<std::pair<std::string, std::string>> steps;  // (kind, label)
+  /// Relayout steps of value v (every one when v is empty).
+  int relayouts(const std::string& v = "") const;
+  std::string kernel_of(const std::string& node) const { return test::kernel_of(*exe, node); }
+};
+PlannedRun plan_and_run(const Graph& g, const std::vector<Tensor>& inputs, Precision p);
+
 /// An environment variable set for a scope, unset at its end.
 struct ScopedEnv {
   std::string name;

@@ -424,12 +424,6 @@ std::map<std::string, int> kernels_per_step(cuda::CudaExecutable& exe, const std
   return n;
 }
 
-std::string kernel_of(const cuda::CudaExecutable& exe, const std::string& node) {
-  for (const auto& pl : exe.placement())
-    if (pl.node == node) return pl.kernel;
-  return "";
-}
-
 void expect_outputs(const std::vector<Tensor>& got, const std::vector<Tensor>& want, Precision p,
                     const std::string& what) {
   ASSERT_EQ(got.size(), want.size());

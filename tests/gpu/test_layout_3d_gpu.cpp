@@ -17,35 +17,11 @@ using namespace fusec::test;
 
 namespace {
 
-struct Planned {
-  std::unique_ptr<cuda::CudaExecutable> exe;
-  std::vector<std::pair<std::string, std::string>> steps;
-};
-
-Planned plan_and_run(const Graph& g, const std::vector<Tensor>& in, Precision p) {
-  cuda::CudaOptions o;
-  o.precision = p;
-  Planned r;
-  r.exe = cuda::CudaBackend(o).compile_cuda(g);
-  StepLog log;
-  r.exe->set_step_observer(&log);
-  r.exe->run(in);
-  r.exe->set_step_observer(nullptr);
-  r.steps = std::move(log.steps);
-  return r;
-}
-
-std::vector<std::string> relayout_labels(const Planned& r) {
+std::vector<std::string> relayout_labels(const PlannedRun& r) {
   std::vector<std::string> out;
   for (const auto& [kind, label] : r.steps)
     if (kind == "relayout") out.push_back(label);
   return out;
-}
-
-std::string kernel_of(const Planned& r, const std::string& node) {
-  for (const auto& pl : r.exe->placement())
-    if (pl.node == node) return pl.kernel;
-  return "";
 }
 
 Value* weight(GraphBuilder& b, const std::string& name, std::vector<int64_t> d, uint64_t seed, DType t) {
@@ -114,7 +90,7 @@ TEST(GpuLayout3d, VideoBlocksRunChannelsLastBetweenTheirInputAndOutput) {
     const bool nhwc = p != Precision::FP32;
     auto g = video_block(DType::Float32);
     expect_graph_gpu_matches_cpu(*g, {x}, p);
-    const Planned r = plan_and_run(*g, {x}, p);
+    const PlannedRun r = plan_and_run(*g, {x}, p);
     const std::vector<std::string> moved = relayout_labels(r);
     if (nhwc) {
       // The input, for the stem; the frame sum, for the graph output. Nothing between.
@@ -124,11 +100,11 @@ TEST(GpuLayout3d, VideoBlocksRunChannelsLastBetweenTheirInputAndOutput) {
       EXPECT_TRUE(moved.empty());
     }
     for (const char* conv : {"stem", "spatial", "temporal", "side", "head"})
-      EXPECT_EQ(kernel_of(r, conv).find("NHWC") != std::string::npos, nhwc) << conv << ": " << kernel_of(r, conv);
-    EXPECT_EQ(kernel_of(r, "bn").find("channels-last") != std::string::npos, nhwc) << kernel_of(r, "bn");
+      EXPECT_EQ(r.kernel_of(conv).find("NHWC") != std::string::npos, nhwc) << conv << ": " << r.kernel_of(conv);
+    EXPECT_EQ(r.kernel_of("bn").find("channels-last") != std::string::npos, nhwc) << r.kernel_of("bn");
     for (const char* t : {"to_ndhwc", "to_ncdhw"})
-      EXPECT_EQ(kernel_of(r, t) == "view of channels-last memory", nhwc) << t << ": " << kernel_of(r, t);
-    EXPECT_EQ(kernel_of(r, "pool").find("NHWC") != std::string::npos, nhwc) << kernel_of(r, "pool");
+      EXPECT_EQ(r.kernel_of(t) == "view of channels-last memory", nhwc) << t << ": " << r.kernel_of(t);
+    EXPECT_EQ(r.kernel_of("pool").find("NHWC") != std::string::npos, nhwc) << r.kernel_of("pool");
   }
 }
 
@@ -139,8 +115,8 @@ TEST(GpuLayout3d, AVideoModelStoredInHalfPrecisionMatchesTheReference) {
   const Tensor x = random_tensor(DType::Float16, {2, 8, 5, 9, 7}, 31);
   auto g = video_block(DType::Float16);
   expect_graph_gpu_matches_cpu(*g, {x}, Precision::FP16);
-  const Planned r = plan_and_run(*g, {x}, Precision::FP16);
-  EXPECT_NE(kernel_of(r, "head").find("NHWC"), std::string::npos) << kernel_of(r, "head");
+  const PlannedRun r = plan_and_run(*g, {x}, Precision::FP16);
+  EXPECT_NE(r.kernel_of("head").find("NHWC"), std::string::npos) << r.kernel_of("head");
 }
 
 TEST(GpuLayout3d, WindowPoolsOverFramesPoolChannelsLast) {
@@ -178,10 +154,10 @@ TEST(GpuLayout3d, WindowPoolsOverFramesPoolChannelsLast) {
       auto g = b.build();
       infer_shapes(*g);
       expect_graph_gpu_matches_cpu(*g, {x}, p);
-      const Planned r = plan_and_run(*g, {x}, p);
+      const PlannedRun r = plan_and_run(*g, {x}, p);
       EXPECT_EQ(relayout_labels(r).size(), nhwc ? 2u : 0u) << "the input and the output only";
       for (const char* pool : {"maxpool", "avgpool"})
-        EXPECT_EQ(kernel_of(r, pool).find("NHWC") != std::string::npos, nhwc) << pool << ": " << kernel_of(r, pool);
+        EXPECT_EQ(r.kernel_of(pool).find("NHWC") != std::string::npos, nhwc) << pool << ": " << r.kernel_of(pool);
     }
 }
 
@@ -190,8 +166,8 @@ TEST(GpuLayout3d, WithoutTheSwitchVideoModelsStayNcdhw) {
   const Tensor x = random_tensor(DType::Float32, {2, 8, 5, 9, 7}, 33);
   auto g = video_block(DType::Float32);
   expect_graph_gpu_matches_cpu(*g, {x}, Precision::FP16);
-  const Planned r = plan_and_run(*g, {x}, Precision::FP16);
+  const PlannedRun r = plan_and_run(*g, {x}, Precision::FP16);
   EXPECT_TRUE(relayout_labels(r).empty());
-  EXPECT_EQ(kernel_of(r, "head").find("NHWC"), std::string::npos) << kernel_of(r, "head");
-  EXPECT_NE(kernel_of(r, "to_ndhwc"), "view of channels-last memory");
+  EXPECT_EQ(r.kernel_of("head").find("NHWC"), std::string::npos) << r.kernel_of("head");
+  EXPECT_NE(r.kernel_of("to_ndhwc"), "view of channels-last memory");
 }

@@ -17,38 +17,6 @@ namespace {
 
 const Precision kAll[] = {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16};
 
-struct Planned {
-  std::unique_ptr<cuda::CudaExecutable> exe;
-  std::vector<std::pair<std::string, std::string>> steps;
-};
-
-Planned plan_and_run(const Graph& g, const std::vector<Tensor>& in, Precision p) {
-  cuda::CudaOptions o;
-  o.precision = p;
-  Planned r;
-  r.exe = cuda::CudaBackend(o).compile_cuda(g);
-  StepLog log;
-  r.exe->set_step_observer(&log);
-  r.exe->run(in);
-  r.exe->set_step_observer(nullptr);
-  r.steps = std::move(log.steps);
-  return r;
-}
-
-/// Relayout steps of value `v` (all of them when v is empty).
-int relayouts(const Planned& r, const std::string& v = "") {
-  int n = 0;
-  for (const auto& [kind, label] : r.steps)
-    n += kind == "relayout" && (v.empty() || label.find("'" + v + "'") != std::string::npos);
-  return n;
-}
-
-std::string kernel_of(const Planned& r, const std::string& node) {
-  for (const auto& pl : r.exe->placement())
-    if (pl.node == node) return pl.kernel;
-  return "";
-}
-
 Value* weight(GraphBuilder& b, const std::string& name, std::vector<int64_t> d, uint64_t seed) {
   return b.initializer(name, random_tensor(DType::Float32, std::move(d), seed, -0.3, 0.3));
 }
@@ -150,10 +118,10 @@ TEST(GpuLayout, SqueezeExciteBlocksRunInOneLayoutWithoutARelayout) {
         std::string act, excited;
         auto g = se_block(form, &act, &excited, /*scale_first=*/variant == 1, /*affine=*/variant == 2);
         expect_graph_gpu_matches_cpu(*g, {x}, p);
-        const Planned r = plan_and_run(*g, {x}, p);
-        EXPECT_EQ(relayouts(r, act), 0) << "the squeezed activation is read where it is";
-        EXPECT_EQ(relayouts(r, excited), 0) << "the excited activation is read where it is";
-        EXPECT_EQ(kernel_of(r, "squeeze").find("NHWC") != std::string::npos, nhwc) << kernel_of(r, "squeeze");
+        const PlannedRun r = plan_and_run(*g, {x}, p);
+        EXPECT_EQ(r.relayouts(act), 0) << "the squeezed activation is read where it is";
+        EXPECT_EQ(r.relayouts(excited), 0) << "the excited activation is read where it is";
+        EXPECT_EQ(r.kernel_of("squeeze").find("NHWC") != std::string::npos, nhwc) << r.kernel_of("squeeze");
         if (variant != 0) continue;
         if (std::string(form) == "legacy") steps_of_legacy = static_cast<int>(r.steps.size());
         if (std::string(form) == "dynamo")
@@ -172,11 +140,11 @@ TEST(GpuLayout, PoolOfAChannelsLastActivationRunsChannelsLastWithoutARelayout) {
       std::string act;
       auto g = head(form, &act);
       expect_graph_gpu_matches_cpu(*g, {x}, p);
-      const Planned r = plan_and_run(*g, {x}, p);
-      EXPECT_EQ(relayouts(r, act), 0) << "the pooled activation is read where it is";
-      EXPECT_EQ(relayouts(r), nhwc ? 1 : 0) << "only the graph input changes layout, for the first conv";
-      EXPECT_EQ(kernel_of(r, "pool").find("NHWC") != std::string::npos, nhwc) << kernel_of(r, "pool");
-      EXPECT_EQ(kernel_of(r, "c2").find("NHWC") != std::string::npos, nhwc) << kernel_of(r, "c2");
+      const PlannedRun r = plan_and_run(*g, {x}, p);
+      EXPECT_EQ(r.relayouts(act), 0) << "the pooled activation is read where it is";
+      EXPECT_EQ(r.relayouts(), nhwc ? 1 : 0) << "only the graph input changes layout, for the first conv";
+      EXPECT_EQ(r.kernel_of("pool").find("NHWC") != std::string::npos, nhwc) << r.kernel_of("pool");
+      EXPECT_EQ(r.kernel_of("c2").find("NHWC") != std::string::npos, nhwc) << r.kernel_of("c2");
     }
   }
 }
@@ -210,8 +178,8 @@ TEST(GpuLayout, ReductionsOfAChannelsLastInputMatchTheReference) {
       auto g = b.build();
       infer_shapes(*g);
       expect_graph_gpu_matches_cpu(*g, {x}, p);
-      const Planned r = plan_and_run(*g, {x}, p);
-      EXPECT_EQ(relayouts(r, act) > 0, p != Precision::FP32 && c.relayout);
+      const PlannedRun r = plan_and_run(*g, {x}, p);
+      EXPECT_EQ(r.relayouts(act) > 0, p != Precision::FP32 && c.relayout);
     }
   }
 }
@@ -256,15 +224,15 @@ TEST(GpuLayout, PermutesToAndFromChannelsLastAreViewsOfIt) {
       SCOPED_TRACE(std::string(precision_name(p)) + ", " + std::to_string(blocks) + " blocks");
       auto g = convnext_block(blocks);
       expect_graph_gpu_matches_cpu(*g, {x}, p);
-      const Planned r = plan_and_run(*g, {x}, p);
+      const PlannedRun r = plan_and_run(*g, {x}, p);
       for (int k = 0; k < blocks; ++k)
         for (const char* t : {"to_nhwc", "to_nchw"}) {
           const std::string node = "b" + std::to_string(k) + "." + t;
-          EXPECT_EQ(kernel_of(r, node) == "view of channels-last memory", nhwc) << node << ": " << kernel_of(r, node);
+          EXPECT_EQ(r.kernel_of(node) == "view of channels-last memory", nhwc) << node << ": " << r.kernel_of(node);
         }
       // Channels-last: the input changes layout for the first conv and the result for the graph
       // output, nothing between.
-      if (nhwc) EXPECT_EQ(relayouts(r), 2);
+      if (nhwc) EXPECT_EQ(r.relayouts(), 2);
     }
   }
 }
@@ -329,13 +297,13 @@ TEST(GpuLayout, DenseBlocksConcatAndNormalizeChannelsLastWithoutARelayout) {
       std::vector<std::string> bns;
       auto g = dense_block(3, fused, &bns);
       expect_graph_gpu_matches_cpu(*g, {x}, p);
-      const Planned r = plan_and_run(*g, {x}, p);
-      EXPECT_EQ(relayouts(r), nhwc ? 2 : 0);
+      const PlannedRun r = plan_and_run(*g, {x}, p);
+      EXPECT_EQ(r.relayouts(), nhwc ? 2 : 0);
       for (const std::string& bn : bns) {
-        EXPECT_NE(kernel_of(r, bn), "cpu reference") << bn;
-        if (!fused) EXPECT_EQ(kernel_of(r, bn).find("channels-last") != std::string::npos, nhwc) << kernel_of(r, bn);
+        EXPECT_NE(r.kernel_of(bn), "cpu reference") << bn;
+        if (!fused) EXPECT_EQ(r.kernel_of(bn).find("channels-last") != std::string::npos, nhwc) << r.kernel_of(bn);
       }
-      EXPECT_EQ(kernel_of(r, "l2.conv2").find("NHWC") != std::string::npos, nhwc) << kernel_of(r, "l2.conv2");
+      EXPECT_EQ(r.kernel_of("l2.conv2").find("NHWC") != std::string::npos, nhwc) << r.kernel_of("l2.conv2");
     }
   }
 }
@@ -361,10 +329,9 @@ TEST(GpuLayout, ABatchNormBetweenConvsNormalizesChannelsLast) {
   for (Precision p : kAll) {
     SCOPED_TRACE(precision_name(p));
     expect_graph_gpu_matches_cpu(*g, {in}, p);
-    const Planned r = plan_and_run(*g, {in}, p);
-    EXPECT_EQ(kernel_of(r, "bn").find("channels-last") != std::string::npos, p != Precision::FP32)
-        << kernel_of(r, "bn");
-    EXPECT_EQ(relayouts(r), p != Precision::FP32 ? 2 : 0);
+    const PlannedRun r = plan_and_run(*g, {in}, p);
+    EXPECT_EQ(r.kernel_of("bn").find("channels-last") != std::string::npos, p != Precision::FP32) << r.kernel_of("bn");
+    EXPECT_EQ(r.relayouts(), p != Precision::FP32 ? 2 : 0);
   }
 }
 
@@ -397,9 +364,9 @@ TEST(GpuLayout, AConcatOfMixedLayoutsFollowsMostOfItsBytes) {
     const std::vector<Tensor> in = {random_tensor(DType::Float32, {2, 8, 9, 7}, 65),
                                     random_tensor(DType::Float32, {2, ci, 9, 7}, 66)};
     expect_graph_gpu_matches_cpu(*g, in, Precision::FP16);
-    const Planned r = plan_and_run(*g, in, Precision::FP16);
-    EXPECT_EQ(relayouts(r, "side"), k.side_relayouts);
-    EXPECT_EQ(relayouts(r, conv->name), k.conv_relayouts);
-    EXPECT_EQ(kernel_of(r, "conv").find("NHWC") != std::string::npos, k.conv_nhwc) << kernel_of(r, "conv");
+    const PlannedRun r = plan_and_run(*g, in, Precision::FP16);
+    EXPECT_EQ(r.relayouts("side"), k.side_relayouts);
+    EXPECT_EQ(r.relayouts(conv->name), k.conv_relayouts);
+    EXPECT_EQ(r.kernel_of("conv").find("NHWC") != std::string::npos, k.conv_nhwc) << r.kernel_of("conv");
   }
 }

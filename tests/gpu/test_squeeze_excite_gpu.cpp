@@ -54,12 +54,6 @@ std::unique_ptr<Graph> block(const Shape4& s) {
   return g;
 }
 
-std::string kernel_of(const cuda::CudaExecutable& exe, const std::string& node) {
-  for (const auto& pl : exe.placement())
-    if (pl.node == node) return pl.kernel;
-  return "";
-}
-
 /// Compiles once, then runs three input sets (the first again last), each against the CPU.
 void expect_runs_match(const Graph& g, const std::vector<int64_t>& x_dims, Precision p, const std::string& layout) {
   cuda::CudaOptions o;
