@@ -19,12 +19,11 @@
 //   - any other op with a channels-last kernel (convs, window pools) runs channels-last when its
 //     input is 4-D or 5-D (channels_last_rank) in a type that runs channels-last at this precision
 //     and every consumer of its output can take channels-last: it starts or continues a
-//     channels-last region. A conv whose
-//     channels per group are not a multiple of 16 bytes, which cuDNN pads in channels-last on every
-//     call, does not count a Concat among those consumers: the Concat runs in either layout, and
-//     such a conv runs faster NCHW where nothing else needs it channels-last. A 1x1 conv of such
-//     widths is not one of them: fusec's narrow-channel kernel runs it unpadded
-//     (conv_pointwise_route.h).
+//     channels-last region. A conv whose channels per group are not a multiple of 16 bytes, which
+//     cuDNN pads in channels-last on every call, does not count a Concat among those consumers:
+//     the Concat runs in either layout, and such a conv runs faster NCHW where nothing else needs
+//     it channels-last. A 1x1 conv of such widths is not one of them: fusec's narrow-channel
+//     kernel runs it unpadded (conv_pointwise_route.h).
 #pragma once
 #include <cstdint>
 #include <utility>

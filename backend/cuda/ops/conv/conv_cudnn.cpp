@@ -227,7 +227,7 @@ bool CudnnConv::recall_choice(const std::string& key, bool may_fuse) {
   if (!v || std::sscanf(v->c_str(), "%d:%d:%d:%d", &algo, &math, &fused, &falgo) != 4 || algo < 0 ||
       algo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT || falgo < 0 || falgo >= CUDNN_CONVOLUTION_FWD_ALGO_COUNT)
     return false;
-  if (fused && (!may_fuse || !fused_desc_ready(true))) return false;
+  if (fused && (!may_fuse || !fusable_rank() || !fused_desc_ready(true))) return false;
   FwdChoice ch{static_cast<cudnnConvolutionFwdAlgo_t>(algo), static_cast<cudnnMathType_t>(math), false, 0};
   if (!apply(ch)) return false;
   if (fused) {
