@@ -15,6 +15,9 @@
 #               environment setting in FP32_VARIANTS, each with a fresh tuning cache (A/B of a route)
 #   asan        the GPU suite built with AddressSanitizer (scripts/gpu_asan_bundle.sh), cold and warm tuning cache
 #   buildtrace  FUSEC_BUILD_TRACE=1 engine builds (cold, then warm) of TRACE_RUNS ("resnet50:fp16 bert:fp32")
+#   video       the rank-5 channels-last path: its GPU tests and memcheck over them, then bench_zoo of
+#               the video families (VIDEO_MODELS) without and with FUSEC_CHANNELS_LAST_3D=1 (zoo.md
+#               under $OUT/video_nchw and $OUT/video_nhwc)
 #   micro       single-kernel timings at BERT-base's shapes (scripts/make_microbench_models.py), fp32,
 #               once per environment setting in MICRO_VARIANTS (e.g. "FUSEC_CUDNN_SDPA=0 X=1")
 #   bash scripts/gpu_check.sh tests models bench
@@ -110,6 +113,23 @@ for s in "${@:-tests}"; do
           printf '%-10s %-22s %s | %s\n' "$n" "$v" "$(grep -E '^median ms' $work/bench.log)" "$(grep -E '^engine build ms' $work/bench.log)" | tee -a "$out/fp32.txt"
           rm -rf "$cache"
         done
+      done ;;
+    video)
+      # Rank-5 channels-last regions are opt-in until this step has passed on a GPU
+      # (docs/cuda_backend.md, "Rank 5").
+      step "video"
+      fusec_gpu_tests --gtest_brief=1 --gtest_filter='GpuLayout3d.*:GpuLayout.*:GpuPool*:CudaLayoutRule.*' \
+        > "$out/video_tests.log" 2>&1 || status=1
+      grep -E "^\[  (FAILED|PASSED|SKIPPED) |tests ran|Failure" "$out/video_tests.log" | head -20
+      FUSEC_UNDER_SANITIZER=1 compute-sanitizer --tool memcheck --error-exitcode 9 fusec_gpu_tests --gtest_brief=1 \
+        --gtest_filter='GpuLayout3d.*' > "$out/video_sanitizer.log" 2>&1 || status=1
+      grep -E "ERROR SUMMARY|tests ran|FAILED" "$out/video_sanitizer.log" | head -5
+      for form in nchw nhwc; do
+        sw=0; [ $form = nhwc ] && sw=1
+        FUSEC_CHANNELS_LAST_3D=$sw python3 scripts/bench_zoo.py --models "${VIDEO_MODELS:-r3d_18,r2plus1d_18,mc3_18,s3d}" \
+          --exports dynamo --skip-compile --fusec $root/bin/fusec --out "$out/video_$form" --work /tmp/zw-video \
+          --zoo /tmp/fusec-zoo --time-budget "${VIDEO_BUDGET:-200}" --fusec-duration 1 > "$out/video_$form.log" 2>&1 || status=1
+        echo "--- FUSEC_CHANNELS_LAST_3D=$sw"; grep -E "^\| (model|r3d|r2p|mc3|s3d)" "$out/video_$form/zoo.md"
       done ;;
     asan)
       # The GPU suite built with AddressSanitizer (scripts/gpu_asan_bundle.sh; carry build-asan-bundle),
