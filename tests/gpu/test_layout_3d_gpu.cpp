@@ -122,8 +122,9 @@ TEST(GpuLayout3d, AVideoModelStoredInHalfPrecisionMatchesTheReference) {
 TEST(GpuLayout3d, WindowPoolsOverFramesPoolChannelsLast) {
   FUSEC_REQUIRE_GPU();
   // conv -> MaxPool3d -> conv -> AveragePool3d: S3D's pools, at odd sizes, with ceil_mode, dilation,
-  // count_include_pad and uneven pads; 20 channels (vectors of 4 at fp16, no vectors at 1-wide
-  // tails). The pools read the convs' N,D,H,W,C memory where it is.
+  // count_include_pad and uneven pads. The max pool reads 24 channels (16-byte vectors), the
+  // average pool 20 (not a whole number of vectors at fp16 and bf16: one channel a thread). The
+  // pools read the convs' N,D,H,W,C memory where it is.
   struct Case {
     std::vector<int64_t> k, s, pads, dil;
     int64_t ceil, include_pad;
