@@ -155,8 +155,8 @@ void add_differences_of_positions(const Graph& g, Float32Island& island) {
       if (island.nodes.count(c) || !carries_position(*c) || steps == kMaxSteps) continue;
       if (c->op_type == "Add" || c->op_type == "Sub") {
         const Value* other = c->input(c->input(0) == v ? 1 : 0);
-        const bool cancels = other && is_float32(other) &&
-                             (is_position(other) || (constant_tensor(other) && constant_tensor(other)->numel() > 1));
+        const Tensor* grid = constant_tensor(other);
+        const bool cancels = other && is_float32(other) && (is_position(other) || (grid && grid->numel() > 1));
         if (cancels) {
           if (seen.insert(c).second) differences.push_back(c);
           continue;

@@ -134,6 +134,8 @@ class Impl : public CudaExecutable {
   std::map<std::pair<int, DType>, int> retyped_;            // (slot, storage type) -> slot
   bool channels_last_ = true;
   bool channels_last_3d_ = false;  // rank-5 regions too (FUSEC_CHANNELS_LAST_3D=1)
+  /// Whether this plan stores activations of `rank` channels-last: 4, and 5 with the switch.
+  bool channels_last_at(size_t rank) const { return rank == 4 || (rank == 5 && channels_last_3d_); }
   std::vector<NodePlacement> placement_;
   DeviceBuffer arena_, weights_, io_, workspace_;  // workspace: this plan's, never shared
   DeviceBuffer error_record_;                      // one DeviceErrorRecord, at one address for the executable's life

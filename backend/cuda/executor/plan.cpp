@@ -233,8 +233,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
         n.outputs[0]) {
       const int in = slot_of.at(n.input(0));
       const Slot& x = slots_[in];
-      const TransposeView tv = channels_last_rank(x.dims.size()) && (x.dims.size() == 4 || channels_last_3d_) &&
-                                       x.dtype == storage(n.outputs[0])
+      const TransposeView tv = channels_last_at(x.dims.size()) && x.dtype == storage(n.outputs[0])
                                    ? transpose_view(n.attr_ints("perm"), x.nhwc, nhwc_dtype(x.dtype))
                                    : TransposeView::None;
       if (tv != TransposeView::None) {
@@ -265,7 +264,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
       const Slot& x = slots_[slot_of.at(n.input(0))];
       facts.in_dims = x.dims;
       facts.in_nhwc = x.nhwc;
-      facts.nhwc_dtype = nhwc_dtype(x.dtype) && (x.dims.size() != 5 || channels_last_3d_);
+      facts.nhwc_dtype = nhwc_dtype(x.dtype) && channels_last_at(x.dims.size());
     }
     if (cl && n.input(0) && n.outputs.size() >= 1 && n.outputs[0]) {
       facts.kind = factories.channels_last_kind(n.domain, n.op_type);
