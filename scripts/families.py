@@ -8,13 +8,16 @@ does the zoo's models and torchvision's classifiers:
 Every model is small (two layers, hidden 256 for transformers; torchvision's own sizes otherwise)
 and built from a config with seeded random weights; nothing is downloaded.
 
-- TEXT: transformers encoders and decoders. Inputs input_ids and attention_mask [batch, seq], with
-  the last sample's final seq/8 tokens padded (a mask that is not all ones: the zoo's is); output
-  last_hidden_state. llama_positions also takes position_ids, from 8000 on: a decoder called
+- TEXT: transformers encoders, decoders (Mamba's state-space scan among them) and an encoder-decoder
+  (BART, which also takes decoder_input_ids: the same tokens). Inputs input_ids and attention_mask
+  [batch, seq], with the last sample's final seq/8 tokens padded (a mask that is not all ones: the
+  zoo's is); output last_hidden_state. llama_positions also takes position_ids, from 8000 on: a decoder called
   part-way through a long sequence, whose rotary angles (position x frequency) a half type cannot
   hold (fp16 steps by 4 there: the float32 island's case, docs/cuda_backend.md).
-- OTHER: vision and speech transformers (CLIP's and DINOv2's vision towers, SegFormer, ConvNeXt-V2,
-  wav2vec 2.0, T5's encoder), torchvision's segmentation and video models, and its optical flow
+- OTHER: vision and speech transformers and hybrids (VISION: DeiT, BEiT, Swin, MobileViT, LeViT,
+  PoolFormer, PVT-v2, FocalNet, YOLOS, DPT, GLPN; AUDIO: HuBERT, WavLM, Whisper's encoder, AST; and
+  CLIP's and DINOv2's vision towers, SegFormer, ConvNeXt-V2, wav2vec 2.0, T5's encoder),
+  torchvision's segmentation and video models (MViT-V2 and Swin3D among them), and its optical flow
   (RAFT-small: GridSample, three refinement steps on two 128 x 128 frames); and a token tagger
   of torch's own recurrent layers (embedding, a two-layer bidirectional batch-first LSTM or GRU, a
   linear head); one output each.
@@ -23,18 +26,33 @@ from __future__ import annotations
 
 import numpy as np
 
-ENCODERS = ("distilbert", "roberta", "albert", "electra", "deberta_v2", "mobilebert", "xlm_roberta")
-DECODERS = ("opt", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gpt_neox", "bloom", "falcon", "llama_positions")
+ENCODERS = ("distilbert", "roberta", "albert", "electra", "deberta_v2", "mobilebert", "xlm_roberta",
+            "convbert", "squeezebert", "funnel", "mpnet", "big_bird", "xlnet")
+DECODERS = ("opt", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gpt_neox", "bloom", "falcon", "llama_positions",
+            "gptj", "codegen", "gpt_bigcode", "phi", "stablelm", "olmo2", "granite", "cohere", "starcoder2",
+            "mamba")
+# encoder-decoders: input_ids, attention_mask and decoder_input_ids (the same tokens); the decoder's output
+SEQ2SEQ = ("bart",)
 POSITION_OFFSET = 8000  # llama_positions' first position
-TEXT = ENCODERS + DECODERS
-OTHER = ("clip_vision", "dinov2", "segformer", "convnextv2", "wav2vec2", "t5_encoder",
+TEXT = ENCODERS + DECODERS + SEQ2SEQ
+# vision transformers and hybrids of transformers (pixel_values, [batch, 3, px, px])
+VISION = ("deit", "beit", "swin", "mobilevit", "levit", "poolformer", "pvt_v2", "focalnet", "yolos", "dpt", "glpn")
+# speech encoders: raw audio [batch, samples], or features [batch, mel bins, frames] (Whisper) or
+# [batch, frames, mel bins] (AST)
+AUDIO = ("hubert", "wavlm", "whisper_encoder", "ast")
+OTHER = VISION + AUDIO + ("clip_vision", "dinov2", "segformer", "convnextv2", "wav2vec2", "t5_encoder",
          "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "lraspp_mobilenet_v3_large", "r3d_18", "r2plus1d_18",
-         "mc3_18", "s3d", "raft_small", "lstm_tagger", "gru_tagger")
+         "mc3_18", "s3d", "mvit_v2_s", "swin3d_t", "raft_small", "lstm_tagger", "gru_tagger")
 FAMILIES = TEXT + OTHER
 # the families of 3-D convs over [N, C, frames, H, W] clips (torch peers run them channels_last_3d)
-VIDEO = ("r3d_18", "r2plus1d_18", "mc3_18", "s3d")
+VIDEO = ("r3d_18", "r2plus1d_18", "mc3_18", "s3d", "mvit_v2_s", "swin3d_t")
 # the families whose inputs are --seq tokens long
 SEQUENCE = TEXT + ("t5_encoder", "lstm_tagger", "gru_tagger")
+
+
+# the families transformers has no SDPA attention for, or whose SDPA form the exporters cannot write
+EAGER = ("deberta_v2", "mobilebert", "bloom", "falcon", "convbert", "squeezebert", "funnel", "mpnet", "big_bird",
+         "xlnet", "mamba")
 
 
 def _small() -> dict:
@@ -65,10 +83,38 @@ def _text_model(name: str):
         "falcon": lambda: (tf.FalconConfig(num_hidden_layers=2, num_attention_heads=4, hidden_size=256), tf.FalconModel),
         "llama_positions": lambda: (tf.LlamaConfig(num_key_value_heads=2, max_position_embeddings=16384, **s),
                                     tf.LlamaModel),
+        "convbert": lambda: (tf.ConvBertConfig(embedding_size=256, **s), tf.ConvBertModel),
+        "squeezebert": lambda: (tf.SqueezeBertConfig(embedding_size=256, **s), tf.SqueezeBertModel),
+        # the base model pools the sequence 2-fold between its blocks (its output is seq / 2 long)
+        "funnel": lambda: (tf.FunnelConfig(block_sizes=[1, 1], d_model=256, n_head=4, d_head=64, d_inner=512),
+                           tf.FunnelBaseModel),
+        "mpnet": lambda: (tf.MPNetConfig(**s), tf.MPNetModel),
+        "big_bird": lambda: (tf.BigBirdConfig(attention_type="original_full", **s), tf.BigBirdModel),
+        "xlnet": lambda: (tf.XLNetConfig(n_layer=2, n_head=4, d_model=256, d_inner=512), tf.XLNetModel),
+        # rotary on the first rotary_dim of each head, pairs interleaved (rotate_every_two)
+        "gptj": lambda: (tf.GPTJConfig(n_layer=2, n_head=4, n_embd=256, rotary_dim=32), tf.GPTJModel),
+        "codegen": lambda: (tf.CodeGenConfig(n_layer=2, n_head=4, n_embd=256, rotary_dim=32), tf.CodeGenModel),
+        "gpt_bigcode": lambda: (tf.GPTBigCodeConfig(n_layer=2, n_head=4, n_embd=256, multi_query=True),
+                                tf.GPTBigCodeModel),
+        # attention and MLP in parallel on one LayerNorm; rotary on half of each head
+        "phi": lambda: (tf.PhiConfig(partial_rotary_factor=0.5, **s), tf.PhiModel),
+        "stablelm": lambda: (tf.StableLmConfig(partial_rotary_factor=0.25, num_key_value_heads=2, **s),
+                             tf.StableLmModel),
+        # RMSNorm on q and k across the heads, after the projections
+        "olmo2": lambda: (tf.Olmo2Config(num_key_value_heads=2, **s), tf.Olmo2Model),
+        "granite": lambda: (tf.GraniteConfig(num_key_value_heads=2, embedding_multiplier=12.0, attention_multiplier=0.1,
+                                             residual_multiplier=0.22, **s), tf.GraniteModel),
+        "cohere": lambda: (tf.CohereConfig(num_key_value_heads=2, **s), tf.CohereModel),
+        "starcoder2": lambda: (tf.Starcoder2Config(num_key_value_heads=2, bos_token_id=0, eos_token_id=0, **s),
+                               tf.Starcoder2Model),
+        # a selective state-space scan (transformers' PyTorch path: a loop over the tokens), no attention
+        "mamba": lambda: (tf.MambaConfig(hidden_size=256, num_hidden_layers=2, state_size=16), tf.MambaModel),
+        "bart": lambda: (tf.BartConfig(encoder_layers=2, decoder_layers=2, d_model=256, encoder_attention_heads=4,
+                                       decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512), tf.BartModel),
     }
     cfg, cls = configs[name]()
     # SDPA where transformers has it for the family (what a user gets), else its eager attention.
-    cfg._attn_implementation = "eager" if name in ("deberta_v2", "mobilebert", "bloom", "falcon") else "sdpa"
+    cfg._attn_implementation = "eager" if name in EAGER else "sdpa"
     return cfg, cls(cfg)
 
 
@@ -106,6 +152,55 @@ def _wrap(model, key: str | None, kwargs: tuple[str, ...], extra: dict | None = 
     return Three(model)
 
 
+def _vision_model(name: str, s: dict):
+    """(model, image size) of a VISION family."""
+    import transformers as tf
+
+    four = dict(depths=[1, 1, 1, 1])
+    if name == "deit":
+        return tf.DeiTModel(tf.DeiTConfig(image_size=96, patch_size=16, **s)), 96
+    if name == "beit":  # a relative position bias per layer, added to the scores
+        return tf.BeitModel(tf.BeitConfig(image_size=96, patch_size=16, use_relative_position_bias=True, **s)), 96
+    if name == "swin":
+        return tf.SwinModel(tf.SwinConfig(image_size=128, depths=[1, 1, 2, 1], embed_dim=32, num_heads=[1, 2, 4, 8],
+                                          window_size=4)), 128
+    if name == "mobilevit":  # convs, and transformers over unfolded patches
+        return tf.MobileViTModel(tf.MobileViTConfig(image_size=128)), 128
+    if name == "levit":  # attention with a learned bias gathered by relative offsets; BatchNorm'd linears
+        return tf.LevitModel(tf.LevitConfig(image_size=128)), 128
+    if name == "poolformer":  # AvgPool as the token mixer, GroupNorm
+        return tf.PoolFormerModel(tf.PoolFormerConfig(**four)), 128
+    if name == "pvt_v2":  # attention over spatially reduced keys, depthwise convs in the MLP
+        return tf.PvtV2Model(tf.PvtV2Config(**four)), 128
+    if name == "focalnet":  # focal modulation: depthwise convs and gates instead of attention
+        return tf.FocalNetModel(tf.FocalNetConfig(embed_dim=32, **four)), 128
+    if name == "yolos":  # ViT with detection tokens, interpolated position embeddings
+        return tf.YolosModel(tf.YolosConfig(image_size=[96, 96], num_detection_tokens=10, **s)), 96
+    if name == "dpt":
+        return tf.DPTModel(tf.DPTConfig(image_size=96, patch_size=16, out_indices=[0, 1], **s),
+                           add_pooling_layer=False), 96
+    assert name == "glpn"
+    return tf.GLPNModel(tf.GLPNConfig(**four)), 128
+
+
+def _audio_model(name: str, s: dict, batch: int, gen):
+    """(model, features) of an AUDIO family."""
+    import torch
+    import transformers as tf
+
+    if name == "hubert":
+        return tf.HubertModel(tf.HubertConfig(conv_dim=(64,) * 7, **s)), torch.randn(batch, 8000, generator=gen).numpy()
+    if name == "wavlm":  # a gated relative position bias in every attention
+        return tf.WavLMModel(tf.WavLMConfig(conv_dim=(64,) * 7, **s)), torch.randn(batch, 8000, generator=gen).numpy()
+    if name == "whisper_encoder":
+        cfg = tf.WhisperConfig(d_model=256, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                               decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512, num_mel_bins=80,
+                               max_source_positions=100)
+        return tf.WhisperModel(cfg).encoder, torch.randn(batch, 80, 200, generator=gen).numpy()
+    assert name == "ast"
+    return tf.ASTModel(tf.ASTConfig(max_length=128, num_mel_bins=64, **s)), torch.randn(batch, 128, 64, generator=gen).numpy()
+
+
 def build(name: str, batch: int, seq: int, gen):
     """Returns (model on the CPU, {input name: numpy array}, [output names]) for one family."""
     import torch
@@ -113,7 +208,8 @@ def build(name: str, batch: int, seq: int, gen):
     if name in TEXT:
         cfg, base = _text_model(name)
         extra = None if name in ENCODERS else {"use_cache": False}
-        names = ("input_ids", "attention_mask") + (("position_ids",) if name == "llama_positions" else ())
+        names = ("input_ids", "attention_mask") + (("position_ids",) if name == "llama_positions" else ()) + \
+            (("decoder_input_ids",) if name in SEQ2SEQ else ())
         model = _wrap(base, "last_hidden_state", names, extra)
         ids = torch.randint(1, min(cfg.vocab_size, 1000), (batch, seq), generator=gen, dtype=torch.int64)
         mask = np.ones((batch, seq), dtype=np.int64)
@@ -121,6 +217,8 @@ def build(name: str, batch: int, seq: int, gen):
         inputs = {"input_ids": ids.numpy(), "attention_mask": mask}
         if name == "llama_positions":
             inputs["position_ids"] = np.tile(np.arange(POSITION_OFFSET, POSITION_OFFSET + seq, dtype=np.int64), (batch, 1))
+        if name in SEQ2SEQ:
+            inputs["decoder_input_ids"] = inputs["input_ids"]
         return model, inputs, ["last_hidden_state"]
 
     import transformers as tf
@@ -129,6 +227,13 @@ def build(name: str, batch: int, seq: int, gen):
         return {"pixel_values": torch.randn(batch, 3, size, size, generator=gen).numpy()}
 
     s = _small()
+    if name in VISION:
+        model, px = _vision_model(name, s)
+        return _wrap(model, "last_hidden_state", ("pixel_values",)), image(px), ["last_hidden_state"]
+    if name in AUDIO:
+        model, features = _audio_model(name, s, batch, gen)
+        key = "input_features" if name == "whisper_encoder" else "input_values"
+        return _wrap(model, "last_hidden_state", (key,)), {key: features}, ["last_hidden_state"]
     if name == "clip_vision":
         cfg = tf.CLIPVisionConfig(image_size=224, patch_size=32, **s)
         return _wrap(tf.CLIPVisionModel(cfg), "pooler_output", ("pixel_values",)), image(224), ["pooled"]
@@ -181,8 +286,9 @@ def build(name: str, batch: int, seq: int, gen):
         frames = {k: torch.randn(batch, 3, 128, 128, generator=gen).numpy() for k in ("image1", "image2")}
         return LastFlow(raft), frames, ["flow"]
     if name in VIDEO:
-        # S3D pools frames 8-fold before its (2, 7, 7) average: it needs 16 frames of 224 px.
-        t, px = (16, 224) if name == "s3d" else (8, 112)
+        # S3D pools frames 8-fold before its (2, 7, 7) average: it needs 16 frames of 224 px; MViT-V2's
+        # position embeddings are sized for 16 frames of 224 px.
+        t, px = (16, 224) if name in ("s3d", "mvit_v2_s") else (8, 112)
         clip = {"video": torch.randn(batch, 3, t, px, px, generator=gen).numpy()}
         return getattr(torchvision.models.video, name)(weights=None), clip, ["logits"]
     seg = getattr(torchvision.models.segmentation, name)(weights=None, weights_backbone=None)
