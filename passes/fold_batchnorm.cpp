@@ -23,6 +23,13 @@
 //     The MatMul becomes Gemm(A, W', C'). A MatMul whose A is not 2-D is left alone and said so:
 //     BN then normalizes axis 1 of an N-D output, not the axis the weight's columns produce.
 //
+//   MatMul(A N-D, W [K,N]) [-> Add(b)] -> Reshape/Flatten to [rows, N] -> BatchNormalization
+//   MatMul(A N-D, W [K,N]) [-> Add(b)] -> Transpose(perm, perm[1] = last) -> BatchNormalization
+//     BatchNorm1d over tokens (LeViT's linears: flatten(0, 1), BN, reshape back; a channels-first BN
+//     after a permute): BN's axis 1 is the product's feature axis n, so W'[·, n] = W[·, n]·s[n] and
+//     b'[n] = b[n]·s[n] + t[n], an Add made when there is none. The Reshape or Transpose stays and
+//     writes BN's output.
+//
 //   Gemm -> Add(c)                   C' = β·C + c, β' = 1        (c broadcasts to [rows, N])
 //   MatMul(A 2-D, B 2-D) -> Add(c) -> BatchNormalization
 //                                    Gemm(A, B, c), then Gemm -> BN as above
@@ -215,6 +222,7 @@ class Folder {
   bool batchnorm(Node* bn) {
     Value* x = bn->input(0);
     Node* p = x ? x->producer : nullptr;
+    if (is_op(p, "Reshape") || is_op(p, "Flatten") || is_op(p, "Transpose")) return matmul_batchnorm(bn, p);
     if (!p || !(is_op(p, "Conv") || is_op(p, "Gemm") || is_op(p, "MatMul"))) return false;
     what_ = describe(p) + " -> " + describe(bn) + " not folded";
     if (!common_guards(p, x)) return false;
@@ -240,6 +248,71 @@ class Folder {
     }
     r_.rewrote(done, replaced, p->name);
     absorb(p, bn);
+    return true;
+  }
+
+  /// MatMul [-> Add(b)] -> Reshape/Transpose `move` -> BatchNormalization, where BN's channel axis
+  /// is the product's feature axis (see top).
+  bool matmul_batchnorm(Node* bn, Node* move) {
+    Value* x = bn->input(0);
+    Value* y = move->input(0);
+    Node* add = nullptr;
+    const Tensor* bias = nullptr;
+    int bias_at = -1;
+    Value* t = y;
+    if (Node* a = y->producer; is_op(a, "Add")) {
+      for (int i = 0; i < 2 && !bias; ++i)
+        if (const Tensor* b = constant_of(a->input(i)); b && a->input(1 - i) != a->input(i)) {
+          bias = b, bias_at = i, add = a, t = a->input(1 - i);
+        }
+      if (!add) return false;
+    }
+    Node* mm = t->producer;
+    const Tensor* w = mm && is_op(mm, "MatMul") ? constant_of(mm->input(1)) : nullptr;
+    if (!w || w->rank() != 2) return false;
+    const int64_t n = w->dim(1);
+    what_ = describe(mm) + " -> " + describe(move) + " -> " + describe(bn) + " not folded";
+    for (const Value* v : {t, y, x})
+      if (std::string why = single_use_problem(v, v->producer->op_type); !why.empty()) return miss(why);
+    if (!is_float(x->type.dtype))
+      return miss(std::string("its type is ") + dtype_name(x->type.dtype) + ", not a floating-point type");
+    const size_t rank = t->type.shape ? t->type.shape->size() : 0;
+    if (rank < 2 || !x->type.shape || x->type.shape->size() < 2)
+      return miss("the product's or the BatchNormalization input's rank is unknown");
+    if (!is_op(move, "Transpose")) {  // Reshape or Flatten
+      // Row-major order keeps the feature index exactly when the last axis stays whole and last.
+      const Shape& xs = *x->type.shape;
+      if (xs.size() != 2 || !xs[1].is_static() || xs[1].value != n)
+        return miss("the Reshape writes " + shape_str(xs) + ", not [rows, " + std::to_string(n) +
+                    "]: BatchNormalization's axis 1 is not the product's feature axis");
+    } else {
+      const std::vector<int64_t> perm = move->attr_ints("perm");
+      if (perm.size() != rank || perm[1] != static_cast<int64_t>(rank) - 1)
+        return miss("the Transpose does not move the product's feature axis to axis 1");
+    }
+    std::string why;
+    auto a = batchnorm_affine(g_, bn, n, &why);
+    if (!a) return miss(why);
+    std::optional<std::vector<double>> b;
+    if (bias && !(b = per_axis_values(*bias, rank, rank - 1, n, "feature", &why))) return miss("the bias: " + why);
+    r_.rewrote(describe(mm) + (add ? " + " + describe(add) : "") + " + " + describe(move) + " + " + describe(bn) +
+                   " -> the same without the BatchNormalization (folded into the weight and bias)",
+               {mm->name, bn->name}, mm->name);
+    g_.set_input(mm, 1,
+                 g_.add_initializer(stem_of(mm) + ".W_folded", scaled(*w, [&](int64_t i) { return a->scale[i % n]; })));
+    std::vector<double> nb(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) nb[j] = (b ? (*b)[j] : 0.0) * a->scale[j] + a->shift[j];
+    const DType dt = bias ? bias->dtype() : x->type.dtype;
+    Value* nbv = g_.add_initializer(stem_of(add ? add : mm) + ".B_folded", tensor_from(dt, {n}, nb));
+    if (add) {
+      g_.set_input(add, bias_at, nbv);
+    } else {
+      Value* biased = g_.add_value(stem_of(mm) + ".biased");
+      biased->type = t->type;
+      g_.add_node("Add", {t, nbv}, {biased}, stem_of(mm) + ".bias");
+      g_.set_input(move, 0, biased);
+    }
+    absorb(move, bn);
     return true;
   }
 

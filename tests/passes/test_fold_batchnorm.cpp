@@ -537,3 +537,59 @@ TEST(FoldBatchNorm, GemmLayerScaleFoldsIntoWeightAndC) {
   b.output(b.node("Mul", {y, b.initializer("gamma", random_tensor({3, 1}, 94))}, {}, "ls"));
   expect_near_miss(fold(b.build()), "is not per-feature");
 }
+
+// ---- BatchNorm1d over the tokens of a linear: through a Reshape or a Transpose ----------------
+
+namespace {
+
+/// x[2,4,8]·W[8,6] [+ b[6]] -> Reshape [8,6] (or Transpose (0,2,1)) -> BN(6) [-> Reshape back]:
+/// LeViT's linear + BatchNorm1d, and a channels-first BN after a permute.
+std::unique_ptr<Graph> token_bn_graph(bool bias, bool transpose, std::vector<int64_t> reshape_to = {-1, 6},
+                                      int64_t bn_channels = 6) {
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float32, shape_of({2, 4, 8}));
+  Value* y = b.node("MatMul", {x, b.initializer("W", random_tensor({8, 6}, 100))}, {}, "fc");
+  if (bias) y = b.node("Add", {y, b.initializer("b", random_tensor({6}, 101))}, {}, "fc_bias");
+  if (transpose) {
+    y = b.node("Transpose", {y}, {attr("perm", std::vector<int64_t>{0, 2, 1})}, "to_ncl");
+    b.output(add_bn(b, y, bn_channels, "bn", 102));
+  } else {
+    Tensor to(DType::Int64, {static_cast<int64_t>(reshape_to.size())});
+    for (size_t i = 0; i < reshape_to.size(); ++i) to.data<int64_t>()[i] = reshape_to[i];
+    y = b.node("Reshape", {y, b.initializer("flat", std::move(to))}, {}, "flatten");
+    y = add_bn(b, y, bn_channels, "bn", 102);
+    Tensor back(DType::Int64, {3});
+    back.data<int64_t>()[0] = 2, back.data<int64_t>()[1] = 4, back.data<int64_t>()[2] = 6;
+    b.output(b.node("Reshape", {y, b.initializer("back", std::move(back))}, {}, "unflatten"));
+  }
+  return b.build();
+}
+
+}  // namespace
+
+TEST(FoldBatchNorm, MatMulTokenBatchNormFoldsThroughReshapeOrTranspose) {
+  for (bool bias : {false, true})
+    for (bool transpose : {false, true}) {
+      SCOPED_TRACE(std::string(bias ? "bias" : "no bias") + (transpose ? ", transposed" : ", reshaped"));
+      Outcome f = fold(token_bn_graph(bias, transpose));
+      EXPECT_TRUE(f.changed);
+      EXPECT_EQ(count_any_domain(*f.optimized, "BatchNormalization"), 0);
+      EXPECT_EQ(count_any_domain(*f.optimized, "MatMul"), 1);
+      EXPECT_EQ(count_any_domain(*f.optimized, "Add"), 1) << "the shift is a bias, made when there was none";
+      EXPECT_EQ(f.optimized->outputs[0]->name, f.original->outputs[0]->name);
+      EXPECT_NE(node_named(*f.optimized, "fc")->inputs[1]->name, "W") << "a new weight: W may be shared";
+      expect_same_numbers(f);
+    }
+}
+
+TEST(FoldBatchNormNearMiss, TokenBatchNormOnAnotherAxis) {
+  // [2,24]: BN's 24 channels are token x feature, not the weight's 6 columns.
+  expect_near_miss(fold(token_bn_graph(true, false, {2, 24}, 24)), "not the product's feature axis");
+  // Transpose (0,2,1) moves the features to axis 1; this one keeps the 4 tokens there.
+  GraphBuilder b;
+  Value* x = b.input("x", DType::Float32, shape_of({2, 4, 8}));
+  Value* y = b.node("MatMul", {x, b.initializer("W", random_tensor({8, 6}, 100))}, {}, "fc");
+  y = b.node("Transpose", {y}, {attr("perm", std::vector<int64_t>{0, 1, 2})}, "same");
+  b.output(add_bn(b, y, 4, "bn", 102));
+  expect_near_miss(fold(b.build()), "does not move the product's feature axis");
+}
