@@ -88,10 +88,12 @@ using attention::Operand;
 const char* kPass = "fuse_attention";
 constexpr int64_t kStandardAttentionOpset = 23;
 
-/// What the scores get besides the scale: causal, and at most one explicit mask.
+/// What the scores get besides the scale: causal, and at most one explicit mask (or two added
+/// ones, summed into one first).
 struct Bias {
   bool causal = false;
   Value* mask = nullptr;       // an existing value, or
+  Value* plus = nullptr;       // a second added mask: the node reads Add(mask, plus)
   std::optional<Tensor> made;  // a new constant (a negated or scaled one) named after `made_from`
   std::string made_from;
 };
@@ -276,12 +278,20 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
       continue;
     }
     // An added mask.
-    if (++adds > 1) return "more than one mask is added to the scores";
     if (s.node->outputs[0]->type.shape != m.qk->outputs[0]->type.shape)
       return describe(s.node) + " broadcasts the scores to a larger shape";
     if (!s.mask->type.shape || s.mask->type.shape->empty()) return "the mask '" + s.mask->name + "' is a scalar";
     if (c && sizes && after[i] == 1 && attention::is_causal_constant(*c, sq.value, skv.value, true)) {
       m.bias.causal = true;
+      continue;
+    }
+    if (++adds > 2) return "more than two masks are added to the scores";
+    if (adds == 2) {
+      // A relative-position bias and a padding mask (MPNet, WavLM, T5): summed into one, as
+      // (scores + a) + b = scores + (a + b) up to one rounding.
+      if (!m.bias.mask || m.bias.made || after[i] != 1)
+        return "two masks are added to the scores, and one of them is made from a constant or scaled afterwards";
+      m.bias.plus = s.mask;
       continue;
     }
     if (after[i] != 1) {
@@ -303,6 +313,8 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
     }
     m.bias.mask = s.mask;
   }
+  if (m.bias.plus && (m.bias.made || bool_mask))
+    return "the scores get three masks (two Adds and a Where or a made one) besides the causal one";
   if (bool_mask && (m.bias.mask || m.bias.made))
     return "the scores get two masks (a Where and an Add) besides the causal one";
   if (bool_mask) m.bias.mask = bool_mask;
@@ -432,8 +444,10 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
     std::optional<int64_t> mask_keys;
     if (m.bias.made)
       mask_keys = m.bias.made->dims().back();
-    else if (m.bias.mask && m.bias.mask->type.shape && m.bias.mask->type.shape->back().is_static())
-      mask_keys = m.bias.mask->type.shape->back().value;
+    else
+      for (const Value* v : {m.bias.mask, m.bias.plus})  // a sum is as long as its longer operand
+        if (v && v->type.shape && v->type.shape->back().is_static())
+          mask_keys = std::max(mask_keys.value_or(1), v->type.shape->back().value);
     if (mask_keys == 1 && !((*scores)[3].is_static() && (*scores)[3].value == 1))
       return "the mask broadcasts along the keys (last dim 1), which ONNX Attention reads as padding";
   } else if (opts.portable) {
@@ -488,7 +502,11 @@ Node* rewrite(Rewriter& r, Match& m) {
   }
   if (m.bias.made)
     ins.push_back(g.add_initializer(m.bias.made_from, std::move(*m.bias.made)));
-  else if (m.bias.mask)
+  else if (m.bias.plus) {
+    Value* sum = g.add_value(m.bias.mask->name + "_plus_" + m.bias.plus->name);
+    g.add_node("Add", {m.bias.mask, m.bias.plus}, {sum}, g.unique_node_name(sum->name));
+    ins.push_back(sum);
+  } else if (m.bias.mask)
     ins.push_back(m.bias.mask);
   Value* y = m.three_d ? m.merge->outputs[0] : m.pv->outputs[0];
   Value* by_window = nullptr;  // the windowed output [B·G, H, S, Dv] the graph reads

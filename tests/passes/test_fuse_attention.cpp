@@ -41,7 +41,9 @@ struct Spec {
     WhereCausalAndAdd,
     WhereBand,
     AddWhereInput,
-    WhereInput
+    WhereInput,
+    AddBiasAndInput,  // MPNet, T5: a relative-position bias input [1, H, Sq, Skv], then `mask`
+    AddThreeInputs    // that and a third added input: not fused
   } mask = Mask::None;
   float fill = -INFINITY;  // the masked value of AddWhereInput / WhereInput (dynamo: -FLT_MAX)
   // torch's safe softmax after the Softmax, P' = Where(IsNaN(P), 0, P), or a look-alike that is not it.
@@ -164,6 +166,13 @@ std::unique_ptr<Graph> build(const Spec& s) {
     switch (s.mask) {
       case Spec::Mask::AddInput:
         return b.node("Add", {x, b.input("mask", t, {s.batch, 1, 1, s.skv})}, {}, "mask_add");
+      case Spec::Mask::AddBiasAndInput:
+      case Spec::Mask::AddThreeInputs: {
+        Value* y = b.node("Add", {x, b.input("position_bias", t, {1, s.hq, s.sq, s.skv})}, {}, "bias_add");
+        y = b.node("Add", {y, b.input("mask", t, {s.batch, 1, 1, s.skv})}, {}, "mask_add");
+        if (s.mask == Spec::Mask::AddBiasAndInput) return y;
+        return b.node("Add", {y, b.input("third", t, {s.batch, 1, s.sq, 1})}, {}, "third_add");
+      }
       case Spec::Mask::AddCausal: {
         Tensor m(DType::Float32, {1, 1, s.sq, s.skv});
         for (int64_t i = 0; i < s.sq; ++i)
@@ -412,6 +421,25 @@ TEST(FuseAttention, NonTriangleWhereStaysABoolMask) {
   EXPECT_EQ(n->inputs[3]->name, "causal");
   EXPECT_EQ(n->inputs[3]->type.dtype, DType::Bool);
   expect_same_numbers(o);
+}
+
+TEST(FuseAttention, TwoAddedMasksAreSummedIntoOne) {
+  Spec s;
+  s.sq = 3;
+  s.skv = 5;
+  s.mask = Spec::Mask::AddBiasAndInput;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  ASSERT_EQ(n->inputs.size(), 4u);
+  const Node* sum = n->inputs[3]->producer;
+  ASSERT_TRUE(sum);
+  EXPECT_EQ(sum->op_type, "Add");
+  EXPECT_EQ(sum->inputs[0]->name, "position_bias");
+  EXPECT_EQ(sum->inputs[1]->name, "mask");
+  expect_same_numbers(o);
+  s.mask = Spec::Mask::AddThreeInputs;
+  expect_near_miss(s, "more than two masks are added to the scores");
 }
 
 TEST(FuseAttention, LlamaRopeRepeatKvAndAdditiveCausalConstant) {
