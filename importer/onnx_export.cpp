@@ -1,5 +1,7 @@
 #include "importer/onnx_export.h"
 
+#include <unordered_set>
+
 #include "onnx/onnx-ml.pb.h"
 
 #include "importer/file_claims.h"
@@ -7,6 +9,7 @@
 #include "importer/output_file.h"
 #include "importer/tensor_proto.h"
 #include "ir/error.h"
+#include "ir/subgraph.h"
 
 namespace fusec {
 
@@ -51,7 +54,7 @@ void write_attr(const NamedAttribute& na, onnx::AttributeProto* a) {
   } else if (auto* t = std::get_if<Tensor>(&v)) {
     a->set_type(A::TENSOR);
     tensor_to_proto(*t, "", a->mutable_t());
-  } else if (auto* g = std::get_if<OpaqueGraph>(&v)) {
+  } else if (auto* g = std::get_if<SubGraph>(&v)) {
     a->set_type(A::GRAPH);
     if (!a->mutable_g()->ParseFromString(g->serialized)) internal_error("corrupt subgraph attribute");
   } else if (auto* fs2 = std::get_if<std::vector<float>>(&v)) {
@@ -66,7 +69,7 @@ void write_attr(const NamedAttribute& na, onnx::AttributeProto* a) {
   } else if (auto* ts = std::get_if<std::vector<Tensor>>(&v)) {
     a->set_type(A::TENSORS);
     for (const auto& t : *ts) tensor_to_proto(t, "", a->add_tensors());
-  } else if (auto* gs = std::get_if<std::vector<OpaqueGraph>>(&v)) {
+  } else if (auto* gs = std::get_if<std::vector<SubGraph>>(&v)) {
     a->set_type(A::GRAPHS);
     for (const auto& g : *gs)
       if (!a->add_graphs()->ParseFromString(g.serialized)) internal_error("corrupt subgraph attribute");
@@ -75,6 +78,13 @@ void write_attr(const NamedAttribute& na, onnx::AttributeProto* a) {
     if (!a->ParseFromString(o->serialized)) internal_error("corrupt opaque attribute");
     a->set_name(name);
   }
+}
+
+/// n's first subgraph attribute with captured values (every one has the same list), or nullptr.
+const SubGraph* first_subgraph(const Node& n) {
+  for (const auto& a : n.attrs)
+    if (auto* sg = std::get_if<SubGraph>(&a.attr.value); sg && !sg->captured.empty()) return sg;
+  return nullptr;
 }
 
 /// An initializer whose data lives at `offset` of `data_file` (ONNX external data).
@@ -130,13 +140,29 @@ void build_model(const Graph& g, onnx::ModelProto* m, const std::string& data_fi
   for (const Value* v : g.outputs) write_type(*v, gp->add_output());
   for (const Value* v : g.values())
     if (v->in_value_info && !v->is_graph_input && !v->is_graph_output) write_type(*v, gp->add_value_info());
+  std::unordered_set<std::string> renamed;  // old names given back already
   for (const auto& np : g.nodes()) {
+    // A body reads its outer values by the names they had at import. One a pass replaced (another
+    // value now, so another name) gets its old name back through an Identity.
+    const size_t declared = declared_input_count(*np);
+    if (const SubGraph* sg = first_subgraph(*np))
+      for (size_t k = 0; k < sg->captured.size(); ++k) {
+        const Value* v = np->inputs[declared + k];
+        if (v->name == sg->captured[k] || !renamed.insert(sg->captured[k]).second) continue;
+        if (g.find_value(sg->captured[k]))
+          internal_error("the value '" + sg->captured[k] + "' a subgraph reads is now another one" + np->ref());
+        auto* id = gp->add_node();
+        id->set_name(np->name + "/captured_" + std::to_string(k));
+        id->set_op_type("Identity");
+        id->add_input(v->name);
+        id->add_output(sg->captured[k]);
+      }
     auto* n = gp->add_node();
     n->set_name(np->name);
     n->set_op_type(np->op_type);
     if (!np->domain.empty()) n->set_domain(np->domain);
     if (!np->doc_string.empty()) n->set_doc_string(np->doc_string);
-    for (const Value* v : np->inputs) n->add_input(v ? v->name : "");
+    for (size_t i = 0; i < declared; ++i) n->add_input(np->inputs[i] ? np->inputs[i]->name : "");
     for (const Value* v : np->outputs) n->add_output(v ? v->name : "");
     for (const auto& a : np->attrs) write_attr(a, n->add_attribute());
   }

@@ -4,6 +4,7 @@
 
 #include <google/protobuf/io/coded_stream.h>
 
+#include <map>
 #include <unordered_set>
 
 #include "importer/input_file.h"
@@ -47,61 +48,79 @@ class Importer {
     if (!m.has_graph()) fail("the model has no graph");
     auto& gp = *m.mutable_graph();
     if (g->opsets.empty() && gp.node_size() > 0) fail("the model imports no opset");
-    g->name = gp.name();
-    g->doc_string = gp.doc_string();
+    opsets_ = g->opsets;
+    import_graph(*g, gp, {}, /*body=*/false);
+    return g;
+  }
+
+ private:
+  /// Fills `g` from `gp`: initializers, inputs (then `captured`, the outer values a body reads, as
+  /// more inputs), nodes, value_info, outputs. A body's inputs may leave out their types.
+  void import_graph(Graph& g, onnx::GraphProto& gp, const std::vector<std::string>& captured, bool body) {
+    g.name = gp.name();
+    g.doc_string = gp.doc_string();
     if (gp.sparse_initializer_size() > 0) fail_unsupported("sparse initializers are not supported");
 
     // Initializers first: graph inputs of the same name are IR<4 style defaults.
     for (auto& t : *gp.mutable_initializer()) {
       if (t.name().empty()) fail("an initializer has no name");
-      if (g->find_value(t.name())) fail("initializer '" + t.name() + "' is defined twice");
+      if (g.find_value(t.name())) fail("initializer '" + t.name() + "' is defined twice");
       const std::string name = t.name();
       if (dtype_from_onnx(t.data_type()) == DType::Undefined)
         fail_unsupported("initializer '" + name + "'" + first_consumer(gp, name) + " has data type " +
-             onnx_dtype_name(t.data_type()) + ", which fusec has no kernels for");
+                         onnx_dtype_name(t.data_type()) + ", which fusec has no kernels for");
       const bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
       Tensor data = tensor_from_proto(std::move(t), dir_, "initializer '" + name + "'", &maps_);
-      g->meta.external_data |= external;
-      if (external) g->meta.external_bytes += static_cast<int64_t>(data.nbytes());
-      Value* v = g->add_initializer(name, std::move(data));
+      Graph* top = body ? nullptr : &g;
+      if (top) {
+        top->meta.external_data |= external;
+        if (external) top->meta.external_bytes += static_cast<int64_t>(data.nbytes());
+      }
+      Value* v = g.add_initializer(name, std::move(data));
       if (v->name != name) internal_error("initializer renamed");
     }
     std::unordered_set<std::string> input_names;
     for (const auto& vi : gp.input()) {
       if (!input_names.insert(vi.name()).second) fail("graph input '" + vi.name() + "' is listed twice");
-      if (Value* init = g->find_value(vi.name())) {
+      if (Value* init = g.find_value(vi.name())) {
         init->initializer_listed_as_input = true;
         continue;
       }
       if (vi.name().empty()) fail("a graph input has no name");
-      Value* v = g->add_named_value(vi.name());
-      v->type = read_type(vi, "graph input '" + vi.name() + "'" + first_consumer(gp, vi.name()));
+      Value* v = g.add_named_value(vi.name());
+      v->type = read_type(vi, "graph input '" + vi.name() + "'" + first_consumer(gp, vi.name()), body);
       v->doc_string = vi.doc_string();
       v->is_graph_input = true;
-      g->inputs.push_back(v);
+      g.inputs.push_back(v);
+    }
+    for (const auto& c : captured) {
+      if (g.find_value(c)) internal_error("captured value '" + c + "' is also defined in the subgraph");
+      Value* v = g.add_named_value(c);
+      v->is_graph_input = true;
+      g.inputs.push_back(v);
     }
     // Node outputs, so inputs can refer to nodes later in the file (we sort afterwards).
     for (const auto& np : gp.node())
       for (const auto& o : np.output()) {
         if (o.empty()) continue;
-        if (Value* existing = g->find_value(o)) {
+        if (Value* existing = g.find_value(o)) {
           std::string what = existing->is_graph_input     ? "a graph input"
                              : existing->is_initializer() ? "an initializer"
                                                           : "another node's output";
           fail("value '" + o + "' produced by node '" + np.name() + "' (op " + np.op_type() + ") is also " + what);
         }
-        g->add_named_value(o);
+        g.add_named_value(o);
       }
-    for (const auto& np : gp.node()) import_node(*g, np);
+    for (const auto& np : gp.node()) import_node(g, np);
     for (const auto& vi : gp.value_info()) {
-      Value* v = g->find_value(vi.name());
+      Value* v = g.find_value(vi.name());
       if (!v) continue;  // value_info for a value nothing uses: harmless, dropped
       v->in_value_info = true;
       v->type = read_type(vi, "value_info '" + vi.name() + "'", /*lenient=*/true);
     }
     std::unordered_set<std::string> output_names;
     for (const auto& vi : gp.output()) {
-      Value* v = g->find_value(vi.name());
+      Value* v = g.find_value(vi.name());
       if (!v) fail("graph output '" + vi.name() + "' is not produced by any node, input or initializer");
       if (!output_names.insert(vi.name()).second) fail("graph output '" + vi.name() + "' is listed twice");
       TypeInfo declared = read_type(vi, "graph output '" + vi.name() + "'", /*lenient=*/true);
@@ -110,13 +129,11 @@ class Importer {
       }
       v->is_graph_output = true;
       if (v->doc_string.empty()) v->doc_string = vi.doc_string();
-      g->outputs.push_back(v);
+      g.outputs.push_back(v);
     }
-    validate_graph(*g);
-    return g;
+    validate_graph(g);
   }
 
- private:
   [[noreturn]] void fail(const std::string& what) const { bad_input(file_ + ": " + what); }
   [[noreturn]] void fail_unsupported(const std::string& what) const { unsupported(file_ + ": " + what); }
 
@@ -222,7 +239,7 @@ class Importer {
         out.value = tensor_from_proto(a.t(), dir_, "attribute '" + a.name() + "' of " + where, &maps_);
         break;
       case A::GRAPH:
-        out.value = OpaqueGraph{a.g().SerializeAsString()};
+        out.value = SubGraph{a.g().SerializeAsString()};
         break;
       case A::FLOATS:
         out.value = std::vector<float>(a.floats().begin(), a.floats().end());
@@ -241,7 +258,7 @@ class Importer {
         break;
       }
       case A::GRAPHS: {
-        std::vector<OpaqueGraph> gs;
+        std::vector<SubGraph> gs;
         for (const auto& g : a.graphs()) gs.push_back({g.SerializeAsString()});
         out.value = std::move(gs);
         break;
@@ -279,12 +296,73 @@ class Importer {
       if (!seen.insert(a.name()).second) fail("attribute '" + a.name() + "' is repeated on " + where);
       n->attrs.push_back({a.name(), read_attr(a, where)});
     }
+    if (n->domain.empty() && (np.op_type() == "If" || np.op_type() == "Loop")) import_bodies(g, n, np, where);
+  }
+
+  /// Appends to `out` the names `gp` reads and does not define (its outer-scope references, those of
+  /// subgraphs inside it included), each once, in the order first read.
+  static void free_names(const onnx::GraphProto& gp, std::vector<std::string>& out,
+                         std::unordered_set<std::string>& listed) {
+    std::unordered_set<std::string> defined;
+    for (const auto& t : gp.initializer()) defined.insert(t.name());
+    for (const auto& vi : gp.input()) defined.insert(vi.name());
+    for (const auto& np : gp.node())
+      for (const auto& o : np.output()) defined.insert(o);
+    auto read = [&](const std::string& name) {
+      if (!name.empty() && !defined.count(name) && listed.insert(name).second) out.push_back(name);
+    };
+    for (const auto& np : gp.node()) {
+      for (const auto& i : np.input()) read(i);
+      for (const auto& a : np.attribute()) {
+        std::vector<std::string> inner;
+        std::unordered_set<std::string> inner_listed;
+        if (a.has_g()) free_names(a.g(), inner, inner_listed);
+        for (const auto& sg : a.graphs()) free_names(sg, inner, inner_listed);
+        for (const auto& name : inner) read(name);
+      }
+    }
+    for (const auto& vi : gp.output()) read(vi.name());
+  }
+
+  /// If's branches and Loop's body: imported, with the outer values they read appended to the
+  /// node's inputs (the union over its subgraphs, so each body has the same captured inputs). A body
+  /// with what fusec cannot run (a sequence-typed input, say) stays unimported, with the reason.
+  void import_bodies(Graph& g, Node* n, const onnx::NodeProto& np, const std::string& where) {
+    std::vector<std::string> captured;
+    std::unordered_set<std::string> listed;
+    for (const auto& a : np.attribute())
+      if (a.has_g()) free_names(a.g(), captured, listed);
+    for (const auto& name : captured) {
+      Value* v = g.find_value(name);
+      if (!v) fail("a subgraph of " + where + " reads '" + name + "', which is not defined outside it");
+      g.set_input(n, n->inputs.size(), v);
+    }
+    for (size_t k = 0; k < n->attrs.size(); ++k) {
+      auto* sg = std::get_if<SubGraph>(&n->attrs[k].attr.value);
+      if (!sg) continue;
+      sg->captured = captured;
+      onnx::GraphProto gp = np.attribute(static_cast<int>(k)).g();
+      auto body = std::make_shared<Graph>();
+      body->opsets = opsets_;
+      try {
+        import_graph(*body, gp, captured, /*body=*/true);
+      } catch (const Error& e) {
+        std::string msg = e.what();
+        if (msg.rfind(file_ + ": ", 0) == 0) msg = msg.substr(file_.size() + 2);
+        msg = "in the " + n->attrs[k].name + " of " + where + ": " + msg;
+        if (e.cause() != ErrorCause::Unsupported) fail(msg);
+        sg->why_not = msg;
+        continue;
+      }
+      sg->body = std::move(body);
+    }
   }
 
   fs::path dir_;
   std::string file_;
   const ImportOptions& opts_;
   MappedFiles maps_;  // external-data files, mapped once each
+  std::map<std::string, int64_t> opsets_;  // the model's, which its subgraphs share
 };
 
 }  // namespace

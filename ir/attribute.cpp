@@ -11,7 +11,7 @@ const char* attr_kind_name(const AttrValue& v) {
 bool attr_equal(const AttrValue& a, const AttrValue& b) {
   if (a.index() != b.index()) return false;
   if (auto* t = std::get_if<Tensor>(&a)) return t->bytes_equal(std::get<Tensor>(b));
-  if (auto* g = std::get_if<OpaqueGraph>(&a)) return g->serialized == std::get<OpaqueGraph>(b).serialized;
+  if (auto* g = std::get_if<SubGraph>(&a)) return g->serialized == std::get<SubGraph>(b).serialized;
   if (auto* o = std::get_if<OpaqueAttr>(&a))
     return o->onnx_type == std::get<OpaqueAttr>(b).onnx_type && o->serialized == std::get<OpaqueAttr>(b).serialized;
   if (auto* ts = std::get_if<std::vector<Tensor>>(&a)) {
@@ -21,8 +21,8 @@ bool attr_equal(const AttrValue& a, const AttrValue& b) {
       if (!(*ts)[i].bytes_equal(us[i])) return false;
     return true;
   }
-  if (auto* gs = std::get_if<std::vector<OpaqueGraph>>(&a)) {
-    auto& hs = std::get<std::vector<OpaqueGraph>>(b);
+  if (auto* gs = std::get_if<std::vector<SubGraph>>(&a)) {
+    auto& hs = std::get<std::vector<SubGraph>>(b);
     if (gs->size() != hs.size()) return false;
     for (size_t i = 0; i < gs->size(); ++i)
       if ((*gs)[i].serialized != hs[i].serialized) return false;

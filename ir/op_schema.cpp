@@ -2,6 +2,7 @@
 
 #include "ir/error.h"
 #include "ir/ops/all_ops.h"
+#include "ir/subgraph.h"
 
 namespace fusec {
 
@@ -181,8 +182,8 @@ const OpRegistry& OpRegistry::global() {
 }
 
 void check_node_against_schema(const Node& node, const OpSchema& s) {
-  // Trailing left-out inputs do not count.
-  int n_in = static_cast<int>(node.inputs.size());
+  // Trailing left-out inputs do not count, nor the outer values a subgraph reads.
+  int n_in = static_cast<int>(declared_input_count(node));
   while (n_in > 0 && !node.inputs[n_in - 1]) --n_in;
   if (n_in < s.min_inputs || n_in > s.max_inputs)
     bad_input_at("expected " + std::to_string(s.min_inputs) +
@@ -207,10 +208,18 @@ void check_node_against_schema(const Node& node, const OpSchema& s) {
 }
 
 std::string unsupported_reason(const Graph& g, const Node& n) {
-  for (const auto& a : n.attrs)
-    if (a.attr.value.index() == static_cast<size_t>(AttrKind::Graph) ||
-        a.attr.value.index() == static_cast<size_t>(AttrKind::Graphs))
-      return "ops with subgraphs are not supported";
+  const bool control_flow = n.domain.empty() && (n.op_type == "If" || n.op_type == "Loop");
+  for (const auto& a : n.attrs) {
+    if (a.attr.value.index() == static_cast<size_t>(AttrKind::Graphs) ||
+        (!control_flow && a.attr.value.index() == static_cast<size_t>(AttrKind::Graph)))
+      return "ops with subgraphs other than If and Loop are not supported";
+    const auto* sg = std::get_if<SubGraph>(&a.attr.value);
+    if (!sg) continue;
+    if (!sg->body) return sg->why_not.empty() ? "its " + a.name + " was not imported" : sg->why_not;
+    for (const auto& inner : sg->body->nodes())
+      if (std::string why = unsupported_reason(*sg->body, *inner); !why.empty())
+        return "its " + a.name + " has node '" + inner->name + "' (op " + inner->op_type + "): " + why;
+  }
   const auto& reg = OpRegistry::global();
   int64_t opset = g.opset(n.domain);
   if (opset == 0) return "domain '" + n.domain + "' is not imported by the model";

@@ -19,6 +19,7 @@ struct Step {
   std::vector<int> out_slots;   // -1: left out
   std::vector<int> free_after;  // slots whose last reader is this step
   bool zero_outputs = true;     // the kernel may leave output elements unwritten (Writes::Some)
+  bool sets_outputs = false;    // the kernel makes its outputs itself (Writes::Itself)
 };
 
 class CpuExecutable : public Executable {
@@ -77,6 +78,7 @@ class CpuExecutable : public Executable {
   /// what it read last.
   void run_step(const Step& st, RunState& rs) {
     auto& slots = rs.slots;
+    if (st.sets_outputs) return run_self_sizing_step(st, rs);
     rs.in_ptrs.assign(st.in_slots.size(), nullptr);
     rs.in_types.assign(st.in_slots.size(), TypeInfo{});
     rs.in_type_ptrs.assign(st.in_slots.size(), nullptr);
@@ -121,6 +123,30 @@ class CpuExecutable : public Executable {
     }
   }
 
+  /// A kernel that makes its own outputs (If, Loop): no inference, no placement.
+  void run_self_sizing_step(const Step& st, RunState& rs) {
+    auto& slots = rs.slots;
+    rs.in_ptrs.assign(st.in_slots.size(), nullptr);
+    for (size_t i = 0; i < st.in_slots.size(); ++i)
+      if (st.in_slots[i] >= 0) rs.in_ptrs[i] = &slots[st.in_slots[i]];
+    std::vector<Tensor*> out_ptrs(st.out_slots.size(), nullptr);
+    for (size_t i = 0; i < st.out_slots.size(); ++i)
+      if (st.out_slots[i] >= 0) out_ptrs[i] = &(slots[st.out_slots[i]] = Tensor());
+    KernelContext kctx(*st.node, *st.schema, st.opset, rs.in_ptrs, out_ptrs);
+    (*st.kernel)(kctx);
+    for (size_t i = 0; i < out_ptrs.size(); ++i) {
+      if (!out_ptrs[i]) continue;
+      if (out_ptrs[i]->dtype() == DType::Undefined)
+        internal_error("the kernel left output " + std::to_string(i) + " unset" + st.node->ref());
+      rs.live += out_ptrs[i]->nbytes();
+    }
+    rs.peak = std::max(rs.peak, rs.live);
+    for (int s : st.free_after) {
+      if (!arena_[s].placed) rs.live -= std::min(rs.live, slots[s].nbytes());
+      slots[s] = Tensor();
+    }
+  }
+
   void build() {
     Graph& g = *graph_;
     g.topo_sort();
@@ -152,7 +178,9 @@ class CpuExecutable : public Executable {
       st.schema = OpRegistry::global().find(n.domain, n.op_type, st.opset);
       st.kernel = KernelRegistry::global().find(n.domain, n.op_type);
       if (!st.schema || !st.kernel) internal_error("compile: unsupported node slipped through" + n.ref());
-      st.zero_outputs = KernelRegistry::global().writes(n.domain, n.op_type) != Writes::Every;
+      const Writes writes = KernelRegistry::global().writes(n.domain, n.op_type);
+      st.zero_outputs = writes != Writes::Every;
+      st.sets_outputs = writes == Writes::Itself;
       for (Value* v : n.inputs) st.in_slots.push_back(v ? slot(v) : -1);
       for (Value* v : n.outputs) st.out_slots.push_back(v ? slot(v) : -1);
       grow();
@@ -175,13 +203,19 @@ class CpuExecutable : public Executable {
     for (auto& [s, t] : constants_) pinned[s] = true;
     for (int s = 0; s < slot_count_; ++s)
       if (last[s] >= 0 && !pinned[s]) steps_[last[s]].free_after.push_back(s);
+    // What a kernel makes itself lives outside the arena, whatever its inferred shape.
+    std::vector<bool> self_made(static_cast<size_t>(slot_count_), false);
+    for (const Step& st : steps_)
+      if (st.sets_outputs)
+        for (int s : st.out_slots)
+          if (s >= 0) self_made[s] = true;
 
     // Static plan: when every intermediate has a static shape, place them all in one arena.
     arena_.assign(static_cast<size_t>(slot_count_), ArenaSlot{});
     std::vector<BufferRequest> reqs;
     std::vector<int> req_slot;
     for (int s = 0; s < slot_count_; ++s) {
-      if (pinned[s] || first[s] < 0) continue;
+      if (pinned[s] || self_made[s] || first[s] < 0) continue;
       const Value* v = value_of[s];
       if (!v->type.shape || !is_static(*v->type.shape) || v->type.dtype == DType::Undefined) return;
       const int64_t bytes = checked_nbytes(static_dims(*v->type.shape), v->type.dtype);

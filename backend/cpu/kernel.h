@@ -47,7 +47,10 @@ using Kernel = std::function<void(KernelContext&)>;
 /// inputs and attributes, so the zeroing is skipped (a full extra write of each output: ~10% of
 /// BERT-base's run as given on two cores). tests/cpu/test_writes_every.cpp runs each such kernel
 /// on poisoned outputs and fails for one without a case there.
-enum class Writes { Some, Every };
+/// Writes::Itself: the kernel sets each output tensor it is given (ctx.output(i) = ...), whatever
+/// its shape; the executor neither infers nor allocates them first (If and Loop, whose bodies decide
+/// their outputs' shapes).
+enum class Writes { Some, Every, Itself };
 
 class KernelRegistry {
  public:

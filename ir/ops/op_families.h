@@ -29,6 +29,7 @@
   X(selection)               \
   X(detection)               \
   X(signal)                  \
+  X(control_flow)            \
   X(attention)               \
   X(fused)                   \
   X(fused_elementwise)
