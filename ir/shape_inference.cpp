@@ -6,6 +6,7 @@
 #include "ir/dim_values.h"
 #include "ir/error.h"
 #include "ir/op_schema.h"
+#include "ir/subgraph.h"
 
 namespace fusec {
 
@@ -184,7 +185,8 @@ void infer_node(Graph& g, Node& n, const NodeEvaluator& evaluate, const InferOpt
       small = false;
   }
   bool random = n.op_type.rfind("Random", 0) == 0 || n.op_type == "Bernoulli";
-  if (evaluate && all_known && small && !random && !n.outputs.empty()) {
+  // A body's work is not bounded by its outputs' size (a loop's trip count is data): never here.
+  if (evaluate && all_known && small && !random && !has_subgraph(n) && !n.outputs.empty()) {
     auto outs = evaluate(n, opset, values);
     for (size_t i = 0; i < n.outputs.size(); ++i)
       if (n.outputs[i]) known[n.outputs[i]] = std::move(outs[i]);

@@ -15,6 +15,7 @@
 
 #include "backend/cpu/kernel.h"
 #include "ir/error.h"
+#include "ir/subgraph.h"
 #include "passes/pattern.h"
 
 namespace fusec {
@@ -142,6 +143,8 @@ bool ConstantFoldingPass::run(Graph& g, PassContext& ctx) {
       changed = true;
       continue;
     }
+    // If and Loop stay: a body's work is not bounded by its outputs' size.
+    if (has_subgraph(*n)) continue;
     std::vector<const Tensor*> inputs;
     Tensor shape_only;
     bool foldable = true;

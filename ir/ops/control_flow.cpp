@@ -65,10 +65,14 @@ void infer_if(InferContext& c) {
   const std::vector<TypeInfo> caps = captured_types(c);
   const Graph& then_b = body_of(c, "then_branch");
   const Graph& else_b = body_of(c, "else_branch");
-  for (const Graph* b : {&then_b, &else_b})
+  for (const Graph* b : {&then_b, &else_b}) {
+    if (b->inputs.size() != caps.size())
+      c.fail("a branch declares " + std::to_string(b->inputs.size() - caps.size()) +
+             " inputs; If's branches take none");
     if (b->outputs.size() != c.num_outputs())
       c.fail("a branch has " + std::to_string(b->outputs.size()) + " outputs, the node " +
              std::to_string(c.num_outputs()));
+  }
   // A known condition (a constant, or any input at run time) picks one branch.
   if (const Tensor* cond = c.input_value(0); cond && cond->numel() == 1) {
     const auto t = body_output_types(c, cond->as_double(0) != 0 ? then_b : else_b, caps);
@@ -95,10 +99,11 @@ void infer_loop(InferContext& c) {
   const Graph& body = body_of(c, "body");
   const size_t declared = declared_input_count(c.node());
   const size_t carried = declared < 2 ? 0 : declared - 2;
-  if (body.inputs.size() < 2 + carried || body.outputs.size() < 1 + carried)
-    c.fail("its body takes " + std::to_string(body.inputs.size()) + " inputs and gives " +
-           std::to_string(body.outputs.size()) + " outputs, too few for " + std::to_string(carried) +
-           " loop-carried values");
+  const size_t captured = c.num_inputs() - declared;
+  if (body.inputs.size() != 2 + carried + captured || body.outputs.size() < 1 + carried)
+    c.fail("its body takes " + std::to_string(body.inputs.size() - captured) + " inputs and gives " +
+           std::to_string(body.outputs.size()) + " outputs, where " + std::to_string(carried) +
+           " loop-carried values need " + std::to_string(2 + carried) + " and at least " + std::to_string(1 + carried));
   const size_t scans = body.outputs.size() - 1 - carried;
   if (c.num_outputs() != carried + scans)
     c.fail("it has " + std::to_string(c.num_outputs()) + " outputs; its body makes " + std::to_string(carried) +

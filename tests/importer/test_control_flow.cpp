@@ -302,3 +302,37 @@ TEST(ControlFlow, BadConditionsAndBodiesAreOneClearError) {
         << e.what();
   }
 }
+
+TEST(ControlFlow, ALoopOfConstantsIsNotFoldedOrEvaluatedByInference) {
+  // Every input a constant: folding it would run the loop at optimize time (its trip count could be
+  // anything), so constant folding and shape-value propagation leave it to run time.
+  onnx::ModelProto m = loop_model(true);
+  auto* g = m.mutable_graph();
+  g->clear_input();
+  auto* c = g->add_initializer();
+  c->set_name("n");
+  c->set_data_type(kInt64);
+  c->add_int64_data(3);
+  for (const auto& [name, values] : {std::pair<std::string, std::vector<float>>{"v0", {1, 2}}, {"s", {0.5f, -1}}}) {
+    auto* t = g->add_initializer();
+    t->set_name(name);
+    t->set_data_type(kFloat);
+    t->add_dims(2);
+    for (float v : values) t->add_float_data(v);
+  }
+  // Read by other nodes (negated twice): folding leaves a node that writes a graph output alone.
+  for (int i = 0; i < 2; ++i) {
+    const std::string name = g->output(i).name();
+    node(g, "Neg", {name}, {name + "_neg"}, name + "_neg");
+    node(g, "Neg", {name + "_neg"}, {name + "_read"}, name + "_back");
+    g->mutable_output(i)->set_name(name + "_read");
+  }
+  auto graph = import(m);
+  infer_shapes(*graph);
+  PipelineOptions opts;
+  optimize_graph(*graph, opts);
+  int loops = 0;
+  for (const auto& p : graph->nodes()) loops += p->op_type == "Loop";
+  EXPECT_EQ(loops, 1);
+  expect_loop(run_cpu(*graph, {}), 3);
+}

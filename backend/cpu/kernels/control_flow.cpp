@@ -23,8 +23,8 @@ class BodyRunner {
 
   std::vector<Tensor> run(const std::vector<Tensor>& inputs) {
     if (inputs.size() != body_.inputs.size())
-      internal_error("a body with " + std::to_string(body_.inputs.size()) + " inputs was given " +
-                     std::to_string(inputs.size()) + ctx_.node().ref());
+      ctx_.fail("its body takes " + std::to_string(body_.inputs.size()) + " inputs; the op gives it " +
+                std::to_string(inputs.size()));
     std::vector<std::pair<DType, std::vector<int64_t>>> sig;
     for (const Tensor& t : inputs) sig.emplace_back(t.dtype(), t.dims());
     if (!exe_ || sig != sig_) {
@@ -118,7 +118,13 @@ void loop_kernel(KernelContext& ctx) {
   const Graph& body = body_of(ctx, "body");
   const size_t declared = declared_input_count(ctx.node());
   const size_t carried = declared < 2 ? 0 : declared - 2;
+  if (body.outputs.size() < 1 + carried)
+    ctx.fail("its body gives " + std::to_string(body.outputs.size()) + " outputs, too few for a condition and " +
+             std::to_string(carried) + " loop-carried values");
   const size_t scans = body.outputs.size() - 1 - carried;
+  if (ctx.num_outputs() != carried + scans)
+    ctx.fail("it has " + std::to_string(ctx.num_outputs()) + " outputs; its body makes " + std::to_string(carried) +
+             " loop-carried values and " + std::to_string(scans) + " scan outputs");
   std::optional<int64_t> trips;
   if (ctx.has_input(0)) trips = static_cast<int64_t>(scalar_of(ctx, ctx.input(0), "the trip count M"));
   bool go = !ctx.has_input(1) || scalar_of(ctx, ctx.input(1), "the condition") != 0;
