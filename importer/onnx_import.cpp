@@ -71,10 +71,9 @@ class Importer {
                          onnx_dtype_name(t.data_type()) + ", which fusec has no kernels for");
       const bool external = t.data_location() == onnx::TensorProto::EXTERNAL;
       Tensor data = tensor_from_proto(std::move(t), dir_, "initializer '" + name + "'", &maps_);
-      Graph* top = body ? nullptr : &g;
-      if (top) {
-        top->meta.external_data |= external;
-        if (external) top->meta.external_bytes += static_cast<int64_t>(data.nbytes());
+      if (!body) {  // what the model's file says (a body's tensors are written back with it, verbatim)
+        g.meta.external_data |= external;
+        if (external) g.meta.external_bytes += static_cast<int64_t>(data.nbytes());
       }
       Value* v = g.add_initializer(name, std::move(data));
       if (v->name != name) internal_error("initializer renamed");
