@@ -238,7 +238,7 @@ class Importer {
         out.value = tensor_from_proto(a.t(), dir_, "attribute '" + a.name() + "' of " + where, &maps_);
         break;
       case A::GRAPH:
-        out.value = SubGraph{a.g().SerializeAsString()};
+        out.value = SubGraph{a.g().SerializeAsString(), nullptr, {}, {}};
         break;
       case A::FLOATS:
         out.value = std::vector<float>(a.floats().begin(), a.floats().end());
@@ -258,7 +258,7 @@ class Importer {
       }
       case A::GRAPHS: {
         std::vector<SubGraph> gs;
-        for (const auto& g : a.graphs()) gs.push_back({g.SerializeAsString()});
+        for (const auto& g : a.graphs()) gs.push_back({g.SerializeAsString(), nullptr, {}, {}});
         out.value = std::move(gs);
         break;
       }

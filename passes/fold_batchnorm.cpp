@@ -214,6 +214,32 @@ std::optional<Addend2D> gemm_addend(const Value* y, const Tensor& c, std::string
   return a;
 }
 
+/// MatMul(x, W) [-> Add(b)] writing `y`, with W a constant matrix and b a constant: the product,
+/// its weight, the bias Add and its constant (or nulls), which input of the Add b is, and the
+/// product's value.
+struct Linear {
+  Node* mm;
+  const Tensor* w;
+  Node* add;
+  const Tensor* bias;
+  int bias_at;
+  Value* product;
+};
+
+std::optional<Linear> linear_before(Value* y) {
+  Linear l{nullptr, nullptr, nullptr, nullptr, -1, y};
+  if (Node* a = y->producer; is_op(a, "Add")) {
+    for (int i = 0; i < 2 && !l.bias; ++i)
+      if (const Tensor* b = constant_of(a->input(i)); b && a->input(1 - i) != a->input(i))
+        l.bias = b, l.bias_at = i, l.add = a, l.product = a->input(1 - i);
+    if (!l.add) return std::nullopt;
+  }
+  l.mm = l.product->producer;
+  l.w = l.mm && is_op(l.mm, "MatMul") ? constant_of(l.mm->input(1)) : nullptr;
+  if (!l.w || l.w->rank() != 2) return std::nullopt;
+  return l;
+}
+
 class Folder {
  public:
   explicit Folder(Rewriter& r) : r_(r), g_(r.graph()) {}
@@ -256,20 +282,12 @@ class Folder {
   bool matmul_batchnorm(Node* bn, Node* move) {
     Value* x = bn->input(0);
     Value* y = move->input(0);
-    Node* add = nullptr;
-    const Tensor* bias = nullptr;
-    int bias_at = -1;
-    Value* t = y;
-    if (Node* a = y->producer; is_op(a, "Add")) {
-      for (int i = 0; i < 2 && !bias; ++i)
-        if (const Tensor* b = constant_of(a->input(i)); b && a->input(1 - i) != a->input(i)) {
-          bias = b, bias_at = i, add = a, t = a->input(1 - i);
-        }
-      if (!add) return false;
-    }
-    Node* mm = t->producer;
-    const Tensor* w = mm && is_op(mm, "MatMul") ? constant_of(mm->input(1)) : nullptr;
-    if (!w || w->rank() != 2) return false;
+    const auto lin = linear_before(y);
+    if (!lin) return false;
+    Node *mm = lin->mm, *add = lin->add;
+    const Tensor *w = lin->w, *bias = lin->bias;
+    const int bias_at = lin->bias_at;
+    Value* t = lin->product;
     const int64_t n = w->dim(1);
     what_ = describe(mm) + " -> " + describe(move) + " -> " + describe(bn) + " not folded";
     for (const Value* v : {t, y, x})
@@ -431,20 +449,12 @@ class Folder {
       y = keep->input(0);
       perm = keep->attr_ints("perm");
     }
-    Node* add = nullptr;
-    const Tensor* bias = nullptr;
-    int bias_at = -1;
-    Value* t = y;
-    if (Node* a = y->producer; is_op(a, "Add")) {
-      for (int i = 0; i < 2 && !bias; ++i)
-        if (const Tensor* b = constant_of(a->input(i)); b && a->input(1 - i) != a->input(i)) {
-          bias = b, bias_at = i, add = a, t = a->input(1 - i);
-        }
-      if (!add) return false;
-    }
-    Node* mm = t->producer;
-    const Tensor* w = mm && is_op(mm, "MatMul") ? constant_of(mm->input(1)) : nullptr;
-    if (!w || w->rank() != 2) return false;
+    const auto lin = linear_before(y);
+    if (!lin) return false;
+    Node *mm = lin->mm, *add = lin->add;
+    const Tensor *w = lin->w, *bias = lin->bias;
+    const int bias_at = lin->bias_at;
+    Value* t = lin->product;
     what_ = describe(mm) + " -> " + describe(mul) + " not folded";
     for (const Value* v : {t, y, x})  // the same value up to three times: checked once each is enough
       if (std::string why = single_use_problem(v, v->producer->op_type); !why.empty()) return miss(why);
