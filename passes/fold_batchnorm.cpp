@@ -286,14 +286,10 @@ class Folder {
     if (!lin) return false;
     Node *mm = lin->mm, *add = lin->add;
     const Tensor *w = lin->w, *bias = lin->bias;
-    const int bias_at = lin->bias_at;
     Value* t = lin->product;
     const int64_t n = w->dim(1);
-    what_ = describe(mm) + " -> " + describe(move) + " -> " + describe(bn) + " not folded";
-    for (const Value* v : {t, y, x})
-      if (std::string why = single_use_problem(v, v->producer->op_type); !why.empty()) return miss(why);
-    if (!is_float(x->type.dtype))
-      return miss(std::string("its type is ") + dtype_name(x->type.dtype) + ", not a floating-point type");
+    if (!chain_guards(describe(mm) + " -> " + describe(move) + " -> " + describe(bn) + " not folded", {t, y, x}))
+      return false;
     const size_t rank = t->type.shape ? t->type.shape->size() : 0;
     if (rank < 2 || !x->type.shape || x->type.shape->size() < 2)
       return miss("the product's or the BatchNormalization input's rank is unknown");
@@ -323,7 +319,7 @@ class Folder {
     const DType dt = bias ? bias->dtype() : x->type.dtype;
     Value* nbv = g_.add_initializer(stem_of(add ? add : mm) + ".B_folded", tensor_from(dt, {n}, nb));
     if (add) {
-      g_.set_input(add, bias_at, nbv);
+      g_.set_input(add, lin->bias_at, nbv);
     } else {
       Value* biased = g_.add_value(stem_of(mm) + ".biased");
       biased->type = t->type;
@@ -360,6 +356,17 @@ class Folder {
   void absorb(Node* keep, Node* gone) {
     r_.absorb(keep, {gone});
     g_.remove_unused_values();
+  }
+
+  /// A product's chain to the op folded into it: each value read only by the next op (the same
+  /// value may come up to three times: once each is enough), and the last a float type.
+  bool chain_guards(std::string what, std::initializer_list<const Value*> chain) {
+    what_ = std::move(what);
+    for (const Value* v : chain)
+      if (std::string why = single_use_problem(v, v->producer->op_type); !why.empty()) return miss(why);
+    const DType dt = (*(chain.end() - 1))->type.dtype;
+    if (!is_float(dt)) return miss(std::string("its type is ") + dtype_name(dt) + ", not a floating-point type");
+    return true;
   }
 
   bool common_guards(const Node* p, const Value* x) {
@@ -453,13 +460,8 @@ class Folder {
     if (!lin) return false;
     Node *mm = lin->mm, *add = lin->add;
     const Tensor *w = lin->w, *bias = lin->bias;
-    const int bias_at = lin->bias_at;
     Value* t = lin->product;
-    what_ = describe(mm) + " -> " + describe(mul) + " not folded";
-    for (const Value* v : {t, y, x})  // the same value up to three times: checked once each is enough
-      if (std::string why = single_use_problem(v, v->producer->op_type); !why.empty()) return miss(why);
-    if (!is_float(x->type.dtype))
-      return miss(std::string("its type is ") + dtype_name(x->type.dtype) + ", not a floating-point type");
+    if (!chain_guards(describe(mm) + " -> " + describe(mul) + " not folded", {t, y, x})) return false;
     const size_t rank = t->type.shape ? t->type.shape->size() : 0;
     if (rank < 1 || (!perm.empty() && perm.size() != rank))
       return miss("the product's rank is unknown, or the Transpose's perm does not match it");
@@ -485,7 +487,8 @@ class Folder {
     if (add) {
       std::vector<double> nb(static_cast<size_t>(n));
       for (int64_t j = 0; j < n; ++j) nb[j] = (*b)[j] * (*scale)[j];
-      g_.set_input(add, bias_at, g_.add_initializer(stem_of(add) + ".B_folded", tensor_from(bias->dtype(), {n}, nb)));
+      g_.set_input(add, lin->bias_at,
+                   g_.add_initializer(stem_of(add) + ".B_folded", tensor_from(bias->dtype(), {n}, nb)));
     }
     absorb(keep, mul);
     return true;
