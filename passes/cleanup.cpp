@@ -4,8 +4,7 @@
 //   x -> Identity -> y  -> x            Dropout (inference, mask unused) -> x
 //   Cast(to = x.dtype)  -> x            Reshape/Flatten/Expand/Pad/Slice to x's own shape -> x
 //   Transpose(perm = 0,1,..,n-1) -> x
-//   Reshape(view(x), to) -> Reshape(x, to)   view: Reshape/Flatten/Squeeze/Unsqueeze; `to` constant,
-//                                            with no 0 that would copy a dim from the input
+//   Reshape(view(x)) to x's own shape -> x  view: Reshape/Flatten/Squeeze/Unsqueeze
 //   nodes whose outputs nobody reads, initializers nobody reads          -> gone
 //   two equal constants, two identical nodes on the same inputs           -> one of each (CSE)
 #include "passes/cleanup.h"
@@ -137,11 +136,12 @@ bool remove_noops(Graph& g, PassContext& ctx) {
   return changed;
 }
 
-/// A Reshape to a fixed target after another view reads the first view's input: both regroup the
-/// same elements in the same order, so the inner one adds nothing (LeViT's flatten(0, 1) before a
-/// BatchNorm1d folded away, then reshape_as). A Reshape back to the first input's shape is then a
-/// no-op, and an inner view nobody else reads is dead.
-bool skip_inner_views(Graph& g, PassContext& ctx) {
+/// A view and the Reshape that undoes it (LeViT's flatten(0, 1) around a BatchNorm1d folded away,
+/// then reshape_as): the Reshape reads the first view's input, which it equals, so it is then a
+/// no-op, and an inner view nobody else reads is dead. Only a pair that gives back the first
+/// input's shape: a chain that regroups further (a head merge, then a flatten) is left for the
+/// patterns that read it.
+bool skip_undone_views(Graph& g, PassContext& ctx) {
   bool changed = false;
   for (Node* n : g.node_list()) {
     if (!is_op(n, "Reshape") || !n->domain.empty() || !n->input(0) || !n->outputs[0]) continue;
@@ -149,15 +149,10 @@ bool skip_inner_views(Graph& g, PassContext& ctx) {
     if (!inner || !inner->domain.empty() || !inner->input(0) ||
         !(is_op(inner, "Reshape") || is_op(inner, "Flatten") || is_op(inner, "Squeeze") || is_op(inner, "Unsqueeze")))
       continue;
-    const Tensor* to = constant_of(n->input(1));
-    if (!to) continue;
-    bool copies_a_dim = false;
-    if (n->attr_int("allowzero", 0) == 0)
-      for (int64_t i = 0; i < to->numel(); ++i) copies_a_dim |= to->as_int64(i) == 0;
-    if (copies_a_dim) continue;
+    if (!same_shape_and_type(inner->input(0), n->outputs[0])) continue;
     ctx.rewrite(kPass,
                 describe(n) + " reads '" + inner->input(0)->name + "' instead of " + describe(inner) +
-                    "'s output (a view of the same elements)",
+                    "'s output (it undoes that view)",
                 {}, n->name);
     g.set_input(n, 0, inner->input(0));
     changed = true;
@@ -261,7 +256,7 @@ bool deduplicate(Graph& g, PassContext& ctx) {
 bool CleanupPass::run(Graph& g, PassContext& ctx) {
   bool changed = constants_to_initializers(g, ctx);
   changed |= drop_empty_concat_inputs(g, ctx);
-  changed |= skip_inner_views(g, ctx);
+  changed |= skip_undone_views(g, ctx);
   changed |= remove_noops(g, ctx);
   changed |= deduplicate(g, ctx);
   changed |= remove_dead_nodes(g, ctx);
