@@ -1,5 +1,6 @@
 """A/B of what two fusec binaries' `optimize` writes: per export, the node count and every op type
-whose count differs. The new binary's run also verifies (`--check 1`), so a rewrite that changes
+whose count differs, counted per number of inputs ("Attention/1" is a packed-QKV attention,
+"Attention/4" one with Q, K, V and a mask), so a fusion that changes form shows too. The new binary's run also verifies (`--check 1`), so a rewrite that changes
 the numbers fails there. Exit status 0; the last line counts the exports that differ.
 
     python3 scripts/lab/optimize_ab.py BASE_FUSEC NEW_FUSEC OUT_DIR EXPORT_DIR [EXPORT_DIR ...]
@@ -17,7 +18,7 @@ def opt(binary, f, tag):
     if r.returncode:
         return None, r.stderr.strip().splitlines()[-1][:200] if r.stderr.strip() else "rc %d" % r.returncode
     m = onnx.load(o, load_external_data=False)
-    return collections.Counter(n.op_type for n in m.graph.node), ""
+    return collections.Counter(f"{n.op_type}/{sum(1 for i in n.input if i)}" for n in m.graph.node), ""
 diff = 0
 for d in dirs:
     for f in sorted(glob.glob(d + "/*.onnx")):
