@@ -336,3 +336,22 @@ TEST(ControlFlow, ALoopOfConstantsIsNotFoldedOrEvaluatedByInference) {
   EXPECT_EQ(loops, 1);
   expect_loop(run_cpu(*graph, {}), 3);
 }
+
+TEST(ControlFlow, ABranchThatHandsBackACapturedValueOwnsItsOutput) {
+  // then: y = a itself. a's memory is free once the If has run, and the ops after it (in the
+  // outer plan's arena) may take it: y must not share it.
+  onnx::ModelProto m = if_model();
+  auto* g = m.mutable_graph();
+  auto* t = g->mutable_node(2)->mutable_attribute(0)->mutable_g();
+  t->clear_node();
+  t->mutable_output(0)->set_name("a");
+  // After the If: b = Neg(x), c = b * b, d = c + b, all [2,3], written while y is still live.
+  node(g, "Neg", {"x"}, {"b"}, "neg");
+  node(g, "Mul", {"b", "b"}, {"c"}, "square");
+  node(g, "Add", {"c", "b"}, {"d"}, "sum");
+  typed(g->add_output(), "d", kFloat, {2, 3});
+  auto graph = import(m);
+  infer_shapes(*graph);
+  auto out = run_cpu(*graph, {kX, flag(true)});
+  for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(out[0].data<float>()[i], std::max(kX.data<float>()[i], 0.f));
+}

@@ -37,7 +37,12 @@ class BodyRunner {
       exe_ = CpuBackend().compile(*g);
       sig_ = std::move(sig);
     }
-    return exe_->run(inputs);
+    std::vector<Tensor> outs = exe_->run(inputs);
+    // A body output that is one of its inputs (a branch handing back a captured value) shares that
+    // input's storage, which the outer plan may reuse once the node has run: a copy.
+    for (size_t i = 0; i < outs.size(); ++i)
+      if (body_.outputs[i]->is_graph_input) outs[i] = outs[i].clone();
+    return outs;
   }
 
  private:
