@@ -355,3 +355,24 @@ TEST(ControlFlow, ABranchThatHandsBackACapturedValueOwnsItsOutput) {
   auto out = run_cpu(*graph, {kX, flag(true)});
   for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(out[0].data<float>()[i], std::max(kX.data<float>()[i], 0.f));
 }
+
+TEST(ControlFlow, ALoopThatRunsNoIterationOwnsItsOutput) {
+  // v0 computed in the graph (so it may live in the arena), the loop run 0 times, then more ops:
+  // the loop's output must not share v0's storage.
+  onnx::ModelProto m = loop_model(true);
+  auto* g = m.mutable_graph();
+  g->mutable_input(1)->set_name("v0_raw");
+  onnx::NodeProto relu;
+  relu.set_op_type("Relu");
+  relu.set_name("relu");
+  relu.add_input("v0_raw");
+  relu.add_output("v0");
+  *g->add_node() = relu;
+  node(g, "Neg", {"s"}, {"e"}, "neg");
+  node(g, "Mul", {"e", "e"}, {"f"}, "square");
+  node(g, "Add", {"f", "e"}, {"h"}, "sum");
+  typed(g->add_output(), "h", kFloat, {2});
+  auto graph = import(m);
+  infer_shapes(*graph);
+  expect_loop(run_cpu(*graph, {scalar_i64(0), kV0, kS}), 0);
+}

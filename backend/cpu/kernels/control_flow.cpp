@@ -141,7 +141,8 @@ void loop_kernel(KernelContext& ctx) {
   const std::vector<Tensor> captured = captured_inputs(ctx);
   std::vector<std::vector<Tensor>> slices(scans);
   BodyRunner runner(body, ctx);
-  for (int64_t i = 0; go && (!trips || i < *trips); ++i) {
+  bool iterated = false;
+  for (int64_t i = 0; go && (!trips || i < *trips); ++i, iterated = true) {
     if (i >= kMaxIterations)
       ctx.fail("ran " + std::to_string(i) + " iterations, the most fusec runs (" +
                (trips ? "its trip count M is " + std::to_string(*trips)
@@ -155,8 +156,10 @@ void loop_kernel(KernelContext& ctx) {
     for (size_t j = 0; j < carried; ++j) v[j] = std::move(outs[1 + j]);
     for (size_t k = 0; k < scans; ++k) slices[k].push_back(std::move(outs[1 + carried + k]));
   }
+  // After no iteration a loop-carried value is still the node's input, whose storage the outer plan
+  // may reuse: a copy.
   for (size_t j = 0; j < carried; ++j)
-    if (ctx.has_output(j)) ctx.output(j) = std::move(v[j]);
+    if (ctx.has_output(j)) ctx.output(j) = iterated ? std::move(v[j]) : v[j].clone();
   for (size_t k = 0; k < scans; ++k)
     if (ctx.has_output(carried + k)) ctx.output(carried + k) = stack(ctx, slices[k], *body.outputs[1 + carried + k], k);
 }
