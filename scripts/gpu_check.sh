@@ -16,7 +16,7 @@
 #   asan        the GPU suite built with AddressSanitizer (scripts/gpu_asan_bundle.sh), cold and warm tuning cache
 #   buildtrace  FUSEC_BUILD_TRACE=1 engine builds (cold, then warm) of TRACE_RUNS ("resnet50:fp16 bert:fp32")
 #   video       the rank-5 channels-last path: its GPU tests and memcheck over them, then bench_zoo of
-#               the video families (VIDEO_MODELS) without and with FUSEC_CHANNELS_LAST_3D=1 (zoo.md
+#               the video families (VIDEO_MODELS) with FUSEC_CHANNELS_LAST_3D=0 and by default (zoo.md
 #               under $OUT/video_nchw and $OUT/video_nhwc)
 #   micro       single-kernel timings at BERT-base's shapes (scripts/make_microbench_models.py), fp32,
 #               once per environment setting in MICRO_VARIANTS (e.g. "FUSEC_CUDNN_SDPA=0 X=1")
@@ -115,8 +115,7 @@ for s in "${@:-tests}"; do
         done
       done ;;
     video)
-      # Rank-5 channels-last regions are opt-in until this step has passed on a GPU
-      # (docs/cuda_backend.md, "Rank 5").
+      # Rank-5 channels-last regions (docs/cuda_backend.md, "Rank 5"), turned off and by default.
       step "video"
       fusec_gpu_tests --gtest_brief=1 --gtest_filter='GpuLayout3d.*:GpuLayout.*:GpuPool*:CudaLayoutRule.*' \
         > "$out/video_tests.log" 2>&1 || status=1
@@ -125,7 +124,7 @@ for s in "${@:-tests}"; do
         --gtest_filter='GpuLayout3d.*' > "$out/video_sanitizer.log" 2>&1 || status=1
       grep -E "ERROR SUMMARY|tests ran|FAILED" "$out/video_sanitizer.log" | head -5
       for form in nchw nhwc; do
-        sw=0; [ $form = nhwc ] && sw=1
+        sw=0; [ $form = nhwc ] && sw=default
         FUSEC_CHANNELS_LAST_3D=$sw python3 scripts/bench_zoo.py --models "${VIDEO_MODELS:-r3d_18,r2plus1d_18,mc3_18,s3d}" \
           --exports dynamo --skip-compile --fusec $root/bin/fusec --out "$out/video_$form" --work /tmp/zw-video \
           --zoo /tmp/fusec-zoo --time-budget "${VIDEO_BUDGET:-200}" --fusec-duration 1 > "$out/video_$form.log" 2>&1 || status=1

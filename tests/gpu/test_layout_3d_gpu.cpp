@@ -2,9 +2,8 @@
 // N,D,H,W,C on cuDNN with their epilogues, and what follows them there (the residual Add, an
 // unfused BatchNormalization, a Concat, permutes to and from N,D,H,W,C, the pooling head) stays
 // there: the only layout changes are the graph's input and a 5-D output. Every result equals the
-// CPU reference, at odd sizes, at every precision; strict fp32 stays NCDHW. Rank-5 regions are
-// opt-in (FUSEC_CHANNELS_LAST_3D=1) until these tests have passed on a GPU; without the switch a
-// video model plans NCDHW, as before.
+// CPU reference, at odd sizes, at every precision; strict fp32 stays NCDHW. FUSEC_CHANNELS_LAST_3D=0
+// turns rank-5 regions off (an A/B): a video model then plans NCDHW.
 #include <string>
 #include <utility>
 #include <vector>
@@ -83,7 +82,6 @@ std::unique_ptr<Graph> video_block(DType t) {
 
 TEST(GpuLayout3d, VideoBlocksRunChannelsLastBetweenTheirInputAndOutput) {
   FUSEC_REQUIRE_GPU();
-  ScopedEnv rank5("FUSEC_CHANNELS_LAST_3D", "1");
   const Tensor x = random_tensor(DType::Float32, {2, 8, 5, 9, 7}, 30);
   for (Precision p : {Precision::FP32, Precision::TF32, Precision::FP16, Precision::BF16}) {
     SCOPED_TRACE(precision_name(p));
@@ -111,7 +109,6 @@ TEST(GpuLayout3d, VideoBlocksRunChannelsLastBetweenTheirInputAndOutput) {
 TEST(GpuLayout3d, AVideoModelStoredInHalfPrecisionMatchesTheReference) {
   FUSEC_REQUIRE_GPU();
   // Float16 weights are permuted to K,T,R,S,C on the host (ConstantUploader's non-float32 path).
-  ScopedEnv rank5("FUSEC_CHANNELS_LAST_3D", "1");
   const Tensor x = random_tensor(DType::Float16, {2, 8, 5, 9, 7}, 31);
   auto g = video_block(DType::Float16);
   expect_graph_gpu_matches_cpu(*g, {x}, Precision::FP16);
@@ -132,7 +129,6 @@ TEST(GpuLayout3d, WindowPoolsOverFramesPoolChannelsLast) {
   const Case cases[] = {{{3, 3, 3}, {2, 2, 2}, {1, 1, 1, 1, 1, 1}, {1, 1, 1}, 0, 0},
                         {{2, 3, 3}, {1, 2, 2}, {0, 1, 1, 1, 1, 0}, {1, 1, 1}, 1, 1},
                         {{3, 2, 2}, {1, 1, 1}, {1, 0, 0, 1, 0, 0}, {1, 2, 1}, 0, 1}};
-  ScopedEnv rank5("FUSEC_CHANNELS_LAST_3D", "1");
   const Tensor x = random_tensor(DType::Float32, {2, 8, 7, 11, 9}, 32);
   for (const Case& k : cases)
     for (Precision p : {Precision::FP32, Precision::FP16, Precision::BF16}) {
@@ -162,8 +158,9 @@ TEST(GpuLayout3d, WindowPoolsOverFramesPoolChannelsLast) {
     }
 }
 
-TEST(GpuLayout3d, WithoutTheSwitchVideoModelsStayNcdhw) {
+TEST(GpuLayout3d, TurnedOffVideoModelsStayNcdhw) {
   FUSEC_REQUIRE_GPU();
+  ScopedEnv off("FUSEC_CHANNELS_LAST_3D", "0");
   const Tensor x = random_tensor(DType::Float32, {2, 8, 5, 9, 7}, 33);
   auto g = video_block(DType::Float32);
   expect_graph_gpu_matches_cpu(*g, {x}, Precision::FP16);

@@ -133,7 +133,7 @@ class Impl : public CudaExecutable {
   std::map<std::pair<const Value*, bool>, int> relayouts_;  // (value, nhwc) -> slot
   std::map<std::pair<int, DType>, int> retyped_;            // (slot, storage type) -> slot
   bool channels_last_ = true;
-  bool channels_last_3d_ = false;  // rank-5 regions too (FUSEC_CHANNELS_LAST_3D=1)
+  bool channels_last_3d_ = false;  // rank-5 regions too (unless FUSEC_CHANNELS_LAST_3D=0)
   /// Whether this plan stores activations of `rank` channels-last: 4, and 5 with the switch.
   bool channels_last_at(size_t rank) const { return rank == 4 || (rank == 5 && channels_last_3d_); }
   std::vector<NodePlacement> placement_;

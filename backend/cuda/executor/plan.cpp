@@ -100,10 +100,9 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
   reset_plan();
   channels_last_ = opts_.channels_last;
   if (const char* env = env_switch("FUSEC_CHANNELS_LAST"); env && std::string(env) == "0") channels_last_ = false;
-  // Rank-5 regions (video models' 3-D convs) stay opt-in until their GPU tests (GpuLayout3d.*)
-  // have passed on a device: they were built in a session that was lent none.
-  if (const char* env = env_switch("FUSEC_CHANNELS_LAST_3D"); env && std::string(env) == "1")
-    channels_last_3d_ = channels_last_;
+  // Rank-5 regions (video models' 3-D convs) too, unless turned off for an A/B.
+  channels_last_3d_ = channels_last_;
+  if (const char* env = env_switch("FUSEC_CHANNELS_LAST_3D"); env && std::string(env) == "0") channels_last_3d_ = false;
   by_value_ = by_value;
   plan_ = graph_->clone();
   Graph& g = *plan_;

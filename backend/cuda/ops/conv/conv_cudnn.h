@@ -87,8 +87,8 @@ class CudnnConv {
   /// Drops the zero bias unless cuDNN's fused call runs without the node's bias.
   void keep_zero_bias_if_fused();
   /// Whether cudnnConvolutionBiasActivationForward may be tried at this rank: 4-D tensors (1-D and
-  /// 2-D convs), and 5-D ones channels-last (FUSEC_CHANNELS_LAST_3D); an NCDHW 3-D conv keeps the
-  /// conv + epilogue pass.
+  /// 2-D convs), and 5-D ones channels-last (the default; FUSEC_CHANNELS_LAST_3D=0 turns it off); an NCDHW 3-D conv
+  /// keeps the conv + epilogue pass.
   bool fusable_rank() const { return rank_ == 4 || nhwc_; }
 
   /// The convolution as it launches: the fused call, or the conv (forward, or backward data for
