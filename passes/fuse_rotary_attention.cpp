@@ -17,7 +17,8 @@
 // rotary kernel followed by cuDNN's SDPA, which has won at every shape measured so far
 // (docs/benchmarks.md). The tables must be the same for every head (broadcasting to [B, S, 1, D],
 // as transformers' [1, S, 1, D] and [B, S, 1, D] do) and the rotation must cover exactly Q's and K's
-// heads, each of the attention's head size; the Rotary's output must have no other reader.
+// heads, each of the attention's head size, whole heads in the half-split form (a partial or
+// interleaved rotation stays a Rotary of its own); the Rotary's output must have no other reader.
 #include "passes/fuse_rotary_attention.h"
 
 #include "ir/ops/attention.h"
@@ -56,6 +57,10 @@ std::string problem(const Node* rot, const Node* attn) {
   const int64_t d = (*qkv)[2].value / (hq + 2 * hkv);
   if (rot->attr_int("head_size", 0) != d) return "the rotation's head size is not the attention's " + std::to_string(d);
   if (rot->attr_int("rotated", 0) != (hq + hkv) * d) return "the rotation does not cover exactly Q's and K's heads";
+  // The attention kernels rotate whole heads in the half-split form.
+  if (const int64_t rd = rot->attr_int("rotary_dim", 0); rd != 0 && rd != d)
+    return "the rotation covers " + std::to_string(rd) + " of each head's " + std::to_string(d) + " values";
+  if (rot->attr_int("interleaved", 0) != 0) return "the rotation pairs interleaved values";
   if (rot->input(0)->type.dtype != rot->input(1)->type.dtype || rot->input(0)->type.dtype != rot->input(2)->type.dtype)
     return "the rotary tables are not of QKV's type";
   for (size_t i : {size_t(1), size_t(2)})

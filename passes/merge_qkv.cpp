@@ -263,6 +263,9 @@ std::string rotary_problem(const Source& src, int64_t d) {
     if (r->attr_int("head_size", 0) != d || r->attr_int("rotated", 0) != 0)
       return describe(r) + " does not rotate each head of " + std::to_string(d) + " values";
   }
+  if (rq->attr_int("rotary_dim", 0) != rk->attr_int("rotary_dim", 0) ||
+      rq->attr_int("interleaved", 0) != rk->attr_int("interleaved", 0))
+    return describe(rq) + " and " + describe(rk) + " rotate in different forms";
   // The same tables: one value, or equal constants (cleanup shares equal constants only up to 1 MiB).
   auto same = [](const Value* a, const Value* b) {
     if (a == b) return true;
@@ -436,12 +439,15 @@ Value* rotate_packed(Rewriter& r, const Source& src, Value* packed, int64_t rota
   if (!rq) return packed;
   Value *cos = rq->input(1), *sin = rq->input(2);
   const int64_t head = rq->attr_int("head_size", 0);
+  const int64_t rotary_dim = rq->attr_int("rotary_dim", 0), interleaved = rq->attr_int("interleaved", 0);
   const std::string name = rq->name;
   Replaced gone = r.remove({src.rotary[0], src.rotary[1]});
   Value* out = r.graph().add_value(stem + ".qkv_rotated");
   Node* rot = r.add("Rotary", {packed, cos, sin}, {out}, name, "ai.fusec", gone.origins);
   rot->set_attr("head_size", head);
   rot->set_attr("rotated", rotated);
+  if (rotary_dim) rot->set_attr("rotary_dim", rotary_dim);
+  if (interleaved) rot->set_attr("interleaved", interleaved);
   *summary += " + " + gone.listed + " -> " + describe(rot) + " (Q's and K's heads of the packed rows)";
   return out;
 }

@@ -96,6 +96,12 @@ Value* typed_value(Graph& g, const std::string& stem, DType dtype, const std::ve
 }
 
 std::optional<AxisSlice> axis_slice(const Node* n) {
+  std::optional<AxisSlice> s = strided_axis_slice(n);
+  if (s && s->step != 1) return std::nullopt;
+  return s;
+}
+
+std::optional<AxisSlice> strided_axis_slice(const Node* n) {
   if (!is_op(n, "Slice") || n->inputs.size() < 3 || !n->input(0)) return std::nullopt;
   const Shape* xd = known_rank(n->input(0));
   if (!xd || xd->empty()) return std::nullopt;
@@ -104,7 +110,8 @@ std::optional<AxisSlice> axis_slice(const Node* n) {
   const Tensor* sp = n->input(4) ? constant_of(n->input(4)) : nullptr;
   if (!st || !en || st->numel() != 1 || en->numel() != 1) return std::nullopt;
   if (n->input(3) && (!ax || ax->numel() != 1)) return std::nullopt;
-  if (n->input(4) && (!sp || sp->numel() != 1 || sp->as_int64(0) != 1)) return std::nullopt;
+  if (n->input(4) && (!sp || sp->numel() != 1 || sp->as_int64(0) < 1)) return std::nullopt;
+  const int64_t step = sp ? sp->as_int64(0) : 1;
   const int64_t rank = static_cast<int64_t>(xd->size());
   int64_t axis = ax ? ax->as_int64(0) : 0;
   if (axis < 0) axis += rank;
@@ -112,7 +119,7 @@ std::optional<AxisSlice> axis_slice(const Node* n) {
   if (!(*xd)[static_cast<size_t>(axis)].is_static()) return std::nullopt;
   const int64_t d = (*xd)[static_cast<size_t>(axis)].value;
   auto clamp = [d](int64_t v) { return v < 0 ? std::max<int64_t>(v + d, 0) : std::min(v, d); };
-  return AxisSlice{axis, clamp(st->as_int64(0)), clamp(en->as_int64(0))};
+  return AxisSlice{axis, clamp(st->as_int64(0)), clamp(en->as_int64(0)), step};
 }
 
 size_t use_count(const Value* v) { return v->consumers.size() + (v->is_graph_output ? 1 : 0); }

@@ -65,12 +65,14 @@ Value* typed_value(Graph& g, const std::string& stem, DType dtype, const std::ve
 /// A Slice along one axis with step 1: the axis (normalized) and [begin, end) clamped to its
 /// extent as ONNX clamps them.
 struct AxisSlice {
-  int64_t axis = 0, begin = 0, end = 0;
+  int64_t axis = 0, begin = 0, end = 0, step = 1;
 };
 /// `n` as an AxisSlice when it is a Slice whose starts, ends, axes and steps are one-element
 /// constants (steps 1), its data's rank is known and the sliced axis is static (other dims may be
 /// symbolic); else nullopt.
 std::optional<AxisSlice> axis_slice(const Node* n);
+/// The same for any positive step (begin and end clamped to the axis).
+std::optional<AxisSlice> strided_axis_slice(const Node* n);
 
 }  // namespace fusec
 

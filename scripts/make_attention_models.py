@@ -34,6 +34,10 @@ output is what the tests expect. Per family two forms:
              Cast, MatMul; present key/value are graph outputs (use_cache). dynamo: SDPA is_causal.
   qwen3_*, phi3_*  llama_* with Qwen3's per-head RMSNorm of Q and K before their transposes, and
              with Phi-3's one qkv_proj sliced into Q, K and V.
+  gptj_*, phi_*  llama_* rotating only each head's first half (partial rotary, the rest
+             concatenated after it): GPT-J's rotate_every_two (pairs (2i, 2i + 1): strided Slices,
+             Unsqueeze, Concat, Reshape; tables repeat each frequency in place), and Phi's and
+             StableLM's rotate_half.
   llama_*    transformers' LlamaAttention: RMSNorm, bias-free projections, 4 query / 2 kv heads,
              RoPE (rotate_half via Slice/Neg/Concat; cos/sin from position ids), repeat_kv as
              Unsqueeze(2) -> Expand -> Reshape. legacy (eager): MatMul(q, kᵀ)·scaling + a constant
@@ -435,14 +439,38 @@ def llama(form: str, variant: str = "llama") -> onnx.ModelProto:
             return (m.transpose(q, [0, 2, 1, 3], f"{p}.q.transpose"), m.transpose(k, [0, 2, 1, 3], f"{p}.k.transpose"), v)
         return m.split_heads(qp, h, HEADS, SEQ, f"{p}.q"), m.split_heads(kp, h, KV_HEADS, SEQ, f"{p}.k"), v
 
+    # GPT-J and Phi rotate only each head's first half (rotary_dim); GPT-J pairs (2i, 2i + 1).
+    rot_dim = HEAD_DIM // 2 if variant in ("gptj", "phi") else HEAD_DIM
+    interleaved = variant == "gptj"
+
     def rotate_half(x: str, name: str) -> str:
-        x1 = m.node("Slice", [x, m.i64("zero1", [0]), m.i64("half", [half]), m.i64("axis3", [3])], f"{name}.x1")
-        x2 = m.node("Slice", [x, m.i64("half", [half]), m.i64("full", [HEAD_DIM]), m.i64("axis3", [3])], f"{name}.x2")
+        r = rot_dim // 2
+        x1 = m.node("Slice", [x, m.i64("zero1", [0]), m.i64("rot_half", [r]), m.i64("axis3", [3])], f"{name}.x1")
+        x2 = m.node("Slice", [x, m.i64("rot_half", [r]), m.i64("rot_full", [rot_dim]), m.i64("axis3", [3])], f"{name}.x2")
         return m.node("Concat", [m.node("Neg", [x2], f"{name}.neg"), x1], f"{name}.concat", axis=-1)
 
+    def rotate_every_two(x: str, name: str) -> str:
+        """stack((-x[..., 1::2], x[..., ::2]), -1).flatten(-2), as GPT-J writes it."""
+        big, two, last = m.i64("big", [2**63 - 1]), m.i64("step2", [2]), m.i64("axes_last", [-1])
+        x1 = m.node("Slice", [x, m.i64("zero1", [0]), big, m.i64("axis3", [3]), two], f"{name}.x1")
+        x2 = m.node("Slice", [x, m.i64("one1", [1]), big, m.i64("axis3", [3]), two], f"{name}.x2")
+        odd = m.node("Unsqueeze", [m.node("Neg", [x2], f"{name}.neg"), last], f"{name}.odd")
+        even = m.node("Unsqueeze", [x1, last], f"{name}.even")
+        stacked = m.node("Concat", [odd, even], f"{name}.stack", axis=-1)
+        return m.node("Reshape", [stacked, m.i64("flatten_pairs", [0, 0, 0, -1])], f"{name}.flatten")
+
     def rope(x: str, cos: str, sin: str, name: str) -> str:
-        return m.node("Add", [m.node("Mul", [x, cos], f"{name}.mul_cos"),
-                              m.node("Mul", [rotate_half(x, f"{name}.rotate_half"), sin], f"{name}.mul_sin")], f"{name}.add")
+        xr = x
+        if rot_dim < HEAD_DIM:
+            xr = m.node("Slice", [x, m.i64("zero1", [0]), m.i64("rot_full", [rot_dim]), m.i64("axis3", [3])], f"{name}.rot")
+        rotate = rotate_every_two if interleaved else rotate_half
+        y = m.node("Add", [m.node("Mul", [xr, cos], f"{name}.mul_cos"),
+                           m.node("Mul", [rotate(xr, f"{name}.rotate"), sin], f"{name}.mul_sin")], f"{name}.add")
+        if rot_dim < HEAD_DIM:
+            rest = m.node("Slice", [x, m.i64("rot_full", [rot_dim]), m.i64("full", [HEAD_DIM]), m.i64("axis3", [3])],
+                          f"{name}.pass")
+            y = m.node("Concat", [y, rest], f"{name}.concat_pass", axis=-1)
+        return y
 
     def repeat_kv(x: str, name: str) -> str:
         """x[:, :, None].expand(B, Hkv, n_rep, S, D).reshape(B, Hkv·n_rep, S, D)."""
@@ -460,11 +488,16 @@ def llama(form: str, variant: str = "llama") -> onnx.ModelProto:
     tok = m.init("embed_tokens", m.normal((VOCAB, HIDDEN), 1.0))
     x = m.node("Gather", [tok, "input_ids"], "embed.gather", axis=0)
     # LlamaRotaryEmbedding: freqs = position_ids ⊗ inv_freq; emb = cat(freqs, freqs); cos/sin [1, 1, S, D]
-    inv_freq = m.f32("inv_freq", 1.0 / (10000 ** (np.arange(0, HEAD_DIM, 2) / HEAD_DIM)))
+    inv_freq = m.f32("inv_freq", 1.0 / (10000 ** (np.arange(0, rot_dim, 2) / rot_dim)))
     pos = m.node("Cast", [m.node("Unsqueeze", [m.i64("position_ids", np.arange(SEQ)), m.i64("axes_last", [-1])],
                                  "rope.positions")], "rope.cast", to=TensorProto.FLOAT)
     freqs = m.node("Mul", [pos, inv_freq], "rope.freqs")
-    emb = m.node("Concat", [freqs, freqs], "rope.emb", axis=-1)
+    if interleaved:  # repeat_interleave(freqs, 2, -1): each frequency twice in place
+        f2 = m.node("Unsqueeze", [freqs, m.i64("axes_last", [-1])], "rope.freqs2")
+        emb = m.node("Reshape", [m.node("Concat", [f2, f2], "rope.pairs", axis=-1), m.i64("emb_shape", [SEQ, rot_dim])],
+                     "rope.emb")
+    else:
+        emb = m.node("Concat", [freqs, freqs], "rope.emb", axis=-1)
     cos = m.node("Unsqueeze", [m.node("Cos", [emb], "rope.cos"), m.i64("axes01", [0, 1])], "rope.cos4")
     sin = m.node("Unsqueeze", [m.node("Sin", [emb], "rope.sin"), m.i64("axes01", [0, 1])], "rope.sin4")
     triu = np.triu(np.full((SEQ, SEQ), FMIN, np.float32), 1)[None, None]
@@ -523,6 +556,8 @@ MODELS = {
     "llama_sdpa_legacy": lambda: llama("sdpa_legacy"), "llama_sdpa_dynamo": lambda: llama("sdpa_dynamo"),
     "qwen3_legacy": lambda: llama("legacy", "qwen3"), "qwen3_dynamo": lambda: llama("dynamo", "qwen3"),
     "phi3_legacy": lambda: llama("legacy", "phi3"), "phi3_dynamo": lambda: llama("dynamo", "phi3"),
+    "gptj_legacy": lambda: llama("legacy", "gptj"), "gptj_dynamo": lambda: llama("dynamo", "gptj"),
+    "phi_legacy": lambda: llama("legacy", "phi"), "phi_dynamo": lambda: llama("dynamo", "phi"),
 }
 
 

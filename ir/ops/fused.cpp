@@ -74,9 +74,19 @@ void infer_rotary(InferContext& c) {
   const std::optional<Shape>& xs = c.input_shape(0);
   if (xs) {
     const int64_t hs = c.attr_int("head_size"), rotated = c.attr_int("rotated");
+    const int64_t rotary_dim = c.attr_int("rotary_dim"), interleaved = c.attr_int("interleaved");
+    if (interleaved != 0 && interleaved != 1) c.fail("interleaved must be 0 or 1");
     std::optional<Shape> v = rotary_view(*xs, hs, c);
-    if (v && v->back().is_static() && v->back().value % 2 != 0)
-      c.fail("the rotated size " + std::to_string(v->back().value) + " must be even");
+    if (rotary_dim < 0 || rotary_dim % 2 != 0) c.fail("rotary_dim must be even and not negative");
+    if (v) {
+      if (v->back().is_static() && rotary_dim > v->back().value)
+        c.fail("rotary_dim " + std::to_string(rotary_dim) + " is wider than the head's " +
+               std::to_string(v->back().value) + " values");
+      // Only each head's first rotary_dim values rotate: the tables are that wide.
+      if (rotary_dim > 0) v->back() = Dim(rotary_dim);
+      if (v->back().is_static() && v->back().value % 2 != 0)
+        c.fail("the rotated size " + std::to_string(v->back().value) + " must be even");
+    }
     if (rotated != 0) {
       // Only the first rotated / head_size heads rotate: the tables broadcast to those.
       if (hs <= 0 || rotated < 0 || rotated % hs != 0) c.fail("rotated must be a positive multiple of head_size");
@@ -273,10 +283,15 @@ void register_fused_schemas(OpRegistry& r) {
       .io(3, 3)
       .attr("head_size", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("rotated", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("rotary_dim", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("interleaved", AttrKind::Int, AttrValue{int64_t{0}})
       .set_infer(infer_rotary)
       .set_cost([](const CostContext& c) { return cost_elementwise(c, 3); })
-      .set_doc("Y = X * cos + rotate_half(X) * sin over each head of head_size values (0: X's last dim); "
-               "with `rotated`, only the heads in X's first `rotated` values, the others copied");
+      .set_doc(
+          "Y = X * cos + rotate(X) * sin over each head of head_size values (0: X's last dim), rotate "
+          "pairing (j, j + r/2) or, with `interleaved`, (2i, 2i + 1) of the head's first r = rotary_dim "
+          "values (0: all; the rest copied); with `rotated`, only the heads in X's first `rotated` "
+          "values, the others copied");
 
   ln_like("SkipSimplifiedLayerNorm", 3, 3, 2, 4 + 1)
       .set_infer(infer_skip_norm)

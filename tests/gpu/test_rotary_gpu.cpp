@@ -1,7 +1,8 @@
 // ai.fusec Rotary (rotary.cu) against the CPU reference at fp32, fp16 and bf16: the head-size form
 // on a projection [B, S, H·D] with [1, S, 1, D] tables (as fuse_rotary writes Llama's), the 4-D
 // form with per-batch and computed tables, GQA-sized K projections, packed QKV rows where only Q's
-// and K's heads rotate, and heads whose half is not a multiple of the widest vector.
+// and K's heads rotate, heads whose half is not a multiple of the widest vector, and the
+// interleaved and partial forms (GPT-J, Phi).
 #include "gpu_test_util.h"
 
 using namespace fusec;
@@ -68,4 +69,45 @@ TEST(GpuRotary, HalvesThatAreNotAVectorMultiple) {
   all_precisions(rotary({2, 5, 3 * 6}, {1, 5, 1, 6}, 6, 70));    // half 3: scalar path
   all_precisions(rotary({2, 5, 3 * 12}, {1, 5, 1, 12}, 12, 80));  // half 6: 8-byte vectors at fp32, else scalar
   all_precisions(rotary({1, 1, 2}, {1, 1, 2}, 0, 90));
+}
+
+TEST(GpuRotary, InterleavedPairs) {
+  FUSEC_REQUIRE_GPU();
+  // GPT-J/CodeGen/Cohere's rotate_every_two: pairs (2i, 2i + 1), on the projection per head, on a
+  // 4-D head view, and a head of 6 (pairs that straddle 8-byte vectors: scalar path).
+  OpCase proj = rotary({2, 64, 16 * 64}, {1, 64, 1, 64}, 64, 200);
+  proj.attrs.push_back(attr("interleaved", int64_t{1}));
+  all_precisions(proj);
+  OpCase four = rotary({2, 4, 9, 32}, {2, 1, 9, 32}, 0, 210, false);
+  four.attrs.push_back(attr("interleaved", int64_t{1}));
+  all_precisions(four);
+  OpCase odd = rotary({3, 5, 4 * 6}, {1, 5, 1, 6}, 6, 220);
+  odd.attrs.push_back(attr("interleaved", int64_t{1}));
+  all_precisions(odd);
+}
+
+TEST(GpuRotary, PartialRotationCopiesTheRestOfEachHead) {
+  FUSEC_REQUIRE_GPU();
+  for (bool interleaved : {false, true}) {
+    SCOPED_TRACE(interleaved ? "interleaved" : "half-split");
+    // Phi's 32 of 80 and GPT-J's 64 of 256 per head; 24 of 64 on a 4-D view; 6 of 10 (scalar path);
+    // packed rows where Q's and K's heads rotate in part and V's are copied.
+    struct Case {
+      std::vector<int64_t> x, table;
+      int64_t head, rot, rotated;
+    };
+    const Case cases[] = {{{2, 33, 8 * 80}, {1, 33, 1, 32}, 80, 32, 0},
+                          {{2, 16, 4 * 256}, {1, 16, 1, 64}, 256, 64, 0},
+                          {{2, 3, 9, 64}, {1, 1, 9, 24}, 0, 24, 0},
+                          {{3, 5, 7 * 10}, {1, 5, 1, 6}, 10, 6, 0},
+                          {{2, 17, 6 * 80}, {1, 17, 1, 32}, 80, 32, 4 * 80}};
+    uint64_t seed = interleaved ? 300 : 400;
+    for (const Case& k : cases) {
+      OpCase c = rotary(k.x, k.table, k.head, seed += 10);
+      c.attrs.push_back(attr("rotary_dim", k.rot));
+      if (interleaved) c.attrs.push_back(attr("interleaved", int64_t{1}));
+      if (k.rotated) c.attrs.push_back(attr("rotated", k.rotated));
+      all_precisions(c);
+    }
+  }
 }

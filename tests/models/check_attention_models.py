@@ -49,10 +49,12 @@ PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "bert_cls_dynamo", "bert
           "vit_dynamo", "vit_legacy", "vit_cls_dynamo", "vit_cls_legacy",
           "gpt2_dynamo", "gpt2_sdpa_legacy", "gpt2_sdpa_dynamo",
           "llama_dynamo", "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy",
-          "phi3_legacy", "phi3_dynamo")
+          "phi3_legacy", "phi3_dynamo", "gptj_legacy", "gptj_dynamo", "phi_legacy", "phi_dynamo")
 # Rotary nodes per layer: one over the packed rows, or Q's and K's apart where a per-head norm sits
 # between the projections and the rotation (Qwen3: its attention still 3-D, read through views).
-ROTARY = {"qwen3_legacy": 2, "qwen3_dynamo": 2}
+# A partial or interleaved rotation (GPT-J, Phi) stays one Rotary over the packed rows: the attention
+# kernels rotate whole heads in the half-split form only.
+ROTARY = {"qwen3_legacy": 2, "qwen3_dynamo": 2, "gptj_legacy": 1, "gptj_dynamo": 1, "phi_legacy": 1, "phi_dynamo": 1}
 # Models whose packed attentions rotate Q and K themselves (inputs 4 and 5, no Rotary node left).
 ROTATED_INSIDE = ("llama_dynamo", "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy", "phi3_legacy",
                   "phi3_dynamo")

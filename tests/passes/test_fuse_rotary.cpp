@@ -167,3 +167,127 @@ TEST(FuseRotary, OtherRotationsAndGuardedCasesAreLeftAlone) {
     expect_near_miss(run_pass(llama_query(), portable), "fuse_rotary", "--portable");
   }
 }
+
+namespace {
+
+struct EveryTwo {
+  bool neg_after_unsqueeze = false;  // Neg(Unsqueeze(x2)) instead of Unsqueeze(Neg(x2))
+  bool swap_stack = false;           // stack(x1, -x2): a different rotation
+  int64_t rotary_dim = D;            // < D: GPT-J's partial rotation, the rest concatenated after
+};
+
+/// GPT-J's query path as transformers writes it: p [B, S, E] -> Reshape [B, S, H, D] -> (the first
+/// rotary_dim values) y = x·cos + rotate_every_two(x)·sin with [1, S, 1, R] tables -> Concat with
+/// the rest -> Transpose(0, 2, 1, 3).
+std::unique_ptr<Graph> gptj_query(const EveryTwo& o) {
+  GraphBuilder b(17);
+  const int64_t R = o.rotary_dim;
+  Value* p = b.input("p", DType::Float32, {B, S, E});
+  Value* q = b.node("Reshape", {p, ints(b, "heads", {B, S, H, D})}, {}, "view");
+  Value* axis = ints(b, "axis", {-1});
+  Value* x = q;
+  if (R < D) x = b.node("Slice", {q, ints(b, "zero0", {0}), ints(b, "rd", {R}), axis}, {}, "q_rot");
+  Value* cos = b.initializer("cos", table({1, S, 1, R}, 11));
+  Value* sin = b.initializer("sin", table({1, S, 1, R}, 12));
+  Value* two = ints(b, "two", {2});
+  Value* x1 = b.node("Slice", {x, ints(b, "zero", {0}), ints(b, "big", {INT64_MAX}), axis, two}, {}, "even");
+  Value* x2 = b.node("Slice", {x, ints(b, "one", {1}), ints(b, "big2", {INT64_MAX}), axis, two}, {}, "odd");
+  Value* last = ints(b, "last", {-1});
+  Value* neg = o.neg_after_unsqueeze ? b.node("Neg", {b.node("Unsqueeze", {x2, last}, {}, "u_odd")}, {}, "neg")
+                                     : b.node("Unsqueeze", {b.node("Neg", {x2}, {}, "neg"), last}, {}, "u_odd");
+  Value* ue = b.node("Unsqueeze", {x1, last}, {}, "u_even");
+  Value* stacked = o.swap_stack ? b.node("Concat", {ue, neg}, {attr("axis", int64_t{-1})}, "stack")
+                                : b.node("Concat", {neg, ue}, {attr("axis", int64_t{-1})}, "stack");
+  Value* flat = b.node("Reshape", {stacked, ints(b, "flat", {B, S, H, R})}, {}, "flatten");
+  Value* y =
+      b.node("Add", {b.node("Mul", {x, cos}, {}, "mul_cos"), b.node("Mul", {flat, sin}, {}, "mul_sin")}, {}, "rope");
+  if (R < D) {
+    Value* rest = b.node("Slice", {q, ints(b, "rd2", {R}), ints(b, "big3", {INT64_MAX}), axis}, {}, "q_pass");
+    y = b.node("Concat", {y, rest}, {attr("axis", int64_t{-1})}, "q_cat");
+  }
+  b.output(b.node("Transpose", {y}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "transpose"));
+  return b.build();
+}
+
+}  // namespace
+
+TEST(FuseRotary, RotateEveryTwoBecomesAnInterleavedRotary) {
+  for (bool after : {false, true})
+    for (int64_t rd : {D, int64_t{4}}) {
+      SCOPED_TRACE(std::string(after ? "Neg after Unsqueeze" : "Neg first") + ", rotary_dim " + std::to_string(rd));
+      EveryTwo o;
+      o.neg_after_unsqueeze = after;
+      o.rotary_dim = rd;
+      Outcome r = run_pass(gptj_query(o));
+      ASSERT_EQ(count(*r.optimized, "Rotary", "ai.fusec"), 1);
+      for (const char* gone : {"Slice", "Neg", "Unsqueeze", "Concat", "Mul", "Add"})
+        EXPECT_EQ(count(*r.optimized, gone), 0) << gone;
+      const Node* rot = find_op(*r.optimized, "Rotary");
+      // The head split moved behind the rotation, which reads the projection per head of D.
+      EXPECT_EQ(rot->input(0)->name, "p");
+      EXPECT_EQ(rot->attr_int("head_size", 0), D);
+      EXPECT_EQ(rot->attr_int("interleaved", 0), 1);
+      EXPECT_EQ(rot->attr_int("rotary_dim", 0), rd < D ? rd : 0);
+      expect_same_numbers(*r.original, *r.optimized, 21);
+    }
+}
+
+TEST(FuseRotary, APartialHalfSplitRotationBecomesOneRotaryOverTheHead) {
+  // Phi and StableLM: rotate_half of q[..., :R], concatenated with q[..., R:].
+  constexpr int64_t R = 4;
+  GraphBuilder b(17);
+  Value* p = b.input("p", DType::Float32, {B, S, E});
+  Value* v = b.node("Reshape", {p, ints(b, "heads", {B, S, H, D})}, {}, "view");
+  v = b.node("Transpose", {v}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "transpose");
+  Value* axis = ints(b, "axis", {-1});
+  Value* x = b.node("Slice", {v, ints(b, "z", {0}), ints(b, "r", {R}), axis}, {}, "q_rot");
+  Value* cos = b.initializer("cos", table({1, 1, S, R}, 1));
+  Value* sin = b.initializer("sin", table({1, 1, S, R}, 2));
+  Value* x1 = b.node("Slice", {x, ints(b, "zero", {0}), ints(b, "half", {R / 2}), axis}, {}, "slice_lo");
+  Value* x2 = b.node("Slice", {x, ints(b, "half2", {R / 2}), ints(b, "big", {INT64_MAX}), axis}, {}, "slice_hi");
+  Value* cat = b.node("Concat", {b.node("Neg", {x2}, {}, "neg"), x1}, {attr("axis", int64_t{-1})}, "cat");
+  Value* y =
+      b.node("Add", {b.node("Mul", {x, cos}, {}, "mul_cos"), b.node("Mul", {cat, sin}, {}, "mul_sin")}, {}, "rope");
+  Value* rest = b.node("Slice", {v, ints(b, "r2", {R}), ints(b, "big2", {INT64_MAX}), axis}, {}, "q_pass");
+  b.output(b.node("Concat", {y, rest}, {attr("axis", int64_t{-1})}, "q_cat"));
+  Outcome r = run_pass(b.build());
+  ASSERT_EQ(count(*r.optimized, "Rotary", "ai.fusec"), 1);
+  for (const char* gone : {"Slice", "Neg", "Concat", "Mul", "Add"}) EXPECT_EQ(count(*r.optimized, gone), 0) << gone;
+  const Node* rot = find_op(*r.optimized, "Rotary");
+  EXPECT_EQ(rot->input(0)->name, "p");
+  EXPECT_EQ(rot->attr_int("head_size", 0), D);
+  EXPECT_EQ(rot->attr_int("rotary_dim", 0), R);
+  EXPECT_EQ(rot->attr_int("interleaved", 0), 0);
+  expect_same_numbers(*r.original, *r.optimized, 22);
+}
+
+TEST(FuseRotary, OtherInterleavedRotationsAreLeftAlone) {
+  {  // stack(x1, -x2) pairs the other way round: not a rotation fuse_rotary knows
+    EveryTwo o;
+    o.swap_stack = true;
+    Outcome r = run_pass(gptj_query(o));
+    EXPECT_EQ(count(*r.optimized, "Rotary", "ai.fusec"), 0);
+    expect_unchanged(*r.original, *r.optimized);
+  }
+  {  // the rest concatenated in front of the rotated values: the Rotary fuses, the Concat stays
+    constexpr int64_t R = 4;
+    GraphBuilder b(17);
+    Value* q = b.input("q", DType::Float32, {B, H, S, D});
+    Value* axis = ints(b, "axis", {-1});
+    Value* x = b.node("Slice", {q, ints(b, "z", {0}), ints(b, "r", {R}), axis}, {}, "q_rot");
+    Value* cos = b.initializer("cos", table({1, 1, S, R}, 1));
+    Value* sin = b.initializer("sin", table({1, 1, S, R}, 2));
+    Value* x1 = b.node("Slice", {x, ints(b, "zero", {0}), ints(b, "half", {R / 2}), axis}, {}, "slice_lo");
+    Value* x2 = b.node("Slice", {x, ints(b, "half2", {R / 2}), ints(b, "big", {INT64_MAX}), axis}, {}, "slice_hi");
+    Value* cat = b.node("Concat", {b.node("Neg", {x2}, {}, "neg"), x1}, {attr("axis", int64_t{-1})}, "cat");
+    Value* y =
+        b.node("Add", {b.node("Mul", {x, cos}, {}, "mul_cos"), b.node("Mul", {cat, sin}, {}, "mul_sin")}, {}, "rope");
+    Value* rest = b.node("Slice", {q, ints(b, "r2", {R}), ints(b, "big2", {INT64_MAX}), axis}, {}, "q_pass");
+    b.output(b.node("Concat", {rest, y}, {attr("axis", int64_t{-1})}, "q_cat"));
+    Outcome r = run_pass(b.build());
+    ASSERT_EQ(count(*r.optimized, "Rotary", "ai.fusec"), 1);
+    EXPECT_EQ(find_op(*r.optimized, "Rotary")->attr_int("rotary_dim", 0), 0);
+    EXPECT_EQ(count(*r.optimized, "Concat"), 1);
+    expect_same_numbers(*r.original, *r.optimized, 23);
+  }
+}

@@ -208,10 +208,12 @@ std::vector<int64_t> strides_in_view(const std::vector<int64_t>& t, const std::v
   return st;
 }
 
-/// Y = X·cos + rotate_half(X)·sin per head: within each head of h values, rotate_half(x)[j] is
-/// −x[j + h/2] for j < h/2 and x[j − h/2] after, and cos/sin broadcast to X's head view. The
-/// arithmetic is the unfused graph's: Mul(x, cos) + Mul(Concat(Neg(x2), x1), sin). The tables'
-/// strides come from their own dims, so a table sized to the rotated heads reads right for them.
+/// Y = X·cos + rotate(X)·sin per head, over each head's first r values (rotary_dim, or all h),
+/// the rest copied. rotate pairs (lo, hi) = (j, j + r/2) (rotate_half) or (2i, 2i + 1)
+/// (interleaved, GPT-J's rotate_every_two): rotate(x)[lo] = −x[hi], rotate(x)[hi] = x[lo]. cos/sin
+/// broadcast to X's head view narrowed to r. The arithmetic is the unfused graph's:
+/// Mul(x, cos) + Mul(rotate(x), sin). The tables' strides come from their own dims, so a table
+/// sized to the rotated heads reads right for them.
 void rotary(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, rotary);
   const Tensor& x = ctx.input(0);
@@ -226,40 +228,47 @@ void rotary(KernelContext& ctx) {
     view.back() /= hs;
     view.push_back(hs);
   }
-  const int64_t h = view.back(), half = h / 2;
-  if (h % 2 != 0) ctx.fail("the rotated size must be even");
+  const int64_t h = view.back();
+  // Each head's first r values rotate, in pairs (lo(p), hi(p)); the rest are copied.
+  const int64_t rd = ctx.attr_int("rotary_dim"), r = rd > 0 ? rd : h, half = r / 2;
+  const bool interleaved = ctx.attr_int("interleaved") != 0;
+  if (r % 2 != 0 || r > h) ctx.fail("the rotated size must be even and within the head");
+  std::vector<int64_t> table_view = view;
+  table_view.back() = r;
   for (const Tensor* t : {&cs, &sn})
-    if (t->rank() > view.size() || t->rank() == 0 || t->dims().back() != h)
-      ctx.fail("cos and sin must broadcast to X's head view " + dims_str(view));
+    if (t->rank() > view.size() || t->rank() == 0 || t->dims().back() != r)
+      ctx.fail("cos and sin must broadcast to X's head view " + dims_str(table_view));
   // With `rotated`, the heads from rotated / h on (of each row's view.end()[-2]) are copied.
   const int64_t rotated = ctx.attr_int("rotated");
   const int64_t per_row = hs > 0 ? view[view.size() - 2] : 1;
   const int64_t rotated_heads = rotated > 0 && hs > 0 ? rotated / hs : per_row;
-  const std::vector<int64_t> cst = strides_in_view(cs.dims(), view), sst = strides_in_view(sn.dims(), view);
+  const std::vector<int64_t> cst = strides_in_view(cs.dims(), table_view), sst = strides_in_view(sn.dims(), table_view);
   const float* xp = x.data<float>();
   const float* cp = cs.data<float>();
   const float* sp = sn.data<float>();
   float* yp = ctx.output(0).data<float>();
   const int64_t rows = h ? x.numel() / h : 0;
   parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(h, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
+    for (int64_t row = b; row < e; ++row) {
       int64_t co = 0, so = 0;
-      for (int64_t i = static_cast<int64_t>(view.size()) - 2, rem = r; i >= 0; --i) {
+      for (int64_t i = static_cast<int64_t>(view.size()) - 2, rem = row; i >= 0; --i) {
         const int64_t idx = rem % view[i];
         rem /= view[i];
         co += idx * cst[i];
         so += idx * sst[i];
       }
-      const float* xr = xp + r * h;
-      float* yr = yp + r * h;
-      if (r % per_row >= rotated_heads) {
+      const float* xr = xp + row * h;
+      float* yr = yp + row * h;
+      if (row % per_row >= rotated_heads) {
         std::copy(xr, xr + h, yr);
         continue;
       }
-      for (int64_t j = 0; j < half; ++j) {
-        yr[j] = xr[j] * cp[co + j] + (-xr[j + half]) * sp[so + j];
-        yr[j + half] = xr[j + half] * cp[co + j + half] + xr[j] * sp[so + j + half];
+      for (int64_t p = 0; p < half; ++p) {
+        const int64_t lo = interleaved ? 2 * p : p, hi = interleaved ? 2 * p + 1 : p + half;
+        yr[lo] = xr[lo] * cp[co + lo] + (-xr[hi]) * sp[so + lo];
+        yr[hi] = xr[hi] * cp[co + hi] + xr[lo] * sp[so + hi];
       }
+      std::copy(xr + r, xr + h, yr + r);
     }
   });
 }

@@ -1,8 +1,8 @@
 // Rotary position embedding (rotary.cuh). Memory-bound: each thread loads V values from both
-// halves of one head of X and of its cos/sin rows, and writes both halves of Y, so every access
-// is a full vector and a head's two halves are read once. Finding a head's table row takes a
-// division per dim of the head view, done as 32-bit multiply-shifts (X under 2^31 values; a larger
-// X runs on the CPU): with 64-bit divisions Llama's rotation ran below the copy rate.
+// halves of one head's rotated part of X (or 2·V adjacent values, interleaved) and of its cos/sin
+// rows, and writes them to Y, so every access is a full vector and each value is read once. Finding a head's table row
+// takes a division per dim of the head view, done as 32-bit multiply-shifts (X under 2^31 values; a larger X runs on
+// the CPU): with 64-bit divisions Llama's rotation ran below the copy rate.
 #include "backend/cuda/ops/attention/rotary.cuh"
 
 #include <type_traits>
@@ -14,18 +14,19 @@ namespace fusec::cuda {
 
 namespace {
 
-/// RotaryArgs' geometry as 32-bit indices and precomputed divisors (every offset < 2^31).
+/// RotaryArgs' geometry as 32-bit indices and precomputed divisors (every offset < 2^31). A unit
+/// is 2·V values of one head: V pairs to rotate, or two vectors to copy.
 struct RotaryIndex {
   int rank = 0;
-  FastDiv per_head;  // vectors of pairs per head
+  FastDiv per_head;  // units per head
   FastDiv dims[kRotaryMaxRank];
   uint32_t cos_stride[kRotaryMaxRank] = {}, sin_stride[kRotaryMaxRank] = {};
-  uint32_t n = 0, head = 0, heads_per_row = 1, rotated_heads = 1;
+  uint32_t n = 0, head = 0, rot = 0, rot_units = 0, heads_per_row = 1, rotated_heads = 1;
   bool copy_rest = true;
   FastDiv heads_per_row_div;
 };
 
-template <typename T, int V>
+template <typename T, int V, bool kInterleaved>
 __global__ void __launch_bounds__(kBlock)
     rotary_kernel(const __grid_constant__ RotaryArgs a, const __grid_constant__ RotaryIndex q) {
   pdl_wait_then_release();
@@ -33,23 +34,28 @@ __global__ void __launch_bounds__(kBlock)
   const T* cs = static_cast<const T*>(a.cos);
   const T* sn = static_cast<const T*>(a.sin);
   T* y = static_cast<T*>(a.y);
-  const uint32_t half = q.head / 2;
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < q.n; i += gridDim.x * blockDim.x) {
     const uint32_t row = q.per_head.div(i);
-    const uint32_t j = (i - row * q.per_head.d) * V;
-    const uint32_t xo = row * q.head + j;
-    float x1[V], x2[V], c1[V], c2[V], s1[V], s2[V], y1[V], y2[V];
-    if (q.rotated_heads < q.heads_per_row && row - q.heads_per_row_div.div(row) * q.heads_per_row >= q.rotated_heads) {
-      if (q.copy_rest) {
-        load_vec<T, V>(x + xo, x1);
-        load_vec<T, V>(x + xo + half, x2);
-        store_vec<T, V>(y + xo, x1);
-        store_vec<T, V>(y + xo + half, x2);
-      }
+    const uint32_t u = i - row * q.per_head.d;
+    const uint32_t xo = row * q.head;
+    // z holds the unit's 2·V values: the vectors at p1 and p2 of the head.
+    float z[2][V], c[2][V], sv[2][V], out[2][V];
+    const bool rest_head =
+        q.rotated_heads < q.heads_per_row && row - q.heads_per_row_div.div(row) * q.heads_per_row >= q.rotated_heads;
+    if (rest_head || u >= q.rot_units) {
+      if (rest_head && !q.copy_rest) continue;
+      // Copy: the head's values past the rotated ones (or all of a head that does not rotate).
+      const uint32_t p1 = rest_head ? u * 2 * V : q.rot + (u - q.rot_units) * 2 * V;
+      load_vec<T, V>(x + xo + p1, z[0]);
+      load_vec<T, V>(x + xo + p1 + V, z[1]);
+      store_vec<T, V>(y + xo + p1, z[0]);
+      store_vec<T, V>(y + xo + p1 + V, z[1]);
       continue;
     }
-    load_vec<T, V>(x + xo, x1);
-    load_vec<T, V>(x + xo + half, x2);
+    const uint32_t p1 = kInterleaved ? u * 2 * V : u * V;
+    const uint32_t p2 = kInterleaved ? p1 + V : p1 + q.rot / 2;
+    load_vec<T, V>(x + xo + p1, z[0]);
+    load_vec<T, V>(x + xo + p2, z[1]);
     uint32_t co = 0, so = 0, rem = row;
     for (int d = q.rank - 1; d >= 0; --d) {
       const uint32_t quot = q.dims[d].div(rem);
@@ -58,38 +64,46 @@ __global__ void __launch_bounds__(kBlock)
       so += idx * q.sin_stride[d];
       rem = quot;
     }
-    co = co * q.head + j;
-    so = so * q.head + j;
-    load_vec<T, V>(cs + co, c1);
-    load_vec<T, V>(cs + co + half, c2);
-    load_vec<T, V>(sn + so, s1);
-    load_vec<T, V>(sn + so + half, s2);
+    co *= q.rot;
+    so *= q.rot;
+    load_vec<T, V>(cs + co + p1, c[0]);
+    load_vec<T, V>(cs + co + p2, c[1]);
+    load_vec<T, V>(sn + so + p1, sv[0]);
+    load_vec<T, V>(sn + so + p2, sv[1]);
 #pragma unroll
     for (int k = 0; k < V; ++k) {
-      y1[k] = x1[k] * c1[k] + (-x2[k]) * s1[k];
-      y2[k] = x2[k] * c2[k] + x1[k] * s2[k];
+      // The pair (lo, hi) among the unit's 2·V values: (2k, 2k + 1) interleaved, (k, k + V)
+      // half-split; value i is [i / V][i % V] (constant indices once unrolled: registers).
+      const int lo = kInterleaved ? 2 * k : k, hi = kInterleaved ? 2 * k + 1 : k + V;
+      const int lr = lo / V, lc = lo % V, hr = hi / V, hc = hi % V;
+      out[lr][lc] = z[lr][lc] * c[lr][lc] + (-z[hr][hc]) * sv[lr][lc];
+      out[hr][hc] = z[hr][hc] * c[hr][hc] + z[lr][lc] * sv[hr][hc];
     }
-    store_vec<T, V>(y + xo, y1);
-    store_vec<T, V>(y + xo + half, y2);
+    store_vec<T, V>(y + xo + p1, out[0]);
+    store_vec<T, V>(y + xo + p2, out[1]);
   }
 }
 
 template <typename T>
 void launch_typed(const RotaryArgs& a, cudaStream_t s) {
-  const int64_t half = a.head / 2;
+  const int64_t rot = a.rot > 0 ? a.rot : a.head;
+  // A unit of 2·V values must tile the rotated part and the rest of each head, and each of its two
+  // vectors must start at a multiple of V.
   auto fits = [&](int v) {
     const int bytes = v * static_cast<int>(sizeof(T));
-    return half % v == 0 && aligned_to(a.x, bytes) && aligned_to(a.y, bytes) && aligned_to(a.cos, bytes) &&
-           aligned_to(a.sin, bytes);
+    const bool tiles = a.interleaved ? rot % (2 * v) == 0 : (rot / 2) % v == 0;
+    return tiles && (a.head - rot) % (2 * v) == 0 && a.head % v == 0 && aligned_to(a.x, bytes) &&
+           aligned_to(a.y, bytes) && aligned_to(a.cos, bytes) && aligned_to(a.sin, bytes);
   };
   // 32-bit offsets (make_rotary refuses larger X): a table broadcasts to the head view, so its
   // offsets are bounded by X's.
   auto go = [&](auto v_tag) {
     constexpr int V = decltype(v_tag)::value;
-    const int64_t n = a.heads * (half / V);
+    const int64_t per_head = a.head / (2 * V);
+    const int64_t n = a.heads * per_head;
     RotaryIndex q;
     q.rank = a.rank;
-    q.per_head = FastDiv(static_cast<uint32_t>(half / V));
+    q.per_head = FastDiv(static_cast<uint32_t>(per_head));
     for (int d = 0; d < a.rank; ++d) {
       q.dims[d] = FastDiv(static_cast<uint32_t>(a.dims[d]));
       q.cos_stride[d] = static_cast<uint32_t>(a.cos_stride[d]);
@@ -97,11 +111,16 @@ void launch_typed(const RotaryArgs& a, cudaStream_t s) {
     }
     q.n = static_cast<uint32_t>(n);
     q.head = static_cast<uint32_t>(a.head);
+    q.rot = static_cast<uint32_t>(rot);
+    q.rot_units = static_cast<uint32_t>(rot / (2 * V));
     q.heads_per_row = static_cast<uint32_t>(a.heads_per_row);
     q.rotated_heads = static_cast<uint32_t>(a.rotated_heads);
     q.copy_rest = a.copy_rest;
     q.heads_per_row_div = FastDiv(q.heads_per_row);
-    launch_pdl("rotary", rotary_kernel<T, V>, dim3(grid_for(n)), dim3(kBlock), 0, s, a, q);
+    if (a.interleaved)
+      launch_pdl("rotary", rotary_kernel<T, V, true>, dim3(grid_for(n)), dim3(kBlock), 0, s, a, q);
+    else
+      launch_pdl("rotary", rotary_kernel<T, V, false>, dim3(grid_for(n)), dim3(kBlock), 0, s, a, q);
   };
   constexpr int kWide = 16 / sizeof(T);
   if (fits(kWide))

@@ -1,5 +1,7 @@
-// ai.fusec Rotary (docs/ops.md): Y = X·cos + rotate_half(X)·sin per head, the cos/sin tables
-// broadcast to X's head view. One thread rotates a vector of pairs (j, j + h/2) of one head.
+// ai.fusec Rotary (docs/ops.md): Y = X·cos + rotate(X)·sin per head, the cos/sin tables
+// broadcast to X's head view. One thread rotates a vector of pairs of one head: (j, j + r/2) in
+// the half-split form, (2i, 2i + 1) interleaved, over the head's first r values; or copies two
+// vectors of the rest.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -14,7 +16,9 @@ constexpr int kRotaryMaxRank = 8;
 struct RotaryArgs {
   DType dtype = DType::Undefined;
   int64_t heads = 0;  // rows of X's head view: numel / head
-  int64_t head = 0;   // rotated values per head (even)
+  int64_t head = 0;   // values per head (even)
+  int64_t rot = 0;    // each head's first `rot` values rotate (0: all), the rest are copied; even
+  bool interleaved = false;  // pairs (2i, 2i + 1) instead of (j, j + rot/2)
   // Heads of each row of the view (its dim before the last) and how many of them rotate; the
   // others are copied (ai.fusec Rotary's `rotated`, on packed QKV: V's heads).
   int64_t heads_per_row = 1, rotated_heads = 1;
@@ -22,7 +26,7 @@ struct RotaryArgs {
   // packed QKV, which the attention reads in place instead of from the rotated copy).
   bool copy_rest = true;
   // The head view's dims but the last ([.., H] for head_size, else X's leading dims), and each
-  // table's row stride along them (in rows of `head` values, 0 where the table broadcasts).
+  // table's row stride along them (in rows of `rot` values, 0 where the table broadcasts).
   int rank = 0;
   int64_t dims[kRotaryMaxRank] = {}, cos_stride[kRotaryMaxRank] = {}, sin_stride[kRotaryMaxRank] = {};
   const void* x = nullptr;

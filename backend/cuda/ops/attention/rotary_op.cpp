@@ -24,7 +24,10 @@ class RotaryOp : public CudaOp {
     require_launched(launch_rotary(a, l.stream), "rotary");
   }
   std::string kernel_name() const override {
-    return "rotary (" + std::to_string(a_.head) + " per head, " + dtype_name(a_.dtype) + ")";
+    std::string what =
+        std::to_string(a_.rot) + (a_.rot < a_.head ? " of " + std::to_string(a_.head) : "") + " per head";
+    if (a_.interleaved) what += ", interleaved";
+    return "rotary (" + what + ", " + dtype_name(a_.dtype) + ")";
   }
 
  private:
@@ -52,7 +55,11 @@ std::unique_ptr<CudaOp> make_rotary(const PlanContext& c, std::string* why) {
   RotaryArgs a;
   a.dtype = t;
   a.head = view.back();
-  if (a.head % 2 != 0) return refuse(why, "the rotated size is odd");
+  a.rot = c.attr_int("rotary_dim");
+  a.interleaved = c.attr_int("interleaved") != 0;
+  if (a.rot == 0) a.rot = a.head;
+  if (a.head % 2 != 0 || a.rot % 2 != 0 || a.rot < 0 || a.rot > a.head)
+    return refuse(why, "the rotated size is odd or wider than the head");
   const int64_t rotated = c.attr_int("rotated");
   if (rotated > 0) {
     if (hs <= 0 || rotated % hs != 0) return refuse(why, "rotated is not a multiple of head_size");
@@ -69,8 +76,8 @@ std::unique_ptr<CudaOp> make_rotary(const PlanContext& c, std::string* why) {
   const int lead = static_cast<int>(view.size()) - 1;
   for (size_t i : {size_t(1), size_t(2)}) {
     const std::vector<int64_t>& td = c.in_dims(i);
-    if (td.empty() || td.back() != a.head || td.size() > view.size())
-      return refuse(why, "a table does not hold the head's values along its last axis");
+    if (td.empty() || td.back() != a.rot || td.size() > view.size())
+      return refuse(why, "a table does not hold the head's rotated values along its last axis");
   }
   int64_t cs = 1, ss = 1;
   std::vector<int64_t> dims, cst, sst;
