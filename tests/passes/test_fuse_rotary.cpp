@@ -232,9 +232,14 @@ TEST(FuseRotary, RotateEveryTwoBecomesAnInterleavedRotary) {
     }
 }
 
-TEST(FuseRotary, APartialHalfSplitRotationBecomesOneRotaryOverTheHead) {
-  // Phi and StableLM: rotate_half of q[..., :R], concatenated with q[..., R:].
-  constexpr int64_t R = 4;
+namespace {
+
+constexpr int64_t R = 4;  // the rotated values of each head, in the partial rotations below
+
+/// Phi's and StableLM's query path: rotate_half of q[..., :R] with [1, 1, S, R] tables,
+/// concatenated with q[..., R:] (after it, or with `rest_first` before it), q the head split
+/// [B, H, S, D] of p [B, S, E].
+std::unique_ptr<Graph> phi_query(bool rest_first) {
   GraphBuilder b(17);
   Value* p = b.input("p", DType::Float32, {B, S, E});
   Value* v = b.node("Reshape", {p, ints(b, "heads", {B, S, H, D})}, {}, "view");
@@ -249,8 +254,15 @@ TEST(FuseRotary, APartialHalfSplitRotationBecomesOneRotaryOverTheHead) {
   Value* y =
       b.node("Add", {b.node("Mul", {x, cos}, {}, "mul_cos"), b.node("Mul", {cat, sin}, {}, "mul_sin")}, {}, "rope");
   Value* rest = b.node("Slice", {v, ints(b, "r2", {R}), ints(b, "big2", {INT64_MAX}), axis}, {}, "q_pass");
-  b.output(b.node("Concat", {y, rest}, {attr("axis", int64_t{-1})}, "q_cat"));
-  Outcome r = run_pass(b.build());
+  b.output(b.node("Concat", rest_first ? std::vector<Value*>{rest, y} : std::vector<Value*>{y, rest},
+                  {attr("axis", int64_t{-1})}, "q_cat"));
+  return b.build();
+}
+
+}  // namespace
+
+TEST(FuseRotary, APartialHalfSplitRotationBecomesOneRotaryOverTheHead) {
+  Outcome r = run_pass(phi_query(false));
   ASSERT_EQ(count(*r.optimized, "Rotary", "ai.fusec"), 1);
   for (const char* gone : {"Slice", "Neg", "Concat", "Mul", "Add"}) EXPECT_EQ(count(*r.optimized, gone), 0) << gone;
   const Node* rot = find_op(*r.optimized, "Rotary");
@@ -270,21 +282,7 @@ TEST(FuseRotary, OtherInterleavedRotationsAreLeftAlone) {
     expect_unchanged(*r.original, *r.optimized);
   }
   {  // the rest concatenated in front of the rotated values: the Rotary fuses, the Concat stays
-    constexpr int64_t R = 4;
-    GraphBuilder b(17);
-    Value* q = b.input("q", DType::Float32, {B, H, S, D});
-    Value* axis = ints(b, "axis", {-1});
-    Value* x = b.node("Slice", {q, ints(b, "z", {0}), ints(b, "r", {R}), axis}, {}, "q_rot");
-    Value* cos = b.initializer("cos", table({1, 1, S, R}, 1));
-    Value* sin = b.initializer("sin", table({1, 1, S, R}, 2));
-    Value* x1 = b.node("Slice", {x, ints(b, "zero", {0}), ints(b, "half", {R / 2}), axis}, {}, "slice_lo");
-    Value* x2 = b.node("Slice", {x, ints(b, "half2", {R / 2}), ints(b, "big", {INT64_MAX}), axis}, {}, "slice_hi");
-    Value* cat = b.node("Concat", {b.node("Neg", {x2}, {}, "neg"), x1}, {attr("axis", int64_t{-1})}, "cat");
-    Value* y =
-        b.node("Add", {b.node("Mul", {x, cos}, {}, "mul_cos"), b.node("Mul", {cat, sin}, {}, "mul_sin")}, {}, "rope");
-    Value* rest = b.node("Slice", {q, ints(b, "r2", {R}), ints(b, "big2", {INT64_MAX}), axis}, {}, "q_pass");
-    b.output(b.node("Concat", {rest, y}, {attr("axis", int64_t{-1})}, "q_cat"));
-    Outcome r = run_pass(b.build());
+    Outcome r = run_pass(phi_query(true));
     ASSERT_EQ(count(*r.optimized, "Rotary", "ai.fusec"), 1);
     EXPECT_EQ(find_op(*r.optimized, "Rotary")->attr_int("rotary_dim", 0), 0);
     EXPECT_EQ(count(*r.optimized, "Concat"), 1);
