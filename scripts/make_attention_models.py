@@ -43,6 +43,9 @@ output is what the tests expect. Per family two forms:
              Unsqueeze(2) -> Expand -> Reshape. legacy (eager): MatMul(q, kᵀ)·scaling + a constant
              causal mask (triu of finfo.min), Softmax(dtype float32) + no-op Cast. dynamo (sdpa
              forward): repeat_kv, then SDPA with the causal + padding mask computed from attention_mask.
+  mha_*      nn.MultiheadAttention returning its weights (need_weights=True, the default):
+             F.multi_head_attention_forward's bmm form over heads folded into the batch
+             ([B·H, S, D]); legacy with the key padding mask from attention_mask.
   bert_opset23  bert_dynamo at opset 23 (IR 11): the fusion writes ONNX's own Attention.
   *_sdpa_legacy, *_sdpa_dynamo (bert, gpt2, llama)
              transformers' default sdpa attention with an attention_mask input, as torch 2.11 exports
@@ -544,6 +547,60 @@ def llama(form: str, variant: str = "llama") -> onnx.ModelProto:
                           f"{form} writes LlamaAttention")
 
 
+# ---- nn.MultiheadAttention returning its weights ------------------------------------------------
+
+def mha(form: str) -> onnx.ModelProto:
+    """torch's F.multi_head_attention_forward with need_weights=True (nn.MultiheadAttention's
+    default, batch_first=True, self-attention), as both exporters write it: the packed in-projection
+    unflattened to [S, B, 3, E] and picked apart by Unsqueeze, Transpose, Squeeze and Gathers; the
+    heads folded into the batch ([S, B·H, D] -> [B·H, S, D]); Q scaled, Kᵀ one Transpose(1,2,0),
+    bmm; legacy adds the key padding mask from attention_mask first ([B·H, 1, S], baddbmm);
+    Softmax; bmm with V; back to [B, S, E] through the output projection (a Gemm on [S·B, E])."""
+    legacy = form == "legacy"
+    m = Model(f"mha_{form}", seed=15, legacy=legacy, opset=17 if legacy else 18)
+    b = -1 if legacy else BATCH  # the legacy exporter computes B from Shape; -1 stands for it here
+    tok = m.init("embed_tokens", m.normal((VOCAB, HIDDEN), 1.0))
+    x = m.node("Gather", [tok, "input_ids"], "embed.gather", axis=0)
+    if legacy:
+        pad = m.node("Where", [m.node("Equal", ["attention_mask", m.i64("zero_i", 0)], "mask.is_pad"),
+                               m.f32("neg_inf", -np.inf), m.f32("zero", 0.0)], "mask.key_padding")
+        pad = m.node("Reshape", [pad, m.i64("pad4", [b, 1, 1, SEQ])], "mask.view")
+        pad = m.node("Expand", [pad, m.i64("pad_heads", [1, HEADS, 1, 1])], "mask.expand")
+        pad = m.node("Reshape", [pad, m.i64("pad_folded", [b, 1, SEQ])], "mask.folded")
+    for i in range(LAYERS):
+        p = f"layers.{i}.self_attn"
+        xs = m.transpose(x, [1, 0, 2], f"{p}.seq_first")
+        w_in = m.init(f"{p}.in_proj_weight", m.normal((HIDDEN, 3 * HIDDEN), math.sqrt(1.0 / HIDDEN)))
+        qkv = m.node("Add", [m.node("MatMul", [xs, w_in], f"{p}.in_proj"),
+                             m.init(f"{p}.in_proj_bias", m.uniform(3 * HIDDEN, -0.1, 0.1))], f"{p}.in_proj_bias_add")
+        qkv = m.node("Reshape", [qkv, m.i64("unflatten", [SEQ, b, 3, HIDDEN])], f"{p}.unflatten")
+        qkv = m.node("Unsqueeze", [qkv, m.i64("axes0", [0])], f"{p}.unsqueeze")
+        qkv = m.node("Squeeze", [m.transpose(qkv, [3, 1, 2, 0, 4], f"{p}.transpose"), m.i64("axes3", [3])], f"{p}.squeeze")
+        fold = m.i64("fold", [SEQ, b * HEADS if b > 0 else -1, HEAD_DIM])
+        parts = [m.node("Reshape", [m.node("Gather", [qkv, m.i64(f"idx{j}", j)], f"{p}.{n}_select", axis=0), fold],
+                        f"{p}.{n}_fold") for j, n in enumerate("qkv")]
+        q = m.node("Mul", [m.transpose(parts[0], [1, 0, 2], f"{p}.q_t"), m.f32("mha_scale", HEAD_DIM ** -0.5)], f"{p}.q_scale")
+        kt = m.transpose(parts[1], [1, 2, 0], f"{p}.k_t")
+        v = m.transpose(parts[2], [1, 0, 2], f"{p}.v_t")
+        s = m.node("MatMul", [q, kt], f"{p}.bmm")
+        if legacy:
+            s = m.node("Add", [pad, s], f"{p}.baddbmm")
+        o = m.node("MatMul", [m.node("Softmax", [s], f"{p}.softmax", axis=-1), v], f"{p}.bmm_pv")
+        o = m.node("Reshape", [m.transpose(o, [1, 0, 2], f"{p}.o_t"), m.i64("rows", [-1, HIDDEN])], f"{p}.o_rows")
+        o = m.node("Gemm", [o, m.init(f"{p}.out_proj.weight", m.normal((HIDDEN, HIDDEN), math.sqrt(1.0 / HIDDEN))),
+                            m.init(f"{p}.out_proj.bias", m.uniform(HIDDEN, -0.1, 0.1))], f"{p}.out_proj", transB=1)
+        o = m.node("Reshape", [o, m.i64("unrows", [SEQ, b, HIDDEN])], f"{p}.o_unrows")
+        x = m.layernorm(m.node("Add", [x, m.transpose(o, [1, 0, 2], f"{p}.batch_first")], f"layers.{i}.residual"),
+                        f"layers.{i}.norm")
+    x = m.name_output(x, "last_hidden_state")
+    bd = batch_dim(m)
+    ins = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [bd, SEQ])]
+    if legacy:
+        ins.append(helper.make_tensor_value_info("attention_mask", TensorProto.INT64, [bd, SEQ]))
+    return m.finish_model(ins, [helper.make_tensor_value_info(x, TensorProto.FLOAT, [bd, SEQ, HIDDEN])],
+                          f"nn.MultiheadAttention (need_weights=True) encoder, as torch.onnx {form} writes it")
+
+
 MODELS = {
     "bert_legacy": lambda: bert("legacy"), "bert_dynamo": lambda: bert("dynamo"), "bert_opset23": lambda: bert("opset23"),
     "bert_cls_legacy": lambda: bert("legacy", classify=True), "bert_cls_dynamo": lambda: bert("dynamo", classify=True),
@@ -558,6 +615,7 @@ MODELS = {
     "phi3_legacy": lambda: llama("legacy", "phi3"), "phi3_dynamo": lambda: llama("dynamo", "phi3"),
     "gptj_legacy": lambda: llama("legacy", "gptj"), "gptj_dynamo": lambda: llama("dynamo", "gptj"),
     "phi_legacy": lambda: llama("legacy", "phi"), "phi_dynamo": lambda: llama("dynamo", "phi"),
+    "mha_legacy": lambda: mha("legacy"), "mha_dynamo": lambda: mha("dynamo"),
 }
 
 

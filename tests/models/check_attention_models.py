@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The attention fusion on whole models: BERT, ViT, GPT-2 and Llama-style models (with Qwen3's and
-Phi-3's variants) in the op sequences of both PyTorch exporters (scripts/make_attention_models.py,
-generated here at test time).
+"""The attention fusion on whole models: BERT, ViT, GPT-2 and Llama-style models (with Qwen3's,
+Phi-3's, GPT-J's and Phi's variants) and nn.MultiheadAttention returning its weights, in the op
+sequences of both PyTorch exporters (scripts/make_attention_models.py, generated here at test time).
 
 For each model, at batch 2:
   1. `fusec optimize MODEL --batch 2 -o OPT` must verify (exit 0);
