@@ -311,6 +311,18 @@ std::optional<Operand> match_key_transposed(Value* kt, bool absorb_repeat, doubl
     }
     return op;
   }
+  // Kᵀ = Transpose(p)(x) is Transpose(0,1,3,2) of K = Transpose(p with its last two swapped)(x).
+  if (Node* t = kt->producer; is_op(t, "Transpose") && shape_of_rank(t->input(0), 4) && shape_of_rank(kt, 4)) {
+    std::vector<int64_t> p = t->attr_ints("perm");
+    if (p.size() != 4) return std::nullopt;
+    std::swap(p[2], p[3]);
+    Operand op;
+    op.k_from = t->input(0);
+    op.k_perm = p;
+    op.heads = static_dim(kt, 4, 1);
+    op.nodes.push_back(t);
+    return op;
+  }
   return std::nullopt;
 }
 

@@ -331,6 +331,12 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
 /// [B, H, S, D] of an operand (from its 4-D tensor, or its [B, S, H, D] head split).
 std::optional<Shape> bhsd(const Operand& o) {
   if (o.v4 && o.v4->type.shape && o.v4->type.shape->size() == 4) return *o.v4->type.shape;
+  if (o.k_from && o.k_from->type.shape && o.k_from->type.shape->size() == 4 && o.k_perm.size() == 4) {
+    const Shape& s = *o.k_from->type.shape;
+    Shape k;
+    for (int64_t a : o.k_perm) k.push_back(s[static_cast<size_t>(a)]);
+    return k;
+  }
   if (o.bshd && o.bshd->type.shape && o.bshd->type.shape->size() == 4) {
     const Shape& s = *o.bshd->type.shape;
     return Shape{s[0], s[2], s[1], s[3]};
@@ -464,12 +470,18 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
   return "";
 }
 
-/// A new Transpose(0,2,1,3) of `bshd`: K in [B, H, S, D] where the graph only has Kᵀ.
-Value* to_bhsd(Graph& g, Value* bshd) {
-  Value* out = g.add_value(bshd->name + "_bhsd");
-  Node* t = g.add_node("Transpose", {bshd}, {out}, g.unique_node_name(bshd->name + "_to_bhsd"));
-  t->set_attr("perm", std::vector<int64_t>{0, 2, 1, 3});
+/// A new Transpose(perm) of `x`: K in [B, H, S, D] where the graph only has Kᵀ.
+Value* to_bhsd(Graph& g, Value* x, std::vector<int64_t> perm) {
+  Value* out = g.add_value(x->name + "_bhsd");
+  Node* t = g.add_node("Transpose", {x}, {out}, g.unique_node_name(x->name + "_to_bhsd"));
+  t->set_attr("perm", std::move(perm));
   return out;
+}
+
+Value* key_of(Graph& g, const attention::Operand& k) {
+  if (k.v4) return k.v4;
+  if (k.k_from) return to_bhsd(g, k.k_from, k.k_perm);
+  return to_bhsd(g, k.bshd, {0, 2, 1, 3});
 }
 
 Node* rewrite(Rewriter& r, Match& m) {
@@ -479,7 +491,7 @@ Node* rewrite(Rewriter& r, Match& m) {
   if (m.three_d) {
     ins = {as_3d(g, m.q), as_3d(g, m.k), as_3d(g, m.v)};
   } else {
-    ins = {m.q.v4, m.k.v4 ? m.k.v4 : to_bhsd(g, m.k.bshd), m.v.v4};
+    ins = {m.q.v4, key_of(g, m.k), m.v.v4};
   }
   if (m.head_scale) {  // s_h·Q: the factor as [1, H, 1, 1]
     const Tensor& c = *constant_of(m.head_scale);

@@ -1007,3 +1007,25 @@ TEST(FuseAttention, ShiftedWindowsInFloat16SumTheirMasksInFloat16) {
   VerifyResult v = verify_equivalence(*o.original, *o.optimized, 2, 7, {1e-2, 1e-3});
   EXPECT_TRUE(v.ok);
 }
+
+TEST(FuseAttention, KeyTransposedFromASequenceFirstTensor) {
+  // nn.TransformerEncoder's default layout once compose_movement has merged its transposes: Q, K
+  // and V are Transposes of [S, B, H, D] tensors, Kᵀ one Transpose(1,2,3,0). K is then made as
+  // Transpose(1,2,0,3) of that tensor, and the 4-D form is written.
+  constexpr int64_t S = 5, B = 2, H = 3, D = 4;
+  GraphBuilder b(17);
+  auto seq_first = [&](const char* n) { return b.input(n, DType::Float32, {S, B, H, D}); };
+  Value* q = b.node("Transpose", {seq_first("q")}, {attr("perm", std::vector<int64_t>{1, 2, 0, 3})}, "q_t");
+  Value* kt = b.node("Transpose", {seq_first("k")}, {attr("perm", std::vector<int64_t>{1, 2, 3, 0})}, "k_t");
+  Value* v = b.node("Transpose", {seq_first("v")}, {attr("perm", std::vector<int64_t>{1, 2, 0, 3})}, "v_t");
+  Value* s =
+      b.node("Mul", {b.node("MatMul", {q, kt}, {}, "qk"), b.initializer("scale", floats({0.5f}, {}))}, {}, "scale_mul");
+  b.output(b.node("MatMul", {b.node("Softmax", {s}, {attr("axis", int64_t{-1})}, "softmax"), v}, {}, "pv"));
+  Outcome o = run_one_pass<FuseAttentionPass>(b.build());
+  ASSERT_EQ(count_any_domain(*o.optimized, "Attention"), 1);
+  EXPECT_EQ(count(*o.optimized, "Softmax"), 0);
+  for (const auto& n : o.optimized->nodes())
+    if (n->op_type == "Transpose" && n->input(0)->name == "k")
+      EXPECT_EQ(n->attr_ints("perm"), (std::vector<int64_t>{1, 2, 0, 3}));
+  expect_same_numbers(*o.original, *o.optimized, 41);
+}
