@@ -323,6 +323,15 @@ std::optional<Operand> match_key_transposed(Value* kt, bool absorb_repeat, doubl
     op.nodes.push_back(t);
     return op;
   }
+  // Any other 4-D Kᵀ (K stored transposed, [B, H, D, S]: CoAtNet's qkv chunked along D) is
+  // Transpose(0,1,3,2) of K = Transpose(0,1,3,2)(Kᵀ).
+  if (shape_of_rank(kt, 4) && !constant_of(kt)) {
+    Operand op;
+    op.k_from = kt;
+    op.k_perm = {0, 1, 3, 2};
+    op.heads = static_dim(kt, 4, 1);
+    return op;
+  }
   return std::nullopt;
 }
 

@@ -65,8 +65,8 @@ struct Operand {
   int64_t repeat = 1;        // GQA repeat_kv factor absorbed (K and V)
   std::vector<Node*> nodes;  // transposes, reshapes, repeats, scales walked through
   // K when the graph has only Kᵀ as some other Transpose of a 4-D tensor (a sequence-first
-  // [S, B, H, D]: nn.TransformerEncoder's default layout): K = Transpose(k_perm)(k_from), which the
-  // rewrite makes (a copy).
+  // [S, B, H, D]: nn.TransformerEncoder's default layout) or as a 4-D tensor of its own (K stored
+  // transposed): K = Transpose(k_perm)(k_from), which the rewrite makes (a copy).
   Value* k_from = nullptr;
   std::vector<int64_t> k_perm;
 };
@@ -76,8 +76,9 @@ Operand match_query(Value* q);
 /// K or V as 4-D [B, H, S, D]; absorbs a repeat_kv (Unsqueeze → Expand → Reshape) when `absorb_repeat`.
 Operand match_kv(Value* kv, bool absorb_repeat);
 /// Kᵀ at the second MatMul input (scales already peeled): Transpose(0,1,3,2) of a 4-D K (scales
-/// before it are peeled into `scale`), Transpose(0,2,3,1) of the [B, S, H, D] head split, or any
-/// other Transpose of a 4-D tensor (K then a Transpose of that tensor: k_from, k_perm).
+/// before it are peeled into `scale`), Transpose(0,2,3,1) of the [B, S, H, D] head split, any
+/// other Transpose of a 4-D tensor, or any other computed 4-D tensor (K then a Transpose of that
+/// tensor: k_from, k_perm).
 std::optional<Operand> match_key_transposed(Value* kt, bool absorb_repeat, double& scale);
 
 /// P·V ──▶ Transpose(0,2,1,3) ──▶ Reshape [B, S, H·Dv] (or [B·S, H·Dv], static): the merge's

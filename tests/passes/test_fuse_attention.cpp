@@ -1029,3 +1029,28 @@ TEST(FuseAttention, KeyTransposedFromASequenceFirstTensor) {
       EXPECT_EQ(n->attr_ints("perm"), (std::vector<int64_t>{1, 2, 0, 3}));
   expect_same_numbers(*o.original, *o.optimized, 41);
 }
+
+TEST(FuseAttention, KeyStoredTransposed) {
+  // CoAtNet's attention: the conv projection chunked along D gives Kᵀ [B, H, D, S] as a tensor of
+  // its own (a Slice), Q a Transpose of its chunk. K is made as Kᵀ's Transpose(0,1,3,2).
+  constexpr int64_t B = 2, H = 3, D = 4, S = 5;
+  GraphBuilder b(17);
+  Value* qkv = b.input("qkv", DType::Float32, {B, H, 3 * D, S});
+  Value* axis = b.initializer("axis", int64s({2}, {1}));
+  auto chunk = [&](int i) {
+    return b.node("Slice",
+                  {qkv, b.initializer("start" + std::to_string(i), int64s({i * D}, {1})),
+                   b.initializer("end" + std::to_string(i), int64s({(i + 1) * D}, {1})), axis},
+                  {}, "chunk" + std::to_string(i));
+  };
+  Value* q = b.node("Transpose", {chunk(0)}, {attr("perm", std::vector<int64_t>{0, 1, 3, 2})}, "q_t");
+  Value* kt = chunk(1);
+  Value* v = b.node("Transpose", {chunk(2)}, {attr("perm", std::vector<int64_t>{0, 1, 3, 2})}, "v_t");
+  Value* s =
+      b.node("Mul", {b.node("MatMul", {q, kt}, {}, "qk"), b.initializer("scale", floats({0.5f}, {}))}, {}, "scale_mul");
+  b.output(b.node("MatMul", {b.node("Softmax", {s}, {attr("axis", int64_t{-1})}, "softmax"), v}, {}, "pv"));
+  Outcome o = run_one_pass<FuseAttentionPass>(b.build());
+  ASSERT_EQ(count_any_domain(*o.optimized, "Attention"), 1);
+  EXPECT_EQ(count(*o.optimized, "Softmax"), 0);
+  expect_same_numbers(*o.original, *o.optimized, 42);
+}
