@@ -59,7 +59,8 @@
 //
 // Heads folded into the batch: a core over [B·H, S, D] tensors (torch's
 // F.multi_head_attention_forward when nn.MultiheadAttention returns its weights, the module's
-// default) is first rewritten to [1, B·H, S, D] (attention_folded.h), then matched as any other.
+// default; transformers' BART-era bmm attention) is first rewritten to [B, H, S, D]
+// (attention_folded.h; B = 1 where the core has no view of B and H), then matched as any other.
 //
 // Forms: the 3-D form when Q, K and V each come from a head split of a 3-D tensor, or are each the
 // Transpose(0,2,1,3) of a [B, S, H, D] tensor (which the 3-D form reads through a free Reshape),
@@ -607,13 +608,13 @@ bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
     Match m;
     std::string why = match(g, ctx.opts, sm, m);
     // Rank-3 cores whose batch folds batch and heads ([B·H, S, D]: nn.MultiheadAttention returning
-    // its weights) become [1, B·H, S, D] first, where Attention can take them.
-    bool unit_batch = false;
+    // its weights, BART-era transformers) become [B, H, S, D] first, where Attention can take them.
+    bool heads_split = false;
     if ((!m.qk || !why.empty()) && rank && rank->size() == 3 && attention::rank3_scores_behind(sm) &&
         !(ctx.opts.portable && g.opset("") < kStandardAttentionOpset)) {
       std::string why3;
-      unit_batch = attention::insert_unit_batch(g, sm, &why3);
-      if (!unit_batch) {
+      heads_split = attention::split_folded_heads(g, sm, &why3);
+      if (!heads_split) {
         r.near_miss(describe(sm) + " over [N, S, S] scores (batch and heads folded) not fused into Attention", why3);
         continue;
       }
@@ -632,7 +633,7 @@ bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
     if (m.windows > 1) form += ", " + std::to_string(m.windows) + " windows an image";
     if (fused->inputs.size() > 3) form += ", mask";
     if (merged) form += ", batch and group dims merged";
-    if (unit_batch) form += ", heads folded into the batch";
+    if (heads_split) form += ", heads folded into the batch";
     r.rewrote(what + " -> " + (m.domain.empty() ? "" : m.domain + ".") + describe(fused) + " (" + form + ")",
               fused->fused_from, fused->name);
   }

@@ -49,7 +49,8 @@ PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "bert_cls_dynamo", "bert
           "vit_dynamo", "vit_legacy", "vit_cls_dynamo", "vit_cls_legacy",
           "gpt2_dynamo", "gpt2_sdpa_legacy", "gpt2_sdpa_dynamo",
           "llama_dynamo", "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy",
-          "phi3_legacy", "phi3_dynamo", "gptj_legacy", "gptj_dynamo", "phi_legacy", "phi_dynamo")
+          "phi3_legacy", "phi3_dynamo", "gptj_legacy", "gptj_dynamo", "phi_legacy", "phi_dynamo",
+          "mha_legacy", "mha_dynamo")
 # Rotary nodes per layer: one over the packed rows, or Q's and K's apart where a per-head norm sits
 # between the projections and the rotation (Qwen3: its attention still 3-D, read through views).
 # A partial or interleaved rotation (GPT-J, Phi) stays one Rotary over the packed rows: the attention

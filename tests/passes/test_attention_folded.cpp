@@ -1,7 +1,8 @@
 // Attention over [B·H, S, D] tensors (torch's F.multi_head_attention_forward when
-// nn.MultiheadAttention returns its weights, the module's default): the whole pipeline makes it one
-// Attention with the same numbers, sequence-first or batch-first, without a mask, with a padding
-// mask per folded head or a causal constant; a core whose probabilities are also read elsewhere
+// nn.MultiheadAttention returns its weights, the module's default; transformers' BART-era bmm
+// attention): the whole pipeline makes it one Attention with the same numbers, sequence-first or
+// batch-first, without a mask, with a padding mask per folded head, a causal constant, or a mask
+// added to a [B, H, S, S] view of the scores; a core whose probabilities are also read elsewhere
 // keeps its ops and says why.
 #include <random>
 
@@ -149,7 +150,44 @@ TEST(AttentionFolded, ARankThreeSoftmaxWithoutTwoProductsIsLeftAlone) {
   auto before = g->clone();
   EXPECT_FALSE(attention::rank3_scores_behind(sm));
   std::string why;
-  EXPECT_FALSE(attention::insert_unit_batch(*g, sm, &why));
+  EXPECT_FALSE(attention::split_folded_heads(*g, sm, &why));
   EXPECT_NE(why.find("1 MatMuls"), std::string::npos) << why;
   expect_unchanged(*before, *g);
+}
+
+TEST(AttentionFolded, BartEraAttentionWithItsMaskOnAFourDViewBecomesOneAttention) {
+  // transformers' older attention classes (XGLM, MVP, TrOCR, FSMT, LED...): Q, K and V viewed
+  // [B·H, T, D] from their [B, H, T, D] head splits, bmm, the scores viewed [B, H, T, S] for the
+  // mask and back, Softmax, bmm, then viewed [B, H, T, D] again for the head merge. B and H come
+  // from those views, and the views go.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {kB, kS, kE});
+  Value* mask = b.input("mask", DType::Float32, {kB, 1, kS, kS});
+  Value* heads = b.initializer("heads", int64s({kB, kS, kH, kD}, {4}));
+  Value* fold = b.initializer("fold", int64s({kN, kS, kD}, {3}));
+  auto proj = [&](const std::string& n, uint64_t seed) {
+    Value* p = b.node("MatMul", {x, b.initializer("w_" + n, seeded({kE, kE}, seed))}, {}, n + "_proj");
+    p = b.node("Reshape", {p, heads}, {}, n + "_heads");
+    p = b.node("Transpose", {p}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, n + "_bhsd");
+    return b.node("Reshape", {p, fold}, {}, n + "_fold");
+  };
+  Value* q = b.node("Mul", {proj("q", 11), b.initializer("scale", floats({0.5f}, {}))}, {}, "q_scale");
+  Value* kt = b.node("Transpose", {proj("k", 12)}, {attr("perm", std::vector<int64_t>{0, 2, 1})}, "k_t");
+  Value* v = proj("v", 13);
+  Value* s = b.node("MatMul", {q, kt}, {}, "bmm");
+  s = b.node("Reshape", {s, b.initializer("scores4", int64s({kB, kH, kS, kS}, {4}))}, {}, "scores_view");
+  s = b.node("Add", {s, mask}, {}, "add_mask");
+  s = b.node("Reshape", {s, b.initializer("scores3", int64s({kN, kS, kS}, {3}))}, {}, "scores_fold");
+  Value* o = b.node("MatMul", {b.node("Softmax", {s}, {attr("axis", int64_t{-1})}, "softmax"), v}, {}, "bmm_pv");
+  o = b.node("Reshape", {o, b.initializer("out4", int64s({kB, kH, kS, kD}, {4}))}, {}, "out_view");
+  o = b.node("Transpose", {o}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "out_bshd");
+  b.output(b.node("Reshape", {o, b.initializer("merge", int64s({kB, kS, kE}, {3}))}, {}, "out_merge"));
+  Optimized r = optimize(b.build());
+  for (const auto& m : r.opt.near_misses)
+    if (m.pass == "fuse_attention") ADD_FAILURE() << "near miss: " << m.what << " | " << m.reason;
+  EXPECT_EQ(count_any_domain(*r.optimized, "Attention"), 1);
+  EXPECT_EQ(count(*r.optimized, "Softmax"), 0);
+  for (const auto& n : r.optimized->nodes())
+    if (n->op_type == "Attention") EXPECT_EQ(n->inputs.size(), 4u);  // the mask
+  expect_same_numbers(*r.original, *r.optimized, 33);
 }
