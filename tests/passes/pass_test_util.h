@@ -93,6 +93,16 @@ inline PipelineOutcome run_through_pipeline(std::unique_ptr<Graph> g, const std:
   return r;
 }
 
+/// Runs the whole pipeline, as `fusec optimize` does.
+inline PipelineOutcome run_full_pipeline(std::unique_ptr<Graph> g) {
+  infer_shapes(*g);
+  PipelineOutcome r;
+  r.original = g->clone();
+  r.opt = optimize_graph(*g, PipelineOptions{});
+  r.optimized = std::move(g);
+  return r;
+}
+
 /// Every output of `optimized` within `tol` (default 1e-4 relative / 1e-5 absolute) of `original`
 /// on seeded random inputs (two runs).
 /// Binds every open dim of the graph's inputs to n, as `fusec optimize` verifies a model whose batch

@@ -65,21 +65,7 @@ std::unique_ptr<Graph> maxvit_attention(const Spec& s) {
   return b.build();
 }
 
-struct Optimized {
-  std::unique_ptr<Graph> original, optimized;
-  OptimizeResult opt;
-};
-
-Optimized optimize(std::unique_ptr<Graph> g) {
-  infer_shapes(*g);
-  Optimized r;
-  r.original = g->clone();
-  r.opt = optimize_graph(*g, PipelineOptions{});
-  r.optimized = std::move(g);
-  return r;
-}
-
-void expect_one_attention(const Optimized& r) {
+void expect_one_attention(const PipelineOutcome& r) {
   for (const auto& m : r.opt.near_misses) ADD_FAILURE() << "near miss: " << m.what << " | " << m.reason;
   EXPECT_EQ(count(*r.optimized, "Attention", "ai.fusec"), 1);
   // merge_qkv packs the chunked projection once the chunk splits a 3-D tensor: no Split copy left.
@@ -104,7 +90,7 @@ void expect_one_attention(const Optimized& r) {
 }  // namespace
 
 TEST(AttentionBatch, MaxVitAttentionBecomesOneAttentionOverTheMergedBatch) {
-  Optimized r = optimize(maxvit_attention({}));
+  PipelineOutcome r = run_full_pipeline(maxvit_attention({}));
   expect_one_attention(r);
   bool said = false;
   for (const auto& w : r.opt.rewrites) said |= w.what.find("batch and group dims merged") != std::string::npos;
@@ -116,24 +102,24 @@ TEST(AttentionBatch, ScaleOnQRankFiveBiasAndAnOpenBatch) {
   on_q.scale_on_k = false;
   {
     SCOPED_TRACE("scale on Q");
-    expect_one_attention(optimize(maxvit_attention(on_q)));
+    expect_one_attention(run_full_pipeline(maxvit_attention(on_q)));
   }
   Spec rank5;
   rank5.bias = {1, 1, kH, kP, kP};
   {
     SCOPED_TRACE("rank-5 bias");
-    expect_one_attention(optimize(maxvit_attention(rank5)));
+    expect_one_attention(run_full_pipeline(maxvit_attention(rank5)));
   }
   Spec open;
   open.open_batch = true;
   SCOPED_TRACE("open batch");
-  expect_one_attention(optimize(maxvit_attention(open)));
+  expect_one_attention(run_full_pipeline(maxvit_attention(open)));
 }
 
 TEST(AttentionBatch, ABiasThatDiffersFromGroupToGroupKeepsTheCore) {
   Spec s;
   s.bias = {1, kG, kH, kP, kP};
-  Optimized r = optimize(maxvit_attention(s));
+  PipelineOutcome r = run_full_pipeline(maxvit_attention(s));
   EXPECT_EQ(count(*r.optimized, "Attention", "ai.fusec"), 0);
   EXPECT_EQ(count(*r.optimized, "Softmax"), 1);
   expect_same_numbers(*r.original, *r.optimized, 18);

@@ -4,8 +4,6 @@
 // batch-first, without a mask, with a padding mask per folded head, a causal constant, or a mask
 // added to a [B, H, S, S] view of the scores; a core whose probabilities are also read elsewhere
 // keeps its ops and says why.
-#include <random>
-
 #include "passes/attention_folded.h"
 #include "passes/pattern.h"
 #include "passes/pipeline.h"
@@ -18,14 +16,6 @@ using namespace fusec::test;
 namespace {
 
 constexpr int64_t kS = 6, kB = 2, kH = 3, kD = 4, kE = kH * kD, kN = kB * kH;
-
-Tensor seeded(std::vector<int64_t> dims, uint64_t seed, float scale = 0.5f) {
-  Tensor t(DType::Float32, dims);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
 
 enum class Mask { None, Padding, Causal };
 
@@ -43,8 +33,8 @@ std::unique_ptr<Graph> mha(const Spec& s) {
   GraphBuilder b(17);
   Value* x = s.batch_first ? b.input("x", DType::Float32, {kB, kS, kE}) : b.input("x", DType::Float32, {kS, kB, kE});
   if (s.batch_first) x = b.node("Transpose", {x}, {attr("perm", std::vector<int64_t>{1, 0, 2})}, "seq_first");
-  Value* qkv = b.node("MatMul", {x, b.initializer("w_in", seeded({kE, 3 * kE}, 1))}, {}, "in_proj");
-  qkv = b.node("Add", {qkv, b.initializer("b_in", seeded({3 * kE}, 2))}, {}, "in_proj_bias");
+  Value* qkv = b.node("MatMul", {x, b.initializer("w_in", uniform_floats({kE, 3 * kE}, 1))}, {}, "in_proj");
+  qkv = b.node("Add", {qkv, b.initializer("b_in", uniform_floats({3 * kE}, 2))}, {}, "in_proj_bias");
   auto parts = b.node_n("Split", {qkv, b.initializer("split", int64s({kE, kE, kE}, {3}))}, 3,
                         {attr("axis", int64_t{-1})}, "chunk");
   Value* fold = b.initializer("fold", int64s({kS, kN, kD}, {3}));
@@ -69,27 +59,13 @@ std::unique_ptr<Graph> mha(const Spec& s) {
   Value* o = b.node("MatMul", {p, v}, {}, "bmm_pv");
   o = b.node("Transpose", {o}, {attr("perm", std::vector<int64_t>{1, 0, 2})}, "o_seq_first");
   o = b.node("Reshape", {o, b.initializer("rows", int64s({kS * kB, kE}, {2}))}, {}, "o_rows");
-  o = b.node("MatMul", {o, b.initializer("w_out", seeded({kE, kE}, 3))}, {}, "out_proj");
-  o = b.node("Add", {o, b.initializer("b_out", seeded({kE}, 4))}, {}, "out_proj_bias");
+  o = b.node("MatMul", {o, b.initializer("w_out", uniform_floats({kE, kE}, 3))}, {}, "out_proj");
+  o = b.node("Add", {o, b.initializer("b_out", uniform_floats({kE}, 4))}, {}, "out_proj_bias");
   o = b.node("Reshape", {o, b.initializer("unrows", int64s({kS, kB, kE}, {3}))}, {}, "o_unrows");
   if (s.batch_first) o = b.node("Transpose", {o}, {attr("perm", std::vector<int64_t>{1, 0, 2})}, "batch_first");
   b.output(o);
   if (s.weights_read) b.output(p);
   return b.build();
-}
-
-struct Optimized {
-  std::unique_ptr<Graph> original, optimized;
-  OptimizeResult opt;
-};
-
-Optimized optimize(std::unique_ptr<Graph> g) {
-  infer_shapes(*g);
-  Optimized r;
-  r.original = g->clone();
-  r.opt = optimize_graph(*g, PipelineOptions{});
-  r.optimized = std::move(g);
-  return r;
 }
 
 }  // namespace
@@ -102,7 +78,7 @@ TEST(AttentionFolded, MultiheadAttentionWithItsWeightsBecomesOneAttention) {
       Spec s;
       s.batch_first = batch_first;
       s.mask = mask;
-      Optimized r = optimize(mha(s));
+      PipelineOutcome r = run_full_pipeline(mha(s));
       for (const auto& m : r.opt.near_misses)
         if (m.pass == "fuse_attention") ADD_FAILURE() << "near miss: " << m.what << " | " << m.reason;
       EXPECT_EQ(count_any_domain(*r.optimized, "Attention"), 1);
@@ -122,7 +98,7 @@ TEST(AttentionFolded, MultiheadAttentionWithItsWeightsBecomesOneAttention) {
 TEST(AttentionFolded, ProbabilitiesReadElsewhereKeepTheCore) {
   Spec s;
   s.weights_read = true;
-  Optimized r = optimize(mha(s));
+  PipelineOutcome r = run_full_pipeline(mha(s));
   EXPECT_EQ(count_any_domain(*r.optimized, "Attention"), 0);
   EXPECT_EQ(count(*r.optimized, "Softmax"), 1);
   bool said = false;
@@ -166,7 +142,7 @@ TEST(AttentionFolded, BartEraAttentionWithItsMaskOnAFourDViewBecomesOneAttention
   Value* heads = b.initializer("heads", int64s({kB, kS, kH, kD}, {4}));
   Value* fold = b.initializer("fold", int64s({kN, kS, kD}, {3}));
   auto proj = [&](const std::string& n, uint64_t seed) {
-    Value* p = b.node("MatMul", {x, b.initializer("w_" + n, seeded({kE, kE}, seed))}, {}, n + "_proj");
+    Value* p = b.node("MatMul", {x, b.initializer("w_" + n, uniform_floats({kE, kE}, seed))}, {}, n + "_proj");
     p = b.node("Reshape", {p, heads}, {}, n + "_heads");
     p = b.node("Transpose", {p}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, n + "_bhsd");
     return b.node("Reshape", {p, fold}, {}, n + "_fold");
@@ -182,7 +158,7 @@ TEST(AttentionFolded, BartEraAttentionWithItsMaskOnAFourDViewBecomesOneAttention
   o = b.node("Reshape", {o, b.initializer("out4", int64s({kB, kH, kS, kD}, {4}))}, {}, "out_view");
   o = b.node("Transpose", {o}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "out_bshd");
   b.output(b.node("Reshape", {o, b.initializer("merge", int64s({kB, kS, kE}, {3}))}, {}, "out_merge"));
-  Optimized r = optimize(b.build());
+  PipelineOutcome r = run_full_pipeline(b.build());
   for (const auto& m : r.opt.near_misses)
     if (m.pass == "fuse_attention") ADD_FAILURE() << "near miss: " << m.what << " | " << m.reason;
   EXPECT_EQ(count_any_domain(*r.optimized, "Attention"), 1);

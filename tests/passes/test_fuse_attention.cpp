@@ -1008,6 +1008,18 @@ TEST(FuseAttention, ShiftedWindowsInFloat16SumTheirMasksInFloat16) {
   EXPECT_TRUE(v.ok);
 }
 
+namespace {
+
+/// softmax(0.5·Q·Kᵀ)·V over the given operands as the graph's output, through fuse_attention.
+Outcome fuse_plain_core(GraphBuilder& b, Value* q, Value* kt, Value* v) {
+  Value* s =
+      b.node("Mul", {b.node("MatMul", {q, kt}, {}, "qk"), b.initializer("scale", floats({0.5f}, {}))}, {}, "scale_mul");
+  b.output(b.node("MatMul", {b.node("Softmax", {s}, {attr("axis", int64_t{-1})}, "softmax"), v}, {}, "pv"));
+  return run_one_pass<FuseAttentionPass>(b.build());
+}
+
+}  // namespace
+
 TEST(FuseAttention, KeyTransposedFromASequenceFirstTensor) {
   // nn.TransformerEncoder's default layout once compose_movement has merged its transposes: Q, K
   // and V are Transposes of [S, B, H, D] tensors, Kᵀ one Transpose(1,2,3,0). K is then made as
@@ -1018,10 +1030,7 @@ TEST(FuseAttention, KeyTransposedFromASequenceFirstTensor) {
   Value* q = b.node("Transpose", {seq_first("q")}, {attr("perm", std::vector<int64_t>{1, 2, 0, 3})}, "q_t");
   Value* kt = b.node("Transpose", {seq_first("k")}, {attr("perm", std::vector<int64_t>{1, 2, 3, 0})}, "k_t");
   Value* v = b.node("Transpose", {seq_first("v")}, {attr("perm", std::vector<int64_t>{1, 2, 0, 3})}, "v_t");
-  Value* s =
-      b.node("Mul", {b.node("MatMul", {q, kt}, {}, "qk"), b.initializer("scale", floats({0.5f}, {}))}, {}, "scale_mul");
-  b.output(b.node("MatMul", {b.node("Softmax", {s}, {attr("axis", int64_t{-1})}, "softmax"), v}, {}, "pv"));
-  Outcome o = run_one_pass<FuseAttentionPass>(b.build());
+  Outcome o = fuse_plain_core(b, q, kt, v);
   ASSERT_EQ(count_any_domain(*o.optimized, "Attention"), 1);
   EXPECT_EQ(count(*o.optimized, "Softmax"), 0);
   for (const auto& n : o.optimized->nodes())
@@ -1046,10 +1055,7 @@ TEST(FuseAttention, KeyStoredTransposed) {
   Value* q = b.node("Transpose", {chunk(0)}, {attr("perm", std::vector<int64_t>{0, 1, 3, 2})}, "q_t");
   Value* kt = chunk(1);
   Value* v = b.node("Transpose", {chunk(2)}, {attr("perm", std::vector<int64_t>{0, 1, 3, 2})}, "v_t");
-  Value* s =
-      b.node("Mul", {b.node("MatMul", {q, kt}, {}, "qk"), b.initializer("scale", floats({0.5f}, {}))}, {}, "scale_mul");
-  b.output(b.node("MatMul", {b.node("Softmax", {s}, {attr("axis", int64_t{-1})}, "softmax"), v}, {}, "pv"));
-  Outcome o = run_one_pass<FuseAttentionPass>(b.build());
+  Outcome o = fuse_plain_core(b, q, kt, v);
   ASSERT_EQ(count_any_domain(*o.optimized, "Attention"), 1);
   EXPECT_EQ(count(*o.optimized, "Softmax"), 0);
   expect_same_numbers(*o.original, *o.optimized, 42);
