@@ -20,9 +20,14 @@ const Shape* rank_of(const Value* v, size_t r) {
   return v && v->type.shape && v->type.shape->size() == r ? &*v->type.shape : nullptr;
 }
 
-bool is_binary(const Node* n) {
-  return (is_op(n, "Add") || is_op(n, "Sub") || is_op(n, "Mul") || is_op(n, "Div")) && n->inputs.size() == 2 &&
-         n->input(0) && n->input(1);
+/// An element-wise op the core keeps: Add/Sub/Mul/Div, or Where (a mask filled in: FSMT).
+bool is_elementwise(const Node* n) {
+  const bool where = is_op(n, "Where");
+  if (!where && !is_op(n, "Add") && !is_op(n, "Sub") && !is_op(n, "Mul") && !is_op(n, "Div")) return false;
+  if (n->inputs.size() != (where ? 3u : 2u)) return false;
+  for (const Value* in : n->inputs)
+    if (!in) return false;
+  return true;
 }
 
 /// Where the core's folded dim is in one of its values: N = B·H at `at` of a rank-3 value, or, in
@@ -75,7 +80,7 @@ bool inner_op(const Graph& g, const Node* n) {
   }
   bool into = false;
   if (is_op(n, "Reshape")) return fold_reshape(n, &into) >= 0;
-  return is_binary(n) && (rank_of(out, 3) || rank_of(out, 4));
+  return is_elementwise(n) && (rank_of(out, 3) || rank_of(out, 4));
 }
 
 /// The track of each computed value of node `n` of rank 3 or 4, given `known`'s; false when the
@@ -308,7 +313,7 @@ bool split_folded_heads(Graph& g, Node* softmax, std::string* why) {
       // rank 3, its folded dim split, where it reaches that dim.
       const Shape* s = v->type.shape ? &*v->type.shape : nullptr;
       const Tensor* t = constant_of(v);
-      if (!is_binary(n) || (t && t->numel() == 1)) continue;
+      if (!is_elementwise(n) || (t && t->numel() == 1)) continue;
       if (!s || s->size() > 3) {
         *why = "'" + v->name + "' has no known rank of at most 3";
         return false;

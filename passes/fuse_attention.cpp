@@ -75,6 +75,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "passes/attention_batch.h"
 #include "passes/attention_folded.h"
@@ -98,6 +99,9 @@ constexpr int64_t kStandardAttentionOpset = 23;
 /// ones, summed into one first).
 struct Bias {
   bool causal = false;
+  // With `filled`, `mask` is a computed condition and the node reads the additive mask
+  // Where(mask, 0, -FLT_MAX) (keep_where_true) or Where(mask, -FLT_MAX, 0), made by the rewrite.
+  bool filled = false, keep_where_true = true;
   Value* mask = nullptr;       // an existing value, or
   Value* plus = nullptr;       // a second added mask: the node reads Add(mask, plus)
   std::optional<Tensor> made;  // a new constant (a negated or scaled one) named after `made_from`
@@ -254,6 +258,17 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
         return describe(s.node) + " fills masked scores with " + std::to_string(s.fill) +
                (after[i] != 1 ? " (then scaled)" : "") + ", not a value <= -1e4 that masks like -inf";
       if (!c) {
+        // -FLT_MAX written over the scores is -FLT_MAX added to them: s - FLT_MAX rounds to -FLT_MAX
+        // for |s| < 2^103, so a fully masked row is uniform either way (FSMT, BART-era masked_fill
+        // with finfo.min). Another finite fill would differ there.
+        if (s.fill == -static_cast<double>(std::numeric_limits<float>::max()) && after[i] == 1 &&
+            m.qk->outputs[0]->type.dtype == DType::Float32 && !m.bias.filled) {
+          m.bias.filled = true;
+          m.bias.keep_where_true = s.keep_where_true;
+          if (++adds > 1) return "the scores get a filled mask and another one";
+          m.bias.mask = s.mask;
+          continue;
+        }
         if (!std::isinf(s.fill))
           return describe(s.node) +
                  " has a computed condition and a finite fill: a row with every key masked would differ (the graph "
@@ -292,6 +307,7 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
       continue;
     }
     if (++adds > 2) return "more than two masks are added to the scores";
+    if (m.bias.filled) return "the scores get a filled mask and another one";
     if (adds == 2) {
       // A relative-position bias and a padding mask (MPNet, WavLM, T5): summed into one, as
       // (scores + a) + b = scores + (a + b) up to one rounding.
@@ -524,6 +540,14 @@ Node* rewrite(Rewriter& r, Match& m) {
     Value* sum = g.add_value(m.bias.mask->name + "_plus_" + m.bias.plus->name);
     g.add_node("Add", {m.bias.mask, m.bias.plus}, {sum}, g.unique_node_name(sum->name));
     ins.push_back(sum);
+  } else if (m.bias.filled) {
+    const float fill = -std::numeric_limits<float>::max();
+    Value* zero = g.add_initializer(m.bias.mask->name + "_zero", Tensor::from_float({0.0f}, {}));
+    Value* low = g.add_initializer(m.bias.mask->name + "_fill", Tensor::from_float({fill}, {}));
+    Value* added = g.add_value(m.bias.mask->name + "_added");
+    g.add_node("Where", {m.bias.mask, m.bias.keep_where_true ? zero : low, m.bias.keep_where_true ? low : zero},
+               {added}, g.unique_node_name(added->name));
+    ins.push_back(added);
   } else if (m.bias.mask)
     ins.push_back(m.bias.mask);
   Value* y = m.three_d ? m.merge->outputs[0] : m.pv->outputs[0];
