@@ -20,10 +20,12 @@ const Shape* rank_of(const Value* v, size_t r) {
   return v && v->type.shape && v->type.shape->size() == r ? &*v->type.shape : nullptr;
 }
 
-/// An element-wise op the core keeps: Add/Sub/Mul/Div, or Where (a mask filled in: FSMT).
+/// An element-wise op the core keeps: Add/Sub/Mul/Div/Max (XGLM's clamp), or Where (a mask filled
+/// in: FSMT).
 bool is_elementwise(const Node* n) {
   const bool where = is_op(n, "Where");
-  if (!where && !is_op(n, "Add") && !is_op(n, "Sub") && !is_op(n, "Mul") && !is_op(n, "Div")) return false;
+  if (!where && !is_op(n, "Add") && !is_op(n, "Sub") && !is_op(n, "Mul") && !is_op(n, "Div") && !is_op(n, "Max"))
+    return false;
   if (n->inputs.size() != (where ? 3u : 2u)) return false;
   for (const Value* in : n->inputs)
     if (!in) return false;
@@ -248,7 +250,7 @@ bool rank3_scores_behind(const Node* softmax) {
     auto [v, depth] = work.back();
     work.pop_back();
     const Node* p = v ? v->producer : nullptr;
-    if (!p || depth > 3) continue;
+    if (!p || depth > 6) continue;
     if (is_op(p, "MatMul") && rank_of(p->outputs[0], 3)) return true;
     for (const Value* in : p->inputs)
       if (in && !constant_of(in)) work.emplace_back(in, depth + 1);

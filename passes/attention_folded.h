@@ -26,7 +26,7 @@ namespace fusec::attention {
 /// reads any 4-D Kᵀ. Changes nothing and returns false otherwise, with why not.
 bool split_folded_heads(Graph& g, Node* softmax, std::string* why);
 
-/// Whether a rank-3 MatMul (Q·Kᵀ) is behind `softmax`, through at most three ops: what makes a
+/// Whether a rank-3 MatMul (Q·Kᵀ) is behind `softmax`, through at most six ops: what makes a
 /// rank-3 Softmax attention worth a near-miss.
 bool rank3_scores_behind(const Node* softmax);
 

@@ -1,5 +1,7 @@
 #include "passes/attention_pattern.h"
 
+#include <limits>
+
 #include "ir/dim_values.h"
 
 #include "passes/pattern.h"
@@ -151,6 +153,16 @@ ScoreChain walk_scores(Node* softmax) {
         return c;
       }
       s.fill = *f;
+    } else if (is_op(p, "Max") && p->inputs.size() == 2) {
+      next = score_input(p, {0, 1});
+      const Value* low = p->input(next == p->input(0) ? 1 : 0);
+      const Tensor* t = constant_of(low);
+      if (!t || t->numel() != 1 || t->dtype() != DType::Float32 ||
+          t->as_double(0) != -static_cast<double>(std::numeric_limits<float>::max())) {
+        c.why = describe(p) + " clamps the scores at '" + low->name + "', not at the constant -FLT_MAX";
+        return c;
+      }
+      s.kind = ChainStep::ClampLow;
     } else if (is_op(p, "Reshape") && p->inputs.size() == 2) {
       next = p->input(0);
       s.kind = ChainStep::Regroup;

@@ -23,9 +23,10 @@ Value* peel_scale(Value* v, double& scale, std::vector<Node*>& nodes);
 /// One op between Q·Kᵀ and the Softmax. Regroup is a Reshape, which fuse_attention takes only as
 /// the pair that splits the batch into windows and merges it back (Swin's shifted windows).
 /// HeadScale is a Mul by a constant per head ([H, 1, 1] against the scores' [.., H, Sq, Skv]: Swin
-/// V2's learned temperature), the constant in `mask`.
+/// V2's learned temperature), the constant in `mask`. ClampLow is Max(·, −FLT_MAX) right after an
+/// added mask (XGLM: a −∞ from two added masks kept at −FLT_MAX).
 struct ChainStep {
-  enum Kind { Scale, AddMask, WhereMask, Regroup, HeadScale } kind;
+  enum Kind { Scale, AddMask, WhereMask, Regroup, HeadScale, ClampLow } kind;
   Node* node = nullptr;
   double factor = 1;            // Scale
   Value* mask = nullptr;        // AddMask: the added tensor; WhereMask: the condition

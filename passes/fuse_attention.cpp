@@ -102,6 +102,7 @@ struct Bias {
   // With `filled`, `mask` is a computed condition and the node reads the additive mask
   // Where(mask, 0, -FLT_MAX) (keep_where_true) or Where(mask, -FLT_MAX, 0), made by the rewrite.
   bool filled = false, keep_where_true = true;
+  bool clamped = false;        // the node reads Max(mask, -FLT_MAX) (ClampLow after the mask's Add)
   Value* mask = nullptr;       // an existing value, or
   Value* plus = nullptr;       // a second added mask: the node reads Add(mask, plus)
   std::optional<Tensor> made;  // a new constant (a negated or scaled one) named after `made_from`
@@ -174,6 +175,7 @@ std::string resolve_windows(Match& m) {
       continue;
     }
     if (st.kind == ChainStep::WhereMask) return describe(st.node) + " masks windowed scores with a Where";
+    if (st.kind == ChainStep::ClampLow) return describe(st.node) + " clamps windowed scores";
     const Tensor* c = constant_of(st.mask);
     if (!c || (c->dtype() != DType::Float32 && c->dtype() != DType::Float16 && c->dtype() != DType::BFloat16 &&
                c->dtype() != DType::Float64))
@@ -250,6 +252,22 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
   for (size_t i = 0; i < steps.size(); ++i) {
     const ChainStep& s = steps[i];
     if (s.kind == ChainStep::Scale || s.kind == ChainStep::HeadScale) continue;
+    if (s.kind == ChainStep::ClampLow) {
+      // Max(s + m, -FLT_MAX) = s + Max(m, -FLT_MAX) while |s| < 2^103 (s - FLT_MAX rounds to
+      // -FLT_MAX): the clamp moves onto the mask, or goes where the mask is finite anyway.
+      const ChainStep* add = i > 0 && steps[i - 1].kind == ChainStep::AddMask ? &steps[i - 1] : nullptr;
+      if (!add || after[i] != 1) return describe(s.node) + " clamps the scores other than right after an added mask";
+      if (const Tensor* mc = constant_of(add->mask)) {
+        for (int64_t j = 0; j < mc->numel(); ++j)
+          if (!std::isfinite(mc->as_double(j)))
+            return describe(s.node) + " clamps an added constant mask that is not finite";
+        continue;
+      }
+      if (m.bias.mask != add->mask || m.bias.plus || m.bias.made || m.bias.filled)
+        return describe(s.node) + " clamps one of several masks";
+      m.bias.clamped = true;
+      continue;
+    }
     const Tensor* c = constant_of(s.mask);
     if (s.kind == ChainStep::WhereMask) {
       if (++wheres > 1) return "more than one Where masks the scores";
@@ -548,6 +566,12 @@ Node* rewrite(Rewriter& r, Match& m) {
     g.add_node("Where", {m.bias.mask, m.bias.keep_where_true ? zero : low, m.bias.keep_where_true ? low : zero},
                {added}, g.unique_node_name(added->name));
     ins.push_back(added);
+  } else if (m.bias.clamped) {
+    Value* low =
+        g.add_initializer(m.bias.mask->name + "_low", Tensor::from_float({-std::numeric_limits<float>::max()}, {}));
+    Value* clamped = g.add_value(m.bias.mask->name + "_clamped");
+    g.add_node("Max", {m.bias.mask, low}, {clamped}, g.unique_node_name(clamped->name));
+    ins.push_back(clamped);
   } else if (m.bias.mask)
     ins.push_back(m.bias.mask);
   Value* y = m.three_d ? m.merge->outputs[0] : m.pv->outputs[0];

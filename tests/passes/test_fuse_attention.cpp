@@ -1082,3 +1082,38 @@ TEST(FuseAttention, KeyStoredTransposed) {
   EXPECT_EQ(count(*o.optimized, "Softmax"), 0);
   expect_same_numbers(*o.original, *o.optimized, 42);
 }
+
+namespace {
+
+/// softmax(Max(0.5·Q·Kᵀ + mask, low))·V over [2, 3, 5, 4] inputs, through fuse_attention (XGLM).
+Outcome fuse_clamped(float low) {
+  GraphBuilder b(17);
+  auto input = [&](const char* n) { return b.input(n, DType::Float32, {2, 3, 5, 4}); };
+  Value* q = input("q");
+  Value* kt = b.node("Transpose", {input("k")}, {attr("perm", std::vector<int64_t>{0, 1, 3, 2})}, "k_t");
+  Value* v = input("v");
+  Value* s =
+      b.node("Mul", {b.node("MatMul", {q, kt}, {}, "qk"), b.initializer("scale", floats({0.5f}, {}))}, {}, "scale_mul");
+  s = b.node("Add", {s, b.input("mask", DType::Float32, {2, 1, 5, 5})}, {}, "add_mask");
+  s = b.node("Max", {s, b.initializer("low", floats({low}, {}))}, {}, "clamp");
+  b.output(b.node("MatMul", {b.node("Softmax", {s}, {attr("axis", int64_t{-1})}, "softmax"), v}, {}, "pv"));
+  return run_one_pass<FuseAttentionPass>(b.build());
+}
+
+}  // namespace
+
+TEST(FuseAttention, AClampAtFltMaxAfterTheMaskMovesOntoTheMask) {
+  // XGLM: Max(S + mask, -FLT_MAX) is S + Max(mask, -FLT_MAX) for any finite S below 2^103.
+  Outcome o = fuse_clamped(-std::numeric_limits<float>::max());
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  ASSERT_EQ(n->inputs.size(), 4u);
+  const Node* clamp = n->inputs[3]->producer;
+  ASSERT_TRUE(clamp && clamp->op_type == "Max");
+  EXPECT_EQ(clamp->input(0)->name, "mask");
+  expect_same_numbers(*o.original, *o.optimized, 43);
+}
+
+TEST(FuseAttention, NearMissAClampAtAnotherValue) {
+  expect_near_miss(fuse_clamped(-1e4f), "fuse_attention", "clamps the scores at 'low', not at the constant -FLT_MAX");
+}
