@@ -639,8 +639,13 @@ Node* rewrite(Rewriter& r, Match& m) {
 
 bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
   Rewriter r(g, ctx, kPass);
-  for (Node* sm : g.node_list()) {
-    if (r.removed(sm) || !is_op(sm, "Softmax")) continue;
+  // The Softmaxes first: split_folded_heads deletes the views it makes redundant, which a list of
+  // every node would then still hold.
+  std::vector<Node*> softmaxes;
+  for (Node* n : g.node_list())
+    if (is_op(n, "Softmax")) softmaxes.push_back(n);
+  for (Node* sm : softmaxes) {
+    if (r.removed(sm)) continue;
     // Rank-5 cores ([B, G, H, S, D]: MaxViT) become rank 4 first, where Attention can take them.
     const auto& rank = sm->outputs[0]->type.shape;
     bool merged = false;
