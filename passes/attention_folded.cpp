@@ -158,12 +158,13 @@ std::optional<Core> collect(const Graph& g, Node* softmax, std::string* why) {
     c.member.insert(n);
     return true;
   };
-  const Shape* scores = rank_of(softmax->input(0), 3);
-  if (!scores || !inner_op(g, softmax)) {
-    *why = "the Softmax is not over the last axis of rank-3 scores";
+  // Scores [B·H, S, S], or their view [B, H, S, S] (BLOOM's Softmax, between the folded bmms).
+  const bool split = rank_of(softmax->input(0), 4) != nullptr;
+  if ((!split && !rank_of(softmax->input(0), 3)) || !inner_op(g, softmax)) {
+    *why = "the Softmax is not over the last axis of rank-3 or rank-4 scores";
     return std::nullopt;
   }
-  if (!take(softmax, softmax->input(0), {0, false})) return std::nullopt;
+  if (!take(softmax, softmax->input(0), {0, split})) return std::nullopt;
   while (!work.empty()) {
     Value* v = work.front();
     work.pop_front();
@@ -262,7 +263,7 @@ bool split_folded_heads(Graph& g, Node* softmax, std::string* why) {
   auto core = collect(g, softmax, why);
   if (!core) return false;
   // The split of N: the fold Reshapes' [B, H] where the core has them (all alike), else [1, N].
-  const Dim n_dim = (*softmax->input(0)->type.shape)[0];
+  const Shape& scores = *softmax->input(0)->type.shape;
   std::optional<std::pair<Dim, Dim>> bh;
   for (Node* n : core->nodes) {
     if (!is_op(n, "Reshape")) continue;
@@ -276,7 +277,7 @@ bool split_folded_heads(Graph& g, Node* softmax, std::string* why) {
     }
     bh = here;
   }
-  if (!bh) bh = std::make_pair(Dim(1), n_dim);
+  if (!bh) bh = scores.size() == 4 ? std::make_pair(scores[0], scores[1]) : std::make_pair(Dim(1), scores[0]);
   auto split_shape = [&](const Shape& s, int at) {
     Shape e = s;
     const Dim d = e[static_cast<size_t>(at)];

@@ -663,12 +663,13 @@ bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
     // Rank-3 cores whose batch folds batch and heads ([B·H, S, D]: nn.MultiheadAttention returning
     // its weights, BART-era transformers) become [B, H, S, D] first, where Attention can take them.
     bool heads_split = false;
-    if ((!m.qk || !why.empty()) && rank && rank->size() == 3 && attention::rank3_scores_behind(sm) &&
-        !(ctx.opts.portable && g.opset("") < kStandardAttentionOpset)) {
+    if ((!m.qk || !why.empty()) && rank && (rank->size() == 3 || rank->size() == 4) &&
+        attention::rank3_scores_behind(sm) && !(ctx.opts.portable && g.opset("") < kStandardAttentionOpset)) {
       std::string why3;
       heads_split = attention::split_folded_heads(g, sm, &why3);
       if (!heads_split) {
-        r.near_miss(describe(sm) + " over [N, S, S] scores (batch and heads folded) not fused into Attention", why3);
+        r.near_miss(describe(sm) + " over scores of folded batch and heads ([B·H, S, S]) not fused into Attention",
+                    why3);
         continue;
       }
       m = Match{};

@@ -131,17 +131,20 @@ TEST(AttentionFolded, ARankThreeSoftmaxWithoutTwoProductsIsLeftAlone) {
   expect_unchanged(*before, *g);
 }
 
-TEST(AttentionFolded, BartEraAttentionWithItsMaskOnAFourDViewBecomesOneAttention) {
-  // transformers' older attention classes (XGLM, MVP, TrOCR, FSMT, LED...): Q, K and V viewed
-  // [B·H, T, D] from their [B, H, T, D] head splits, bmm, the scores viewed [B, H, T, S] for the
-  // mask and back, Softmax, bmm, then viewed [B, H, T, D] again for the head merge. B and H come
-  // from those views, and the views go.
+namespace {
+
+/// transformers' older attention classes (XGLM, MVP, TrOCR, FSMT, LED...): Q, K and V viewed
+/// [B·H, T, D] from their [B, H, T, D] head splits, bmm, the scores viewed [B, H, T, S] for the
+/// mask and back, Softmax, bmm, then viewed [B, H, T, D] again for the head merge. With
+/// `softmax_on_view` the Softmax runs on the [B, H, T, S] view and its output is viewed back
+/// (BLOOM).
+std::unique_ptr<Graph> bart_era(bool softmax_on_view) {
   GraphBuilder b(17);
   Value* x = b.input("x", DType::Float32, {kB, kS, kE});
   Value* mask = b.input("mask", DType::Float32, {kB, 1, kS, kS});
   Value* heads = b.initializer("heads", int64s({kB, kS, kH, kD}, {4}));
   Value* fold = b.initializer("fold", int64s({kN, kS, kD}, {3}));
-  auto proj = [&](const std::string& n, uint64_t seed) {
+  auto proj = [&](const std::string& n, unsigned seed) {
     Value* p = b.node("MatMul", {x, b.initializer("w_" + n, uniform_floats({kE, kE}, seed))}, {}, n + "_proj");
     p = b.node("Reshape", {p, heads}, {}, n + "_heads");
     p = b.node("Transpose", {p}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, n + "_bhsd");
@@ -151,19 +154,35 @@ TEST(AttentionFolded, BartEraAttentionWithItsMaskOnAFourDViewBecomesOneAttention
   Value* kt = b.node("Transpose", {proj("k", 12)}, {attr("perm", std::vector<int64_t>{0, 2, 1})}, "k_t");
   Value* v = proj("v", 13);
   Value* s = b.node("MatMul", {q, kt}, {}, "bmm");
-  s = b.node("Reshape", {s, b.initializer("scores4", int64s({kB, kH, kS, kS}, {4}))}, {}, "scores_view");
-  s = b.node("Add", {s, mask}, {}, "add_mask");
-  s = b.node("Reshape", {s, b.initializer("scores3", int64s({kN, kS, kS}, {3}))}, {}, "scores_fold");
-  Value* o = b.node("MatMul", {b.node("Softmax", {s}, {attr("axis", int64_t{-1})}, "softmax"), v}, {}, "bmm_pv");
+  Value* scores4 = b.initializer("scores4", int64s({kB, kH, kS, kS}, {4}));
+  Value* scores3 = b.initializer("scores3", int64s({kN, kS, kS}, {3}));
+  s = b.node("Add", {b.node("Reshape", {s, scores4}, {}, "scores_view"), mask}, {}, "add_mask");
+  Value* p = softmax_on_view
+                 ? b.node("Reshape", {b.node("Softmax", {s}, {attr("axis", int64_t{-1})}, "softmax"), scores3}, {},
+                          "probs_fold")
+                 : b.node("Softmax", {b.node("Reshape", {s, scores3}, {}, "scores_fold")}, {attr("axis", int64_t{-1})},
+                          "softmax");
+  Value* o = b.node("MatMul", {p, v}, {}, "bmm_pv");
   o = b.node("Reshape", {o, b.initializer("out4", int64s({kB, kH, kS, kD}, {4}))}, {}, "out_view");
   o = b.node("Transpose", {o}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "out_bshd");
   b.output(b.node("Reshape", {o, b.initializer("merge", int64s({kB, kS, kE}, {3}))}, {}, "out_merge"));
-  PipelineOutcome r = run_full_pipeline(b.build());
-  for (const auto& m : r.opt.near_misses)
-    if (m.pass == "fuse_attention") ADD_FAILURE() << "near miss: " << m.what << " | " << m.reason;
-  EXPECT_EQ(count_any_domain(*r.optimized, "Attention"), 1);
-  EXPECT_EQ(count(*r.optimized, "Softmax"), 0);
-  for (const auto& n : r.optimized->nodes())
-    if (n->op_type == "Attention") EXPECT_EQ(n->inputs.size(), 4u);  // the mask
-  expect_same_numbers(*r.original, *r.optimized, 33);
+  return b.build();
+}
+
+}  // namespace
+
+TEST(AttentionFolded, BartEraAttentionWithItsMaskOnAFourDViewBecomesOneAttention) {
+  // B and H come from the core's views of B·H, and the views go. Also with the Softmax itself on
+  // the view (BLOOM).
+  for (bool softmax_on_view : {false, true}) {
+    SCOPED_TRACE(softmax_on_view ? "Softmax on the [B, H, T, S] view" : "Softmax on [B·H, T, S]");
+    PipelineOutcome r = run_full_pipeline(bart_era(softmax_on_view));
+    for (const auto& m : r.opt.near_misses)
+      if (m.pass == "fuse_attention") ADD_FAILURE() << "near miss: " << m.what << " | " << m.reason;
+    EXPECT_EQ(count_any_domain(*r.optimized, "Attention"), 1);
+    EXPECT_EQ(count(*r.optimized, "Softmax"), 0);
+    for (const auto& n : r.optimized->nodes())
+      if (n->op_type == "Attention") EXPECT_EQ(n->inputs.size(), 4u);  // the mask
+    expect_same_numbers(*r.original, *r.optimized, 33);
+  }
 }
