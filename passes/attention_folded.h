@@ -2,7 +2,7 @@
 // torch's F.multi_head_attention_forward writes when it returns the attention weights
 // (nn.MultiheadAttention's default, need_weights=True: WavLM, DETR-style decoders, and most user
 // models that call the module), and what transformers' older attention classes write (BART-era
-// bmm attention: XGLM, MVP, TrOCR, FSMT, LED, Table Transformer, SpeechT5...): Q·Kᵀ as a bmm of
+// bmm attention: XGLM, MVP, TrOCR, FSMT, LED, BLOOM, Table Transformer, SpeechT5...): Q·Kᵀ as a bmm of
 // [B·H, S, D] by [B·H, D, S], an optional mask (added to the [B·H, S, S] scores, or to their view
 // [B, H, S, S] and viewed back), Softmax, a bmm with V. Every op of such a core treats N as a
 // batch, so the core is the same computation on [B, H, S, D] tensors, which fuse_attention
@@ -16,7 +16,8 @@
 
 namespace fusec::attention {
 
-/// If `softmax` is the Softmax (last axis) of a closed attention core of rank-3 tensors, rewrites
+/// If `softmax` is the Softmax (last axis) of a closed attention core of rank-3 tensors (the
+/// Softmax itself on the scores or on their [B, H, S, S] view: BLOOM), rewrites
 /// the core with N split in two, and returns true. The core: two MatMuls of two computed rank-3
 /// operands each (N their batch dim) and this Softmax, with Transposes, element-wise
 /// Add/Sub/Mul/Div, and Reshapes that split N into [B, H] or merge it back; every value of it
