@@ -1,13 +1,13 @@
 // Attention over rank-3 tensors [N, S, D] whose batch dim N folds the batch and the heads: what
 // torch's F.multi_head_attention_forward writes when it returns the attention weights
 // (nn.MultiheadAttention's default, need_weights=True: WavLM, DETR-style decoders, and most user
-// models that call the module), and what transformers' older attention classes write (BART-era
-// bmm attention: XGLM, MVP, TrOCR, FSMT, LED, BLOOM, Table Transformer, SpeechT5...): Q·Kᵀ as a bmm of
+// models that call the module), and what transformers' older attention classes write (BART-era bmm
+// attention: XGLM, MVP, TrOCR, FSMT, LED, BLOOM, Table Transformer, SpeechT5...): Q·Kᵀ as a bmm of
 // [B·H, S, D] by [B·H, D, S], an optional mask (added to the [B·H, S, S] scores, or to their view
 // [B, H, S, S] and viewed back), Softmax, a bmm with V. Every op of such a core treats N as a
-// batch, so the core is the same computation on [B, H, S, D] tensors, which fuse_attention
-// matches. split_folded_heads rewrites it so, with B and H from the core's own views of N, or 1 and
-// N where it has none.
+// batch, so the core is the same computation on [B, H, S, D] tensors, which fuse_attention matches.
+// split_folded_heads rewrites it so, with B and H from the core's own views of N, or 1 and N where
+// it has none.
 #pragma once
 
 #include <string>
