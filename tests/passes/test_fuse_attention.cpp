@@ -749,6 +749,23 @@ TEST(FuseAttention, SafeSoftmaxWithMinusInfinityFillGivesZeroRows) {
   }
 }
 
+namespace {
+
+/// Every row of the fully masked second sequence (run_with_empty_rows) is the mean of its V rows, as
+/// the graph gives when the masked scores stay finite (-FLT_MAX).
+void expect_empty_rows_average_v(const Outcome& o, const Spec& s) {
+  const Tensor y = run_with_empty_rows(o, s);
+  const Tensor v = uniform_floats({s.batch, s.skv, s.hkv * s.d}, 33);
+  for (int64_t c = 0; c < s.hq * s.d; ++c) {
+    double mean = 0;
+    for (int64_t j = 0; j < s.skv; ++j) mean += v.data<float>()[(s.skv + j) * s.hkv * s.d + c];
+    mean /= static_cast<double>(s.skv);
+    for (int64_t i = 0; i < s.sq; ++i) EXPECT_NEAR(at(y, s, 1, i, c), mean, 1e-6) << "row " << i << " col " << c;
+  }
+}
+
+}  // namespace
+
 TEST(FuseAttention, SafeSoftmaxWithFltMaxFillAveragesVInFullyMaskedRows) {
   // Dynamo SDPA export: the fill is -FLT_MAX. A fully masked row stays finite (every score becomes
   // -FLT_MAX), its Softmax is uniform, the guard sees no NaN: the graph gives mean(V) there. The
@@ -766,14 +783,7 @@ TEST(FuseAttention, SafeSoftmaxWithFltMaxFillAveragesVInFullyMaskedRows) {
   ASSERT_EQ(n->inputs.size(), 4u);
   EXPECT_EQ(n->inputs[3]->type.dtype, DType::Float32);
   expect_same_numbers(o);
-  const Tensor y = run_with_empty_rows(o, s);
-  const Tensor v = uniform_floats({s.batch, s.skv, s.hkv * s.d}, 33);
-  for (int64_t c = 0; c < s.hq * s.d; ++c) {
-    double mean = 0;
-    for (int64_t j = 0; j < s.skv; ++j) mean += v.data<float>()[(s.skv + j) * s.hkv * s.d + c];
-    mean /= static_cast<double>(s.skv);
-    for (int64_t i = 0; i < s.sq; ++i) EXPECT_NEAR(at(y, s, 1, i, c), mean, 1e-6) << "row " << i << " col " << c;
-  }
+  expect_empty_rows_average_v(o, s);
 }
 
 TEST(FuseAttention, SafeSoftmaxAfterAMinusInfinityWhereBecomesABoolMask) {
@@ -809,14 +819,7 @@ TEST(FuseAttention, SafeSoftmaxAfterAnFltMaxWhereFillBecomesAnAddedMask) {
   ASSERT_TRUE(added && added->op_type == "Where");
   EXPECT_EQ(added->input(0)->name, "keep");
   expect_same_numbers(o);
-  const Tensor y = run_with_empty_rows(o, s);
-  const Tensor v = uniform_floats({s.batch, s.skv, s.hkv * s.d}, 33);
-  for (int64_t c = 0; c < s.hq * s.d; ++c) {
-    double mean = 0;
-    for (int64_t j = 0; j < s.skv; ++j) mean += v.data<float>()[(s.skv + j) * s.hkv * s.d + c];
-    mean /= static_cast<double>(s.skv);
-    for (int64_t i = 0; i < s.sq; ++i) EXPECT_NEAR(at(y, s, 1, i, c), mean, 1e-6) << "row " << i << " col " << c;
-  }
+  expect_empty_rows_average_v(o, s);
 }
 
 TEST(FuseAttention, NearMissAnotherFiniteWhereFillWithAComputedCondition) {
