@@ -351,6 +351,47 @@ TEST(GpuAttention, DecoderCausalPaddingMaskOverGroupedHeads) {
   }
 }
 
+// Where a staged full mask is far (-inf, a false bool, a finfo.min-like fill) for the rest of a
+// tile, a warp whose rows have all seen a key stops computing it (mma_tile.cuh's warp_tile); a
+// warp with a row that has not goes on, so fully masked rows come out as before. Each mask over 12
+// heads (GPT-2's layout) and over grouped heads, at lengths on and off the 64-key tiles:
+//   - causal with a -1e30 fill and batch 1's last 30 keys padded (whole tiles far for batch 1);
+//   - a window of 40 keys behind each row (-1e30; the far keys are at both ends of a row);
+//   - causal as a bool mask;
+//   - causal with batch 1's first 20 keys padded at -inf: rows 0..19 see no key (zeros), and the
+//     warp of rows 16..31 must go past its reach for rows 16..19.
+TEST(GpuAttention, DecoderMasksStopAtTheirLastKey) {
+  FUSEC_REQUIRE_GPU();
+  enum Form { kCausalTail, kWindow, kBoolCausal, kCausalLeftInf };
+  for (int64_t s : {128, 200, 72})
+    for (Form f : {kCausalTail, kWindow, kBoolCausal, kCausalLeftInf})
+      for (auto [hq, hk] : std::vector<std::pair<int64_t, int64_t>>{{12, 12}, {8, 2}}) {
+        SCOPED_TRACE("S " + std::to_string(s) + " form " + std::to_string(f) + " heads " + std::to_string(hq) + "/" +
+                     std::to_string(hk));
+        Case k;
+        k.q = {2, hq, s, 64};
+        k.k = k.v = {2, hk, s, 64};
+        k.mask = {2, 1, s, s};
+        k.mask_type = f == kBoolCausal ? DType::Bool : DType::Float32;
+        OpCase c = attention(k, 300 + s + f);
+        Tensor& m = c.inputs[3];
+        for (int b = 0; b < 2; ++b)
+          for (int64_t i = 0; i < s; ++i)
+            for (int64_t j = 0; j < s; ++j) {
+              const int64_t at = (b * s + i) * s + j;
+              bool keep = j <= i;
+              if (f == kCausalTail) keep = keep && !(b == 1 && j >= s - 30);
+              if (f == kWindow) keep = keep && j > i - 40;
+              if (f == kCausalLeftInf) keep = keep && !(b == 1 && j < 20);
+              if (f == kBoolCausal)
+                m.data<uint8_t>()[at] = keep;
+              else
+                m.data<float>()[at] = keep ? 0.0f : f == kCausalLeftInf ? -INFINITY : -1e30f;
+            }
+        all_precisions(c);
+      }
+}
+
 TEST(GpuAttention, HeadSizesPadToTiles) {
   FUSEC_REQUIRE_GPU();
   for (auto [d, dv] : std::vector<std::pair<int64_t, int64_t>>{{8, 8}, {40, 24}, {96, 128}, {128, 72}}) {

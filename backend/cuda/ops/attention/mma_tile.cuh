@@ -397,19 +397,90 @@ __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p,
   }
 }
 
-/// warp_key_tile over the keys [k0, k0 + lim) the warp needs (16, 32 or 64 computed), for a warp
-/// with rows below q_len and keys to see.
+/// warp_key_tile over the keys [k0, k0 + lim) the warp needs (16, 32 or 64 computed).
 template <typename T, int HD, int MASK>
-__device__ __forceinline__ void warp_tile(WarpRows<HD>& w, const WarpPos& p, const AttentionArgs& a, uint32_t s_k,
+__device__ __forceinline__ void warp_keys(WarpRows<HD>& w, const WarpPos& p, const AttentionArgs& a, uint32_t s_k,
                                           uint32_t s_v, int k0, int lim, const float (&mt)[2][16],
                                           const unsigned char* ms0, const unsigned char* ms1) {
-  if (p.w0 >= a.q_len || lim <= 0) return;
   if (lim > 32)
     warp_key_tile<T, HD, MASK, 8>(w, p, a, s_k, s_v, k0, lim, mt, ms0, ms1);
   else if (lim > 16)
     warp_key_tile<T, HD, MASK, 4>(w, p, a, s_k, s_v, k0, lim, mt, ms0, ms1);
   else
     warp_key_tile<T, HD, MASK, 2>(w, p, a, s_k, s_v, k0, lim, mt, ms0, ms1);
+}
+
+// A staged full mask's term is "far" at or below kFarMask (-inf, a false bool, fp16's -65504 and
+// every other finfo.min fill), and a row has "seen" a key once its running max is at least
+// kSeenMax. Once every row of a warp has, a far key's term is at most e^(x - 20000) of the row's
+// largest, x its scaled score: 0 in fp32 wherever |x| < 19900 (fp16 scores stay far below).
+constexpr float kFarMask = -30000.0f;
+constexpr float kSeenMax = -10000.0f;
+
+/// One past the last key below `lim` at which any of a warp's 16 rows of a staged full mask (the
+/// first row at `rows`) holds a term that is not far (NaN included), rounded up to 8 keys; 0 where
+/// every term is far. Each lane reads half a row, 32 keys.
+template <typename T>
+__device__ __forceinline__ int staged_reach(const unsigned char* rows, int lane, bool is_bool, int lim) {
+  const int half = lane & 1;
+  const unsigned char* r = rows + (lane >> 1) * kMaskPitch;
+  unsigned near = 0;  // bit c: keys 8c..8c+7 of this lane's 32
+  if (is_bool) {
+    const uint4 v0 = *reinterpret_cast<const uint4*>(r + 32 * half);
+    const uint4 v1 = *reinterpret_cast<const uint4*>(r + 32 * half + 16);
+    near =
+        ((v0.x | v0.y) ? 1u : 0u) | ((v0.z | v0.w) ? 2u : 0u) | ((v1.x | v1.y) ? 4u : 0u) | ((v1.z | v1.w) ? 8u : 0u);
+  } else {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const uint4 v = *reinterpret_cast<const uint4*>(r + 64 * half + 16 * c);
+      const T* e = reinterpret_cast<const T*>(&v);
+      bool any = false;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) any |= !(to_compute(e[i]) <= kFarMask);
+      near |= static_cast<unsigned>(any) << c;
+    }
+  }
+  near = __reduce_or_sync(0xffffffffu, near << (4 * half));
+  if (lim < kTileKeys) near &= (1u << ((lim + 7) / 8)) - 1;  // stage zeros past the last key
+  return near ? 8 * (32 - __clz(static_cast<int>(near))) : 0;
+}
+
+/// warp_key_tile over the keys [k0, k0 + lim) the warp needs, for a warp with rows below q_len and
+/// keys to see. Under a staged full mask (a decoder's causal and padding mask, materialized) the
+/// warp computes the tile up to the last key that is not far for its rows, in 16, 32 or 64 keys;
+/// the rest, in pieces of 16 and 32, only while one of its rows has not yet seen a key (a row
+/// whose every key is masked is then as before: uniform over a finite fill, zeros under -inf).
+template <typename T, int HD, int MASK>
+__device__ __forceinline__ void warp_tile(WarpRows<HD>& w, const WarpPos& p, const AttentionArgs& a, uint32_t s_k,
+                                          uint32_t s_v, int k0, int lim, const float (&mt)[2][16],
+                                          const unsigned char* ms0, const unsigned char* ms1) {
+  if (p.w0 >= a.q_len || lim <= 0) return;
+  if constexpr (MASK == kFullMaskStaged) {
+    const bool is_bool = a.mask_dtype == DType::Bool;
+    const int reach = staged_reach<T>(ms0 - p.g * kMaskPitch, p.lane, is_bool, lim);
+    const int cut = reach == 0 ? 0 : reach <= 16 ? 16 : reach <= 32 ? 32 : kTileKeys;
+    if (cut < lim) {
+      const int esz = is_bool ? 1 : 2;
+      int from = 0, n = cut;
+      bool checked = false;
+      for (;;) {
+        if (n > 0) {
+          const uint32_t off = static_cast<uint32_t>(from * HD * 2);  // a multiple of 16 rows keeps the swizzle
+          warp_keys<T, HD, MASK>(w, p, a, s_k + off, s_v + off, k0 + from, min(n, lim - from), mt, ms0 + from * esz,
+                                 ms1 + from * esz);
+        }
+        from += n;
+        if (from >= lim) return;
+        if (!checked) {
+          checked = true;
+          if (__all_sync(0xffffffffu, w.m0 >= kSeenMax && w.m1 >= kSeenMax)) return;
+        }
+        n = from == 0 ? kTileKeys : from;  // [16, 32), then [32, 64)
+      }
+    }
+  }
+  warp_keys<T, HD, MASK>(w, p, a, s_k, s_v, k0, lim, mt, ms0, ms1);
 }
 
 }  // namespace fusec::cuda::mma_attn
