@@ -114,8 +114,15 @@ def _text_model(name: str):
     }
     cfg, cls = configs[name]()
     # SDPA where transformers has it for the family (what a user gets), else its eager attention.
+    # Some transformers versions refuse SDPA for a family (the GPU machine's, for GPT-J): eager there.
     cfg._attn_implementation = "eager" if name in EAGER else "sdpa"
-    return cfg, cls(cfg)
+    try:
+        return cfg, cls(cfg)
+    except ValueError as e:
+        if "scaled_dot_product_attention" not in str(e):
+            raise
+        cfg._attn_implementation = "eager"
+        return cfg, cls(cfg)
 
 
 def _wrap(model, key: str | None, kwargs: tuple[str, ...], extra: dict | None = None):
