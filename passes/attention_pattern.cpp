@@ -141,6 +141,15 @@ ScoreChain walk_scores(Node* softmax) {
       next = score_input(p, {0, 1});
       s.kind = ChainStep::AddMask;
       s.mask = p->input(next == p->input(0) ? 1 : 0);
+    } else if (is_op(p, "Sub") && p->inputs.size() == 2) {
+      next = score_input(p, {0, 1});
+      if (next != p->input(0)) {
+        c.why = describe(p) + " subtracts the scores from '" + p->input(0)->name + "'";
+        return c;
+      }
+      s.kind = ChainStep::AddMask;
+      s.mask = p->input(1);
+      s.negated = true;
     } else if (is_op(p, "Where") && p->inputs.size() == 3) {
       next = score_input(p, {1, 2});
       s.kind = ChainStep::WhereMask;

@@ -24,12 +24,14 @@ Value* peel_scale(Value* v, double& scale, std::vector<Node*>& nodes);
 /// the pair that splits the batch into windows and merges it back (Swin's shifted windows).
 /// HeadScale is a Mul by a constant per head ([H, 1, 1] against the scores' [.., H, Sq, Skv]: Swin
 /// V2's learned temperature), the constant in `mask`. ClampLow is Max(·, −FLT_MAX) right after an
-/// added mask (XGLM: a −∞ from two added masks kept at −FLT_MAX).
+/// added mask (XGLM: a −∞ from two added masks kept at −FLT_MAX). An AddMask may be a Sub of the
+/// mask from the scores (`negated`: Funnel's and XLNet's scores − 1e6·(1 − mask)).
 struct ChainStep {
   enum Kind { Scale, AddMask, WhereMask, Regroup, HeadScale, ClampLow } kind;
   Node* node = nullptr;
   double factor = 1;            // Scale
   Value* mask = nullptr;        // AddMask: the added tensor; WhereMask: the condition
+  bool negated = false;         // AddMask: the tensor is subtracted
   bool keep_where_true = true;  // WhereMask: Where(cond, s, fill) (true) or Where(cond, fill, s)
   double fill = 0;              // WhereMask: the constant written at masked positions
 };

@@ -95,8 +95,8 @@ using attention::Operand;
 const char* kPass = "fuse_attention";
 constexpr int64_t kStandardAttentionOpset = 23;
 
-/// What the scores get besides the scale: causal, and at most one explicit mask (or two added
-/// ones, summed into one first).
+/// What the scores get besides the scale: causal, and at most one explicit mask (or up to four
+/// added or subtracted ones, summed into one first).
 struct Bias {
   bool causal = false;
   // With `filled`, `mask` is a computed condition and the node reads the additive mask
@@ -104,7 +104,8 @@ struct Bias {
   bool filled = false, keep_where_true = true;
   bool clamped = false;        // the node reads Max(mask, -FLT_MAX) (ClampLow after the mask's Add)
   Value* mask = nullptr;       // an existing value, or
-  Value* plus = nullptr;       // a second added mask: the node reads Add(mask, plus)
+  double factor = 1;           // the node reads factor·mask: -1 subtracted, a power of two scaled
+  std::vector<std::pair<Value*, double>> plus;  // more masks, each times its factor, added to it
   std::optional<Tensor> made;  // a new constant (a negated or scaled one) named after `made_from`
   std::string made_from;
 };
@@ -263,7 +264,7 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
             return describe(s.node) + " clamps an added constant mask that is not finite";
         continue;
       }
-      if (m.bias.mask != add->mask || m.bias.plus || m.bias.made || m.bias.filled)
+      if (m.bias.mask != add->mask || !m.bias.plus.empty() || m.bias.made || m.bias.filled || m.bias.factor != 1)
         return describe(s.node) + " clamps one of several masks";
       m.bias.clamped = true;
       continue;
@@ -320,29 +321,33 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
     if (s.node->outputs[0]->type.shape != m.qk->outputs[0]->type.shape)
       return describe(s.node) + " broadcasts the scores to a larger shape";
     if (!s.mask->type.shape || s.mask->type.shape->empty()) return "the mask '" + s.mask->name + "' is a scalar";
-    if (c && sizes && after[i] == 1 && attention::is_causal_constant(*c, sq.value, skv.value, true)) {
+    if (c && sizes && after[i] == 1 && !s.negated && attention::is_causal_constant(*c, sq.value, skv.value, true)) {
       m.bias.causal = true;
       continue;
     }
-    if (++adds > 2) return "more than two masks are added to the scores";
+    if (++adds > 4) return "more than four masks are added to the scores";
     if (m.bias.filled) return "the scores get a filled mask and another one";
-    if (adds == 2) {
-      // A relative-position bias and a padding mask (MPNet, WavLM, T5): summed into one, as
-      // (scores + a) + b = scores + (a + b) up to one rounding.
-      if (!m.bias.mask || m.bias.made || after[i] != 1)
-        return "two masks are added to the scores, and one of them is made from a constant or scaled afterwards";
-      m.bias.plus = s.mask;
+    // A term added before a scale is scaled with the scores: exactly, where the scale is a power
+    // of two; a subtracted one is negated.
+    if (after[i] != 1 && !power_of_two(after[i]))
+      return "the mask '" + s.mask->name + "' is added before the scale (x" + std::to_string(after[i]) +
+             "); only a power-of-two scale folds exactly";
+    const double factor = s.negated ? -after[i] : after[i];
+    if (adds >= 2) {
+      // A relative-position bias and a padding mask (MPNet, WavLM, T5; Funnel's position and
+      // token-type terms, its mask subtracted; XLNet's, scaled with the scores): summed into one,
+      // as (scores + a) + b = scores + (a + b) up to one rounding.
+      if (!m.bias.mask || m.bias.made)
+        return "several masks are added to the scores, and one of them is made from a constant";
+      m.bias.plus.emplace_back(s.mask, factor);
       continue;
     }
-    if (after[i] != 1) {
-      if (!c || !power_of_two(after[i]))
-        return "the mask '" + s.mask->name + "' is added before the scale (x" + std::to_string(after[i]) +
-               "); only a constant mask and a power-of-two scale fold exactly";
+    if (c && factor != 1) {
       Tensor scaled(DType::Float32, c->dims());
       if (c->dtype() != DType::Float32)
         return "the mask '" + s.mask->name + "' is added before the scale and is not float32";
       for (int64_t j = 0; j < c->numel(); ++j)
-        scaled.data<float>()[j] = c->data<float>()[j] * static_cast<float>(after[i]);
+        scaled.data<float>()[j] = c->data<float>()[j] * static_cast<float>(factor);
       if (sizes && attention::is_causal_constant(scaled, sq.value, skv.value, true)) {
         m.bias.causal = true;
         continue;
@@ -352,8 +357,9 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
       continue;
     }
     m.bias.mask = s.mask;
+    m.bias.factor = factor;
   }
-  if (m.bias.plus && (m.bias.made || bool_mask))
+  if (!m.bias.plus.empty() && (m.bias.made || bool_mask))
     return "the scores get three masks (two Adds and a Where or a made one) besides the causal one";
   if (bool_mask && (m.bias.mask || m.bias.made))
     return "the scores get two masks (a Where and an Add) besides the causal one";
@@ -491,9 +497,11 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
     if (m.bias.made)
       mask_keys = m.bias.made->dims().back();
     else
-      for (const Value* v : {m.bias.mask, m.bias.plus})  // a sum is as long as its longer operand
+      for (size_t i = 0; i <= m.bias.plus.size(); ++i) {  // a sum is as long as its longer operand
+        const Value* v = i == 0 ? m.bias.mask : m.bias.plus[i - 1].first;
         if (v && v->type.shape && v->type.shape->back().is_static())
           mask_keys = std::max(mask_keys.value_or(1), v->type.shape->back().value);
+      }
     if (mask_keys == 1 && !((*scores)[3].is_static() && (*scores)[3].value == 1))
       return "the mask broadcasts along the keys (last dim 1), which ONNX Attention reads as padding";
   } else if (opts.portable) {
@@ -554,9 +562,27 @@ Node* rewrite(Rewriter& r, Match& m) {
   }
   if (m.bias.made)
     ins.push_back(g.add_initializer(m.bias.made_from, std::move(*m.bias.made)));
-  else if (m.bias.plus) {
-    Value* sum = g.add_value(m.bias.mask->name + "_plus_" + m.bias.plus->name);
-    g.add_node("Add", {m.bias.mask, m.bias.plus}, {sum}, g.unique_node_name(sum->name));
+  else if (m.bias.factor != 1 || !m.bias.plus.empty()) {
+    // factor·x: -1 a Neg (a Sub where it is added), another power of two a Mul.
+    auto scaled = [&g](Value* x, double f) {
+      if (f == 1 || f == -1) return x;
+      Value* c = g.add_initializer(x->name + "_factor", tensor_from(x->type.dtype, {}, {f}));
+      Value* y = g.add_value(x->name + "_scaled");
+      g.add_node("Mul", {x, c}, {y}, g.unique_node_name(y->name));
+      return y;
+    };
+    Value* sum = scaled(m.bias.mask, m.bias.factor);
+    if (m.bias.factor == -1) {
+      Value* neg = g.add_value(sum->name + "_negated");
+      g.add_node("Neg", {sum}, {neg}, g.unique_node_name(neg->name));
+      sum = neg;
+    }
+    for (const auto& [term, f] : m.bias.plus) {
+      Value* x = scaled(term, std::abs(f));
+      Value* next = g.add_value(sum->name + (f < 0 ? "_minus_" : "_plus_") + x->name);
+      g.add_node(f < 0 ? "Sub" : "Add", {sum, x}, {next}, g.unique_node_name(next->name));
+      sum = next;
+    }
     ins.push_back(sum);
   } else if (m.bias.filled) {
     const float fill = -std::numeric_limits<float>::max();

@@ -43,7 +43,13 @@ struct Spec {
     AddWhereInput,
     WhereInput,
     AddBiasAndInput,  // MPNet, T5: a relative-position bias input [1, H, Sq, Skv], then `mask`
-    AddThreeInputs    // that and a third added input: not fused
+    // Funnel: a position bias and a token-type bias [B, H, Sq, Skv] added, then `mask` subtracted
+    // (scores - 1e6·(1 - attention_mask)).
+    FunnelTerms,
+    SubInput,          // Sub(scores, mask): the mask negated
+    SubConstant,       // Sub(scores, constant [1, 1, Sq, Skv]): a negated constant
+    InputMinusScores,  // Sub(mask, scores): not fused
+    AddFiveInputs      // five added inputs: not fused
   } mask = Mask::None;
   float fill = -INFINITY;  // the masked value of AddWhereInput / WhereInput (dynamo: -FLT_MAX)
   // torch's safe softmax after the Softmax, P' = Where(IsNaN(P), 0, P), or a look-alike that is not it.
@@ -167,12 +173,26 @@ std::unique_ptr<Graph> build(const Spec& s) {
       case Spec::Mask::AddInput:
         return b.node("Add", {x, b.input("mask", t, {s.batch, 1, 1, s.skv})}, {}, "mask_add");
       case Spec::Mask::AddBiasAndInput:
-      case Spec::Mask::AddThreeInputs: {
+      case Spec::Mask::AddFiveInputs: {
         Value* y = b.node("Add", {x, b.input("position_bias", t, {1, s.hq, s.sq, s.skv})}, {}, "bias_add");
         y = b.node("Add", {y, b.input("mask", t, {s.batch, 1, 1, s.skv})}, {}, "mask_add");
         if (s.mask == Spec::Mask::AddBiasAndInput) return y;
-        return b.node("Add", {y, b.input("third", t, {s.batch, 1, s.sq, 1})}, {}, "third_add");
+        for (const char* n : {"third", "fourth", "fifth"})
+          y = b.node("Add", {y, b.input(n, t, {s.batch, 1, s.sq, 1})}, {}, std::string(n) + "_add");
+        return y;
       }
+      case Spec::Mask::FunnelTerms: {
+        Value* y = b.node("Add", {x, b.input("position_bias", t, {1, s.hq, s.sq, s.skv})}, {}, "bias_add");
+        y = b.node("Add", {y, b.input("token_type", t, {s.batch, s.hq, s.sq, s.skv})}, {}, "token_type_add");
+        return b.node("Sub", {y, b.input("mask", t, {s.batch, 1, 1, s.skv})}, {}, "mask_sub");
+      }
+      case Spec::Mask::SubInput:
+        return b.node("Sub", {x, b.input("mask", t, {s.batch, 1, 1, s.skv})}, {}, "mask_sub");
+      case Spec::Mask::SubConstant:
+        return b.node("Sub", {x, b.initializer("bias", as_type(constant_floats({1, 1, s.sq, s.skv}, -1.0f, 0.25f), t))},
+                      {}, "bias_sub");
+      case Spec::Mask::InputMinusScores:
+        return b.node("Sub", {b.input("mask", t, {s.batch, 1, 1, s.skv}), x}, {}, "mask_sub");
       case Spec::Mask::AddCausal: {
         Tensor m(DType::Float32, {1, 1, s.sq, s.skv});
         for (int64_t i = 0; i < s.sq; ++i)
@@ -438,8 +458,63 @@ TEST(FuseAttention, TwoAddedMasksAreSummedIntoOne) {
   EXPECT_EQ(sum->inputs[0]->name, "position_bias");
   EXPECT_EQ(sum->inputs[1]->name, "mask");
   expect_same_numbers(o);
-  s.mask = Spec::Mask::AddThreeInputs;
-  expect_near_miss(s, "more than two masks are added to the scores");
+  s.mask = Spec::Mask::AddFiveInputs;
+  expect_near_miss(s, "more than four masks are added to the scores");
+}
+
+TEST(FuseAttention, SubtractedMasksAreNegatedOrSubtractedFromTheSum) {
+  Spec s;
+  s.sq = 3;
+  s.skv = 5;
+  // Funnel's three terms: (position_bias + token_type) - mask.
+  s.mask = Spec::Mask::FunnelTerms;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  ASSERT_EQ(n->inputs.size(), 4u);
+  const Node* sub = n->inputs[3]->producer;
+  ASSERT_TRUE(sub);
+  EXPECT_EQ(sub->op_type, "Sub");
+  EXPECT_EQ(sub->inputs[1]->name, "mask");
+  ASSERT_TRUE(sub->inputs[0]->producer);
+  EXPECT_EQ(sub->inputs[0]->producer->op_type, "Add");
+  EXPECT_EQ(sub->inputs[0]->producer->inputs[0]->name, "position_bias");
+  EXPECT_EQ(sub->inputs[0]->producer->inputs[1]->name, "token_type");
+  expect_same_numbers(o);
+  // One subtracted input: the node reads its negation.
+  s.mask = Spec::Mask::SubInput;
+  o = fuse(s);
+  n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  ASSERT_EQ(n->inputs.size(), 4u);
+  ASSERT_TRUE(n->inputs[3]->producer);
+  EXPECT_EQ(n->inputs[3]->producer->op_type, "Neg");
+  EXPECT_EQ(n->inputs[3]->producer->inputs[0]->name, "mask");
+  expect_same_numbers(o);
+  // A subtracted constant becomes its negation, also before a power-of-two scale.
+  s.mask = Spec::Mask::SubConstant;
+  for (bool before : {false, true}) {
+    s.mask_before_scale = before;
+    s.scale = before ? Spec::Scale::Mul : Spec::Scale::Div;
+    s.d = before ? 16 : 4;  // 1/sqrt(16): a power of two
+    o = fuse(s);
+    n = fused_node(o, "ai.fusec");
+    ASSERT_TRUE(n);
+    ASSERT_EQ(n->inputs.size(), 4u);
+    const Tensor* c = constant_of(n->inputs[3]);
+    ASSERT_TRUE(c);
+    EXPECT_FLOAT_EQ(c->as_double(0), before ? 0.25 : 1.0);  // -(-1.0) · (1/4 before the scale)
+    expect_same_numbers(o);
+  }
+}
+
+TEST(FuseAttention, NearMissScoresSubtractedFromAMask) {
+  Spec s;
+  s.mask = Spec::Mask::InputMinusScores;
+  Outcome o = fuse(s);
+  EXPECT_FALSE(o.changed);
+  ASSERT_EQ(o.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(o.ctx.near_misses[0].reason, "Sub 'mask_sub' subtracts the scores from 'mask'");
 }
 
 TEST(FuseAttention, LlamaRopeRepeatKvAndAdditiveCausalConstant) {
@@ -579,13 +654,35 @@ TEST(FuseAttention, NearMissMaskBeforeANonPowerOfTwoScale) {
   s.d = 3;  // scale 1/√3
   s.mask = Spec::Mask::AddInput;
   s.mask_before_scale = true;
-  expect_near_miss(s,
-                   "the mask 'mask' is added before the scale (x0.577350); only a constant mask and a power-of-two "
-                   "scale fold exactly");
-  s.d = 4;  // 1/2 is a power of two, but the mask is computed
-  expect_near_miss(s,
-                   "the mask 'mask' is added before the scale (x0.500000); only a constant mask and a power-of-two "
-                   "scale fold exactly");
+  expect_near_miss(s, "the mask 'mask' is added before the scale (x0.577350); only a power-of-two scale folds exactly");
+}
+
+TEST(FuseAttention, ComputedMasksBeforeAPowerOfTwoScaleAreScaledWithIt) {
+  // (QKᵀ + m)/2 = QKᵀ/2 + m/2 exactly for a computed m too (XLNet adds its position and segment
+  // terms before the scale): the node reads m times 1/2; several terms are scaled and summed.
+  Spec s;
+  s.d = 4;
+  s.mask_before_scale = true;
+  for (Spec::Mask form : {Spec::Mask::AddInput, Spec::Mask::FunnelTerms}) {
+    s.mask = form;
+    Outcome o = fuse(s);
+    const Node* n = fused_node(o, "ai.fusec");
+    ASSERT_TRUE(n);
+    ASSERT_EQ(n->inputs.size(), 4u);
+    const Node* last = n->inputs[3]->producer;
+    ASSERT_TRUE(last);
+    if (form == Spec::Mask::AddInput) {
+      EXPECT_EQ(last->op_type, "Mul");
+      EXPECT_EQ(last->inputs[0]->name, "mask");
+      ASSERT_TRUE(constant_of(last->inputs[1]));
+      EXPECT_EQ(constant_of(last->inputs[1])->as_double(0), 0.5);
+    } else {
+      EXPECT_EQ(last->op_type, "Sub");  // (0.5·position_bias + 0.5·token_type) - 0.5·mask
+      ASSERT_TRUE(last->inputs[1]->producer);
+      EXPECT_EQ(last->inputs[1]->producer->op_type, "Mul");
+    }
+    expect_same_numbers(o);
+  }
 }
 
 TEST(FuseAttention, NearMissScaleNotAConstant) {
