@@ -79,6 +79,7 @@
 
 #include "passes/attention_batch.h"
 #include "passes/attention_folded.h"
+#include "passes/attention_view_bias.h"
 #include "passes/attention_mask.h"
 #include "passes/attention_pattern.h"
 #include "passes/batchnorm_affine.h"
@@ -672,6 +673,9 @@ bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
     if (is_op(n, "Softmax")) softmaxes.push_back(n);
   for (Node* sm : softmaxes) {
     if (r.removed(sm)) continue;
+    // Terms added to a finer view of the scores (ViTDet's decomposed relative positions) become a
+    // mask added to the scores themselves.
+    attention::hoist_view_bias(g, sm);
     // Rank-5 cores ([B, G, H, S, D]: MaxViT) become rank 4 first, where Attention can take them.
     const auto& rank = sm->outputs[0]->type.shape;
     bool merged = false;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Attention forms beyond the zoo's, through both torch exporters, optimized by fusec and checked
 against torch on the CPU: transformers' BART-era bmm attention (XGLM, MVP, TrOCR, FSMT, LED; tiny
-random configs) and timm's CoAtNet (K stored transposed; skipped without timm).
+random configs), ViTDet and SAM's image encoder (decomposed relative positions added to a finer view
+of the scores) and timm's CoAtNet (K stored transposed; skipped without timm).
 
 For each export: `fusec optimize --batch 2 --explain` must fuse at least one attention, the count of
 fused attentions and the first near-miss are printed, and `fusec run` of the optimized file must
@@ -45,6 +46,28 @@ def text_models():
     }
 
 
+def vision_models():
+    import transformers as T  # noqa: PLC0415
+
+    return {
+        "vitdet": lambda: T.VitDetModel(T.VitDetConfig(
+            hidden_size=64, num_hidden_layers=2, num_attention_heads=4, mlp_ratio=2, image_size=64, patch_size=8,
+            pretrain_image_size=64, use_relative_position_embeddings=True, window_size=4, window_block_indices=[0])),
+        "sam_vision": lambda: T.SamVisionModel(T.SamVisionConfig(
+            hidden_size=64, num_hidden_layers=2, num_attention_heads=4, mlp_dim=128, image_size=64, patch_size=8,
+            output_channels=32, window_size=4, global_attn_indexes=[1], use_rel_pos=True)),
+    }
+
+
+class Image(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(pixel_values=x)[0]
+
+
 class Text(torch.nn.Module):
     def __init__(self, m, seq2seq: bool):
         super().__init__()
@@ -62,6 +85,9 @@ def cases():
     am[1, -3:] = 0
     for name, (make, seq2seq) in text_models().items():
         yield name, Text(make(), seq2seq).eval(), {"ids": ids, "am": am}
+    pixels = torch.randn(B, 3, 64, 64)
+    for name, make in vision_models().items():
+        yield name, Image(make()).eval(), {"x": pixels}
     try:
         import timm  # noqa: PLC0415
     except ImportError:
