@@ -17,6 +17,7 @@
 #include "passes/fuse_layernorm_gelu.h"
 #include "passes/fuse_matmul_bias.h"
 #include "passes/fuse_rotary.h"
+#include "passes/unpack_projection.h"
 #include "passes/fuse_rotary_attention.h"
 #include "passes/fuse_skip_layernorm.h"
 #include "passes/fuse_squeeze_excite.h"
@@ -36,6 +37,9 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // 2. Fold constants (and, with bound shapes, whole Shape->...->Reshape subgraphs) before
   //    matching: fusions need their weights, epsilons and axes as constants.
   p.push_back(std::make_unique<ConstantFoldingPass>());
+  // A projection cut per group into Q, K and V (GPT-NeoX's [H, 3·D] rows) becomes one projection
+  // each, so that the rotary and attention passes see Llama's form and merge_qkv packs it.
+  p.push_back(std::make_unique<UnpackProjectionPass>());
   // One spelling for what torch's two exporters (and others) write differently, once shapes and
   // constant targets are folded: every pattern below then has one form to match, whichever
   // exporter wrote the model (dynamo's Kᵀ through a 3-D view, legacy's Div(1, y) in RMSNorm).
