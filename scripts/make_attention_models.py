@@ -406,7 +406,9 @@ def gpt2(form: str) -> onnx.ModelProto:
 def llama(form: str, variant: str = "llama") -> onnx.ModelProto:
     """variant "qwen3": an RMSNorm over each head of Q and K between the view and the transpose
     (Qwen3's q_norm/k_norm, also Gemma 3's); "phi3": one fused qkv_proj sliced into Q, K and V
-    (Phi-3's)."""
+    (Phi-3's); "neox": one query_key_value with a bias, viewed [B, S, H, 3·D], transposed and split
+    into Q, K and V per head (GPT-NeoX's and Pythia's: every head its own keys, half of each head
+    rotated)."""
     legacy = form in ("legacy", "sdpa_legacy")  # the exporter
     eager = form == "legacy"  # eager attention with the causal mask folded to a constant
     masked_sdpa = form.startswith("sdpa")
@@ -426,6 +428,13 @@ def llama(form: str, variant: str = "llama") -> onnx.ModelProto:
 
     def attention_inputs(h: str, p: str) -> tuple[str, str, str]:
         """Q, K, V as [B, H, S, D] (before RoPE) in the variant's form."""
+        if variant == "neox":
+            qkv = m.proj(h, HIDDEN, 3 * HIDDEN, f"{p}.query_key_value", bias=True)
+            view = m.node("Reshape", [qkv, m.i64("neox_view", [0, SEQ, HEADS, 3 * HEAD_DIM])], f"{p}.view")
+            t = m.transpose(view, [0, 2, 1, 3], f"{p}.qkv.transpose")
+            parts = [m.node("Slice", [t, m.i64(f"neox_start{j}", [j * HEAD_DIM]), m.i64(f"neox_end{j}", [(j + 1) * HEAD_DIM]),
+                                      m.i64("axis3", [3])], f"{p}.{n}_slice") for j, n in enumerate("qkv")]
+            return parts[0], parts[1], parts[2]
         if variant == "phi3":
             qkv = m.proj(h, HIDDEN, HIDDEN + 2 * kv_hidden, f"{p}.qkv_proj", bias=False)
             bounds = [0, HIDDEN, HIDDEN + kv_hidden, HIDDEN + 2 * kv_hidden]
@@ -443,7 +452,7 @@ def llama(form: str, variant: str = "llama") -> onnx.ModelProto:
         return m.split_heads(qp, h, HEADS, SEQ, f"{p}.q"), m.split_heads(kp, h, KV_HEADS, SEQ, f"{p}.k"), v
 
     # GPT-J and Phi rotate only each head's first half (rotary_dim); GPT-J pairs (2i, 2i + 1).
-    rot_dim = HEAD_DIM // 2 if variant in ("gptj", "phi") else HEAD_DIM
+    rot_dim = HEAD_DIM // 2 if variant in ("gptj", "phi", "neox") else HEAD_DIM
     interleaved = variant == "gptj"
 
     def rotate_half(x: str, name: str) -> str:
@@ -518,7 +527,8 @@ def llama(form: str, variant: str = "llama") -> onnx.ModelProto:
         h = rmsnorm(x, f"layers.{i}.input_layernorm")
         q, k, v = attention_inputs(h, p)
         q, k = rope(q, cos, sin, f"{p}.q_rope"), rope(k, cos, sin, f"{p}.k_rope")
-        k, v = repeat_kv(k, f"{p}.k_repeat"), repeat_kv(v, f"{p}.v_repeat")
+        if variant != "neox":  # NeoX: every query head has its own key head
+            k, v = repeat_kv(k, f"{p}.k_repeat"), repeat_kv(v, f"{p}.v_repeat")
         if masked_sdpa:
             c = m.sdpa_masked(q, m.transpose(k, [0, 1, 3, 2], f"{p}.k_transposed"), v, keep, p)
         elif eager:
@@ -616,6 +626,7 @@ MODELS = {
     "gptj_legacy": lambda: llama("legacy", "gptj"), "gptj_dynamo": lambda: llama("dynamo", "gptj"),
     "phi_legacy": lambda: llama("legacy", "phi"), "phi_dynamo": lambda: llama("dynamo", "phi"),
     "mha_legacy": lambda: mha("legacy"), "mha_dynamo": lambda: mha("dynamo"),
+    "neox_legacy": lambda: llama("legacy", "neox"), "neox_dynamo": lambda: llama("dynamo", "neox"),
 }
 
 
