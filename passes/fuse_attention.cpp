@@ -97,16 +97,19 @@ const char* kPass = "fuse_attention";
 constexpr int64_t kStandardAttentionOpset = 23;
 
 /// What the scores get besides the scale: causal, and at most one explicit mask (or up to four
-/// added or subtracted ones, summed into one first).
+/// added or subtracted ones and a -FLT_MAX fill, made into one first).
 struct Bias {
   bool causal = false;
-  // With `filled`, `mask` is a computed condition and the node reads the additive mask
-  // Where(mask, 0, -FLT_MAX) (keep_where_true) or Where(mask, -FLT_MAX, 0), made by the rewrite.
-  bool filled = false, keep_where_true = true;
+  // A computed condition whose masked scores are -FLT_MAX (masked_fill with finfo.min): the node
+  // reads Where(filled, t, -FLT_MAX) (keep_where_true) or Where(filled, -FLT_MAX, t), t the terms
+  // added before the fill (or 0), plus the terms added after it.
+  Value* filled = nullptr;
+  bool keep_where_true = true;
   bool clamped = false;        // the node reads Max(mask, -FLT_MAX) (ClampLow after the mask's Add)
   Value* mask = nullptr;       // an existing value, or
   double factor = 1;           // the node reads factor·mask: -1 subtracted, a power of two scaled
   std::vector<std::pair<Value*, double>> plus;  // more masks, each times its factor, added to it
+  std::vector<bool> after_fill;                 // per term (mask or made, then plus): added after the fill
   std::optional<Tensor> made;  // a new constant (a negated or scaled one) named after `made_from`
   std::string made_from;
 };
@@ -281,12 +284,13 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
         // -FLT_MAX written over the scores is -FLT_MAX added to them: s - FLT_MAX rounds to -FLT_MAX
         // for |s| < 2^103, so a fully masked row is uniform either way (FSMT, BART-era masked_fill
         // with finfo.min). Another finite fill would differ there.
+        // With added masks: those added before the fill are kept where it keeps the scores (the
+        // masked ones are -FLT_MAX whatever they add: MPT's ALiBi, then masked_fill), those added
+        // after it are added to its result, as in the graph.
         if (s.fill == -static_cast<double>(std::numeric_limits<float>::max()) && after[i] == 1 &&
             m.qk->outputs[0]->type.dtype == DType::Float32 && !m.bias.filled) {
-          m.bias.filled = true;
+          m.bias.filled = s.mask;
           m.bias.keep_where_true = s.keep_where_true;
-          if (++adds > 1) return "the scores get a filled mask and another one";
-          m.bias.mask = s.mask;
           continue;
         }
         if (!std::isinf(s.fill))
@@ -327,7 +331,6 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
       continue;
     }
     if (++adds > 4) return "more than four masks are added to the scores";
-    if (m.bias.filled) return "the scores get a filled mask and another one";
     // A term added before a scale is scaled with the scores: exactly, where the scale is a power
     // of two; a subtracted one is negated.
     if (after[i] != 1 && !power_of_two(after[i]))
@@ -341,12 +344,13 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
       if (!m.bias.mask || m.bias.made)
         return "several masks are added to the scores, and one of them is made from a constant";
       m.bias.plus.emplace_back(s.mask, factor);
+      m.bias.after_fill.push_back(m.bias.filled != nullptr);
       continue;
     }
     if (c && factor != 1) {
       Tensor scaled(DType::Float32, c->dims());
       if (c->dtype() != DType::Float32)
-        return "the mask '" + s.mask->name + "' is added before the scale and is not float32";
+        return "the mask '" + s.mask->name + "' is scaled or negated into a new constant and is not float32";
       for (int64_t j = 0; j < c->numel(); ++j)
         scaled.data<float>()[j] = c->data<float>()[j] * static_cast<float>(factor);
       if (sizes && attention::is_causal_constant(scaled, sq.value, skv.value, true)) {
@@ -355,10 +359,12 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
       }
       m.bias.made = std::move(scaled);
       m.bias.made_from = s.mask->name + "_scaled";
+      m.bias.after_fill.push_back(m.bias.filled != nullptr);
       continue;
     }
     m.bias.mask = s.mask;
     m.bias.factor = factor;
+    m.bias.after_fill.push_back(m.bias.filled != nullptr);
   }
   if (!m.bias.plus.empty() && (m.bias.made || bool_mask))
     return "the scores get three masks (two Adds and a Where or a made one) besides the causal one";
@@ -495,14 +501,12 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
     m.domain = "";
     // ONNX Attention pads a mask shorter than the keys (with −∞) instead of broadcasting it.
     std::optional<int64_t> mask_keys;
-    if (m.bias.made)
-      mask_keys = m.bias.made->dims().back();
-    else
-      for (size_t i = 0; i <= m.bias.plus.size(); ++i) {  // a sum is as long as its longer operand
-        const Value* v = i == 0 ? m.bias.mask : m.bias.plus[i - 1].first;
-        if (v && v->type.shape && v->type.shape->back().is_static())
-          mask_keys = std::max(mask_keys.value_or(1), v->type.shape->back().value);
-      }
+    if (m.bias.made) mask_keys = m.bias.made->dims().back();
+    std::vector<const Value*> parts = {m.bias.made ? nullptr : m.bias.mask, m.bias.filled};
+    for (const auto& [v, f] : m.bias.plus) parts.push_back(v);
+    for (const Value* v : parts)  // a sum (or a Where) is as long as its longest operand
+      if (v && v->type.shape && !v->type.shape->empty() && v->type.shape->back().is_static())
+        mask_keys = std::max(mask_keys.value_or(1), v->type.shape->back().value);
     if (mask_keys == 1 && !((*scores)[3].is_static() && (*scores)[3].value == 1))
       return "the mask broadcasts along the keys (last dim 1), which ONNX Attention reads as padding";
   } else if (opts.portable) {
@@ -561,10 +565,29 @@ Node* rewrite(Rewriter& r, Match& m) {
       ins[i] = regroup(ins[i], {-1, m.windows * s[1].value, s[2].value, s[3].value}, "windows");
     }
   }
-  if (m.bias.made)
-    ins.push_back(g.add_initializer(m.bias.made_from, std::move(*m.bias.made)));
-  else if (m.bias.factor != 1 || !m.bias.plus.empty()) {
-    // factor·x: -1 a Neg (a Sub where it is added), another power of two a Mul.
+  if (m.bias.clamped) {
+    Value* low =
+        g.add_initializer(m.bias.mask->name + "_low", Tensor::from_float({-std::numeric_limits<float>::max()}, {}));
+    Value* clamped = g.add_value(m.bias.mask->name + "_clamped");
+    g.add_node("Max", {m.bias.mask, low}, {clamped}, g.unique_node_name(clamped->name));
+    ins.push_back(clamped);
+  } else {
+    // The terms (factor·x: -1 a Neg, or a Sub where it is added; another power of two a Mul), the
+    // ones added before a -FLT_MAX fill inside its Where, the others added after it.
+    struct Term {
+      Value* x;
+      double factor;
+      bool after_fill;
+    };
+    // (A mask that is not an added term, a bool one or the windows', has no entry: not after a fill.)
+    auto after = [&m](size_t i) { return i < m.bias.after_fill.size() && m.bias.after_fill[i]; };
+    std::vector<Term> terms;
+    if (m.bias.made)
+      terms.push_back({g.add_initializer(m.bias.made_from, std::move(*m.bias.made)), 1, after(0)});
+    else if (m.bias.mask)
+      terms.push_back({m.bias.mask, m.bias.factor, after(0)});
+    for (size_t i = 0; i < m.bias.plus.size(); ++i)
+      terms.push_back({m.bias.plus[i].first, m.bias.plus[i].second, after(i + 1)});
     auto scaled = [&g](Value* x, double f) {
       if (f == 1 || f == -1) return x;
       Value* c = g.add_initializer(x->name + "_factor", tensor_from(x->type.dtype, {}, {f}));
@@ -572,35 +595,36 @@ Node* rewrite(Rewriter& r, Match& m) {
       g.add_node("Mul", {x, c}, {y}, g.unique_node_name(y->name));
       return y;
     };
-    Value* sum = scaled(m.bias.mask, m.bias.factor);
-    if (m.bias.factor == -1) {
-      Value* neg = g.add_value(sum->name + "_negated");
-      g.add_node("Neg", {sum}, {neg}, g.unique_node_name(neg->name));
-      sum = neg;
+    auto add_to = [&g, &scaled](Value* sum, Value* x, double f) {
+      if (!sum) {
+        Value* first = scaled(x, f);
+        if (f != -1) return first;
+        Value* neg = g.add_value(x->name + "_negated");
+        g.add_node("Neg", {x}, {neg}, g.unique_node_name(neg->name));
+        return neg;
+      }
+      Value* t = scaled(x, std::abs(f));
+      Value* next = g.add_value(sum->name + (f < 0 ? "_minus_" : "_plus_") + t->name);
+      g.add_node(f < 0 ? "Sub" : "Add", {sum, t}, {next}, g.unique_node_name(next->name));
+      return next;
+    };
+    Value* mask = nullptr;
+    for (const Term& t : terms)
+      if (!t.after_fill) mask = add_to(mask, t.x, t.factor);
+    if (m.bias.filled) {
+      Value* cond = m.bias.filled;
+      Value* kept = mask ? mask : g.add_initializer(cond->name + "_zero", Tensor::from_float({0.0f}, {}));
+      Value* low =
+          g.add_initializer(cond->name + "_fill", Tensor::from_float({-std::numeric_limits<float>::max()}, {}));
+      Value* filled = g.add_value(cond->name + "_added");
+      g.add_node("Where", {cond, m.bias.keep_where_true ? kept : low, m.bias.keep_where_true ? low : kept}, {filled},
+                 g.unique_node_name(filled->name));
+      mask = filled;
     }
-    for (const auto& [term, f] : m.bias.plus) {
-      Value* x = scaled(term, std::abs(f));
-      Value* next = g.add_value(sum->name + (f < 0 ? "_minus_" : "_plus_") + x->name);
-      g.add_node(f < 0 ? "Sub" : "Add", {sum, x}, {next}, g.unique_node_name(next->name));
-      sum = next;
-    }
-    ins.push_back(sum);
-  } else if (m.bias.filled) {
-    const float fill = -std::numeric_limits<float>::max();
-    Value* zero = g.add_initializer(m.bias.mask->name + "_zero", Tensor::from_float({0.0f}, {}));
-    Value* low = g.add_initializer(m.bias.mask->name + "_fill", Tensor::from_float({fill}, {}));
-    Value* added = g.add_value(m.bias.mask->name + "_added");
-    g.add_node("Where", {m.bias.mask, m.bias.keep_where_true ? zero : low, m.bias.keep_where_true ? low : zero},
-               {added}, g.unique_node_name(added->name));
-    ins.push_back(added);
-  } else if (m.bias.clamped) {
-    Value* low =
-        g.add_initializer(m.bias.mask->name + "_low", Tensor::from_float({-std::numeric_limits<float>::max()}, {}));
-    Value* clamped = g.add_value(m.bias.mask->name + "_clamped");
-    g.add_node("Max", {m.bias.mask, low}, {clamped}, g.unique_node_name(clamped->name));
-    ins.push_back(clamped);
-  } else if (m.bias.mask)
-    ins.push_back(m.bias.mask);
+    for (const Term& t : terms)
+      if (t.after_fill) mask = add_to(mask, t.x, t.factor);
+    if (mask) ins.push_back(mask);
+  }
   Value* y = m.three_d ? m.merge->outputs[0] : m.pv->outputs[0];
   Value* by_window = nullptr;  // the windowed output [B·G, H, S, Dv] the graph reads
   if (m.windows > 1) {

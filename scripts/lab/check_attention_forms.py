@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Attention forms beyond the zoo's, through both torch exporters, optimized by fusec and checked
 against torch on the CPU: transformers' BART-era bmm attention (XGLM, MVP, TrOCR, FSMT, LED; tiny
-random configs), ViTDet and SAM's image encoder (decomposed relative positions added to a finer view
+random configs), MPT (ALiBi, then a finfo.min fill), ViTDet and SAM's image encoder (decomposed relative positions added to a finer view
 of the scores) and timm's CoAtNet (K stored transposed; skipped without timm).
 
 For each export: `fusec optimize --batch 2 --explain` must fuse at least one attention, the count of
@@ -39,6 +39,9 @@ def text_models():
                                                            decoder_attention_heads=4, **common)), False),
         "fsmt": (lambda: T.FSMTModel(T.FSMTConfig(src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, langs=["en", "de"],
                                                   **seq2seq)), True),
+        # ALiBi added to the scores, then masked_fill with finfo.min
+        "mpt": (lambda: T.MptModel(T.MptConfig(d_model=64, n_heads=4, n_layers=2, vocab_size=VOCAB, max_seq_len=64)),
+                False),
         "led": (lambda: T.LEDModel(T.LEDConfig(vocab_size=VOCAB, max_encoder_position_embeddings=64,
                                                max_decoder_position_embeddings=64, attention_window=[16],
                                                **{k: v for k, v in seq2seq.items() if k != "max_position_embeddings"})),

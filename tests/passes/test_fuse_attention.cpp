@@ -49,7 +49,11 @@ struct Spec {
     SubInput,          // Sub(scores, mask): the mask negated
     SubConstant,       // Sub(scores, constant [1, 1, Sq, Skv]): a negated constant
     InputMinusScores,  // Sub(mask, scores): not fused
-    AddFiveInputs      // five added inputs: not fused
+    // A constant bias [1, H, Sq, Skv] added, then Where(keep, ·, fill) (MPT: ALiBi, then
+    // masked_fill), or the Where first and the bias added after it.
+    BiasThenWhereInput,
+    WhereInputThenBias,
+    AddFiveInputs  // five added inputs: not fused
   } mask = Mask::None;
   float fill = -INFINITY;  // the masked value of AddWhereInput / WhereInput (dynamo: -FLT_MAX)
   // torch's safe softmax after the Softmax, P' = Where(IsNaN(P), 0, P), or a look-alike that is not it.
@@ -216,6 +220,15 @@ std::unique_ptr<Graph> build(const Spec& s) {
       case Spec::Mask::WhereInput:
         return b.node("Where", {b.input("keep", DType::Bool, {s.batch, 1, 1, s.skv}), x, scalar("mask_fill", s.fill)},
                       {}, "mask_where");
+      case Spec::Mask::BiasThenWhereInput:
+      case Spec::Mask::WhereInputThenBias: {
+        const bool bias_first = s.mask == Spec::Mask::BiasThenWhereInput;
+        Value* bias = b.initializer("alibi", as_type(constant_floats({1, s.hq, s.sq, s.skv}, -2.0f, 0.125f), t));
+        if (bias_first) x = b.node("Add", {x, bias}, {}, "bias_add");
+        x = b.node("Where", {b.input("keep", DType::Bool, {s.batch, 1, 1, s.skv}), x, scalar("mask_fill", s.fill)}, {},
+                   "mask_where");
+        return bias_first ? x : b.node("Add", {x, bias}, {}, "bias_add");
+      }
       case Spec::Mask::None:
         return x;
     }
@@ -898,6 +911,37 @@ TEST(FuseAttention, SafeSoftmaxAfterAMinusInfinityWhereBecomesABoolMask) {
   expect_same_numbers(o);
   const Tensor y = run_with_empty_rows(o, s);
   for (int64_t c = 0; c < s.hq * s.d; ++c) EXPECT_EQ(at(y, s, 1, 0, c), 0.0f);
+}
+
+TEST(FuseAttention, AnFltMaxFillWithAnAddedBiasBecomesOneMask) {
+  // MPT: the scores plus ALiBi, then masked_fill with finfo.min: Attention reads Where(keep, bias,
+  // -FLT_MAX) (the masked scores are -FLT_MAX whatever the bias added). The bias added after the
+  // fill instead: Where(keep, 0, -FLT_MAX) + bias. Fully masked rows stay uniform in both.
+  for (Spec::Mask form : {Spec::Mask::BiasThenWhereInput, Spec::Mask::WhereInputThenBias}) {
+    SCOPED_TRACE(form == Spec::Mask::BiasThenWhereInput ? "bias, then the fill" : "the fill, then the bias");
+    Spec s;
+    s.mask = form;
+    s.fill = -std::numeric_limits<float>::max();
+    s.guard = Spec::Guard::Safe;
+    Outcome o = fuse(s);
+    const Node* n = fused_node(o, "ai.fusec");
+    ASSERT_TRUE(n);
+    ASSERT_EQ(n->inputs.size(), 4u);
+    const Node* mask = n->inputs[3]->producer;
+    ASSERT_TRUE(mask);
+    if (form == Spec::Mask::BiasThenWhereInput) {
+      EXPECT_EQ(mask->op_type, "Where");
+      EXPECT_EQ(mask->input(0)->name, "keep");
+      EXPECT_EQ(mask->input(1)->name, "alibi");
+    } else {
+      EXPECT_EQ(mask->op_type, "Add");
+      ASSERT_TRUE(mask->input(0)->producer);
+      EXPECT_EQ(mask->input(0)->producer->op_type, "Where");
+      EXPECT_EQ(mask->input(1)->name, "alibi");
+    }
+    expect_same_numbers(o);
+    expect_empty_rows_average_v(o, s);
+  }
 }
 
 TEST(FuseAttention, SafeSoftmaxAfterAnFltMaxWhereFillBecomesAnAddedMask) {
