@@ -195,6 +195,11 @@ int optimize(const OptimizeArgs& a) {
         ver.runs == 1 ? "" : "s", rebound ? ", symbolic dims set to 2" : "",
         ver.binary_ints ? ", integer inputs 0/1 (in [0, 64) the original refused them or gave no finite output)" : "",
         a.rtol, a.atol);
+    if (!ver.binary_ints && !ver.mask_inputs.empty()) {
+      std::string names;
+      for (const auto& n : ver.mask_inputs) names += (names.empty() ? "'" : ", '") + n + "'";
+      std::printf("  (0/1 for %s: read only as a float value, a mask)\n", names.c_str());
+    }
     for (const auto& o : ver.outputs)
       std::printf("  %-30s max abs %.3e  max rel %.3e  %s%s\n", o.name.c_str(), o.max_abs, o.max_rel,
                   o.ok                   ? "ok"
@@ -267,6 +272,7 @@ int optimize(const OptimizeArgs& a) {
     v["symbolic_dims_bound_to"] = rebound ? nlohmann::ordered_json(2) : nlohmann::ordered_json(nullptr);
     v["ok"] = ver.ok;
     v["integer_inputs"] = ver.binary_ints ? "0/1" : "[0, 64)";
+    v["mask_inputs"] = ver.mask_inputs;
     v["outputs"] = nlohmann::ordered_json::array();
     for (const auto& o : ver.outputs)
       v["outputs"].push_back({{"name", o.name},

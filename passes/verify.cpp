@@ -101,9 +101,37 @@ void compare_outputs(const Tensor& got, const Tensor& want, const Tolerance& tol
   c.max_rel = c.max_ref > 0 ? c.max_abs / c.max_ref : 0;
 }
 
+bool mask_input(const Value& v) {
+  if (!is_integer(v.type.dtype)) return false;
+  std::vector<const Value*> work = {&v};
+  bool cast = false;
+  for (size_t at = 0; at < work.size(); ++at) {
+    const Value* x = work[at];
+    if (x->is_graph_output || work.size() > 256) return false;
+    for (const Node* c : x->consumers) {
+      if (!c->domain.empty() || c->inputs.empty() || c->input(0) != x) return false;
+      for (size_t i = 1; i < c->inputs.size(); ++i)
+        if (c->input(i) == x) return false;                         // also a shape, an index, a bound
+      if (c->op_type == "Shape" || c->op_type == "Size") continue;  // reads no value
+      if (c->op_type == "Cast") {
+        if (!is_float(dtype_from_onnx(static_cast<int32_t>(c->attr_int("to", 0))))) return false;
+        cast = true;
+        continue;
+      }
+      static const char* kViews[] = {"Unsqueeze", "Squeeze",   "Reshape",  "Expand",
+                                     "Slice",     "Transpose", "Identity", "Flatten"};
+      bool view = false;
+      for (const char* op : kViews) view |= c->op_type == op;
+      if (!view || c->outputs.size() != 1 || !c->outputs[0]) return false;
+      work.push_back(c->outputs[0]);
+    }
+  }
+  return cast;
+}
+
 std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, int64_t int_end) {
   std::vector<Tensor> in;
-  for (const Value* v : g.inputs) in.push_back(random_input(*v, seed, int_end));
+  for (const Value* v : g.inputs) in.push_back(random_input(*v, seed, mask_input(*v) ? 2 : int_end));
   return in;
 }
 
@@ -156,6 +184,8 @@ VerifyResult verify_equivalence(const Graph& original, const Graph& optimized, i
   };
   std::string refused;
   VerifyResult r = check(64, refused);
+  for (const Value* v : original.inputs)
+    if (mask_input(*v)) r.mask_inputs.push_back(v->name);
   // An output that compared nothing, or inputs the original model refuses, with integer inputs:
   // try them as 0/1 (masks, small ids), once.
   bool none = !refused.empty();
@@ -166,6 +196,7 @@ VerifyResult verify_equivalence(const Graph& original, const Graph& optimized, i
     bool better = refused_binary.empty();
     for (const auto& o : again.outputs) better &= !o.nothing_compared();
     if (better) {
+      again.mask_inputs = std::move(r.mask_inputs);
       r = std::move(again);
       refused.clear();
     } else if (!refused.empty()) {

@@ -13,8 +13,17 @@ namespace fusec {
 /// default, small enough for token ids; bools 0/1). The input's name is mixed into the seed so
 /// inputs of the same shape differ.
 Tensor random_input(const Value& v, uint64_t seed, int64_t int_end = 64);
-/// random_input for each of the graph's inputs, in order.
+/// random_input for each of the graph's inputs, in order; an integer input the graph reads only as
+/// a float value (mask_input) is drawn from {0, 1} whatever `int_end` is.
 std::vector<Tensor> random_inputs(const Graph& g, uint64_t seed, int64_t int_end = 64);
+
+/// Whether the graph reads integer input `v` only as a float value: every path from it passes
+/// through views (Unsqueeze, Squeeze, Reshape, Expand, Slice, Transpose, Identity, Flatten) to a
+/// Cast to a float type, and none reaches anything else (an index, a comparison, integer
+/// arithmetic) but a Shape or Size, which read no value. Such an input is a mask or a flag (transformers'
+/// attention_mask as Funnel, BERT and T5 read it): its values are 0 and 1, and random integers in [0, 64) would scale
+/// the masks it makes to magnitudes no model sees, where float rounding, not the optimization, decides the output.
+bool mask_input(const Value& v);
 /// Whether an input of g is an integer tensor: random values in [0, 64) can be out of the model's
 /// own range there, and 0/1 (masks, small ids) the values to draw instead.
 bool has_integer_input(const Graph& g);
@@ -46,6 +55,9 @@ struct VerifyResult {
   /// output (an attention mask computed as (1 - m) * finfo.min overflows), or refused them (an
   /// index out of range: OPT's positions from its attention_mask), so the check ran again.
   bool binary_ints = false;
+  /// Integer inputs drawn from {0, 1} in every run because the graph reads them only as float
+  /// values (mask_input).
+  std::vector<std::string> mask_inputs;
 };
 
 /// Compares two tensors under the tolerance, folding the result into `check`.

@@ -14,14 +14,17 @@ using namespace fusec::test;
 
 namespace {
 
-/// softmax((1 - float(m)) * scale) over 8 keys, m an int64 [2, 8] input (random values in [0, 64)).
-/// With scale = float's lowest, as transformers builds its extended mask, every row holds +inf
-/// (m >= 2) and the softmax is NaN everywhere; with -10000 every value is finite.
-std::unique_ptr<Graph> mask_softmax(float scale) {
+/// softmax((1 - float(m)) * scale) over 8 keys, m an int64 [2, 8] input. With scale = float's
+/// lowest, as transformers builds its extended mask, every row holds +inf on random values in
+/// [0, 64) (m >= 2) and the softmax is NaN everywhere; with -10000 every value is finite. With
+/// `squared`, float(m·m): the graph also does integer arithmetic on m, so m is not a pure mask
+/// (mask_input) and is drawn in [0, 64) first.
+std::unique_ptr<Graph> mask_softmax(float scale, bool squared = false) {
   GraphBuilder b(17);
   Value* m = b.input("attention_mask", DType::Int64, {2, 8});
   Value* one = b.initializer("one", Tensor::from_float({1.0f}, {}));
   Value* s = b.initializer("scale", Tensor::from_float({scale}, {}));
+  if (squared) m = b.node("Mul", {m, m}, {}, "square");
   Value* f = b.node("Cast", {m}, {attr("to", int64_t{1})}, "cast");
   Value* inv = b.node("Sub", {one, f}, {}, "sub");
   Value* mask = b.node("Mul", {inv, s}, {}, "mul");
@@ -73,16 +76,35 @@ TEST(Verify, InputsRefusedEitherWayAreNotVerified) {
   EXPECT_NE(r.outputs[0].problem.find("--no-check"), std::string::npos) << r.outputs[0].problem;
 }
 
-// A (1 - m)·finfo.min mask on random ints in [0, 64) makes the original NaN everywhere; the check
-// runs again with the integer inputs as 0/1, which a mask means, and compares real values.
+// A (1 - m·m)·finfo.min mask on random ints in [0, 64) makes the original NaN everywhere; the
+// check runs again with the integer inputs as 0/1, which a mask means, and compares real values.
 TEST(Verify, MaskOverflowRetriesWithBinaryIntegers) {
-  auto g = mask_softmax(std::numeric_limits<float>::lowest());
+  auto g = mask_softmax(std::numeric_limits<float>::lowest(), true);
+  EXPECT_FALSE(mask_input(*g->inputs[0]));
   VerifyResult r = verify_equivalence(*g, *g, 2, 7, {});
   ASSERT_EQ(r.outputs.size(), 1u);
   EXPECT_TRUE(r.binary_ints);
+  EXPECT_TRUE(r.mask_inputs.empty());
   EXPECT_TRUE(r.ok) << r.outputs[0].problem;
   EXPECT_EQ(r.outputs[0].elements, 2 * 16);
   EXPECT_GT(r.outputs[0].finite_original, 0);
+}
+
+// An integer input the graph reads only as a float value (through views, then a Cast) is a mask:
+// drawn 0/1 in every run, so its (1 - m)·finfo.min mask is finite from the first run, and the
+// report names it. One read as an index (OPT's positions) or through integer arithmetic is not.
+TEST(Verify, InputsReadOnlyAsFloatValuesAreDrawnAsMasks) {
+  auto g = mask_softmax(std::numeric_limits<float>::lowest());
+  EXPECT_TRUE(mask_input(*g->inputs[0]));
+  VerifyResult r = verify_equivalence(*g, *g, 2, 7, {});
+  ASSERT_EQ(r.outputs.size(), 1u);
+  EXPECT_FALSE(r.binary_ints);
+  EXPECT_EQ(r.mask_inputs, std::vector<std::string>{"attention_mask"});
+  EXPECT_TRUE(r.ok) << r.outputs[0].problem;
+  EXPECT_EQ(r.outputs[0].finite_original, 2 * 2 * 8);
+  for (const Tensor& t : random_inputs(*g, 3))
+    for (int64_t i = 0; i < t.numel(); ++i) EXPECT_LE(t.data<int64_t>()[i], 1);
+  EXPECT_FALSE(mask_input(*positions_from_mask(9)->inputs[0]));
 }
 
 // x·inf − x·inf is NaN for every x: nothing to compare, whatever the inputs, so not verified.
