@@ -651,9 +651,11 @@ def test_profile_errors(c: Ctx):
 
 
 def test_optimize_verifies_masks_or_refuses(c: Ctx):
-    """A (1 - m)·finfo.min mask from an int input: random ids in [0, 64) make the original NaN
-    everywhere, so verification retries with 0/1 and says so; an output that is NaN whatever the
-    inputs is NOT VERIFIED (exit 3, nothing written), never "ok"."""
+    """A (1 - m)·finfo.min mask from an int input: read only as a float value, it is drawn as 0/1
+    from the start and the report names it; squared first (integer arithmetic: not only a mask),
+    random ids in [0, 64) make the original NaN everywhere, so verification retries with 0/1 and
+    says so; an output that is NaN whatever the inputs is NOT VERIFIED (exit 3, nothing written),
+    never "ok"."""
     d = c.fresh("verify_nan")
     fmin = numpy_helper.from_array(np.array(np.finfo(np.float32).min, np.float32), "fmin")
     one = numpy_helper.from_array(np.array(1.0, np.float32), "one")
@@ -674,8 +676,15 @@ def test_optimize_verifies_masks_or_refuses(c: Ctx):
     mask_model = os.path.join(d, "mask.onnx")
     save(g, mask_model)
     p = c.ok("optimize", mask_model, "-o", os.path.join(d, "mask.opt.onnx"))
+    if "0/1 for 'attention_mask'" not in p.stdout or not re.search(r"\by +max abs .* ok", p.stdout):
+        raise Failure(f"mask model: expected a verified output with the mask drawn 0/1, got:\n{p.stdout}")
+    g.node.insert(0, helper.make_node("Mul", ["attention_mask", "attention_mask"], ["squared"], name="square"))
+    g.node[1].input[0] = "squared"
+    squared_model = os.path.join(d, "squared.onnx")
+    save(g, squared_model)
+    p = c.ok("optimize", squared_model, "-o", os.path.join(d, "squared.opt.onnx"))
     if "integer inputs 0/1" not in p.stdout or not re.search(r"\by +max abs .* ok", p.stdout):
-        raise Failure(f"mask model: expected a verified output with 0/1 integer inputs, got:\n{p.stdout}")
+        raise Failure(f"squared mask model: expected a verified output with 0/1 integer inputs, got:\n{p.stdout}")
     inf = numpy_helper.from_array(np.array(np.inf, np.float32), "inf")
     g = helper.make_graph([helper.make_node("Mul", ["x", "inf"], ["p"], name="mul"),
                            helper.make_node("Sub", ["p", "p"], ["y"], name="sub")],
