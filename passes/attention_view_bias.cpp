@@ -91,7 +91,7 @@ Value* int64_initializer(Graph& g, const std::string& stem, const std::vector<in
 
 }  // namespace
 
-bool hoist_view_bias(Graph& g, Node* softmax) {
+bool hoist_view_bias(Graph& g, Node* softmax, std::string* what, std::vector<std::string>* gone) {
   Value* out = softmax->input(0);
   Node* r2 = out ? out->producer : nullptr;
   if (!is_op(r2, "Reshape") || !r2->input(0) || out->is_graph_output) return false;
@@ -134,6 +134,17 @@ bool hoist_view_bias(Graph& g, Node* softmax) {
   Value* viewed = g.add_value(stem + "_viewed");
   viewed->type = {t, Shape(coarse->begin(), coarse->end())};
   g.add_node("Reshape", {bias, int64_initializer(g, stem + "_coarse", *coarse)}, {viewed}, g.unique_node_name(stem));
+  if (what) {
+    *what = describe(r1);
+    for (Node* n : chain)
+      if (n != r1) *what += " + " + describe(n);
+    *what += " + " + describe(r2) + " -> the scores '" + s->name + "' plus " + std::to_string(terms.size()) +
+             " term(s) viewed as them";
+  }
+  if (gone) {
+    for (Node* n : chain) gone->push_back(n->name);
+    gone->push_back(r2->name);
+  }
   g.remove_node(r2);
   for (Node* n : chain) g.remove_node(n);
   g.add_node("Add", {s, viewed}, {out}, g.unique_node_name(stem + "_add"));

@@ -6,6 +6,9 @@
 // are a bias on the scores themselves, an added mask that fuse_attention takes.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "ir/graph.h"
 
 namespace fusec::attention {
@@ -13,7 +16,8 @@ namespace fusec::attention {
 /// If `softmax` reads Reshape(Add(...Add(Reshape(s), t1)..., tn)) where the outer Reshape gives s
 /// back its static shape, s is Q·Kᵀ (a MatMul, or one scaled by a constant scalar), every Add keeps
 /// the finer view's shape and no term depends on s, rewrites it as Add(s, Reshape(Expand(t1 + ... +
-/// tn))) and returns true. Changes nothing and returns false otherwise.
-bool hoist_view_bias(Graph& g, Node* softmax);
+/// tn))) and returns true, with `what` (if given) describing it for --explain and `gone` naming the
+/// nodes it removed. Changes nothing and returns false otherwise.
+bool hoist_view_bias(Graph& g, Node* softmax, std::string* what = nullptr, std::vector<std::string>* gone = nullptr);
 
 }  // namespace fusec::attention

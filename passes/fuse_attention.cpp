@@ -699,7 +699,9 @@ bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
     if (r.removed(sm)) continue;
     // Terms added to a finer view of the scores (ViTDet's decomposed relative positions) become a
     // mask added to the scores themselves.
-    attention::hoist_view_bias(g, sm);
+    std::string hoisted;
+    std::vector<std::string> views;
+    if (attention::hoist_view_bias(g, sm, &hoisted, &views)) r.rewrote(hoisted, views, "");
     // Rank-5 cores ([B, G, H, S, D]: MaxViT) become rank 4 first, where Attention can take them.
     const auto& rank = sm->outputs[0]->type.shape;
     bool merged = false;

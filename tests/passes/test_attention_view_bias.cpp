@@ -69,7 +69,11 @@ TEST(AttentionViewBias, TermsOnAFinerViewBecomeOneAddedMask) {
   infer_shapes(*g);
   auto before = g->clone();
   Node* sm = softmax_of(*g);
-  ASSERT_TRUE(attention::hoist_view_bias(*g, sm));
+  std::string what;
+  ASSERT_TRUE(attention::hoist_view_bias(*g, sm, &what));
+  EXPECT_EQ(what,
+            "Reshape 'scores_fine' + Add 'add_h' + Add 'add_w' + Reshape 'scores_back' -> the scores 'qk_out' plus 2 "
+            "term(s) viewed as them");
   // Softmax(Add(q·kᵀ, Reshape(Expand(rel_h + rel_w)))): the views of the scores are gone.
   const Node* add = sm->input(0)->producer;
   ASSERT_TRUE(add && add->op_type == "Add");
