@@ -279,6 +279,17 @@ const Node* fused_node(const Outcome& o, const std::string& domain) {
   return n;
 }
 
+/// The node that makes the mask of `o`'s one fused ai.fusec Attention (its input 3), or null with
+/// the failure recorded.
+const Node* fused_mask(const Outcome& o) {
+  const Node* n = fused_node(o, "ai.fusec");
+  if (!n || n->inputs.size() != 4 || !n->inputs[3] || !n->inputs[3]->producer) {
+    ADD_FAILURE() << "no fused Attention whose mask a node makes";
+    return nullptr;
+  }
+  return n->inputs[3]->producer;
+}
+
 bool fused_from_has(const Node* n, const std::string& name) {
   return std::find(n->fused_from.begin(), n->fused_from.end(), name) != n->fused_from.end();
 }
@@ -462,10 +473,7 @@ TEST(FuseAttention, TwoAddedMasksAreSummedIntoOne) {
   s.skv = 5;
   s.mask = Spec::Mask::AddBiasAndInput;
   Outcome o = fuse(s);
-  const Node* n = fused_node(o, "ai.fusec");
-  ASSERT_TRUE(n);
-  ASSERT_EQ(n->inputs.size(), 4u);
-  const Node* sum = n->inputs[3]->producer;
+  const Node* sum = fused_mask(o);
   ASSERT_TRUE(sum);
   EXPECT_EQ(sum->op_type, "Add");
   EXPECT_EQ(sum->inputs[0]->name, "position_bias");
@@ -482,10 +490,7 @@ TEST(FuseAttention, SubtractedMasksAreNegatedOrSubtractedFromTheSum) {
   // Funnel's three terms: (position_bias + token_type) - mask.
   s.mask = Spec::Mask::FunnelTerms;
   Outcome o = fuse(s);
-  const Node* n = fused_node(o, "ai.fusec");
-  ASSERT_TRUE(n);
-  ASSERT_EQ(n->inputs.size(), 4u);
-  const Node* sub = n->inputs[3]->producer;
+  const Node* sub = fused_mask(o);
   ASSERT_TRUE(sub);
   EXPECT_EQ(sub->op_type, "Sub");
   EXPECT_EQ(sub->inputs[1]->name, "mask");
@@ -497,12 +502,10 @@ TEST(FuseAttention, SubtractedMasksAreNegatedOrSubtractedFromTheSum) {
   // One subtracted input: the node reads its negation.
   s.mask = Spec::Mask::SubInput;
   o = fuse(s);
-  n = fused_node(o, "ai.fusec");
-  ASSERT_TRUE(n);
-  ASSERT_EQ(n->inputs.size(), 4u);
-  ASSERT_TRUE(n->inputs[3]->producer);
-  EXPECT_EQ(n->inputs[3]->producer->op_type, "Neg");
-  EXPECT_EQ(n->inputs[3]->producer->inputs[0]->name, "mask");
+  const Node* neg = fused_mask(o);
+  ASSERT_TRUE(neg);
+  EXPECT_EQ(neg->op_type, "Neg");
+  EXPECT_EQ(neg->inputs[0]->name, "mask");
   expect_same_numbers(o);
   // A subtracted constant becomes its negation, also before a power-of-two scale.
   s.mask = Spec::Mask::SubConstant;
@@ -511,7 +514,7 @@ TEST(FuseAttention, SubtractedMasksAreNegatedOrSubtractedFromTheSum) {
     s.scale = before ? Spec::Scale::Mul : Spec::Scale::Div;
     s.d = before ? 16 : 4;  // 1/sqrt(16): a power of two
     o = fuse(s);
-    n = fused_node(o, "ai.fusec");
+    const Node* n = fused_node(o, "ai.fusec");
     ASSERT_TRUE(n);
     ASSERT_EQ(n->inputs.size(), 4u);
     const Tensor* c = constant_of(n->inputs[3]);
@@ -679,10 +682,7 @@ TEST(FuseAttention, ComputedMasksBeforeAPowerOfTwoScaleAreScaledWithIt) {
   for (Spec::Mask form : {Spec::Mask::AddInput, Spec::Mask::FunnelTerms}) {
     s.mask = form;
     Outcome o = fuse(s);
-    const Node* n = fused_node(o, "ai.fusec");
-    ASSERT_TRUE(n);
-    ASSERT_EQ(n->inputs.size(), 4u);
-    const Node* last = n->inputs[3]->producer;
+    const Node* last = fused_mask(o);
     ASSERT_TRUE(last);
     if (form == Spec::Mask::AddInput) {
       EXPECT_EQ(last->op_type, "Mul");
@@ -924,10 +924,7 @@ TEST(FuseAttention, AnFltMaxFillWithAnAddedBiasBecomesOneMask) {
     s.fill = -std::numeric_limits<float>::max();
     s.guard = Spec::Guard::Safe;
     Outcome o = fuse(s);
-    const Node* n = fused_node(o, "ai.fusec");
-    ASSERT_TRUE(n);
-    ASSERT_EQ(n->inputs.size(), 4u);
-    const Node* mask = n->inputs[3]->producer;
+    const Node* mask = fused_mask(o);
     ASSERT_TRUE(mask);
     if (form == Spec::Mask::BiasThenWhereInput) {
       EXPECT_EQ(mask->op_type, "Where");
@@ -953,10 +950,7 @@ TEST(FuseAttention, SafeSoftmaxAfterAnFltMaxWhereFillBecomesAnAddedMask) {
   s.fill = -std::numeric_limits<float>::max();
   s.guard = Spec::Guard::Safe;
   Outcome o = fuse(s);
-  const Node* n = fused_node(o, "ai.fusec");
-  ASSERT_TRUE(n);
-  ASSERT_EQ(n->inputs.size(), 4u);
-  const Node* added = n->inputs[3]->producer;
+  const Node* added = fused_mask(o);
   ASSERT_TRUE(added && added->op_type == "Where");
   EXPECT_EQ(added->input(0)->name, "keep");
   expect_same_numbers(o);
@@ -1249,10 +1243,7 @@ Outcome fuse_clamped(float low) {
 TEST(FuseAttention, AClampAtFltMaxAfterTheMaskMovesOntoTheMask) {
   // XGLM: Max(S + mask, -FLT_MAX) is S + Max(mask, -FLT_MAX) for any finite S below 2^103.
   Outcome o = fuse_clamped(-std::numeric_limits<float>::max());
-  const Node* n = fused_node(o, "ai.fusec");
-  ASSERT_TRUE(n);
-  ASSERT_EQ(n->inputs.size(), 4u);
-  const Node* clamp = n->inputs[3]->producer;
+  const Node* clamp = fused_mask(o);
   ASSERT_TRUE(clamp && clamp->op_type == "Max");
   EXPECT_EQ(clamp->input(0)->name, "mask");
   expect_same_numbers(*o.original, *o.optimized, 43);
