@@ -5,6 +5,7 @@
 #include <set>
 #include <vector>
 
+#include "passes/attention_pattern.h"
 #include "passes/pattern.h"
 
 namespace fusec::attention {
@@ -51,13 +52,12 @@ bool depends_on(const Value* from, const Value* target, int budget) {
   return false;
 }
 
-/// Q·Kᵀ: a MatMul's output, or one multiplied or divided by a constant scalar.
-bool is_scores(const Value* s) {
-  const Node* p = s->producer;
-  if (is_op(p, "MatMul")) return true;
-  if (!(is_op(p, "Mul") || is_op(p, "Div")) || p->inputs.size() != 2) return false;
-  const Tensor* c = constant_of(p->input(1));
-  return c && c->numel() == 1 && p->input(0) && is_op(p->input(0)->producer, "MatMul");
+/// Q·Kᵀ: a MatMul's output, or one scaled by constant scalars (attention_pattern's peel_scale).
+bool is_scores(Value* s) {
+  double scale = 1;
+  std::vector<Node*> scales;
+  const Value* x = peel_scale(s, scale, scales);
+  return x && is_op(x->producer, "MatMul");
 }
 
 /// The chain of Adds from the view `x` back to the Reshape that made the finer view (`r1`), with
