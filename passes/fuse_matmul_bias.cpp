@@ -318,59 +318,123 @@ bool is_skip_norm(const Node* n) {
 }
 
 /// The producer of `t` when it is a bare product that can take a residual: a FusedMatMul without
-/// activation or residual, or a MatMul with a 2-D weight (a batched product's residual would leave
-/// the GEMM). Else nullptr.
+/// activation or residual, a MatMul with a 2-D weight (a batched product's residual would leave
+/// the GEMM), or a Gemm (whether its alpha, beta and transposes allow it is gemm_as_fused_matmul's
+/// to say). Else nullptr.
 Node* bare_product(const Value* t) {
   Node* mm = t ? t->producer : nullptr;
   const bool bare_fused = mm && mm->op_type == "FusedMatMul" && mm->domain == "ai.fusec" && !mm->input(3) &&
                           mm->attr_string("activation", "").empty();
   const bool plain = is_op(mm, "MatMul") && rank_of(mm->input(1)) == 2;
-  return bare_fused || plain ? mm : nullptr;
+  return bare_fused || plain || is_op(mm, "Gemm") ? mm : nullptr;
 }
 
-/// A bare product (a MatMul, or a FusedMatMul without activation or residual) read only by a
-/// SkipLayerNorm or SkipSimplifiedLayerNorm whose other summand has the product's shape and type:
-/// the sum moves into the GEMM as its residual Z and the skip norm becomes the plain norm of the
-/// GEMM's output, which is the sum S for whoever reads S.
+/// Where a residual sum reads a product: the product's node and output t, and the Reshape between
+/// them, if any, whose output u the sum reads (u = t without one). GPT-2's Conv1D is a 2-D Gemm
+/// over the flattened tokens, viewed back to [B, S, N] before each residual sum.
+struct ProductSite {
+  Node* mm = nullptr;
+  Node* view = nullptr;
+  Value* t = nullptr;
+  Value* u = nullptr;
+};
+
+ProductSite product_site(Value* u) {
+  Node* view = producer_of(u, "Reshape");
+  if (view && view->input(0)) {
+    if (Node* mm = bare_product(view->input(0))) return {mm, view, view->input(0), u};
+  }
+  if (Node* mm = bare_product(u)) return {mm, nullptr, u, u};
+  return {};
+}
+
+/// The product's operands as FusedMatMul's (A, W, [bias]) and its attributes in `attrs`, or why
+/// not (a Gemm FusedMatMul cannot express). Called once every other check passed: a Gemm's
+/// transposed weight is added as a new constant.
+std::string product_operands(Rewriter& r, Node* mm, std::vector<Value*>* in, std::vector<NamedAttribute>* attrs) {
+  if (mm->op_type == "Gemm") {
+    attrs->clear();  // Gemm's alpha, beta and trans* are not FusedMatMul's
+    return gemm_as_fused_matmul(r.graph(), r.opts(), mm, in);
+  }
+  in->assign({mm->input(0), mm->input(1), mm->input(2)});
+  *attrs = mm->attrs;
+  return "";
+}
+
+/// Checks shared by both residual rewrites at `site` (the sum's other summand `res`), as the
+/// reason they fail, or "". Through a Reshape the residual is viewed as the product, by a
+/// constant target: the product's shape may leave at most one dim open.
+std::string residual_problem(const ProductSite& site, const Value* res, bool* viewable) {
+  if (!has_single_use(site.t) || site.t->is_graph_output || (site.view && !has_single_use(site.u)))
+    return "the product '" + site.t->name + "' is read elsewhere too";
+  if (!same_shape_and_type(site.u, res) || site.t->type.dtype != res->type.dtype)
+    return "the residual '" + res->name + "' does not have the product's shape and type";
+  *viewable = !site.view || (known_rank(res) && known_rank(site.t) &&
+                             reshape_target(*res->type.shape, *site.t->type.shape).has_value());
+  if (!*viewable) return "the residual cannot be viewed as the product: its shape leaves more than one dim open";
+  return "";
+}
+
+/// `res` as the product's shape: itself, or a Reshape of it to t's (the view's inverse).
+Value* residual_as_product(Rewriter& r, const ProductSite& site, Value* res) {
+  if (!site.view) return res;
+  Graph& g = r.graph();
+  const std::vector<int64_t> dims = *reshape_target(*res->type.shape, *site.t->type.shape);
+  Value* target = g.add_initializer(site.mm->name + ".residual_shape",
+                                    Tensor::from_int64(dims, {static_cast<int64_t>(dims.size())}));
+  Value* viewed = g.add_value(res->name + ".as_product");
+  viewed->type = site.t->type;
+  r.add("Reshape", {res, target}, {viewed}, g.unique_node_name(site.mm->name + ".residual_view"), "", {});
+  return viewed;
+}
+
+/// A bare product (a MatMul, a Gemm, or a FusedMatMul without activation or residual), perhaps
+/// viewed by a Reshape, read only by a SkipLayerNorm or SkipSimplifiedLayerNorm whose other summand
+/// has the (viewed) product's shape and type: the sum moves into the GEMM as its residual Z and the
+/// skip norm becomes the plain norm of the GEMM's output, which is the sum S for whoever reads S.
 ///   t = A·W [+ b];  S = t + r;  Y = Norm(S)   =>   S = FusedMatMul(A, W, [b], Z = r);  Y = Norm(S)
-/// One read of r by the GEMM (compute-bound: free) instead of one by the normalization.
+///   t = A·W [+ b];  S = View(t) + r           =>   S = View(FusedMatMul(A, W, [b], Z = View⁻¹(r)))
+/// One read of r by the GEMM (compute-bound: nearly free) instead of one read of each summand and
+/// a write of S by the normalization.
 bool absorb_residual(Rewriter& r, Node* sln) {
   Graph& g = r.graph();
   const bool rms = sln->op_type == "SkipSimplifiedLayerNorm";
   // LayerNormalization is standard from opset 17; SimplifiedLayerNorm is always ai.fusec.
   if (!is_skip_norm(sln) || (!rms && g.opset("") < 17)) return false;
   for (size_t side : {0u, 1u}) {
-    Value* t = sln->input(side);
+    Value* u = sln->input(side);
     Value* res = sln->input(1 - side);
-    Node* mm = bare_product(t);
-    if (!res || !mm) continue;
-    if (!fusable_dtype(t->type.dtype)) continue;
-    const std::string what = describe(mm) + " + " + describe(sln) + " not merged";
-    if (!has_single_use(t) || t->is_graph_output)
-      return r.near_miss(what, "the product '" + t->name + "' is read elsewhere too");
-    if (!same_shape_and_type(t, res))
-      return r.near_miss(what, "the residual '" + res->name + "' does not have the product's shape and type");
+    const ProductSite site = product_site(u);
+    if (!res || !site.mm || res == u) continue;
+    if (!fusable_dtype(site.t->type.dtype)) continue;
+    const std::string what = describe(site.mm) + " + " + describe(sln) + " not merged";
+    bool viewable = true;
+    std::string why = residual_problem(site, res, &viewable);
     Value* y = sln->outputs.empty() ? nullptr : sln->outputs[0];
     Value* sum = sln->outputs.size() > 1 ? sln->outputs[1] : nullptr;
-    if (!y || (sum && sum->is_graph_output)) return r.near_miss(what, "the sum S is a graph output");
-    std::vector<Value*> mm_in = {mm->input(0), mm->input(1), mm->input(2), res};
-    std::vector<Value*> ln_in = {t, sln->input(2)};
+    if (why.empty() && (!y || (sum && sum->is_graph_output))) why = "the sum S is a graph output";
+    std::vector<Value*> mm_in;
+    std::vector<NamedAttribute> mm_attrs;
+    if (why.empty()) why = product_operands(r, site.mm, &mm_in, &mm_attrs);
+    if (!why.empty()) return r.near_miss(what, why);
+    mm_in.resize(3, nullptr);
+    mm_in.push_back(residual_as_product(r, site, res));
+    std::vector<Value*> ln_in = {u, sln->input(2)};
     if (!rms && sln->input(3)) ln_in.push_back(sln->input(3));
     const int64_t axis = sln->attr_int("axis", -1);
     const float eps = sln->attr_float("epsilon", 1e-5f);
-    const std::vector<NamedAttribute> mm_attrs = mm->attrs;
-    const std::string mm_name = mm->name, ln_name = sln->name;
-    // Two nodes stand for two: each keeps its own origins.
-    Replaced mm_gone = r.remove({mm}), ln_gone = r.remove({sln});
-    Node* fused = r.add("FusedMatMul", mm_in, {t}, mm_name, "ai.fusec", mm_gone.origins);
+    const std::string mm_name = site.mm->name, ln_name = sln->name;
+    // Two nodes stand for two: each keeps its own origins. A view between them stays as it is.
+    Replaced mm_gone = r.remove({site.mm}), ln_gone = r.remove({sln});
+    Node* fused = r.add("FusedMatMul", mm_in, {site.t}, mm_name, "ai.fusec", mm_gone.origins);
     fused->attrs = mm_attrs;
     Node* ln = rms ? r.add("SimplifiedLayerNorm", ln_in, {y}, ln_name, "ai.fusec", ln_gone.origins)
                    : r.add("LayerNormalization", ln_in, {y}, ln_name, "", ln_gone.origins);
     ln->set_attr("axis", axis);
     ln->set_attr("epsilon", eps);
-    if (sum) g.replace_all_uses(sum, t);
+    if (sum) g.replace_all_uses(sum, u);
     r.rewrote(mm_gone.listed + " + " + ln_gone.listed + " -> " + describe(fused) + " (residual '" + res->name +
-                  "') + " + describe(ln),
+                  (site.view ? "', viewed as the product) + " : "') + ") + describe(ln),
               {mm_name, ln_name}, mm_name);
     return true;
   }
@@ -380,8 +444,10 @@ bool absorb_residual(Rewriter& r, Node* sln) {
 /// A bare product (as absorb_residual takes) whose output t is read only by an Add whose other
 /// summand has t's shape and type: the sum moves into the GEMM as its residual Z.
 ///   S = Add(t, r)                              =>   S = FusedMatMul(A, W, [b], Z = r)
+///   S = Add(View(t), r)                        =>   S = View(FusedMatMul(A, W, [b], Z = View⁻¹(r)))
 ///   S = Add(Transpose_p(t), Transpose_p(s))    =>   S = Transpose_p(FusedMatMul(A, W, [b], Z = s))
 ///   S = Add(Transpose_p(t), r)                 =>   S = Transpose_p(FusedMatMul(A, W, [b], Z = Transpose_p⁻¹(r)))
+/// The View form is GPT-2's Conv1D (a 2-D Gemm viewed back to [B, S, N]) where no norm follows.
 /// The Transpose forms are ConvNeXt's block: its MLP output is permuted back to NCHW before the
 /// residual sum; the block's input is a permuted LayerNorm (stage 1), a downsampling conv (the
 /// first block of the later stages: its residual is transposed back), or the block before (then
@@ -397,24 +463,64 @@ bool absorb_residual_add(Rewriter& r, Node* add) {
     Value* res = add->input(1 - side);
     if (!u || !res || u == res) continue;
     Node* tr = is_op(u->producer, "Transpose") && u->producer->has_attr("perm") ? u->producer : nullptr;
-    Value* t = tr ? tr->input(0) : u;
+    if (!tr) {
+      const ProductSite site = product_site(u);
+      if (!site.mm || !fusable_dtype(site.t->type.dtype)) continue;
+      const std::string what = describe(site.mm) + " + " + describe(add) + " not merged";
+      if (r.opts().portable)
+        return r.near_miss(what, "--portable writes standard ops only: a residual needs FusedMatMul");
+      bool viewable = true;
+      std::string why = residual_problem(site, res, &viewable);
+      std::vector<Value*> mm_in;
+      std::vector<NamedAttribute> mm_attrs;
+      if (why.empty()) why = product_operands(r, site.mm, &mm_in, &mm_attrs);
+      if (!why.empty()) return r.near_miss(what, why);
+      mm_in.resize(3, nullptr);
+      mm_in.push_back(residual_as_product(r, site, res));
+      Value* sum = add->outputs[0];
+      const std::string mm_name = site.mm->name;
+      if (!site.view) {
+        Replaced gone = r.remove({site.mm, add});
+        Node* fused = r.add("FusedMatMul", mm_in, {sum}, mm_name, "ai.fusec", gone.origins);
+        fused->attrs = mm_attrs;
+        r.rewrote(gone.listed + " -> " + describe(fused) + " (residual '" + res->name + "')", gone.names, mm_name);
+        return true;
+      }
+      // The view moves after the sum, writing it.
+      const std::vector<Value*> view_in = site.view->inputs;
+      const std::vector<NamedAttribute> view_attrs = site.view->attrs;
+      const std::string view_name = site.view->name;
+      Replaced gone = r.remove({site.mm, add});
+      Replaced view_gone = r.remove({site.view});
+      Node* fused = r.add("FusedMatMul", mm_in, {site.t}, mm_name, "ai.fusec", gone.origins);
+      fused->attrs = mm_attrs;
+      Node* moved = r.add("Reshape", view_in, {sum}, view_name, "", view_gone.origins);
+      moved->attrs = view_attrs;
+      std::vector<std::string> names = gone.names;
+      names.push_back(view_name);
+      r.rewrote(gone.listed + " + " + view_gone.listed + " -> " + describe(fused) + " (residual '" + res->name +
+                    "', viewed as the product) + " + describe(moved),
+                names, mm_name);
+      return true;
+    }
+    Value* t = tr->input(0);
     // Through the Transpose, the GEMM needs the residual in the product's order: s when the
     // residual is Transpose_p(s) too, else the residual transposed back (made below).
-    Node* res_tr = tr && is_op(res->producer, "Transpose") && res->producer->attr_ints("perm") == tr->attr_ints("perm")
+    Node* res_tr = is_op(res->producer, "Transpose") && res->producer->attr_ints("perm") == tr->attr_ints("perm")
                        ? res->producer
                        : nullptr;
     if (res_tr) res = res_tr->input(0);
     Node* mm = bare_product(t);
-    if (!mm || !fusable_dtype(t->type.dtype)) continue;
+    if (!mm || mm->op_type == "Gemm" || !fusable_dtype(t->type.dtype)) continue;
     const std::string what = describe(mm) + " + " + describe(add) + " not merged";
     if (r.opts().portable)
       return r.near_miss(what, "--portable writes standard ops only: a residual needs FusedMatMul");
-    if (!has_single_use(t) || (tr && !has_single_use(u)))
+    if (!has_single_use(t) || !has_single_use(u))
       return r.near_miss(what, "the product '" + t->name + "' is read elsewhere too");
-    const Value* matched = tr && !res_tr ? u : t;  // what the residual must match as it stands
+    const Value* matched = res_tr ? t : u;  // what the residual must match as it stands
     if (!same_shape_and_type(matched, res) || t->type.dtype != res->type.dtype)
       return r.near_miss(what, "the residual '" + res->name + "' does not have the product's shape and type");
-    if (tr && !res_tr) {
+    if (!res_tr) {
       const std::vector<int64_t> perm = tr->attr_ints("perm");
       std::vector<int64_t> inverse(perm.size());
       for (size_t i = 0; i < perm.size(); ++i) inverse[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
@@ -428,13 +534,6 @@ bool absorb_residual_add(Rewriter& r, Node* add) {
     const std::vector<Value*> mm_in = {mm->input(0), mm->input(1), mm->input(2), res};
     const std::vector<NamedAttribute> mm_attrs = mm->attrs;
     const std::string mm_name = mm->name;
-    if (!tr) {
-      Replaced gone = r.remove({mm, add});
-      Node* fused = r.add("FusedMatMul", mm_in, {sum}, mm_name, "ai.fusec", gone.origins);
-      fused->attrs = mm_attrs;
-      r.rewrote(gone.listed + " -> " + describe(fused) + " (residual '" + res->name + "')", gone.names, mm_name);
-      return true;
-    }
     const std::vector<NamedAttribute> tr_attrs = tr->attrs;
     const std::string tr_name = tr->name;
     Replaced gone = r.remove({mm, add});

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "passes/fuse_matmul_bias.h"
+#include "passes/pattern.h"
 #include "passes/pipeline.h"
 #include "passes/verify.h"
 #include "pass_test_util.h"
@@ -702,6 +703,100 @@ TEST(FuseMatMulBias, AResidualOverAnOpenBatchMovesIntoTheProduct) {
     if (!named) EXPECT_TRUE(near_miss(r, "does not have the product's shape"));
     bind_open_dims(*r.original);
     bind_open_dims(*r.optimized);
+    expect_equivalent(r);
+  }
+}
+
+// ---- A residual through a view of the product (GPT-2's Conv1D) ---------------------------------
+
+namespace {
+
+/// GPT-2's Conv1D before a residual sum: Gemm(A[10,8], B, C[6]) viewed as [2,5,6], then a
+/// SkipLayerNorm (`norm`, its sum S read by a Relu) or a plain Add (a graph output) with R[2,5,6].
+/// `gemm_attrs` are the Gemm's (transB: B is given [6,8]).
+std::unique_ptr<Graph> conv1d_residual(bool norm, std::vector<NamedAttribute> gemm_attrs = {}) {
+  GraphBuilder b(20);
+  b.graph().opsets["ai.fusec"] = 1;
+  bool tb = false;
+  for (const auto& at : gemm_attrs)
+    if (at.name == "transB") tb = true;
+  Value* a = b.input("A", DType::Float32, {10, 8});
+  Value* r = b.input("R", DType::Float32, {2, 5, 6});
+  Value* w = b.initializer("B", random_floats(tb ? std::vector<int64_t>{6, 8} : std::vector<int64_t>{8, 6}, 1));
+  Value* t = b.node("Gemm", {a, w, b.initializer("C", random_floats({6}, 2))}, std::move(gemm_attrs), "c_proj");
+  Value* u = b.node("Reshape", {t, b.initializer("shape", Tensor::from_int64({2, 5, 6}, {3}))}, {}, "view");
+  if (!norm) {
+    b.output(b.node("Add", {r, u}, {}, "residual"));
+    return b.build();
+  }
+  auto outs =
+      b.node_n("SkipLayerNorm",
+               {u, r, b.initializer("gamma", random_floats({6}, 3)), b.initializer("beta", random_floats({6}, 4))}, 2,
+               {attr("epsilon", 1e-3f)}, "sln", "ai.fusec");
+  b.output(outs[0]);
+  b.output(b.node("Relu", {outs[1]}, {}, "after_sum"));
+  return b.build();
+}
+
+/// The FusedMatMul's residual operand: R viewed as the product's [10, 6].
+void expect_residual_viewed_as_product(const Node* f) {
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->inputs.size(), 4u);
+  const Node* back = f->inputs[3]->producer;
+  ASSERT_TRUE(back && back->op_type == "Reshape");
+  EXPECT_EQ(back->inputs[0]->name, "R");
+  const Tensor* target = constant_of(back->inputs[1]);
+  ASSERT_TRUE(target);
+  EXPECT_EQ(std::vector<int64_t>(target->data<int64_t>(), target->data<int64_t>() + target->numel()),
+            (std::vector<int64_t>{10, 6}));
+}
+
+}  // namespace
+
+// t = Gemm(A, B, C); S = View(t) + R; Y = LN(S)  ->  S = View(FusedMatMul(A, B, C, Z = View⁻¹(R))); Y = LN(S).
+TEST(FuseMatMulBias, SkipLayerNormResidualMovesIntoAViewedGemm) {
+  for (bool trans_b : {false, true}) {
+    SCOPED_TRACE(trans_b ? "transB" : "B as [K, N]");
+    std::vector<NamedAttribute> attrs;
+    if (trans_b) attrs.push_back(attr("transB", int64_t{1}));
+    Result r = fuse(conv1d_residual(true, attrs));
+    EXPECT_EQ(count_any_domain(*r.optimized, "SkipLayerNorm"), 0);
+    EXPECT_EQ(count_any_domain(*r.optimized, "Gemm"), 0);
+    const Node* f = find_op(*r.optimized, "FusedMatMul");
+    expect_residual_viewed_as_product(f);
+    EXPECT_TRUE(f->attrs.empty()) << "Gemm's attributes are not FusedMatMul's";
+    const Node* view = node_named(*r.optimized, "view");
+    ASSERT_TRUE(view);
+    EXPECT_EQ(view->inputs[0], f->outputs[0]);
+    const Node* ln = find_op(*r.optimized, "LayerNormalization");
+    ASSERT_TRUE(ln);
+    EXPECT_EQ(ln->inputs[0], view->outputs[0]);
+    EXPECT_EQ(find_op(*r.optimized, "Relu")->inputs[0], view->outputs[0]) << "S is the viewed product";
+    expect_equivalent(r);
+  }
+}
+
+// S = View(Gemm(A, B, C)) + R (no norm after it)  ->  S = View(FusedMatMul(A, B, C, Z = View⁻¹(R))).
+TEST(FuseMatMulBias, ResidualAddMovesIntoAViewedGemm) {
+  Result r = fuse(conv1d_residual(false));
+  EXPECT_EQ(count_any_domain(*r.optimized, "Add"), 0);
+  const Node* f = find_op(*r.optimized, "FusedMatMul");
+  expect_residual_viewed_as_product(f);
+  EXPECT_EQ(f->fused_from, (std::vector<std::string>{"c_proj", "residual"}));
+  const Node* view = node_named(*r.optimized, "view");
+  ASSERT_TRUE(view);
+  EXPECT_EQ(view->inputs[0], f->outputs[0]);
+  EXPECT_EQ(view->outputs[0]->name, r.original->outputs[0]->name) << "the view writes the sum";
+  expect_equivalent(r);
+}
+
+TEST(FuseMatMulBias, AViewedGemmFusedMatMulCannotExpressKeepsItsResidual) {
+  for (bool norm : {true, false}) {
+    SCOPED_TRACE(norm ? "SkipLayerNorm" : "Add");
+    Result r = fuse(conv1d_residual(norm, {attr("alpha", 0.5f)}));
+    EXPECT_EQ(count_any_domain(*r.optimized, norm ? "SkipLayerNorm" : "Add"), 1);
+    EXPECT_TRUE(near_miss(r, "alpha is not 1"));
+    EXPECT_EQ(count_any_domain(*r.optimized, "Reshape"), 1) << "no view of the residual is left behind";
     expect_equivalent(r);
   }
 }
