@@ -169,8 +169,8 @@ void launch_mask(const AttentionArgs& a, int heads, cudaStream_t stream) {
   if (opted_in != cudaSuccess)
     throw_cuda_error(static_cast<int>(opted_in), "cudaFuncSetAttribute(attention_group)", __FILE__, __LINE__);
   const dim3 grid((a.q_len + kBlockRows - 1) / kBlockRows, a.q_heads / heads, a.batch);
-  launch_attention_kernel("attention_group", attention_group_kernel<T, MASK>, grid,
-                          group_smem<MASK>(a.rot_cos != nullptr), stream, a, heads);
+  launch_pdl("attention_group", attention_group_kernel<T, MASK>, grid, dim3(kThreads),
+             group_smem<MASK>(a.rot_cos != nullptr), stream, a, heads);
 }
 
 template <typename T>

@@ -6,7 +6,6 @@
 #pragma once
 #include <cstdint>
 #include <type_traits>
-#include <utility>
 
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/core/mma_sync.cuh"
@@ -47,22 +46,6 @@ inline bool mask_stages(const AttentionArgs& a) {
   const int64_t esz = a.mask_dtype == DType::Bool ? 1 : 2;
   return a.mask_stride[3] == 1 && aligned16(a.mask) && (a.mask_stride[0] * esz) % 16 == 0 &&
          (a.mask_stride[1] * esz) % 16 == 0 && (a.mask_stride[2] * esz) % 16 == 0 && (a.kv_len * esz) % 16 == 0;
-}
-
-/// Launches one of the tensor-core attention kernels (kThreads a block) with programmatic dependent
-/// launch, so that its blocks start as the kernel writing Q, K and V ends instead of a launch gap
-/// later (the kernel waits in pdl_wait_then_release before its first load); FUSEC_ATTN_PDL=0 (read
-/// once) launches it the ordinary way, an A/B of this launch alone.
-template <typename... P, typename... A>
-void launch_attention_kernel(const char* what, void (*kernel)(P...), dim3 grid, size_t smem, cudaStream_t s,
-                             A&&... args) {
-  static const bool pdl = [] {
-    const char* e = env_switch("FUSEC_ATTN_PDL");
-    return !(e && e[0] == '0' && e[1] == '\0');
-  }();
-  if (pdl) return launch_pdl(what, kernel, grid, dim3(kThreads), smem, s, std::forward<A>(args)...);
-  kernel<<<grid, kThreads, smem, s>>>(std::forward<A>(args)...);
-  check_launch(what);
 }
 
 /// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of HD-element rows.
