@@ -196,9 +196,8 @@ inline void check_launch(const char* kernel) {
 // in pdl_wait_then_release until the predecessor has completed and its writes are visible. So
 // every kernel launched with launch_pdl calls pdl_wait_then_release before it touches global
 // memory (a no-op in a kernel launched the ordinary way). FUSEC_PDL=0 launches them the ordinary way.
-// The short memory-bound kernels use it (row normalizations, the activation epilogue): the seed
-// MLP at strict fp32 ran faster with it. So do the tensor-core attention kernels, whose blocks
-// otherwise start a launch gap after the QKV GEMM. Given to our SGEMM and the fp32 attention kernel as
+// Only the short memory-bound kernels use it (row normalizations, the activation epilogue): the
+// seed MLP at strict fp32 ran faster with it. Given to our SGEMM and the fp32 attention kernel as
 // well, it made BERT-base slower: in profile traces those kernels ran longer from their
 // predecessor's end.
 

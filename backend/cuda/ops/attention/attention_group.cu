@@ -85,8 +85,6 @@ __global__ void __launch_bounds__(kThreads, 3) attention_group_kernel(AttentionA
   const int tiles = (kv_end + kTileKeys - 1) / kTileKeys;
   const bool rot = a.rot_cos != nullptr;
 
-  // Launched with launch_pdl (as the flash kernel): no global memory is touched before this.
-  pdl_wait_then_release();
   // The prologue's one group: every key tile's K, V, mask rows and table rows.
   {
     const TileLoader<T, kHd> qk_load(a.head_dim / 8), v_load(a.v_head_dim / 8);
@@ -169,8 +167,8 @@ void launch_mask(const AttentionArgs& a, int heads, cudaStream_t stream) {
   if (opted_in != cudaSuccess)
     throw_cuda_error(static_cast<int>(opted_in), "cudaFuncSetAttribute(attention_group)", __FILE__, __LINE__);
   const dim3 grid((a.q_len + kBlockRows - 1) / kBlockRows, a.q_heads / heads, a.batch);
-  launch_pdl("attention_group", attention_group_kernel<T, MASK>, grid, dim3(kThreads),
-             group_smem<MASK>(a.rot_cos != nullptr), stream, a, heads);
+  attention_group_kernel<T, MASK><<<grid, kThreads, group_smem<MASK>(a.rot_cos != nullptr), stream>>>(a, heads);
+  check_launch("attention_group");
 }
 
 template <typename T>

@@ -119,9 +119,6 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
     if constexpr (kStaged)
       stage_mask<MASK>(s_q + s_m(st), mask_base, mask_row_bytes, mask_esz, q0, a.q_len, k1, a.kv_len);
   };
-  // Launched with launch_pdl: this block may be resident before the kernel writing Q, K and V has
-  // ended (its setup above overlaps that kernel's tail); no global memory is touched before this.
-  pdl_wait_then_release();
   qk_load.load(s_q, Q, a.qs.seq, min(kBlockRows, a.q_len - q0));
   if (tiles > 0) {
     load_kv(0);
@@ -212,7 +209,8 @@ void launch_mask(const AttentionArgs& a, cudaStream_t stream) {
   if (opted_in != cudaSuccess)
     throw_cuda_error(static_cast<int>(opted_in), "cudaFuncSetAttribute(attention_mma)", __FILE__, __LINE__);
   const dim3 grid((a.q_len + kBlockRows - 1) / kBlockRows, a.q_heads, a.batch);
-  launch_pdl("attention_mma", attention_mma_kernel<T, HD, MASK, MINB>, grid, dim3(kThreads), smem, stream, a);
+  attention_mma_kernel<T, HD, MASK, MINB><<<grid, kThreads, smem, stream>>>(a);
+  check_launch("attention_mma");
 }
 
 /// The mask form the kernel is compiled for, for these arguments.
