@@ -24,6 +24,7 @@
 
 #include <cfloat>
 #include <cstring>
+#include <utility>
 
 #include "ir/error.h"
 #include "ir/op_schema.h"
@@ -441,6 +442,30 @@ bool absorb_residual(Rewriter& r, Node* sln) {
   return false;
 }
 
+/// Writes the residual rewrite where a view or permutation `between` (reading t) stands between the
+/// product and the sum's Add: FusedMatMul(mm_in) writes t, and `between` moves after it, writing
+/// the sum. `how` ends the --explain line's residual clause.
+bool move_after_product(Rewriter& r, Node* mm, Node* add, Node* between, const std::vector<Value*>& mm_in,
+                        std::vector<NamedAttribute> mm_attrs, Value* t, const std::string& res_name,
+                        const std::string& how) {
+  Value* sum = add->outputs[0];
+  const std::vector<Value*> between_in = between->inputs;
+  const std::vector<NamedAttribute> between_attrs = between->attrs;
+  const std::string mm_name = mm->name, between_name = between->name, between_op = between->op_type;
+  Replaced gone = r.remove({mm, add});
+  Replaced between_gone = r.remove({between});
+  Node* fused = r.add("FusedMatMul", mm_in, {t}, mm_name, "ai.fusec", gone.origins);
+  fused->attrs = std::move(mm_attrs);
+  Node* moved = r.add(between_op, between_in, {sum}, between_name, "", between_gone.origins);
+  moved->attrs = between_attrs;
+  std::vector<std::string> names = gone.names;
+  names.push_back(between_name);
+  r.rewrote(gone.listed + " + " + between_gone.listed + " -> " + describe(fused) + " (residual '" + res_name + "', " +
+                how + ") + " + describe(moved),
+            names, mm_name);
+  return true;
+}
+
 /// A bare product (as absorb_residual takes) whose output t is read only by an Add whose other
 /// summand has t's shape and type: the sum moves into the GEMM as its residual Z.
 ///   S = Add(t, r)                              =>   S = FusedMatMul(A, W, [b], Z = r)
@@ -486,22 +511,8 @@ bool absorb_residual_add(Rewriter& r, Node* add) {
         r.rewrote(gone.listed + " -> " + describe(fused) + " (residual '" + res->name + "')", gone.names, mm_name);
         return true;
       }
-      // The view moves after the sum, writing it.
-      const std::vector<Value*> view_in = site.view->inputs;
-      const std::vector<NamedAttribute> view_attrs = site.view->attrs;
-      const std::string view_name = site.view->name;
-      Replaced gone = r.remove({site.mm, add});
-      Replaced view_gone = r.remove({site.view});
-      Node* fused = r.add("FusedMatMul", mm_in, {site.t}, mm_name, "ai.fusec", gone.origins);
-      fused->attrs = mm_attrs;
-      Node* moved = r.add("Reshape", view_in, {sum}, view_name, "", view_gone.origins);
-      moved->attrs = view_attrs;
-      std::vector<std::string> names = gone.names;
-      names.push_back(view_name);
-      r.rewrote(gone.listed + " + " + view_gone.listed + " -> " + describe(fused) + " (residual '" + res->name +
-                    "', viewed as the product) + " + describe(moved),
-                names, mm_name);
-      return true;
+      return move_after_product(r, site.mm, add, site.view, mm_in, mm_attrs, site.t, res->name,
+                                "viewed as the product");
     }
     Value* t = tr->input(0);
     // Through the Transpose, the GEMM needs the residual in the product's order: s when the
@@ -530,24 +541,8 @@ bool absorb_residual_add(Rewriter& r, Node* add) {
       undo->set_attr("perm", inverse);
       res = back;
     }
-    Value* sum = add->outputs[0];
-    const std::vector<Value*> mm_in = {mm->input(0), mm->input(1), mm->input(2), res};
-    const std::vector<NamedAttribute> mm_attrs = mm->attrs;
-    const std::string mm_name = mm->name;
-    const std::vector<NamedAttribute> tr_attrs = tr->attrs;
-    const std::string tr_name = tr->name;
-    Replaced gone = r.remove({mm, add});
-    Replaced tr_gone = r.remove({tr});
-    Node* fused = r.add("FusedMatMul", mm_in, {t}, mm_name, "ai.fusec", gone.origins);
-    fused->attrs = mm_attrs;
-    Node* moved = r.add("Transpose", {t}, {sum}, tr_name, "", tr_gone.origins);
-    moved->attrs = tr_attrs;
-    std::vector<std::string> names = gone.names;
-    names.push_back(tr_name);
-    r.rewrote(gone.listed + " + " + tr_gone.listed + " -> " + describe(fused) + " (residual '" + res->name +
-                  "', the sum's permutation moved after it) + " + describe(moved),
-              names, mm_name);
-    return true;
+    return move_after_product(r, mm, add, tr, {mm->input(0), mm->input(1), mm->input(2), res}, mm->attrs, t, res->name,
+                              "the sum's permutation moved after it");
   }
   return false;
 }
