@@ -365,14 +365,13 @@ std::string product_operands(Rewriter& r, Node* mm, std::vector<Value*>* in, std
 /// Checks shared by both residual rewrites at `site` (the sum's other summand `res`), as the
 /// reason they fail, or "". Through a Reshape the residual is viewed as the product, by a
 /// constant target: the product's shape may leave at most one dim open.
-std::string residual_problem(const ProductSite& site, const Value* res, bool* viewable) {
-  if (!has_single_use(site.t) || site.t->is_graph_output || (site.view && !has_single_use(site.u)))
+std::string residual_problem(const ProductSite& site, const Value* res) {
+  if (!has_single_use(site.t) || (site.view && !has_single_use(site.u)))
     return "the product '" + site.t->name + "' is read elsewhere too";
-  if (!same_shape_and_type(site.u, res) || site.t->type.dtype != res->type.dtype)
+  if (!same_shape_and_type(site.u, res))
     return "the residual '" + res->name + "' does not have the product's shape and type";
-  *viewable = !site.view || (known_rank(res) && known_rank(site.t) &&
-                             reshape_target(*res->type.shape, *site.t->type.shape).has_value());
-  if (!*viewable) return "the residual cannot be viewed as the product: its shape leaves more than one dim open";
+  if (site.view && !(known_rank(site.t) && reshape_target(*res->type.shape, *site.t->type.shape)))
+    return "the residual cannot be viewed as the product: its shape leaves more than one dim open";
   return "";
 }
 
@@ -409,8 +408,7 @@ bool absorb_residual(Rewriter& r, Node* sln) {
     if (!res || !site.mm || res == u) continue;
     if (!fusable_dtype(site.t->type.dtype)) continue;
     const std::string what = describe(site.mm) + " + " + describe(sln) + " not merged";
-    bool viewable = true;
-    std::string why = residual_problem(site, res, &viewable);
+    std::string why = residual_problem(site, res);
     Value* y = sln->outputs.empty() ? nullptr : sln->outputs[0];
     Value* sum = sln->outputs.size() > 1 ? sln->outputs[1] : nullptr;
     if (why.empty() && (!y || (sum && sum->is_graph_output))) why = "the sum S is a graph output";
@@ -494,8 +492,7 @@ bool absorb_residual_add(Rewriter& r, Node* add) {
       const std::string what = describe(site.mm) + " + " + describe(add) + " not merged";
       if (r.opts().portable)
         return r.near_miss(what, "--portable writes standard ops only: a residual needs FusedMatMul");
-      bool viewable = true;
-      std::string why = residual_problem(site, res, &viewable);
+      std::string why = residual_problem(site, res);
       std::vector<Value*> mm_in;
       std::vector<NamedAttribute> mm_attrs;
       if (why.empty()) why = product_operands(r, site.mm, &mm_in, &mm_attrs);
