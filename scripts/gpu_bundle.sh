@@ -4,7 +4,8 @@
 # libraries they need, and the conformance data, into one compressed file DEST/bundle.tar.xz
 # (the device tool carries at most 64 MiB, the working tree included: xz -9e packs the binaries
 # into half of what gzip or xz -6 does, about 32 MB against 59).
-#   bash scripts/gpu_bundle.sh [BUILD_DIR] [DEST]          (default build, build-gpu)
+#   bash scripts/gpu_bundle.sh [BUILD_DIR] [DEST]          (default build, build-gpu; builds the
+#                                                           packed targets first, NO_BUILD=1 skips it)
 #   BINS="fusec" bash scripts/gpu_bundle.sh ...             only these binaries, no test data (a
 #                                                           smaller bundle, for timing runs)
 #   BINS="tests/fusec_conformance" TESTDATA=1 bash ...      a subset with the test data (the full
@@ -15,6 +16,16 @@ cd "$(dirname "$0")/.."
 src=${1:-build}
 dest=${2:-build-gpu}
 bins=${BINS:-fusec tests/fusec_gpu_tests tests/fusec_conformance}
+# Brings the packed targets up to date first (NO_BUILD=1: pack what is there): a bundle packed from
+# a build older than its sources would run old code under the new commit's name (bin/COMMIT).
+if [ -z "${NO_BUILD:-}" ] && [ -f "$src/CMakeCache.txt" ]; then
+  targets=""
+  for bin in $bins; do targets="$targets $(basename "$bin")"; done
+  [ -f "$src/libfusec_cuda.so" ] && targets="$targets fusec_cuda_plugin"  # fusec loads it from beside itself
+  # shellcheck disable=SC2086  # one word per target
+  cmake --build "$src" -j"$(nproc)" --target $targets > /dev/null ||
+    { echo "gpu_bundle: building$targets in $src failed (cmake --build $src shows why)"; exit 2; }
+fi
 for bin in $bins; do
   [ -x "$src/$bin" ] || { echo "gpu_bundle: $src/$bin missing (configure with the CUDA toolkit and build)"; exit 2; }
 done
