@@ -349,19 +349,6 @@ ProductSite product_site(Value* u) {
   return {};
 }
 
-/// The product's operands as FusedMatMul's (A, W, [bias]) and its attributes in `attrs`, or why
-/// not (a Gemm FusedMatMul cannot express). Called once every other check passed: a Gemm's
-/// transposed weight is added as a new constant.
-std::string product_operands(Rewriter& r, Node* mm, std::vector<Value*>* in, std::vector<NamedAttribute>* attrs) {
-  if (mm->op_type == "Gemm") {
-    attrs->clear();  // Gemm's alpha, beta and trans* are not FusedMatMul's
-    return gemm_as_fused_matmul(r.graph(), r.opts(), mm, in);
-  }
-  in->assign({mm->input(0), mm->input(1), mm->input(2)});
-  *attrs = mm->attrs;
-  return "";
-}
-
 /// Checks shared by both residual rewrites at `site` (the sum's other summand `res`), as the
 /// reason they fail, or "". Through a Reshape the residual is viewed as the product, by a
 /// constant target: the product's shape may leave at most one dim open.
@@ -386,6 +373,26 @@ Value* residual_as_product(Rewriter& r, const ProductSite& site, Value* res) {
   viewed->type = site.t->type;
   r.add("Reshape", {res, target}, {viewed}, g.unique_node_name(site.mm->name + ".residual_view"), "", {});
   return viewed;
+}
+
+/// The FusedMatMul's operands for the product at `site` with the residual `res`: A, W, the bias (or
+/// none) and Z = `res` viewed as the product, in `in`, its attributes in `attrs`; or why not (what
+/// FusedMatMul cannot express of a Gemm). Called once every other check passed: it adds the
+/// residual's view and a Gemm's transposed weight to the graph.
+std::string residual_operands(Rewriter& r, const ProductSite& site, Value* res, std::vector<Value*>* in,
+                              std::vector<NamedAttribute>* attrs) {
+  Node* mm = site.mm;
+  if (mm->op_type == "Gemm") {
+    attrs->clear();  // Gemm's alpha, beta and trans* are not FusedMatMul's
+    const std::string why = gemm_as_fused_matmul(r.graph(), r.opts(), mm, in);
+    if (!why.empty()) return why;
+    in->resize(3, nullptr);
+  } else {
+    in->assign({mm->input(0), mm->input(1), mm->input(2)});
+    *attrs = mm->attrs;
+  }
+  in->push_back(residual_as_product(r, site, res));
+  return "";
 }
 
 /// A bare product (a MatMul, a Gemm, or a FusedMatMul without activation or residual), perhaps
@@ -414,10 +421,8 @@ bool absorb_residual(Rewriter& r, Node* sln) {
     if (why.empty() && (!y || (sum && sum->is_graph_output))) why = "the sum S is a graph output";
     std::vector<Value*> mm_in;
     std::vector<NamedAttribute> mm_attrs;
-    if (why.empty()) why = product_operands(r, site.mm, &mm_in, &mm_attrs);
+    if (why.empty()) why = residual_operands(r, site, res, &mm_in, &mm_attrs);
     if (!why.empty()) return r.near_miss(what, why);
-    mm_in.resize(3, nullptr);
-    mm_in.push_back(residual_as_product(r, site, res));
     std::vector<Value*> ln_in = {u, sln->input(2)};
     if (!rms && sln->input(3)) ln_in.push_back(sln->input(3));
     const int64_t axis = sln->attr_int("axis", -1);
@@ -495,10 +500,8 @@ bool absorb_residual_add(Rewriter& r, Node* add) {
       std::string why = residual_problem(site, res);
       std::vector<Value*> mm_in;
       std::vector<NamedAttribute> mm_attrs;
-      if (why.empty()) why = product_operands(r, site.mm, &mm_in, &mm_attrs);
+      if (why.empty()) why = residual_operands(r, site, res, &mm_in, &mm_attrs);
       if (!why.empty()) return r.near_miss(what, why);
-      mm_in.resize(3, nullptr);
-      mm_in.push_back(residual_as_product(r, site, res));
       Value* sum = add->outputs[0];
       const std::string mm_name = site.mm->name;
       if (!site.view) {

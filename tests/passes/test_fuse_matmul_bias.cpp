@@ -389,16 +389,20 @@ TEST(FuseMatMulBias, BareFusedMatMulTakesItsActivation) {
 
 namespace {
 
+/// The tests' Gemm weight B for K = 8, N = 6: [8, 6], or [6, 8] where `gemm_attrs` set transB.
+std::vector<int64_t> gemm_b_dims(const std::vector<NamedAttribute>& gemm_attrs) {
+  for (const auto& at : gemm_attrs)
+    if (at.name == "transB") return {6, 8};
+  return {8, 6};
+}
+
 /// The model's own Gemm (GPT-2's Conv1D, a classifier head) -> Gelu(tanh), as both exporters write
 /// it: A[5,8], B [8,6] or, with transB, [6,8], C [6] or `c_dims`.
 std::unique_ptr<Graph> gemm_then_gelu(std::vector<NamedAttribute> gemm_attrs, bool b_const = true,
                                       std::vector<int64_t> c_dims = {6}) {
   GraphBuilder b(20);
   Value* a = b.input("A", DType::Float32, {5, 8});
-  bool tb = false;
-  for (const auto& at : gemm_attrs)
-    if (at.name == "transB") tb = true;
-  const std::vector<int64_t> bd = tb ? std::vector<int64_t>{6, 8} : std::vector<int64_t>{8, 6};
+  const std::vector<int64_t> bd = gemm_b_dims(gemm_attrs);
   Value* w = b_const ? b.initializer("B", random_floats(bd, 1)) : b.input("B", DType::Float32, shape_of(bd));
   std::vector<Value*> ins = {a, w};
   if (!c_dims.empty()) ins.push_back(b.initializer("C", random_floats(c_dims, 2)));
@@ -717,12 +721,9 @@ namespace {
 std::unique_ptr<Graph> conv1d_residual(bool norm, std::vector<NamedAttribute> gemm_attrs = {}) {
   GraphBuilder b(20);
   b.graph().opsets["ai.fusec"] = 1;
-  bool tb = false;
-  for (const auto& at : gemm_attrs)
-    if (at.name == "transB") tb = true;
   Value* a = b.input("A", DType::Float32, {10, 8});
   Value* r = b.input("R", DType::Float32, {2, 5, 6});
-  Value* w = b.initializer("B", random_floats(tb ? std::vector<int64_t>{6, 8} : std::vector<int64_t>{8, 6}, 1));
+  Value* w = b.initializer("B", random_floats(gemm_b_dims(gemm_attrs), 1));
   Value* t = b.node("Gemm", {a, w, b.initializer("C", random_floats({6}, 2))}, std::move(gemm_attrs), "c_proj");
   Value* u = b.node("Reshape", {t, b.initializer("shape", Tensor::from_int64({2, 5, 6}, {3}))}, {}, "view");
   if (!norm) {
