@@ -444,11 +444,18 @@ TEST(GpuAttention, KernelChoice) {
       << kernel_of(bert, Precision::FP16);
   ::unsetenv("FUSEC_ATTN_MMA");
   ::unsetenv("FUSEC_CUDNN_SDPA");
-  // cuDNN takes no bool mask: the tensor-core kernel runs it, untimed.
+  // cuDNN takes no bool mask: the own kernels run it, the flash kernel and (at this short sequence)
+  // the grouped one racing; without the grouped kernel, the flash kernel, untimed.
   Case boolmask = bert;
   boolmask.mask_type = DType::Bool;
+  const std::string own = kernel_of(boolmask, Precision::BF16);
+  EXPECT_TRUE(own.rfind("fused attention bfloat16 tensor-core", 0) == 0 ||
+              own.rfind("fused attention bfloat16 grouped, 1 head a block", 0) == 0)
+      << own;
+  ::setenv("FUSEC_ATTN_GROUP", "0", 1);
   EXPECT_EQ(kernel_of(boolmask, Precision::BF16).rfind("fused attention bfloat16 tensor-core", 0), 0u)
       << kernel_of(boolmask, Precision::BF16);
+  ::unsetenv("FUSEC_ATTN_GROUP");
   // A head size off the tensor-core kernel's 8-element chunks takes the streaming kernel.
   Case odd;
   odd.q = odd.k = odd.v = {1, 2, 30, 20};

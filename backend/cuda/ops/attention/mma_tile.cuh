@@ -105,10 +105,12 @@ __device__ __forceinline__ float2 staged_pair(const unsigned char* row, int key,
 template <int MASK>
 __device__ __forceinline__ void stage_mask(uint32_t stage, const unsigned char* base, int64_t row_bytes, int esz,
                                            int q0, int q_len, int k0, int kv_len) {
-  const int per_chunk = 16 / esz, row_chunks = kTileKeys / per_chunk;
+  // A row is 4 chunks of bytes or 8 of 2-byte values: shifts, not a division (the stage runs on
+  // every key tile, in the kernel's hot path).
+  const int lg = esz == 1 ? 2 : 3, per_chunk = 16 / esz;
   const int rows = MASK == kFullMaskStaged ? kBlockRows : 1;
-  for (int c = static_cast<int>(threadIdx.x); c < rows * row_chunks; c += kThreads) {
-    const int row = c / row_chunks, chunk = c % row_chunks;
+  for (int c = static_cast<int>(threadIdx.x); c < rows << lg; c += kThreads) {
+    const int row = c >> lg, chunk = c & ((1 << lg) - 1);
     const int key = k0 + chunk * per_chunk;
     const bool ok = key < kv_len && q0 + row < q_len;
     cp_async16(stage + row * kMaskPitch + chunk * 16,
@@ -269,17 +271,21 @@ struct WarpRows {
   }
 };
 
-/// One warp's step over the key tile at shared addresses s_k and s_v (keys k0 on, NJ·8 of them
-/// computed): S = Q·Kᵀ (K through ldmatrix), the scale and mask, an online softmax over the tile,
+/// One warp's step over the key tile at shared addresses s_k and s_v (keys k0 on, nj·8 of them
+/// computed, nj 2, 4 or 8): S = Q·Kᵀ (K through ldmatrix), the scale and mask, an online softmax over the tile,
 /// and O += P·V with P taken straight from S's accumulators (an m16n8 accumulator pair is an m16k16
 /// operand) and V through ldmatrix.trans. A row's max and sum live in the 4 lanes that hold it: two
 /// xor-shuffles. The mask's terms come from `mt` (kRowMask, kFullMask: held in registers) or from
 /// the staged rows ms0 and ms1 (the staged kinds); only a tile with `lim` under 64 keys (past the
 /// last key, or the warp's causal diagonal) or one that crosses the diagonal looks at positions.
-template <typename T, int HD, int MASK, int NJ>
+/// The key count is a warp-uniform guard over one body, not a template parameter: the kernel is
+/// fetched cold after the GEMM before it (Nsight Compute on GPT-2's attention in the model: 42% of
+/// the stall samples waited for an instruction), so each inlined copy of this body costs time.
+template <typename T, int HD, int MASK>
 __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p, const AttentionArgs& a, uint32_t s_k,
-                                              uint32_t s_v, int k0, int lim, const float (&mt)[2][16],
+                                              uint32_t s_v, int k0, int lim, int nj, const float (&mt)[2][16],
                                               const unsigned char* ms0, const unsigned char* ms1) {
+  constexpr int NJ = 8;
   constexpr int KS = HD / 16;  // k16 steps over the head dim
   constexpr int DN = HD / 8;   // n8 tiles over the head dim
   constexpr bool kStaged = MASK == kRowMaskStaged || MASK == kFullMaskStaged;
@@ -292,6 +298,7 @@ __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p,
   for (int kk = 0; kk < KS; kk += 2)
 #pragma unroll
     for (int j = 0; j < NJ; ++j) {
+      if (j >= nj) break;
       uint32_t kb[4];
       ldsm_x4(s_k + swz<HD>(8 * j + (p.lane & 7), 2 * kk + (p.lane >> 3)), kb);
       mma<T>(s[j], w.qf[kk], kb[0], kb[1]);
@@ -302,6 +309,7 @@ __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p,
     // crosses this warp's causal diagonal, looks at each key's position (a warp-uniform branch).
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
+    if (j >= nj) break;
     if constexpr (kStaged) {
       const bool is_bool = a.mask_dtype == DType::Bool;
       const float2 v0 = staged_pair<T>(ms0, 8 * j + 2 * p.qd, is_bool);
@@ -325,7 +333,8 @@ __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p,
   }
   if (lim < kTileKeys || (a.causal && k0 + kTileKeys - 1 > p.w0)) {
 #pragma unroll
-    for (int j = 0; j < NJ; ++j)
+    for (int j = 0; j < NJ; ++j) {
+      if (j >= nj) break;
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int col = k0 + 8 * j + 2 * p.qd + e;
@@ -333,11 +342,13 @@ __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p,
         if (out || (a.causal && col > p.r0)) s[j][e] = -INFINITY;
         if (out || (a.causal && col > p.r1)) s[j][2 + e] = -INFINITY;
       }
+    }
   }
   // The tile's row maxima and the online softmax.
   float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
+    if (j >= nj) break;
     mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
     mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
   }
@@ -359,6 +370,7 @@ __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p,
   float sum0 = 0.0f, sum1 = 0.0f;
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
+    if (j >= nj) break;
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       if constexpr (MASK == kNoMask) {
@@ -385,6 +397,7 @@ __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p,
   // O += P·V: keys 16kk..16kk+15 are S's n8 tiles 2kk and 2kk+1.
 #pragma unroll
   for (int kk = 0; kk < NJ / 2; ++kk) {
+    if (2 * kk >= nj) break;
     const uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
                             pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
@@ -402,12 +415,8 @@ template <typename T, int HD, int MASK>
 __device__ __forceinline__ void warp_keys(WarpRows<HD>& w, const WarpPos& p, const AttentionArgs& a, uint32_t s_k,
                                           uint32_t s_v, int k0, int lim, const float (&mt)[2][16],
                                           const unsigned char* ms0, const unsigned char* ms1) {
-  if (lim > 32)
-    warp_key_tile<T, HD, MASK, 8>(w, p, a, s_k, s_v, k0, lim, mt, ms0, ms1);
-  else if (lim > 16)
-    warp_key_tile<T, HD, MASK, 4>(w, p, a, s_k, s_v, k0, lim, mt, ms0, ms1);
-  else
-    warp_key_tile<T, HD, MASK, 2>(w, p, a, s_k, s_v, k0, lim, mt, ms0, ms1);
+  const int nj = lim > 32 ? 8 : lim > 16 ? 4 : 2;
+  warp_key_tile<T, HD, MASK>(w, p, a, s_k, s_v, k0, lim, nj, mt, ms0, ms1);
 }
 
 // A staged full mask's term is "far" at or below kFarMask (-inf, a false bool, fp16's -65504 and
@@ -456,31 +465,35 @@ __device__ __forceinline__ void warp_tile(WarpRows<HD>& w, const WarpPos& p, con
                                           uint32_t s_v, int k0, int lim, const float (&mt)[2][16],
                                           const unsigned char* ms0, const unsigned char* ms1) {
   if (p.w0 >= a.q_len || lim <= 0) return;
+  // The keys go in pieces [from, from + n), through one call site (each is an inlined copy of the
+  // step): the whole tile, unless a staged full mask lets the warp stop early.
+  int from = 0, n = lim;
+  [[maybe_unused]] int esz = 0;
+  [[maybe_unused]] bool checked = true;
   if constexpr (MASK == kFullMaskStaged) {
     const bool is_bool = a.mask_dtype == DType::Bool;
     const int reach = staged_reach<T>(ms0 - p.g * kMaskPitch, p.lane, is_bool, lim);
     const int cut = reach == 0 ? 0 : reach <= 16 ? 16 : reach <= 32 ? 32 : kTileKeys;
+    esz = is_bool ? 1 : 2;
     if (cut < lim) {
-      const int esz = is_bool ? 1 : 2;
-      int from = 0, n = cut;
-      bool checked = false;
-      for (;;) {
-        if (n > 0) {
-          const uint32_t off = static_cast<uint32_t>(from * HD * 2);  // a multiple of 16 rows keeps the swizzle
-          warp_keys<T, HD, MASK>(w, p, a, s_k + off, s_v + off, k0 + from, min(n, lim - from), mt, ms0 + from * esz,
-                                 ms1 + from * esz);
-        }
-        from += n;
-        if (from >= lim) return;
-        if (!checked) {
-          checked = true;
-          if (__all_sync(0xffffffffu, w.m0 >= kSeenMax && w.m1 >= kSeenMax)) return;
-        }
-        n = from == 0 ? kTileKeys : from;  // [16, 32), then [32, 64)
-      }
+      n = cut;
+      checked = false;
     }
   }
-  warp_keys<T, HD, MASK>(w, p, a, s_k, s_v, k0, lim, mt, ms0, ms1);
+  for (;;) {
+    if (n > 0) {
+      const uint32_t off = static_cast<uint32_t>(from * HD * 2);  // a multiple of 16 rows keeps the swizzle
+      warp_keys<T, HD, MASK>(w, p, a, s_k + off, s_v + off, k0 + from, min(n, lim - from), mt, ms0 + from * esz,
+                             ms1 + from * esz);
+    }
+    from += n;
+    if (from >= lim) return;
+    if (!checked) {
+      checked = true;
+      if (__all_sync(0xffffffffu, w.m0 >= kSeenMax && w.m1 >= kSeenMax)) return;
+    }
+    n = from == 0 ? kTileKeys : from;  // [16, 32), then [32, 64)
+  }
 }
 
 }  // namespace fusec::cuda::mma_attn
