@@ -28,9 +28,9 @@ import numpy as np
 
 ENCODERS = ("distilbert", "roberta", "albert", "electra", "deberta_v2", "mobilebert", "xlm_roberta",
             "convbert", "squeezebert", "funnel", "mpnet", "big_bird", "xlnet")
-DECODERS = ("opt", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gpt_neox", "bloom", "falcon", "llama_positions",
-            "gptj", "codegen", "gpt_bigcode", "phi", "stablelm", "olmo2", "granite", "cohere", "starcoder2",
-            "mamba")
+DECODERS = ("opt", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gemma2", "gemma3", "gpt_neox", "bloom", "falcon",
+            "llama_positions", "gptj", "codegen", "gpt_bigcode", "phi", "stablelm", "olmo2", "granite", "cohere",
+            "starcoder2", "mamba")
 # encoder-decoders: input_ids, attention_mask and decoder_input_ids (the same tokens); the decoder's output
 SEQ2SEQ = ("bart",)
 POSITION_OFFSET = 8000  # llama_positions' first position
@@ -52,7 +52,7 @@ SEQUENCE = TEXT + ("t5_encoder", "lstm_tagger", "gru_tagger")
 
 # the families transformers has no SDPA attention for, or whose SDPA form the exporters cannot write
 EAGER = ("deberta_v2", "mobilebert", "bloom", "falcon", "convbert", "squeezebert", "funnel", "mpnet", "big_bird",
-         "xlnet", "mamba")
+         "xlnet", "mamba", "gemma2")
 
 
 def _small() -> dict:
@@ -78,6 +78,14 @@ def _text_model(name: str):
         "mistral": lambda: (tf.MistralConfig(num_key_value_heads=2, **s), tf.MistralModel),
         "phi3": lambda: (tf.Phi3Config(num_key_value_heads=4, pad_token_id=0, **s), tf.Phi3Model),
         "gemma": lambda: (tf.GemmaConfig(num_key_value_heads=1, head_dim=64, **s), tf.GemmaModel),
+        # tanh soft-capping of the attention scores (and of the final logits, which the base model
+        # does not compute); local sliding-window layers alternate with global ones
+        # Gemma's own head size (256, past fusec's attention kernels: cuDNN's SDPA runs it), norms on
+        # Q and K, local sliding-window layers between global ones
+        "gemma3": lambda: (tf.Gemma3TextConfig(num_key_value_heads=2, head_dim=256, sliding_window=64, **s),
+                           tf.Gemma3TextModel),
+        "gemma2": lambda: (tf.Gemma2Config(num_key_value_heads=2, head_dim=64, sliding_window=64, **s),
+                           tf.Gemma2Model),
         "gpt_neox": lambda: (tf.GPTNeoXConfig(**s), tf.GPTNeoXModel),
         "bloom": lambda: (tf.BloomConfig(n_layer=2, n_head=4, hidden_size=256), tf.BloomModel),
         "falcon": lambda: (tf.FalconConfig(num_hidden_layers=2, num_attention_heads=4, hidden_size=256), tf.FalconModel),
