@@ -11,22 +11,27 @@
 //          |
 //          y
 //
-// act is SiLU written x · Sigmoid(x) (Llama, Mistral, Qwen2: SwiGLU), or the activation that
+// act is SiLU written x · Sigmoid(x) (Llama, Mistral, Qwen2: SwiGLU), the activation that
 // fuse_matmul_bias took into the gate's FusedMatMul (Gemma's tanh-GELU and T5 v1.1's GELU: GeGLU;
-// Sigmoid: GLU). A projection is MatMul(X, W) or ai.fusec FusedMatMul(X, W [, b]) with no residual,
-// W a 2-D constant; both read the same X, their weights have one shape and type, and each
-// intermediate is read only inside the pattern. Or both are the halves of one such product of a
-// [K, 2N] weight, split along its last axis (Phi-3's gate_up_proj): GatedMatMul then takes the
-// weight's halves, as two new initializers. Otherwise the weights stay the model's tensors:
-// GatedMatMul takes both, and a backend packs them as its kernels want (the CUDA backend into
-// one product whose epilogue does the gating: backend/cuda/ops/gemm/gated_layout.h).
+// Sigmoid: GLU), or an activation node on a bare projection (on one half of a split product,
+// where fuse_matmul_bias cannot take it: ModernBERT's GeGLU). A projection is MatMul(X, W) or
+// ai.fusec FusedMatMul(X, W [, b]) with no residual, W a 2-D constant; both read the same X, their
+// weights have one shape and type, and each intermediate is read only inside the pattern. Or both
+// are the halves of one such product of a [K, 2N] weight along its last axis, cut by one Split
+// (Phi-3's gate_up_proj, the dynamo exports' chunk) or by two Slices (the legacy exports' chunk):
+// GatedMatMul then takes the weight's halves, as two new initializers. Otherwise the weights stay
+// the model's tensors: GatedMatMul takes both, and a backend packs them as its kernels want (the
+// CUDA backend into one product whose epilogue does the gating: backend/cuda/ops/gemm/gated_layout.h).
 //
 // Why: the gating is an element-wise pass over both products (on Llama-3.2-1B's MLP, 96 MB read
 // and written per layer at batch 16, seq 128, fp16) that a GEMM with the gating inside never
 // writes or reads back.
 #include "passes/fuse_gated_matmul.h"
 
+#include <algorithm>
+
 #include "ir/derived_weight.h"
+#include "passes/activation_op.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
 
@@ -37,8 +42,9 @@ namespace {
 const char* kPass = "fuse_gated_matmul";
 
 /// One projection: MatMul or bare/activated FusedMatMul(X, W [, b]), no residual; or one half of
-/// such a product of both (Phi-3's gate_up_proj): `split` is then the Split of its last axis into
-/// two equal halves, and `half` which of them (W [K, 2N] holds the gate's and the value's columns).
+/// such a product of both (Phi-3's gate_up_proj): `split` is then the node that cuts the product's
+/// last axis into two equal halves (a Split, or the Slice of this half), and `half` which of them
+/// (W [K, 2N] holds the gate's and the value's columns).
 struct Projection {
   Node* node = nullptr;
   Value* x = nullptr;
@@ -48,6 +54,11 @@ struct Projection {
   std::vector<float> act_params;
   Node* split = nullptr;
   int half = -1;
+  /// This projection's product value: the node's output, or the split's output for its half.
+  const Value* value() const {
+    if (!split) return node->outputs[0];
+    return split->outputs[is_op(split, "Split") ? half : 0];
+  }
 };
 
 std::optional<Projection> product_of(const Value* v) {
@@ -89,8 +100,44 @@ bool halves_last_axis(const Node* sp) {
   return sizes.empty() || (sizes.size() == 2 && sizes[0] == sizes[1]);
 }
 
+/// Which half of its input's last axis `sl` takes, 0 or 1 ([0, N/2) or [N/2, N), N known and even;
+/// constant starts and ends, the last axis, steps of 1), or -1.
+int half_sliced(const Node* sl) {
+  const Shape* in = known_rank(sl->input(0));
+  if (!in || in->empty() || !in->back().is_static() || in->back().value % 2 || sl->inputs.size() < 3) return -1;
+  const int64_t rank = static_cast<int64_t>(in->size()), n = in->back().value;
+  const Tensor* starts = constant_of(sl->input(1));
+  const Tensor* ends = constant_of(sl->input(2));
+  const Tensor* axes = sl->inputs.size() > 3 && sl->input(3) ? constant_of(sl->input(3)) : nullptr;
+  const Tensor* steps = sl->inputs.size() > 4 && sl->input(4) ? constant_of(sl->input(4)) : nullptr;
+  if (!starts || !ends || starts->numel() != 1 || ends->numel() != 1) return -1;
+  if (sl->inputs.size() > 3 && sl->input(3) && (!axes || axes->numel() != 1)) return -1;
+  if (sl->inputs.size() > 4 && sl->input(4) && (!steps || steps->numel() != 1 || steps->as_int64(0) != 1)) return -1;
+  int64_t axis = axes ? axes->as_int64(0) : 0;
+  if (axis < 0) axis += rank;
+  if (axis != rank - 1) return -1;
+  auto clamp = [n](int64_t i) { return std::clamp(i < 0 ? i + n : i, int64_t{0}, n); };
+  const int64_t b = clamp(starts->as_int64(0)), e = clamp(ends->as_int64(0));
+  return b == 0 && e == n / 2 ? 0 : b == n / 2 && e == n ? 1 : -1;
+}
+
 std::optional<Projection> projection_of(const Value* v) {
   Node* sp = v ? v->producer : nullptr;
+  if (sp && is_op(sp, "Slice")) {
+    // One of two Slices that take the halves of a product read by nothing else.
+    const int half = half_sliced(sp);
+    const Value* whole = sp->input(0);
+    if (half < 0 || use_count(whole) != 2 || whole->is_graph_output) return std::nullopt;
+    int other = -1;
+    for (const Node* c : whole->consumers)
+      if (c != sp && is_op(c, "Slice") && c->input(0) == whole) other = half_sliced(c);
+    if (other != 1 - half) return std::nullopt;
+    std::optional<Projection> p = product_of(whole);
+    if (!p || !p->act.empty()) return std::nullopt;
+    p->split = sp;
+    p->half = half;
+    return p;
+  }
   if (!sp || !is_op(sp, "Split")) return product_of(v);
   if (!halves_last_axis(sp) || !has_single_use(sp->input(0))) return std::nullopt;
   std::optional<Projection> p = product_of(sp->input(0));
@@ -100,8 +147,9 @@ std::optional<Projection> projection_of(const Value* v) {
   return p;
 }
 
-/// The gate side of the Mul: either x · Sigmoid(x) of a bare projection (SiLU), or a projection
-/// with its activation inside. `inner` collects the gating's own nodes (the Sigmoid and its Mul).
+/// The gate side of the Mul: x · Sigmoid(x) of a bare projection (SiLU), an activation node on a
+/// bare projection, or a projection with its activation inside. `inner` collects the gating's own
+/// nodes (the Sigmoid and its Mul, or the activation node).
 struct Gate {
   Projection proj;
   std::string act;
@@ -124,6 +172,18 @@ std::optional<Gate> gate_of(const Value* v) {
     }
     return std::nullopt;
   }
+  // An activation node on a projection: on a split half (ModernBERT's GeGLU: its Wi product in
+  // two halves, GELU on the first), where fuse_matmul_bias cannot take it into the product.
+  if (Node* a = v->producer; a && a->outputs.size() == 1 && a->input(0)) {
+    std::string why;
+    if (std::optional<ActivationOp> act = activation_of(a, &why)) {
+      Value* x = a->input(0);
+      if (!has_single_use(x) || x->is_graph_output) return std::nullopt;
+      std::optional<Projection> p = projection_of(x);
+      if (!p || !p->act.empty()) return std::nullopt;
+      return Gate{*p, act->name, act->params, {a}};
+    }
+  }
   std::optional<Projection> p = projection_of(v);
   if (!p || p->act.empty()) return std::nullopt;
   return Gate{*p, p->act, p->act_params, {}};
@@ -135,7 +195,7 @@ std::string problem(const Gate& gate, const Projection& value, const Value* y) {
   if (g.x != value.x)
     return "the gate and the value project different inputs ('" + g.x->name + "', '" + value.x->name + "')";
   if (g.split || value.split) {
-    if (g.split != value.split || g.half == value.half)
+    if (!g.split || !value.split || g.split->input(0) != value.split->input(0) || g.half == value.half)
       return "the gate and the value are not the two halves of one product";
     const Tensor* w = constant_of(g.w);
     if (!w) return "the projection's weight is not a constant";
@@ -158,9 +218,7 @@ std::string problem(const Gate& gate, const Projection& value, const Value* y) {
   const Shape* ys = known_rank(y);
   if (!ys || ys->empty() || !ys->back().is_static() || ys->back().value != n)
     return "the product is not known to have the weights' N columns";
-  const Value* gv = g.split ? g.split->outputs[g.half] : g.node->outputs[0];
-  const Value* vv = value.split ? value.split->outputs[value.half] : value.node->outputs[0];
-  if (!same_shape_and_type(gv, vv)) return "the two products do not have one shape and type";
+  if (!same_shape_and_type(g.value(), value.value())) return "the two products do not have one shape and type";
   return "";
 }
 
@@ -210,6 +268,7 @@ bool fuse_at(Rewriter& r, Node* mul) {
         ins[4] = g.add_initializer(name + ".value_bias", columns(*b, (1 - gh) * n, n));
       }
       replaced.push_back(gate->proj.split);
+      if (value->split != gate->proj.split) replaced.push_back(value->split);  // the other Slice
     } else {
       replaced.push_back(value->node);
     }

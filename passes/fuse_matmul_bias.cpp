@@ -22,12 +22,12 @@
 // need FusedMatMul is left alone with a near-miss.
 #include "passes/fuse_matmul_bias.h"
 
-#include <cfloat>
 #include <cstring>
 #include <utility>
 
 #include "ir/error.h"
 #include "ir/op_schema.h"
+#include "passes/activation_op.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
 
@@ -38,56 +38,6 @@ namespace {
 const char* kPass = "fuse_matmul_bias";
 
 bool fusable_dtype(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
-
-struct Activation {
-  Node* node = nullptr;
-  std::string name;  // FusedMatMul's `activation` ("Relu", "GeluTanh", ...)
-  std::vector<float> params;
-};
-
-float scalar_or(const Value* v, float def) {
-  if (!v) return def;
-  return static_cast<float>(constant_of(v)->as_double(0));
-}
-
-/// `n` as a FusedMatMul activation (docs/ops.md), or nullopt with `why` set when it is an
-/// activation op with something FusedMatMul cannot express (a computed Clip bound). Returns a
-/// nullopt with empty `why` for ops that are not activations at all.
-std::optional<Activation> activation_of(Node* n, std::string* why) {
-  const bool gelu = n->op_type == "Gelu" && (n->domain.empty() || n->domain == "ai.fusec");
-  if (!n->domain.empty() && !gelu) return std::nullopt;
-  const std::string& op = n->op_type;
-  Activation a{n, op, {}};
-  if (op == "Relu" || op == "Sigmoid" || op == "Tanh" || op == "HardSwish") return a;
-  if (op == "LeakyRelu") {
-    a.params = {n->attr_float("alpha", 0.01f)};
-    return a;
-  }
-  if (op == "HardSigmoid") {
-    a.params = {n->attr_float("alpha", 0.2f), n->attr_float("beta", 0.5f)};
-    return a;
-  }
-  if (gelu) {
-    std::string approx = n->attr_string("approximate", "none");
-    if (approx != "none" && approx != "tanh") return std::nullopt;
-    a.name = approx == "tanh" ? "GeluTanh" : "Gelu";
-    return a;
-  }
-  if (op == "Clip") {
-    for (size_t i = 1; i < 3; ++i) {
-      const Value* b = n->input(i);
-      if (b && (!constant_of(b) || constant_of(b)->numel() != 1)) {
-        *why = "the Clip bound '" + b->name + "' is not a constant";
-        return std::nullopt;
-      }
-    }
-    // Absent bounds are the float range, as the Clip kernel has them.
-    a.params = {scalar_or(n->input(1), n->attr_float("min", -FLT_MAX)),
-                scalar_or(n->input(2), n->attr_float("max", FLT_MAX))};
-    return a;
-  }
-  return std::nullopt;
-}
 
 /// Why `bias` cannot be the bias of a product with output shape `out`, or "".
 std::string bias_problem(const Value* bias, const Shape& out, DType dtype) {
@@ -119,7 +69,7 @@ bool fuse_at(Rewriter& r, Node* mm) {
   Node* first = prod->consumers[0];
   Node* add = is_op(first, "Add") ? first : nullptr;
   std::string act_why;
-  std::optional<Activation> act = add ? std::nullopt : activation_of(first, &act_why);
+  std::optional<ActivationOp> act = add ? std::nullopt : activation_of(first, &act_why);
   if (!add && !act && act_why.empty()) return false;
   std::string what = describe(mm) + " -> " + describe(first) + " not fused";
   if (!act_why.empty()) return r.near_miss(what, act_why);
@@ -142,7 +92,7 @@ bool fuse_at(Rewriter& r, Node* mm) {
     // An activation after the bias joins when it is the bias sum's only reader.
     if (!out->consumers.empty()) {
       std::string why2;
-      std::optional<Activation> next = activation_of(out->consumers[0], &why2);
+      std::optional<ActivationOp> next = activation_of(out->consumers[0], &why2);
       if ((next || !why2.empty()) && !has_single_use(out)) {
         why2 = out->is_graph_output ? "the Add output is a graph output"
                                     : "the Add output has " + std::to_string(use_count(out)) + " consumers";
@@ -267,7 +217,7 @@ bool fuse_activation_into(Rewriter& r, Node* fused) {
     next = view->outputs[0]->consumers[0];
   }
   std::string why;
-  std::optional<Activation> act = activation_of(next, &why);
+  std::optional<ActivationOp> act = activation_of(next, &why);
   if (!act && why.empty()) return false;
   const std::string what = describe(next) + " not fused into " + describe(fused);
   if (why.empty() && !has_single_use(out))

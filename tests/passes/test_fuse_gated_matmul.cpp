@@ -161,3 +161,53 @@ TEST(FuseGatedMatMul, TheHalvesOfOneProductFuse) {
       expect_same_numbers(*r.original, *r.optimized, 10 + gate_half);
     }
 }
+
+// ModernBERT's GeGLU: one product of a [K, 2N] weight cut in halves, an activation node (GELU) on
+// the gate's half, where fuse_matmul_bias cannot take it into the product. The dynamo export cuts
+// with a Split, the legacy one with two Slices; both fuse, gate first whichever half the gate is.
+// Slices that are not the two halves, or a product read beside them, are left alone.
+TEST(FuseGatedMatMul, AnActivationNodeOnAHalfFusesWhicheverCutMadeIt) {
+  for (bool slices : {false, true})
+    for (int gate_half : {0, 1})
+      for (int variant = 0; variant < 3; ++variant) {  // 0: fuses; 1: not the halves; 2: the product read too
+        if (!slices && variant == 1) continue;
+        SCOPED_TRACE(std::string(slices ? "two Slices" : "one Split") + ", gate half " + std::to_string(gate_half) +
+                     ", variant " + std::to_string(variant));
+        GraphBuilder b(20);
+        Value* x = b.input("x", DType::Float32, {B, S, K});
+        Value* p = b.node("MatMul", {x, b.initializer("wi", uniform_floats({K, 2 * N}, 12))}, {}, "wi");
+        if (variant == 2) b.output(p);
+        Value* halves[2];
+        if (slices) {
+          Value* axes = b.initializer("axes", int64s({-1}, {1}));
+          const int64_t from = variant == 1 ? 1 : 0;  // variant 1: [1, N + 1), overlapping the other half
+          halves[0] =
+              b.node("Slice",
+                     {p, b.initializer("s0", int64s({from}, {1})), b.initializer("e0", int64s({from + N}, {1})), axes},
+                     {}, "slice0");
+          halves[1] = b.node("Slice",
+                             {p, b.initializer("s1", int64s({N}, {1})), b.initializer("e1", int64s({INT64_MAX}, {1})),
+                              axes},  // INT64_MAX: ONNX's "to the end"
+                             {}, "slice1");
+        } else {
+          std::vector<Value*> h =
+              b.node_n("Split", {p}, 2, {attr("axis", int64_t{-1}), attr("num_outputs", int64_t{2})}, "split");
+          halves[0] = h[0];
+          halves[1] = h[1];
+        }
+        Value* act = b.node("Gelu", {halves[gate_half]}, {}, "gelu");
+        b.output(b.node("Mul", {act, halves[1 - gate_half]}, {}, "gating"));
+        Outcome r = run_pass(b.build());
+        if (variant != 0) {
+          EXPECT_EQ(count(*r.optimized, "GatedMatMul", "ai.fusec"), 0);
+          continue;
+        }
+        EXPECT_TRUE(r.changed);
+        const Node* gm = find_op(*r.optimized, "GatedMatMul");
+        ASSERT_NE(gm, nullptr);
+        EXPECT_EQ(gm->attr_string("activation", ""), "Gelu");
+        EXPECT_EQ(r.optimized->nodes().size(), 1u);
+        EXPECT_EQ(constant_of(gm->input(1))->dims(), (std::vector<int64_t>{K, N}));
+        expect_same_numbers(*r.original, *r.optimized, 20 + gate_half);
+      }
+}
