@@ -27,10 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 ENCODERS = ("distilbert", "roberta", "albert", "electra", "deberta_v2", "mobilebert", "xlm_roberta",
-            "convbert", "squeezebert", "funnel", "mpnet", "big_bird", "xlnet")
+            "convbert", "squeezebert", "funnel", "mpnet", "big_bird", "xlnet", "modernbert")
 DECODERS = ("opt", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gemma2", "gemma3", "gpt_neox", "bloom", "falcon",
             "llama_positions", "gptj", "codegen", "gpt_bigcode", "phi", "stablelm", "olmo2", "granite", "cohere",
-            "starcoder2", "mamba")
+            "starcoder2", "mamba", "nemotron", "glm4")
 # encoder-decoders: input_ids, attention_mask and decoder_input_ids (the same tokens); the decoder's output
 SEQ2SEQ = ("bart",)
 POSITION_OFFSET = 8000  # llama_positions' first position
@@ -117,6 +117,13 @@ def _text_model(name: str):
                                tf.Starcoder2Model),
         # a selective state-space scan (transformers' PyTorch path: a loop over the tokens), no attention
         "mamba": lambda: (tf.MambaConfig(hidden_size=256, num_hidden_layers=2, state_size=16), tf.MambaModel),
+        # alternating global and local (sliding-window) attention, GeGLU, no biases
+        "modernbert": lambda: (tf.ModernBertConfig(hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+                                                   num_attention_heads=4, global_attn_every_n_layers=2,
+                                                   local_attention=64), tf.ModernBertModel),
+        # squared-ReLU MLP, LayerNorm with a (1 + weight) scale, rotary on half of each head
+        "nemotron": lambda: (tf.NemotronConfig(num_key_value_heads=2, **s), tf.NemotronModel),
+        "glm4": lambda: (tf.Glm4Config(num_key_value_heads=2, head_dim=64, **s), tf.Glm4Model),
         "bart": lambda: (tf.BartConfig(encoder_layers=2, decoder_layers=2, d_model=256, encoder_attention_heads=4,
                                        decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512), tf.BartModel),
     }
