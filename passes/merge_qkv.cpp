@@ -47,6 +47,13 @@
 // head merge after it (Transpose(0, 2, 1, 3) -> Reshape [B, S, H·D]) then composes away with that
 // (compose_movement), so the QKV copy, the three Gathers and the head merge's copy all go.
 //
+// Fourth form, ModernBERT's Wqkv: T [B, S, 3·H·D] -> Reshape [B, S, 3, H, D] -> unbound along
+// axis 2 (Slice [i, i + 1) and Squeeze each, or one Split and three Squeezes) -> Q and K each
+// rotated over whole heads (4-D ai.fusec Rotary) or neither -> each Reshape back to [B, S, H·D] ->
+// 3-D Attention with H heads. Part i of the view is T's column block i, so the Attention reads T
+// packed, and one Rotary over T's rows (rotated = 2·H·D) stands for the two: the three strided
+// copies of the cuts go, and fuse_rotary_attention can then take the rotation inside.
+//
 // Under --portable nothing changes (ONNX Attention has no packed form); a near-miss says so. Runs
 // after fuse_matmul_bias, so that the projections are whole FusedMatMuls by then.
 #include "passes/merge_qkv.h"
@@ -154,8 +161,21 @@ struct Source {
   std::array<Node*, 2> rotary = {nullptr, nullptr};
   Node* split = nullptr;
   std::array<Node*, 3> slices = {nullptr, nullptr, nullptr};
-  /// The packed tensor a Split or the Slices read, else nullptr.
-  Value* packed() const { return split ? split->input(0) : slices[0] ? slices[0]->input(0) : nullptr; }
+  /// The fourth form (unbound_of): T's view as [B, S, 3, H, D], the nodes between it and the
+  /// attention (the Split or the Slices of axis 2, the Squeezes, the Reshapes back to [B, S, H·D];
+  /// the rotations are in `rotary`), and H and D.
+  struct Unbound {
+    Node* view = nullptr;
+    Node* split = nullptr;
+    std::array<Node*, 3> slices{}, squeezes{}, merges{};
+    int64_t heads = 0, head_size = 0;
+  };
+  std::optional<Unbound> unbound;
+  /// The packed tensor a Split or the Slices read (the fourth form: T), else nullptr.
+  Value* packed() const {
+    if (unbound) return unbound->view->input(0);
+    return split ? split->input(0) : slices[0] ? slices[0]->input(0) : nullptr;
+  }
 };
 
 /// The third form: Q, K and V as Gather(i, axis 0) of Transpose(2, 0, 3, 1, 4) of Reshape(T) to
@@ -219,8 +239,93 @@ std::optional<std::array<Node*, 3>> slices_of(const std::array<Value*, 3>& qkv) 
   return out;
 }
 
+/// The single axis `sq` squeezes (its axes input or attribute), normalized to `rank`, or -1.
+int64_t squeezed_axis(const Node* sq, int64_t rank) {
+  std::vector<int64_t> axes = sq->attr_ints("axes", {});
+  if (sq->inputs.size() > 1 && sq->input(1)) {
+    const Tensor* t = constant_of(sq->input(1));
+    if (!t || t->numel() != 1) return -1;
+    axes = {t->as_int64(0)};
+  }
+  if (axes.size() != 1) return -1;
+  return axes[0] < 0 ? axes[0] + rank : axes[0];
+}
+
+/// The fourth form (ModernBERT's Wqkv): T [B, S, 3·H·D] viewed [B, S, 3, H, D] and unbound along
+/// axis 2 (a Slice [i, i + 1) of it and a Squeeze each, or one Split into three and their
+/// Squeezes); Q and K each either rotated over whole heads by a 4-D ai.fusec Rotary or neither;
+/// each then viewed back [B, S, H·D] for the 3-D attention; every value between read once. Sets
+/// `rotary` to the rotations found.
+std::optional<Source::Unbound> unbound_of(const Node* attn, std::array<Node*, 2>* rotary) {
+  Source::Unbound u;
+  std::array<Node*, 2> rot = {nullptr, nullptr};
+  Value* view = nullptr;
+  for (size_t i = 0; i < 3; ++i) {
+    Value* y = attn->input(i);
+    Node* merge = y ? y->producer : nullptr;
+    if (!is_op(merge, "Reshape") || !has_single_use(y)) return std::nullopt;
+    Value* x = merge->input(0);
+    if (i < 2 && x && x->producer && x->producer->op_type == "Rotary" && x->producer->domain == "ai.fusec") {
+      if (!has_single_use(x)) return std::nullopt;
+      rot[i] = x->producer;
+      x = rot[i]->input(0);
+    }
+    Node* sq = x ? x->producer : nullptr;
+    if (!is_op(sq, "Squeeze") || !has_single_use(x) || squeezed_axis(sq, 5) != 2) return std::nullopt;
+    Value* part = sq->input(0);
+    Node* cut = part ? part->producer : nullptr;
+    if (!has_single_use(part) || !cut) return std::nullopt;
+    if (is_op(cut, "Split")) {
+      if (cut->outputs.size() != 3 || cut->outputs[i] != part || (u.split && u.split != cut)) return std::nullopt;
+      u.split = cut;
+    } else if (is_op(cut, "Slice")) {
+      const auto sl = axis_slice(cut);
+      if (!sl || sl->axis != 2 || sl->begin != static_cast<int64_t>(i) || sl->end != sl->begin + 1) return std::nullopt;
+      u.slices[i] = cut;
+    } else {
+      return std::nullopt;
+    }
+    if (view && cut->input(0) != view) return std::nullopt;
+    view = cut->input(0);
+    u.squeezes[i] = sq;
+    u.merges[i] = merge;
+  }
+  if ((rot[0] == nullptr) != (rot[1] == nullptr)) return std::nullopt;
+  if (u.split) {
+    int64_t axis = u.split->attr_int("axis", 0);
+    if (axis < 0) axis += 5;
+    std::vector<int64_t> sizes = u.split->attr_ints("split", {});
+    if (const Value* sv = u.split->inputs.size() > 1 ? u.split->input(1) : nullptr) {
+      const Tensor* t = constant_of(sv);
+      if (!t) return std::nullopt;
+      sizes.clear();
+      for (int64_t k = 0; k < t->numel(); ++k) sizes.push_back(t->as_int64(k));
+    }
+    if (axis != 2 || !(sizes.empty() || sizes == std::vector<int64_t>{1, 1, 1})) return std::nullopt;
+  }
+  u.view = view ? view->producer : nullptr;
+  if (!is_op(u.view, "Reshape") || view->is_graph_output || use_count(view) != (u.split ? 1u : 3u)) return std::nullopt;
+  const Shape *ts = known_rank(u.view->input(0)), *vs = known_rank(view);
+  if (!ts || !vs || ts->size() != 3 || vs->size() != 5 || !same_dim((*ts)[0], (*vs)[0]) ||
+      !same_dim((*ts)[1], (*vs)[1]))
+    return std::nullopt;
+  const Dim &n = (*ts)[2], &three = (*vs)[2], &heads = (*vs)[3], &d = (*vs)[4];
+  if (!n.is_static() || !three.is_static() || three.value != 3 || !heads.is_static() || !d.is_static() ||
+      3 * heads.value * d.value != n.value)
+    return std::nullopt;
+  u.heads = heads.value;
+  u.head_size = d.value;
+  *rotary = rot;
+  return u;
+}
+
 Source source_of(const Node* attn) {
   Source s;
+  if (auto u = unbound_of(attn, &s.rotary)) {
+    s.unbound = std::move(*u);
+    s.found = true;
+    return s;
+  }
   // Q and K may each be rotated per head first (ai.fusec Rotary, fuse_rotary's): Llama's
   // projections, Phi-3's Slices of its fused qkv_proj. Both or neither.
   std::array<Value*, 3> in = {attn->input(kQ), attn->input(kK), attn->input(kV)};
@@ -254,13 +359,21 @@ Source source_of(const Node* attn) {
   return s;
 }
 
+/// The head size `r` rotates: its head_size, or without one the last dim of its X (a 4-D rotation
+/// over [B, S, H, D], the fourth form's); 0 where unknown.
+int64_t rotary_head(const Node* r) {
+  if (const int64_t hs = r->attr_int("head_size", 0)) return hs;
+  const Shape* xs = known_rank(r->input(0));
+  return xs && xs->size() == 4 && xs->back().is_static() ? xs->back().value : 0;
+}
+
 /// Why Q's and K's rotations (of head size `d`) cannot become one over packed QKV, or "".
 std::string rotary_problem(const Source& src, int64_t d) {
   const Node *rq = src.rotary[0], *rk = src.rotary[1];
   if (!rq) return "";
   for (const Node* r : {rq, rk}) {
     if (!has_single_use(r->outputs[0]) || r->outputs[0]->is_graph_output) return read_elsewhere(r->outputs[0], r);
-    if (r->attr_int("head_size", 0) != d || r->attr_int("rotated", 0) != 0)
+    if (rotary_head(r) != d || r->attr_int("rotated", 0) != 0)
       return describe(r) + " does not rotate each head of " + std::to_string(d) + " values";
   }
   if (rq->attr_int("rotary_dim", 0) != rk->attr_int("rotary_dim", 0) ||
@@ -287,6 +400,11 @@ std::string rotary_problem(const Source& src, int64_t d) {
 
 /// "FusedMatMul 'q' + FusedMatMul 'k' + FusedMatMul 'v'" (or "Split 's'").
 std::string sources_str(const Source& s) {
+  if (s.unbound)
+    return describe(s.unbound->view) + " + " +
+           (s.unbound->split ? describe(s.unbound->split)
+                             : describe(s.unbound->slices[0]) + " + " + describe(s.unbound->slices[1]) + " + " +
+                                   describe(s.unbound->slices[2]));
   if (s.split) return describe(s.split);
   if (s.slices[0]) return describe(s.slices[0]) + " + " + describe(s.slices[1]) + " + " + describe(s.slices[2]);
   return describe(s.proj[0].product()) + " + " + describe(s.proj[1].product()) + " + " + describe(s.proj[2].product());
@@ -372,6 +490,12 @@ std::string attention_problem(const Node* attn, const Source& src) {
     return rotary_problem(src, dk);
   }
   if (src.slices[0]) return rotary_problem(src, dk);  // slices_of checked the Slices
+  if (src.unbound) {
+    if (hq != src.unbound->heads || hkv != src.unbound->heads || dk != src.unbound->head_size)
+      return describe(attn) + "'s heads are not the " + std::to_string(src.unbound->heads) + " of " +
+             std::to_string(src.unbound->head_size) + " values its view of '" + src.packed()->name + "' holds";
+    return rotary_problem(src, dk);
+  }
   const Value* x = src.proj[0].x;
   if (src.proj[1].x != x || src.proj[2].x != x)
     return "the projections read different inputs ('" + src.proj[0].x->name + "', '" + src.proj[1].x->name + "', '" +
@@ -438,7 +562,7 @@ Value* rotate_packed(Rewriter& r, const Source& src, Value* packed, int64_t rota
   Node* rq = src.rotary[0];
   if (!rq) return packed;
   Value *cos = rq->input(1), *sin = rq->input(2);
-  const int64_t head = rq->attr_int("head_size", 0);
+  const int64_t head = rotary_head(rq);
   const int64_t rotary_dim = rq->attr_int("rotary_dim", 0), interleaved = rq->attr_int("interleaved", 0);
   const std::string name = rq->name;
   Replaced gone = r.remove({src.rotary[0], src.rotary[1]});
@@ -597,11 +721,32 @@ bool try_attention(Rewriter& r, Node* attn) {
     g.set_input(attn, kQ, nullptr);  // the Split's (Slices', rotations') outputs lose their reader first
     g.set_input(attn, kK, nullptr);
     g.set_input(attn, kV, nullptr);
+    // The fourth form: the views back to [B, S, H·D] go before the rotations they read.
+    Replaced merges;
+    if (src.unbound) {
+      const auto& m = src.unbound->merges;
+      merges = r.remove({m[0], m[1], m[2]});
+    }
     std::string rotation;
     for (const Node* rot : src.rotary)
       if (rot) replaced.push_back(rot->name);
     Value* in = rotate_packed(r, src, packed, rotated, attn->name, &rotation);
-    Replaced gone = src.split ? r.remove({src.split}) : r.remove({src.slices[0], src.slices[1], src.slices[2]});
+    std::vector<Node*> cut;
+    if (const auto& u = src.unbound) {
+      cut = {u->squeezes[0], u->squeezes[1], u->squeezes[2]};
+      if (u->split)
+        cut.push_back(u->split);
+      else
+        cut.insert(cut.end(), u->slices.begin(), u->slices.end());
+      cut.push_back(u->view);
+    } else if (src.split) {
+      cut = {src.split};
+    } else {
+      cut = {src.slices[0], src.slices[1], src.slices[2]};
+    }
+    Replaced gone = r.remove(cut);
+    gone.names.insert(gone.names.begin(), merges.names.begin(), merges.names.end());
+    gone.origins.insert(gone.origins.end(), merges.origins.begin(), merges.origins.end());
     replaced.insert(replaced.begin(), gone.names.begin(), gone.names.end());
     summary += rotation;
     fused = packed_attention(r, attn, in, gone.origins);

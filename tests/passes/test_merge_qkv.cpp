@@ -615,3 +615,81 @@ TEST(MergeQkv, NotProjectionsIsSilent) {
   EXPECT_FALSE(o.changed);
   EXPECT_TRUE(o.ctx.near_misses.empty());
 }
+
+namespace {
+
+/// ModernBERT's attention block: T [2, 5, 3·4·4] viewed [2, 5, 3, 4, 4] and unbound along axis 2
+/// (Slices [i, i + 1) and Squeezes, or one Split and Squeezes); Q and K rotated over whole heads
+/// (4-D ai.fusec Rotary, [1, 5, 1, 4] tables) where `rotated`, only Q where `q_only`; each viewed
+/// back [2, 5, 16] for a 3-D ai.fusec Attention of `heads` heads.
+std::unique_ptr<Graph> unbound_qkv(bool split, bool rotated, bool q_only = false, int64_t heads = 4) {
+  GraphBuilder b(18);
+  b.graph().opsets["ai.fusec"] = 1;
+  Value* t = b.input("t", DType::Float32, {2, 5, 48});
+  Value* view = b.node("Reshape", {t, b.initializer("shape5", int64s({2, 5, 3, 4, 4}, {5}))}, {}, "view");
+  Value* axis = b.initializer("axis2", int64s({2}, {1}));
+  Value* cos = b.initializer("cos", constant({1, 5, 1, 4}, 60));
+  Value* sin = b.initializer("sin", constant({1, 5, 1, 4}, 61));
+  std::vector<Value*> parts;
+  if (split) {
+    parts = b.node_n("Split", {view}, 3, {attr("axis", int64_t{2}), attr("num_outputs", int64_t{3})}, "unbind");
+  } else {
+    for (int i = 0; i < 3; ++i) {
+      const std::string n = std::to_string(i);
+      parts.push_back(
+          b.node("Slice",
+                 {view, b.initializer("st" + n, int64s({i}, {1})), b.initializer("en" + n, int64s({i + 1}, {1})), axis},
+                 {}, "slice" + n));
+    }
+  }
+  std::vector<Value*> qkv;
+  for (int i = 0; i < 3; ++i) {
+    const std::string n = std::to_string(i);
+    Value* x = b.node("Squeeze", {parts[i], axis}, {}, "squeeze" + n);
+    if (rotated && (i == 0 || (i == 1 && !q_only)))
+      x = b.node_n("Rotary", {x, cos, sin}, 1, {}, "rope" + n, "ai.fusec")[0];
+    qkv.push_back(b.node("Reshape", {x, b.initializer("shape3_" + n, int64s({2, 5, 16}, {3}))}, {}, "merge" + n));
+  }
+  b.output(
+      b.node_n("Attention", qkv, 1, {attr("q_num_heads", heads), attr("kv_num_heads", heads)}, "attn", "ai.fusec")[0]);
+  return b.build();
+}
+
+}  // namespace
+
+TEST(MergeQkv, QkvUnboundFromAViewOfTheProductGoes) {
+  // The fourth form, cut by Slices or by one Split, with the rotations or without: the Attention
+  // reads T packed, one Rotary over it (Q's and K's heads, rotated = 32) stands for both, and the
+  // view, the cuts, the Squeezes and the Reshapes back all go.
+  for (bool split : {false, true})
+    for (bool rotated : {true, false}) {
+      SCOPED_TRACE(std::string(split ? "Split" : "Slices") + (rotated ? ", rotated" : ""));
+      Outcome o = run_one_pass<MergeQkvPass>(unbound_qkv(split, rotated));
+      EXPECT_TRUE(o.ctx.near_misses.empty());
+      const Node* rot = packed_rotation(o, rotated ? 2 : 1);
+      const Node* a = find_named(*o.optimized, "attn");
+      ASSERT_TRUE(a);
+      if (rotated) {
+        ASSERT_TRUE(rot);
+        EXPECT_EQ(rot->input(0)->name, "t");
+        EXPECT_EQ(rot->attr_int("head_size", 0), 4);
+        EXPECT_EQ(rot->attr_int("rotated", 0), 32);
+      } else {
+        EXPECT_EQ(a->input(0)->name, "t");
+      }
+      for (const char* gone : {"Slice", "Split", "Squeeze", "Reshape"}) EXPECT_EQ(count(*o.optimized, gone), 0) << gone;
+      expect_same_numbers(o);
+    }
+}
+
+TEST(MergeQkv, QkvUnboundButRotatedOnceOrOtherHeadsStays) {
+  // Only Q rotated: not the form (silent). Heads the view does not hold: a near-miss naming them.
+  Outcome once = run_one_pass<MergeQkvPass>(unbound_qkv(false, true, /*q_only=*/true));
+  EXPECT_FALSE(once.changed);
+  EXPECT_TRUE(once.ctx.near_misses.empty());
+  Outcome other = run_one_pass<MergeQkvPass>(unbound_qkv(true, false, false, /*heads=*/2));
+  EXPECT_FALSE(other.changed);
+  ASSERT_EQ(other.ctx.near_misses.size(), 1u);
+  EXPECT_EQ(other.ctx.near_misses[0].reason,
+            "Attention 'attn''s heads are not the 4 of 4 values its view of 't' holds");
+}
