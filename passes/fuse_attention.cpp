@@ -254,6 +254,10 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
   const bool sizes = sq.is_static() && skv.is_static();
   int adds = 0, wheres = 0;
   Value* bool_mask = nullptr;
+  // A constant Where's kept positions and its fill as the scores meet it at the Softmax: with an
+  // added mask as well, the two become one additive mask (below).
+  std::optional<Tensor> where_keep;
+  double where_fill = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     const ChainStep& s = steps[i];
     if (s.kind == ChainStep::Scale || s.kind == ChainStep::HeadScale) continue;
@@ -307,6 +311,8 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
       Tensor keep = c->clone();
       if (!s.keep_where_true)
         for (int64_t j = 0; j < keep.numel(); ++j) keep.data<uint8_t>()[j] = !keep.data<uint8_t>()[j];
+      where_keep = keep.clone();
+      where_fill = fill;
       if (sizes && attention::is_causal_constant(keep, sq.value, skv.value, false)) {
         m.bias.causal = true;
         continue;
@@ -366,7 +372,31 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
     m.bias.factor = factor;
     m.bias.after_fill.push_back(m.bias.filled != nullptr);
   }
-  if (!m.bias.plus.empty() && (m.bias.made || bool_mask))
+  // A constant Where and one added mask (GPT-Neo's local layers: the window's Where with
+  // finfo.min, then the padding mask): the Where becomes an added constant, 0 where it keeps a
+  // score and its fill where it masks one, and the two masks one sum. Exact where the fill is -inf
+  // or -FLT_MAX (s - FLT_MAX rounds to -FLT_MAX for |s| < 2^103, and a fill plus a masking term is
+  // -inf either way); another fill that masks like -inf changes no probability of a row that keeps
+  // a key, and the constant's rows each keep one (checked above for a finite fill).
+  const bool made_keep = m.bias.made && m.bias.made->dtype() == DType::Bool;
+  bool where_added = false;
+  if (where_keep && (bool_mask || made_keep) && m.bias.mask && m.bias.plus.empty() && !m.bias.filled &&
+      (bool_mask ? !m.bias.made : true) && m.qk->outputs[0]->type.dtype == DType::Float32) {
+    Tensor added(DType::Float32, where_keep->dims());
+    for (int64_t j = 0; j < added.numel(); ++j)
+      added.data<float>()[j] = where_keep->data<uint8_t>()[j] ? 0.0f : static_cast<float>(where_fill);
+    m.bias.made_from = (bool_mask ? bool_mask->name : m.bias.made_from) + "_added";
+    m.bias.made = std::move(added);
+    m.bias.plus = {{m.bias.mask, m.bias.factor}};
+    m.bias.after_fill = {false, false};
+    m.bias.mask = nullptr;
+    m.bias.factor = 1;
+    bool_mask = nullptr;
+    where_added = true;
+  } else if (made_keep && m.bias.mask) {
+    return "the scores get two masks (a Where and an Add) besides the causal one";
+  }
+  if (!where_added && !m.bias.plus.empty() && (m.bias.made || bool_mask))
     return "the scores get three masks (two Adds and a Where or a made one) besides the causal one";
   if (bool_mask && (m.bias.mask || m.bias.made))
     return "the scores get two masks (a Where and an Add) besides the causal one";

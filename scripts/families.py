@@ -27,10 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 ENCODERS = ("distilbert", "roberta", "albert", "electra", "deberta_v2", "mobilebert", "xlm_roberta",
-            "convbert", "squeezebert", "funnel", "mpnet", "big_bird", "xlnet", "modernbert")
+            "convbert", "squeezebert", "funnel", "mpnet", "big_bird", "xlnet", "modernbert", "roformer", "esm")
 DECODERS = ("opt", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gemma2", "gemma3", "gpt_neox", "bloom", "falcon",
             "llama_positions", "gptj", "codegen", "gpt_bigcode", "phi", "stablelm", "olmo2", "granite", "cohere",
-            "starcoder2", "mamba", "nemotron", "glm4")
+            "starcoder2", "mamba", "nemotron", "glm4", "gpt_neo", "mpt", "smollm3", "exaone4", "arcee", "ernie4_5",
+            "persimmon", "olmo")
 # encoder-decoders: input_ids, attention_mask and decoder_input_ids (the same tokens); the decoder's output
 SEQ2SEQ = ("bart",)
 POSITION_OFFSET = 8000  # llama_positions' first position
@@ -124,6 +125,25 @@ def _text_model(name: str):
         # squared-ReLU MLP, LayerNorm with a (1 + weight) scale, rotary on half of each head
         "nemotron": lambda: (tf.NemotronConfig(num_key_value_heads=2, **s), tf.NemotronModel),
         "glm4": lambda: (tf.Glm4Config(num_key_value_heads=2, head_dim=64, **s), tf.Glm4Model),
+        # rotary position embeddings in a BERT-like encoder (interleaved pairs)
+        "roformer": lambda: (tf.RoFormerConfig(embedding_size=256, **s), tf.RoFormerModel),
+        # a protein language model: rotary, pre-LayerNorm, a 33-token vocabulary
+        "esm": lambda: (tf.EsmConfig(vocab_size=33, pad_token_id=1, mask_token_id=32, position_embedding_type="rotary",
+                                     token_dropout=False, **s), tf.EsmModel),
+        # local (windowed) and global attention layers, no scaling of the scores
+        "gpt_neo": lambda: (tf.GPTNeoConfig(num_layers=2, num_heads=4, hidden_size=256, window_size=64,
+                                            attention_types=[[["global", "local"], 1]]), tf.GPTNeoModel),
+        # ALiBi: a per-head linear bias on the scores instead of position embeddings
+        "mpt": lambda: (tf.MptConfig(d_model=256, n_heads=4, n_layers=2, expansion_ratio=2), tf.MptModel),
+        # no rotary on every fourth layer
+        "smollm3": lambda: (tf.SmolLM3Config(num_key_value_heads=2, **s), tf.SmolLM3Model),
+        "exaone4": lambda: (tf.Exaone4Config(num_key_value_heads=2, **s), tf.Exaone4Model),
+        # squared-ReLU MLP without a gate
+        "arcee": lambda: (tf.ArceeConfig(num_key_value_heads=2, **s), tf.ArceeModel),
+        "ernie4_5": lambda: (tf.Ernie4_5Config(num_key_value_heads=2, **s), tf.Ernie4_5Model),
+        # LayerNorms on Q and K per head, rotary on half of each head
+        "persimmon": lambda: (tf.PersimmonConfig(**s), tf.PersimmonModel),
+        "olmo": lambda: (tf.OlmoConfig(num_key_value_heads=2, **s), tf.OlmoModel),
         "bart": lambda: (tf.BartConfig(encoder_layers=2, decoder_layers=2, d_model=256, encoder_attention_heads=4,
                                        decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512), tf.BartModel),
     }

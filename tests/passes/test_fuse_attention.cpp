@@ -40,6 +40,11 @@ struct Spec {
     AddCausal,
     WhereCausalAndAdd,
     WhereBand,
+    // GPT-Neo's local layers: a window of 2 keys (i - 2 < j <= i) kept by a constant Where with
+    // finfo.min, then the padding mask `mask` added; or the Where's condition marking the masked
+    // keys (Where(masked, finfo.min, scores)).
+    WhereWindowAndAdd,
+    WhereMaskedWindowAndAdd,
     AddWhereInput,
     WhereInput,
     AddBiasAndInput,  // MPNet, T5: a relative-position bias input [1, H, Sq, Skv], then `mask`
@@ -210,6 +215,19 @@ std::unique_ptr<Graph> build(const Spec& s) {
         Value* w =
             b.node("Where", {b.initializer("causal", cond), x, scalar("min_value", -3.4e38f)}, {}, "causal_where");
         if (s.mask != Spec::Mask::WhereCausalAndAdd) return w;
+        return b.node("Add", {w, b.input("mask", t, {s.batch, 1, 1, s.skv})}, {}, "mask_add");
+      }
+      case Spec::Mask::WhereWindowAndAdd:
+      case Spec::Mask::WhereMaskedWindowAndAdd: {
+        const bool marks_masked = s.mask == Spec::Mask::WhereMaskedWindowAndAdd;
+        Tensor cond(DType::Bool, {1, 1, s.sq, s.skv});
+        for (int64_t i = 0; i < s.sq; ++i)
+          for (int64_t j = 0; j < s.skv; ++j)
+            cond.data<uint8_t>()[i * s.skv + j] = (j <= i && j > i - 2) != marks_masked;
+        Value* c = b.initializer("window", cond);
+        Value* fill = scalar("min_value", -3.4028234663852886e38f);
+        Value* w = marks_masked ? b.node("Where", {c, fill, x}, {}, "window_where")
+                                : b.node("Where", {c, x, fill}, {}, "window_where");
         return b.node("Add", {w, b.input("mask", t, {s.batch, 1, 1, s.skv})}, {}, "mask_add");
       }
       case Spec::Mask::AddWhereInput: {
@@ -465,6 +483,29 @@ TEST(FuseAttention, NonTriangleWhereStaysABoolMask) {
   EXPECT_EQ(n->inputs[3]->name, "causal");
   EXPECT_EQ(n->inputs[3]->type.dtype, DType::Bool);
   expect_same_numbers(o);
+}
+
+TEST(FuseAttention, AConstantWhereAndAnAddedMaskBecomeOneAddedMask) {
+  // GPT-Neo's local layers: the window's constant Where (keeping, or marking the masked keys) and
+  // the padding mask added after it are one mask, the Where's fill added where it masks.
+  for (auto mask : {Spec::Mask::WhereWindowAndAdd, Spec::Mask::WhereMaskedWindowAndAdd}) {
+    SCOPED_TRACE(mask == Spec::Mask::WhereWindowAndAdd ? "keeps" : "marks the masked");
+    Spec s;
+    s.mask = mask;
+    Outcome o = fuse(s);
+    const Node* n = fused_node(o, "ai.fusec");
+    ASSERT_TRUE(n);
+    EXPECT_EQ(n->attr_int("is_causal", 0), 0);
+    ASSERT_EQ(n->inputs.size(), 4u);
+    const Node* sum = n->inputs[3]->producer;
+    ASSERT_TRUE(sum);
+    EXPECT_EQ(sum->op_type, "Add");
+    EXPECT_EQ(sum->inputs[1]->name, "mask");
+    const Tensor* added = constant_of(sum->inputs[0]);
+    ASSERT_TRUE(added);
+    EXPECT_EQ(added->dtype(), DType::Float32);
+    expect_same_numbers(o);
+  }
 }
 
 TEST(FuseAttention, TwoAddedMasksAreSummedIntoOne) {
