@@ -381,7 +381,7 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
   const bool made_keep = m.bias.made && m.bias.made->dtype() == DType::Bool;
   bool where_added = false;
   if (where_keep && (bool_mask || made_keep) && m.bias.mask && m.bias.plus.empty() && !m.bias.filled &&
-      (bool_mask ? !m.bias.made : true) && m.qk->outputs[0]->type.dtype == DType::Float32) {
+      (!bool_mask || !m.bias.made) && m.qk->outputs[0]->type.dtype == DType::Float32) {
     Tensor added(DType::Float32, where_keep->dims());
     for (int64_t j = 0; j < added.numel(); ++j)
       added.data<float>()[j] = where_keep->data<uint8_t>()[j] ? 0.0f : static_cast<float>(where_fill);

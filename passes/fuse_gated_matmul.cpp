@@ -28,8 +28,6 @@
 // writes or reads back.
 #include "passes/fuse_gated_matmul.h"
 
-#include <algorithm>
-
 #include "ir/derived_weight.h"
 #include "passes/activation_op.h"
 #include "passes/pattern.h"
@@ -90,35 +88,19 @@ bool halves_last_axis(const Node* sp) {
   const int64_t rank = static_cast<int64_t>(in->size());
   int64_t axis = sp->attr_int("axis", 0);
   if (axis < 0) axis += rank;
-  if (axis != rank - 1) return false;
-  std::vector<int64_t> sizes = sp->attr_ints("split", {});
-  if (const Value* sv = sp->inputs.size() > 1 ? sp->input(1) : nullptr) {
-    const Tensor* t = constant_of(sv);
-    if (!t || t->numel() != 2) return false;
-    sizes = {static_cast<int64_t>(t->as_double(0)), static_cast<int64_t>(t->as_double(1))};
-  }
-  return sizes.empty() || (sizes.size() == 2 && sizes[0] == sizes[1]);
+  const std::optional<std::vector<int64_t>> sizes = split_sizes(sp);
+  return axis == rank - 1 && sizes && (sizes->empty() || (sizes->size() == 2 && (*sizes)[0] == (*sizes)[1]));
 }
 
-/// Which half of its input's last axis `sl` takes, 0 or 1 ([0, N/2) or [N/2, N), N known and even;
-/// constant starts and ends, the last axis, steps of 1), or -1.
+/// Which half of its input's last axis the Slice `sl` takes (its steps 1): 0 for [0, N/2), 1 for
+/// [N/2, N), else -1.
 int half_sliced(const Node* sl) {
+  const std::optional<AxisSlice> cut = axis_slice(sl);
   const Shape* in = known_rank(sl->input(0));
-  if (!in || in->empty() || !in->back().is_static() || in->back().value % 2 || sl->inputs.size() < 3) return -1;
-  const int64_t rank = static_cast<int64_t>(in->size()), n = in->back().value;
-  const Tensor* starts = constant_of(sl->input(1));
-  const Tensor* ends = constant_of(sl->input(2));
-  const Tensor* axes = sl->inputs.size() > 3 && sl->input(3) ? constant_of(sl->input(3)) : nullptr;
-  const Tensor* steps = sl->inputs.size() > 4 && sl->input(4) ? constant_of(sl->input(4)) : nullptr;
-  if (!starts || !ends || starts->numel() != 1 || ends->numel() != 1) return -1;
-  if (sl->inputs.size() > 3 && sl->input(3) && (!axes || axes->numel() != 1)) return -1;
-  if (sl->inputs.size() > 4 && sl->input(4) && (!steps || steps->numel() != 1 || steps->as_int64(0) != 1)) return -1;
-  int64_t axis = axes ? axes->as_int64(0) : 0;
-  if (axis < 0) axis += rank;
-  if (axis != rank - 1) return -1;
-  auto clamp = [n](int64_t i) { return std::clamp(i < 0 ? i + n : i, int64_t{0}, n); };
-  const int64_t b = clamp(starts->as_int64(0)), e = clamp(ends->as_int64(0));
-  return b == 0 && e == n / 2 ? 0 : b == n / 2 && e == n ? 1 : -1;
+  if (!cut || !in || cut->axis != static_cast<int64_t>(in->size()) - 1) return -1;
+  const int64_t n = in->back().value;  // static: axis_slice checked it
+  if (n % 2) return -1;
+  return cut->begin == 0 && cut->end == n / 2 ? 0 : cut->begin == n / 2 && cut->end == n ? 1 : -1;
 }
 
 std::optional<Projection> projection_of(const Value* v) {

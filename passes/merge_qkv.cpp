@@ -294,14 +294,8 @@ std::optional<Source::Unbound> unbound_of(const Node* attn, std::array<Node*, 2>
   if (u.split) {
     int64_t axis = u.split->attr_int("axis", 0);
     if (axis < 0) axis += 5;
-    std::vector<int64_t> sizes = u.split->attr_ints("split", {});
-    if (const Value* sv = u.split->inputs.size() > 1 ? u.split->input(1) : nullptr) {
-      const Tensor* t = constant_of(sv);
-      if (!t) return std::nullopt;
-      sizes.clear();
-      for (int64_t k = 0; k < t->numel(); ++k) sizes.push_back(t->as_int64(k));
-    }
-    if (axis != 2 || !(sizes.empty() || sizes == std::vector<int64_t>{1, 1, 1})) return std::nullopt;
+    const std::optional<std::vector<int64_t>> sizes = split_sizes(u.split);
+    if (axis != 2 || !sizes || !(sizes->empty() || *sizes == std::vector<int64_t>{1, 1, 1})) return std::nullopt;
   }
   u.view = view ? view->producer : nullptr;
   if (!is_op(u.view, "Reshape") || view->is_graph_output || use_count(view) != (u.split ? 1u : 3u)) return std::nullopt;

@@ -122,6 +122,17 @@ std::optional<AxisSlice> strided_axis_slice(const Node* n) {
   return AxisSlice{axis, clamp(st->as_int64(0)), clamp(en->as_int64(0)), step};
 }
 
+std::optional<std::vector<int64_t>> split_sizes(const Node* sp) {
+  if (const Value* sv = sp->inputs.size() > 1 ? sp->input(1) : nullptr) {
+    const Tensor* t = constant_of(sv);
+    if (!t) return std::nullopt;
+    std::vector<int64_t> sizes;
+    for (int64_t k = 0; k < t->numel(); ++k) sizes.push_back(t->as_int64(k));
+    return sizes;
+  }
+  return sp->attr_ints("split", {});
+}
+
 size_t use_count(const Value* v) { return v->consumers.size() + (v->is_graph_output ? 1 : 0); }
 
 bool has_single_use(const Value* v) { return v && v->consumers.size() == 1 && !v->is_graph_output; }

@@ -74,6 +74,10 @@ std::optional<AxisSlice> axis_slice(const Node* n);
 /// The same for any positive step (begin and end clamped to the axis).
 std::optional<AxisSlice> strided_axis_slice(const Node* n);
 
+/// A Split's explicit output sizes (its `split` input, or before opset 13 its attribute); empty
+/// when it gives none (equal parts); nullopt when the input is not a constant.
+std::optional<std::vector<int64_t>> split_sizes(const Node* sp);
+
 }  // namespace fusec
 
 namespace fusec {
