@@ -421,6 +421,57 @@ TEST(GpuAttention, LargeHeadSizeFallsBackToCpu) {
   Case k;
   k.q = k.k = k.v = {1, 2, 16, 160};
   all_precisions(k, 140, /*on_gpu=*/false);
+  // Past cuDNN's 256 too: the CPU at every precision.
+  k.q = k.k = k.v = {1, 2, 16, 264};
+  for (Precision p : kAll) {
+    SCOPED_TRACE(precision_name(p));
+    EXPECT_EQ(kernel_of(k, p).rfind("cpu: the CUDA attention kernels take head sizes", 0), 0u) << kernel_of(k, p);
+  }
+}
+
+// Head sizes past the own kernels' 128 (Gemma's 256) run on cuDNN's SDPA at half precision: GQA,
+// causal, an additive mask, and the packed form with rotary tables (the rotary kernel, then cuDNN).
+// At float32, with FUSEC_CUDNN_SDPA=0, or with a mask cuDNN does not take (bool), the CPU runs them
+// and the placement says why.
+TEST(GpuAttention, HeadSizesOver128RunOnCudnnSdpa) {
+  FUSEC_REQUIRE_GPU();
+  Case gemma;
+  gemma.q = {2, 4, 40, 256};
+  gemma.k = gemma.v = {2, 2, 40, 256};
+  gemma.mask = {2, 1, 40, 40};
+  gemma.causal = true;
+  Case packed;
+  packed.packed = true;
+  packed.q = {2, 24, (4 + 2 * 2) * 256};
+  packed.q_heads = 4;
+  packed.kv_heads = 2;
+  packed.causal = true;
+  packed.mask = {2, 1, 1, 24};
+  packed.table = {1, 24, 1, 256};
+  Case d192 = gemma;  // a head size between the two limits
+  d192.q = {2, 4, 40, 192};
+  d192.k = d192.v = {2, 2, 40, 192};
+  for (Precision p : {Precision::FP16, Precision::BF16}) {
+    SCOPED_TRACE(precision_name(p));
+    expect_gpu_matches_cpu(attention(gemma, 150), p, -1, true, "cuDNN SDPA");
+    expect_gpu_matches_cpu(attention(packed, 151), p, -1, true, "cuDNN SDPA");
+    expect_gpu_matches_cpu(attention(d192, 152), p, -1, true, "cuDNN SDPA");
+  }
+  EXPECT_NE(kernel_of(packed, Precision::FP16).find("after rotary"), std::string::npos)
+      << kernel_of(packed, Precision::FP16);
+  expect_gpu_matches_cpu(attention(gemma, 150), Precision::FP32, -1, /*require_gpu_kernel=*/false);
+  EXPECT_EQ(kernel_of(gemma, Precision::FP32).rfind("cpu: the CUDA attention kernels take head sizes 1..128", 0), 0u)
+      << kernel_of(gemma, Precision::FP32);
+  ::setenv("FUSEC_CUDNN_SDPA", "0", 1);
+  EXPECT_NE(kernel_of(gemma, Precision::FP16).find("FUSEC_CUDNN_SDPA=0"), std::string::npos)
+      << kernel_of(gemma, Precision::FP16);
+  ::unsetenv("FUSEC_CUDNN_SDPA");
+  Case boolmask = gemma;
+  boolmask.mask_type = DType::Bool;
+  expect_gpu_matches_cpu(attention(boolmask, 153), Precision::FP16, -1, /*require_gpu_kernel=*/false);
+  EXPECT_NE(kernel_of(boolmask, Precision::FP16).find("cpu: head sizes over 128 run on cuDNN's SDPA alone"),
+            std::string::npos)
+      << kernel_of(boolmask, Precision::FP16);
 }
 
 TEST(GpuAttention, KernelChoice) {

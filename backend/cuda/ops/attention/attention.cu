@@ -590,9 +590,10 @@ size_t attention_smem_bytes(const AttentionArgs& a) {
 std::string attention_unsupported(const AttentionArgs& a) {
   if (a.dtype != DType::Float32 && a.dtype != DType::Float16 && a.dtype != DType::BFloat16)
     return std::string("no CUDA attention kernel for ") + dtype_name(a.dtype);
-  if (a.head_dim < 1 || a.v_head_dim < 1 || std::max(a.head_dim, a.v_head_dim) > 128)
-    return "the CUDA attention kernel takes head sizes 1..128 (here " + std::to_string(a.head_dim) + " and " +
-           std::to_string(a.v_head_dim) + ")";
+  const int most = a.dtype == DType::Float32 ? kOwnMaxHead : kSdpaMaxHead;
+  if (a.head_dim < 1 || a.v_head_dim < 1 || std::max(a.head_dim, a.v_head_dim) > most)
+    return "the CUDA attention kernels take head sizes 1.." + std::to_string(most) + " at " + dtype_name(a.dtype) +
+           " (here " + std::to_string(a.head_dim) + " and " + std::to_string(a.v_head_dim) + ")";
   if (a.kv_heads < 1 || a.q_heads % a.kv_heads != 0) return "the query heads are not a multiple of the key/value heads";
   if (a.batch > 65535 || a.q_heads > 65535) return "more than 65535 batches or heads";
   if (a.mask_dtype != DType::Undefined && a.mask_dtype != DType::Bool && a.mask_dtype != a.dtype)

@@ -38,7 +38,14 @@ struct AttentionArgs {
   HeadStrides cos_st, sin_st;  // batch and seq used; head unused (the same rotation for every head)
 };
 
-/// Why the kernel cannot run these arguments ("" when it can).
+/// The largest head size fusec's own kernels take (they hold a row's head in registers or a
+/// tile's in shared memory); larger heads, up to kSdpaMaxHead at fp16/bf16, run on cuDNN's SDPA
+/// alone (Gemma's 256).
+constexpr int kOwnMaxHead = 128;
+constexpr int kSdpaMaxHead = 256;
+
+/// Why no CUDA attention kernel can run these arguments ("" when one can: the own kernels, or, with
+/// head sizes over kOwnMaxHead, cuDNN's SDPA if it takes the case).
 std::string attention_unsupported(const AttentionArgs& a);
 
 /// Shared memory the kernel asks for (bytes), for the profiler-facing description.

@@ -106,8 +106,8 @@ std::unique_ptr<CudnnSdpa> create_uncached(const AttentionArgs& a, Context& ctx,
     io = fe::DataType_t::BFLOAT16;
   else
     return refuse("cuDNN SDPA takes fp16 and bf16 only");
-  if (a.head_dim != a.v_head_dim || a.head_dim % 8 != 0 || a.head_dim > 128)
-    return refuse("cuDNN SDPA here takes equal Q/V head sizes, a multiple of 8 up to 128");
+  if (a.head_dim != a.v_head_dim || a.head_dim % 8 != 0 || a.head_dim > kSdpaMaxHead)
+    return refuse("cuDNN SDPA here takes equal Q/V head sizes, a multiple of 8 up to " + std::to_string(kSdpaMaxHead));
   // At plan time the pointers are not bound yet: the mask's presence is its dtype.
   const bool has_mask = a.mask_dtype != DType::Undefined;
   if (has_mask && a.mask_dtype == DType::Bool) return refuse("cuDNN SDPA takes an additive mask, not a bool one");
