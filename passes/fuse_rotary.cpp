@@ -248,9 +248,11 @@ Value* permuted_table(Graph& g, Value* t, const std::vector<int64_t>& perm, cons
   return p;
 }
 
+}  // namespace
+
 /// Moves the Transpose or head-split Reshape in front of Rotary `rot` behind it (file comment);
 /// returns the new Rotary, or nullptr when nothing moved.
-Node* sink_one(Rewriter& r, Node* rot) {
+Node* sink_head_split(Rewriter& r, Node* rot) {
   Graph& g = r.graph();
   Value* x = rot->input(0);
   Value* y = rot->outputs[0];
@@ -283,19 +285,20 @@ Node* sink_one(Rewriter& r, Node* rot) {
   } else {
     return nullptr;
   }
-  const std::vector<NamedAttribute> p_attrs = p->attrs;
+  const std::vector<NamedAttribute> p_attrs = p->attrs, rot_attrs = rot->attrs;
   const std::vector<Value*> p_ins = p->inputs;
+  // A per-head norm's scale and bias ([D]) read the same in either view.
+  std::vector<Value*> rot_ins = {z, cos, sin};
+  rot_ins.insert(rot_ins.end(), rot->inputs.begin() + 3, rot->inputs.end());
   const std::string p_op = p->op_type, p_name = p->name, rot_name = rot->name;
-  const int64_t rotary_dim = rot->attr_int("rotary_dim", 0), interleaved = rot->attr_int("interleaved", 0);
   const std::vector<std::string> rot_from = rot->fused_from, p_from = p->fused_from;
   Replaced gone = r.remove({p, rot});
   Value* rotated = g.add_value(rot_name + "_in_place");
   rotated->type.dtype = y->type.dtype;
   rotated->type.shape = z_shape;
-  Node* nr = r.add("Rotary", {z, cos, sin}, {rotated}, rot_name, "ai.fusec", rot_from);
+  Node* nr = r.add("Rotary", rot_ins, {rotated}, rot_name, "ai.fusec", rot_from);
+  nr->attrs = rot_attrs;
   if (head_size) nr->set_attr("head_size", head_size);
-  if (rotary_dim) nr->set_attr("rotary_dim", rotary_dim);
-  if (interleaved) nr->set_attr("interleaved", interleaved);
   std::vector<Value*> ins = p_ins;
   ins[0] = rotated;
   Node* moved = g.add_node(p_op, ins, {y}, p_name);
@@ -306,8 +309,6 @@ Node* sink_one(Rewriter& r, Node* rot) {
             {}, rot_name);
   return nr;
 }
-
-}  // namespace
 
 bool FuseRotaryPass::run(Graph& g, PassContext& ctx) {
   Rewriter r(g, ctx, name());
@@ -334,7 +335,7 @@ bool FuseRotaryPass::run(Graph& g, PassContext& ctx) {
   }
   for (Node* rot : rotaries) {
     if (Node* wide = widen_partial(r, rot)) rot = wide;
-    while (rot) rot = sink_one(r, rot);
+    while (rot) rot = sink_head_split(r, rot);
   }
   if (r.changed()) g.remove_unused_values();
   return r.changed();

@@ -1,5 +1,6 @@
 #pragma once
 #include "passes/pass.h"
+#include "passes/rewrite.h"
 
 namespace fusec {
 
@@ -10,5 +11,10 @@ class FuseRotaryPass : public Pass {
   std::string name() const override { return "fuse_rotary"; }
   bool run(Graph& g, PassContext& ctx) override;
 };
+
+/// Moves the Transpose (keeping the last axis) or the head-split Reshape in front of ai.fusec
+/// Rotary `rot` (no head_size yet) behind it, the tables permuted to match; returns the new Rotary,
+/// or nullptr when nothing moved. fuse_qk_norm calls it again once a norm no longer stands between.
+Node* sink_head_split(Rewriter& r, Node* rot);
 
 }  // namespace fusec

@@ -61,6 +61,8 @@ std::string problem(const Node* rot, const Node* attn) {
   if (const int64_t rd = rot->attr_int("rotary_dim", 0); rd != 0 && rd != d)
     return "the rotation covers " + std::to_string(rd) + " of each head's " + std::to_string(d) + " values";
   if (rot->attr_int("interleaved", 0) != 0) return "the rotation pairs interleaved values";
+  // The attention kernels rotate the rows they load; a norm would need each whole head first.
+  if (rot->attr_int("norm", 0) != 0) return "the rotation normalizes each head first (QK-norm)";
   if (rot->input(0)->type.dtype != rot->input(1)->type.dtype || rot->input(0)->type.dtype != rot->input(2)->type.dtype)
     return "the rotary tables are not of QKV's type";
   for (size_t i : {size_t(1), size_t(2)})

@@ -31,7 +31,9 @@
 // cos, sin; head_size = D) of a projection P, both with the same tables, constant along the heads.
 // The three projections merge as above and one Rotary over the packed rows (rotated = (Hq + Hkv)·D)
 // rotates Q's and K's heads and copies V's: one GEMM and one rotation kernel instead of three and two.
-// The same for the packed forms below with rotated Q and K (Phi-3's fused qkv_proj, sliced).
+// The same for the packed forms below with rotated Q and K (Phi-3's fused qkv_proj, sliced). Where
+// the rotations normalize each head first (QK-norm, fuse_qk_norm's), both alike, the one over the
+// packed rows does too, with Q's row of scale for each Q head and K's for each K head ([Hq + Hkv, D]).
 //
 // Second form, GPT-2's c_attn: Q, K and V are outputs 0, 1, 2 of one Split of a 3-D T along its last
 // axis. T is packed QKV already ([Hq·D | Hkv·D | Hkv·D] per token): the Split goes, Attention(T, "", "").
@@ -59,6 +61,7 @@
 #include "passes/merge_qkv.h"
 
 #include <array>
+#include <cstring>
 #include <optional>
 #include <set>
 
@@ -382,6 +385,16 @@ std::string rotary_problem(const Source& src, int64_t d) {
   };
   if (!same(rq->input(1), rk->input(1)) || !same(rq->input(2), rk->input(2)))
     return describe(rq) + " and " + describe(rk) + " read different cos/sin tables";
+  // QK-norm (fuse_qk_norm's): one rotation of the packed rows normalizes Q's and K's heads with
+  // one row of scale (and bias) each, so both must normalize alike, each with its own constant row.
+  if (rq->attr_int("norm", 0) != rk->attr_int("norm", 0) || rq->attr_float("epsilon", 1e-5f) != rk->attr_float("epsilon", 1e-5f) ||
+      (rq->inputs.size() > 4 && rq->input(4)) != (rk->inputs.size() > 4 && rk->input(4)))
+    return describe(rq) + " and " + describe(rk) + " normalize their heads differently";
+  if (rq->attr_int("norm", 0) != 0)
+    for (const Node* r : {rq, rk})
+      for (size_t i = 3; i < r->inputs.size(); ++i)
+        if (r->input(i) && (!constant_of(r->input(i)) || constant_of(r->input(i))->rank() != 1))
+          return "the norm of " + describe(r) + " is not one constant row";
   // One rotation of the packed rows reads the tables at Q's and K's heads alike: a table must not
   // vary along the heads.
   for (size_t i : {size_t(1), size_t(2)}) {
@@ -548,6 +561,25 @@ Node* packed_attention(Rewriter& r, Node* attn, Value* packed, const std::vector
   return n;
 }
 
+/// The heads of `head` values rotation `r` covers in a row: its X's last dim over its head_size,
+/// or (a 4-D rotation over [B, S, H, D]) H.
+int64_t rotated_heads(const Node* r, int64_t head) {
+  const Shape* xs = known_rank(r->input(0));
+  if (r->attr_int("head_size", 0) != 0) return xs->back().value / head;
+  return (*xs)[xs->size() - 2].value;
+}
+
+/// [qn + kn, D]: row `q` repeated qn times, then row `k` kn times.
+Value* stacked_rows(Graph& g, const Tensor& q, int64_t qn, const Tensor& k, int64_t kn, const std::string& stem) {
+  const int64_t d = q.numel();
+  Tensor t(q.dtype(), {qn + kn, d});
+  const size_t row = q.nbytes();
+  char* out = static_cast<char*>(t.raw());
+  for (int64_t i = 0; i < qn + kn; ++i)
+    std::memcpy(out + static_cast<size_t>(i) * row, (i < qn ? q : k).raw(), row);
+  return g.add_initializer(stem, std::move(t));
+}
+
 /// Q's and K's rotations (src.rotary, whose outputs the attention no longer reads) -> one Rotary
 /// over `packed` that rotates its first `rotated` values of each row (Q's and K's heads) and copies
 /// V's; returns the rotated tensor, or `packed` when there were no rotations.
@@ -558,14 +590,28 @@ Value* rotate_packed(Rewriter& r, const Source& src, Value* packed, int64_t rota
   Value *cos = rq->input(1), *sin = rq->input(2);
   const int64_t head = rotary_head(rq);
   const int64_t rotary_dim = rq->attr_int("rotary_dim", 0), interleaved = rq->attr_int("interleaved", 0);
+  const int64_t norm = rq->attr_int("norm", 0);
+  const float epsilon = rq->attr_float("epsilon", 1e-5f);
+  std::vector<Value*> ins = {packed, cos, sin};
+  // QK-norm: Q's row of scale (bias) for each of its heads, then K's for each of its heads.
+  const int64_t q_heads = rotated / head - rotated_heads(src.rotary[1], head);
+  for (size_t i = 3; norm && i < rq->inputs.size(); ++i)
+    ins.push_back(rq->input(i) ? stacked_rows(r.graph(), *constant_of(rq->input(i)), q_heads,
+                                              *constant_of(src.rotary[1]->input(i)), rotated / head - q_heads,
+                                              stem + (i == 3 ? ".qk_norm_scale" : ".qk_norm_bias"))
+                               : nullptr);
   const std::string name = rq->name;
   Replaced gone = r.remove({src.rotary[0], src.rotary[1]});
   Value* out = r.graph().add_value(stem + ".qkv_rotated");
-  Node* rot = r.add("Rotary", {packed, cos, sin}, {out}, name, "ai.fusec", gone.origins);
+  Node* rot = r.add("Rotary", ins, {out}, name, "ai.fusec", gone.origins);
   rot->set_attr("head_size", head);
   rot->set_attr("rotated", rotated);
   if (rotary_dim) rot->set_attr("rotary_dim", rotary_dim);
   if (interleaved) rot->set_attr("interleaved", interleaved);
+  if (norm) {
+    rot->set_attr("norm", norm);
+    rot->set_attr("epsilon", epsilon);
+  }
   *summary += " + " + gone.listed + " -> " + describe(rot) + " (Q's and K's heads of the packed rows)";
   return out;
 }

@@ -22,6 +22,7 @@
 #include "passes/fuse_skip_layernorm.h"
 #include "passes/fuse_squeeze_excite.h"
 #include "passes/infer_shapes.h"
+#include "passes/fuse_qk_norm.h"
 #include "passes/merge_qkv.h"
 #include "passes/recognize_gelu.h"
 #include "passes/recognize_layernorm.h"
@@ -64,6 +65,10 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   p.push_back(std::make_unique<RecognizeGeluPass>());
   // LayerNormalization / SimplifiedLayerNorm from ReduceMean..Sqrt..Div; before the fusions that read them.
   p.push_back(std::make_unique<RecognizeLayerNormPass>());
+  // A per-head norm of Q or K (QK-norm) and a scalar on Q in front of a rotation go into or behind
+  // the Rotary, and the head split then behind it as fuse_rotary moves it: after the norms are
+  // nodes, before fuse_attention, which then reads the projection in place as for Llama.
+  p.push_back(std::make_unique<FuseQkNormPass>());
   // Attention after folding (its scale, causal slice and head-split Reshape targets must be
   // constants, so the heads are known) and before the passes that would take its pieces: the
   // MatMul bias fusion would absorb a 1-D constant mask Add into Q·Kᵀ, and the elementwise fusion

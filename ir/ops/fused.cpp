@@ -67,6 +67,33 @@ std::optional<Shape> rotary_view(const Shape& x, int64_t head_size, InferContext
   return v;
 }
 
+/// Rotary's optional per-head norm (inputs 3 and 4, `norm`): a scale (and bias) of X's type, [D]
+/// or one row of D per rotated head of a row, [R, D]. `view` is the rotated heads' view, or null
+/// where X's dims are not known.
+void check_rotary_norm(InferContext& c, const Shape* view) {
+  const int64_t norm = c.attr_int("norm");
+  if (norm < 0 || norm > 2) c.fail("norm must be 0 (none), 1 (RMS) or 2 (LayerNorm)");
+  if (norm == 0) {
+    if (c.has_input(3) || c.has_input(4)) c.fail("norm_scale and norm_bias need norm 1 or 2");
+    return;
+  }
+  if (!c.has_input(3)) c.fail("norm " + std::to_string(norm) + " needs norm_scale (input 3)");
+  for (size_t i : {size_t(3), size_t(4)}) {
+    if (!c.has_input(i)) continue;
+    const char* name = i == 3 ? "norm_scale" : "norm_bias";
+    if (c.input_dtype(i) != c.input_dtype(0)) c.fail(std::string(name) + " must have X's type");
+    const std::optional<Shape>& t = c.input_shape(i);
+    if (!t || !view) continue;
+    const Dim& d = (*c.input_shape(0)).back();
+    const int64_t hs = c.attr_int("head_size");
+    const Dim head = hs > 0 ? Dim(hs) : d;
+    const bool per_head = t->size() == 2 && hs > 0 && (*t)[0] == (*view)[view->size() - 2];
+    if (!(t->size() == 1 || per_head) || !(t->back() == head))
+      c.fail(std::string(name) + " " + shape_str(*t) + " must be [" + head.str() + "] or [" +
+             (*view)[view->size() - 2].str() + ", " + head.str() + "] (one row per rotated head)");
+  }
+}
+
 void infer_rotary(InferContext& c) {
   c.require_float(0);
   for (size_t i : {size_t(1), size_t(2)})
@@ -95,6 +122,7 @@ void infer_rotary(InferContext& c) {
         (*v)[v->size() - 2] = Dim(rotated / hs);
       }
     }
+    check_rotary_norm(c, v ? &*v : nullptr);
     for (size_t i : {size_t(1), size_t(2)}) {
       const std::optional<Shape>& t = c.input_shape(i);
       if (!v || !t) continue;
@@ -280,18 +308,21 @@ void register_fused_schemas(OpRegistry& r) {
       .set_doc("S = X + skip; Y = LayerNormalization(S, scale, bias); outputs Y and (optionally) S");
   r.add("Rotary", "ai.fusec")
       .since(1)
-      .io(3, 3)
+      .io(3, 5)
       .attr("head_size", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("rotated", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("rotary_dim", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("interleaved", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("norm", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("epsilon", AttrKind::Float, AttrValue{1e-5f})
       .set_infer(infer_rotary)
-      .set_cost([](const CostContext& c) { return cost_elementwise(c, 3); })
+      .set_cost([](const CostContext& c) { return cost_elementwise(c, c.has_input(3) ? 7 : 3); })
       .set_doc(
           "Y = X * cos + rotate(X) * sin over each head of head_size values (0: X's last dim), rotate "
           "pairing (j, j + r/2) or, with `interleaved`, (2i, 2i + 1) of the head's first r = rotary_dim "
           "values (0: all; the rest copied); with `rotated`, only the heads in X's first `rotated` "
-          "values, the others copied");
+          "values, the others copied; with `norm` (1: RMS, 2: LayerNorm; inputs norm_scale [, norm_bias]), "
+          "each rotated head is normalized over its values first (QK-norm)");
 
   ln_like("SkipSimplifiedLayerNorm", 3, 3, 2, 4 + 1)
       .set_infer(infer_skip_norm)

@@ -2,7 +2,8 @@
 // on a projection [B, S, H·D] with [1, S, 1, D] tables (as fuse_rotary writes Llama's), the 4-D
 // form with per-batch and computed tables, GQA-sized K projections, packed QKV rows where only Q's
 // and K's heads rotate, heads whose half is not a multiple of the widest vector, and the
-// interleaved and partial forms (GPT-J, Phi).
+// interleaved and partial forms (GPT-J, Phi), and QK-norm (each rotated head RMS- or
+// LayerNorm-normalized first: Qwen3, Persimmon, Gemma 3).
 #include "gpu_test_util.h"
 
 using namespace fusec;
@@ -107,6 +108,49 @@ TEST(GpuRotary, PartialRotationCopiesTheRestOfEachHead) {
       c.attrs.push_back(attr("rotary_dim", k.rot));
       if (interleaved) c.attrs.push_back(attr("interleaved", int64_t{1}));
       if (k.rotated) c.attrs.push_back(attr("rotated", k.rotated));
+      all_precisions(c);
+    }
+  }
+}
+
+TEST(GpuRotary, QkNormNormalizesEachRotatedHeadFirst) {
+  FUSEC_REQUIRE_GPU();
+  // fuse_qk_norm's rotations: RMS (1) or LayerNorm (2) over each rotated head, then the rotation.
+  struct Case {
+    const char* what;
+    std::vector<int64_t> x, table;
+    int64_t head, rotated, rotary_dim, norm;
+    std::vector<int64_t> rows;  // the scale's (and bias's) dims
+    bool bias;
+  };
+  const Case cases[] = {
+      // Qwen3's packed rows [Q 16 | K 8 | V 8] of 128: a row of scale per rotated head.
+      {"Qwen3 packed", {2, 33, 32 * 128}, {1, 33, 1, 128}, 128, 24 * 128, 0, 1, {24, 128}, false},
+      {"one row for every head", {2, 17, 8 * 64}, {1, 17, 1, 64}, 64, 0, 0, 1, {64}, false},
+      {"4-D, LayerNorm with a bias", {2, 3, 9, 64}, {1, 1, 9, 64}, 0, 0, 0, 2, {64}, true},
+      // Persimmon: partial rotation, LayerNorm, packed.
+      {"partial, packed, LayerNorm", {2, 17, 6 * 80}, {1, 17, 1, 32}, 80, 4 * 80, 32, 2, {4, 80}, true},
+      {"scalar path", {3, 5, 7 * 6}, {1, 5, 1, 6}, 6, 5 * 6, 0, 1, {5, 6}, false},
+      // Gemma 3's 256 (16 lanes a head at fp16) and a head wider than a warp's units.
+      {"head 256", {2, 16, 4 * 256}, {1, 16, 1, 256}, 256, 3 * 256, 0, 1, {3, 256}, false},
+      {"head 1024", {1, 3, 2 * 1024}, {1, 3, 1, 1024}, 1024, 0, 0, 2, {1024}, true},
+  };
+  uint64_t seed = 500;
+  for (const Case& k : cases) {
+    for (bool interleaved : {false, true}) {
+      SCOPED_TRACE(std::string(k.what) + (interleaved ? ", interleaved" : ""));
+      OpCase c = rotary(k.x, k.table, k.head, seed += 10);
+      c.attrs.push_back(attr("norm", k.norm));
+      c.attrs.push_back(attr("epsilon", 1e-5f));
+      if (k.rotated) c.attrs.push_back(attr("rotated", k.rotated));
+      if (k.rotary_dim) c.attrs.push_back(attr("rotary_dim", k.rotary_dim));
+      if (interleaved) c.attrs.push_back(attr("interleaved", int64_t{1}));
+      c.inputs.push_back(grid(k.rows, seed + 3));
+      c.constant.insert(3);
+      if (k.bias) {
+        c.inputs.push_back(grid(k.rows, seed + 4));
+        c.constant.insert(4);
+      }
       all_precisions(c);
     }
   }

@@ -213,7 +213,8 @@ std::vector<int64_t> strides_in_view(const std::vector<int64_t>& t, const std::v
 /// (interleaved, GPT-J's rotate_every_two): rotate(x)[lo] = −x[hi], rotate(x)[hi] = x[lo]. cos/sin
 /// broadcast to X's head view narrowed to r. The arithmetic is the unfused graph's:
 /// Mul(x, cos) + Mul(rotate(x), sin). The tables' strides come from their own dims, so a table
-/// sized to the rotated heads reads right for them.
+/// sized to the rotated heads reads right for them. With `norm`, x is first each rotated head
+/// normalized as SimplifiedLayerNorm (1) or LayerNormalization (2) over that head would.
 void rotary(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, rotary);
   const Tensor& x = ctx.input(0);
@@ -243,12 +244,25 @@ void rotary(KernelContext& ctx) {
   const int64_t per_row = hs > 0 ? view[view.size() - 2] : 1;
   const int64_t rotated_heads = rotated > 0 && hs > 0 ? rotated / hs : per_row;
   const std::vector<int64_t> cst = strides_in_view(cs.dims(), table_view), sst = strides_in_view(sn.dims(), table_view);
+  // QK-norm (`norm`): each rotated head is normalized over its h values first, with row
+  // `row % per_row` of a [R, h] scale and bias (one per rotated head) or the one row of an [h] one.
+  const int64_t norm = ctx.attr_int("norm");
+  if (norm < 0 || norm > 2) ctx.fail("norm must be 0, 1 or 2");
+  if (norm && !ctx.has_input(3)) ctx.fail("norm needs norm_scale (input 3)");
+  const Tensor* ns = norm && ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  const Tensor* nb = norm && ctx.has_input(4) ? &ctx.input(4) : nullptr;
+  for (const Tensor* t : {ns, nb})
+    if (t && !(t->dims() == std::vector<int64_t>{h} || t->dims() == std::vector<int64_t>{rotated_heads, h}))
+      ctx.fail("norm_scale and norm_bias must be [" + std::to_string(h) + "] or [" + std::to_string(rotated_heads) +
+               ", " + std::to_string(h) + "]");
+  const float eps = ctx.attr_float("epsilon");
   const float* xp = x.data<float>();
   const float* cp = cs.data<float>();
   const float* sp = sn.data<float>();
   float* yp = ctx.output(0).data<float>();
   const int64_t rows = h ? x.numel() / h : 0;
   parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(h, 1)), [&](int64_t b, int64_t e) {
+    std::vector<float> normed(ns ? static_cast<size_t>(h) : 0);
     for (int64_t row = b; row < e; ++row) {
       int64_t co = 0, so = 0;
       for (int64_t i = static_cast<int64_t>(view.size()) - 2, rem = row; i >= 0; --i) {
@@ -262,6 +276,20 @@ void rotary(KernelContext& ctx) {
       if (row % per_row >= rotated_heads) {
         std::copy(xr, xr + h, yr);
         continue;
+      }
+      if (ns) {
+        double mean = 0, ss = 0;
+        if (norm == 2) {
+          for (int64_t j = 0; j < h; ++j) mean += xr[j];
+          mean /= static_cast<double>(h);
+        }
+        for (int64_t j = 0; j < h; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
+        const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(h)) + eps);
+        const int64_t at = ns->rank() == 2 ? (row % per_row) * h : 0, bt = nb && nb->rank() == 2 ? at : 0;
+        for (int64_t j = 0; j < h; ++j)
+          normed[j] = static_cast<float>(xr[j] - mean) * inv * ns->data<float>()[at + j] +
+                      (nb ? nb->data<float>()[bt + j] : 0.0f);
+        xr = normed.data();
       }
       for (int64_t p = 0; p < half; ++p) {
         const int64_t lo = interleaved ? 2 * p : p, hi = interleaved ? 2 * p + 1 : p + half;

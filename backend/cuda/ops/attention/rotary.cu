@@ -21,10 +21,54 @@ struct RotaryIndex {
   FastDiv per_head;  // units per head
   FastDiv dims[kRotaryMaxRank];
   uint32_t cos_stride[kRotaryMaxRank] = {}, sin_stride[kRotaryMaxRank] = {};
-  uint32_t n = 0, head = 0, rot = 0, rot_units = 0, heads_per_row = 1, rotated_heads = 1;
+  uint32_t n = 0, heads = 0, head = 0, rot = 0, rot_units = 0, heads_per_row = 1, rotated_heads = 1;
   bool copy_rest = true;
   FastDiv heads_per_row_div;
 };
+
+/// Offsets (in values) of head `row`'s cos and sin rows.
+__device__ __forceinline__ void table_rows(const RotaryIndex& q, uint32_t row, uint32_t& co, uint32_t& so) {
+  co = 0, so = 0;
+  uint32_t rem = row;
+  for (int d = q.rank - 1; d >= 0; --d) {
+    const uint32_t quot = q.dims[d].div(rem);
+    const uint32_t idx = rem - quot * q.dims[d].d;
+    co += idx * q.cos_stride[d];
+    so += idx * q.sin_stride[d];
+    rem = quot;
+  }
+  co *= q.rot;
+  so *= q.rot;
+}
+
+/// The unit's 2·V values z, rotated by their table values c and sv into out.
+template <int V, bool kInterleaved>
+__device__ __forceinline__ void rotate_unit(const float (&z)[2][V], const float (&c)[2][V], const float (&sv)[2][V],
+                                            float (&out)[2][V]) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    // The pair (lo, hi) among the unit's 2·V values: (2k, 2k + 1) interleaved, (k, k + V)
+    // half-split; value i is [i / V][i % V] (constant indices once unrolled: registers).
+    const int lo = kInterleaved ? 2 * k : k, hi = kInterleaved ? 2 * k + 1 : k + V;
+    const int lr = lo / V, lc = lo % V, hr = hi / V, hc = hi % V;
+    out[lr][lc] = z[lr][lc] * c[lr][lc] + (-z[hr][hc]) * sv[lr][lc];
+    out[hr][hc] = z[hr][hc] * c[hr][hc] + z[lr][lc] * sv[hr][hc];
+  }
+}
+
+/// Where unit u of a head keeps its two vectors: a pair of vectors to rotate, or (past the
+/// rotated part) two adjacent vectors to copy. The units of a head cover its values once.
+template <int V, bool kInterleaved>
+__device__ __forceinline__ bool unit_at(const RotaryIndex& q, uint32_t u, uint32_t& p1, uint32_t& p2) {
+  if (u >= q.rot_units) {
+    p1 = q.rot + (u - q.rot_units) * 2 * V;
+    p2 = p1 + V;
+    return false;
+  }
+  p1 = kInterleaved ? u * 2 * V : u * V;
+  p2 = kInterleaved ? p1 + V : p1 + q.rot / 2;
+  return true;
+}
 
 template <typename T, int V, bool kInterleaved>
 __global__ void __launch_bounds__(kBlock)
@@ -56,31 +100,111 @@ __global__ void __launch_bounds__(kBlock)
     const uint32_t p2 = kInterleaved ? p1 + V : p1 + q.rot / 2;
     load_vec<T, V>(x + xo + p1, z[0]);
     load_vec<T, V>(x + xo + p2, z[1]);
-    uint32_t co = 0, so = 0, rem = row;
-    for (int d = q.rank - 1; d >= 0; --d) {
-      const uint32_t quot = q.dims[d].div(rem);
-      const uint32_t idx = rem - quot * q.dims[d].d;
-      co += idx * q.cos_stride[d];
-      so += idx * q.sin_stride[d];
-      rem = quot;
-    }
-    co *= q.rot;
-    so *= q.rot;
+    uint32_t co, so;
+    table_rows(q, row, co, so);
     load_vec<T, V>(cs + co + p1, c[0]);
     load_vec<T, V>(cs + co + p2, c[1]);
     load_vec<T, V>(sn + so + p1, sv[0]);
     load_vec<T, V>(sn + so + p2, sv[1]);
-#pragma unroll
-    for (int k = 0; k < V; ++k) {
-      // The pair (lo, hi) among the unit's 2·V values: (2k, 2k + 1) interleaved, (k, k + V)
-      // half-split; value i is [i / V][i % V] (constant indices once unrolled: registers).
-      const int lo = kInterleaved ? 2 * k : k, hi = kInterleaved ? 2 * k + 1 : k + V;
-      const int lr = lo / V, lc = lo % V, hr = hi / V, hc = hi % V;
-      out[lr][lc] = z[lr][lc] * c[lr][lc] + (-z[hr][hc]) * sv[lr][lc];
-      out[hr][hc] = z[hr][hc] * c[hr][hc] + z[lr][lc] * sv[hr][hc];
-    }
+    rotate_unit<V, kInterleaved>(z, c, sv, out);
     store_vec<T, V>(y + xo + p1, out[0]);
     store_vec<T, V>(y + xo + p2, out[1]);
+  }
+}
+
+/// Sum of v over the `group` lanes (a power of two up to 32, aligned in the warp) that `mask` names.
+__device__ __forceinline__ float group_sum(float v, unsigned mask, uint32_t group) {
+  for (uint32_t off = group / 2; off > 0; off /= 2) v += __shfl_xor_sync(mask, v, off);
+  return v;
+}
+
+/// QK-norm then rotation (RotaryArgs::norm): a group of G lanes (a power of two up to 32) takes
+/// one head, each lane its units u = lane, lane + G, ...: the head's mean (LayerNorm) and its sum
+/// of squares come from a shuffle sum over the group, then each lane loads its units again (from
+/// L1), normalizes, scales and rotates them. Heads that do not rotate are copied unnormalized.
+template <typename T, int V, bool kInterleaved>
+__global__ void __launch_bounds__(kBlock)
+    rotary_norm_kernel(const __grid_constant__ RotaryArgs a, const __grid_constant__ RotaryIndex q,
+                       uint32_t group_shift) {
+  pdl_wait_then_release();
+  const T* x = static_cast<const T*>(a.x);
+  const T* cs = static_cast<const T*>(a.cos);
+  const T* sn = static_cast<const T*>(a.sin);
+  const T* gamma = static_cast<const T*>(a.norm_scale);
+  const T* beta = static_cast<const T*>(a.norm_bias);
+  T* y = static_cast<T*>(a.y);
+  const uint32_t group = 1u << group_shift, lane = threadIdx.x & 31u, lg = lane & (group - 1);
+  const unsigned mask = group == 32 ? 0xffffffffu : ((1u << group) - 1) << (lane & ~(group - 1));
+  const uint32_t per_head = q.per_head.d, groups = (gridDim.x * blockDim.x) >> group_shift;
+  const float inv_n = 1.0f / static_cast<float>(q.head);
+  for (uint32_t row = (blockIdx.x * blockDim.x + threadIdx.x) >> group_shift; row < q.heads; row += groups) {
+    const uint32_t xo = row * q.head;
+    const uint32_t in_row = q.heads_per_row > 1 ? row - q.heads_per_row_div.div(row) * q.heads_per_row : 0;
+    float z[2][V];
+    uint32_t p1, p2;
+    if (q.rotated_heads < q.heads_per_row && in_row >= q.rotated_heads) {
+      if (!q.copy_rest) continue;
+      for (uint32_t u = lg; u < per_head; u += group) {
+        load_vec<T, V>(x + xo + u * 2 * V, z[0]);
+        load_vec<T, V>(x + xo + u * 2 * V + V, z[1]);
+        store_vec<T, V>(y + xo + u * 2 * V, z[0]);
+        store_vec<T, V>(y + xo + u * 2 * V + V, z[1]);
+      }
+      continue;
+    }
+    float mean = 0.0f;
+    if (a.norm == 2) {
+      float s = 0.0f;
+      for (uint32_t u = lg; u < per_head; u += group) {
+        unit_at<V, kInterleaved>(q, u, p1, p2);
+        load_vec<T, V>(x + xo + p1, z[0]);
+        load_vec<T, V>(x + xo + p2, z[1]);
+#pragma unroll
+        for (int k = 0; k < V; ++k) s += z[0][k] + z[1][k];
+      }
+      mean = group_sum(s, mask, group) * inv_n;
+    }
+    float ss = 0.0f;
+    for (uint32_t u = lg; u < per_head; u += group) {
+      unit_at<V, kInterleaved>(q, u, p1, p2);
+      load_vec<T, V>(x + xo + p1, z[0]);
+      load_vec<T, V>(x + xo + p2, z[1]);
+#pragma unroll
+      for (int k = 0; k < V; ++k) ss += (z[0][k] - mean) * (z[0][k] - mean) + (z[1][k] - mean) * (z[1][k] - mean);
+    }
+    const float inv = rsqrtf(group_sum(ss, mask, group) * inv_n + a.norm_epsilon);
+    const uint32_t go = a.norm_rows ? in_row * q.head : 0;
+    uint32_t co, so;
+    table_rows(q, row, co, so);
+    for (uint32_t u = lg; u < per_head; u += group) {
+      const bool rotates = unit_at<V, kInterleaved>(q, u, p1, p2);
+      float g[2][V], b[2][V] = {};
+      load_vec<T, V>(x + xo + p1, z[0]);
+      load_vec<T, V>(x + xo + p2, z[1]);
+      load_vec<T, V>(gamma + go + p1, g[0]);
+      load_vec<T, V>(gamma + go + p2, g[1]);
+      if (beta) {
+        load_vec<T, V>(beta + go + p1, b[0]);
+        load_vec<T, V>(beta + go + p2, b[1]);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int k = 0; k < V; ++k) z[h][k] = (z[h][k] - mean) * inv * g[h][k] + b[h][k];
+      if (rotates) {
+        float c[2][V], sv[2][V], out[2][V];
+        load_vec<T, V>(cs + co + p1, c[0]);
+        load_vec<T, V>(cs + co + p2, c[1]);
+        load_vec<T, V>(sn + so + p1, sv[0]);
+        load_vec<T, V>(sn + so + p2, sv[1]);
+        rotate_unit<V, kInterleaved>(z, c, sv, out);
+        store_vec<T, V>(y + xo + p1, out[0]);
+        store_vec<T, V>(y + xo + p2, out[1]);
+      } else {
+        store_vec<T, V>(y + xo + p1, z[0]);
+        store_vec<T, V>(y + xo + p2, z[1]);
+      }
+    }
   }
 }
 
@@ -93,7 +217,8 @@ void launch_typed(const RotaryArgs& a, cudaStream_t s) {
     const int bytes = v * static_cast<int>(sizeof(T));
     const bool tiles = a.interleaved ? rot % (2 * v) == 0 : (rot / 2) % v == 0;
     return tiles && (a.head - rot) % (2 * v) == 0 && a.head % v == 0 && aligned_to(a.x, bytes) &&
-           aligned_to(a.y, bytes) && aligned_to(a.cos, bytes) && aligned_to(a.sin, bytes);
+           aligned_to(a.y, bytes) && aligned_to(a.cos, bytes) && aligned_to(a.sin, bytes) &&
+           aligned_to(a.norm_scale, bytes) && aligned_to(a.norm_bias, bytes);
   };
   // 32-bit offsets (make_rotary refuses larger X): a table broadcasts to the head view, so its
   // offsets are bounded by X's.
@@ -110,6 +235,7 @@ void launch_typed(const RotaryArgs& a, cudaStream_t s) {
       q.sin_stride[d] = static_cast<uint32_t>(a.sin_stride[d]);
     }
     q.n = static_cast<uint32_t>(n);
+    q.heads = static_cast<uint32_t>(a.heads);
     q.head = static_cast<uint32_t>(a.head);
     q.rot = static_cast<uint32_t>(rot);
     q.rot_units = static_cast<uint32_t>(rot / (2 * V));
@@ -117,10 +243,22 @@ void launch_typed(const RotaryArgs& a, cudaStream_t s) {
     q.rotated_heads = static_cast<uint32_t>(a.rotated_heads);
     q.copy_rest = a.copy_rest;
     q.heads_per_row_div = FastDiv(q.heads_per_row);
-    if (a.interleaved)
+    if (a.norm) {
+      // A group of lanes a head, as many as its units up to a warp.
+      uint32_t shift = 0;
+      while ((int64_t{1} << shift) < per_head && shift < 5) ++shift;
+      const int64_t threads = a.heads << shift;
+      if (a.interleaved)
+        launch_pdl("rotary with norm", rotary_norm_kernel<T, V, true>, dim3(grid_for(threads)), dim3(kBlock), 0, s,
+                   a, q, shift);
+      else
+        launch_pdl("rotary with norm", rotary_norm_kernel<T, V, false>, dim3(grid_for(threads)), dim3(kBlock), 0, s,
+                   a, q, shift);
+    } else if (a.interleaved) {
       launch_pdl("rotary", rotary_kernel<T, V, true>, dim3(grid_for(n)), dim3(kBlock), 0, s, a, q);
-    else
+    } else {
       launch_pdl("rotary", rotary_kernel<T, V, false>, dim3(grid_for(n)), dim3(kBlock), 0, s, a, q);
+    }
   };
   constexpr int kWide = 16 / sizeof(T);
   if (fits(kWide))

@@ -29,6 +29,13 @@ struct RotaryArgs {
   // table's row stride along them (in rows of `rot` values, 0 where the table broadcasts).
   int rank = 0;
   int64_t dims[kRotaryMaxRank] = {}, cos_stride[kRotaryMaxRank] = {}, sin_stride[kRotaryMaxRank] = {};
+  // QK-norm: 1 RMS, 2 LayerNorm over each rotated head before it rotates, with norm_scale (and
+  // norm_bias, or null) one row of `head` values, or with norm_rows one row per rotated head.
+  int norm = 0;
+  bool norm_rows = false;
+  float norm_epsilon = 0.0f;
+  const void* norm_scale = nullptr;
+  const void* norm_bias = nullptr;
   const void* x = nullptr;
   const void* cos = nullptr;
   const void* sin = nullptr;

@@ -20,6 +20,10 @@ class RotaryOp : public CudaOp {
     a.x = l.inputs[0].data;
     a.cos = l.inputs[1].data;
     a.sin = l.inputs[2].data;
+    if (a.norm) {
+      a.norm_scale = l.inputs[3].data;
+      a.norm_bias = l.inputs.size() > 4 ? l.inputs[4].data : nullptr;
+    }
     a.y = l.outputs[0].data;
     require_launched(launch_rotary(a, l.stream), "rotary");
   }
@@ -27,6 +31,7 @@ class RotaryOp : public CudaOp {
     std::string what =
         std::to_string(a_.rot) + (a_.rot < a_.head ? " of " + std::to_string(a_.head) : "") + " per head";
     if (a_.interleaved) what += ", interleaved";
+    if (a_.norm) what = std::string(a_.norm == 1 ? "RMS" : "LayerNorm") + "-normalized heads, " + what;
     return "rotary (" + what + ", " + dtype_name(a_.dtype) + ")";
   }
 
@@ -61,10 +66,27 @@ std::unique_ptr<CudaOp> make_rotary(const PlanContext& c, std::string* why) {
   if (a.head % 2 != 0 || a.rot % 2 != 0 || a.rot < 0 || a.rot > a.head)
     return refuse(why, "the rotated size is odd or wider than the head");
   const int64_t rotated = c.attr_int("rotated");
-  if (rotated > 0) {
-    if (hs <= 0 || rotated % hs != 0) return refuse(why, "rotated is not a multiple of head_size");
+  if (rotated > 0 && (hs <= 0 || rotated % hs != 0)) return refuse(why, "rotated is not a multiple of head_size");
+  if (hs > 0) {
     a.heads_per_row = view[view.size() - 2];
-    a.rotated_heads = rotated / hs;
+    a.rotated_heads = rotated > 0 ? rotated / hs : a.heads_per_row;
+  }
+  a.norm = static_cast<int>(c.attr_int("norm"));
+  if (a.norm) {
+    // One row of the head's values, or one per rotated head (merge_qkv's packed Q and K).
+    if (!c.has_input(3)) return refuse(why, "the norm has no scale");
+    for (size_t i : {size_t(3), size_t(4)}) {
+      if (!c.has_input(i)) continue;
+      const std::vector<int64_t>& nd = c.in_dims(i);
+      if (c.in_dtype(i) != t) return refuse(why, "the norm's scale or bias is stored in another type than X");
+      const bool rows = nd.size() == 2 && hs > 0 && nd[0] == a.rotated_heads;
+      if (!(nd == std::vector<int64_t>{a.head} || (rows && nd[1] == a.head)))
+        return refuse(why, "the norm's scale or bias is not one row per head or per rotated head");
+      a.norm_rows = a.norm_rows || rows;
+    }
+    if (c.has_input(4) && c.in_dims(3).size() != c.in_dims(4).size())
+      return refuse(why, "the norm's scale and bias have different row counts");
+    a.norm_epsilon = c.attr_float("epsilon");
   }
   int64_t numel = 1;
   for (int64_t d : c.in_dims(0)) numel *= d;
