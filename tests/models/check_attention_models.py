@@ -50,13 +50,13 @@ PACKED = ("bert_dynamo", "bert_legacy", "bert_opset23", "bert_cls_dynamo", "bert
           "gpt2_dynamo", "gpt2_sdpa_legacy", "gpt2_sdpa_dynamo",
           "llama_dynamo", "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy",
           "phi3_legacy", "phi3_dynamo", "gptj_legacy", "gptj_dynamo", "phi_legacy", "phi_dynamo",
-          "neox_legacy", "neox_dynamo", "mha_legacy", "mha_dynamo")
-# Rotary nodes per layer: one over the packed rows, or Q's and K's apart where a per-head norm sits
-# between the projections and the rotation (Qwen3: its attention still 3-D, read through views).
+          "neox_legacy", "neox_dynamo", "mha_legacy", "mha_dynamo", "qwen3_legacy", "qwen3_dynamo")
+# Rotary nodes per layer: one over the packed rows. Qwen3's per-head norms of Q and K go into its
+# rotation (fuse_qk_norm), so it is one too, and stays out of the attention, which cannot normalize.
 # A partial or interleaved rotation (GPT-J, Phi) stays one Rotary over the packed rows: the attention
 # kernels rotate whole heads in the half-split form only. GPT-NeoX's one query_key_value, cut per
 # head into Q, K and V, is unpacked into three projections (unpack_projection) and packed back.
-ROTARY = {"qwen3_legacy": 2, "qwen3_dynamo": 2, "gptj_legacy": 1, "gptj_dynamo": 1, "phi_legacy": 1, "phi_dynamo": 1,
+ROTARY = {"qwen3_legacy": 1, "qwen3_dynamo": 1, "gptj_legacy": 1, "gptj_dynamo": 1, "phi_legacy": 1, "phi_dynamo": 1,
           "neox_legacy": 1, "neox_dynamo": 1}
 # Models whose packed attentions rotate Q and K themselves (inputs 4 and 5, no Rotary node left).
 ROTATED_INSIDE = ("llama_dynamo", "llama_legacy", "llama_sdpa_dynamo", "llama_sdpa_legacy", "phi3_legacy",
