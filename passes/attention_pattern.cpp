@@ -175,6 +175,9 @@ ScoreChain walk_scores(Node* softmax) {
     } else if (is_op(p, "Reshape") && p->inputs.size() == 2) {
       next = p->input(0);
       s.kind = ChainStep::Regroup;
+    } else if (is_op(p, "Tanh")) {
+      next = p->input(0);
+      s.kind = ChainStep::Tanh;
     } else {
       c.why = "an unrecognized " + describe(p) + " sits between Q·Kᵀ and the Softmax";
       return c;

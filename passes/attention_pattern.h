@@ -25,9 +25,10 @@ Value* peel_scale(Value* v, double& scale, std::vector<Node*>& nodes);
 /// HeadScale is a Mul by a constant per head ([H, 1, 1] against the scores' [.., H, Sq, Skv]: Swin
 /// V2's learned temperature), the constant in `mask`. ClampLow is Max(·, −FLT_MAX) right after an
 /// added mask (XGLM: a −∞ from two added masks kept at −FLT_MAX). An AddMask may be a Sub of the
-/// mask from the scores (`negated`: Funnel's and XLNet's scores − 1e6·(1 − mask)).
+/// mask from the scores (`negated`: Funnel's and XLNet's scores − 1e6·(1 − mask)). Tanh is the
+/// middle of a soft cap, c·tanh(s / c) (Gemma 2): the scales around it give c and the scale.
 struct ChainStep {
-  enum Kind { Scale, AddMask, WhereMask, Regroup, HeadScale, ClampLow } kind;
+  enum Kind { Scale, AddMask, WhereMask, Regroup, HeadScale, ClampLow, Tanh } kind;
   Node* node = nullptr;
   double factor = 1;            // Scale
   Value* mask = nullptr;        // AddMask: the added tensor; WhereMask: the condition

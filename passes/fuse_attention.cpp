@@ -121,6 +121,7 @@ struct Match {
   Operand q, k, v;
   std::vector<Node*> peeled;  // scale Muls on Q and Kᵀ
   double scale = 1;
+  double softcap = 0;  // c of a soft cap c·tanh(s / c) on the scaled scores (Gemma 2), 0: none
   Bias bias;
   int64_t windows = 1;  // G: the batch regrouped as [B, G] windows, heads G·H (resolve_windows)
   Value* head_scale = nullptr;  // a constant per head the scores are multiplied by, moved onto Q
@@ -181,6 +182,7 @@ std::string resolve_windows(Match& m) {
     }
     if (st.kind == ChainStep::WhereMask) return describe(st.node) + " masks windowed scores with a Where";
     if (st.kind == ChainStep::ClampLow) return describe(st.node) + " clamps windowed scores";
+    if (st.kind == ChainStep::Tanh) return describe(st.node) + " soft-caps windowed scores";
     const Tensor* c = constant_of(st.mask);
     if (!c || (c->dtype() != DType::Float32 && c->dtype() != DType::Float16 && c->dtype() != DType::BFloat16 &&
                c->dtype() != DType::Float64))
@@ -238,12 +240,51 @@ std::string take_head_scale(Match& m) {
   return "";
 }
 
+/// The largest head a soft-capped attention is fused at: fusec's own CUDA kernels' (cuDNN's SDPA,
+/// which runs the larger ones, has no soft cap).
+constexpr int64_t kSoftcapMaxHead = 128;
+
+/// A soft cap on the scores (Gemma 2): Q·Kᵀ -> scales a -> Tanh -> scales c -> masks, which is
+/// c·tanh(a·s) = softcap(scale·s) with softcap c and scale a·c (c > 0): Attention's order, the cap
+/// before the mask. Sets m.softcap; returns why not, or "". The scales are taken with the others.
+std::string take_softcap(Match& m) {
+  const auto& steps = m.chain.steps;
+  size_t at = steps.size();
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].kind == ChainStep::Tanh) {
+      if (at != steps.size()) return "two Tanh sit between Q·Kᵀ and the Softmax";
+      at = i;
+    }
+  if (at == steps.size()) return "";
+  const Node* tanh = steps[at].node;
+  for (size_t i = 0; i < at; ++i)
+    if (steps[i].kind != ChainStep::Scale)
+      return describe(steps[i].node) + " comes before " + describe(tanh) + " (a soft cap takes the scaled scores)";
+  double cap = 1;
+  bool masked = false;
+  for (size_t i = at + 1; i < steps.size(); ++i) {
+    if (steps[i].kind == ChainStep::Scale) {
+      if (masked) return describe(steps[i].node) + " scales the capped scores after a mask";
+      cap *= steps[i].factor;
+    } else if (steps[i].kind == ChainStep::HeadScale || steps[i].kind == ChainStep::Tanh) {
+      return describe(steps[i].node) + " follows " + describe(tanh);
+    } else {
+      masked = true;
+    }
+  }
+  if (!(cap > 0) || !std::isfinite(cap))
+    return describe(tanh) + " is scaled by " + std::to_string(cap) + " after it, not by a soft cap > 0";
+  m.softcap = cap;
+  return "";
+}
+
 /// Resolves the ops between Q·Kᵀ and the Softmax into `scale` and `bias`; returns why not, or "".
 std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
   const auto& steps = m.chain.steps;
   if (std::string why = take_head_scale(m); !why.empty()) return why;
   for (const ChainStep& s : steps)
     if (s.kind == ChainStep::Regroup) return resolve_windows(m);
+  if (std::string why = take_softcap(m); !why.empty()) return why;
   // after[i]: the product of the scales applied after step i (what its mask gets multiplied by).
   std::vector<double> after(steps.size(), 1.0);
   for (size_t i = steps.size(); i-- > 0;) {
@@ -260,7 +301,7 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
   double where_fill = 0;
   for (size_t i = 0; i < steps.size(); ++i) {
     const ChainStep& s = steps[i];
-    if (s.kind == ChainStep::Scale || s.kind == ChainStep::HeadScale) continue;
+    if (s.kind == ChainStep::Scale || s.kind == ChainStep::HeadScale || s.kind == ChainStep::Tanh) continue;
     if (s.kind == ChainStep::ClampLow) {
       // Max(s + m, -FLT_MAX) = s + Max(m, -FLT_MAX) while |s| < 2^103 (s - FLT_MAX rounds to
       // -FLT_MAX): the clamp moves onto the mask, or goes where the mask is finite anyway.
@@ -515,6 +556,15 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
     return std::string("the scores are ") + dtype_name(t) + ", not float32, float16 or bfloat16";
   if (std::string why = match_operands(m); !why.empty()) return why;
   if (std::string why = resolve_steps(m, (*scores)[2], (*scores)[3]); !why.empty()) return why;
+  if (m.softcap > 0) {
+    // fusec's own CUDA attention kernels take the soft cap up to heads of 128; cuDNN's SDPA, which
+    // runs larger heads, has none. Such a node would leave the GPU for the CPU reference, where its
+    // parts (two batched products, the elementwise cap and mask, a Softmax) all run on the GPU.
+    const Shape* qs = known_rank(m.qk->input(0));
+    if (!qs || qs->empty() || !qs->back().is_static() || qs->back().value > kSoftcapMaxHead)
+      return "it soft-caps the scores (" + std::to_string(m.softcap) + ") with heads over " +
+             std::to_string(kSoftcapMaxHead) + " (or of unknown size), which no CUDA attention kernel takes";
+  }
   if (m.head_scale) {
     m.three_d = false;  // the factor multiplies Q's [B, H, S, D] heads
     if (!m.q.v4) return "the scores are scaled per head and Q is not a 4-D tensor to scale";
@@ -707,6 +757,7 @@ Node* rewrite(Rewriter& r, Match& m) {
   }
 
   fused->set_attr("scale", static_cast<float>(m.scale));
+  if (m.softcap > 0) fused->set_attr("softcap", static_cast<float>(m.softcap));
   if (m.bias.causal) fused->set_attr("is_causal", int64_t{1});
   if (m.three_d) {
     fused->set_attr("q_num_heads", m.q.heads);

@@ -23,7 +23,7 @@
 // output must be read by the Attention alone. The Attention: 3-D; inputs Q, K, V [, attn_mask],
 // output Y only; K's head size equal to V's (packed QKV has one D). ai.fusec Attention, or ONNX
 // Attention using nothing outside ai.fusec's subset (no cache or nonpad_kv_seqlen, no extra outputs,
-// softcap 0, no window, softmax_precision absent or float, scale not the literal 0 that ai.fusec
+// no window, softmax_precision absent or float, scale not the literal 0 that ai.fusec
 // reads as "default", a mask exactly as wide as the keys since ONNX pads a narrower one where
 // ai.fusec broadcasts it): it becomes ai.fusec Attention, the only one that takes packed QKV.
 //
@@ -439,7 +439,6 @@ std::string features_beyond_fusec(const Node* a) {
   const char* extra_out[] = {"present_key", "present_value", "qk_matmul_output"};
   for (size_t i = 1; i < a->outputs.size() && i < 4; ++i)
     if (a->outputs[i]) return std::string("it writes ") + extra_out[i - 1] + ", which ai.fusec Attention does not have";
-  if (a->attr_float("softcap", 0) != 0) return "it has a softcap, which ai.fusec Attention does not have";
   for (const char* w : {"left_window_size", "right_window_size"})
     if (a->attr_int(w, -1) != -1)
       return std::string("it has a sliding window (") + w + "), which ai.fusec Attention does not have";
@@ -548,7 +547,8 @@ std::optional<Tensor> concat_bias(const std::array<Projection, 3>& proj, DType t
 Node* packed_attention(Rewriter& r, Node* attn, Value* packed, const std::vector<std::string>& absorbed) {
   std::vector<NamedAttribute> attrs;
   for (const auto& a : attn->attrs)
-    if (a.name == "scale" || a.name == "is_causal" || a.name == "q_num_heads" || a.name == "kv_num_heads")
+    if (a.name == "scale" || a.name == "is_causal" || a.name == "q_num_heads" || a.name == "kv_num_heads" ||
+        (a.name == "softcap" && attn->attr_float("softcap", 0) != 0))
       attrs.push_back(a);
   std::vector<Value*> ins = {packed, nullptr, nullptr};
   if (Value* m = attn->input(kMask)) ins.push_back(m);

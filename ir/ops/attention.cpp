@@ -57,11 +57,11 @@ void check_attributes(const InferContext& c, bool standard) {
   if (c.attr_int("is_causal") != 0 && c.attr_int("is_causal") != 1)
     c.fail("is_causal must be 0 or 1, not " + std::to_string(c.attr_int("is_causal")));
   if (c.has_attr("scale") && !std::isfinite(c.attr_float("scale"))) c.fail("scale must be finite");
+  const float cap = c.attr_float("softcap");
+  if (!(cap >= 0) || !std::isfinite(cap)) c.fail("softcap must be a finite value >= 0");
   if (!standard) return;
   const int64_t mode = c.attr_int("qk_matmul_output_mode");
   if (mode < 0 || mode > 3) c.fail("qk_matmul_output_mode must be 0, 1, 2 or 3, not " + std::to_string(mode));
-  const float cap = c.attr_float("softcap");
-  if (!(cap >= 0) || !std::isfinite(cap)) c.fail("softcap must be a finite value >= 0");
   if (c.has_attr("softmax_precision")) {
     const int64_t p = c.attr_int("softmax_precision");
     const DType pt = dtype_from_onnx(static_cast<int32_t>(p));
@@ -425,8 +425,10 @@ void register_attention_schemas(OpRegistry& r) {
       .attr("right_window_size", AttrKind::Int, AttrValue{int64_t{-1}})
       .set_doc("Attention-24 plus a sliding window (left/right_window_size)");
   attention_common(r.add("Attention", "ai.fusec").since(1).io(1, 6))
+      .attr("softcap", AttrKind::Float, AttrValue{0.0f})
       .set_doc(
-          "Y = softmax(scale·Q·Kᵀ + mask [causal]) · V (ONNX Attention without cache or extra outputs); "
+          "Y = softmax(softcap(scale·Q·Kᵀ) + mask [causal]) · V (ONNX Attention without cache or extra outputs; "
+          "softcap(x) = c·tanh(x / c) where c > 0); "
           "K and V omitted: Q packs [Q | K | V] per token, and cos, sin rotate its Q and K heads first");
 }
 

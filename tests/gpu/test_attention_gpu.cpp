@@ -41,6 +41,7 @@ struct Case {
   bool standard = false;
   bool packed = false;  // ai.fusec packed QKV: q is [B, S, (Hq + 2·Hkv)·D], K and V left out
   std::vector<int64_t> table;  // packed: the rotary tables' dims (cos and sin); empty: none
+  float softcap = 0.0f;        // > 0: softcap(scale·QKᵀ) before the mask (Gemma 2)
 };
 
 OpCase attention(const Case& k, uint64_t seed) {
@@ -76,6 +77,7 @@ OpCase attention(const Case& k, uint64_t seed) {
   if (k.kv_heads) c.attrs.push_back(attr("kv_num_heads", k.kv_heads));
   if (k.causal) c.attrs.push_back(attr("is_causal", int64_t{1}));
   if (k.scale != 0.0f) c.attrs.push_back(attr("scale", k.scale));
+  if (k.softcap != 0.0f) c.attrs.push_back(attr("softcap", k.softcap));
   return c;
 }
 
@@ -236,6 +238,45 @@ TEST(GpuAttention, PackedQkvRotaryTables) {
   ::unsetenv("FUSEC_CUDNN_SDPA");
   EXPECT_NE(kernel_of(llama, Precision::FP32).find("after rotary"), std::string::npos)
       << kernel_of(llama, Precision::FP32);
+}
+
+TEST(GpuAttention, SoftCappedScores) {
+  FUSEC_REQUIRE_GPU();
+  // Gemma 2's cap, small enough here that it bends most scores (Q spread to ±3, heads of 64 and
+  // 128): GQA 3-D with a padding mask and the causal rule, 4-D odd lengths, packed QKV with rotary
+  // tables, ONNX's own op. cuDNN's SDPA has no soft cap: every half-precision run takes fusec's.
+  Case gqa;
+  gqa.q = {2, 77, 8 * 64};
+  gqa.k = gqa.v = {2, 77, 2 * 64};
+  gqa.q_heads = 8;
+  gqa.kv_heads = 2;
+  gqa.causal = true;
+  gqa.mask = {2, 1, 1, 77};
+  gqa.softcap = 2.5f;
+  all_precisions(gqa, 91);
+  Case odd;
+  odd.q = odd.k = odd.v = {1, 3, 65, 128};
+  odd.softcap = 4.0f;
+  odd.mask = {1, 3, 65, 65};
+  odd.mask_type = DType::Bool;
+  all_precisions(odd, 92);
+  Case packed;
+  packed.packed = true;
+  packed.q = {2, 50, (4 + 2 * 2) * 64};
+  packed.q_heads = 4;
+  packed.kv_heads = 2;
+  packed.table = {1, 50, 1, 64};
+  packed.causal = true;
+  packed.softcap = 50.0f;
+  all_precisions(packed, 93);
+  Case standard;
+  standard.standard = true;
+  standard.q = standard.k = standard.v = {2, 2, 33, 32};
+  standard.softcap = 3.0f;
+  all_precisions(standard, 94);
+  ::setenv("FUSEC_CUDNN_SDPA", "1", 1);
+  EXPECT_EQ(kernel_of(gqa, Precision::FP16).rfind("cuDNN", 0), std::string::npos) << kernel_of(gqa, Precision::FP16);
+  ::unsetenv("FUSEC_CUDNN_SDPA");
 }
 
 TEST(GpuAttention, FourDimensionalOddLengths) {

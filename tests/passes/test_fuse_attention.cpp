@@ -76,6 +76,10 @@ struct Spec {
   enum class HeadScale { None, BeforeMask, AfterMask } head_scale = HeadScale::None;
   int64_t softmax_axis = -1;
   DType dtype = DType::Float32;
+  // Gemma 2's soft cap after the scale: Div(c) -> Tanh -> Mul(c); `softcap_after_mask` puts it
+  // after the mask instead (not Attention's order), `softcap_scale_after_mask` scales by c there.
+  float softcap = 0;
+  bool softcap_after_mask = false, softcap_scale_after_mask = false;
 };
 
 Tensor constant_floats(std::vector<int64_t> dims, float from, float step) {
@@ -255,7 +259,15 @@ std::unique_ptr<Graph> build(const Spec& s) {
   if (s.mask_before_scale) x = add_mask();
   if (s.scale == Spec::Scale::Div) x = b.node("Div", {x, scalar("root_d", root_d)}, {}, "scale");
   if (s.scale == Spec::Scale::Mul) x = b.node("Mul", {x, scalar("inv_root_d", 1 / root_d)}, {}, "scale");
-  if (!s.mask_before_scale) x = add_mask();
+  auto soft_cap = [&](bool scale_after_mask) {
+    x = b.node("Div", {x, scalar("cap", s.softcap)}, {}, "cap_div");
+    x = b.node("Tanh", {x}, {}, "cap_tanh");
+    if (scale_after_mask) x = add_mask();
+    x = b.node("Mul", {x, scalar("cap_again", s.softcap)}, {}, "cap_mul");
+  };
+  if (s.softcap != 0 && !s.softcap_after_mask) soft_cap(s.softcap_scale_after_mask);
+  if (!s.mask_before_scale && !s.softcap_scale_after_mask) x = add_mask();
+  if (s.softcap != 0 && s.softcap_after_mask) soft_cap(false);
   if (s.head_scale == Spec::HeadScale::AfterMask) x = head_scale();
   Value* p = b.node("Softmax", {x}, {attr("axis", s.softmax_axis)}, "softmax");
   if (s.probs_output) b.output(p);
@@ -1292,4 +1304,50 @@ TEST(FuseAttention, AClampAtFltMaxAfterTheMaskMovesOntoTheMask) {
 
 TEST(FuseAttention, NearMissAClampAtAnotherValue) {
   expect_near_miss(fuse_clamped(-1e4f), "fuse_attention", "clamps the scores at 'low', not at the constant -FLT_MAX");
+}
+
+TEST(FuseAttention, ASoftCapBecomesTheAttentionsSoftcap) {
+  // Gemma 2: scores·scale -> c·tanh(· / c) -> + mask. Attention's softcap(scale·QKᵀ) + mask.
+  Spec s;
+  s.mask = Spec::Mask::AddInput;
+  s.softcap = 1.5f;
+  Outcome o = fuse(s);
+  const Node* n = fused_node(o, "ai.fusec");
+  ASSERT_TRUE(n);
+  EXPECT_FLOAT_EQ(n->attr_float("softcap", 0), 1.5f);
+  EXPECT_FLOAT_EQ(n->attr_float("scale", 0), 0.5f);  // 1/√4, the cap's Div and Mul cancel there
+  EXPECT_EQ(count(*o.optimized, "Tanh"), 0);
+  expect_same_numbers(o);
+  // Opset 23 writes ONNX's own Attention, which has the same softcap.
+  s.opset = 23;
+  Outcome std23 = fuse(s);
+  const Node* m = fused_node(std23, "");
+  ASSERT_TRUE(m);
+  EXPECT_FLOAT_EQ(m->attr_float("softcap", 0), 1.5f);
+  expect_same_numbers(std23);
+}
+
+TEST(FuseAttention, NearMissSoftCapsThatAreNotAttentionsOrder) {
+  {
+    Spec s;
+    s.mask = Spec::Mask::AddInput;
+    s.softcap = 1.5f;
+    s.softcap_after_mask = true;  // the cap after the mask: the masked keys would be capped too
+    expect_near_miss(s, "Add 'mask_add' comes before Tanh 'cap_tanh' (a soft cap takes the scaled scores)");
+  }
+  {
+    Spec s;
+    s.mask = Spec::Mask::AddInput;
+    s.softcap = 1.5f;
+    s.softcap_scale_after_mask = true;
+    expect_near_miss(s, "Mul 'cap_mul' scales the capped scores after a mask");
+  }
+  {
+    // Heads of 160: no CUDA attention kernel takes a soft cap there.
+    Spec s;
+    s.d = 160;
+    s.softcap = 30;
+    expect_near_miss(s, "it soft-caps the scores (30.000000) with heads over 128 (or of unknown size), which no CUDA "
+                        "attention kernel takes");
+  }
 }

@@ -334,8 +334,8 @@ void attention_kernel(KernelContext& ctx) {
   }
   p.scale = attention_scale(ctx, a.head_size);
   p.causal = ctx.attr_int("is_causal") != 0;
+  p.softcap = ctx.attr_float("softcap");
   if (standard) {
-    p.softcap = ctx.attr_float("softcap");
     p.mode = static_cast<QkOutputMode>(ctx.attr_int("qk_matmul_output_mode"));
     if (ctx.schema().find_attr("left_window_size")) {
       p.left = std::clamp<int64_t>(ctx.attr_int("left_window_size"), -1, kFar);

@@ -35,6 +35,7 @@
 
 #include "backend/cuda/ops/attention/attention.cuh"
 #include "backend/cuda/ops/attention/attention_mma.cuh"
+#include "backend/cuda/ops/attention/soft_cap.cuh"
 #include "backend/cuda/core/common.cuh"
 #include "ir/switches.h"
 
@@ -185,7 +186,7 @@ __global__ void __launch_bounds__(threads_for<R>(), 3) attention_kernel(Attentio
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int col = k0 + cg + 8 * j;
-        float x = s[i][j];
+        float x = a.softcap > 0.0f ? soft_cap(s[i][j], a.softcap) : s[i][j];
         if (col >= a.kv_len || (a.causal && col > row[i])) {
           x = -INFINITY;
         } else if (row_mask) {
@@ -552,6 +553,7 @@ bool tiled_ok(const AttentionArgs& a) {
   auto al = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   auto m4 = [](int64_t v) { return v % 4 == 0; };
   return enabled && async_ok(a) && a.head_dim <= tiled::kHd && a.v_head_dim <= tiled::kHd && !a.causal &&
+         a.softcap == 0.0f &&
          a.mask_stride[2] == 0 && m4(a.qs.batch) && m4(a.qs.head) && m4(a.qs.seq) && m4(a.ys.batch) && m4(a.ys.head) &&
          m4(a.ys.seq) && al(a.q) && al(a.y);
 }

@@ -29,6 +29,7 @@ struct AttentionArgs {
   HeadStrides qs, ks, vs, ys;
   int64_t mask_stride[4] = {0, 0, 0, 0};  // over [B, Hq, Sq, Skv]; 0 where the mask broadcasts
   float scale = 1.0f;
+  float softcap = 0.0f;  // > 0: scores become softcap·tanh(score / softcap) before the mask (soft_cap.cuh)
   bool causal = false;  // key j excluded for query i when j > i (upper-left, as ONNX)
   // Packed ai.fusec Attention's rotary tables, or null: Q's and K's heads rotate first, as ai.fusec
   // Rotary does (only attention_mma.cu's kernel takes them). Row (b, s) of a table starts b·batch +

@@ -1,7 +1,7 @@
 // CUDA entry point of ONNX Attention (opset 23+) and ai.fusec Attention (kernel in attention.cu).
 // The factory turns the node's geometry (ir/ops/attention.h: 3-D [B, S, H·D], 4-D [B, H, S, D] or
 // packed QKV) into strides and the mask's broadcast into per-dimension strides; what the kernels do not cover (a KV
-// cache, the extra outputs, softcap, nonpad_kv_seqlen, head sizes over 128 that cuDNN's SDPA does not take) runs on
+// cache, the extra outputs, nonpad_kv_seqlen, head sizes over 128 that cuDNN's SDPA does not take) runs on
 // the CPU reference, which the planner reports with the reason.
 #include <algorithm>
 #include <cstdlib>
@@ -141,8 +141,6 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   for (size_t i = 1; i < c.num_outputs(); ++i)
     if (c.has_output(i))
       return refuse(why, "the CUDA attention kernel writes only Y (no present_key/value or qk output)");
-  if (c.has_attr("softcap") && c.attr_float("softcap") != 0.0f)
-    return refuse(why, "the CUDA attention kernel has no softcap");
   // ai.fusec packed form: K and V omitted, Q holding each token's Q, K and V heads (one merged
   // projection GEMM wrote it). The geometry, layouts and scale are the CPU reference's own
   // (ir/ops/attention.h), so the two cannot disagree.
@@ -169,6 +167,7 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   a.v_head_dim = static_cast<int>(d.v_head_size);
   a.scale = attention_scale(c, d.head_size);
   a.causal = c.has_attr("is_causal") && c.attr_int("is_causal") != 0;
+  a.softcap = c.attr_float("softcap");
 
   if (c.has_input(3)) {
     // The mask broadcasts (right-aligned) to [B, Hq, Sq, Skv]; size-1 dims get stride 0.

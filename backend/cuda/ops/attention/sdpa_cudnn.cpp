@@ -111,6 +111,7 @@ std::unique_ptr<CudnnSdpa> create_uncached(const AttentionArgs& a, Context& ctx,
   // At plan time the pointers are not bound yet: the mask's presence is its dtype.
   const bool has_mask = a.mask_dtype != DType::Undefined;
   if (has_mask && a.mask_dtype == DType::Bool) return refuse("cuDNN SDPA takes an additive mask, not a bool one");
+  if (a.softcap > 0.0f) return refuse("cuDNN SDPA has no soft cap");
   if (ctx.sm() < 80) return refuse("cuDNN SDPA needs sm_80 or newer");
 
   auto g = std::make_shared<fe::graph::Graph>();
