@@ -58,7 +58,8 @@ std::string norm_problem(const Node* norm, const Node* rot, int64_t* kind) {
     if (norm->outputs[i] && (use_count(norm->outputs[i]) > 0 || norm->outputs[i]->is_graph_output))
       return "its statistics output '" + norm->outputs[i]->name + "' is read";
   if (!rms && norm->attr_int("stash_type", 1) != 1) return "it computes in a type other than float32";
-  if (!row_of(norm->input(1), d)) return "its scale is not a constant row of the head's " + std::to_string(d) + " values";
+  if (!row_of(norm->input(1), d))
+    return "its scale is not a constant row of the head's " + std::to_string(d) + " values";
   if (!rms && norm->input(2) && !row_of(norm->input(2), d))
     return "its bias is not a constant row of the head's " + std::to_string(d) + " values";
   for (size_t i = 1; i < 3 && i < norm->inputs.size(); ++i)

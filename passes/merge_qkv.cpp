@@ -387,7 +387,8 @@ std::string rotary_problem(const Source& src, int64_t d) {
     return describe(rq) + " and " + describe(rk) + " read different cos/sin tables";
   // QK-norm (fuse_qk_norm's): one rotation of the packed rows normalizes Q's and K's heads with
   // one row of scale (and bias) each, so both must normalize alike, each with its own constant row.
-  if (rq->attr_int("norm", 0) != rk->attr_int("norm", 0) || rq->attr_float("epsilon", 1e-5f) != rk->attr_float("epsilon", 1e-5f) ||
+  if (rq->attr_int("norm", 0) != rk->attr_int("norm", 0) ||
+      rq->attr_float("epsilon", 1e-5f) != rk->attr_float("epsilon", 1e-5f) ||
       (rq->inputs.size() > 4 && rq->input(4)) != (rk->inputs.size() > 4 && rk->input(4)))
     return describe(rq) + " and " + describe(rk) + " normalize their heads differently";
   if (rq->attr_int("norm", 0) != 0)
@@ -575,8 +576,7 @@ Value* stacked_rows(Graph& g, const Tensor& q, int64_t qn, const Tensor& k, int6
   Tensor t(q.dtype(), {qn + kn, d});
   const size_t row = q.nbytes();
   char* out = static_cast<char*>(t.raw());
-  for (int64_t i = 0; i < qn + kn; ++i)
-    std::memcpy(out + static_cast<size_t>(i) * row, (i < qn ? q : k).raw(), row);
+  for (int64_t i = 0; i < qn + kn; ++i) std::memcpy(out + static_cast<size_t>(i) * row, (i < qn ? q : k).raw(), row);
   return g.add_initializer(stem, std::move(t));
 }
 

@@ -1347,7 +1347,8 @@ TEST(FuseAttention, NearMissSoftCapsThatAreNotAttentionsOrder) {
     Spec s;
     s.d = 160;
     s.softcap = 30;
-    expect_near_miss(s, "it soft-caps the scores (30.000000) with heads over 128 (or of unknown size), which no CUDA "
-                        "attention kernel takes");
+    expect_near_miss(s,
+                     "it soft-caps the scores (30.000000) with heads over 128 (or of unknown size), which no CUDA "
+                     "attention kernel takes");
   }
 }

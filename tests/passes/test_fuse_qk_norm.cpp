@@ -24,12 +24,12 @@ Value* ints(GraphBuilder& b, const std::string& name, std::vector<int64_t> v) {
 }
 
 struct Path {
-  bool transpose = true;      // the norm after the Transpose (Gemma 3), else before it (Qwen3)
-  bool layer_norm = false;    // LayerNormalization with a bias (Persimmon) instead of RMS
-  bool scaled = false;        // Mul(x, 0.125) instead of a norm (ESM's query)
+  bool transpose = true;       // the norm after the Transpose (Gemma 3), else before it (Qwen3)
+  bool layer_norm = false;     // LayerNormalization with a bias (Persimmon) instead of RMS
+  bool scaled = false;         // Mul(x, 0.125) instead of a norm (ESM's query)
   bool norm_read_too = false;  // the norm's output is also a graph output
   int64_t axis = -1;
-  bool scale_input = false;   // the norm's scale is a graph input
+  bool scale_input = false;  // the norm's scale is a graph input
   std::vector<int64_t> scale_dims = {D};
 };
 
@@ -208,7 +208,8 @@ TEST(FuseQkNorm, MergeQkvPacksTwoNormalizedRotationsWithARowPerHead) {
       }
       qkv.push_back(y);
     }
-    b.output(b.node_n("Attention", qkv, 1, {attr("q_num_heads", hq), attr("kv_num_heads", hkv)}, "attn", "ai.fusec")[0]);
+    b.output(
+        b.node_n("Attention", qkv, 1, {attr("q_num_heads", hq), attr("kv_num_heads", hkv)}, "attn", "ai.fusec")[0]);
     Outcome o = run_one_pass<MergeQkvPass>(b.build());
     if (k_unnormalized) {
       expect_near_miss(o, "merge_qkv", "normalize their heads differently");

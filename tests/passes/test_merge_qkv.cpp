@@ -572,11 +572,11 @@ TEST(MergeQkv, NearMissOnnxAttentionBeyondTheSubset) {
   unsigned seed = 50;
   for (const char* n : {"q", "k", "v"})
     qkv.push_back(b.node("MatMul", {x, b.initializer(std::string("w") + n, constant({16, 16}, seed++))}, {}, n));
-  auto outs = b.node_n("Attention", qkv, 4, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{4})}, "attn");
+  auto outs =
+      b.node_n("Attention", qkv, 4, {attr("q_num_heads", int64_t{4}), attr("kv_num_heads", int64_t{4})}, "attn");
   b.output(outs[0]);
   b.output(outs[3]);
-  expect_near_miss(run_one_pass<MergeQkvPass>(b.build()), "merge_qkv",
-                   "which ai.fusec Attention does not have");
+  expect_near_miss(run_one_pass<MergeQkvPass>(b.build()), "merge_qkv", "which ai.fusec Attention does not have");
 }
 
 TEST(MergeQkv, NearMissFourDAttention) {

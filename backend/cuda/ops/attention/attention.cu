@@ -553,9 +553,8 @@ bool tiled_ok(const AttentionArgs& a) {
   auto al = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   auto m4 = [](int64_t v) { return v % 4 == 0; };
   return enabled && async_ok(a) && a.head_dim <= tiled::kHd && a.v_head_dim <= tiled::kHd && !a.causal &&
-         a.softcap == 0.0f &&
-         a.mask_stride[2] == 0 && m4(a.qs.batch) && m4(a.qs.head) && m4(a.qs.seq) && m4(a.ys.batch) && m4(a.ys.head) &&
-         m4(a.ys.seq) && al(a.q) && al(a.y);
+         a.softcap == 0.0f && a.mask_stride[2] == 0 && m4(a.qs.batch) && m4(a.qs.head) && m4(a.qs.seq) &&
+         m4(a.ys.batch) && m4(a.ys.head) && m4(a.ys.seq) && al(a.q) && al(a.y);
 }
 
 void launch_tiled(const AttentionArgs& a, cudaStream_t stream) {

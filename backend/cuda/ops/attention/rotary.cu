@@ -249,11 +249,11 @@ void launch_typed(const RotaryArgs& a, cudaStream_t s) {
       while ((int64_t{1} << shift) < per_head && shift < 5) ++shift;
       const int64_t threads = a.heads << shift;
       if (a.interleaved)
-        launch_pdl("rotary with norm", rotary_norm_kernel<T, V, true>, dim3(grid_for(threads)), dim3(kBlock), 0, s,
-                   a, q, shift);
+        launch_pdl("rotary with norm", rotary_norm_kernel<T, V, true>, dim3(grid_for(threads)), dim3(kBlock), 0, s, a,
+                   q, shift);
       else
-        launch_pdl("rotary with norm", rotary_norm_kernel<T, V, false>, dim3(grid_for(threads)), dim3(kBlock), 0, s,
-                   a, q, shift);
+        launch_pdl("rotary with norm", rotary_norm_kernel<T, V, false>, dim3(grid_for(threads)), dim3(kBlock), 0, s, a,
+                   q, shift);
     } else if (a.interleaved) {
       launch_pdl("rotary", rotary_kernel<T, V, true>, dim3(grid_for(n)), dim3(kBlock), 0, s, a, q);
     } else {
