@@ -56,6 +56,21 @@ __device__ __forceinline__ void rotate_unit(const float (&z)[2][V], const float 
   }
 }
 
+/// The unit's values z at p1 and p2 of a head, rotated by the head's table rows cs and sn, stored
+/// at the same places of its output row y.
+template <typename T, int V, bool kInterleaved>
+__device__ __forceinline__ void rotate_store(const float (&z)[2][V], const T* cs, const T* sn, T* y, uint32_t p1,
+                                             uint32_t p2) {
+  float c[2][V], sv[2][V], out[2][V];
+  load_vec<T, V>(cs + p1, c[0]);
+  load_vec<T, V>(cs + p2, c[1]);
+  load_vec<T, V>(sn + p1, sv[0]);
+  load_vec<T, V>(sn + p2, sv[1]);
+  rotate_unit<V, kInterleaved>(z, c, sv, out);
+  store_vec<T, V>(y + p1, out[0]);
+  store_vec<T, V>(y + p2, out[1]);
+}
+
 /// Where unit u of a head keeps its two vectors: a pair of vectors to rotate, or (past the
 /// rotated part) two adjacent vectors to copy. The units of a head cover its values once.
 template <int V, bool kInterleaved>
@@ -83,7 +98,7 @@ __global__ void __launch_bounds__(kBlock)
     const uint32_t u = i - row * q.per_head.d;
     const uint32_t xo = row * q.head;
     // z holds the unit's 2·V values: the vectors at p1 and p2 of the head.
-    float z[2][V], c[2][V], sv[2][V], out[2][V];
+    float z[2][V];
     const bool rest_head =
         q.rotated_heads < q.heads_per_row && row - q.heads_per_row_div.div(row) * q.heads_per_row >= q.rotated_heads;
     if (rest_head || u >= q.rot_units) {
@@ -102,13 +117,7 @@ __global__ void __launch_bounds__(kBlock)
     load_vec<T, V>(x + xo + p2, z[1]);
     uint32_t co, so;
     table_rows(q, row, co, so);
-    load_vec<T, V>(cs + co + p1, c[0]);
-    load_vec<T, V>(cs + co + p2, c[1]);
-    load_vec<T, V>(sn + so + p1, sv[0]);
-    load_vec<T, V>(sn + so + p2, sv[1]);
-    rotate_unit<V, kInterleaved>(z, c, sv, out);
-    store_vec<T, V>(y + xo + p1, out[0]);
-    store_vec<T, V>(y + xo + p2, out[1]);
+    rotate_store<T, V, kInterleaved>(z, cs + co, sn + so, y + xo, p1, p2);
   }
 }
 
@@ -192,14 +201,7 @@ __global__ void __launch_bounds__(kBlock)
 #pragma unroll
         for (int k = 0; k < V; ++k) z[h][k] = (z[h][k] - mean) * inv * g[h][k] + b[h][k];
       if (rotates) {
-        float c[2][V], sv[2][V], out[2][V];
-        load_vec<T, V>(cs + co + p1, c[0]);
-        load_vec<T, V>(cs + co + p2, c[1]);
-        load_vec<T, V>(sn + so + p1, sv[0]);
-        load_vec<T, V>(sn + so + p2, sv[1]);
-        rotate_unit<V, kInterleaved>(z, c, sv, out);
-        store_vec<T, V>(y + xo + p1, out[0]);
-        store_vec<T, V>(y + xo + p2, out[1]);
+        rotate_store<T, V, kInterleaved>(z, cs + co, sn + so, y + xo, p1, p2);
       } else {
         store_vec<T, V>(y + xo + p1, z[0]);
         store_vec<T, V>(y + xo + p2, z[1]);
