@@ -240,9 +240,9 @@ std::string take_head_scale(Match& m) {
   return "";
 }
 
-/// The largest head a soft-capped attention is fused at: fusec's own CUDA kernels' (cuDNN's SDPA,
-/// which runs the larger ones, has no soft cap).
-constexpr int64_t kSoftcapMaxHead = 128;
+/// The largest head a soft-capped attention is fused at: fusec's own CUDA kernels' (cuDNN's SDPA
+/// has no soft cap; the streaming kernel takes heads up to 256).
+constexpr int64_t kSoftcapMaxHead = 256;
 
 /// A soft cap on the scores (Gemma 2): Q·Kᵀ -> scales a -> Tanh -> scales c -> masks, which is
 /// c·tanh(a·s) = softcap(scale·s) with softcap c and scale a·c (c > 0): Attention's order, the cap
@@ -557,9 +557,9 @@ std::string match(Graph& g, const PassOptions& opts, Node* softmax, Match& m) {
   if (std::string why = match_operands(m); !why.empty()) return why;
   if (std::string why = resolve_steps(m, (*scores)[2], (*scores)[3]); !why.empty()) return why;
   if (m.softcap > 0) {
-    // fusec's own CUDA attention kernels take the soft cap up to heads of 128; cuDNN's SDPA, which
-    // runs larger heads, has none. Such a node would leave the GPU for the CPU reference, where its
-    // parts (two batched products, the elementwise cap and mask, a Softmax) all run on the GPU.
+    // fusec's own CUDA attention kernels take the soft cap up to heads of 256 (cuDNN's SDPA has
+    // none). A larger one would leave the GPU for the CPU reference, where its parts (two batched
+    // products, the elementwise cap and mask, a Softmax) all run on the GPU.
     const Shape* qs = known_rank(m.qk->input(0));
     if (!qs || qs->empty() || !qs->back().is_static() || qs->back().value > kSoftcapMaxHead)
       return "it soft-caps the scores (" + std::to_string(m.softcap) + ") with heads over " +

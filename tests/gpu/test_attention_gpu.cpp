@@ -459,21 +459,21 @@ TEST(GpuAttention, StandardOpset23) {
 
 TEST(GpuAttention, LargeHeadSizeFallsBackToCpu) {
   FUSEC_REQUIRE_GPU();
+  // Past 256 (cuDNN's and the streaming kernel's widest): the CPU at every precision.
   Case k;
-  k.q = k.k = k.v = {1, 2, 16, 160};
-  all_precisions(k, 140, /*on_gpu=*/false);
-  // Past cuDNN's 256 too: the CPU at every precision.
   k.q = k.k = k.v = {1, 2, 16, 264};
+  all_precisions(k, 140, /*on_gpu=*/false);
   for (Precision p : kAll) {
     SCOPED_TRACE(precision_name(p));
-    EXPECT_EQ(kernel_of(k, p).rfind("cpu: the CUDA attention kernels take head sizes", 0), 0u) << kernel_of(k, p);
+    EXPECT_EQ(kernel_of(k, p).rfind("cpu: the CUDA attention kernels take head sizes 1..256", 0), 0u)
+        << kernel_of(k, p);
   }
 }
 
-// Head sizes past the own kernels' 128 (Gemma's 256) run on cuDNN's SDPA at half precision: GQA,
+// Head sizes past the fast kernels' 128 (Gemma's 256) run on cuDNN's SDPA at half precision: GQA,
 // causal, an additive mask, and the packed form with rotary tables (the rotary kernel, then cuDNN).
-// At float32, with FUSEC_CUDNN_SDPA=0, or with a mask cuDNN does not take (bool), the CPU runs them
-// and the placement says why.
+// At float32, with FUSEC_CUDNN_SDPA=0, with a mask cuDNN does not take (bool) or a soft cap, the
+// streaming kernel's 256-wide tile runs them, and a head of 160 (not whole 16-value tiles) too.
 TEST(GpuAttention, HeadSizesOver128RunOnCudnnSdpa) {
   FUSEC_REQUIRE_GPU();
   Case gemma;
@@ -500,19 +500,25 @@ TEST(GpuAttention, HeadSizesOver128RunOnCudnnSdpa) {
   }
   EXPECT_NE(kernel_of(packed, Precision::FP16).find("after rotary"), std::string::npos)
       << kernel_of(packed, Precision::FP16);
-  expect_gpu_matches_cpu(attention(gemma, 150), Precision::FP32, -1, /*require_gpu_kernel=*/false);
-  EXPECT_EQ(kernel_of(gemma, Precision::FP32).rfind("cpu: the CUDA attention kernels take head sizes 1..128", 0), 0u)
-      << kernel_of(gemma, Precision::FP32);
+  // The streaming kernel: every precision at fp32, and where cuDNN does not take the case.
+  for (const Case* k : {&gemma, &packed, &d192})
+    expect_gpu_matches_cpu(attention(*k, 155), Precision::FP32, -1, true, "fused attention float32 streaming");
   ::setenv("FUSEC_CUDNN_SDPA", "0", 1);
-  EXPECT_NE(kernel_of(gemma, Precision::FP16).find("FUSEC_CUDNN_SDPA=0"), std::string::npos)
-      << kernel_of(gemma, Precision::FP16);
+  for (Precision p : {Precision::FP16, Precision::BF16})
+    expect_gpu_matches_cpu(attention(gemma, 156), p, -1, true, "streaming");
   ::unsetenv("FUSEC_CUDNN_SDPA");
   Case boolmask = gemma;
   boolmask.mask_type = DType::Bool;
-  expect_gpu_matches_cpu(attention(boolmask, 153), Precision::FP16, -1, /*require_gpu_kernel=*/false);
-  EXPECT_NE(kernel_of(boolmask, Precision::FP16).find("cpu: head sizes over 128 run on cuDNN's SDPA alone"),
-            std::string::npos)
-      << kernel_of(boolmask, Precision::FP16);
+  Case capped = packed;
+  capped.softcap = 50.0f;
+  Case odd;
+  odd.q = odd.k = odd.v = {1, 3, 70, 160};
+  for (Precision p : kAll) {
+    SCOPED_TRACE(precision_name(p));
+    expect_gpu_matches_cpu(attention(boolmask, 153), p, -1, true, "streaming");
+    expect_gpu_matches_cpu(attention(capped, 154), p, -1, true, "streaming");
+    expect_gpu_matches_cpu(attention(odd, 157), p, -1, true, "streaming");
+  }
 }
 
 TEST(GpuAttention, KernelChoice) {

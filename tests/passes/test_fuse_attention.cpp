@@ -1343,12 +1343,12 @@ TEST(FuseAttention, NearMissSoftCapsThatAreNotAttentionsOrder) {
     expect_near_miss(s, "Mul 'cap_mul' scales the capped scores after a mask");
   }
   {
-    // Heads of 160: no CUDA attention kernel takes a soft cap there.
+    // Heads of 264: no CUDA attention kernel takes a soft cap there.
     Spec s;
-    s.d = 160;
+    s.d = 264;
     s.softcap = 30;
     expect_near_miss(s,
-                     "it soft-caps the scores (30.000000) with heads over 128 (or of unknown size), which no CUDA "
+                     "it soft-caps the scores (30.000000) with heads over 256 (or of unknown size), which no CUDA "
                      "attention kernel takes");
   }
 }

@@ -39,14 +39,15 @@ struct AttentionArgs {
   HeadStrides cos_st, sin_st;  // batch and seq used; head unused (the same rotation for every head)
 };
 
-/// The largest head size fusec's own kernels take (they hold a row's head in registers or a
-/// tile's in shared memory); larger heads, up to kSdpaMaxHead at fp16/bf16, run on cuDNN's SDPA
-/// alone (Gemma's 256).
+/// The largest head size fusec's fast kernels take (tensor-core, grouped, fp32 tiled, and the
+/// streaming one's usual tiles). Larger heads, up to kWideMaxHead (Gemma's 256), run on cuDNN's
+/// SDPA where it takes the case (fp16/bf16, no bool mask, no soft cap), else on the streaming
+/// kernel's 256-wide tile; cuDNN's SDPA takes up to kSdpaMaxHead.
 constexpr int kOwnMaxHead = 128;
 constexpr int kSdpaMaxHead = 256;
+constexpr int kWideMaxHead = 256;
 
-/// Why no CUDA attention kernel can run these arguments ("" when one can: the own kernels, or, with
-/// head sizes over kOwnMaxHead, cuDNN's SDPA if it takes the case).
+/// Why no CUDA attention kernel can run these arguments ("" when one can).
 std::string attention_unsupported(const AttentionArgs& a);
 
 /// Shared memory the kernel asks for (bytes), for the profiler-facing description.

@@ -1,7 +1,7 @@
 // CUDA entry point of ONNX Attention (opset 23+) and ai.fusec Attention (kernel in attention.cu).
 // The factory turns the node's geometry (ir/ops/attention.h: 3-D [B, S, H·D], 4-D [B, H, S, D] or
 // packed QKV) into strides and the mask's broadcast into per-dimension strides; what the kernels do not cover (a KV
-// cache, the extra outputs, nonpad_kv_seqlen, head sizes over 128 that cuDNN's SDPA does not take) runs on
+// cache, the extra outputs, nonpad_kv_seqlen, head sizes over 256) runs on
 // the CPU reference, which the planner reports with the reason.
 #include <algorithm>
 #include <cstdlib>
@@ -216,13 +216,10 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   // kernel then cuDNN's SDPA. They rotate only where they won that race (or are forced,
   // FUSEC_CUDNN_SDPA=0): otherwise the rotary kernel then the unrotated kernel runs.
   if (std::max(a.head_dim, a.v_head_dim) > kOwnMaxHead) {
-    // Past the own kernels' heads (Gemma's 256): cuDNN's SDPA alone, after the rotary kernel where
-    // there are tables, untimed.
-    if (sw == "0") return refuse(why, "head sizes over 128 run on cuDNN's SDPA alone, and FUSEC_CUDNN_SDPA=0 is set");
-    std::string sdpa_why;
-    sdpa = CudnnSdpa::create(a, c.ctx(), &sdpa_why);
-    if (!sdpa)
-      return refuse(why, "head sizes over 128 run on cuDNN's SDPA alone, which does not take this case: " + sdpa_why);
+    // Past the fast kernels' heads (Gemma's 256): cuDNN's SDPA where it takes the case, untimed
+    // (tensor cores against the streaming kernel's FMAs), else the streaming kernel; after the
+    // rotary kernel where there are tables.
+    if (sw != "0") sdpa = CudnnSdpa::create(a, c.ctx(), nullptr);
     return std::make_unique<AttentionOp>(a, std::move(sdpa), packed, k_off, v_off, rot, false, 0);
   }
   const bool on_tc = attention_on_tensor_cores(a);
