@@ -59,7 +59,14 @@ std::string attention_problem_key(const AttentionArgs& a) {
   }
   char scale[32];
   std::snprintf(scale, sizeof scale, "|%a", static_cast<double>(a.scale));
-  return k + scale;
+  k += scale;
+  if (a.softcap > 0.0f) {
+    // A soft cap is another problem (cuDNN's SDPA does not take it): the key must not match an
+    // uncapped one's plan or timing.
+    std::snprintf(scale, sizeof scale, "|cap%a", static_cast<double>(a.softcap));
+    k += scale;
+  }
+  return k;
 }
 
 AttentionPick pick_attention(const AttentionArgs& a, CudnnSdpa* sdpa, Context& ctx, bool packed, size_t k_off,
