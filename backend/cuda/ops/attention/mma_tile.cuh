@@ -10,7 +10,6 @@
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/core/mma_sync.cuh"
 #include "backend/cuda/ops/attention/attention.cuh"
-#include "backend/cuda/ops/attention/soft_cap.cuh"
 
 namespace fusec::cuda::mma_attn {
 
@@ -306,19 +305,8 @@ __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p,
       mma<T>(s[j], w.qf[kk + 1], kb[2], kb[3]);
     }
 
-  // A soft cap (Gemma 2) is taken on the scaled scores before the mask: a warp-uniform branch.
-  float scale = a.scale;
-  if (a.softcap > 0.0f) {
-#pragma unroll
-    for (int j = 0; j < NJ; ++j) {
-      if (j >= nj) break;
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[j][e] = soft_cap(s[j][e] * a.scale, a.softcap);
-    }
-    scale = 1.0f;
-  }
-  // Scaled scores plus the mask. Only a tile that reaches past the last key, or one that
-  // crosses this warp's causal diagonal, looks at each key's position (a warp-uniform branch).
+    // Scaled scores plus the mask. Only a tile that reaches past the last key, or one that
+    // crosses this warp's causal diagonal, looks at each key's position (a warp-uniform branch).
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
     if (j >= nj) break;
@@ -326,19 +314,19 @@ __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p,
       const bool is_bool = a.mask_dtype == DType::Bool;
       const float2 v0 = staged_pair<T>(ms0, 8 * j + 2 * p.qd, is_bool);
       const float2 v1 = MASK == kFullMaskStaged ? staged_pair<T>(ms1, 8 * j + 2 * p.qd, is_bool) : v0;
-      s[j][0] = fmaf(s[j][0], scale, v0.x);
-      s[j][1] = fmaf(s[j][1], scale, v0.y);
-      s[j][2] = fmaf(s[j][2], scale, v1.x);
-      s[j][3] = fmaf(s[j][3], scale, v1.y);
+      s[j][0] = fmaf(s[j][0], a.scale, v0.x);
+      s[j][1] = fmaf(s[j][1], a.scale, v0.y);
+      s[j][2] = fmaf(s[j][2], a.scale, v1.x);
+      s[j][3] = fmaf(s[j][3], a.scale, v1.y);
     } else {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         if constexpr (MASK != kNoMask) {
-          s[j][e] = fmaf(s[j][e], scale, mt[0][2 * j + e]);
-          s[j][2 + e] = fmaf(s[j][2 + e], scale, mt[1][2 * j + e]);
+          s[j][e] = fmaf(s[j][e], a.scale, mt[0][2 * j + e]);
+          s[j][2 + e] = fmaf(s[j][2 + e], a.scale, mt[1][2 * j + e]);
         } else {
-          s[j][e] *= scale;
-          s[j][2 + e] *= scale;
+          s[j][e] *= a.scale;
+          s[j][2 + e] *= a.scale;
         }
       }
     }
