@@ -589,9 +589,10 @@ Value* rotate_packed(Rewriter& r, const Source& src, Value* packed, int64_t rota
   if (!rq) return packed;
   Value *cos = rq->input(1), *sin = rq->input(2);
   const int64_t head = rotary_head(rq);
-  const int64_t rotary_dim = rq->attr_int("rotary_dim", 0), interleaved = rq->attr_int("interleaved", 0);
   const int64_t norm = rq->attr_int("norm", 0);
-  const float epsilon = rq->attr_float("epsilon", 1e-5f);
+  // Q's form (rotary_dim, interleaved, norm, epsilon: rotary_problem checked K's is the same), over
+  // the packed rows.
+  const std::vector<NamedAttribute> attrs = rq->attrs;
   std::vector<Value*> ins = {packed, cos, sin};
   // QK-norm: Q's row of scale (bias) for each of its heads, then K's for each of its heads.
   const int64_t q_heads = rotated / head - rotated_heads(src.rotary[1], head);
@@ -604,14 +605,9 @@ Value* rotate_packed(Rewriter& r, const Source& src, Value* packed, int64_t rota
   Replaced gone = r.remove({src.rotary[0], src.rotary[1]});
   Value* out = r.graph().add_value(stem + ".qkv_rotated");
   Node* rot = r.add("Rotary", ins, {out}, name, "ai.fusec", gone.origins);
+  rot->attrs = attrs;
   rot->set_attr("head_size", head);
   rot->set_attr("rotated", rotated);
-  if (rotary_dim) rot->set_attr("rotary_dim", rotary_dim);
-  if (interleaved) rot->set_attr("interleaved", interleaved);
-  if (norm) {
-    rot->set_attr("norm", norm);
-    rot->set_attr("epsilon", epsilon);
-  }
   *summary += " + " + gone.listed + " -> " + describe(rot) + " (Q's and K's heads of the packed rows)";
   return out;
 }
