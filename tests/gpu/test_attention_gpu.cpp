@@ -244,7 +244,9 @@ TEST(GpuAttention, SoftCappedScores) {
   FUSEC_REQUIRE_GPU();
   // Gemma 2's cap, small enough here that it bends most scores (Q spread to ±3, heads of 64 and
   // 128): GQA 3-D with a padding mask and the causal rule, 4-D odd lengths, packed QKV with rotary
-  // tables, ONNX's own op. cuDNN's SDPA has no soft cap: every half-precision run takes fusec's.
+  // tables, ONNX's own op, a decoder's causal mask staged whole. cuDNN's SDPA has no soft cap:
+  // every half-precision run takes fusec's, the tensor-core kernel's capped instances (no mask,
+  // the staged and the unstaged full mask, which takes the row mask) or the streaming kernel.
   Case gqa;
   gqa.q = {2, 77, 8 * 64};
   gqa.k = gqa.v = {2, 77, 2 * 64};
@@ -274,9 +276,25 @@ TEST(GpuAttention, SoftCappedScores) {
   standard.q = standard.k = standard.v = {2, 2, 33, 32};
   standard.softcap = 3.0f;
   all_precisions(standard, 94);
+  Case decoder;
+  decoder.q = {2, 8, 128, 64};
+  decoder.k = decoder.v = {2, 2, 128, 64};
+  decoder.mask = {2, 1, 128, 128};
+  decoder.softcap = 3.0f;
+  OpCase dc = attention(decoder, 95);
+  Tensor& m = dc.inputs[3];
+  for (int64_t i = 0; i < m.numel(); ++i) {
+    const int64_t b = i / (128 * 128), row = i / 128 % 128, col = i % 128;
+    m.data<float>()[i] = col <= row && !(b == 1 && col >= 100) ? 0.0f : -1e30f;  // causal, batch 1 padded
+  }
+  all_precisions(dc);
   ::setenv("FUSEC_CUDNN_SDPA", "1", 1);
   EXPECT_EQ(kernel_of(gqa, Precision::FP16).rfind("cuDNN", 0), std::string::npos) << kernel_of(gqa, Precision::FP16);
   ::unsetenv("FUSEC_CUDNN_SDPA");
+  for (const Case* k : {&gqa, &odd, &packed}) {
+    const std::string kernel = kernel_of(*k, Precision::BF16);
+    EXPECT_NE(kernel.find("tensor-core"), std::string::npos) << kernel;
+  }
 }
 
 TEST(GpuAttention, FourDimensionalOddLengths) {

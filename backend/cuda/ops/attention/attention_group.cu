@@ -187,6 +187,7 @@ void launch_typed(const AttentionArgs& a, int heads, cudaStream_t stream) {
 
 bool attention_group_ok(const AttentionArgs& a) {
   if (!attention_mma_ok(a) || std::max(a.head_dim, a.v_head_dim) > kHd) return false;
+  if (a.softcap > 0.0f) return false;  // its instances carry no soft cap (the flash kernel's do)
   if (a.kv_len < 1 || a.kv_len > kGroupMaxKeys) return false;
   if (a.mask_dtype != DType::Undefined && (a.mask_stride[1] != 0 || !mask_stages(a))) return false;
   if (a.rot_cos && (!attention_mma_rotates(a) || a.q_len != a.kv_len)) return false;

@@ -67,7 +67,7 @@ __device__ __forceinline__ void load_mask(float (&mt)[2][16], const AttentionArg
     }
 }
 
-template <typename T, int HD, int MASK, int MINB>
+template <typename T, int HD, int MASK, int MINB, bool CAP>
 __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(AttentionArgs a) {
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t s_q = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
     // last block of ViT's 197 rows) only loads and waits.
     int lim = min(kTileKeys, a.kv_len - k0);
     if (a.causal) lim = min(lim, w0 + 16 - k0);
-    warp_tile<T, HD, MASK>(w, p, a, s_k(st), s_v(st), k0, lim, mt, ms0, ms1);
+    warp_tile<T, HD, MASK, CAP>(w, p, a, s_k(st), s_v(st), k0, lim, mt, ms0, ms1);
     __syncthreads();  // every warp is done with this stage: tile t + 2 may land there
   }
   asm volatile("cp.async.wait_all;\n" ::);  // no copy outlives the block (a block with no key tile)
@@ -199,41 +199,52 @@ __global__ void __launch_bounds__(kThreads, MINB) attention_mma_kernel(Attention
 
 int mma_head_tile(const AttentionArgs& a) { return std::max(a.head_dim, a.v_head_dim) <= 64 ? 64 : 128; }
 
-template <typename T, int HD, int MASK, int MINB>
+template <typename T, int HD, int MASK, int MINB, bool CAP>
 void launch_mask(const AttentionArgs& a, cudaStream_t stream) {
   // Opted in for the rotary stage too; a launch without tables asks for less.
   constexpr size_t most = smem_bytes<HD, MASK>() + rot_stage_bytes<HD>();
   const size_t smem = smem_bytes<HD, MASK>() + (a.rot_cos ? rot_stage_bytes<HD>() : 0);
   static const cudaError_t opted_in = cudaFuncSetAttribute(
-      attention_mma_kernel<T, HD, MASK, MINB>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(most));
+      attention_mma_kernel<T, HD, MASK, MINB, CAP>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(most));
   if (opted_in != cudaSuccess)
     throw_cuda_error(static_cast<int>(opted_in), "cudaFuncSetAttribute(attention_mma)", __FILE__, __LINE__);
   const dim3 grid((a.q_len + kBlockRows - 1) / kBlockRows, a.q_heads, a.batch);
-  attention_mma_kernel<T, HD, MASK, MINB><<<grid, kThreads, smem, stream>>>(a);
+  attention_mma_kernel<T, HD, MASK, MINB, CAP><<<grid, kThreads, smem, stream>>>(a);
   check_launch("attention_mma");
 }
 
-/// The mask form the kernel is compiled for, for these arguments.
+/// The mask form the kernel is compiled for, for these arguments. Soft-capped instances exist for
+/// three forms only (no mask, the staged full mask: a decoder's, and the unstaged full mask), which
+/// take a row mask as a full mask whose rows are one apart by 0: the cap adds 12 instances, not 20.
 MaskKind mask_kind(const AttentionArgs& a) {
   if (!a.mask) return kNoMask;
+  if (a.softcap > 0.0f) return mask_stages(a) ? kFullMaskStaged : kFullMask;  // a row mask as rows of a full one
   if (a.mask_stride[2] == 0) return mask_stages(a) ? kRowMaskStaged : kRowMask;
   return mask_stages(a) ? kFullMaskStaged : kFullMask;
 }
 
-template <typename T, int HD>
-void launch_hd(const AttentionArgs& a, cudaStream_t stream) {
+template <typename T, int HD, bool CAP>
+void launch_kind(const AttentionArgs& a, cudaStream_t stream) {
   switch (mask_kind(a)) {
     case kNoMask:
-      return launch_mask<T, HD, kNoMask, kMinBlocks<HD>>(a, stream);
-    case kRowMaskStaged:
-      return launch_mask<T, HD, kRowMaskStaged, kMinBlocks<HD>>(a, stream);
-    case kRowMask:
-      return launch_mask<T, HD, kRowMask, kMinBlocks<HD>>(a, stream);
+      return launch_mask<T, HD, kNoMask, kMinBlocks<HD>, CAP>(a, stream);
     case kFullMaskStaged:
-      return launch_mask<T, HD, kFullMaskStaged, kMinBlocks<HD>>(a, stream);
+      return launch_mask<T, HD, kFullMaskStaged, kMinBlocks<HD>, CAP>(a, stream);
     case kFullMask:
-      return launch_mask<T, HD, kFullMask, kMinBlocks<HD>>(a, stream);
+      return launch_mask<T, HD, kFullMask, kMinBlocks<HD>, CAP>(a, stream);
+    case kRowMaskStaged:
+      if constexpr (!CAP) return launch_mask<T, HD, kRowMaskStaged, kMinBlocks<HD>, CAP>(a, stream);
+      break;
+    case kRowMask:
+      if constexpr (!CAP) return launch_mask<T, HD, kRowMask, kMinBlocks<HD>, CAP>(a, stream);
+      break;
   }
+  throw_cuda_error(0, "attention_mma: no soft-capped instance for a row mask", __FILE__, __LINE__);
+}
+
+template <typename T, int HD>
+void launch_hd(const AttentionArgs& a, cudaStream_t stream) {
+  a.softcap > 0.0f ? launch_kind<T, HD, true>(a, stream) : launch_kind<T, HD, false>(a, stream);
 }
 
 template <int HD>
@@ -257,9 +268,6 @@ size_t smem_for(const AttentionArgs& a) {
 
 bool attention_mma_ok(const AttentionArgs& a) {
   if (a.dtype != DType::Float16 && a.dtype != DType::BFloat16) return false;
-  // A soft cap runs on the streaming kernel: in this kernel's inlined key-tile step its code cost
-  // GPT-2's attention 4% at the zoo's shapes (the step is fetched cold inside a model).
-  if (a.softcap > 0.0f) return false;
   if (a.head_dim < 8 || a.v_head_dim < 8 || a.head_dim % 8 || a.v_head_dim % 8 ||
       std::max(a.head_dim, a.v_head_dim) > 128)
     return false;

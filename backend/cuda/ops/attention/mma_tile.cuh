@@ -10,6 +10,7 @@
 #include "backend/cuda/core/common.cuh"
 #include "backend/cuda/core/mma_sync.cuh"
 #include "backend/cuda/ops/attention/attention.cuh"
+#include "backend/cuda/ops/attention/soft_cap.cuh"
 
 namespace fusec::cuda::mma_attn {
 
@@ -281,7 +282,9 @@ struct WarpRows {
 /// The key count is a warp-uniform guard over one body, not a template parameter: the kernel is
 /// fetched cold after the GEMM before it (Nsight Compute on GPT-2's attention in the model: 42% of
 /// the stall samples waited for an instruction), so each inlined copy of this body costs time.
-template <typename T, int HD, int MASK>
+/// The soft cap (CAP) is a template parameter for the same reason: as a runtime branch its code
+/// grew every instance by ~580 instructions and cost GPT-2's attention 4%.
+template <typename T, int HD, int MASK, bool CAP = false>
 __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p, const AttentionArgs& a, uint32_t s_k,
                                               uint32_t s_v, int k0, int lim, int nj, const float (&mt)[2][16],
                                               const unsigned char* ms0, const unsigned char* ms1) {
@@ -305,8 +308,19 @@ __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p,
       mma<T>(s[j], w.qf[kk + 1], kb[2], kb[3]);
     }
 
-    // Scaled scores plus the mask. Only a tile that reaches past the last key, or one that
-    // crosses this warp's causal diagonal, looks at each key's position (a warp-uniform branch).
+  // A soft cap (Gemma 2's) is taken on the scaled scores, before the mask.
+  float scale = a.scale;
+  if constexpr (CAP) {
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+      if (j >= nj) break;
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] = soft_cap(s[j][e] * a.scale, a.softcap);
+    }
+    scale = 1.0f;
+  }
+  // Scaled scores plus the mask. Only a tile that reaches past the last key, or one that
+  // crosses this warp's causal diagonal, looks at each key's position (a warp-uniform branch).
 #pragma unroll
   for (int j = 0; j < NJ; ++j) {
     if (j >= nj) break;
@@ -314,19 +328,19 @@ __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p,
       const bool is_bool = a.mask_dtype == DType::Bool;
       const float2 v0 = staged_pair<T>(ms0, 8 * j + 2 * p.qd, is_bool);
       const float2 v1 = MASK == kFullMaskStaged ? staged_pair<T>(ms1, 8 * j + 2 * p.qd, is_bool) : v0;
-      s[j][0] = fmaf(s[j][0], a.scale, v0.x);
-      s[j][1] = fmaf(s[j][1], a.scale, v0.y);
-      s[j][2] = fmaf(s[j][2], a.scale, v1.x);
-      s[j][3] = fmaf(s[j][3], a.scale, v1.y);
+      s[j][0] = fmaf(s[j][0], scale, v0.x);
+      s[j][1] = fmaf(s[j][1], scale, v0.y);
+      s[j][2] = fmaf(s[j][2], scale, v1.x);
+      s[j][3] = fmaf(s[j][3], scale, v1.y);
     } else {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         if constexpr (MASK != kNoMask) {
-          s[j][e] = fmaf(s[j][e], a.scale, mt[0][2 * j + e]);
-          s[j][2 + e] = fmaf(s[j][2 + e], a.scale, mt[1][2 * j + e]);
+          s[j][e] = fmaf(s[j][e], scale, mt[0][2 * j + e]);
+          s[j][2 + e] = fmaf(s[j][2 + e], scale, mt[1][2 * j + e]);
         } else {
-          s[j][e] *= a.scale;
-          s[j][2 + e] *= a.scale;
+          s[j][e] *= scale;
+          s[j][2 + e] *= scale;
         }
       }
     }
@@ -411,12 +425,12 @@ __device__ __forceinline__ void warp_key_tile(WarpRows<HD>& w, const WarpPos& p,
 }
 
 /// warp_key_tile over the keys [k0, k0 + lim) the warp needs (16, 32 or 64 computed).
-template <typename T, int HD, int MASK>
+template <typename T, int HD, int MASK, bool CAP = false>
 __device__ __forceinline__ void warp_keys(WarpRows<HD>& w, const WarpPos& p, const AttentionArgs& a, uint32_t s_k,
                                           uint32_t s_v, int k0, int lim, const float (&mt)[2][16],
                                           const unsigned char* ms0, const unsigned char* ms1) {
   const int nj = lim > 32 ? 8 : lim > 16 ? 4 : 2;
-  warp_key_tile<T, HD, MASK>(w, p, a, s_k, s_v, k0, lim, nj, mt, ms0, ms1);
+  warp_key_tile<T, HD, MASK, CAP>(w, p, a, s_k, s_v, k0, lim, nj, mt, ms0, ms1);
 }
 
 // A staged full mask's term is "far" at or below kFarMask (-inf, a false bool, fp16's -65504 and
@@ -460,7 +474,7 @@ __device__ __forceinline__ int staged_reach(const unsigned char* rows, int lane,
 /// warp computes the tile up to the last key that is not far for its rows, in 16, 32 or 64 keys;
 /// the rest, in pieces of 16 and 32, only while one of its rows has not yet seen a key (a row
 /// whose every key is masked is then as before: uniform over a finite fill, zeros under -inf).
-template <typename T, int HD, int MASK>
+template <typename T, int HD, int MASK, bool CAP = false>
 __device__ __forceinline__ void warp_tile(WarpRows<HD>& w, const WarpPos& p, const AttentionArgs& a, uint32_t s_k,
                                           uint32_t s_v, int k0, int lim, const float (&mt)[2][16],
                                           const unsigned char* ms0, const unsigned char* ms1) {
@@ -483,7 +497,7 @@ __device__ __forceinline__ void warp_tile(WarpRows<HD>& w, const WarpPos& p, con
   for (;;) {
     if (n > 0) {
       const uint32_t off = static_cast<uint32_t>(from * HD * 2);  // a multiple of 16 rows keeps the swizzle
-      warp_keys<T, HD, MASK>(w, p, a, s_k + off, s_v + off, k0 + from, min(n, lim - from), mt, ms0 + from * esz,
+      warp_keys<T, HD, MASK, CAP>(w, p, a, s_k + off, s_v + off, k0 + from, min(n, lim - from), mt, ms0 + from * esz,
                              ms1 + from * esz);
     }
     from += n;
