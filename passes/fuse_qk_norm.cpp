@@ -7,6 +7,9 @@
 //     =>  P ─ Rotary(c', s', γ; head_size = D, norm = 1, epsilon) ─ Reshape ─ [Transpose] ─ Q
 //
 //   LayerNormalization(γ, β; axis −1) instead: norm = 2, β as input 4 (Persimmon, Cohere).
+//   P ─ SimplifiedLayerNorm(γ [H·D]) ─ Rotary(c, s; head_size = D) (OLMo 2 normalizes the whole
+//   projection before the split; fuse_rotary has already moved the split behind the rotation)
+//     =>  P ─ Rotary(c, s, γ as [H, D]; head_size = D, norm = 1, norm_groups = [H])
 //   Mul(x, c) or Div(x, c) with c a constant scalar before the Rotary: Rotary(x)·c (ESM's
 //   query·D^-½), since the rotation is linear; fuse_attention folds c into its scale.
 //
@@ -16,9 +19,9 @@
 // which is why fuse_rotary could not move the split behind the rotation: the norm stood between.
 // Runs after recognize_layernorm (the norms are nodes) and before fuse_attention.
 //
-// Not taken: a norm over the whole projection (OLMo 2 normalizes [H·D] before the split, so its
-// rows are not heads), a norm whose output something else reads, a scale or bias that is not a
-// constant row of D, LayerNormalization with stash_type other than float or its statistics read.
+// Not taken: a norm whose output something else reads, a scale or bias that is not a constant row
+// of the normalized width, LayerNormalization with stash_type other than float or its statistics
+// read, a norm over a packed rotation's rows (some of them V's).
 #include "passes/fuse_qk_norm.h"
 
 #include "ir/dtype.h"
@@ -39,8 +42,9 @@ const Tensor* row_of(const Value* v, int64_t d) {
   return t;
 }
 
-/// Why `norm` (the producer of `rot`'s X) cannot go into the rotation as its per-head norm, or "".
-/// Sets *kind (1: RMS, 2: LayerNorm).
+/// Why `norm` (the producer of `rot`'s X) cannot go into the rotation as its norm, or "": over each
+/// head (a rotation without head_size), or over a row of whole heads (one with head_size). Sets
+/// *kind (1: RMS, 2: LayerNorm).
 std::string norm_problem(const Node* norm, const Node* rot, int64_t* kind) {
   const bool rms = norm->op_type == "SimplifiedLayerNorm" && norm->domain == "ai.fusec";
   *kind = rms ? 1 : 2;
@@ -50,40 +54,45 @@ std::string norm_problem(const Node* norm, const Node* rot, int64_t* kind) {
   const int64_t rank = static_cast<int64_t>(xs->size()), d = xs->back().value;
   const int64_t axis = norm->attr_int("axis", -1);
   if (axis != -1 && axis != rank - 1) return "it normalizes more than the last axis (the head)";
-  if (rot->attr_int("head_size", 0) != 0 || rot->attr_int("rotated", 0) != 0 || rot->attr_int("norm", 0) != 0)
+  if (rot->attr_int("rotated", 0) != 0 || rot->attr_int("norm", 0) != 0)
     return "the rotation is already packed or normalized";
+  const int64_t hs = rot->attr_int("head_size", 0);
+  if (hs != 0 && d % hs != 0) return "the normalized row is not whole heads of " + std::to_string(hs);
   if (!has_single_use(norm->outputs[0]) || norm->outputs[0]->is_graph_output)
     return "its output '" + norm->outputs[0]->name + "' is read outside the rotation";
   for (size_t i = 1; i < norm->outputs.size(); ++i)
     if (norm->outputs[i] && (use_count(norm->outputs[i]) > 0 || norm->outputs[i]->is_graph_output))
       return "its statistics output '" + norm->outputs[i]->name + "' is read";
   if (!rms && norm->attr_int("stash_type", 1) != 1) return "it computes in a type other than float32";
-  if (!row_of(norm->input(1), d))
-    return "its scale is not a constant row of the head's " + std::to_string(d) + " values";
+  if (!row_of(norm->input(1), d)) return "its scale is not a constant row of the " + std::to_string(d) + " values";
   if (!rms && norm->input(2) && !row_of(norm->input(2), d))
-    return "its bias is not a constant row of the head's " + std::to_string(d) + " values";
+    return "its bias is not a constant row of the " + std::to_string(d) + " values";
   for (size_t i = 1; i < 3 && i < norm->inputs.size(); ++i)
     if (norm->input(i) && norm->input(i)->type.dtype != x->type.dtype) return "its scale or bias is not of X's type";
   if (x->type.dtype != rot->input(0)->type.dtype) return "it changes the type";
   return "";
 }
 
-/// A row constant as [d] (a new initializer when it had leading 1s).
-Value* as_row(Graph& g, Value* v, int64_t d, const std::string& stem) {
+/// A row constant of d values as [d], or as [d / head, head] rows where the norm spans several heads
+/// (a new initializer where the dims change).
+Value* as_rows(Graph& g, Value* v, int64_t d, int64_t head, const std::string& stem) {
   const Tensor* t = constant_of(v);
-  if (t->rank() == 1) return v;
-  return g.add_initializer(stem, t->reshaped({d}));
+  const std::vector<int64_t> dims = head && head < d ? std::vector<int64_t>{d / head, head} : std::vector<int64_t>{d};
+  if (t->dims() == dims) return v;
+  return g.add_initializer(stem, t->reshaped(dims));
 }
 
-/// Norm `norm` -> Rotary `rot` => Rotary(norm's X, .., scale [, bias]; norm, epsilon).
+/// Norm `norm` -> Rotary `rot` => Rotary(norm's X, .., scale [, bias]; norm, epsilon[, norm_groups]).
 Node* absorb_norm(Rewriter& r, Node* norm, Node* rot, int64_t kind) {
   Graph& g = r.graph();
   Value* x = norm->input(0);
-  const int64_t d = known_rank(x)->back().value;
-  std::vector<Value*> ins = {x, rot->input(1), rot->input(2), as_row(g, norm->input(1), d, rot->name + "_norm_scale")};
+  const int64_t d = known_rank(x)->back().value, hs = rot->attr_int("head_size", 0);
+  std::vector<Value*> ins = {x, rot->input(1), rot->input(2),
+                             as_rows(g, norm->input(1), d, hs, rot->name + "_norm_scale")};
   if (kind == 2 && norm->inputs.size() > 2 && norm->input(2))
-    ins.push_back(as_row(g, norm->input(2), d, rot->name + "_norm_bias"));
+    ins.push_back(as_rows(g, norm->input(2), d, hs, rot->name + "_norm_bias"));
   const float eps = norm->attr_float("epsilon", 1e-5f);
+  const bool spans = hs && hs < d;  // the norm spans the row's d / hs heads
   Value* y = rot->outputs[0];
   const std::string name = rot->name;
   auto attrs = rot->attrs;
@@ -92,7 +101,11 @@ Node* absorb_norm(Rewriter& r, Node* norm, Node* rot, int64_t kind) {
   nr->attrs = std::move(attrs);
   nr->set_attr("norm", kind);
   nr->set_attr("epsilon", eps);
-  r.rewrote(gone.listed + " -> " + describe(nr) + " (each head normalized, then rotated)", gone.names, name);
+  if (spans) nr->set_attr("norm_groups", std::vector<int64_t>{d / hs});
+  r.rewrote(gone.listed + " -> " + describe(nr) +
+                (spans ? " (the row's " + std::to_string(d / hs) + " heads normalized as one, then rotated)"
+                       : " (each head normalized, then rotated)"),
+            gone.names, name);
   return nr;
 }
 

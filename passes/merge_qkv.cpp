@@ -33,7 +33,9 @@
 // rotates Q's and K's heads and copies V's: one GEMM and one rotation kernel instead of three and two.
 // The same for the packed forms below with rotated Q and K (Phi-3's fused qkv_proj, sliced). Where
 // the rotations normalize each head first (QK-norm, fuse_qk_norm's), both alike, the one over the
-// packed rows does too, with Q's row of scale for each Q head and K's for each K head ([Hq + Hkv, D]).
+// packed rows does too, with Q's row of scale for each Q head and K's for each K head ([Hq + Hkv, D]);
+// where they normalize runs of heads (OLMo 2's whole projections: norm_groups [Hq] and [Hkv]), the
+// packed one normalizes Q's runs then K's ([Hq, Hkv]).
 //
 // Second form, GPT-2's c_attn: Q, K and V are outputs 0, 1, 2 of one Split of a 3-D T along its last
 // axis. T is packed QKV already ([Hq·D | Hkv·D | Hkv·D] per token): the Split goes, Attention(T, "", "").
@@ -60,6 +62,7 @@
 // after fuse_matmul_bias, so that the projections are whole FusedMatMuls by then.
 #include "passes/merge_qkv.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <optional>
@@ -364,6 +367,8 @@ int64_t rotary_head(const Node* r) {
   return xs && xs->size() == 4 && xs->back().is_static() ? xs->back().value : 0;
 }
 
+int64_t rotated_heads(const Node* r, int64_t head);
+
 /// Why Q's and K's rotations (of head size `d`) cannot become one over packed QKV, or "".
 std::string rotary_problem(const Source& src, int64_t d) {
   const Node *rq = src.rotary[0], *rk = src.rotary[1];
@@ -393,9 +398,11 @@ std::string rotary_problem(const Source& src, int64_t d) {
     return describe(rq) + " and " + describe(rk) + " normalize their heads differently";
   if (rq->attr_int("norm", 0) != 0)
     for (const Node* r : {rq, rk})
-      for (size_t i = 3; i < r->inputs.size(); ++i)
-        if (r->input(i) && (!constant_of(r->input(i)) || constant_of(r->input(i))->rank() != 1))
-          return "the norm of " + describe(r) + " is not one constant row";
+      for (size_t i = 3; i < r->inputs.size(); ++i) {
+        const Tensor* t = r->input(i) ? constant_of(r->input(i)) : nullptr;
+        if (r->input(i) && (!t || !(t->rank() == 1 || (t->rank() == 2 && t->dim(0) == rotated_heads(r, d)))))
+          return "the norm of " + describe(r) + " is not one constant row, or one for each of its heads";
+      }
   // One rotation of the packed rows reads the tables at Q's and K's heads alike: a table must not
   // vary along the heads.
   for (size_t i : {size_t(1), size_t(2)}) {
@@ -570,14 +577,25 @@ int64_t rotated_heads(const Node* r, int64_t head) {
   return (*xs)[xs->size() - 2].value;
 }
 
-/// [qn + kn, D]: row `q` repeated qn times, then row `k` kn times.
+/// [qn + kn, D]: Q's qn rows, then K's kn rows; a one-row constant ([D]) serves each of its heads.
 Value* stacked_rows(Graph& g, const Tensor& q, int64_t qn, const Tensor& k, int64_t kn, const std::string& stem) {
-  const int64_t d = q.numel();
+  const int64_t d = q.dims().back();
   Tensor t(q.dtype(), {qn + kn, d});
-  const size_t row = q.nbytes();
+  const size_t row = static_cast<size_t>(d) * dtype_size(q.dtype());
   char* out = static_cast<char*>(t.raw());
-  for (int64_t i = 0; i < qn + kn; ++i) std::memcpy(out + static_cast<size_t>(i) * row, (i < qn ? q : k).raw(), row);
+  for (int64_t i = 0; i < qn + kn; ++i) {
+    const Tensor& from = i < qn ? q : k;
+    const int64_t at = from.rank() == 1 ? 0 : i < qn ? i : i - qn;
+    std::memcpy(out + static_cast<size_t>(i) * row, static_cast<const char*>(from.raw()) + static_cast<size_t>(at) * row,
+                row);
+  }
   return g.add_initializer(stem, std::move(t));
+}
+
+/// The runs of heads a rotation's norm spans (norm_groups), or one run a head.
+std::vector<int64_t> norm_runs(const Node* r, int64_t heads) {
+  std::vector<int64_t> g = r->attr_ints("norm_groups");
+  return g.empty() ? std::vector<int64_t>(static_cast<size_t>(heads), 1) : g;
 }
 
 /// Q's and K's rotations (src.rotary, whose outputs the attention no longer reads) -> one Rotary
@@ -601,6 +619,10 @@ Value* rotate_packed(Rewriter& r, const Source& src, Value* packed, int64_t rota
                                               *constant_of(src.rotary[1]->input(i)), rotated / head - q_heads,
                                               stem + (i == 3 ? ".qk_norm_scale" : ".qk_norm_bias"))
                                : nullptr);
+  // Q's runs of normalized heads, then K's.
+  std::vector<int64_t> runs = norm_runs(rq, q_heads);
+  for (int64_t n : norm_runs(src.rotary[1], rotated / head - q_heads)) runs.push_back(n);
+  const bool spans = norm && std::any_of(runs.begin(), runs.end(), [](int64_t n) { return n > 1; });
   const std::string name = rq->name;
   Replaced gone = r.remove({src.rotary[0], src.rotary[1]});
   Value* out = r.graph().add_value(stem + ".qkv_rotated");
@@ -608,6 +630,7 @@ Value* rotate_packed(Rewriter& r, const Source& src, Value* packed, int64_t rota
   rot->attrs = attrs;
   rot->set_attr("head_size", head);
   rot->set_attr("rotated", rotated);
+  if (spans) rot->set_attr("norm_groups", runs);
   *summary += " + " + gone.listed + " -> " + describe(rot) + " (Q's and K's heads of the packed rows)";
   return out;
 }

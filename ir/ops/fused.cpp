@@ -73,9 +73,23 @@ std::optional<Shape> rotary_view(const Shape& x, int64_t head_size, InferContext
 void check_rotary_norm(InferContext& c, const Shape* view) {
   const int64_t norm = c.attr_int("norm");
   if (norm < 0 || norm > 2) c.fail("norm must be 0 (none), 1 (RMS) or 2 (LayerNorm)");
+  const std::vector<int64_t> groups = c.attr_ints("norm_groups");
   if (norm == 0) {
     if (c.has_input(3) || c.has_input(4)) c.fail("norm_scale and norm_bias need norm 1 or 2");
+    if (!groups.empty()) c.fail("norm_groups needs norm 1 or 2");
     return;
+  }
+  if (!groups.empty()) {
+    // Runs of whole heads of a row, covering its rotated heads.
+    int64_t sum = 0;
+    for (int64_t n : groups) {
+      if (n < 1) c.fail("norm_groups must be positive head counts");
+      sum += n;
+    }
+    if (c.attr_int("head_size") <= 0) c.fail("norm_groups needs head_size (runs of the heads of a row)");
+    if (view && (*view)[view->size() - 2].is_static() && sum != (*view)[view->size() - 2].value)
+      c.fail("norm_groups add up to " + std::to_string(sum) + " heads, not the " +
+             (*view)[view->size() - 2].str() + " rotated heads of a row");
   }
   if (!c.has_input(3)) c.fail("norm " + std::to_string(norm) + " needs norm_scale (input 3)");
   for (size_t i : {size_t(3), size_t(4)}) {
@@ -315,6 +329,7 @@ void register_fused_schemas(OpRegistry& r) {
       .attr("interleaved", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("norm", AttrKind::Int, AttrValue{int64_t{0}})
       .attr("epsilon", AttrKind::Float, AttrValue{1e-5f})
+      .attr("norm_groups", AttrKind::Ints, AttrValue{std::vector<int64_t>{}})
       .set_infer(infer_rotary)
       .set_cost([](const CostContext& c) { return cost_elementwise(c, c.has_input(3) ? 7 : 3); })
       .set_doc(
@@ -322,7 +337,8 @@ void register_fused_schemas(OpRegistry& r) {
           "pairing (j, j + r/2) or, with `interleaved`, (2i, 2i + 1) of the head's first r = rotary_dim "
           "values (0: all; the rest copied); with `rotated`, only the heads in X's first `rotated` "
           "values, the others copied; with `norm` (1: RMS, 2: LayerNorm; inputs norm_scale [, norm_bias]), "
-          "each rotated head is normalized over its values first (QK-norm)");
+          "each rotated head is normalized over its values first (QK-norm), or with `norm_groups` each run "
+          "of that many rotated heads over all its values (OLMo 2's norm over the whole projection)");
 
   ln_like("SkipSimplifiedLayerNorm", 3, 3, 2, 4 + 1)
       .set_infer(infer_skip_norm)

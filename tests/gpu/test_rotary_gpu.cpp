@@ -3,7 +3,7 @@
 // form with per-batch and computed tables, GQA-sized K projections, packed QKV rows where only Q's
 // and K's heads rotate, heads whose half is not a multiple of the widest vector, and the
 // interleaved and partial forms (GPT-J, Phi), and QK-norm (each rotated head RMS- or
-// LayerNorm-normalized first: Qwen3, Persimmon, Gemma 3).
+// LayerNorm-normalized first: Qwen3, Persimmon, Gemma 3; or runs of heads as one: OLMo 2).
 #include "gpu_test_util.h"
 
 using namespace fusec;
@@ -149,6 +149,48 @@ TEST(GpuRotary, QkNormNormalizesEachRotatedHeadFirst) {
       c.constant.insert(3);
       if (k.bias) {
         c.inputs.push_back(grid(k.rows, seed + 4));
+        c.constant.insert(4);
+      }
+      all_precisions(c);
+    }
+  }
+}
+
+TEST(GpuRotary, QkNormOverRunsOfHeads) {
+  FUSEC_REQUIRE_GPU();
+  // OLMo 2's norm over the whole projection (norm_groups): one run of a row's heads, or Q's and
+  // K's runs of packed rows with V's heads copied (GQA: runs of unequal sizes), at every vector
+  // width, partial, LayerNorm with a bias.
+  struct Case {
+    const char* what;
+    std::vector<int64_t> x, table;
+    int64_t head, rotated, rotary_dim, norm;
+    std::vector<int64_t> runs;
+    bool bias;
+  };
+  const Case cases[] = {
+      {"one projection", {2, 33, 16 * 64}, {1, 33, 1, 64}, 64, 0, 0, 1, {16}, false},
+      {"packed GQA [Q 8 | K 2 | V 2]", {2, 17, 12 * 128}, {1, 17, 1, 128}, 128, 10 * 128, 0, 1, {8, 2}, false},
+      {"packed, three runs, LayerNorm", {2, 9, 7 * 64}, {1, 9, 1, 64}, 64, 6 * 64, 0, 2, {3, 1, 2}, true},
+      {"partial, odd head", {3, 5, 5 * 10}, {1, 5, 1, 6}, 10, 0, 6, 1, {5}, false},
+  };
+  uint64_t seed = 700;
+  for (const Case& k : cases) {
+    for (bool interleaved : {false, true}) {
+      SCOPED_TRACE(std::string(k.what) + (interleaved ? ", interleaved" : ""));
+      OpCase c = rotary(k.x, k.table, k.head, seed += 10);
+      int64_t heads = 0;
+      for (int64_t n : k.runs) heads += n;
+      c.attrs.push_back(attr("norm", k.norm));
+      c.attrs.push_back(attr("epsilon", 1e-5f));
+      c.attrs.push_back(attr("norm_groups", k.runs));
+      if (k.rotated) c.attrs.push_back(attr("rotated", k.rotated));
+      if (k.rotary_dim) c.attrs.push_back(attr("rotary_dim", k.rotary_dim));
+      if (interleaved) c.attrs.push_back(attr("interleaved", int64_t{1}));
+      c.inputs.push_back(grid({heads, k.head}, seed + 3));
+      c.constant.insert(3);
+      if (k.bias) {
+        c.inputs.push_back(grid({heads, k.head}, seed + 4));
         c.constant.insert(4);
       }
       all_precisions(c);

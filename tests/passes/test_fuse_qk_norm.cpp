@@ -4,6 +4,8 @@
 // split then moves behind the rotation. The numbers are the CPU reference's, before and after;
 // each guard leaves the graph alone with its reason. Then merge_qkv packs two normalized rotations
 // into one with a row of scale per head, and the whole pipeline gives Qwen3's one product a layer.
+// A norm over the whole projection (OLMo 2) goes in as one run of heads (norm_groups), and merge_qkv
+// packs two such rotations as Q's run then K's.
 #include "passes/fuse_qk_norm.h"
 
 #include "passes/merge_qkv.h"
@@ -232,4 +234,82 @@ TEST(FuseQkNorm, MergeQkvPacksTwoNormalizedRotationsWithARowPerHead) {
         EXPECT_EQ(rows->data<float>()[h * D + j], (h < hq ? qn : kn)->data<float>()[j]) << h << " " << j;
     expect_same_numbers(*o.original, *o.optimized, 11);
   }
+}
+
+namespace {
+
+/// OLMo 2's Q and K after fuse_rotary: each projection [B, S, heads·D] normalized whole
+/// (SimplifiedLayerNorm, or LayerNormalization with a bias) and rotated per head of D.
+Value* normed_projection(GraphBuilder& b, Value* x, const std::string& n, int64_t heads, int64_t hidden,
+                         bool layer_norm, Value* cos, Value* sin, unsigned seed) {
+  const int64_t width = heads * D;
+  Value* y = b.node("MatMul", {x, b.initializer("w" + n, uniform_floats({hidden, width}, seed))}, {}, n);
+  Value* gamma = b.initializer(n + "_gamma", uniform_floats({width}, seed + 1));
+  const std::vector<NamedAttribute> at = {attr("axis", int64_t{-1}), attr("epsilon", 1e-6f)};
+  if (layer_norm)
+    y = b.node("LayerNormalization", {y, gamma, b.initializer(n + "_beta", uniform_floats({width}, seed + 2))}, at,
+               n + "_norm");
+  else
+    y = b.node_n("SimplifiedLayerNorm", {y, gamma}, 1, at, n + "_norm", "ai.fusec")[0];
+  return b.node_n("Rotary", {y, cos, sin}, 1, {attr("head_size", D)}, "rope_" + n, "ai.fusec")[0];
+}
+
+}  // namespace
+
+TEST(FuseQkNorm, AWholeProjectionNormNormalizesTheRowsHeadsAsOneRun) {
+  // OLMo 2 normalizes Q's [H·D] before the head split: the Rotary takes it with norm_groups [H]
+  // and the scale as [H, D] rows; the numbers stay the unfused graph's.
+  for (bool layer_norm : {false, true}) {
+    SCOPED_TRACE(layer_norm ? "LayerNormalization with a bias" : "RMS");
+    GraphBuilder b(17);
+    Value* x = b.input("x", DType::Float32, {B, S, 16});
+    Value* cos = b.initializer("cos", uniform_floats({1, S, 1, D}, 1));
+    Value* sin = b.initializer("sin", uniform_floats({1, S, 1, D}, 2));
+    b.output(normed_projection(b, x, "q", H, 16, layer_norm, cos, sin, 20));
+    Outcome r = run_pass(b.build());
+    EXPECT_TRUE(r.changed);
+    const Node* rot = find_op(*r.optimized, "Rotary");
+    ASSERT_TRUE(rot);
+    ASSERT_TRUE(rot->input(0)->producer);
+    EXPECT_EQ(rot->input(0)->producer->op_type, "MatMul");
+    EXPECT_EQ(rot->attr_int("norm", 0), layer_norm ? 2 : 1);
+    EXPECT_EQ(rot->attr_ints("norm_groups"), std::vector<int64_t>{H});
+    ASSERT_EQ(rot->inputs.size(), layer_norm ? 5u : 4u);
+    for (size_t i = 3; i < rot->inputs.size(); ++i)
+      EXPECT_EQ(constant_of(rot->input(i))->dims(), (std::vector<int64_t>{H, D}));
+    EXPECT_EQ(count(*r.optimized, "SimplifiedLayerNorm", "ai.fusec") + count(*r.optimized, "LayerNormalization"), 0);
+    expect_same_numbers(*r.original, *r.optimized, 12);
+  }
+}
+
+TEST(FuseQkNorm, MergeQkvPacksWholeProjectionNormsAsTwoRuns) {
+  // Q (4 heads) and K (2) each normalized whole: the packed rotation normalizes Q's heads as one
+  // run and K's as another (norm_groups [4, 2]), with Q's rows of scale, then K's.
+  const int64_t hq = 4, hkv = 2, hidden = 16;
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {B, S, hidden});
+  Value* cos = b.initializer("cos", uniform_floats({1, S, 1, D}, 1));
+  Value* sin = b.initializer("sin", uniform_floats({1, S, 1, D}, 2));
+  Value* q = normed_projection(b, x, "q", hq, hidden, false, cos, sin, 30);
+  Value* k = normed_projection(b, x, "k", hkv, hidden, false, cos, sin, 40);
+  Value* v = b.node("MatMul", {x, b.initializer("wv", uniform_floats({hidden, hkv * D}, 50))}, {}, "v");
+  b.output(
+      b.node_n("Attention", {q, k, v}, 1, {attr("q_num_heads", hq), attr("kv_num_heads", hkv)}, "attn", "ai.fusec")[0]);
+  Outcome n = run_one_pass<FuseQkNormPass>(b.build());
+  ASSERT_TRUE(n.changed);
+  Outcome o = run_one_pass<MergeQkvPass>(n.optimized->clone());
+  const Node* attn = node_named(*o.optimized, "attn");
+  ASSERT_TRUE(attn);
+  const Node* rot = attn->input(0)->producer;
+  ASSERT_TRUE(rot && rot->op_type == "Rotary");
+  EXPECT_EQ(rot->attr_int("rotated", 0), (hq + hkv) * D);
+  EXPECT_EQ(rot->attr_ints("norm_groups"), (std::vector<int64_t>{hq, hkv}));
+  const Tensor* rows = constant_of(rot->input(3));
+  ASSERT_TRUE(rows);
+  EXPECT_EQ(rows->dims(), (std::vector<int64_t>{hq + hkv, D}));
+  const Tensor *qg = constant_of(node_named(*n.original, "q_norm")->input(1)),
+               *kg = constant_of(node_named(*n.original, "k_norm")->input(1));
+  for (int64_t i = 0; i < (hq + hkv) * D; ++i)
+    EXPECT_EQ(rows->data<float>()[i], i < hq * D ? qg->data<float>()[i] : kg->data<float>()[i - hq * D]) << i;
+  expect_same_numbers(*n.original, *o.optimized, 13);
 }

@@ -1,6 +1,7 @@
 // CPU kernels of the ai.fusec ops. The CPU backend is the reference, so each fused op runs the
 // standard kernels it replaces (Conv, MatMul, LayerNormalization) and then applies its epilogue
 // exactly as the unfused graph would: same arithmetic, same rounding order.
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cpu/kernels/common.h"
@@ -214,7 +215,8 @@ std::vector<int64_t> strides_in_view(const std::vector<int64_t>& t, const std::v
 /// broadcast to X's head view narrowed to r. The arithmetic is the unfused graph's:
 /// Mul(x, cos) + Mul(rotate(x), sin). The tables' strides come from their own dims, so a table
 /// sized to the rotated heads reads right for them. With `norm`, x is first each rotated head
-/// normalized as SimplifiedLayerNorm (1) or LayerNormalization (2) over that head would.
+/// normalized as SimplifiedLayerNorm (1) or LayerNormalization (2) over that head would, or over
+/// its run of heads (`norm_groups`: OLMo 2 normalizes Q's whole projection).
 void rotary(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, rotary);
   const Tensor& x = ctx.input(0);
@@ -256,6 +258,23 @@ void rotary(KernelContext& ctx) {
       ctx.fail("norm_scale and norm_bias must be [" + std::to_string(h) + "] or [" + std::to_string(rotated_heads) +
                ", " + std::to_string(h) + "]");
   const float eps = ctx.attr_float("epsilon");
+  // norm_groups: the rotated heads of a row in runs normalized together; group_of[j] is head j's
+  // run as (first head, heads). Without it every head is its own run.
+  std::vector<std::pair<int64_t, int64_t>> group_of(static_cast<size_t>(rotated_heads));
+  for (int64_t j = 0; j < rotated_heads; ++j) group_of[static_cast<size_t>(j)] = {j, 1};
+  const std::vector<int64_t> groups = ctx.attr_ints("norm_groups");
+  if (!groups.empty()) {
+    if (!norm) ctx.fail("norm_groups needs norm");
+    int64_t first = 0;
+    for (int64_t n : groups) {
+      if (n < 1 || first + n > rotated_heads) break;
+      for (int64_t j = first; j < first + n; ++j) group_of[static_cast<size_t>(j)] = {first, n};
+      first += n;
+    }
+    if (first != rotated_heads || std::any_of(groups.begin(), groups.end(), [](int64_t n) { return n < 1; }))
+      ctx.fail("norm_groups must be runs of heads that add up to the " + std::to_string(rotated_heads) +
+               " rotated heads of a row");
+  }
   const float* xp = x.data<float>();
   const float* cp = cs.data<float>();
   const float* sp = sn.data<float>();
@@ -263,6 +282,9 @@ void rotary(KernelContext& ctx) {
   const int64_t rows = h ? x.numel() / h : 0;
   parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(h, 1)), [&](int64_t b, int64_t e) {
     std::vector<float> normed(ns ? static_cast<size_t>(h) : 0);
+    int64_t run_at = -1;  // the first head row of the run whose statistics are in mean and inv
+    double mean = 0;
+    float inv = 0;
     for (int64_t row = b; row < e; ++row) {
       int64_t co = 0, so = 0;
       for (int64_t i = static_cast<int64_t>(view.size()) - 2, rem = row; i >= 0; --i) {
@@ -278,13 +300,21 @@ void rotary(KernelContext& ctx) {
         continue;
       }
       if (ns) {
-        double mean = 0, ss = 0;
-        if (norm == 2) {
-          for (int64_t j = 0; j < h; ++j) mean += xr[j];
-          mean /= static_cast<double>(h);
+        const auto [first, count] = group_of[static_cast<size_t>(row % per_row)];
+        const int64_t start = row - (row % per_row - first);
+        if (start != run_at) {  // the run's values: `count` heads from `start`
+          const float* xs = xp + start * h;
+          const int64_t n = count * h;
+          double ss = 0;
+          mean = 0;
+          if (norm == 2) {
+            for (int64_t j = 0; j < n; ++j) mean += xs[j];
+            mean /= static_cast<double>(n);
+          }
+          for (int64_t j = 0; j < n; ++j) ss += (xs[j] - mean) * (xs[j] - mean);
+          inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+          run_at = start;
         }
-        for (int64_t j = 0; j < h; ++j) ss += (xr[j] - mean) * (xr[j] - mean);
-        const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(h)) + eps);
         const int64_t at = ns->rank() == 2 ? (row % per_row) * h : 0, bt = nb && nb->rank() == 2 ? at : 0;
         for (int64_t j = 0; j < h; ++j)
           normed[j] = static_cast<float>(xr[j] - mean) * inv * ns->data<float>()[at + j] +

@@ -127,6 +127,64 @@ __device__ __forceinline__ float group_sum(float v, unsigned mask, uint32_t grou
   return v;
 }
 
+/// Sum over unit u of the head at xh of (x - mean), or of (x - mean)² where `square`.
+template <typename T, int V, bool kInterleaved>
+__device__ __forceinline__ float unit_sum(const RotaryIndex& q, const T* xh, uint32_t u, float mean, bool square) {
+  uint32_t p1, p2;
+  unit_at<V, kInterleaved>(q, u, p1, p2);
+  float z[2][V];
+  load_vec<T, V>(xh + p1, z[0]);
+  load_vec<T, V>(xh + p2, z[1]);
+  float s = 0.0f;
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int k = 0; k < V; ++k) s += square ? (z[h][k] - mean) * (z[h][k] - mean) : z[h][k] - mean;
+  return s;
+}
+
+/// Unit u of the head at xh normalized ((x - mean)·inv, then the norm's scale and bias rows at
+/// gamma and beta, or null), then rotated by the head's table rows cs and sn (or copied past the
+/// rotated part) into the head at yh.
+template <typename T, int V, bool kInterleaved>
+__device__ __forceinline__ void norm_rotate_unit(const RotaryIndex& q, const T* xh, const T* gamma, const T* beta,
+                                                 const T* cs, const T* sn, T* yh, uint32_t u, float mean, float inv) {
+  uint32_t p1, p2;
+  const bool rotates = unit_at<V, kInterleaved>(q, u, p1, p2);
+  float z[2][V], g[2][V], b[2][V] = {};
+  load_vec<T, V>(xh + p1, z[0]);
+  load_vec<T, V>(xh + p2, z[1]);
+  load_vec<T, V>(gamma + p1, g[0]);
+  load_vec<T, V>(gamma + p2, g[1]);
+  if (beta) {
+    load_vec<T, V>(beta + p1, b[0]);
+    load_vec<T, V>(beta + p2, b[1]);
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int k = 0; k < V; ++k) z[h][k] = (z[h][k] - mean) * inv * g[h][k] + b[h][k];
+  if (rotates) {
+    rotate_store<T, V, kInterleaved>(z, cs, sn, yh, p1, p2);
+  } else {
+    store_vec<T, V>(yh + p1, z[0]);
+    store_vec<T, V>(yh + p2, z[1]);
+  }
+}
+
+/// Copies `units` units of 2·V contiguous values from x to y, lane `lane` of `group` taking
+/// every group-th.
+template <typename T, int V>
+__device__ __forceinline__ void copy_units(const T* x, T* y, uint32_t units, uint32_t lane, uint32_t group) {
+  for (uint32_t u = lane; u < units; u += group) {
+    float z[2][V];
+    load_vec<T, V>(x + u * 2 * V, z[0]);
+    load_vec<T, V>(x + u * 2 * V + V, z[1]);
+    store_vec<T, V>(y + u * 2 * V, z[0]);
+    store_vec<T, V>(y + u * 2 * V + V, z[1]);
+  }
+}
+
 /// QK-norm then rotation (RotaryArgs::norm): a group of G lanes (a power of two up to 32) takes
 /// one head, each lane its units u = lane, lane + G, ...: the head's mean (LayerNorm) and its sum
 /// of squares come from a shuffle sum over the group, then each lane loads its units again (from
@@ -149,63 +207,79 @@ __global__ void __launch_bounds__(kBlock)
   for (uint32_t row = (blockIdx.x * blockDim.x + threadIdx.x) >> group_shift; row < q.heads; row += groups) {
     const uint32_t xo = row * q.head;
     const uint32_t in_row = q.heads_per_row > 1 ? row - q.heads_per_row_div.div(row) * q.heads_per_row : 0;
-    float z[2][V];
-    uint32_t p1, p2;
     if (q.rotated_heads < q.heads_per_row && in_row >= q.rotated_heads) {
-      if (!q.copy_rest) continue;
-      for (uint32_t u = lg; u < per_head; u += group) {
-        load_vec<T, V>(x + xo + u * 2 * V, z[0]);
-        load_vec<T, V>(x + xo + u * 2 * V + V, z[1]);
-        store_vec<T, V>(y + xo + u * 2 * V, z[0]);
-        store_vec<T, V>(y + xo + u * 2 * V + V, z[1]);
-      }
+      if (q.copy_rest) copy_units<T, V>(x + xo, y + xo, per_head, lg, group);
       continue;
     }
     float mean = 0.0f;
     if (a.norm == 2) {
       float s = 0.0f;
-      for (uint32_t u = lg; u < per_head; u += group) {
-        unit_at<V, kInterleaved>(q, u, p1, p2);
-        load_vec<T, V>(x + xo + p1, z[0]);
-        load_vec<T, V>(x + xo + p2, z[1]);
-#pragma unroll
-        for (int k = 0; k < V; ++k) s += z[0][k] + z[1][k];
-      }
+      for (uint32_t u = lg; u < per_head; u += group) s += unit_sum<T, V, kInterleaved>(q, x + xo, u, 0.0f, false);
       mean = group_sum(s, mask, group) * inv_n;
     }
     float ss = 0.0f;
-    for (uint32_t u = lg; u < per_head; u += group) {
-      unit_at<V, kInterleaved>(q, u, p1, p2);
-      load_vec<T, V>(x + xo + p1, z[0]);
-      load_vec<T, V>(x + xo + p2, z[1]);
-#pragma unroll
-      for (int k = 0; k < V; ++k) ss += (z[0][k] - mean) * (z[0][k] - mean) + (z[1][k] - mean) * (z[1][k] - mean);
-    }
+    for (uint32_t u = lg; u < per_head; u += group) ss += unit_sum<T, V, kInterleaved>(q, x + xo, u, mean, true);
     const float inv = rsqrtf(group_sum(ss, mask, group) * inv_n + a.norm_epsilon);
     const uint32_t go = a.norm_rows ? in_row * q.head : 0;
     uint32_t co, so;
     table_rows(q, row, co, so);
-    for (uint32_t u = lg; u < per_head; u += group) {
-      const bool rotates = unit_at<V, kInterleaved>(q, u, p1, p2);
-      float g[2][V], b[2][V] = {};
-      load_vec<T, V>(x + xo + p1, z[0]);
-      load_vec<T, V>(x + xo + p2, z[1]);
-      load_vec<T, V>(gamma + go + p1, g[0]);
-      load_vec<T, V>(gamma + go + p2, g[1]);
-      if (beta) {
-        load_vec<T, V>(beta + go + p1, b[0]);
-        load_vec<T, V>(beta + go + p2, b[1]);
+    for (uint32_t u = lg; u < per_head; u += group)
+      norm_rotate_unit<T, V, kInterleaved>(q, x + xo, gamma + go, beta ? beta + go : nullptr, cs + co, sn + so, y + xo,
+                                           u, mean, inv);
+  }
+}
+
+/// QK-norm over runs of heads (RotaryArgs::norm_groups: OLMo 2 normalizes Q's and K's whole
+/// projections), then rotation: a warp takes one run of one row of the view, its lanes the run's
+/// units in turn (t = lane, lane + 32, ...: head t / units-a-head of the run), with the run's mean
+/// and sum of squares from warp sums; then each unit is loaded again, normalized, scaled and
+/// rotated as above. A row's last item copies its heads that do not rotate (V's), where copy_rest.
+template <typename T, int V, bool kInterleaved>
+__global__ void __launch_bounds__(kBlock)
+    rotary_span_norm_kernel(const __grid_constant__ RotaryArgs a, const __grid_constant__ RotaryIndex q,
+                            uint32_t items) {
+  pdl_wait_then_release();
+  const T* x = static_cast<const T*>(a.x);
+  const T* cs = static_cast<const T*>(a.cos);
+  const T* sn = static_cast<const T*>(a.sin);
+  const T* gamma = static_cast<const T*>(a.norm_scale);
+  const T* beta = static_cast<const T*>(a.norm_bias);
+  T* y = static_cast<T*>(a.y);
+  const uint32_t lane = threadIdx.x & 31u, warps = (gridDim.x * blockDim.x) >> 5;
+  const uint32_t per_head = q.per_head.d, total = q.heads / q.heads_per_row * items;
+  for (uint32_t w = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; w < total; w += warps) {
+    const uint32_t xrow = w / items, item = w - xrow * items, row0 = xrow * q.heads_per_row;
+    if (item == static_cast<uint32_t>(a.norm_groups)) {  // the heads that do not rotate
+      const uint32_t xo = (row0 + q.rotated_heads) * q.head;
+      copy_units<T, V>(x + xo, y + xo, (q.heads_per_row - q.rotated_heads) * per_head, lane, 32);
+      continue;
+    }
+    const uint32_t h0 = static_cast<uint32_t>(a.norm_group_first[item]);
+    const uint32_t units = static_cast<uint32_t>(a.norm_group_heads[item]) * per_head;
+    const T* xs = x + (row0 + h0) * q.head;  // the run's first head
+    const float inv_n = 1.0f / static_cast<float>(units * 2 * V);
+    float mean = 0.0f;
+    if (a.norm == 2) {
+      float s = 0.0f;
+      for (uint32_t t = lane; t < units; t += 32) {
+        const uint32_t hh = q.per_head.div(t);
+        s += unit_sum<T, V, kInterleaved>(q, xs + hh * q.head, t - hh * per_head, 0.0f, false);
       }
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int k = 0; k < V; ++k) z[h][k] = (z[h][k] - mean) * inv * g[h][k] + b[h][k];
-      if (rotates) {
-        rotate_store<T, V, kInterleaved>(z, cs + co, sn + so, y + xo, p1, p2);
-      } else {
-        store_vec<T, V>(y + xo + p1, z[0]);
-        store_vec<T, V>(y + xo + p2, z[1]);
-      }
+      mean = group_sum(s, 0xffffffffu, 32) * inv_n;
+    }
+    float ss = 0.0f;
+    for (uint32_t t = lane; t < units; t += 32) {
+      const uint32_t hh = q.per_head.div(t);
+      ss += unit_sum<T, V, kInterleaved>(q, xs + hh * q.head, t - hh * per_head, mean, true);
+    }
+    const float inv = rsqrtf(group_sum(ss, 0xffffffffu, 32) * inv_n + a.norm_epsilon);
+    for (uint32_t t = lane; t < units; t += 32) {
+      const uint32_t hh = q.per_head.div(t), row = row0 + h0 + hh;
+      const uint32_t go = a.norm_rows ? (h0 + hh) * q.head : 0;
+      uint32_t co, so;
+      table_rows(q, row, co, so);
+      norm_rotate_unit<T, V, kInterleaved>(q, x + row * q.head, gamma + go, beta ? beta + go : nullptr, cs + co,
+                                           sn + so, y + row * q.head, t - hh * per_head, mean, inv);
     }
   }
 }
@@ -245,7 +319,18 @@ void launch_typed(const RotaryArgs& a, cudaStream_t s) {
     q.rotated_heads = static_cast<uint32_t>(a.rotated_heads);
     q.copy_rest = a.copy_rest;
     q.heads_per_row_div = FastDiv(q.heads_per_row);
-    if (a.norm) {
+    if (a.norm && a.norm_groups) {
+      // A warp a run of heads of a row, and one for the row's heads that do not rotate.
+      const uint32_t items =
+          static_cast<uint32_t>(a.norm_groups) + (a.copy_rest && a.rotated_heads < a.heads_per_row ? 1 : 0);
+      const int64_t threads = a.heads / a.heads_per_row * items * 32;
+      if (a.interleaved)
+        launch_pdl("rotary with norm", rotary_span_norm_kernel<T, V, true>, dim3(grid_for(threads)), dim3(kBlock), 0,
+                   s, a, q, items);
+      else
+        launch_pdl("rotary with norm", rotary_span_norm_kernel<T, V, false>, dim3(grid_for(threads)), dim3(kBlock), 0,
+                   s, a, q, items);
+    } else if (a.norm) {
       // A group of lanes a head, as many as its units up to a warp.
       uint32_t shift = 0;
       while ((int64_t{1} << shift) < per_head && shift < 5) ++shift;

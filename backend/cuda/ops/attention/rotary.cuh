@@ -12,6 +12,7 @@
 namespace fusec::cuda {
 
 constexpr int kRotaryMaxRank = 8;
+constexpr int kRotaryMaxNormGroups = 8;  // runs of heads a norm spans (norm_groups), per row
 
 struct RotaryArgs {
   DType dtype = DType::Undefined;
@@ -33,6 +34,10 @@ struct RotaryArgs {
   // norm_bias, or null) one row of `head` values, or with norm_rows one row per rotated head.
   int norm = 0;
   bool norm_rows = false;
+  // norm_groups > 0: the rotated heads of a row are normalized in that many runs (OLMo 2's whole
+  // projections), run i being norm_group_heads[i] heads from head norm_group_first[i] of the row.
+  int norm_groups = 0;
+  int32_t norm_group_first[kRotaryMaxNormGroups] = {}, norm_group_heads[kRotaryMaxNormGroups] = {};
   float norm_epsilon = 0.0f;
   const void* norm_scale = nullptr;
   const void* norm_bias = nullptr;

@@ -31,7 +31,8 @@ class RotaryOp : public CudaOp {
     std::string what =
         std::to_string(a_.rot) + (a_.rot < a_.head ? " of " + std::to_string(a_.head) : "") + " per head";
     if (a_.interleaved) what += ", interleaved";
-    if (a_.norm) what = std::string(a_.norm == 1 ? "RMS" : "LayerNorm") + "-normalized heads, " + what;
+    if (a_.norm)
+      what = std::string(a_.norm == 1 ? "RMS" : "LayerNorm") + (a_.norm_groups ? "-normalized runs of heads, " : "-normalized heads, ") + what;
     return "rotary (" + what + ", " + dtype_name(a_.dtype) + ")";
   }
 
@@ -87,6 +88,17 @@ std::unique_ptr<CudaOp> make_rotary(const PlanContext& c, std::string* why) {
     if (c.has_input(4) && c.in_dims(3).size() != c.in_dims(4).size())
       return refuse(why, "the norm's scale and bias have different row counts");
     a.norm_epsilon = c.attr_float("epsilon");
+    const std::vector<int64_t> runs = c.attr_ints("norm_groups");
+    if (runs.size() > static_cast<size_t>(kRotaryMaxNormGroups))
+      return refuse(why, "the norm spans more than " + std::to_string(kRotaryMaxNormGroups) + " runs of heads a row");
+    int64_t first = 0;
+    for (int64_t n : runs) {
+      a.norm_group_first[a.norm_groups] = static_cast<int32_t>(first);
+      a.norm_group_heads[a.norm_groups++] = static_cast<int32_t>(n);
+      first += n;
+    }
+    if (!runs.empty() && first != a.rotated_heads)
+      return refuse(why, "norm_groups do not add up to the rotated heads of a row");
   }
   int64_t numel = 1;
   for (int64_t d : c.in_dims(0)) numel *= d;
