@@ -33,10 +33,10 @@
 // Under --portable (standard ops only) nothing is fused; each candidate is a near-miss.
 #include "passes/fuse_conv_activation.h"
 
-#include <cfloat>
 #include <optional>
 #include <unordered_map>
 
+#include "passes/activation_op.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
 
@@ -55,16 +55,6 @@ struct Activation {
   Value* out = nullptr;
   std::string text;  // "Relu 'r1'" / "Sigmoid 's' + Mul 'm' (SiLU)"
 };
-
-/// An activation op in the default domain (Gelu also in ai.fusec, same semantics).
-bool is_activation(const Node* n) {
-  static const char* kOps[] = {"Relu",    "Clip", "LeakyRelu", "PRelu", "HardSigmoid",
-                               "Sigmoid", "Tanh", "HardSwish", "Gelu"};
-  if (!n->domain.empty() && !(n->domain == "ai.fusec" && n->op_type == "Gelu")) return false;
-  for (const char* op : kOps)
-    if (n->op_type == op) return true;
-  return false;
-}
 
 bool fusable_dtype(DType t) { return t == DType::Float32 || t == DType::Float16 || t == DType::BFloat16; }
 
@@ -174,7 +164,7 @@ class ConvFuser {
         (is_op(v->consumers[0], "Sigmoid") || is_op(v->consumers[1], "Sigmoid")))
       return false;
     for (Node* c : v->consumers) {
-      if (!is_op(c, "Add") && !is_activation(c)) continue;
+      if (!is_op(c, "Add") && !is_activation_op(c)) continue;
       std::string why = v->is_graph_output ? "the conv output '" + v->name + "' is a graph output"
                                            : "the conv output '" + v->name + "' has " +
                                                  std::to_string(v->consumers.size()) + " consumers";
@@ -192,7 +182,7 @@ class ConvFuser {
     if (!why->empty()) return std::nullopt;
     if (!has_single_use(t)) {
       for (Node* c : t->consumers)
-        if (is_activation(c)) {
+        if (is_activation_op(c)) {
           *what = describe(c);
           *why = t->is_graph_output ? "'" + t->name + "' is a graph output"
                                     : "'" + t->name + "' has " + std::to_string(t->consumers.size()) + " consumers";
@@ -201,50 +191,11 @@ class ConvFuser {
       return std::nullopt;
     }
     Node* a = t->consumers[0];
-    if (!is_activation(a) || a->input(0) != t) return std::nullopt;
+    if (!is_activation_op(a) || a->input(0) != t) return std::nullopt;
     *what = describe(a);
-    Activation act{a->op_type, {}, {a}, a->outputs[0], describe(a)};
-    const std::string& op = a->op_type;
-    if (op == "LeakyRelu") {
-      act.params = {a->attr_float("alpha", 0.01f)};
-    } else if (op == "HardSigmoid") {
-      act.params = {a->attr_float("alpha", 0.2f), a->attr_float("beta", 0.5f)};
-    } else if (op == "PRelu") {
-      auto slope = uniform_constant(a->input(1));
-      if (!slope) {
-        *why = constant_of(a->input(1)) ? "the PRelu slope varies (per channel); FusedConv's LeakyRelu takes one value"
-                                        : "the PRelu slope '" + a->input(1)->name + "' is not a constant";
-        return std::nullopt;
-      }
-      act.name = "LeakyRelu";
-      act.params = {static_cast<float>(*slope)};
-    } else if (op == "Clip") {
-      float lo = -FLT_MAX, hi = FLT_MAX;
-      if (g_.opset("") < 11) {
-        lo = a->attr_float("min", -FLT_MAX);
-        hi = a->attr_float("max", FLT_MAX);
-      } else {
-        for (size_t i = 1; i <= 2; ++i) {
-          Value* b = a->input(i);
-          if (!b) continue;
-          const Tensor* c = constant_of(b);
-          if (!c || c->numel() != 1) {
-            *why = std::string("Clip's ") + (i == 1 ? "min" : "max") + " '" + b->name + "' is not a constant";
-            return std::nullopt;
-          }
-          (i == 1 ? lo : hi) = static_cast<float>(c->as_double(0));
-        }
-      }
-      act.params = {lo, hi};
-    } else if (op == "Gelu") {
-      std::string approx = a->attr_string("approximate", "none");
-      if (approx != "none" && approx != "tanh") {
-        *why = "Gelu approximate='" + approx + "'";
-        return std::nullopt;
-      }
-      act.name = approx == "tanh" ? "GeluTanh" : "Gelu";
-    }
-    return act;
+    std::optional<ActivationOp> op = activation_of(a, why);
+    if (!op) return std::nullopt;
+    return Activation{op->name, op->params, {a}, a->outputs[0], describe(a)};
   }
 
   /// t -> Sigmoid -> Mul(t, sigmoid): SiLU. Sets `why` when the shape is there but a reader escapes.
@@ -298,7 +249,7 @@ bool hoist_activation(Rewriter& r, Node* conv) {
   if (chain.empty()) return false;
   Value* moved = chain.back()->outputs[0];
   Node* act = moved->consumers[0];
-  if (!is_activation(act) || act->op_type == "PRelu" || act->input(0) != moved || act->outputs.size() != 1 ||
+  if (!is_activation_op(act) || act->op_type == "PRelu" || act->input(0) != moved || act->outputs.size() != 1 ||
       !act->outputs[0] || act->outputs[0]->type.dtype != y->type.dtype)
     return false;
   Graph& g = r.graph();

@@ -69,7 +69,8 @@ bool fuse_at(Rewriter& r, Node* mm) {
   Node* first = prod->consumers[0];
   Node* add = is_op(first, "Add") ? first : nullptr;
   std::string act_why;
-  std::optional<ActivationOp> act = add ? std::nullopt : activation_of(first, &act_why);
+  // An activation of the product itself (not one whose other input it is: a PRelu slope, a bound).
+  std::optional<ActivationOp> act = add || first->input(0) != prod ? std::nullopt : activation_of(first, &act_why);
   if (!add && !act && act_why.empty()) return false;
   std::string what = describe(mm) + " -> " + describe(first) + " not fused";
   if (!act_why.empty()) return r.near_miss(what, act_why);
@@ -92,7 +93,9 @@ bool fuse_at(Rewriter& r, Node* mm) {
     // An activation after the bias joins when it is the bias sum's only reader.
     if (!out->consumers.empty()) {
       std::string why2;
-      std::optional<ActivationOp> next = activation_of(out->consumers[0], &why2);
+      Node* reader = out->consumers[0];
+      std::optional<ActivationOp> next =
+          reader->input(0) == out ? activation_of(reader, &why2) : std::optional<ActivationOp>{};
       if ((next || !why2.empty()) && !has_single_use(out)) {
         why2 = out->is_graph_output ? "the Add output is a graph output"
                                     : "the Add output has " + std::to_string(use_count(out)) + " consumers";
@@ -217,6 +220,7 @@ bool fuse_activation_into(Rewriter& r, Node* fused) {
     next = view->outputs[0]->consumers[0];
   }
   std::string why;
+  if (next->input(0) != (view ? view->outputs[0] : out)) return false;  // it is not the activation's X
   std::optional<ActivationOp> act = activation_of(next, &why);
   if (!act && why.empty()) return false;
   const std::string what = describe(next) + " not fused into " + describe(fused);

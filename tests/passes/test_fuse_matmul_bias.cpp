@@ -324,6 +324,38 @@ TEST(FuseMatMulBias, ComputedClipBoundIsANearMiss) {
   EXPECT_NE(m->reason.find("'hi' is not a constant"), std::string::npos) << m->reason;
 }
 
+// PRelu reads as the activations do everywhere (activation_op.h): one slope is LeakyRelu; a slope
+// per channel, or a product that is the slope rather than X, stays apart.
+TEST(FuseMatMulBias, PReluWithOneSlopeIsLeakyRelu) {
+  for (int form = 0; form < 3; ++form) {
+    SCOPED_TRACE(form == 0 ? "one slope" : form == 1 ? "a slope per channel" : "the product is the slope");
+    GraphBuilder b(17);
+    Value* a = b.input("A", DType::Float32, {4, 8});
+    Value* y = b.node("MatMul", {a, b.initializer("W", random_floats({8, 3}, 1))}, {}, "mm");
+    Value* slope = b.initializer("slope", form == 1 ? floats({0.1f, 0.2f, 0.3f}, {3}) : floats({0.25f, 0.25f, 0.25f}, {3}));
+    if (form == 2)
+      y = b.node("PRelu", {b.input("X", DType::Float32, {4, 3}), y}, {}, "prelu");
+    else
+      y = b.node("PRelu", {y, slope}, {}, "prelu");
+    b.output(y);
+    Result r = fuse(b.build());
+    if (form == 0) {
+      const Node* f = find_op(*r.optimized, "FusedMatMul");
+      ASSERT_TRUE(f);
+      EXPECT_EQ(f->attr_string("activation", ""), "LeakyRelu");
+      EXPECT_EQ(f->attr_floats("activation_params"), (std::vector<float>{0.25f}));
+      expect_equivalent(r);
+      continue;
+    }
+    expect_unchanged(r);
+    if (form == 1) {
+      const NearMiss* m = near_miss(r, "PRelu 'prelu'");
+      ASSERT_TRUE(m);
+      EXPECT_NE(m->reason.find("slope varies"), std::string::npos) << m->reason;
+    }
+  }
+}
+
 // The bias sum read twice: the bias still fuses, the activation does not (near-miss).
 TEST(FuseMatMulBias, SharedBiasSumKeepsTheActivationApart) {
   Spec s;
