@@ -144,7 +144,8 @@ TEST(GpuDeviceErrors, GatherElementsAndGatherNDGiveTheCpuError) {
 
 TEST(GpuDeviceErrors, ScatterOpsGiveTheCpuError) {
   FUSEC_REQUIRE_GPU();
-  // No CUDA kernel today (they run on the CPU reference with copies): the same error either way.
+  // The CUDA scatter kernels check each index as the Gather family's do: the CPU's error, naming
+  // the first bad index in the order the CPU reads them.
   const Tensor x = data({4, 5});
   const Tensor upd = data({1, 5});
   expect_cpu_error_on_gpu({"ScatterND", {x, i64({3}, {1, 1}), upd}}, {"ScatterND", {x, i64({4}, {1, 1}), upd}});

@@ -1,5 +1,5 @@
-// Data movement ops (Transpose, Concat, Split, Slice, Gather family, Expand, Tile, Pad,
-// DepthToSpace, SpaceToDepth, Trilu, CumSum) and Resize/Upsample on CUDA against the CPU
+// Data movement ops (Transpose, Concat, Split, Slice, Gather and Scatter families, Expand, Tile,
+// Pad, DepthToSpace, SpaceToDepth, Trilu, CumSum) and Resize/Upsample on CUDA against the CPU
 // reference. Pure movement is exact: bitwise at fp32 and for native half, integer and bool data;
 // under --precision fp16/bf16 only the upload rounding separates the two, hence 1e-2.
 #include <cmath>
@@ -216,6 +216,95 @@ TEST(GpuGatherND, BatchDimsAndPartialIndices) {
   expect_movement(op("GatherND", {data({5, 6, 7}), random_tensor(DType::Int64, {2, 4, 3}, 12, -5, 5)}));  // k=3
   expect_movement(op("GatherND", {data({3, 6, 8}), random_tensor(DType::Int64, {3, 4, 1}, 13, -6, 6)}, {},
                      {attr("batch_dims", int64_t{1})}, 13));
+}
+
+// ---------------------------------------------------------------- Scatter family
+
+namespace {
+
+/// Indices for ScatterElements along `axis` of data dims `x`, of dims `q` (q[axis] == x[axis]):
+/// each line along the axis a rotation of 0..x[axis]-1 (no two updates of a line meet, as ONNX asks
+/// of reduction "none"), every third one negative.
+Tensor rotated_lines(const I64s& x, const I64s& q, int64_t axis, DType t) {
+  int64_t n = 1;
+  for (int64_t d : q) n *= d;
+  I64s v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, along = 0, shift = 0;
+    for (int64_t d = static_cast<int64_t>(q.size()) - 1; d >= 0; --d) {
+      const int64_t c = rem % q[d];
+      rem /= q[d];
+      if (d == axis)
+        along = c;
+      else
+        shift += c * (d + 2);
+    }
+    const int64_t at = (along + shift) % x[axis];
+    v[static_cast<size_t>(i)] = i % 3 == 0 ? at - x[axis] : at;
+  }
+  if (t == DType::Int64) return Tensor::from_int64(v, q);
+  Tensor idx(DType::Int32, q);
+  for (int64_t i = 0; i < n; ++i) idx.data<int32_t>()[i] = static_cast<int32_t>(v[static_cast<size_t>(i)]);
+  return idx;
+}
+
+NamedAttribute reduction(const char* r) { return attr("reduction", std::string(r)); }
+
+}  // namespace
+
+TEST(GpuScatterND, SlicesTuplesAndNegativeIndices) {
+  FUSEC_REQUIRE_GPU();
+  // MViT's slice_scatter as the dynamo export writes it: rows 1..6 of a 4-D tensor along axis 0
+  // (indices [n, 1]), whole slices of 2 x 3 x 40.
+  expect_movement(op("ScatterND", {data({9, 2, 3, 40}), Tensor::from_int64({1, 2, 3, 4, 5, 6}, {6, 1}),
+                                   data({6, 2, 3, 40}, 2)}),
+                  {0, 2});
+  // Whole tuples (k = rank): single elements, negative ones counting from the end.
+  expect_movement(op("ScatterND", {data({5, 6, 7}), Tensor::from_int64({0, 0, 0, -1, 2, 3, 4, -6, 6, 2, 5, -7}, {4, 3}),
+                                   data({4}, 3)}),
+                  {0, 2});
+  // k = 2 of 3, a [2, 3] grid of pairs, odd slices of 7.
+  expect_movement(op("ScatterND", {data({5, 6, 7}), Tensor::from_int64({0, 1, 1, 2, 2, 3, 3, 4, 4, 5, -1, 0}, {2, 3, 2}),
+                                   data({2, 3, 7}, 4)}),
+                  {0, 2});
+}
+
+TEST(GpuScatterND, AddSumsRepeatedIndices) {
+  FUSEC_REQUIRE_GPU();
+  // reduction "add" (opset 16): rows 1 and 5 named more than once each add every update.
+  OpCase c = op("ScatterND", {data({6, 16}), Tensor::from_int64({1, 3, 1, 5, -5, 5}, {6, 1}), data({6, 16}, 2)}, {},
+                {reduction("add")}, 16);
+  expect_gpu_matches_cpu(c, Precision::FP32, 1e-6);  // the atomics add in another order: float rounding
+  for (DType t : {DType::Int64, DType::Int32}) {
+    SCOPED_TRACE(dtype_name(t));
+    OpCase d = c;
+    d.inputs[0] = data({6, 16}, 5, t);
+    d.inputs[2] = data({6, 16}, 6, t);
+    expect_gpu_matches_cpu(d, Precision::FP32, 0.0);
+  }
+}
+
+TEST(GpuScatterElements, EveryAxisNegativeAndInt32Indices) {
+  FUSEC_REQUIRE_GPU();
+  const I64s x = {4, 5, 6};
+  for (int64_t axis : {0, 1, 2}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    I64s q = {3, 4, 5};
+    q[static_cast<size_t>(axis)] = x[static_cast<size_t>(axis)];
+    for (DType it : {DType::Int64, DType::Int32}) {
+      expect_movement(op("ScatterElements", {data(x), rotated_lines(x, q, axis, it), data(q, 7)}, {},
+                         {attr("axis", axis - (it == DType::Int32 ? 3 : 0))}),
+                      {0, 2});
+    }
+  }
+  // The deprecated Scatter (opset 9-10) is ScatterElements without a reduction.
+  expect_movement(op("Scatter", {data({4, 33}), rotated_lines({4, 33}, {2, 33}, 1, DType::Int64), data({2, 33}, 8)},
+                     {}, {attr("axis", int64_t{1})}, 10),
+                  {0, 2});
+  // reduction "add": updates meeting at one element are all added.
+  OpCase c = op("ScatterElements", {data({3, 8}), random_tensor(DType::Int64, {3, 20}, 9, -8, 8), data({3, 20}, 10)},
+                {}, {attr("axis", int64_t{1}), reduction("add")}, 16);
+  expect_gpu_matches_cpu(c, Precision::FP32, 1e-6);
 }
 
 // ---------------------------------------------------------------- Expand, Tile

@@ -199,10 +199,26 @@ TEST(Canonicalize, EinsumProductsWithOutputTransposeAreMatMul) {
   expect_same_numbers(*out_t.original, *out_t.optimized, 3, {0, 0});
 }
 
+TEST(Canonicalize, EinsumWithSeveralLabelsOfAKindMergesThem) {
+  // MViT-V2's relative positions: rows b, y, t, w, batch h, contracted c, column k. Merged by
+  // Reshapes around one batched MatMul; two row labels and two contracted ones too.
+  Outcome mvit = run_pass(einsum("bythwc,hkc->bythwk", {2, 1, 3, 2, 4, 5}, {2, 6, 5}));
+  EXPECT_TRUE(mvit.changed);
+  EXPECT_EQ(count(*mvit.optimized, "Einsum"), 0);
+  EXPECT_EQ(count(*mvit.optimized, "MatMul"), 1);
+  EXPECT_EQ(count(*mvit.optimized, "Reshape"), 3);
+  expect_same_numbers(*mvit.original, *mvit.optimized, 3, {0, 0});
+  Outcome rows = run_pass(einsum("bijk,bkl->bijl", {2, 3, 5, 6}, {2, 6, 4}));
+  EXPECT_TRUE(rows.changed);
+  expect_same_numbers(*rows.original, *rows.optimized, 4, {0, 0});
+  Outcome ks = run_pass(einsum("bpq,pqd->bd", {2, 3, 5}, {3, 5, 4}));
+  EXPECT_TRUE(ks.changed);
+  expect_same_numbers(*ks.original, *ks.optimized, 5, {0, 0});
+}
+
 TEST(Canonicalize, EinsumThatIsNotOneMatrixProductIsLeftAlone) {
-  // A label summed out of one operand alone, two row labels, an ellipsis: left as Einsum.
+  // A label summed out of one operand alone, an ellipsis: left as Einsum.
   expect_left_alone(run_pass(einsum("bij,bjk->bk", {2, 5, 6}, {2, 6, 4})));
-  expect_left_alone(run_pass(einsum("bijk,bkl->bijl", {2, 3, 5, 6}, {2, 6, 4})));
   expect_left_alone(run_pass(einsum("...ij,...jk->...ik", {2, 5, 6}, {2, 6, 4})));
   // Without batch labels it is a plain MatMul.
   Outcome plain = run_pass(einsum("ij,jk->ik", {5, 6}, {6, 4}));

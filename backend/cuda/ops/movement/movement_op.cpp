@@ -1,6 +1,6 @@
 // Entry points for the data movement family: Transpose, Slice, Expand, Tile, DepthToSpace,
 // SpaceToDepth (one planned strided copy each), Concat, Split, Gather, GatherElements, GatherND,
-// Pad, Trilu, CumSum, Resize and Upsample. Every shape operand (starts, pads, axes, scales, ...) is
+// ScatterND, ScatterElements (and Scatter), Pad, Trilu, CumSum, Resize and Upsample. Every shape operand (starts, pads, axes, scales, ...) is
 // read here from the node's constant inputs at plan time; a runtime shape operand leaves the node
 // to the CPU reference. Most ops only move bytes, so any dtype of 1, 2, 4 or 8 bytes runs.
 #include <cuda_runtime_api.h>
@@ -16,6 +16,7 @@
 #include "backend/cuda/ops/movement/gather.cuh"
 #include "backend/cuda/ops/movement/movement.cuh"
 #include "backend/cuda/ops/movement/resize.cuh"
+#include "backend/cuda/ops/movement/scatter.cuh"
 #include "ir/ops/movement_util.h"
 #include "ir/ops/resize_taps.h"
 
@@ -449,6 +450,108 @@ std::unique_ptr<CudaOp> make_gather_nd(const PlanContext& c, std::string* why) {
   return gather_op(p, "GatherND: slice gather", gather_nd_launch);
 }
 
+// ---------------------------------------------------------------- Scatter family
+
+/// The reduction a scatter kernel takes, or false (with *why): assignment for any byte-movable
+/// type, a sum for float32, int32 and int64 (atomics); the rest run on the CPU reference.
+bool scatter_reduction(const PlanContext& c, ScatterReduction* r, std::string* why) {
+  const std::string red = c.has_attr("reduction") ? c.attr_string("reduction") : "none";
+  const DType t = c.in_dtype(0);
+  if (red == "none") {
+    *r = ScatterReduction::None;
+    return true;
+  }
+  if (red == "add" && (t == DType::Float32 || t == DType::Int32 || t == DType::Int64)) {
+    *r = ScatterReduction::Add;
+    return true;
+  }
+  *why = "no CUDA kernel for reduction '" + red + "' on " + dtype_name(t);
+  return false;
+}
+
+template <typename Plan, typename Launch>
+class ScatterOp : public CudaOp {
+ public:
+  ScatterOp(Plan p, std::string name, Launch f) : p_(p), name_(std::move(name)), f_(f) {}
+  void launch(const LaunchArgs& a) override {
+    f_(p_, a.inputs[0].data, a.inputs[1].data, a.inputs[2].data, a.outputs[0].data, a.stream, a.error);
+  }
+  std::string kernel_name() const override { return name_; }
+
+ private:
+  Plan p_;
+  std::string name_;
+  Launch f_;
+};
+
+template <typename Plan, typename Launch>
+std::unique_ptr<CudaOp> scatter_op(Plan p, std::string name, Launch f) {
+  return std::make_unique<ScatterOp<Plan, Launch>>(p, std::move(name), f);
+}
+
+void scatter_nd_launch(const ScatterNDPlan& p, const void* x, const void* i, const void* u, void* y, cudaStream_t s,
+                       const DeviceErrorSite& err) {
+  launch_scatter_nd(p, x, static_cast<const int64_t*>(i), u, y, s, err);
+}
+
+std::unique_ptr<CudaOp> make_scatter_nd(const PlanContext& c, std::string* why) {
+  ScatterNDPlan p;
+  if (!byte_movable(c, why) || !index_input(c, why, false) || !scatter_reduction(c, &p.reduction, why)) return nullptr;
+  if (!c.has_input(2) || c.in_dtype(2) != c.in_dtype(0)) return refuse(why, "updates missing or of another type");
+  const Dims& D = c.in_dims(0);
+  const Dims& Q = c.in_dims(1);
+  if (Q.empty()) return refuse(why, "indices of rank 0");
+  const int64_t k = Q.back();
+  if (k < 1 || k > static_cast<int64_t>(D.size()) || k > kMoveMaxRank) return refuse(why, "last indices dim out of range");
+  Dims want(Q.begin(), Q.end() - 1);
+  want.insert(want.end(), D.begin() + k, D.end());
+  if (c.in_dims(2) != want || c.out_dims(0) != D) return refuse(why, "updates or output of unexpected dims");
+  p.dtype = c.in_dtype(0);
+  p.k = static_cast<int>(k);
+  const Dims xs = contiguous(D);
+  for (int64_t j = 0; j < k; ++j) {
+    p.dims[j] = D[j];
+    p.strides[j] = xs[j];
+  }
+  p.count = prod(Q, 0, Q.size() - 1);
+  p.slice = prod(D, k, D.size());
+  p.data_numel = prod(D, 0, D.size());
+  return scatter_op(p, std::string("ScatterND: slice scatter") + (p.reduction == ScatterReduction::Add ? ", add" : ""),
+                    scatter_nd_launch);
+}
+
+std::unique_ptr<CudaOp> make_scatter_elements(const PlanContext& c, std::string* why) {
+  ScatterElementsPlan p;
+  if (!byte_movable(c, why) || !index_input(c, why, true) || !scatter_reduction(c, &p.reduction, why)) return nullptr;
+  if (!c.has_input(2) || c.in_dtype(2) != c.in_dtype(0)) return refuse(why, "updates missing or of another type");
+  const Dims& x = c.in_dims(0);
+  const Dims& q = c.in_dims(1);
+  const int64_t r = static_cast<int64_t>(x.size());
+  if (static_cast<int64_t>(q.size()) != r || c.in_dims(2) != q) return refuse(why, "indices and updates differ in dims");
+  if (r > kMoveMaxRank) return refuse(why, "rank above 8");
+  int64_t ax = 0;
+  if (!checked(why, [&] { ax = normalize_axis(c.attr_int("axis"), r, c); })) return nullptr;
+  for (int64_t d = 0; d < r; ++d)
+    if (d != ax && q[d] > x[d]) return refuse(why, "indices shape exceeds data shape off the axis");
+  if (c.out_dims(0) != x) return refuse(why, "unexpected output dims");
+  p.dtype = c.in_dtype(0);
+  p.index_type = c.in_dtype(1);
+  p.rank = static_cast<int>(r);
+  const Dims xs = contiguous(x);
+  for (int64_t d = 0; d < r; ++d) {
+    p.upd_dims[d] = q[d];
+    p.data_strides[d] = d == ax ? 0 : xs[d];
+  }
+  p.axis_stride = xs[ax];
+  p.axis_dim = x[ax];
+  p.numel = prod(q, 0, q.size());
+  p.data_numel = prod(x, 0, x.size());
+  return scatter_op(p,
+                    std::string("ScatterElements: element scatter") +
+                        (p.reduction == ScatterReduction::Add ? ", add" : ""),
+                    launch_scatter_elements);
+}
+
 // ---------------------------------------------------------------- Pad
 
 class PadOp : public CudaOp {
@@ -805,6 +908,9 @@ void register_movement_ops(CudaOpRegistry& r) {
   r.add("Gather", make_gather);
   r.add("GatherElements", make_gather_elements);
   r.add("GatherND", make_gather_nd);
+  r.add("ScatterND", make_scatter_nd);
+  r.add("ScatterElements", make_scatter_elements);
+  r.add("Scatter", make_scatter_elements);
   r.add("Pad", make_pad);
   r.add("Trilu", make_trilu);
   r.add("CumSum", make_cumsum);
