@@ -24,6 +24,10 @@
 //   Einsum(a, b) that is a batched matrix product -> MatMul with the transposes it needs
 //       (canonicalize_einsum.cpp): MaxViT's attention. The same sum over the contracted label
 //       (bit for bit on the CPU reference in tests/passes/test_canonicalize.cpp).
+//
+//   ScatterND(Transpose_p(x), consecutive rows, Transpose_p(Slice(x) [+ b]))   -> Transpose_p(x [+ Pad(b)])
+//       (canonicalize_slice_scatter.cpp): torch's in-place update of a slice as the dynamo export
+//       writes it; MViT-V2's relative positions added to a block of the scores.
 #include "passes/canonicalize.h"
 
 #include <algorithm>
@@ -31,6 +35,7 @@
 
 #include "ir/dim_values.h"
 #include "passes/canonicalize_einsum.h"
+#include "passes/canonicalize_slice_scatter.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
 
@@ -166,7 +171,8 @@ bool CanonicalizePass::run(Graph& g, PassContext& ctx) {
   for (Node* n : g.node_list()) {
     if (!n->domain.empty()) continue;
     // the first rule that applies
-    (void)(transpose_of_groups(r, n) || reciprocal(r, n) || gather_of_everything(r, n) || einsum_as_matmul(r, n));
+    (void)(transpose_of_groups(r, n) || reciprocal(r, n) || gather_of_everything(r, n) || einsum_as_matmul(r, n) ||
+           slice_scatter_as_add(r, n));
   }
   if (r.changed()) g.remove_unused_values();
   return r.changed();

@@ -5,6 +5,7 @@
 //   Cast(to = x.dtype)  -> x            Reshape/Flatten/Expand/Pad/Slice to x's own shape -> x
 //   Transpose(perm = 0,1,..,n-1) -> x
 //   Reshape(view(x)) to x's own shape -> x  view: Reshape/Flatten/Squeeze/Unsqueeze
+//   Transpose(Transpose(x, p), q) -> Transpose(x, p then q)   (then gone where that is the identity)
 //   nodes whose outputs nobody reads, initializers nobody reads          -> gone
 //   two equal constants, two identical nodes on the same inputs           -> one of each (CSE)
 #include "passes/cleanup.h"
@@ -160,6 +161,34 @@ bool skip_undone_views(Graph& g, PassContext& ctx) {
   return changed;
 }
 
+/// Transpose(Transpose(x, p), q) -> Transpose(x, p then q): one copy instead of two (or none,
+/// which remove_noops then sees), and the inner one goes when nothing else reads it. The dynamo
+/// export writes a slice update along axis d between transposes that bring d first and back, and
+/// once the update is an Add (canonicalize) MViT-V2's scores went through four of them.
+bool compose_transposes(Graph& g, PassContext& ctx) {
+  bool changed = false;
+  for (Node* n : g.node_list()) {
+    if (!is_op(n, "Transpose") || !n->domain.empty() || !n->input(0) || !n->has_attr("perm")) continue;
+    Node* inner = n->input(0)->producer;
+    if (!inner || !is_op(inner, "Transpose") || !inner->domain.empty() || !inner->input(0) || !inner->has_attr("perm"))
+      continue;
+    const std::vector<int64_t> p = inner->attr_ints("perm"), q = n->attr_ints("perm");
+    if (p.size() != q.size()) continue;
+    std::vector<int64_t> both(q.size());
+    for (size_t i = 0; i < q.size(); ++i) {
+      if (q[i] < 0 || q[i] >= static_cast<int64_t>(p.size())) return changed;
+      both[i] = p[static_cast<size_t>(q[i])];
+    }
+    ctx.rewrite(kPass, describe(n) + " reads '" + inner->input(0)->name + "' instead of " + describe(inner) +
+                           "'s output (the two transposes composed)",
+                {}, n->name);
+    g.set_input(n, 0, inner->input(0));
+    n->set_attr("perm", both);
+    changed = true;
+  }
+  return changed;
+}
+
 bool remove_dead_nodes(Graph& g, PassContext& ctx) {
   bool changed = false, again = true;
   while (again) {
@@ -257,6 +286,7 @@ bool CleanupPass::run(Graph& g, PassContext& ctx) {
   bool changed = constants_to_initializers(g, ctx);
   changed |= drop_empty_concat_inputs(g, ctx);
   changed |= skip_undone_views(g, ctx);
+  changed |= compose_transposes(g, ctx);
   changed |= remove_noops(g, ctx);
   changed |= deduplicate(g, ctx);
   changed |= remove_dead_nodes(g, ctx);

@@ -225,3 +225,69 @@ TEST(Canonicalize, EinsumThatIsNotOneMatrixProductIsLeftAlone) {
   EXPECT_TRUE(plain.changed);
   EXPECT_EQ(plain.optimized->nodes().size(), 1u);
 }
+
+namespace {
+
+/// torch's slice_scatter(x, Slice(x) [+ b]) along `axis` of x [dims] over [s, s + n), as the
+/// dynamo export writes it: ScatterND of rows s..s+n-1 between Transposes swapping `axis` and 0.
+std::unique_ptr<Graph> slice_update(std::vector<int64_t> dims, int64_t axis, int64_t s, int64_t n, bool add) {
+  GraphBuilder b(18);
+  Value* x = b.input("x", DType::Float32, Shape(dims.begin(), dims.end()));
+  auto i64 = [&](const std::string& name, int64_t v) { return b.initializer(name, Tensor::from_int64({v}, {1})); };
+  Value* sl = b.node("Slice", {x, i64("starts", s), i64("ends", s + n), i64("axes", axis), i64("steps", 1)}, {}, "slice");
+  std::vector<int64_t> bd = dims;
+  bd[static_cast<size_t>(axis)] = n;
+  Value* upd = add ? b.node("Add", {sl, b.input("b", DType::Float32, Shape(bd.begin(), bd.end()))}, {}, "add") : sl;
+  std::vector<int64_t> perm(dims.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[0], perm[static_cast<size_t>(axis)]);
+  const bool moved = axis != 0;
+  Value* data = moved ? b.node("Transpose", {x}, {attr("perm", perm)}, "to_front") : x;
+  Value* u = moved ? b.node("Transpose", {upd}, {attr("perm", perm)}, "upd_to_front") : upd;
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < n; ++i) rows.push_back(s + i);
+  Value* y = b.node("ScatterND", {data, b.initializer("rows", Tensor::from_int64(rows, {n, 1})), u}, {}, "scatter");
+  if (moved) y = b.node("Transpose", {y}, {attr("perm", perm)}, "back");
+  b.output(y);
+  return b.build();
+}
+
+}  // namespace
+
+TEST(Canonicalize, SliceUpdateIsAnAddOfTheUpdatePaddedWithZeros) {
+  for (int64_t axis : {0, 2, 3}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    Outcome o = run_pass(slice_update({2, 3, 7, 5}, axis, 1, axis == 3 ? 4 : 1, true));
+    EXPECT_TRUE(o.changed);
+    EXPECT_EQ(count(*o.optimized, "ScatterND"), 0);
+    EXPECT_EQ(count(*o.optimized, "Pad"), 1);
+    expect_same_numbers(*o.original, *o.optimized, 6, {0, 0});
+  }
+  // The slice written back unchanged (the update is the slice itself): the data as it was.
+  Outcome same = run_pass(slice_update({2, 3, 7, 5}, 2, 2, 3, false));
+  EXPECT_TRUE(same.changed);
+  EXPECT_EQ(count(*same.optimized, "ScatterND"), 0);
+  EXPECT_EQ(count(*same.optimized, "Pad"), 0);
+  expect_same_numbers(*same.original, *same.optimized, 7, {0, 0});
+}
+
+TEST(Canonicalize, ScatterThatIsNotASliceUpdateIsLeftAlone) {
+  // Rows that are not consecutive, and an update that is not the data's own slice plus something.
+  {
+    GraphBuilder b(18);
+    Value* x = b.input("x", DType::Float32, {6, 4});
+    Value* u = b.input("u", DType::Float32, {2, 4});
+    b.output(b.node("ScatterND", {x, b.initializer("rows", Tensor::from_int64({1, 3}, {2, 1})), u}, {}, "scatter"));
+    expect_left_alone(run_pass(b.build()));
+  }
+  {
+    GraphBuilder b(18);
+    Value* x = b.input("x", DType::Float32, {6, 4});
+    Value* other = b.input("other", DType::Float32, {6, 4});
+    auto i64 = [&](const std::string& name, int64_t v) { return b.initializer(name, Tensor::from_int64({v}, {1})); };
+    Value* sl = b.node("Slice", {other, i64("starts", 1), i64("ends", 3), i64("axes", 0)}, {}, "slice");
+    Value* u = b.node("Add", {sl, b.input("b", DType::Float32, {2, 4})}, {}, "add");
+    b.output(b.node("ScatterND", {x, b.initializer("rows", Tensor::from_int64({1, 2}, {2, 1})), u}, {}, "scatter"));
+    expect_left_alone(run_pass(b.build()));
+  }
+}

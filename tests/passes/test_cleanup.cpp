@@ -433,3 +433,25 @@ TEST(Cleanup, AViewChainThatRegroupsFurtherStays) {
   b.output(b.node("Relu", {b.node("Reshape", {mid, ints(b, "to", {2, 24})}, {}, "flatten")}, {}, "relu"));
   expect_left_alone(run_pass(b.build()));
 }
+
+TEST(Cleanup, TwoTransposesComposeAndCancel) {
+  // Transpose(Transpose(x, p), q) reads x with p then q; where that is the identity both go.
+  for (bool cancel : {true, false}) {
+    SCOPED_TRACE(cancel ? "composing to the identity" : "composing to another perm");
+    GraphBuilder b(17);
+    Value* x = b.node("Relu", {b.input("in", DType::Float32, {2, 3, 4, 5})}, {}, "relu");
+    Value* t = b.node("Transpose", {x}, {attr("perm", std::vector<int64_t>{2, 1, 0, 3})}, "t1");
+    const std::vector<int64_t> q = cancel ? std::vector<int64_t>{2, 1, 0, 3} : std::vector<int64_t>{0, 3, 1, 2};
+    b.output(b.node("Transpose", {t}, {attr("perm", q)}, "t2"));
+    Outcome o = run_pass(b.build());
+    expect_cleaned_exactly(o);
+    EXPECT_EQ(count(*o.optimized, "Transpose"), cancel ? 0 : 1);
+    if (!cancel) {
+      const Node* only = find_op(*o.optimized, "Transpose");
+      ASSERT_TRUE(only);
+      ASSERT_TRUE(only->input(0)->producer);
+      EXPECT_EQ(only->input(0)->producer->op_type, "Relu");
+      EXPECT_EQ(only->attr_ints("perm"), (std::vector<int64_t>{2, 3, 1, 0}));
+    }
+  }
+}
