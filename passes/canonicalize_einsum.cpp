@@ -140,7 +140,8 @@ bool einsum_as_matmul(Rewriter& r, Node* n) {
     Value* unmerged = last ? out : g.add_value(name + "_unmerged");
     std::vector<int64_t> dims(batch.size(), 0);
     dims.insert(dims.end(), split.begin(), split.end());
-    Value* shape = g.add_initializer(name + "_split_shape", Tensor::from_int64(dims, {static_cast<int64_t>(dims.size())}));
+    Value* shape =
+        g.add_initializer(name + "_split_shape", Tensor::from_int64(dims, {static_cast<int64_t>(dims.size())}));
     g.add_node("Reshape", {product, shape}, {unmerged}, g.unique_node_name(name + "_split"));
     product = unmerged;
   }

@@ -127,7 +127,8 @@ bool is_slice_of(const Value* v, const Value* x, int64_t axis, int64_t s, int64_
 }  // namespace
 
 bool slice_scatter_as_add(Rewriter& r, Node* n) {
-  if (!is_op(n, "ScatterND") || n->inputs.size() != 3 || !n->outputs[0] || n->attr_string("reduction", "none") != "none")
+  if (!is_op(n, "ScatterND") || n->inputs.size() != 3 || !n->outputs[0] ||
+      n->attr_string("reduction", "none") != "none")
     return false;
   const std::optional<std::vector<int64_t>> dd = known_dims(n->input(0));
   const std::optional<std::vector<int64_t>> ud = known_dims(n->input(2));
@@ -159,7 +160,8 @@ bool slice_scatter_as_add(Rewriter& r, Node* n) {
     const Node* add = a->producer;
     if (!is_op(add, "Add") || add->inputs.size() != 2 || !has_single_use(a)) return false;
     for (int i = 0; i < 2 && !x; ++i)
-      if (Value* whole = sliced(add->input(static_cast<size_t>(i)))) x = whole, b = add->input(static_cast<size_t>(1 - i));
+      if (Value* whole = sliced(add->input(static_cast<size_t>(i))))
+        x = whole, b = add->input(static_cast<size_t>(1 - i));
     if (!x || known_dims(b) != ad) return false;
   }
   // The data is Transpose_p(x): x is where it comes from, or x comes from the data by p's inverse.
@@ -188,7 +190,8 @@ bool slice_scatter_as_add(Rewriter& r, Node* n) {
   std::vector<int64_t> id(rank);
   std::iota(id.begin(), id.end(), 0);
   if (p == id) {
-    if (!forward_value(g, out, sum)) r.add("Identity", {sum}, {out}, g.unique_node_name(name + "_same"), "", gone.origins);
+    if (!forward_value(g, out, sum))
+      r.add("Identity", {sum}, {out}, g.unique_node_name(name + "_same"), "", gone.origins);
   } else {
     Node* t = r.add("Transpose", {sum}, {out}, g.unique_node_name(name + "_transpose"), "", gone.origins);
     t->set_attr("perm", p);

@@ -179,8 +179,9 @@ bool compose_transposes(Graph& g, PassContext& ctx) {
       if (q[i] < 0 || q[i] >= static_cast<int64_t>(p.size())) return changed;
       both[i] = p[static_cast<size_t>(q[i])];
     }
-    ctx.rewrite(kPass, describe(n) + " reads '" + inner->input(0)->name + "' instead of " + describe(inner) +
-                           "'s output (the two transposes composed)",
+    ctx.rewrite(kPass,
+                describe(n) + " reads '" + inner->input(0)->name + "' instead of " + describe(inner) +
+                    "'s output (the two transposes composed)",
                 {}, n->name);
     g.set_input(n, 0, inner->input(0));
     n->set_attr("perm", both);

@@ -586,8 +586,8 @@ Value* stacked_rows(Graph& g, const Tensor& q, int64_t qn, const Tensor& k, int6
   for (int64_t i = 0; i < qn + kn; ++i) {
     const Tensor& from = i < qn ? q : k;
     const int64_t at = from.rank() == 1 ? 0 : i < qn ? i : i - qn;
-    std::memcpy(out + static_cast<size_t>(i) * row, static_cast<const char*>(from.raw()) + static_cast<size_t>(at) * row,
-                row);
+    std::memcpy(out + static_cast<size_t>(i) * row,
+                static_cast<const char*>(from.raw()) + static_cast<size_t>(at) * row, row);
   }
   return g.add_initializer(stem, std::move(t));
 }

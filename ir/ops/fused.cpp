@@ -88,8 +88,8 @@ void check_rotary_norm(InferContext& c, const Shape* view) {
     }
     if (c.attr_int("head_size") <= 0) c.fail("norm_groups needs head_size (runs of the heads of a row)");
     if (view && (*view)[view->size() - 2].is_static() && sum != (*view)[view->size() - 2].value)
-      c.fail("norm_groups add up to " + std::to_string(sum) + " heads, not the " +
-             (*view)[view->size() - 2].str() + " rotated heads of a row");
+      c.fail("norm_groups add up to " + std::to_string(sum) + " heads, not the " + (*view)[view->size() - 2].str() +
+             " rotated heads of a row");
   }
   if (!c.has_input(3)) c.fail("norm " + std::to_string(norm) + " needs norm_scale (input 3)");
   for (size_t i : {size_t(3), size_t(4)}) {

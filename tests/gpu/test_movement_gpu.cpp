@@ -256,17 +256,18 @@ TEST(GpuScatterND, SlicesTuplesAndNegativeIndices) {
   FUSEC_REQUIRE_GPU();
   // MViT's slice_scatter as the dynamo export writes it: rows 1..6 of a 4-D tensor along axis 0
   // (indices [n, 1]), whole slices of 2 x 3 x 40.
-  expect_movement(op("ScatterND", {data({9, 2, 3, 40}), Tensor::from_int64({1, 2, 3, 4, 5, 6}, {6, 1}),
-                                   data({6, 2, 3, 40}, 2)}),
-                  {0, 2});
+  expect_movement(
+      op("ScatterND", {data({9, 2, 3, 40}), Tensor::from_int64({1, 2, 3, 4, 5, 6}, {6, 1}), data({6, 2, 3, 40}, 2)}),
+      {0, 2});
   // Whole tuples (k = rank): single elements, negative ones counting from the end.
   expect_movement(op("ScatterND", {data({5, 6, 7}), Tensor::from_int64({0, 0, 0, -1, 2, 3, 4, -6, 6, 2, 5, -7}, {4, 3}),
                                    data({4}, 3)}),
                   {0, 2});
   // k = 2 of 3, a [2, 3] grid of pairs, odd slices of 7.
-  expect_movement(op("ScatterND", {data({5, 6, 7}), Tensor::from_int64({0, 1, 1, 2, 2, 3, 3, 4, 4, 5, -1, 0}, {2, 3, 2}),
-                                   data({2, 3, 7}, 4)}),
-                  {0, 2});
+  expect_movement(
+      op("ScatterND",
+         {data({5, 6, 7}), Tensor::from_int64({0, 1, 1, 2, 2, 3, 3, 4, 4, 5, -1, 0}, {2, 3, 2}), data({2, 3, 7}, 4)}),
+      {0, 2});
 }
 
 TEST(GpuScatterND, AddSumsRepeatedIndices) {
@@ -298,8 +299,8 @@ TEST(GpuScatterElements, EveryAxisNegativeAndInt32Indices) {
     }
   }
   // The deprecated Scatter (opset 9-10) is ScatterElements without a reduction.
-  expect_movement(op("Scatter", {data({4, 33}), rotated_lines({4, 33}, {2, 33}, 1, DType::Int64), data({2, 33}, 8)},
-                     {}, {attr("axis", int64_t{1})}, 10),
+  expect_movement(op("Scatter", {data({4, 33}), rotated_lines({4, 33}, {2, 33}, 1, DType::Int64), data({2, 33}, 8)}, {},
+                     {attr("axis", int64_t{1})}, 10),
                   {0, 2});
   // reduction "add": updates meeting at one element are all added.
   OpCase c = op("ScatterElements", {data({3, 8}), random_tensor(DType::Int64, {3, 20}, 9, -8, 8), data({3, 20}, 10)},

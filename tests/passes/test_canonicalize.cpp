@@ -234,7 +234,8 @@ std::unique_ptr<Graph> slice_update(std::vector<int64_t> dims, int64_t axis, int
   GraphBuilder b(18);
   Value* x = b.input("x", DType::Float32, Shape(dims.begin(), dims.end()));
   auto i64 = [&](const std::string& name, int64_t v) { return b.initializer(name, Tensor::from_int64({v}, {1})); };
-  Value* sl = b.node("Slice", {x, i64("starts", s), i64("ends", s + n), i64("axes", axis), i64("steps", 1)}, {}, "slice");
+  Value* sl =
+      b.node("Slice", {x, i64("starts", s), i64("ends", s + n), i64("axes", axis), i64("steps", 1)}, {}, "slice");
   std::vector<int64_t> bd = dims;
   bd[static_cast<size_t>(axis)] = n;
   Value* upd = add ? b.node("Add", {sl, b.input("b", DType::Float32, Shape(bd.begin(), bd.end()))}, {}, "add") : sl;

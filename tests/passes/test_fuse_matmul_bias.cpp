@@ -332,7 +332,8 @@ TEST(FuseMatMulBias, PReluWithOneSlopeIsLeakyRelu) {
     GraphBuilder b(17);
     Value* a = b.input("A", DType::Float32, {4, 8});
     Value* y = b.node("MatMul", {a, b.initializer("W", random_floats({8, 3}, 1))}, {}, "mm");
-    Value* slope = b.initializer("slope", form == 1 ? floats({0.1f, 0.2f, 0.3f}, {3}) : floats({0.25f, 0.25f, 0.25f}, {3}));
+    Value* slope =
+        b.initializer("slope", form == 1 ? floats({0.1f, 0.2f, 0.3f}, {3}) : floats({0.25f, 0.25f, 0.25f}, {3}));
     if (form == 2)
       y = b.node("PRelu", {b.input("X", DType::Float32, {4, 3}), y}, {}, "prelu");
     else

@@ -204,8 +204,9 @@ void launch_mask(const AttentionArgs& a, cudaStream_t stream) {
   // Opted in for the rotary stage too; a launch without tables asks for less.
   constexpr size_t most = smem_bytes<HD, MASK>() + rot_stage_bytes<HD>();
   const size_t smem = smem_bytes<HD, MASK>() + (a.rot_cos ? rot_stage_bytes<HD>() : 0);
-  static const cudaError_t opted_in = cudaFuncSetAttribute(
-      attention_mma_kernel<T, HD, MASK, MINB, CAP>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(most));
+  static const cudaError_t opted_in =
+      cudaFuncSetAttribute(attention_mma_kernel<T, HD, MASK, MINB, CAP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           static_cast<int>(most));
   if (opted_in != cudaSuccess)
     throw_cuda_error(static_cast<int>(opted_in), "cudaFuncSetAttribute(attention_mma)", __FILE__, __LINE__);
   const dim3 grid((a.q_len + kBlockRows - 1) / kBlockRows, a.q_heads, a.batch);

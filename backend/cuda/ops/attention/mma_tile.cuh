@@ -498,7 +498,7 @@ __device__ __forceinline__ void warp_tile(WarpRows<HD>& w, const WarpPos& p, con
     if (n > 0) {
       const uint32_t off = static_cast<uint32_t>(from * HD * 2);  // a multiple of 16 rows keeps the swizzle
       warp_keys<T, HD, MASK, CAP>(w, p, a, s_k + off, s_v + off, k0 + from, min(n, lim - from), mt, ms0 + from * esz,
-                             ms1 + from * esz);
+                                  ms1 + from * esz);
     }
     from += n;
     if (from >= lim) return;

@@ -325,8 +325,8 @@ void launch_typed(const RotaryArgs& a, cudaStream_t s) {
           static_cast<uint32_t>(a.norm_groups) + (a.copy_rest && a.rotated_heads < a.heads_per_row ? 1 : 0);
       const int64_t threads = a.heads / a.heads_per_row * items * 32;
       if (a.interleaved)
-        launch_pdl("rotary with norm", rotary_span_norm_kernel<T, V, true>, dim3(grid_for(threads)), dim3(kBlock), 0,
-                   s, a, q, items);
+        launch_pdl("rotary with norm", rotary_span_norm_kernel<T, V, true>, dim3(grid_for(threads)), dim3(kBlock), 0, s,
+                   a, q, items);
       else
         launch_pdl("rotary with norm", rotary_span_norm_kernel<T, V, false>, dim3(grid_for(threads)), dim3(kBlock), 0,
                    s, a, q, items);

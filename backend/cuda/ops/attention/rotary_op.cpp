@@ -32,7 +32,8 @@ class RotaryOp : public CudaOp {
         std::to_string(a_.rot) + (a_.rot < a_.head ? " of " + std::to_string(a_.head) : "") + " per head";
     if (a_.interleaved) what += ", interleaved";
     if (a_.norm)
-      what = std::string(a_.norm == 1 ? "RMS" : "LayerNorm") + (a_.norm_groups ? "-normalized runs of heads, " : "-normalized heads, ") + what;
+      what = std::string(a_.norm == 1 ? "RMS" : "LayerNorm") +
+             (a_.norm_groups ? "-normalized runs of heads, " : "-normalized heads, ") + what;
     return "rotary (" + what + ", " + dtype_name(a_.dtype) + ")";
   }
 

@@ -1,7 +1,7 @@
 // Entry points for the data movement family: Transpose, Slice, Expand, Tile, DepthToSpace,
 // SpaceToDepth (one planned strided copy each), Concat, Split, Gather, GatherElements, GatherND,
-// ScatterND, ScatterElements (and Scatter), Pad, Trilu, CumSum, Resize and Upsample. Every shape operand (starts, pads, axes, scales, ...) is
-// read here from the node's constant inputs at plan time; a runtime shape operand leaves the node
+// ScatterND, ScatterElements (and Scatter), Pad, Trilu, CumSum, Resize and Upsample. Every shape operand (starts, pads,
+// axes, scales, ...) is read here from the node's constant inputs at plan time; a runtime shape operand leaves the node
 // to the CPU reference. Most ops only move bytes, so any dtype of 1, 2, 4 or 8 bytes runs.
 #include <cuda_runtime_api.h>
 
@@ -502,7 +502,8 @@ std::unique_ptr<CudaOp> make_scatter_nd(const PlanContext& c, std::string* why) 
   const Dims& Q = c.in_dims(1);
   if (Q.empty()) return refuse(why, "indices of rank 0");
   const int64_t k = Q.back();
-  if (k < 1 || k > static_cast<int64_t>(D.size()) || k > kMoveMaxRank) return refuse(why, "last indices dim out of range");
+  if (k < 1 || k > static_cast<int64_t>(D.size()) || k > kMoveMaxRank)
+    return refuse(why, "last indices dim out of range");
   Dims want(Q.begin(), Q.end() - 1);
   want.insert(want.end(), D.begin() + k, D.end());
   if (c.in_dims(2) != want || c.out_dims(0) != D) return refuse(why, "updates or output of unexpected dims");
@@ -527,7 +528,8 @@ std::unique_ptr<CudaOp> make_scatter_elements(const PlanContext& c, std::string*
   const Dims& x = c.in_dims(0);
   const Dims& q = c.in_dims(1);
   const int64_t r = static_cast<int64_t>(x.size());
-  if (static_cast<int64_t>(q.size()) != r || c.in_dims(2) != q) return refuse(why, "indices and updates differ in dims");
+  if (static_cast<int64_t>(q.size()) != r || c.in_dims(2) != q)
+    return refuse(why, "indices and updates differ in dims");
   if (r > kMoveMaxRank) return refuse(why, "rank above 8");
   int64_t ax = 0;
   if (!checked(why, [&] { ax = normalize_axis(c.attr_int("axis"), r, c); })) return nullptr;
@@ -546,10 +548,9 @@ std::unique_ptr<CudaOp> make_scatter_elements(const PlanContext& c, std::string*
   p.axis_dim = x[ax];
   p.numel = prod(q, 0, q.size());
   p.data_numel = prod(x, 0, x.size());
-  return scatter_op(p,
-                    std::string("ScatterElements: element scatter") +
-                        (p.reduction == ScatterReduction::Add ? ", add" : ""),
-                    launch_scatter_elements);
+  return scatter_op(
+      p, std::string("ScatterElements: element scatter") + (p.reduction == ScatterReduction::Add ? ", add" : ""),
+      launch_scatter_elements);
 }
 
 // ---------------------------------------------------------------- Pad

@@ -108,8 +108,8 @@ void dispatch_sum(DType t, F&& f) {
 
 }  // namespace
 
-void launch_scatter_nd(const ScatterNDPlan& p, const void* data, const int64_t* indices, const void* updates,
-                       void* out, cudaStream_t s, const DeviceErrorSite& err) {
+void launch_scatter_nd(const ScatterNDPlan& p, const void* data, const int64_t* indices, const void* updates, void* out,
+                       cudaStream_t s, const DeviceErrorSite& err) {
   copy_data(data, out, p.data_numel, p.dtype, s);
   const int64_t total = p.count * p.slice;
   if (total == 0) return;
@@ -137,8 +137,8 @@ void launch_scatter_nd(const ScatterNDPlan& p, const void* data, const int64_t* 
   a.err = err;
   auto go = [&](auto tag, auto add) {
     using U = decltype(tag);
-    scatter_nd_kernel<U, decltype(add)::value><<<grid_for(a.n), kBlock, 0, s>>>(
-        indices, static_cast<const U*>(updates), static_cast<U*>(out), a);
+    scatter_nd_kernel<U, decltype(add)::value>
+        <<<grid_for(a.n), kBlock, 0, s>>>(indices, static_cast<const U*>(updates), static_cast<U*>(out), a);
     check_launch("scatter_nd_kernel");
   };
   if (p.reduction == ScatterReduction::None)
@@ -167,11 +167,11 @@ void launch_scatter_elements(const ScatterElementsPlan& p, const void* data, con
     auto* u = static_cast<const U*>(updates);
     auto* y = static_cast<U*>(out);
     if (p.index_type == DType::Int32)
-      scatter_elements_kernel<U, int32_t, kAdd><<<grid_for(a.n), kBlock, 0, s>>>(static_cast<const int32_t*>(indices),
-                                                                                 u, y, a);
+      scatter_elements_kernel<U, int32_t, kAdd>
+          <<<grid_for(a.n), kBlock, 0, s>>>(static_cast<const int32_t*>(indices), u, y, a);
     else
-      scatter_elements_kernel<U, int64_t, kAdd><<<grid_for(a.n), kBlock, 0, s>>>(static_cast<const int64_t*>(indices),
-                                                                                 u, y, a);
+      scatter_elements_kernel<U, int64_t, kAdd>
+          <<<grid_for(a.n), kBlock, 0, s>>>(static_cast<const int64_t*>(indices), u, y, a);
     check_launch("scatter_elements_kernel");
   };
   if (p.reduction == ScatterReduction::None)

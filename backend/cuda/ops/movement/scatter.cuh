@@ -26,8 +26,8 @@ struct ScatterNDPlan {
   int64_t dims[kMoveMaxRank] = {}, strides[kMoveMaxRank] = {};
   int64_t count = 0, slice = 0, data_numel = 0;
 };
-void launch_scatter_nd(const ScatterNDPlan& p, const void* data, const int64_t* indices, const void* updates,
-                       void* out, cudaStream_t s, const DeviceErrorSite& err = {});
+void launch_scatter_nd(const ScatterNDPlan& p, const void* data, const int64_t* indices, const void* updates, void* out,
+                       cudaStream_t s, const DeviceErrorSite& err = {});
 
 /// ScatterElements: update i (of the indices' dims `upd_dims`) goes to data's element at its own
 /// coordinates with the axis coordinate replaced by its index.
