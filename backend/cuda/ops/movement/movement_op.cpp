@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <utility>
 
 #include "backend/axis_layout.h"
 #include "backend/cuda/core/check.h"
@@ -347,16 +348,20 @@ std::unique_ptr<CudaOp> make_split(const PlanContext& c, std::string* why) {
 
 // ---------------------------------------------------------------- Gather family
 
-template <typename Plan, typename Launch>
-class GatherOp : public CudaOp {
+/// An op that launches `f(plan, its first N inputs' data, output 0's data, stream, error site)`:
+/// the Gather family (data, indices) and the Scatter family (data, indices, updates).
+template <size_t N, typename Plan, typename Launch>
+class IndexedOp : public CudaOp {
  public:
-  GatherOp(Plan p, std::string name, Launch f) : p_(p), name_(std::move(name)), f_(f) {}
-  void launch(const LaunchArgs& a) override {
-    f_(p_, a.inputs[0].data, a.inputs[1].data, a.outputs[0].data, a.stream, a.error);
-  }
+  IndexedOp(Plan p, std::string name, Launch f) : p_(p), name_(std::move(name)), f_(f) {}
+  void launch(const LaunchArgs& a) override { call(a, std::make_index_sequence<N>{}); }
   std::string kernel_name() const override { return name_; }
 
  private:
+  template <size_t... I>
+  void call(const LaunchArgs& a, std::index_sequence<I...>) {
+    f_(p_, a.inputs[I].data..., a.outputs[0].data, a.stream, a.error);
+  }
   Plan p_;
   std::string name_;
   Launch f_;
@@ -364,7 +369,7 @@ class GatherOp : public CudaOp {
 
 template <typename Plan, typename Launch>
 std::unique_ptr<CudaOp> gather_op(Plan p, std::string name, Launch f) {
-  return std::make_unique<GatherOp<Plan, Launch>>(p, std::move(name), f);
+  return std::make_unique<IndexedOp<2, Plan, Launch>>(p, std::move(name), f);
 }
 
 bool index_input(const PlanContext& c, std::string* why, bool int32_ok) {
@@ -470,23 +475,8 @@ bool scatter_reduction(const PlanContext& c, ScatterReduction* r, std::string* w
 }
 
 template <typename Plan, typename Launch>
-class ScatterOp : public CudaOp {
- public:
-  ScatterOp(Plan p, std::string name, Launch f) : p_(p), name_(std::move(name)), f_(f) {}
-  void launch(const LaunchArgs& a) override {
-    f_(p_, a.inputs[0].data, a.inputs[1].data, a.inputs[2].data, a.outputs[0].data, a.stream, a.error);
-  }
-  std::string kernel_name() const override { return name_; }
-
- private:
-  Plan p_;
-  std::string name_;
-  Launch f_;
-};
-
-template <typename Plan, typename Launch>
 std::unique_ptr<CudaOp> scatter_op(Plan p, std::string name, Launch f) {
-  return std::make_unique<ScatterOp<Plan, Launch>>(p, std::move(name), f);
+  return std::make_unique<IndexedOp<3, Plan, Launch>>(p, std::move(name), f);
 }
 
 void scatter_nd_launch(const ScatterNDPlan& p, const void* x, const void* i, const void* u, void* y, cudaStream_t s,
