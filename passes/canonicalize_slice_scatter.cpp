@@ -13,8 +13,8 @@
 // The ScatterND and the copies of x around it go; the scores then read `x + mask`, which
 // fuse_attention takes (the padded sum is the mask). Exact: x + 0 is x, and inside the slice the
 // sum is the one the graph computed (b + Slice or Slice + b, the same float addition). A nested
-// update (a slice of a slice: MViT's [:, :, 1:, 1:]) rewrites from the inside out, once the
-// transposes between the two have been composed (compose_movement, a sweep earlier).
+// update (a slice of a slice: MViT's [:, :, 1:, 1:]) rewrites from the inside out: the outer one's
+// update is then the inner one's Transpose under the exporter's, a chain read as one perm.
 #include "passes/canonicalize_slice_scatter.h"
 
 #include <algorithm>
@@ -38,6 +38,15 @@ bool moves_unit_dims_only(const std::vector<int64_t>& dims, const std::vector<in
   return true;
 }
 
+/// Whether `q` is a permutation of 0..rank-1.
+bool is_perm(std::vector<int64_t> q, size_t rank) {
+  if (q.size() != rank) return false;
+  std::sort(q.begin(), q.end());
+  for (size_t j = 0; j < rank; ++j)
+    if (q[j] != static_cast<int64_t>(j)) return false;
+  return true;
+}
+
 /// The start of the chain of Transposes above `v` (up to four) and the perm they compose to: v is
 /// Transpose_perm(start). v itself and the identity where v is no Transpose.
 Value* transpose_chain(Value* v, size_t rank, std::vector<int64_t>* perm) {
@@ -48,7 +57,7 @@ Value* transpose_chain(Value* v, size_t rank, std::vector<int64_t>* perm) {
     const Node* t = cur->producer;
     if (!t || !is_op(t, "Transpose") || !t->input(0)) break;
     const std::vector<int64_t> q = t->attr_ints("perm");
-    if (q.size() != rank) break;
+    if (!is_perm(q, rank)) break;
     for (int64_t& a : *perm) a = q[static_cast<size_t>(a)];
     cur = t->input(0);
   }
@@ -65,7 +74,7 @@ bool is_transpose_of(Value* v, const Value* base, const std::vector<int64_t>& pe
     const Node* t = cur->producer;
     if (!t || !is_op(t, "Transpose") || !t->input(0)) return false;
     const std::vector<int64_t> q = t->attr_ints("perm");
-    if (q.size() != acc.size()) return false;
+    if (!is_perm(q, acc.size())) return false;
     for (int64_t& a : acc) a = q[static_cast<size_t>(a)];
     cur = t->input(0);
   }
@@ -86,7 +95,7 @@ Value* permuted_from(Value* v, const std::vector<int64_t>& p) {
     const Node* t = cur->producer;
     if (!t || !is_op(t, "Transpose") || !t->input(0)) break;
     const std::vector<int64_t> q = t->attr_ints("perm");
-    if (q.size() != acc.size()) break;
+    if (!is_perm(q, acc.size())) break;
     for (int64_t& a : acc) a = q[static_cast<size_t>(a)];
     cur = t->input(0);
   }
@@ -144,6 +153,7 @@ bool slice_scatter_as_add(Rewriter& r, Node* n) {
   transpose_chain(n->input(2), rank, &p);
   transpose_chain(n->input(0), rank, &pd);
   if (std::is_sorted(p.begin(), p.end())) p = pd;
+  if (!is_perm(p, rank)) return false;
   Value* a = permuted_from(n->input(2), p);
   if (!a || !a->producer) return false;
   const int64_t axis = p[0];

@@ -175,10 +175,12 @@ bool compose_transposes(Graph& g, PassContext& ctx) {
     const std::vector<int64_t> p = inner->attr_ints("perm"), q = n->attr_ints("perm");
     if (p.size() != q.size()) continue;
     std::vector<int64_t> both(q.size());
-    for (size_t i = 0; i < q.size(); ++i) {
-      if (q[i] < 0 || q[i] >= static_cast<int64_t>(p.size())) return changed;
-      both[i] = p[static_cast<size_t>(q[i])];
+    bool valid = true;
+    for (size_t i = 0; i < q.size() && valid; ++i) {
+      valid = q[i] >= 0 && q[i] < static_cast<int64_t>(p.size());
+      if (valid) both[i] = p[static_cast<size_t>(q[i])];
     }
+    if (!valid) continue;
     ctx.rewrite(kPass,
                 describe(n) + " reads '" + inner->input(0)->name + "' instead of " + describe(inner) +
                     "'s output (the two transposes composed)",
