@@ -308,6 +308,52 @@ TEST(GpuScatterElements, EveryAxisNegativeAndInt32Indices) {
   expect_gpu_matches_cpu(c, Precision::FP32, 1e-6);
 }
 
+TEST(GpuScatter, EveryReductionOnEveryNumericType) {
+  FUSEC_REQUIRE_GPU();
+  // Indices that meet: ScatterND names rows 1 and 4 three times each, ScatterElements sends 24
+  // updates a row into 7 columns. Updates near one keep products of a few of them in range.
+  const Tensor nd_idx = Tensor::from_int64({1, 4, 1, -2, 0, 1, 4, 6}, {8, 1});
+  const Tensor el_idx = random_tensor(DType::Int64, {3, 24}, 11, -7, 7);
+  for (const char* red : {"add", "mul", "max", "min"}) {
+    SCOPED_TRACE(red);
+    const OpCase nd = op("ScatterND", {data({7, 33}), nd_idx, random_tensor(DType::Float32, {8, 33}, 12, 0.5, 1.5)}, {},
+                         {reduction(red)}, 18);
+    const OpCase el =
+        op("ScatterElements", {data({3, 7}), el_idx, random_tensor(DType::Float32, {3, 24}, 13, 0.5, 1.5)}, {},
+           {attr("axis", int64_t{1}), reduction(red)}, 18);
+    for (const OpCase* c : {&nd, &el}) {
+      SCOPED_TRACE(c->op);
+      // float32 atomics combine in another order than the reference: float rounding.
+      expect_gpu_matches_cpu(*c, Precision::FP32, 1e-6, true, std::string(", ") + red);
+      // Under fp16/bf16 the float32 values are stored in the half type and combined in float32 in
+      // the workspace: the uploads' rounding, then one rounding of the result.
+      expect_gpu_matches_cpu(*c, Precision::FP16, 1e-2);
+      expect_gpu_matches_cpu(*c, Precision::BF16, 2e-2);
+      for (DType t : {DType::Float16, DType::BFloat16, DType::Float64, DType::Int64, DType::Int32}) {
+        SCOPED_TRACE(std::string("native ") + dtype_name(t));
+        OpCase d = *c;
+        const bool wide = is_integer(t);
+        d.inputs[0] = random_tensor(t, c->inputs[0].dims(), 14, wide ? -9 : -1, wide ? 9 : 1);
+        d.inputs[2] = random_tensor(t, c->inputs[2].dims(), 15, wide ? -3 : 0.5, wide ? 3 : 1.5);
+        // Half types: the reference also combines in float32 and rounds once, so only the order of
+        // float32 operations differs; float64 atomics likewise; integers are exact.
+        const double tol = wide ? 0.0 : t == DType::Float64 ? 1e-12 : 1e-2;
+        expect_gpu_matches_cpu(d, Precision::FP32, tol);
+      }
+    }
+  }
+  // NaN: max and min keep a NaN already there and pass a NaN update over, as std::max/std::min do
+  // in the reference.
+  for (const char* red : {"max", "min"}) {
+    SCOPED_TRACE(red);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    OpCase c = op("ScatterElements",
+                  {floats({nan, 1.f, 2.f, 3.f}), Tensor::from_int64({0, 1, 1, 2}, {4}), floats({5.f, nan, 4.f, -1.f})},
+                  {}, {attr("axis", int64_t{0}), reduction(red)}, 18);
+    expect_gpu_matches_cpu(c, Precision::FP32, 0.0);
+  }
+}
+
 // ---------------------------------------------------------------- Expand, Tile
 
 TEST(GpuExpand, Broadcasting) {

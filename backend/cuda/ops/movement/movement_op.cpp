@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <type_traits>
 #include <utility>
 
 #include "backend/axis_layout.h"
@@ -349,22 +350,30 @@ std::unique_ptr<CudaOp> make_split(const PlanContext& c, std::string* why) {
 // ---------------------------------------------------------------- Gather family
 
 /// An op that launches `f(plan, its first N inputs' data, output 0's data, stream, error site)`:
-/// the Gather family (data, indices) and the Scatter family (data, indices, updates).
+/// the Gather family (data, indices) and the Scatter family (data, indices, updates, and the
+/// workspace after the error site where it asks for one).
 template <size_t N, typename Plan, typename Launch>
 class IndexedOp : public CudaOp {
  public:
-  IndexedOp(Plan p, std::string name, Launch f) : p_(p), name_(std::move(name)), f_(f) {}
+  IndexedOp(Plan p, std::string name, Launch f, size_t workspace = 0)
+      : p_(p), name_(std::move(name)), f_(f), workspace_(workspace) {}
   void launch(const LaunchArgs& a) override { call(a, std::make_index_sequence<N>{}); }
   std::string kernel_name() const override { return name_; }
+  size_t workspace_bytes() const override { return workspace_; }
 
  private:
   template <size_t... I>
   void call(const LaunchArgs& a, std::index_sequence<I...>) {
-    f_(p_, a.inputs[I].data..., a.outputs[0].data, a.stream, a.error);
+    if constexpr (std::is_invocable_v<Launch&, const Plan&, decltype(a.inputs[I].data)..., void*, decltype(a.stream),
+                                      const DeviceErrorSite&, void*>)
+      f_(p_, a.inputs[I].data..., a.outputs[0].data, a.stream, a.error, a.workspace);
+    else
+      f_(p_, a.inputs[I].data..., a.outputs[0].data, a.stream, a.error);
   }
   Plan p_;
   std::string name_;
   Launch f_;
+  size_t workspace_;
 };
 
 template <typename Plan, typename Launch>
@@ -458,17 +467,18 @@ std::unique_ptr<CudaOp> make_gather_nd(const PlanContext& c, std::string* why) {
 // ---------------------------------------------------------------- Scatter family
 
 /// The reduction a scatter kernel takes, or false (with *why): assignment for any byte-movable
-/// type, a sum for float32, int32 and int64 (atomics); the rest run on the CPU reference.
+/// type; add, mul, max and min on float32, float64, int32, int64, float16 and bfloat16 (atomics).
+/// Other types (bool, 8- and 16-bit integers) run their reductions on the CPU reference.
 bool scatter_reduction(const PlanContext& c, ScatterReduction* r, std::string* why) {
   const std::string red = c.has_attr("reduction") ? c.attr_string("reduction") : "none";
   const DType t = c.in_dtype(0);
-  if (red == "none") {
-    *r = ScatterReduction::None;
-    return true;
-  }
-  if (red == "add" && (t == DType::Float32 || t == DType::Int32 || t == DType::Int64)) {
-    *r = ScatterReduction::Add;
-    return true;
+  for (ScatterReduction k : {ScatterReduction::None, ScatterReduction::Add, ScatterReduction::Mul,
+                             ScatterReduction::Max, ScatterReduction::Min}) {
+    if (red != scatter_reduction_name(k)) continue;
+    *r = k;
+    if (k == ScatterReduction::None) return true;
+    for (DType ok : {DType::Float32, DType::Float64, DType::Int32, DType::Int64, DType::Float16, DType::BFloat16})
+      if (t == ok) return true;
   }
   *why = "no CUDA kernel for reduction '" + red + "' on " + dtype_name(t);
   return false;
@@ -476,12 +486,14 @@ bool scatter_reduction(const PlanContext& c, ScatterReduction* r, std::string* w
 
 template <typename Plan, typename Launch>
 std::unique_ptr<CudaOp> scatter_op(Plan p, std::string name, Launch f) {
-  return std::make_unique<IndexedOp<3, Plan, Launch>>(p, std::move(name), f);
+  if (p.reduction != ScatterReduction::None) name += std::string(", ") + scatter_reduction_name(p.reduction);
+  const size_t ws = scatter_workspace_bytes(p.dtype, p.reduction, p.data_numel);
+  return std::make_unique<IndexedOp<3, Plan, Launch>>(p, std::move(name), f, ws);
 }
 
 void scatter_nd_launch(const ScatterNDPlan& p, const void* x, const void* i, const void* u, void* y, cudaStream_t s,
-                       const DeviceErrorSite& err) {
-  launch_scatter_nd(p, x, static_cast<const int64_t*>(i), u, y, s, err);
+                       const DeviceErrorSite& err, void* ws) {
+  launch_scatter_nd(p, x, static_cast<const int64_t*>(i), u, y, s, err, ws);
 }
 
 std::unique_ptr<CudaOp> make_scatter_nd(const PlanContext& c, std::string* why) {
@@ -507,8 +519,7 @@ std::unique_ptr<CudaOp> make_scatter_nd(const PlanContext& c, std::string* why) 
   p.count = prod(Q, 0, Q.size() - 1);
   p.slice = prod(D, k, D.size());
   p.data_numel = prod(D, 0, D.size());
-  return scatter_op(p, std::string("ScatterND: slice scatter") + (p.reduction == ScatterReduction::Add ? ", add" : ""),
-                    scatter_nd_launch);
+  return scatter_op(p, "ScatterND: slice scatter", scatter_nd_launch);
 }
 
 std::unique_ptr<CudaOp> make_scatter_elements(const PlanContext& c, std::string* why) {
@@ -538,9 +549,7 @@ std::unique_ptr<CudaOp> make_scatter_elements(const PlanContext& c, std::string*
   p.axis_dim = x[ax];
   p.numel = prod(q, 0, q.size());
   p.data_numel = prod(x, 0, x.size());
-  return scatter_op(
-      p, std::string("ScatterElements: element scatter") + (p.reduction == ScatterReduction::Add ? ", add" : ""),
-      launch_scatter_elements);
+  return scatter_op(p, "ScatterElements: element scatter", launch_scatter_elements);
 }
 
 // ---------------------------------------------------------------- Pad

@@ -1,9 +1,11 @@
-// Scatter family kernels (scatter.cuh): the copy of data is one device-to-device memcpy, then one
-// thread per update element (per vector of a ScatterND slice, where the slices allow).
+// Scatter family kernels (scatter.cuh): the copy of data is one device-to-device memcpy (a widening
+// to float32 in the workspace for half types under a reduction), then one thread per update element
+// (per vector of a ScatterND slice, where the slices allow).
 #include <type_traits>
 
 #include "backend/cuda/core/check.h"
 #include "backend/cuda/core/common.cuh"
+#include "backend/cuda/core/convert.h"
 #include "backend/cuda/ops/movement/scatter.cuh"
 
 namespace fusec::cuda {
@@ -18,17 +20,61 @@ void copy_data(const void* data, void* out, int64_t numel, DType t, cudaStream_t
   FUSEC_CUDA_CHECK(cudaMemcpyAsync(out, data, static_cast<size_t>(numel) * dtype_size(t), cudaMemcpyDeviceToDevice, s));
 }
 
-/// Assigns or adds v at dst. U is a byte type for assignment, the element type for a sum.
-template <typename U, bool kAdd>
-__device__ __forceinline__ void put(U* dst, U v) {
-  if constexpr (kAdd) {
-    if constexpr (std::is_same_v<U, int64_t>)
-      atomicAdd(reinterpret_cast<unsigned long long*>(dst), static_cast<unsigned long long>(v));
-    else
-      atomicAdd(dst, v);
-  } else {
+/// old combined with v as the CPU reference combines them (std::max/std::min's comparisons, so a
+/// NaN already there stays and a NaN update is passed over).
+template <ScatterReduction R, typename T>
+__device__ __forceinline__ T combine(T old, T v) {
+  if constexpr (R == ScatterReduction::Add)
+    return old + v;
+  else if constexpr (R == ScatterReduction::Mul)
+    return old * v;
+  else if constexpr (R == ScatterReduction::Max)
+    return old < v ? v : old;
+  else
+    return v < old ? v : old;
+}
+
+/// Writes v at dst (None), or combines it with what is there by an atomic: the hardware's own
+/// where there is one, else a compare-and-swap loop over the element's bits.
+template <ScatterReduction R, typename T>
+__device__ __forceinline__ void put(T* dst, T v) {
+  constexpr bool kInt = std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>;
+  using Wide = std::conditional_t<sizeof(T) == 8, long long, int>;
+  if constexpr (R == ScatterReduction::None) {
     *dst = v;
+  } else if constexpr (R == ScatterReduction::Add && std::is_same_v<T, int64_t>) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(dst), static_cast<unsigned long long>(v));
+  } else if constexpr (R == ScatterReduction::Add) {
+    atomicAdd(dst, v);
+  } else if constexpr (kInt && R == ScatterReduction::Max) {
+    atomicMax(reinterpret_cast<Wide*>(dst), static_cast<Wide>(v));
+  } else if constexpr (kInt && R == ScatterReduction::Min) {
+    atomicMin(reinterpret_cast<Wide*>(dst), static_cast<Wide>(v));
+  } else {
+    using Bits = std::conditional_t<sizeof(T) == 8, unsigned long long, unsigned int>;
+    static_assert(sizeof(T) == sizeof(Bits));
+    Bits* at = reinterpret_cast<Bits*>(dst);
+    Bits seen = *at, was;
+    do {
+      was = seen;
+      T cur, next;
+      memcpy(&cur, &was, sizeof(T));
+      next = combine<R>(cur, v);
+      Bits want;
+      memcpy(&want, &next, sizeof(T));
+      if (want == was) return;  // nothing changes (max/min passed over, a product by one)
+      seen = atomicCAS(at, was, want);
+    } while (seen != was);
   }
+}
+
+/// An update as the accumulator type: half types widen to float32, the rest are already T.
+template <typename T, typename In>
+__device__ __forceinline__ T widen(In v) {
+  if constexpr (std::is_same_v<T, In>)
+    return v;
+  else
+    return static_cast<T>(static_cast<float>(v));
 }
 
 // ---------------------------------------------------------------- ScatterND
@@ -40,9 +86,9 @@ struct ScatterNDArgs {
   DeviceErrorSite err;
 };
 
-template <typename U, bool kAdd>
+template <typename T, typename In, ScatterReduction R>
 __global__ void __launch_bounds__(kBlock)
-    scatter_nd_kernel(const int64_t* __restrict__ idx, const U* __restrict__ upd, U* __restrict__ out,
+    scatter_nd_kernel(const int64_t* __restrict__ idx, const In* __restrict__ upd, T* __restrict__ out,
                       const __grid_constant__ ScatterNDArgs a) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t t = i / a.slice, j = i - t * a.slice;
@@ -58,7 +104,7 @@ __global__ void __launch_bounds__(kBlock)
       }
       off += v * a.strides[d];
     }
-    if (ok) put<U, kAdd>(out + off + j, upd[i]);
+    if (ok) put<R>(out + off + j, widen<T>(upd[i]));
   }
 }
 
@@ -71,9 +117,9 @@ struct ScatterElementsArgs {
   DeviceErrorSite err;
 };
 
-template <typename U, typename I, bool kAdd>
+template <typename T, typename In, typename I, ScatterReduction R>
 __global__ void __launch_bounds__(kBlock)
-    scatter_elements_kernel(const I* __restrict__ idx, const U* __restrict__ upd, U* __restrict__ out,
+    scatter_elements_kernel(const I* __restrict__ idx, const In* __restrict__ upd, T* __restrict__ out,
                             const __grid_constant__ ScatterElementsArgs a) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < a.n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t rem = i, off = 0;
@@ -90,29 +136,97 @@ __global__ void __launch_bounds__(kBlock)
       report_device_error(a.err, kIndexOutOfAxis, i, given, a.axis_dim);
       continue;
     }
-    put<U, kAdd>(out + off + v * a.axis_stride, upd[i]);
+    put<R>(out + off + v * a.axis_stride, widen<T>(upd[i]));
   }
 }
 
-/// Calls f(T{}) with the element type of a sum over `t` (scatter_reduction has kept to float32,
-/// int32 and int64).
+/// Calls f(T{}, In{}, R) for a reduction: T the type combined in (float32 for the half types), In the
+/// updates' type, R a std::integral_constant of the reduction.
 template <typename F>
-void dispatch_sum(DType t, F&& f) {
-  if (t == DType::Float32)
-    f(float{});
-  else if (t == DType::Int32)
-    f(int32_t{});
-  else
-    f(int64_t{});
+void dispatch_reduction(DType t, ScatterReduction r, F&& f) {
+  auto typed = [&](auto red) {
+    switch (t) {
+      case DType::Float32:
+        return f(float{}, float{}, red);
+      case DType::Float64:
+        return f(double{}, double{}, red);
+      case DType::Int32:
+        return f(int32_t{}, int32_t{}, red);
+      case DType::Int64:
+        return f(int64_t{}, int64_t{}, red);
+      case DType::Float16:
+        return f(float{}, __half{}, red);
+      case DType::BFloat16:
+        return f(float{}, __nv_bfloat16{}, red);
+      default:
+        internal_error(std::string("scatter: a reduction planned on ") + dtype_name(t));
+    }
+  };
+  using SR = ScatterReduction;
+  switch (r) {
+    case SR::Add:
+      return typed(std::integral_constant<SR, SR::Add>{});
+    case SR::Mul:
+      return typed(std::integral_constant<SR, SR::Mul>{});
+    case SR::Max:
+      return typed(std::integral_constant<SR, SR::Max>{});
+    case SR::Min:
+      return typed(std::integral_constant<SR, SR::Min>{});
+    case SR::None:
+      internal_error("scatter: dispatch_reduction without a reduction");
+  }
+}
+
+bool widened(DType t, ScatterReduction r) {
+  return r != ScatterReduction::None && (t == DType::Float16 || t == DType::BFloat16);
+}
+
+/// Where the scatter combines: out itself, or for half types under a reduction the float32 copy of
+/// data in the workspace (widened here, narrowed back by finish()).
+void* begin(DType t, ScatterReduction r, const void* data, void* out, int64_t numel, void* ws, cudaStream_t s) {
+  if (!widened(t, r)) {
+    copy_data(data, out, numel, t, s);
+    return out;
+  }
+  if (numel && !launch_convert_float(data, t, ws, DType::Float32, numel, s))
+    internal_error("scatter: no conversion to float32");
+  return ws;
+}
+
+void finish(DType t, ScatterReduction r, const void* acc, void* out, int64_t numel, cudaStream_t s) {
+  if (widened(t, r) && numel && !launch_convert_float(acc, DType::Float32, out, t, numel, s))
+    internal_error("scatter: no conversion from float32");
 }
 
 }  // namespace
 
+const char* scatter_reduction_name(ScatterReduction r) {
+  switch (r) {
+    case ScatterReduction::None:
+      return "none";
+    case ScatterReduction::Add:
+      return "add";
+    case ScatterReduction::Mul:
+      return "mul";
+    case ScatterReduction::Max:
+      return "max";
+    case ScatterReduction::Min:
+      return "min";
+  }
+  return "?";
+}
+
+size_t scatter_workspace_bytes(DType t, ScatterReduction r, int64_t data_numel) {
+  return widened(t, r) ? static_cast<size_t>(data_numel) * sizeof(float) : 0;
+}
+
+namespace {}  // namespace
+
 void launch_scatter_nd(const ScatterNDPlan& p, const void* data, const int64_t* indices, const void* updates, void* out,
-                       cudaStream_t s, const DeviceErrorSite& err) {
-  copy_data(data, out, p.data_numel, p.dtype, s);
+                       cudaStream_t s, const DeviceErrorSite& err, void* workspace) {
   const int64_t total = p.count * p.slice;
-  if (total == 0) return;
+  if (total == 0) return copy_data(data, out, p.data_numel, p.dtype, s);
+  void* acc = begin(p.dtype, p.reduction, data, out, p.data_numel, workspace, s);
   const int esize = static_cast<int>(dtype_size(p.dtype));
   // Assignment moves whole slices as vectors where every offset allows (the strides of the indexed
   // dims are multiples of the slice).
@@ -135,22 +249,25 @@ void launch_scatter_nd(const ScatterNDPlan& p, const void* data, const int64_t* 
   a.slice = p.slice / scale;
   a.n = total / scale;
   a.err = err;
-  auto go = [&](auto tag, auto add) {
-    using U = decltype(tag);
-    scatter_nd_kernel<U, decltype(add)::value>
-        <<<grid_for(a.n), kBlock, 0, s>>>(indices, static_cast<const U*>(updates), static_cast<U*>(out), a);
+  auto go = [&](auto acc_tag, auto in_tag, auto red) {
+    using T = decltype(acc_tag);
+    using In = decltype(in_tag);
+    scatter_nd_kernel<T, In, decltype(red)::value>
+        <<<grid_for(a.n), kBlock, 0, s>>>(indices, static_cast<const In*>(updates), static_cast<T*>(acc), a);
     check_launch("scatter_nd_kernel");
   };
   if (p.reduction == ScatterReduction::None)
-    dispatch_vec(vec, [&](auto tag) { go(tag, std::false_type{}); });
+    dispatch_vec(vec,
+                 [&](auto tag) { go(tag, tag, std::integral_constant<ScatterReduction, ScatterReduction::None>{}); });
   else
-    dispatch_sum(p.dtype, [&](auto tag) { go(tag, std::true_type{}); });
+    dispatch_reduction(p.dtype, p.reduction, go);
+  finish(p.dtype, p.reduction, acc, out, p.data_numel, s);
 }
 
 void launch_scatter_elements(const ScatterElementsPlan& p, const void* data, const void* indices, const void* updates,
-                             void* out, cudaStream_t s, const DeviceErrorSite& err) {
-  copy_data(data, out, p.data_numel, p.dtype, s);
-  if (p.numel == 0) return;
+                             void* out, cudaStream_t s, const DeviceErrorSite& err, void* workspace) {
+  if (p.numel == 0) return copy_data(data, out, p.data_numel, p.dtype, s);
+  void* acc = begin(p.dtype, p.reduction, data, out, p.data_numel, workspace, s);
   ScatterElementsArgs a{};
   a.rank = p.rank;
   for (int d = 0; d < p.rank; ++d) {
@@ -161,23 +278,26 @@ void launch_scatter_elements(const ScatterElementsPlan& p, const void* data, con
   a.axis_dim = p.axis_dim;
   a.n = p.numel;
   a.err = err;
-  auto go = [&](auto tag, auto add) {
-    using U = decltype(tag);
-    constexpr bool kAdd = decltype(add)::value;
-    auto* u = static_cast<const U*>(updates);
-    auto* y = static_cast<U*>(out);
+  auto go = [&](auto acc_tag, auto in_tag, auto red) {
+    using T = decltype(acc_tag);
+    using In = decltype(in_tag);
+    constexpr ScatterReduction R = decltype(red)::value;
+    auto* u = static_cast<const In*>(updates);
+    auto* y = static_cast<T*>(acc);
     if (p.index_type == DType::Int32)
-      scatter_elements_kernel<U, int32_t, kAdd>
+      scatter_elements_kernel<T, In, int32_t, R>
           <<<grid_for(a.n), kBlock, 0, s>>>(static_cast<const int32_t*>(indices), u, y, a);
     else
-      scatter_elements_kernel<U, int64_t, kAdd>
+      scatter_elements_kernel<T, In, int64_t, R>
           <<<grid_for(a.n), kBlock, 0, s>>>(static_cast<const int64_t*>(indices), u, y, a);
     check_launch("scatter_elements_kernel");
   };
   if (p.reduction == ScatterReduction::None)
-    dispatch_by_size(p.dtype, [&](auto tag) { go(tag, std::false_type{}); });
+    dispatch_by_size(
+        p.dtype, [&](auto tag) { go(tag, tag, std::integral_constant<ScatterReduction, ScatterReduction::None>{}); });
   else
-    dispatch_sum(p.dtype, [&](auto tag) { go(tag, std::true_type{}); });
+    dispatch_reduction(p.dtype, p.reduction, go);
+  finish(p.dtype, p.reduction, acc, out, p.data_numel, s);
 }
 
 }  // namespace fusec::cuda
