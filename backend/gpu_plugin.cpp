@@ -215,10 +215,9 @@ const std::vector<std::pair<std::string, std::string>>& gpu_kernel_families() {
                            "Where",
                            "Xor"})
       t.emplace_back("", op);
-    for (const char* op :
-         {"Attention", "FusedConv", "FusedElementwise", "FusedMatMul", "GatedMatMul", "Gelu", "LayerNormGelu",
-          "LayerNormalization", "Rotary", "SimplifiedLayerNorm", "SkipLayerNorm", "SkipSimplifiedLayerNorm",
-          "SqueezeExcite"})
+    for (const char* op : {"Attention", "ExpertMatMul", "FusedConv", "FusedElementwise", "FusedMatMul", "GatedMatMul",
+                           "Gelu", "LayerNormGelu", "LayerNormalization", "Rotary", "SimplifiedLayerNorm",
+                           "SkipLayerNorm", "SkipSimplifiedLayerNorm", "SqueezeExcite"})
       t.emplace_back("ai.fusec", op);
     std::sort(t.begin(), t.end());
     return t;

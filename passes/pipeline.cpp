@@ -13,6 +13,7 @@
 #include "passes/fuse_attention.h"
 #include "passes/fuse_conv_activation.h"
 #include "passes/fuse_elementwise.h"
+#include "passes/fuse_expert_matmul.h"
 #include "passes/fuse_gated_matmul.h"
 #include "passes/fuse_layernorm_gelu.h"
 #include "passes/fuse_matmul_bias.h"
@@ -45,6 +46,9 @@ std::vector<std::unique_ptr<Pass>> default_pipeline() {
   // constant targets are folded: every pattern below then has one form to match, whichever
   // exporter wrote the model (dynamo's Kᵀ through a 3-D view, legacy's Div(1, y) in RMSNorm).
   p.push_back(std::make_unique<CanonicalizePass>());
+  // Mixture-of-experts products of weights gathered per row, while the Gather, MatMul and Squeeze
+  // are still apart: before compose_movement merges the views the pattern is read from.
+  p.push_back(std::make_unique<FuseExpertMatMulPass>());
   // Rotary position embeddings before the movement and attention passes: the head split in front
   // of each moves behind it, where compose_movement and fuse_attention see it, and before
   // fuse_elementwise would take the rotation's Mul/Add into a kernel that still needs the Slices.

@@ -31,7 +31,9 @@ ENCODERS = ("distilbert", "roberta", "albert", "electra", "deberta_v2", "mobileb
 DECODERS = ("opt", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gemma2", "gemma3", "gpt_neox", "bloom", "falcon",
             "llama_positions", "gptj", "codegen", "gpt_bigcode", "phi", "stablelm", "olmo2", "granite", "cohere",
             "starcoder2", "mamba", "nemotron", "glm4", "gpt_neo", "mpt", "smollm3", "exaone4", "arcee", "ernie4_5",
-            "persimmon", "olmo")
+            "persimmon", "olmo", "mixtral", "qwen2_moe", "olmoe", "deepseek_v3", "gpt_oss", "helium", "lfm2", "olmo3",
+            "apertus", "bitnet", "seed_oss", "mamba2", "falcon_h1", "granitemoe", "phimoe", "qwen3_moe")
+MOE = ("mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "granitemoe", "phimoe", "deepseek_v3", "gpt_oss")
 # encoder-decoders: input_ids, attention_mask and decoder_input_ids (the same tokens); the decoder's output
 SEQ2SEQ = ("bart",)
 POSITION_OFFSET = 8000  # llama_positions' first position
@@ -144,6 +146,43 @@ def _text_model(name: str):
         # LayerNorms on Q and K per head, rotary on half of each head
         "persimmon": lambda: (tf.PersimmonConfig(**s), tf.PersimmonModel),
         "olmo": lambda: (tf.OlmoConfig(num_key_value_heads=2, **s), tf.OlmoModel),
+        # mixtures of experts: a router's top-k picks experts per token
+        "mixtral": lambda: (tf.MixtralConfig(num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, **s),
+                            tf.MixtralModel),
+        "qwen2_moe": lambda: (tf.Qwen2MoeConfig(num_key_value_heads=2, num_experts=4, num_experts_per_tok=2,
+                                                moe_intermediate_size=128, shared_expert_intermediate_size=256, **s),
+                              tf.Qwen2MoeModel),
+        "qwen3_moe": lambda: (tf.Qwen3MoeConfig(num_key_value_heads=2, head_dim=64, num_experts=4, num_experts_per_tok=2,
+                                                moe_intermediate_size=128, **s), tf.Qwen3MoeModel),
+        "olmoe": lambda: (tf.OlmoeConfig(num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, **s),
+                          tf.OlmoeModel),
+        "granitemoe": lambda: (tf.GraniteMoeConfig(num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+                                                   **s), tf.GraniteMoeModel),
+        "phimoe": lambda: (tf.PhimoeConfig(num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, **s),
+                           tf.PhimoeModel),
+        # multi-head latent attention (low-rank K/V, a rotary part of each head), shared and routed experts
+        "deepseek_v3": lambda: (tf.DeepseekV3Config(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                                                    hidden_size=256, intermediate_size=512, moe_intermediate_size=128,
+                                                    n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+                                                    first_k_dense_replace=1, q_lora_rank=96, kv_lora_rank=64,
+                                                    qk_rope_head_dim=16, qk_nope_head_dim=32, v_head_dim=32),
+                                tf.DeepseekV3Model),
+        # attention sinks, sliding-window layers, experts with a clamped SwiGLU
+        "gpt_oss": lambda: (tf.GptOssConfig(num_key_value_heads=2, head_dim=64, num_local_experts=4,
+                                            num_experts_per_tok=2, sliding_window=64, **s), tf.GptOssModel),
+        "helium": lambda: (tf.HeliumConfig(num_key_value_heads=2, head_dim=64, **s), tf.HeliumModel),
+        # short gated convolutions between attention layers
+        "lfm2": lambda: (tf.Lfm2Config(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=256,
+                                       intermediate_size=512, layer_types=["conv", "full_attention"]), tf.Lfm2Model),
+        "olmo3": lambda: (tf.Olmo3Config(num_key_value_heads=2, sliding_window=64, **s), tf.Olmo3Model),
+        # xIELU activation, QK norms
+        "apertus": lambda: (tf.ApertusConfig(num_key_value_heads=2, **s), tf.ApertusModel),
+        "bitnet": lambda: (tf.BitNetConfig(num_key_value_heads=2, **s), tf.BitNetModel),
+        "seed_oss": lambda: (tf.SeedOssConfig(num_key_value_heads=2, head_dim=64, **s), tf.SeedOssModel),
+        "mamba2": lambda: (tf.Mamba2Config(hidden_size=256, num_hidden_layers=2, num_heads=8, head_dim=64, state_size=16,
+                                           n_groups=1, chunk_size=32), tf.Mamba2Model),
+        "falcon_h1": lambda: (tf.FalconH1Config(num_key_value_heads=2, mamba_d_ssm=256, mamba_n_heads=8, mamba_d_head=32,
+                                                mamba_d_state=16, mamba_chunk_size=32, **s), tf.FalconH1Model),
         "bart": lambda: (tf.BartConfig(encoder_layers=2, decoder_layers=2, d_model=256, encoder_attention_heads=4,
                                        decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512), tf.BartModel),
     }
@@ -151,6 +190,11 @@ def _text_model(name: str):
     # SDPA where transformers has it for the family (what a user gets), else its eager attention.
     # Some transformers versions refuse SDPA for a family (the GPU machine's, for GPT-J): eager there.
     cfg._attn_implementation = "eager" if name in EAGER else "sdpa"
+    # Mixtures of experts: transformers' default loops over the experts a batch picked (histc, data-dependent
+    # shapes, which neither exporter writes); "batched_mm" gathers each token's top-k experts' weights and
+    # multiplies batched, a static graph both exporters take.
+    if name in MOE:
+        cfg._experts_implementation = "batched_mm"
     try:
         return cfg, cls(cfg)
     except ValueError as e:

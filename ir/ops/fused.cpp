@@ -2,6 +2,8 @@
 // op. Semantics are documented in docs/ops.md; each equals the unfused subgraph it replaces.
 #include "ir/ops/fused.h"
 
+#include <algorithm>
+
 #include "ir/error.h"
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
@@ -248,6 +250,59 @@ void register_fused_schemas(OpRegistry& r) {
         return k;
       })
       .set_doc("Y = act(MatMul(A, Wg) + bg) · (MatMul(A, Wv) + bv)");
+
+  // A mixture of experts' projection as transformers' batched_mm writes it (Mixtral, Qwen-MoE,
+  // OLMoE, DeepSeek-V3, GPT-OSS): each row picks its expert's matrix by an index. As exported, the
+  // picked matrices are gathered into one [S, M, K] tensor, a copy of an expert's weight per token
+  // and pick, then multiplied batched; this op reads the weights where they are.
+  OpSchema& em = r.add("ExpertMatMul", "ai.fusec").since(1).io(3, 4);
+  em.attr("trans_w", AttrKind::Int, AttrValue{int64_t{0}}).attr("repeat", AttrKind::Int, AttrValue{int64_t{1}});
+  em.set_infer([](InferContext& c) {
+      c.require_float(0);
+      if (c.input_dtype(1) != c.input_dtype(0) || (c.has_input(3) && c.input_dtype(3) != c.input_dtype(0)))
+        c.fail("X, W and B must have one type");
+      const DType it = c.input_dtype(2);
+      if (it != DType::Int64 && it != DType::Int32) c.fail("the indices must be int64 or int32");
+      const int64_t repeat = c.attr_int("repeat"), trans = c.attr_int("trans_w");
+      if (repeat < 1) c.fail("repeat must be at least 1");
+      if (trans != 0 && trans != 1) c.fail("trans_w must be 0 or 1");
+      const auto& x = c.input_shape(0);
+      const auto& w = c.input_shape(1);
+      const auto& idx = c.input_shape(2);
+      if (x && x->size() != 2) c.fail("X must be 2-D [N, K]");
+      if (w && w->size() != 3) c.fail(trans ? "W must be 3-D [E, M, K]" : "W must be 3-D [E, K, M]");
+      if (idx && idx->size() != 1) c.fail("the indices must be 1-D [S]");
+      const Dim k = w ? (*w)[trans ? 2 : 1] : Dim{}, m = w ? (*w)[trans ? 1 : 2] : Dim{};
+      if (x && w && (*x)[1].is_static() && k.is_static() && (*x)[1].value != k.value)
+        c.fail("X has " + std::to_string((*x)[1].value) + " columns where W's matrices have " +
+               std::to_string(k.value) + " rows to multiply");
+      if (x && idx && (*x)[0].is_static() && (*idx)[0].is_static() && (*x)[0].value * repeat != (*idx)[0].value)
+        c.fail("X's " + std::to_string((*x)[0].value) + " rows, each read " + std::to_string(repeat) +
+               " times, are not the indices' " + std::to_string((*idx)[0].value));
+      if (c.has_input(3)) {
+        const auto& b = c.input_shape(3);
+        if (b &&
+            (b->size() != 2 || (w && (*w)[0].is_static() && (*b)[0].is_static() && (*b)[0].value != (*w)[0].value) ||
+             (m.is_static() && (*b)[1].is_static() && (*b)[1].value != m.value)))
+          c.fail("B must be [E, M], a bias row per expert");
+      }
+      if (!idx || !w) return c.set_output(0, c.input_dtype(0), std::nullopt);
+      c.set_output(0, c.input_dtype(0), Shape{(*idx)[0], m});
+    })
+      .set_cost([](const CostContext& c) {
+        Cost k;
+        const auto& w = c.in_dims[1];
+        if (w.size() != 3) return k;
+        const bool trans = c.node.attr_int("trans_w", 0) != 0;
+        const double experts = static_cast<double>(w[0]), inner = static_cast<double>(trans ? w[2] : w[1]);
+        // The weights are read once per expert used: at most all of them, at most one per row.
+        const double used = experts > 0 ? std::min(experts, c.in_numel(2)) / experts : 0;
+        k.flops = 2 * c.out_numel(0) * inner + (c.has_input(3) ? c.out_numel(0) : 0);
+        k.bytes_read = c.in_bytes(0) + c.in_bytes(1) * used + c.in_bytes(2) + c.in_bytes(3) * used;
+        k.bytes_written = c.out_bytes(0);
+        return k;
+      })
+      .set_doc("Y[s] = X[s / repeat] · W[indices[s]] (+ B[indices[s]]); with trans_w, W[indices[s]]ᵀ");
 
   // A squeeze-and-excite block (MobileNetV3, EfficientNet, RegNetY): X scaled per channel by a
   // gate computed from X's mean over its spatial dims through two 1x1 convs. One node, so that a

@@ -41,6 +41,7 @@ struct Case {
   std::vector<Tensor> inputs;
   std::vector<NamedAttribute> attrs;
   int64_t opset = 17;
+  std::string domain;
 };
 
 std::unique_ptr<Graph> build(const Case& c) {
@@ -48,7 +49,7 @@ std::unique_ptr<Graph> build(const Case& c) {
   std::vector<Value*> ins;
   for (size_t i = 0; i < c.inputs.size(); ++i)
     ins.push_back(b.input("in" + std::to_string(i), c.inputs[i].dtype(), shape_of(c.inputs[i].dims())));
-  b.output(b.node(c.op, ins, c.attrs, "node_under_test"));
+  b.output(b.node_n(c.op, ins, 1, c.attrs, "node_under_test", c.domain)[0]);
   auto g = b.build();
   infer_shapes(*g);
   return g;
@@ -70,7 +71,8 @@ std::string bad_input_of(F&& f, const std::string& what) {
 /// `bad` fails on the CPU reference; on CUDA it must fail with the same message, and `good` must
 /// then run and match the CPU, twice over: once in stream order and once as a CUDA-graph replay
 /// (the record lives at a fixed address, so replays report too).
-void expect_cpu_error_on_gpu(const Case& good, const Case& bad, Precision p = Precision::FP32) {
+/// `tol` (negative: a gather's, below) bounds the good runs' difference from the CPU.
+void expect_cpu_error_on_gpu(const Case& good, const Case& bad, Precision p = Precision::FP32, double tol = -1) {
   auto g = build(bad);
   const std::string want = bad_input_of([&] { cpu::CpuBackend().compile(*g)->run(bad.inputs); }, "CPU");
   ASSERT_NE(want.find("node_under_test"), std::string::npos) << want;
@@ -79,7 +81,7 @@ void expect_cpu_error_on_gpu(const Case& good, const Case& bad, Precision p = Pr
   auto exe = cuda::CudaBackend(o).compile_cuda(*g);
   auto want_good = cpu::CpuBackend().compile(*g)->run(good.inputs);
   // A gather copies values: exact in fp32; in fp16 storage each value is rounded once (2^-11).
-  const double tol = p == Precision::FP32 ? 0.0 : 1.0 / 1024;
+  if (tol < 0) tol = p == Precision::FP32 ? 0.0 : 1.0 / 1024;
   // Run 1: stream order, bad. Run 2: good (the record was reset), captured into a CUDA graph and
   // replayed. Runs 3-5: replays, bad, good, bad.
   EXPECT_EQ(bad_input_of([&] { exe->run(bad.inputs); }, "CUDA run 1"), want);
@@ -152,6 +154,20 @@ TEST(GpuDeviceErrors, ScatterOpsGiveTheCpuError) {
   const Tensor u2 = data({2, 2});
   expect_cpu_error_on_gpu({"ScatterElements", {x, i64({0, 4, -5, 1}, {2, 2}), u2}, {attr("axis", int64_t{1})}},
                           {"ScatterElements", {x, i64({0, 5, 1, 1}, {2, 2}), u2}, {attr("axis", int64_t{1})}});
+}
+
+TEST(GpuDeviceErrors, ExpertMatMulIndexOutOfRangeGivesTheCpuError) {
+  FUSEC_REQUIRE_GPU();
+  // Both orientations (a warp an output, a thread a column), fp32 and fp16 storage.
+  const Tensor x = data({3, 40});
+  for (int64_t trans : {1, 0}) {
+    const Tensor w = data(trans ? I64s{4, 33, 40} : I64s{4, 40, 33});
+    const std::vector<NamedAttribute> attrs = {attr("trans_w", trans)};
+    for (Precision p : {Precision::FP32, Precision::FP16})
+      expect_cpu_error_on_gpu({"ExpertMatMul", {x, w, i64({3, -4, 0}, {3})}, attrs, 17, "ai.fusec"},
+                              {"ExpertMatMul", {x, w, i64({3, -5, 4}, {3})}, attrs, 17, "ai.fusec"}, p,
+                              p == Precision::FP32 ? 1e-5 : 1e-2);  // sums in another order
+  }
 }
 
 TEST(GpuDeviceErrors, OneHotOutOfRangeIsNotAnErrorAnywhere) {

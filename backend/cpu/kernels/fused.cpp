@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backend/cpu/kernels/common.h"
+#include "backend/cpu/kernels/linalg.h"
 #include "backend/formulas.h"
 #include "ir/ops/fused.h"
 
@@ -353,6 +354,66 @@ void gated_matmul(KernelContext& ctx) {
   });
 }
 
+/// ExpertMatMul (docs/ops.md): the rows that picked one expert gathered into one matrix and
+/// multiplied by that expert's weight once, as a grouped GEMM does, instead of a copy of the
+/// weight per row as the exported graph gathers it.
+void expert_matmul(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, expert_matmul);
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const Tensor& ind = ctx.input(2);
+  const Tensor* b = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  Tensor& y = ctx.output(0);
+  require_f32(ctx, x);
+  const bool trans = ctx.attr_int("trans_w") != 0;
+  const int64_t repeat = ctx.attr_int("repeat");
+  if (x.rank() != 2 || w.rank() != 3 || ind.rank() != 1 || (b && b->rank() != 2))
+    ctx.fail("X " + dims_str(x.dims()) + ", W " + dims_str(w.dims()) + " and indices " + dims_str(ind.dims()) +
+             " are not [N, K], [E, K, M] (or [E, M, K]) and [S]");
+  const int64_t experts = w.dim(0), k = x.dim(1), m = w.dim(trans ? 1 : 2), rows = ind.dim(0);
+  if (w.dim(trans ? 2 : 1) != k || x.dim(0) * repeat != rows || (b && (b->dim(0) != experts || b->dim(1) != m)))
+    ctx.fail("X " + dims_str(x.dims()) + " (each row read " + std::to_string(repeat) + " times), W " +
+             dims_str(w.dims()) + ", indices " + dims_str(ind.dims()) + (b ? ", B " + dims_str(b->dims()) : "") +
+             " do not fit together");
+  std::vector<std::vector<int64_t>> picked(static_cast<size_t>(experts));
+  for (int64_t s = 0; s < rows; ++s) {
+    const int64_t given = ind.dtype() == DType::Int32 ? ind.data<int32_t>()[s] : ind.data<int64_t>()[s];
+    const int64_t e = given < 0 ? given + experts : given;
+    if (e < 0 || e >= experts)  // Gather's words: the CUDA kernel's device error reads the same
+      ctx.fail("index " + std::to_string(given) + " is out of range for an axis of length " + std::to_string(experts));
+    picked[static_cast<size_t>(e)].push_back(s);
+  }
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for (int64_t e = 0; e < experts; ++e) {
+    const std::vector<int64_t>& at = picked[static_cast<size_t>(e)];
+    const int64_t n = static_cast<int64_t>(at.size());
+    if (n == 0) continue;
+    float* we = const_cast<float*>(w.data<float>()) + e * k * m;
+    // Without trans_w: [n, K] · W[e] [K, M]. With it: W[e] [M, K] · [K, n], the rows as columns, so
+    // that the weight is read in place rather than transposed.
+    Tensor rows_in(DType::Float32, trans ? std::vector<int64_t>{k, n} : std::vector<int64_t>{n, k});
+    Tensor out(DType::Float32, trans ? std::vector<int64_t>{m, n} : std::vector<int64_t>{n, m});
+    float* rp = rows_in.data<float>();
+    for (int64_t j = 0; j < n; ++j) {
+      const float* src = xp + (at[static_cast<size_t>(j)] / repeat) * k;
+      for (int64_t q = 0; q < k; ++q) rp[trans ? q * n + j : j * k + q] = src[q];
+    }
+    const Tensor weight =
+        Tensor::view(DType::Float32, trans ? std::vector<int64_t>{m, k} : std::vector<int64_t>{k, m}, we, nullptr);
+    if (trans)
+      matmul(ctx, weight, rows_in, out);
+    else
+      matmul(ctx, rows_in, weight, out);
+    const float* op = out.data<float>();
+    const float* bias = b ? b->data<float>() + e * m : nullptr;
+    for (int64_t j = 0; j < n; ++j) {
+      float* dst = yp + at[static_cast<size_t>(j)] * m;
+      for (int64_t q = 0; q < m; ++q) dst[q] = (trans ? op[q * n + j] : op[j * m + q]) + (bias ? bias[q] : 0.0f);
+    }
+  }
+}
+
 /// Runs the standard op `op` on `ins` into `out`.
 void run_standard_on(const char* op, KernelContext& ctx, std::vector<const Tensor*> ins, Tensor* out) {
   KernelContext inner(ctx.node(), standard_schema(op), kFusedBaseOpset, std::move(ins), {out});
@@ -389,6 +450,7 @@ void register_fused_kernels(KernelRegistry& r) {
   r.add("FusedConv", fused_conv, "ai.fusec");
   r.add("FusedMatMul", fused_matmul, "ai.fusec", Writes::Every);  // MatMul's, then in place
   r.add("GatedMatMul", gated_matmul, "ai.fusec", Writes::Every);
+  r.add("ExpertMatMul", expert_matmul, "ai.fusec", Writes::Every);  // every row picks an expert
   r.add("LayerNormGelu", layernorm_gelu, "ai.fusec");
   r.add("SkipLayerNorm", skip_layernorm, "ai.fusec", Writes::Every);  // Add's S, LayerNormalization's Y
   r.add("SimplifiedLayerNorm", simplified_layernorm, "ai.fusec");

@@ -174,6 +174,7 @@ void register_attention_ops(CudaOpRegistry& r);           // Attention (ONNX 23+
 void register_rotary_ops(CudaOpRegistry& r);              // ai.fusec Rotary (rotary position embedding)
 void register_reduce_ops(CudaOpRegistry& r);              // Reduce* (either layout), ArgMax/ArgMin
 void register_pool_ops(CudaOpRegistry& r);                // MaxPool, AveragePool, LpPool, Global*Pool (either layout)
+void register_expert_matmul_ops(CudaOpRegistry& r);       // ai.fusec ExpertMatMul (mixtures of experts)
 void register_squeeze_excite_ops(CudaOpRegistry& r);      // ai.fusec SqueezeExcite (either layout)
 void register_movement_ops(CudaOpRegistry& r);            // Transpose, Concat, Split, Slice, Gather, Pad, ...
 void register_view_ops(CudaOpRegistry& r);                // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout

@@ -45,6 +45,7 @@ const CudaOpRegistry& CudaOpRegistry::global() {
     register_view_ops(r);
     register_elementwise_ops(r);
     register_gemm_ops(r);
+    register_expert_matmul_ops(r);
     register_conv_ops(r);
     register_normalization_ops(r);
     register_softmax_ops(r);
