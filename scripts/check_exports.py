@@ -96,7 +96,10 @@ def check_form(args, name: str, form: str, meta: dict, work: str) -> dict:
     opt = os.path.join(work, f"{name}.{form}.opt.onnx")
     rec: dict = {"model": name, "export": form, "checks": {}}
     batch = str(meta["batch"])
-    inputs = {k: os.path.join(args.zoo, f"{name}.input.{k}.npy") for k in meta["inputs"]}
+    # An exporter may drop an input the model never reads (torch's legacy exporter drops MRA's
+    # attention_mask): feed only the inputs the file declares.
+    declared = [i["name"] for i in ((meta.get("exports") or {}).get(form) or {}).get("inputs") or []]
+    inputs = {k: os.path.join(args.zoo, f"{name}.input.{k}.npy") for k in meta["inputs"] if not declared or k in declared}
     refs = [np.load(os.path.join(args.zoo, f"{name}.output.{o}.npy")) for o in meta["outputs"]]
     fp16_torch = (meta.get("reference") or {}).get("fp16") or {}
     for step, cmd in (("inspect", [args.fusec, "inspect", src, "--batch", batch]),

@@ -27,7 +27,9 @@ from __future__ import annotations
 import numpy as np
 
 ENCODERS = ("distilbert", "roberta", "albert", "electra", "deberta_v2", "mobilebert", "xlm_roberta",
-            "convbert", "squeezebert", "funnel", "mpnet", "big_bird", "xlnet", "modernbert", "roformer", "esm")
+            "convbert", "squeezebert", "funnel", "mpnet", "big_bird", "xlnet", "modernbert", "roformer", "esm",
+            "fnet", "rembert", "megatron_bert", "ibert", "ernie", "xmod", "mra",
+            "camembert", "data2vec_text")
 DECODERS = ("opt", "qwen2", "qwen3", "mistral", "phi3", "gemma", "gemma2", "gemma3", "gpt_neox", "bloom", "falcon",
             "llama_positions", "gptj", "codegen", "gpt_bigcode", "phi", "stablelm", "olmo2", "granite", "cohere",
             "starcoder2", "mamba", "nemotron", "glm4", "gpt_neo", "mpt", "smollm3", "exaone4", "arcee", "ernie4_5",
@@ -39,10 +41,12 @@ SEQ2SEQ = ("bart",)
 POSITION_OFFSET = 8000  # llama_positions' first position
 TEXT = ENCODERS + DECODERS + SEQ2SEQ
 # vision transformers and hybrids of transformers (pixel_values, [batch, 3, px, px])
-VISION = ("deit", "beit", "swin", "mobilevit", "levit", "poolformer", "pvt_v2", "focalnet", "yolos", "dpt", "glpn")
+VISION = ("deit", "beit", "swin", "mobilevit", "levit", "poolformer", "pvt_v2", "focalnet", "yolos", "dpt", "glpn",
+          "swinv2", "pvt", "hf_regnet", "bit", "hf_mobilenet_v2", "mobilevitv2", "swiftformer",
+          "dinov2_with_registers", "vit_msn", "data2vec_vision", "hiera", "textnet")
 # speech encoders: raw audio [batch, samples], or features [batch, mel bins, frames] (Whisper) or
 # [batch, frames, mel bins] (AST)
-AUDIO = ("hubert", "wavlm", "whisper_encoder", "ast")
+AUDIO = ("hubert", "wavlm", "whisper_encoder", "ast", "unispeech", "data2vec_audio")
 OTHER = VISION + AUDIO + ("clip_vision", "dinov2", "segformer", "convnextv2", "wav2vec2", "t5_encoder",
          "deeplabv3_mobilenet_v3_large", "fcn_resnet50", "lraspp_mobilenet_v3_large", "r3d_18", "r2plus1d_18",
          "mc3_18", "s3d", "mvit_v2_s", "swin3d_t", "raft_small", "lstm_tagger", "gru_tagger")
@@ -146,6 +150,18 @@ def _text_model(name: str):
         # LayerNorms on Q and K per head, rotary on half of each head
         "persimmon": lambda: (tf.PersimmonConfig(**s), tf.PersimmonModel),
         "olmo": lambda: (tf.OlmoConfig(num_key_value_heads=2, **s), tf.OlmoModel),
+        # Fourier mixing (a 2-D DFT over sequence and hidden) instead of attention
+        "fnet": lambda: (tf.FNetConfig(hidden_size=256, num_hidden_layers=2, intermediate_size=512), tf.FNetModel),
+        "rembert": lambda: (tf.RemBertConfig(input_embedding_size=128, output_embedding_size=256, **s), tf.RemBertModel),
+        "megatron_bert": lambda: (tf.MegatronBertConfig(**s), tf.MegatronBertModel),
+        "ibert": lambda: (tf.IBertConfig(**s), tf.IBertModel),
+        "ernie": lambda: (tf.ErnieConfig(**s), tf.ErnieModel),
+        # a language-specific adapter per layer (one picked by a constant language id)
+        "xmod": lambda: (tf.XmodConfig(languages=["en_XX"], default_language="en_XX", **s), tf.XmodModel),
+        # multi-resolution approximate attention
+        "mra": lambda: (tf.MraConfig(**s), tf.MraModel),
+        "camembert": lambda: (tf.CamembertConfig(**s), tf.CamembertModel),
+        "data2vec_text": lambda: (tf.Data2VecTextConfig(**s), tf.Data2VecTextModel),
         # mixtures of experts: a router's top-k picks experts per token
         "mixtral": lambda: (tf.MixtralConfig(num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, **s),
                             tf.MixtralModel),
@@ -265,8 +281,36 @@ def _vision_model(name: str, s: dict):
     if name == "dpt":
         return tf.DPTModel(tf.DPTConfig(image_size=96, patch_size=16, out_indices=[0, 1], **s),
                            add_pooling_layer=False), 96
-    assert name == "glpn"
-    return tf.GLPNModel(tf.GLPNConfig(**four)), 128
+    if name == "glpn":
+        return tf.GLPNModel(tf.GLPNConfig(**four)), 128
+    if name == "swinv2":  # scaled cosine attention with a learned temperature, a log-spaced position MLP
+        return tf.Swinv2Model(tf.Swinv2Config(image_size=128, depths=[1, 1, 2, 1], embed_dim=32, num_heads=[1, 2, 4, 8],
+                                              window_size=4)), 128
+    if name == "pvt":
+        return tf.PvtModel(tf.PvtConfig(image_size=128, depths=[1, 1, 1, 1])), 128
+    if name == "hf_regnet":
+        return tf.RegNetModel(tf.RegNetConfig(depths=[1, 1, 2, 1], hidden_sizes=[32, 64, 128, 256])), 128
+    if name == "bit":  # weight-standardized convs, GroupNorm
+        return tf.BitModel(tf.BitConfig(depths=[1, 1, 1, 1], hidden_sizes=[128, 256, 512, 1024])), 128
+    if name == "hf_mobilenet_v2":
+        return tf.MobileNetV2Model(tf.MobileNetV2Config(image_size=128)), 128
+    if name == "mobilevitv2":  # separable linear attention
+        return tf.MobileViTV2Model(tf.MobileViTV2Config(image_size=128)), 128
+    if name == "swiftformer":  # additive attention
+        return tf.SwiftFormerModel(tf.SwiftFormerConfig(depths=[1, 1, 1, 1])), 128
+    if name == "dinov2_with_registers":
+        return tf.Dinov2WithRegistersModel(tf.Dinov2WithRegistersConfig(
+            image_size=112, patch_size=14, num_register_tokens=4,
+            **{k: v for k, v in s.items() if k != "intermediate_size"})), 112
+    if name == "vit_msn":
+        return tf.ViTMSNModel(tf.ViTMSNConfig(image_size=96, patch_size=16, **s)), 96
+    if name == "data2vec_vision":
+        return tf.Data2VecVisionModel(tf.Data2VecVisionConfig(image_size=96, patch_size=16,
+                                                              use_relative_position_bias=True, **s)), 96
+    if name == "hiera":  # mask-unit attention, unrolled token order
+        return tf.HieraModel(tf.HieraConfig(embed_dim=32, depths=[1, 1, 1, 1], num_heads=[1, 2, 4, 8])), 224
+    assert name == "textnet"
+    return tf.TextNetModel(tf.TextNetConfig()), 128
 
 
 def _audio_model(name: str, s: dict, batch: int, gen):
@@ -283,6 +327,11 @@ def _audio_model(name: str, s: dict, batch: int, gen):
                                decoder_attention_heads=4, encoder_ffn_dim=512, decoder_ffn_dim=512, num_mel_bins=80,
                                max_source_positions=100)
         return tf.WhisperModel(cfg).encoder, torch.randn(batch, 80, 200, generator=gen).numpy()
+    wave = torch.randn(batch, 8000, generator=gen).numpy()
+    if name == "unispeech":
+        return tf.UniSpeechModel(tf.UniSpeechConfig(conv_dim=(64,) * 7, **s)), wave
+    if name == "data2vec_audio":  # a stack of convolutional position embeddings
+        return tf.Data2VecAudioModel(tf.Data2VecAudioConfig(conv_dim=(64,) * 7, **s)), wave
     assert name == "ast"
     return tf.ASTModel(tf.ASTConfig(max_length=128, num_mel_bins=64, **s)), torch.randn(batch, 128, 64, generator=gen).numpy()
 

@@ -1,5 +1,5 @@
 // Data movement ops: Transpose, Concat, Split, Slice, Gather*, Scatter*, Expand, Tile, Pad,
-// DepthToSpace, SpaceToDepth, TopK, Compress, ReverseSequence.
+// DepthToSpace, SpaceToDepth, Col2Im, TopK, Compress, ReverseSequence.
 //
 // Inference computes exact shapes whenever the shape-like inputs (starts, pads, repeats, k, ...)
 // are known — always at run time — and partial shapes (right rank, unknown dims) otherwise.
@@ -481,6 +481,65 @@ void infer_pad(InferContext& c) {
   c.set_output(0, t, out);
 }
 
+// ---------------------------------------------------------------- Col2Im
+
+/// Col2Im (opset 18, torch's nn.Fold): columns [N, C·∏block, L] summed back into an image
+/// [N, C, image...], where L is the number of block positions the padded image holds. The image
+/// and block shapes are inputs: the output's dims are known only when they are constants.
+void infer_col2im(InferContext& c) {
+  const DType t = c.input_dtype(0);
+  const auto& s = c.input_shape(0);
+  if (s && s->size() != 3) c.fail("input must be 3-D [N, C·prod(block_shape), L], got " + shape_str(*s));
+  for (size_t i : {size_t{1}, size_t{2}}) {
+    if (c.input_dtype(i) != DType::Int64)
+      c.fail(std::string(i == 1 ? "image_shape" : "block_shape") + " must be int64");
+    const auto& v = c.input_shape(i);
+    if (v && v->size() != 1) c.fail(std::string(i == 1 ? "image_shape" : "block_shape") + " must be 1-D");
+  }
+  const Tensor* image = c.input_value(1);
+  const Tensor* block = c.input_value(2);
+  if (!image || !block) {
+    const auto& v = c.input_shape(1);
+    const bool known = v && (*v)[0].is_static();
+    c.set_output(0, t,
+                 known ? std::optional<Shape>(unknown_shape(2 + static_cast<size_t>((*v)[0].value))) : std::nullopt);
+    return;
+  }
+  const int64_t n = image->numel();
+  if (n < 1 || block->numel() != n) c.fail("image_shape and block_shape must have one length, at least 1");
+  const auto attr_or = [&](const char* name, int64_t fill, int64_t len) {
+    std::vector<int64_t> v = c.attr_ints(name);
+    if (v.empty()) v.assign(static_cast<size_t>(len), fill);
+    if (static_cast<int64_t>(v.size()) != len)
+      c.fail(std::string(name) + " has " + std::to_string(v.size()) + " values, want " + std::to_string(len));
+    return v;
+  };
+  const std::vector<int64_t> dil = attr_or("dilations", 1, n), pads = attr_or("pads", 0, 2 * n),
+                             strides = attr_or("strides", 1, n);
+  int64_t blocks = 1, positions = 1;
+  for (int64_t d = 0; d < n; ++d) {
+    const int64_t img = image->as_int64(d), k = block->as_int64(d);
+    if (img < 1 || k < 1 || dil[d] < 1 || strides[d] < 1 || pads[d] < 0 || pads[d + n] < 0)
+      c.fail("image_shape, block_shape, dilations and strides must be positive, pads non-negative");
+    const int64_t span = dil[d] * (k - 1) + 1, padded = img + pads[d] + pads[d + n];
+    if (padded < span) c.fail("the block (" + std::to_string(span) + " with dilation) is larger than the padded image");
+    blocks = dims::mul(blocks, k, c, "block size");
+    positions = dims::mul(positions, (padded - span) / strides[d] + 1, c, "block positions");
+  }
+  Shape out = {s ? (*s)[0] : Dim(), Dim()};
+  if (s && (*s)[1].is_static()) {
+    if ((*s)[1].value % blocks)
+      c.fail("input dim 1 (" + std::to_string((*s)[1].value) + ") is not a multiple of the block's " +
+             std::to_string(blocks) + " values");
+    out[1] = (*s)[1].value / blocks;
+  }
+  if (s && (*s)[2].is_static() && (*s)[2].value != positions)
+    c.fail("input dim 2 (" + std::to_string((*s)[2].value) + ") is not the " + std::to_string(positions) +
+           " block positions the padded image holds");
+  for (int64_t d = 0; d < n; ++d) out.push_back(image->as_int64(d));
+  c.set_output(0, t, out);
+}
+
 // ---------------------------------------------------------------- DepthToSpace, SpaceToDepth
 
 void infer_depth_to_space(InferContext& c) {
@@ -757,6 +816,14 @@ void register_movement_schemas(OpRegistry& r) {
       .set_infer(infer_pad)
       .set_cost(cost_data_movement);
 
+  r.add("Col2Im")
+      .since(18)
+      .io(3, 3)
+      .attr("dilations", AttrKind::Ints, AttrValue{std::vector<int64_t>{}})
+      .attr("pads", AttrKind::Ints, AttrValue{std::vector<int64_t>{}})
+      .attr("strides", AttrKind::Ints, AttrValue{std::vector<int64_t>{}})
+      .set_infer(infer_col2im)
+      .set_cost(cost_data_movement);
   r.add("DepthToSpace")
       .since(1, 10)
       .io(1, 1)

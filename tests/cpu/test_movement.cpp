@@ -341,6 +341,58 @@ TEST(CpuPad, BadPadsAreErrors) {
   EXPECT_THROW(run_op("Pad", {{iota({2})}, {int64s({1, 1}, {2})}}, {attr("mode", std::string("mirror"))}), Error);
 }
 
+// ---------------------------------------------------------------- Col2Im
+
+TEST(CpuCol2Im, OneDimensionSumsTheOverlappingColumns) {
+  // image 5, block 3, stride 1: 3 positions; column value (k, l) lands at l + k.
+  const Tensor x = floats({1, 2, 3, 10, 20, 30, 100, 200, 300}, {1, 3, 3});  // rows k = 0, 1, 2; columns l
+  auto y = run_op("Col2Im", {{x}, constant(int64s({5}, {1})), constant(int64s({3}, {1}))}, {}, 1, 18);
+  ASSERT_EQ(y[0].dims(), (std::vector<int64_t>{1, 1, 5}));
+  const std::vector<float> want = {1, 2 + 10, 3 + 20 + 100, 30 + 200, 300};
+  for (int64_t i = 0; i < 5; ++i) EXPECT_FLOAT_EQ(y[0].data<float>()[i], want[static_cast<size_t>(i)]) << i;
+}
+
+TEST(CpuCol2Im, PaddingStridesAndDilationsCountEachPixelsCover) {
+  // All-ones columns: each pixel sums how many (block position, offset) pairs reach it, counted here
+  // the other way round, from the pixel: offset k reaches it from position (p + pad - k·dil) / stride
+  // when that divides and lies in the block grid. Two images, two channels, a 2-D 7 x 6 image.
+  const std::vector<int64_t> img = {7, 6}, blk = {3, 2}, dil = {1, 2}, pads = {1, 0, 1, 1}, str = {2, 1};
+  std::vector<int64_t> grid(2);
+  for (size_t d = 0; d < 2; ++d) grid[d] = (img[d] + pads[d] + pads[d + 2] - dil[d] * (blk[d] - 1) - 1) / str[d] + 1;
+  const int64_t positions = grid[0] * grid[1], channels = 2;
+  Tensor x(DType::Float32, {2, channels * blk[0] * blk[1], positions});
+  std::fill(x.data<float>(), x.data<float>() + x.numel(), 1.0f);
+  auto y = run_op("Col2Im", {{x}, constant(int64s(img, {2})), constant(int64s(blk, {2}))},
+                  {attr("dilations", dil), attr("pads", pads), attr("strides", str)}, 1, 18);
+  ASSERT_EQ(y[0].dims(), (std::vector<int64_t>{2, channels, 7, 6}));
+  auto reach = [&](size_t d, int64_t p) {
+    int64_t n = 0;
+    for (int64_t k = 0; k < blk[d]; ++k) {
+      const int64_t at = p + pads[d] - k * dil[d];
+      n += at >= 0 && at % str[d] == 0 && at / str[d] < grid[d];
+    }
+    return n;
+  };
+  for (int64_t ic = 0; ic < 2 * channels; ++ic)
+    for (int64_t h = 0; h < 7; ++h)
+      for (int64_t w = 0; w < 6; ++w)
+        EXPECT_FLOAT_EQ(y[0].data<float>()[(ic * 7 + h) * 6 + w], static_cast<float>(reach(0, h) * reach(1, w)))
+            << ic << " " << h << " " << w;
+}
+
+TEST(CpuCol2Im, ShapesThatDoNotFitAreErrors) {
+  const auto run = [](std::vector<int64_t> xdims, std::vector<int64_t> img, std::vector<int64_t> blk) {
+    Tensor x(DType::Float32, xdims);
+    const int64_t n = static_cast<int64_t>(img.size());
+    run_op("Col2Im", {{x}, constant(int64s(img, {n})), constant(int64s(blk, {n}))}, {}, 1, 18);
+  };
+  EXPECT_NO_THROW(run({1, 4, 16}, {5, 5}, {2, 2}));
+  EXPECT_THROW(run({1, 5, 16}, {5, 5}, {2, 2}), Error);  // 5 is not a multiple of the block's 4
+  EXPECT_THROW(run({1, 4, 15}, {5, 5}, {2, 2}), Error);  // 16 block positions, not 15
+  EXPECT_THROW(run({1, 4, 16}, {5, 5}, {2}), Error);     // shapes of two lengths
+  EXPECT_THROW(run({1, 36, 1}, {5, 5}, {6, 6}), Error);  // a block larger than the image
+}
+
 // ---------------------------------------------------------------- DepthToSpace, SpaceToDepth
 
 namespace {

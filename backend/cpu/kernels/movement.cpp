@@ -628,6 +628,67 @@ void space_to_depth_kernel(KernelContext& ctx) {
                  ctx);
 }
 
+// ------------------------------------------------------------------ Col2Im
+
+/// Each column value added at its image position: block position l (row-major over the block
+/// grid) and offset k in the block (row-major over block_shape) land at l_d·stride - pad_begin +
+/// k_d·dilation along each dim d, unless that is in the padding. Images and channels in parallel.
+void col2im_kernel(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, col2im_kernel);
+  const Tensor& x = ctx.input(0);
+  const Tensor& image = ctx.input(1);
+  const Tensor& block = ctx.input(2);
+  Tensor& y = ctx.output(0);
+  const int64_t n = image.numel();
+  std::vector<int64_t> img(static_cast<size_t>(n)), k(static_cast<size_t>(n)), grid(static_cast<size_t>(n));
+  std::vector<int64_t> dil = ctx.attr_ints("dilations"), pads = ctx.attr_ints("pads"), str = ctx.attr_ints("strides");
+  if (dil.empty()) dil.assign(static_cast<size_t>(n), 1);
+  if (pads.empty()) pads.assign(static_cast<size_t>(2 * n), 0);
+  if (str.empty()) str.assign(static_cast<size_t>(n), 1);
+  int64_t per_block = 1, positions = 1, pixels = 1;
+  for (int64_t d = 0; d < n; ++d) {
+    const size_t i = static_cast<size_t>(d);
+    img[i] = image.as_int64(d);
+    k[i] = block.as_int64(d);
+    grid[i] = (img[i] + pads[i] + pads[i + n] - dil[i] * (k[i] - 1) - 1) / str[i] + 1;
+    per_block *= k[i];
+    positions *= grid[i];
+    pixels *= img[i];
+  }
+  const int64_t images = x.dim(0), channels = x.dim(1) / per_block;
+  if (x.dim(2) != positions)
+    ctx.fail("input has " + std::to_string(x.dim(2)) + " block positions, want " + std::to_string(positions));
+  dispatch_numeric(x.dtype(), ctx, [&](auto tag) {
+    using T = decltype(tag);
+    const T* xp = x.data<T>();
+    T* yp = y.data<T>();
+    parallel_for(images * channels, 1, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> at(static_cast<size_t>(n));
+      for (int64_t ic = b; ic < e; ++ic) {
+        T* out = yp + ic * pixels;
+        const T* cols = xp + ic * per_block * positions;  // channel c's per_block rows of L
+        for (int64_t kk = 0; kk < per_block; ++kk) {
+          for (int64_t l = 0; l < positions; ++l) {
+            int64_t rk = kk, rl = l, pos = 0;
+            bool inside = true;
+            for (int64_t d = n - 1; d >= 0; --d) {
+              const size_t i = static_cast<size_t>(d);
+              const int64_t kd = rk % k[i], ld = rl % grid[i];
+              rk /= k[i];
+              rl /= grid[i];
+              at[i] = ld * str[i] - pads[i] + kd * dil[i];
+              inside = inside && at[i] >= 0 && at[i] < img[i];
+            }
+            if (!inside) continue;
+            for (int64_t d = 0; d < n; ++d) pos = pos * img[static_cast<size_t>(d)] + at[static_cast<size_t>(d)];
+            out[pos] = static_cast<T>(out[pos] + cols[kk * positions + l]);
+          }
+        }
+      }
+    });
+  });
+}
+
 // ------------------------------------------------------------------ TopK
 
 template <typename T>
@@ -754,6 +815,7 @@ void register_movement_kernels(KernelRegistry& r) {
   r.add("Tile", tile_kernel);
   r.add("Pad", pad_kernel);
   r.add("DepthToSpace", depth_to_space_kernel);
+  r.add("Col2Im", col2im_kernel);
   r.add("SpaceToDepth", space_to_depth_kernel);
   r.add("TopK", topk_kernel);
   r.add("Compress", compress_kernel);
