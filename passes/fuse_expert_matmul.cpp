@@ -140,6 +140,11 @@ bool fuse_at(Rewriter& r, Node* mm) {
     const Shape* xs2 = xview && is_view_op(xview) ? rank_of(xview->input(0), 2) : nullptr;
     if (!xs3 || !xs2 || !unit_inserted(*xs3, *xs2, unit_at))
       return r.near_miss(what, "the other operand is not a row of [S, K] viewed with a unit dim");
+    // One matrix a row: no broadcasting between the rows and the picks.
+    const Shape* ws = rank_of(wv, 3);
+    const Shape* is = rank_of(pick->index, 1);
+    if (!ws || !same_dim((*ws)[0], (*xs2)[0]) || !same_dim((*ws)[0], (*ps)[0]) || !same_dim((*is)[0], (*ws)[0]))
+      return r.near_miss(what, "the rows and the picked matrices are not one to one");
     if (!has_single_use(wv)) return r.near_miss(what, "the gathered weights '" + wv->name + "' are read elsewhere");
     Node* drop = sole_consumer(p);
     Value* y = drop && is_view_op(drop) && !drop->outputs.empty() ? drop->outputs[0] : nullptr;

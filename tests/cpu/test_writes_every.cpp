@@ -194,6 +194,17 @@ std::vector<Case> cases() {
                 {attr("activation", std::string("SiLU"))},
                 1,
                 "ai.fusec"});
+  // ExpertMatMul: each row picks an expert (one picked by none, one by several), either orientation.
+  cs.push_back({"ExpertMatMul",
+                {u({3, 8}, 97), u({4, 5, 8}, 98), Tensor::from_int64({2, 0, 2, -1, 0, 3}, {6}), u({4, 5}, 99)},
+                {attr("trans_w", int64_t{1}), attr("repeat", int64_t{2})},
+                1,
+                "ai.fusec"});
+  cs.push_back({"ExpertMatMul",
+                {u({5, 8}, 100), u({3, 8, 6}, 101), Tensor::from_int64({1, 1, 0, 2, 1}, {5})},
+                {},
+                1,
+                "ai.fusec"});
   cs.push_back({"SkipLayerNorm", {u({2, 3, 8}, 73), u({2, 3, 8}, 74), u({8}, 75), u({8}, 76)}, {}, 2, "ai.fusec"});
   cs.push_back({"SkipLayerNorm", {u({2, 3, 8}, 77), u({8}, 78), u({8}, 79), u({8}, 80)}, {}, 1, "ai.fusec"});
   cs.push_back({"SkipSimplifiedLayerNorm", {u({2, 3, 8}, 81), u({2, 3, 8}, 82), u({8}, 83)}, {}, 2, "ai.fusec"});

@@ -134,3 +134,16 @@ TEST(FuseExpertMatMul, AnIndexOutOfRangeIsAnErrorNamingTheNode) {
         << e.what();
   }
 }
+
+TEST(FuseExpertMatMul, OneRowBroadcastAgainstEveryPickIsLeftAlone) {
+  // W[idx] [S, M, K] · x [1, K, 1]: MatMul broadcasts the one row to every pick; ExpertMatMul
+  // takes a row per pick.
+  GraphBuilder b(17);
+  Value* x = b.input("x", DType::Float32, {1, K});
+  Value* idx = b.input("idx", DType::Int64, {T});
+  Value* picked = b.node("Gather", {b.initializer("w", uniform_floats({E, M, K}, 2)), idx}, {attr("axis", int64_t{0})});
+  Value* col = b.node("Unsqueeze", {x, b.initializer("ax2", int64s({2}, {1}))});
+  Value* p = b.node("MatMul", {picked, col});
+  b.output(b.node("Squeeze", {p, b.initializer("sq2", int64s({2}, {1}))}));
+  expect_near_miss(run_pass(b.build()), "fuse_expert_matmul", "not one to one");
+}
