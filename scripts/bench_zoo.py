@@ -684,13 +684,17 @@ def fusec_check(row: dict, name: str, form: str, meta: dict, args, env: dict) ->
     if rc != 0:
         row["check"] = "fusec optimize failed"
         return
-    # Inputs by position: the ONNX names are the export's (export_zoo gives torch's names to both forms).
+    # export_zoo gives torch's names to both forms, so inputs go by name; an exporter may drop one the
+    # model never reads (torch's legacy exporter drops MRA's attention_mask). Other names: by position.
     onnx_inputs = [i["name"] for i in meta["exports"][form]["inputs"]]
-    files = [os.path.join(args.zoo, f"{name}.input.{k}.npy") for k in meta["inputs"]]
-    if len(onnx_inputs) != len(files):
+    files = {k: os.path.join(args.zoo, f"{name}.input.{k}.npy") for k in meta["inputs"]}
+    if all(k in files for k in onnx_inputs):
+        inputs = {k: files[k] for k in onnx_inputs}
+    elif len(onnx_inputs) == len(files):
+        inputs = dict(zip(onnx_inputs, files.values()))
+    else:
         row["check"] = f"the ONNX model takes {len(onnx_inputs)} inputs, torch {len(files)}"
         return
-    inputs = dict(zip(onnx_inputs, files))
     refs = [np.load(os.path.join(args.zoo, f"{name}.output.{o}.npy")) for o in meta["outputs"]]
     runs = row.setdefault("fusec_run", {})
     run_dir = os.path.join(args.work, f"{name}.{form}")
