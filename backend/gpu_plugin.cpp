@@ -208,6 +208,7 @@ const std::vector<std::pair<std::string, std::string>>& gpu_kernel_families() {
                            "Tanh",
                            "ThresholdedRelu",
                            "Tile",
+                           "TopK",
                            "Transpose",
                            "Trilu",
                            "Unsqueeze",

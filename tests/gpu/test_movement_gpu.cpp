@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu/kernels/common.h"
 #include "gpu_test_util.h"
 #include "passes/infer_shapes.h"
 
@@ -352,6 +353,56 @@ TEST(GpuScatter, EveryReductionOnEveryNumericType) {
                   {}, {attr("axis", int64_t{0}), reduction(red)}, 18);
     expect_gpu_matches_cpu(c, Precision::FP32, 0.0);
   }
+}
+
+// ---------------------------------------------------------------- TopK
+
+/// Values i/8 - 4 in a shuffled order with some repeated: exact in every float type, so ties are
+/// the same ties after an fp16 upload, and the index order among them is tested.
+Tensor ranks(I64s dims, uint64_t seed, DType t = DType::Float32) {
+  Tensor r = random_tensor(DType::Int64, dims, seed, 0, 48);
+  Tensor f(DType::Float64, dims);
+  for (int64_t i = 0; i < r.numel(); ++i) f.data<double>()[i] = static_cast<double>(r.data<int64_t>()[i]) / 8 - 4;
+  if (t == DType::Float64) return f;
+  Tensor out(t, dims);
+  cpu::convert_tensor(f, out);
+  return out;
+}
+
+TEST(GpuTopK, LargestAndSmallestOnEveryAxisWithTies) {
+  FUSEC_REQUIRE_GPU();
+  // A router's top-2 of 8 experts over 37 tokens; a middle axis (inner > 1); k = 1 and k = n.
+  struct Shape {
+    I64s dims;
+    int64_t axis, k;
+  };
+  for (const Shape& sh :
+       {Shape{{37, 8}, -1, 2}, Shape{{3, 20, 5}, 1, 4}, Shape{{2, 3, 7}, 2, 1}, Shape{{4, 9}, 1, 9}}) {
+    for (int64_t largest : {1, 0}) {
+      SCOPED_TRACE("axis " + std::to_string(sh.axis) + ", k " + std::to_string(sh.k) +
+                   (largest ? ", largest" : ", smallest"));
+      const std::vector<NamedAttribute> attrs = {attr("axis", sh.axis), attr("largest", largest)};
+      OpCase c = op("TopK", {ranks(sh.dims, 20), ints({sh.k})}, {1}, attrs, 11, 2);
+      expect_gpu_matches_cpu(c, Precision::FP32, 0.0, true, "TopK");
+      expect_gpu_matches_cpu(c, Precision::FP16, 0.0);
+      expect_gpu_matches_cpu(c, Precision::BF16, 0.0);
+      for (DType t : {DType::Float16, DType::BFloat16, DType::Float64, DType::Int64, DType::Int32}) {
+        SCOPED_TRACE(std::string("native ") + dtype_name(t));
+        OpCase d = c;
+        d.inputs[0] = is_integer(t) ? random_tensor(t, sh.dims, 21, -5, 5) : ranks(sh.dims, 21, t);
+        expect_gpu_matches_cpu(d, Precision::FP32, 0.0);
+      }
+    }
+  }
+  // NaN ranks above every number (first when largest, last when smallest), as in the reference.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t largest : {1, 0}) {
+    OpCase c = op("TopK", {floats({1.f, nan, 3.f, -2.f, nan, 3.f}), ints({4})}, {1},
+                  {attr("axis", int64_t{0}), attr("largest", largest)}, 11, 2);
+    expect_gpu_matches_cpu(c, Precision::FP32, 0.0);
+  }
+  // Past one thread's work a row: the CPU reference runs it, and says so.
+  EXPECT_FALSE(runs_on_gpu(op("TopK", {data({2, 70000}), ints({2})}, {1}, {}, 11, 2)));
 }
 
 // ---------------------------------------------------------------- Expand, Tile

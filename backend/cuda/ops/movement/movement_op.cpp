@@ -1,8 +1,8 @@
 // Entry points for the data movement family: Transpose, Slice, Expand, Tile, DepthToSpace,
 // SpaceToDepth (one planned strided copy each), Concat, Split, Gather, GatherElements, GatherND,
-// ScatterND, ScatterElements (and Scatter), Pad, Trilu, CumSum, Resize and Upsample. Every shape operand (starts, pads,
-// axes, scales, ...) is read here from the node's constant inputs at plan time; a runtime shape operand leaves the node
-// to the CPU reference. Most ops only move bytes, so any dtype of 1, 2, 4 or 8 bytes runs.
+// ScatterND, ScatterElements (and Scatter), TopK, Pad, Trilu, CumSum, Resize and Upsample. Every shape operand (starts,
+// pads, axes, scales, ...) is read here from the node's constant inputs at plan time; a runtime shape operand leaves
+// the node to the CPU reference. Most ops only move bytes, so any dtype of 1, 2, 4 or 8 bytes runs.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include "backend/cuda/ops/movement/movement.cuh"
 #include "backend/cuda/ops/movement/resize.cuh"
 #include "backend/cuda/ops/movement/scatter.cuh"
+#include "backend/cuda/ops/movement/topk.cuh"
 #include "ir/ops/movement_util.h"
 #include "ir/ops/resize_taps.h"
 
@@ -345,6 +346,50 @@ std::unique_ptr<CudaOp> make_split(const PlanContext& c, std::string* why) {
   }
   if (total != in[ax]) return refuse(why, "output dims do not add up to the input");
   return std::make_unique<SplitOp>(plan_parts(rows, in[ax] * inner, width, es));
+}
+
+// ---------------------------------------------------------------- TopK
+
+class TopKOp : public CudaOp {
+ public:
+  explicit TopKOp(TopKPlan p) : p_(p) {}
+  void launch(const LaunchArgs& a) override {
+    auto* idx = a.outputs.size() > 1 && a.outputs[1].defined() ? static_cast<int64_t*>(a.outputs[1].data) : nullptr;
+    require_launched(launch_topk(p_, a.inputs[0].data, a.outputs[0].data, idx, a.stream), "TopK");
+  }
+  std::string kernel_name() const override {
+    return "TopK: a thread a row, " + std::to_string(p_.k) + " passes over " + std::to_string(p_.n);
+  }
+
+ private:
+  TopKPlan p_;
+};
+
+std::unique_ptr<CudaOp> make_topk(const PlanContext& c, std::string* why) {
+  if (!c.has_output(0)) return refuse(why, "missing output");
+  const DType t = c.in_dtype(0);
+  bool typed = false;
+  for (DType ok : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64, DType::Int32, DType::Int64})
+    typed = typed || t == ok;
+  if (!typed) return refuse(why, std::string("no CUDA TopK for ") + dtype_name(t));
+  if (c.out_dtype(0) != t || (c.has_output(1) && c.out_dtype(1) != DType::Int64))
+    return refuse(why, "outputs of unexpected types");
+  const Dims& x = c.in_dims(0);
+  const int64_t r = static_cast<int64_t>(x.size());
+  int64_t ax = 0;
+  if (!checked(why, [&] { ax = normalize_axis(c.attr_int("axis"), r, c); })) return nullptr;
+  TopKPlan p;
+  p.dtype = t;
+  p.largest = c.opset() < 11 || c.attr_int("largest") != 0;
+  p.n = x[ax];
+  p.k = c.out_dims(0)[ax];
+  p.outer = prod(x, 0, ax);
+  p.inner = prod(x, ax + 1, r);
+  if (p.k > p.n) return refuse(why, "k is larger than the axis length");
+  if (p.k * p.n > kTopKMaxWork)
+    return refuse(why, "k times the axis length is over " + std::to_string(kTopKMaxWork) +
+                           " (one thread a row would take longer than the CPU reference)");
+  return std::make_unique<TopKOp>(p);
 }
 
 // ---------------------------------------------------------------- Gather family
@@ -909,6 +954,7 @@ void register_movement_ops(CudaOpRegistry& r) {
   r.add("GatherElements", make_gather_elements);
   r.add("GatherND", make_gather_nd);
   r.add("ScatterND", make_scatter_nd);
+  r.add("TopK", make_topk);
   r.add("ScatterElements", make_scatter_elements);
   r.add("Scatter", make_scatter_elements);
   r.add("Pad", make_pad);

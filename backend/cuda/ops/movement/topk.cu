@@ -1,0 +1,115 @@
+// TopK kernel (topk.cuh).
+#include <type_traits>
+
+#include "backend/cuda/core/check.h"
+#include "backend/cuda/core/common.cuh"
+#include "backend/cuda/ops/movement/topk.cuh"
+
+namespace fusec::cuda {
+
+namespace {
+
+/// Values as the comparisons see them: half types widen to float, integers to int64.
+template <typename T>
+__device__ __forceinline__ auto key(T v) {
+  if constexpr (std::is_integral_v<T>)
+    return static_cast<int64_t>(v);
+  else
+    return to_compute(v);
+}
+
+template <typename C>
+__device__ __forceinline__ bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>)
+    return isnan(v);
+  else
+    return false;
+}
+
+/// a > b with NaN above every number (the CPU reference's greater_nan_high).
+template <typename C>
+__device__ __forceinline__ bool greater(C a, C b) {
+  if (is_nan(a)) return !is_nan(b);
+  if (is_nan(b)) return false;
+  return a > b;
+}
+
+/// Whether (va, ia) comes before (vc, ic) in the output: the better value, then the lower index.
+template <typename C>
+__device__ __forceinline__ bool before(C va, int64_t ia, C vc, int64_t ic, bool largest) {
+  if (largest ? greater(va, vc) : greater(vc, va)) return true;
+  if (largest ? greater(vc, va) : greater(va, vc)) return false;
+  return ia < ic;
+}
+
+struct Args {
+  int64_t rows, n, inner, k;
+  bool largest;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kBlock)
+    topk_kernel(const T* __restrict__ x, T* __restrict__ values, int64_t* __restrict__ indices, const Args a) {
+  using C = decltype(key(T{}));
+  for (int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; row < a.rows;
+       row += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = row / a.inner, i = row - o * a.inner;
+    const T* base = x + o * a.n * a.inner + i;
+    C prev_v{};
+    int64_t prev_i = -1;
+    for (int64_t j = 0; j < a.k; ++j) {
+      C best_v{};
+      int64_t best_i = -1;
+      for (int64_t e = 0; e < a.n; ++e) {
+        const C v = key(base[e * a.inner]);
+        if (prev_i >= 0 && !before(prev_v, prev_i, v, e, a.largest)) continue;  // taken already
+        if (best_i < 0 || before(v, e, best_v, best_i, a.largest)) {
+          best_v = v;
+          best_i = e;
+        }
+      }
+      const int64_t dst = (o * a.k + j) * a.inner + i;
+      values[dst] = base[best_i * a.inner];
+      if (indices) indices[dst] = best_i;
+      prev_v = best_v;
+      prev_i = best_i;
+    }
+  }
+}
+
+template <typename T>
+void launch_typed(const TopKPlan& p, const void* x, void* values, int64_t* indices, cudaStream_t s) {
+  const Args a{p.outer * p.inner, p.n, p.inner, p.k, p.largest};
+  topk_kernel<T><<<grid_for(a.rows), kBlock, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(values), indices, a);
+  check_launch("topk_kernel");
+}
+
+}  // namespace
+
+bool launch_topk(const TopKPlan& p, const void* x, void* values, int64_t* indices, cudaStream_t s) {
+  if (p.outer * p.inner == 0 || p.k == 0) return true;
+  switch (p.dtype) {
+    case DType::Float32:
+      launch_typed<float>(p, x, values, indices, s);
+      return true;
+    case DType::Float16:
+      launch_typed<__half>(p, x, values, indices, s);
+      return true;
+    case DType::BFloat16:
+      launch_typed<__nv_bfloat16>(p, x, values, indices, s);
+      return true;
+    case DType::Float64:
+      launch_typed<double>(p, x, values, indices, s);
+      return true;
+    case DType::Int32:
+      launch_typed<int32_t>(p, x, values, indices, s);
+      return true;
+    case DType::Int64:
+      launch_typed<int64_t>(p, x, values, indices, s);
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace fusec::cuda
