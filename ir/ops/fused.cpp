@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "ir/dim_math.h"
 #include "ir/error.h"
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
@@ -276,7 +277,8 @@ void register_fused_schemas(OpRegistry& r) {
       if (x && w && (*x)[1].is_static() && k.is_static() && (*x)[1].value != k.value)
         c.fail("X has " + std::to_string((*x)[1].value) + " columns where W's matrices have " +
                std::to_string(k.value) + " rows to multiply");
-      if (x && idx && (*x)[0].is_static() && (*idx)[0].is_static() && (*x)[0].value * repeat != (*idx)[0].value)
+      if (x && idx && (*x)[0].is_static() && (*idx)[0].is_static() &&
+          dims::mul((*x)[0].value, repeat, c, "rows read") != (*idx)[0].value)
         c.fail("X's " + std::to_string((*x)[0].value) + " rows, each read " + std::to_string(repeat) +
                " times, are not the indices' " + std::to_string((*idx)[0].value));
       if (c.has_input(3)) {

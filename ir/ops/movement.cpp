@@ -521,7 +521,8 @@ void infer_col2im(InferContext& c) {
     const int64_t img = image->as_int64(d), k = block->as_int64(d);
     if (img < 1 || k < 1 || dil[d] < 1 || strides[d] < 1 || pads[d] < 0 || pads[d + n] < 0)
       c.fail("image_shape, block_shape, dilations and strides must be positive, pads non-negative");
-    const int64_t span = dil[d] * (k - 1) + 1, padded = img + pads[d] + pads[d + n];
+    const int64_t span = dims::add(dims::mul(dil[d], k - 1, c, "dilated block"), 1, c, "dilated block");
+    const int64_t padded = dims::add(img, dims::add(pads[d], pads[d + n], c, "pads"), c, "padded image");
     if (padded < span) c.fail("the block (" + std::to_string(span) + " with dilation) is larger than the padded image");
     blocks = dims::mul(blocks, k, c, "block size");
     positions = dims::mul(positions, (padded - span) / strides[d] + 1, c, "block positions");

@@ -391,6 +391,13 @@ TEST(CpuCol2Im, ShapesThatDoNotFitAreErrors) {
   EXPECT_THROW(run({1, 4, 15}, {5, 5}, {2, 2}), Error);  // 16 block positions, not 15
   EXPECT_THROW(run({1, 4, 16}, {5, 5}, {2}), Error);     // shapes of two lengths
   EXPECT_THROW(run({1, 36, 1}, {5, 5}, {6, 6}), Error);  // a block larger than the image
+  // Shapes given at run time are checked by the kernel itself: a zero stride is an error, not a
+  // division by zero.
+  Tensor x(DType::Float32, {1, 4, 16});
+  EXPECT_THROW(run_op("Col2Im", {{x}, {int64s({5, 5}, {2})}, {int64s({2, 2}, {2})}},
+                      {attr("strides", std::vector<int64_t>{0, 1})}, 1, 18),
+               Error);
+  EXPECT_NO_THROW(run_op("Col2Im", {{x}, {int64s({5, 5}, {2})}, {int64s({2, 2}, {2})}}, {}, 1, 18));
 }
 
 // ---------------------------------------------------------------- DepthToSpace, SpaceToDepth

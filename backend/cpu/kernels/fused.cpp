@@ -371,7 +371,9 @@ void expert_matmul(KernelContext& ctx) {
     ctx.fail("X " + dims_str(x.dims()) + ", W " + dims_str(w.dims()) + " and indices " + dims_str(ind.dims()) +
              " are not [N, K], [E, K, M] (or [E, M, K]) and [S]");
   const int64_t experts = w.dim(0), k = x.dim(1), m = w.dim(trans ? 1 : 2), rows = ind.dim(0);
-  if (w.dim(trans ? 2 : 1) != k || x.dim(0) * repeat != rows || (b && (b->dim(0) != experts || b->dim(1) != m)))
+  int64_t read = 0;
+  if (repeat < 1 || __builtin_mul_overflow(x.dim(0), repeat, &read) || w.dim(trans ? 2 : 1) != k || read != rows ||
+      (b && (b->dim(0) != experts || b->dim(1) != m)))
     ctx.fail("X " + dims_str(x.dims()) + " (each row read " + std::to_string(repeat) + " times), W " +
              dims_str(w.dims()) + ", indices " + dims_str(ind.dims()) + (b ? ", B " + dims_str(b->dims()) : "") +
              " do not fit together");

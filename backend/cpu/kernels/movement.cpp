@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "backend/cpu/kernels/common.h"
+#include "ir/dim_math.h"
 #include "backend/dispatch_bytes.h"
 #include "ir/ops/movement_util.h"
 
@@ -640,24 +641,36 @@ void col2im_kernel(KernelContext& ctx) {
   const Tensor& block = ctx.input(2);
   Tensor& y = ctx.output(0);
   const int64_t n = image.numel();
+  if (x.rank() != 3 || n < 1 || block.numel() != n)
+    ctx.fail("input must be 3-D and image_shape and block_shape of one length, at least 1");
   std::vector<int64_t> img(static_cast<size_t>(n)), k(static_cast<size_t>(n)), grid(static_cast<size_t>(n));
   std::vector<int64_t> dil = ctx.attr_ints("dilations"), pads = ctx.attr_ints("pads"), str = ctx.attr_ints("strides");
   if (dil.empty()) dil.assign(static_cast<size_t>(n), 1);
   if (pads.empty()) pads.assign(static_cast<size_t>(2 * n), 0);
   if (str.empty()) str.assign(static_cast<size_t>(n), 1);
+  if (static_cast<int64_t>(dil.size()) != n || static_cast<int64_t>(pads.size()) != 2 * n ||
+      static_cast<int64_t>(str.size()) != n)
+    ctx.fail("dilations, pads and strides must have one value a dim (pads two)");
   int64_t per_block = 1, positions = 1, pixels = 1;
   for (int64_t d = 0; d < n; ++d) {
     const size_t i = static_cast<size_t>(d);
     img[i] = image.as_int64(d);
     k[i] = block.as_int64(d);
-    grid[i] = (img[i] + pads[i] + pads[i + n] - dil[i] * (k[i] - 1) - 1) / str[i] + 1;
-    per_block *= k[i];
-    positions *= grid[i];
-    pixels *= img[i];
+    if (img[i] < 1 || k[i] < 1 || dil[i] < 1 || str[i] < 1 || pads[i] < 0 || pads[i + n] < 0)
+      ctx.fail("image_shape, block_shape, dilations and strides must be positive, pads non-negative");
+    const int64_t span = dims::add(dims::mul(dil[i], k[i] - 1, ctx, "dilated block"), 1, ctx, "dilated block");
+    const int64_t padded = dims::add(img[i], dims::add(pads[i], pads[i + n], ctx, "pads"), ctx, "padded image");
+    if (padded < span) ctx.fail("the block is larger than the padded image");
+    grid[i] = (padded - span) / str[i] + 1;
+    per_block = dims::mul(per_block, k[i], ctx, "block size");
+    positions = dims::mul(positions, grid[i], ctx, "block positions");
+    pixels = dims::mul(pixels, img[i], ctx, "image size");
   }
+  if (x.dim(1) % per_block) ctx.fail("input dim 1 is not a multiple of the block's values");
   const int64_t images = x.dim(0), channels = x.dim(1) / per_block;
   if (x.dim(2) != positions)
     ctx.fail("input has " + std::to_string(x.dim(2)) + " block positions, want " + std::to_string(positions));
+  if (y.numel() != images * channels * pixels) ctx.fail("the output does not hold the image");
   dispatch_numeric(x.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);
     const T* xp = x.data<T>();

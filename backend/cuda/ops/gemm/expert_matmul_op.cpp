@@ -57,7 +57,9 @@ std::unique_ptr<CudaOp> make_expert_matmul(const PlanContext& c, std::string* wh
   p.k = x[1];
   p.m = w[p.trans ? 1 : 2];
   p.rows = idx[0];
-  if (w[p.trans ? 2 : 1] != p.k || p.repeat < 1 || x[0] * p.repeat != p.rows || c.out_dims(0) != Dims{p.rows, p.m})
+  int64_t read = 0;
+  if (w[p.trans ? 2 : 1] != p.k || p.repeat < 1 || __builtin_mul_overflow(x[0], p.repeat, &read) || read != p.rows ||
+      c.out_dims(0) != Dims{p.rows, p.m})
     return refuse(why, "X, W, the indices and Y do not fit together");
   if (c.has_input(3) && c.in_dims(3) != Dims{p.experts, p.m}) return refuse(why, "B is not [E, M]");
   return std::make_unique<ExpertMatMulOp>(p);
