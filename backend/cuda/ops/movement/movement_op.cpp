@@ -450,30 +450,43 @@ std::unique_ptr<CudaOp> make_gather(const PlanContext& c, std::string* why) {
   return gather_op(p, "Gather: row gather, " + std::to_string(p.vec) + "B vectors", launch_gather);
 }
 
-std::unique_ptr<CudaOp> make_gather_elements(const PlanContext& c, std::string* why) {
-  if (!byte_movable(c, why) || !index_input(c, why, true)) return nullptr;
+/// The geometry GatherElements and ScatterElements share: indices of dims q address data of dims x
+/// along the node's axis, every other coordinate their own. Fills the plan's index dims (`idx_dims`),
+/// its data strides (0 on the axis), the axis's stride and length, the rank and the index count;
+/// false (with *why) where the kernels do not take the case.
+template <typename Plan>
+bool element_axis(const PlanContext& c, std::string* why, int64_t* idx_dims, Plan& p) {
   const Dims& x = c.in_dims(0);
   const Dims& q = c.in_dims(1);
   const int64_t r = static_cast<int64_t>(x.size());
-  if (static_cast<int64_t>(q.size()) != r) return refuse(why, "indices rank differs from data rank");
-  if (r > kMoveMaxRank) return refuse(why, "rank above 8");
+  const auto no = [why](const char* reason) {
+    *why = reason;
+    return false;
+  };
+  if (static_cast<int64_t>(q.size()) != r) return no("indices rank differs from data rank");
+  if (r > kMoveMaxRank) return no("rank above 8");
   int64_t ax = 0;
-  if (!checked(why, [&] { ax = normalize_axis(c.attr_int("axis"), r, c); })) return nullptr;
+  if (!checked(why, [&] { ax = normalize_axis(c.attr_int("axis"), r, c); })) return false;
   for (int64_t d = 0; d < r; ++d)
-    if (d != ax && q[d] > x[d]) return refuse(why, "indices shape exceeds data shape off the axis");
-  if (c.out_dims(0) != q) return refuse(why, "unexpected output dims");
-  GatherElementsPlan p;
-  p.esize = static_cast<int>(dtype_size(c.in_dtype(0)));
+    if (d != ax && q[d] > x[d]) return no("indices shape exceeds data shape off the axis");
   p.rank = static_cast<int>(r);
   const Dims xs = contiguous(x);
   for (int64_t d = 0; d < r; ++d) {
-    p.out_dims[d] = q[d];
+    idx_dims[d] = q[d];
     p.data_strides[d] = d == ax ? 0 : xs[d];
   }
   p.axis_stride = xs[ax];
   p.axis_dim = x[ax];
-  p.numel = prod(q, 0, 99);
+  p.numel = prod(q, 0, q.size());
   p.index_type = c.in_dtype(1);
+  return true;
+}
+
+std::unique_ptr<CudaOp> make_gather_elements(const PlanContext& c, std::string* why) {
+  GatherElementsPlan p;
+  if (!byte_movable(c, why) || !index_input(c, why, true) || !element_axis(c, why, p.out_dims, p)) return nullptr;
+  if (c.out_dims(0) != c.in_dims(1)) return refuse(why, "unexpected output dims");
+  p.esize = static_cast<int>(dtype_size(c.in_dtype(0)));
   return gather_op(p, "GatherElements: element gather", launch_gather_elements);
 }
 
@@ -571,28 +584,11 @@ std::unique_ptr<CudaOp> make_scatter_elements(const PlanContext& c, std::string*
   ScatterElementsPlan p;
   if (!byte_movable(c, why) || !index_input(c, why, true) || !scatter_reduction(c, &p.reduction, why)) return nullptr;
   if (!c.has_input(2) || c.in_dtype(2) != c.in_dtype(0)) return refuse(why, "updates missing or of another type");
+  if (c.in_dims(2) != c.in_dims(1)) return refuse(why, "indices and updates differ in dims");
+  if (!element_axis(c, why, p.upd_dims, p)) return nullptr;
   const Dims& x = c.in_dims(0);
-  const Dims& q = c.in_dims(1);
-  const int64_t r = static_cast<int64_t>(x.size());
-  if (static_cast<int64_t>(q.size()) != r || c.in_dims(2) != q)
-    return refuse(why, "indices and updates differ in dims");
-  if (r > kMoveMaxRank) return refuse(why, "rank above 8");
-  int64_t ax = 0;
-  if (!checked(why, [&] { ax = normalize_axis(c.attr_int("axis"), r, c); })) return nullptr;
-  for (int64_t d = 0; d < r; ++d)
-    if (d != ax && q[d] > x[d]) return refuse(why, "indices shape exceeds data shape off the axis");
   if (c.out_dims(0) != x) return refuse(why, "unexpected output dims");
   p.dtype = c.in_dtype(0);
-  p.index_type = c.in_dtype(1);
-  p.rank = static_cast<int>(r);
-  const Dims xs = contiguous(x);
-  for (int64_t d = 0; d < r; ++d) {
-    p.upd_dims[d] = q[d];
-    p.data_strides[d] = d == ax ? 0 : xs[d];
-  }
-  p.axis_stride = xs[ax];
-  p.axis_dim = x[ax];
-  p.numel = prod(q, 0, q.size());
   p.data_numel = prod(x, 0, x.size());
   return scatter_op(p, "ScatterElements: element scatter", launch_scatter_elements);
 }
