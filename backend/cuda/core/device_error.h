@@ -62,11 +62,21 @@ inline std::string device_error_text(const DeviceErrorRecord& r) {
 }
 
 #ifdef __CUDACC__
+constexpr unsigned long long kDeviceErrorWaitNs = 1000000000ull;
+
+__device__ __forceinline__ unsigned long long device_error_clock_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 /// Records bad data found at `position` of step `site.step`, unless an earlier one is recorded.
 /// Called only on the error path. Never waits unboundedly: a spin lock contended by lanes of one
 /// warp can starve the lane holding it (a launch with millions of bad indices hung this way), so
 /// the lanes that arrive together first elect the one with the lowest key (ties: the lowest lane),
-/// and only it competes for the record, a bounded number of times, with the other warps' electees.
+/// and only it competes for the record with the other warps' electees, for at most a second. The
+/// bound is in time, not tries: a count of tries ran out under compute-sanitizer (every instruction
+/// of the lock holder slowed by the tool), and the record then named a later position than the CPU.
 __device__ __forceinline__ void report_device_error(const DeviceErrorSite& site, int code, long long position,
                                                     long long value, long long bound) {
   DeviceErrorRecord* r = site.record;
@@ -83,7 +93,8 @@ __device__ __forceinline__ void report_device_error(const DeviceErrorSite& site,
   unsigned lane;
   asm("mov.u32 %0, %%laneid;" : "=r"(lane));
   if (lane != static_cast<unsigned>(__ffs(lowest) - 1)) return;
-  for (int attempt = 0; attempt < 1024; ++attempt) {
+  const unsigned long long start = device_error_clock_ns();
+  while (device_error_clock_ns() - start < kDeviceErrorWaitNs) {
     if (atomicCAS(&r->lock, 0, 1) == 0) {
       __threadfence();
       if (v->code == 0 || key < v->key) {
@@ -100,8 +111,8 @@ __device__ __forceinline__ void report_device_error(const DeviceErrorSite& site,
     if (v->code != 0 && v->key <= key) return;
     __nanosleep(100);
   }
-  // Still held after ~0.1 ms of tries: another warp's bad element is being recorded; this run
-  // fails either way, naming that one.
+  // Still held after a second: the holder is starved; this run fails either way, naming the
+  // holder's element.
 }
 #endif
 

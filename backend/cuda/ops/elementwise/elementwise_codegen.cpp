@@ -117,16 +117,22 @@ template <typename O> FX O fx_to_int(double v, double lo, double hi, O omin, O o
 const char* kErrorPrelude = R"FX(
 struct FxErr { unsigned long long key; long long value, bound; int code, step, lock, pad; };
 struct FxErrSite { FxErr* record; int step; };
+static __device__ __forceinline__ unsigned long long fx_clock_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 static __device__ __noinline__ void fx_report(FxErrSite s, int code, long long pos, long long value, long long bound) {
   FxErr* r = s.record;
   if (!r) return;
   const unsigned long long key = ((unsigned long long)s.step << 40) | ((unsigned long long)pos & ((1ull << 40) - 1));
   volatile FxErr* v = r;
   if (v->code != 0 && v->key <= key) return;
-  unsigned lane;  // one lane of those arriving together competes (their keys are equal here), boundedly
+  unsigned lane;  // one lane of those arriving together competes (their keys are equal here), for a second at most
   asm("mov.u32 %0, %%laneid;" : "=r"(lane));
   if (lane != (unsigned)(__ffs(__activemask()) - 1)) return;
-  for (int attempt = 0; attempt < 1024; ++attempt) {
+  const unsigned long long start = fx_clock_ns();
+  while (fx_clock_ns() - start < 1000000000ull) {
     if (atomicCAS(&r->lock, 0, 1) == 0) {
       __threadfence();
       if (v->code == 0 || key < v->key) { v->key = key; v->value = value; v->bound = bound; v->step = s.step; v->code = code; }
