@@ -97,6 +97,9 @@ inline constexpr SwitchInfo kSwitches[] = {
      "0: fusec's own attention kernel at every precision; 1: cuDNN's SDPA wherever it takes the case, untimed", "0, 1",
      "at fp16/bf16, cuDNN's SDPA, fusec's tensor-core kernel or its grouped kernel, whichever the tuner timed "
      "fastest"},
+    {"FUSEC_EXPERT_GROUPED", SwitchScope::Fusec,
+     "0: ExpertMatMul's per-row kernels even where its grouped GEMM applies (to time one against the other)", "0",
+     "the grouped GEMM at fp16/bf16 where K (and M, for W stored [E, K, M]) are multiples of 8"},
     {"FUSEC_ATTN_GROUP", SwitchScope::Fusec,
      "0: leave the grouped attention kernel out of the tuner's race; N (with FUSEC_CUDNN_SDPA=0): run it at N query "
      "heads a block (the largest divisor of the group up to N) wherever it takes the case",

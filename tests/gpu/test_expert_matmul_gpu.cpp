@@ -1,7 +1,8 @@
 // ai.fusec ExpertMatMul on CUDA against the CPU reference: both orientations of the experts'
-// weights (a warp an output along W's rows; a thread a column), rows read once or repeated per
-// pick, a bias, int64 and int32 indices (negative ones counting from the end), sizes that are not
-// multiples of a warp or a block, at fp32, fp16 and bf16. Bad indices: test_device_errors_gpu.cpp.
+// weights, rows read once or repeated per pick, a bias, int64 and int32 indices (negative ones
+// counting from the end), sizes that are not multiples of a warp, a block or a tile, at fp32, fp16
+// and bf16; the per-row kernels and the grouped GEMM, with routings that leave experts empty or
+// give one expert many tiles. Bad indices: test_device_errors_gpu.cpp.
 #include "gpu_test_util.h"
 
 using namespace fusec;
@@ -52,5 +53,42 @@ TEST(GpuExpertMatMul, LongRowsAndWideOutputs) {
     const OpCase c = expert_case(trans, 2, true, DType::Int64, 33, 1000, 700, 8);
     expect_gpu_matches_cpu(c, Precision::FP32, 1e-5);
     expect_gpu_matches_cpu(c, Precision::FP16);
+  }
+}
+
+TEST(GpuExpertMatMul, GroupedByExpertOnTensorCores) {
+  FUSEC_REQUIRE_GPU();
+  // K a multiple of 8 but not of the 32-wide K tile, M past one 64-column block and not a multiple
+  // of it, about 75 rows an expert (two tiles, the second partial).
+  for (bool trans : {true, false})
+    for (bool bias : {false, true}) {
+      SCOPED_TRACE(std::string(trans ? "W[e] [M, K]" : "W[e] [K, M]") + (bias ? ", bias" : ""));
+      const OpCase c = expert_case(trans, 2, bias, DType::Int64, 300, 200, 136, 8);
+      expect_gpu_matches_cpu(c, Precision::FP16, -1, true, "grouped");
+      expect_gpu_matches_cpu(c, Precision::BF16, -1, true, "grouped");
+    }
+  // W stored [E, M, K] takes any M: 45 outputs, a column block mostly past the edge.
+  expect_gpu_matches_cpu(expert_case(true, 1, true, DType::Int32, 70, 40, 45, 3), Precision::FP16, -1, true, "grouped");
+  // Without trans_w, M must be a multiple of 8 (whole 16-byte chunks): the per-row kernel takes 45.
+  expect_gpu_matches_cpu(expert_case(false, 1, true, DType::Int32, 70, 40, 45, 3), Precision::FP16, -1, true,
+                         "a thread a column");
+}
+
+TEST(GpuExpertMatMul, GroupedRoutingsEmptyAndCrowdedExperts) {
+  FUSEC_REQUIRE_GPU();
+  // 6 experts: 0 and 4 picked by no row, 5 (given as -1) by 200 rows (four tiles), the rest by one
+  // or two; rows of X repeated in pairs.
+  const int64_t experts = 6, tokens = 103, k = 64, m = 72;
+  std::vector<int64_t> picks;
+  for (int64_t t = 0; t < tokens; ++t) {
+    picks.push_back(t % 2 ? -1 : 5);
+    picks.push_back(t == 3 ? 1 : t == 50 ? 2 : t == 51 ? 2 : t == 90 ? 3 : (t % 2 ? 5 : -1));
+  }
+  for (bool trans : {true, false}) {
+    SCOPED_TRACE(trans ? "W[e] [M, K]" : "W[e] [K, M]");
+    OpCase c = expert_case(trans, 2, true, DType::Int64, tokens, k, m, experts);
+    c.inputs[2] = Tensor::from_int64(picks, {tokens * 2});
+    expect_gpu_matches_cpu(c, Precision::FP16, -1, true, "grouped");
+    expect_gpu_matches_cpu(c, Precision::BF16, -1, true, "grouped");
   }
 }

@@ -1,6 +1,7 @@
-// ExpertMatMul kernels (expert_matmul.cuh). Each row is a matrix-vector product with its expert's
-// matrix: the weights are read once per row that picked them, where the exported graph copied them
-// per row first and then read the copy.
+// ExpertMatMul's per-row kernels (expert_matmul.cuh), for fp32 and the shapes the grouped GEMM
+// (expert_grouped.cu) does not take. Each row is a matrix-vector product with its expert's matrix:
+// the weights are read once per row that picked them, where the exported graph copied them per row
+// first and then read the copy.
 #include <algorithm>
 
 #include "backend/cuda/core/check.h"
@@ -96,8 +97,9 @@ void launch_indexed(const ExpertMatMulPlan& p, const void* x, const void* w, con
 }  // namespace
 
 bool launch_expert_matmul(const ExpertMatMulPlan& p, const void* x, const void* w, const void* idx, const void* b,
-                          void* y, cudaStream_t s, const DeviceErrorSite& err) {
+                          void* y, cudaStream_t s, const DeviceErrorSite& err, void* workspace) {
   if (p.rows == 0 || p.m == 0) return true;
+  if (launch_expert_matmul_grouped(p, x, w, idx, b, y, s, err, workspace)) return true;
   const Args a{p.rows, p.k, p.m, p.experts, p.repeat, err};
   switch (p.dtype) {
     case DType::Float32:

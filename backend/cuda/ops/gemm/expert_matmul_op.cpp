@@ -6,6 +6,7 @@
 
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/ops/gemm/expert_matmul.cuh"
+#include "ir/switches.h"
 
 namespace fusec::cuda {
 
@@ -19,12 +20,15 @@ class ExpertMatMulOp : public CudaOp {
   void launch(const LaunchArgs& a) override {
     const void* b = a.inputs.size() > 3 && a.inputs[3].defined() ? a.inputs[3].data : nullptr;
     require_launched(launch_expert_matmul(p_, a.inputs[0].data, a.inputs[1].data, a.inputs[2].data, b,
-                                          a.outputs[0].data, a.stream, a.error),
+                                          a.outputs[0].data, a.stream, a.error, a.workspace),
                      "ExpertMatMul");
   }
+  size_t workspace_bytes() const override { return expert_matmul_workspace_bytes(p_); }
   std::string kernel_name() const override {
-    return std::string("ExpertMatMul: ") + (p_.trans ? "a warp an output, along W's rows" : "a thread a column") +
-           ", " + dtype_name(p_.dtype);
+    const char* how = expert_matmul_grouped(p_) ? "grouped by expert, tensor cores"
+                      : p_.trans                ? "a warp an output, along W's rows"
+                                                : "a thread a column";
+    return std::string("ExpertMatMul: ") + how + ", " + dtype_name(p_.dtype);
   }
 
  private:
@@ -57,6 +61,8 @@ std::unique_ptr<CudaOp> make_expert_matmul(const PlanContext& c, std::string* wh
   p.k = x[1];
   p.m = w[p.trans ? 1 : 2];
   p.rows = idx[0];
+  const char* grouped = env_switch("FUSEC_EXPERT_GROUPED");
+  p.per_row = grouped && std::string(grouped) == "0";
   int64_t read = 0;
   if (w[p.trans ? 2 : 1] != p.k || p.repeat < 1 || __builtin_mul_overflow(x[0], p.repeat, &read) || read != p.rows ||
       c.out_dims(0) != Dims{p.rows, p.m})
