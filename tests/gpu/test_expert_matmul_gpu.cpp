@@ -59,13 +59,18 @@ TEST(GpuExpertMatMul, LongRowsAndWideOutputs) {
 TEST(GpuExpertMatMul, GroupedByExpertOnTensorCores) {
   FUSEC_REQUIRE_GPU();
   // K a multiple of 8 but not of the 32-wide K tile, M past one 64-column block and not a multiple
-  // of it, about 75 rows an expert (two tiles, the second partial).
+  // of it, about 75 rows an expert: the 64 x 64 tile (two a expert, the second partial).
   for (bool trans : {true, false})
     for (bool bias : {false, true}) {
       SCOPED_TRACE(std::string(trans ? "W[e] [M, K]" : "W[e] [K, M]") + (bias ? ", bias" : ""));
       const OpCase c = expert_case(trans, 2, bias, DType::Int64, 300, 200, 136, 8);
       expect_gpu_matches_cpu(c, Precision::FP16, -1, true, "grouped");
       expect_gpu_matches_cpu(c, Precision::BF16, -1, true, "grouped");
+      // 200 rows an expert: the 128 x 128 tile (two a expert, the second partial; a column block
+      // partly past M).
+      const OpCase big = expert_case(trans, 1, bias, DType::Int64, 600, 200, 136, 3);
+      expect_gpu_matches_cpu(big, Precision::FP16, -1, true, "grouped");
+      expect_gpu_matches_cpu(big, Precision::BF16, -1, true, "grouped");
     }
   // W stored [E, M, K] takes any M: 45 outputs, a column block mostly past the edge.
   expect_gpu_matches_cpu(expert_case(true, 1, true, DType::Int32, 70, 40, 45, 3), Precision::FP16, -1, true, "grouped");
@@ -90,5 +95,9 @@ TEST(GpuExpertMatMul, GroupedRoutingsEmptyAndCrowdedExperts) {
     c.inputs[2] = Tensor::from_int64(picks, {tokens * 2});
     expect_gpu_matches_cpu(c, Precision::FP16, -1, true, "grouped");
     expect_gpu_matches_cpu(c, Precision::BF16, -1, true, "grouped");
+    // 2 experts, 260 rows, all on expert 1: the 128-row tile, three of one expert, none of the other.
+    OpCase one = expert_case(trans, 2, true, DType::Int64, 130, k, m, 2);
+    one.inputs[2] = Tensor::from_int64(std::vector<int64_t>(260, 1), {260});
+    expect_gpu_matches_cpu(one, Precision::FP16, -1, true, "grouped");
   }
 }
