@@ -401,8 +401,39 @@ TEST(GpuTopK, LargestAndSmallestOnEveryAxisWithTies) {
                   {attr("axis", int64_t{0}), attr("largest", largest)}, 11, 2);
     expect_gpu_matches_cpu(c, Precision::FP32, 0.0);
   }
-  // Past one thread's work a row: the CPU reference runs it, and says so.
-  EXPECT_FALSE(runs_on_gpu(op("TopK", {data({2, 70000}), ints({2})}, {1}, {}, 11, 2)));
+  // k passes past kTopKMaxPasses elements a thread: the CPU reference runs it, and says so.
+  EXPECT_FALSE(runs_on_gpu(op("TopK", {data({1, 300000}), ints({1000})}, {1}, {}, 11, 2)));
+}
+
+TEST(GpuTopK, LongRowsTakeABlockARow) {
+  FUSEC_REQUIRE_GPU();
+  // A vocabulary-sized row (1024 threads), a row of 300 (256 threads) fully sorted on a middle axis,
+  // a few thousand with many ties (48 distinct values), and rows past the grid's 65535 blocks.
+  struct Shape {
+    I64s dims;
+    int64_t axis, k;
+  };
+  for (const Shape& sh :
+       {Shape{{1, 20000}, -1, 50}, Shape{{2, 300, 3}, 1, 300}, Shape{{3, 5000}, 1, 7}, Shape{{65600, 256}, 1, 2}}) {
+    for (int64_t largest : {1, 0}) {
+      SCOPED_TRACE("dims[axis] " + std::to_string(sh.dims[sh.axis < 0 ? sh.dims.size() - 1 : sh.axis]) + ", k " +
+                   std::to_string(sh.k) + (largest ? ", largest" : ", smallest"));
+      const std::vector<NamedAttribute> attrs = {attr("axis", sh.axis), attr("largest", largest)};
+      OpCase c = op("TopK", {ranks(sh.dims, 22), ints({sh.k})}, {1}, attrs, 11, 2);
+      expect_gpu_matches_cpu(c, Precision::FP32, 0.0, true, "a block a row");
+      expect_gpu_matches_cpu(c, Precision::BF16, 0.0, true, "a block a row");
+      OpCase d = c;
+      d.inputs[0] = random_tensor(DType::Int64, sh.dims, 23, -1000, 1000);
+      expect_gpu_matches_cpu(d, Precision::FP32, 0.0, true, "a block a row");
+    }
+  }
+  // NaNs in a long row rank above every number, ties among them by index.
+  Tensor x = ranks({1, 3000}, 24);
+  for (int64_t i : {5, 17, 2999, 1000}) x.data<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t largest : {1, 0}) {
+    OpCase c = op("TopK", {x, ints({9})}, {1}, {attr("axis", int64_t{1}), attr("largest", largest)}, 11, 2);
+    expect_gpu_matches_cpu(c, Precision::FP32, 0.0, true, "a block a row");
+  }
 }
 
 // ---------------------------------------------------------------- Expand, Tile

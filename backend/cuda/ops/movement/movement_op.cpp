@@ -358,7 +358,8 @@ class TopKOp : public CudaOp {
     require_launched(launch_topk(p_, a.inputs[0].data, a.outputs[0].data, idx, a.stream), "TopK");
   }
   std::string kernel_name() const override {
-    return "TopK: a thread a row, " + std::to_string(p_.k) + " passes over " + std::to_string(p_.n);
+    return std::string("TopK: ") + (topk_block_a_row(p_) ? "a block a row, " : "a thread a row, ") +
+           std::to_string(p_.k) + " passes over " + std::to_string(p_.n);
   }
 
  private:
@@ -386,9 +387,10 @@ std::unique_ptr<CudaOp> make_topk(const PlanContext& c, std::string* why) {
   p.outer = prod(x, 0, ax);
   p.inner = prod(x, ax + 1, r);
   if (p.k > p.n) return refuse(why, "k is larger than the axis length");
-  if (p.k * p.n > kTopKMaxWork)
-    return refuse(why, "k times the axis length is over " + std::to_string(kTopKMaxWork) +
-                           " (one thread a row would take longer than the CPU reference)");
+  if (topk_thread_work(p) > kTopKMaxPasses)
+    return refuse(why, "k passes over the axis would read " + std::to_string(topk_thread_work(p)) +
+                           " elements a thread, over " + std::to_string(kTopKMaxPasses) +
+                           " (the CPU reference's partial sort is faster there)");
   return std::make_unique<TopKOp>(p);
 }
 

@@ -1,4 +1,5 @@
-// TopK kernel (topk.cuh).
+// TopK kernels (topk.cuh).
+#include <algorithm>
 #include <type_traits>
 
 #include "backend/cuda/core/check.h"
@@ -77,11 +78,70 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
+/// The better of two candidates (index -1: none) into (v, i).
+template <typename C>
+__device__ __forceinline__ void keep_better(C& v, int64_t& i, C ov, int64_t oi, bool largest) {
+  if (oi >= 0 && (i < 0 || before(ov, oi, v, i, largest))) {
+    v = ov;
+    i = oi;
+  }
+}
+
+/// One block a row: k rounds, each a block-wide search for the best element after the one the
+/// round before took (the order is total: value, then index), so nothing is marked or copied.
+template <typename T>
+__global__ void __launch_bounds__(kTopKRowThreads)
+    topk_row_kernel(const T* __restrict__ x, T* __restrict__ values, int64_t* __restrict__ indices, const Args a) {
+  using C = decltype(key(T{}));
+  __shared__ C warp_v[kTopKRowThreads / 32];
+  __shared__ int64_t warp_i[kTopKRowThreads / 32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
+    const int64_t o = row / a.inner, i = row - o * a.inner;
+    const T* base = x + o * a.n * a.inner + i;
+    C prev_v{};
+    int64_t prev_i = -1;
+    for (int64_t j = 0; j < a.k; ++j) {
+      C best_v{};
+      int64_t best_i = -1;
+      for (int64_t e = threadIdx.x; e < a.n; e += blockDim.x) {
+        const C v = key(base[e * a.inner]);
+        if (prev_i < 0 || before(prev_v, prev_i, v, e, a.largest)) keep_better(best_v, best_i, v, e, a.largest);
+      }
+      for (int d = 16; d > 0; d >>= 1)
+        keep_better(best_v, best_i, __shfl_down_sync(0xffffffffu, best_v, d), __shfl_down_sync(0xffffffffu, best_i, d),
+                    a.largest);
+      if (lane == 0) warp_v[warp] = best_v, warp_i[warp] = best_i;
+      __syncthreads();
+      best_v = warp_v[0];
+      best_i = warp_i[0];
+      for (int w = 1; w < warps; ++w) keep_better(best_v, best_i, warp_v[w], warp_i[w], a.largest);
+      __syncthreads();  // warp_v is written again next round
+      if (threadIdx.x == 0) {
+        const int64_t dst = (o * a.k + j) * a.inner + i;
+        values[dst] = base[best_i * a.inner];
+        if (indices) indices[dst] = best_i;
+      }
+      prev_v = best_v;
+      prev_i = best_i;
+    }
+  }
+}
+
 template <typename T>
 void launch_typed(const TopKPlan& p, const void* x, void* values, int64_t* indices, cudaStream_t s) {
   const Args a{p.outer * p.inner, p.n, p.inner, p.k, p.largest};
-  topk_kernel<T><<<grid_for(a.rows), kBlock, 0, s>>>(static_cast<const T*>(x), static_cast<T*>(values), indices, a);
-  check_launch("topk_kernel");
+  const auto* xt = static_cast<const T*>(x);
+  auto* vt = static_cast<T*>(values);
+  if (topk_block_a_row(p)) {
+    const int threads = p.n >= 8192 ? kTopKRowThreads : 256;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(a.rows, 65535));
+    topk_row_kernel<T><<<blocks, threads, 0, s>>>(xt, vt, indices, a);
+    check_launch("topk_row_kernel");
+  } else {
+    topk_kernel<T><<<grid_for(a.rows), kBlock, 0, s>>>(xt, vt, indices, a);
+    check_launch("topk_kernel");
+  }
 }
 
 }  // namespace
