@@ -436,6 +436,45 @@ TEST(GpuTopK, LongRowsTakeABlockARow) {
   }
 }
 
+// ---------------------------------------------------------------- Col2Im
+
+TEST(GpuCol2Im, OneTwoAndThreeDimsWithStridesPadsAndDilations) {
+  FUSEC_REQUIRE_GPU();
+  // Each case: image, block, strides, dilations, pads (begin..., end...), channels. The output
+  // pixels gather the columns in the reference's order, so float32 is exact.
+  struct Case {
+    I64s image, block, strides, dilations, pads;
+    int64_t channels;
+  };
+  const std::vector<Case> cases = {
+      {{10}, {3}, {2}, {1}, {1, 0}, 3},                                     // 1-D, stride 2, padding at the start
+      {{9, 7}, {3, 2}, {1, 1}, {1, 1}, {0, 0, 0, 0}, 2},                    // nn.Fold's overlapping blocks
+      {{8, 8}, {2, 2}, {2, 2}, {1, 1}, {0, 0, 0, 0}, 5},                    // MobileViT's unfolding, no overlap
+      {{11, 6}, {3, 3}, {2, 1}, {2, 1}, {1, 2, 2, 0}, 3},                   // strides, dilation and uneven pads
+      {{5, 6, 4}, {2, 3, 2}, {1, 2, 1}, {2, 1, 1}, {1, 0, 0, 0, 1, 1}, 2},  // 3-D
+  };
+  for (const Case& k : cases) {
+    const int64_t n = static_cast<int64_t>(k.image.size());
+    int64_t per_block = 1, positions = 1;
+    for (int64_t d = 0; d < n; ++d) {
+      const size_t i = static_cast<size_t>(d);
+      per_block *= k.block[i];
+      positions *= (k.image[i] + k.pads[i] + k.pads[i + n] - k.dilations[i] * (k.block[i] - 1) - 1) / k.strides[i] + 1;
+    }
+    SCOPED_TRACE(std::to_string(n) + "-D, " + std::to_string(positions) + " block positions");
+    const std::vector<NamedAttribute> attrs = {attr("strides", k.strides), attr("dilations", k.dilations),
+                                               attr("pads", k.pads)};
+    OpCase c =
+        op("Col2Im", {data({2, k.channels * per_block, positions}), ints(k.image), ints(k.block)}, {1, 2}, attrs, 18);
+    expect_gpu_matches_cpu(c, Precision::FP32, 0.0, true, "Col2Im");
+    expect_gpu_matches_cpu(c, Precision::FP16);
+    expect_gpu_matches_cpu(c, Precision::BF16);
+    OpCase d = c;
+    d.inputs[0] = data({2, k.channels * per_block, positions}, 3, DType::Float64);
+    expect_gpu_matches_cpu(d, Precision::FP32, 0.0, true, "Col2Im");
+  }
+}
+
 // ---------------------------------------------------------------- Expand, Tile
 
 TEST(GpuExpand, Broadcasting) {

@@ -1,8 +1,8 @@
 // Entry points for the data movement family: Transpose, Slice, Expand, Tile, DepthToSpace,
 // SpaceToDepth (one planned strided copy each), Concat, Split, Gather, GatherElements, GatherND,
-// ScatterND, ScatterElements (and Scatter), TopK, Pad, Trilu, CumSum, Resize and Upsample. Every shape operand (starts,
-// pads, axes, scales, ...) is read here from the node's constant inputs at plan time; a runtime shape operand leaves
-// the node to the CPU reference. Most ops only move bytes, so any dtype of 1, 2, 4 or 8 bytes runs.
+// ScatterND, ScatterElements (and Scatter), TopK, Col2Im, Pad, Trilu, CumSum, Resize and Upsample. Every shape operand
+// (starts, pads, axes, scales, ...) is read here from the node's constant inputs at plan time; a runtime shape operand
+// leaves the node to the CPU reference. Most ops only move bytes, so any dtype of 1, 2, 4 or 8 bytes runs.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -19,6 +19,7 @@
 #include "backend/cuda/ops/movement/movement.cuh"
 #include "backend/cuda/ops/movement/resize.cuh"
 #include "backend/cuda/ops/movement/scatter.cuh"
+#include "backend/cuda/ops/movement/col2im.cuh"
 #include "backend/cuda/ops/movement/topk.cuh"
 #include "ir/ops/movement_util.h"
 #include "ir/ops/resize_taps.h"
@@ -392,6 +393,74 @@ std::unique_ptr<CudaOp> make_topk(const PlanContext& c, std::string* why) {
                            " elements a thread, over " + std::to_string(kTopKMaxPasses) +
                            " (the CPU reference's partial sort is faster there)");
   return std::make_unique<TopKOp>(p);
+}
+
+// ---------------------------------------------------------------- Col2Im
+
+class Col2ImOp : public CudaOp {
+ public:
+  explicit Col2ImOp(Col2ImPlan p) : p_(p) {}
+  void launch(const LaunchArgs& a) override {
+    require_launched(launch_col2im(p_, a.inputs[0].data, a.outputs[0].data, a.stream), "Col2Im");
+  }
+  std::string kernel_name() const override {
+    return "Col2Im: a thread an output value, over " + std::to_string(p_.per_block) + " block offsets";
+  }
+
+ private:
+  Col2ImPlan p_;
+};
+
+/// The plan from constant image and block shapes; anything the CPU reference would refuse is
+/// refused here too, so that the reference names the fault.
+std::unique_ptr<CudaOp> make_col2im(const PlanContext& c, std::string* why) {
+  const DType t = c.in_dtype(0);
+  if (t != DType::Float32 && t != DType::Float16 && t != DType::BFloat16 && t != DType::Float64)
+    return refuse(why, std::string("no CUDA Col2Im for ") + dtype_name(t));
+  if (!c.has_output(0) || c.out_dtype(0) != t) return refuse(why, "the output is not of the input's type");
+  Dims image, block;
+  if (!const_ints(c, 1, "image_shape", &image, why) || !const_ints(c, 2, "block_shape", &block, why)) return nullptr;
+  const int64_t n = static_cast<int64_t>(image.size());
+  const Dims& x = c.in_dims(0);
+  if (n < 1 || n > kCol2ImMaxDims || static_cast<int64_t>(block.size()) != n || x.size() != 3)
+    return refuse(why, "an input of rank other than 3, or image and block shapes of 0 or more than " +
+                           std::to_string(kCol2ImMaxDims) + " dims, or of different lengths");
+  Dims dil = c.attr_ints("dilations"), pads = c.attr_ints("pads"), str = c.attr_ints("strides");
+  if (dil.empty()) dil.assign(static_cast<size_t>(n), 1);
+  if (pads.empty()) pads.assign(static_cast<size_t>(2 * n), 0);
+  if (str.empty()) str.assign(static_cast<size_t>(n), 1);
+  if (static_cast<int64_t>(dil.size()) != n || static_cast<int64_t>(pads.size()) != 2 * n ||
+      static_cast<int64_t>(str.size()) != n)
+    return refuse(why, "dilations, pads or strides of another length than the image's dims");
+  Col2ImPlan p;
+  p.dtype = t;
+  p.dims = static_cast<int>(n);
+  p.pixels = p.per_block = p.positions = 1;
+  for (int64_t d = 0; d < n; ++d) {
+    const size_t i = static_cast<size_t>(d);
+    if (image[i] < 1 || block[i] < 1 || dil[i] < 1 || str[i] < 1 || pads[i] < 0 || pads[i + n] < 0 ||
+        image[i] > (int64_t{1} << 31) || block[i] > (int64_t{1} << 31) || dil[i] > (int64_t{1} << 31) ||
+        pads[i] > (int64_t{1} << 31) || pads[i + n] > (int64_t{1} << 31))
+      return refuse(why, "image_shape, block_shape, dilations, strides or pads out of range");
+    const int64_t span = dil[i] * (block[i] - 1) + 1, padded = image[i] + pads[i] + pads[i + n];
+    if (padded < span) return refuse(why, "the block is larger than the padded image");
+    p.image[d] = image[i];
+    p.block[d] = block[i];
+    p.grid[d] = (padded - span) / str[i] + 1;
+    p.stride[d] = str[i];
+    p.dilation[d] = dil[i];
+    p.pad_begin[d] = pads[i];
+    if (__builtin_mul_overflow(p.pixels, image[i], &p.pixels) ||
+        __builtin_mul_overflow(p.per_block, block[i], &p.per_block) ||
+        __builtin_mul_overflow(p.positions, p.grid[d], &p.positions))
+      return refuse(why, "the image, block or block grid is too large");
+  }
+  if (x[1] % p.per_block || x[2] != p.positions || __builtin_mul_overflow(x[0], x[1] / p.per_block, &p.images))
+    return refuse(why, "the input's dims do not fit the image and block shapes");
+  Dims want{x[0], x[1] / p.per_block};
+  want.insert(want.end(), image.begin(), image.end());
+  if (c.out_dims(0) != want) return refuse(why, "the output is not [N, C, image_shape...]");
+  return std::make_unique<Col2ImOp>(p);
 }
 
 // ---------------------------------------------------------------- Gather family
@@ -953,6 +1022,7 @@ void register_movement_ops(CudaOpRegistry& r) {
   r.add("GatherND", make_gather_nd);
   r.add("ScatterND", make_scatter_nd);
   r.add("TopK", make_topk);
+  r.add("Col2Im", make_col2im);
   r.add("ScatterElements", make_scatter_elements);
   r.add("Scatter", make_scatter_elements);
   r.add("Pad", make_pad);
