@@ -158,8 +158,8 @@ TEST(GpuDeviceErrors, ScatterOpsGiveTheCpuError) {
 
 TEST(GpuDeviceErrors, ExpertMatMulIndexOutOfRangeGivesTheCpuError) {
   FUSEC_REQUIRE_GPU();
-  // Both orientations: fp32 storage runs the per-row kernels (a warp an output, a thread a
-  // column), fp16 the grouped GEMM, whose routing kernel checks the indices.
+  // Both orientations, fp32 storage (the grouped GEMM's FMA tiles) and fp16 (its tensor-core
+  // tiles where M is a multiple of 8): the routing kernel checks the indices.
   const Tensor x = data({3, 40});
   for (int64_t trans : {1, 0}) {
     const Tensor w = data(trans ? I64s{4, 33, 40} : I64s{4, 40, 32});

@@ -1,8 +1,9 @@
 // ai.fusec ExpertMatMul on CUDA against the CPU reference: both orientations of the experts'
 // weights, rows read once or repeated per pick, a bias, int64 and int32 indices (negative ones
 // counting from the end), sizes that are not multiples of a warp, a block or a tile, at fp32, fp16
-// and bf16; the per-row kernels and the grouped GEMM, with routings that leave experts empty or
-// give one expert many tiles. Bad indices: test_device_errors_gpu.cpp.
+// and bf16; the grouped GEMM on tensor cores and on FMA tiles, and the per-row kernels, with
+// routings that leave experts empty or give one expert many tiles. Bad indices:
+// test_device_errors_gpu.cpp.
 #include "gpu_test_util.h"
 
 using namespace fusec;
@@ -74,9 +75,25 @@ TEST(GpuExpertMatMul, GroupedByExpertOnTensorCores) {
     }
   // W stored [E, M, K] takes any M: 45 outputs, a column block mostly past the edge.
   expect_gpu_matches_cpu(expert_case(true, 1, true, DType::Int32, 70, 40, 45, 3), Precision::FP16, -1, true, "grouped");
-  // Without trans_w, M must be a multiple of 8 (whole 16-byte chunks): the per-row kernel takes 45.
+  // Without trans_w, M must be a multiple of 8 (whole 16-byte chunks) for tensor cores: 45 takes the
+  // FMA tiles, as float32 does.
   expect_gpu_matches_cpu(expert_case(false, 1, true, DType::Int32, 70, 40, 45, 3), Precision::FP16, -1, true,
-                         "a thread a column");
+                         "FMA tiles");
+}
+
+TEST(GpuExpertMatMul, Float32GroupedOnFmaTilesAndThePerRowKernels) {
+  FUSEC_REQUIRE_GPU();
+  // Odd K and M, a K edge inside the 16-deep slice, about 40 rows an expert; then the same cases
+  // with FUSEC_EXPERT_GROUPED=0 on the per-row kernels, which must agree.
+  for (bool trans : {true, false}) {
+    SCOPED_TRACE(trans ? "W[e] [M, K]" : "W[e] [K, M]");
+    const OpCase c = expert_case(trans, 2, true, DType::Int64, 100, 37, 99, 5);
+    expect_gpu_matches_cpu(c, Precision::FP32, 1e-5, true, "FMA tiles");
+    expect_gpu_matches_cpu(c, Precision::FP16, -1, true, "FMA tiles");
+    const ScopedEnv per_row("FUSEC_EXPERT_GROUPED", "0");
+    expect_gpu_matches_cpu(c, Precision::FP32, 1e-5, true, trans ? "a warp an output" : "a thread a column");
+    expect_gpu_matches_cpu(c, Precision::BF16, -1, true, trans ? "a warp an output" : "a thread a column");
+  }
 }
 
 TEST(GpuExpertMatMul, GroupedRoutingsEmptyAndCrowdedExperts) {
@@ -95,6 +112,7 @@ TEST(GpuExpertMatMul, GroupedRoutingsEmptyAndCrowdedExperts) {
     c.inputs[2] = Tensor::from_int64(picks, {tokens * 2});
     expect_gpu_matches_cpu(c, Precision::FP16, -1, true, "grouped");
     expect_gpu_matches_cpu(c, Precision::BF16, -1, true, "grouped");
+    expect_gpu_matches_cpu(c, Precision::FP32, 1e-5, true, "FMA tiles");
     // 2 experts, 260 rows, all on expert 1: the 128-row tile, three of one expert, none of the other.
     OpCase one = expert_case(trans, 2, true, DType::Int64, 130, k, m, 2);
     one.inputs[2] = Tensor::from_int64(std::vector<int64_t>(260, 1), {260});

@@ -4,7 +4,8 @@
 // (counts, offsets, a permutation, and a table of 64-row tiles, each of one expert's rows), and a
 // tensor-core GEMM (mma.sync m16n8k16, float32 sums) runs every tile against its expert's matrix,
 // so each matrix is read once per tile of its rows and the rows' outputs are written where they
-// belong. Everything stays on the device: the graph the executor captures holds both launches, and
+// belong (float32, and fp16/bf16 rows that do not split into 16-byte chunks, take FMA tiles
+// instead). Everything stays on the device: the graph the executor captures holds both launches, and
 // the GEMM's grid is sized for the most tiles any routing can make (rows / 64 + one partial tile
 // per expert), its spare blocks returning at once.
 #include <algorithm>
@@ -258,18 +259,86 @@ void launch_shape(const T* x, const T* w, const T* b, T* y, const GemmArgs& a, i
   grouped_kernel<T, TRANS, BM, BN, WM, WN><<<grid, WM * WN * 32, kBytes, s>>>(x, w, b, y, a);
 }
 
+/// The same product on FMA units, for float32 (strict: no TF32) and for fp16/bf16 shapes whose
+/// rows do not split into 16-byte chunks: 64 x 64 outputs a block of 16 x 16 threads, each 4 x 4
+/// of them strided 16 apart, through 16-deep slices of X and W[e] staged in shared memory as
+/// float (k-major, so a thread's four rows and four columns are each one broadcast or one
+/// conflict-free read). Any K and M.
+template <typename T, bool TRANS>
+__global__ void __launch_bounds__(256)
+    grouped_fma_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b, T* __restrict__ y,
+                       const GemmArgs a) {
+  constexpr int BN = 64, BK = 16, P = kSmallRows + 1;
+  if (static_cast<int>(blockIdx.x) >= *a.total) return;
+  const Tile tile = a.tiles[blockIdx.x];
+  const int64_t n0 = int64_t{blockIdx.y} * BN;
+  __shared__ float sa[BK * P];
+  __shared__ float sb[BK * P];
+  const T* we = w + int64_t{tile.expert} * a.m * a.k;
+  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+  // This thread's four rows of X (q = tid + 256 i: row q / 16, k q % 16), fixed over the K loop.
+  const T* xrow[4];
+  for (int i = 0; i < 4; ++i) {
+    const int r = (tid + 256 * i) >> 4;
+    xrow[i] = r < tile.count ? x + int64_t{a.perm[tile.begin + r]} / a.repeat * a.k : nullptr;
+  }
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < a.k; k0 += BK) {
+    for (int i = 0; i < 4; ++i) {
+      const int q = tid + 256 * i;
+      const int r = q >> 4, kk = q & 15;
+      const bool in_k = k0 + kk < a.k;
+      sa[kk * P + r] = xrow[i] && in_k ? to_compute(xrow[i][k0 + kk]) : 0.0f;
+      if constexpr (TRANS) {  // W[e] [M, K]: element (n = q / 16, k = q % 16)
+        const int64_t n = n0 + r;
+        sb[kk * P + r] = n < a.m && in_k ? to_compute(we[n * a.k + k0 + kk]) : 0.0f;
+      } else {  // W[e] [K, M]: element (k = q / 64, n = q % 64), read along M
+        const int kr = q >> 6, c = q & 63;
+        const int64_t n = n0 + c;
+        sb[kr * P + c] = n < a.m && k0 + kr < a.k ? to_compute(we[(k0 + kr) * a.m + n]) : 0.0f;
+      }
+    }
+    __syncthreads();
+    for (int kk = 0; kk < BK; ++kk) {
+      float av[4], bv[4];
+      for (int i = 0; i < 4; ++i) av[i] = sa[kk * P + ty + 16 * i];
+      for (int j = 0; j < 4; ++j) bv[j] = sb[kk * P + tx + 16 * j];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int r = ty + 16 * i;
+    if (r >= tile.count) continue;
+    T* out = y + int64_t{a.perm[tile.begin + r]} * a.m;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t col = n0 + tx + 16 * j;
+      if (col < a.m)
+        out[col] = from_compute<T>(acc[i][j] + (b ? to_compute(b[int64_t{tile.expert} * a.m + col]) : 0.0f));
+    }
+  }
+}
+
 template <typename T, typename I>
 void launch_grouped(const ExpertMatMulPlan& p, const T* x, const T* w, const I* idx, const T* b, T* y,
                     cudaStream_t s, const DeviceErrorSite& err, void* workspace) {
   const Workspace ws = carve(p, workspace);
   const int experts = static_cast<int>(p.experts);
-  const int rows_per_tile = tile_rows(p);
+  const bool mma = grouped_on_tensor_cores(p) && aligned16(x) && aligned16(w);
+  const int rows_per_tile = mma ? tile_rows(p) : kSmallRows;
   route_kernel<I><<<1, kRouteThreads, 3 * experts * sizeof(int), s>>>(idx, static_cast<int>(p.rows), experts,
                                                                       rows_per_tile, ws, err);
   check_launch("expert route_kernel");
   const GemmArgs a{p.k, p.m, p.repeat, ws.perm, ws.tiles, ws.total};
   const int64_t tiles = max_tiles(p, rows_per_tile);
-  if (rows_per_tile == kLargeRows) {
+  if (!mma) {
+    const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((p.m + 63) / 64));
+    if (p.trans)
+      grouped_fma_kernel<T, true><<<grid, 256, 0, s>>>(x, w, b, y, a);
+    else
+      grouped_fma_kernel<T, false><<<grid, 256, 0, s>>>(x, w, b, y, a);
+  } else if (rows_per_tile == kLargeRows) {
     if (p.trans)
       launch_shape<T, true, 128, 128, 2, 4>(x, w, b, y, a, tiles, s);
     else
@@ -299,9 +368,13 @@ void launch_grouped_indexed(const ExpertMatMulPlan& p, const void* x, const void
 }  // namespace
 
 bool expert_matmul_grouped(const ExpertMatMulPlan& p) {
-  return !p.per_row && (p.dtype == DType::Float16 || p.dtype == DType::BFloat16) && p.k % 8 == 0 &&
-         (p.trans || p.m % 8 == 0) && p.experts <= kMaxExperts && p.rows < (int64_t{1} << 30) &&
-         (p.m + kSmallRows - 1) / kSmallRows <= 65535;
+  return !p.per_row && (p.dtype == DType::Float32 || p.dtype == DType::Float16 || p.dtype == DType::BFloat16) &&
+         p.experts <= kMaxExperts && p.rows < (int64_t{1} << 30) && (p.m + kSmallRows - 1) / kSmallRows <= 65535;
+}
+
+bool grouped_on_tensor_cores(const ExpertMatMulPlan& p) {
+  return expert_matmul_grouped(p) && (p.dtype == DType::Float16 || p.dtype == DType::BFloat16) && p.k % 8 == 0 &&
+         (p.trans || p.m % 8 == 0);
 }
 
 size_t expert_matmul_workspace_bytes(const ExpertMatMulPlan& p) {
@@ -312,8 +385,10 @@ size_t expert_matmul_workspace_bytes(const ExpertMatMulPlan& p) {
 bool launch_expert_matmul_grouped(const ExpertMatMulPlan& p, const void* x, const void* w, const void* idx,
                                   const void* b, void* y, cudaStream_t s, const DeviceErrorSite& err,
                                   void* workspace) {
-  if (!expert_matmul_grouped(p) || !workspace || !aligned16(x) || !aligned16(w)) return false;
-  if (p.dtype == DType::Float16)
+  if (!expert_matmul_grouped(p) || !workspace) return false;
+  if (p.dtype == DType::Float32)
+    launch_grouped_indexed<float>(p, x, w, idx, b, y, s, err, workspace);
+  else if (p.dtype == DType::Float16)
     launch_grouped_indexed<__half>(p, x, w, idx, b, y, s, err, workspace);
   else
     launch_grouped_indexed<__nv_bfloat16>(p, x, w, idx, b, y, s, err, workspace);

@@ -1,7 +1,7 @@
-// ExpertMatMul's per-row kernels (expert_matmul.cuh), for fp32 and the shapes the grouped GEMM
-// (expert_grouped.cu) does not take. Each row is a matrix-vector product with its expert's matrix:
-// the weights are read once per row that picked them, where the exported graph copied them per row
-// first and then read the copy.
+// ExpertMatMul's per-row kernels (expert_matmul.cuh), for what the grouped GEMM (expert_grouped.cu)
+// does not take: past 4096 experts, or FUSEC_EXPERT_GROUPED=0. Each row is a matrix-vector product with its expert's
+// matrix: the weights are read once per row that picked them, where the exported graph copied them per row first and
+// then read the copy.
 #include <algorithm>
 
 #include "backend/cuda/core/check.h"

@@ -1,10 +1,11 @@
 // ai.fusec ExpertMatMul (docs/ops.md): Y[s] = X[s / repeat] · W[idx[s]] (+ B[idx[s]]), each row
 // multiplied by the expert matrix its index picks, read where it is in the weights; float32 sums.
-// fp16 and bf16 run as a grouped GEMM (expert_grouped.cu: the rows sorted by expert on the device,
-// each expert's matrix read once per 64 of its rows) where K (and M, for W stored [E, K, M]) are
-// multiples of 8; otherwise, and at fp32, each row is a matrix-vector product: one warp an output
-// value along K where W's rows are K long (trans_w), else one thread a column. An index outside
-// [-E, E) writes nothing for its row and is reported at `err` (device_error.h).
+// It runs as a grouped GEMM (expert_grouped.cu: the rows sorted by expert on the device, each
+// expert's matrix read once per tile of its rows): on tensor cores at fp16 and bf16 where K (and M,
+// for W stored [E, K, M]) are multiples of 8, else on FMA tiles. With FUSEC_EXPERT_GROUPED=0, or
+// past 4096 experts, each row is a matrix-vector product: one warp an output value along K where
+// W's rows are K long (trans_w), else one thread a column. An index outside [-E, E) writes nothing
+// for its row and is reported at `err` (device_error.h).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -24,9 +25,12 @@ struct ExpertMatMulPlan {
   bool per_row = false;  // FUSEC_EXPERT_GROUPED=0: the per-row kernels even where the grouped GEMM applies
 };
 
-/// Whether the plan runs as the grouped GEMM (given 16-byte aligned X and W, as the executor's
-/// buffers are).
+/// Whether the plan runs as a grouped GEMM (float32, float16 or bfloat16; at most 4096 experts).
 bool expert_matmul_grouped(const ExpertMatMulPlan& p);
+
+/// Whether that GEMM runs on tensor cores (fp16/bf16, K and, for W stored [E, K, M], M multiples of
+/// 8, given 16-byte aligned X and W, as the executor's buffers are), else on FMA tiles.
+bool grouped_on_tensor_cores(const ExpertMatMulPlan& p);
 
 /// The workspace the grouped GEMM routes its rows in (0 where the plan does not run grouped).
 size_t expert_matmul_workspace_bytes(const ExpertMatMulPlan& p);

@@ -25,9 +25,10 @@ class ExpertMatMulOp : public CudaOp {
   }
   size_t workspace_bytes() const override { return expert_matmul_workspace_bytes(p_); }
   std::string kernel_name() const override {
-    const char* how = expert_matmul_grouped(p_) ? "grouped by expert, tensor cores"
-                      : p_.trans                ? "a warp an output, along W's rows"
-                                                : "a thread a column";
+    const char* how = grouped_on_tensor_cores(p_) ? "grouped by expert, tensor cores"
+                      : expert_matmul_grouped(p_) ? "grouped by expert, FMA tiles"
+                      : p_.trans                  ? "a warp an output, along W's rows"
+                                                  : "a thread a column";
     return std::string("ExpertMatMul: ") + how + ", " + dtype_name(p_.dtype);
   }
 
