@@ -99,7 +99,8 @@ inline constexpr SwitchInfo kSwitches[] = {
      "fastest"},
     {"FUSEC_EXPERT_GROUPED", SwitchScope::Fusec,
      "0: ExpertMatMul's per-row kernels even where its grouped GEMM applies (to time one against the other)", "0",
-     "the grouped GEMM at fp16/bf16 where K (and M, for W stored [E, K, M]) are multiples of 8"},
+     "the grouped GEMM: on tensor cores at fp16/bf16 where K (and M, for W stored [E, K, M]) are multiples of 8, "
+     "else on FMA tiles (float32 too)"},
     {"FUSEC_ATTN_GROUP", SwitchScope::Fusec,
      "0: leave the grouped attention kernel out of the tuner's race; N (with FUSEC_CUDNN_SDPA=0): run it at N query "
      "heads a block (the largest divisor of the group up to N) wherever it takes the case",
