@@ -31,21 +31,5 @@ for m in "$@"; do
         --duration "${DURATION:-2}" --json "$zoo/$m.$side.$r.json" > /dev/null 2>&1 || echo "pass_ab: bench $m $side failed"
     done
   done
-  python3 - "$zoo" "$m" "$rounds" <<'PY'
-import json, sys
-zoo, m, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
-def best(side):
-    ms = []
-    for r in range(1, rounds + 1):
-        try:
-            doc = json.load(open(f"{zoo}/{m}.{side}.{r}.json"))
-        except (OSError, ValueError):
-            continue
-        # the first variant's median (bench --no-compare runs the file as given)
-        v = doc["variants"][0] if "variants" in doc else doc
-        ms.append(v["latency_ms"]["median"] if "latency_ms" in v else v["median_ms"])
-    return min(ms) if ms else float("nan")
-w, s = best("with"), best("skip")
-print(f"{m:22s} {w:12.4f} {s:12.4f} {w / s:8.3f}")
-PY
+  python3 scripts/lab/ab_medians.py "$zoo" "$m" "$rounds" with skip
 done
