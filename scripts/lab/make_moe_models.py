@@ -14,8 +14,9 @@ expert's matrix (the floor: the same FLOPs, one matrix read once). The figures a
   <name>.dense.onnx    X [tokens · top-k, K] · one expert's matrix, by MatMul
 
 Everything is fp16 (--dtype float32: float32, which `fusec bench --precision fp32` keeps, so the
-grouped product runs on its FMA tiles), weights drawn from a fixed seed; the routing is a constant, each token's
-top-k distinct experts drawn uniformly, so every expert gets about tokens · top-k / E rows.
+grouped product runs on its FMA tiles), weights drawn from a fixed seed; the routing is a constant,
+each token's top-k distinct experts drawn uniformly, so every expert gets about tokens · top-k / E
+rows.
 """
 from __future__ import annotations
 
