@@ -43,10 +43,44 @@ __device__ __forceinline__ bool before(C va, int64_t ia, C vc, int64_t ic, bool 
   return ia < ic;
 }
 
+/// The better of two candidates (index -1: none) into (v, i).
+template <typename C>
+__device__ __forceinline__ void keep_better(C& v, int64_t& i, C ov, int64_t oi, bool largest) {
+  if (oi >= 0 && (i < 0 || before(ov, oi, v, i, largest))) {
+    v = ov;
+    i = oi;
+  }
+}
+
 struct Args {
   int64_t rows, n, inner, k;
   bool largest;
 };
+
+/// Where row `row` (of outer · inner rows, each n elements `inner` apart) starts in x, and where its
+/// first pick goes in the outputs (pick j: `inner` · j further).
+struct RowAt {
+  int64_t in, out;
+};
+__device__ __forceinline__ RowAt row_at(const Args& a, int64_t row) {
+  const int64_t o = row / a.inner, i = row - o * a.inner;
+  return {o * a.n * a.inner + i, o * a.k * a.inner + i};
+}
+
+/// Whether element (v, e) is still to pick: it comes after the previous pick (index -1: none yet).
+template <typename C>
+__device__ __forceinline__ bool after_prev(C prev_v, int64_t prev_i, C v, int64_t e, bool largest) {
+  return prev_i < 0 || before(prev_v, prev_i, v, e, largest);
+}
+
+/// Pick j of the row at `at` is its element e.
+template <typename T>
+__device__ __forceinline__ void store_pick(const T* x, T* values, int64_t* indices, const Args& a, RowAt at, int64_t j,
+                                           int64_t e) {
+  const int64_t dst = at.out + j * a.inner;
+  values[dst] = x[at.in + e * a.inner];
+  if (indices) indices[dst] = e;
+}
 
 template <typename T>
 __global__ void __launch_bounds__(kBlock)
@@ -54,8 +88,8 @@ __global__ void __launch_bounds__(kBlock)
   using C = decltype(key(T{}));
   for (int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; row < a.rows;
        row += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t o = row / a.inner, i = row - o * a.inner;
-    const T* base = x + o * a.n * a.inner + i;
+    const RowAt at = row_at(a, row);
+    const T* base = x + at.in;
     C prev_v{};
     int64_t prev_i = -1;
     for (int64_t j = 0; j < a.k; ++j) {
@@ -63,27 +97,12 @@ __global__ void __launch_bounds__(kBlock)
       int64_t best_i = -1;
       for (int64_t e = 0; e < a.n; ++e) {
         const C v = key(base[e * a.inner]);
-        if (prev_i >= 0 && !before(prev_v, prev_i, v, e, a.largest)) continue;  // taken already
-        if (best_i < 0 || before(v, e, best_v, best_i, a.largest)) {
-          best_v = v;
-          best_i = e;
-        }
+        if (after_prev(prev_v, prev_i, v, e, a.largest)) keep_better(best_v, best_i, v, e, a.largest);
       }
-      const int64_t dst = (o * a.k + j) * a.inner + i;
-      values[dst] = base[best_i * a.inner];
-      if (indices) indices[dst] = best_i;
+      store_pick(x, values, indices, a, at, j, best_i);
       prev_v = best_v;
       prev_i = best_i;
     }
-  }
-}
-
-/// The better of two candidates (index -1: none) into (v, i).
-template <typename C>
-__device__ __forceinline__ void keep_better(C& v, int64_t& i, C ov, int64_t oi, bool largest) {
-  if (oi >= 0 && (i < 0 || before(ov, oi, v, i, largest))) {
-    v = ov;
-    i = oi;
   }
 }
 
@@ -97,8 +116,8 @@ __global__ void __launch_bounds__(kTopKRowThreads)
   __shared__ int64_t warp_i[kTopKRowThreads / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   for (int64_t row = blockIdx.x; row < a.rows; row += gridDim.x) {
-    const int64_t o = row / a.inner, i = row - o * a.inner;
-    const T* base = x + o * a.n * a.inner + i;
+    const RowAt at = row_at(a, row);
+    const T* base = x + at.in;
     C prev_v{};
     int64_t prev_i = -1;
     for (int64_t j = 0; j < a.k; ++j) {
@@ -106,7 +125,7 @@ __global__ void __launch_bounds__(kTopKRowThreads)
       int64_t best_i = -1;
       for (int64_t e = threadIdx.x; e < a.n; e += blockDim.x) {
         const C v = key(base[e * a.inner]);
-        if (prev_i < 0 || before(prev_v, prev_i, v, e, a.largest)) keep_better(best_v, best_i, v, e, a.largest);
+        if (after_prev(prev_v, prev_i, v, e, a.largest)) keep_better(best_v, best_i, v, e, a.largest);
       }
       for (int d = 16; d > 0; d >>= 1)
         keep_better(best_v, best_i, __shfl_down_sync(0xffffffffu, best_v, d), __shfl_down_sync(0xffffffffu, best_i, d),
@@ -117,11 +136,7 @@ __global__ void __launch_bounds__(kTopKRowThreads)
       best_i = warp_i[0];
       for (int w = 1; w < warps; ++w) keep_better(best_v, best_i, warp_v[w], warp_i[w], a.largest);
       __syncthreads();  // warp_v is written again next round
-      if (threadIdx.x == 0) {
-        const int64_t dst = (o * a.k + j) * a.inner + i;
-        values[dst] = base[best_i * a.inner];
-        if (indices) indices[dst] = best_i;
-      }
+      if (threadIdx.x == 0) store_pick(x, values, indices, a, at, j, best_i);
       prev_v = best_v;
       prev_i = best_i;
     }
