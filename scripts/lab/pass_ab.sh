@@ -9,19 +9,12 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${PASS:?PASS=the pass to measure}"
-zoo=${ZOO:-/tmp/fusec-zoo-ab}
-form=${EXPORT:-dynamo}
-batch=${BATCH:-16}
-rounds=${ROUNDS:-2}
-fusec=${FUSEC:-/tmp/fusec/bin/fusec}
-mkdir -p "$zoo"
+# shellcheck source=scripts/lab/ab_common.sh
+. scripts/lab/ab_common.sh
 printf '%-22s %12s %12s %8s\n' model "with ms" "skipped ms" ratio
 for m in "$@"; do
   model=$zoo/$m.$form.onnx
-  if [ ! -f "$model" ]; then
-    python3 scripts/export_zoo.py --models "$m" --exports "$form" --out "$zoo" --skip-reference > "$zoo/export_$m.log" 2>&1 ||
-      { echo "pass_ab: export of $m failed"; tail -3 "$zoo/export_$m.log"; continue; }
-  fi
+  ab_export pass_ab "$m" || continue
   "$fusec" optimize "$model" -o "$zoo/$m.with.onnx" --batch "$batch" > "$zoo/opt_$m.with.log" 2>&1 &&
     "$fusec" optimize "$model" -o "$zoo/$m.skip.onnx" --batch "$batch" --skip "$PASS" > "$zoo/opt_$m.skip.log" 2>&1 ||
     { echo "pass_ab: optimize $m failed"; continue; }

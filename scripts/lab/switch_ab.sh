@@ -10,20 +10,13 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 : "${SWITCH:?SWITCH=NAME=VALUE, the setting to measure}"
-zoo=${ZOO:-/tmp/fusec-zoo-ab}
-form=${EXPORT:-dynamo}
-batch=${BATCH:-16}
-rounds=${ROUNDS:-2}
-fusec=${FUSEC:-/tmp/fusec/bin/fusec}
-mkdir -p "$zoo"
+# shellcheck source=scripts/lab/ab_common.sh
+. scripts/lab/ab_common.sh
 rm -f "$zoo"/tuning.default.json "$zoo"/tuning.switch.json
 printf '%-22s %12s %12s %8s   (%s)\n' model "default ms" "switch ms" ratio "$SWITCH"
 for m in "$@"; do
   model=$zoo/$m.$form.onnx
-  if [ ! -f "$model" ]; then
-    python3 scripts/export_zoo.py --models "$m" --exports "$form" --out "$zoo" --skip-reference > "$zoo/export_$m.log" 2>&1 ||
-      { echo "switch_ab: export of $m failed"; tail -3 "$zoo/export_$m.log"; continue; }
-  fi
+  ab_export switch_ab "$m" || continue
   "$fusec" optimize "$model" -o "$zoo/$m.opt.onnx" --batch "$batch" > "$zoo/opt_$m.log" 2>&1 ||
     { echo "switch_ab: optimize $m failed"; continue; }
   for r in $(seq "$rounds"); do
