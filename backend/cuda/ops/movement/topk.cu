@@ -73,12 +73,12 @@ __device__ __forceinline__ bool after_prev(C prev_v, int64_t prev_i, C v, int64_
   return prev_i < 0 || before(prev_v, prev_i, v, e, largest);
 }
 
-/// Pick j of the row at `at` is its element e.
+/// Pick j of the row whose elements start at `row` (its outputs at `out`) is its element e.
 template <typename T>
-__device__ __forceinline__ void store_pick(const T* x, T* values, int64_t* indices, const Args& a, RowAt at, int64_t j,
-                                           int64_t e) {
-  const int64_t dst = at.out + j * a.inner;
-  values[dst] = x[at.in + e * a.inner];
+__device__ __forceinline__ void store_pick(const T* row, T* values, int64_t* indices, const Args& a, int64_t out,
+                                           int64_t j, int64_t e) {
+  const int64_t dst = out + j * a.inner;
+  values[dst] = row[e * a.inner];
   if (indices) indices[dst] = e;
 }
 
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kBlock)
         const C v = key(base[e * a.inner]);
         if (after_prev(prev_v, prev_i, v, e, a.largest)) keep_better(best_v, best_i, v, e, a.largest);
       }
-      store_pick(x, values, indices, a, at, j, best_i);
+      store_pick(base, values, indices, a, at.out, j, best_i);
       prev_v = best_v;
       prev_i = best_i;
     }
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kTopKRowThreads)
       best_i = warp_i[0];
       for (int w = 1; w < warps; ++w) keep_better(best_v, best_i, warp_v[w], warp_i[w], a.largest);
       __syncthreads();  // warp_v is written again next round
-      if (threadIdx.x == 0) store_pick(x, values, indices, a, at, j, best_i);
+      if (threadIdx.x == 0) store_pick(base, values, indices, a, at.out, j, best_i);
       prev_v = best_v;
       prev_i = best_i;
     }
