@@ -395,6 +395,13 @@ constexpr Config kConfigs[] = {
     {"mma c16 16x32", 0, 0, 0, 0, 0, 16, 1, 4},
     {"mma c16 16x16", 0, 0, 0, 0, 0, 16, 1, 2},
     {"mma c16 16x8", 0, 0, 0, 0, 0, 16, 1, 1},
+    // Fewer pixels a thread for the small late-stage maps (7x7, 14x14 at batch 16): there the
+    // 4-pixel strips leave about ten warps a multiprocessor, too few to hide the loads' latency;
+    // 2 and 1 pixels a thread read more input columns per output (from L1) for 2 and 4 times the
+    // threads.
+    {"v16 p2 b256", 16, 2, 256},
+    {"v16 p1 b256", 16, 1, 256},
+    {"v8 p2 b256", 8, 2, 256},
 };
 constexpr int kConfigCount = static_cast<int>(sizeof(kConfigs) / sizeof(kConfigs[0]));
 
@@ -470,6 +477,9 @@ void launch_tiled_config(const Config& cf, const DwParams& p, int kw, int sw, di
   if (cf.vec_bytes == 16 && cf.pixels == 8) return launch_tiled<T, kWide, 8>(p, kw, sw, grid, block, s);
   if (cf.vec_bytes == 8 && cf.pixels == 4) return launch_tiled<T, kNarrow, 4>(p, kw, sw, grid, block, s);
   if (cf.vec_bytes == 8 && cf.pixels == 8) return launch_tiled<T, kNarrow, 8>(p, kw, sw, grid, block, s);
+  if (cf.vec_bytes == 16 && cf.pixels == 2) return launch_tiled<T, kWide, 2>(p, kw, sw, grid, block, s);
+  if (cf.vec_bytes == 16 && cf.pixels == 1) return launch_tiled<T, kWide, 1>(p, kw, sw, grid, block, s);
+  if (cf.vec_bytes == 8 && cf.pixels == 2) return launch_tiled<T, kNarrow, 2>(p, kw, sw, grid, block, s);
   if constexpr (sizeof(T) == 2) {
     if (cf.vec_bytes == 4 && cf.pixels == 4) return launch_tiled<T, 2, 4>(p, kw, sw, grid, block, s);
     if (cf.vec_bytes == 4 && cf.pixels == 8) return launch_tiled<T, 2, 8>(p, kw, sw, grid, block, s);
