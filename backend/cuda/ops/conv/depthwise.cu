@@ -395,12 +395,11 @@ constexpr Config kConfigs[] = {
     {"mma c16 16x32", 0, 0, 0, 0, 0, 16, 1, 4},
     {"mma c16 16x16", 0, 0, 0, 0, 0, 16, 1, 2},
     {"mma c16 16x8", 0, 0, 0, 0, 0, 16, 1, 1},
-    // Fewer pixels a thread for the small late-stage maps (7x7, 14x14 at batch 16): there the
-    // 4-pixel strips leave about ten warps a multiprocessor, too few to hide the loads' latency;
-    // 2 and 1 pixels a thread read more input columns per output (from L1) for 2 and 4 times the
-    // threads.
+    // 2 pixels a thread, at W stride 2 only: twice the threads of the 4-pixel strips. On an H100
+    // they ran MobileNetV3's and EfficientNet's stride-2 convs 7-14% faster than every other
+    // configuration, and no stride-1 shape (nor 1 pixel a thread, on any shape) faster
+    // (GpuDepthwise.Bandwidth, docs/benchmarks.md).
     {"v16 p2 b256", 16, 2, 256},
-    {"v16 p1 b256", 16, 1, 256},
     {"v8 p2 b256", 8, 2, 256},
 };
 constexpr int kConfigCount = static_cast<int>(sizeof(kConfigs) / sizeof(kConfigs[0]));
@@ -469,6 +468,22 @@ void launch_tiled(const DwParams& p, int kw, int sw, dim3 grid, dim3 block, cuda
   }
 }
 
+/// The same for a configuration that takes W stride 2 only (half the kernel instances).
+template <typename T, int NV, int PW>
+void launch_tiled_s2(const DwParams& p, int kw, dim3 grid, dim3 block, cudaStream_t s) {
+  auto go = [&](auto kernel) { launch_pdl("depthwise_tiled_kernel", kernel, grid, block, 0, s, p); };
+  switch (kw) {
+    case 3:
+      return go(depthwise_tiled_kernel<T, NV, 3, 2, PW>);
+    case 5:
+      return go(depthwise_tiled_kernel<T, NV, 5, 2, PW>);
+    case 7:
+      return go(depthwise_tiled_kernel<T, NV, 7, 2, PW>);
+    default:
+      internal_error("the tiled depthwise conv was asked for a window it has no kernel for");
+  }
+}
+
 /// The vector width in elements and the pixels per thread as template arguments.
 template <typename T>
 void launch_tiled_config(const Config& cf, const DwParams& p, int kw, int sw, dim3 grid, dim3 block, cudaStream_t s) {
@@ -477,9 +492,8 @@ void launch_tiled_config(const Config& cf, const DwParams& p, int kw, int sw, di
   if (cf.vec_bytes == 16 && cf.pixels == 8) return launch_tiled<T, kWide, 8>(p, kw, sw, grid, block, s);
   if (cf.vec_bytes == 8 && cf.pixels == 4) return launch_tiled<T, kNarrow, 4>(p, kw, sw, grid, block, s);
   if (cf.vec_bytes == 8 && cf.pixels == 8) return launch_tiled<T, kNarrow, 8>(p, kw, sw, grid, block, s);
-  if (cf.vec_bytes == 16 && cf.pixels == 2) return launch_tiled<T, kWide, 2>(p, kw, sw, grid, block, s);
-  if (cf.vec_bytes == 16 && cf.pixels == 1) return launch_tiled<T, kWide, 1>(p, kw, sw, grid, block, s);
-  if (cf.vec_bytes == 8 && cf.pixels == 2) return launch_tiled<T, kNarrow, 2>(p, kw, sw, grid, block, s);
+  if (cf.vec_bytes == 16 && cf.pixels == 2) return launch_tiled_s2<T, kWide, 2>(p, kw, grid, block, s);
+  if (cf.vec_bytes == 8 && cf.pixels == 2) return launch_tiled_s2<T, kNarrow, 2>(p, kw, grid, block, s);
   if constexpr (sizeof(T) == 2) {
     if (cf.vec_bytes == 4 && cf.pixels == 4) return launch_tiled<T, 2, 4>(p, kw, sw, grid, block, s);
     if (cf.vec_bytes == 4 && cf.pixels == 8) return launch_tiled<T, 2, 8>(p, kw, sw, grid, block, s);
@@ -577,7 +591,7 @@ bool depthwise_config_applies(const DepthwiseShape& s, DType dtype, int config) 
   const int es = static_cast<int>(dtype_size(dtype));
   if (cf.vec_bytes / es < 2) return false;  // the weights are read in pairs at least
   if (s.m != 1 || s.dil_w != 1 || (s.kw != 3 && s.kw != 5 && s.kw != 7) || (s.stride_w != 1 && s.stride_w != 2) ||
-      s.channels_out() % (cf.vec_bytes / es) != 0)
+      s.channels_out() % (cf.vec_bytes / es) != 0 || (cf.pixels == 2 && s.stride_w != 2))
     return false;
   DwParams p{};
   dim3 grid, block;
