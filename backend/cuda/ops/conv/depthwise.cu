@@ -447,38 +447,27 @@ bool depthwise_tiles(const DepthwiseShape& s, int elem_bytes, const Config& cf, 
   return true;
 }
 
-template <typename T, int NV, int PW>
-void launch_tiled(const DwParams& p, int kw, int sw, dim3 grid, dim3 block, cudaStream_t s) {
+/// One window's kernel at the asked W stride; a configuration that only pays at stride 2 has no
+/// stride-1 instance (half the kernels to compile).
+template <typename T, int NV, int K, int PW, bool kStride2Only>
+void launch_window(const DwParams& p, int sw, dim3 grid, dim3 block, cudaStream_t s) {
   auto go = [&](auto kernel) { launch_pdl("depthwise_tiled_kernel", kernel, grid, block, 0, s, p); };
-  switch (kw * 10 + sw) {
-    case 31:
-      return go(depthwise_tiled_kernel<T, NV, 3, 1, PW>);
-    case 32:
-      return go(depthwise_tiled_kernel<T, NV, 3, 2, PW>);
-    case 51:
-      return go(depthwise_tiled_kernel<T, NV, 5, 1, PW>);
-    case 52:
-      return go(depthwise_tiled_kernel<T, NV, 5, 2, PW>);
-    case 71:
-      return go(depthwise_tiled_kernel<T, NV, 7, 1, PW>);
-    case 72:
-      return go(depthwise_tiled_kernel<T, NV, 7, 2, PW>);
-    default:
-      internal_error("the tiled depthwise conv was asked for a window it has no kernel for");
+  if (sw == 2) return go(depthwise_tiled_kernel<T, NV, K, 2, PW>);
+  if constexpr (!kStride2Only) {
+    if (sw == 1) return go(depthwise_tiled_kernel<T, NV, K, 1, PW>);
   }
+  internal_error("the tiled depthwise conv was asked for a stride it has no kernel for");
 }
 
-/// The same for a configuration that takes W stride 2 only (half the kernel instances).
-template <typename T, int NV, int PW>
-void launch_tiled_s2(const DwParams& p, int kw, dim3 grid, dim3 block, cudaStream_t s) {
-  auto go = [&](auto kernel) { launch_pdl("depthwise_tiled_kernel", kernel, grid, block, 0, s, p); };
+template <typename T, int NV, int PW, bool kStride2Only = false>
+void launch_tiled(const DwParams& p, int kw, int sw, dim3 grid, dim3 block, cudaStream_t s) {
   switch (kw) {
     case 3:
-      return go(depthwise_tiled_kernel<T, NV, 3, 2, PW>);
+      return launch_window<T, NV, 3, PW, kStride2Only>(p, sw, grid, block, s);
     case 5:
-      return go(depthwise_tiled_kernel<T, NV, 5, 2, PW>);
+      return launch_window<T, NV, 5, PW, kStride2Only>(p, sw, grid, block, s);
     case 7:
-      return go(depthwise_tiled_kernel<T, NV, 7, 2, PW>);
+      return launch_window<T, NV, 7, PW, kStride2Only>(p, sw, grid, block, s);
     default:
       internal_error("the tiled depthwise conv was asked for a window it has no kernel for");
   }
@@ -492,8 +481,8 @@ void launch_tiled_config(const Config& cf, const DwParams& p, int kw, int sw, di
   if (cf.vec_bytes == 16 && cf.pixels == 8) return launch_tiled<T, kWide, 8>(p, kw, sw, grid, block, s);
   if (cf.vec_bytes == 8 && cf.pixels == 4) return launch_tiled<T, kNarrow, 4>(p, kw, sw, grid, block, s);
   if (cf.vec_bytes == 8 && cf.pixels == 8) return launch_tiled<T, kNarrow, 8>(p, kw, sw, grid, block, s);
-  if (cf.vec_bytes == 16 && cf.pixels == 2) return launch_tiled_s2<T, kWide, 2>(p, kw, grid, block, s);
-  if (cf.vec_bytes == 8 && cf.pixels == 2) return launch_tiled_s2<T, kNarrow, 2>(p, kw, grid, block, s);
+  if (cf.vec_bytes == 16 && cf.pixels == 2) return launch_tiled<T, kWide, 2, true>(p, kw, sw, grid, block, s);
+  if (cf.vec_bytes == 8 && cf.pixels == 2) return launch_tiled<T, kNarrow, 2, true>(p, kw, sw, grid, block, s);
   if constexpr (sizeof(T) == 2) {
     if (cf.vec_bytes == 4 && cf.pixels == 4) return launch_tiled<T, 2, 4>(p, kw, sw, grid, block, s);
     if (cf.vec_bytes == 4 && cf.pixels == 8) return launch_tiled<T, 2, 8>(p, kw, sw, grid, block, s);
