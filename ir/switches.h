@@ -134,6 +134,10 @@ inline constexpr SwitchInfo kSwitches[] = {
      "1", "not sanitized"},
     {"FUSEC_BENCH_PRINT", SwitchScope::Test,
      "the GPU suite's kernel timings run and print their bandwidth (GpuDepthwise.Bandwidth)", "1", "they skip"},
+    {"FUSEC_BENCH_FILTER", SwitchScope::Test,
+     "GpuDepthwise.Bandwidth times only the lines whose label contains it (\"<precision> <shape> | <route> |\"), "
+     "so that a profiler can be pointed at one kernel",
+     "a substring, e.g. \"fp16 efficientnet 3x3 s1 C32 112x112 | forced 4 |\"", "every line"},
     {"FUSEC_UNDER_SANITIZER", SwitchScope::Test,
      "the GPU suite runs under compute-sanitizer (scripts/gpu_check.sh sets it): a test that counts kernels through "
      "CUPTI, which records nothing there, skips that count",
