@@ -174,23 +174,25 @@ __global__ void __launch_bounds__(256) depthwise_tiled_kernel(DwParams p) {
     for (int v = 0; v < NV; ++v) bv[v] = 0.0f;
   }
   const int64_t row = (static_cast<int64_t>(n) * p.oh + oh) * p.ow;
+  with_act(p.act, [&](auto act) {
 #pragma unroll
-  for (int j = 0; j < PW; ++j) {
-    if (ow0 + j >= p.ow) break;
-    const int64_t o = (row + ow0 + j) * p.k + c0;
-    float out[NV];
+    for (int j = 0; j < PW; ++j) {
+      if (ow0 + j >= p.ow) break;
+      const int64_t o = (row + ow0 + j) * p.k + c0;
+      float out[NV];
 #pragma unroll
-    for (int v = 0; v < NV; ++v) out[v] = acc[j][v] + bv[v];
-    if (p.z) {
-      float zv[NV];
-      load_rw<T, NV>(static_cast<const T*>(p.z) + o, zv);
+      for (int v = 0; v < NV; ++v) out[v] = acc[j][v] + bv[v];
+      if (p.z) {
+        float zv[NV];
+        load_rw<T, NV>(static_cast<const T*>(p.z) + o, zv);
 #pragma unroll
-      for (int v = 0; v < NV; ++v) out[v] += zv[v];
+        for (int v = 0; v < NV; ++v) out[v] += zv[v];
+      }
+#pragma unroll
+      for (int v = 0; v < NV; ++v) out[v] = apply_act_as<decltype(act)::value>(out[v], p.act);
+      store_vec<T, NV>(static_cast<T*>(p.y) + o, out);
     }
-#pragma unroll
-    for (int v = 0; v < NV; ++v) out[v] = apply_act(out[v], p.act);
-    store_vec<T, NV>(static_cast<T*>(p.y) + o, out);
-  }
+  });
 }
 
 // The shared-memory kernel, for stride 1 without dilation, M = 1 and slices of 32 channels. A
@@ -286,25 +288,28 @@ __global__ void __launch_bounds__(256) depthwise_smem_kernel(DwParams p) {
   const int c = c0 + 2 * pair;
   float bv[2] = {0.0f, 0.0f};
   if (p.bias) load_vec<T, 2>(static_cast<const T*>(p.bias) + c, bv);
+  with_act(p.act, [&](auto act) {
+    constexpr Act A = decltype(act)::value;
 #pragma unroll
-  for (int i = 0; i < kSmemRows; ++i) {
-    const int oh = oh0 + lr + i;
-    if (oh >= p.oh) break;
+    for (int i = 0; i < kSmemRows; ++i) {
+      const int oh = oh0 + lr + i;
+      if (oh >= p.oh) break;
 #pragma unroll
-    for (int j = 0; j < PC; ++j) {
-      const int ow = ow0 + lc + j;
-      if (ow >= p.ow) break;
-      const int64_t o = ((static_cast<int64_t>(n) * p.oh + oh) * p.ow + ow) * p.k + c;
-      float out[2] = {acc[i][j].x + bv[0], acc[i][j].y + bv[1]};
-      if (p.z) {
-        float zv[2];
-        load_vec<T, 2>(static_cast<const T*>(p.z) + o, zv);
-        out[0] += zv[0], out[1] += zv[1];
+      for (int j = 0; j < PC; ++j) {
+        const int ow = ow0 + lc + j;
+        if (ow >= p.ow) break;
+        const int64_t o = ((static_cast<int64_t>(n) * p.oh + oh) * p.ow + ow) * p.k + c;
+        float out[2] = {acc[i][j].x + bv[0], acc[i][j].y + bv[1]};
+        if (p.z) {
+          float zv[2];
+          load_vec<T, 2>(static_cast<const T*>(p.z) + o, zv);
+          out[0] += zv[0], out[1] += zv[1];
+        }
+        out[0] = apply_act_as<A>(out[0], p.act), out[1] = apply_act_as<A>(out[1], p.act);
+        store_vec<T, 2>(static_cast<T*>(p.y) + o, out);
       }
-      out[0] = apply_act(out[0], p.act), out[1] = apply_act(out[1], p.act);
-      store_vec<T, 2>(static_cast<T*>(p.y) + o, out);
     }
-  }
+  });
 }
 
 constexpr int kGenericChannels = 4;
