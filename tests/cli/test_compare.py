@@ -214,7 +214,6 @@ def test_fusion_off_is_a_regression(c: Ctx):
     if p.returncode != 0 or "as_given ran the same graph in both reports, yet its latency moved -40.0%" not in p.stdout:
         raise Failure(f"a machine 40% faster should read as improvements with a drift note:\n{p.stdout}")
     # Sanitized (SANITIZED above), the real pair's latency verdicts are not checked.
-    sanitized = SANITIZED
     # The real pair. The as-given model is the same in both runs: a control. On the 2-core CI VM it
     # moved by 45% between two benches seconds apart, three pairs running, with the test alone
     # (CI, 2026-12-03); then compare must say so (the drift note), and the pair's latency verdicts
@@ -231,14 +230,14 @@ def test_fusion_off_is_a_regression(c: Ctx):
             raise Failure(f"a steady control should not be noted as drift:\n{p.stdout}")
         if not steady and DRIFT not in p.stdout:
             raise Failure(f"the as-given model's latency moved; compare should note the drift:\n{p.stdout}")
-        if steady and (sanitized or t.get(("optimized", "latency")) == "REGRESSION"):
+        if steady and (SANITIZED or t.get(("optimized", "latency")) == "REGRESSION"):
             break
         print(f"     (attempt {attempt + 1}: " + ("the fused model's lead was not measured" if steady else
               "the unchanged as-given model's latency moved too, and compare noted the drift") + "; again)")
     r = load(off)
     if r.get("pipeline", {}).get("skip") != FUSION_PASSES:
         raise Failure(f"bench --skip is not recorded in the report: {r.get('pipeline')}")
-    timed = steady and not sanitized
+    timed = steady and not SANITIZED
     if not steady:
         print("     (the control never held still in five pairs: the real pair's latency verdicts are not checked)")
     checked = [("optimized", "latency"), ("optimized", "nodes")] if timed else [("optimized", "nodes")]
