@@ -19,6 +19,10 @@
 //
 //     y = x / √(mean(x²) + ε) · γ       =>   ai.fusec SimplifiedLayerNorm(x, γ or ones; axis, epsilon)
 //
+// (--portable: the standard RMSNormalization where the model's opset is 23 or later.) The standard
+// RMSNormalization an exporter wrote (torch's at opset 23) becomes SimplifiedLayerNorm too, so that
+// the fusions after this pass read one form.
+//
 // The ReduceMeans reduce the same trailing, contiguous axes with keepdims=1 (axes as an attribute up
 // to opset 17, as an input from 18; negative or positive); the fused op's axis is the first of them.
 // γ and β may be constants or graph inputs; they must vary only along the normalized axes. A Mul/Add
@@ -49,6 +53,8 @@
 namespace fusec {
 
 namespace {
+
+constexpr int64_t kRmsNormOpset = 23;  // RMSNormalization
 
 struct NormMatch {
   bool rms = false;
@@ -536,10 +542,63 @@ std::optional<Plan> plan_direct(const NormMatch& m, std::string* why) {
   return p;
 }
 
+/// The standard RMSNormalization (opset 23) as ai.fusec SimplifiedLayerNorm, the form the later
+/// fusions (the residual's, QK-norm's) read: where the two compute the same thing, so with X and
+/// scale of one type, scale holding the normalized dims' values, and float32 statistics.
+void standard_rmsnorms_to_fusec(Graph& g, Rewriter& r) {
+  for (Node* n : g.node_list()) {
+    if (!is_op(n, "RMSNormalization")) continue;
+    const std::string what = "RMSNormalization at " + describe(n);
+    Value* x = n->inputs[0];
+    Value* scale = n->inputs.size() > 1 ? n->inputs[1] : nullptr;
+    if (!scale || !x->type.shape || !scale->type.shape) {
+      r.near_miss(what + " kept", "X's or scale's shape is not known");
+      continue;
+    }
+    if (x->type.dtype != scale->type.dtype) {
+      r.near_miss(what + " kept", "scale is stored in another type than X");
+      continue;
+    }
+    if (n->attr_int("stash_type", 1) != 1) {
+      r.near_miss(what + " kept", "stash_type " + std::to_string(n->attr_int("stash_type", 1)) + ", not 1 (float)");
+      continue;
+    }
+    const Shape& xs = *x->type.shape;
+    const int64_t rank = static_cast<int64_t>(xs.size());
+    int64_t axis = n->attr_int("axis", -1);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) continue;  // shape inference reports it
+    const Shape normalized(xs.begin() + axis, xs.end());
+    // Scale broadcasts to X: it must hold the normalized dims' values, right-aligned, and be 1 before them.
+    const Shape& ss = *scale->type.shape;
+    auto one = [](const Dim& d) { return d.is_static() && d.value == 1; };
+    bool whole = true;
+    for (size_t i = 0; i < std::max(ss.size(), normalized.size()); ++i) {
+      const Dim* sd = i < ss.size() ? &ss[ss.size() - 1 - i] : nullptr;
+      const Dim* nd = i < normalized.size() ? &normalized[normalized.size() - 1 - i] : nullptr;
+      if (nd ? !(sd ? *sd == *nd : one(*nd)) : !one(*sd)) whole = false;
+    }
+    if (!whole) {
+      r.near_miss(what + " kept",
+                  "scale " + shape_str(ss) + " broadcasts within the normalized dims " + shape_str(normalized));
+      continue;
+    }
+    const std::string node_name = n->name;
+    const float eps = n->attr_float("epsilon", 1e-5f);
+    Value* y = n->outputs[0];
+    Replaced gone = r.remove({n});
+    Node* fused = r.add("SimplifiedLayerNorm", {x, scale}, {y}, node_name, "ai.fusec", gone.origins);
+    fused->set_attr("axis", axis);
+    fused->set_attr("epsilon", eps);
+    r.rewrote(gone.listed + " -> ai.fusec." + describe(fused), gone.names, node_name);
+  }
+}
+
 }  // namespace
 
 bool RecognizeLayerNormPass::run(Graph& g, PassContext& ctx) {
   Rewriter r(g, ctx, name());
+  if (!ctx.opts.portable) standard_rmsnorms_to_fusec(g, r);
   auto nodes = g.node_list();
   std::unordered_map<const Node*, size_t> pos;
   for (size_t i = 0; i < nodes.size(); ++i) pos[nodes[i]] = i;
@@ -563,10 +622,14 @@ bool RecognizeLayerNormPass::run(Graph& g, PassContext& ctx) {
     std::optional<std::string> domain;
     if (plan) {
       if (m.rms) {
-        if (ctx.opts.portable)
-          why = "SimplifiedLayerNorm is not standard ONNX; --portable writes standard ops only";
-        else
+        // --portable: the standard RMSNormalization where the model's opset has it (23).
+        if (!ctx.opts.portable)
           domain = "ai.fusec";
+        else if (g.opset("") >= kRmsNormOpset)
+          domain = "";
+        else
+          why = "SimplifiedLayerNorm is not standard ONNX, and the model's opset " + std::to_string(g.opset("")) +
+                " predates RMSNormalization (23); --portable writes standard ops only";
       } else {
         domain = domain_for_standard_op(g, ctx.opts, 17, &why);
       }
@@ -592,7 +655,8 @@ bool RecognizeLayerNormPass::run(Graph& g, PassContext& ctx) {
     Value* scale = materialize(plan->scale, "scale");
     Node* fused;
     if (m.rms) {
-      fused = r.add("SimplifiedLayerNorm", {plan->x, scale}, {plan->y}, node_name, *domain, gone.origins);
+      fused = r.add(domain->empty() ? "RMSNormalization" : "SimplifiedLayerNorm", {plan->x, scale}, {plan->y},
+                    node_name, *domain, gone.origins);
     } else {
       std::vector<Value*> ins = {plan->x, scale};
       if (plan->has_bias) ins.push_back(materialize(plan->bias, "bias"));

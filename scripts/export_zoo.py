@@ -380,7 +380,7 @@ def onnx_summary(path: str) -> dict:
             "op_histogram": dict(sorted(hist.items()))}
 
 
-def export_one(model, inputs: dict, outputs: list, path: str, form: str, static: bool) -> dict:
+def export_one(model, inputs: dict, outputs: list, path: str, form: str, static: bool, opset: int | None = None) -> dict:
     import torch
 
     args = tuple(torch.from_numpy(v) for v in inputs.values())
@@ -394,6 +394,8 @@ def export_one(model, inputs: dict, outputs: list, path: str, form: str, static:
         # Default opset (torch 2.11: 20; its torchlib functions are opset 18) and default optimize=True, as a user calls it. One
         # self-contained file unless the weights pass 2 GB (then torch writes external data itself).
         kw.update(dynamo=True, external_data=False, verbose=False)
+        if opset:  # --opset: a newer opset's standard ops (23: RMSNormalization, Attention; 21: GroupNormalization)
+            kw["opset_version"] = opset
         if not static:
             batch = torch.export.Dim("batch", min=1, max=4096)
             kw["dynamic_shapes"] = tuple({0: batch} for _ in names)
@@ -412,13 +414,13 @@ def export_one(model, inputs: dict, outputs: list, path: str, form: str, static:
 def export_model(name: str, model, inputs: dict, outputs: list, form: str, args) -> dict:
     path = os.path.join(args.out, f"{name}.{form}.onnx")
     try:
-        info = export_one(model, inputs, outputs, path, form, args.static)
+        info = export_one(model, inputs, outputs, path, form, args.static, args.opset)
     except Exception as e:  # noqa: BLE001
         if args.static:
             raise
         first = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         log(f"  {name}.{form}: dynamic-batch export failed ({first[:200]}); retrying with static shapes")
-        info = export_one(model, inputs, outputs, path, form, True)
+        info = export_one(model, inputs, outputs, path, form, True, args.opset)
         info["dynamic_batch_error"] = first
     log(f"  {name}.{form}.onnx: {info['export_s']:.1f} s, {info['nodes']} nodes, IR {info['ir_version']}, "
         f"opsets {info['opsets']}, {info['bytes'] / 2**20:.1f} MiB")
@@ -518,6 +520,9 @@ def main() -> int:
                     help="transformers attention implementation (default: transformers' own default, sdpa)")
     ap.add_argument("--no-mask", action="store_true", help="text models take input_ids only (no attention_mask)")
     ap.add_argument("--static", action="store_true", help="every dim fixed (default: symbolic batch dim)")
+    ap.add_argument("--opset", type=int, default=None,
+                    help="the dynamo export's opset (default: torch's); e.g. 23, whose exporter writes "
+                         "RMSNormalization and Attention, or 21, GroupNormalization")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--library-init", action="store_true",
                     help="keep the libraries' constant initializations (default: seeded random values for "

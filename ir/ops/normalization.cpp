@@ -1,5 +1,6 @@
-// Normalizations: BatchNormalization, InstanceNormalization, LayerNormalization (also in domain
-// ai.fusec, so fusion passes can emit it below opset 17), MeanVarianceNormalization, LRN.
+// Normalizations: BatchNormalization, InstanceNormalization, GroupNormalization, LayerNormalization
+// (also in domain ai.fusec, so fusion passes can emit it below opset 17), RMSNormalization,
+// MeanVarianceNormalization, LRN.
 #include "ir/op_schema.h"
 #include "ir/ops/all_ops.h"
 
@@ -96,6 +97,45 @@ void infer_layernorm(InferContext& c) {
   c.set_output(2, stash, stats);
 }
 
+/// RMSNormalization (opset 23): X's type T, Scale's (and Y's) type V, Scale broadcasting
+/// (unidirectionally) to X.
+void infer_rmsnorm(InferContext& c) {
+  c.require_float(0);
+  c.require_float(1);
+  stash_dtype(c);
+  const auto& x = c.input_shape(0);
+  if (x) {
+    const int64_t rank = static_cast<int64_t>(x->size());
+    if (rank == 0) c.fail("X must have rank >= 1");
+    normalize_axis(c.attr_int("axis"), rank, c);
+    require_broadcasts_to(c, 1, *x, "scale");
+  }
+  c.set_output(0, c.input_dtype(1), x);
+}
+
+/// GroupNormalization: X [N, C, ...] in num_groups groups of C / num_groups channels; scale and
+/// bias hold one value per group (opset 18) or per channel (opset 21).
+void infer_groupnorm(InferContext& c) {
+  c.require_float(0);
+  const int64_t groups = c.attr_int("num_groups");
+  if (groups <= 0) c.fail("num_groups must be positive, got " + std::to_string(groups));
+  if (c.schema().find_attr("stash_type")) stash_dtype(c);
+  for (size_t i : {size_t(1), size_t(2)})
+    if (c.input_dtype(i) != c.input_dtype(0))
+      c.fail(std::string(i == 1 ? "scale" : "bias") + " must have the type of X");
+  const auto& x = c.input_shape(0);
+  if (x) {
+    if (x->size() < 2) c.fail("X must have shape [N, C, ...], got " + shape_str(*x));
+    const Dim& ch = (*x)[1];
+    if (ch.is_static() && ch.value % groups != 0)
+      c.fail("num_groups " + std::to_string(groups) + " does not divide the " + ch.str() + " channels");
+    const bool per_channel = c.opset() >= 21;
+    require_channel_vector(c, 1, per_channel ? ch : Dim(groups), "scale");
+    require_channel_vector(c, 2, per_channel ? ch : Dim(groups), "bias");
+  }
+  c.propagate(0);
+}
+
 void infer_mvn(InferContext& c) {
   c.require_float(0);
   const auto& x = c.input_shape(0);
@@ -175,6 +215,34 @@ void register_normalization_schemas(OpRegistry& r) {
 
   declare_layernorm(r.add("LayerNormalization").since(17));
   declare_layernorm(r.add("LayerNormalization", "ai.fusec").since(1));
+
+  // RMSNormalization: square-accumulate (2), scale by the inverse root (1), times scale (1).
+  r.add("RMSNormalization")
+      .since(23)
+      .io(2, 2)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
+      .attr("epsilon", AttrKind::Float, AttrValue{1e-5f})
+      .attr("stash_type", AttrKind::Int, AttrValue{int64_t{1}})
+      .set_infer(infer_rmsnorm)
+      .set_cost([](const CostContext& c) { return cost_elementwise(c, 4); });
+
+  // GroupNormalization: as InstanceNormalization, ~8 per element.
+  auto groupnorm_cost = [](const CostContext& c) { return cost_elementwise(c, 8); };
+  r.add("GroupNormalization")
+      .since(18, 20)
+      .io(3, 3)
+      .attr("epsilon", AttrKind::Float, AttrValue{1e-5f})
+      .required_attr("num_groups", AttrKind::Int)
+      .set_infer(infer_groupnorm)
+      .set_cost(groupnorm_cost);
+  r.add("GroupNormalization")
+      .since(21)
+      .io(3, 3)
+      .attr("epsilon", AttrKind::Float, AttrValue{1e-5f})
+      .attr("stash_type", AttrKind::Int, AttrValue{int64_t{1}})
+      .required_attr("num_groups", AttrKind::Int)
+      .set_infer(infer_groupnorm)
+      .set_cost(groupnorm_cost);
 
   // MVN: mean (1), centre (1), square-accumulate (2), divide by std (1): 5 per element.
   r.add("MeanVarianceNormalization")

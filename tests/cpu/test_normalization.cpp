@@ -1,7 +1,8 @@
-// BatchNormalization, InstanceNormalization, LayerNormalization (ai.onnx and ai.fusec),
-// MeanVarianceNormalization and LRN on the CPU reference.
+// BatchNormalization, InstanceNormalization, GroupNormalization, LayerNormalization (ai.onnx and
+// ai.fusec), RMSNormalization, MeanVarianceNormalization and LRN on the CPU reference.
 #include <cmath>
 
+#include "ir/half.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -97,4 +98,67 @@ TEST(CpuLrn, WindowOverChannels) {
   auto y = run_op("LRN", {x}, {attr("size", int64_t{3}), attr("alpha", 3.0f), attr("beta", 1.0f), attr("bias", 1.0f)});
   // alpha/size = 1: denominators 1 + {5, 14, 13}.
   expect_close(y[0], floats({1 / 6.f, 2 / 15.f, 3 / 14.f}, {1, 3, 1}));
+}
+
+TEST(CpuRmsNorm, TrailingDimsWithABroadcastScale) {
+  // axis 1 over [1, 2, 2]: one row {1, 2, 3, 4}, mean square 7.5; scale [1, 2] -> {2, -1} per column.
+  const Tensor x = floats({1, 2, 3, 4}, {1, 2, 2});
+  auto y = run_op("RMSNormalization", {x, floats({2, -1}, {1, 2})}, {attr("axis", int64_t{1}), attr("epsilon", 0.0f)},
+                  1, 23);
+  const float k = 1 / std::sqrt(7.5f);
+  expect_close(y[0], floats({2 * k, -2 * k, 6 * k, -4 * k}, {1, 2, 2}));
+}
+
+TEST(CpuRmsNorm, ScaleTypeIsTheOutputType) {
+  // X float32, scale float16: Y is float16 (V), each row of the last axis normalized.
+  Tensor scale(DType::Float16, {2});
+  scale.data<uint16_t>()[0] = float_to_half(1.0f);
+  scale.data<uint16_t>()[1] = float_to_half(0.5f);
+  auto y = run_op("RMSNormalization", {floats({3, 4, 0, 2}, {2, 2}), scale}, {attr("epsilon", 0.0f)}, 1, 23);
+  ASSERT_EQ(y[0].dtype(), DType::Float16);
+  const float a = 1 / std::sqrt(12.5f), b = 1 / std::sqrt(2.f);
+  const std::vector<float> want = {3 * a, 2 * a, 0, 1 * b};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(y[0].as_double(i), want[i], 1e-3) << i;
+}
+
+TEST(CpuGroupNorm, PerGroupAtOpset18AndPerChannelAt21) {
+  // N 1, C 4, 2 groups of 2 channels x 2 values: group 0 {1, 3, 5, 7} (mean 4, var 5), group 1
+  // {0, 0, 2, 2} (mean 1, var 1).
+  const Tensor x = floats({1, 3, 5, 7, 0, 0, 2, 2}, {1, 4, 2});
+  const float a = 1 / std::sqrt(5.f);
+  const std::vector<float> n = {-3 * a, -a, a, 3 * a, -1, -1, 1, 1};
+  auto g18 = run_op("GroupNormalization", {x, floats({2, 1}, {2}), floats({0, 10}, {2})},
+                    {attr("num_groups", int64_t{2}), attr("epsilon", 0.0f)}, 1, 18);
+  expect_close(g18[0],
+               floats({2 * n[0], 2 * n[1], 2 * n[2], 2 * n[3], n[4] + 10, n[5] + 10, n[6] + 10, n[7] + 10}, {1, 4, 2}));
+  auto g21 = run_op("GroupNormalization", {x, floats({1, 2, 3, 4}, {4}), floats({0, 1, 0, 1}, {4})},
+                    {attr("num_groups", int64_t{2}), attr("epsilon", 0.0f)}, 1, 21);
+  expect_close(g21[0], floats({n[0], n[1], 2 * n[2] + 1, 2 * n[3] + 1, 3 * n[4], 3 * n[5], 4 * n[6] + 1, 4 * n[7] + 1},
+                              {1, 4, 2}));
+}
+
+TEST(CpuGroupNorm, OneGroupPerChannelIsInstanceNorm) {
+  const Tensor x = uniform_floats({2, 3, 5}, 7), s = floats({1, 2, 3}, {3}), b = floats({0, -1, 1}, {3});
+  auto g = run_op("GroupNormalization", {x, s, b}, {attr("num_groups", int64_t{3})}, 1, 21);
+  auto i = run_op("InstanceNormalization", {x, s, b}, {});
+  expect_close(g[0], i[0]);
+}
+
+TEST(CpuGroupNorm, GroupsThatDoNotDivideTheChannelsAreAnError) {
+  EXPECT_THROW(
+      run_op("GroupNormalization", {uniform_floats({1, 6, 2}, 3), floats({1, 1, 1, 1}, {4}), floats({0, 0, 0, 0}, {4})},
+             {attr("num_groups", int64_t{4})}, 1, 21),
+      Error);
+  EXPECT_THROW(run_op("GroupNormalization",
+                      {uniform_floats({1, 6, 2}, 3), floats({1, 1, 1, 1, 1, 1}, {6}), floats({0, 0, 0, 0, 0, 0}, {6})},
+                      {attr("num_groups", int64_t{3})}, 1, 18),
+               Error);
+}
+
+TEST(CpuRmsNorm, ScaleMayVaryAlongTheRows) {
+  // Scale broadcasts to X, not only to the normalized dims: [2, 1] scales row r by scale[r].
+  auto y = run_op("RMSNormalization", {floats({3, 4, 1, 1}, {2, 2}), floats({2, 10}, {2, 1})}, {attr("epsilon", 0.0f)},
+                  1, 23);
+  const float a = 1 / std::sqrt(12.5f);
+  expect_close(y[0], floats({6 * a, 8 * a, 10, 10}, {2, 2}));
 }

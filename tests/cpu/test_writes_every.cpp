@@ -152,6 +152,21 @@ std::vector<Case> cases() {
   cs.push_back({"LayerNormalization", {u({2, 3, 8}, 25), u({8}, 26), u({8}, 27)}, {}, 3});
   cs.push_back({"LayerNormalization", {u({2, 3, 8}, 28), u({1, 8}, 29), kNone}, {attr("axis", int64_t{1})}, 3});
   cs.push_back({"LayerNormalization", {u({4, 6}, 30), u({6}, 31)}, {}, 1, "ai.fusec"});
+  // RMSNormalization (a broadcast scale; two normalized dims) and GroupNormalization (per group at
+  // opset 18, per channel at 21).
+  cs.push_back({"RMSNormalization", {u({2, 3, 8}, 140), u({1, 8}, 141)}, {attr("axis", int64_t{1})}, 1, "", 23});
+  cs.push_back({"GroupNormalization",
+                {u({2, 6, 5}, 142), u({3}, 143), u({3}, 144)},
+                {attr("num_groups", int64_t{3})},
+                1,
+                "",
+                18});
+  cs.push_back({"GroupNormalization",
+                {u({2, 6, 2, 3}, 145), u({6}, 146), u({6}, 147)},
+                {attr("num_groups", int64_t{2})},
+                1,
+                "",
+                21});
   // Transpose: BERT's head split and Kᵀ, the default reversal, a pure reshape-like permutation.
   cs.push_back({"Transpose", {u({2, 5, 3, 4}, 32)}, {attr("perm", V{0, 2, 1, 3})}});
   cs.push_back({"Transpose", {u({2, 5, 3, 4}, 33)}, {attr("perm", V{0, 2, 3, 1})}});

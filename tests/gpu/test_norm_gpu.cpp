@@ -1,7 +1,8 @@
 // Normalization kernels (norm.cu) against the CPU reference: LayerNormalization (ai.onnx and
 // ai.fusec, axis variants, optional bias, Mean/InvStdDev outputs), SkipLayerNorm (full skip, bias
 // vector, [S, H] table, the optional sum output), LayerNormGelu (erf and tanh), SimplifiedLayerNorm,
-// SkipSimplifiedLayerNorm, InstanceNormalization and BatchNormalization (inference), at fp32 (1e-5), fp16 and bf16 (1e-2),
+// SkipSimplifiedLayerNorm, RMSNormalization, InstanceNormalization, GroupNormalization and
+// BatchNormalization (inference), at fp32 (1e-5), fp16 and bf16 (1e-2),
 // over row widths that take every kernel variant (warp rows, block rows, vector and scalar loads,
 // the long-row path), and the cases that must fall back to the CPU.
 #include <cmath>
@@ -230,6 +231,61 @@ TEST(GpuNorm, InstanceNormalization) {
     seed += 3;
     all_precisions(c);
   }
+}
+
+// GroupNormalization: each instance's group is one row of the row kernel; at opset 21 its scale and
+// bias change every S values within the row (per channel), at 18 once a row (per group). Groups
+// of 1 and of every channel, odd spatial sizes (scalar loads), and rows long enough for the
+// long-row kernel (a diffusion UNet's 32 groups of 320 channels at 64 x 64 hold 40960 values).
+TEST(GpuNorm, GroupNormalization) {
+  FUSEC_REQUIRE_GPU();
+  uint64_t seed = 120;
+  struct G {
+    std::vector<int64_t> dims;
+    int64_t groups;
+  };
+  for (const G& g : {G{{2, 6, 5}, 3}, G{{2, 8, 4, 4}, 2}, G{{1, 8, 4, 4}, 8}, G{{2, 16, 3, 5}, 1}, G{{2, 32, 8, 8}, 4},
+                     G{{1, 320, 64, 64}, 32}, G{{3, 12, 1}, 4}})
+    for (int64_t opset : {int64_t{18}, int64_t{21}}) {
+      const int64_t params = opset >= 21 ? g.dims[1] : g.groups;
+      OpCase c;
+      c.op = "GroupNormalization";
+      c.opset = opset;
+      c.inputs = {data(g.dims, seed), data({params}, seed + 1, 0.5, 1.5), data({params}, seed + 2, -0.5, 0.5)};
+      c.constant = {1, 2};
+      c.attrs = {attr("num_groups", g.groups), attr("epsilon", 1e-5f)};
+      seed += 3;
+      SCOPED_TRACE("groups " + std::to_string(g.groups) + " of " + std::to_string(g.dims[1]) + " at opset " +
+                   std::to_string(opset));
+      EXPECT_TRUE(placed_on_gpu(c));
+      all_precisions(c);
+    }
+}
+
+// RMSNormalization (opset 23) runs on the RMSNorm rows where its scale holds the normalized values
+// (leading 1s allowed) in X's type; a scale that varies along the rows, or stored in another type,
+// falls back to the CPU reference, which the result still matches.
+TEST(GpuNorm, RmsNormalization) {
+  FUSEC_REQUIRE_GPU();
+  auto rms = [](std::vector<int64_t> x, std::vector<int64_t> scale, int64_t axis, uint64_t seed) {
+    OpCase c;
+    c.op = "RMSNormalization";
+    c.opset = 23;
+    c.inputs = {data(x, seed), data(scale, seed + 1, 0.5, 1.5)};
+    c.constant = {1};
+    c.attrs = {attr("axis", axis), attr("epsilon", 1e-6f)};
+    return c;
+  };
+  const OpCase llama = rms({16, 128, 2048}, {2048}, -1, 130);
+  EXPECT_TRUE(placed_on_gpu(llama));
+  all_precisions(llama);
+  const OpCase leading_ones = rms({3, 4, 16}, {1, 4, 16}, 1, 132);
+  EXPECT_TRUE(placed_on_gpu(leading_ones));
+  all_precisions(leading_ones);
+  all_precisions(rms({5, 7}, {7}, -1, 134));
+  const OpCase per_row = rms({4, 8}, {4, 1}, -1, 136);
+  EXPECT_FALSE(placed_on_gpu(per_row));
+  all_precisions(per_row);
 }
 
 TEST(GpuNorm, BatchNormalizationInference) {

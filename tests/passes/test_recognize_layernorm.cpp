@@ -244,6 +244,54 @@ TEST(RecognizeLayerNorm, RmsNormBecomesSimplifiedLayerNorm) {
   expect_unchanged(run_pass(n.b.build(), p), "--portable");
 }
 
+TEST(RecognizeLayerNorm, PortableRmsNormIsTheStandardOpFromOpset23) {
+  PassOptions p;
+  p.portable = true;
+  Net n(23);
+  n.b.output(n.rms(1, false, true));
+  Outcome o = run_pass(n.b.build(), p);
+  ASSERT_EQ(o.optimized->nodes().size(), 1u);
+  const Node* s = find_op(*o.optimized, "RMSNormalization");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->domain, "");
+  EXPECT_EQ(s->attr_int("axis", 0), 2);
+  EXPECT_FLOAT_EQ(s->attr_float("epsilon", 0), 1e-6f);
+  expect_same_numbers(o);
+  Net old(18);
+  old.b.output(old.rms(1, false, true));
+  expect_unchanged(run_pass(old.b.build(), p), "predates RMSNormalization");
+}
+
+// torch's exporter writes RMSNormalization at opset 23: it becomes SimplifiedLayerNorm, which the
+// later fusions read, where the two compute the same thing; otherwise it stays, and says why.
+TEST(RecognizeLayerNorm, StandardRmsNormalizationBecomesSimplifiedLayerNorm) {
+  auto build = [](std::vector<int64_t> scale_dims, int64_t axis, int64_t stash) {
+    GraphBuilder b(23);
+    Value* x = b.input("x", DType::Float32, {2, 4, 8});
+    int64_t len = 1;
+    for (int64_t d : scale_dims) len *= d;
+    Value* g = b.initializer("gamma", floats(ramp(len, 0.9f, 0.03f), scale_dims));
+    b.output(b.node("RMSNormalization", {x, g}, {attr("axis", axis), attr("epsilon", 1e-6f), attr("stash_type", stash)},
+                    "rms"));
+    return b.build();
+  };
+  for (int64_t axis : {int64_t{-1}, int64_t{1}}) {
+    Outcome o = run_pass(build(axis == 1 ? std::vector<int64_t>{1, 4, 8} : std::vector<int64_t>{8}, axis, 1));
+    const Node* s = find_op(*o.optimized, "SimplifiedLayerNorm");
+    ASSERT_TRUE(s) << "axis " << axis;
+    EXPECT_EQ(s->domain, "ai.fusec");
+    EXPECT_EQ(s->attr_int("axis", 0), axis == 1 ? 1 : 2);
+    EXPECT_FLOAT_EQ(s->attr_float("epsilon", 0), 1e-6f);
+    expect_same_numbers(o);
+  }
+  expect_unchanged(run_pass(build({1, 8}, 1, 1)), "broadcasts within the normalized dims");
+  expect_unchanged(run_pass(build({8}, -1, 11)), "stash_type 11");
+  PassOptions p;
+  p.portable = true;
+  Outcome kept = run_pass(build({8}, -1, 1), p);
+  EXPECT_TRUE(find_op(*kept.optimized, "RMSNormalization"));
+}
+
 TEST(RecognizeLayerNorm, OldOpsetThatCannotRiseGetsFusecLayerNorm) {
   auto build = [] {
     auto n = std::make_unique<Net>(13);

@@ -1,4 +1,5 @@
-// CPU kernels for BatchNormalization, InstanceNormalization, LayerNormalization,
+// CPU kernels for BatchNormalization, InstanceNormalization, GroupNormalization, LayerNormalization,
+// RMSNormalization,
 // MeanVarianceNormalization and LRN.
 //
 // Statistics (means, variances) accumulate in double with a two-pass mean/variance, so they match
@@ -199,6 +200,49 @@ void instancenorm(KernelContext& ctx) {
   });
 }
 
+// ---- GroupNormalization ----
+
+/// Each instance's group of C / G channels is one contiguous run of X: normalized as one row, then
+/// scaled and shifted per group (opset 18) or per channel (opset 21). The statistics are computed
+/// in double whatever stash_type asks, as the other norms' are.
+void groupnorm(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, groupnorm);
+  const Tensor& x = ctx.input(0);
+  if (x.rank() < 2) ctx.fail("X must have shape [N, C, ...]");
+  const int64_t N = x.dim(0), C = x.dim(1), G = ctx.attr_int("num_groups");
+  if (G <= 0 || C % G != 0)
+    ctx.fail("num_groups " + std::to_string(G) + " does not divide the " + std::to_string(C) + " channels");
+  const int64_t S = N * C == 0 ? 0 : x.numel() / (N * C), per_group = C / G;
+  const bool per_channel = ctx.opset() >= 21;
+  const std::vector<double> scale = as_doubles(ctx.input(1)), bias = as_doubles(ctx.input(2));
+  const int64_t want = per_channel ? C : G;
+  if (static_cast<int64_t>(scale.size()) != want || static_cast<int64_t>(bias.size()) != want)
+    ctx.fail(std::string("scale and bias must have one entry per ") + (per_channel ? "channel" : "group") + " (" +
+             std::to_string(want) + ")");
+  const double eps = ctx.attr_float("epsilon");
+  const int64_t len = per_group * S;
+  dispatch_float(x.dtype(), ctx, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = ctx.output(0).data<T>();
+    parallel_for(N * G, std::max<int64_t>(1, 8192 / std::max<int64_t>(len, 1)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t g = r % G;
+        const T* p = px + r * len;
+        T* q = py + r * len;
+        double mean, var;
+        mean_var(p, len, mean, var);
+        const double inv = 1.0 / std::sqrt(var + eps);
+        for (int64_t k = 0; k < per_group; ++k) {
+          const int64_t a = per_channel ? g * per_group + k : g;
+          const T s = static_cast<T>(scale[a] * inv), b = static_cast<T>(bias[a]), m = static_cast<T>(mean);
+          for (int64_t j = k * S; j < (k + 1) * S; ++j) q[j] = (p[j] - m) * s + b;
+        }
+      }
+    });
+  });
+}
+
 // ---- LayerNormalization ----
 
 /// Values of `t` broadcast (unidirectionally, numpy rules) to `to` dims, flattened.
@@ -275,6 +319,68 @@ void layernorm(KernelContext& ctx) {
   });
 }
 
+// ---- RMSNormalization ----
+
+/// Y = X / sqrt(mean(X² over [axis:]) + epsilon) · scale, in X's type (float or double after the
+/// half types' widening), Y stored in scale's type. Sums of squares in double. Scale broadcasts to
+/// X: over the normalized dims alone where it is 1 before them (the usual [hidden] vector), else
+/// to the whole of X.
+void rmsnorm(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, rmsnorm);
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  if (rank == 0) ctx.fail("X must have rank >= 1");
+  const int64_t axis = normalize_axis(ctx.attr_int("axis"), rank, ctx);
+  const std::vector<int64_t> norm_dims(x.dims().begin() + axis, x.dims().end());
+  int64_t inner = 1;
+  for (int64_t d : norm_dims) inner *= d;
+  const int64_t outer = inner == 0 ? 0 : x.numel() / inner;
+  if (outer == 0) return;
+  const double eps = ctx.attr_float("epsilon");
+  Tensor& y = ctx.output(0);
+  // Scale (and so Y) may be stored in another float type than X: both are taken in X's.
+  Tensor scale_as_x, y_as_x;
+  const Tensor* scale = &ctx.input(1);
+  if (scale->dtype() != x.dtype()) {
+    scale_as_x = Tensor(x.dtype(), scale->dims());
+    convert_tensor(*scale, scale_as_x);
+    scale = &scale_as_x;
+  }
+  Tensor* out = &y;
+  if (y.dtype() != x.dtype()) {
+    y_as_x = Tensor(x.dtype(), y.dims());
+    out = &y_as_x;
+  }
+  const size_t sr = scale->rank();
+  bool per_row_only = sr <= norm_dims.size();
+  for (size_t k = norm_dims.size(); k < sr; ++k) per_row_only = per_row_only && scale->dim(sr - 1 - k) == 1;
+  dispatch_float(x.dtype(), ctx, [&](auto tag) {
+    using T = decltype(tag);
+    // Leading 1s before the normalized dims: the same values, viewed without them.
+    const Tensor trimmed =
+        per_row_only && sr > norm_dims.size()
+            ? scale->reshaped(std::vector<int64_t>(scale->dims().end() - norm_dims.size(), scale->dims().end()))
+            : Tensor();
+    const std::vector<T> s = per_row_only ? broadcast_to<T>(ctx, sr > norm_dims.size() ? trimmed : *scale, norm_dims)
+                                          : broadcast_to<T>(ctx, *scale, x.dims());
+    const int64_t s_row = per_row_only ? 0 : inner;
+    const T* px = x.data<T>();
+    T* py = out->data<T>();
+    parallel_for(outer, std::max<int64_t>(1, 8192 / inner), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* p = px + r * inner;
+        const T* sc = s.data() + r * s_row;
+        T* q = py + r * inner;
+        double ss = 0;
+        for (int64_t j = 0; j < inner; ++j) ss += static_cast<double>(p[j]) * p[j];
+        const T inv = static_cast<T>(1.0 / std::sqrt(ss / static_cast<double>(inner) + eps));
+        for (int64_t j = 0; j < inner; ++j) q[j] = p[j] * inv * sc[j];
+      }
+    });
+  });
+  if (out != &y) convert_tensor(*out, y);
+}
+
 // ---- MeanVarianceNormalization ----
 
 /// y = (x - E[x]) / (sqrt(E[(x - E[x])^2]) + 1e-9) over `axes`, the epsilon of the ONNX function
@@ -348,6 +454,8 @@ void lrn(KernelContext& ctx) {
 void register_normalization_kernels(KernelRegistry& r) {
   r.add("BatchNormalization", batchnorm);
   r.add("InstanceNormalization", instancenorm);
+  r.add("GroupNormalization", groupnorm, "", Writes::Every);
+  r.add("RMSNormalization", rmsnorm, "", Writes::Every);
   r.add("LayerNormalization", layernorm, "", Writes::Every);  // every row; Mean and InvStdDev whole
   r.add("LayerNormalization", layernorm, "ai.fusec", Writes::Every);
   r.add("MeanVarianceNormalization", mvn);

@@ -186,8 +186,11 @@ __global__ void __launch_bounds__(kPre ? kRowPreThreads : 1024) row_norm_kernel(
   }
   if (past) return;  // after the last shuffle
 
+  // Per-row parameters: one channel a row, or (GroupNormalization) a channel every affine_span
+  // values, whole packs each (choose() keeps V within a span).
+  const bool span_channels = !per_column && a.affine_span != 0 && a.affine_span != n;
   float g_row = 0.f, b_row = 0.f;
-  if (!per_column) {
+  if (!per_column && !span_channels) {
     const int64_t ch = row % a.affine_channels;
     g_row = to_compute(gamma[ch]);
     b_row = beta ? to_compute(beta[ch]) : 0.f;
@@ -206,8 +209,14 @@ __global__ void __launch_bounds__(kPre ? kRowPreThreads : 1024) row_norm_kernel(
 #pragma unroll
       for (int i = 0; i < V; ++i) g[i] = to_compute(pg[k].v[i]), b[i] = to_compute(pb[k].v[i]);
     } else {
+      float gc = g_row, bc = b_row;
+      if (span_channels) {
+        const int64_t ch = (row * (n / a.affine_span) + int64_t(c) * V / a.affine_span) % a.affine_channels;
+        gc = to_compute(gamma[ch]);
+        bc = beta ? to_compute(beta[ch]) : 0.f;
+      }
 #pragma unroll
-      for (int i = 0; i < V; ++i) g[i] = g_row, b[i] = b_row;
+      for (int i = 0; i < V; ++i) g[i] = gc, b[i] = bc;
     }
     float o[V];
 #pragma unroll
@@ -264,11 +273,12 @@ __global__ void __launch_bounds__(1024) row_norm_long_kernel(RowNormArgs a) {
   }
   const T* gamma = static_cast<const T*>(a.gamma);
   const T* beta = static_cast<const T*>(a.beta);
-  const int64_t ch = a.affine_channels ? row % a.affine_channels : 0;
+  const int64_t span = a.affine_span ? a.affine_span : n;
   T* y = static_cast<T*>(a.y) + row * n;
   for (int64_t j = tid; j < n; j += tpr) {
-    const float g = to_compute(gamma[a.affine_channels ? ch : j]);
-    const float b = beta ? to_compute(beta[a.affine_channels ? ch : j]) : 0.f;
+    const int64_t at = a.affine_channels ? (row * (n / span) + j / span) % a.affine_channels : j;
+    const float g = to_compute(gamma[at]);
+    const float b = beta ? to_compute(beta[at]) : 0.f;
     const float t = val(j);
     y[j] = from_compute<T>(apply_act(a.rms ? t * inv * g : ((t - shift) - mean) * inv * g + b, a.act));
   }
@@ -300,7 +310,7 @@ RowCfg choose(const RowNormArgs& a) {
   const int vec = 16 / static_cast<int>(dtype_size(a.dtype));
   const bool aligned = aligned16(a.x) && aligned16(a.y) && aligned16(a.skip) && aligned16(a.sum_out) &&
                        (a.affine_channels || (aligned16(a.gamma) && aligned16(a.beta)));
-  c.v = a.n % vec == 0 && aligned ? vec : 1;
+  c.v = a.n % vec == 0 && (a.affine_span == 0 || a.affine_span % vec == 0) && aligned ? vec : 1;
   const int64_t chunks = a.n / c.v;
   const int max_k = kRowRegs / c.v < 16 ? kRowRegs / c.v : 16;  // 32 scalars would spill at 1024 threads
   // Few rows cannot fill the GPU one warp each: spread each row over a block instead.

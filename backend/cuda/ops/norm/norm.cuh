@@ -1,6 +1,6 @@
 // Launchers of the normalization kernels (norm.cu): one row-normalization family for
-// LayerNormalization, SkipLayerNorm, LayerNormGelu, SimplifiedLayerNorm (RMSNorm) and
-// InstanceNormalization, plus BatchNormalization in inference mode.
+// LayerNormalization, SkipLayerNorm, LayerNormGelu, SimplifiedLayerNorm and RMSNormalization,
+// InstanceNormalization and GroupNormalization, plus BatchNormalization in inference mode.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -24,6 +24,9 @@ struct RowNormArgs {
   const void* gamma = nullptr;
   const void* beta = nullptr;   // optional
   int64_t affine_channels = 0;  // 0: gamma/beta hold n values (per column); C > 0: C values, row r uses r % C
+  // With affine_channels C: the values of a channel within a row (GroupNormalization's rows hold
+  // n / span channels); element j of row r uses channel (r · (n / span) + j / span) % C. 0: the whole row.
+  int64_t affine_span = 0;
   void* y = nullptr;
   void* mean_out = nullptr;     // optional: one value per row, in stat_dtype
   void* inv_std_out = nullptr;  // optional

@@ -1,7 +1,8 @@
 // CUDA entry points of the normalization family: LayerNormalization (ai.onnx 17 and ai.fusec),
-// SkipLayerNorm, LayerNormGelu, SimplifiedLayerNorm, SkipSimplifiedLayerNorm, InstanceNormalization
-// (all on the row kernel of norm.cu) and BatchNormalization in inference mode. Factories validate
-// shapes and attributes at plan time and refuse (CPU fallback) what the kernels do not cover.
+// SkipLayerNorm, LayerNormGelu, SimplifiedLayerNorm and RMSNormalization, SkipSimplifiedLayerNorm,
+// InstanceNormalization and GroupNormalization (all on the row kernel of norm.cu) and
+// BatchNormalization in inference mode. Factories validate shapes and attributes at plan time and
+// refuse (CPU fallback) what the kernels do not cover.
 #include <memory>
 #include <string>
 #include <vector>
@@ -197,6 +198,34 @@ std::unique_ptr<CudaOp> make_instancenorm(const PlanContext& c, std::string* why
   return std::make_unique<RowNormOp>(a, s, "instancenorm");
 }
 
+// GroupNormalization: each instance's group is one contiguous row of C / G channels; scale and
+// bias per group (opset 18: one value a row) or per channel (21: a value every S elements).
+std::unique_ptr<CudaOp> make_groupnorm(const PlanContext& c, std::string* why) {
+  const DType t = c.in_dtype(0);
+  if (!half_or_float(t)) return refuse(why, std::string("no CUDA GroupNormalization for ") + dtype_name(t));
+  const auto& d = c.in_dims(0);
+  if (d.size() < 2) return refuse(why, "input must have shape [N, C, ...]");
+  const int64_t C = d[1], G = c.attr_int("num_groups");
+  if (G <= 0 || C % G != 0) return refuse(why, "num_groups does not divide the channels");
+  const bool per_channel = c.opset() >= 21;
+  for (size_t i : {size_t(1), size_t(2)}) {
+    if (c.in_dtype(i) != t) return refuse(why, "scale/bias stored in a different type than the input");
+    if (numel(c.in_dims(i)) != (per_channel ? C : G)) return refuse(why, "scale and bias of the wrong size");
+  }
+  const int64_t S = product(d, 2, d.size());
+  RowNormArgs a;
+  a.dtype = t;
+  a.n = C / G * S;
+  a.rows = a.n == 0 ? 0 : d[0] * G;
+  a.affine_channels = per_channel ? C : G;
+  a.affine_span = per_channel ? S : 0;
+  a.eps = c.attr_float("epsilon");
+  a.multiprocessors = c.ctx().multiprocessors();
+  RowNormSlots s;
+  s.beta = 2;
+  return std::make_unique<RowNormOp>(a, s, "groupnorm");
+}
+
 class BatchNormOp : public CudaOp {
  public:
   BatchNormOp(DType t, int64_t N, int64_t C, int64_t S, float eps, bool channels_last)
@@ -256,7 +285,9 @@ void register_normalization_ops(CudaOpRegistry& r) {
   r.add("SkipLayerNorm", make_skip_layernorm, "ai.fusec");
   r.add("SimplifiedLayerNorm", make_rmsnorm, "ai.fusec");
   r.add("SkipSimplifiedLayerNorm", make_skip_rmsnorm, "ai.fusec");
+  r.add("RMSNormalization", make_rmsnorm);
   r.add("InstanceNormalization", make_instancenorm);
+  r.add("GroupNormalization", make_groupnorm);
   r.add("BatchNormalization", make_batchnorm);
   r.add_channels_last("BatchNormalization", make_batchnorm_channels_last, "", ChannelsLast::FollowInput);
 }
