@@ -386,6 +386,42 @@ Node* match_head_merge(Node* pv) {
   return r;
 }
 
+std::optional<Shape> bhsd(const Operand& o) {
+  if (o.v4 && o.v4->type.shape && o.v4->type.shape->size() == 4) return *o.v4->type.shape;
+  if (o.k_from && o.k_from->type.shape && o.k_from->type.shape->size() == 4 && o.k_perm.size() == 4) {
+    const Shape& s = *o.k_from->type.shape;
+    Shape k;
+    for (int64_t a : o.k_perm) k.push_back(s[static_cast<size_t>(a)]);
+    return k;
+  }
+  if (o.bshd && o.bshd->type.shape && o.bshd->type.shape->size() == 4) {
+    const Shape& s = *o.bshd->type.shape;
+    return Shape{s[0], s[2], s[1], s[3]};
+  }
+  return std::nullopt;
+}
+
+bool same_known(const Dim& a, const Dim& b) {
+  return (a.is_static() && b.is_static() && a.value == b.value) || (!a.symbol.empty() && a.symbol == b.symbol);
+}
+
+bool viewable_3d(const Operand& o) {
+  if (o.v3) return true;
+  if (!o.bshd || !o.bshd->type.shape || o.bshd->type.shape->size() != 4) return false;
+  const Shape& s = *o.bshd->type.shape;
+  return s[2].is_static() && s[3].is_static();
+}
+
+Value* as_3d(Graph& g, const Operand& o) {
+  if (o.v3) return o.v3;
+  const Shape& s = *o.bshd->type.shape;
+  Value* shape =
+      g.add_initializer(o.bshd->name + "_bse_shape", Tensor::from_int64({0, 0, s[2].value * s[3].value}, {3}));
+  Value* out = g.add_value(o.bshd->name + "_bse");
+  g.add_node("Reshape", {o.bshd, shape}, {out}, g.unique_node_name(o.bshd->name + "_merge_heads"));
+  return out;
+}
+
 bool is_causal_constant(const Tensor& t, int64_t sq, int64_t skv, bool additive) {
   const auto& d = t.dims();
   if (d.size() < 2 || d[d.size() - 2] != sq || d.back() != skv) return false;

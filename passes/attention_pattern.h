@@ -85,6 +85,17 @@ Operand match_kv(Value* kv, bool absorb_repeat);
 /// tensor: k_from, k_perm).
 std::optional<Operand> match_key_transposed(Value* kt, bool absorb_repeat, double& scale);
 
+/// [B, H, S, D] of an operand (from its 4-D tensor, or its [B, S, H, D] head split).
+std::optional<Shape> bhsd(const Operand& o);
+/// Whether both dims are the same known size (equal static values, or the same symbol).
+bool same_known(const Dim& a, const Dim& b);
+/// Whether the 3-D form can read `o`: its head split's [B, S, H·D] input, or, where something else
+/// wrote the [B, S, H, D] tensor (RoPE after a per-head RMSNorm: Qwen3, Gemma 3), a view of it.
+bool viewable_3d(const Operand& o);
+/// `o` as the 3-D form reads it: the head split's input, or a Reshape [0, 0, H·D] of its
+/// [B, S, H, D] tensor (a view: no copy), which this adds to `g`.
+Value* as_3d(Graph& g, const Operand& o);
+
 /// P·V ──▶ Transpose(0,2,1,3) ──▶ Reshape [B, S, H·Dv] (or [B·S, H·Dv], static): the merge's
 /// Reshape, or null.
 Node* match_head_merge(Node* pv);

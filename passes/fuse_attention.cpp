@@ -62,6 +62,10 @@
 // default; transformers' BART-era bmm attention) is first rewritten to [B, H, S, D]
 // (attention_folded.h; B = 1 where the core has no view of B and H), then matched as any other.
 //
+// An ONNX Attention the model already holds in the 4-D form, behind the same head splits and
+// repeats and before the same merge (torch's exporter at opset 23), becomes the 3-D form the same
+// way (attention_standard.cpp).
+//
 // Forms: the 3-D form when Q, K and V each come from a head split of a 3-D tensor, or are each the
 // Transpose(0,2,1,3) of a [B, S, H, D] tensor (which the 3-D form reads through a free Reshape),
 // and P·V goes through the head merge; otherwise the 4-D form on [B, H, S, D] tensors, keeping the
@@ -82,6 +86,7 @@
 #include "passes/attention_view_bias.h"
 #include "passes/attention_mask.h"
 #include "passes/attention_pattern.h"
+#include "passes/attention_standard.h"
 #include "passes/batchnorm_affine.h"
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
@@ -90,8 +95,12 @@ namespace fusec {
 
 namespace {
 
+using attention::as_3d;
+using attention::bhsd;
 using attention::ChainStep;
 using attention::Operand;
+using attention::same_known;
+using attention::viewable_3d;
 
 const char* kPass = "fuse_attention";
 constexpr int64_t kStandardAttentionOpset = 23;
@@ -447,48 +456,7 @@ std::string resolve_steps(Match& m, const Dim& sq, const Dim& skv) {
   return "";
 }
 
-/// [B, H, S, D] of an operand (from its 4-D tensor, or its [B, S, H, D] head split).
-std::optional<Shape> bhsd(const Operand& o) {
-  if (o.v4 && o.v4->type.shape && o.v4->type.shape->size() == 4) return *o.v4->type.shape;
-  if (o.k_from && o.k_from->type.shape && o.k_from->type.shape->size() == 4 && o.k_perm.size() == 4) {
-    const Shape& s = *o.k_from->type.shape;
-    Shape k;
-    for (int64_t a : o.k_perm) k.push_back(s[static_cast<size_t>(a)]);
-    return k;
-  }
-  if (o.bshd && o.bshd->type.shape && o.bshd->type.shape->size() == 4) {
-    const Shape& s = *o.bshd->type.shape;
-    return Shape{s[0], s[2], s[1], s[3]};
-  }
-  return std::nullopt;
-}
-
-bool same_known(const Dim& a, const Dim& b) {
-  return (a.is_static() && b.is_static() && a.value == b.value) || (!a.symbol.empty() && a.symbol == b.symbol);
-}
-
 /// Finds the operands and checks what the fused node needs; returns why not, or "".
-/// Whether the 3-D form can read `o`: its head split's [B, S, H·D] input, or, where something else
-/// wrote the [B, S, H, D] tensor (RoPE after a per-head RMSNorm: Qwen3, Gemma 3), a view of it.
-bool viewable_3d(const Operand& o) {
-  if (o.v3) return true;
-  if (!o.bshd || !o.bshd->type.shape || o.bshd->type.shape->size() != 4) return false;
-  const Shape& s = *o.bshd->type.shape;
-  return s[2].is_static() && s[3].is_static();
-}
-
-/// `o` as the 3-D form reads it: the head split's input, or a Reshape [0, 0, H·D] of its
-/// [B, S, H, D] tensor (a view: no copy).
-Value* as_3d(Graph& g, const Operand& o) {
-  if (o.v3) return o.v3;
-  const Shape& s = *o.bshd->type.shape;
-  Value* shape = g.add_initializer(o.bshd->name + "_bse_shape",
-                                   Tensor::from_int64({0, 0, s[2].value * s[3].value}, {3}));
-  Value* out = g.add_value(o.bshd->name + "_bse");
-  g.add_node("Reshape", {o.bshd, shape}, {out}, g.unique_node_name(o.bshd->name + "_merge_heads"));
-  return out;
-}
-
 std::string match_operands(Match& m) {
   Value* q = attention::peel_scale(m.qk->input(0), m.scale, m.peeled);
   Value* kt = attention::peel_scale(m.qk->input(1), m.scale, m.peeled);
@@ -827,6 +795,21 @@ bool FuseAttentionPass::run(Graph& g, PassContext& ctx) {
     if (heads_split) form += ", heads folded into the batch";
     r.rewrote(what + " -> " + (m.domain.empty() ? "" : m.domain + ".") + describe(fused) + " (" + form + ")",
               fused->fused_from, fused->name);
+  }
+  // ONNX Attention that the model already holds in the 4-D form (torch's exporter writes SDPA so at
+  // opset 23) behind head splits, a GQA repeat of K and V and before the head merge: the 3-D form
+  // over the splits' inputs, as the softmax form above is fused (attention_standard.h).
+  for (Node* n : g.node_list()) {
+    if (r.removed(n) || !is_op(n, "Attention")) continue;
+    const std::string what = describe(n);
+    std::string why;
+    if (Node* fused = attention::absorb_standard_views(r, n, &why))
+      r.rewrote(what + ", its head splits, repeats and merge -> " + describe(fused) + " (3-D, heads " +
+                    std::to_string(fused->attr_int("q_num_heads", 0)) + "/" +
+                    std::to_string(fused->attr_int("kv_num_heads", 0)) + ")",
+                fused->fused_from, fused->name);
+    else if (!why.empty())
+      r.near_miss(what + " kept in the 4-D form", why);
   }
   // Constant masks of any Attention (just written or already in the model) that mask nothing or
   // repeat one row for every query: dropped or stored once (attention_mask.h).

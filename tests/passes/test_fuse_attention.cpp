@@ -1352,3 +1352,67 @@ TEST(FuseAttention, NearMissSoftCapsThatAreNotAttentionsOrder) {
                      "attention kernel takes");
   }
 }
+
+namespace {
+
+/// torch's exporter at opset 23: the head splits, repeat_kv on K and V, a 4-D ONNX Attention (a
+/// bool mask [B, 1, Sq, Skv]) and the head merge, to [B, S, H·D] or, `flat`, [B·S, H·D].
+std::unique_ptr<Graph> standard_attention(bool repeat, bool flat, bool merge = true) {
+  const int64_t B = 2, S = 5, Hq = 4, Hkv = repeat ? 2 : 4, D = 8;
+  GraphBuilder b(23);
+  auto shape = [](std::vector<int64_t> v) { return int64s(v, {static_cast<int64_t>(v.size())}); };
+  auto split = [&](const char* n, int64_t heads) {
+    Value* x = b.input(std::string("x") + n, DType::Float32, {B, S, heads * D});
+    Value* r = b.node("Reshape", {x, b.initializer(std::string(n) + "_shape", shape({B, S, heads, D}))}, {},
+                      std::string(n) + "_split");
+    Value* t = b.node("Transpose", {r}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, std::string(n) + "_bhsd");
+    if (!repeat || heads == Hq) return t;
+    Value* u = b.node("Unsqueeze", {t, b.initializer(std::string(n) + "_axes", int64s({2}, {1}))}, {},
+                      std::string(n) + "_unsqueeze");
+    Value* e = b.node("Expand", {u, b.initializer(std::string(n) + "_expand", shape({B, Hkv, Hq / Hkv, S, D}))}, {},
+                      std::string(n) + "_expand");
+    return b.node("Reshape", {e, b.initializer(std::string(n) + "_merged", shape({B, Hq, S, D}))}, {},
+                  std::string(n) + "_repeat");
+  };
+  Value* q = split("q", Hq);
+  Value* k = split("k", Hkv);
+  Value* v = split("v", Hkv);
+  Value* mask = b.input("mask", DType::Bool, {B, 1, S, S});
+  Value* y = b.node("Attention", {q, k, v, mask}, {attr("scale", 0.25f)}, "sdpa");
+  if (merge) {
+    Value* t = b.node("Transpose", {y}, {attr("perm", std::vector<int64_t>{0, 2, 1, 3})}, "merge_t");
+    y = b.node("Reshape", {t, b.initializer("merge_shape", flat ? shape({B * S, Hq * D}) : shape({B, S, Hq * D}))}, {},
+               "merge");
+  }
+  b.output(y);
+  return b.build();
+}
+
+}  // namespace
+
+// An ONNX Attention the exporter wrote (opset 23) loses its views: the 3-D form over the splits'
+// inputs with Attention's own grouped heads, its attributes kept, nothing else left (but the
+// Reshape of a merge to [B·S, H·D]).
+TEST(FuseAttention, StandardAttentionTakesItsHeadSplitsRepeatsAndMerge) {
+  for (bool repeat : {false, true})
+    for (bool flat : {false, true}) {
+      SCOPED_TRACE(std::string(repeat ? "repeat_kv" : "no repeat") + (flat ? ", flat merge" : ""));
+      Outcome o = run_one_pass<FuseAttentionPass>(standard_attention(repeat, flat));
+      EXPECT_TRUE(o.changed);
+      ASSERT_EQ(count(*o.optimized, "Attention"), 1);
+      const Node* n = find_op(*o.optimized, "Attention");
+      EXPECT_EQ(n->domain, "");
+      EXPECT_EQ(n->attr_int("q_num_heads", 0), 4);
+      EXPECT_EQ(n->attr_int("kv_num_heads", 0), repeat ? 2 : 4);
+      EXPECT_FLOAT_EQ(n->attr_float("scale", 0), 0.25f);
+      EXPECT_EQ(n->inputs[0]->name, "xq");
+      EXPECT_EQ(n->inputs[3]->name, "mask");
+      EXPECT_EQ(o.optimized->nodes().size(), flat ? 2u : 1u);
+      EXPECT_EQ(count(*o.optimized, "Expand") + count(*o.optimized, "Transpose"), 0);
+      expect_same_numbers(o);
+    }
+  // Without the merge the node stays 4-D, and says why.
+  Outcome kept = run_one_pass<FuseAttentionPass>(standard_attention(true, false, false));
+  EXPECT_FALSE(kept.changed);
+  EXPECT_NE(find_near_miss(kept.ctx.near_misses, "", "not merged back"), nullptr);
+}
