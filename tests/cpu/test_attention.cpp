@@ -2,7 +2,7 @@
 // recomputation written out loop by loop here (double precision, one score at a time), in both
 // layouts, with GQA, causal masking with Sq != Skv, bool and float masks that broadcast, fp16/bf16,
 // the KV cache; plus shape inference errors and the cost. ONNX's own node tests (expected values
-// from onnx.reference) run in the conformance_attention ctest.
+// from onnx.reference) run in the conformance_newer_ops ctest.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
