@@ -168,79 +168,59 @@ void batchnorm(KernelContext& ctx) {
   });
 }
 
-// ---- InstanceNormalization ----
+// ---- InstanceNormalization, GroupNormalization ----
 
-void instancenorm(KernelContext& ctx) {
-  if (has_half_io(ctx)) return via_float32(ctx, instancenorm);
+/// Each instance's `groups` runs of C / groups channels (contiguous in X) normalized as one row
+/// each, then scaled and shifted per channel (`per_channel`: C values) or per group. The statistics
+/// in double, whatever a stash_type asks, as the other norms'.
+void normalize_channel_groups(KernelContext& ctx, int64_t groups, bool per_channel) {
   const Tensor& x = ctx.input(0);
-  if (x.rank() < 2) ctx.fail("input must have shape [N, C, ...]");
   const int64_t N = x.dim(0), C = x.dim(1);
-  const int64_t S = N * C == 0 ? 0 : x.numel() / (N * C);
+  const int64_t S = N * C == 0 ? 0 : x.numel() / (N * C), per_group = C / groups, len = per_group * S;
   const std::vector<double> scale = as_doubles(ctx.input(1)), bias = as_doubles(ctx.input(2));
-  if (static_cast<int64_t>(scale.size()) != C || static_cast<int64_t>(bias.size()) != C)
-    ctx.fail("scale and B must have C entries");
+  const int64_t want = per_channel ? C : groups;
+  if (static_cast<int64_t>(scale.size()) != want || static_cast<int64_t>(bias.size()) != want)
+    ctx.fail(std::string("scale and bias must have one entry per ") + (per_channel ? "channel" : "group") + " (" +
+             std::to_string(want) + ")");
   const double eps = ctx.attr_float("epsilon");
   dispatch_float(x.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);
     const T* px = x.data<T>();
     T* py = ctx.output(0).data<T>();
-    parallel_for(N * C, std::max<int64_t>(1, 8192 / std::max<int64_t>(S, 1)), [&](int64_t r0, int64_t r1) {
+    parallel_for(N * groups, std::max<int64_t>(1, 8192 / std::max<int64_t>(len, 1)), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
-        const int64_t c = r % C;
-        const T* p = px + r * S;
-        T* q = py + r * S;
+        const int64_t g = r % groups;
+        const T* p = px + r * len;
+        T* q = py + r * len;
         double mean, var;
-        mean_var(p, S, mean, var);
+        mean_var(p, len, mean, var);
+        const double root = std::sqrt(var + eps);
         const T m = static_cast<T>(mean);
-        const T s = static_cast<T>(scale[c] / std::sqrt(var + eps));
-        const T b = static_cast<T>(bias[c]);
-        for (int64_t j = 0; j < S; ++j) q[j] = (p[j] - m) * s + b;
+        for (int64_t k = 0; k < per_group; ++k) {
+          const int64_t at = per_channel ? g * per_group + k : g;
+          const T sc = static_cast<T>(scale[at] / root), b = static_cast<T>(bias[at]);
+          for (int64_t j = k * S; j < (k + 1) * S; ++j) q[j] = (p[j] - m) * sc + b;
+        }
       }
     });
   });
 }
 
-// ---- GroupNormalization ----
+void instancenorm(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, instancenorm);
+  if (ctx.input(0).rank() < 2) ctx.fail("input must have shape [N, C, ...]");
+  normalize_channel_groups(ctx, ctx.input(0).dim(1), true);
+}
 
-/// Each instance's group of C / G channels is one contiguous run of X: normalized as one row, then
-/// scaled and shifted per group (opset 18) or per channel (opset 21). The statistics are computed
-/// in double whatever stash_type asks, as the other norms' are.
+/// GroupNormalization: per group at opset 18, per channel from 21.
 void groupnorm(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, groupnorm);
   const Tensor& x = ctx.input(0);
   if (x.rank() < 2) ctx.fail("X must have shape [N, C, ...]");
-  const int64_t N = x.dim(0), C = x.dim(1), G = ctx.attr_int("num_groups");
+  const int64_t C = x.dim(1), G = ctx.attr_int("num_groups");
   if (G <= 0 || C % G != 0)
     ctx.fail("num_groups " + std::to_string(G) + " does not divide the " + std::to_string(C) + " channels");
-  const int64_t S = N * C == 0 ? 0 : x.numel() / (N * C), per_group = C / G;
-  const bool per_channel = ctx.opset() >= 21;
-  const std::vector<double> scale = as_doubles(ctx.input(1)), bias = as_doubles(ctx.input(2));
-  const int64_t want = per_channel ? C : G;
-  if (static_cast<int64_t>(scale.size()) != want || static_cast<int64_t>(bias.size()) != want)
-    ctx.fail(std::string("scale and bias must have one entry per ") + (per_channel ? "channel" : "group") + " (" +
-             std::to_string(want) + ")");
-  const double eps = ctx.attr_float("epsilon");
-  const int64_t len = per_group * S;
-  dispatch_float(x.dtype(), ctx, [&](auto tag) {
-    using T = decltype(tag);
-    const T* px = x.data<T>();
-    T* py = ctx.output(0).data<T>();
-    parallel_for(N * G, std::max<int64_t>(1, 8192 / std::max<int64_t>(len, 1)), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t g = r % G;
-        const T* p = px + r * len;
-        T* q = py + r * len;
-        double mean, var;
-        mean_var(p, len, mean, var);
-        const double inv = 1.0 / std::sqrt(var + eps);
-        for (int64_t k = 0; k < per_group; ++k) {
-          const int64_t a = per_channel ? g * per_group + k : g;
-          const T s = static_cast<T>(scale[a] * inv), b = static_cast<T>(bias[a]), m = static_cast<T>(mean);
-          for (int64_t j = k * S; j < (k + 1) * S; ++j) q[j] = (p[j] - m) * s + b;
-        }
-      }
-    });
-  });
+  normalize_channel_groups(ctx, G, ctx.opset() >= 21);
 }
 
 // ---- LayerNormalization ----
@@ -277,16 +257,29 @@ std::vector<T> broadcast_to(const KernelContext& ctx, const Tensor& t, const std
   return out;
 }
 
-void layernorm(KernelContext& ctx) {
-  if (has_half_io(ctx)) return via_float32(ctx, layernorm);
-  const Tensor& x = ctx.input(0);
+/// X as rows of its dims from `axis` on (LayerNormalization's and RMSNormalization's split).
+struct NormRows {
+  std::vector<int64_t> norm_dims;  // X's dims from the axis on
+  int64_t inner = 1, outer = 0;    // a row's values, and the rows
+};
+
+NormRows norm_rows(const KernelContext& ctx, const Tensor& x) {
   const int64_t rank = static_cast<int64_t>(x.rank());
   if (rank == 0) ctx.fail("X must have rank >= 1");
   const int64_t axis = normalize_axis(ctx.attr_int("axis"), rank, ctx);
-  const std::vector<int64_t> norm_dims(x.dims().begin() + axis, x.dims().end());
-  int64_t inner = 1;
-  for (int64_t d : norm_dims) inner *= d;
-  const int64_t outer = inner == 0 ? 0 : x.numel() / inner;
+  NormRows r;
+  r.norm_dims.assign(x.dims().begin() + axis, x.dims().end());
+  for (int64_t d : r.norm_dims) r.inner *= d;
+  r.outer = r.inner == 0 ? 0 : x.numel() / r.inner;
+  return r;
+}
+
+void layernorm(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, layernorm);
+  const Tensor& x = ctx.input(0);
+  const NormRows rows = norm_rows(ctx, x);  // no structured binding: lambdas below capture them
+  const std::vector<int64_t>& norm_dims = rows.norm_dims;
+  const int64_t inner = rows.inner, outer = rows.outer;
   const double eps = ctx.attr_float("epsilon");
   // No rows (an empty dim before the axis): every output is empty. Return before broadcasting
   // Scale/B to the normalized dims, whose product an empty X does not bound.
@@ -328,13 +321,9 @@ void layernorm(KernelContext& ctx) {
 void rmsnorm(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, rmsnorm);
   const Tensor& x = ctx.input(0);
-  const int64_t rank = static_cast<int64_t>(x.rank());
-  if (rank == 0) ctx.fail("X must have rank >= 1");
-  const int64_t axis = normalize_axis(ctx.attr_int("axis"), rank, ctx);
-  const std::vector<int64_t> norm_dims(x.dims().begin() + axis, x.dims().end());
-  int64_t inner = 1;
-  for (int64_t d : norm_dims) inner *= d;
-  const int64_t outer = inner == 0 ? 0 : x.numel() / inner;
+  const NormRows rows = norm_rows(ctx, x);  // no structured binding: lambdas below capture them
+  const std::vector<int64_t>& norm_dims = rows.norm_dims;
+  const int64_t inner = rows.inner, outer = rows.outer;
   if (outer == 0) return;
   const double eps = ctx.attr_float("epsilon");
   Tensor& y = ctx.output(0);
