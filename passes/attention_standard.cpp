@@ -22,6 +22,35 @@
 
 namespace fusec::attention {
 
+Value* three_d_output(Graph& g, Value* merged, Value** flat) {
+  *flat = nullptr;
+  if (!merged->type.shape || merged->type.shape->size() != 2) return merged;
+  *flat = merged;
+  return g.add_value(merged->name + "_bse");
+}
+
+void add_flatten(Graph& g, Value* y, Value* flat, const std::string& name) {
+  if (!flat) return;
+  std::vector<int64_t> dims;
+  for (const Dim& d : *flat->type.shape) dims.push_back(d.value);
+  Value* shape = g.add_initializer(flat->name + "_shape", Tensor::from_int64(dims, {2}));
+  g.add_node("Reshape", {y, shape}, {flat}, g.unique_node_name(name + "_flatten"));
+}
+
+void remove_unread(Rewriter& r, Node* fused, const std::vector<Node*>& candidates) {
+  for (bool again = true; again;) {
+    again = false;
+    for (Node* n : candidates) {
+      if (r.removed(n)) continue;
+      bool used = false;
+      for (const Value* o : n->outputs) used |= o && use_count(o) > 0;
+      if (used) continue;
+      for (const auto& f : r.remove({n}).origins) fused->fused_from.push_back(f);
+      again = true;
+    }
+  }
+}
+
 Node* absorb_standard_views(Rewriter& r, Node* attn, std::string* why) {
   why->clear();
   if (!is_op(attn, "Attention") || attn->find_attr("q_num_heads") || attn->inputs.size() < 3) return nullptr;
@@ -33,7 +62,7 @@ Node* absorb_standard_views(Rewriter& r, Node* attn, std::string* why) {
   for (size_t i = 4; i < attn->inputs.size(); ++i)
     if (attn->input(i)) return nullptr;
   for (size_t i = 1; i < attn->outputs.size(); ++i)
-    if (attn->outputs[i] && (use_count(attn->outputs[i]) > 0 || attn->outputs[i]->is_graph_output)) return nullptr;
+    if (attn->outputs[i] && use_count(attn->outputs[i]) > 0) return nullptr;
 
   Operand q = match_query(attn->input(0));
   Operand k = match_kv(attn->input(1), true), v = match_kv(attn->input(2), true);
@@ -60,16 +89,8 @@ Node* absorb_standard_views(Rewriter& r, Node* attn, std::string* why) {
   Graph& g = r.graph();
   std::vector<Value*> ins = {as_3d(g, q), as_3d(g, k), as_3d(g, v)};
   if (attn->inputs.size() > 3 && attn->input(3)) ins.push_back(attn->input(3));
-  Value* y = merge->outputs[0];
-  // A merge straight to [B·S, H·Dv]: the 3-D node writes [B, S, H·Dv] and a free Reshape gives it.
   Value* flat = nullptr;
-  if (y->type.shape && y->type.shape->size() == 2) {
-    flat = y;
-    y = g.add_value(flat->name + "_bse");
-  }
-  std::vector<int64_t> flat_dims;
-  if (flat)
-    for (const Dim& d : *flat->type.shape) flat_dims.push_back(d.value);
+  Value* y = three_d_output(g, merge->outputs[0], &flat);
   const std::vector<NamedAttribute> attrs = attn->attrs;
   const std::string name = attn->name;
   Replaced gone = r.remove({attn, merge->input(0)->producer, merge});
@@ -77,24 +98,11 @@ Node* absorb_standard_views(Rewriter& r, Node* attn, std::string* why) {
   fused->attrs = attrs;
   fused->set_attr("q_num_heads", q.heads);
   fused->set_attr("kv_num_heads", k.heads);
-  if (flat) {
-    Value* dims = g.add_initializer(flat->name + "_shape", Tensor::from_int64(flat_dims, {2}));
-    g.add_node("Reshape", {y, dims}, {flat}, g.unique_node_name(name + "_flatten"));
-  }
+  add_flatten(g, y, flat, name);
   // The operands' transposes, reshapes and repeats go too where nothing else reads them.
   std::vector<Node*> candidates;
   for (const Operand* o : {&q, &k, &v}) candidates.insert(candidates.end(), o->nodes.begin(), o->nodes.end());
-  for (bool again = true; again;) {
-    again = false;
-    for (Node* n : candidates) {
-      if (r.removed(n)) continue;
-      bool used = false;
-      for (const Value* o : n->outputs) used |= o && (use_count(o) > 0 || o->is_graph_output);
-      if (used) continue;
-      for (const auto& f : r.remove({n}).origins) fused->fused_from.push_back(f);
-      again = true;
-    }
-  }
+  remove_unread(r, fused, candidates);
   g.remove_unused_values();
   return fused;
 }

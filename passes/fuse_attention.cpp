@@ -114,12 +114,12 @@ struct Bias {
   // added before the fill (or 0), plus the terms added after it.
   Value* filled = nullptr;
   bool keep_where_true = true;
-  bool clamped = false;        // the node reads Max(mask, -FLT_MAX) (ClampLow after the mask's Add)
-  Value* mask = nullptr;       // an existing value, or
-  double factor = 1;           // the node reads factor·mask: -1 subtracted, a power of two scaled
+  bool clamped = false;                         // the node reads Max(mask, -FLT_MAX) (ClampLow after the mask's Add)
+  Value* mask = nullptr;                        // an existing value, or
+  double factor = 1;                            // the node reads factor·mask: -1 subtracted, a power of two scaled
   std::vector<std::pair<Value*, double>> plus;  // more masks, each times its factor, added to it
   std::vector<bool> after_fill;                 // per term (mask or made, then plus): added after the fill
-  std::optional<Tensor> made;  // a new constant (a negated or scaled one) named after `made_from`
+  std::optional<Tensor> made;                   // a new constant (a negated or scaled one) named after `made_from`
   std::string made_from;
 };
 
@@ -132,7 +132,7 @@ struct Match {
   double scale = 1;
   double softcap = 0;  // c of a soft cap c·tanh(s / c) on the scaled scores (Gemma 2), 0: none
   Bias bias;
-  int64_t windows = 1;  // G: the batch regrouped as [B, G] windows, heads G·H (resolve_windows)
+  int64_t windows = 1;          // G: the batch regrouped as [B, G] windows, heads G·H (resolve_windows)
   Value* head_scale = nullptr;  // a constant per head the scores are multiplied by, moved onto Q
   bool three_d = false;
   std::string domain;
@@ -679,16 +679,10 @@ Node* rewrite(Rewriter& r, Match& m) {
     by_window = y;
     y = g.add_value(by_window->name + "_images");
   }
-  // A merge straight to [B·S, H·Dv] (one view for the next Gemm): the 3-D Attention writes
-  // [B, S, H·Dv] and a Reshape, free, gives the merge's shape.
+  // A merge straight to [B·S, H·Dv]: the 3-D Attention writes [B, S, H·Dv] and a free Reshape
+  // gives the merge's shape.
   Value* flat = nullptr;
-  if (m.three_d && y->type.shape && y->type.shape->size() == 2) {
-    flat = y;
-    y = g.add_value(flat->name + "_bse");
-  }
-  std::vector<int64_t> flat_dims;
-  if (flat)
-    for (const Dim& dim : *flat->type.shape) flat_dims.push_back(dim.value);
+  if (m.three_d) y = attention::three_d_output(g, y, &flat);
 
   std::vector<Node*> replaced = {m.qk};
   for (const auto& s : m.chain.steps) replaced.push_back(s.node);
@@ -699,30 +693,17 @@ Node* rewrite(Rewriter& r, Match& m) {
   const std::string name = m.qk->name;
   Replaced gone = r.remove(replaced);
   Node* fused = r.add("Attention", ins, {y}, name, m.domain, gone.origins);
-  if (flat) {
-    Value* dims = g.add_initializer(flat->name + "_shape", Tensor::from_int64(flat_dims, {2}));
-    g.add_node("Reshape", {y, dims}, {flat}, g.unique_node_name(name + "_flatten"));
-  }
+  attention::add_flatten(g, y, flat, name);
   if (by_window) {
     const Shape& s = *by_window->type.shape;
-    Value* dims =
-        g.add_initializer(by_window->name + "_shape", Tensor::from_int64({-1, s[1].value, s[2].value, s[3].value}, {4}));
+    Value* dims = g.add_initializer(by_window->name + "_shape",
+                                    Tensor::from_int64({-1, s[1].value, s[2].value, s[3].value}, {4}));
     g.add_node("Reshape", {y, dims}, {by_window}, g.unique_node_name(name + "_windows"));
   }
   // The operands' transposes, reshapes, repeats and scales go too where nothing else reads them.
   std::vector<Node*> candidates = m.peeled;
   for (const Operand* o : {&m.q, &m.k, &m.v}) candidates.insert(candidates.end(), o->nodes.begin(), o->nodes.end());
-  for (bool again = true; again;) {
-    again = false;
-    for (Node* n : candidates) {
-      if (r.removed(n)) continue;
-      bool used = false;
-      for (const Value* o : n->outputs) used |= o && use_count(o) > 0;
-      if (used) continue;
-      for (const auto& f : r.remove({n}).origins) fused->fused_from.push_back(f);
-      again = true;
-    }
-  }
+  attention::remove_unread(r, fused, candidates);
 
   fused->set_attr("scale", static_cast<float>(m.scale));
   if (m.softcap > 0) fused->set_attr("softcap", static_cast<float>(m.softcap));
