@@ -223,21 +223,34 @@ __global__ void __launch_bounds__(kThreads, SW == 2 || CH / 8 * MT * NT > 8 ? 2
       }
     const uint32_t plane = in_s + 2u * static_cast<uint32_t>(in_plane(lc, p.plane_in));
     // Window rows outermost: the products in a row of the loop go to different accumulators.
+    // Neighbouring products share half their A columns (8 of 16 at W stride 1: the right half of
+    // product j is the left half of j + 1; at stride 2, product j's second K-step is j + 1's
+    // first), so each 16-column fragment is read from shared memory once, not twice: ldmatrix's
+    // reads were most of the shared-memory traffic this kernel is bound by.
 #pragma unroll
     for (int r = 0; r < kMaxWindowRows; ++r) {
       if (r >= p.kh) break;
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
-        const uint32_t row =
-            plane + 2u * static_cast<uint32_t>(((16 * m + lrow) * p.sh + r * p.dh) * kPatchPitch + lcol);
+        const uint32_t row = plane + 2u * static_cast<uint32_t>(((16 * m + lrow) * p.sh + r * p.dh) * kPatchPitch);
+        uint32_t a[4];
+        ldsm_x4(row + 2u * lcol, a);
 #pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-          for (int q = 0; q < SW; ++q) {
-            uint32_t a[4];
-            ldsm_x4(row + 2u * (8 * SW * j + 16 * q), a);
-            mma<T>(acc[cc][m][j], a, band[r][q][0], band[r][q][1]);
+        for (int j = 0; j < NT; ++j) {
+          if constexpr (SW == 1) {
+            if (j > 0) {
+              a[0] = a[2], a[1] = a[3];
+              ldsm_x2(row + 2u * (8 * j + 8), a[2], a[3]);
+            }
+            mma<T>(acc[cc][m][j], a, band[r][0][0], band[r][0][1]);
+          } else {
+            uint32_t next[4];
+            ldsm_x4(row + 2u * (16 * (j + 1) + lcol), next);
+            mma<T>(acc[cc][m][j], a, band[r][0][0], band[r][0][1]);
+            mma<T>(acc[cc][m][j], next, band[r][1][0], band[r][1][1]);
+            a[0] = next[0], a[1] = next[1], a[2] = next[2], a[3] = next[3];
           }
+        }
       }
     }
   }
