@@ -187,15 +187,28 @@ void register_elementwise_schemas(OpRegistry& r) {
   }
   declare_legacy_binary(r, "Pow", 1, 6, false, infer_pow, kTranscendental);
   r.add("Pow").since(7).io(2, 2).set_infer(infer_pow).set_cost(flops_per_element(kTranscendental));
+  // Before opset 28 a floating-point Mod had to truncate (fmod 1); from 28 fmod 0 is the floored
+  // modulo for every type (the result takes the divisor's sign).
   r.add("Mod")
-      .since(10)
+      .since(10, 27)
       .io(2, 2)
       .attr("fmod", AttrKind::Int, AttrValue{int64_t{0}})
       .set_infer([](InferContext& c) {
         infer_arithmetic(c);
-        if (is_float(c.input_dtype(0)) && c.attr_int("fmod") == 0) c.fail("fmod must be 1 for floating-point inputs");
+        if (is_float(c.input_dtype(0)) && c.attr_int("fmod") == 0)
+          c.fail("fmod must be 1 for floating-point inputs before opset 28");
       })
       .set_cost(flops_per_element(2));  // a divide and a multiply-subtract
+  r.add("Mod")
+      .since(28)
+      .io(2, 2)
+      .attr("fmod", AttrKind::Int, AttrValue{int64_t{0}})
+      .set_infer([](InferContext& c) {
+        infer_arithmetic(c);
+        const int64_t fmod = c.attr_int("fmod");
+        if (fmod != 0 && fmod != 1) c.fail("fmod must be 0 or 1, not " + std::to_string(fmod));
+      })
+      .set_cost(flops_per_element(2));
 
   // ---- variadic ----
   r.add("Max")
@@ -274,18 +287,31 @@ void register_elementwise_schemas(OpRegistry& r) {
         c.propagate(0);
       })
       .set_cost(flops_per_element(1));
+  // fusec's only unsigned type is uint8 (uint16/32/64 are rejected at import); opset 28 adds the
+  // signed types, shifted arithmetically.
+  auto bitshift = [](bool signed_types) {
+    return [signed_types](InferContext& c) {
+      require_same_types(c);
+      if (signed_types)
+        c.require_dtype(0, {DType::UInt8, DType::Int8, DType::Int16, DType::Int32, DType::Int64});
+      else
+        c.require_dtype(0, {DType::UInt8});
+      std::string d = c.attr_string("direction");
+      if (d != "LEFT" && d != "RIGHT") c.fail("direction must be LEFT or RIGHT, not '" + d + "'");
+      c.set_output(0, c.input_dtype(0), broadcast_all_inputs(c));
+    };
+  };
   r.add("BitShift")
-      .since(11)
+      .since(11, 27)
       .io(2, 2)
       .required_attr("direction", AttrKind::String)
-      .set_infer([](InferContext& c) {
-        require_same_types(c);
-        // fusec's only unsigned type is uint8 (uint16/32/64 are rejected at import).
-        c.require_dtype(0, {DType::UInt8});
-        std::string d = c.attr_string("direction");
-        if (d != "LEFT" && d != "RIGHT") c.fail("direction must be LEFT or RIGHT, not '" + d + "'");
-        c.set_output(0, c.input_dtype(0), broadcast_all_inputs(c));
-      })
+      .set_infer(bitshift(false))
+      .set_cost(flops_per_element(1));
+  r.add("BitShift")
+      .since(28)
+      .io(2, 2)
+      .required_attr("direction", AttrKind::String)
+      .set_infer(bitshift(true))
       .set_cost(flops_per_element(1));
 
   r.add("Where")

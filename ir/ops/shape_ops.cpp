@@ -191,9 +191,12 @@ Axes read_axes(const InferContext& c, bool from_input) {
   } else if (c.has_input(1)) {
     a.present = true;
     c.require_dtype(1, {DType::Int64});
-    require_1d(c, 1, "axes");
+    // A scalar is one axis: ONNX's own function bodies (AffineGrid's) write it, and onnxruntime
+    // takes it.
+    const auto& s = c.input_shape(1);
+    if (s && s->size() > 1) c.fail("axes must be a scalar or a 1-D tensor, got shape " + shape_str(*s));
     a.values = known_ints(c, 1);
-    if (!a.values) a.count = static_length(c, 1);
+    if (!a.values) a.count = s && s->empty() ? std::optional<int64_t>(1) : static_length(c, 1);
   }
   if (a.values) a.count = static_cast<int64_t>(a.values->size());
   return a;

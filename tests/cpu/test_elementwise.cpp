@@ -120,7 +120,24 @@ TEST(CpuMod, IntegerSignFollowsDivisorUnlessFmod) {
   expect_close(run1("Mod", {floats({-4.5f, 7.5f}, {2}), floats({2, -2}, {2})}, {attr("fmod", int64_t{1})}),
                floats({-0.5f, 1.5f}, {2}));
   EXPECT_THROW(run1("Mod", {int32s({1}, {1}), int32s({0}, {1})}), Error);
-  EXPECT_THROW(run1("Mod", {floats({1}, {1}), floats({2}, {1})}), Error);  // float needs fmod=1
+  EXPECT_THROW(run1("Mod", {floats({1}, {1}), floats({2}, {1})}), Error);  // float needs fmod=1 before 28
+}
+
+TEST(CpuMod, FloatFlooredModuloFromOpset28) {
+  const float inf = std::numeric_limits<float>::infinity();
+  auto a = floats({-4.5f, 7.5f, 0.0f, -0.0f, 3.0f, -3.0f, inf, 2.0f}, {8});
+  auto b = floats({2, -2, -5, 5, inf, inf, 3, 0}, {8});
+  Tensor y = run1("Mod", {a, b}, {}, 28);
+  const float* p = y.data<float>();
+  EXPECT_EQ(p[0], 1.5f);  // the divisor's sign
+  EXPECT_EQ(p[1], -0.5f);
+  EXPECT_TRUE(p[2] == 0 && std::signbit(p[2]));  // a zero takes the divisor's sign
+  EXPECT_TRUE(p[3] == 0 && !std::signbit(p[3]));
+  EXPECT_EQ(p[4], 3.0f);   // same signs: x
+  EXPECT_EQ(p[5], inf);    // different signs: y
+  EXPECT_TRUE(std::isnan(p[6]));
+  EXPECT_TRUE(std::isnan(p[7]));
+  EXPECT_THROW(run1("Mod", {a, b}, {attr("fmod", int64_t{2})}, 28), Error);
 }
 
 // ---- variadic ----
@@ -225,6 +242,25 @@ TEST(CpuBitShift, LeftAndRight) {
   expect_close(run1("BitShift", {x, s}, {attr("direction", std::string("RIGHT"))}),
                make<uint8_t>(DType::UInt8, {8, 1, 0, 0}, {4}));
   EXPECT_THROW(run1("BitShift", {x, s}, {attr("direction", std::string("UP"))}), Error);
+}
+
+TEST(CpuBitShift, SignedTypesFromOpset28) {
+  auto x = int32s({-16, 16, -1, 1 << 30, -7, 5}, {6});
+  auto s = int32s({2, 2, 40, 2, -1, 32}, {6});
+  // Right: arithmetic; a shift outside [0, 32) leaves the sign fill.
+  expect_close(run1("BitShift", {x, s}, {attr("direction", std::string("RIGHT"))}, 28),
+               int32s({-4, 4, -1, 1 << 28, -1, 0}, {6}));
+  // Left: bits past the sign bit drop (1 << 30 shifted by 2 is 0).
+  expect_close(run1("BitShift", {x, s}, {attr("direction", std::string("LEFT"))}, 28),
+               int32s({-64, 64, 0, 0, 0, 0}, {6}));
+  auto i8 = make<int8_t>(DType::Int8, {-128, 64, -3}, {3});
+  auto s8 = make<int8_t>(DType::Int8, {7, 1, 1}, {3});
+  expect_close(run1("BitShift", {i8, s8}, {attr("direction", std::string("RIGHT"))}, 28),
+               make<int8_t>(DType::Int8, {-1, 32, -2}, {3}));
+  expect_close(run1("BitShift", {i8, s8}, {attr("direction", std::string("LEFT"))}, 28),
+               make<int8_t>(DType::Int8, {0, -128, -6}, {3}));
+  // Before opset 28 only uint8 shifts.
+  EXPECT_THROW(run1("BitShift", {x, s}, {attr("direction", std::string("LEFT"))}, 27), Error);
 }
 
 TEST(CpuWhere, ThreeWayBroadcast) {

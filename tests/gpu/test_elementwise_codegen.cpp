@@ -158,6 +158,9 @@ TEST(CudaElementwiseCodegen, IntegerOpsCompile) {
             {{DType::UInt8, kFull}, {DType::UInt8, {}}},
             DType::UInt8,
             kFull});
+  for (DType t : {DType::Int8, DType::Int16, DType::Int32, DType::Int64})
+    for (const char* dir : {"LEFT", "RIGHT"})
+      cc.check({"BitShift", "", 28, {attr("direction", std::string(dir))}, {{t, kFull}, {t, {33}}}, t, kFull});
 }
 
 TEST(CudaElementwiseCodegen, FloatBinaryVariadicLogicCompile) {
@@ -165,6 +168,7 @@ TEST(CudaElementwiseCodegen, FloatBinaryVariadicLogicCompile) {
   for (DType t : kFloats) {
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"}) cc.check(binary(op, t, t));
     cc.check({"Mod", "", 13, {attr("fmod", int64_t{1})}, {{t, kFull}, {t, {33}}}, t, kFull});
+    cc.check({"Mod", "", 28, {}, {{t, kFull}, {t, {33}}}, t, kFull});
     for (const char* op : {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"})
       cc.check(binary(op, t, DType::Bool));
     for (const char* op : {"Sum", "Mean", "Max", "Min"})

@@ -188,6 +188,11 @@ TEST(GpuElementwise, FloatBinaryAndVariadicAllPrecisions) {
                         quantized(DType::Float32, {64}, seed(), 0.5, 3, 0.5));
     mod.attrs = {attr("fmod", int64_t{1})};
     expect_gpu_matches_cpu(mod, p);
+    for (double lo : {0.5, -3.0}) {  // opset 28: the floored modulo of floats, the divisor's sign
+      OpCase floor_mod = binary("Mod", quantized(DType::Float32, {5, 64}, seed(), -8, 8, 0.125),
+                                quantized(DType::Float32, {64}, seed(), lo, lo + 2.5, 0.5), 28);
+      expect_gpu_matches_cpu(floor_mod, p);
+    }
     for (const char* op : {"Sum", "Mean", "Max", "Min"}) {
       OpCase c;
       c.op = op;
@@ -432,6 +437,11 @@ TEST(GpuElementwise, BoolAndBitOps) {
         binary("BitShift", ints(DType::UInt8, {4, 33}, seed(), 0, 255), ints(DType::UInt8, {33}, seed(), 0, 10), 11);
     c.attrs = {attr("direction", std::string(dir))};
     expect_gpu_matches_cpu(c, Precision::FP32);
+    for (DType t : {DType::Int8, DType::Int16, DType::Int32, DType::Int64}) {  // opset 28: signed, arithmetic
+      OpCase sc = binary("BitShift", ints(t, {4, 33}, seed(), -100, 100), ints(t, {33}, seed(), -2, 70), 28);
+      sc.attrs = {attr("direction", std::string(dir))};
+      expect_gpu_matches_cpu(sc, Precision::FP32);
+    }
   }
   for (DType t : {DType::Int64, DType::Int8, DType::Bool, DType::Float64, DType::Float16}) {
     OpCase where;

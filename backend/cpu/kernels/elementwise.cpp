@@ -92,6 +92,7 @@ T mod(T x, T y, bool fmod) {
   if constexpr (std::is_floating_point_v<T>) {
     T r = std::fmod(x, y);
     if (!fmod && r != 0 && ((r < 0) != (y < 0))) r += y;  // sign of the divisor
+    if (!fmod && r == 0) r = std::copysign(T{0}, y);      // a zero too (opset 28)
     return r;
   } else {
     if constexpr (std::is_signed_v<T>) {
@@ -285,14 +286,33 @@ Kernel logic(Op op) {
   };
 }
 
+/// x shifted by y bits (opset 28): a signed right shift is arithmetic; a shift that is negative or
+/// at least T's width leaves only the sign fill (-1 for a right shift of a negative x, else 0). The
+/// left shift runs on the unsigned twin, where the bits past the sign bit are simply dropped.
+template <typename T>
+T bit_shift(T x, T y, bool left) {
+  using U = std::make_unsigned_t<T>;
+  constexpr int kBits = 8 * sizeof(T);
+  if (y < 0 || y >= static_cast<T>(kBits)) return (!left && x < 0) ? static_cast<T>(-1) : T{0};
+  if (left) return static_cast<T>(static_cast<U>(static_cast<U>(x) << static_cast<int>(y)));
+  return static_cast<T>(x >> static_cast<int>(y));  // arithmetic for signed T (C++20, and g++/clang before)
+}
+
 void bitshift_kernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
-  if (a.dtype() != DType::UInt8) ctx.unsupported(std::string("unsupported data type ") + dtype_name(a.dtype()));
   const bool left = ctx.attr_string("direction") == "LEFT";
-  binary_broadcast<uint8_t, uint8_t, uint8_t>(a, ctx.input(1), ctx.output(0), [left](uint8_t x, uint8_t y) {
-    if (y >= 8) return uint8_t{0};  // shifting out every bit (and no UB)
-    return static_cast<uint8_t>(left ? x << y : x >> y);
-  });
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    binary_broadcast<T, T, T>(a, ctx.input(1), ctx.output(0), [left](T x, T y) { return bit_shift(x, y, left); });
+  };
+  switch (a.dtype()) {
+    case DType::UInt8: return run(uint8_t{});
+    case DType::Int8: return run(int8_t{});
+    case DType::Int16: return run(int16_t{});
+    case DType::Int32: return run(int32_t{});
+    case DType::Int64: return run(int64_t{});
+    default: ctx.unsupported(std::string("unsupported data type ") + dtype_name(a.dtype()));
+  }
 }
 
 void where_kernel(KernelContext& ctx) {

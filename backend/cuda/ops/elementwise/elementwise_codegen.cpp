@@ -79,9 +79,19 @@ template <typename T> FX T fx_imod(T x, T y, bool fmod_sign) {
   if ((T)-1 < (T)0 && !fmod_sign && r != 0 && ((r < 0) != (y < 0))) r = (T)(r + y);
   return r;
 }
+// BitShift (opset 28): a signed right shift is arithmetic; a shift outside [0, bits) leaves only
+// the sign fill. The left shift goes through 64-bit unsigned, so bits past the sign bit just drop.
+template <typename T> FX T fx_shift(T x, T y, bool left) {
+  const bool is_signed = (T)-1 < (T)0;
+  if ((is_signed && y < (T)0) || (long long)y >= (long long)(8 * sizeof(T)))
+    return (!left && is_signed && x < (T)0) ? (T)-1 : (T)0;
+  if (left) return (T)((unsigned long long)x << (int)y);
+  return (T)(x >> (int)y);
+}
 template <typename T> FX T fx_mod_float(T x, T y, bool fmod_sign) {
   T r = fx_fmod(x, y);
   if (!fmod_sign && r != 0 && ((r < 0) != (y < 0))) r += y;
+  if (!fmod_sign && r == 0) r = copysign((T)0, y);
   return r;
 }
 // Exact integer power by squaring (wrapping); negative exponents truncate 1/x^n toward zero.
@@ -684,10 +694,9 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
     return b.result("(unsigned char)(" + x + " == 0)");
   }
   if (op == "BitShift") {
-    if (t0 != DType::UInt8) return refuse(why, std::string("BitShift on ") + dtype_name(t0));
     auto [x, y] = binary_args(true);
     const bool left = node.attr_string("direction") == "LEFT";
-    return b.result(y + " >= 8 ? (unsigned char)0 : (unsigned char)(" + x + (left ? " << " : " >> ") + y + ")");
+    return b.result("fx_shift(" + x + ", " + y + (left ? ", true)" : ", false)"));
   }
   if (op == "Where") {
     if (ins.size() < 3) node.fail("needs three inputs");
