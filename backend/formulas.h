@@ -101,6 +101,11 @@ FUSEC_HD T sigmoid(T x) {
   T e = exp(x);
   return e / (T(1) + e);
 }
+/// Swish (opset 24): x * sigmoid(alpha * x); alpha 1 is SiLU.
+template <typename T>
+FUSEC_HD T swish(T x, T alpha) {
+  return x * sigmoid(alpha * x);
+}
 /// log(1 + e^x) = max(x, 0) + log1p(e^-|x|).
 template <typename T>
 FUSEC_HD T softplus(T x) {

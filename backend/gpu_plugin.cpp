@@ -207,6 +207,7 @@ const std::vector<std::pair<std::string, std::string>>& gpu_kernel_families() {
                            "Squeeze",
                            "Sub",
                            "Sum",
+                           "Swish",
                            "Tan",
                            "Tanh",
                            "ThresholdedRelu",

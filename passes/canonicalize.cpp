@@ -25,6 +25,12 @@
 //       (canonicalize_einsum.cpp): MaxViT's attention. The same sum over the contracted label
 //       (bit for bit on the CPU reference in tests/passes/test_canonicalize.cpp).
 //
+//   Swish(x, alpha = 1)                              -> Mul(x, Sigmoid(x))
+//       opset 24's SiLU in the form every exporter writes without it, which the conv, squeeze-excite
+//       and gated-MLP fusions match. Exact at float32 and float64 (the CPU kernel rounds the sigmoid
+//       before the product too); a 16-bit Swish computed in float rounds once where the pair rounds
+//       twice.
+//
 //   ScatterND(Transpose_p(x), consecutive rows, Transpose_p(Slice(x) [+ b]))   -> Transpose_p(x [+ Pad(b)])
 //       (canonicalize_slice_scatter.cpp): torch's in-place update of a slice as the dynamo export
 //       writes it; MViT-V2's relative positions added to a block of the scores.
@@ -164,6 +170,20 @@ bool gather_of_everything(Rewriter& r, Node* n) {
   return true;
 }
 
+/// Rule 6: Swish(x, alpha = 1) -> Mul(x, Sigmoid(x)).
+bool swish_as_silu(Rewriter& r, Node* n) {
+  if (!is_op(n, "Swish") || !n->input(0) || !n->outputs[0] || n->attr_float("alpha", 1.0f) != 1.0f) return false;
+  Value* x = n->input(0);
+  Graph& g = r.graph();
+  Value* s = g.add_value(n->outputs[0]->name + "_sigmoid");
+  s->type = x->type;
+  const std::string what = describe(n);
+  Node* sig = r.add("Sigmoid", {x}, {s}, g.unique_node_name(n->name + "_sigmoid"), "", fused_origins({n}));
+  Node* mul = replace_node(r, n, "Mul", {x, s}, {n});
+  r.rewrote(what + " -> " + describe(sig) + " and " + describe(mul), {sig->name, mul->name}, mul->name);
+  return true;
+}
+
 }  // namespace
 
 bool CanonicalizePass::run(Graph& g, PassContext& ctx) {
@@ -172,7 +192,7 @@ bool CanonicalizePass::run(Graph& g, PassContext& ctx) {
     if (!n->domain.empty()) continue;
     // the first rule that applies
     (void)(transpose_of_groups(r, n) || reciprocal(r, n) || gather_of_everything(r, n) || einsum_as_matmul(r, n) ||
-           slice_scatter_as_add(r, n));
+           slice_scatter_as_add(r, n) || swish_as_silu(r, n));
   }
   if (r.changed()) g.remove_unused_values();
   return r.changed();

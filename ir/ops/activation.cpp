@@ -68,6 +68,12 @@ void register_activation_schemas(OpRegistry& r) {
       .attr("beta", AttrKind::Float, AttrValue{0.5f})
       .set_infer(infer_float)
       .set_cost(flops_per_element(4));
+  r.add("Swish")
+      .since(24)
+      .io(1, 1)
+      .attr("alpha", AttrKind::Float, AttrValue{1.0f})
+      .set_infer(infer_float)
+      .set_cost(flops_per_element(kTranscendental + 4));
   r.add("HardSwish").since(14).io(1, 1).set_infer(infer_float).set_cost(flops_per_element(5));
   r.add("Tanh").since(6).io(1, 1).set_infer(infer_float).set_cost(flops_per_element(kTranscendental));
   r.add("Elu")

@@ -152,6 +152,14 @@ void infer_lrn(InferContext& c) {
   c.propagate(0);
 }
 
+void infer_lpnorm(InferContext& c) {
+  c.require_float(0);
+  const int64_t p = c.attr_int("p");
+  if (p != 1 && p != 2) c.fail("p must be 1 or 2, not " + std::to_string(p));
+  if (const auto& x = c.input_shape(0)) normalize_axis(c.attr_int("axis"), static_cast<int64_t>(x->size()), c);
+  c.propagate(0);
+}
+
 void declare_layernorm(OpSchema& s) {
   s.io(2, 3, 1, 3)
       .attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
@@ -243,6 +251,15 @@ void register_normalization_schemas(OpRegistry& r) {
       .required_attr("num_groups", AttrKind::Int)
       .set_infer(infer_groupnorm)
       .set_cost(groupnorm_cost);
+
+  // LpNormalization: accumulate |x| or x² (2), divide (1).
+  r.add("LpNormalization")
+      .since(1)
+      .io(1, 1)
+      .attr("axis", AttrKind::Int, AttrValue{int64_t{-1}})
+      .attr("p", AttrKind::Int, AttrValue{int64_t{2}})
+      .set_infer(infer_lpnorm)
+      .set_cost([](const CostContext& c) { return cost_elementwise(c, 3); });
 
   // MVN: mean (1), centre (1), square-accumulate (2), divide by std (1): 5 per element.
   r.add("MeanVarianceNormalization")

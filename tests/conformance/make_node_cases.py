@@ -2,7 +2,8 @@
 """Writes ONNX's own node tests of ops newer than the Debian test data, and their function-expanded twins.
 
 Debian's libonnx-testdata (1.12) predates GroupNormalization (opsets 18 and 21), Attention and
-RMSNormalization (23), and the onnx wheel in .venv ships the test *generators*
+RMSNormalization (23), Swish (24), CumProd (26), opset 28's Mod and BitShift, the cases of
+LpNormalization and AffineGrid (20), and the onnx wheel in .venv ships the test *generators*
 (onnx/backend/test/case/node/attention.py, ...) but not their data. This script runs those
 generators (expected outputs from onnx's reference implementation) and writes them in the layout
 fusec_conformance reads:
@@ -31,7 +32,8 @@ def write_tensor(path: str, value, name: str) -> None:
         f.write(proto.SerializeToString())
 
 
-DEFAULT_OPS = "Attention,RMSNormalization,GroupNormalization"
+DEFAULT_OPS = ("Attention,RMSNormalization,GroupNormalization,Swish,CumProd,LpNormalization,Mod,BitShift,"
+               "AffineGrid")
 
 
 def write_op(op: str, root: str) -> int:

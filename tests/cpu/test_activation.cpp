@@ -66,6 +66,10 @@ TEST(CpuActivation, MatchFormulas) {
   expect_formula(
       "Mish", [](double x) { return x * std::tanh(std::log1p(std::exp(x))); }, {}, 18);
   expect_formula(
+      "Swish", [](double x) { return x / (1 + std::exp(-x)); }, {}, 24);
+  expect_formula(
+      "Swish", [](double x) { return x / (1 + std::exp(-1.702 * x)); }, {attr("alpha", 1.702f)}, 24);
+  expect_formula(
       "Gelu", [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, {}, 20);
   expect_formula(
       "Gelu", [](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); },

@@ -129,6 +129,8 @@ TEST(GpuElementwise, FloatUnaryOpsAllPrecisions) {
       {"Softsign", -4, 4, {}},
       {"HardSwish", -5, 5, {}},
       {"Mish", -5, 5, {}, 18},
+      {"Swish", -8, 8, {}, 24},
+      {"Swish", -8, 8, {attr("alpha", 1.702f)}, 24},
       {"Elu", -3, 3, {}},
       {"Elu", -3, 3, {attr("alpha", 0.3f)}},
       {"Selu", -3, 3, {}},

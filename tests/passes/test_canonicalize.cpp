@@ -292,3 +292,25 @@ TEST(Canonicalize, ScatterThatIsNotASliceUpdateIsLeftAlone) {
     expect_left_alone(run_pass(b.build()));
   }
 }
+
+TEST(Canonicalize, SwishOfAlphaOneIsXTimesSigmoid) {
+  GraphBuilder b(24);
+  Value* x = b.input("x", DType::Float32, Shape{2, 7});
+  b.output(b.node("Swish", {x}, {}, "act"));
+  Outcome o = run_pass(b.build());
+  expect_rewritten_exactly(o);
+  ASSERT_EQ(o.optimized->nodes().size(), 2u);
+  const Node* mul = find_op(*o.optimized, "Mul");
+  const Node* sig = find_op(*o.optimized, "Sigmoid");
+  ASSERT_TRUE(mul && sig);
+  EXPECT_EQ(mul->name, "act");
+  EXPECT_EQ(sig->inputs[0]->name, "x");
+  EXPECT_EQ(mul->inputs[1], sig->outputs[0]);
+}
+
+TEST(Canonicalize, SwishOfAnotherAlphaIsLeftAlone) {
+  GraphBuilder b(24);
+  Value* x = b.input("x", DType::Float32, Shape{2, 7});
+  b.output(b.node("Swish", {x}, {attr("alpha", 1.702f)}, "act"));
+  expect_left_alone(run_pass(b.build()));
+}

@@ -90,6 +90,10 @@ void register_activation_kernels(KernelRegistry& r) {
             return fm::hard_sigmoid(x, static_cast<T>(alpha), static_cast<T>(beta));
           };
         }));
+  r.add("Swish", float_activation([](const KernelContext& ctx) {
+          const float alpha = ctx.attr_float("alpha");
+          return [alpha](auto x) { return fm::swish(x, static_cast<decltype(x)>(alpha)); };
+        }));
   r.add("HardSwish", float_activation(no_attrs([](auto x) { return fm::hard_swish(x); })));
   r.add("Tanh", float_activation(no_attrs([](auto x) { return std::tanh(x); })), "", Writes::Every);
   r.add("Elu", float_activation([](const KernelContext& ctx) {

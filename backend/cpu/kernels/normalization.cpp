@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/axis_layout.h"
 #include "backend/cpu/kernels/common.h"
 #include "backend/cpu/kernels/reduce_util.h"
 
@@ -402,6 +403,38 @@ void mvn(KernelContext& ctx) {
   });
 }
 
+// ---- LpNormalization ----
+
+/// y = x / ||x||_p along the axis (p 1 or 2), in double; a slice whose norm is 0 gives 0 (opset 22
+/// says so; the older text divided by it).
+void lpnorm(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, lpnorm);
+  const Tensor& x = ctx.input(0);
+  const int64_t axis = normalize_axis(ctx.attr_int("axis"), static_cast<int64_t>(x.rank()), ctx);
+  const bool l1 = ctx.attr_int("p") == 1;
+  const AxisView v = axis_view(x.dims(), axis);
+  dispatch_float(x.dtype(), ctx, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* py = ctx.output(0).data<T>();
+    parallel_for(v.outer * v.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(v.n, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t s = b; s < e; ++s) {
+        const int64_t base = (s / v.inner) * v.n * v.inner + s % v.inner;
+        double acc = 0;
+        for (int64_t k = 0; k < v.n; ++k) {
+          const double a = static_cast<double>(px[base + k * v.inner]);
+          acc += l1 ? std::fabs(a) : a * a;
+        }
+        const double norm = l1 ? acc : std::sqrt(acc);
+        for (int64_t k = 0; k < v.n; ++k) {
+          const int64_t i = base + k * v.inner;
+          py[i] = norm == 0 ? T(0) : static_cast<T>(static_cast<double>(px[i]) / norm);
+        }
+      }
+    });
+  });
+}
+
 // ---- LRN ----
 
 /// y = x / (bias + alpha/size * sum of x^2 over the channel window [c - (size-1)/2, c + ceil((size-1)/2)])^beta
@@ -449,6 +482,7 @@ void register_normalization_kernels(KernelRegistry& r) {
   r.add("LayerNormalization", layernorm, "ai.fusec", Writes::Every);
   r.add("MeanVarianceNormalization", mvn);
   r.add("LRN", lrn);
+  r.add("LpNormalization", lpnorm, "", Writes::Every);
 }
 
 }  // namespace fusec::cpu

@@ -117,8 +117,36 @@ T add_wrapping(T a, T b) {
   }
 }
 
-void cumsum_kernel(KernelContext& ctx) {
-  if (has_half_io(ctx)) return via_float32(ctx, cumsum_kernel);
+/// a * b, wrapping on integer overflow like the elementwise Mul.
+template <typename T>
+T mul_wrapping(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    // uint16 operands would promote to int and overflow; unsigned arithmetic is at least 32 bits.
+    using W = std::conditional_t<(sizeof(U) < sizeof(unsigned)), unsigned, U>;
+    return static_cast<T>(static_cast<U>(static_cast<W>(static_cast<U>(a)) * static_cast<W>(static_cast<U>(b))));
+  } else {
+    return static_cast<T>(a * b);
+  }
+}
+
+struct ScanSum {
+  template <typename T>
+  static T identity() { return T(0); }
+  template <typename T>
+  static T combine(T a, T b) { return add_wrapping(a, b); }
+};
+struct ScanProduct {
+  template <typename T>
+  static T identity() { return T(1); }
+  template <typename T>
+  static T combine(T a, T b) { return mul_wrapping(a, b); }
+};
+
+/// CumSum and CumProd: an inclusive or exclusive scan along the axis, either way.
+template <typename Scan>
+void scan_kernel(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, scan_kernel<Scan>);
   const Tensor& x = ctx.input(0);
   const Tensor& a = ctx.input(1);
   if (a.numel() != 1) ctx.fail("axis must be a scalar");
@@ -132,7 +160,7 @@ void cumsum_kernel(KernelContext& ctx) {
     const T* src = x.data<T>();
     T* dst = ctx.output(0).data<T>();
     // Work items: (outer slice, block of inner lanes); each scans its lanes along the axis, using
-    // the previous output row as the running sum.
+    // the previous output row as the running sum (or product).
     constexpr int64_t kBlock = 4096;
     const int64_t blocks = (inner + kBlock - 1) / kBlock;
     parallel_for(outer * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n * std::min(inner, kBlock))),
@@ -145,13 +173,14 @@ void cumsum_kernel(KernelContext& ctx) {
                        const int64_t kk = reverse ? n - 1 - step : step;
                        T* y = ys + kk * inner;
                        if (step == 0) {
-                         for (int64_t j = j0; j < j1; ++j) y[j] = exclusive ? T(0) : xs[kk * inner + j];
+                         for (int64_t j = j0; j < j1; ++j)
+                           y[j] = exclusive ? Scan::template identity<T>() : xs[kk * inner + j];
                          continue;
                        }
                        const int64_t prev = reverse ? kk + 1 : kk - 1;
                        const T* yp = ys + prev * inner;
                        const T* xv = xs + (exclusive ? prev : kk) * inner;
-                       for (int64_t j = j0; j < j1; ++j) y[j] = add_wrapping(yp[j], xv[j]);
+                       for (int64_t j = j0; j < j1; ++j) y[j] = Scan::combine(yp[j], xv[j]);
                      }
                    }
                  });
@@ -208,7 +237,8 @@ void register_shape_kernels(KernelRegistry& r) {
   r.add("Dropout", dropout_kernel);
   r.add("EyeLike", eyelike_kernel);
   r.add("Trilu", trilu_kernel);
-  r.add("CumSum", cumsum_kernel);
+  r.add("CumSum", scan_kernel<ScanSum>);
+  r.add("CumProd", scan_kernel<ScanProduct>);
   r.add("OneHot", onehot_kernel);
 }
 

@@ -763,6 +763,11 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
     return b.result("fm::hard_sigmoid(" + x + ", " + tlit(T, node.attr_float("alpha")) + ", " +
                     tlit(T, node.attr_float("beta")) + ")");
   }
+  if (op == "Swish") {
+    std::string x = b.arg(0);
+    const std::string ax = "(" + tlit(T, node.attr_float("alpha")) + " * " + x + ")";
+    return b.result(x + " * " + (T == "float" ? "fm::sigmoid_fast_f32" : "fm::sigmoid") + ax);
+  }
   if (op == "Elu") {
     std::string x = b.arg(0);
     return b.result("fm::elu(" + x + ", " + tlit(T, node.attr_float("alpha")) + ")");

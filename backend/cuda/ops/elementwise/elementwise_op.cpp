@@ -194,6 +194,7 @@ void register_elementwise_ops(CudaOpRegistry& r) {
       "Sigmoid",
       "HardSigmoid",
       "HardSwish",
+      "Swish",
       "Tanh",
       "Elu",
       "Selu",
