@@ -64,6 +64,15 @@ FUSEC_GRID_SAMPLE_HD inline F denormalize(F g, int64_t size, bool align_corners)
   return align_corners ? (g + 1) / 2 * (n - 1) : ((g + 1) * n - 1) / 2;
 }
 
+/// AffineGrid's base coordinate of element i of an axis of `size` (opset 20): the centers of the end
+/// elements at -1 and 1 with align_corners (a lone element at -1, as ONNX's reference puts it), the
+/// element centers inside [-1, 1] without.
+template <typename F>
+FUSEC_GRID_SAMPLE_HD inline F affine_base(int64_t i, int64_t size, bool align_corners) {
+  if (align_corners) return size > 1 ? F(-1) + static_cast<F>(2 * i) / static_cast<F>(size - 1) : F(-1);
+  return F(-1) + static_cast<F>(2 * i + 1) / static_cast<F>(size);
+}
+
 /// The bounds that reflection mirrors at: the end elements' centers with align_corners, their
 /// outer edges without.
 template <typename F>

@@ -158,3 +158,74 @@ TEST(CpuGridSample, BadInputsNameTheProblem) {
   EXPECT_TRUE(has(e, "empty spatial axis")) << e;
   EXPECT_TRUE(has(e, "GridSample")) << e;
 }
+
+namespace {
+
+/// AffineGrid(theta, size) with size a graph input (its value known only at run time) or an
+/// initializer.
+Tensor affine_grid(const Tensor& theta, std::vector<int64_t> size, bool align, bool size_known = true) {
+  GraphBuilder b(20);
+  Value* t = b.input("theta", theta.dtype(), shape_of(theta.dims()));
+  const int64_t n = static_cast<int64_t>(size.size());
+  Tensor sz = int64s(size, {n});
+  Value* s = size_known ? b.initializer("size", sz) : b.input("size", DType::Int64, Shape{n});
+  b.output(b.node("AffineGrid", {t, s}, {attr("align_corners", int64_t{align ? 1 : 0})}));
+  auto g = b.build();
+  std::vector<Tensor> feeds{theta};
+  if (!size_known) feeds.push_back(sz);
+  return run_cpu(*g, feeds)[0];
+}
+
+}  // namespace
+
+TEST(CpuAffineGrid, TwoAxesByHand) {
+  // theta = [[2, 0, 0.5], [0, -1, 0]]: x' = 2x + 0.5, y' = -y, on an H 2 x W 3 grid.
+  const Tensor theta = floats({2, 0, 0.5f, 0, -1, 0}, {1, 2, 3});
+  // align_corners 0: x in {-2/3, 0, 2/3}, y in {-1/2, 1/2}.
+  std::vector<float> want;
+  for (float y : {-0.5f, 0.5f})
+    for (float x : {-2.0f / 3, 0.0f, 2.0f / 3}) want.insert(want.end(), {2 * x + 0.5f, -y});
+  for (bool known : {true, false}) expect_close(affine_grid(theta, {1, 5, 2, 3}, false, known), floats(want, {1, 2, 3, 2}));
+  // align_corners 1: x in {-1, 0, 1}, y in {-1, 1}.
+  want.clear();
+  for (float y : {-1.0f, 1.0f})
+    for (float x : {-1.0f, 0.0f, 1.0f}) want.insert(want.end(), {2 * x + 0.5f, -y});
+  expect_close(affine_grid(theta, {1, 5, 2, 3}, true), floats(want, {1, 2, 3, 2}));
+}
+
+TEST(CpuAffineGrid, ThreeAxesIdentityIsTheBaseGrid) {
+  const Tensor theta = floats({1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, /* second batch: a shift */ 1, 0, 0, 1, 0, 1, 0, 0,
+                               0, 0, 1, 0},
+                              {2, 3, 4});
+  const Tensor g = affine_grid(theta, {2, 1, 2, 1, 3}, false);
+  ASSERT_EQ(g.dims(), (std::vector<int64_t>{2, 2, 1, 3, 3}));
+  const float* p = g.data<float>();
+  // batch 0, d 1, h 0, w 2: (x, y, z) = (2/3, 0, 1/2); batch 1 adds 1 to x.
+  const int64_t at = ((0 * 2 + 1) * 1 + 0) * 3 + 2;
+  EXPECT_FLOAT_EQ(p[at * 3 + 0], 2.0f / 3);
+  EXPECT_FLOAT_EQ(p[at * 3 + 1], 0.0f);
+  EXPECT_FLOAT_EQ(p[at * 3 + 2], 0.5f);
+  EXPECT_FLOAT_EQ(p[(at + 6) * 3 + 0], 2.0f / 3 + 1);
+}
+
+TEST(CpuAffineGrid, BadInputsNameTheProblem) {
+  auto error = [](const Tensor& theta, std::vector<int64_t> size, bool known) {
+    try {
+      affine_grid(theta, std::move(size), false, known);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const Tensor theta2 = floats(std::vector<float>(6), {1, 2, 3});
+  std::string e = error(theta2, {1, 1, 2, 2, 2}, true);
+  EXPECT_NE(e.find("theta is for 2 spatial axes but size has 3"), std::string::npos) << e;
+  e = error(theta2, {1, 1, 2, 2, 2}, false);  // size's value known only at run time
+  EXPECT_NE(e.find("theta is for 2 spatial axes but size has 3"), std::string::npos) << e;
+  e = error(floats(std::vector<float>(8), {1, 2, 4}), {1, 1, 2, 2}, true);
+  EXPECT_NE(e.find("theta must be [N, 2, 3] or [N, 3, 4]"), std::string::npos) << e;
+  e = error(theta2, {1, 1, 2}, true);
+  EXPECT_NE(e.find("size must hold 4 values"), std::string::npos) << e;
+  e = error(theta2, {2, 1, 2, 2}, true);
+  EXPECT_NE(e.find("theta's batch is 1 but size's is 2"), std::string::npos) << e;
+}

@@ -165,8 +165,47 @@ void grid_sample_kernel(KernelContext& ctx) {
   dispatch_float(x.dtype(), ctx, with_grid);
 }
 
+/// grid[n, (d,) h, w, :] = theta[n] · [x_w, y_h, (z_d,) 1], in double.
+void affine_grid_kernel(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, affine_grid_kernel);
+  const Tensor& theta = ctx.input(0);
+  const std::vector<int64_t> size = ctx.input(1).to_int64_vector();
+  const bool align = ctx.attr_int("align_corners") == 1;
+  const int64_t r = static_cast<int64_t>(size.size()) - 2;  // spatial axes, 2 or 3
+  if ((r != 2 && r != 3) || theta.rank() != 3 || theta.dim(1) != r || theta.dim(2) != r + 1 || theta.dim(0) != size[0])
+    ctx.fail("theta " + dims_str(theta.dims()) + " does not match size " + dims_str(size));
+  const int64_t N = size[0];
+  const int64_t D = r == 3 ? size[2] : 1, H = size[size.size() - 2], W = size.back();
+  dispatch_float(theta.dtype(), ctx, [&](auto tag) {
+    using T = decltype(tag);
+    const T* th = theta.data<T>();
+    T* out = ctx.output(0).data<T>();
+    parallel_for(N * D * H, std::max<int64_t>(1, 4096 / std::max<int64_t>(W, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t row = b; row < e; ++row) {
+        const int64_t n = row / (D * H), d = row / H % D, h = row % H;
+        const T* m = th + n * r * (r + 1);
+        const double y = grid_sample::affine_base<double>(h, H, align);
+        const double z = r == 3 ? grid_sample::affine_base<double>(d, D, align) : 0.0;
+        T* o = out + row * W * r;
+        for (int64_t w = 0; w < W; ++w) {
+          const double x = grid_sample::affine_base<double>(w, W, align);
+          const double base[4] = {x, y, z, 1.0};  // [x, y, 1] when r is 2
+          for (int64_t k = 0; k < r; ++k) {
+            double acc = static_cast<double>(m[k * (r + 1) + r]);
+            for (int64_t j = 0; j < r; ++j) acc += static_cast<double>(m[k * (r + 1) + j]) * base[j];
+            o[w * r + k] = static_cast<T>(acc);
+          }
+        }
+      }
+    });
+  });
+}
+
 }  // namespace
 
-void register_grid_sample_kernels(KernelRegistry& r) { r.add("GridSample", grid_sample_kernel, "", Writes::Every); }
+void register_grid_sample_kernels(KernelRegistry& r) {
+  r.add("GridSample", grid_sample_kernel, "", Writes::Every);
+  r.add("AffineGrid", affine_grid_kernel, "", Writes::Every);
+}
 
 }  // namespace fusec::cpu
