@@ -314,6 +314,16 @@ void register_elementwise_schemas(OpRegistry& r) {
       .set_infer(bitshift(true))
       .set_cost(flops_per_element(1));
 
+  // Bitwise ops on the integer types (opset 18); fusec's only unsigned type is uint8.
+  auto bitwise = [](InferContext& c) {
+    require_same_types(c);
+    c.require_dtype(0, {DType::UInt8, DType::Int8, DType::Int16, DType::Int32, DType::Int64});
+    c.set_output(0, c.input_dtype(0), broadcast_all_inputs(c));
+  };
+  for (const char* op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"})
+    r.add(op).since(18).io(2, 2).set_infer(bitwise).set_cost(flops_per_element(1));
+  r.add("BitwiseNot").since(18).io(1, 1).set_infer(bitwise).set_cost(flops_per_element(1));
+
   r.add("Where")
       .since(9)
       .io(3, 3)

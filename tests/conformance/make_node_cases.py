@@ -3,7 +3,7 @@
 
 Debian's libonnx-testdata (1.12) predates GroupNormalization (opsets 18 and 21), Attention and
 RMSNormalization (23), Swish (24), CumProd (26), opset 28's Mod and BitShift, the cases of
-LpNormalization and AffineGrid (20), and the onnx wheel in .venv ships the test *generators*
+LpNormalization, AffineGrid (20) and the Bitwise ops (18), and the onnx wheel in .venv ships the test *generators*
 (onnx/backend/test/case/node/attention.py, ...) but not their data. This script runs those
 generators (expected outputs from onnx's reference implementation) and writes them in the layout
 fusec_conformance reads:
@@ -33,7 +33,7 @@ def write_tensor(path: str, value, name: str) -> None:
 
 
 DEFAULT_OPS = ("Attention,RMSNormalization,GroupNormalization,Swish,CumProd,LpNormalization,Mod,BitShift,"
-               "AffineGrid")
+               "AffineGrid,BitwiseAnd,BitwiseOr,BitwiseXor,BitwiseNot")
 
 
 def write_op(op: str, root: str) -> int:

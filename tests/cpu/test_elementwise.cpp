@@ -263,6 +263,19 @@ TEST(CpuBitShift, SignedTypesFromOpset28) {
   EXPECT_THROW(run1("BitShift", {x, s}, {attr("direction", std::string("LEFT"))}, 27), Error);
 }
 
+TEST(CpuBitwise, AndOrXorNotOverIntegerTypes) {
+  auto a = int32s({12, -1, 0x0F0F, -8}, {2, 2});
+  auto b = int32s({10, 6}, {2});
+  expect_close(run1("BitwiseAnd", {a, b}, {}, 18), int32s({8, 6, 0x0F0F & 10, -8 & 6}, {2, 2}));
+  expect_close(run1("BitwiseOr", {a, b}, {}, 18), int32s({14, -1, 0x0F0F | 10, -8 | 6}, {2, 2}));
+  expect_close(run1("BitwiseXor", {a, b}, {}, 18), int32s({6, -7, 0x0F0F ^ 10, -8 ^ 6}, {2, 2}));
+  expect_close(run1("BitwiseNot", {a}, {}, 18), int32s({~12, 0, ~0x0F0F, 7}, {2, 2}));
+  auto u = make<uint8_t>(DType::UInt8, {0xF0, 0x0F}, {2});
+  expect_close(run1("BitwiseNot", {u}, {}, 18), make<uint8_t>(DType::UInt8, {0x0F, 0xF0}, {2}));
+  EXPECT_THROW(run1("BitwiseAnd", {floats({1}, {1}), floats({1}, {1})}, {}, 18), Error);
+  EXPECT_THROW(run1("BitwiseOr", {a, int64s({1}, {1})}, {}, 18), Error);  // one type
+}
+
 TEST(CpuWhere, ThreeWayBroadcast) {
   auto c = bools({1, 0}, {2, 1});
   auto x = floats({1, 2, 3}, {3});

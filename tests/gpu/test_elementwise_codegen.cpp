@@ -158,6 +158,11 @@ TEST(CudaElementwiseCodegen, IntegerOpsCompile) {
             {{DType::UInt8, kFull}, {DType::UInt8, {}}},
             DType::UInt8,
             kFull});
+  for (DType t : {DType::UInt8, DType::Int8, DType::Int16, DType::Int32, DType::Int64}) {
+    for (const char* op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"})
+      cc.check({op, "", 18, {}, {{t, kFull}, {t, {33}}}, t, kFull});
+    cc.check({"BitwiseNot", "", 18, {}, {{t, kFull}}, t, kFull});
+  }
   for (DType t : {DType::Int8, DType::Int16, DType::Int32, DType::Int64})
     for (const char* dir : {"LEFT", "RIGHT"})
       cc.check({"BitShift", "", 28, {attr("direction", std::string(dir))}, {{t, kFull}, {t, {33}}}, t, kFull});

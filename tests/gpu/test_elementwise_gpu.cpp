@@ -445,6 +445,13 @@ TEST(GpuElementwise, BoolAndBitOps) {
       expect_gpu_matches_cpu(sc, Precision::FP32);
     }
   }
+  for (DType t : {DType::UInt8, DType::Int8, DType::Int16, DType::Int32, DType::Int64}) {  // opset 18
+    const double lo = t == DType::UInt8 ? 0 : -100;
+    for (const char* op : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"})
+      expect_gpu_matches_cpu(binary(op, ints(t, {4, 33}, seed(), lo, 100), ints(t, {33}, seed(), lo, 100), 18),
+                             Precision::FP32);
+    expect_gpu_matches_cpu(unary("BitwiseNot", ints(t, {5, 31}, seed(), lo, 100), {}, 18), Precision::FP32);
+  }
   for (DType t : {DType::Int64, DType::Int8, DType::Bool, DType::Float64, DType::Float16}) {
     OpCase where;
     where.op = "Where";

@@ -315,6 +315,41 @@ void bitshift_kernel(KernelContext& ctx) {
   }
 }
 
+/// BitwiseAnd, BitwiseOr and BitwiseXor over fusec's integer types.
+template <typename Op>
+Kernel bitwise(Op op) {
+  return [op](KernelContext& ctx) {
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      binary_broadcast<T, T, T>(ctx.input(0), ctx.input(1), ctx.output(0),
+                                [&](T x, T y) { return static_cast<T>(op(x, y)); });
+    };
+    switch (ctx.input(0).dtype()) {
+      case DType::UInt8: return run(uint8_t{});
+      case DType::Int8: return run(int8_t{});
+      case DType::Int16: return run(int16_t{});
+      case DType::Int32: return run(int32_t{});
+      case DType::Int64: return run(int64_t{});
+      default: ctx.unsupported(std::string("unsupported data type ") + dtype_name(ctx.input(0).dtype()));
+    }
+  };
+}
+
+void bitwise_not_kernel(KernelContext& ctx) {
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    unary_map<T, T>(ctx.input(0), ctx.output(0), [](T x) { return static_cast<T>(~x); });
+  };
+  switch (ctx.input(0).dtype()) {
+    case DType::UInt8: return run(uint8_t{});
+    case DType::Int8: return run(int8_t{});
+    case DType::Int16: return run(int16_t{});
+    case DType::Int32: return run(int32_t{});
+    case DType::Int64: return run(int64_t{});
+    default: ctx.unsupported(std::string("unsupported data type ") + dtype_name(ctx.input(0).dtype()));
+  }
+}
+
 void where_kernel(KernelContext& ctx) {
   const Tensor& cond = ctx.input(0);
   const Tensor& x = ctx.input(1);
@@ -475,6 +510,10 @@ void register_elementwise_kernels(KernelRegistry& r) {
     unary_map<uint8_t, uint8_t>(ctx.input(0), ctx.output(0), [](uint8_t x) { return static_cast<uint8_t>(x == 0); });
   });
   r.add("BitShift", bitshift_kernel);
+  r.add("BitwiseAnd", bitwise([](auto x, auto y) { return x & y; }));
+  r.add("BitwiseOr", bitwise([](auto x, auto y) { return x | y; }));
+  r.add("BitwiseXor", bitwise([](auto x, auto y) { return x ^ y; }));
+  r.add("BitwiseNot", bitwise_not_kernel);
   r.add("Where", where_kernel, "", Writes::Every);
 
   r.add("Cast", cast_kernel);

@@ -693,6 +693,15 @@ std::optional<EwFunction> describe_elementwise(const NodeAttrs& node, int64_t op
     std::string x = b.arg(0, true);
     return b.result("(unsigned char)(" + x + " == 0)");
   }
+  if (op == "BitwiseAnd" || op == "BitwiseOr" || op == "BitwiseXor") {
+    auto [x, y] = binary_args(true);
+    const char* sym = op == "BitwiseAnd" ? " & " : op == "BitwiseOr" ? " | " : " ^ ";
+    return b.result("(" + T + ")(" + x + sym + y + ")");
+  }
+  if (op == "BitwiseNot") {
+    std::string x = b.arg(0, true);
+    return b.result("(" + T + ")(~" + x + ")");
+  }
   if (op == "BitShift") {
     auto [x, y] = binary_args(true);
     const bool left = node.attr_string("direction") == "LEFT";
