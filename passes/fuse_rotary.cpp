@@ -30,13 +30,16 @@
 //         =>  Rotary(·, c, s; head_size = D) -> Reshape
 //
 // c' is a Transpose (after a Reshape adding leading 1s) of the table: constant folding folds it.
-// ai.fusec only: under --portable, a near-miss.
+// ONNX's own RotaryEmbedding (opset 23) becomes the same Rotary (rotary_standard.cpp).
+//
+// ai.fusec only: under --portable, a near-miss (a RotaryEmbedding stays as it is).
 #include "passes/fuse_rotary.h"
 
 #include <algorithm>
 
 #include "passes/pattern.h"
 #include "passes/rewrite.h"
+#include "passes/rotary_standard.h"
 
 namespace fusec {
 
@@ -313,8 +316,10 @@ Node* sink_head_split(Rewriter& r, Node* rot) {
 bool FuseRotaryPass::run(Graph& g, PassContext& ctx) {
   Rewriter r(g, ctx, name());
   std::vector<Node*> rotaries;
+  RotaryTables tables;
   for (Node* n : g.node_list()) {
     if (n->op_type == "Rotary" && n->domain == "ai.fusec") rotaries.push_back(n);
+    if (!ctx.opts.portable && rotary_from_standard(r, n, tables)) continue;  // sunk next round, its types known
     Match m;
     if (r.removed(n) || !match_at(n, m)) continue;
     const std::string why = guard(m, ctx.opts);

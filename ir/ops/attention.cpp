@@ -318,6 +318,55 @@ OpSchema& attention_common(OpSchema& s) {
       .set_cost(cost_attention);
 }
 
+/// RotaryEmbedding (opset 23): X [B, S, H·D] (with num_heads) or [B, H, S, D]; cos_cache and
+/// sin_cache [max_position, r/2] read at position_ids [B, S], or [B, S, r/2] without them; r is
+/// rotary_embedding_dim, or D.
+void infer_rotary_embedding(InferContext& c) {
+  c.require_dtype(0, {DType::Float32, DType::Float16, DType::BFloat16});
+  for (size_t i : {size_t(1), size_t(2)})
+    if (c.input_dtype(i) != c.input_dtype(0)) c.fail(std::string(i == 1 ? "cos_cache" : "sin_cache") + " must have X's type");
+  const bool positions = c.has_input(3);
+  if (positions) c.require_dtype(3, {DType::Int64});
+  const int64_t interleaved = c.attr_int("interleaved"), rd = c.attr_int("rotary_embedding_dim");
+  const int64_t heads = c.has_attr("num_heads") ? c.attr_int("num_heads") : 0;
+  if (interleaved != 0 && interleaved != 1) c.fail("interleaved must be 0 or 1");
+  if (rd < 0 || rd % 2 != 0) c.fail("rotary_embedding_dim must be even and not negative");
+  const auto& xs = c.input_shape(0);
+  if (xs) {
+    if (xs->size() != 3 && xs->size() != 4) c.fail("X must be [B, S, hidden] or [B, H, S, D], got " + shape_str(*xs));
+    Dim head = xs->back();
+    if (xs->size() == 3) {
+      if (heads <= 0) c.fail("a 3-D X needs num_heads");
+      if (head.is_static()) {
+        if (head.value % heads != 0)
+          c.fail("X's hidden size " + std::to_string(head.value) + " is not a multiple of num_heads " +
+                 std::to_string(heads));
+        head = Dim(head.value / heads);
+      }
+    } else if (heads > 0 && (*xs)[1].is_static() && (*xs)[1].value != heads) {
+      c.fail("num_heads " + std::to_string(heads) + " but X has " + std::to_string((*xs)[1].value) + " heads");
+    }
+    if (head.is_static()) {
+      const int64_t r = rd > 0 ? rd : head.value;
+      if (r > head.value || r % 2 != 0)
+        c.fail("the rotated size " + std::to_string(r) + " must be even and within the head's " +
+               std::to_string(head.value) + " values");
+      for (size_t i : {size_t(1), size_t(2)}) {
+        const auto& t = c.input_shape(i);
+        if (!t) continue;
+        const char* name = i == 1 ? "cos_cache" : "sin_cache";
+        if (t->size() != (positions ? 2u : 3u))
+          c.fail(std::string(name) + " must be " + (positions ? "[max_position, r/2]" : "[B, S, r/2]") + ", got " +
+                 shape_str(*t));
+        if (t->back().is_static() && t->back().value != r / 2)
+          c.fail(std::string(name) + "'s last dim " + std::to_string(t->back().value) + " is not half the rotated size " +
+                 std::to_string(r));
+      }
+    }
+  }
+  c.propagate(0);
+}
+
 OpSchema& onnx_attention(OpRegistry& r, int64_t since, int64_t until, int max_inputs) {
   return attention_common(r.add("Attention").since(since, until).io(3, max_inputs, 1, 4))
       .attr("qk_matmul_output_mode", AttrKind::Int, AttrValue{int64_t{0}})
@@ -424,6 +473,16 @@ void register_attention_schemas(OpRegistry& r) {
       .attr("left_window_size", AttrKind::Int, AttrValue{int64_t{-1}})
       .attr("right_window_size", AttrKind::Int, AttrValue{int64_t{-1}})
       .set_doc("Attention-24 plus a sliding window (left/right_window_size)");
+  // Per rotated pair: four multiplies and two adds.
+  r.add("RotaryEmbedding")
+      .since(23)
+      .io(3, 4)
+      .attr("interleaved", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("rotary_embedding_dim", AttrKind::Int, AttrValue{int64_t{0}})
+      .attr("num_heads", AttrKind::Int)
+      .set_infer(infer_rotary_embedding)
+      .set_cost([](const CostContext& c) { return cost_elementwise(c, 3); })
+      .set_doc("Y = X rotated pairwise by the positions' angles (RoPE) over each head's first r values");
   attention_common(r.add("Attention", "ai.fusec").since(1).io(1, 6))
       .attr("softcap", AttrKind::Float, AttrValue{0.0f})
       .set_doc(

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes ONNX's own node tests of ops newer than the Debian test data, and their function-expanded twins.
 
-Debian's libonnx-testdata (1.12) predates GroupNormalization (opsets 18 and 21), Attention and
-RMSNormalization (23), Swish (24), CumProd (26), opset 28's Mod and BitShift, the cases of
+Debian's libonnx-testdata (1.12) predates GroupNormalization (opsets 18 and 21), Attention,
+RMSNormalization and RotaryEmbedding (23), Swish (24), CumProd (26), opset 28's Mod and BitShift, the cases of
 LpNormalization, AffineGrid (20) and the Bitwise ops (18), and the onnx wheel in .venv ships the test *generators*
 (onnx/backend/test/case/node/attention.py, ...) but not their data. This script runs those
 generators (expected outputs from onnx's reference implementation) and writes them in the layout
@@ -33,7 +33,7 @@ def write_tensor(path: str, value, name: str) -> None:
 
 
 DEFAULT_OPS = ("Attention,RMSNormalization,GroupNormalization,Swish,CumProd,LpNormalization,Mod,BitShift,"
-               "AffineGrid,BitwiseAnd,BitwiseOr,BitwiseXor,BitwiseNot")
+               "AffineGrid,BitwiseAnd,BitwiseOr,BitwiseXor,BitwiseNot,RotaryEmbedding")
 
 
 def write_op(op: str, root: str) -> int:

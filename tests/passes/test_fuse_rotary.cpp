@@ -289,3 +289,56 @@ TEST(FuseRotary, OtherInterleavedRotationsAreLeftAlone) {
     expect_same_numbers(*r.original, *r.optimized, 23);
   }
 }
+
+// ONNX's RotaryEmbedding (opset 23) becomes Rotary over whole-width tables built once per cache.
+TEST(FuseRotary, StandardRotaryEmbeddingBecomesRotaryWithSharedTables) {
+  constexpr int64_t P = 9, R = 4;  // positions in the caches; a partial rotation of 4 of D = 8
+  GraphBuilder b(23);
+  Value* q = b.input("q", DType::Float32, Shape{B, S, E});
+  Value* k = b.input("k", DType::Float32, Shape{B, S, E});
+  Value* v4 = b.input("v4", DType::Float32, Shape{B, H, S, D});
+  Value* cos = b.initializer("cos_cache", table({P, D / 2}, 1));
+  Value* sin = b.initializer("sin_cache", table({P, D / 2}, 2));
+  Value* pos = b.initializer("position_ids", int64s({0, 1, 2, 3, 4, 8, 7, 6, 5, 4}, {B, S}));
+  const std::vector<NamedAttribute> heads = {attr("num_heads", H)};
+  b.output(b.node("RotaryEmbedding", {q, cos, sin, pos}, heads, "rope_q"));
+  b.output(b.node("RotaryEmbedding", {k, cos, sin, pos}, heads, "rope_k"));
+  // 4-D, interleaved, the first R values of each head; its own tables (another width).
+  Value* cos_r = b.initializer("cos_r", table({P, R / 2}, 3));
+  Value* sin_r = b.initializer("sin_r", table({P, R / 2}, 4));
+  b.output(b.node("RotaryEmbedding", {v4, cos_r, sin_r, pos},
+                  {attr("interleaved", int64_t{1}), attr("rotary_embedding_dim", R)}, "rope_v"));
+  Outcome o = run_pass(b.build());
+  EXPECT_TRUE(o.changed);
+  expect_same_numbers(*o.original, *o.optimized, 7, {1e-6, 1e-6});
+  int rotary = 0, gathers = 0;
+  for (const auto& n : o.optimized->nodes()) {
+    EXPECT_NE(n->op_type, "RotaryEmbedding");
+    rotary += n->op_type == "Rotary";
+    gathers += n->op_type == "Gather";
+  }
+  EXPECT_EQ(rotary, 3);
+  EXPECT_EQ(gathers, 4);  // cos and sin for the two 3-D rotations together, and for the 4-D one
+  const Node* rv = nullptr;
+  for (const auto& n : o.optimized->nodes())
+    if (n->name == "rope_v") rv = n.get();
+  ASSERT_TRUE(rv);
+  EXPECT_EQ(rv->attr_int("interleaved", 0), 1);
+  EXPECT_EQ(rv->attr_int("rotary_dim", 0), R);
+}
+
+TEST(FuseRotary, StandardRotaryEmbeddingWithoutPositionsAndPortableKept) {
+  GraphBuilder b(23);
+  Value* q = b.input("q", DType::Float32, Shape{B, S, E});
+  Value* cos = b.input("cos", DType::Float32, Shape{B, S, D / 2});
+  Value* sin = b.input("sin", DType::Float32, Shape{B, S, D / 2});
+  b.output(b.node("RotaryEmbedding", {q, cos, sin}, {attr("num_heads", H), attr("interleaved", int64_t{1})}, "rope"));
+  auto g = b.build();
+  auto g2 = g->clone();
+  Outcome o = run_pass(std::move(g));
+  EXPECT_TRUE(o.changed);
+  expect_same_numbers(*o.original, *o.optimized, 8, {1e-6, 1e-6});
+  PassOptions portable;
+  portable.portable = true;
+  EXPECT_FALSE(run_pass(std::move(g2), portable).changed);
+}

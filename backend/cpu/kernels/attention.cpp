@@ -370,9 +370,66 @@ void attention_kernel(KernelContext& ctx) {
   });
 }
 
+/// RotaryEmbedding (opset 23), as ONNX's reference computes it: each head's pairs (j, j + r/2), or
+/// (2j, 2j + 1) interleaved, rotated by cos and sin of the token's entry j, real = cos·x1 − sin·x2,
+/// imag = sin·x1 + cos·x2, in float; values past r copied.
+void rotary_embedding_kernel(KernelContext& ctx) {
+  if (has_half_io(ctx)) return via_float32(ctx, rotary_embedding_kernel);
+  const Tensor& x = ctx.input(0);
+  const Tensor& cs = ctx.input(1);
+  const Tensor& sn = ctx.input(2);
+  const Tensor* pos = ctx.has_input(3) ? &ctx.input(3) : nullptr;
+  if (x.dtype() != DType::Float32) ctx.unsupported(std::string("X of type ") + dtype_name(x.dtype()));
+  const bool four_d = x.rank() == 4;
+  const int64_t B = x.dim(0);
+  const int64_t H = four_d ? x.dim(1) : ctx.has_attr("num_heads") ? ctx.attr_int("num_heads") : 0;
+  if (H <= 0) ctx.fail("a 3-D X needs num_heads");
+  const int64_t S = four_d ? x.dim(2) : x.dim(1);
+  const int64_t D = four_d ? x.dim(3) : x.dim(2) / H;
+  const int64_t rd = ctx.attr_int("rotary_embedding_dim"), r = rd > 0 ? rd : D, half = r / 2;
+  const bool interleaved = ctx.attr_int("interleaved") != 0;
+  if (pos && pos->dims() != std::vector<int64_t>{B, S})
+    ctx.fail("position_ids " + dims_str(pos->dims()) + " must be [B, S] = " + dims_str({B, S}));
+  const int64_t table_rows = pos ? cs.dim(0) : B * S;
+  if (!pos && (cs.dims() != std::vector<int64_t>{B, S, half} || sn.dims() != cs.dims()))
+    ctx.fail("cos_cache and sin_cache must be [B, S, r/2] = " + dims_str({B, S, half}));
+  if (pos && (cs.rank() != 2 || cs.dim(1) != half || sn.dims() != cs.dims()))
+    ctx.fail("cos_cache and sin_cache must be [max_position, " + std::to_string(half) + "]");
+  const float* xp = x.data<float>();
+  const float* cp = cs.data<float>();
+  const float* sp = sn.data<float>();
+  float* yp = ctx.output(0).data<float>();
+  // Heads in X's order: [B, S, H, D] for 3-D X, [B, H, S, D] for 4-D.
+  parallel_for(B * H * S, std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)), [&](int64_t b0, int64_t e0) {
+    for (int64_t row = b0; row < e0; ++row) {
+      const int64_t b = row / (H * S);
+      const int64_t s = four_d ? row % S : row / H % S;
+      int64_t t = b * S + s;  // the table row
+      if (pos) {
+        t = pos->data<int64_t>()[b * S + s];
+        if (t < 0 || t >= table_rows)
+          ctx.fail("position_ids holds " + std::to_string(t) + ", outside the caches' " + std::to_string(table_rows) +
+                   " positions");
+      }
+      const float* c = cp + t * half;
+      const float* sv = sp + t * half;
+      const float* xr = xp + row * D;
+      float* yr = yp + row * D;
+      for (int64_t j = 0; j < half; ++j) {
+        const int64_t lo = interleaved ? 2 * j : j, hi = interleaved ? 2 * j + 1 : j + half;
+        const float x1 = xr[lo], x2 = xr[hi];
+        yr[lo] = c[j] * x1 - sv[j] * x2;
+        yr[hi] = sv[j] * x1 + c[j] * x2;
+      }
+      std::copy(xr + r, xr + D, yr + r);
+    }
+  });
+}
+
 }  // namespace
 
 void register_attention_kernels(KernelRegistry& r) {
+  r.add("RotaryEmbedding", rotary_embedding_kernel, "", Writes::Every);
   r.add("Attention", attention_kernel);
   r.add("Attention", attention_kernel, "ai.fusec");
 }
