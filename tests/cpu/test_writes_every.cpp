@@ -155,6 +155,23 @@ std::vector<Case> cases() {
   // RMSNormalization (a broadcast scale; two normalized dims) and GroupNormalization (per group at
   // opset 18, per channel at 21).
   cs.push_back({"RMSNormalization", {u({2, 3, 8}, 140), u({1, 8}, 141)}, {attr("axis", int64_t{1})}, 1, "", 23});
+  // LpNormalization (L1 over a middle axis), RotaryEmbedding (3-D at position_ids; 4-D interleaved
+  // and partial without them) and AffineGrid (2 and 3 spatial axes).
+  cs.push_back({"LpNormalization", {u({2, 5, 3}, 148)}, {attr("axis", int64_t{1}), attr("p", int64_t{1})}, 1, "", 22});
+  cs.push_back({"RotaryEmbedding",
+                {u({2, 3, 12}, 149), u({6, 2}, 150), u({6, 2}, 151), ints({0, 1, 2, 5, 4, 3}, {2, 3})},
+                {attr("num_heads", int64_t{3})},
+                1,
+                "",
+                23});
+  cs.push_back({"RotaryEmbedding",
+                {u({2, 3, 4, 6}, 152), u({2, 4, 2}, 153), u({2, 4, 2}, 154)},
+                {attr("interleaved", int64_t{1}), attr("rotary_embedding_dim", int64_t{4})},
+                1,
+                "",
+                23});
+  cs.push_back({"AffineGrid", {u({2, 2, 3}, 155), ints({2, 3, 4, 5}, {4})}, {}, 1, "", 20});
+  cs.push_back({"AffineGrid", {u({1, 3, 4}, 156), ints({1, 1, 2, 3, 4}, {5})}, {attr("align_corners", int64_t{1})}, 1, "", 20});
   cs.push_back({"GroupNormalization",
                 {u({2, 6, 5}, 142), u({3}, 143), u({3}, 144)},
                 {attr("num_groups", int64_t{3})},
