@@ -608,7 +608,7 @@ def export_args(args) -> argparse.Namespace:
     """The namespace export_zoo.py's functions read (its command line's defaults, this run's sizes)."""
     return argparse.Namespace(seed=args.seed, batch=args.batch, seq=args.seq, attn="default", no_mask=False,
                               library_init=False, out=args.zoo, static=args.static or args.batch < 2,
-                              skip_reference=False)
+                              skip_reference=False, opset=None)
 
 
 def stale(name: str, meta: dict | None, args) -> str | None:
