@@ -475,6 +475,31 @@ TEST(GpuAttention, StandardOpset23) {
   all_precisions(k, 120);
 }
 
+// Opset 25's sliding window: no CUDA kernel masks by it, so the node runs on the CPU reference at
+// every precision (the kernels once ran it and ignored the window: ONNX's local-window node tests
+// gave other numbers on the GPU).
+TEST(GpuAttention, SlidingWindowRunsOnTheCpu) {
+  FUSEC_REQUIRE_GPU();
+  Case k;
+  k.standard = true;
+  k.q = k.k = k.v = {2, 3, 12, 16};
+  k.causal = true;
+  for (auto window : {std::make_pair(int64_t{3}, int64_t{-1}), std::make_pair(int64_t{-1}, int64_t{2}),
+                      std::make_pair(int64_t{4}, int64_t{4})}) {
+    OpCase c = attention(k, 150);
+    c.opset = 25;
+    c.attrs.push_back(attr("left_window_size", window.first));
+    c.attrs.push_back(attr("right_window_size", window.second));
+    SCOPED_TRACE(std::to_string(window.first) + " " + std::to_string(window.second));
+    all_precisions(c, /*on_gpu=*/false);
+  }
+  // -1 on both sides is no window: the GPU takes it.
+  OpCase none = attention(k, 151);
+  none.opset = 25;
+  none.attrs.push_back(attr("left_window_size", int64_t{-1}));
+  all_precisions(none);
+}
+
 TEST(GpuAttention, LargeHeadSizeFallsBackToCpu) {
   FUSEC_REQUIRE_GPU();
   // Past 256 (cuDNN's and the streaming kernel's widest): the CPU at every precision.

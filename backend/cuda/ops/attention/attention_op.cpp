@@ -141,6 +141,11 @@ std::unique_ptr<CudaOp> make_attention(const PlanContext& c, std::string* why) {
   for (size_t i = 1; i < c.num_outputs(); ++i)
     if (c.has_output(i))
       return refuse(why, "the CUDA attention kernel writes only Y (no present_key/value or qk output)");
+  // Opset 25's sliding window: none of the CUDA kernels (fusec's, cuDNN's SDPA) masks by it, so
+  // the node stays on the CPU reference (as the CPU clamps them, values below 0 mean no window).
+  for (const char* w : {"left_window_size", "right_window_size"})
+    if (c.has_attr(w) && c.attr_int(w) >= 0)
+      return refuse(why, std::string("the CUDA attention kernels have no sliding window (") + w + ")");
   // ai.fusec packed form: K and V omitted, Q holding each token's Q, K and V heads (one merged
   // projection GEMM wrote it). The geometry, layouts and scale are the CPU reference's own
   // (ir/ops/attention.h), so the two cannot disagree.
