@@ -49,8 +49,8 @@ Value* whole_table(Rewriter& r, RotaryTables& tables, Value* cache, Value* posit
   } else {
     wide = emit(r, "Concat", {rows, rows}, t, stem + "_wide", origins, {{"axis", -1}});
   }
-  built = emit(r, "Unsqueeze", {wide, int64_constant(g, stem + "_heads_axis", {heads_axis})}, t, stem + "_table",
-               origins);
+  built =
+      emit(r, "Unsqueeze", {wide, int64_constant(g, stem + "_heads_axis", {heads_axis})}, t, stem + "_table", origins);
   return built;
 }
 

@@ -117,11 +117,11 @@ bool is_elementwise(const Node* n) {
       "Add",        "Sub",   "Mul",   "Div",         "Pow",         "Max",       "Min",
       "Sum",        "Mean",  "Neg",   "Abs",         "Exp",         "Log",       "Sqrt",
       "Reciprocal", "Erf",   "Tanh",  "Sigmoid",     "Relu",        "LeakyRelu", "Elu",
-      "Selu",       "Celu",  "Clip",  "HardSigmoid", "HardSwish",   "Swish","Softplus",  "Softsign",
+      "Selu",       "Celu",  "Clip",  "HardSigmoid", "HardSwish",   "Softplus",  "Softsign",
       "Floor",      "Ceil",  "Round", "Sign",        "Gelu",        "Mish",      "Cast",
       "Identity",   "Where", "Equal", "Less",        "LessOrEqual", "Greater",   "GreaterOrEqual",
       "And",        "Or",    "Xor",   "Not",         "IsNaN",       "IsInf",     "Sin",
-      "Cos",        "PRelu"};
+      "Cos",        "PRelu", "Swish"};
   return ops.count(n->op_type) > 0;
 }
 

@@ -324,7 +324,8 @@ OpSchema& attention_common(OpSchema& s) {
 void infer_rotary_embedding(InferContext& c) {
   c.require_dtype(0, {DType::Float32, DType::Float16, DType::BFloat16});
   for (size_t i : {size_t(1), size_t(2)})
-    if (c.input_dtype(i) != c.input_dtype(0)) c.fail(std::string(i == 1 ? "cos_cache" : "sin_cache") + " must have X's type");
+    if (c.input_dtype(i) != c.input_dtype(0))
+      c.fail(std::string(i == 1 ? "cos_cache" : "sin_cache") + " must have X's type");
   const bool positions = c.has_input(3);
   if (positions) c.require_dtype(3, {DType::Int64});
   const int64_t interleaved = c.attr_int("interleaved"), rd = c.attr_int("rotary_embedding_dim");
@@ -359,8 +360,8 @@ void infer_rotary_embedding(InferContext& c) {
           c.fail(std::string(name) + " must be " + (positions ? "[max_position, r/2]" : "[B, S, r/2]") + ", got " +
                  shape_str(*t));
         if (t->back().is_static() && t->back().value != r / 2)
-          c.fail(std::string(name) + "'s last dim " + std::to_string(t->back().value) + " is not half the rotated size " +
-                 std::to_string(r));
+          c.fail(std::string(name) + "'s last dim " + std::to_string(t->back().value) +
+                 " is not half the rotated size " + std::to_string(r));
       }
     }
   }

@@ -474,20 +474,15 @@ void register_shape_schemas(OpRegistry& r) {
       .set_infer(infer_trilu)
       .set_cost(cost_data_movement);
 
-  r.add("CumSum")
-      .since(11)
-      .io(2, 2)
-      .attr("exclusive", AttrKind::Int, AttrValue{int64_t{0}})
-      .attr("reverse", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_cumsum)
-      .set_cost([](const CostContext& c) { return cost_elementwise(c, 1); });
-  r.add("CumProd")
-      .since(26)
-      .io(2, 2)
-      .attr("exclusive", AttrKind::Int, AttrValue{int64_t{0}})
-      .attr("reverse", AttrKind::Int, AttrValue{int64_t{0}})
-      .set_infer(infer_cumsum)
-      .set_cost([](const CostContext& c) { return cost_elementwise(c, 1); });
+  // The scans: CumSum (11) and CumProd (26) take the same inputs and attributes.
+  for (const auto& [op, since] : {std::pair<const char*, int64_t>{"CumSum", 11}, {"CumProd", 26}})
+    r.add(op)
+        .since(since)
+        .io(2, 2)
+        .attr("exclusive", AttrKind::Int, AttrValue{int64_t{0}})
+        .attr("reverse", AttrKind::Int, AttrValue{int64_t{0}})
+        .set_infer(infer_cumsum)
+        .set_cost([](const CostContext& c) { return cost_elementwise(c, 1); });
 
   // Opset 11 documented negative indices (counted from the end); the kernel wraps them for 9 too,
   // as ONNX Runtime does. Indices outside [-depth, depth) give an all-off row.

@@ -133,8 +133,8 @@ TEST(CpuMod, FloatFlooredModuloFromOpset28) {
   EXPECT_EQ(p[1], -0.5f);
   EXPECT_TRUE(p[2] == 0 && std::signbit(p[2]));  // a zero takes the divisor's sign
   EXPECT_TRUE(p[3] == 0 && !std::signbit(p[3]));
-  EXPECT_EQ(p[4], 3.0f);   // same signs: x
-  EXPECT_EQ(p[5], inf);    // different signs: y
+  EXPECT_EQ(p[4], 3.0f);  // same signs: x
+  EXPECT_EQ(p[5], inf);   // different signs: y
   EXPECT_TRUE(std::isnan(p[6]));
   EXPECT_TRUE(std::isnan(p[7]));
   EXPECT_THROW(run1("Mod", {a, b}, {attr("fmod", int64_t{2})}, 28), Error);

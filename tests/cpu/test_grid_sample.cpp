@@ -185,7 +185,8 @@ TEST(CpuAffineGrid, TwoAxesByHand) {
   std::vector<float> want;
   for (float y : {-0.5f, 0.5f})
     for (float x : {-2.0f / 3, 0.0f, 2.0f / 3}) want.insert(want.end(), {2 * x + 0.5f, -y});
-  for (bool known : {true, false}) expect_close(affine_grid(theta, {1, 5, 2, 3}, false, known), floats(want, {1, 2, 3, 2}));
+  for (bool known : {true, false})
+    expect_close(affine_grid(theta, {1, 5, 2, 3}, false, known), floats(want, {1, 2, 3, 2}));
   // align_corners 1: x in {-1, 0, 1}, y in {-1, 1}.
   want.clear();
   for (float y : {-1.0f, 1.0f})
@@ -194,9 +195,8 @@ TEST(CpuAffineGrid, TwoAxesByHand) {
 }
 
 TEST(CpuAffineGrid, ThreeAxesIdentityIsTheBaseGrid) {
-  const Tensor theta = floats({1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, /* second batch: a shift */ 1, 0, 0, 1, 0, 1, 0, 0,
-                               0, 0, 1, 0},
-                              {2, 3, 4});
+  const Tensor theta = floats(
+      {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, /* second batch: a shift */ 1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0}, {2, 3, 4});
   const Tensor g = affine_grid(theta, {2, 1, 2, 1, 3}, false);
   ASSERT_EQ(g.dims(), (std::vector<int64_t>{2, 2, 1, 3, 3}));
   const float* p = g.data<float>();

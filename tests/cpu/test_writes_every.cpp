@@ -171,7 +171,8 @@ std::vector<Case> cases() {
                 "",
                 23});
   cs.push_back({"AffineGrid", {u({2, 2, 3}, 155), ints({2, 3, 4, 5}, {4})}, {}, 1, "", 20});
-  cs.push_back({"AffineGrid", {u({1, 3, 4}, 156), ints({1, 1, 2, 3, 4}, {5})}, {attr("align_corners", int64_t{1})}, 1, "", 20});
+  cs.push_back(
+      {"AffineGrid", {u({1, 3, 4}, 156), ints({1, 1, 2, 3, 4}, {5})}, {attr("align_corners", int64_t{1})}, 1, "", 20});
   cs.push_back({"GroupNormalization",
                 {u({2, 6, 5}, 142), u({3}, 143), u({3}, 144)},
                 {attr("num_groups", int64_t{3})},

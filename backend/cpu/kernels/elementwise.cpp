@@ -286,6 +286,26 @@ Kernel logic(Op op) {
   };
 }
 
+/// f(T{}) for the integer types the bit ops take (uint8, fusec's only unsigned type, and the signed
+/// ones); anything else is unsupported.
+template <typename F>
+void dispatch_bits(DType t, const KernelContext& ctx, F f) {
+  switch (t) {
+    case DType::UInt8:
+      return f(uint8_t{});
+    case DType::Int8:
+      return f(int8_t{});
+    case DType::Int16:
+      return f(int16_t{});
+    case DType::Int32:
+      return f(int32_t{});
+    case DType::Int64:
+      return f(int64_t{});
+    default:
+      ctx.unsupported(std::string("unsupported data type ") + dtype_name(t));
+  }
+}
+
 /// x shifted by y bits (opset 28): a signed right shift is arithmetic; a shift that is negative or
 /// at least T's width leaves only the sign fill (-1 for a right shift of a negative x, else 0). The
 /// left shift runs on the unsigned twin, where the bits past the sign bit are simply dropped.
@@ -301,53 +321,29 @@ T bit_shift(T x, T y, bool left) {
 void bitshift_kernel(KernelContext& ctx) {
   const Tensor& a = ctx.input(0);
   const bool left = ctx.attr_string("direction") == "LEFT";
-  auto run = [&](auto tag) {
+  dispatch_bits(a.dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);
     binary_broadcast<T, T, T>(a, ctx.input(1), ctx.output(0), [left](T x, T y) { return bit_shift(x, y, left); });
-  };
-  switch (a.dtype()) {
-    case DType::UInt8: return run(uint8_t{});
-    case DType::Int8: return run(int8_t{});
-    case DType::Int16: return run(int16_t{});
-    case DType::Int32: return run(int32_t{});
-    case DType::Int64: return run(int64_t{});
-    default: ctx.unsupported(std::string("unsupported data type ") + dtype_name(a.dtype()));
-  }
+  });
 }
 
 /// BitwiseAnd, BitwiseOr and BitwiseXor over fusec's integer types.
 template <typename Op>
 Kernel bitwise(Op op) {
   return [op](KernelContext& ctx) {
-    auto run = [&](auto tag) {
+    dispatch_bits(ctx.input(0).dtype(), ctx, [&](auto tag) {
       using T = decltype(tag);
       binary_broadcast<T, T, T>(ctx.input(0), ctx.input(1), ctx.output(0),
                                 [&](T x, T y) { return static_cast<T>(op(x, y)); });
-    };
-    switch (ctx.input(0).dtype()) {
-      case DType::UInt8: return run(uint8_t{});
-      case DType::Int8: return run(int8_t{});
-      case DType::Int16: return run(int16_t{});
-      case DType::Int32: return run(int32_t{});
-      case DType::Int64: return run(int64_t{});
-      default: ctx.unsupported(std::string("unsupported data type ") + dtype_name(ctx.input(0).dtype()));
-    }
+    });
   };
 }
 
 void bitwise_not_kernel(KernelContext& ctx) {
-  auto run = [&](auto tag) {
+  dispatch_bits(ctx.input(0).dtype(), ctx, [&](auto tag) {
     using T = decltype(tag);
     unary_map<T, T>(ctx.input(0), ctx.output(0), [](T x) { return static_cast<T>(~x); });
-  };
-  switch (ctx.input(0).dtype()) {
-    case DType::UInt8: return run(uint8_t{});
-    case DType::Int8: return run(int8_t{});
-    case DType::Int16: return run(int16_t{});
-    case DType::Int32: return run(int32_t{});
-    case DType::Int64: return run(int64_t{});
-    default: ctx.unsupported(std::string("unsupported data type ") + dtype_name(ctx.input(0).dtype()));
-  }
+  });
 }
 
 void where_kernel(KernelContext& ctx) {

@@ -132,15 +132,23 @@ T mul_wrapping(T a, T b) {
 
 struct ScanSum {
   template <typename T>
-  static T identity() { return T(0); }
+  static T identity() {
+    return T(0);
+  }
   template <typename T>
-  static T combine(T a, T b) { return add_wrapping(a, b); }
+  static T combine(T a, T b) {
+    return add_wrapping(a, b);
+  }
 };
 struct ScanProduct {
   template <typename T>
-  static T identity() { return T(1); }
+  static T identity() {
+    return T(1);
+  }
   template <typename T>
-  static T combine(T a, T b) { return mul_wrapping(a, b); }
+  static T combine(T a, T b) {
+    return mul_wrapping(a, b);
+  }
 };
 
 /// CumSum and CumProd: an inclusive or exclusive scan along the axis, either way.

@@ -39,7 +39,8 @@ bool Impl::layout_agnostic(const Node& n) {
       "Sigmoid",     "Tanh", "Clip",     "LeakyRelu", "HardSwish",
       "HardSigmoid", "Gelu", "Erf",      "Sqrt",      "Exp",
       "Neg",         "Abs",  "Max",      "Min",       "Sum",
-      "Elu",         "Selu", "Softplus", "Mish",      "Swish",  "FusedElementwise"};
+      "Elu",         "Selu", "Softplus", "Mish",      "Swish",
+      "FusedElementwise"};
   if (!ops.count(n.op_type) || n.outputs.size() != 1 || !n.outputs[0] || !n.outputs[0]->type.shape) return false;
   std::vector<std::vector<int64_t>> ins;
   for (Value* v : n.inputs) {
