@@ -299,7 +299,7 @@ TEST(FuseRotary, StandardRotaryEmbeddingBecomesRotaryWithSharedTables) {
   Value* v4 = b.input("v4", DType::Float32, Shape{B, H, S, D});
   Value* cos = b.initializer("cos_cache", table({P, D / 2}, 1));
   Value* sin = b.initializer("sin_cache", table({P, D / 2}, 2));
-  Value* pos = b.initializer("position_ids", int64s({0, 1, 2, 3, 4, 8, 7, 6, 5, 4}, {B, S}));
+  Value* pos = b.initializer("position_ids", int64s({0, 1, 2, 3, -1, 8, 7, 6, 5, -9}, {B, S}));  // -1: the last
   const std::vector<NamedAttribute> heads = {attr("num_heads", H)};
   b.output(b.node("RotaryEmbedding", {q, cos, sin, pos}, heads, "rope_q"));
   b.output(b.node("RotaryEmbedding", {k, cos, sin, pos}, heads, "rope_k"));

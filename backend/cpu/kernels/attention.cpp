@@ -407,9 +407,11 @@ void rotary_embedding_kernel(KernelContext& ctx) {
       int64_t t = b * S + s;  // the table row
       if (pos) {
         t = pos->data<int64_t>()[b * S + s];
-        if (t < 0 || t >= table_rows)
+        // A negative position counts from the end, as Gather's index (and ONNX's reference) does.
+        if (t < -table_rows || t >= table_rows)
           ctx.fail("position_ids holds " + std::to_string(t) + ", outside the caches' " + std::to_string(table_rows) +
                    " positions");
+        if (t < 0) t += table_rows;
       }
       const float* c = cp + t * half;
       const float* sv = sp + t * half;
