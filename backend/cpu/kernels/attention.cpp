@@ -395,6 +395,16 @@ void rotary_embedding_kernel(KernelContext& ctx) {
     ctx.fail("cos_cache and sin_cache must be [B, S, r/2] = " + dims_str({B, S, half}));
   if (pos && (cs.rank() != 2 || cs.dim(1) != half || sn.dims() != cs.dims()))
     ctx.fail("cos_cache and sin_cache must be [max_position, " + std::to_string(half) + "]");
+  // Each token's table row, checked once here rather than once per head below. A negative position
+  // counts from the end, as Gather's index (and ONNX's reference) does.
+  std::vector<int64_t> table_row(static_cast<size_t>(B * S));
+  for (int64_t i = 0; i < B * S; ++i) {
+    int64_t t = pos ? pos->data<int64_t>()[i] : i;
+    if (t < -table_rows || t >= table_rows)
+      ctx.fail("position_ids holds " + std::to_string(t) + ", outside the caches' " + std::to_string(table_rows) +
+               " positions");
+    table_row[static_cast<size_t>(i)] = t < 0 ? t + table_rows : t;
+  }
   const float* xp = x.data<float>();
   const float* cp = cs.data<float>();
   const float* sp = sn.data<float>();
@@ -404,15 +414,7 @@ void rotary_embedding_kernel(KernelContext& ctx) {
     for (int64_t row = b0; row < e0; ++row) {
       const int64_t b = row / (H * S);
       const int64_t s = four_d ? row % S : row / H % S;
-      int64_t t = b * S + s;  // the table row
-      if (pos) {
-        t = pos->data<int64_t>()[b * S + s];
-        // A negative position counts from the end, as Gather's index (and ONNX's reference) does.
-        if (t < -table_rows || t >= table_rows)
-          ctx.fail("position_ids holds " + std::to_string(t) + ", outside the caches' " + std::to_string(table_rows) +
-                   " positions");
-        if (t < 0) t += table_rows;
-      }
+      const int64_t t = table_row[static_cast<size_t>(b * S + s)];
       const float* c = cp + t * half;
       const float* sv = sp + t * half;
       const float* xr = xp + row * D;

@@ -130,31 +130,10 @@ T mul_wrapping(T a, T b) {
   }
 }
 
-struct ScanSum {
-  template <typename T>
-  static T identity() {
-    return T(0);
-  }
-  template <typename T>
-  static T combine(T a, T b) {
-    return add_wrapping(a, b);
-  }
-};
-struct ScanProduct {
-  template <typename T>
-  static T identity() {
-    return T(1);
-  }
-  template <typename T>
-  static T combine(T a, T b) {
-    return mul_wrapping(a, b);
-  }
-};
-
 /// CumSum and CumProd: an inclusive or exclusive scan along the axis, either way.
-template <typename Scan>
+template <bool kProduct>
 void scan_kernel(KernelContext& ctx) {
-  if (has_half_io(ctx)) return via_float32(ctx, scan_kernel<Scan>);
+  if (has_half_io(ctx)) return via_float32(ctx, scan_kernel<kProduct>);
   const Tensor& x = ctx.input(0);
   const Tensor& a = ctx.input(1);
   if (a.numel() != 1) ctx.fail("axis must be a scalar");
@@ -181,14 +160,14 @@ void scan_kernel(KernelContext& ctx) {
                        const int64_t kk = reverse ? n - 1 - step : step;
                        T* y = ys + kk * inner;
                        if (step == 0) {
-                         for (int64_t j = j0; j < j1; ++j)
-                           y[j] = exclusive ? Scan::template identity<T>() : xs[kk * inner + j];
+                         for (int64_t j = j0; j < j1; ++j) y[j] = exclusive ? T(kProduct ? 1 : 0) : xs[kk * inner + j];
                          continue;
                        }
                        const int64_t prev = reverse ? kk + 1 : kk - 1;
                        const T* yp = ys + prev * inner;
                        const T* xv = xs + (exclusive ? prev : kk) * inner;
-                       for (int64_t j = j0; j < j1; ++j) y[j] = Scan::combine(yp[j], xv[j]);
+                       for (int64_t j = j0; j < j1; ++j)
+                         y[j] = kProduct ? mul_wrapping(yp[j], xv[j]) : add_wrapping(yp[j], xv[j]);
                      }
                    }
                  });
@@ -245,8 +224,8 @@ void register_shape_kernels(KernelRegistry& r) {
   r.add("Dropout", dropout_kernel);
   r.add("EyeLike", eyelike_kernel);
   r.add("Trilu", trilu_kernel);
-  r.add("CumSum", scan_kernel<ScanSum>);
-  r.add("CumProd", scan_kernel<ScanProduct>);
+  r.add("CumSum", scan_kernel<false>);
+  r.add("CumProd", scan_kernel<true>);
   r.add("OneHot", onehot_kernel);
 }
 
