@@ -6,6 +6,8 @@
 #   sanitizer   compute-sanitizer memcheck on the GPU suite (FUSEC_UNDER_SANITIZER=1: tests that count
 #               kernels through CUPTI, which records nothing under the sanitizer, skip that count)
 #   conformance the ONNX backend suite on CUDA vs the CPU (floor in tests/conformance/floor_cuda.txt)
+#   newer       ONNX's node tests of the ops newer than that suite (tests/conformance/make_node_cases.py)
+#               on CUDA vs the CPU (floor in tests/conformance/floor_newer_cuda.txt)
 #   models      shipped models: fusec run on the GPU vs the CPU at fp32 and fp16, as given and optimized
 #   bench       fusec bench of the shipped models at batch 16, fp32 and fp16
 #   peers       scripts/bench_peers.py (PyTorch on the same GPU)
@@ -54,6 +56,14 @@ for s in "${@:-tests}"; do
       fusec_conformance --data $root/testdata/data --device cuda --json "$out/conformance_cuda.json" $floor \
         > "$out/conformance_cuda.log" 2>&1; rc=$?
       grep -vE "^[A-Za-z]+ +[0-9]+ +[0-9]+ +[0-9]+$" "$out/conformance_cuda.log" | tail -40; [ $rc = 0 ] || status=1 ;;
+    newer)
+      # ONNX's node tests of ops newer than libonnx-testdata, generated here (needs onnx), on CUDA
+      step "newer ops on CUDA"
+      python3 tests/conformance/make_node_cases.py --out /tmp/fusec-newer > "$out/newer_cases.log" 2>&1 ||
+        { tail -5 "$out/newer_cases.log"; status=1; }
+      fusec_conformance --data /tmp/fusec-newer --device cuda --json "$out/newer_cuda.json" \
+        --floor-file tests/conformance/floor_newer_cuda.txt > "$out/newer_cuda.log" 2>&1; rc=$?
+      grep -vE "^[A-Za-z]+ +[0-9]+ +[0-9]+ +[0-9]+$" "$out/newer_cuda.log" | tail -30; [ $rc = 0 ] || status=1 ;;
     models)
       step "shipped models: GPU vs CPU"
       for m in models/*.onnx; do
