@@ -1,7 +1,7 @@
 // GridSample on the GPU (backend/cuda/ops/movement/grid_sample.cu) against the CPU reference: every
 // mode, padding and alignment on 2-D inputs of odd sizes, with grid points inside, on and past the
 // borders; 3-D inputs; RAFT's shape (one channel, a small window per pixel); fp32, fp16 and bf16;
-// NaN and infinite grid entries.
+// NaN and infinite grid entries. AffineGrid (the same file's kernel) in 2-D and 3-D.
 #include <cmath>
 #include <limits>
 #include <string>
@@ -107,5 +107,32 @@ TEST(GpuGridSample, NonFiniteGridEntriesGiveTheReferencesAnswer) {
       float* g = c.inputs[1].data<float>();
       g[0] = nan, g[3] = inf, g[6] = -inf, g[9] = nan;
       expect_gpu_matches_cpu(c, Precision::FP32, -1, true, "GridSample");
+    }
+}
+
+// AffineGrid: 2-D and 3-D, both alignments, odd sizes, an axis of one element (which align_corners
+// puts at -1), batch 3, every precision.
+TEST(GpuAffineGrid, TwoAndThreeDimensionsMatchTheReference) {
+  FUSEC_REQUIRE_GPU();
+  auto affine = [](std::vector<int64_t> size, uint64_t seed, bool align) {
+    OpCase c;
+    c.op = "AffineGrid";
+    c.opset = 20;
+    const int64_t r = static_cast<int64_t>(size.size()) - 2;
+    c.inputs = {random_tensor(DType::Float32, {size[0], r, r + 1}, seed, -1.5, 1.5),
+                Tensor::from_int64(size, {int64_t(size.size())})};
+    c.constant = {1};
+    c.attrs = {attr("align_corners", int64_t{align})};
+    return c;
+  };
+  uint64_t seed = 400;
+  for (bool align : {false, true})
+    for (const std::vector<int64_t>& size :
+         {std::vector<int64_t>{3, 2, 7, 11}, {1, 1, 1, 5}, {2, 3, 5, 4, 6}, {1, 1, 3, 1, 2}}) {
+      const OpCase c = affine(size, seed += 3, align);
+      for (Precision p : {Precision::FP32, Precision::FP16, Precision::BF16}) {
+        SCOPED_TRACE(std::to_string(size.size() - 2) + "-D" + (align ? " aligned" : "") + " at " + precision_name(p));
+        expect_gpu_matches_cpu(c, p, -1, true, "AffineGrid");
+      }
     }
 }

@@ -1,5 +1,5 @@
 // Data movement ops (Transpose, Concat, Split, Slice, Gather and Scatter families, Expand, Tile,
-// Pad, DepthToSpace, SpaceToDepth, Trilu, CumSum) and Resize/Upsample on CUDA against the CPU
+// Pad, DepthToSpace, SpaceToDepth, Trilu, CumSum, CumProd) and Resize/Upsample on CUDA against the CPU
 // reference. Pure movement is exact: bitwise at fp32 and for native half, integer and bool data;
 // under --precision fp16/bf16 only the upload rounding separates the two, hence 1e-2.
 #include <cmath>
@@ -544,7 +544,7 @@ TEST(GpuDepthToSpace, DcrAndCrd) {
   expect_movement(op("SpaceToDepth", {data({1, 5, 9, 12})}, {}, {attr("blocksize", int64_t{3})}));
 }
 
-// ---------------------------------------------------------------- Trilu, CumSum
+// ---------------------------------------------------------------- Trilu, CumSum, CumProd
 
 TEST(GpuTrilu, UpperLowerAndK) {
   FUSEC_REQUIRE_GPU();
@@ -579,6 +579,40 @@ TEST(GpuCumSum, AxesDirectionsAndTypes) {
           d.inputs[0] = data(c.inputs[0].dims(), 3, t);
           expect_gpu_matches_cpu(d, Precision::FP32, t == DType::Float64 ? 1e-12 : 0.0);
         }
+      }
+    }
+}
+
+// CumProd runs on CumSum's kernels with a product. Values near 1, so that a 1000-long row's
+// products neither overflow nor vanish; at fp16 and bf16 the inputs are rounded first and a
+// product of n of them carries about sqrt(n) roundings, so those rows are 70 long (three of the
+// warp scan's steps) and bf16's bound is 5e-2. Integers on short axes: their products wrap the
+// same way in any order.
+TEST(GpuCumProd, AxesDirectionsAndTypes) {
+  FUSEC_REQUIRE_GPU();
+  for (int64_t excl : {0, 1})
+    for (int64_t rev : {0, 1}) {
+      SCOPED_TRACE("exclusive " + std::to_string(excl) + " reverse " + std::to_string(rev));
+      std::vector<NamedAttribute> a = {attr("exclusive", excl), attr("reverse", rev)};
+      auto cumprod = [&](Tensor x, int64_t axis) {
+        return op("CumProd", {std::move(x), Tensor::from_int64({axis}, {})}, {1}, a, 26);
+      };
+      const OpCase row = cumprod(random_tensor(DType::Float32, {3, 1000}, 7, 0.9, 1.1), -1);
+      const OpCase short_row = cumprod(random_tensor(DType::Float32, {3, 70}, 8, 0.9, 1.1), -1);
+      const OpCase outer = cumprod(random_tensor(DType::Float32, {33, 4, 7}, 9, -1.2, 1.2), 0);
+      for (const OpCase& c : {row, short_row, outer}) {
+        expect_gpu_matches_cpu(c, Precision::FP32, 1e-5, true, "CumProd");
+        OpCase d = c;
+        d.inputs[0] = random_tensor(DType::Float64, c.inputs[0].dims(), 10, 0.9, 1.1);
+        expect_gpu_matches_cpu(d, Precision::FP32, 1e-12);
+      }
+      for (const OpCase& c : {short_row, outer}) {
+        expect_gpu_matches_cpu(c, Precision::FP16, 1e-2);
+        expect_gpu_matches_cpu(c, Precision::BF16, 5e-2);
+      }
+      for (DType t : {DType::Int32, DType::Int64}) {
+        expect_gpu_matches_cpu(cumprod(random_tensor(t, {5, 9, 3}, 11, -3, 4), 1), Precision::FP32, 0.0);
+        expect_gpu_matches_cpu(cumprod(random_tensor(t, {4, 70}, 12, -3, 4), -1), Precision::FP32, 0.0);
       }
     }
 }

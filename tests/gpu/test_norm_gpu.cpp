@@ -1,8 +1,8 @@
 // Normalization kernels (norm.cu) against the CPU reference: LayerNormalization (ai.onnx and
 // ai.fusec, axis variants, optional bias, Mean/InvStdDev outputs), SkipLayerNorm (full skip, bias
 // vector, [S, H] table, the optional sum output), LayerNormGelu (erf and tanh), SimplifiedLayerNorm,
-// SkipSimplifiedLayerNorm, RMSNormalization, InstanceNormalization, GroupNormalization and
-// BatchNormalization (inference), at fp32 (1e-5), fp16 and bf16 (1e-2),
+// SkipSimplifiedLayerNorm, RMSNormalization, InstanceNormalization, GroupNormalization,
+// BatchNormalization (inference) and LpNormalization, at fp32 (1e-5), fp16 and bf16 (1e-2),
 // over row widths that take every kernel variant (warp rows, block rows, vector and scalar loads,
 // the long-row path), and the cases that must fall back to the CPU.
 #include <cmath>
@@ -322,4 +322,33 @@ TEST(GpuNorm, BatchNormalizationTrainingFallsBack) {
   c.num_outputs = 3;
   EXPECT_FALSE(placed_on_gpu(c));
   expect_gpu_matches_cpu(c, Precision::FP32, -1, false);
+}
+
+// LpNormalization (lp_norm.cu): the axis innermost (a warp per slice) and not (a thread per lane),
+// p 1 and 2, a negative axis, every precision and float64, and a slice of zeros, whose norm is 0
+// and which the reference gives as 0, not 0/0.
+TEST(GpuNorm, LpNormalization) {
+  FUSEC_REQUIRE_GPU();
+  auto lp = [](Tensor x, int64_t axis, int64_t p) {
+    OpCase c;
+    c.op = "LpNormalization";
+    c.opset = 22;
+    c.inputs = {std::move(x)};
+    c.attrs = {attr("axis", axis), attr("p", p)};
+    return c;
+  };
+  for (int64_t p : {1, 2}) {
+    SCOPED_TRACE("p " + std::to_string(p));
+    for (const OpCase& c : {lp(data({6, 37}, 140), -1, p), lp(data({4, 1000}, 141), 1, p),
+                            lp(data({3, 5, 7}, 142), 1, p), lp(data({2, 9, 3, 4}, 143), 0, p)}) {
+      EXPECT_TRUE(placed_on_gpu(c));
+      all_precisions(c);
+      OpCase d = c;
+      d.inputs[0] = random_tensor(DType::Float64, c.inputs[0].dims(), 144);
+      expect_gpu_matches_cpu(d, Precision::FP32, 1e-12, true, "LpNormalization");
+    }
+    Tensor zeros = data({4, 6}, 145);
+    for (int64_t j = 0; j < 6; ++j) zeros.data<float>()[2 * 6 + j] = 0.0f;  // row 2
+    for (int64_t axis : {1, 0}) all_precisions(lp(zeros, axis, p));
+  }
 }

@@ -168,7 +168,7 @@ class CudaOpRegistry {
 void register_elementwise_ops(CudaOpRegistry& r);         // NVRTC: standalone elementwise + FusedElementwise
 void register_gemm_ops(CudaOpRegistry& r);                // cuBLASLt: MatMul, Gemm, FusedMatMul, GatedMatMul
 void register_conv_ops(CudaOpRegistry& r);                // cuDNN: Conv, FusedConv, ConvTranspose
-void register_normalization_ops(CudaOpRegistry& r);       // LayerNorm family, BatchNorm, InstanceNorm
+void register_normalization_ops(CudaOpRegistry& r);       // LayerNorm family, BatchNorm, InstanceNorm, LpNorm
 void register_softmax_ops(CudaOpRegistry& r);             // Softmax, LogSoftmax
 void register_attention_ops(CudaOpRegistry& r);           // Attention (ONNX 23+ and ai.fusec), fused
 void register_rotary_ops(CudaOpRegistry& r);              // ai.fusec Rotary (rotary position embedding)
@@ -179,6 +179,6 @@ void register_squeeze_excite_ops(CudaOpRegistry& r);      // ai.fusec SqueezeExc
 void register_movement_ops(CudaOpRegistry& r);            // Transpose, Concat, Split, Slice, Gather, Pad, ...
 void register_view_ops(CudaOpRegistry& r);                // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout
 void register_recurrent_ops(CudaOpRegistry& r);           // cuDNN: RNN, GRU, LSTM
-void register_grid_sample_ops(CudaOpRegistry& r);         // GridSample
+void register_grid_sample_ops(CudaOpRegistry& r);         // GridSample, AffineGrid
 
 }  // namespace fusec::cuda

@@ -114,6 +114,28 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
+// AffineGrid: one thread per output position, its r coordinates from theta's r rows.
+template <typename T, int R>
+__global__ void __launch_bounds__(kBlock)
+    affine_grid_kernel(const T* __restrict__ theta, T* __restrict__ y, AffineGridArgs a) {
+  const int64_t positions = a.batch * a.d * a.h * a.w;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < positions;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t w = i % a.w, row = i / a.w, h = row % a.h, n = row / a.h / a.d;
+    const float base[3] = {grid_sample::affine_base<float>(w, a.w, a.align_corners),
+                           grid_sample::affine_base<float>(h, a.h, a.align_corners),
+                           R == 3 ? grid_sample::affine_base<float>(row / a.h % a.d, a.d, a.align_corners) : 0.0f};
+    const T* m = theta + n * R * (R + 1);
+#pragma unroll
+    for (int k = 0; k < R; ++k) {
+      float acc = to_compute(m[k * (R + 1) + R]);
+#pragma unroll
+      for (int j = 0; j < R; ++j) acc += to_compute(m[k * (R + 1) + j]) * base[j];
+      y[i * R + k] = from_compute<T>(acc);
+    }
+  }
+}
+
 }  // namespace
 
 bool launch_grid_sample(const GridSampleArgs& a, const void* x, const void* grid, void* y, cudaStream_t stream) {
@@ -138,6 +160,22 @@ bool launch_grid_sample(const GridSampleArgs& a, const void* x, const void* grid
     });
   });
   return ok;
+}
+
+bool launch_affine_grid(const AffineGridArgs& a, const void* theta, void* y, cudaStream_t stream) {
+  if (a.axes != 2 && a.axes != 3) return false;
+  return dispatch_float_storage(a.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t positions = a.batch * a.d * a.h * a.w;
+    if (positions == 0) return;
+    auto* tp = static_cast<const T*>(theta);
+    auto* yp = static_cast<T*>(y);
+    if (a.axes == 2)
+      affine_grid_kernel<T, 2><<<grid_for(positions), kBlock, 0, stream>>>(tp, yp, a);
+    else
+      affine_grid_kernel<T, 3><<<grid_for(positions), kBlock, 0, stream>>>(tp, yp, a);
+    check_launch("affine_grid_kernel");
+  });
 }
 
 }  // namespace fusec::cuda

@@ -1,5 +1,6 @@
 // GridSample on the GPU (grid_sample.cu): 4-D (NCHW) and 5-D (NCDHW) inputs, every mode and
-// padding, float32, float16 and bfloat16 storage for X and the grid. It ran on the CPU reference
+// padding, float32, float16 and bfloat16 storage for X and the grid; and AffineGrid, which makes
+// a spatial transformer's grid from its affine matrices (2-D and 3-D). It ran on the CPU reference
 // with copies: RAFT's correlation lookups (scripts/families.py's raft_small) made the model 37 ms
 // on the H200 and kept it out of CUDA graph capture.
 #include <memory>
@@ -56,8 +57,43 @@ std::unique_ptr<CudaOp> make_grid_sample(const PlanContext& c, std::string* why)
   return std::make_unique<GridSampleOp>(a);
 }
 
+class AffineGridOp final : public CudaOp {
+ public:
+  explicit AffineGridOp(const AffineGridArgs& a) : a_(a) {}
+  void launch(const LaunchArgs& l) override {
+    require_launched(launch_affine_grid(a_, l.inputs[0].data, l.outputs[0].data, l.stream), "AffineGrid");
+  }
+  std::string kernel_name() const override { return "AffineGrid " + std::to_string(a_.axes) + "-D"; }
+  bool reads_input(size_t i) const override { return i == 0; }
+
+ private:
+  AffineGridArgs a_;
+};
+
+// The output's dims (known at plan time) give the grid; the size operand itself is not read.
+std::unique_ptr<CudaOp> make_affine_grid(const PlanContext& c, std::string* why) {
+  AffineGridArgs a;
+  a.dtype = c.in_dtype(0);
+  if (!float_storage(a.dtype) || c.out_dtype(0) != a.dtype)
+    return *why = "AffineGrid: float32, float16 and bfloat16 only", nullptr;
+  const auto& td = c.in_dims(0);
+  const auto& yd = c.out_dims(0);
+  if (yd.size() != 4 && yd.size() != 5) return *why = "AffineGrid: 2 or 3 spatial axes only", nullptr;
+  a.axes = static_cast<int>(yd.size()) - 2;
+  if (td.size() != 3 || td[0] != yd[0] || td[1] != a.axes || td[2] != a.axes + 1 || yd.back() != a.axes)
+    return *why = "AffineGrid: theta and the grid disagree", nullptr;  // the CPU reference reports it
+  a.align_corners = c.attr_int("align_corners") == 1;
+  a.batch = yd[0];
+  a.d = a.axes == 3 ? yd[1] : 1;
+  a.h = yd[yd.size() - 3], a.w = yd[yd.size() - 2];
+  return std::make_unique<AffineGridOp>(a);
+}
+
 }  // namespace
 
-void register_grid_sample_ops(CudaOpRegistry& r) { r.add("GridSample", make_grid_sample); }
+void register_grid_sample_ops(CudaOpRegistry& r) {
+  r.add("GridSample", make_grid_sample);
+  r.add("AffineGrid", make_affine_grid);
+}
 
 }  // namespace fusec::cuda

@@ -363,58 +363,71 @@ __device__ __forceinline__ int64_t acc_store<int64_t, int64_t>(int64_t v) {
   return v;
 }
 
+/// The scan's operation: a sum (CumSum) or a product (CumProd), and its identity.
+template <bool P, typename A>
+__device__ __forceinline__ A scan_op(A a, A b) {
+  if constexpr (P)
+    return a * b;
+  else
+    return a + b;
+}
+template <bool P, typename A>
+__device__ __forceinline__ A scan_identity() {
+  return A(P ? 1 : 0);
+}
+
 // Rows along the innermost dim: one warp per row, 32 elements per step, a shuffle scan plus the
 // carried total of the previous steps.
-template <typename T>
-__global__ void __launch_bounds__(kBlock) cumsum_rows_kernel(const T* __restrict__ src, T* __restrict__ dst,
-                                                             int64_t rows, int64_t len, bool exclusive, bool reverse) {
+template <typename T, bool P>
+__global__ void __launch_bounds__(kBlock) scan_rows_kernel(const T* __restrict__ src, T* __restrict__ dst, int64_t rows,
+                                                           int64_t len, bool exclusive, bool reverse) {
   using A = typename Acc<T>::type;
   const int lane = threadIdx.x & 31;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32; row < rows; row += warps) {
     const T* x = src + row * len;
     T* y = dst + row * len;
-    A carry = A(0);
+    A carry = scan_identity<P, A>();
     for (int64_t c0 = 0; c0 < len; c0 += 32) {
       const int64_t step = c0 + lane;
       const int64_t k = reverse ? len - 1 - step : step;
-      A v = step < len ? acc_load(x[k]) : A(0);
+      A v = step < len ? acc_load(x[k]) : scan_identity<P, A>();
       A incl = v;
 #pragma unroll
       for (int o = 1; o < 32; o <<= 1) {
         const A t = __shfl_up_sync(0xffffffffu, incl, o);
-        if (lane >= o) incl += t;
+        if (lane >= o) incl = scan_op<P>(incl, t);
       }
       A before = __shfl_up_sync(0xffffffffu, incl, 1);
-      if (lane == 0) before = A(0);
-      if (step < len) y[k] = acc_store<T>(carry + (exclusive ? before : incl));
-      carry += __shfl_sync(0xffffffffu, incl, 31);
+      if (lane == 0) before = scan_identity<P, A>();
+      if (step < len) y[k] = acc_store<T>(scan_op<P>(carry, exclusive ? before : incl));
+      carry = scan_op<P>(carry, __shfl_sync(0xffffffffu, incl, 31));
     }
   }
 }
 
 // Any other axis: one thread per (outer, inner) lane walks the axis; neighbouring threads take
 // neighbouring inner positions, so every step is a coalesced row.
-template <typename T>
+template <typename T, bool P>
 __global__ void __launch_bounds__(kBlock)
-    cumsum_lanes_kernel(const T* __restrict__ src, T* __restrict__ dst, int64_t outer, int64_t len, int64_t inner,
-                        bool exclusive, bool reverse) {
+    scan_lanes_kernel(const T* __restrict__ src, T* __restrict__ dst, int64_t outer, int64_t len, int64_t inner,
+                      bool exclusive, bool reverse) {
   using A = typename Acc<T>::type;
   const int64_t lanes = outer * inner;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < lanes; t += int64_t(gridDim.x) * blockDim.x) {
     const int64_t o = t / inner, j = t - o * inner;
     const T* x = src + o * len * inner + j;
     T* y = dst + o * len * inner + j;
-    A sum = A(0);
+    A acc = scan_identity<P, A>();
     for (int64_t step = 0; step < len; ++step) {
       const int64_t k = reverse ? len - 1 - step : step;
       const A v = acc_load(x[k * inner]);
       if (exclusive) {
-        y[k * inner] = acc_store<T>(sum);
-        sum += v;
+        y[k * inner] = acc_store<T>(acc);
+        acc = scan_op<P>(acc, v);
       } else {
-        sum += v;
-        y[k * inner] = acc_store<T>(sum);
+        acc = scan_op<P>(acc, v);
+        y[k * inner] = acc_store<T>(acc);
       }
     }
   }
@@ -641,22 +654,29 @@ void launch_trilu(const void* src, void* dst, size_t esize, int64_t batches, int
   });
 }
 
-// ---------------------------------------------------------------- CumSum
+// ---------------------------------------------------------------- CumSum, CumProd
 
-bool launch_cumsum(const void* src, void* dst, DType t, int64_t outer, int64_t len, int64_t inner, bool exclusive,
-                   bool reverse, cudaStream_t s) {
+bool launch_scan(const void* src, void* dst, DType t, int64_t outer, int64_t len, int64_t inner, bool exclusive,
+                 bool reverse, bool product, cudaStream_t s) {
   auto run = [&](auto tag) {
     using T = decltype(tag);
     if (outer * len * inner == 0) return;
     auto* x = static_cast<const T*>(src);
     auto* y = static_cast<T*>(dst);
-    if (inner == 1) {
-      cumsum_rows_kernel<T><<<grid_for(outer * 32), kBlock, 0, s>>>(x, y, outer, len, exclusive, reverse);
-      check_launch("cumsum_rows_kernel");
-    } else {
-      cumsum_lanes_kernel<T><<<grid_for(outer * inner), kBlock, 0, s>>>(x, y, outer, len, inner, exclusive, reverse);
-      check_launch("cumsum_lanes_kernel");
-    }
+    auto launch = [&](auto p) {
+      constexpr bool P = decltype(p)::value;
+      if (inner == 1) {
+        scan_rows_kernel<T, P><<<grid_for(outer * 32), kBlock, 0, s>>>(x, y, outer, len, exclusive, reverse);
+        check_launch("scan_rows_kernel");
+      } else {
+        scan_lanes_kernel<T, P><<<grid_for(outer * inner), kBlock, 0, s>>>(x, y, outer, len, inner, exclusive, reverse);
+        check_launch("scan_lanes_kernel");
+      }
+    };
+    if (product)
+      launch(std::true_type{});
+    else
+      launch(std::false_type{});
   };
   if (t == DType::Int32) {
     run(int32_t{});

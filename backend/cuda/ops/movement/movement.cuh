@@ -1,5 +1,5 @@
 // Data movement kernels (Transpose, Slice, Expand, Tile, DepthToSpace, SpaceToDepth as one strided
-// copy; Concat/Split; Pad; Trilu; CumSum) and the small index helpers the gather, pool and resize
+// copy; Concat/Split; Pad; Trilu; CumSum, CumProd) and the small index helpers the gather, pool and resize
 // kernels share. Plans are built on the host at plan time; launchers only enqueue.
 #pragma once
 #include <cuda_runtime.h>
@@ -107,12 +107,13 @@ void launch_pad(const PadPlan& p, const void* src, void* dst, const void* value,
 void launch_trilu(const void* src, void* dst, size_t esize, int64_t batches, int64_t m, int64_t n, bool upper,
                   int64_t k, const int64_t* k_dev, cudaStream_t s);
 
-// ---------------------------------------------------------------- CumSum
+// ---------------------------------------------------------------- CumSum, CumProd
 
-/// Inclusive/exclusive, forward/reverse prefix sums along the middle of [outer, len, inner] for
-/// float32/float16/bfloat16/float64 (float accumulation, double for float64) and int32/int64.
-[[nodiscard]] bool launch_cumsum(const void* src, void* dst, DType t, int64_t outer, int64_t len, int64_t inner,
-                                 bool exclusive, bool reverse, cudaStream_t s);
+/// Inclusive/exclusive, forward/reverse prefix sums (or products: CumProd) along the middle of
+/// [outer, len, inner] for float32/float16/bfloat16/float64 (float accumulation, double for
+/// float64) and int32/int64.
+[[nodiscard]] bool launch_scan(const void* src, void* dst, DType t, int64_t outer, int64_t len, int64_t inner,
+                               bool exclusive, bool reverse, bool product, cudaStream_t s);
 
 /// The bits of `v` in the storage type `t` (float types round to nearest; integers truncate;
 /// bool is v != 0). False for a dtype it cannot represent.

@@ -1,8 +1,9 @@
 // Entry points for the data movement family: Transpose, Slice, Expand, Tile, DepthToSpace,
 // SpaceToDepth (one planned strided copy each), Concat, Split, Gather, GatherElements, GatherND,
-// ScatterND, ScatterElements (and Scatter), TopK, Col2Im, Pad, Trilu, CumSum, Resize and Upsample. Every shape operand
-// (starts, pads, axes, scales, ...) is read here from the node's constant inputs at plan time; a runtime shape operand
-// leaves the node to the CPU reference. Most ops only move bytes, so any dtype of 1, 2, 4 or 8 bytes runs.
+// ScatterND, ScatterElements (and Scatter), TopK, Col2Im, Pad, Trilu, CumSum, CumProd, Resize and
+// Upsample. Every shape operand (starts, pads, axes, scales, ...) is read here from the node's
+// constant inputs at plan time; a runtime shape operand leaves the node to the CPU reference. Most
+// ops only move bytes, so any dtype of 1, 2, 4 or 8 bytes runs.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -784,30 +785,32 @@ std::unique_ptr<CudaOp> make_trilu(const PlanContext& c, std::string* why) {
   return std::make_unique<TriluOp>(dtype_size(c.in_dtype(0)), batches, m, n, c.attr_int("upper") != 0, k, k_runtime);
 }
 
-class CumSumOp : public CudaOp {
+/// CumSum and CumProd: one scan kernel, its operation a flag.
+class ScanOp : public CudaOp {
  public:
-  CumSumOp(DType t, int64_t outer, int64_t len, int64_t inner, bool exclusive, bool reverse)
-      : t_(t), outer_(outer), len_(len), inner_(inner), exclusive_(exclusive), reverse_(reverse) {}
+  ScanOp(DType t, int64_t outer, int64_t len, int64_t inner, bool exclusive, bool reverse, bool product)
+      : t_(t), outer_(outer), len_(len), inner_(inner), exclusive_(exclusive), reverse_(reverse), product_(product) {}
   void launch(const LaunchArgs& a) override {
-    require_launched(
-        launch_cumsum(a.inputs[0].data, a.outputs[0].data, t_, outer_, len_, inner_, exclusive_, reverse_, a.stream),
-        "CumSum");
+    require_launched(launch_scan(a.inputs[0].data, a.outputs[0].data, t_, outer_, len_, inner_, exclusive_, reverse_,
+                                 product_, a.stream),
+                     product_ ? "CumProd" : "CumSum");
   }
   std::string kernel_name() const override {
-    return inner_ == 1 ? "CumSum: warp scan per row" : "CumSum: thread per lane";
+    return std::string(product_ ? "CumProd" : "CumSum") + (inner_ == 1 ? ": warp scan per row" : ": thread per lane");
   }
 
  private:
   DType t_;
   int64_t outer_, len_, inner_;
-  bool exclusive_, reverse_;
+  bool exclusive_, reverse_, product_;
 };
 
-std::unique_ptr<CudaOp> make_cumsum(const PlanContext& c, std::string* why) {
+std::unique_ptr<CudaOp> make_scan(const PlanContext& c, std::string* why, bool product) {
+  const char* op = product ? "CumProd" : "CumSum";
   if (!byte_movable(c, why)) return nullptr;
   const DType t = c.in_dtype(0);
   if (!is_float(t) && t != DType::Int32 && t != DType::Int64)
-    return refuse(why, std::string("CumSum on ") + dtype_name(t));
+    return refuse(why, std::string(op) + " on " + dtype_name(t));
   Dims axis;
   if (!const_ints(c, 1, "axis", &axis, why)) return nullptr;
   if (axis.size() != 1) return refuse(why, "axis must be a scalar");
@@ -816,8 +819,12 @@ std::unique_ptr<CudaOp> make_cumsum(const PlanContext& c, std::string* why) {
   int64_t ax = 0;
   if (!checked(why, [&] { ax = normalize_axis(axis[0], r, c); })) return nullptr;
   const AxisView v = axis_view(x, ax);  // as the CPU kernel (shape_ops.cpp)
-  return std::make_unique<CumSumOp>(t, v.outer, v.n, v.inner, c.attr_int("exclusive") != 0, c.attr_int("reverse") != 0);
+  return std::make_unique<ScanOp>(t, v.outer, v.n, v.inner, c.attr_int("exclusive") != 0, c.attr_int("reverse") != 0,
+                                  product);
 }
+
+std::unique_ptr<CudaOp> make_cumsum(const PlanContext& c, std::string* why) { return make_scan(c, why, false); }
+std::unique_ptr<CudaOp> make_cumprod(const PlanContext& c, std::string* why) { return make_scan(c, why, true); }
 
 // ---------------------------------------------------------------- Resize, Upsample
 
@@ -1028,6 +1035,7 @@ void register_movement_ops(CudaOpRegistry& r) {
   r.add("Pad", make_pad);
   r.add("Trilu", make_trilu);
   r.add("CumSum", make_cumsum);
+  r.add("CumProd", make_cumprod);
   r.add("Resize", make_resize);
   r.add("Upsample", make_resize);
 }

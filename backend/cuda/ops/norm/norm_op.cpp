@@ -1,13 +1,15 @@
 // CUDA entry points of the normalization family: LayerNormalization (ai.onnx 17 and ai.fusec),
 // SkipLayerNorm, LayerNormGelu, SimplifiedLayerNorm and RMSNormalization, SkipSimplifiedLayerNorm,
-// InstanceNormalization and GroupNormalization (all on the row kernel of norm.cu) and
-// BatchNormalization in inference mode. Factories validate shapes and attributes at plan time and
-// refuse (CPU fallback) what the kernels do not cover.
+// InstanceNormalization and GroupNormalization (all on the row kernel of norm.cu),
+// BatchNormalization in inference mode and LpNormalization (lp_norm.cu). Factories validate shapes
+// and attributes at plan time and refuse (CPU fallback) what the kernels do not cover.
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/axis_layout.h"
 #include "backend/cuda/core/cuda_op.h"
+#include "backend/cuda/ops/norm/lp_norm.cuh"
 #include "backend/cuda/ops/norm/norm.cuh"
 
 namespace fusec::cuda {
@@ -276,6 +278,40 @@ std::unique_ptr<CudaOp> make_batchnorm_channels_last(const PlanContext& c, std::
   return make_batchnorm_in(c, why, true);
 }
 
+class LpNormOp final : public CudaOp {
+ public:
+  LpNormOp(DType t, AxisView v, bool l1) : t_(t), v_(v), l1_(l1) {}
+  void launch(const LaunchArgs& a) override {
+    require_launched(launch_lp_norm(a.inputs[0].data, a.outputs[0].data, t_, v_.outer, v_.n, v_.inner, l1_, a.stream),
+                     "LpNormalization");
+  }
+  std::string kernel_name() const override {
+    return std::string("LpNormalization L") + (l1_ ? "1" : "2") +
+           (v_.inner == 1 ? ": warp per slice" : ": thread per lane");
+  }
+
+ private:
+  DType t_;
+  AxisView v_;
+  bool l1_;
+};
+
+std::unique_ptr<CudaOp> make_lpnorm(const PlanContext& c, std::string* why) {
+  const DType t = c.in_dtype(0);
+  if (!half_or_float(t) && t != DType::Float64)
+    return refuse(why, std::string("no CUDA LpNormalization for ") + dtype_name(t));
+  const int64_t p = c.attr_int("p");
+  if (p != 1 && p != 2) return refuse(why, "p must be 1 or 2");
+  const auto& d = c.in_dims(0);
+  int64_t axis = 0;
+  try {
+    axis = normalize_axis(c.attr_int("axis"), static_cast<int64_t>(d.size()), c);
+  } catch (const std::exception& e) {
+    return refuse(why, e.what());  // the CPU reference reports it
+  }
+  return std::make_unique<LpNormOp>(t, axis_view(d, axis), p == 1);
+}
+
 }  // namespace
 
 void register_normalization_ops(CudaOpRegistry& r) {
@@ -289,6 +325,7 @@ void register_normalization_ops(CudaOpRegistry& r) {
   r.add("InstanceNormalization", make_instancenorm);
   r.add("GroupNormalization", make_groupnorm);
   r.add("BatchNormalization", make_batchnorm);
+  r.add("LpNormalization", make_lpnorm);
   r.add_channels_last("BatchNormalization", make_batchnorm_channels_last, "", ChannelsLast::FollowInput);
 }
 
