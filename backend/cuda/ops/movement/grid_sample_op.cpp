@@ -1,8 +1,8 @@
 // GridSample on the GPU (grid_sample.cu): 4-D (NCHW) and 5-D (NCDHW) inputs, every mode and
 // padding, float32, float16 and bfloat16 storage for X and the grid; and AffineGrid, which makes
-// a spatial transformer's grid from its affine matrices (2-D and 3-D). It ran on the CPU reference
-// with copies: RAFT's correlation lookups (scripts/families.py's raft_small) made the model 37 ms
-// on the H200 and kept it out of CUDA graph capture.
+// a spatial transformer's grid from its affine matrices (2-D and 3-D). GridSample ran on the CPU
+// reference with copies: RAFT's correlation lookups (scripts/families.py's raft_small) made the
+// model 37 ms on the H200 and kept it out of CUDA graph capture.
 #include <memory>
 #include <string>
 
