@@ -196,7 +196,7 @@ bool splits_into_entries(const Node* sp, const Core& c, const Shape& scores) {
 Value* target_of(Graph& g, const Shape& s, const std::string& stem) {
   std::vector<int64_t> t;
   for (const Dim& d : s) t.push_back(d.is_static() ? d.value : -1);
-  return g.add_initializer(stem, Tensor::from_int64(t, {static_cast<int64_t>(t.size())}));
+  return int64_initializer(g, stem, t);
 }
 
 }  // namespace

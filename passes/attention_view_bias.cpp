@@ -85,10 +85,6 @@ bool collect_chain(Value* x, const std::vector<int64_t>& fine, std::vector<Node*
   return false;
 }
 
-Value* int64_initializer(Graph& g, const std::string& stem, const std::vector<int64_t>& v) {
-  return g.add_initializer(stem, Tensor::from_int64(v, {static_cast<int64_t>(v.size())}));
-}
-
 }  // namespace
 
 bool hoist_view_bias(Graph& g, Node* softmax, std::string* what, std::vector<std::string>* gone) {

@@ -51,7 +51,7 @@ const Shape* image_shape(const Value* v) {
 Value* target(Graph& g, const std::string& stem, const Shape& in, const Shape& out) {
   const std::optional<std::vector<int64_t>> t = reshape_target(in, out);
   if (!t) return nullptr;
-  return g.add_initializer(stem, Tensor::from_int64(*t, {static_cast<int64_t>(t->size())}));
+  return int64_initializer(g, stem, *t);
 }
 
 // tokens ─ Transpose(0,2,1) ─ Reshape [N,C,H,W] ─ conv  =>  tokens ─ Reshape [N,H,W,C] ─ Transpose(0,3,1,2)

@@ -447,10 +447,6 @@ int tree_copies(const Tree& t) {
   return n;
 }
 
-Value* int_constant(Graph& g, const std::string& stem, const std::vector<int64_t>& v) {
-  return g.add_initializer(stem, Tensor::from_int64(v, {static_cast<int64_t>(v.size())}));
-}
-
 /// The nodes `plan` becomes on a source of dims `xs`: each op with the dims it reads.
 struct Op {
   std::string type;
@@ -505,11 +501,11 @@ std::vector<Node*> emit(Graph& g, Value* x, const Plan& plan, Value* y, const st
     Node* n = nullptr;
     if (op.type == "Slice") {
       n = g.add_node("Slice",
-                     {v, int_constant(g, name + "_starts", plan.starts), int_constant(g, name + "_ends", plan.ends),
-                      int_constant(g, name + "_axes", plan.axes)},
+                     {v, int64_initializer(g, name + "_starts", plan.starts),
+                      int64_initializer(g, name + "_ends", plan.ends), int64_initializer(g, name + "_axes", plan.axes)},
                      {out}, name);
     } else if (op.type == "Reshape") {
-      n = g.add_node("Reshape", {v, int_constant(g, name + "_shape", *open_dims->target(op.in, op.shape))}, {out},
+      n = g.add_node("Reshape", {v, int64_initializer(g, name + "_shape", *open_dims->target(op.in, op.shape))}, {out},
                      name);
     } else {
       n = g.add_node("Transpose", {v}, {out}, name);
@@ -768,7 +764,7 @@ bool hoist_through(Sweep& s, Node* n) {
   Value* y = after.ends[0];
   const std::string last = y->producer->name;
   release(s, y);
-  Node* view = g.add_node("Reshape", {moved->outputs[0], int_constant(g, last + "_rows_shape", *view_target)}, {y},
+  Node* view = g.add_node("Reshape", {moved->outputs[0], int64_initializer(g, last + "_rows_shape", *view_target)}, {y},
                           g.unique_node_name(last));
   for (Node* m : added) m->fused_from = origins;
   view->fused_from = origins;
@@ -815,13 +811,13 @@ bool patch_embedding(Sweep& s, Node* conv) {
   const DType dt = conv->input(0)->type.dtype;
   const std::string stem = conv->name;
   Value* x6 = typed(g, stem + "_patches6", dt, {n, c, oh, kh, ow, kw});
-  g.add_node("Reshape", {conv->input(0), int_constant(g, stem + "_patches6_shape", *six_target)}, {x6},
+  g.add_node("Reshape", {conv->input(0), int64_initializer(g, stem + "_patches6_shape", *six_target)}, {x6},
              g.unique_node_name(stem + "_patches6"));
   Value* xt = typed(g, stem + "_patches_t", dt, {n, oh, ow, c, kh, kw});
   g.add_node("Transpose", {x6}, {xt}, g.unique_node_name(stem + "_patches_t"))
       ->set_attr("perm", std::vector<int64_t>{0, 2, 4, 1, 3, 5});
   Value* patches = typed(g, stem + "_patches", dt, {n * oh * ow, c * kh * kw});
-  g.add_node("Reshape", {xt, int_constant(g, stem + "_patches_shape", *patches_target)}, {patches},
+  g.add_node("Reshape", {xt, int64_initializer(g, stem + "_patches_shape", *patches_target)}, {patches},
              g.unique_node_name(stem + "_patches"));
   Value* w2 = g.add_initializer(conv->input(1)->name + "_rows", w->reshaped({m, c * kh * kw}));
   std::vector<Value*> ins = {patches, w2};

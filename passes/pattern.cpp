@@ -95,6 +95,10 @@ Value* typed_value(Graph& g, const std::string& stem, DType dtype, const std::ve
   return v;
 }
 
+Value* int64_initializer(Graph& g, const std::string& stem, const std::vector<int64_t>& v) {
+  return g.add_initializer(stem, Tensor::from_int64(v, {static_cast<int64_t>(v.size())}));
+}
+
 std::optional<AxisSlice> axis_slice(const Node* n) {
   std::optional<AxisSlice> s = strided_axis_slice(n);
   if (s && s->step != 1) return std::nullopt;

@@ -62,6 +62,9 @@ void erase_nodes(Graph& g, const std::vector<Node*>& nodes);
 /// before shape inference runs again.
 Value* typed_value(Graph& g, const std::string& stem, DType dtype, const std::vector<int64_t>& dims);
 
+/// A new 1-D int64 initializer holding `v` (a Reshape target, axes, pads).
+Value* int64_initializer(Graph& g, const std::string& stem, const std::vector<int64_t>& v);
+
 /// A Slice along one axis with step 1: the axis (normalized) and [begin, end) clamped to its
 /// extent as ONNX clamps them.
 struct AxisSlice {

@@ -16,11 +16,6 @@ namespace fusec {
 
 namespace {
 
-Value* int64_constant(Graph& g, const std::string& name, std::vector<int64_t> v) {
-  const int64_t n = static_cast<int64_t>(v.size());
-  return g.add_initializer(name, Tensor::from_int64(v, {n}));
-}
-
 /// A node `op` on `ins` writing a new value of `dtype` (its shape left to inference).
 Value* emit(Rewriter& r, const std::string& op, std::vector<Value*> ins, DType dtype, const std::string& stem,
             const std::vector<std::string>& origins, std::vector<std::pair<std::string, int64_t>> attrs = {}) {
@@ -43,14 +38,15 @@ Value* whole_table(Rewriter& r, RotaryTables& tables, Value* cache, Value* posit
   Value* rows = positions ? emit(r, "Gather", {cache, positions}, t, stem + "_rows", origins, {{"axis", 0}}) : cache;
   Value* wide;
   if (interleaved) {
-    Value* col = emit(r, "Unsqueeze", {rows, int64_constant(g, stem + "_last", {-1})}, t, stem + "_col", origins);
+    Value* col = emit(r, "Unsqueeze", {rows, int64_initializer(g, stem + "_last", {-1})}, t, stem + "_col", origins);
     Value* pairs = emit(r, "Concat", {col, col}, t, stem + "_pairs", origins, {{"axis", -1}});
-    wide = emit(r, "Reshape", {pairs, int64_constant(g, stem + "_wide_shape", {0, 0, -1})}, t, stem + "_wide", origins);
+    wide =
+        emit(r, "Reshape", {pairs, int64_initializer(g, stem + "_wide_shape", {0, 0, -1})}, t, stem + "_wide", origins);
   } else {
     wide = emit(r, "Concat", {rows, rows}, t, stem + "_wide", origins, {{"axis", -1}});
   }
-  built =
-      emit(r, "Unsqueeze", {wide, int64_constant(g, stem + "_heads_axis", {heads_axis})}, t, stem + "_table", origins);
+  built = emit(r, "Unsqueeze", {wide, int64_initializer(g, stem + "_heads_axis", {heads_axis})}, t, stem + "_table",
+               origins);
   return built;
 }
 
