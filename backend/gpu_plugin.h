@@ -36,6 +36,10 @@ struct GpuDevice {
   size_t memory_bytes = 0;
 };
 
+/// NodePlacement::kernel of a node in the host tail: run on the CPU reference after the GPU part,
+/// because its shapes, or its inputs', depend on data the plan does not have.
+inline constexpr const char* kHostTailKernel = "cpu reference (host tail)";
+
 /// Where one node of a GPU plan runs.
 struct NodePlacement {
   std::string node, op_type;

@@ -62,16 +62,18 @@ ResolvedDevice resolve_device(const DeviceOptions& o) {
 
 std::string placement_summary(const Executable& exe) {
   if (const auto* ce = dynamic_cast<const GpuExecutable*>(&exe)) {
-    int gpu = 0, folded = 0, float32 = 0;
-    std::string cpu;
+    int gpu = 0, folded = 0, float32 = 0, tail = 0;
+    std::string cpu, tail_why;
     int cpu_count = 0;
     for (const auto& p : ce->placement()) {
       float32 += p.float32;
-      if (p.on_gpu)
+      if (p.on_gpu) {
         ++gpu;
-      else if (p.folded)
+      } else if (p.folded) {
         ++folded;
-      else {
+      } else if (p.kernel == kHostTailKernel) {
+        if (tail++ == 0) tail_why = p.reason;
+      } else {
         ++cpu_count;
         if (cpu_count <= 8) cpu += (cpu.empty() ? "" : ", ") + p.node + " (" + p.op_type + ": " + p.reason + ")";
       }
@@ -79,6 +81,8 @@ std::string placement_summary(const Executable& exe) {
     std::string s = std::to_string(gpu) + " node(s) on the GPU";
     if (folded) s += ", " + std::to_string(folded) + " folded at plan time";
     if (cpu_count) s += ", " + std::to_string(cpu_count) + " on the CPU: " + cpu + (cpu_count > 8 ? ", ..." : "");
+    if (tail)
+      s += ", " + std::to_string(tail) + " on the CPU after the GPU part, from where " + tail_why + " (the host tail)";
     if (float32) s += "; " + std::to_string(float32) + " kept in float32 (values read for their absolute size)";
     return s;
   }

@@ -39,7 +39,7 @@ Impl::Impl(const Graph& g, const CudaOptions& opts)
     for (Value* v : graph_->inputs)
       probe.push_back(Tensor::view(v->type.dtype, static_dims(*v->type.shape), nullptr, nullptr));
     try {
-      build_plan(probe, std::vector<bool>(probe.size(), false));
+      build_plan(probe, std::vector<bool>(probe.size(), false), false);
       key_ = signature(probe, by_value_);
     } catch (const Error& e) {
       // Data-dependent shapes: planned on the first run, with the inputs' values.
@@ -83,6 +83,11 @@ void Impl::upload_inputs(const std::vector<Tensor>& inputs) {
 }
 
 void Impl::launch() {
+  launch_gpu_part();
+  if (tail_) run_host_tail();
+}
+
+void Impl::launch_gpu_part() {
   if (!plan_) internal_error("launch before the inputs were uploaded");
   ctx_.make_current();
   if (graph_exec_) {
@@ -127,12 +132,19 @@ void Impl::launch_uncaptured() {
   if (!plan_) internal_error("launch before the inputs were uploaded");
   ctx_.make_current();
   run_steps();
+  if (tail_) run_host_tail();
 }
 
 std::vector<Tensor> Impl::download_outputs() {
   ctx_.make_current();
   std::vector<Tensor> outs;
   for (size_t i = 0; i < graph_->outputs.size(); ++i) {
+    if (output_slots_[i] < 0) {  // computed by the host tail
+      const size_t k = static_cast<size_t>(tail_->output_of[i]);
+      if (k >= tail_->outputs.size()) internal_error("outputs downloaded before the host tail ran");
+      outs.push_back(tail_->outputs[k].clone());
+      continue;
+    }
     const Slot& s = slots_[output_slots_[i]];
     Tensor t(s.onnx_dtype, s.dims);
     if (t.nbytes())

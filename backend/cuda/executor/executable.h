@@ -23,11 +23,13 @@
 //   layout.cpp        channels-last regions and the relayout steps between them
 //   memory.cpp        slot placement (arena, weights, inputs), the exact memory check, uploads
 //   run.cpp           stepping through the plan, the CPU fallback, the device error record
+//   host_tail.cpp     the nodes after a data-dependent shape, on the CPU reference after the GPU part
 //   graphs.cpp        capture into a CUDA graph
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -82,7 +84,7 @@ class Impl : public CudaExecutable {
   // plan.cpp
   void ensure_plan(const std::vector<Tensor>& inputs);
   void reset_plan();
-  void build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value);
+  void build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value, bool allow_tail);
   std::string placement_reason(const std::string& node) const;
   int typed_slot(int s, DType dtype, const std::string& name);
 
@@ -106,6 +108,15 @@ class Impl : public CudaExecutable {
   void upload_constants();
   void* addr(int s) const;
   void resolve_tensors();
+
+  // host_tail.cpp
+  void plan_host_tail(const Graph& g, const std::vector<bool>& in_tail, const std::string& why,
+                      const std::unordered_map<const Value*, int>& slot_of,
+                      const std::function<int(Value*)>& host_slot);
+  void run_host_tail();
+
+  // cuda_backend.cpp: launch() is this, then the host tail
+  void launch_gpu_part();
 
   // run.cpp
   void enqueue_error_fetch();
@@ -137,6 +148,7 @@ class Impl : public CudaExecutable {
   /// Whether this plan stores activations of `rank` channels-last: 4, and 5 with the switch.
   bool channels_last_at(size_t rank) const { return rank == 4 || (rank == 5 && channels_last_3d_); }
   std::vector<NodePlacement> placement_;
+  std::unique_ptr<HostTail> tail_;                 // null where every shape is known at plan time
   DeviceBuffer arena_, weights_, io_, workspace_;  // workspace: this plan's, never shared
   DeviceBuffer error_record_;                      // one DeviceErrorRecord, at one address for the executable's life
   DeviceErrorRecord* error_host_ = nullptr;        // pinned: where each run's record is copied

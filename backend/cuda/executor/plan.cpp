@@ -58,7 +58,7 @@ void Impl::ensure_plan(const std::vector<Tensor>& inputs) {
   std::vector<bool> by_value(inputs.size(), false);
   if (plan_ && signature(inputs, by_value_) == key_) return;
   try {
-    build_plan(inputs, by_value);
+    build_plan(inputs, by_value, false);
   } catch (const Error& e) {
     if (e.cause() != ErrorCause::ShapeNeedsValues) throw;
     // A shape depends on an input's value (a Reshape target fed as an input, ...): specialize
@@ -71,7 +71,15 @@ void Impl::ensure_plan(const std::vector<Tensor>& inputs) {
       by_value[i] = ((is_integer(t) || t == DType::Bool) && n <= kMaxSpecializedElements) ||
                     (is_float(t) && n <= kMaxSpecializedFloats);
     }
-    build_plan(inputs, by_value);
+    try {
+      build_plan(inputs, by_value, false);
+    } catch (const Error& e2) {
+      // Still a shape that depends on data (NonZero, NonMaxSuppression, a data-dependent If):
+      // the GPU runs what comes before it and the CPU reference the rest (host_tail.cpp), unless
+      // --strict asked for no node on the CPU.
+      if (e2.cause() != ErrorCause::ShapeNeedsValues || opts_.strict) throw;
+      build_plan(inputs, by_value, true);
+    }
   }
   key_ = signature(inputs, by_value_);
 }
@@ -86,6 +94,7 @@ void Impl::reset_plan() {
   retyped_.clear();
   input_slots_.clear();
   output_slots_.clear();
+  tail_.reset();
   arena_ = DeviceBuffer();
   weights_ = DeviceBuffer();
   io_ = DeviceBuffer();
@@ -96,7 +105,7 @@ void Impl::reset_plan() {
   plan_.reset();
 }
 
-void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value) {
+void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>& by_value, bool allow_tail) {
   reset_plan();
   channels_last_ = opts_.channels_last;
   if (const char* env = env_switch("FUSEC_CHANNELS_LAST"); env && std::string(env) == "0") channels_last_ = false;
@@ -117,7 +126,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
   infer_shapes(g, cpu::evaluate_node);
   for (Value* v : g.values()) {
     bool used = v->is_graph_output || !v->consumers.empty();
-    if (!used) continue;
+    if (!used || (v->producer && allow_tail)) continue;
     if (v->type.dtype == DType::Undefined || !v->type.shape || !is_static(*v->type.shape)) {
       std::string where = v->producer ? v->producer->ref() : "";
       throw Error(ErrorKind::BadInput,
@@ -128,6 +137,25 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
   // A position's sum that a fusion put in a conv's or matmul's epilogue comes back out as an Add
   // the float32 island can hold (float32_island.h); none in most models.
   split_position_sums(g, opts_.precision);
+  // The host tail (host_tail.cpp): each node with a used output whose type or shape is still not
+  // known, and every node after one that reads what it computes. g's nodes are in order.
+  std::vector<bool> in_tail(g.nodes().size(), false);
+  std::unordered_map<const Node*, size_t> node_index;
+  std::string tail_why;
+  bool any_tail = false;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = *g.nodes()[i];
+    node_index[&n] = i;
+    for (Value* v : n.inputs)
+      if (v && v->producer && in_tail[node_index.at(v->producer)]) in_tail[i] = true;
+    for (Value* v : n.outputs) {
+      const bool used = v && (v->is_graph_output || !v->consumers.empty());
+      if (!used || (v->type.dtype != DType::Undefined && v->type.shape && is_static(*v->type.shape))) continue;
+      if (tail_why.empty()) tail_why = "the shape of '" + v->name + "' depends on its data" + n.ref();
+      in_tail[i] = true;
+    }
+    any_tail = any_tail || in_tail[i];
+  }
   // Before any kernel is planned or tuned (conv tuning allocates and times candidates): a plan
   // that cannot fit fails now, from the shapes alone.
   check_device_memory(estimate_device_memory(g, opts_.precision), device_limit(), "the model");
@@ -191,6 +219,10 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
   const auto& factories = CudaOpRegistry::global();
   for (const auto& np : g.nodes()) {
     const Node& n = *np;
+    if (in_tail[node_index.at(&n)]) {
+      placement_.push_back({n.name, n.op_type, false, false, kHostTailKernel, tail_why, "", false});
+      continue;
+    }
     int64_t opset = g.opset(n.domain);
     const OpSchema* schema = OpRegistry::global().find(n.domain, n.op_type, opset);
     if (!schema) bad_input_at("no schema for this op at opset " + std::to_string(opset), n.ref());
@@ -387,8 +419,11 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
                 describe_unsupported(cpu_nodes));
   }
 
-  // Graph outputs: an ONNX-typed slot the host copies from.
-  for (Value* v : g.outputs) {
+  // Graph outputs: an ONNX-typed slot the host copies from, pinned for the whole run. The host
+  // tail reads its inputs from the same kind of slot.
+  std::unordered_map<const Value*, int> host_slots;
+  auto host_slot = [&](Value* v) {
+    if (auto it = host_slots.find(v); it != host_slots.end()) return it->second;
     int s = layout_slot(v, false, slot_of);
     // By value: new_slot() below may grow slots_ (a reference here read freed memory, found by
     // ASan on the GPU suite).
@@ -397,8 +432,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     bool already_output = std::find(output_slots_.begin(), output_slots_.end(), s) != output_slots_.end();
     if (produced_here && !already_output) {
       slots_[s].pinned = true;
-      output_slots_.push_back(s);
-      continue;
+      return host_slots[v] = s;
     }
     int out = new_slot(v);
     slots_[out].dtype = v->type.dtype;
@@ -409,8 +443,16 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     st.in_slots = {s};
     st.out_slots = {out};
     steps_.push_back(std::move(st));
-    output_slots_.push_back(out);
+    return host_slots[v] = out;
+  };
+  for (Value* v : g.outputs) {
+    if (v->producer && in_tail[node_index.at(v->producer)]) {
+      output_slots_.push_back(-1);  // the host tail's
+      continue;
+    }
+    output_slots_.push_back(host_slot(v));  // a value listed twice shares its slot
   }
+  if (any_tail) plan_host_tail(g, in_tail, tail_why, slot_of, host_slot);
 
   const auto mem_t0 = std::chrono::steady_clock::now();
   place_memory();

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/cuda/core/cuda_op.h"
 #include "backend/cuda/ops/movement/movement.cuh"
 #include "ir/graph.h"
@@ -43,6 +44,20 @@ struct Step {
   std::vector<DTensor> ins, outs;        // resolved at the end of planning
   StridedCopyPlan relayout;              // Kind::Relayout: NCHW <-> NHWC
   std::string label;                     // what the profiler calls it: the node's name, or what an added step does
+};
+
+/// The nodes from the first value whose shape depends on data the plan does not have (NonZero's
+/// output, NonMaxSuppression's, a data-dependent If's), and every node that reads one of their
+/// outputs: compiled for the CPU reference and run on the host after the GPU part
+/// (host_tail.cpp). The GPU part ends in the pinned, model-typed slots the tail reads.
+struct HostTail {
+  std::unique_ptr<Graph> graph;             // the tail nodes, its inputs the values they read from the GPU part
+  std::unique_ptr<Executable> exe;          // the CPU reference's, compiled from graph
+  std::vector<int> in_slots;                // per tail input: the device slot it is read from, or -1
+  std::vector<const Tensor*> in_constants;  // per tail input with no slot: the host constant
+  std::vector<int> output_of;               // per graph output: its index among the tail's outputs, or -1
+  std::vector<Tensor> outputs;              // the last run's
+  std::string label;                        // what the profiler calls the step
 };
 
 /// The key a plan is kept under: each input's type and dims, and its bytes where the plan is
