@@ -42,6 +42,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/executor/plan.h"
 #include "backend/device_memory.h"
+#include "backend/host_tail.h"
 
 namespace fusec::cuda::executor {
 
@@ -110,8 +111,7 @@ class Impl : public CudaExecutable {
   void resolve_tensors();
 
   // host_tail.cpp
-  void plan_host_tail(const Graph& g, const std::vector<bool>& in_tail, const std::string& why,
-                      const std::unordered_map<const Value*, int>& slot_of,
+  void plan_host_tail(const Graph& g, const TailSplit& split, const std::unordered_map<const Value*, int>& slot_of,
                       const std::function<int(Value*)>& host_slot);
   void run_host_tail();
 

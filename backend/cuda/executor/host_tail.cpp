@@ -1,14 +1,11 @@
-// The host tail: a model whose shapes depend on its data past some node (a detector's
-// NonMaxSuppression, NonZero, a data-dependent If) cannot be planned whole, since the arena needs
-// every size before the first launch. Only the shapes after that point are unknown, so the plan
-// stops there: the GPU runs every node whose shapes are known (captured as a CUDA graph as usual),
-// and the CPU reference runs the rest on the host, on the values the GPU part leaves in pinned,
-// model-typed slots, shapes found as it goes. A backbone stays on the GPU, and the NMS and what
-// follows it run where their sizes are known. `placement()` names each tail node and why.
+// The host tail on CUDA (which nodes, and the CPU-side graph: backend/host_tail.h). The GPU part
+// runs every node whose shapes are known, captured as a CUDA graph as usual, and leaves what the
+// tail reads in pinned slots of the model's types; each run then copies those to the host, reports
+// bad data a kernel found, and runs the tail on the CPU reference. A detector's backbone stays on
+// the GPU, and its NMS and what follows run where their sizes are known.
 #include <cuda_runtime_api.h>
 
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -19,28 +16,11 @@
 
 namespace fusec::cuda::executor {
 
-void Impl::plan_host_tail(const Graph& g, const std::vector<bool>& in_tail, const std::string& why,
-                          const std::unordered_map<const Value*, int>& slot_of,
+void Impl::plan_host_tail(const Graph& g, const TailSplit& split, const std::unordered_map<const Value*, int>& slot_of,
                           const std::function<int(Value*)>& host_slot) {
   auto tail = std::make_unique<HostTail>();
-  auto tg = std::make_unique<Graph>();
-  tg->name = g.name + " (host tail)";
-  tg->meta = g.meta;
-  tg->opsets = g.opsets;
-  std::unordered_map<const Value*, Value*> mapped;
-  // A value the tail reads but does not compute: an initializer stays one; anything else (a graph
-  // input, a value the GPU part computes or folded at plan time) becomes an input of the tail.
-  auto tail_input = [&](Value* v) -> Value* {
-    if (auto it = mapped.find(v); it != mapped.end()) return it->second;
-    Value* c = tg->add_named_value(v->name);
-    c->type = v->type;
-    mapped[v] = c;
-    if (v->is_initializer()) {
-      c->initializer = v->initializer;
-      return c;
-    }
-    c->is_graph_input = true;
-    tg->inputs.push_back(c);
+  TailGraph tg = make_tail_graph(g, split.in_tail);
+  for (Value* v : tg.reads) {
     // A graph input is read from the buffer it was uploaded to, a folded value from the host,
     // both exact; a value the GPU part computes from a pinned slot of the model's type.
     int s = -1;
@@ -50,43 +30,13 @@ void Impl::plan_host_tail(const Graph& g, const std::vector<bool>& in_tail, cons
     if (s < 0 && !constant) s = host_slot(v);
     tail->in_slots.push_back(s);
     tail->in_constants.push_back(constant);
-    return c;
-  };
-  size_t nodes = 0;
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    if (!in_tail[i]) continue;
-    const Node& n = *g.nodes()[i];
-    std::vector<Value*> ins, outs;
-    for (Value* v : n.inputs) ins.push_back(v ? tail_input(v) : nullptr);
-    for (Value* v : n.outputs) {
-      if (!v) {
-        outs.push_back(nullptr);
-        continue;
-      }
-      Value* c = tg->add_named_value(v->name);
-      c->type.dtype = v->type.dtype;  // the shapes are the CPU reference's to find, run by run
-      mapped[v] = c;
-      outs.push_back(c);
-    }
-    Node* c = tg->add_node(n.op_type, ins, outs, n.name, n.domain);
-    c->attrs = n.attrs;
-    c->doc_string = n.doc_string;
-    c->fused_from = n.fused_from;
-    ++nodes;
   }
-  tail->output_of.assign(g.outputs.size(), -1);
-  for (size_t i = 0; i < g.outputs.size(); ++i) {
-    Value* v = g.outputs[i];
-    auto it = mapped.find(v);
-    if (output_slots_[i] >= 0 || it == mapped.end()) continue;
-    it->second->is_graph_output = true;
-    tail->output_of[i] = static_cast<int>(tg->outputs.size());
-    tg->outputs.push_back(it->second);
-  }
-  tail->exe = cpu::CpuBackend().compile(*tg);
-  tail->graph = std::move(tg);
-  tail->label =
-      "host tail: " + std::to_string(nodes) + " node" + (nodes == 1 ? "" : "s") + " on the CPU reference (" + why + ")";
+  tail->output_of = std::move(tg.output_of);
+  tail->exe = cpu::CpuBackend().compile(*tg.graph);
+  const size_t nodes = tg.graph->nodes().size();
+  tail->graph = std::move(tg.graph);
+  tail->label = "host tail: " + std::to_string(nodes) + " node" + (nodes == 1 ? "" : "s") + " on the CPU reference (" +
+                split.why + ")";
   tail_ = std::move(tail);
 }
 

@@ -20,6 +20,7 @@
 #include "backend/cuda/ops/movement/view_op.h"
 #include "backend/device_memory.h"
 #include "backend/float32_island.h"
+#include "backend/host_tail.h"
 #include "ir/error.h"
 #include "ir/switches.h"
 #include "ir/shape_inference.h"
@@ -137,25 +138,11 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
   // A position's sum that a fusion put in a conv's or matmul's epilogue comes back out as an Add
   // the float32 island can hold (float32_island.h); none in most models.
   split_position_sums(g, opts_.precision);
-  // The host tail (host_tail.cpp): each node with a used output whose type or shape is still not
-  // known, and every node after one that reads what it computes. g's nodes are in order.
-  std::vector<bool> in_tail(g.nodes().size(), false);
+  // The nodes from the first data-dependent shape on (backend/host_tail.h); none in most models.
+  const TailSplit split = find_host_tail(g);
+  const std::vector<bool>& in_tail = split.in_tail;
   std::unordered_map<const Node*, size_t> node_index;
-  std::string tail_why;
-  bool any_tail = false;
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    const Node& n = *g.nodes()[i];
-    node_index[&n] = i;
-    for (Value* v : n.inputs)
-      if (v && v->producer && in_tail[node_index.at(v->producer)]) in_tail[i] = true;
-    for (Value* v : n.outputs) {
-      const bool used = v && (v->is_graph_output || !v->consumers.empty());
-      if (!used || (v->type.dtype != DType::Undefined && v->type.shape && is_static(*v->type.shape))) continue;
-      if (tail_why.empty()) tail_why = "the shape of '" + v->name + "' depends on its data" + n.ref();
-      in_tail[i] = true;
-    }
-    any_tail = any_tail || in_tail[i];
-  }
+  for (size_t i = 0; i < g.nodes().size(); ++i) node_index[g.nodes()[i].get()] = i;
   // Before any kernel is planned or tuned (conv tuning allocates and times candidates): a plan
   // that cannot fit fails now, from the shapes alone.
   check_device_memory(estimate_device_memory(g, opts_.precision), device_limit(), "the model");
@@ -220,7 +207,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
   for (const auto& np : g.nodes()) {
     const Node& n = *np;
     if (in_tail[node_index.at(&n)]) {
-      placement_.push_back({n.name, n.op_type, false, false, kHostTailKernel, tail_why, "", false});
+      placement_.push_back({n.name, n.op_type, false, false, kHostTailKernel, split.why, "", false});
       continue;
     }
     int64_t opset = g.opset(n.domain);
@@ -452,7 +439,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     }
     output_slots_.push_back(host_slot(v));  // a value listed twice shares its slot
   }
-  if (any_tail) plan_host_tail(g, in_tail, tail_why, slot_of, host_slot);
+  if (split.any()) plan_host_tail(g, split, slot_of, host_slot);
 
   const auto mem_t0 = std::chrono::steady_clock::now();
   place_memory();

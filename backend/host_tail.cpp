@@ -1,0 +1,88 @@
+#include "backend/host_tail.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace fusec {
+
+bool TailSplit::any() const { return std::find(in_tail.begin(), in_tail.end(), true) != in_tail.end(); }
+
+TailSplit find_host_tail(const Graph& g) {
+  TailSplit t;
+  t.in_tail.assign(g.nodes().size(), false);
+  std::unordered_map<const Node*, size_t> index;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = *g.nodes()[i];
+    index[&n] = i;
+    for (Value* v : n.inputs)
+      if (v && v->producer) {
+        auto it = index.find(v->producer);
+        if (it != index.end() && t.in_tail[it->second]) t.in_tail[i] = true;
+      }
+    for (Value* v : n.outputs) {
+      const bool used = v && (v->is_graph_output || !v->consumers.empty());
+      if (!used || (v->type.dtype != DType::Undefined && v->type.shape && is_static(*v->type.shape))) continue;
+      if (t.why.empty()) t.why = "the shape of '" + v->name + "' depends on its data" + n.ref();
+      t.in_tail[i] = true;
+    }
+  }
+  return t;
+}
+
+TailGraph make_tail_graph(const Graph& g, const std::vector<bool>& in_tail) {
+  TailGraph t;
+  t.graph = std::make_unique<Graph>();
+  Graph& tg = *t.graph;
+  tg.name = g.name + " (host tail)";
+  tg.meta = g.meta;
+  tg.opsets = g.opsets;
+  std::unordered_map<const Value*, Value*> mapped;
+  auto read = [&](Value* v) -> Value* {
+    if (auto it = mapped.find(v); it != mapped.end()) return it->second;
+    Value* c = tg.add_named_value(v->name);
+    c->type = v->type;
+    mapped[v] = c;
+    if (v->is_initializer()) {
+      c->initializer = v->initializer;
+    } else {
+      c->is_graph_input = true;
+      tg.inputs.push_back(c);
+      t.reads.push_back(v);
+    }
+    return c;
+  };
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    if (!in_tail[i]) continue;
+    const Node& n = *g.nodes()[i];
+    std::vector<Value*> ins, outs;
+    for (Value* v : n.inputs) ins.push_back(v ? read(v) : nullptr);
+    for (Value* v : n.outputs) {
+      if (!v) {
+        outs.push_back(nullptr);
+        continue;
+      }
+      Value* c = tg.add_named_value(v->name);
+      c->type.dtype = v->type.dtype;  // the shapes are the CPU reference's to find, run by run
+      mapped[v] = c;
+      outs.push_back(c);
+    }
+    Node* c = tg.add_node(n.op_type, ins, outs, n.name, n.domain);
+    c->attrs = n.attrs;
+    c->doc_string = n.doc_string;
+    c->fused_from = n.fused_from;
+  }
+  t.output_of.assign(g.outputs.size(), -1);
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    Value* v = g.outputs[i];
+    if (!v->producer) continue;
+    auto it = mapped.find(v);
+    // Only a value the tail computes: one it merely reads comes from the GPU part.
+    if (it == mapped.end() || it->second->is_graph_input || it->second->is_initializer()) continue;
+    it->second->is_graph_output = true;
+    t.output_of[i] = static_cast<int>(tg.outputs.size());
+    tg.outputs.push_back(it->second);
+  }
+  return t;
+}
+
+}  // namespace fusec
