@@ -20,6 +20,8 @@
 #   video       the rank-5 channels-last path: its GPU tests and memcheck over them, then bench_zoo of
 #               the video families (VIDEO_MODELS) with FUSEC_CHANNELS_LAST_3D=0 and by default (zoo.md
 #               under $OUT/video_nchw and $OUT/video_nhwc)
+#   detection   a detector with data-dependent shapes (scripts/lab/export_detection.py, needs torchvision): fusec run
+#               on CUDA (the host tail) against the CPU, outputs compared sorted; then fusec bench of it
 #   micro       single-kernel timings at BERT-base's shapes (scripts/make_microbench_models.py), fp32,
 #               once per environment setting in MICRO_VARIANTS (e.g. "FUSEC_CUDNN_SDPA=0 X=1")
 #   bash scripts/gpu_check.sh tests models bench
@@ -186,6 +188,35 @@ for s in "${@:-tests}"; do
           printf '%-12s %-22s %s\n' "$m" "$v" "$(grep -E '^median ms' $work/bench.log)" | tee -a "$out/micro.txt"
         done
       done ;;
+    detection)
+      # A detector whose shapes depend on its data (torchvision's SSDlite, legacy export: an If
+      # around the NMS): the GPU part on CUDA, the host tail after it, against the CPU run. With
+      # random weights many kept scores tie and their order follows float rounding, so each
+      # output is compared sorted.
+      step "detection (host tail)"
+      det=${DETECTION_MODEL:-ssdlite320_mobilenet_v3_large}
+      python3 scripts/lab/export_detection.py "$det" legacy > "$out/detection_export.log" 2>&1 || status=1
+      tail -1 "$out/detection_export.log" | cut -c1-160
+      m=/tmp/det/$det.legacy.onnx
+      for d in cuda cpu; do
+        fusec run "$m" --device $d --format npy --output-dir "$out/detection_$d" > "$out/detection_$d.log" 2>&1 ||
+          { status=1; tail -3 "$out/detection_$d.log"; }
+      done
+      grep -iE "on the GPU" "$out/detection_cuda.log" | head -2 | cut -c1-400
+      python3 - "$out" <<'EOF2' || status=1
+import glob, os, sys
+import numpy as np
+out, bad = sys.argv[1], 0
+for f in sorted(glob.glob(out + "/detection_cuda/*.npy")):
+    a, b = np.load(f), np.load(f.replace("detection_cuda", "detection_cpu"))
+    same = a.shape == b.shape
+    d = float(np.max(np.abs(np.sort(a.ravel()).astype(float) - np.sort(b.ravel()).astype(float)))) if same and a.size else 0.0
+    print(f"{os.path.basename(f)}: cuda {a.shape} cpu {b.shape} max |sorted diff| {d:.3g}")
+    bad += not same
+sys.exit(1 if bad else 0)
+EOF2
+      fusec bench "$m" --precision fp32 --duration 1 > "$out/detection_bench.log" 2>&1 || status=1
+      grep -iE "median|tail|graph" "$out/detection_bench.log" | head -6 ;;
     *) echo "gpu_check: unknown step $s"; status=2 ;;
   esac
 done
