@@ -1,30 +1,25 @@
 #include "backend/host_tail.h"
 
-#include <algorithm>
 #include <unordered_map>
 
 namespace fusec {
 
-bool TailSplit::any() const { return std::find(in_tail.begin(), in_tail.end(), true) != in_tail.end(); }
-
 TailSplit find_host_tail(const Graph& g) {
   TailSplit t;
   t.in_tail.assign(g.nodes().size(), false);
-  std::unordered_map<const Node*, size_t> index;
   for (size_t i = 0; i < g.nodes().size(); ++i) {
     const Node& n = *g.nodes()[i];
-    index[&n] = i;
-    for (Value* v : n.inputs)
-      if (v && v->producer) {
-        auto it = index.find(v->producer);
-        if (it != index.end() && t.in_tail[it->second]) t.in_tail[i] = true;
-      }
+    bool in = false;
+    for (Value* v : n.inputs) in = in || (v && v->producer && t.has(v->producer));
     for (Value* v : n.outputs) {
       const bool used = v && (v->is_graph_output || !v->consumers.empty());
       if (!used || (v->type.dtype != DType::Undefined && v->type.shape && is_static(*v->type.shape))) continue;
       if (t.why.empty()) t.why = "the shape of '" + v->name + "' depends on its data" + n.ref();
-      t.in_tail[i] = true;
+      in = true;
     }
+    if (!in) continue;
+    t.in_tail[i] = true;
+    t.nodes.insert(&n);
   }
   return t;
 }

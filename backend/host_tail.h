@@ -8,6 +8,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/graph.h"
@@ -17,7 +18,9 @@ namespace fusec {
 struct TailSplit {
   std::vector<bool> in_tail;  // per node of the graph, in its order
   std::string why;            // "the shape of 'V' depends on its data (node ..., op ...)": the first
-  bool any() const;
+  bool any() const { return !nodes.empty(); }
+  bool has(const Node* n) const { return nodes.count(n) > 0; }
+  std::unordered_set<const Node*> nodes;  // the same nodes, for lookups by node
 };
 
 /// The tail of `g`, whose nodes are in order and whose shapes were inferred for its inputs' dims

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 
+#include "host_tail_model.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -67,25 +68,7 @@ void expect_split_matches_whole(Graph& g, const std::vector<Tensor>& inputs) {
   }
 }
 
-// x -> MatMul -> Relu ("relu", an output) -> NonZero -> Transpose -> GatherND -> ReduceSum over an
-// axes initializer; Sigmoid(x) reads nothing of the tail.
-std::unique_ptr<Graph> nonzero_model() {
-  GraphBuilder b(17);
-  Value* x = b.input("x", DType::Float32, {Dim(4), Dim(6)});
-  Value* m = b.node("MatMul", {x, b.initializer("w", uniform_floats({6, 6}, 3))}, {}, "matmul");
-  Value* r = b.node("Relu", {m}, {}, "relu");
-  Value* nz = b.node("NonZero", {r}, {}, "nonzero");
-  Value* t = b.node("Transpose", {nz}, {attr("perm", std::vector<int64_t>{1, 0})}, "indices");
-  Value* picked = b.node("GatherND", {r, t}, {}, "picked");
-  Value* sum = b.node("ReduceSum", {picked, b.initializer("axes", int64s({0}, {1}))}, {}, "sum");
-  b.output(r);
-  b.output(t);
-  b.output(sum);
-  b.output(b.node("Sigmoid", {x}, {}, "sigmoid"));
-  auto g = b.build();
-  infer_shapes(*g);
-  return g;
-}
+std::unique_ptr<Graph> nonzero_model() { return nonzero_tail_model(uniform_floats({6, 6}, 3)); }
 
 }  // namespace
 

@@ -140,9 +140,6 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
   split_position_sums(g, opts_.precision);
   // The nodes from the first data-dependent shape on (backend/host_tail.h); none in most models.
   const TailSplit split = find_host_tail(g);
-  const std::vector<bool>& in_tail = split.in_tail;
-  std::unordered_map<const Node*, size_t> node_index;
-  for (size_t i = 0; i < g.nodes().size(); ++i) node_index[g.nodes()[i].get()] = i;
   // Before any kernel is planned or tuned (conv tuning allocates and times candidates): a plan
   // that cannot fit fails now, from the shapes alone.
   check_device_memory(estimate_device_memory(g, opts_.precision), device_limit(), "the model");
@@ -206,7 +203,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
   const auto& factories = CudaOpRegistry::global();
   for (const auto& np : g.nodes()) {
     const Node& n = *np;
-    if (in_tail[node_index.at(&n)]) {
+    if (split.has(&n)) {
       placement_.push_back({n.name, n.op_type, false, false, kHostTailKernel, split.why, "", false});
       continue;
     }
@@ -433,7 +430,7 @@ void Impl::build_plan(const std::vector<Tensor>& inputs, const std::vector<bool>
     return host_slots[v] = out;
   };
   for (Value* v : g.outputs) {
-    if (v->producer && in_tail[node_index.at(v->producer)]) {
+    if (v->producer && split.has(v->producer)) {
       output_slots_.push_back(-1);  // the host tail's
       continue;
     }
