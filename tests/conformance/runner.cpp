@@ -4,11 +4,17 @@
 //
 //   fusec_conformance --data /usr/share/libonnx-testdata/data [--filter S] [--json F]
 //                     [--floor-file F] [--roundtrip-only] [--quiet] [--verbose]
-//                     [--device cuda [--min-cuda-share 0.97]]
+//                     [--device cuda [--min-cuda-share 0.97]] [--split-tail]
 //
 // With --device cuda every case runs on the CUDA backend (fp32) and, for the comparison, on the
 // CPU reference: the summary gives how many CPU-passing cases also pass on CUDA, and how many ran
 // every node on the GPU (no CPU fallback).
+//
+// With --split-tail every case runs on the CPU reference as the CUDA executor runs a model with a
+// host tail (backend/host_tail.h): the graph without the tail's nodes, then the tail graph fed from
+// it. Each data set runs at the graph's own tail where its shapes depend on its data, and at forced
+// cuts (every node from the first, and from the middle on), so the split meets every op, control
+// flow body and graph shape the suite has; each run must match the expected outputs.
 //
 // A case is "pass" when every test_data_set matches, "unsupported" when fusec cannot import or
 // run one of its ops or types, and "fail" otherwise (wrong numbers or an error while running).
@@ -24,7 +30,9 @@
 #include <string>
 #include <vector>
 
+#include "../host_tail_split.h"
 #include "backend/cpu/cpu_backend.h"
+#include "backend/host_tail.h"
 #ifdef FUSEC_HAVE_CUDA
 #include "backend/cuda/core/context.h"
 #include "backend/cuda/cuda_backend.h"
@@ -108,6 +116,7 @@ const char* error_status(const Error& e) { return e.cause() == ErrorCause::Unsup
 
 bool g_optimize = false;  // --optimize: run each case through the pass pipeline first
 bool g_cuda = false;      // --device cuda
+bool g_split = false;     // --split-tail: prefix and host tail, both on the CPU reference
 
 std::unique_ptr<Backend> make_backend() {
 #ifdef FUSEC_HAVE_CUDA
@@ -181,22 +190,38 @@ CaseResult run_case(const fs::path& dir, const std::string& suite) {
         optimize_graph(*bound, PipelineOptions{});
         for (const auto& n : bound->nodes()) r.optimized_ops.insert(n->op_type);
       }
-      auto exe = backend.compile(*bound);
-      auto outputs = exe->run(inputs);
-      r.cpu_fallback |= used_cpu_fallback(*exe);
-      for (size_t k = 0; k < out_files.size() && k < outputs.size(); ++k) {
-        std::string diff = compare(outputs[k], read_tensor_pb(out_files[k]));
-        if (!diff.empty()) {
+      // (label, outputs) per way of running this data set
+      std::vector<std::pair<std::string, std::vector<Tensor>>> runs;
+      if (g_split && !bound->nodes().empty()) {
+        std::vector<std::pair<std::string, std::vector<bool>>> cuts;
+        const TailSplit own = find_host_tail(*bound);
+        if (own.any()) cuts.push_back({"its host tail", own.in_tail});
+        const size_t n = bound->nodes().size();
+        cuts.push_back({"a tail from node 0", test::tail_from(*bound, 0)});
+        if (n > 1) cuts.push_back({"a tail from node " + std::to_string(n / 2), test::tail_from(*bound, n / 2)});
+        for (auto& [label, in_tail] : cuts) runs.push_back({label, test::run_split_on_cpu(*bound, in_tail, inputs)});
+      } else {
+        auto exe = backend.compile(*bound);
+        runs.push_back({"", exe->run(inputs)});
+        r.cpu_fallback |= used_cpu_fallback(*exe);
+      }
+      for (const auto& [label, outputs] : runs) {
+        const std::string how = label.empty() ? "" : " (run with " + label + ")";
+        for (size_t k = 0; k < out_files.size() && k < outputs.size(); ++k) {
+          std::string diff = compare(outputs[k], read_tensor_pb(out_files[k]));
+          if (!diff.empty()) {
+            r.status = "fail";
+            r.detail = set.filename().string() + " output " + std::to_string(k) + " ('" +
+                       bound->outputs[k]->name + "')" + how + ": " + diff;
+            return r;
+          }
+        }
+        if (out_files.size() != outputs.size()) {
           r.status = "fail";
-          r.detail = set.filename().string() + " output " + std::to_string(k) + " ('" + bound->outputs[k]->name +
-                     "'): " + diff;
+          r.detail = "expected " + std::to_string(out_files.size()) + " outputs, got " +
+                     std::to_string(outputs.size()) + how;
           return r;
         }
-      }
-      if (out_files.size() != outputs.size()) {
-        r.status = "fail";
-        r.detail = "expected " + std::to_string(out_files.size()) + " outputs, got " + std::to_string(outputs.size());
-        return r;
       }
     }
   } catch (const Error& e) {
@@ -267,6 +292,8 @@ int main(int argc, char** argv) {
       roundtrip = true;
     else if (a == "--optimize")
       g_optimize = true;
+    else if (a == "--split-tail")
+      g_split = true;
     else if (a == "--require-layernorm-collapse")
       require_ln_collapse = true;
     else if (a == "--device") {
@@ -296,12 +323,16 @@ int main(int argc, char** argv) {
       std::printf("conformance --device cuda: skipped, no GPU (%s)\n", why.c_str());
       return 0;
     }
-    if (roundtrip || g_optimize) {
+    if (roundtrip || g_optimize || g_split) {
       std::fprintf(stderr, "fusec_conformance: --device cuda runs plain cases only\n");
       return 2;
     }
   }
 #endif
+  if (g_split && (roundtrip || g_optimize)) {
+    std::fprintf(stderr, "fusec_conformance: --split-tail runs plain cases only\n");
+    return 2;
+  }
   if (!fs::is_directory(data)) {
     std::fprintf(stderr, "fusec_conformance: no test data at %s (apt-get install libonnx-testdata)\n", data.c_str());
     return 2;

@@ -5,9 +5,9 @@
 #include "backend/host_tail.h"
 
 #include <algorithm>
-#include <map>
 
 #include "host_tail_model.h"
+#include "host_tail_split.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -22,45 +22,10 @@ bool named_in_tail(const Graph& g, const TailSplit& s, const std::string& node) 
   return false;
 }
 
-// Runs g as the executor does: everything but the tail, then the tail on what it reads.
-std::vector<Tensor> run_split(const Graph& g, const TailSplit& split, const std::vector<Tensor>& inputs) {
-  TailGraph tail = make_tail_graph(g, split.in_tail);
-  auto prefix = g.clone();
-  std::vector<Node*> drop;
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    if (split.in_tail[i]) drop.push_back(prefix->nodes()[i].get());
-  for (Node* n : drop) prefix->remove_node(n);
-  prefix->remove_unused_values();
-  // The prefix's outputs: the graph's that it computes, then what the tail reads from it.
-  std::vector<std::string> names;
-  prefix->outputs.clear();
-  for (size_t i = 0; i < g.outputs.size(); ++i)
-    if (tail.output_of[i] < 0) names.push_back(g.outputs[i]->name);
-  for (Value* v : tail.reads)
-    if (!v->is_graph_input) names.push_back(v->name);
-  for (Value* v : prefix->values()) v->is_graph_output = false;
-  for (const std::string& n : names) {
-    Value* v = prefix->find_value(n);
-    v->is_graph_output = true;
-    prefix->outputs.push_back(v);
-  }
-  std::map<std::string, Tensor> have;
-  for (size_t i = 0; i < g.inputs.size(); ++i) have[g.inputs[i]->name] = inputs[i];
-  const auto got = cpu::CpuBackend().compile(*prefix)->run(inputs);
-  for (size_t i = 0; i < names.size(); ++i) have[names[i]] = got[i];
-  std::vector<Tensor> tail_in;
-  for (Value* v : tail.reads) tail_in.push_back(have.at(v->name));
-  const auto tail_out = cpu::CpuBackend().compile(*tail.graph)->run(tail_in);
-  std::vector<Tensor> outs;
-  for (size_t i = 0; i < g.outputs.size(); ++i)
-    outs.push_back(tail.output_of[i] >= 0 ? tail_out[tail.output_of[i]] : have.at(g.outputs[i]->name));
-  return outs;
-}
-
 void expect_split_matches_whole(Graph& g, const std::vector<Tensor>& inputs) {
   const TailSplit split = find_host_tail(g);
   const auto want = run_cpu(g, inputs);
-  const auto got = run_split(g, split, inputs);
+  const auto got = run_split_on_cpu(g, split.in_tail, inputs);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i].dims(), want[i].dims()) << "output " << i;
