@@ -211,15 +211,15 @@ CaseResult run_case(const fs::path& dir, const std::string& suite) {
           std::string diff = compare(outputs[k], read_tensor_pb(out_files[k]));
           if (!diff.empty()) {
             r.status = "fail";
-            r.detail = set.filename().string() + " output " + std::to_string(k) + " ('" +
-                       bound->outputs[k]->name + "')" + how + ": " + diff;
+            r.detail = set.filename().string() + " output " + std::to_string(k) + " ('" + bound->outputs[k]->name +
+                       "')" + how + ": " + diff;
             return r;
           }
         }
         if (out_files.size() != outputs.size()) {
           r.status = "fail";
-          r.detail = "expected " + std::to_string(out_files.size()) + " outputs, got " +
-                     std::to_string(outputs.size()) + how;
+          r.detail =
+              "expected " + std::to_string(out_files.size()) + " outputs, got " + std::to_string(outputs.size()) + how;
           return r;
         }
       }
