@@ -25,12 +25,22 @@ std::vector<Entry>& entries() {
   return e;
 }
 
+// "live": each entry is also printed as it is added, so a build that never ends shows the last
+// thing it finished.
+bool live() {
+  static const bool enabled = [] {
+    const char* e = env_switch("FUSEC_BUILD_TRACE");
+    return e && std::string(e) == "live";
+  }();
+  return enabled;
+}
+
 }  // namespace
 
 bool BuildTrace::on() {
   static const bool enabled = [] {
     const char* e = env_switch("FUSEC_BUILD_TRACE");
-    return e && std::string(e) == "1";
+    return e && (std::string(e) == "1" || live());
   }();
   return enabled;
 }
@@ -39,6 +49,10 @@ void BuildTrace::add(const std::string& phase, const std::string& kind, const st
   if (!on()) return;
   std::lock_guard<std::mutex> lock(mu());
   entries().push_back({phase, kind, what, ms});
+  if (live()) {
+    std::fprintf(stderr, "build trace: %9.1f ms  %-18s %-16s %s\n", ms, phase.c_str(), kind.c_str(), what.c_str());
+    std::fflush(stderr);
+  }
 }
 
 void BuildTrace::report() {

@@ -1,4 +1,5 @@
-// Where an engine build's time goes, under FUSEC_BUILD_TRACE=1: each node's plan (its op factory:
+// Where an engine build's time goes, under FUSEC_BUILD_TRACE=1 (or =live, which also prints each
+// entry as it comes, for a build that never ends): each node's plan (its op factory:
 // library queries, weight copies, trial calls), the buffers and weight upload, and each step of
 // the first run, timed on the host with the device synchronized. Printed to stderr once the first
 // run ends. Costs nothing when off; when on, the first run is slower by one sync per step.
