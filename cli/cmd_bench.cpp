@@ -165,7 +165,7 @@ int bench(const BenchArgs& a) {
     auto bad = make_backend(a.device, dev)->unsupported(*variants[0].graph);
     if (!bad.empty()) fusec::unsupported(describe_unsupported(bad));
   }
-  require_static_shapes(*variants[0].graph);
+  require_bound_inputs(*variants[0].graph);
   // Before the inputs are made: at a batch of millions, making them alone takes minutes.
   make_backend(a.device, dev)->check_memory(*variants[0].graph);
   if (!a.no_compare) {

@@ -103,7 +103,7 @@ int profile(const ProfileArgs& a) {
     auto bad = make_backend(a.device, dev)->unsupported(*given);
     if (!bad.empty()) fusec::unsupported(describe_unsupported(bad));
   }
-  require_static_shapes(*given);
+  require_bound_inputs(*given);
   make_backend(a.device, dev)->check_memory(*given);  // before the inputs are made
   if (a.compare_unfused || a.as_given) {
     Variant v;

@@ -42,7 +42,10 @@ void infer_shapes(Graph& g, const NodeEvaluator& evaluate, const InferOptions& o
 /// Names of values (graph outputs and intermediates) whose shape is not fully static.
 std::vector<std::string> non_static_values(const Graph& g);
 
-/// Throws BadInput naming the first non-static values (and how to bind them) if any remain.
-void require_static_shapes(const Graph& g);
+/// Throws BadInput naming the inputs whose shapes are not fully known, and how to bind them. Values
+/// whose shapes the inputs' values decide (a Reshape target fed as an input, NonZero's output) may
+/// stay unknown: the CPU reference finds them as it runs, and the CUDA backend plans with the
+/// inputs' values or runs the nodes past them on the host (backend/host_tail.h).
+void require_bound_inputs(const Graph& g);
 
 }  // namespace fusec

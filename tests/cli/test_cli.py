@@ -825,13 +825,61 @@ def test_json_outputs_escape_non_utf8(c: Ctx):
     json.load(open(j2))
 
 
+def test_data_dependent_shapes(c: Ctx):
+    """A model whose shapes its data decides past some node (NonZero: the positive entries of
+    Relu(x), gathered and summed) runs, benches and profiles on the CPU: only the inputs must be
+    bound. The sum matches numpy's; bench's and profile's JSON follow their schemas; the NonZero and
+    the nodes after it, whose costs the shapes cannot give, are in the profile all the same."""
+    d = c.fresh("data_dependent")
+    model = os.path.join(d, "nz.onnx")
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("NonZero", ["r"], ["nz"], name="nonzero"),
+         helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0], name="indices"),
+         helper.make_node("GatherND", ["r", "idx"], ["picked"], name="picked"),
+         helper.make_node("ReduceSum", ["picked"], ["sum"], keepdims=0, name="sum")],
+        "nonzero_tail",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5])],
+        [helper.make_tensor_value_info("sum", TensorProto.FLOAT, []),
+         helper.make_tensor_value_info("idx", TensorProto.INT64, ["K", 2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="fusec test_cli")
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    onnx.save(m, model)
+    x = np.random.default_rng(3).uniform(-1, 1, (4, 5)).astype(np.float32)
+    np.save(os.path.join(d, "x.npy"), x)
+    out = os.path.join(d, "out")
+    c.ok("run", model, "--input", "x=" + os.path.join(d, "x.npy"), "--format", "npy", "--output-dir", out,
+         "--device", "cpu")
+    got = np.load(os.path.join(out, "output_0.npy"))
+    if got.shape != () or not np.isclose(got, np.maximum(x, 0).sum(), rtol=1e-5):
+        raise Failure(f"run: sum {got} (shape {got.shape}), numpy {np.maximum(x, 0).sum()}")
+    j = os.path.join(d, "b.json")
+    c.ok("bench", model, "--batch", "3", "--iterations", "3", "--json", j, "--quiet", "--device", "cpu")
+    with open(j) as f:
+        r = json.load(f)
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "schemas", "bench.schema.json")) as f:
+        jsonschema.validate(r, json.load(f))
+    if [v["iterations"] for v in r["variants"]] != [3, 3]:
+        raise Failure(f"bench of the NonZero model: iterations {[v['iterations'] for v in r['variants']]}")
+    r, _ = profile_json(c, model, "--batch", "3", "--as-given")
+    names = {n["name"]: n for n in r["nodes"]}
+    if set(names) != {"relu", "nonzero", "indices", "picked", "sum"}:
+        raise Failure(f"profile of the NonZero model: nodes {sorted(names)}")
+    if names["relu"]["flops"] is None or names["picked"]["flops"] is not None:
+        raise Failure("profile: Relu's cost comes from its shapes, GatherND's (after the NonZero) cannot: "
+                      f"{names['relu']['flops']}, {names['picked']['flops']}")
+    # An input left unbound is still an error that says how to bind it.
+    c.usage_error("bench", model, "--device", "cpu", mention=("--batch",))
+
+
 TESTS = [test_help, test_version, test_not_built, test_optimize_roundtrip, test_unknown_flag, test_no_or_unknown_subcommand,
          test_inspect_json, test_run_default_pb, test_run_npy, test_run_inputs_dir, test_batch_binding, test_seed,
          test_shape_flag, test_input_errors, test_output_dir_error, test_external_data, test_bench_json, test_optimize_device_flags, test_no_gpu_errors,
          test_mlp_inspect, test_mlp_run, test_newer_opset, test_max_memory, test_outputs_replaced_whole, test_profile_cpu,
          test_profile_project, test_profile_errors, test_optimize_verifies_masks_or_refuses, test_made_up_inputs_a_model_refuses,
          test_numeric_flags_are_checked,
-         test_errors_are_one_line, test_json_outputs_escape_non_utf8]
+         test_errors_are_one_line, test_json_outputs_escape_non_utf8, test_data_dependent_shapes]
 
 
 def main() -> int:
