@@ -1,5 +1,6 @@
 // NonMaxSuppression and RoiAlign on the CPU reference. Expected values are the ONNX reference
 // implementation's (onnx.reference, onnx 1.23) for the same inputs.
+#include <algorithm>
 #include <limits>
 
 #include "test_util.h"
@@ -52,6 +53,82 @@ TEST(CpuDetection, NonMaxSuppressionPerClassWithThresholds) {
   expect_close(got, int64s({0, 0, 3, 0, 0, 0, 0, 0, 5, 0, 1, 2, 0, 1, 5, 0, 1, 3}, {6, 3}), 0, 0);
   // Without max_output_boxes_per_class nothing is selected.
   expect_close(run_node("NonMaxSuppression", {boxes, scores}, {}, 11), int64s({}, {0, 3}), 0, 0);
+}
+
+// The selection tests a new box only against kept boxes near it along x (ir/ops/detection.cpp,
+// KeptBoxes). Against the rule itself, every kept box tested, on thousands of boxes: clusters a
+// detector's batched NMS would offset apart, boxes wider than the grid's cells, zero-area and
+// inverted boxes, NaN and infinite coordinates, a negative IoU threshold and a cap on the count.
+TEST(CpuDetection, NonMaxSuppressionMatchesTestingEveryKeptBox) {
+  struct Box {
+    float x0, x1, y0, y1;
+  };
+  // ONNX's rule, written out: IoU above the threshold suppresses; no overlap or no area never does.
+  auto overlaps_too_much = [](const Box& p, const Box& q, float thr) {
+    const float ix = std::min(p.x1, q.x1) - std::max(p.x0, q.x0), iy = std::min(p.y1, q.y1) - std::max(p.y0, q.y0);
+    if (!(ix > 0) || !(iy > 0)) return false;
+    const float ap = (p.x1 - p.x0) * (p.y1 - p.y0), aq = (q.x1 - q.x0) * (q.y1 - q.y0), inter = ix * iy;
+    const float uni = ap + aq - inter;
+    if (!(ap > 0) || !(aq > 0) || !(uni > 0)) return false;
+    return inter / uni > thr;
+  };
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (unsigned seed : {1u, 2u, 3u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    constexpr int64_t N = 3000, C = 2;
+    uint64_t state = seed * 0x9e3779b97f4a7c15ull;
+    auto uniform = [&] {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      return static_cast<float>(state >> 40) / static_cast<float>(1 << 24);
+    };
+    std::vector<float> coords;  // [y1, x1, y2, x2], corners in either order
+    for (int64_t i = 0; i < N; ++i) {
+      const float cluster = 50.0f * static_cast<float>(i % 40);  // 40 groups apart along x and y
+      float x = cluster + 10 * uniform(), y = cluster + 10 * uniform(), w = 0.5f + 4 * uniform(),
+            h = 0.5f + 4 * uniform();
+      if (i % 97 == 0) w = 900;          // spans many cells: tested against everything
+      if (i % 89 == 0) w = 0;            // no area
+      if (i % 83 == 0) std::swap(x, y);  // another cluster's place
+      std::vector<float> b = {y, x, y + h, x + w};
+      if (i % 101 == 0) std::swap(b[1], b[3]);  // x corners inverted
+      if (i % 211 == 0) b[1] = nan;
+      if (i % 223 == 0) b[3] = inf;
+      if (i % 227 == 0) b[1] = -inf;
+      coords.insert(coords.end(), b.begin(), b.end());
+    }
+    std::vector<float> sc(static_cast<size_t>(C * N));
+    for (float& v : sc) v = uniform();
+    const Tensor boxes = floats(coords, {1, N, 4}), scores = floats(sc, {1, C, N});
+    for (float thr : {0.5f, 0.05f, -0.1f}) {
+      for (int64_t cap : {int64_t{100000}, int64_t{250}}) {
+        SCOPED_TRACE("iou " + std::to_string(thr) + ", cap " + std::to_string(cap));
+        std::vector<int64_t> want;
+        for (int64_t c = 0; c < C; ++c) {
+          std::vector<int64_t> order;
+          for (int64_t i = 0; i < N; ++i)
+            if (sc[static_cast<size_t>(c * N + i)] > 0.2f) order.push_back(i);
+          std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) {
+            return sc[static_cast<size_t>(c * N + p)] > sc[static_cast<size_t>(c * N + q)];
+          });
+          std::vector<Box> kept;
+          for (int64_t i : order) {
+            if (static_cast<int64_t>(kept.size()) >= cap) break;
+            const float* b = &coords[static_cast<size_t>(4 * i)];
+            const Box e{std::min(b[1], b[3]), std::max(b[1], b[3]), std::min(b[0], b[2]), std::max(b[0], b[2])};
+            bool suppressed = false;
+            for (const Box& k : kept) suppressed = suppressed || overlaps_too_much(e, k, thr);
+            if (suppressed) continue;
+            kept.push_back(e);
+            want.insert(want.end(), {0, c, i});
+          }
+        }
+        const Tensor got = run_node(
+            "NonMaxSuppression", {boxes, scores, int64s({cap}, {1}), floats({thr}, {1}), floats({0.2f}, {1})}, {}, 11);
+        ASSERT_GT(want.size(), 300u);
+        expect_close(got, int64s(want, {static_cast<int64_t>(want.size() / 3), 3}), 0, 0);
+      }
+    }
+  }
 }
 
 TEST(CpuDetection, NonMaxSuppressionCenterBoxes) {
