@@ -1,6 +1,8 @@
 #include "backend/host_tail.h"
 
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace fusec {
 
@@ -78,6 +80,28 @@ TailGraph make_tail_graph(const Graph& g, const std::vector<bool>& in_tail) {
     tg.outputs.push_back(it->second);
   }
   return t;
+}
+
+std::unique_ptr<Graph> graph_before_tail(const Graph& g, const std::vector<bool>& in_tail, const TailGraph& tail) {
+  auto before = g.clone();
+  std::vector<Node*> drop;
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    if (in_tail[i]) drop.push_back(before->nodes()[i].get());
+  for (Node* n : drop) before->remove_node(n);
+  before->remove_unused_values();
+  std::vector<std::string> names;
+  for (size_t i = 0; i < g.outputs.size(); ++i)
+    if (tail.output_of[i] < 0) names.push_back(g.outputs[i]->name);
+  for (Value* v : tail.reads)
+    if (!v->is_graph_input) names.push_back(v->name);
+  before->outputs.clear();
+  for (Value* v : before->values()) v->is_graph_output = false;
+  for (const std::string& n : names) {
+    Value* v = before->find_value(n);
+    v->is_graph_output = true;
+    before->outputs.push_back(v);
+  }
+  return before;
 }
 
 }  // namespace fusec

@@ -38,4 +38,10 @@ struct TailGraph {
 };
 TailGraph make_tail_graph(const Graph& g, const std::vector<bool>& in_tail);
 
+/// `g` without the tail's nodes, as a graph of its own that the CPU reference can run where the GPU
+/// part would: its outputs are g's outputs the tail does not compute, in order, then the values
+/// `tail` reads that are not graph inputs, in `tail.reads` order. For checking and timing the split
+/// without a GPU (tests/host_tail_split.h, scripts/lab/host_tail_time.cpp).
+std::unique_ptr<Graph> graph_before_tail(const Graph& g, const std::vector<bool>& in_tail, const TailGraph& tail);
+
 }  // namespace fusec

@@ -18,25 +18,9 @@ namespace fusec::test {
 inline std::vector<Tensor> run_split_on_cpu(const Graph& g, const std::vector<bool>& in_tail,
                                             const std::vector<Tensor>& inputs) {
   TailGraph tail = make_tail_graph(g, in_tail);
-  auto prefix = g.clone();
-  std::vector<Node*> drop;
-  for (size_t i = 0; i < g.nodes().size(); ++i)
-    if (in_tail[i]) drop.push_back(prefix->nodes()[i].get());
-  for (Node* n : drop) prefix->remove_node(n);
-  prefix->remove_unused_values();
-  // The prefix's outputs: the graph's that the tail does not compute, then what the tail reads.
+  auto prefix = graph_before_tail(g, in_tail, tail);
   std::vector<std::string> names;
-  for (size_t i = 0; i < g.outputs.size(); ++i)
-    if (tail.output_of[i] < 0) names.push_back(g.outputs[i]->name);
-  for (Value* v : tail.reads)
-    if (!v->is_graph_input) names.push_back(v->name);
-  prefix->outputs.clear();
-  for (Value* v : prefix->values()) v->is_graph_output = false;
-  for (const std::string& n : names) {
-    Value* v = prefix->find_value(n);
-    v->is_graph_output = true;
-    prefix->outputs.push_back(v);
-  }
+  for (Value* v : prefix->outputs) names.push_back(v->name);
   std::map<std::string, Tensor> have;
   for (size_t i = 0; i < g.inputs.size() && i < inputs.size(); ++i) have[g.inputs[i]->name] = inputs[i];
   if (!names.empty()) {

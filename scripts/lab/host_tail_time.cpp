@@ -72,24 +72,9 @@ int main(int argc, char** argv) {
 
     // The part before the tail computes the graph's other outputs and what the tail reads.
     TailGraph tail = make_tail_graph(*g, split.in_tail);
-    auto prefix = g->clone();
-    std::vector<Node*> drop;
-    for (size_t i = 0; i < g->nodes().size(); ++i)
-      if (split.in_tail[i]) drop.push_back(prefix->nodes()[i].get());
-    for (Node* n : drop) prefix->remove_node(n);
-    prefix->remove_unused_values();
+    auto prefix = graph_before_tail(*g, split.in_tail, tail);
     std::vector<std::string> names;
-    for (size_t i = 0; i < g->outputs.size(); ++i)
-      if (tail.output_of[i] < 0) names.push_back(g->outputs[i]->name);
-    for (Value* v : tail.reads)
-      if (!v->is_graph_input) names.push_back(v->name);
-    prefix->outputs.clear();
-    for (Value* v : prefix->values()) v->is_graph_output = false;
-    for (const std::string& n : names) {
-      Value* v = prefix->find_value(n);
-      v->is_graph_output = true;
-      prefix->outputs.push_back(v);
-    }
+    for (Value* v : prefix->outputs) names.push_back(v->name);
 
     std::vector<Tensor> inputs;
     for (Value* v : g->inputs) inputs.push_back(pattern_input(*v));
