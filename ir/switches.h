@@ -49,7 +49,10 @@ inline constexpr SwitchInfo kSwitches[] = {
     {"FUSEC_PDL", SwitchScope::Fusec,
      "launch the norms and the activation pass without programmatic dependent launch (read once)", "0",
      "programmatic dependent launch"},
-    {"FUSEC_BUILD_TRACE", SwitchScope::Fusec, "print where an engine build's time goes (read once)", "1", "no trace"},
+    {"FUSEC_BUILD_TRACE", SwitchScope::Fusec,
+     "print where an engine build's time goes (read once); live: each entry also as it comes, so a build that never "
+     "ends shows the last thing it finished",
+     "1, live", "no trace"},
     // ---- fusec: CUDA backend, tuning and caches
     {"FUSEC_TUNE", SwitchScope::Fusec,
      "keep the libraries' heuristic choices: no timed tuning, the tuning cache is not read", "0",
