@@ -39,12 +39,12 @@ double median(std::vector<double> v) {
 Tensor pattern_input(const Value& v) {
   if (!v.type.shape || !is_static(*v.type.shape))
     throw Error(ErrorKind::BadInput, "input '" + v.name + "' has no fixed shape");
+  if (v.type.dtype != DType::Float32) throw Error(ErrorKind::BadInput, "input '" + v.name + "' is not float32");
   const auto dims = static_dims(*v.type.shape);
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   std::vector<float> x(static_cast<size_t>(n));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 2654435761u) % 1000) / 1000.0f;
-  if (v.type.dtype != DType::Float32) throw Error(ErrorKind::BadInput, "input '" + v.name + "' is not float32");
   return Tensor::from_float(x, dims);
 }
 
