@@ -49,7 +49,8 @@ using Kernel = std::function<void(KernelContext&)>;
 /// on poisoned outputs and fails for one without a case there.
 /// Writes::Itself: the kernel sets each output tensor it is given (ctx.output(i) = ...), whatever
 /// its shape; the executor neither infers nor allocates them first (If and Loop, whose bodies decide
-/// their outputs' shapes).
+/// their outputs' shapes; NonZero, Unique and NonMaxSuppression, whose data does, and whose
+/// inference would have to compute the whole result to size it).
 enum class Writes { Some, Every, Itself };
 
 class KernelRegistry {
@@ -60,8 +61,8 @@ class KernelRegistry {
   const Kernel* find(const std::string& domain, const std::string& op_type) const;
   /// How the kernel of (domain, op_type) writes its outputs; Writes::Some when there is none.
   Writes writes(const std::string& domain, const std::string& op_type) const;
-  /// (domain, op_type) of every kernel registered with Writes::Every.
-  std::vector<std::pair<std::string, std::string>> writing_every_element() const;
+  /// (domain, op_type) of every kernel registered with `writes`.
+  std::vector<std::pair<std::string, std::string>> registered_as(Writes writes) const;
   /// (domain, op_type) of every kernel, domain canonical (ir/op_key.h), sorted. A kernel serves
   /// every opset its op's schemas cover (it reads ctx.opset() where versions differ), so no
   /// range is kept here.

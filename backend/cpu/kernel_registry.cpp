@@ -18,10 +18,10 @@ Writes KernelRegistry::writes(const std::string& domain, const std::string& op_t
   return it == kernels_.end() ? Writes::Some : it->second.writes;
 }
 
-std::vector<std::pair<std::string, std::string>> KernelRegistry::writing_every_element() const {
+std::vector<std::pair<std::string, std::string>> KernelRegistry::registered_as(Writes writes) const {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [key, entry] : kernels_)
-    if (entry.writes == Writes::Every) out.push_back(key);
+    if (entry.writes == writes) out.push_back(key);
   return out;
 }
 

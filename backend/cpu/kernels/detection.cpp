@@ -1,6 +1,8 @@
-// CPU kernels for NonMaxSuppression (the selection in ir/ops/detection.h, which also sized the
-// output) and RoiAlign, sampled as the ONNX reference and ONNX Runtime do: each output bin averages
-// (or takes the max of) a grid of bilinear samples; a sample more than one pixel outside X reads 0.
+// CPU kernels for NonMaxSuppression and RoiAlign. NonMaxSuppression copies out the selection in
+// ir/ops/detection.h and makes its output itself (Writes::Itself), so the selection runs once per
+// run, not once more to size the output. RoiAlign samples as the ONNX reference and ONNX Runtime
+// do: each output bin averages (or takes the max of) a grid of bilinear samples; a sample more than
+// one pixel outside X reads 0.
 #include <algorithm>
 #include <cmath>
 
@@ -14,9 +16,7 @@ namespace {
 void nms_kernel(KernelContext& ctx) {
   auto opt = [&](size_t i) { return ctx.has_input(i) ? &ctx.input(i) : nullptr; };
   const auto rows = detection::non_max_suppression(ctx, ctx.input(0), ctx.input(1), opt(2), opt(3), opt(4));
-  Tensor& y = ctx.output(0);
-  const std::vector<int64_t> want{static_cast<int64_t>(rows.size()), 3};
-  if (y.dims() != want) ctx.fail("output has shape " + dims_str(y.dims()) + ", expected " + dims_str(want));
+  Tensor& y = ctx.output(0) = Tensor(DType::Int64, {static_cast<int64_t>(rows.size()), 3});
   int64_t* py = y.data<int64_t>();
   for (size_t r = 0; r < rows.size(); ++r) std::copy(rows[r].begin(), rows[r].end(), py + 3 * r);
 }
@@ -147,7 +147,7 @@ void roi_align_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_detection_kernels(KernelRegistry& r) {
-  r.add("NonMaxSuppression", nms_kernel, "", Writes::Every);
+  r.add("NonMaxSuppression", nms_kernel, "", Writes::Itself);
   r.add("RoiAlign", roi_align_kernel, "", Writes::Every);
 }
 

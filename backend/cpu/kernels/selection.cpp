@@ -1,5 +1,6 @@
-// CPU kernels for NonZero and Unique, copying out what ir/ops/selection.h computes (the same
-// computation inference sized the outputs from).
+// CPU kernels for NonZero and Unique, copying out what ir/ops/selection.h computes. Their outputs'
+// sizes are their data's, so each kernel makes its outputs itself (Writes::Itself): sizing them by
+// inference first would run the same computation twice per run.
 #include <cstring>
 
 #include "backend/cpu/kernels/common.h"
@@ -9,18 +10,11 @@ namespace fusec::cpu {
 
 namespace {
 
-void require_output_dims(const KernelContext& ctx, size_t i, const std::vector<int64_t>& want) {
-  if (ctx.output(i).dims() != want)
-    ctx.fail("output " + std::to_string(i) + " has shape " + dims_str(ctx.output(i).dims()) + ", expected " +
-             dims_str(want));
-}
-
 /// The coordinates of x's nonzero elements, in C order: y[axis, k] is element k's index on axis.
 void nonzero_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  Tensor& y = ctx.output(0);
   const int64_t n = selection::count_nonzero(x), rank = static_cast<int64_t>(x.rank());
-  require_output_dims(ctx, 0, {rank, n});
+  Tensor& y = ctx.output(0) = Tensor(DType::Int64, {rank, n});
   int64_t* py = y.data<int64_t>();
   const bool floats = is_float(x.dtype());
   std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
@@ -48,7 +42,7 @@ void unique_kernel(KernelContext& ctx) {
     ydims = x.dims();
     ydims[static_cast<size_t>(*axis)] = m;
   }
-  require_output_dims(ctx, 0, ydims);
+  ctx.output(0) = Tensor(x.dtype(), ydims);
   // Y: each distinct slice copied from its first appearance.
   const size_t row = static_cast<size_t>(u.inner) * dtype_size(x.dtype());
   const char* src = static_cast<const char*>(x.raw());
@@ -61,16 +55,16 @@ void unique_kernel(KernelContext& ctx) {
   for (size_t i = 1; i < 4; ++i) {
     if (!ctx.has_output(i)) continue;
     const std::vector<int64_t>& v = *lists[i];
-    require_output_dims(ctx, i, {static_cast<int64_t>(v.size())});
-    std::copy(v.begin(), v.end(), ctx.output(i).data<int64_t>());
+    Tensor& y = ctx.output(i) = Tensor(DType::Int64, {static_cast<int64_t>(v.size())});
+    std::copy(v.begin(), v.end(), y.data<int64_t>());
   }
 }
 
 }  // namespace
 
 void register_selection_kernels(KernelRegistry& r) {
-  r.add("NonZero", nonzero_kernel, "", Writes::Every);
-  r.add("Unique", unique_kernel, "", Writes::Every);
+  r.add("NonZero", nonzero_kernel, "", Writes::Itself);
+  r.add("Unique", unique_kernel, "", Writes::Itself);
 }
 
 }  // namespace fusec::cpu
