@@ -198,8 +198,9 @@ for s in "${@:-tests}"; do
       python3 scripts/lab/export_detection.py "$det" legacy > "$out/detection_export.log" 2>&1 || status=1
       tail -1 "$out/detection_export.log" | cut -c1-160
       m=/tmp/det/$det.legacy.onnx
-      # The CUDA run's engine build is traced as it goes (FUSEC_BUILD_TRACE=live) and bounded: one
-      # call's run of it did not end within 145 s, one CPU core busy throughout, cause not yet found.
+      # The CUDA run's engine build is traced as it goes (FUSEC_BUILD_TRACE=live) and bounded: its
+      # conv tuning once sat for minutes instantiating captured graphs (captured_reps.h), and a
+      # build that stalls again must show where and not take the rest of the call with it.
       for d in cpu cuda; do
         FUSEC_BUILD_TRACE=live timeout "${DETECTION_TIMEOUT:-240}" fusec run "$m" --device $d --format npy \
           --output-dir "$out/detection_$d" > "$out/detection_$d.log" 2>&1 ||
@@ -218,7 +219,8 @@ for f in sorted(glob.glob(out + "/detection_cuda/*.npy")):
     bad += not same
 sys.exit(1 if bad else 0)
 EOF2
-      fusec bench "$m" --precision fp32 --duration 1 > "$out/detection_bench.log" 2>&1 || status=1
+      timeout "${DETECTION_TIMEOUT:-240}" fusec bench "$m" --precision fp32 --duration 1 \
+        > "$out/detection_bench.log" 2>&1 || status=1
       grep -iE "median|tail|graph" "$out/detection_bench.log" | head -6 ;;
     *) echo "gpu_check: unknown step $s"; status=2 ;;
   esac

@@ -3,12 +3,19 @@
 // hold kernel (gpu_hold.cuh), so the events measure the GPU alone. Launched one by one, a library
 // call's host time can exceed its GPU time (cuDNN's fused conv, cuBLASLt's small GEMMs), and the
 // candidate then times slower than it runs in the model. A candidate whose calls cannot be
-// captured is timed on the stream behind the hold instead.
+// captured is timed on the stream behind the hold instead, and so is one whose calls launch more
+// than a few kernels each. Instantiating a graph grows faster than its nodes: tuning SSDlite's
+// depthwise convs at fp32 took 4.7 s at 64 channels and 30 s at 120, and at 240 a build sat in
+// cudaGraphInstantiate for minutes (backtraces of the stalled build, H100, 2026-12-07). Timed on
+// the stream, such a candidate pays for its launches and loses to one that makes a kernel or two.
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
+#include "backend/cuda/core/build_trace.h"
 #include "backend/cuda/core/event_timer.h"
 #include "backend/cuda/core/gpu_hold.cuh"
 
@@ -27,17 +34,24 @@ class CapturedReps {
   }
 
   /// Captures calls() on stream. calls() returns false where a call was refused: then nothing is
-  /// kept, as when the capture itself fails.
+  /// kept, as when the capture itself fails or holds more than max_nodes nodes.
   template <typename Calls>
-  void capture(cudaStream_t stream, Calls&& calls) {
+  void capture(cudaStream_t stream, size_t max_nodes, Calls&& calls) {
     if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
       cudaGetLastError();
       return;
     }
     const bool called = calls();
     cudaGraph_t graph = nullptr;
-    const bool ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph && called &&
-                    cudaGraphInstantiate(&exec_, graph, 0) == cudaSuccess;
+    size_t nodes = 0;
+    bool ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph && called &&
+              cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess;
+    if (ok && nodes > max_nodes) {
+      ok = false;
+      BuildTrace::add("capture too large", std::to_string(nodes) + " nodes",
+                      "more than " + std::to_string(max_nodes) + ": timed on the stream", 0);
+    }
+    ok = ok && cudaGraphInstantiate(&exec_, graph, 0) == cudaSuccess;
     if (graph) cudaGraphDestroy(graph);
     if (!ok) {
       if (exec_) cudaGraphExecDestroy(exec_);
@@ -61,6 +75,8 @@ struct TimingPlan {
   /// conv tuner's candidates change library state when selected (algorithm, workspace), and the
   /// first call after that is not the one to time.
   bool warm_each_round = false;
+  /// The most kernels (graph nodes) one call may launch and still be captured; 0: no bound.
+  int max_nodes_per_call = 16;
 };
 
 /// Times candidates 0..ms.size()-1 as every tuner does: each candidate's plan.reps calls are
@@ -84,7 +100,9 @@ void time_candidates(cudaStream_t stream, std::vector<float>& ms, const TimingPl
     if (ms[i] < 0) continue;
     select(i);
     if (plan.warm_each_round) call(i);
-    captured[i].capture(stream, [&] { return reps(i); });
+    const size_t max_nodes =
+        plan.max_nodes_per_call > 0 ? static_cast<size_t>(plan.reps * plan.max_nodes_per_call) : SIZE_MAX;
+    captured[i].capture(stream, max_nodes, [&] { return reps(i); });
     ms[i] = 0;  // not timed yet
   }
   EventTimer timer;
