@@ -12,6 +12,8 @@ namespace fusec::selection {
 
 /// How many elements of x are not zero (NaN counts, as in numpy; -0.0 does not).
 int64_t count_nonzero(const Tensor& x);
+/// The flat (C-order) offsets of x's elements that are not zero, ascending.
+std::vector<int64_t> nonzero_offsets(const Tensor& x);
 
 /// Unique's answer over x's slices along `axis` (already normalized), or over its elements when
 /// there is no axis: for each distinct slice, in ascending order when `sorted` (slices compare

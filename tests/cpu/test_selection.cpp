@@ -1,7 +1,10 @@
 // NonZero and Unique on the CPU reference: outputs whose dims come from the data. Expected values
 // are numpy's (np.nonzero, np.unique with return_index/inverse/counts) for the same inputs.
+#include <cmath>
 #include <limits>
+#include <random>
 
+#include "ir/half.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -31,6 +34,79 @@ TEST(CpuSelection, NonZeroListsCoordinatesInCOrder) {
   expect_ints(y[0], {0, 1, 1, 0, 0, 1}, {2, 3});
   // Nothing selected: [rank, 0].
   expect_ints(run_node("NonZero", int64s({0, 0, 0, 0}, {2, 1, 2}), {}, 1)[0], {}, {3, 0});
+}
+
+TEST(CpuSelection, NonZeroOfEveryTypeMatchesTheElementwiseRule) {
+  // [3, 4, 5], about a third nonzero, with runs that carry across both inner dims and long gaps;
+  // floats also hold -0.0 (zero), NaN and tiny subnormal-like values (not zero). The expected
+  // coordinates come from reading each element as a number, as numpy does.
+  const std::vector<int64_t> dims{3, 4, 5};
+  std::mt19937 rng(7);
+  std::vector<double> v(60, 0.0);
+  for (size_t i = 0; i < v.size(); ++i)
+    if (rng() % 3 == 0) v[i] = static_cast<double>(rng() % 7) + 1;
+  for (size_t i = 18; i < 27; ++i) v[i] = 2;  // a run over a row boundary
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType t : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64, DType::Int8, DType::UInt8,
+                  DType::Int16, DType::Int32, DType::Int64, DType::Bool}) {
+    SCOPED_TRACE(dtype_name(t));
+    std::vector<double> w = v;
+    if (is_float(t)) {
+      w[1] = -0.0;
+      w[2] = nan;
+      w[59] = -1e-30;  // a float32 denormal; fp16 and bf16 round it to -0
+    }
+    Tensor x(t, dims);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const double d = w[static_cast<size_t>(i)];
+      switch (t) {
+        case DType::Float32:
+          x.data<float>()[i] = static_cast<float>(d);
+          break;
+        case DType::Float16:
+          x.data<uint16_t>()[i] = float_to_half(static_cast<float>(d));
+          break;
+        case DType::BFloat16:
+          x.data<uint16_t>()[i] = float_to_bf16(static_cast<float>(d));
+          break;
+        case DType::Float64:
+          x.data<double>()[i] = d;
+          break;
+        case DType::Int8:
+          x.data<int8_t>()[i] = static_cast<int8_t>(-d);
+          break;
+        case DType::UInt8:
+          x.data<uint8_t>()[i] = static_cast<uint8_t>(d);
+          break;
+        case DType::Int16:
+          x.data<int16_t>()[i] = static_cast<int16_t>(d * 1000);
+          break;
+        case DType::Int32:
+          x.data<int32_t>()[i] = static_cast<int32_t>(-d * 1e6);
+          break;
+        case DType::Int64:
+          x.data<int64_t>()[i] = static_cast<int64_t>(d) << 40;
+          break;
+        default:
+          x.data<uint8_t>()[i] = d != 0;
+          break;
+      }
+    }
+    std::vector<int64_t> want[3];
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const bool nonzero = is_float(t) ? x.as_double(i) != 0 : x.as_int64(i) != 0;
+      if (!nonzero) continue;
+      want[0].push_back(i / 20);
+      want[1].push_back(i / 5 % 4);
+      want[2].push_back(i % 5);
+    }
+    std::vector<int64_t> flat;
+    for (const auto& row : want) flat.insert(flat.end(), row.begin(), row.end());
+    expect_ints(run_node("NonZero", x, {}, 1)[0], flat, {3, static_cast<int64_t>(want[0].size())});
+  }
+  // A scalar: [0, 1] when it is not zero, [0, 0] when it is.
+  EXPECT_EQ(dims_str(run_node("NonZero", floats({3}, {}), {}, 1)[0].dims()), dims_str({0, 1}));
+  EXPECT_EQ(dims_str(run_node("NonZero", floats({-0.0f}, {}), {}, 1)[0].dims()), dims_str({0, 0}));
 }
 
 TEST(CpuSelection, UniqueSortedAlongAnAxis) {

@@ -11,23 +11,26 @@ namespace fusec::cpu {
 namespace {
 
 /// The coordinates of x's nonzero elements, in C order: y[axis, k] is element k's index on axis.
+/// The coordinates advance with the ascending offsets and divide only where a dim carries into the
+/// one before it (a division per element cost more than finding the elements).
 void nonzero_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const int64_t n = selection::count_nonzero(x), rank = static_cast<int64_t>(x.rank());
+  const std::vector<int64_t> at = selection::nonzero_offsets(x);
+  const int64_t n = static_cast<int64_t>(at.size()), rank = static_cast<int64_t>(x.rank());
   Tensor& y = ctx.output(0) = Tensor(DType::Int64, {rank, n});
+  if (rank == 0) return;
   int64_t* py = y.data<int64_t>();
-  const bool floats = is_float(x.dtype());
   std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
-  int64_t k = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    if (floats ? x.as_double(i) != 0 : x.as_int64(i) != 0) {
-      for (int64_t a = 0; a < rank; ++a) py[a * n + k] = idx[static_cast<size_t>(a)];
-      ++k;
+  int64_t cur = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t o = at[static_cast<size_t>(k)];
+    idx.back() += o - cur;
+    cur = o;
+    for (size_t a = idx.size() - 1; a > 0 && idx[a] >= x.dim(a); --a) {
+      idx[a - 1] += idx[a] / x.dim(a);
+      idx[a] %= x.dim(a);
     }
-    for (int64_t a = rank - 1; a >= 0; --a) {
-      if (++idx[static_cast<size_t>(a)] < x.dim(static_cast<size_t>(a))) break;
-      idx[static_cast<size_t>(a)] = 0;
-    }
+    for (int64_t a = 0; a < rank; ++a) py[a * n + k] = idx[static_cast<size_t>(a)];
   }
 }
 
