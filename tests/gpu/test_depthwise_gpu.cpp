@@ -398,6 +398,40 @@ TEST(GpuDepthwise, TheTunerPicksAndRemembers) {
   expect_gpu_matches_cpu(c, Precision::FP16);
 }
 
+// Strict fp32 depthwise convs are planned NCHW, where some of cuDNN's algorithms launch kernels per
+// group: tuning SSDlite's 240-channel conv once sat in cudaGraphInstantiate for minutes on such a
+// candidate's captured calls (captured_reps.h now times one that launches more than 16 kernels a
+// call on the stream). With a cold tuning cache, these plan, tune and match the reference: the first
+// is the shape SSDlite's build stalled on.
+TEST(GpuDepthwise, StrictFp32WideConvsTuneAndMatch) {
+  FUSEC_REQUIRE_GPU();
+  const ScopedTuningCache scoped("dw_fp32_wide");
+  const DwCase cases[] = {
+      {.what = "C240 3x3 s2 (SSDlite)",
+       .n = 1,
+       .c = 240,
+       .h = 40,
+       .w = 40,
+       .kh = 3,
+       .kw = 3,
+       .strides = {2, 2},
+       .pads = {1, 1, 1, 1}},
+      {.what = "C672 5x5 s1 (MobileNetV3)",
+       .n = 1,
+       .c = 672,
+       .h = 20,
+       .w = 20,
+       .kh = 5,
+       .kw = 5,
+       .pads = {2, 2, 2, 2},
+       .act = "HardSwish"},
+  };
+  for (const DwCase& d : cases) {
+    SCOPED_TRACE(d.what);
+    expect_gpu_matches_cpu(make_case(d), Precision::FP32);
+  }
+}
+
 // Asymmetric pads, which cuDNN cannot express, run on the route even unforced; FUSEC_CONV_DEPTHWISE=0
 // sends them back to the CPU reference and the symmetric ones to cuDNN.
 TEST(GpuDepthwise, AsymmetricPadsRunOnTheRouteAndTheSwitchTurnsItOff) {
