@@ -30,8 +30,8 @@ void scan_bits(const Tensor& x, U mask, F&& f) {
 
 /// Calls f(i) for each element of x that is not zero, in C order. Read as bits, one load and test
 /// an element: a float is zero when every bit but its sign is (-0.0 is zero, NaN is not), any other
-/// type when every bit is. (Read through as_double, an element cost a type switch and a conversion,
-/// and SSDlite's and RetinaNet's score masks hold millions.)
+/// type when every bit is. (Read through as_double, each element cost a type switch and a
+/// conversion.)
 template <typename F>
 void for_each_nonzero(const Tensor& x, F&& f) {
   const bool fl = is_float(x.dtype());

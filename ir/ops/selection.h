@@ -1,6 +1,7 @@
 // NonZero and Unique: ops whose output dims depend on their input's values. Inference computes the
-// selection from the value (known at run time, and for constants at import) and the CPU kernels
-// (backend/cpu/kernels/selection.cpp) copy from the same computation, so the two cannot disagree.
+// selection where the value is known (constants, at import and when folding) and the CPU kernels
+// (backend/cpu/kernels/selection.cpp), which size their outputs themselves, copy from the same
+// computation, so the two cannot disagree (tests/cpu/test_self_sizing.cpp).
 #pragma once
 #include <cstdint>
 #include <optional>
