@@ -7,6 +7,7 @@
 #include <set>
 
 #include "backend/cpu/kernel.h"
+#include "node_case.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -14,42 +15,16 @@ using namespace fusec::test;
 
 namespace {
 
-struct Case {
-  std::string op;
-  std::vector<Tensor> inputs;  // an empty Tensor (DType::Undefined) leaves that input out
-  std::vector<NamedAttribute> attrs = {};
-  size_t outputs = 1;
-  int64_t opset = 17;
-};
+using Case = NodeCase;
 
 void expect_kernel_matches_inference(const Case& c) {
   SCOPED_TRACE(c.op + " with " + std::to_string(c.inputs.size()) + " inputs");
-  GraphBuilder b(c.opset);
-  std::vector<Value*> ins;
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    ins.push_back(c.inputs[i].dtype() == DType::Undefined ? nullptr
-                                                          : b.initializer("in" + std::to_string(i), c.inputs[i]));
-  for (Value* v : b.node_n(c.op, ins, c.outputs, c.attrs, "node")) b.output(v);
-  auto g = b.build();
-  const Node& node = *g->nodes().front();
-  const int64_t opset = g->opset(node.domain);
-  const OpSchema* schema = OpRegistry::global().find(node.domain, node.op_type, opset);
-  ASSERT_NE(schema, nullptr);
-  std::vector<const Tensor*> values;
-  std::vector<TypeInfo> types(c.inputs.size());
-  std::vector<const TypeInfo*> type_ptrs;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    const bool given = c.inputs[i].dtype() != DType::Undefined;
-    values.push_back(given ? &c.inputs[i] : nullptr);
-    types[i] = {c.inputs[i].dtype(), shape_of(c.inputs[i].dims())};
-    type_ptrs.push_back(given ? &types[i] : nullptr);
-  }
-  InferContext ictx(node, *schema, opset, type_ptrs, values);
-  schema->infer(ictx);
-  const std::vector<Tensor> outs = cpu::evaluate_node(node, opset, values);
+  const InferredNode n = infer_node(c);
+  ASSERT_NE(n.schema, nullptr);
+  const std::vector<Tensor> outs = cpu::evaluate_node(*n.node, n.opset, n.values);
   ASSERT_EQ(outs.size(), c.outputs);
   for (size_t i = 0; i < c.outputs; ++i) {
-    const TypeInfo& t = ictx.outputs[i];
+    const TypeInfo& t = n.outputs[i];
     ASSERT_TRUE(t.shape && is_static(*t.shape)) << "inference left output " << i << " unsized";
     EXPECT_EQ(outs[i].dtype(), t.dtype) << "output " << i;
     EXPECT_EQ(dims_str(outs[i].dims()), dims_str(static_dims(*t.shape))) << "output " << i;
@@ -70,13 +45,14 @@ std::vector<Case> cases() {
   // Two classes, a score threshold, an omitted iou_threshold, and a cap that binds.
   const Tensor boxes = floats({0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, 5, 1, 6, 2, 2, 3, 3}, {1, 4, 4});
   const Tensor scores = floats({0.9f, 0.8f, 0.7f, 0.1f, 0.2f, 0.95f, 0.5f, 0.6f}, {1, 2, 4});
-  cs.push_back({"NonMaxSuppression", {boxes, scores, int64s({4}, {1}), floats({0.5f}, {1})}, {}, 1, 11});
-  cs.push_back({"NonMaxSuppression", {boxes, scores, int64s({1}, {1}), Tensor(), floats({0.3f}, {1})}, {}, 1, 11});
-  cs.push_back({"NonMaxSuppression", {boxes, scores}, {}, 1, 11});  // no cap: nothing selected
+  cs.push_back({"NonMaxSuppression", {boxes, scores, int64s({4}, {1}), floats({0.5f}, {1})}, {}, 1, "", 11});
+  cs.push_back({"NonMaxSuppression", {boxes, scores, int64s({1}, {1}), Tensor(), floats({0.3f}, {1})}, {}, 1, "", 11});
+  cs.push_back({"NonMaxSuppression", {boxes, scores}, {}, 1, "", 11});  // no cap: nothing selected
   cs.push_back({"NonMaxSuppression",
                 {u({2, 6, 4}, 123), u({2, 3, 6}, 124), int64s({3}, {1})},
                 {attr("center_point_box", int64_t{1})},
                 1,
+                "",
                 11});
   return cs;
 }

@@ -8,6 +8,7 @@
 
 #include "backend/cpu/kernel.h"
 #include "ir/half.h"
+#include "node_case.h"
 #include "test_util.h"
 
 using namespace fusec;
@@ -15,49 +16,22 @@ using namespace fusec::test;
 
 namespace {
 
-struct Case {
-  std::string op;
-  std::vector<Tensor> inputs;  // an empty Tensor (DType::Undefined) leaves that input out
-  std::vector<NamedAttribute> attrs = {};
-  size_t outputs = 1;
-  std::string domain = "";
-  int64_t opset = 17;
-};
+using Case = NodeCase;
 
 /// The node's outputs computed with every output buffer first filled with `fill`.
 std::vector<Tensor> run_filled(const Case& c, unsigned char fill) {
-  GraphBuilder b(c.opset);
-  std::vector<Value*> ins;
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    ins.push_back(c.inputs[i].dtype() == DType::Undefined ? nullptr
-                                                          : b.initializer("in" + std::to_string(i), c.inputs[i]));
-  for (Value* v : b.node_n(c.op, ins, c.outputs, c.attrs, "node", c.domain)) b.output(v);
-  auto g = b.build();
-  const Node& node = *g->nodes().front();
-  const int64_t opset = g->opset(node.domain);
-  const OpSchema* schema = OpRegistry::global().find(node.domain, node.op_type, opset);
-  const cpu::Kernel* kernel = cpu::KernelRegistry::global().find(node.domain, node.op_type);
-  if (!schema || !kernel) ADD_FAILURE() << "no schema or kernel for " << c.op;
-  if (!schema || !kernel) return {};
-  std::vector<const Tensor*> values;
-  std::vector<TypeInfo> types(c.inputs.size());
-  std::vector<const TypeInfo*> type_ptrs;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    const bool given = c.inputs[i].dtype() != DType::Undefined;
-    values.push_back(given ? &c.inputs[i] : nullptr);
-    types[i] = {c.inputs[i].dtype(), shape_of(c.inputs[i].dims())};
-    type_ptrs.push_back(given ? &types[i] : nullptr);
-  }
-  InferContext ictx(node, *schema, opset, type_ptrs, values);
-  schema->infer(ictx);
+  const InferredNode n = infer_node(c);
+  const cpu::Kernel* kernel = cpu::KernelRegistry::global().find(n.node->domain, n.node->op_type);
+  if (!kernel) ADD_FAILURE() << "no kernel for " << c.op;
+  if (!n.schema || !kernel) return {};
   std::vector<Tensor> outs;
   for (size_t i = 0; i < c.outputs; ++i) {
-    outs.emplace_back(ictx.outputs[i].dtype, static_dims(*ictx.outputs[i].shape));
+    outs.emplace_back(n.outputs[i].dtype, static_dims(*n.outputs[i].shape));
     std::memset(outs.back().raw(), fill, outs.back().nbytes());
   }
   std::vector<Tensor*> out_ptrs;
   for (Tensor& t : outs) out_ptrs.push_back(&t);
-  cpu::KernelContext kctx(node, *schema, opset, values, out_ptrs);
+  cpu::KernelContext kctx(*n.node, *n.schema, n.opset, n.values, out_ptrs);
   (*kernel)(kctx);
   return outs;
 }
