@@ -10,7 +10,7 @@
 
 namespace fusec {
 
-std::shared_ptr<void> aligned_storage(size_t bytes) {
+std::shared_ptr<void> aligned_storage(size_t bytes, bool zeroed) {
   // Checked against the host budget before asking the allocator, which may overcommit now and be
   // killed later; the budget counts the bytes until the storage is freed.
   size_t rounded = (bytes + 63) / 64 * 64;
@@ -21,7 +21,7 @@ std::shared_ptr<void> aligned_storage(size_t bytes) {
     host_memory().release(rounded);
     bad_input("out of host memory allocating " + std::to_string(bytes) + " bytes");
   }
-  std::memset(p, 0, rounded);
+  if (zeroed) std::memset(p, 0, rounded);
   return std::shared_ptr<void>(p, [rounded](void* q) {
     std::free(q);
     host_memory().release(rounded);
@@ -30,10 +30,23 @@ std::shared_ptr<void> aligned_storage(size_t bytes) {
 
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims)
     : dtype_(dtype), dims_(std::move(dims)), numel_(checked_numel(dims_)) {
+  allocate(true);
+}
+
+Tensor Tensor::uninitialized(DType dtype, std::vector<int64_t> dims) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.dims_ = std::move(dims);
+  t.numel_ = checked_numel(t.dims_);
+  t.allocate(false);
+  return t;
+}
+
+void Tensor::allocate(bool zeroed) {
   size_t esize = dtype_size(dtype_);
   if (esize && numel_ > static_cast<int64_t>((uint64_t(1) << 62) / esize))
     bad_input("tensor of shape " + dims_str(dims_) + " is too large");
-  holder_ = aligned_storage(nbytes());
+  holder_ = aligned_storage(nbytes(), zeroed);
   data_ = holder_.get();
 }
 

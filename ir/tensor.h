@@ -18,6 +18,10 @@ class Tensor {
   Tensor() = default;
   /// Allocates zero-initialised storage.
   Tensor(DType dtype, std::vector<int64_t> dims);
+  /// Allocates storage left as the allocator gives it, for a writer that fills every element before
+  /// anything reads one (the CPU executor, for a kernel registered Writes::Every): zeroing it first
+  /// is a whole extra pass over memory, where the arena is not planned (detectors' dynamic shapes).
+  static Tensor uninitialized(DType dtype, std::vector<int64_t> dims);
   /// A view over external memory kept alive by `holder`.
   static Tensor view(DType dtype, std::vector<int64_t> dims, void* data, std::shared_ptr<void> holder);
 
@@ -56,6 +60,8 @@ class Tensor {
   static Tensor from_float(const std::vector<float>& values, std::vector<int64_t> dims);
 
  private:
+  void allocate(bool zeroed);
+
   DType dtype_ = DType::Undefined;
   std::vector<int64_t> dims_;
   int64_t numel_ = 0;
@@ -63,7 +69,7 @@ class Tensor {
   std::shared_ptr<void> holder_;
 };
 
-/// 64-byte aligned, zero-initialised storage of `bytes` bytes.
-std::shared_ptr<void> aligned_storage(size_t bytes);
+/// 64-byte aligned storage of `bytes` bytes, zero-initialised unless `zeroed` is false.
+std::shared_ptr<void> aligned_storage(size_t bytes, bool zeroed = true);
 
 }  // namespace fusec

@@ -107,7 +107,8 @@ class CpuExecutable : public Executable {
         // kernel overwrites every element anyway.
         if (st.zero_outputs) std::memset(slots[s].raw(), 0, slots[s].nbytes());
       } else {
-        slots[s] = Tensor(t.dtype, dims);  // checks the size against the memory limit first
+        // Checks the size against the memory limit first; zeroed unless the kernel writes it all.
+        slots[s] = st.zero_outputs ? Tensor(t.dtype, dims) : Tensor::uninitialized(t.dtype, dims);
         rs.live += slots[s].nbytes();
       }
       out_ptrs[i] = &slots[s];

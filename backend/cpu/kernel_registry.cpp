@@ -55,7 +55,8 @@ std::vector<Tensor> evaluate_node(const Node& node, int64_t opset, const std::ve
     type_ptrs[i] = &types[i];
   }
   std::vector<Tensor> outs(node.outputs.size());
-  if (KernelRegistry::global().writes(node.domain, node.op_type) == Writes::Itself) {
+  const Writes writes = KernelRegistry::global().writes(node.domain, node.op_type);
+  if (writes == Writes::Itself) {
     std::vector<Tensor*> out_ptrs(node.outputs.size(), nullptr);
     for (size_t i = 0; i < node.outputs.size(); ++i)
       if (node.outputs[i]) out_ptrs[i] = &outs[i];
@@ -74,7 +75,8 @@ std::vector<Tensor> evaluate_node(const Node& node, int64_t opset, const std::ve
     const TypeInfo& t = ictx.outputs[i];
     if (t.dtype == DType::Undefined || !t.shape || !is_static(*t.shape))
       internal_error("inference left output " + std::to_string(i) + " unknown at run time" + node.ref());
-    outs[i] = Tensor(t.dtype, static_dims(*t.shape));
+    outs[i] = writes == Writes::Every ? Tensor::uninitialized(t.dtype, static_dims(*t.shape))
+                                      : Tensor(t.dtype, static_dims(*t.shape));
     out_ptrs[i] = &outs[i];
   }
   if (nothing_to_compute(out_ptrs)) return outs;

@@ -1,8 +1,12 @@
 // Data movement ops on the CPU reference: small hand-computed cases, the edge cases the ONNX spec
 // spells out (negative axes/indices/steps, clamping, uneven splits, pad modes), errors, and the
 // shapes inference gives at import when shape-like inputs are unknown.
+#include <algorithm>
 #include <climits>
+#include <cstring>
 #include <numeric>
+#include <random>
+#include <string>
 
 #include "ir/cost.h"
 #include "test_util.h"
@@ -262,6 +266,57 @@ TEST(CpuScatterElements, NoneMaxAndNegativeIndices) {
                    {attr("reduction", std::string("max"))}, 1, 18);
   expect_close(mx[0], floats({4, 7, 3}, {3}));
   EXPECT_THROW(run_op("ScatterElements", {{iota({3})}, {int64s({3}, {1})}, {floats({1}, {1})}}), Error);
+}
+
+TEST(CpuScatterElements, LargeScattersMatchTheSequentialRule) {
+  // Big enough to run on several threads, with few distinct indices along the axis (so most
+  // updates collide), updates smaller than data off the axis, the axis first, middle and last,
+  // and every reduction: the result must be the one ONNX's sequential loop gives (later updates
+  // win, reductions in update order; float sums in that order too).
+  struct Shape3 {
+    std::vector<int64_t> data, upd;
+    int64_t axis;
+  };
+  const Shape3 shapes[] = {
+      {{6, 64, 90}, {40, 60, 80}, 0}, {{7, 9, 700}, {5, 30, 600}, 1}, {{31, 31, 40}, {30, 29, 90}, 2}};
+  std::mt19937 rng(11);
+  for (const auto& sh : shapes)
+    for (const char* red : {"none", "add", "mul", "max", "min"}) {
+      SCOPED_TRACE(std::string(red) + " on axis " + std::to_string(sh.axis));
+      const Tensor x = uniform_floats(sh.data, 3);
+      const Tensor u = uniform_floats(sh.upd, 4);
+      int64_t n = 1;
+      for (int64_t d : sh.upd) n *= d;
+      std::vector<int64_t> iv(static_cast<size_t>(n));
+      const int64_t dim = sh.data[static_cast<size_t>(sh.axis)];
+      for (auto& v : iv) v = static_cast<int64_t>(rng() % 3) - (rng() % 2 ? dim : 0);  // -dim..2, few values
+      const Tensor ind = int64s(iv, sh.upd);
+      // The oracle: every update in C order.
+      Tensor want = x.clone();
+      float* w = want.data<float>();
+      const float* pu = u.data<float>();
+      std::vector<int64_t> c(3, 0);
+      for (int64_t k = 0; k < n; ++k) {
+        c[2] = k % sh.upd[2];
+        c[1] = k / sh.upd[2] % sh.upd[1];
+        c[0] = k / (sh.upd[2] * sh.upd[1]);
+        std::vector<int64_t> at = c;
+        int64_t idx = iv[static_cast<size_t>(k)];
+        at[static_cast<size_t>(sh.axis)] = idx < 0 ? idx + dim : idx;
+        float& dst = w[(at[0] * sh.data[1] + at[1]) * sh.data[2] + at[2]];
+        const std::string r = red;
+        const float v = pu[k];
+        dst = r == "none"  ? v
+              : r == "add" ? dst + v
+              : r == "mul" ? dst * v
+              : r == "max" ? std::max(dst, v)
+                           : std::min(dst, v);
+      }
+      const auto got = run_op("ScatterElements", {{x}, {ind}, {u}},
+                              {attr("axis", sh.axis), attr("reduction", std::string(red))}, 1, 18);
+      ASSERT_EQ(got[0].dims(), want.dims());
+      EXPECT_EQ(std::memcmp(got[0].raw(), want.raw(), want.nbytes()), 0);
+    }
 }
 
 TEST(CpuScatter, OldNameBehavesLikeScatterElements) {

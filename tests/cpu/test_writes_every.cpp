@@ -164,6 +164,25 @@ std::vector<Case> cases() {
   cs.push_back({"Transpose", {u({2, 5, 3, 4}, 33)}, {attr("perm", V{0, 2, 3, 1})}});
   cs.push_back({"Transpose", {u({37, 41}, 34)}});
   cs.push_back({"Transpose", {ints({1, 2, 3, 4, 5, 6}, {1, 2, 3})}, {attr("perm", V{1, 0, 2})}});
+  // Copies that cover their outputs: concatenated blocks, split blocks, strided reads (a negative
+  // step), gathered rows (a negative index), broadcasts and tiles.
+  cs.push_back({"Concat", {u({2, 3, 4}, 135), u({2, 1, 4}, 136), u({2, 5, 4}, 137)}, {attr("axis", int64_t{1})}});
+  cs.push_back({"Split", {u({3, 7}, 138), ints({2, 5}, {2})}, {attr("axis", int64_t{1})}, 2, "", 13});
+  cs.push_back(
+      {"Slice", {u({6, 9}, 139), ints({5, 1}, {2}), ints({0, 8}, {2}), ints({0, 1}, {2}), ints({-2, 3}, {2})}});
+  cs.push_back({"Gather", {u({4, 6, 3}, 140), ints({5, -1, 0, 5}, {2, 2})}, {attr("axis", int64_t{1})}});
+  cs.push_back({"Expand", {u({3, 1}, 141), ints({2, 3, 5}, {3})}});
+  cs.push_back({"Tile", {u({2, 3}, 142), ints({3, 2}, {2})}});
+  // The scatters copy data whole, then write the updates (duplicates and a reduction too).
+  cs.push_back({"ScatterElements",
+                {u({4, 5}, 143), ints({1, 3, 1, 0, 2, 2}, {2, 3}), u({2, 3}, 144)},
+                {attr("axis", int64_t{0}), attr("reduction", std::string("add"))},
+                1,
+                "",
+                18});
+  cs.push_back(
+      {"Scatter", {u({3, 4}, 145), ints({0, 3, 1, 2}, {2, 2}), u({2, 2}, 146)}, {attr("axis", int64_t{1})}, 1, "", 10});
+  cs.push_back({"ScatterND", {u({4, 3}, 147), ints({2, 0}, {2, 1}), u({2, 3}, 148)}});
   cs.push_back({"Reshape", {u({2, 6}, 35), ints({3, -1}, {2})}});
   cs.push_back({"Flatten", {u({2, 3, 4}, 36)}, {attr("axis", int64_t{2})}});
   cs.push_back({"Squeeze", {u({2, 1, 3}, 37), ints({1}, {1})}});

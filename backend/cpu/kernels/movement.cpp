@@ -152,13 +152,22 @@ void strided_copy(size_t esize, const std::vector<int64_t>& dims_in, const std::
 /// Indices as int64, negative ones wrapped, every one checked against [-dim, dim).
 std::vector<int64_t> read_indices(const Tensor& t, int64_t dim, const NodeAttrs& where, const char* what = "index") {
   std::vector<int64_t> v(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    int64_t x = t.as_int64(i);
-    if (x < -dim || x >= dim)
-      where.fail(std::string(what) + " " + std::to_string(x) + " is out of range for an axis of length " +
-                 std::to_string(dim));
-    v[i] = x < 0 ? x + dim : x;
-  }
+  // Typed reads for the index types the ops allow (as_int64 switches on the type per element).
+  auto read = [&](auto at) {
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const int64_t x = at(i);
+      if (x < -dim || x >= dim)
+        where.fail(std::string(what) + " " + std::to_string(x) + " is out of range for an axis of length " +
+                   std::to_string(dim));
+      v[static_cast<size_t>(i)] = x < 0 ? x + dim : x;
+    }
+  };
+  if (t.dtype() == DType::Int64)
+    read([p = t.data<int64_t>()](int64_t i) { return p[i]; });
+  else if (t.dtype() == DType::Int32)
+    read([p = t.data<int32_t>()](int64_t i) { return static_cast<int64_t>(p[i]); });
+  else
+    read([&t](int64_t i) { return t.as_int64(i); });
   return v;
 }
 
@@ -427,11 +436,37 @@ void scatter_elements_kernel(KernelContext& ctx) {
     T* out = y.data<T>();
     const T* u = upd.data<T>();
     const auto& ud = upd.dims();
-    std::vector<int64_t> os = xs;
-    os[ax] = 0;
-    // Sequential on purpose: with duplicate indices the later update wins (or accumulates).
-    Odometer it(ud, os, 0);
-    for (int64_t i = 0; i < upd.numel(); ++i, it.next()) apply(out[it.off + idx[i] * xs[ax]], u[i], red);
+    // updates seen as [outer, D, inner] around the axis. An update lands at
+    // outer_at[o] + inner_at[i] + index * xs[ax] (updates may be smaller than data off the axis).
+    const size_t a = static_cast<size_t>(ax);
+    const int64_t outer = prod(ud, 0, a), D = ud[a], inner = prod(ud, a + 1, ud.size());
+    auto offsets = [&](size_t b, size_t e, int64_t n) {
+      const std::vector<int64_t> dims(ud.begin() + b, ud.begin() + e), strides(xs.begin() + b, xs.begin() + e);
+      std::vector<int64_t> at(static_cast<size_t>(n));
+      Odometer it(dims, strides, 0);
+      for (auto& v : at) {
+        v = it.off;
+        it.next();
+      }
+      return at;
+    };
+    const std::vector<int64_t> outer_at = offsets(0, a, outer), inner_at = offsets(a + 1, ud.size(), inner);
+    // Two updates can land on one element only if they share their outer and inner positions
+    // (their offsets differ in some other dim otherwise). Each task takes a run of inner positions
+    // of one outer position and walks the axis in order over it, so with duplicate indices the
+    // later update still wins (or accumulates last), as sequentially.
+    const int64_t run = std::min<int64_t>(inner, 2048), runs = (inner + run - 1) / run;
+    parallel_for(outer * runs, std::max<int64_t>(1, 32768 / (run * D)), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t o = t / runs, i0 = t % runs * run, i1 = std::min(inner, i0 + run);
+        T* base = out + outer_at[static_cast<size_t>(o)];
+        for (int64_t k = 0; k < D; ++k) {
+          const int64_t row = (o * D + k) * inner;
+          for (int64_t i = i0; i < i1; ++i)
+            apply(base[inner_at[static_cast<size_t>(i)] + idx[static_cast<size_t>(row + i)] * xs[a]], u[row + i], red);
+        }
+      }
+    });
   });
 }
 
@@ -815,17 +850,17 @@ void reverse_sequence_kernel(KernelContext& ctx) {
 
 void register_movement_kernels(KernelRegistry& r) {
   r.add("Transpose", transpose_kernel, "", Writes::Every);  // strided_copy covers the output
-  r.add("Concat", concat_kernel);
-  r.add("Split", split_kernel);
-  r.add("Slice", slice_kernel);
-  r.add("Gather", gather_kernel);
+  r.add("Concat", concat_kernel, "", Writes::Every);
+  r.add("Split", split_kernel, "", Writes::Every);
+  r.add("Slice", slice_kernel, "", Writes::Every);
+  r.add("Gather", gather_kernel, "", Writes::Every);
   r.add("GatherElements", gather_elements_kernel);
   r.add("GatherND", gather_nd_kernel);
-  r.add("Scatter", scatter_elements_kernel);
-  r.add("ScatterElements", scatter_elements_kernel);
-  r.add("ScatterND", scatter_nd_kernel);
-  r.add("Expand", expand_kernel);
-  r.add("Tile", tile_kernel);
+  r.add("Scatter", scatter_elements_kernel, "", Writes::Every);
+  r.add("ScatterElements", scatter_elements_kernel, "", Writes::Every);
+  r.add("ScatterND", scatter_nd_kernel, "", Writes::Every);
+  r.add("Expand", expand_kernel, "", Writes::Every);
+  r.add("Tile", tile_kernel, "", Writes::Every);
   r.add("Pad", pad_kernel);
   r.add("DepthToSpace", depth_to_space_kernel);
   r.add("Col2Im", col2im_kernel);
