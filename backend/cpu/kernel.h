@@ -41,11 +41,12 @@ class KernelContext : public NodeAttrs {
 
 using Kernel = std::function<void(KernelContext&)>;
 
-/// What a kernel promises about its outputs. The executor places outputs in a reused arena and
-/// zeroes that memory first, so a kernel may leave elements untouched (Writes::Some, the default).
+/// What a kernel promises about its outputs. The executor places outputs in a reused arena (or,
+/// where shapes are dynamic, in fresh storage) and zeroes that memory first, so a kernel may leave
+/// elements untouched (Writes::Some, the default).
 /// Writes::Every: the kernel writes every element of every output it is given, whatever the
 /// inputs and attributes, so the zeroing is skipped (a full extra write of each output: ~10% of
-/// BERT-base's run as given on two cores). tests/cpu/test_writes_every.cpp runs each such kernel
+/// BERT-base's run as given on two cores; fresh storage is then Tensor::uninitialized). tests/cpu/test_writes_every.cpp runs each such kernel
 /// on poisoned outputs and fails for one without a case there.
 /// Writes::Itself: the kernel sets each output tensor it is given (ctx.output(i) = ...), whatever
 /// its shape; the executor neither infers nor allocates them first (If and Loop, whose bodies decide
