@@ -173,6 +173,21 @@ std::vector<Case> cases() {
   cs.push_back({"Gather", {u({4, 6, 3}, 140), ints({5, -1, 0, 5}, {2, 2})}, {attr("axis", int64_t{1})}});
   cs.push_back({"Expand", {u({3, 1}, 141), ints({2, 3, 5}, {3})}});
   cs.push_back({"Tile", {u({2, 3}, 142), ints({3, 2}, {2})}});
+  cs.push_back({"GatherElements", {u({3, 4}, 149), ints({0, 3, -1, 1, 2, 2}, {3, 2})}, {attr("axis", int64_t{1})}});
+  cs.push_back({"GatherND", {u({2, 3, 4}, 150), ints({1, 0, 0, -1}, {2, 2})}});
+  cs.push_back({"Pad", {u({2, 3}, 151), ints({1, 0, 2, 1}, {4}), floats({7}, {})}});
+  cs.push_back({"Pad", {u({3, 4}, 152), ints({2, 1, 1, 3}, {4})}, {attr("mode", std::string("reflect"))}});
+  cs.push_back({"DepthToSpace", {u({1, 8, 2, 3}, 153)}, {attr("blocksize", int64_t{2})}});
+  cs.push_back(
+      {"DepthToSpace", {u({2, 8, 3, 2}, 154)}, {attr("blocksize", int64_t{2}), attr("mode", std::string("CRD"))}});
+  cs.push_back({"SpaceToDepth", {u({1, 2, 4, 6}, 155)}, {attr("blocksize", int64_t{2})}});
+  cs.push_back({"TopK", {u({3, 7}, 156), ints({3}, {1})}, {attr("axis", int64_t{1})}, 2});
+  cs.push_back({"TopK", {halves({4, 5}, 157), ints({2}, {1})}, {attr("axis", int64_t{0})}, 2});
+  cs.push_back({"Compress", {u({3, 4}, 158), bools({4})}, {attr("axis", int64_t{1})}});
+  cs.push_back({"Compress", {u({3, 4}, 159), bools({7})}});
+  cs.push_back({"ReverseSequence",
+                {u({4, 2, 3}, 160), ints({3, 1}, {2})},
+                {attr("time_axis", int64_t{0}), attr("batch_axis", int64_t{1})}});
   // The scatters copy data whole, then write the updates (duplicates and a reduction too).
   cs.push_back({"ScatterElements",
                 {u({4, 5}, 143), ints({1, 3, 1, 0, 2, 2}, {2, 3}), u({2, 3}, 144)},

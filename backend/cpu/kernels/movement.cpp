@@ -854,20 +854,20 @@ void register_movement_kernels(KernelRegistry& r) {
   r.add("Split", split_kernel, "", Writes::Every);
   r.add("Slice", slice_kernel, "", Writes::Every);
   r.add("Gather", gather_kernel, "", Writes::Every);
-  r.add("GatherElements", gather_elements_kernel);
-  r.add("GatherND", gather_nd_kernel);
+  r.add("GatherElements", gather_elements_kernel, "", Writes::Every);
+  r.add("GatherND", gather_nd_kernel, "", Writes::Every);
   r.add("Scatter", scatter_elements_kernel, "", Writes::Every);
   r.add("ScatterElements", scatter_elements_kernel, "", Writes::Every);
   r.add("ScatterND", scatter_nd_kernel, "", Writes::Every);
   r.add("Expand", expand_kernel, "", Writes::Every);
   r.add("Tile", tile_kernel, "", Writes::Every);
-  r.add("Pad", pad_kernel);
-  r.add("DepthToSpace", depth_to_space_kernel);
+  r.add("Pad", pad_kernel, "", Writes::Every);
+  r.add("DepthToSpace", depth_to_space_kernel, "", Writes::Every);
   r.add("Col2Im", col2im_kernel);
-  r.add("SpaceToDepth", space_to_depth_kernel);
-  r.add("TopK", topk_kernel);
-  r.add("Compress", compress_kernel);
-  r.add("ReverseSequence", reverse_sequence_kernel);
+  r.add("SpaceToDepth", space_to_depth_kernel, "", Writes::Every);
+  r.add("TopK", topk_kernel, "", Writes::Every);
+  r.add("Compress", compress_kernel, "", Writes::Every);
+  r.add("ReverseSequence", reverse_sequence_kernel, "", Writes::Every);
 }
 
 }  // namespace fusec::cpu
