@@ -80,8 +80,9 @@ void register_activation_kernels(KernelRegistry& r) {
   r.add("LeakyRelu", float_activation([](const KernelContext& ctx) {
           const float alpha = ctx.attr_float("alpha");
           return [alpha](auto x) { return fm::leaky_relu(x, static_cast<decltype(x)>(alpha)); };
-        }));
-  r.add("PRelu", prelu_kernel);
+        }),
+        "", Writes::Every);
+  r.add("PRelu", prelu_kernel, "", Writes::Every);  // binary_broadcast; the others unary_map
   r.add("Sigmoid", float_activation(no_attrs([](auto x) { return fm::sigmoid(x); })), "", Writes::Every);
   r.add("HardSigmoid", float_activation([](const KernelContext& ctx) {
           const float alpha = ctx.attr_float("alpha"), beta = ctx.attr_float("beta");
@@ -89,37 +90,43 @@ void register_activation_kernels(KernelRegistry& r) {
             using T = decltype(x);
             return fm::hard_sigmoid(x, static_cast<T>(alpha), static_cast<T>(beta));
           };
-        }));
+        }),
+        "", Writes::Every);
   r.add("Swish", float_activation([](const KernelContext& ctx) {
           const float alpha = ctx.attr_float("alpha");
           return [alpha](auto x) { return fm::swish(x, static_cast<decltype(x)>(alpha)); };
-        }));
-  r.add("HardSwish", float_activation(no_attrs([](auto x) { return fm::hard_swish(x); })));
+        }),
+        "", Writes::Every);
+  r.add("HardSwish", float_activation(no_attrs([](auto x) { return fm::hard_swish(x); })), "", Writes::Every);
   r.add("Tanh", float_activation(no_attrs([](auto x) { return std::tanh(x); })), "", Writes::Every);
   r.add("Elu", float_activation([](const KernelContext& ctx) {
           const float alpha = ctx.attr_float("alpha");
           return [alpha](auto x) { return fm::elu(x, static_cast<decltype(x)>(alpha)); };
-        }));
+        }),
+        "", Writes::Every);
   r.add("Selu", float_activation([](const KernelContext& ctx) {
           const float alpha = ctx.attr_float("alpha"), gamma = ctx.attr_float("gamma");
           return [alpha, gamma](auto x) {
             using T = decltype(x);
             return fm::selu(x, static_cast<T>(alpha), static_cast<T>(gamma));
           };
-        }));
+        }),
+        "", Writes::Every);
   r.add("Celu", float_activation([](const KernelContext& ctx) {
           const float alpha = ctx.attr_float("alpha");
           if (alpha == 0.0f) ctx.fail("alpha must not be 0");
           return [alpha](auto x) { return fm::celu(x, static_cast<decltype(x)>(alpha)); };
-        }));
-  r.add("Softplus", float_activation(no_attrs([](auto x) { return fm::softplus(x); })));
-  r.add("Softsign", float_activation(no_attrs([](auto x) { return fm::softsign(x); })));
+        }),
+        "", Writes::Every);
+  r.add("Softplus", float_activation(no_attrs([](auto x) { return fm::softplus(x); })), "", Writes::Every);
+  r.add("Softsign", float_activation(no_attrs([](auto x) { return fm::softsign(x); })), "", Writes::Every);
   r.add("ThresholdedRelu", float_activation([](const KernelContext& ctx) {
           const float alpha = ctx.attr_float("alpha");
           return [alpha](auto x) { return fm::thresholded_relu(x, static_cast<decltype(x)>(alpha)); };
-        }));
-  r.add("Shrink", shrink_kernel);
-  r.add("Mish", float_activation(no_attrs([](auto x) { return fm::mish(x); })));
+        }),
+        "", Writes::Every);
+  r.add("Shrink", shrink_kernel, "", Writes::Every);
+  r.add("Mish", float_activation(no_attrs([](auto x) { return fm::mish(x); })), "", Writes::Every);
   r.add("Gelu", gelu_kernel, "", Writes::Every);
   r.add("Gelu", gelu_kernel, "ai.fusec", Writes::Every);
 }

@@ -434,8 +434,9 @@ void rotary_embedding_kernel(KernelContext& ctx) {
 
 void register_attention_kernels(KernelRegistry& r) {
   r.add("RotaryEmbedding", rotary_embedding_kernel, "", Writes::Every);
-  r.add("Attention", attention_kernel);
-  r.add("Attention", attention_kernel, "ai.fusec");
+  // Y, the present cache (past and new rows) and every query row of the scores (mode 0-3).
+  r.add("Attention", attention_kernel, "", Writes::Every);
+  r.add("Attention", attention_kernel, "ai.fusec", Writes::Every);
 }
 
 }  // namespace fusec::cpu

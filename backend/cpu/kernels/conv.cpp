@@ -343,8 +343,8 @@ void conv_transpose_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_conv_kernels(KernelRegistry& r) {
-  r.add("Conv", conv_kernel);
-  r.add("ConvTranspose", conv_transpose_kernel);
+  r.add("Conv", conv_kernel, "", Writes::Every);  // GEMM with beta 0 or onto the bias; depthwise rows whole
+  r.add("ConvTranspose", conv_transpose_kernel, "", Writes::Every);  // bias or 0 filled, then col2im adds
 }
 
 }  // namespace fusec::cpu

@@ -262,6 +262,13 @@ Kernel float_predicate(F f) {
   };
 }
 
+void isinf_kernel(KernelContext& ctx) {
+  const bool neg_inf = ctx.attr_int("detect_negative") != 0, pos_inf = ctx.attr_int("detect_positive") != 0;
+  float_predicate([neg_inf, pos_inf](auto x, const KernelContext&) {
+    return std::isinf(x) && ((x > 0 && pos_inf) || (x < 0 && neg_inf));
+  })(ctx);
+}
+
 // ---- comparison and logic ----
 
 template <typename Op>
@@ -284,6 +291,10 @@ Kernel logic(Op op) {
     binary_broadcast<uint8_t, uint8_t, uint8_t>(
         ctx.input(0), b, ctx.output(0), [&](uint8_t x, uint8_t y) { return static_cast<uint8_t>(op(x != 0, y != 0)); });
   };
+}
+
+void not_kernel(KernelContext& ctx) {
+  unary_map<uint8_t, uint8_t>(ctx.input(0), ctx.output(0), [](uint8_t x) { return static_cast<uint8_t>(x == 0); });
 }
 
 /// f(T{}) for the integer types the bit ops take (uint8, fusec's only unsigned type, and the signed
@@ -432,13 +443,14 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r.add("Sub", arithmetic<false>([](auto x, auto y) { return sub(x, y); }), "", Writes::Every);
   r.add("Mul", arithmetic<false>([](auto x, auto y) { return mul(x, y); }), "", Writes::Every);
   r.add("Div", arithmetic<true>([](auto x, auto y) { return div(x, y); }), "", Writes::Every);
-  r.add("Mod", mod_kernel);
+  r.add("Mod", mod_kernel, "", Writes::Every);  // binary_broadcast
   r.add("Pow", pow_kernel, "", Writes::Every);
 
-  r.add("Max", variadic([](auto x, auto y) { return formulas::max_nan(x, y); }, false));
-  r.add("Min", variadic([](auto x, auto y) { return formulas::min_nan(x, y); }, false));
-  r.add("Sum", variadic([](auto x, auto y) { return add(x, y); }, false));
-  r.add("Mean", variadic([](auto x, auto y) { return add(x, y); }, true));
+  // The first pair broadcast into the output (or one input copied whole), then the rest in place.
+  r.add("Max", variadic([](auto x, auto y) { return formulas::max_nan(x, y); }, false), "", Writes::Every);
+  r.add("Min", variadic([](auto x, auto y) { return formulas::min_nan(x, y); }, false), "", Writes::Every);
+  r.add("Sum", variadic([](auto x, auto y) { return add(x, y); }, false), "", Writes::Every);
+  r.add("Mean", variadic([](auto x, auto y) { return add(x, y); }, true), "", Writes::Every);
 
   r.add("Abs", unary_numeric([](auto x) {
           using T = decltype(x);
@@ -446,7 +458,8 @@ void register_elementwise_kernels(KernelRegistry& r) {
             return x;
           else
             return x < 0 ? neg(x) : x;
-        }));
+        }),
+        "", Writes::Every);
   r.add("Neg", unary_numeric([](auto x) { return neg(x); }), "", Writes::Every);
   r.add("Sign", unary_numeric([](auto x) {
           using T = decltype(x);
@@ -458,15 +471,16 @@ void register_elementwise_kernels(KernelRegistry& r) {
             }
             return static_cast<T>((T{0} < x) - (x < T{0}));
           }
-        }));
+        }),
+        "", Writes::Every);
   r.add("Reciprocal", unary_float([](auto x) { return decltype(x){1} / x; }), "", Writes::Every);
   r.add("Sqrt", unary_float([](auto x) { return std::sqrt(x); }), "", Writes::Every);
   r.add("Exp", unary_float([](auto x) { return std::exp(x); }), "", Writes::Every);
   r.add("Log", unary_float([](auto x) { return std::log(x); }), "", Writes::Every);
-  r.add("Floor", unary_float([](auto x) { return std::floor(x); }));
-  r.add("Ceil", unary_float([](auto x) { return std::ceil(x); }));
+  r.add("Floor", unary_float([](auto x) { return std::floor(x); }), "", Writes::Every);
+  r.add("Ceil", unary_float([](auto x) { return std::ceil(x); }), "", Writes::Every);
   // nearbyint in the default rounding mode rounds halves to even, as ONNX Round does.
-  r.add("Round", unary_float([](auto x) { return std::nearbyint(x); }));
+  r.add("Round", unary_float([](auto x) { return std::nearbyint(x); }), "", Writes::Every);
   r.add("Erf", unary_numeric([](auto x) {
           using T = decltype(x);
           if constexpr (std::is_floating_point_v<T>)
@@ -475,46 +489,40 @@ void register_elementwise_kernels(KernelRegistry& r) {
             return static_cast<T>(std::erf(static_cast<double>(x)));
         }),
         "", Writes::Every);
-  r.add("Sin", unary_float([](auto x) { return std::sin(x); }));
-  r.add("Cos", unary_float([](auto x) { return std::cos(x); }));
-  r.add("Tan", unary_float([](auto x) { return std::tan(x); }));
-  r.add("Asin", unary_float([](auto x) { return std::asin(x); }));
-  r.add("Acos", unary_float([](auto x) { return std::acos(x); }));
-  r.add("Atan", unary_float([](auto x) { return std::atan(x); }));
-  r.add("Sinh", unary_float([](auto x) { return std::sinh(x); }));
-  r.add("Cosh", unary_float([](auto x) { return std::cosh(x); }));
-  r.add("Asinh", unary_float([](auto x) { return std::asinh(x); }));
-  r.add("Acosh", unary_float([](auto x) { return std::acosh(x); }));
-  r.add("Atanh", unary_float([](auto x) { return std::atanh(x); }));
-  r.add("IsNaN", float_predicate([](auto x, const KernelContext&) { return std::isnan(x); }));
-  r.add("IsInf", [](KernelContext& ctx) {
-    const bool neg_inf = ctx.attr_int("detect_negative") != 0, pos_inf = ctx.attr_int("detect_positive") != 0;
-    float_predicate([neg_inf, pos_inf](auto x, const KernelContext&) {
-      return std::isinf(x) && ((x > 0 && pos_inf) || (x < 0 && neg_inf));
-    })(ctx);
-  });
+  r.add("Sin", unary_float([](auto x) { return std::sin(x); }), "", Writes::Every);
+  r.add("Cos", unary_float([](auto x) { return std::cos(x); }), "", Writes::Every);
+  r.add("Tan", unary_float([](auto x) { return std::tan(x); }), "", Writes::Every);
+  r.add("Asin", unary_float([](auto x) { return std::asin(x); }), "", Writes::Every);
+  r.add("Acos", unary_float([](auto x) { return std::acos(x); }), "", Writes::Every);
+  r.add("Atan", unary_float([](auto x) { return std::atan(x); }), "", Writes::Every);
+  r.add("Sinh", unary_float([](auto x) { return std::sinh(x); }), "", Writes::Every);
+  r.add("Cosh", unary_float([](auto x) { return std::cosh(x); }), "", Writes::Every);
+  r.add("Asinh", unary_float([](auto x) { return std::asinh(x); }), "", Writes::Every);
+  r.add("Acosh", unary_float([](auto x) { return std::acosh(x); }), "", Writes::Every);
+  r.add("Atanh", unary_float([](auto x) { return std::atanh(x); }), "", Writes::Every);
+  r.add("IsNaN", float_predicate([](auto x, const KernelContext&) { return std::isnan(x); }), "", Writes::Every);
+  r.add("IsInf", isinf_kernel, "", Writes::Every);
 
-  r.add("Equal", compare([](auto x, auto y) { return x == y; }));
-  r.add("Less", compare([](auto x, auto y) { return x < y; }));
-  r.add("Greater", compare([](auto x, auto y) { return x > y; }));
-  r.add("LessOrEqual", compare([](auto x, auto y) { return x <= y; }));
-  r.add("GreaterOrEqual", compare([](auto x, auto y) { return x >= y; }));
-  r.add("And", logic([](bool x, bool y) { return x && y; }));
-  r.add("Or", logic([](bool x, bool y) { return x || y; }));
-  r.add("Xor", logic([](bool x, bool y) { return x != y; }));
-  r.add("Not", [](KernelContext& ctx) {
-    unary_map<uint8_t, uint8_t>(ctx.input(0), ctx.output(0), [](uint8_t x) { return static_cast<uint8_t>(x == 0); });
-  });
-  r.add("BitShift", bitshift_kernel);
-  r.add("BitwiseAnd", bitwise([](auto x, auto y) { return x & y; }));
-  r.add("BitwiseOr", bitwise([](auto x, auto y) { return x | y; }));
-  r.add("BitwiseXor", bitwise([](auto x, auto y) { return x ^ y; }));
-  r.add("BitwiseNot", bitwise_not_kernel);
+  // Comparisons, logic and bit ops: binary_broadcast or unary_map.
+  r.add("Equal", compare([](auto x, auto y) { return x == y; }), "", Writes::Every);
+  r.add("Less", compare([](auto x, auto y) { return x < y; }), "", Writes::Every);
+  r.add("Greater", compare([](auto x, auto y) { return x > y; }), "", Writes::Every);
+  r.add("LessOrEqual", compare([](auto x, auto y) { return x <= y; }), "", Writes::Every);
+  r.add("GreaterOrEqual", compare([](auto x, auto y) { return x >= y; }), "", Writes::Every);
+  r.add("And", logic([](bool x, bool y) { return x && y; }), "", Writes::Every);
+  r.add("Or", logic([](bool x, bool y) { return x || y; }), "", Writes::Every);
+  r.add("Xor", logic([](bool x, bool y) { return x != y; }), "", Writes::Every);
+  r.add("Not", not_kernel, "", Writes::Every);
+  r.add("BitShift", bitshift_kernel, "", Writes::Every);
+  r.add("BitwiseAnd", bitwise([](auto x, auto y) { return x & y; }), "", Writes::Every);
+  r.add("BitwiseOr", bitwise([](auto x, auto y) { return x | y; }), "", Writes::Every);
+  r.add("BitwiseXor", bitwise([](auto x, auto y) { return x ^ y; }), "", Writes::Every);
+  r.add("BitwiseNot", bitwise_not_kernel, "", Writes::Every);
   r.add("Where", where_kernel, "", Writes::Every);
 
-  r.add("Cast", cast_kernel);
-  r.add("CastLike", cast_kernel);
-  r.add("Clip", clip_kernel);
+  r.add("Cast", cast_kernel, "", Writes::Every);  // convert_tensor: every element, every type pair
+  r.add("CastLike", cast_kernel, "", Writes::Every);
+  r.add("Clip", clip_kernel, "", Writes::Every);
 }
 
 }  // namespace fusec::cpu

@@ -449,16 +449,16 @@ void squeeze_excite(KernelContext& ctx) {
 }  // namespace
 
 void register_fused_kernels(KernelRegistry& r) {
-  r.add("FusedConv", fused_conv, "ai.fusec");
+  r.add("FusedConv", fused_conv, "ai.fusec", Writes::Every);      // Conv's, then in place
   r.add("FusedMatMul", fused_matmul, "ai.fusec", Writes::Every);  // MatMul's, then in place
   r.add("GatedMatMul", gated_matmul, "ai.fusec", Writes::Every);
   r.add("ExpertMatMul", expert_matmul, "ai.fusec", Writes::Every);  // every row picks an expert
-  r.add("LayerNormGelu", layernorm_gelu, "ai.fusec");
+  r.add("LayerNormGelu", layernorm_gelu, "ai.fusec", Writes::Every);
   r.add("SkipLayerNorm", skip_layernorm, "ai.fusec", Writes::Every);  // Add's S, LayerNormalization's Y
-  r.add("SimplifiedLayerNorm", simplified_layernorm, "ai.fusec");
+  r.add("SimplifiedLayerNorm", simplified_layernorm, "ai.fusec", Writes::Every);
   r.add("SkipSimplifiedLayerNorm", skip_simplified_layernorm, "ai.fusec", Writes::Every);
-  r.add("Rotary", rotary, "ai.fusec");
-  r.add("SqueezeExcite", squeeze_excite, "ai.fusec");
+  r.add("Rotary", rotary, "ai.fusec", Writes::Every);  // the r rotated values of a head and the rest copied
+  r.add("SqueezeExcite", squeeze_excite, "ai.fusec", Writes::Every);
 }
 
 }  // namespace fusec::cpu

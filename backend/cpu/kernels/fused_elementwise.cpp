@@ -323,6 +323,8 @@ void fused_elementwise(KernelContext& ctx) {
 
 }  // namespace
 
-void register_fused_elementwise_kernels(KernelRegistry& r) { r.add("FusedElementwise", fused_elementwise, "ai.fusec"); }
+void register_fused_elementwise_kernels(KernelRegistry& r) {
+  r.add("FusedElementwise", fused_elementwise, "ai.fusec", Writes::Every);
+}
 
 }  // namespace fusec::cpu

@@ -74,9 +74,10 @@ void range_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_generator_kernels(KernelRegistry& r) {
-  r.add("Constant", constant_kernel);
-  r.add("ConstantOfShape", constant_of_shape_kernel);
-  r.add("Range", range_kernel);
+  // The whole value, a fill, or each of the n steps.
+  r.add("Constant", constant_kernel, "", Writes::Every);
+  r.add("ConstantOfShape", constant_of_shape_kernel, "", Writes::Every);
+  r.add("Range", range_kernel, "", Writes::Every);
 }
 
 }  // namespace fusec::cpu

@@ -517,7 +517,7 @@ void register_linalg_kernels(KernelRegistry& r) {
   r.add("Det", det_kernel, "", Writes::Every);
   r.add("MatMul", matmul_kernel, "", Writes::Every);  // GEMM with beta 0 (or zeros when K is 0)
   r.add("Gemm", gemm_kernel, "", Writes::Every);      // C copied in first, or beta 0
-  r.add("Einsum", einsum_kernel);
+  r.add("Einsum", einsum_kernel, "", Writes::Every);
 }
 
 }  // namespace fusec::cpu

@@ -20,7 +20,8 @@ namespace {
 /// Calls f(U{}) with U an unsigned integer type as wide as one element (dispatch_bytes).
 template <typename F>
 void dispatch_size(size_t esize, const NodeAttrs& where, F&& f) {
-  if (!dispatch_bytes(esize, std::forward<F>(f))) where.unsupported("unsupported element size " + std::to_string(esize));
+  if (!dispatch_bytes(esize, std::forward<F>(f)))
+    where.unsupported("unsupported element size " + std::to_string(esize));
 }
 
 int64_t prod(const std::vector<int64_t>& d, size_t b, size_t e) {
@@ -863,7 +864,7 @@ void register_movement_kernels(KernelRegistry& r) {
   r.add("Tile", tile_kernel, "", Writes::Every);
   r.add("Pad", pad_kernel, "", Writes::Every);
   r.add("DepthToSpace", depth_to_space_kernel, "", Writes::Every);
-  r.add("Col2Im", col2im_kernel);
+  r.add("Col2Im", col2im_kernel);  // adds into the zeroed image: Writes::Some
   r.add("SpaceToDepth", space_to_depth_kernel, "", Writes::Every);
   r.add("TopK", topk_kernel, "", Writes::Every);
   r.add("Compress", compress_kernel, "", Writes::Every);

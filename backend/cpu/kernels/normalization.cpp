@@ -474,14 +474,15 @@ void lrn(KernelContext& ctx) {
 }  // namespace
 
 void register_normalization_kernels(KernelRegistry& r) {
+  // Writes::Some: at opset 6 with is_test=1 and all five outputs, saved_mean and saved_var are not written.
   r.add("BatchNormalization", batchnorm);
-  r.add("InstanceNormalization", instancenorm);
+  r.add("InstanceNormalization", instancenorm, "", Writes::Every);
   r.add("GroupNormalization", groupnorm, "", Writes::Every);
   r.add("RMSNormalization", rmsnorm, "", Writes::Every);
   r.add("LayerNormalization", layernorm, "", Writes::Every);  // every row; Mean and InvStdDev whole
   r.add("LayerNormalization", layernorm, "ai.fusec", Writes::Every);
-  r.add("MeanVarianceNormalization", mvn);
-  r.add("LRN", lrn);
+  r.add("MeanVarianceNormalization", mvn, "", Writes::Every);  // every input position of the layout
+  r.add("LRN", lrn, "", Writes::Every);
   r.add("LpNormalization", lpnorm, "", Writes::Every);
 }
 

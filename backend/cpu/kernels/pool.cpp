@@ -300,15 +300,17 @@ void max_unpool_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_pool_kernels(KernelRegistry& r) {
-  r.add("MaxPool", max_pool_kernel);
-  r.add("AveragePool", average_pool_kernel);
-  r.add("LpPool", lp_pool_kernel);
+  // for_each_window visits every output (and MaxPool's Indices); the global pools each plane.
+  r.add("MaxPool", max_pool_kernel, "", Writes::Every);
+  r.add("AveragePool", average_pool_kernel, "", Writes::Every);
+  r.add("LpPool", lp_pool_kernel, "", Writes::Every);
   r.add("MaxUnpool", max_unpool_kernel, "", Writes::Every);
   r.add("GlobalAveragePool", global_pool([](const KernelContext&, const auto* x, int64_t n) {
           double s = 0;
           for (int64_t i = 0; i < n; ++i) s += x[i];
           return n ? s / static_cast<double>(n) : std::nan("");
-        }));
+        }),
+        "", Writes::Every);
   r.add("GlobalMaxPool", global_pool([](const KernelContext&, const auto* x, int64_t n) {
           double m = -std::numeric_limits<double>::infinity();
           for (int64_t i = 0; i < n; ++i) {
@@ -317,14 +319,16 @@ void register_pool_kernels(KernelRegistry& r) {
             m = v > m ? v : m;
           }
           return m;
-        }));
+        }),
+        "", Writes::Every);
   r.add("GlobalLpPool", global_pool([](const KernelContext& ctx, const auto* x, int64_t n) {
           const double p = static_cast<double>(ctx.attr_int("p"));
           if (p <= 0) ctx.fail("p must be positive");
           double s = 0;
           for (int64_t i = 0; i < n; ++i) s += std::pow(std::fabs(static_cast<double>(x[i])), p);
           return std::pow(s, 1.0 / p);
-        }));
+        }),
+        "", Writes::Every);
 }
 
 }  // namespace fusec::cpu

@@ -201,18 +201,19 @@ Kernel arg_kernel(bool is_max) {
 }  // namespace
 
 void register_reduce_kernels(KernelRegistry& r) {
-  r.add("ReduceSum", reduce_kernel(Red::Sum));
-  r.add("ReduceMean", reduce_kernel(Red::Mean));
-  r.add("ReduceMax", reduce_kernel(Red::Max));
-  r.add("ReduceMin", reduce_kernel(Red::Min));
-  r.add("ReduceProd", reduce_kernel(Red::Prod));
-  r.add("ReduceL1", reduce_kernel(Red::L1));
-  r.add("ReduceL2", reduce_kernel(Red::L2));
-  r.add("ReduceLogSum", reduce_kernel(Red::LogSum));
-  r.add("ReduceLogSumExp", reduce_kernel(Red::LogSumExp));
-  r.add("ReduceSumSquare", reduce_kernel(Red::SumSquare));
-  r.add("ArgMax", arg_kernel(true));
-  r.add("ArgMin", arg_kernel(false));
+  // reduce_generic writes every output, an empty reduction its identity; ArgMax/ArgMin each index.
+  r.add("ReduceSum", reduce_kernel(Red::Sum), "", Writes::Every);
+  r.add("ReduceMean", reduce_kernel(Red::Mean), "", Writes::Every);
+  r.add("ReduceMax", reduce_kernel(Red::Max), "", Writes::Every);
+  r.add("ReduceMin", reduce_kernel(Red::Min), "", Writes::Every);
+  r.add("ReduceProd", reduce_kernel(Red::Prod), "", Writes::Every);
+  r.add("ReduceL1", reduce_kernel(Red::L1), "", Writes::Every);
+  r.add("ReduceL2", reduce_kernel(Red::L2), "", Writes::Every);
+  r.add("ReduceLogSum", reduce_kernel(Red::LogSum), "", Writes::Every);
+  r.add("ReduceLogSumExp", reduce_kernel(Red::LogSumExp), "", Writes::Every);
+  r.add("ReduceSumSquare", reduce_kernel(Red::SumSquare), "", Writes::Every);
+  r.add("ArgMax", arg_kernel(true), "", Writes::Every);
+  r.add("ArgMin", arg_kernel(false), "", Writes::Every);
 }
 
 }  // namespace fusec::cpu

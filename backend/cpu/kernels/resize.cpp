@@ -284,8 +284,9 @@ void resize_kernel(KernelContext& ctx) {
 }  // namespace
 
 void register_resize_kernels(KernelRegistry& r) {
-  r.add("Resize", resize_kernel);
-  r.add("Upsample", resize_kernel);
+  // nearest: every row (extrapolated or gathered); linear/cubic: each pass writes its whole output.
+  r.add("Resize", resize_kernel, "", Writes::Every);
+  r.add("Upsample", resize_kernel, "", Writes::Every);
 }
 
 }  // namespace fusec::cpu

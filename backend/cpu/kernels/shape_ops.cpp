@@ -219,14 +219,15 @@ void onehot_kernel(KernelContext& ctx) {
 void register_shape_kernels(KernelRegistry& r) {
   for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
     r.add(op, copy_input, "", Writes::Every);  // a whole copy (or a size error)
-  r.add("Shape", shape_kernel);
-  r.add("Size", size_kernel);
-  r.add("Dropout", dropout_kernel);
-  r.add("EyeLike", eyelike_kernel);
-  r.add("Trilu", trilu_kernel);
-  r.add("CumSum", scan_kernel<false>);
-  r.add("CumProd", scan_kernel<true>);
-  r.add("OneHot", onehot_kernel);
+  // Whole outputs: EyeLike and OneHot fill first, Trilu zeroes what it does not copy, Dropout's mask is filled.
+  r.add("Shape", shape_kernel, "", Writes::Every);
+  r.add("Size", size_kernel, "", Writes::Every);
+  r.add("Dropout", dropout_kernel, "", Writes::Every);
+  r.add("EyeLike", eyelike_kernel, "", Writes::Every);
+  r.add("Trilu", trilu_kernel, "", Writes::Every);
+  r.add("CumSum", scan_kernel<false>, "", Writes::Every);
+  r.add("CumProd", scan_kernel<true>, "", Writes::Every);
+  r.add("OneHot", onehot_kernel, "", Writes::Every);
 }
 
 }  // namespace fusec::cpu

@@ -237,9 +237,10 @@ Kernel loss_kernel(bool softmax_ce) {
 void register_softmax_kernels(KernelRegistry& r) {
   r.add("Softmax", softmax_kernel(Smx::Soft), "", Writes::Every);  // every row, both layouts
   r.add("LogSoftmax", softmax_kernel(Smx::Log), "", Writes::Every);
-  r.add("Hardmax", softmax_kernel(Smx::Hard));
-  r.add("NegativeLogLikelihoodLoss", loss_kernel(false));
-  r.add("SoftmaxCrossEntropyLoss", loss_kernel(true));
+  r.add("Hardmax", softmax_kernel(Smx::Hard), "", Writes::Every);  // a 1 or 0 for each element
+  // Each target's loss (reduction none) or the one reduced value; SCE's log_prob every row.
+  r.add("NegativeLogLikelihoodLoss", loss_kernel(false), "", Writes::Every);
+  r.add("SoftmaxCrossEntropyLoss", loss_kernel(true), "", Writes::Every);
 }
 
 }  // namespace fusec::cpu
