@@ -68,6 +68,44 @@ TEST(CpuArithmetic, BroadcastsBothWays) {
   expect_close(out, floats({10, 20, 20, 40, 30, 60}, {3, 2}));
 }
 
+TEST(CpuArithmetic, LongRowsCutIntoPiecesMatchTheElementwiseRule) {
+  // Shapes whose merged rows are too few for the threads and long enough to be cut into pieces
+  // (common.h's broadcast_rows): one row of every element, a row broadcast over two, a scalar, and
+  // an inner run that is not a multiple of the piece. Each element is checked against the rule.
+  struct Shapes {
+    std::vector<int64_t> a, b;
+  };
+  const Shapes cases[] = {{{3, 70001}, {3, 70001}}, {{2, 1, 90000}, {90000}}, {{200003}, {1}}, {{1}, {2, 65537}}};
+  for (const auto& c : cases) {
+    const Tensor a = uniform_floats(c.a, 1), b = uniform_floats(c.b, 2);
+    const Tensor out = run1("Sub", {a, b});
+    const auto& od = out.dims();
+    const auto idx = [&](const std::vector<int64_t>& d, int64_t flat) {
+      // The input element that output element `flat` reads, by numpy's broadcasting.
+      int64_t in = 0, stride = 1;
+      for (size_t i = 0; i < d.size(); ++i) {
+        const size_t oa = od.size() - 1 - i, ia = d.size() - 1 - i;
+        int64_t rem = flat;
+        for (size_t k = od.size() - 1; k > oa; --k) rem /= od[k];
+        if (d[ia] != 1) in += (rem % od[oa]) * stride;
+        stride *= d[ia];
+      }
+      return in;
+    };
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      const float want = a.data<float>()[idx(c.a, i)] - b.data<float>()[idx(c.b, i)];
+      ASSERT_EQ(out.data<float>()[i], want) << dims_str(c.a) << " - " << dims_str(c.b) << ", element " << i;
+    }
+  }
+  Tensor cond = bools(std::vector<uint8_t>(70000, 1), {70000});
+  const Tensor x = uniform_floats({2, 70000}, 3);
+  const Tensor y = uniform_floats({1}, 4);
+  for (int64_t i = 0; i < 70000; i += 3) cond.data<uint8_t>()[i] = 0;
+  const Tensor w = run1("Where", {cond, x, y});
+  for (int64_t i = 0; i < w.numel(); ++i)
+    ASSERT_EQ(w.data<float>()[i], cond.data<uint8_t>()[i % 70000] ? x.data<float>()[i] : y.data<float>()[0]) << i;
+}
+
 TEST(CpuArithmetic, LegacyBroadcastWithAxis) {
   // Opset 6: B (3) lines up with A's axis 1 of 2x3x2.
   auto out = run1("Add", {floats({0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1}, {2, 3, 2}), floats({10, 20, 30}, {3})},

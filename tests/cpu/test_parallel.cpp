@@ -1,11 +1,14 @@
 // The CPU thread pool: every chunk of every region runs exactly once and has finished when
 // parallel_for returns, regions back to back (where a late worker once claimed a chunk of the
-// next region twice, and parallel_for returned while a chunk still ran); exceptions reach the
-// caller and leave the pool usable.
+// next region twice, and parallel_for returned while a chunk still ran) and regions after the
+// workers have stopped spinning and gone to sleep; exceptions reach the caller and leave the pool
+// usable.
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/parallel.h"
@@ -38,4 +41,24 @@ TEST(CpuParallel, AChunksExceptionReachesTheCallerAndThePoolGoesOn) {
     for (int64_t i = b; i < e; ++i) sum += i;
   });
   EXPECT_EQ(sum.load(), 999 * 1000 / 2);
+}
+
+TEST(CpuParallel, RegionsAfterTheWorkersSleptRunEveryChunkOnce) {
+  // Gaps longer than the pool's spin (parallel.cpp's kSpin) put the workers to sleep, so the next
+  // region wakes them; shorter ones catch them spinning; chunk counts and chunk lengths vary, so
+  // a worker may arrive after the caller has run every chunk, or leave last.
+  std::vector<std::atomic<int>> hits(97);
+  for (int region = 0; region < 600; ++region) {
+    const int64_t n = 1 + region % 97;
+    for (auto& h : hits) h.store(0, std::memory_order_relaxed);
+    if (region % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(150 + 50 * (region % 7)));
+    parallel_for(n, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        if (i % 5 == region % 5) std::this_thread::sleep_for(std::chrono::microseconds(region % 4 * 20));
+        hits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+    for (int64_t i = 0; i < 97; ++i)
+      ASSERT_EQ(hits[static_cast<size_t>(i)].load(), i < n ? 1 : 0) << "region " << region << ", element " << i;
+  }
 }
