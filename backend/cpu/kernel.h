@@ -46,8 +46,9 @@ using Kernel = std::function<void(KernelContext&)>;
 /// elements untouched (Writes::Some, the default).
 /// Writes::Every: the kernel writes every element of every output it is given, whatever the
 /// inputs and attributes, so the zeroing is skipped (a full extra write of each output: ~10% of
-/// BERT-base's run as given on two cores; fresh storage is then Tensor::uninitialized). tests/cpu/test_writes_every.cpp runs each such kernel
-/// on poisoned outputs and fails for one without a case there.
+/// BERT-base's run as given on two cores; fresh storage is then Tensor::uninitialized).
+/// tests/cpu/test_writes_every.cpp runs each such kernel on poisoned outputs and fails for one
+/// without a case there.
 /// Writes::Itself: the kernel sets each output tensor it is given (ctx.output(i) = ...), whatever
 /// its shape; the executor neither infers nor allocates them first (If and Loop, whose bodies decide
 /// their outputs' shapes; NonZero, Unique and NonMaxSuppression, whose data does, and whose

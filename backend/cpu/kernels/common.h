@@ -130,6 +130,16 @@ void broadcast_rows(const std::vector<int64_t>& out_dims, const std::array<const
     --split;
   }
   int64_t rows = total / inner;
+  // Row r's index over the outer `split` dims (into idx) and each input's offset of its start.
+  auto row_start = [&](int64_t r, std::vector<int64_t>& idx) {
+    std::array<int64_t, N> off{};
+    for (size_t i = split; i-- > 0;) {
+      idx[i] = r % out_dims[i];
+      r /= out_dims[i];
+      for (size_t k = 0; k < N; ++k) off[k] += idx[i] * strides[k][i];
+    }
+    return off;
+  };
   // Rows too few to give each thread two and long enough to cut (a same-shape Add merges into one
   // row of every element, which ran on one thread): each is cut into pieces of about kPiece
   // elements. An innermost stride is 0 or 1, so a piece of a row is a row of its own.
@@ -137,15 +147,10 @@ void broadcast_rows(const std::vector<int64_t>& out_dims, const std::array<const
   if (rows < 2 * num_threads() && inner >= 4 * kPiece) {
     const int64_t pieces = (inner + kPiece - 1) / kPiece, len = (inner + pieces - 1) / pieces;
     parallel_for(rows * pieces, 1, [&](int64_t t0, int64_t t1) {
+      std::vector<int64_t> idx(split, 0);
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t r = t / pieces, j0 = (t % pieces) * len;
-        std::array<int64_t, N> off{};
-        int64_t rem = r;
-        for (size_t i = split; i-- > 0;) {
-          const int64_t ix = rem % out_dims[i];
-          rem /= out_dims[i];
-          for (size_t k = 0; k < N; ++k) off[k] += ix * strides[k][i];
-        }
+        std::array<int64_t, N> off = row_start(r, idx);
         for (size_t k = 0; k < N; ++k) off[k] += j0 * inner_stride[k];
         row(r * inner + j0, off, inner_stride, std::min(len, inner - j0));
       }
@@ -155,15 +160,7 @@ void broadcast_rows(const std::vector<int64_t>& out_dims, const std::array<const
   int64_t min_rows = std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1));
   parallel_for(rows, min_rows, [&](int64_t r0, int64_t r1) {
     std::vector<int64_t> idx(split, 0);
-    // Decompose r0 into an index over the outer `split` dims.
-    int64_t rem = r0;
-    for (size_t i = split; i-- > 0;) {
-      idx[i] = rem % out_dims[i];
-      rem /= out_dims[i];
-    }
-    std::array<int64_t, N> off{};
-    for (size_t k = 0; k < N; ++k)
-      for (size_t i = 0; i < split; ++i) off[k] += idx[i] * strides[k][i];
+    std::array<int64_t, N> off = row_start(r0, idx);
     for (int64_t r = r0; r < r1; ++r) {
       row(r * inner, off, inner_stride, inner);
       // Advance the outer index like an odometer.
