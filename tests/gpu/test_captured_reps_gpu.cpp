@@ -82,3 +82,23 @@ TEST(GpuCapturedReps, ACandidateTooLargeToCaptureIsStillTimed) {
   EXPECT_EQ(calls[1], plan.reps * (1 + plan.rounds));
   FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
+
+TEST(GpuCapturedReps, KernelsPerCallCountsWithoutRunningAndSaysWhenItCannot) {
+  FUSEC_REQUIRE_GPU();
+  cuda::Context ctx;
+  cudaStream_t stream = ctx.stream();
+  cuda::DeviceBuffer buf(64, "test");
+  FUSEC_CUDA_CHECK(cudaMemsetAsync(buf.get(), 0, 64, stream));
+  EXPECT_EQ(cuda::kernels_per_call(stream, [&] { return memsets(stream, buf.get(), 40, 5); }), 40);
+  FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EXPECT_EQ(download(buf)[0], 0) << "the counted call ran";
+  // A call that refuses, and one that synchronizes the stream (not capturable): no count, and the
+  // stream runs work again afterwards.
+  EXPECT_EQ(cuda::kernels_per_call(stream, [&] { return memsets(stream, buf.get(), 3, 5) && false; }), -1);
+  EXPECT_EQ(cuda::kernels_per_call(stream, [&] { return cudaStreamSynchronize(stream) == cudaSuccess; }), -1);
+  ASSERT_TRUE(memsets(stream, buf.get(), 2, 6));
+  FUSEC_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const auto after = download(buf);
+  EXPECT_EQ(after[1], 6);
+  EXPECT_EQ(after[2], 0);
+}

@@ -66,6 +66,27 @@ class CapturedReps {
   cudaGraphExec_t exec_ = nullptr;
 };
 
+/// The kernels (graph nodes) one call() launches, counted by capturing it without running it; -1
+/// where it cannot be captured or call() refused. The conv tuner asks before it runs a candidate:
+/// cuDNN's grouped algorithms at float32 launch kernels per group (SSDlite's 672-channel
+/// depthwise conv: 2688 a call), and running such a candidate even once costs the build more
+/// than timing every other one.
+template <typename Call>
+long kernels_per_call(cudaStream_t stream, Call&& call) {
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  const bool called = call();
+  cudaGraph_t graph = nullptr;
+  size_t nodes = 0;
+  const bool ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph && called &&
+                  cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess;
+  if (graph) cudaGraphDestroy(graph);
+  cudaGetLastError();  // a call refused inside the capture leaves its error behind
+  return ok ? static_cast<long>(nodes) : -1;
+}
+
 /// How many calls a timed round makes, how many rounds, and the hold before each.
 struct TimingPlan {
   int reps = 10;

@@ -11,6 +11,7 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -92,14 +93,29 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
     cudaStream_t stream = c.ctx().stream();
     // Not zeros: FFT and tensor-core timings depend on the data.
     for (auto* buf : {&x, &w, &z, &b}) FUSEC_CUDA_CHECK(cudaMemsetAsync(buf->get(), 0x3C, buf->size(), stream));
-    // Applies ch and runs it once on the scratch buffers: whether it works here.
-    auto works = [&](const FwdChoice& ch) {
-      const bool ok =
-          apply(ch) &&
-          run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS &&
-          cudaStreamSynchronize(stream) == cudaSuccess;
+    auto call = [&] { return run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS; };
+    // Applies ch and runs it once on the scratch buffers: whether it works here. The build trace
+    // times each candidate's first call, which is where a slow one shows.
+    auto works = [&](const FwdChoice& ch, const std::string& name = "remembered pick") {
+      const auto t0 = std::chrono::steady_clock::now();
+      const bool ok = apply(ch) && call() && cudaStreamSynchronize(stream) == cudaSuccess;
       cudaGetLastError();
+      BuildTrace::add("conv trial", ok ? "ran" : "failed", name, ms_since(t0));
       return ok;
+    };
+    // A candidate that launches more kernels a call than the timing captures (TimingPlan) is left
+    // out of the race before it runs: in the model's graph each of its kernels takes a launch slot,
+    // so it loses to the routes that make one or two, and timing it on the stream costs the build
+    // its calls' host time (cuDNN's grouped algorithms at float32 launch kernels per group).
+    const long max_kernels = TimingPlan{}.max_nodes_per_call;
+    auto too_many_kernels = [&](const FwdChoice& ch, const std::string& name) {
+      if (!apply(ch)) return false;
+      const long k = kernels_per_call(stream, call);
+      if (k <= max_kernels) return false;
+      BuildTrace::add("conv candidate out", std::to_string(k) + " kernels",
+                      name + ": more than " + std::to_string(max_kernels) + " a call", 0);
+      if (trace) std::fprintf(stderr, "conv tune %s: %s launches %ld kernels a call: left out\n", key.c_str(), name.c_str(), k);
+      return true;
     };
     // The routes beside cuDNN: the tuning cache's prefix for each, and the FwdChoice field that
     // names one of its candidates.
@@ -154,7 +170,9 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
         if (fused && (!may_fuse || !cudnn_.fusable_rank())) continue;
         FwdChoice ch = ch0;
         ch.fused = fused;
-        if (works(ch)) {
+        const std::string name = "cuDNN algorithm " + std::to_string(static_cast<int>(ch.algo)) + (fused ? " fused" : "");
+        if (too_many_kernels(ch, name)) break;
+        if (works(ch, name)) {
           runs.push_back(ch);
           break;  // fused when it works: the epilogue pass only adds
         }
@@ -165,7 +183,9 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
         FwdChoice ch = cands[0];
         ch.*r.pick = i;
         ch.fused = false;
-        if (r.route->worth_timing(i) && works(ch)) runs.push_back(ch);
+        // fusec's own kernels run once first: a route may set itself up on its first call.
+        if (r.route->worth_timing(i) && works(ch, r.route->kernel_name(i)) && !too_many_kernels(ch, r.route->kernel_name(i)))
+          runs.push_back(ch);
       }
     if (runs.empty()) return false;
     // A hold alone was not enough: cuDNN's fused call costs more host time per call than the hold
@@ -178,7 +198,7 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
     time_candidates(
         stream, best, plan, [&](size_t i) { apply(runs[i]); },
         [&](size_t) {
-          run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream);
+          call();
           return true;
         });
     size_t pick = 0;
