@@ -108,8 +108,8 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
     // so it loses to the routes that make one or two, and timing it on the stream costs the build
     // its calls' host time (cuDNN's grouped algorithms at float32 launch kernels per group).
     const long max_kernels = TimingPlan{}.max_nodes_per_call;
-    auto too_many_kernels = [&](const FwdChoice& ch, const std::string& name) {
-      if (!apply(ch)) return false;
+    // (of the candidate applied last)
+    auto too_many_kernels = [&](const std::string& name) {
       const long k = kernels_per_call(stream, call);
       if (k <= max_kernels) return false;
       BuildTrace::add("conv candidate out", std::to_string(k) + " kernels",
@@ -171,7 +171,7 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
         FwdChoice ch = ch0;
         ch.fused = fused;
         const std::string name = "cuDNN algorithm " + std::to_string(static_cast<int>(ch.algo)) + (fused ? " fused" : "");
-        if (too_many_kernels(ch, name)) break;
+        if (apply(ch) && too_many_kernels(name)) break;
         if (works(ch, name)) {
           runs.push_back(ch);
           break;  // fused when it works: the epilogue pass only adds
@@ -184,7 +184,7 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
         ch.*r.pick = i;
         ch.fused = false;
         // fusec's own kernels run once first: a route may set itself up on its first call.
-        if (r.route->worth_timing(i) && works(ch, r.route->kernel_name(i)) && !too_many_kernels(ch, r.route->kernel_name(i)))
+        if (r.route->worth_timing(i) && works(ch, r.route->kernel_name(i)) && !too_many_kernels(r.route->kernel_name(i)))
           runs.push_back(ch);
       }
     if (runs.empty()) return false;
