@@ -106,9 +106,9 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
     // A candidate that launches more kernels a call than the timing captures (TimingPlan) is left
     // out of the race before it runs: in the model's graph each of its kernels takes a launch slot,
     // so it loses to the routes that make one or two, and timing it on the stream costs the build
-    // its calls' host time (cuDNN's grouped algorithms at float32 launch kernels per group).
+    // its calls' host time (cuDNN's grouped algorithms at float32 launch kernels per group). It
+    // counts the candidate applied last.
     const long max_kernels = TimingPlan{}.max_nodes_per_call;
-    // (of the candidate applied last)
     auto too_many_kernels = [&](const std::string& name) {
       const long k = kernels_per_call(stream, call);
       if (k <= max_kernels) return false;
