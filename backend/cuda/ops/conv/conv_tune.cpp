@@ -93,7 +93,9 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
     cudaStream_t stream = c.ctx().stream();
     // Not zeros: FFT and tensor-core timings depend on the data.
     for (auto* buf : {&x, &w, &z, &b}) FUSEC_CUDA_CHECK(cudaMemsetAsync(buf->get(), 0x3C, buf->size(), stream));
-    auto call = [&] { return run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS; };
+    auto call = [&] {
+      return run_conv(x.get(), w.get(), b.get(), z.get(), y.get(), wsb.get(), stream) == CUDNN_STATUS_SUCCESS;
+    };
     // Applies ch and runs it once on the scratch buffers: whether it works here. The build trace
     // times each candidate's first call, which is where a slow one shows.
     auto works = [&](const FwdChoice& ch, const std::string& name = "remembered pick") {
@@ -114,7 +116,8 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
       if (k <= max_kernels) return false;
       BuildTrace::add("conv candidate out", std::to_string(k) + " kernels",
                       name + ": more than " + std::to_string(max_kernels) + " a call", 0);
-      if (trace) std::fprintf(stderr, "conv tune %s: %s launches %ld kernels a call: left out\n", key.c_str(), name.c_str(), k);
+      if (trace)
+        std::fprintf(stderr, "conv tune %s: %s launches %ld kernels a call: left out\n", key.c_str(), name.c_str(), k);
       return true;
     };
     // The routes beside cuDNN: the tuning cache's prefix for each, and the FwdChoice field that
@@ -170,7 +173,8 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
         if (fused && (!may_fuse || !cudnn_.fusable_rank())) continue;
         FwdChoice ch = ch0;
         ch.fused = fused;
-        const std::string name = "cuDNN algorithm " + std::to_string(static_cast<int>(ch.algo)) + (fused ? " fused" : "");
+        const std::string name =
+            "cuDNN algorithm " + std::to_string(static_cast<int>(ch.algo)) + (fused ? " fused" : "");
         if (apply(ch) && too_many_kernels(name)) break;
         if (works(ch, name)) {
           runs.push_back(ch);
@@ -184,7 +188,8 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
         ch.*r.pick = i;
         ch.fused = false;
         // fusec's own kernels run once first: a route may set itself up on its first call.
-        if (r.route->worth_timing(i) && works(ch, r.route->kernel_name(i)) && !too_many_kernels(r.route->kernel_name(i)))
+        if (r.route->worth_timing(i) && works(ch, r.route->kernel_name(i)) &&
+            !too_many_kernels(r.route->kernel_name(i)))
           runs.push_back(ch);
       }
     if (runs.empty()) return false;
