@@ -106,10 +106,11 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
       return ok;
     };
     // A candidate that launches more kernels a call than the timing captures (TimingPlan) is left
-    // out of the race before it runs: in the model's graph each of its kernels takes a launch slot,
-    // so it loses to the routes that make one or two, and timing it on the stream costs the build
-    // its calls' host time (cuDNN's grouped algorithms at float32 launch kernels per group). It
-    // counts the candidate applied last.
+    // out of the race after its first call: in the model's graph each of its kernels takes a launch
+    // slot, so it loses to the routes that make one or two, and timing it on the stream costs the
+    // build its calls' host time (cuDNN's grouped algorithms at float32 launch kernels per group).
+    // The count comes after that call, not before, so a library's first-call setup (module loads,
+    // allocations) never happens inside a capture. It counts the candidate applied last.
     const long max_kernels = TimingPlan{}.max_nodes_per_call;
     auto too_many_kernels = [&](const std::string& name) {
       const long k = kernels_per_call(stream, call);
@@ -175,9 +176,8 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
         ch.fused = fused;
         const std::string name =
             "cuDNN algorithm " + std::to_string(static_cast<int>(ch.algo)) + (fused ? " fused" : "");
-        if (apply(ch) && too_many_kernels(name)) break;
         if (works(ch, name)) {
-          runs.push_back(ch);
+          if (!too_many_kernels(name)) runs.push_back(ch);
           break;  // fused when it works: the epilogue pass only adds
         }
       }
@@ -187,7 +187,6 @@ bool ConvOp::tune_forward(const PlanContext& c, std::vector<FwdChoice> cands, bo
         FwdChoice ch = cands[0];
         ch.*r.pick = i;
         ch.fused = false;
-        // fusec's own kernels run once first: a route may set itself up on its first call.
         if (r.route->worth_timing(i) && works(ch, r.route->kernel_name(i)) &&
             !too_many_kernels(r.route->kernel_name(i)))
           runs.push_back(ch);
