@@ -68,8 +68,8 @@ class CapturedReps {
 
 /// The kernels (graph nodes) one call() launches, counted by capturing it without running it; -1
 /// where it cannot be captured or call() refused. The conv tuner asks after a candidate's first
-/// call: cuDNN's grouped algorithms at float32 launch kernels per group (SSDlite's depthwise
-/// convs: up to 2688 a call), and timing such a candidate costs the build more than timing every
+/// call: cuDNN's grouped algorithms at float32 launch kernels per group (thousands a call in
+/// SSDlite's depthwise convs), and timing such a candidate costs the build more than timing every
 /// other one.
 template <typename Call>
 long kernels_per_call(cudaStream_t stream, Call&& call) {
