@@ -21,6 +21,25 @@
 
 namespace fusec::cuda {
 
+/// Captures calls() on stream into a graph, running nothing; null where the capture failed or
+/// calls() returned false (a call refused), else the graph (the caller destroys it) and its node
+/// count in *nodes. The error a refused or invalidated capture leaves behind is cleared.
+template <typename Calls>
+cudaGraph_t capture_graph(cudaStream_t stream, Calls&& calls, size_t* nodes) {
+  *nodes = 0;
+  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  const bool called = calls();
+  cudaGraph_t graph = nullptr;
+  const bool ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph && called &&
+                  cudaGraphGetNodes(graph, nullptr, nodes) == cudaSuccess;
+  if (!ok && graph) cudaGraphDestroy(graph);
+  cudaGetLastError();  // a call refused inside the capture leaves its error behind
+  return ok ? graph : nullptr;
+}
+
 /// A candidate's timed reps as one CUDA graph, or nothing where its calls cannot be captured.
 class CapturedReps {
  public:
@@ -37,27 +56,18 @@ class CapturedReps {
   /// kept, as when the capture itself fails or holds more than max_nodes nodes.
   template <typename Calls>
   void capture(cudaStream_t stream, size_t max_nodes, Calls&& calls) {
-    if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-      cudaGetLastError();
-      return;
-    }
-    const bool called = calls();
-    cudaGraph_t graph = nullptr;
     size_t nodes = 0;
-    bool ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph && called &&
-              cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess;
-    if (ok && nodes > max_nodes) {
-      ok = false;
+    cudaGraph_t graph = capture_graph(stream, calls, &nodes);
+    if (!graph) return;
+    if (nodes > max_nodes)
       BuildTrace::add("capture too large", std::to_string(nodes) + " nodes",
                       "more than " + std::to_string(max_nodes) + ": timed on the stream", 0);
-    }
-    ok = ok && cudaGraphInstantiate(&exec_, graph, 0) == cudaSuccess;
-    if (graph) cudaGraphDestroy(graph);
-    if (!ok) {
+    else if (cudaGraphInstantiate(&exec_, graph, 0) != cudaSuccess) {
       if (exec_) cudaGraphExecDestroy(exec_);
       exec_ = nullptr;
     }
-    cudaGetLastError();  // a call refused inside the capture leaves its error behind
+    cudaGraphDestroy(graph);
+    cudaGetLastError();
   }
   /// Launches the graph; false when there is none (the caller runs the calls on the stream).
   bool replay(cudaStream_t stream) const { return exec_ && cudaGraphLaunch(exec_, stream) == cudaSuccess; }
@@ -73,18 +83,11 @@ class CapturedReps {
 /// other one.
 template <typename Call>
 long kernels_per_call(cudaStream_t stream, Call&& call) {
-  if (cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-    cudaGetLastError();
-    return -1;
-  }
-  const bool called = call();
-  cudaGraph_t graph = nullptr;
   size_t nodes = 0;
-  const bool ok = cudaStreamEndCapture(stream, &graph) == cudaSuccess && graph && called &&
-                  cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess;
-  if (graph) cudaGraphDestroy(graph);
-  cudaGetLastError();  // a call refused inside the capture leaves its error behind
-  return ok ? static_cast<long>(nodes) : -1;
+  cudaGraph_t graph = capture_graph(stream, call, &nodes);
+  if (!graph) return -1;
+  cudaGraphDestroy(graph);
+  return static_cast<long>(nodes);
 }
 
 /// How many calls a timed round makes, how many rounds, and the hold before each.
