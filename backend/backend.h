@@ -12,6 +12,7 @@ namespace fusec {
 struct MemoryStats {
   size_t peak_activation_bytes = 0;  // planned (static shapes) or observed (dynamic) peak
   size_t weight_bytes = 0;           // initializers
+  size_t packed_weight_bytes = 0;    // CPU: weights packed for the GEMM on first use (a copy beside them)
   bool planned = false;              // true when a static plan was made at compile time
 };
 

@@ -125,6 +125,7 @@ nlohmann::ordered_json variant_json(const Variant& v, int64_t batch) {
   nlohmann::ordered_json m = {{"peak_activation_bytes", v.mem.peak_activation_bytes},
                               {"weight_bytes", v.mem.weight_bytes},
                               {"planned", v.mem.planned}};
+  if (!v.device_memory) m["packed_weight_bytes"] = v.mem.packed_weight_bytes;
   if (v.device_memory) {
     m["workspace_bytes"] = v.workspace_bytes;
     m["io_bytes"] = v.io_bytes;
@@ -231,6 +232,9 @@ int bench(const BenchArgs& a) {
         return human_bytes(static_cast<double>(v.mem.peak_activation_bytes)) + (v.mem.planned ? "" : " (observed)");
       }));
   row("weights", cells([](const Variant& v) { return human_bytes(static_cast<double>(v.mem.weight_bytes)); }));
+  if (!dev.cuda)
+    row("packed weights",
+        cells([](const Variant& v) { return human_bytes(static_cast<double>(v.mem.packed_weight_bytes)); }));
   if (dev.cuda) {
     row("workspace", cells([](const Variant& v) { return human_bytes(static_cast<double>(v.workspace_bytes)); }));
     row("device in use",

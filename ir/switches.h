@@ -36,6 +36,9 @@ inline constexpr SwitchInfo kSwitches[] = {
     {"FUSEC_GEMM_ISA", SwitchScope::Fusec,
      "caps the instruction set of the CPU GEMM (read once per process), for A/B runs", "generic, avx2",
      "the best the CPU has: avx512, else avx2, else generic"},
+    {"FUSEC_CPU_PACKED_WEIGHTS", SwitchScope::Fusec,
+     "0: the CPU GEMM packs a constant weight on every call instead of once per executable, for A/B runs", "0",
+     "Conv, ConvTranspose, MatMul and Gemm weights packed on first use (within half the free host memory)"},
     // ---- fusec: CUDA backend, executor
     {"FUSEC_CUDA_PLUGIN", SwitchScope::Fusec, "the CUDA backend library to load instead of the usual places", "a path",
      "libfusec_cuda.so beside the executable, else in ../lib"},

@@ -1,11 +1,14 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <atomic>
+#include <string>
 #include <unordered_map>
 
 #include "backend/cpu/kernel.h"
 #include "backend/memory_planner.h"
 #include "ir/error.h"
 #include "ir/memory_limit.h"
+#include "ir/switches.h"
 
 namespace fusec::cpu {
 namespace {
@@ -20,14 +23,27 @@ struct Step {
   std::vector<int> free_after;  // slots whose last reader is this step
   bool zero_outputs = true;     // the kernel may leave output elements unwritten (Writes::Some)
   bool sets_outputs = false;    // the kernel makes its outputs itself (Writes::Itself)
+  std::shared_ptr<StepCache> cache;  // what the kernel keeps from one run to the next
 };
 
 class CpuExecutable : public Executable {
  public:
-  explicit CpuExecutable(const Graph& g) : graph_(g.clone()) { build(); }
+  explicit CpuExecutable(const Graph& g) : graph_(g.clone()) {
+    build();
+    // What kernels may keep beside the weights (packed copies): half the host memory free once the
+    // arena is placed, so the copies never crowd out the activations; none with
+    // FUSEC_CPU_PACKED_WEIGHTS=0.
+    const char* packed = env_switch("FUSEC_CPU_PACKED_WEIGHTS");
+    if (!packed || std::string(packed) != "0")
+      *cache_budget_ = (host_memory().limit() - std::min(host_memory().limit(), host_memory().used())) / 2;
+  }
 
   std::string backend_name() const override { return "cpu"; }
-  MemoryStats memory() const override { return stats_; }
+  MemoryStats memory() const override {
+    MemoryStats m = stats_;
+    for (const Step& st : steps_) m.packed_weight_bytes += st.cache->held();
+    return m;
+  }
   void set_step_observer(StepObserver* observer) override { observer_ = observer; }
   const Graph* executed_graph() const override { return graph_.get(); }
 
@@ -115,7 +131,7 @@ class CpuExecutable : public Executable {
     }
     rs.peak = std::max(rs.peak, rs.live);
     if (!nothing_to_compute(out_ptrs)) {
-      KernelContext kctx(*st.node, *st.schema, st.opset, rs.in_ptrs, out_ptrs);
+      KernelContext kctx(*st.node, *st.schema, st.opset, rs.in_ptrs, out_ptrs, st.cache.get());
       (*st.kernel)(kctx);
     }
     for (int s : st.free_after) {
@@ -133,7 +149,7 @@ class CpuExecutable : public Executable {
     std::vector<Tensor*> out_ptrs(st.out_slots.size(), nullptr);
     for (size_t i = 0; i < st.out_slots.size(); ++i)
       if (st.out_slots[i] >= 0) out_ptrs[i] = &(slots[st.out_slots[i]] = Tensor());
-    KernelContext kctx(*st.node, *st.schema, st.opset, rs.in_ptrs, out_ptrs);
+    KernelContext kctx(*st.node, *st.schema, st.opset, rs.in_ptrs, out_ptrs, st.cache.get());
     (*st.kernel)(kctx);
     for (size_t i = 0; i < out_ptrs.size(); ++i) {
       if (!out_ptrs[i]) continue;
@@ -165,6 +181,10 @@ class CpuExecutable : public Executable {
       stats_.weight_bytes += v->initializer->nbytes();
     }
     for (Value* v : g.inputs) slot(v);
+    // The same tensor on every run: an initializer that no graph input of the same name overrides.
+    std::vector<bool> constant_slot(static_cast<size_t>(slot_count_), false);
+    for (auto& [s, t] : constants_) constant_slot[s] = true;
+    for (Value* v : g.inputs) constant_slot[slot(v)] = false;
     std::vector<int> first, last;  // by slot: the step that writes it, the last step that reads it
     auto grow = [&] {
       first.resize(static_cast<size_t>(slot_count_), -1);
@@ -184,6 +204,11 @@ class CpuExecutable : public Executable {
       st.sets_outputs = writes == Writes::Itself;
       for (Value* v : n.inputs) st.in_slots.push_back(v ? slot(v) : -1);
       for (Value* v : n.outputs) st.out_slots.push_back(v ? slot(v) : -1);
+      std::vector<bool> constant(st.in_slots.size());
+      for (size_t i = 0; i < constant.size(); ++i)
+        constant[i] = st.in_slots[i] >= 0 && st.in_slots[i] < static_cast<int>(constant_slot.size()) &&
+                      constant_slot[st.in_slots[i]];
+      st.cache = std::make_shared<StepCache>(std::move(constant), cache_budget_);
       grow();
       for (int s : st.in_slots)
         if (s >= 0) last[s] = step_index;
@@ -250,6 +275,7 @@ class CpuExecutable : public Executable {
   std::vector<ArenaSlot> arena_;  // by slot
   std::shared_ptr<void> arena_storage_;
   MemoryStats stats_;
+  StepCache::Budget cache_budget_ = std::make_shared<std::atomic<size_t>>(0);
   StepObserver* observer_ = nullptr;
 };
 

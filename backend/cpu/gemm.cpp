@@ -26,7 +26,9 @@
 #include <vector>
 
 #include "backend/cpu/parallel.h"
+#include "ir/error.h"
 #include "ir/switches.h"
+#include "ir/tensor.h"
 
 #define FUSEC_GEMM_INLINE inline __attribute__((always_inline))
 
@@ -284,26 +286,39 @@ struct GemmArgs {
   int64_t M, N, K;
 };
 
+/// Operands packed ahead of the product (PackedOperand), or null where gemm_block packs them.
+/// Both hold every K block in turn, each block's slivers in order over the whole M (or N), so the
+/// sliver of rows ic (a multiple of MR) in block pc is at pc·M_padded + ic·kc.
+template <typename T>
+struct Prepacked {
+  const T* a = nullptr;
+  const T* b = nullptr;
+};
+
 /// C[i0:i1, j0:j1] (+)= alpha·op(A)·op(B) over all of K, on the calling thread.
 template <typename T>
 void gemm_block(const Kernel<T>& kn, const GemmArgs& g, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb,
-                bool accumulate_first, T* C, int64_t ldc, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+                Prepacked<T> pre, bool accumulate_first, T* C, int64_t ldc, int64_t i0, int64_t i1, int64_t j0,
+                int64_t j1) {
   const int64_t kc_max = std::min(kn.kc, g.K);
   const int64_t nc_max = std::min(kn.nc, j1 - j0), mc_max = std::min(kn.mc, i1 - i0);
+  const int64_t m_padded = (g.M + kn.mr - 1) / kn.mr * kn.mr, n_padded = (g.N + kn.nr - 1) / kn.nr * kn.nr;
   const size_t b_elems = static_cast<size_t>((nc_max + kn.nr - 1) / kn.nr * kn.nr * kc_max);
   const size_t a_elems = static_cast<size_t>((mc_max + kn.mr - 1) / kn.mr * kn.mr * kc_max);
-  T* bp = static_cast<T*>(b_scratch.get(sizeof(T) * b_elems));
-  T* ap = static_cast<T*>(a_scratch.get(sizeof(T) * a_elems));
+  T* bp = pre.b ? nullptr : static_cast<T*>(b_scratch.get(sizeof(T) * b_elems));
+  T* ap = pre.a ? nullptr : static_cast<T*>(a_scratch.get(sizeof(T) * a_elems));
   for (int64_t jc = j0; jc < j1; jc += nc_max) {
     const int64_t nc = std::min(nc_max, j1 - jc);
     for (int64_t pc = 0; pc < g.K; pc += kc_max) {
       const int64_t kc = std::min(kc_max, g.K - pc);
-      kn.pack_b(g.tb, B, ldb, pc, kc, jc, nc, bp);
+      const T* b_panel = pre.b ? pre.b + pc * n_padded + jc * kc : bp;
+      if (!pre.b) kn.pack_b(g.tb, B, ldb, pc, kc, jc, nc, bp);
       const bool accumulate = pc > 0 || accumulate_first;
       for (int64_t ic = i0; ic < i1; ic += mc_max) {
         const int64_t mc = std::min(mc_max, i1 - ic);
-        kn.pack_a(g.ta, A, lda, ic, mc, pc, kc, alpha, ap);
-        kn.macro(mc, nc, kc, ap, bp, C + ic * ldc + jc, ldc, accumulate);
+        const T* a_block = pre.a ? pre.a + pc * m_padded + ic * kc : ap;
+        if (!pre.a) kn.pack_a(g.ta, A, lda, ic, mc, pc, kc, alpha, ap);
+        kn.macro(mc, nc, kc, a_block, b_panel, C + ic * ldc + jc, ldc, accumulate);
       }
     }
   }
@@ -311,7 +326,7 @@ void gemm_block(const Kernel<T>& kn, const GemmArgs& g, T alpha, const T* A, int
 
 template <typename T>
 void gemm_packed(const Kernel<T>& kn, const GemmArgs& g, T alpha, const T* A, int64_t lda, const T* B, int64_t ldb,
-                 T beta, T* C, int64_t ldc) {
+                 Prepacked<T> pre, T beta, T* C, int64_t ldc) {
   // The kernels overwrite or accumulate; any other beta scales C first.
   if (beta != T(0) && beta != T(1)) scale_c(g.M, g.N, beta, C, ldc);
   const bool accumulate_first = beta != T(0);
@@ -339,14 +354,15 @@ void gemm_packed(const Kernel<T>& kn, const GemmArgs& g, T alpha, const T* A, in
   }
   parallel_for(mp * np, 1, [&](int64_t t0, int64_t t1) {
     if (t1 - t0 == mp * np) {  // running serially (e.g. nested in a parallel Conv): one block, no re-packing
-      gemm_block(kn, g, alpha, A, lda, B, ldb, accumulate_first, C, ldc, 0, g.M, 0, g.N);
+      gemm_block(kn, g, alpha, A, lda, B, ldb, pre, accumulate_first, C, ldc, 0, g.M, 0, g.N);
       return;
     }
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t tm = t / np, tn = t % np;
       const int64_t i0 = mslots * tm / mp * kn.mr, i1 = std::min(g.M, mslots * (tm + 1) / mp * kn.mr);
       const int64_t j0 = nslots * tn / np * kn.nr, j1 = std::min(g.N, nslots * (tn + 1) / np * kn.nr);
-      if (i0 < i1 && j0 < j1) gemm_block(kn, g, alpha, A, lda, B, ldb, accumulate_first, C, ldc, i0, i1, j0, j1);
+      if (i0 < i1 && j0 < j1)
+        gemm_block(kn, g, alpha, A, lda, B, ldb, pre, accumulate_first, C, ldc, i0, i1, j0, j1);
     }
   });
 }
@@ -435,7 +451,7 @@ void gemm_small(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, cons
 
 template <typename T>
 void gemm_impl(GemmIsa isa, bool allow_small, bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
-               int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+               int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, Prepacked<T> pre = {}) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == T(0)) {
     scale_c(M, N, beta, C, ldc);
@@ -449,14 +465,82 @@ void gemm_impl(GemmIsa isa, bool allow_small, bool ta, bool tb, int64_t M, int64
     gemv(M, K, alpha, A, ta ? 1 : lda, ta ? lda : 1, B, tb ? 1 : ldb, beta, C, ldc);
     return;
   }
-  if (allow_small && static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) <= 4096) {
+  if (allow_small && !gemm_packs(M, N, K)) {
     gemm_small(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
     return;
   }
-  gemm_packed(kernel_for(isa, T{}), GemmArgs{ta, tb, M, N, K}, alpha, A, lda, B, ldb, beta, C, ldc);
+  gemm_packed(kernel_for(isa, T{}), GemmArgs{ta, tb, M, N, K}, alpha, A, lda, B, ldb, pre, beta, C, ldc);
+}
+
+/// Every K block of op(A) (side A: M×K, MR-tall slivers) or op(B) (side B: K×N, NR-wide slivers)
+/// in the order Prepacked describes, the blocks packed in parallel.
+template <typename T>
+void pack_whole(const Kernel<T>& kn, bool side_a, bool trans, int64_t rows, int64_t cols, const T* src, int64_t ld,
+                T* out) {
+  const int64_t K = side_a ? cols : rows, span = side_a ? rows : cols;  // span: M or N
+  const int64_t step = side_a ? kn.mr : kn.nr, padded = (span + step - 1) / step * step;
+  const int64_t kc_max = std::min(kn.kc, K), kblocks = (K + kc_max - 1) / kc_max;
+  // A task packs a run of slivers of one K block: about 64 slivers, so the threads share the work.
+  const int64_t per_task = 64 * step, runs = (span + per_task - 1) / per_task;
+  parallel_for(kblocks * runs, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t pc = t / runs * kc_max, kc = std::min(kc_max, K - pc);
+      const int64_t s0 = t % runs * per_task, n = std::min(per_task, span - s0);
+      T* dst = out + pc * padded + s0 * kc;
+      if (side_a)
+        kn.pack_a(trans, src, ld, s0, n, pc, kc, T(1), dst);
+      else
+        kn.pack_b(trans, src, ld, pc, kc, s0, n, dst);
+    }
+  });
 }
 
 }  // namespace
+
+template <typename T>
+size_t PackedOperand<T>::bytes_for(Side side, int64_t rows, int64_t cols, GemmIsa isa) {
+  const Kernel<T>& kn = kernel_for(isa, T{});
+  const int64_t step = side == Side::A ? kn.mr : kn.nr, span = side == Side::A ? rows : cols;
+  const int64_t K = side == Side::A ? cols : rows;
+  return sizeof(T) * static_cast<size_t>((span + step - 1) / step * step) * static_cast<size_t>(K);
+}
+
+template <typename T>
+PackedOperand<T>::PackedOperand(Side side, bool trans, int64_t rows, int64_t cols, const T* src, int64_t ld,
+                                GemmIsa isa)
+    : side_(side), trans_(trans), rows_(rows), cols_(cols), src_(src), ld_(ld), isa_(isa) {
+  bytes_ = bytes_for(side, rows, cols, isa);
+  data_ = aligned_storage(bytes_, false);
+  if (rows > 0 && cols > 0)
+    pack_whole(kernel_for(isa, T{}), side == Side::A, trans, rows, cols, src, ld, static_cast<T*>(data_.get()));
+}
+
+template class PackedOperand<float>;
+template class PackedOperand<double>;
+
+namespace {
+
+template <typename T>
+void gemm_packed_a(const PackedOperand<T>& A, bool tb, int64_t N, const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  if (A.side() != PackedOperand<T>::Side::A) internal_error("gemm: a packed B operand given as A");
+  const int64_t K = A.cols();
+  gemm_impl(A.isa(), true, A.trans(), tb, A.rows(), N, K, T(1), A.source(), A.ld(), B, ldb, beta, C, ldc,
+            Prepacked<T>{A.data(), nullptr});
+}
+
+template <typename T>
+void gemm_packed_b(bool ta, int64_t M, T alpha, const T* A, int64_t lda, const PackedOperand<T>& B, T beta, T* C,
+                   int64_t ldc) {
+  if (B.side() != PackedOperand<T>::Side::B) internal_error("gemm: a packed A operand given as B");
+  gemm_impl(B.isa(), true, ta, B.trans(), M, B.cols(), B.rows(), alpha, A, lda, B.source(), B.ld(), beta, C, ldc,
+            Prepacked<T>{nullptr, B.data()});
+}
+
+}  // namespace
+
+bool gemm_packs(int64_t M, int64_t N, int64_t K) {
+  return M > 1 && N > 1 && static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K) > 4096;
+}
 
 bool gemm_isa_supported(GemmIsa isa) {
   switch (isa) {
@@ -511,6 +595,23 @@ void gemm_with_isa(GemmIsa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t 
 void gemm_with_isa(GemmIsa isa, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double* A,
                    int64_t lda, const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
   gemm_impl(isa, false, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void gemm(const PackedOperand<float>& A, bool tb, int64_t N, const float* B, int64_t ldb, float beta, float* C,
+          int64_t ldc) {
+  gemm_packed_a(A, tb, N, B, ldb, beta, C, ldc);
+}
+void gemm(const PackedOperand<double>& A, bool tb, int64_t N, const double* B, int64_t ldb, double beta, double* C,
+          int64_t ldc) {
+  gemm_packed_a(A, tb, N, B, ldb, beta, C, ldc);
+}
+void gemm(bool ta, int64_t M, float alpha, const float* A, int64_t lda, const PackedOperand<float>& B, float beta,
+          float* C, int64_t ldc) {
+  gemm_packed_b(ta, M, alpha, A, lda, B, beta, C, ldc);
+}
+void gemm(bool ta, int64_t M, double alpha, const double* A, int64_t lda, const PackedOperand<double>& B, double beta,
+          double* C, int64_t ldc) {
+  gemm_packed_b(ta, M, alpha, A, lda, B, beta, C, ldc);
 }
 
 }  // namespace fusec::cpu

@@ -1,23 +1,84 @@
 // CPU kernel interface: a kernel reads its inputs and writes into outputs the executor has
 // already allocated with the shapes the op's schema inferred.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "ir/error.h"
 #include "ir/ops/op_families.h"
 #include "ir/op_schema.h"
 #include "ir/tensor.h"
 
 namespace fusec::cpu {
 
+/// What a kernel keeps from one run of its step to the next, made on first use: a weight packed for
+/// the GEMM, an If's compiled branches. The executor gives each step one, and says which of its
+/// inputs are constant (the graph's initializers: the same tensor, at the same address, on every
+/// run). An entry may be derived only from those inputs and the node's attributes; anything else it
+/// depends on (an input's shape) it must check on every use.
+class StepCache {
+ public:
+  struct Entry {
+    virtual ~Entry() = default;
+  };
+  /// The executable's bytes left for entries, shared by its steps.
+  using Budget = std::shared_ptr<std::atomic<size_t>>;
+
+  StepCache(std::vector<bool> constant_inputs, Budget budget)
+      : constant_(std::move(constant_inputs)), budget_(std::move(budget)) {}
+
+  bool constant_input(size_t i) const { return i < constant_.size() && constant_[i]; }
+
+  /// The entry, of type E, that make() returns on the first call (once, whatever the threads; if
+  /// make() throws, there is none and the next call tries again).
+  template <class E, class Make>
+  E& get(Make&& make) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!entry_) entry_ = make();
+    auto* e = dynamic_cast<E*>(entry_.get());
+    if (!e) internal_error("a step's cache holds another kernel's entry");
+    return *e;
+  }
+
+  /// Takes `bytes` from the executable's budget for copies of weights; false (and nothing taken)
+  /// when they do not fit, and the kernel then works without the copy.
+  bool take(size_t bytes) {
+    size_t left = budget_->load();
+    while (bytes <= left)
+      if (budget_->compare_exchange_weak(left, left - bytes)) {
+        held_ += bytes;
+        return true;
+      }
+    return false;
+  }
+  /// Returns what take() gave, when the entry did not come to hold it after all.
+  void give_back(size_t bytes) {
+    held_ -= bytes;
+    *budget_ += bytes;
+  }
+  /// Bytes this step's entry holds (what take() gave it).
+  size_t held() const { return held_.load(); }
+
+ private:
+  std::vector<bool> constant_;
+  Budget budget_;
+  std::mutex mutex_;
+  std::unique_ptr<Entry> entry_;
+  std::atomic<size_t> held_{0};
+};
+
 class KernelContext : public NodeAttrs {
  public:
   KernelContext(const Node& node, const OpSchema& schema, int64_t opset, std::vector<const Tensor*> inputs,
-                std::vector<Tensor*> outputs)
-      : NodeAttrs(node, schema), opset_(opset), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {}
+                std::vector<Tensor*> outputs, StepCache* cache = nullptr)
+      : NodeAttrs(node, schema), opset_(opset), inputs_(std::move(inputs)), outputs_(std::move(outputs)),
+        cache_(cache) {}
 
   int64_t opset() const { return opset_; }
   size_t num_inputs() const { return inputs_.size(); }
@@ -32,11 +93,18 @@ class KernelContext : public NodeAttrs {
     if (!has_output(i)) fail("output " + std::to_string(i) + " is required");
     return *outputs_[i];
   }
+  /// The step's cache; null outside an executable (evaluate_node, constant folding).
+  StepCache* cache() const { return cache_; }
+  /// cache() when input i is constant, else null: the cache to keep what is made from input i in.
+  StepCache* cache_for_input(size_t i) const {
+    return cache_ && has_input(i) && cache_->constant_input(i) ? cache_ : nullptr;
+  }
 
  private:
   int64_t opset_;
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor*> outputs_;
+  StepCache* cache_;
 };
 
 using Kernel = std::function<void(KernelContext&)>;

@@ -7,7 +7,7 @@
 //
 // The inputs are the model's own input shapes (every dim must be fixed), filled with a fixed
 // pattern in [0, 1). Prints the first value whose shape depends on data, the tail's node count and
-// its heaviest ops, and the three medians, and checks that the split gives the whole graph's
+// its heaviest ops, the three medians and the tail's heaviest nodes, and checks that the split gives the whole graph's
 // outputs bit for bit.
 #include <algorithm>
 #include <chrono>
@@ -30,6 +30,26 @@ namespace {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+/// Time per node of the tail, summed over the rounds.
+class NodeTimes : public StepObserver {
+ public:
+  void step_begin(const StepInfo&) override { t0_ = std::chrono::steady_clock::now(); }
+  void step_end(const StepInfo& s) override {
+    if (s.node) ms_[s.node->op_type + " " + s.node->name] += 1e3 * seconds_since(t0_);
+  }
+  void print(int rounds, size_t top) const {
+    std::vector<std::pair<double, std::string>> v;
+    for (const auto& [k, ms] : ms_) v.push_back({ms / rounds, k});
+    std::sort(v.rbegin(), v.rend());
+    std::printf("  heaviest tail nodes (mean ms a round):\n");
+    for (size_t i = 0; i < v.size() && i < top; ++i) std::printf("    %8.3f  %s\n", v[i].first, v[i].second.c_str());
+  }
+
+ private:
+  std::chrono::steady_clock::time_point t0_;
+  std::map<std::string, double> ms_;
+};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -81,6 +101,8 @@ int main(int argc, char** argv) {
     auto whole = cpu::CpuBackend().compile(*g);
     auto before = cpu::CpuBackend().compile(*prefix);
     auto after = cpu::CpuBackend().compile(*tail.graph);
+    NodeTimes node_times;
+    after->set_step_observer(&node_times);
     std::vector<double> t_whole, t_before, t_after;
     bool same = true;
     for (int r = 0; r < rounds; ++r) {
@@ -112,6 +134,7 @@ int main(int argc, char** argv) {
       std::printf(" %s %d", by_count[i].second.c_str(), by_count[i].first);
     std::printf("\n  CPU reference, median of %d: whole %.4f s, before the tail %.4f s, the tail %.4f s\n", rounds,
                 median(t_whole), median(t_before), median(t_after));
+    node_times.print(rounds, 10);
     std::printf("  split outputs %s the whole graph's\n", same ? "equal" : "DIFFER FROM");
     return same ? 0 : 1;
   } catch (const Error& e) {

@@ -128,6 +128,36 @@ TEST(ControlFlow, IfCapturesTheOuterValuesItsBranchesRead) {
   expect_if_results(*g);
 }
 
+TEST(ControlFlow, AnExecutableKeepsItsBranchesAndCompilesThemAgainForNewShapes) {
+  // x [n, 3]: one executable run with each branch, at two sizes, in turn. Each branch is compiled
+  // on its first run and kept (backend/cpu/kernel.h's StepCache); a run at another size must not
+  // reuse the plan made for the last one.
+  onnx::ModelProto m = if_model();
+  auto* g = m.mutable_graph();
+  auto batch_dim = [](onnx::ValueInfoProto* vi) {
+    vi->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("n");
+  };
+  batch_dim(g->mutable_input(0));
+  for (auto& out : *g->mutable_output()) batch_dim(&out);
+  for (int a = 0; a < 2; ++a) batch_dim(g->mutable_node(2)->mutable_attribute(a)->mutable_g()->mutable_output(0));
+  auto graph = import(m);
+  auto exe = cpu::CpuBackend().compile(*graph);
+  const float w[3] = {10, 20, 30};
+  for (int64_t rows : {2, 4, 4, 1, 2}) {
+    for (bool then : {true, false}) {
+      std::vector<float> xs;
+      for (int64_t i = 0; i < rows * 3; ++i) xs.push_back(static_cast<float>((i * 7) % 11) - 5.0f);
+      const Tensor x = Tensor::from_float(xs, {rows, 3});
+      auto out = exe->run({x, flag(then)});
+      ASSERT_EQ(out[0].dims(), (std::vector<int64_t>{rows, 3}));
+      for (int64_t i = 0; i < rows * 3; ++i) {
+        const float a = std::max(xs[i], 0.f);
+        EXPECT_FLOAT_EQ(out[0].data<float>()[i], then ? a + w[i % 3] : a * xs[i]) << rows << " rows, at " << i;
+      }
+    }
+  }
+}
+
 TEST(ControlFlow, IfInfersItsOutputFromTheBranchesAndTheKnownCondition) {
   auto g = import(if_model());
   infer_shapes(*g);

@@ -28,7 +28,8 @@ const OpSchema& standard_schema(const char* op) {
 void run_standard(const char* op, KernelContext& ctx, size_t n_in, Tensor* out) {
   std::vector<const Tensor*> ins;
   for (size_t i = 0; i < n_in; ++i) ins.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
-  KernelContext inner(ctx.node(), standard_schema(op), kFusedBaseOpset, ins, {out});
+  // The same inputs at the same positions: what the standard kernel caches from them holds here.
+  KernelContext inner(ctx.node(), standard_schema(op), kFusedBaseOpset, ins, {out}, ctx.cache());
   standard_kernel(op)(inner);
 }
 

@@ -9,6 +9,7 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels/common.h"
 #include "backend/cpu/kernels/linalg.h"
+#include "backend/cpu/kernels/packed_weight.h"
 #include "ir/ops/einsum.h"
 
 namespace fusec::cpu {
@@ -70,7 +71,7 @@ void batched_matmul(const T* A, const std::vector<int64_t>& a_off, bool ta, int6
 
 }  // namespace
 
-void matmul(const NodeAttrs& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
+void matmul(const NodeAttrs& ctx, const Tensor& a, const Tensor& b, Tensor& y, StepCache* b_cache) {
   if (a.dtype() != b.dtype()) ctx.fail("A and B have different types");
   std::vector<int64_t> ad = a.dims(), bd = b.dims();
   if (ad.empty() || bd.empty()) ctx.fail("MatMul operands must have rank >= 1");
@@ -113,6 +114,19 @@ void matmul(const NodeAttrs& ctx, const Tensor& a, const Tensor& b, Tensor& y) {
     T* py = y.data<T>();
     // B shared by every batch and A not broadcast: one GEMM with the batches stacked as rows.
     if (b_batch == 1 && a_batch == batch) {
+      if constexpr (kGemmType<T>) {
+        // A constant B (a layer's weight) packed once for the executable.
+        using Packed = PackedOperand<T>;
+        const PackedWeight<T>* packed = nullptr;
+        if (gemm_packs(batch * M, N, K))
+          packed = packed_weight<T>(b_cache, Packed::bytes_for(Packed::Side::B, K, N), [&](std::vector<Packed>& parts) {
+            parts.emplace_back(Packed::Side::B, false, K, N, pb, N);
+          });
+        if (const Packed* bp = packed ? packed->part(0, pb) : nullptr) {
+          gemm(false, batch * M, T(1), pa, K, *bp, T(0), py, N);
+          return;
+        }
+      }
       batched_matmul<T>(pa, {0}, false, K, pb, {0}, false, N, py, batch * M, N, K);
       return;
     }
@@ -140,7 +154,7 @@ namespace {
 
 void matmul_kernel(KernelContext& ctx) {
   if (has_half_io(ctx)) return via_float32(ctx, matmul_kernel);
-  matmul(ctx, ctx.input(0), ctx.input(1), ctx.output(0));
+  matmul(ctx, ctx.input(0), ctx.input(1), ctx.output(0), ctx.cache_for_input(1));
 }
 
 // ---- Gemm ----
@@ -183,8 +197,20 @@ void gemm_kernel(KernelContext& ctx) {
           for (int64_t i = i0; i < i1; ++i)
             for (int64_t j = 0; j < N; ++j) py[i * N + j] = pc[i * c_rs + j * c_cs];
         });
-      gemm(ta, tb, M, N, K, static_cast<T>(alpha), a.data<T>(), a.dim(1), b.data<T>(), b.dim(1),
-           use_c ? static_cast<T>(beta) : T(0), py, N);
+      // A constant B (a layer's weight) packed once for the executable.
+      using Packed = PackedOperand<T>;
+      const T* pb = b.data<T>();
+      const PackedWeight<T>* packed = nullptr;
+      if (gemm_packs(M, N, K))
+        packed = packed_weight<T>(ctx.cache_for_input(1), Packed::bytes_for(Packed::Side::B, K, N),
+                                  [&](std::vector<Packed>& parts) {
+                                    parts.emplace_back(Packed::Side::B, tb, K, N, pb, b.dim(1));
+                                  });
+      const T beta_t = use_c ? static_cast<T>(beta) : T(0);
+      if (const Packed* bp = packed ? packed->part(0, pb) : nullptr)
+        gemm(ta, M, static_cast<T>(alpha), a.data<T>(), a.dim(1), *bp, beta_t, py, N);
+      else
+        gemm(ta, tb, M, N, K, static_cast<T>(alpha), a.data<T>(), a.dim(1), pb, b.dim(1), beta_t, py, N);
     } else {
       matmul_loops(ta, tb, M, N, K, a.data<T>(), a.dim(1), b.data<T>(), b.dim(1), py, N);
       if (alpha != 1 || use_c)
