@@ -12,6 +12,7 @@
 #include "importer/scratch_weights.h"
 #include "ir/error.h"
 #include "ir/escape.h"
+#include "ir/memory_limit.h"
 
 namespace {
 
@@ -20,6 +21,7 @@ void print_error(const std::string& what) { std::fprintf(stderr, "fusec: error: 
 }  // namespace
 
 int main(int argc, char** argv) {
+  fusec::keep_freed_memory_for_reuse();
   CLI::App app{"fusec: optimizer, runtime and profiler for ONNX models"};
   app.set_version_flag("--version", std::string("fusec ") + FUSEC_VERSION);
   app.require_subcommand(1);

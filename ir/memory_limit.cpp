@@ -1,5 +1,6 @@
 #include "ir/memory_limit.h"
 
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -46,6 +47,12 @@ void MemoryBudget::reserve(size_t bytes, const std::string& what) {
 }
 
 void MemoryBudget::release(size_t bytes) { used_.fetch_sub(bytes); }
+
+void keep_freed_memory_for_reuse() {
+  // glibc's ceiling for the mmap threshold on 64-bit systems; above it, blocks stay mapped per use.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
 
 size_t available_host_memory() {
   std::ifstream in("/proc/meminfo");

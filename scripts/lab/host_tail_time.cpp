@@ -21,6 +21,7 @@
 #include "backend/host_tail.h"
 #include "importer/onnx_import.h"
 #include "ir/error.h"
+#include "ir/memory_limit.h"
 #include "passes/infer_shapes.h"
 
 using namespace fusec;
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: fusec_host_tail_time MODEL.onnx [ROUNDS]\n");
     return 2;
   }
+  keep_freed_memory_for_reuse();  // as fusec's main() does
   try {
     const int rounds = argc > 2 ? std::max(1, std::atoi(argv[2])) : 5;
     auto g = import_onnx_file(argv[1]);

@@ -276,9 +276,13 @@ TEST(CpuScatterElements, LargeScattersMatchTheSequentialRule) {
   struct Shape3 {
     std::vector<int64_t> data, upd;
     int64_t axis;
+    bool int32 = false;  // int32 indices
   };
-  const Shape3 shapes[] = {
-      {{6, 64, 90}, {40, 60, 80}, 0}, {{7, 9, 700}, {5, 30, 600}, 1}, {{31, 31, 40}, {30, 29, 90}, 2}};
+  // The last two cover data off the axis, as a detector's RoI pooling does (a run of one row's
+  // positions is then contiguous in data).
+  const Shape3 shapes[] = {{{6, 64, 90}, {40, 60, 80}, 0},  {{7, 9, 700}, {5, 30, 600}, 1},
+                           {{31, 31, 40}, {30, 29, 90}, 2}, {{5, 30, 40}, {50, 30, 40}, 0},
+                           {{7, 9, 70}, {7, 20, 70}, 1, true}};
   std::mt19937 rng(11);
   for (const auto& sh : shapes)
     for (const char* red : {"none", "add", "mul", "max", "min"}) {
@@ -290,7 +294,11 @@ TEST(CpuScatterElements, LargeScattersMatchTheSequentialRule) {
       std::vector<int64_t> iv(static_cast<size_t>(n));
       const int64_t dim = sh.data[static_cast<size_t>(sh.axis)];
       for (auto& v : iv) v = static_cast<int64_t>(rng() % 3) - (rng() % 2 ? dim : 0);  // -dim..2, few values
-      const Tensor ind = int64s(iv, sh.upd);
+      Tensor ind = int64s(iv, sh.upd);
+      if (sh.int32) {
+        ind = Tensor(DType::Int32, sh.upd);
+        for (int64_t k = 0; k < n; ++k) ind.data<int32_t>()[k] = static_cast<int32_t>(iv[static_cast<size_t>(k)]);
+      }
       // The oracle: every update in C order.
       Tensor want = x.clone();
       float* w = want.data<float>();
