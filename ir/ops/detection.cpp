@@ -50,11 +50,25 @@ class KeptBoxes {
   /// A grid over the x extents of `boxes` (the candidates, in the order they will be offered).
   KeptBoxes(const std::vector<Extent>& ext, const std::vector<int64_t>& candidates) {
     float lo = INFINITY, hi = -INFINITY;
+    std::vector<float> widths;
+    widths.reserve(candidates.size());
     for (int64_t i : candidates) {
       const Extent& e = ext[static_cast<size_t>(i)];
-      if (std::isfinite(e.x0) && std::isfinite(e.x1)) lo = std::min(lo, e.x0), hi = std::max(hi, e.x1);
+      if (std::isfinite(e.x0) && std::isfinite(e.x1)) {
+        lo = std::min(lo, e.x0), hi = std::max(hi, e.x1);
+        widths.push_back(e.x1 - e.x0);
+      }
     }
-    cells_.resize(std::clamp<size_t>(candidates.size() / 4, 1, 4096));
+    // At most a cell per four candidates, and no narrower than the median box, so that most boxes
+    // span a cell or two: SSD's anchors are large, and with narrower cells most of them spanned
+    // more than kMaxSpan and were tested against every candidate (SSDlite's NMS: 7.2 ms, now 4.5).
+    size_t cells = std::clamp<size_t>(candidates.size() / 4, 1, 4096);
+    if (!widths.empty() && hi > lo && std::isfinite(hi - lo)) {
+      auto mid = widths.begin() + static_cast<std::ptrdiff_t>(widths.size() / 2);
+      std::nth_element(widths.begin(), mid, widths.end());
+      if (*mid > 0) cells = std::min(cells, static_cast<size_t>(std::max(1.0f, std::ceil((hi - lo) / *mid))));
+    }
+    cells_.resize(cells);
     lo_ = std::isfinite(lo) ? lo : 0.0f;
     scale_ = hi > lo && std::isfinite(hi - lo) ? static_cast<float>(cells_.size()) / (hi - lo) : 0.0f;
   }
@@ -139,16 +153,19 @@ std::vector<std::array<int64_t, 3>> non_max_suppression(const NodeAttrs& where, 
   std::vector<std::array<int64_t, 3>> out;
   if (keep == 0) return out;
   std::vector<Extent> ext(static_cast<size_t>(N));
+  std::vector<float> score(static_cast<size_t>(N));  // one class's, read once (as_double switches per call)
   std::vector<int64_t> order;
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t i = 0; i < N; ++i) ext[static_cast<size_t>(i)] = extent(boxes, (b * N + i) * 4, center == 1);
     for (int64_t c = 0; c < C; ++c) {
       const int64_t row = (b * C + c) * N;
       order.clear();
-      for (int64_t i = 0; i < N; ++i)
-        if (!filter || static_cast<float>(scores.as_double(row + i)) > min_score) order.push_back(i);
+      for (int64_t i = 0; i < N; ++i) {
+        score[static_cast<size_t>(i)] = static_cast<float>(scores.as_double(row + i));
+        if (!filter || score[static_cast<size_t>(i)] > min_score) order.push_back(i);
+      }
       std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) {
-        return static_cast<float>(scores.as_double(row + p)) > static_cast<float>(scores.as_double(row + q));
+        return score[static_cast<size_t>(p)] > score[static_cast<size_t>(q)];
       });
       KeptBoxes kept(ext, order);
       int64_t kept_count = 0;
