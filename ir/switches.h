@@ -38,7 +38,7 @@ inline constexpr SwitchInfo kSwitches[] = {
      "the best the CPU has: avx512, else avx2, else generic"},
     {"FUSEC_CPU_PACKED_WEIGHTS", SwitchScope::Fusec,
      "0: the CPU GEMM packs a constant weight on every call instead of once per executable, for A/B runs", "0",
-     "Conv, ConvTranspose, MatMul and Gemm weights packed on first use (within half the free host memory)"},
+     "MatMul and Gemm weights packed on first use (within half the free host memory)"},
     // ---- fusec: CUDA backend, executor
     {"FUSEC_CUDA_PLUGIN", SwitchScope::Fusec, "the CUDA backend library to load instead of the usual places", "a path",
      "libfusec_cuda.so beside the executable, else in ../lib"},

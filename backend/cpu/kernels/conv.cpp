@@ -14,7 +14,6 @@
 #include "backend/cpu/gemm.h"
 #include "backend/cpu/kernels/common.h"
 #include "backend/cpu/kernels/conv_util.h"
-#include "backend/cpu/kernels/packed_weight.h"
 
 namespace fusec::cpu {
 
@@ -273,15 +272,6 @@ void conv_kernel(KernelContext& ctx) {
         chunk = std::min(s_out, std::max<int64_t>(256, fit));
     }
     const int64_t chunks = (s_out + chunk - 1) / chunk;
-    // Each group's weights packed once for the executable, not once per image and chunk.
-    using Packed = PackedOperand<T>;
-    const PackedWeight<T>* packed = nullptr;
-    if (gemm_packs(Mg, chunk, kdim))
-      packed = packed_weight<T>(ctx.cache_for_input(1), static_cast<size_t>(G) * Packed::bytes_for(Packed::Side::A, Mg, kdim),
-                                [&](std::vector<Packed>& parts) {
-                                  for (int64_t grp = 0; grp < G; ++grp)
-                                    parts.emplace_back(Packed::Side::A, false, Mg, kdim, pw + grp * Mg * kdim, kdim);
-                                });
     run_tasks(N * G * chunks, [&](int64_t t) {
       const int64_t ng = t / chunks, ch = t % chunks, n = ng / G, grp = ng % G;
       const int64_t j0 = ch * chunk, j1 = std::min(s_out, j0 + chunk), width = j1 - j0;
@@ -290,19 +280,13 @@ void conv_kernel(KernelContext& ctx) {
       if (pb)
         for (int64_t m = 0; m < Mg; ++m) std::fill(ys + m * s_out, ys + m * s_out + width, pb[grp * Mg + m]);
       const T* wg_ = pw + grp * Mg * kdim;
-      const Packed* wp = packed ? packed->part(static_cast<size_t>(grp), wg_) : nullptr;
-      const T* b = xs + j0;
-      int64_t ldb = s_in;
-      if (!pointwise) {
-        T* col = thread_scratch<T>(static_cast<size_t>(kdim * width));
-        im2col(xs, Cg, g, j0, j1, col);
-        b = col;
-        ldb = width;
+      if (pointwise) {
+        gemm(false, false, Mg, width, kdim, T(1), wg_, kdim, xs + j0, s_in, pb ? T(1) : T(0), ys, s_out);
+        return;
       }
-      if (wp)
-        gemm(*wp, false, width, b, ldb, pb ? T(1) : T(0), ys, s_out);
-      else
-        gemm(false, false, Mg, width, kdim, T(1), wg_, kdim, b, ldb, pb ? T(1) : T(0), ys, s_out);
+      T* col = thread_scratch<T>(static_cast<size_t>(kdim * width));
+      im2col(xs, Cg, g, j0, j1, col);
+      gemm(false, false, Mg, width, kdim, T(1), wg_, kdim, col, width, pb ? T(1) : T(0), ys, s_out);
     });
   });
 }
@@ -339,30 +323,19 @@ void conv_transpose_kernel(KernelContext& ctx) {
     bool pointwise = s_in == s_out;
     for (int i = 0; i < 3; ++i) pointwise = pointwise && g.k[i] == 1 && g.s[i] == 1 && g.pb[i] == 0;
     const int64_t rows = Mg * kk;
-    // Each group's weights (read transposed: rows × Cg) packed once for the executable.
-    using Packed = PackedOperand<T>;
-    const PackedWeight<T>* packed = nullptr;
-    if (gemm_packs(rows, s_in, Cg))
-      packed = packed_weight<T>(ctx.cache_for_input(1), static_cast<size_t>(G) * Packed::bytes_for(Packed::Side::A, rows, Cg),
-                                [&](std::vector<Packed>& parts) {
-                                  for (int64_t grp = 0; grp < G; ++grp)
-                                    parts.emplace_back(Packed::Side::A, true, rows, Cg, pw + grp * Cg * rows, rows);
-                                });
     run_tasks(N * G, [&](int64_t t) {
       const int64_t n = t / G, grp = t % G;
       const T* xs = px + (n * C + grp * Cg) * s_in;
       T* ys = py + (n * M + grp * Mg) * s_out;
       for (int64_t m = 0; m < Mg; ++m) std::fill(ys + m * s_out, ys + (m + 1) * s_out, pb ? pb[grp * Mg + m] : T(0));
       const T* wg_ = pw + grp * Cg * rows;
-      const Packed* wp = packed ? packed->part(static_cast<size_t>(grp), wg_) : nullptr;
-      // Pointwise: the product lands on the bias directly (rows == Mg, s_in == s_out).
-      T* out = pointwise ? ys : thread_scratch<T>(static_cast<size_t>(rows * s_in));
-      const T beta = pointwise ? T(1) : T(0);
-      if (wp)
-        gemm(*wp, false, s_in, xs, s_in, beta, out, s_in);
-      else
-        gemm(true, false, rows, s_in, Cg, T(1), wg_, rows, xs, s_in, beta, out, s_in);
-      if (!pointwise) col2im(out, Mg, g, ys);
+      if (pointwise) {
+        gemm(true, false, Mg, s_in, Cg, T(1), wg_, rows, xs, s_in, T(1), ys, s_out);
+        return;
+      }
+      T* col = thread_scratch<T>(static_cast<size_t>(rows * s_in));
+      gemm(true, false, rows, s_in, Cg, T(1), wg_, rows, xs, s_in, T(0), col, s_in);
+      col2im(col, Mg, g, ys);
     });
   });
 }
