@@ -361,8 +361,7 @@ void gemm_packed(const Kernel<T>& kn, const GemmArgs& g, T alpha, const T* A, in
       const int64_t tm = t / np, tn = t % np;
       const int64_t i0 = mslots * tm / mp * kn.mr, i1 = std::min(g.M, mslots * (tm + 1) / mp * kn.mr);
       const int64_t j0 = nslots * tn / np * kn.nr, j1 = std::min(g.N, nslots * (tn + 1) / np * kn.nr);
-      if (i0 < i1 && j0 < j1)
-        gemm_block(kn, g, alpha, A, lda, B, ldb, pre, accumulate_first, C, ldc, i0, i1, j0, j1);
+      if (i0 < i1 && j0 < j1) gemm_block(kn, g, alpha, A, lda, B, ldb, pre, accumulate_first, C, ldc, i0, i1, j0, j1);
     }
   });
 }

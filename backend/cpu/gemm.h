@@ -84,8 +84,8 @@ class PackedOperand {
 /// C = op(A)·op(B) + beta·C with A packed (alpha is 1: packing A is where it would be applied).
 void gemm(const PackedOperand<float>& A, bool trans_b, int64_t N, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc);
-void gemm(const PackedOperand<double>& A, bool trans_b, int64_t N, const double* B, int64_t ldb, double beta,
-          double* C, int64_t ldc);
+void gemm(const PackedOperand<double>& A, bool trans_b, int64_t N, const double* B, int64_t ldb, double beta, double* C,
+          int64_t ldc);
 /// C = alpha·op(A)·op(B) + beta·C with B packed.
 void gemm(bool trans_a, int64_t M, float alpha, const float* A, int64_t lda, const PackedOperand<float>& B, float beta,
           float* C, int64_t ldc);

@@ -77,7 +77,10 @@ class KernelContext : public NodeAttrs {
  public:
   KernelContext(const Node& node, const OpSchema& schema, int64_t opset, std::vector<const Tensor*> inputs,
                 std::vector<Tensor*> outputs, StepCache* cache = nullptr)
-      : NodeAttrs(node, schema), opset_(opset), inputs_(std::move(inputs)), outputs_(std::move(outputs)),
+      : NodeAttrs(node, schema),
+        opset_(opset),
+        inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)),
         cache_(cache) {}
 
   int64_t opset() const { return opset_; }

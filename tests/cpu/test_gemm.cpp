@@ -197,8 +197,8 @@ void check_packed(const Case& c) {
         gemm(c.ta, c.M, alpha, A.data(), lda, pb, beta, got.data(), ldc);
       }
       ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(T)))
-          << gemm_isa_name(isa) << (side_a ? " packed A" : " packed B") << " M=" << c.M << " N=" << c.N
-          << " K=" << c.K << " ta=" << c.ta << " tb=" << c.tb << " alpha=" << alpha << " beta=" << beta;
+          << gemm_isa_name(isa) << (side_a ? " packed A" : " packed B") << " M=" << c.M << " N=" << c.N << " K=" << c.K
+          << " ta=" << c.ta << " tb=" << c.tb << " alpha=" << alpha << " beta=" << beta;
     }
   }
 }

@@ -280,8 +280,10 @@ TEST(CpuScatterElements, LargeScattersMatchTheSequentialRule) {
   };
   // The last two cover data off the axis, as a detector's RoI pooling does (a run of one row's
   // positions is then contiguous in data).
-  const Shape3 shapes[] = {{{6, 64, 90}, {40, 60, 80}, 0},  {{7, 9, 700}, {5, 30, 600}, 1},
-                           {{31, 31, 40}, {30, 29, 90}, 2}, {{5, 30, 40}, {50, 30, 40}, 0},
+  const Shape3 shapes[] = {{{6, 64, 90}, {40, 60, 80}, 0},
+                           {{7, 9, 700}, {5, 30, 600}, 1},
+                           {{31, 31, 40}, {30, 29, 90}, 2},
+                           {{5, 30, 40}, {50, 30, 40}, 0},
                            {{7, 9, 70}, {7, 20, 70}, 1, true}};
   std::mt19937 rng(11);
   for (const auto& sh : shapes)

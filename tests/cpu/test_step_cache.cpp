@@ -33,15 +33,16 @@ std::unique_ptr<Graph> weighted_graph() {
   Value* x = b.input("x", DType::Float32, Shape{Dim(2), Dim(6), Dim(9), Dim(9)});
   Value* y = b.input("y", DType::Float32, Shape{Dim(5), Dim(40)});
   const std::vector<int64_t> pad1 = {1, 1, 1, 1};
-  b.output(b.node("Conv",
-                  {x, b.initializer("w1", uniform_floats({16, 6, 3, 3}, 1)), b.initializer("b1", uniform_floats({16}, 2))},
-                  {attr("pads", pad1)}));
+  b.output(b.node(
+      "Conv", {x, b.initializer("w1", uniform_floats({16, 6, 3, 3}, 1)), b.initializer("b1", uniform_floats({16}, 2))},
+      {attr("pads", pad1)}));
   b.output(b.node("Conv", {x, b.initializer("w2", uniform_floats({12, 3, 3, 3}, 3))},
                   {attr("group", int64_t{2}), attr("pads", pad1)}));
   b.output(b.node("ConvTranspose", {x, b.initializer("w3", uniform_floats({6, 4, 3, 3}, 4))},
                   {attr("strides", std::vector<int64_t>{2, 2})}));
   b.output(b.node("MatMul", {y, b.initializer("w4", uniform_floats({40, 70}, 5))}));
-  b.output(b.node("Gemm", {y, b.initializer("w5", uniform_floats({70, 40}, 6)), b.initializer("b5", uniform_floats({70}, 7))},
+  b.output(b.node("Gemm",
+                  {y, b.initializer("w5", uniform_floats({70, 40}, 6)), b.initializer("b5", uniform_floats({70}, 7))},
                   {attr("transB", int64_t{1}), attr("alpha", 0.5f), attr("beta", 2.0f)}));
   return b.build();
 }

@@ -202,10 +202,9 @@ void gemm_kernel(KernelContext& ctx) {
       const T* pb = b.data<T>();
       const PackedWeight<T>* packed = nullptr;
       if (gemm_packs(M, N, K))
-        packed = packed_weight<T>(ctx.cache_for_input(1), Packed::bytes_for(Packed::Side::B, K, N),
-                                  [&](std::vector<Packed>& parts) {
-                                    parts.emplace_back(Packed::Side::B, tb, K, N, pb, b.dim(1));
-                                  });
+        packed = packed_weight<T>(
+            ctx.cache_for_input(1), Packed::bytes_for(Packed::Side::B, K, N),
+            [&](std::vector<Packed>& parts) { parts.emplace_back(Packed::Side::B, tb, K, N, pb, b.dim(1)); });
       const T beta_t = use_c ? static_cast<T>(beta) : T(0);
       if (const Packed* bp = packed ? packed->part(0, pb) : nullptr)
         gemm(ta, M, static_cast<T>(alpha), a.data<T>(), a.dim(1), *bp, beta_t, py, N);
