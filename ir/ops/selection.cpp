@@ -14,52 +14,15 @@ namespace fusec {
 
 namespace selection {
 
-namespace {
-
-/// Calls f(i) for each element i of x whose bits, under `mask`, are not all zero, in C order.
-template <typename U, typename F>
-void scan_bits(const Tensor& x, U mask, F&& f) {
-  const char* p = static_cast<const char*>(x.raw());
-  const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i) {
-    U v;
-    std::memcpy(&v, p + static_cast<size_t>(i) * sizeof(U), sizeof(U));  // a view may be unaligned
-    if (v & mask) f(i);
-  }
-}
-
-/// Calls f(i) for each element of x that is not zero, in C order. Read as bits, one load and test
-/// an element: a float is zero when every bit but its sign is (-0.0 is zero, NaN is not), any other
-/// type when every bit is. (Read through as_double, each element cost a type switch and a
-/// conversion.)
-template <typename F>
-void for_each_nonzero(const Tensor& x, F&& f) {
-  const bool fl = is_float(x.dtype());
-  switch (dtype_size(x.dtype())) {
-    case 1:
-      return scan_bits<uint8_t>(x, 0xFF, f);
-    case 2:
-      return scan_bits<uint16_t>(x, fl ? 0x7FFF : 0xFFFF, f);
-    case 4:
-      return scan_bits<uint32_t>(x, fl ? 0x7FFFFFFFu : 0xFFFFFFFFu, f);
-    case 8:
-      return scan_bits<uint64_t>(x, fl ? 0x7FFFFFFFFFFFFFFFull : ~0ull, f);
-    default:
-      internal_error(std::string("NonZero over ") + dtype_name(x.dtype()));
-  }
-}
-
-}  // namespace
-
 int64_t count_nonzero(const Tensor& x) {
   int64_t n = 0;
-  for_each_nonzero(x, [&](int64_t) { ++n; });
+  for_each_nonzero(x, 0, x.numel(), [&](int64_t) { ++n; });
   return n;
 }
 
 std::vector<int64_t> nonzero_offsets(const Tensor& x) {
   std::vector<int64_t> out;
-  for_each_nonzero(x, [&](int64_t i) { out.push_back(i); });
+  for_each_nonzero(x, 0, x.numel(), [&](int64_t i) { out.push_back(i); });
   return out;
 }
 

@@ -36,6 +36,34 @@ TEST(CpuSelection, NonZeroListsCoordinatesInCOrder) {
   expect_ints(run_node("NonZero", int64s({0, 0, 0, 0}, {2, 1, 2}), {}, 1)[0], {}, {3, 0});
 }
 
+TEST(CpuSelection, NonZeroOverManyPiecesMatchesOneScan) {
+  // [3, 301, 257] (232,071 elements: the kernel scans pieces of 65,536 on several threads), dense,
+  // sparse, empty and with a piece of nothing between full ones: coordinates in C order, each
+  // piece's first one unravelled from its offset.
+  const std::vector<int64_t> dims = {3, 301, 257};
+  const int64_t n = 3 * 301 * 257;
+  std::mt19937 rng(5);
+  for (int density : {100, 50, 1, 0, -1}) {
+    SCOPED_TRACE("density " + std::to_string(density));
+    std::vector<float> x(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const bool on = density >= 0 ? static_cast<int>(rng() % 100) < density : i < 60000 || i >= 140000;
+      x[static_cast<size_t>(i)] = on ? 1.0f + static_cast<float>(rng() % 5) : (i % 2 ? -0.0f : 0.0f);
+    }
+    std::vector<int64_t> want[3];
+    for (int64_t i = 0; i < n; ++i)
+      if (x[static_cast<size_t>(i)] != 0) {
+        want[0].push_back(i / (301 * 257));
+        want[1].push_back(i / 257 % 301);
+        want[2].push_back(i % 257);
+      }
+    std::vector<int64_t> flat = want[0];
+    flat.insert(flat.end(), want[1].begin(), want[1].end());
+    flat.insert(flat.end(), want[2].begin(), want[2].end());
+    expect_ints(run_node("NonZero", floats(x, dims), {}, 1)[0], flat, {3, static_cast<int64_t>(want[0].size())});
+  }
+}
+
 TEST(CpuSelection, NonZeroOfEveryTypeMatchesTheElementwiseRule) {
   // [3, 4, 5], about a third nonzero, with runs that carry across both inner dims and long gaps;
   // floats also hold -0.0 (zero), NaN and tiny subnormal-like values (not zero). The expected

@@ -1,7 +1,9 @@
 // CPU kernels for NonZero and Unique, copying out what ir/ops/selection.h computes. Their outputs'
 // sizes are their data's, so each kernel makes its outputs itself (Writes::Itself): sizing them by
 // inference first would run the same computation twice per run.
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/kernels/common.h"
 #include "ir/ops/selection.h"
@@ -12,26 +14,53 @@ namespace {
 
 /// The coordinates of x's nonzero elements, in C order: y[axis, k] is element k's index on axis.
 /// The coordinates advance with the ascending offsets and divide only where a dim carries into the
-/// one before it (a division per element cost more than finding the elements).
+/// one before it (a division per element cost more than finding the elements). The flat input is
+/// cut into pieces, each counted, then scanned again and written, on its own thread: the counts of
+/// every piece first, so that each knows where its coordinates start. A detector's score test can select most
+/// of a million elements (RetinaNet with random weights: 10 of its tail's 13 ms were three
+/// NonZeros, on one thread).
 void nonzero_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const std::vector<int64_t> at = selection::nonzero_offsets(x);
-  const int64_t n = static_cast<int64_t>(at.size()), rank = static_cast<int64_t>(x.rank());
-  Tensor& y = ctx.output(0) = Tensor(DType::Int64, {rank, n});
-  if (rank == 0) return;
-  int64_t* py = y.data<int64_t>();
-  std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
-  int64_t cur = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t o = at[static_cast<size_t>(k)];
-    idx.back() += o - cur;
-    cur = o;
-    for (size_t a = idx.size() - 1; a > 0 && idx[a] >= x.dim(a); --a) {
-      idx[a - 1] += idx[a] / x.dim(a);
-      idx[a] %= x.dim(a);
+  const int64_t total = x.numel(), rank = static_cast<int64_t>(x.rank());
+  constexpr int64_t kPiece = int64_t{1} << 16;
+  const int64_t pieces = std::max<int64_t>(1, (total + kPiece - 1) / kPiece);
+  auto piece = [&](int64_t p) { return std::pair(p * kPiece, std::min(total, (p + 1) * kPiece)); };
+  std::vector<int64_t> start(static_cast<size_t>(pieces) + 1, 0);
+  parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      int64_t count = 0;
+      const auto [b, e] = piece(p);
+      selection::for_each_nonzero(x, b, e, [&](int64_t) { ++count; });
+      start[static_cast<size_t>(p) + 1] = count;
     }
-    for (int64_t a = 0; a < rank; ++a) py[a * n + k] = idx[static_cast<size_t>(a)];
-  }
+  });
+  for (size_t p = 1; p < start.size(); ++p) start[p] += start[p - 1];
+  const int64_t n = start.back();
+  Tensor& y = ctx.output(0) = Tensor::uninitialized(DType::Int64, {rank, n});
+  if (rank == 0 || n == 0) return;
+  int64_t* py = y.data<int64_t>();
+  parallel_for(pieces, 1, [&](int64_t p0, int64_t p1) {
+    std::vector<int64_t> idx(static_cast<size_t>(rank));
+    for (int64_t p = p0; p < p1; ++p) {
+      const auto [b, e] = piece(p);
+      // The coordinates of the piece's first element, then carried from offset to offset.
+      int64_t cur = b, col = start[static_cast<size_t>(p)];
+      for (int64_t a = rank - 1, rest = cur; a >= 0; --a) {
+        idx[static_cast<size_t>(a)] = rest % x.dim(static_cast<size_t>(a));
+        rest /= x.dim(static_cast<size_t>(a));
+      }
+      selection::for_each_nonzero(x, b, e, [&](int64_t o) {
+        idx.back() += o - cur;
+        cur = o;
+        for (size_t a = idx.size() - 1; a > 0 && idx[a] >= x.dim(a); --a) {
+          idx[a - 1] += idx[a] / x.dim(a);
+          idx[a] %= x.dim(a);
+        }
+        for (int64_t a = 0; a < rank; ++a) py[a * n + col] = idx[static_cast<size_t>(a)];
+        ++col;
+      });
+    }
+  });
 }
 
 void unique_kernel(KernelContext& ctx) {
