@@ -15,7 +15,7 @@ namespace fusec::cpu {
 
 template <typename T>
 struct PackedWeight : StepCache::Entry {
-  std::vector<PackedOperand<T>> parts;  // one per group of a Conv, else one
+  std::vector<PackedOperand<T>> parts;  // MatMul and Gemm: one (a kernel with groups would keep one each)
   /// Part i, if it was packed from `source` (the kernel's view of the weight this run).
   const PackedOperand<T>* part(size_t i, const T* source) const {
     return i < parts.size() && parts[i].source() == source ? &parts[i] : nullptr;
