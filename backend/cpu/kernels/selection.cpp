@@ -16,9 +16,9 @@ namespace {
 /// The coordinates advance with the ascending offsets and divide only where a dim carries into the
 /// one before it (a division per element cost more than finding the elements). The flat input is
 /// cut into pieces, each counted, then scanned again and written, on its own thread: the counts of
-/// every piece first, so that each knows where its coordinates start. A detector's score test can select most
-/// of a million elements (RetinaNet with random weights: 10 of its tail's 13 ms were three
-/// NonZeros, on one thread).
+/// every piece first, so that each knows where its coordinates start. A detector's score test can
+/// select most of a million elements (RetinaNet with random weights: 10 of its tail's 13 ms were
+/// three NonZeros, on one thread).
 void nonzero_kernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int64_t total = x.numel(), rank = static_cast<int64_t>(x.rank());
