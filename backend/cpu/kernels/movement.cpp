@@ -150,28 +150,6 @@ void strided_copy(size_t esize, const std::vector<int64_t>& dims_in, const std::
   });
 }
 
-/// Indices as int64, negative ones wrapped, every one checked against [-dim, dim).
-std::vector<int64_t> read_indices(const Tensor& t, int64_t dim, const NodeAttrs& where, const char* what = "index") {
-  std::vector<int64_t> v(static_cast<size_t>(t.numel()));
-  // Typed reads for the index types the ops allow (as_int64 switches on the type per element).
-  auto read = [&](auto at) {
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      const int64_t x = at(i);
-      if (x < -dim || x >= dim)
-        where.fail(std::string(what) + " " + std::to_string(x) + " is out of range for an axis of length " +
-                   std::to_string(dim));
-      v[static_cast<size_t>(i)] = x < 0 ? x + dim : x;
-    }
-  };
-  if (t.dtype() == DType::Int64)
-    read([p = t.data<int64_t>()](int64_t i) { return p[i]; });
-  else if (t.dtype() == DType::Int32)
-    read([p = t.data<int32_t>()](int64_t i) { return static_cast<int64_t>(p[i]); });
-  else
-    read([&t](int64_t i) { return t.as_int64(i); });
-  return v;
-}
-
 /// Index i of an int64 or int32 tensor, checked against an axis of length `dim` and made
 /// non-negative, read where a kernel uses it: GatherElements and ScatterElements read each index
 /// once, and copying them all first (into int64, one thread) cost as much as the scatter itself
@@ -206,6 +184,15 @@ class IndexReader {
   const int64_t* i64_ = nullptr;
   const int32_t* i32_ = nullptr;
 };
+
+/// Every index, read and checked by IndexReader, as int64: for Gather, which reads each once per
+/// outer position.
+std::vector<int64_t> read_indices(const Tensor& t, int64_t dim, const NodeAttrs& where, const char* what = "index") {
+  const IndexReader at(t, dim, where, what);
+  std::vector<int64_t> v(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = at(i);
+  return v;
+}
 
 const char* bytes_of(const Tensor& t) { return static_cast<const char*>(t.raw()); }
 char* bytes_of(Tensor& t) { return static_cast<char*>(t.raw()); }
