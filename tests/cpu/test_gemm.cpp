@@ -31,19 +31,37 @@ std::vector<GemmIsa> isas() {
   return out;
 }
 
+/// A case's leading dimensions and operands (A, B, and C as it is before the product), seeded
+/// uniform in [-1, 1).
+template <typename T>
+struct Operands {
+  int64_t lda, ldb, ldc;
+  std::vector<T> A, B, C0;
+};
+
+template <typename T>
+Operands<T> operands(const Case& c, unsigned seed) {
+  Operands<T> o{(c.ta ? c.M : c.K) + c.pad, (c.tb ? c.K : c.N) + c.pad, c.N + c.pad, {}, {}, {}};
+  const int64_t a_rows = c.ta ? c.K : c.M, b_rows = c.tb ? c.N : c.K;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  o.A.resize(static_cast<size_t>(a_rows * o.lda));
+  o.B.resize(static_cast<size_t>(b_rows * o.ldb));
+  o.C0.resize(static_cast<size_t>(c.M * o.ldc));
+  for (auto& x : o.A) x = static_cast<T>(u(rng));
+  for (auto& x : o.B) x = static_cast<T>(u(rng));
+  for (auto& x : o.C0) x = static_cast<T>(u(rng));
+  return o;
+}
+
 /// Runs the case on every supported instruction set (and, with `via_default`, through `gemm`)
 /// and compares each result with one double-precision reference.
 template <typename T>
 void check(const Case& c, bool via_default = false) {
-  const int64_t lda = (c.ta ? c.M : c.K) + c.pad, ldb = (c.tb ? c.K : c.N) + c.pad, ldc = c.N + c.pad;
-  const int64_t a_rows = c.ta ? c.K : c.M, b_rows = c.tb ? c.N : c.K;
-  std::mt19937 rng(static_cast<unsigned>(c.M * 131 + c.N * 17 + c.K));
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<T> A(static_cast<size_t>(a_rows * lda)), B(static_cast<size_t>(b_rows * ldb)),
-      C0(static_cast<size_t>(c.M * ldc));
-  for (auto& x : A) x = static_cast<T>(u(rng));
-  for (auto& x : B) x = static_cast<T>(u(rng));
-  for (auto& x : C0) x = static_cast<T>(u(rng));
+  Operands<T> o = operands<T>(c, static_cast<unsigned>(c.M * 131 + c.N * 17 + c.K));
+  const int64_t lda = o.lda, ldb = o.ldb, ldc = o.ldc;
+  const std::vector<T>&A = o.A, &B = o.B;
+  std::vector<T>& C0 = o.C0;
   // beta == 0 must not read C: poison it.
   if (c.beta == 0)
     for (auto& x : C0) x = std::numeric_limits<T>::quiet_NaN();
@@ -168,16 +186,10 @@ namespace {
 /// column, tiny) run only on the default instruction set, where `gemm` takes them too.
 template <typename T>
 void check_packed(const Case& c) {
-  const int64_t lda = (c.ta ? c.M : c.K) + c.pad, ldb = (c.tb ? c.K : c.N) + c.pad, ldc = c.N + c.pad;
-  const int64_t a_rows = c.ta ? c.K : c.M, b_rows = c.tb ? c.N : c.K;
-  std::mt19937 rng(static_cast<unsigned>(c.M * 7 + c.N * 131 + c.K * 3));
-  std::uniform_real_distribution<double> u(-1, 1);
-  std::vector<T> A(static_cast<size_t>(a_rows * lda)), B(static_cast<size_t>(b_rows * ldb)),
-      C0(static_cast<size_t>(c.M * ldc));
-  for (auto& x : A) x = static_cast<T>(u(rng));
-  for (auto& x : B) x = static_cast<T>(u(rng));
-  for (auto& x : C0) x = static_cast<T>(u(rng));
-  const bool shortcut = c.M == 1 || c.N == 1 || c.M * c.N * c.K <= 4096;
+  const Operands<T> o = operands<T>(c, static_cast<unsigned>(c.M * 7 + c.N * 131 + c.K * 3));
+  const int64_t lda = o.lda, ldb = o.ldb, ldc = o.ldc;
+  const std::vector<T>&A = o.A, &B = o.B, &C0 = o.C0;
+  const bool shortcut = !gemm_packs(c.M, c.N, c.K);
   for (GemmIsa isa : isas()) {
     if (shortcut && isa != gemm_default_isa()) continue;
     for (bool side_a : {false, true}) {
